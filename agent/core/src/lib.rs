@@ -1,0 +1,14 @@
+//! Outpost's pure core: everything between "bytes of a manifest" and "ordered pod deltas"
+//! that can be decided without IO.
+//!
+//! - [`manifest`]: decode, default (SEMANTICS.md S1–S11) and validate static pod manifests.
+//! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
+//! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
+//!
+//! This crate imports no async runtime, no HTTP stack and no container runtime; the
+//! compiler keeps that boundary.
+#![forbid(unsafe_code)]
+
+pub mod manifest;
+pub mod merge;
+pub mod pod;

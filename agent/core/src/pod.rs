@@ -1,0 +1,180 @@
+//! Pod identity, kubelet's config annotations, and the fingerprints the merge compares.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+/// `kubernetes.io/config.source`: which source a pod came from (`file`, `http`, `api`).
+pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+/// `kubernetes.io/config.hash`: the static pod's content hash (its UID, S6).
+pub const CONFIG_HASH: &str = "kubernetes.io/config.hash";
+/// `kubernetes.io/config.seen`: when the pod was first seen by the merge (M3).
+pub const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
+/// `kubernetes.io/config.mirror`: set on mirror pods in the API server (R1).
+pub const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
+
+/// A configured pod source. `Url` and `Push` are both `http` to kubelet's annotation but
+/// are separate sources to the merge: each delivers its own SET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The manifest directory (or single manifest file).
+    File,
+    /// The manifest URL, polled.
+    Url,
+    /// Manifests pushed to the local API under `/manifests`.
+    Push,
+    /// The Kubernetes API server (pods bound to this node).
+    Api,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [Source::File, Source::Url, Source::Push, Source::Api];
+
+    /// The value of `kubernetes.io/config.source` for pods of this source.
+    pub fn config_source(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Url | Source::Push => "http",
+            Source::Api => "api",
+        }
+    }
+
+    /// Static pods are every pod not from the API server.
+    pub fn is_static(self) -> bool {
+        !matches!(self, Source::Api)
+    }
+
+    /// A short, stable name for logs, metrics and JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Url => "url",
+            Source::Push => "push",
+            Source::Api => "api",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `namespace/name`, the key kubelet uses for pod workers and name conflicts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct FullName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl FullName {
+    pub fn of(pod: &Pod) -> FullName {
+        FullName {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for FullName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The pod's UID (empty when the pod has none; static pods always get one, S5).
+pub fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// An annotation's value, if present.
+pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Sets an annotation, creating the map if needed.
+pub fn set_annotation(pod: &mut Pod, key: &str, value: impl Into<String>) {
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.to_owned(), value.into());
+}
+
+/// Two 128-bit digests that let the merge decide M4/M5 with two integer compares.
+///
+/// `semantic` covers what M4 says makes an UPDATE: spec, labels, deletionTimestamp,
+/// deletionGracePeriodSeconds, and annotations except config.source/mirror/seen.
+/// `status` covers the pod's status (M5, RECONCILE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint {
+    pub semantic: u128,
+    pub status: u128,
+}
+
+impl Fingerprint {
+    pub fn of(pod: &Pod) -> Fingerprint {
+        let annotations = pod.metadata.annotations.as_ref().map(|all| {
+            all.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), CONFIG_SOURCE | CONFIG_MIRROR | CONFIG_SEEN))
+                .collect::<Vec<_>>()
+        });
+        let semantic = (
+            &pod.spec,
+            &pod.metadata.labels,
+            &pod.metadata.deletion_timestamp,
+            &pod.metadata.deletion_grace_period_seconds,
+            annotations,
+        );
+        Fingerprint {
+            semantic: digest(&semantic),
+            status: digest(&pod.status),
+        }
+    }
+}
+
+/// XXH3-128 of the value's JSON form, streamed into the hasher (no intermediate buffer).
+fn digest<T: Serialize>(value: &T) -> u128 {
+    struct Sink(xxhash_rust::xxh3::Xxh3);
+    impl io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut sink = Sink(xxhash_rust::xxh3::Xxh3::new());
+    // Serializing k8s-openapi types into a writer that never fails cannot fail:
+    // they contain only strings, numbers, maps with string keys and sequences.
+    let _ = serde_json::to_writer(&mut sink, value);
+    sink.0.digest128()
+}
+
+/// A pod as a source hands it to the merge: shared, never copied again, with its
+/// fingerprints computed once by the source (off the merge's hot path).
+#[derive(Debug, Clone)]
+pub struct SourcePod {
+    pub pod: Arc<Pod>,
+    pub fingerprint: Fingerprint,
+}
+
+impl SourcePod {
+    pub fn new(pod: impl Into<Arc<Pod>>) -> SourcePod {
+        let pod = pod.into();
+        let fingerprint = Fingerprint::of(&pod);
+        SourcePod { pod, fingerprint }
+    }
+
+    pub fn uid(&self) -> &str {
+        uid(&self.pod)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,3 @@
+//! Pod sources: each is a stream of [`SourceUpdate`]s (SEMANTICS.md S*, M*).
+
+pub mod file;

@@ -1,0 +1,3 @@
+//! The manifest directory source (kubelet's `staticPodPath`).
+
+pub mod watch;

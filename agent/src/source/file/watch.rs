@@ -1,0 +1,1 @@
+//! Kernel watches on manifest directories.
