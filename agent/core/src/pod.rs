@@ -118,11 +118,14 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     pub fn of(pod: &Pod) -> Fingerprint {
-        let annotations = pod.metadata.annotations.as_ref().map(|all| {
-            all.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), CONFIG_SOURCE | CONFIG_MIRROR | CONFIG_SEEN))
-                .collect::<Vec<_>>()
-        });
+        // No annotations and only bookkeeping annotations are the same thing.
+        let annotations: Vec<_> = pod
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), CONFIG_SOURCE | CONFIG_MIRROR | CONFIG_SEEN))
+            .collect();
         let semantic = (
             &pod.spec,
             &pod.metadata.labels,
