@@ -128,7 +128,7 @@ impl Fingerprint {
             .collect();
         let semantic = (
             &pod.spec,
-            &pod.metadata.labels,
+            pod.metadata.labels.as_ref().filter(|l| !l.is_empty()),
             &pod.metadata.deletion_timestamp,
             &pod.metadata.deletion_grace_period_seconds,
             annotations,
