@@ -1,3 +1,11 @@
 //! The Outpost node agent as a library; `main.rs` only parses arguments and starts it.
+//! The pure core (manifests, fingerprints, merge) lives in `outpost-core`.
 
+pub mod api;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod logging;
+pub mod podconfig;
+pub mod shutdown;
 pub mod source;

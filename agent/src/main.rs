@@ -1,1 +1,47 @@
-fn main() {}
+//! The `outpost` binary: parse arguments, set up logging, dispatch. Nothing else.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use outpost::cli::{Cli, Command};
+use outpost::{commands, logging};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    let result = match cli.command {
+        Command::Version => {
+            println!("outpost {}", env!("CARGO_PKG_VERSION"));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validate(args) => validate(args),
+        Command::Run(args) => run(*args),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("outpost: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
+    let node = outpost::cli::validate_node_name(args.node_name.as_deref());
+    let summary = commands::validate::validate(&args.files, &node, &mut std::io::stdout().lock())?;
+    eprintln!(
+        "{} file(s), {} pod(s), {} invalid",
+        summary.files, summary.pods, summary.invalid_files
+    );
+    Ok(if summary.invalid_files == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run(args: outpost::cli::RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(commands::run::run(args.flags(), args.dry_run))?;
+    Ok(ExitCode::SUCCESS)
+}

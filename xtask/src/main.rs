@@ -1,1 +1,92 @@
-fn main() {}
+//! Repository tasks, run as `cargo xtask <task>` (the alias is in `.cargo/config.toml`).
+//!
+//! One module per task; this file only dispatches. Tasks run commands from the workspace
+//! root and fail on the first command that fails.
+
+mod bench;
+mod ci;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
+  ci                fmt check, clippy, build, test, then `bench --quick`";
+
+fn main() -> ExitCode {
+    match dispatch() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    match task.as_str() {
+        "bench" => bench::run(&bench::Options::parse(rest)?),
+        "ci" => {
+            if !rest.is_empty() {
+                bail!("`ci` takes no arguments\n\n{USAGE}");
+            }
+            ci::run()
+        }
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task {other:?}\n\n{USAGE}"),
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// `cargo` as the running cargo names itself (`$CARGO`), run from the workspace root.
+/// The environment (`CI`, `CARGO_TARGET_DIR`, `RUSTFLAGS`...) passes through.
+fn cargo(args: &[&str]) -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.args(args).current_dir(project_root());
+    command
+}
+
+/// Runs a command to completion, echoing it first; an error if it does not succeed.
+fn run(mut command: Command) -> anyhow::Result<()> {
+    let shown = show(&command);
+    println!("$ {shown}");
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    if !status.success() {
+        bail!("`{shown}` failed: {status}");
+    }
+    Ok(())
+}
+
+fn show(command: &Command) -> String {
+    let program = Path::new(command.get_program())
+        .file_name()
+        .unwrap_or(command.get_program())
+        .to_string_lossy()
+        .into_owned();
+    std::iter::once(program)
+        .chain(command.get_args().map(|a| a.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

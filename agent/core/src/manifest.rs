@@ -1,1 +1,259 @@
 //! Decoding, defaulting (S1–S11) and validation of static pod manifests.
+//!
+//! [`decode`] is the module's entry point: bytes in, defaulted and validated pods out, or
+//! every problem found. A manifest is accepted or rejected as a whole.
+//!
+//! - `parse`: size and encoding checks, YAML/JSON parsing, `kind`/`apiVersion` dispatch
+//!   (S8, S9); `locate`: where a document starts, for error messages.
+//! - `nesting`, `expansion`: bounds on YAML flow nesting and alias expansion, which
+//!   libyaml and serde_yaml_ng leave open.
+//! - `default`: kubelet's `applyDefaults` for static pods (S2–S7).
+//! - `validate`: a useful subset of kubelet's static pod validation (`ValidatePodCreate`).
+
+use std::fmt;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::pod::Source;
+
+mod default;
+mod expansion;
+mod locate;
+mod nesting;
+mod parse;
+mod validate;
+
+/// The largest manifest accepted, in bytes (S8).
+pub const MAX_MANIFEST_BYTES: usize = 10 * 1024 * 1024;
+
+/// Where a manifest came from; decides `config.source`, the S7 toleration, and the
+/// location string hashed into the UID (S5).
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// A file of the manifest directory (or the single manifest file).
+    File(&'a Path),
+    /// The manifest URL.
+    Url(&'a str),
+    /// A manifest pushed to the local API, under this key.
+    Push(&'a str),
+}
+
+impl Origin<'_> {
+    /// The pod source this origin belongs to.
+    pub fn source(&self) -> Source {
+        match self {
+            Origin::File(_) => Source::File,
+            Origin::Url(_) => Source::Url,
+            Origin::Push(_) => Source::Push,
+        }
+    }
+
+    /// `file:<path>`, `url:<url>` or `push:<key>`: the location hashed into the UID (S5).
+    pub fn location(&self) -> String {
+        match self {
+            Origin::File(path) => format!("file:{}", path.display()),
+            Origin::Url(url) => format!("url:{url}"),
+            Origin::Push(key) => format!("push:{key}"),
+        }
+    }
+}
+
+/// One problem in a manifest.
+///
+/// Display is `line L, column C: <what is wrong and what to do>` (the prefix only when the
+/// position is known). The origin (file, URL, push key) is not repeated in each error: the
+/// caller that read the manifest names it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// S8: the manifest is over [`MAX_MANIFEST_BYTES`]; nothing of it was parsed.
+    #[error(
+        "manifest is {size} bytes, over the limit of {limit} bytes (10 MiB); split it into smaller manifests"
+    )]
+    TooLarge { size: usize, limit: usize },
+
+    /// The manifest is not UTF-8; `offset` is the byte offset of the first invalid byte.
+    #[error(
+        "line {line}, column {column}: invalid UTF-8 at byte offset {offset}; save the manifest as UTF-8"
+    )]
+    NotUtf8 {
+        offset: usize,
+        line: usize,
+        column: usize,
+    },
+
+    /// The parser rejected the text: a syntax error, a value of the wrong type (the message
+    /// starts with the field path), or an input that hit the parser's alias-repetition or
+    /// nesting limits. `message` is the parser's own message without its position suffix.
+    #[error("{}cannot decode {format}: {message}", at(*position))]
+    Parse {
+        format: Format,
+        message: String,
+        position: Option<(usize, usize)>,
+    },
+
+    /// A document has no `kind`.
+    #[error(
+        "{}kind: missing; a static pod manifest holds `kind: Pod` (or a `PodList` or `List` of pods) with `apiVersion: v1`",
+        at(*position)
+    )]
+    MissingKind { position: Option<(usize, usize)> },
+
+    /// A document is something other than a Pod, PodList or List.
+    #[error(
+        "{}kind: {kind} (apiVersion {}) is not a pod; a static pod manifest holds only `kind: Pod`, `PodList` or `List` of pods",
+        at(*position),
+        api_version.as_deref().unwrap_or("missing")
+    )]
+    UnsupportedKind {
+        kind: String,
+        api_version: Option<String>,
+        position: Option<(usize, usize)>,
+    },
+
+    /// A Pod, PodList or List whose `apiVersion` is missing or not `v1`.
+    #[error(
+        "{}apiVersion: {}; kind {kind} needs `apiVersion: v1`",
+        at(*position),
+        found.as_deref().map_or_else(|| "missing".to_owned(), |v| format!("{v:?} is not supported"))
+    )]
+    ApiVersion {
+        kind: String,
+        found: Option<String>,
+        position: Option<(usize, usize)>,
+    },
+
+    /// S1: the pod has no `metadata.name`. `field` is the path prefix (`items[2].` in a list).
+    #[error(
+        "{}{field}metadata.name: missing; a static pod needs a name (the agent appends \"-<node name>\")",
+        at(*position)
+    )]
+    MissingName {
+        field: String,
+        position: Option<(usize, usize)>,
+    },
+
+    /// A pod failed validation; `field` is the full field path.
+    #[error("{}{field}: {message}", at(*position))]
+    Invalid {
+        field: String,
+        message: String,
+        position: Option<(usize, usize)>,
+    },
+}
+
+/// The manifest's syntax, for [`Error::Parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Yaml => "YAML",
+            Format::Json => "JSON",
+        })
+    }
+}
+
+/// `line L, column C: `, or nothing when the position is unknown.
+fn at(position: Option<(usize, usize)>) -> String {
+    position.map_or_else(String::new, |(line, column)| {
+        format!("line {line}, column {column}: ")
+    })
+}
+
+impl Error {
+    /// The 1-based line and column the error concerns, when known.
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            Error::TooLarge { .. } => None,
+            Error::NotUtf8 { line, column, .. } => Some((*line, *column)),
+            Error::Parse { position, .. }
+            | Error::MissingKind { position, .. }
+            | Error::UnsupportedKind { position, .. }
+            | Error::ApiVersion { position, .. }
+            | Error::MissingName { position, .. }
+            | Error::Invalid { position, .. } => *position,
+        }
+    }
+
+    /// Fills in the position of an error made before its document was located.
+    fn set_position(&mut self, at: Option<(usize, usize)>) {
+        match self {
+            Error::TooLarge { .. } | Error::NotUtf8 { .. } => {}
+            Error::Parse { position, .. }
+            | Error::MissingKind { position, .. }
+            | Error::UnsupportedKind { position, .. }
+            | Error::ApiVersion { position, .. }
+            | Error::MissingName { position, .. }
+            | Error::Invalid { position, .. } => *position = position.or(at),
+        }
+    }
+}
+
+/// All problems found in one manifest, in document order.
+#[derive(Debug)]
+pub struct Errors(pub Vec<Error>);
+
+impl fmt::Display for Errors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Errors {}
+
+/// Decodes a static pod manifest: the size cap (S8) is checked before parsing, then the
+/// manifest is parsed (S9), defaulted (S1–S7) and validated.
+///
+/// Returns every pod in it in document order (none for an empty manifest), or every error
+/// found: one invalid pod rejects the whole manifest.
+pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<Pod>, Errors> {
+    let text = parse::text(bytes).map_err(|error| Errors(vec![error]))?;
+    let parse::Parsed {
+        format,
+        pods: parsed,
+        mut errors,
+        mut unplaced,
+    } = parse::parse(text);
+
+    let mut pods = Vec::with_capacity(parsed.len());
+    for (anchor, pod) in parsed {
+        let ordinal = pods.len();
+        let pod = default::apply(pod, origin, node_name, ordinal);
+        let problems = validate::validate(&pod, &anchor.field_prefix());
+        unplaced.extend(problems.into_iter().map(|error| (anchor, error)));
+        pods.push(pod);
+    }
+
+    // Problems found after parsing point at their document; finding where it starts
+    // takes one more pass over the text, made only for a manifest with problems.
+    if !unplaced.is_empty() {
+        let anchors: Vec<_> = unplaced.iter().map(|(anchor, _)| *anchor).collect();
+        let positions = locate::locate(text, format, &anchors);
+        for ((_, mut error), position) in unplaced.into_iter().zip(positions) {
+            error.set_position(position);
+            errors.push(error);
+        }
+    }
+
+    if errors.is_empty() {
+        Ok(pods)
+    } else {
+        // Document order; a stable sort keeps one document's errors in field order.
+        errors.sort_by_key(|error| error.position().unwrap_or((usize::MAX, usize::MAX)));
+        Err(Errors(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,6 +14,9 @@
 //! [`Fingerprint`]: crate::pod::Fingerprint
 
 use std::collections::{BTreeSet, HashMap};
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as TableEntry;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -88,38 +91,86 @@ pub struct Merged {
 #[derive(Debug)]
 struct Entry {
     pod: SourcePod,
-    name: FullName,
     /// When the store first saw this UID from this source; orders M11's "first seen wins".
     seq: u64,
-    /// The SET generation that last mentioned this pod (M6 sweep).
+    /// The apply that last mentioned this pod (the M6 sweep removes the others).
     generation: u64,
 }
 
+/// A source's pods by UID, in a table keyed by the hash each [`SourcePod`] carries.
 #[derive(Debug, Default)]
 struct SourceState {
     set_seen: bool,
-    pods: HashMap<String, Entry>,
+    pods: HashTable<Entry>,
     /// Duplicates dropped from the source's last update (M2), kept for reporting.
     duplicates: Vec<Conflict>,
 }
 
-/// Who may run under a full name; lower ranks win (M11).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+impl SourceState {
+    fn find(&mut self, hash: u64, uid: &str) -> Option<&mut Entry> {
+        self.pods.find_mut(hash, |e| &*e.pod.uid == uid)
+    }
+
+    fn contains(&self, hash: u64, uid: &str) -> bool {
+        self.pods.find(hash, |e| &*e.pod.uid == uid).is_some()
+    }
+}
+
+/// A pod that may run under a full name. Carries its pod so that who holds a name can be
+/// answered without looking into any source's state. Lower ranks win (M11).
+#[derive(Debug, Clone)]
 struct Candidate {
     from_api: bool,
     seq: u64,
     source: Source,
-    uid: String,
+    uid: Arc<str>,
+    pod: Arc<Pod>,
+    /// How this pod changed in the apply numbered `changed_in`.
+    change: Change,
+    changed_in: u64,
 }
 
-/// How a pod's entry changed within one apply, before M11 decides what the workers see.
+impl Candidate {
+    fn rank(&self) -> (bool, u64) {
+        (self.from_api, self.seq)
+    }
+}
+
+/// How a pod changed within one apply (additions and removals show as a new holder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
-    Added,
     Updated,
     Deleted,
     Reconciled,
-    Removed,
+}
+
+/// Everything about one full name: its candidates, best first, and what the apply in
+/// progress needs to know: who held the name before it (as source and sequence number)
+/// and, if that pod has left the candidates since, its pod for the REMOVE delta.
+#[derive(Debug)]
+struct Slot {
+    name: Arc<FullName>,
+    hash: u64,
+    candidates: Vec<Candidate>,
+    touched_in: u64,
+    before: Option<(Source, u64)>,
+    evicted: Option<Arc<Pod>>,
+}
+
+impl Slot {
+    /// Drops a candidate, keeping its pod if it held the name before this apply.
+    fn evict(&mut self, source: Source, seq: u64) {
+        if let Some(at) = self
+            .candidates
+            .iter()
+            .position(|c| c.source == source && c.seq == seq)
+        {
+            let c = self.candidates.remove(at);
+            if self.before == Some((source, seq)) {
+                self.evicted = Some(c.pod);
+            }
+        }
+    }
 }
 
 /// The merge core's state. One owner; readers get snapshots built from [`PodStore::pods`].
@@ -127,18 +178,9 @@ enum Change {
 pub struct PodStore {
     configured: BTreeSet<Source>,
     states: HashMap<Source, SourceState>,
-    /// Candidates for each full name, best first.
-    names: HashMap<FullName, Vec<Candidate>>,
+    names: HashTable<Slot>,
     next_seq: u64,
     generation: u64,
-}
-
-/// Bookkeeping for one apply: which names were touched, who held them before, what changed.
-#[derive(Debug, Default)]
-struct Touched {
-    order: Vec<FullName>,
-    before: HashMap<FullName, Option<(Source, String, Arc<Pod>)>>,
-    changes: HashMap<(Source, String), Change>,
 }
 
 impl PodStore {
@@ -155,36 +197,42 @@ impl PodStore {
     pub fn apply(&mut self, update: SourceUpdate, now: Timestamp) -> Merged {
         let SourceUpdate { source, op, pods } = update;
         let mut pods = admit(source, pods);
-        let mut touched = Touched::default();
-        let mut merged = Merged::default();
         self.generation += 1;
-        let generation = self.generation;
-
+        let state = self.states.entry(source).or_default();
+        let mut merge = Merge {
+            source,
+            generation: self.generation,
+            now,
+            state,
+            names: &mut self.names,
+            next_seq: &mut self.next_seq,
+            touched: Vec::new(),
+        };
+        let mut duplicates = Vec::new();
         if op == Op::Remove {
             for incoming in &pods {
-                self.remove(source, incoming.uid(), &mut touched);
+                merge.remove(incoming.uid_hash, &incoming.uid);
             }
         } else {
-            let state = self.states.entry(source).or_default();
-            merged.duplicates = drop_duplicates(source, &mut pods, state);
-            state.duplicates.clone_from(&merged.duplicates);
+            duplicates = drop_duplicates(source, &mut pods, merge.state);
+            merge.state.duplicates.clone_from(&duplicates);
             for incoming in pods {
-                self.upsert(source, incoming, generation, now, &mut touched);
+                merge.upsert(incoming);
             }
             if op == Op::Set {
-                self.sweep(source, generation, &mut touched);
-                self.states.entry(source).or_default().set_seen = true;
+                merge.sweep();
+                merge.state.set_seen = true;
             }
         }
-        merged.deltas = self.deltas(touched);
-        merged
+        Merged {
+            deltas: merge.deltas(),
+            duplicates,
+        }
     }
 
     /// Every configured source has delivered at least one SET (M9).
     pub fn synced(&self) -> bool {
-        self.configured
-            .iter()
-            .all(|s| self.states.get(s).is_some_and(|st| st.set_seen))
+        self.configured.iter().all(|s| self.source_seen(*s))
     }
 
     /// Whether this source has delivered a SET yet.
@@ -198,11 +246,11 @@ impl PodStore {
     }
 
     /// The desired pods: the active pod of every full name, with its source.
-    pub fn pods(&self) -> impl Iterator<Item = (Source, &Arc<Pod>)> + '_ {
-        self.names.values().filter_map(|candidates| {
-            let best = candidates.first()?;
-            let entry = self.states.get(&best.source)?.pods.get(&best.uid)?;
-            Some((best.source, &entry.pod.pod))
+    pub fn pods(&self) -> impl Iterator<Item = (Source, &Arc<FullName>, &Arc<Pod>)> + '_ {
+        self.names.iter().filter_map(|slot| {
+            slot.candidates
+                .first()
+                .map(|c| (c.source, &slot.name, &c.pod))
         })
     }
 
@@ -219,16 +267,16 @@ impl PodStore {
     /// and duplicates dropped from each source's last update (M2).
     pub fn conflicts(&self) -> Vec<Conflict> {
         let mut out: Vec<Conflict> = Vec::new();
-        for (full_name, candidates) in &self.names {
-            let Some((winner, losers)) = candidates.split_first() else {
+        for slot in &self.names {
+            let Some((winner, losers)) = slot.candidates.split_first() else {
                 continue;
             };
             out.extend(losers.iter().map(|c| Conflict {
-                full_name: full_name.clone(),
+                full_name: FullName::clone(&slot.name),
                 source: c.source,
-                uid: c.uid.clone(),
+                uid: c.uid.to_string(),
                 winner_source: winner.source,
-                winner_uid: winner.uid.clone(),
+                winner_uid: winner.uid.to_string(),
             }));
         }
         let mut sources: Vec<_> = self.states.iter().collect();
@@ -240,49 +288,77 @@ impl PodStore {
         );
         out
     }
+}
 
-    fn upsert(
-        &mut self,
-        source: Source,
-        mut incoming: SourcePod,
-        generation: u64,
-        now: Timestamp,
-        touched: &mut Touched,
-    ) {
-        let state = self.states.entry(source).or_default();
-        let Some(entry) = state.pods.get_mut(incoming.uid()) else {
+/// One apply in progress: the applying source's state and the names, borrowed apart.
+struct Merge<'a> {
+    source: Source,
+    generation: u64,
+    now: Timestamp,
+    state: &'a mut SourceState,
+    names: &'a mut HashTable<Slot>,
+    next_seq: &'a mut u64,
+    /// Hashes of the names this apply touched, in order (their slots carry the mark).
+    touched: Vec<u64>,
+}
+
+impl Merge<'_> {
+    /// The slot of a name, created if needed, marked as touched by this apply (its
+    /// holder before any change is recorded once).
+    fn touch(&mut self, hash: u64, name: &Arc<FullName>) -> &mut Slot {
+        let generation = self.generation;
+        let slot = match self
+            .names
+            .entry(hash, |s| s.hash == hash && s.name == *name, |s| s.hash)
+        {
+            TableEntry::Occupied(o) => o.into_mut(),
+            TableEntry::Vacant(v) => v
+                .insert(Slot {
+                    name: name.clone(),
+                    hash,
+                    candidates: Vec::with_capacity(1),
+                    touched_in: 0,
+                    before: None,
+                    evicted: None,
+                })
+                .into_mut(),
+        };
+        if slot.touched_in != generation {
+            slot.touched_in = generation;
+            slot.before = slot.candidates.first().map(|c| (c.source, c.seq));
+            self.touched.push(hash);
+        }
+        slot
+    }
+
+    fn upsert(&mut self, mut incoming: SourcePod) {
+        let (source, generation) = (self.source, self.generation);
+        let Some(entry) = self.state.find(incoming.uid_hash, &incoming.uid) else {
             // M3: a UID we have not seen is an ADD, stamped with when it was first seen.
-            if pod::annotation(&incoming.pod, CONFIG_SEEN).is_none() {
-                pod::set_annotation(
-                    Arc::make_mut(&mut incoming.pod),
-                    CONFIG_SEEN,
-                    now.to_string(),
-                );
+            if incoming.seen_hash.is_none() {
+                incoming.stamp(CONFIG_SEEN, self.now.to_string());
             }
-            let uid = incoming.uid().to_owned();
-            let name = FullName::of(&incoming.pod);
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            touch(touched, &self.names, &self.states, &name);
-            touched.changes.insert((source, uid.clone()), Change::Added);
-            insert_candidate(&mut self.names, &name, source, &uid, seq);
+            let seq = *self.next_seq;
+            *self.next_seq += 1;
+            let slot = self.touch(incoming.name_hash, &incoming.name);
+            insert_candidate(slot, source, &incoming, seq);
             let entry = Entry {
                 pod: incoming,
-                name,
                 seq,
                 generation,
             };
-            self.states
-                .entry(source)
-                .or_default()
+            self.state
                 .pods
-                .insert(uid, entry);
+                .insert_unique(entry.pod.uid_hash, entry, |e| e.pod.uid_hash);
             return;
         };
         entry.generation = generation;
-        let old = entry.pod.fingerprint;
-        let new = incoming.fingerprint;
-        let renamed = !same_name(&entry.name, &incoming.pod);
+        if Arc::ptr_eq(&entry.pod.pod, &incoming.pod) {
+            return; // The very pod we hold: sources re-send their Arcs in every SET.
+        }
+        // By hash: names are immutable in the API, and static pods change UID instead.
+        let renamed = entry.pod.name_hash != incoming.name_hash;
+        let (old, new) = (entry.pod.fingerprint, incoming.fingerprint);
         let change = if old.semantic != new.semantic || renamed {
             // M4: a graceful deletion is a DELETE, anything else an UPDATE.
             if incoming.pod.metadata.deletion_timestamp.is_some() {
@@ -296,105 +372,126 @@ impl PodStore {
             return; // M5: nothing changed, nothing is emitted; keep the pod we have.
         };
         // M4: config.seen is kept from the first sighting.
-        let seen = pod::annotation(&entry.pod.pod, CONFIG_SEEN).map(str::to_owned);
-        if let Some(seen) = seen
-            && pod::annotation(&incoming.pod, CONFIG_SEEN) != Some(seen.as_str())
+        if entry.pod.seen_hash.is_some()
+            && incoming.seen_hash != entry.pod.seen_hash
+            && let Some(seen) = pod::annotation(&entry.pod.pod, CONFIG_SEEN)
         {
-            pod::set_annotation(Arc::make_mut(&mut incoming.pod), CONFIG_SEEN, seen);
+            incoming.stamp(CONFIG_SEEN, seen.to_owned());
         }
-        let uid = incoming.uid().to_owned();
         let seq = entry.seq;
-        let old_name = entry.name.clone();
-        touch(touched, &self.names, &self.states, &old_name);
-        let state = self.states.entry(source).or_default();
-        let Some(entry) = state.pods.get_mut(&uid) else {
-            return;
-        };
-        entry.pod = incoming;
+        let old = std::mem::replace(&mut entry.pod, incoming);
+        let new_pod = entry.pod.clone();
+        let slot = self.touch(old.name_hash, &old.name);
         if renamed {
-            // Names of API pods are immutable; a source that renames a UID anyway moves it.
-            let new_name = FullName::of(&entry.pod.pod);
-            entry.name = new_name.clone();
-            remove_candidate(&mut self.names, &old_name, source, &uid);
-            touch(touched, &self.names, &self.states, &new_name);
-            insert_candidate(&mut self.names, &new_name, source, &uid, seq);
+            // A source that renames a UID anyway: the pod moves to its new name.
+            slot.evict(source, seq);
+            let slot = self.touch(new_pod.name_hash, &new_pod.name);
+            insert_candidate(slot, source, &new_pod, seq);
+        } else if let Some(c) = slot
+            .candidates
+            .iter_mut()
+            .find(|c| c.source == source && c.seq == seq)
+        {
+            c.pod = new_pod.pod;
+            c.change = change;
+            c.changed_in = generation;
         }
-        touched.changes.insert((source, uid), change);
     }
 
-    fn remove(&mut self, source: Source, uid: &str, touched: &mut Touched) {
+    fn remove(&mut self, hash: u64, uid: &str) {
         // M7: removing an unknown UID is a no-op.
-        let Some(name) = self
-            .states
-            .get(&source)
-            .and_then(|st| st.pods.get(uid))
-            .map(|e| e.name.clone())
-        else {
+        let Ok(found) = self.state.pods.find_entry(hash, |e| &*e.pod.uid == uid) else {
             return;
         };
-        touch(touched, &self.names, &self.states, &name);
-        remove_candidate(&mut self.names, &name, source, uid);
-        if let Some(state) = self.states.get_mut(&source) {
-            state.pods.remove(uid);
-        }
-        touched
-            .changes
-            .insert((source, uid.to_owned()), Change::Removed);
+        let (entry, _) = found.remove();
+        let source = self.source;
+        let slot = self.touch(entry.pod.name_hash, &entry.pod.name);
+        // (source, seq) names a candidate uniquely: seq is never reused.
+        slot.evict(source, entry.seq);
     }
 
-    /// M6: after a SET, every pod of the source it did not mention is removed.
-    fn sweep(&mut self, source: Source, generation: u64, touched: &mut Touched) {
-        let Some(state) = self.states.get(&source) else {
-            return;
-        };
-        let mut gone: Vec<(u64, String)> = state
+    /// M6: after a SET, every pod of the source it did not mention is removed, in the
+    /// order they were first seen.
+    fn sweep(&mut self) {
+        let generation = self.generation;
+        let mut gone: Vec<(u64, u64, Arc<str>)> = self
+            .state
             .pods
             .iter()
-            .filter(|(_, e)| e.generation != generation)
-            .map(|(uid, e)| (e.seq, uid.clone()))
+            .filter(|e| e.generation != generation)
+            .map(|e| (e.seq, e.pod.uid_hash, e.pod.uid.clone()))
             .collect();
-        gone.sort_unstable();
-        for (_, uid) in gone {
-            self.remove(source, &uid, touched);
+        gone.sort_unstable_by_key(|(seq, ..)| *seq);
+        for (_, hash, uid) in gone {
+            self.remove(hash, &uid);
         }
     }
 
-    /// Turns the entry changes of one apply into what the pod workers see (M8, M11).
-    fn deltas(&self, touched: Touched) -> Vec<PodDelta> {
-        let mut deltas = Vec::new();
-        for name in &touched.order {
-            let before = touched.before.get(name).and_then(Option::as_ref);
-            let after = active(&self.names, &self.states, name);
-            match (before, after) {
-                (Some((bs, bu, _)), Some((as_, au, pod))) if *bs == as_ && bu == au => {
-                    let op = match touched.changes.get(&(as_, au.to_owned())) {
-                        Some(Change::Updated) => DeltaOp::Update,
-                        Some(Change::Deleted) => DeltaOp::Delete,
-                        Some(Change::Reconciled) => DeltaOp::Reconcile,
-                        Some(Change::Added | Change::Removed) | None => continue,
-                    };
-                    deltas.push(PodDelta {
-                        op,
-                        source: as_,
-                        pod: pod.clone(),
-                    });
-                }
-                (before, after) => {
-                    if let Some((bs, _, pod)) = before {
+    /// Turns what changed into what the pod workers see (M8, M11), and drops names no
+    /// pod claims any more.
+    fn deltas(self) -> Vec<PodDelta> {
+        let Merge {
+            source,
+            generation,
+            names,
+            touched,
+            ..
+        } = self;
+        let mut deltas = Vec::with_capacity(touched.len());
+        for hash in touched {
+            // The mark tells touched slots apart even if two names share a hash.
+            let Ok(mut found) =
+                names.find_entry(hash, |s| s.hash == hash && s.touched_in == generation)
+            else {
+                continue;
+            };
+            // Marks stay: a generation never repeats, so this slot reads as untouched later.
+            let slot = found.get_mut();
+            slot.touched_in = u64::MAX;
+            match (slot.before, slot.candidates.first()) {
+                (Some(before), Some(a)) if before == (a.source, a.seq) => {
+                    if a.source == source && a.changed_in == generation {
+                        let op = match a.change {
+                            Change::Updated => DeltaOp::Update,
+                            Change::Deleted => DeltaOp::Delete,
+                            Change::Reconciled => DeltaOp::Reconcile,
+                        };
                         deltas.push(PodDelta {
-                            op: DeltaOp::Remove,
-                            source: *bs,
-                            pod: pod.clone(),
+                            op,
+                            source: a.source,
+                            pod: a.pod.clone(),
                         });
                     }
-                    if let Some((as_, _, pod)) = after {
+                }
+                (before, _) => {
+                    if let Some((bs, bseq)) = before {
+                        // The old holder either left (evicted) or was outranked (M11).
+                        let pod = slot.evicted.take().or_else(|| {
+                            slot.candidates
+                                .iter()
+                                .find(|c| (c.source, c.seq) == (bs, bseq))
+                                .map(|c| c.pod.clone())
+                        });
+                        if let Some(pod) = pod {
+                            deltas.push(PodDelta {
+                                op: DeltaOp::Remove,
+                                source: bs,
+                                pod,
+                            });
+                        }
+                    }
+                    if let Some(a) = slot.candidates.first() {
                         deltas.push(PodDelta {
                             op: DeltaOp::Add,
-                            source: as_,
-                            pod: pod.clone(),
+                            source: a.source,
+                            pod: a.pod.clone(),
                         });
                     }
                 }
+            }
+            slot.evicted = None;
+            if slot.candidates.is_empty() {
+                found.remove();
             }
         }
         // Stable: keeps the update's order within each op.
@@ -403,66 +500,20 @@ impl PodStore {
     }
 }
 
-fn active<'a>(
-    names: &'a HashMap<FullName, Vec<Candidate>>,
-    states: &'a HashMap<Source, SourceState>,
-    name: &FullName,
-) -> Option<(Source, &'a str, &'a Arc<Pod>)> {
-    let best = names.get(name)?.first()?;
-    let entry = states.get(&best.source)?.pods.get(&best.uid)?;
-    Some((best.source, best.uid.as_str(), &entry.pod.pod))
-}
-
-/// Records, once per apply, who held `name` before anything changed.
-fn touch(
-    touched: &mut Touched,
-    names: &HashMap<FullName, Vec<Candidate>>,
-    states: &HashMap<Source, SourceState>,
-    name: &FullName,
-) {
-    if touched.before.contains_key(name) {
-        return;
-    }
-    let holder = active(names, states, name).map(|(s, u, p)| (s, u.to_owned(), p.clone()));
-    touched.before.insert(name.clone(), holder);
-    touched.order.push(name.clone());
-}
-
-fn insert_candidate(
-    names: &mut HashMap<FullName, Vec<Candidate>>,
-    name: &FullName,
-    source: Source,
-    uid: &str,
-    seq: u64,
-) {
+fn insert_candidate(slot: &mut Slot, source: Source, pod: &SourcePod, seq: u64) {
     let candidate = Candidate {
         from_api: !source.is_static(),
         seq,
         source,
-        uid: uid.to_owned(),
+        uid: pod.uid.clone(),
+        pod: pod.pod.clone(),
+        change: Change::Updated,
+        changed_in: 0,
     };
-    let list = names.entry(name.clone()).or_default();
-    let at = list.partition_point(|c| *c < candidate);
-    list.insert(at, candidate);
-}
-
-fn remove_candidate(
-    names: &mut HashMap<FullName, Vec<Candidate>>,
-    name: &FullName,
-    source: Source,
-    uid: &str,
-) {
-    if let Some(list) = names.get_mut(name) {
-        list.retain(|c| !(c.source == source && c.uid == uid));
-        if list.is_empty() {
-            names.remove(name);
-        }
-    }
-}
-
-fn same_name(name: &FullName, pod: &Pod) -> bool {
-    pod.metadata.name.as_deref().unwrap_or_default() == name.name
-        && pod.metadata.namespace.as_deref().unwrap_or_default() == name.namespace
+    let at = slot
+        .candidates
+        .partition_point(|c| c.rank() < candidate.rank());
+    slot.candidates.insert(at, candidate);
 }
 
 /// M1 and R6: stamps `config.source` (copying a pod only if the source did not stamp it
@@ -472,12 +523,8 @@ fn admit(source: Source, mut pods: Vec<SourcePod>) -> Vec<SourcePod> {
         pods.retain(|p| pod::annotation(&p.pod, CONFIG_MIRROR).is_none());
     }
     for p in &mut pods {
-        if pod::annotation(&p.pod, CONFIG_SOURCE) != Some(source.config_source()) {
-            pod::set_annotation(
-                Arc::make_mut(&mut p.pod),
-                CONFIG_SOURCE,
-                source.config_source(),
-            );
+        if p.stamped_source != Some(source.config_source()) {
+            p.stamp(CONFIG_SOURCE, source.config_source().to_owned());
         }
     }
     pods
@@ -491,39 +538,48 @@ fn drop_duplicates(
     pods: &mut Vec<SourcePod>,
     state: &SourceState,
 ) -> Vec<Conflict> {
-    let mut winner_of: HashMap<(&str, &str), usize> = HashMap::with_capacity(pods.len());
-    let mut dropped = vec![false; pods.len()];
+    if pods.len() < 2 {
+        return Vec::new();
+    }
+    // Index of the pod holding each name so far, keyed by the precomputed name hash.
+    let mut winner_of: HashTable<usize> = HashTable::with_capacity(pods.len());
+    let mut dropped: Vec<usize> = Vec::new();
     let mut duplicates = Vec::new();
-    for (i, p) in pods.iter().enumerate() {
-        let key = (
-            p.pod.metadata.namespace.as_deref().unwrap_or_default(),
-            p.pod.metadata.name.as_deref().unwrap_or_default(),
-        );
-        let Some(&held) = winner_of.get(&key) else {
-            winner_of.insert(key, i);
-            continue;
+    for i in 0..pods.len() {
+        let p = &pods[i];
+        let held = match winner_of.entry(
+            p.name_hash,
+            |&j| pods[j].name == p.name,
+            |&j| pods[j].name_hash,
+        ) {
+            TableEntry::Vacant(v) => {
+                v.insert(i);
+                continue;
+            }
+            TableEntry::Occupied(o) => o.into_mut(),
         };
-        let known = |j: usize| state.pods.contains_key(pods[j].uid());
-        let (winner, loser) = if !known(held) && known(i) {
-            (i, held)
+        let known = |j: usize| state.contains(pods[j].uid_hash, &pods[j].uid);
+        let (winner, loser) = if !known(*held) && known(i) {
+            (i, *held)
         } else {
-            (held, i)
+            (*held, i)
         };
-        winner_of.insert(key, winner);
-        dropped[loser] = true;
+        *held = winner;
+        dropped.push(loser);
         duplicates.push(Conflict {
-            full_name: FullName::of(&pods[loser].pod),
+            full_name: FullName::clone(&pods[loser].name),
             source,
-            uid: pods[loser].uid().to_owned(),
+            uid: pods[loser].uid.to_string(),
             winner_source: source,
-            winner_uid: pods[winner].uid().to_owned(),
+            winner_uid: pods[winner].uid.to_string(),
         });
     }
-    if !duplicates.is_empty() {
+    if !dropped.is_empty() {
+        dropped.sort_unstable();
         let mut i = 0;
         pods.retain(|_| {
             i += 1;
-            !dropped[i - 1]
+            dropped.binary_search(&(i - 1)).is_err()
         });
     }
     duplicates

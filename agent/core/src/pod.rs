@@ -1,8 +1,9 @@
 //! Pod identity, kubelet's config annotations, and the fingerprints the merge compares.
 
 use std::fmt;
+use std::hash::BuildHasher;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
@@ -94,7 +95,11 @@ pub fn uid(pod: &Pod) -> &str {
 
 /// An annotation's value, if present.
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 /// Sets an annotation, creating the map if needed.
@@ -159,23 +164,74 @@ fn digest<T: Serialize>(value: &T) -> u128 {
     sink.0.digest128()
 }
 
-/// A pod as a source hands it to the merge: shared, never copied again, with its
-/// fingerprints computed once by the source (off the merge's hot path).
+/// One hasher for every precomputed UID and name hash, seeded once per process.
+static HASHER: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
+
+/// Hash of a UID (or any other annotation value).
+pub(crate) fn hash_uid(uid: &str) -> u64 {
+    HASHER.hash_one(uid)
+}
+
+pub(crate) fn hash_name(name: &FullName) -> u64 {
+    HASHER.hash_one(name)
+}
+
+/// A pod as a source hands it to the merge: shared, never copied again, with what the
+/// merge looks at computed once by the source (off the merge's hot path): fingerprints,
+/// UID and full name as shared strings, and whether the bookkeeping annotations are there.
 #[derive(Debug, Clone)]
 pub struct SourcePod {
     pub pod: Arc<Pod>,
     pub fingerprint: Fingerprint,
+    pub uid: Arc<str>,
+    pub name: Arc<FullName>,
+    /// Hashes of `uid` and `name`, computed once so the merge's tables never rehash strings.
+    pub(crate) uid_hash: u64,
+    pub(crate) name_hash: u64,
+    /// The value of `config.source`, if it is one of the known ones.
+    pub(crate) stamped_source: Option<&'static str>,
+    /// Hash of `config.seen`'s value, if present (compared instead of the strings).
+    pub(crate) seen_hash: Option<u64>,
 }
 
 impl SourcePod {
     pub fn new(pod: impl Into<Arc<Pod>>) -> SourcePod {
         let pod = pod.into();
         let fingerprint = Fingerprint::of(&pod);
-        SourcePod { pod, fingerprint }
+        let stamped_source = match annotation(&pod, CONFIG_SOURCE) {
+            Some("file") => Some("file"),
+            Some("http") => Some("http"),
+            Some("api") => Some("api"),
+            _ => None,
+        };
+        let name = FullName::of(&pod);
+        SourcePod {
+            fingerprint,
+            uid_hash: hash_uid(uid(&pod)),
+            name_hash: hash_name(&name),
+            uid: uid(&pod).into(),
+            name: Arc::new(name),
+            stamped_source,
+            seen_hash: annotation(&pod, CONFIG_SEEN).map(hash_uid),
+            pod,
+        }
     }
 
     pub fn uid(&self) -> &str {
-        uid(&self.pod)
+        &self.uid
+    }
+
+    /// Sets an annotation the fingerprints ignore (config.source, config.seen), copying
+    /// the pod only if someone else holds it too.
+    pub(crate) fn stamp(&mut self, key: &'static str, value: String) {
+        debug_assert!(matches!(key, CONFIG_SOURCE | CONFIG_SEEN));
+        match key {
+            CONFIG_SOURCE => {
+                self.stamped_source = ["file", "http", "api"].into_iter().find(|s| *s == value);
+            }
+            _ => self.seen_hash = Some(hash_uid(&value)),
+        }
+        set_annotation(Arc::make_mut(&mut self.pod), key, value);
     }
 }
 

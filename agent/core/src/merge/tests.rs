@@ -586,7 +586,7 @@ fn a_renamed_uid_moves_to_its_new_name() {
             (DeltaOp::Add, "u1".to_owned())
         ]
     );
-    let names: Vec<_> = s.pods().map(|(_, p)| FullName::of(p).to_string()).collect();
+    let names: Vec<_> = s.pods().map(|(_, n, _)| n.to_string()).collect();
     assert_eq!(names, vec!["default/b"]);
 }
 
@@ -698,7 +698,7 @@ impl Workers {
 
 fn desired(s: &PodStore) -> HashMap<String, (String, Fingerprint)> {
     s.pods()
-        .map(|(_, p)| {
+        .map(|(_, _, p)| {
             (
                 FullName::of(p).to_string(),
                 (pod::uid(p).to_owned(), Fingerprint::of(p)),
@@ -712,9 +712,9 @@ fn contents(s: &PodStore) -> BTreeMap<(Source, String), (u128, u128)> {
     s.states
         .iter()
         .flat_map(|(src, st)| {
-            st.pods.iter().map(move |(uid, e)| {
+            st.pods.iter().map(move |e| {
                 (
-                    (*src, uid.clone()),
+                    (*src, e.pod.uid.to_string()),
                     (e.pod.fingerprint.semantic, e.pod.fingerprint.status),
                 )
             })
@@ -753,7 +753,7 @@ proptest! {
         let r = run(&reference, &mut Workers::default())?;
         // Which UID wins a contested name may depend on history (first seen, M11/M2);
         // the names that run, and the pods held without same-update duplicates, may not.
-        let names = |s: &PodStore| s.pods().map(|(_, p)| FullName::of(p)).collect::<BTreeSet<_>>();
+        let names = |s: &PodStore| s.pods().map(|(_, n, _)| FullName::clone(n)).collect::<BTreeSet<_>>();
         prop_assert_eq!(names(&s), names(&r));
         let no_dups = |s: &PodStore| contents(s).into_iter()
             .filter(|((src, _), _)| s.states[src].duplicates.is_empty())
@@ -777,10 +777,9 @@ proptest! {
         }
         prop_assert_eq!(&workers.0, &desired(&s));
         // Every full name held by some pod has exactly one active pod, static first.
-        for (source, p) in s.pods() {
-            let name = FullName::of(p);
+        for (source, name, _) in s.pods() {
             let rivals: Vec<Source> = s.states.iter()
-                .filter(|(_, st)| st.pods.values().any(|e| e.name == name))
+                .filter(|(_, st)| st.pods.iter().any(|e| e.pod.name == *name))
                 .map(|(src, _)| *src)
                 .collect();
             if rivals.iter().any(|r| r.is_static()) {

@@ -64,5 +64,10 @@ fn source_names_match_kubelet_annotations() {
     assert_eq!(Source::Url.config_source(), "http");
     assert_eq!(Source::Push.config_source(), "http");
     assert_eq!(Source::Api.config_source(), "api");
-    assert!(Source::ALL.iter().filter(|s| !s.is_static()).eq([&Source::Api]));
+    assert!(
+        Source::ALL
+            .iter()
+            .filter(|s| !s.is_static())
+            .eq([&Source::Api])
+    );
 }

@@ -1,1 +1,363 @@
 //! Kernel watches on manifest directories.
+//!
+//! A [`Watcher`] reports what the kernel says happened inside a few directories (the
+//! manifest directory, its parent, the directories holding the targets of symlinked
+//! manifests) and leaves the meaning of it to the file source. Two backends:
+//!
+//! - **fanotify** with `FAN_REPORT_DFID_NAME` (preferred): it names the writer's PID.
+//!   It needs `CAP_SYS_ADMIN` and Linux 5.9 or later.
+//! - **inotify** (fallback): no PID.
+//!
+//! What the kernel reports (Linux 6.18, measured by `watch/tests.rs`):
+//!
+//! | what happened                  | fanotify                                         | inotify                                        |
+//! |--------------------------------|--------------------------------------------------|------------------------------------------------|
+//! | create, write, close `a`       | `a`: create\|modify\|close_write (one event)     | `a`: create; modify; close_write               |
+//! | rename `t` over `a`            | `t`: …\|moved_from; `a`: moved_to (no delete)     | `t`: moved_from; `a`: moved_to (no delete)     |
+//! | `rm a`, then write `a` again   | `a`: create\|modify\|close_write\|delete (one!)   | `a`: delete; create; modify; close_write       |
+//! | `touch a` (existing)           | `a`: attrib\|close_write                          | `a`: attrib; close_write                       |
+//! | chmod a subdirectory `s`       | nothing (reported against `s` itself)            | `s`: attrib, is_dir                            |
+//! | watched dir removed            | self: self_deleted; WatchGone; parent: delete    | same                                           |
+//! | dir renamed over watched dir   | self: attrib\|self_deleted; WatchGone             | self: attrib; self_deleted; WatchGone          |
+//! | watched dir renamed            | self: self_moved; the watch follows the dir      | same                                           |
+//! | watched dir's fs unmounted     | **nothing**: the mark silently disappears        | WatchGone                                      |
+//!
+//! fanotify merges a new event into a queued, unread one for the same directory, name
+//! and PID, so one [`Event::Entry`] may carry several flags in no particular order, and
+//! a later event can be folded into an earlier position of the queue: treat an entry as
+//! "look at this name again", never as a sequence of operations.
+//!
+//! Both deliver [`Event::Overflow`] when the kernel dropped events (rescan everything),
+//! and [`Event::WatchGone`] when the kernel removed a watch. fanotify has no event for
+//! the end of a mark: the fanotify backend reports `WatchGone` right after
+//! `self_deleted` (the kernel destroys the mark with the directory), and cannot report
+//! an unmount at all.
+
+mod fanotify;
+mod inotify;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use tracing::info;
+
+/// The kernel interface a [`Watcher`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Fanotify,
+    Inotify,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Fanotify => "fanotify",
+            Backend::Inotify => "inotify",
+        })
+    }
+}
+
+/// Which backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preference {
+    /// fanotify, falling back to inotify (with the reason logged) when fanotify cannot
+    /// start, or when the first directory's filesystem cannot report file handles.
+    Auto,
+    Fanotify,
+    Inotify,
+}
+
+/// One watched directory. Ids are never reused within a [`Watcher`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WatchId(u64);
+
+impl fmt::Display for WatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "watch#{}", self.0)
+    }
+}
+
+/// Hands out [`WatchId`]s; shared by the backends so that an id stays unique even if
+/// [`Preference::Auto`] switches backend.
+#[derive(Debug, Default)]
+struct Ids(u64);
+
+impl Ids {
+    fn next(&mut self) -> WatchId {
+        self.0 += 1;
+        WatchId(self.0)
+    }
+}
+
+/// What happened, from the kernel's point of view. Several flags may be set in one event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mask {
+    pub create: bool,
+    pub modify: bool,
+    pub close_write: bool,
+    /// chmod, chown, touch (timestamps), link count changes.
+    pub attrib: bool,
+    pub delete: bool,
+    pub moved_from: bool,
+    pub moved_to: bool,
+    /// The watched directory itself was deleted (`name` is `None`).
+    pub self_deleted: bool,
+    /// The watched directory itself was renamed or moved (`name` is `None`); the watch
+    /// stays on it.
+    pub self_moved: bool,
+    /// The subject of the event is a directory.
+    pub is_dir: bool,
+}
+
+impl Mask {
+    /// Whether no flag is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Mask::default()
+    }
+}
+
+/// What a [`Watcher`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Something happened to `name` inside the watched directory `dir`, or to `dir`
+    /// itself when `name` is `None` (`self_deleted`, `self_moved`, or `attrib` on the
+    /// directory). `pid` is the writer's process id (fanotify only; `None` if the writer
+    /// lives in another PID namespace).
+    Entry {
+        dir: WatchId,
+        name: Option<OsString>,
+        mask: Mask,
+        pid: Option<i32>,
+    },
+    /// The kernel's queue overflowed (or a kernel record could not be read): events were
+    /// lost; the consumer must rescan everything.
+    Overflow,
+    /// A watch was removed by the kernel (directory deleted, filesystem unmounted): the
+    /// id is dead. Always comes after the `self_deleted` entry when there is one.
+    WatchGone(WatchId),
+}
+
+/// Errors of the watch backends.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot start fanotify (fanotify_init): {source}; fanotify needs CAP_SYS_ADMIN and \
+         Linux 5.9 or later: run the agent as root or use the inotify backend"
+    )]
+    FanotifyInit { source: io::Error },
+    #[error(
+        "cannot start inotify (inotify_init1): {source}; if the per-user limit is reached, \
+         raise fs.inotify.max_user_instances"
+    )]
+    InotifyInit { source: io::Error },
+    #[error(
+        "cannot register the {backend} descriptor with the tokio reactor (epoll_ctl): \
+         {source}; create the watcher inside a tokio runtime with IO enabled"
+    )]
+    Register { backend: Backend, source: io::Error },
+    #[error("cannot watch {}: {syscall} failed: {source}; {}", .path.display(), watch_advice(.source))]
+    Watch {
+        path: PathBuf,
+        syscall: &'static str,
+        source: io::Error,
+    },
+    #[error(
+        "cannot stop watching {}: {syscall} failed: {source}; drop the watcher to release \
+         all its watches",
+        .path.display()
+    )]
+    Unwatch {
+        path: PathBuf,
+        syscall: &'static str,
+        source: io::Error,
+    },
+    #[error(
+        "cannot read {backend} events ({syscall}): {source}; recreate the watcher and rescan \
+         the directories"
+    )]
+    Read {
+        backend: Backend,
+        syscall: &'static str,
+        source: io::Error,
+    },
+    #[error(
+        "fanotify reported event metadata version {found}, this build understands version \
+         {expected}; use the inotify backend"
+    )]
+    MetadataVersion { found: u8, expected: u8 },
+}
+
+impl Error {
+    /// Whether fanotify refused a directory because of its filesystem (no fsid, no file
+    /// handles, a btrfs subvolume), so inotify may still watch it.
+    fn is_unsupported_filesystem(&self) -> bool {
+        matches!(self, Error::Watch { source, .. } if matches!(
+            source.raw_os_error(),
+            Some(libc::EXDEV | libc::ENODEV | libc::EOPNOTSUPP)
+        ))
+    }
+}
+
+fn watch_advice(error: &io::Error) -> &'static str {
+    match error.raw_os_error() {
+        Some(libc::ENOENT) => "the directory does not exist: create it, or watch its parent",
+        Some(libc::ENOTDIR) => "the path is not a directory",
+        Some(libc::EACCES | libc::EPERM) => "the agent may not read the directory",
+        Some(libc::ELOOP) => "the path has a symlink loop",
+        Some(libc::ENOSPC) => {
+            "the per-user watch limit is reached: raise fs.inotify.max_user_watches \
+             (inotify) or fs.fanotify.max_user_marks (fanotify)"
+        }
+        Some(libc::EXDEV | libc::ENODEV | libc::EOPNOTSUPP) => {
+            "its filesystem cannot report file handles to fanotify: use the inotify backend"
+        }
+        _ => "check that the path is a readable directory",
+    }
+}
+
+/// Watches directories through fanotify or inotify.
+#[derive(Debug)]
+pub struct Watcher {
+    preference: Preference,
+    ids: Ids,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Fanotify(fanotify::Fanotify),
+    Inotify(inotify::Inotify),
+}
+
+impl Watcher {
+    /// Starts a watcher with no watches. Must be called inside a tokio runtime with IO
+    /// enabled.
+    pub fn new(preference: Preference) -> Result<Watcher, Error> {
+        let inner = match preference {
+            Preference::Fanotify => {
+                let inner = Inner::Fanotify(fanotify::Fanotify::new()?);
+                info!(
+                    backend = "fanotify",
+                    "watching manifest directories with fanotify (configured)"
+                );
+                inner
+            }
+            Preference::Inotify => {
+                let inner = Inner::Inotify(inotify::Inotify::new()?);
+                info!(
+                    backend = "inotify",
+                    "watching manifest directories with inotify (configured)"
+                );
+                inner
+            }
+            Preference::Auto => match fanotify::Fanotify::new() {
+                Ok(fanotify) => {
+                    info!(
+                        backend = "fanotify",
+                        "watching manifest directories with fanotify"
+                    );
+                    Inner::Fanotify(fanotify)
+                }
+                Err(error) => {
+                    let inner = Inner::Inotify(inotify::Inotify::new()?);
+                    info!(
+                        backend = "inotify",
+                        reason = %error,
+                        "fanotify is unavailable; watching manifest directories with inotify (no writer PIDs)"
+                    );
+                    inner
+                }
+            },
+        };
+        Ok(Watcher {
+            preference,
+            ids: Ids::default(),
+            inner,
+        })
+    }
+
+    /// The backend in use. With [`Preference::Auto`] it is settled by the first
+    /// successful [`Watcher::add_dir`].
+    pub fn backend(&self) -> Backend {
+        match self.inner {
+            Inner::Fanotify(_) => Backend::Fanotify,
+            Inner::Inotify(_) => Backend::Inotify,
+        }
+    }
+
+    /// Watches a directory's entries: create, delete, moved from/to, modify,
+    /// close-after-write, attrib (chmod/chown/touch), and the directory's own deletion
+    /// and move. Follows a symlink given as `path` (watches the target directory).
+    ///
+    /// Watches are per directory inode: adding a directory that is already watched (under
+    /// any path) returns the same id and takes one more reference; [`Watcher::remove`]
+    /// drops one.
+    pub fn add_dir(&mut self, path: &Path) -> Result<WatchId, Error> {
+        match &mut self.inner {
+            Inner::Fanotify(fanotify) => match fanotify.add_dir(path, &mut self.ids) {
+                Err(error)
+                    if self.preference == Preference::Auto
+                        && fanotify.is_empty()
+                        && error.is_unsupported_filesystem() =>
+                {
+                    let mut inotify = inotify::Inotify::new()?;
+                    let id = inotify.add_dir(path, &mut self.ids)?;
+                    info!(
+                        backend = "inotify",
+                        reason = %error,
+                        "fanotify cannot watch this filesystem; watching manifest directories with inotify (no writer PIDs)"
+                    );
+                    self.inner = Inner::Inotify(inotify);
+                    Ok(id)
+                }
+                result => result,
+            },
+            Inner::Inotify(inotify) => inotify.add_dir(path, &mut self.ids),
+        }
+    }
+
+    /// Drops one reference to a watch, and the kernel watch with the last one. Removing
+    /// an id the kernel already dropped (or an unknown id) is `Ok`.
+    pub fn remove(&mut self, id: WatchId) -> Result<(), Error> {
+        match &mut self.inner {
+            Inner::Fanotify(fanotify) => fanotify.remove(id),
+            Inner::Inotify(inotify) => inotify.remove(id),
+        }
+    }
+
+    /// Waits until at least one event is available, then returns everything readable
+    /// without blocking again, in kernel order. Cancel-safe: nothing is read from the
+    /// kernel until the descriptor is ready, and what is read is returned in the same
+    /// poll.
+    pub async fn next_batch(&mut self) -> Result<Vec<Event>, Error> {
+        match &mut self.inner {
+            Inner::Fanotify(fanotify) => fanotify.next_batch().await,
+            Inner::Inotify(inotify) => inotify.next_batch().await,
+        }
+    }
+}
+
+/// How many bytes a backend reads per `read(2)`.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// How many full buffers one batch may take, so that a writer that never stops cannot
+/// keep `next_batch` from returning. 64 × 64 KiB holds a full default-sized queue.
+const MAX_READS_PER_BATCH: usize = 64;
+
+/// The command name of a process (from `/proc/<pid>/comm`), for logging who wrote a
+/// manifest; `None` if it's gone.
+pub fn process_name(pid: i32) -> Option<String> {
+    if pid <= 0 {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = comm.strip_suffix('\n').unwrap_or(&comm);
+    Some(comm.to_owned())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! Validation after defaulting, modelled on kubelet's static pod validation.
+
+use super::*;
+
+/// The messages of a manifest's errors.
+fn messages(text: &str) -> Vec<String> {
+    errors(text).iter().map(ToString::to_string).collect()
+}
+
+/// Asserts that the manifest's only error is about `field` and says `what`.
+fn assert_invalid(text: &str, field: &str, what: &str) {
+    let error = error(text);
+    let Error::Invalid {
+        field: found,
+        message,
+        ..
+    } = &error
+    else {
+        panic!("{error:?}");
+    };
+    assert_eq!(found, field, "{error}");
+    assert!(message.contains(what), "{error}");
+}
+
+fn with_container(fields: &str) -> String {
+    manifest("web").replace(
+        "    image: nginx:1.27\n",
+        &format!("    image: nginx:1.27\n{fields}"),
+    )
+}
+
+#[test]
+fn pod_name_must_be_a_dns_subdomain() {
+    assert_invalid(
+        &manifest("Web"),
+        "metadata.name",
+        "\"Web-edge-01\" (the manifest's name",
+    );
+    assert_invalid(&manifest("web_1"), "metadata.name", "is not a valid name");
+    assert_invalid(&manifest("web."), "metadata.name", "is not a valid name");
+    assert_invalid(&manifest(&"a".repeat(250)), "metadata.name", "at most 253");
+    decode_one(&manifest("web.v1"), file());
+}
+
+#[test]
+fn a_node_name_that_makes_an_invalid_pod_name_is_reported() {
+    let errors = decode(manifest("web").as_bytes(), file(), "edge_01").unwrap_err();
+    assert!(errors.to_string().contains("\"web-edge_01\""), "{errors}");
+}
+
+#[test]
+fn namespace_must_be_a_dns_label() {
+    let text = manifest("web").replace("  name: web\n", "  name: web\n  namespace: Kube.System\n");
+    assert_invalid(&text, "metadata.namespace", "is not a valid name");
+}
+
+#[test]
+fn a_pod_needs_a_container() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: []\n";
+    assert_invalid(text, "spec.containers", "at least one container");
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n";
+    assert_invalid(text, "spec.containers", "at least one container");
+}
+
+#[test]
+fn container_names_are_dns_labels() {
+    let text = manifest("web").replace("- name: app", "- name: App");
+    assert_invalid(&text, "spec.containers[0].name", "is not a valid name");
+    let text = manifest("web").replace("- name: app", "- name: \"\"");
+    assert_invalid(&text, "spec.containers[0].name", "a name is required");
+    let text = manifest("web").replace("- name: app", &format!("- name: {}", "a".repeat(64)));
+    assert_invalid(&text, "spec.containers[0].name", "at most 63");
+}
+
+#[test]
+fn container_names_are_unique_across_containers_and_init_containers() {
+    let text = format!(
+        "{}  initContainers:\n  - name: app\n    image: busybox\n  - name: init\n    image: busybox\n  - name: init\n    image: busybox\n",
+        manifest("web")
+    );
+    let messages = messages(&text);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains(
+            "spec.initContainers[0].name: duplicate name \"app\" (also spec.containers[0])"
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains(
+            "spec.initContainers[2].name: duplicate name \"init\" (also spec.initContainers[1])"
+        ),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn every_container_needs_an_image() {
+    let text = manifest("web").replace("    image: nginx:1.27\n", "");
+    assert_invalid(&text, "spec.containers[0].image", "required");
+    let text = format!(
+        "{}  initContainers:\n  - name: init\n    image: \" \"\n",
+        manifest("web")
+    );
+    assert_invalid(&text, "spec.initContainers[0].image", "required");
+}
+
+#[test]
+fn ports_are_in_range() {
+    let ok = with_container(
+        "    ports:\n    - containerPort: 80\n      hostPort: 0\n    - containerPort: 65535\n      hostPort: 65535\n",
+    );
+    decode_one(&ok, file());
+    assert_invalid(
+        &with_container("    ports:\n    - containerPort: 0\n"),
+        "spec.containers[0].ports[0].containerPort",
+        "1 to 65535",
+    );
+    assert_invalid(
+        &with_container("    ports:\n    - containerPort: 80\n    - containerPort: 65536\n"),
+        "spec.containers[0].ports[1].containerPort",
+        "65536 is out of range",
+    );
+    assert_invalid(
+        &with_container("    ports:\n    - containerPort: 80\n      hostPort: -1\n"),
+        "spec.containers[0].ports[0].hostPort",
+        "-1 is out of range",
+    );
+}
+
+#[test]
+fn restart_policy_is_always_on_failure_or_never() {
+    for policy in ["Always", "OnFailure", "Never"] {
+        let text = format!("{}  restartPolicy: {policy}\n", manifest("web"));
+        decode_one(&text, file());
+    }
+    let text = format!("{}  restartPolicy: Sometimes\n", manifest("web"));
+    assert_invalid(
+        &text,
+        "spec.restartPolicy",
+        "use Always, OnFailure or Never",
+    );
+}
+
+#[test]
+fn volume_names_are_unique_dns_labels() {
+    let text = format!(
+        "{}  volumes:\n  - name: data\n    emptyDir: {{}}\n  - name: Data\n    emptyDir: {{}}\n  - name: data\n    emptyDir: {{}}\n",
+        manifest("web")
+    );
+    let messages = messages(&text);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains("spec.volumes[1].name: \"Data\" is not a valid name"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1]
+            .contains("spec.volumes[2].name: duplicate name \"data\" (also spec.volumes[0])"),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn volume_mounts_refer_to_declared_volumes() {
+    let mounts = "    volumeMounts:\n    - name: data\n      mountPath: /data\n    - name: cache\n      mountPath: \"\"\n";
+    let text = format!(
+        "{}  volumes:\n  - name: data\n    emptyDir: {{}}\n",
+        with_container(mounts)
+    );
+    let messages = messages(&text);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0]
+            .contains("spec.containers[0].volumeMounts[1].name: volume \"cache\" is not declared"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("spec.containers[0].volumeMounts[1].mountPath: required"),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn all_problems_of_a_pod_are_reported_at_its_document_start() {
+    let text = format!(
+        "# a comment\n\n{}  restartPolicy: Sometimes\n  initContainers:\n  - name: App\n",
+        manifest("Web")
+    );
+    let errors = errors(&text);
+    let fields: Vec<_> = errors
+        .iter()
+        .map(|error| match error {
+            Error::Invalid { field, .. } => field.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata.name",
+            "spec.restartPolicy",
+            "spec.initContainers[0].name",
+            "spec.initContainers[0].image"
+        ]
+    );
+    assert!(
+        errors.iter().all(|error| error.position() == Some((3, 1))),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn problems_of_a_list_item_name_and_point_at_the_item() {
+    let text = "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: app, image: nginx}]}\n- metadata: {name: b}\n  spec: {containers: [{name: app}]}\n";
+    let error = error(text);
+    assert_eq!(error.position(), Some((6, 3)));
+    assert!(
+        error
+            .to_string()
+            .contains("items[1].spec.containers[0].image: required"),
+        "{error}"
+    );
+
+    let json = r#"{"apiVersion": "v1", "kind": "PodList", "items": [
+  {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
+  {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "app"}]}}]}"#;
+    let error = super::error(json);
+    assert_eq!(error.position(), Some((3, 3)));
+    assert!(
+        error
+            .to_string()
+            .contains("items[1].spec.containers[0].image: required"),
+        "{error}"
+    );
+}

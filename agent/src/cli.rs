@@ -1,0 +1,133 @@
+//! Command-line interface: what `outpost --help` shows.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{self, Flags};
+use crate::source::file::watch::Preference;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "outpost",
+    version,
+    about = "A small, offline-first node agent: static pods from a directory, a URL, a push endpoint and the API server, run through containerd."
+)]
+pub struct Cli {
+    /// Log format for the agent's own logs (default: text on a terminal, JSON otherwise).
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent.
+    Run(Box<RunArgs>),
+    /// Check manifests offline; prints `file:line:col: message` per problem, exits 1 if any.
+    Validate(ValidateArgs),
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// YAML config file; same fields as the flags (camelCase), plus the KubeletConfiguration
+    /// names staticPodPath, staticPodURL, staticPodURLHeader, address and port.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Node name (default: the hostname, lowercased).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Directory of static pod manifests, or a single manifest file [default: /etc/outpost/manifests].
+    #[arg(long, value_name = "PATH")]
+    pub manifest_dir: Option<PathBuf>,
+    /// URL of a Pod or PodList manifest, polled.
+    #[arg(long, value_name = "URL")]
+    pub manifest_url: Option<String>,
+    /// Header sent with --manifest-url requests, "Name: value"; repeatable.
+    #[arg(long, value_name = "HEADER")]
+    pub manifest_url_header: Vec<String>,
+    /// Kubeconfig for the API server.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// State directory [default: /var/lib/outpost].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// containerd socket [default: /run/containerd/containerd.sock].
+    #[arg(long, value_name = "PATH")]
+    pub containerd_socket: Option<PathBuf>,
+    /// "managed": start and supervise a private containerd.
+    #[arg(long, value_name = "MODE")]
+    pub containerd: Option<String>,
+    /// Address of the local API [default: 127.0.0.1:10250].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Directory of image tarballs to import (air-gap).
+    #[arg(long, value_name = "DIR")]
+    pub images_dir: Option<PathBuf>,
+    /// Kernel interface for watching the manifest directory [default: auto].
+    #[arg(long, value_enum)]
+    pub watcher: Option<Watcher>,
+    /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
+    /// line on stdout, serve /healthz, /readyz and /pods.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Watcher {
+    Auto,
+    Fanotify,
+    Inotify,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Manifest files, or directories (their manifests, as the file source reads them).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Node name used for defaulting (S2) [default: the hostname].
+    #[arg(long)]
+    pub node_name: Option<String>,
+}
+
+impl RunArgs {
+    pub fn flags(&self) -> Flags {
+        Flags {
+            config: self.config.clone(),
+            node_name: self.node_name.clone(),
+            manifest_dir: self.manifest_dir.clone(),
+            manifest_url: self.manifest_url.clone(),
+            manifest_url_header: self.manifest_url_header.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            state_dir: self.state_dir.clone(),
+            containerd_socket: self.containerd_socket.clone(),
+            containerd: self.containerd.clone(),
+            listen: self.listen,
+            images_dir: self.images_dir.clone(),
+            watcher: self.watcher.map(|w| match w {
+                Watcher::Auto => Preference::Auto,
+                Watcher::Fanotify => Preference::Fanotify,
+                Watcher::Inotify => Preference::Inotify,
+            }),
+        }
+    }
+}
+
+/// The node name for `validate` when none is given: the hostname, or a placeholder.
+pub fn validate_node_name(given: Option<&str>) -> String {
+    given
+        .map(str::to_owned)
+        .or_else(|| config::hostname().ok())
+        .unwrap_or_else(|| "node".into())
+        .to_lowercase()
+}

@@ -1,0 +1,4 @@
+//! One module per `outpost` subcommand; `main.rs` only dispatches here.
+
+pub mod run;
+pub mod validate;

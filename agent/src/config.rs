@@ -1,0 +1,230 @@
+//! `outpost run` configuration: flags, a YAML config file with the same fields, and the
+//! KubeletConfiguration names that mean the same thing. Flags win over the file; the
+//! file wins over defaults.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::source::file::watch::Preference;
+
+pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
+pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("config file {path}: {field}: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: &'static str,
+        message: String,
+    },
+    #[error("--manifest-url-header {0:?}: expected \"Name: value\"")]
+    Header(String),
+    #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
+    NodeName(#[source] std::io::Error),
+}
+
+/// How to reach containerd (`--containerd-socket` or `--containerd managed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containerd {
+    Socket(PathBuf),
+    Managed,
+}
+
+/// Everything `outpost run` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node_name: String,
+    pub manifest_dir: PathBuf,
+    pub manifest_url: Option<String>,
+    pub manifest_url_headers: Vec<(String, String)>,
+    pub kubeconfig: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    pub containerd: Containerd,
+    pub listen: SocketAddr,
+    pub images_dir: Option<PathBuf>,
+    pub watcher: Preference,
+}
+
+/// Values given on the command line; `None` means "not given".
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub config: Option<PathBuf>,
+    pub node_name: Option<String>,
+    pub manifest_dir: Option<PathBuf>,
+    pub manifest_url: Option<String>,
+    pub manifest_url_header: Vec<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub containerd_socket: Option<PathBuf>,
+    pub containerd: Option<String>,
+    pub listen: Option<SocketAddr>,
+    pub images_dir: Option<PathBuf>,
+    pub watcher: Option<Preference>,
+}
+
+/// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    // KubeletConfiguration carries these two; accept and ignore them.
+    #[serde(rename = "apiVersion")]
+    _api_version: Option<String>,
+    #[serde(rename = "kind")]
+    _kind: Option<String>,
+    node_name: Option<String>,
+    #[serde(alias = "staticPodPath")]
+    manifest_dir: Option<PathBuf>,
+    #[serde(alias = "staticPodURL")]
+    manifest_url: Option<String>,
+    /// A list of "Name: value" strings.
+    manifest_url_header: Option<Vec<String>>,
+    /// KubeletConfiguration's form: header name → values.
+    #[serde(rename = "staticPodURLHeader")]
+    static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    kubeconfig: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    containerd_socket: Option<PathBuf>,
+    containerd: Option<String>,
+    listen: Option<SocketAddr>,
+    /// KubeletConfiguration's `address` + `port` (used when `listen` is not given).
+    address: Option<IpAddr>,
+    port: Option<u16>,
+    images_dir: Option<PathBuf>,
+    watcher: Option<String>,
+}
+
+impl Config {
+    /// Resolves flags over the config file (if any) over defaults.
+    pub fn resolve(flags: Flags) -> Result<Config, Error> {
+        let file = match &flags.config {
+            Some(path) => read_file(path)?,
+            None => File::default(),
+        };
+        let path = flags.config.clone().unwrap_or_default();
+        let node_name = match flags.node_name.or(file.node_name) {
+            Some(name) => name,
+            None => hostname().map_err(Error::NodeName)?,
+        };
+        let listen = match (flags.listen, file.listen, file.address, file.port) {
+            (Some(l), ..) | (None, Some(l), ..) => l,
+            (None, None, address, port) => {
+                let default: SocketAddr = ([127, 0, 0, 1], 10250).into();
+                SocketAddr::new(
+                    address.unwrap_or(default.ip()),
+                    port.unwrap_or(default.port()),
+                )
+            }
+        };
+        let containerd = match (
+            flags.containerd.or(file.containerd).as_deref(),
+            flags.containerd_socket.or(file.containerd_socket),
+        ) {
+            (Some("managed"), _) => Containerd::Managed,
+            (Some(other), _) => {
+                return Err(Error::Invalid {
+                    path,
+                    field: "containerd",
+                    message: format!(
+                        "{other:?}: the only mode is \"managed\"; use containerdSocket for a socket"
+                    ),
+                });
+            }
+            (None, socket) => {
+                Containerd::Socket(socket.unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()))
+            }
+        };
+        let watcher = match (flags.watcher, file.watcher.as_deref()) {
+            (Some(w), _) => w,
+            (None, None | Some("auto")) => Preference::Auto,
+            (None, Some("fanotify")) => Preference::Fanotify,
+            (None, Some("inotify")) => Preference::Inotify,
+            (None, Some(other)) => {
+                return Err(Error::Invalid {
+                    path,
+                    field: "watcher",
+                    message: format!("{other:?}: expected auto, fanotify or inotify"),
+                });
+            }
+        };
+        let mut headers = Vec::new();
+        let raw = if flags.manifest_url_header.is_empty() {
+            file.manifest_url_header.unwrap_or_default()
+        } else {
+            flags.manifest_url_header
+        };
+        for h in raw {
+            headers.push(parse_header(&h)?);
+        }
+        for (name, values) in file.static_pod_url_header.unwrap_or_default() {
+            headers.extend(values.into_iter().map(|v| (name.clone(), v)));
+        }
+        Ok(Config {
+            node_name: node_name.to_lowercase(),
+            manifest_dir: flags
+                .manifest_dir
+                .or(file.manifest_dir)
+                .unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
+            manifest_url: flags.manifest_url.or(file.manifest_url),
+            manifest_url_headers: headers,
+            kubeconfig: flags.kubeconfig.or(file.kubeconfig),
+            state_dir: flags
+                .state_dir
+                .or(file.state_dir)
+                .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            containerd,
+            listen,
+            images_dir: flags.images_dir.or(file.images_dir),
+            watcher,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<File, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.into(),
+        source,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(File::default());
+    }
+    serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse {
+        path: path.into(),
+        source,
+    })
+}
+
+/// `Name: value` → (name, value), as curl's `-H` takes it.
+pub fn parse_header(raw: &str) -> Result<(String, String), Error> {
+    match raw.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(Error::Header(raw.to_owned())),
+    }
+}
+
+/// The kernel's node name (what `hostname` prints), as kubelet's default.
+pub fn hostname() -> std::io::Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
+    Ok(name.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+use std::io::Write;
+
+use super::*;
+
+fn file(yaml: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(yaml.as_bytes()).unwrap();
+    f
+}
+
+fn flags(path: &Path) -> Flags {
+    Flags {
+        config: Some(path.into()),
+        node_name: Some("Edge-1".into()),
+        ..Flags::default()
+    }
+}
+
+#[test]
+fn defaults_follow_the_design() {
+    let c = Config::resolve(Flags {
+        node_name: Some("n".into()),
+        ..Flags::default()
+    })
+    .unwrap();
+    assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
+    assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
+    assert_eq!(
+        c.containerd,
+        Containerd::Socket(DEFAULT_CONTAINERD_SOCKET.into())
+    );
+    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.watcher, Preference::Auto);
+}
+
+#[test]
+fn node_name_is_lowercased_like_kubelet() {
+    let f = file("");
+    assert_eq!(
+        Config::resolve(flags(f.path())).unwrap().node_name,
+        "edge-1"
+    );
+}
+
+#[test]
+fn kubelet_configuration_aliases_are_accepted() {
+    let f = file(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         staticPodPath: /srv/pods\nstaticPodURL: http://127.0.0.1:9/pods\n\
+         staticPodURLHeader:\n  Authorization: [\"Bearer x\"]\naddress: 0.0.0.0\nport: 10255\n",
+    );
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert_eq!(c.manifest_dir, Path::new("/srv/pods"));
+    assert_eq!(c.manifest_url.as_deref(), Some("http://127.0.0.1:9/pods"));
+    assert_eq!(
+        c.manifest_url_headers,
+        vec![("Authorization".to_owned(), "Bearer x".to_owned())]
+    );
+    assert_eq!(c.listen.to_string(), "0.0.0.0:10255");
+}
+
+#[test]
+fn outpost_names_in_the_file_and_flags_over_the_file() {
+    let f = file(
+        "manifestDir: /a\nstateDir: /s\nlisten: 127.0.0.1:1234\ncontainerd: managed\n\
+         manifestUrlHeader: [\"X-Token: t\"]\nwatcher: inotify\nimagesDir: /i\n",
+    );
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert_eq!(c.manifest_dir, Path::new("/a"));
+    assert_eq!(c.containerd, Containerd::Managed);
+    assert_eq!(c.watcher, Preference::Inotify);
+    assert_eq!(
+        c.manifest_url_headers,
+        vec![("X-Token".to_owned(), "t".to_owned())]
+    );
+    let mut fl = flags(f.path());
+    fl.manifest_dir = Some("/b".into());
+    fl.listen = Some("127.0.0.1:99".parse().unwrap());
+    let c = Config::resolve(fl).unwrap();
+    assert_eq!(c.manifest_dir, Path::new("/b"));
+    assert_eq!(c.listen.port(), 99);
+    assert_eq!(c.state_dir, Path::new("/s"));
+}
+
+#[test]
+fn mistakes_in_the_file_are_named() {
+    let f = file("manifestDri: /a\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("manifestDri"), "{err}");
+    let f = file("watcher: polling\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("watcher") && err.contains("polling"), "{err}");
+    let err = Config::resolve(Flags {
+        config: Some("/nonexistent/outpost.yaml".into()),
+        ..Flags::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("/nonexistent/outpost.yaml"), "{err}");
+}
+
+#[test]
+fn url_headers_must_have_a_name() {
+    assert!(parse_header("Authorization: Bearer x").is_ok());
+    assert!(parse_header("no colon").is_err());
+    assert!(parse_header(": v").is_err());
+}

@@ -1,0 +1,493 @@
+//! The fanotify backend: one notification group with `FAN_REPORT_DFID_NAME`, an inode
+//! mark per watched directory, and a map from the directory file handles the kernel
+//! reports back to [`WatchId`]s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use tokio::io::unix::AsyncFd;
+use tracing::{debug, warn};
+
+use super::sys::{self, FileHandle};
+use super::{Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, WatchId};
+
+/// `FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME`.
+const INIT_FLAGS: libc::c_uint =
+    libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME;
+
+/// What a directory mark asks for.
+const MARK_MASK: u64 = libc::FAN_CREATE
+    | libc::FAN_DELETE
+    | libc::FAN_MOVED_FROM
+    | libc::FAN_MOVED_TO
+    | libc::FAN_MODIFY
+    | libc::FAN_CLOSE_WRITE
+    | libc::FAN_ATTRIB
+    | libc::FAN_DELETE_SELF
+    | libc::FAN_MOVE_SELF
+    | libc::FAN_ONDIR
+    | libc::FAN_EVENT_ON_CHILD;
+
+/// `sizeof(struct fanotify_event_metadata)` (`FAN_EVENT_METADATA_LEN`).
+const METADATA_LEN: usize = 24;
+
+/// The kernel's name for "the directory itself" in a `DFID_NAME` record.
+const SELF_NAME: &[u8] = b".";
+
+/// A directory as fanotify names it: filesystem id and file handle.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct DirKey {
+    fsid: [u8; 8],
+    handle: FileHandle,
+}
+
+impl DirKey {
+    /// Reads the key of an open directory, naming the failing syscall.
+    fn of(dir: &File) -> Result<DirKey, (&'static str, io::Error)> {
+        let handle = sys::name_to_handle(dir.as_fd()).map_err(|e| ("name_to_handle_at", e))?;
+        let fsid = sys::fsid(dir.as_fd()).map_err(|e| ("fstatfs", e))?;
+        Ok(DirKey { fsid, handle })
+    }
+}
+
+#[derive(Debug)]
+struct Watched {
+    key: DirKey,
+    /// The path it was added under, used to find it again for removal.
+    path: PathBuf,
+    refs: usize,
+}
+
+pub(super) struct Fanotify {
+    fd: AsyncFd<File>,
+    ids: HashMap<DirKey, WatchId>,
+    watched: BTreeMap<WatchId, Watched>,
+    buf: Box<[u8]>,
+}
+
+impl fmt::Debug for Fanotify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fanotify")
+            .field("fd", &self.fd)
+            .field("watched", &self.watched)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fanotify {
+    pub(super) fn new() -> Result<Fanotify, Error> {
+        let fd = sys::fanotify_init(
+            INIT_FLAGS,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint,
+        )
+        .map_err(|source| Error::FanotifyInit { source })?;
+        let fd = sys::register_file(File::from(fd)).map_err(|source| Error::Register {
+            backend: Backend::Fanotify,
+            source,
+        })?;
+        Ok(Fanotify {
+            fd,
+            ids: HashMap::new(),
+            watched: BTreeMap::new(),
+            buf: vec![0; READ_BUFFER].into_boxed_slice(),
+        })
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.watched.is_empty()
+    }
+
+    pub(super) fn add_dir(&mut self, path: &Path, ids: &mut Ids) -> Result<WatchId, Error> {
+        let watch_error = |syscall, source| Error::Watch {
+            path: path.to_owned(),
+            syscall,
+            source,
+        };
+        // Everything below works on this one descriptor, so the handle, the fsid and the
+        // mark all belong to the same directory even if the path changes meanwhile.
+        let dir = open_dir(path).map_err(|e| watch_error("open", e))?;
+        let key = DirKey::of(&dir).map_err(|(syscall, e)| watch_error(syscall, e))?;
+        // Marked even when already watched: a no-op for a live mark, and it brings back
+        // one the kernel dropped silently (fanotify has no unmount event).
+        sys::fanotify_mark(
+            self.fd.get_ref().as_fd(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR,
+            MARK_MASK,
+            dir.as_fd(),
+        )
+        .map_err(|e| watch_error("fanotify_mark", e))?;
+        if let Some(id) = self.ids.get(&key)
+            && let Some(watched) = self.watched.get_mut(id)
+        {
+            watched.refs += 1;
+            return Ok(*id);
+        }
+        let id = ids.next();
+        self.ids.insert(key.clone(), id);
+        self.watched.insert(
+            id,
+            Watched {
+                key,
+                path: path.to_owned(),
+                refs: 1,
+            },
+        );
+        Ok(id)
+    }
+
+    pub(super) fn remove(&mut self, id: WatchId) -> Result<(), Error> {
+        let Some(watched) = self.watched.get_mut(&id) else {
+            return Ok(());
+        };
+        if watched.refs > 1 {
+            watched.refs -= 1;
+            return Ok(());
+        }
+        let Some(watched) = self.watched.remove(&id) else {
+            return Ok(());
+        };
+        self.ids.remove(&watched.key);
+        let Some(dir) = find_dir(&watched) else {
+            debug!(
+                path = %watched.path.display(),
+                "the watched directory cannot be found any more; its fanotify mark stays until it is deleted or the watcher is dropped, and its events are ignored"
+            );
+            return Ok(());
+        };
+        let result = sys::fanotify_mark(
+            self.fd.get_ref().as_fd(),
+            libc::FAN_MARK_REMOVE | libc::FAN_MARK_ONLYDIR,
+            MARK_MASK,
+            dir.as_fd(),
+        );
+        match result {
+            // ENOENT: there was no mark (the kernel dropped it already).
+            Err(error) if error.raw_os_error() != Some(libc::ENOENT) => Err(Error::Unwatch {
+                path: watched.path,
+                syscall: "fanotify_mark",
+                source: error,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) async fn next_batch(&mut self) -> Result<Vec<Event>, Error> {
+        loop {
+            let mut guard = self.fd.readable().await.map_err(|source| Error::Read {
+                backend: Backend::Fanotify,
+                syscall: "epoll_wait",
+                source,
+            })?;
+            // From here on nothing awaits: what is read is returned by this poll.
+            let mut events = Vec::new();
+            for _ in 0..MAX_READS_PER_BATCH {
+                let read = guard.try_io(|fd| {
+                    loop {
+                        match fd.get_ref().read(&mut self.buf) {
+                            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                            result => break result,
+                        }
+                    }
+                });
+                let len = match read {
+                    Ok(Ok(0)) => {
+                        return Err(Error::Read {
+                            backend: Backend::Fanotify,
+                            syscall: "read",
+                            source: io::ErrorKind::UnexpectedEof.into(),
+                        });
+                    }
+                    Ok(Ok(len)) => len,
+                    Ok(Err(source)) => {
+                        return Err(Error::Read {
+                            backend: Backend::Fanotify,
+                            syscall: "read",
+                            source,
+                        });
+                    }
+                    // EAGAIN: the queue is empty and readiness was cleared.
+                    Err(_would_block) => break,
+                };
+                let data = self.buf.get(..len).unwrap_or_default();
+                translate(data, &mut self.ids, &mut self.watched, &mut events)?;
+            }
+            if !events.is_empty() {
+                return Ok(events);
+            }
+        }
+    }
+}
+
+fn open_dir(path: &Path) -> io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+}
+
+/// Finds a watched directory again, for removing its mark: at its path if it is still
+/// there, else by its handle, using an ancestor of its old path on the same filesystem
+/// as the mount descriptor (it was probably moved within that filesystem).
+fn find_dir(watched: &Watched) -> Option<File> {
+    let is_it = |dir: &File| DirKey::of(dir).is_ok_and(|key| key == watched.key);
+    if let Ok(dir) = open_dir(&watched.path)
+        && is_it(&dir)
+    {
+        return Some(dir);
+    }
+    let mount = watched.path.ancestors().find_map(|ancestor| {
+        let dir = open_dir(ancestor).ok()?;
+        (sys::fsid(dir.as_fd()).ok()? == watched.key.fsid).then_some(dir)
+    })?;
+    let dir = File::from(sys::open_dir_by_handle(mount.as_fd(), &watched.key.handle).ok()?);
+    is_it(&dir).then_some(dir)
+}
+
+/// Turns a buffer of kernel events into [`Event`]s. A directory deletion also ends its
+/// watch (the kernel destroys the mark), which is reported as [`Event::WatchGone`].
+fn translate(
+    data: &[u8],
+    ids: &mut HashMap<DirKey, WatchId>,
+    watched: &mut BTreeMap<WatchId, Watched>,
+    events: &mut Vec<Event>,
+) -> Result<(), Error> {
+    for raw in parse(data) {
+        let raw = match raw {
+            Ok(raw) => raw,
+            Err(Malformed::Version(found)) => {
+                return Err(Error::MetadataVersion {
+                    found,
+                    expected: libc::FANOTIFY_METADATA_VERSION,
+                });
+            }
+            Err(Malformed::Record(why)) => {
+                warn!(why, "unreadable fanotify event; reporting lost events");
+                events.push(Event::Overflow);
+                continue;
+            }
+        };
+        if raw.mask & libc::FAN_Q_OVERFLOW != 0 {
+            events.push(Event::Overflow);
+            continue;
+        }
+        let Some(fid) = raw.dir else {
+            debug!(
+                mask = raw.mask,
+                "fanotify event without a directory record; ignored"
+            );
+            continue;
+        };
+        let key = DirKey {
+            fsid: fid.fsid,
+            handle: FileHandle {
+                handle_type: fid.handle_type,
+                bytes: fid.handle.to_vec(),
+            },
+        };
+        let Some(&dir) = ids.get(&key) else {
+            // A directory that is not (or no longer) watched: an unwatched subdirectory's
+            // own attrib, or events queued before a removal.
+            debug!(
+                mask = raw.mask,
+                "fanotify event for an unwatched directory; ignored"
+            );
+            continue;
+        };
+        let mask = mask_of(raw.mask);
+        let name = fid
+            .name
+            .filter(|name| *name != SELF_NAME)
+            .map(|name| OsStr::from_bytes(name).to_os_string());
+        let pid = (raw.pid > 0).then_some(raw.pid);
+        events.push(Event::Entry {
+            dir,
+            name,
+            mask,
+            pid,
+        });
+        if mask.self_deleted {
+            // The kernel destroyed the mark with the directory: nothing more can come.
+            ids.remove(&key);
+            watched.remove(&dir);
+            events.push(Event::WatchGone(dir));
+        }
+    }
+    Ok(())
+}
+
+fn mask_of(bits: u64) -> Mask {
+    let has = |flag: u64| bits & flag != 0;
+    Mask {
+        create: has(libc::FAN_CREATE),
+        modify: has(libc::FAN_MODIFY),
+        close_write: has(libc::FAN_CLOSE_WRITE),
+        attrib: has(libc::FAN_ATTRIB),
+        delete: has(libc::FAN_DELETE),
+        moved_from: has(libc::FAN_MOVED_FROM),
+        moved_to: has(libc::FAN_MOVED_TO),
+        self_deleted: has(libc::FAN_DELETE_SELF),
+        self_moved: has(libc::FAN_MOVE_SELF),
+        is_dir: has(libc::FAN_ONDIR),
+    }
+}
+
+/// One event as the kernel wrote it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct RawEvent<'a> {
+    pub mask: u64,
+    pub pid: i32,
+    /// The `DFID_NAME` or `DFID` record: the directory, and the entry's name.
+    pub dir: Option<Fid<'a>>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Fid<'a> {
+    pub fsid: [u8; 8],
+    pub handle_type: i32,
+    pub handle: &'a [u8],
+    /// For `DFID_NAME`: the name without its NUL terminator (`.` for the directory itself).
+    pub name: Option<&'a [u8]>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Malformed {
+    /// The metadata version is not the one this code reads.
+    Version(u8),
+    /// An event or record whose lengths do not add up.
+    Record(&'static str),
+}
+
+/// Parses a buffer returned by `read(2)` on a fanotify descriptor. Every length comes
+/// from the kernel and is checked before use; unknown record types are skipped. After
+/// an event whose framing is broken, parsing stops (the rest cannot be found).
+pub(super) fn parse(buf: &[u8]) -> impl Iterator<Item = Result<RawEvent<'_>, Malformed>> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let event = next_event(rest);
+        match event {
+            Ok((raw, len)) => {
+                rest = rest.get(len..).unwrap_or_default();
+                Some(raw)
+            }
+            Err(malformed) => {
+                rest = &[];
+                Some(Err(malformed))
+            }
+        }
+    })
+}
+
+/// One framed event: its contents (or what is wrong with its records), and its length.
+type Framed<'a> = (Result<RawEvent<'a>, Malformed>, usize);
+
+/// Frames the first event of `buf`; fails if the framing itself is broken.
+fn next_event(buf: &[u8]) -> Result<Framed<'_>, Malformed> {
+    let header = buf
+        .get(..METADATA_LEN)
+        .ok_or(Malformed::Record("truncated event metadata"))?;
+    let event_len =
+        u32_at(header, 0).ok_or(Malformed::Record("truncated event metadata"))? as usize;
+    let version = header.get(4).copied().unwrap_or_default();
+    if version != libc::FANOTIFY_METADATA_VERSION {
+        return Err(Malformed::Version(version));
+    }
+    let metadata_len =
+        u16_at(header, 6).ok_or(Malformed::Record("truncated event metadata"))? as usize;
+    let mask = u64_at(header, 8).ok_or(Malformed::Record("truncated event metadata"))?;
+    let pid = i32_at(header, 20).ok_or(Malformed::Record("truncated event metadata"))?;
+    if metadata_len < METADATA_LEN || event_len < metadata_len {
+        return Err(Malformed::Record("event shorter than its metadata"));
+    }
+    let event = buf
+        .get(..event_len)
+        .ok_or(Malformed::Record("event longer than the buffer"))?;
+    // The descriptor field is FAN_NOFD in FID reporting mode: there is nothing to close.
+    let records = event.get(metadata_len..).unwrap_or_default();
+    Ok((parse_records(records, mask, pid), event_len))
+}
+
+fn parse_records(mut records: &[u8], mask: u64, pid: i32) -> Result<RawEvent<'_>, Malformed> {
+    let mut dir = None;
+    while !records.is_empty() {
+        let info_type = *records
+            .first()
+            .ok_or(Malformed::Record("truncated info record"))?;
+        let len = u16_at(records, 2).ok_or(Malformed::Record("truncated info record"))? as usize;
+        if len < 4 {
+            return Err(Malformed::Record("info record shorter than its header"));
+        }
+        let record = records
+            .get(..len)
+            .ok_or(Malformed::Record("info record longer than its event"))?;
+        records = records.get(len..).unwrap_or_default();
+        let named = match info_type {
+            libc::FAN_EVENT_INFO_TYPE_DFID_NAME => true,
+            libc::FAN_EVENT_INFO_TYPE_DFID => false,
+            _ => continue,
+        };
+        if dir.is_none() {
+            dir = Some(parse_fid(record, named)?);
+        }
+    }
+    Ok(RawEvent { mask, pid, dir })
+}
+
+/// Parses `struct fanotify_event_info_fid` (header, fsid, `struct file_handle`), then
+/// for `DFID_NAME` the NUL-terminated name.
+fn parse_fid(record: &[u8], named: bool) -> Result<Fid<'_>, Malformed> {
+    const TRUNCATED: Malformed = Malformed::Record("truncated fid record");
+    let fsid: [u8; 8] = record
+        .get(4..12)
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or(TRUNCATED)?;
+    let handle_bytes = u32_at(record, 12).ok_or(TRUNCATED)? as usize;
+    let handle_type = i32_at(record, 16).ok_or(TRUNCATED)?;
+    let handle_end = 20usize.checked_add(handle_bytes).ok_or(TRUNCATED)?;
+    let handle = record.get(20..handle_end).ok_or(TRUNCATED)?;
+    let name = if named {
+        let tail = record.get(handle_end..).unwrap_or_default();
+        let end = tail
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(Malformed::Record("name without NUL terminator"))?;
+        let name = tail.get(..end).unwrap_or_default();
+        if name.is_empty() {
+            return Err(Malformed::Record("empty name"));
+        }
+        Some(name)
+    } else {
+        None
+    };
+    Ok(Fid {
+        fsid,
+        handle_type,
+        handle,
+        name,
+    })
+}
+
+fn u16_at(buf: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(buf.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(buf.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn i32_at(buf: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_ne_bytes(buf.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(buf.get(at..at + 8)?.try_into().ok()?))
+}

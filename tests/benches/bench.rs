@@ -1,0 +1,143 @@
+//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B4 merge, B7 scale (merge only).
+//!
+//! Run with `cargo xtask bench [--quick]` (the release profile). Writes
+//! `target/bench/report.json` (under `CARGO_TARGET_DIR` when set) and a table on stdout.
+//! A missed target is reported (`"met": false`) and does not fail the run; an error does:
+//! a wrong or missing delta, a missed edit, an IO failure.
+//!
+//! Arguments: `--quick` for a smaller sample of each benchmark; any other word selects the
+//! benchmarks whose id starts with it (`b4`, `B7`); none selects all.
+
+// An inline module so that the benchmarks live in `bench/` beside this crate root.
+mod bench {
+    pub mod b1_detect;
+    pub mod b4_merge;
+    pub mod b7_scale;
+    pub mod pods;
+    pub mod report;
+}
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use bench::report::Entry;
+use bench::{b1_detect, b4_merge, b7_scale, pods, report};
+
+#[derive(Debug, Clone, Default)]
+struct Options {
+    quick: bool,
+    only: Vec<String>,
+}
+
+impl Options {
+    fn from_args() -> Options {
+        let mut options = Options::default();
+        for arg in std::env::args().skip(1) {
+            match arg.as_str() {
+                "--quick" => options.quick = true,
+                // `cargo bench` passes `--bench` to harness-less benchmarks.
+                "--bench" => {}
+                flag if flag.starts_with('-') => eprintln!("bench: ignoring unknown flag {flag}"),
+                id => options.only.push(id.to_ascii_uppercase()),
+            }
+        }
+        options
+    }
+
+    fn selects(&self, id: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| id.starts_with(o.as_str()))
+    }
+}
+
+type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
+
+fn main() -> ExitCode {
+    let options = Options::from_args();
+    let benches: [(&str, Bench); 3] = [
+        ("B1", b1_detect::run),
+        ("B4", b4_merge::run),
+        ("B7", b7_scale::run),
+    ];
+    let mut entries = Vec::new();
+    let mut failed = Vec::new();
+    for (id, bench) in benches {
+        if !options.selects(id) {
+            continue;
+        }
+        eprintln!(
+            "bench: running {id}{}",
+            if options.quick { " (quick)" } else { "" }
+        );
+        match bench(&options) {
+            Ok(done) => {
+                for entry in &done {
+                    if let Some(error) = &entry.error {
+                        eprintln!("bench: {id} failed: {}: {error}", entry.name);
+                        if !failed.contains(&id) {
+                            failed.push(id);
+                        }
+                    }
+                }
+                entries.extend(done);
+            }
+            Err(error) => {
+                eprintln!("bench: {id} failed: {error:#}");
+                failed.push(id);
+            }
+        }
+    }
+    print!("{}", report::table(&entries));
+    let path = report_path();
+    match report::write(&path, &entries) {
+        Ok(()) => println!("report: {}", path.display()),
+        Err(error) => {
+            eprintln!("bench: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let missed: Vec<_> = entries
+        .iter()
+        .filter(|e| !e.met)
+        .map(|e| e.name.as_str())
+        .collect();
+    if !missed.is_empty() {
+        println!(
+            "targets missed (reported, not an error): {}",
+            missed.join("; ")
+        );
+    }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("bench: failed: {}", failed.join(", "));
+        ExitCode::FAILURE
+    }
+}
+
+/// The type of the filesystem holding `path` (`ext4`, `tmpfs`...), from `/proc/mounts`.
+fn fs_type(path: &Path) -> String {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, at, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            // Mount points escape spaces as \040; they are rare enough to ignore here.
+            path.starts_with(at).then(|| (at.len(), kind.to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown fs".to_owned(), |(_, kind)| kind)
+}
+
+/// `<target dir>/bench/report.json`: `CARGO_TARGET_DIR` when set (relative to the
+/// workspace root, as cargo reads it), else `<workspace>/target`.
+fn report_path() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| workspace.join("target"), |d| workspace.join(d));
+    target.join("bench").join("report.json")
+}

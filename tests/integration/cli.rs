@@ -1,0 +1,291 @@
+//! The real `outpost` binary: `validate`, and `run --dry-run` with its local API.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use outpost_tests::{is_root, outpost_bin, pod_yaml, prerequisite};
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = Command::new(outpost_bin()).arg("version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("outpost "));
+}
+
+#[test]
+fn validate_exits_zero_on_valid_and_one_with_file_line_col_on_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    fs::write(&good, pod_yaml("web", "nginx")).unwrap();
+    let out = Command::new(outpost_bin())
+        .args(["validate", "--node-name", "n1"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+
+    let bad = dir.path().join("bad.yaml");
+    fs::write(&bad, "apiVersion: v1\nkind: Pod\nmetadata:\n  labels: {}\nspec:\n  containers:\n  - name: Bad_Name\n").unwrap();
+    let out = Command::new(outpost_bin())
+        .arg("validate")
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let prefix = format!("{}:", bad.display());
+    assert!(
+        !stdout.is_empty() && stdout.lines().all(|l| l.starts_with(&prefix)),
+        "{stdout}"
+    );
+    for line in stdout.lines() {
+        let mut parts = line[prefix.len()..].splitn(3, ':');
+        assert!(
+            parts.next().is_some_and(|l| l.parse::<u32>().is_ok()),
+            "no line number: {line}"
+        );
+        assert!(
+            parts.next().is_some_and(|c| c.parse::<u32>().is_ok()),
+            "no column: {line}"
+        );
+    }
+    assert!(stdout.contains("metadata.name"), "S1 is reported: {stdout}");
+}
+
+/// A running `outpost run --dry-run`, killed on drop.
+struct Agent {
+    child: Child,
+    deltas: mpsc::Receiver<serde_json::Value>,
+    addr: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    fn start(manifests: &std::path::Path) -> Agent {
+        Agent::start_with(Command::new(outpost_bin()), manifests)
+    }
+
+    /// Starts the agent through `command` (the binary itself, or a wrapper running it).
+    fn start_with(mut command: Command, manifests: &std::path::Path) -> Agent {
+        let mut child = command
+            .args([
+                "run",
+                "--dry-run",
+                "--node-name",
+                "Edge-1",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--manifest-dir")
+            .arg(manifests)
+            .env("OUTPOST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, deltas) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let value: serde_json::Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        // The log line that announces the API address.
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("agent: {line}");
+                lines.lock().unwrap().push(line.clone());
+                if line.contains("local API listening")
+                    && let Some(addr) = line.split("addr=").nth(1)
+                {
+                    let _ = addr_tx.send(
+                        addr.split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+            }
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the agent never listened");
+        Agent {
+            child,
+            deltas,
+            addr,
+            log,
+        }
+    }
+
+    fn delta(&self) -> serde_json::Value {
+        self.deltas
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no delta printed")
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).unwrap();
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn dry_run_prints_deltas_and_serves_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+    let agent = Agent::start(dir.path());
+
+    let add = agent.delta();
+    assert_eq!(add["op"], "ADD");
+    assert_eq!(add["source"], "file");
+    assert_eq!(add["namespace"], "default");
+    assert_eq!(
+        add["name"], "web-edge-1",
+        "S2: name gets the lowercased node name"
+    );
+    let uid = add["uid"].as_str().unwrap().to_owned();
+    assert_eq!(uid.len(), 32, "S5: 32 hex chars");
+    assert_eq!(add["hash"], uid.as_str(), "S6: config.hash is the UID");
+
+    let (status, body) = agent.get("/healthz");
+    assert_eq!((status, body.trim()), (200, "ok"));
+    let (status, body) = agent.get("/readyz");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = agent.get("/pods");
+    assert_eq!(status, 200);
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    let pod = &list["items"][0];
+    assert_eq!(pod["metadata"]["uid"], uid.as_str());
+    assert_eq!(pod["spec"]["nodeName"], "edge-1", "S4");
+    assert_eq!(pod["status"]["phase"], "Pending", "S4");
+    assert_eq!(
+        pod["metadata"]["annotations"]["kubernetes.io/config.source"], "file",
+        "M1"
+    );
+    assert!(
+        pod["metadata"]["annotations"]["kubernetes.io/config.seen"].is_string(),
+        "M3"
+    );
+    let tolerations = pod["spec"]["tolerations"].as_array().unwrap();
+    assert!(
+        tolerations
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t["effect"] == "NoExecute"),
+        "S7"
+    );
+
+    // M10: an edit is REMOVE(old) then ADD(new).
+    fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:2")).unwrap();
+    let remove = agent.delta();
+    let add = agent.delta();
+    assert_eq!(
+        (remove["op"].as_str(), remove["uid"].as_str()),
+        (Some("REMOVE"), Some(uid.as_str()))
+    );
+    assert_eq!(add["op"], "ADD");
+    assert_ne!(add["uid"], uid.as_str());
+
+    // A bad manifest beside it changes nothing; deleting the good one removes it.
+    fs::write(dir.path().join("bad.yaml"), "kind: Pod\nmetadata: {}\n").unwrap();
+    fs::remove_file(dir.path().join("web.yaml")).unwrap();
+    let remove = agent.delta();
+    assert_eq!(remove["op"], "REMOVE");
+    assert_eq!(remove["uid"], add["uid"]);
+    let (_, body) = agent.get("/pods");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn run_without_dry_run_says_the_runtime_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(outpost_bin())
+        .args([
+            "run",
+            "--node-name",
+            "n",
+            "--listen",
+            "127.0.0.1:0",
+            "--manifest-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dry-run"));
+}
+
+/// Without CAP_SYS_ADMIN fanotify cannot be used: the agent says so, uses inotify, works.
+#[test]
+fn dry_run_falls_back_to_inotify_without_cap_sys_admin() {
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    if !prerequisite(
+        is_root() && setpriv.exists(),
+        "root and setpriv (util-linux)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+    let mut command = Command::new(setpriv);
+    command
+        .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"])
+        .arg(outpost_bin());
+    let agent = Agent::start_with(command, dir.path());
+    assert_eq!(agent.delta()["op"], "ADD");
+    let log = agent.log.lock().unwrap().join("\n");
+    assert!(
+        log.contains("backend=inotify"),
+        "the backend in use is logged: {log}"
+    );
+    assert!(
+        log.contains("fanotify"),
+        "the reason for falling back is logged: {log}"
+    );
+    drop(log);
+    fs::write(dir.path().join("api.yaml"), pod_yaml("api", "nginx:1")).unwrap();
+    assert_eq!(agent.delta()["name"], "api-edge-1");
+}

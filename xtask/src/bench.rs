@@ -1,0 +1,36 @@
+//! `cargo xtask bench [--quick]`: runs the benchmark program (`tests/benches/bench.rs`)
+//! with the release profile. It prints a table and writes `target/bench/report.json`; a
+//! missed target is reported there, only an error (a missed edit, a wrong delta, an IO
+//! failure) fails the task.
+
+use anyhow::bail;
+
+/// Options of the `bench` task.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// A smaller sample of each benchmark (a check that finishes in about a minute).
+    pub quick: bool,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut options = Options::default();
+        for arg in args {
+            match arg.as_str() {
+                "--quick" => options.quick = true,
+                other => {
+                    bail!("`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick]")
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let mut args = vec!["bench", "-p", "outpost-tests", "--bench", "bench", "--"];
+    if options.quick {
+        args.push("--quick");
+    }
+    crate::run(crate::cargo(&args))
+}

@@ -1,0 +1,28 @@
+//! `cargo xtask ci`: what CI runs, in order, stopping at the first failure.
+
+use crate::bench;
+
+pub fn run() -> anyhow::Result<()> {
+    let steps: [&[&str]; 4] = [
+        &["fmt", "--all", "--", "--check"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &["build", "--workspace", "--all-targets"],
+        &["test", "--workspace"],
+    ];
+    let total = steps.len() + 1;
+    for (i, args) in steps.into_iter().enumerate() {
+        println!("==> ci step {}/{total}: cargo {}", i + 1, args.join(" "));
+        crate::run(crate::cargo(args))?;
+    }
+    println!("==> ci step {total}/{total}: cargo xtask bench --quick");
+    bench::run(&bench::Options { quick: true })?;
+    println!("==> ci: all {total} steps passed");
+    Ok(())
+}
