@@ -77,15 +77,16 @@ pub async fn run<S, E>(
                 "two pods with one name in a single update; the later one is ignored (M2)"
             );
         }
-        if !result.deltas.is_empty() && deltas.send(result.deltas).await.is_err() {
-            return;
-        }
-        // After the deltas, so publishing never delays the pod workers. Rebuilt on every
-        // update: conflicts and source readiness can change without any delta.
+        // Published before the deltas go out, so whoever has seen a delta finds it in
+        // the snapshot too. Rebuilt on every update: conflicts and source readiness can
+        // change without any delta.
         snapshot.store(Arc::new(Snapshot::of(&store)));
         if store.synced() && !was_synced {
             was_synced = true;
             info!(pods = store.len(), "all pod sources seen");
+        }
+        if !result.deltas.is_empty() && deltas.send(result.deltas).await.is_err() {
+            return;
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Support for Outpost's integration and end-to-end tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
 
 /// True when running in CI (`CI=true`): missing prerequisites fail instead of skipping.
 pub fn in_ci() -> bool {
@@ -30,20 +32,50 @@ pub fn prerequisite(ok: bool, what: &str) -> bool {
     false
 }
 
-/// The `outpost` binary built next to this test binary (`cargo build -p outpost`).
+/// The `outpost` binary, built (once per test process) next to this test binary with the
+/// same cargo, target directory and profile, so the tests never run a stale agent.
 pub fn outpost_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(build_outpost).clone()
+}
+
+fn build_outpost() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/integration-<hash> → target/<profile>/outpost
-    let bin = exe
+    let profile_dir = exe
         .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("outpost"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
         .unwrap_or_default();
+    let target_dir = profile_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--package",
+            "outpost",
+            "--bin",
+            "outpost",
+            "--profile",
+            profile,
+        ])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .status();
     assert!(
-        bin.is_file(),
-        "{} not found: run `cargo build -p outpost` first (.ci/run does)",
-        bin.display()
+        status.as_ref().is_ok_and(|s| s.success()),
+        "cannot build the outpost binary: {status:?}"
     );
+    let bin = profile_dir.join("outpost");
+    assert!(bin.is_file(), "{} was not built", bin.display());
     bin
 }
 

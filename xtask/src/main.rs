@@ -5,6 +5,7 @@
 
 mod bench;
 mod ci;
+mod deps;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -16,7 +17,8 @@ usage: cargo xtask <task>
 
 tasks:
   bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
-  ci                fmt check, clippy, build, test, then `bench --quick`";
+  ci                deps, fmt check, clippy, build, test, then `bench --quick`
+  deps              install the Debian packages the tests need (root)";
 
 fn main() -> ExitCode {
     match dispatch() {
@@ -42,6 +44,7 @@ fn dispatch() -> anyhow::Result<()> {
             }
             ci::run()
         }
+        "deps" => deps::run(),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -1,4 +1,4 @@
-//! Decoding, defaulting (S1–S11) and validation of static pod manifests.
+//! Decoding, defaulting (S1–S9) and validation of static pod manifests.
 //!
 //! [`decode`] is the module's entry point: bytes in, defaulted and validated pods out, or
 //! every problem found. A manifest is accepted or rejected as a whole.
@@ -61,9 +61,9 @@ impl Origin<'_> {
 
 /// One problem in a manifest.
 ///
-/// Display is `line L, column C: <what is wrong and what to do>` (the prefix only when the
-/// position is known). The origin (file, URL, push key) is not repeated in each error: the
-/// caller that read the manifest names it.
+/// Display is `L:C: <what is wrong and what to do>`, 1-based line and column, the prefix
+/// only when the position is known. The origin is not repeated in each error: the caller
+/// that read the manifest prefixes it, as compilers do (`/etc/outpost/web.yaml:5:2: ...`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// S8: the manifest is over [`MAX_MANIFEST_BYTES`]; nothing of it was parsed.
@@ -73,18 +73,18 @@ pub enum Error {
     TooLarge { size: usize, limit: usize },
 
     /// The manifest is not UTF-8; `offset` is the byte offset of the first invalid byte.
-    #[error(
-        "line {line}, column {column}: invalid UTF-8 at byte offset {offset}; save the manifest as UTF-8"
-    )]
+    #[error("{line}:{column}: invalid UTF-8 at byte offset {offset}; save the manifest as UTF-8")]
     NotUtf8 {
         offset: usize,
         line: usize,
         column: usize,
     },
 
-    /// The parser rejected the text: a syntax error, a value of the wrong type (the message
-    /// starts with the field path), or an input that hit the parser's alias-repetition or
-    /// nesting limits. `message` is the parser's own message without its position suffix.
+    /// The text could not be decoded: a syntax error, a value of the wrong type (the
+    /// message starts with the field path), a bad merge key, or an input past a limit
+    /// (nesting, alias repetition or expansion). `message` is the parser's own message
+    /// without its position suffix; it is the error itself, not a cause, so it is not
+    /// kept as a `source`.
     #[error("{}cannot decode {format}: {message}", at(*position))]
     Parse {
         format: Format,
@@ -158,11 +158,9 @@ impl fmt::Display for Format {
     }
 }
 
-/// `line L, column C: `, or nothing when the position is unknown.
+/// `L:C: `, or nothing when the position is unknown.
 fn at(position: Option<(usize, usize)>) -> String {
-    position.map_or_else(String::new, |(line, column)| {
-        format!("line {line}, column {column}: ")
-    })
+    position.map_or_else(String::new, |(line, column)| format!("{line}:{column}: "))
 }
 
 impl Error {
@@ -223,7 +221,6 @@ pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<P
         format,
         pods: parsed,
         mut errors,
-        mut unplaced,
     } = parse::parse(text);
 
     let mut pods = Vec::with_capacity(parsed.len());
@@ -231,28 +228,30 @@ pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<P
         let ordinal = pods.len();
         let pod = default::apply(pod, origin, node_name, ordinal);
         let problems = validate::validate(&pod, &anchor.field_prefix());
-        unplaced.extend(problems.into_iter().map(|error| (anchor, error)));
+        errors.extend(problems.into_iter().map(|error| (anchor, error)));
         pods.push(pod);
     }
+    if errors.is_empty() {
+        return Ok(pods);
+    }
 
-    // Problems found after parsing point at their document; finding where it starts
-    // takes one more pass over the text, made only for a manifest with problems.
+    // Problems found after parsing point at their document or list item; finding where
+    // it starts takes one more pass over the text, made only for a manifest with problems.
+    let unplaced: Vec<_> = errors
+        .iter()
+        .filter(|(_, error)| error.position().is_none())
+        .map(|(anchor, _)| *anchor)
+        .collect();
     if !unplaced.is_empty() {
-        let anchors: Vec<_> = unplaced.iter().map(|(anchor, _)| *anchor).collect();
-        let positions = locate::locate(text, format, &anchors);
-        for ((_, mut error), position) in unplaced.into_iter().zip(positions) {
-            error.set_position(position);
-            errors.push(error);
+        let mut positions = locate::locate(text, format, &unplaced).into_iter();
+        for (_, error) in errors.iter_mut().filter(|(_, e)| e.position().is_none()) {
+            error.set_position(positions.next().flatten());
         }
     }
-
-    if errors.is_empty() {
-        Ok(pods)
-    } else {
-        // Document order; a stable sort keeps one document's errors in field order.
-        errors.sort_by_key(|error| error.position().unwrap_or((usize::MAX, usize::MAX)));
-        Err(Errors(errors))
-    }
+    // Document order, then item order; a stable sort keeps each pod's errors in the order
+    // they were found (parsing, then validation in field order).
+    errors.sort_by_key(|(anchor, _)| *anchor);
+    Err(Errors(errors.into_iter().map(|(_, error)| error).collect()))
 }
 
 #[cfg(test)]

@@ -29,6 +29,13 @@ pub(super) struct Anchor {
 }
 
 impl Anchor {
+    pub(super) fn document(document: usize) -> Anchor {
+        Anchor {
+            document,
+            item: None,
+        }
+    }
+
     /// The field path prefix of the pod: `items[2].` in a list, else empty.
     pub(super) fn field_prefix(&self) -> String {
         self.item
@@ -36,15 +43,14 @@ impl Anchor {
     }
 }
 
-/// The parsed manifest: its pods in document order, the errors whose position is known,
-/// and errors to be located at their document's start.
+/// The parsed manifest: its pods and its errors, in document order, each with the pod or
+/// document it concerns. Errors without a position are to be located at its start.
 #[derive(Debug)]
 pub(super) struct Parsed {
     /// The syntax the manifest was read as; `locate` reads it the same way.
     pub(super) format: Format,
     pub(super) pods: Vec<(Anchor, Pod)>,
-    pub(super) errors: Vec<Error>,
-    pub(super) unplaced: Vec<(Anchor, Error)>,
+    pub(super) errors: Vec<(Anchor, Error)>,
 }
 
 impl Parsed {
@@ -53,13 +59,12 @@ impl Parsed {
             format,
             pods: Vec::new(),
             errors: Vec::new(),
-            unplaced: Vec::new(),
         }
     }
 
     fn failed(format: Format, error: Error) -> Parsed {
         let mut parsed = Parsed::new(format);
-        parsed.errors.push(error);
+        parsed.errors.push((Anchor::document(0), error));
         parsed
     }
 }
@@ -204,16 +209,12 @@ fn parse_json(text: &str, kind: Result<Kind, Error>) -> Parsed {
                     pods.into_iter()
                         .map(|(item, pod)| (Anchor { document, item }, pod)),
                 ),
-                Err(error) => parsed.errors.push(json_error(&error)),
+                Err(error) => parsed
+                    .errors
+                    .push((Anchor::document(0), json_error(&error))),
             }
         }
-        Err(error) => parsed.unplaced.push((
-            Anchor {
-                document,
-                item: None,
-            },
-            error,
-        )),
+        Err(error) => parsed.errors.push((Anchor::document(0), error)),
     }
     parsed
 }
@@ -241,17 +242,15 @@ fn parse_yaml(text: &str) -> Parsed {
         match Option::<TypeMeta>::deserialize(deserializer) {
             Ok(head) => {
                 let kind = classify(head).unwrap_or_else(|error| {
-                    let anchor = Anchor {
-                        document,
-                        item: None,
-                    };
-                    parsed.unplaced.push((anchor, error));
+                    parsed.errors.push((Anchor::document(document), error));
                     Kind::Empty
                 });
                 kinds.push(kind);
             }
             Err(error) => {
-                parsed.errors.push(yaml_error(&error));
+                parsed
+                    .errors
+                    .push((Anchor::document(document), yaml_error(&error)));
                 break;
             }
         }
@@ -262,12 +261,14 @@ fn parse_yaml(text: &str) -> Parsed {
     if expansion::may_alias(text) {
         let mut budget = expansion::Budget::new(expansion::limit(text.len()));
         let documents = serde_yaml_ng::Deserializer::from_str(text).zip(&kinds);
-        for (deserializer, kind) in documents {
+        for (document, (deserializer, kind)) in documents.enumerate() {
             if *kind == Kind::Empty {
                 continue;
             }
             if let Err(error) = budget.walk(deserializer) {
-                parsed.errors.push(yaml_error(&error));
+                parsed
+                    .errors
+                    .push((Anchor::document(document), yaml_error(&error)));
                 kinds.clear();
                 break;
             }
@@ -278,13 +279,10 @@ fn parse_yaml(text: &str) -> Parsed {
     let merges = may_merge(text);
     let documents = serde_yaml_ng::Deserializer::from_str(text).zip(kinds);
     for (document, (deserializer, kind)) in documents.enumerate() {
-        let anchor = Anchor {
-            document,
-            item: None,
-        };
+        let anchor = Anchor::document(document);
         let pods = match pods_of(deserializer, kind) {
             Err(error) => {
-                parsed.errors.push(yaml_error(&error));
+                parsed.errors.push((anchor, yaml_error(&error)));
                 continue;
             }
             Ok(pods) if !merges => pods,
@@ -294,7 +292,7 @@ fn parse_yaml(text: &str) -> Parsed {
             Ok(_) => match merged(text, document, kind) {
                 Ok(pods) => pods,
                 Err(error) => {
-                    parsed.unplaced.push((anchor, yaml_error(&error)));
+                    parsed.errors.push((anchor, yaml_error(&error)));
                     continue;
                 }
             },

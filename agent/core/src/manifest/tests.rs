@@ -8,6 +8,7 @@ use super::*;
 use crate::pod::{self, CONFIG_HASH, CONFIG_SOURCE};
 
 mod hostile;
+mod positions;
 mod validation;
 
 const NODE: &str = "Edge-01";
@@ -389,7 +390,7 @@ fn s9_other_kinds_are_rejected_with_their_line() {
     let error = error(&text);
     assert_eq!(error.position(), Some((10, 1)));
     let message = error.to_string();
-    assert!(message.starts_with("line 10, column 1: "), "{message}");
+    assert!(message.starts_with("10:1: "), "{message}");
     assert!(
         message.contains("Deployment") && message.contains("apps/v1"),
         "{message}"
@@ -447,77 +448,4 @@ fn unknown_fields_are_ignored_and_repeated_keys_keep_the_last_value_like_kubelet
     let pod = decode_one(&text, file());
     let image = pod.spec.unwrap().containers[0].image.clone();
     assert_eq!(image.as_deref(), Some("nginx:1.27"));
-}
-
-#[test]
-fn a_syntax_error_has_its_line_and_column() {
-    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n spec: {}\n";
-    let error = error(text);
-    assert_eq!(error.position(), Some((5, 2)));
-    let message = error.to_string();
-    assert!(
-        message.starts_with("line 5, column 2: cannot decode YAML: "),
-        "{message}"
-    );
-    assert!(
-        !message.contains("at line"),
-        "the position is said once: {message}"
-    );
-}
-
-#[test]
-fn a_type_error_has_its_line_column_and_field_path() {
-    let text = manifest("web").replace("image: nginx:1.27", "image: [nginx]");
-    let error = error(&text);
-    assert_eq!(error.position(), Some((8, 12)));
-    assert!(
-        error
-            .to_string()
-            .contains("spec.containers[0].image: invalid type"),
-        "{error}"
-    );
-}
-
-#[test]
-fn a_json_error_has_its_line_and_column() {
-    let text = "{\"apiVersion\": \"v1\", \"kind\": \"Pod\",\n  \"metadata\": {\"name\": 3}}";
-    let error = error(text);
-    assert_eq!(error.position(), Some((2, 24)));
-    assert!(error.to_string().contains("cannot decode JSON"), "{error}");
-}
-
-#[test]
-fn invalid_utf8_has_its_line_and_column() {
-    let mut bytes = manifest("wéb").into_bytes();
-    bytes.extend_from_slice(b"  # caf\xe9\n");
-    let errors = decode(&bytes, file(), NODE).unwrap_err().0;
-    assert!(
-        matches!(
-            errors[0],
-            Error::NotUtf8 {
-                line: 9,
-                column: 8,
-                ..
-            }
-        ),
-        "{errors:?}"
-    );
-}
-
-#[test]
-fn errors_are_listed_one_per_line_in_document_order() {
-    let bad = |name: &str| manifest(name).replace("    image: nginx:1.27\n", "");
-    let text = format!("{}---\n{}", bad("a"), bad("b"));
-    let errors = decode(text.as_bytes(), file(), NODE).unwrap_err();
-    let display = errors.to_string();
-    let lines: Vec<_> = display.lines().collect();
-    assert_eq!(lines.len(), 2, "{display}");
-    assert!(
-        lines[0].starts_with("line 1, column 1: spec.containers[0].image"),
-        "{display}"
-    );
-    assert!(
-        lines[1].starts_with("line 9, column 1: spec.containers[0].image"),
-        "{display}"
-    );
 }

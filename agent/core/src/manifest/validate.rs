@@ -2,6 +2,7 @@
 //! run on the defaulted pod. Every problem of a pod is reported, not just the first.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
@@ -87,21 +88,26 @@ impl Check<'_> {
         }
     }
 
-    /// Checks volume names; returns the declared ones.
+    /// Checks volume names; returns the declared ones (valid or not, so that a mount of
+    /// a misnamed volume is reported once, at the volume).
     fn volumes<'p>(&mut self, names: impl Iterator<Item = &'p str>) -> HashMap<&'p str, usize> {
         let mut declared = HashMap::new();
         for (i, name) in names.enumerate() {
             let field = format!("spec.volumes[{i}].name");
-            if let Err(why) = dns1123_label(name) {
-                self.invalid(&field, format!("{name:?} {why}"));
-            } else if let Some(first) = declared.insert(name, i) {
-                declared.insert(name, first);
-                self.invalid(
+            match declared.entry(name) {
+                Entry::Occupied(first) => self.invalid(
                     &field,
                     format!(
-                        "duplicate name {name:?} (also spec.volumes[{first}]); give each volume a unique name"
+                        "duplicate name {name:?} (also spec.volumes[{}]); give each volume a unique name",
+                        first.get()
                     ),
-                );
+                ),
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                    if let Err(why) = dns1123_label(name) {
+                        self.invalid(&field, format!("{name:?} {why}"));
+                    }
+                }
             }
         }
         declared

@@ -49,6 +49,19 @@ fn ops(merged: &Merged) -> Vec<(DeltaOp, String)> {
         .collect()
 }
 
+/// Expected deltas: op and UID, in order.
+fn want(ops: &[(DeltaOp, &str)]) -> Vec<(DeltaOp, String)> {
+    ops.iter()
+        .map(|(op, uid)| (*op, (*uid).to_owned()))
+        .collect()
+}
+
+/// Asserts the deltas of one merge.
+#[track_caller]
+fn assert_ops(merged: &Merged, expected: &[(DeltaOp, &str)]) {
+    assert_eq!(ops(merged), want(expected));
+}
+
 fn store() -> PodStore {
     PodStore::new([Source::File, Source::Api])
 }
@@ -110,7 +123,7 @@ fn m2_second_pod_with_same_full_name_in_one_update_is_dropped() {
         ),
         T0,
     );
-    assert_eq!(ops(&m), vec![(DeltaOp::Add, "first".to_owned())]);
+    assert_ops(&m, &[(DeltaOp::Add, "first")]);
     assert_eq!(m.duplicates.len(), 1);
     assert_eq!(m.duplicates[0].uid, "second");
     assert_eq!(m.duplicates[0].winner_uid, "first");
@@ -154,7 +167,7 @@ fn m3_unknown_uid_is_add_with_first_seen_time() {
         ),
         later(42),
     );
-    assert_eq!(ops(&m), vec![(DeltaOp::Add, "u1".to_owned())]);
+    assert_ops(&m, &[(DeltaOp::Add, "u1")]);
     assert_eq!(
         pod::annotation(&m.deltas[0].pod, CONFIG_SEEN),
         Some(later(42).to_string().as_str())
@@ -190,11 +203,7 @@ fn m4_semantic_change_is_update_and_keeps_config_seen() {
             update(Source::Api, Op::Update, vec![p]),
             later(10 + i as i64),
         );
-        assert_eq!(
-            ops(&m),
-            vec![(DeltaOp::Update, "u1".to_owned())],
-            "change {i}"
-        );
+        assert_eq!(ops(&m), want(&[(DeltaOp::Update, "u1")]), "change {i}");
         assert_eq!(
             pod::annotation(&m.deltas[0].pod, CONFIG_SEEN),
             Some(later(1).to_string().as_str()),
@@ -214,7 +223,7 @@ fn m4_deletion_timestamp_makes_it_a_delete() {
     p.metadata.deletion_timestamp = Some(Time(later(9)));
     p.metadata.deletion_grace_period_seconds = Some(30);
     let m = s.apply(update(Source::Api, Op::Delete, vec![p]), later(10));
-    assert_eq!(ops(&m), vec![(DeltaOp::Delete, "u1".to_owned())]);
+    assert_ops(&m, &[(DeltaOp::Delete, "u1")]);
 }
 
 #[test]
@@ -249,7 +258,7 @@ fn m5_status_only_change_is_reconcile_and_no_change_is_nothing() {
         ..Default::default()
     });
     let m = s.apply(update(Source::Api, Op::Update, vec![p]), later(2));
-    assert_eq!(ops(&m), vec![(DeltaOp::Reconcile, "u1".to_owned())]);
+    assert_ops(&m, &[(DeltaOp::Reconcile, "u1")]);
 }
 
 #[test]
@@ -277,21 +286,9 @@ fn m6_set_replaces_and_removes_what_is_missing() {
         ),
         later(1),
     );
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "u1".to_owned()),
-            (DeltaOp::Add, "u3".to_owned())
-        ]
-    );
+    assert_ops(&m, &[(DeltaOp::Remove, "u1"), (DeltaOp::Add, "u3")]);
     let m = s.apply(update(Source::File, Op::Set, vec![]), later(2));
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "u2".to_owned()),
-            (DeltaOp::Remove, "u3".to_owned())
-        ]
-    );
+    assert_ops(&m, &[(DeltaOp::Remove, "u2"), (DeltaOp::Remove, "u3")]);
     assert!(s.is_empty());
 }
 
@@ -331,7 +328,7 @@ fn m7_remove_of_unknown_uid_is_a_noop() {
         ),
         later(1),
     );
-    assert_eq!(ops(&m), vec![(DeltaOp::Remove, "u1".to_owned())]);
+    assert_ops(&m, &[(DeltaOp::Remove, "u1")]);
 }
 
 #[test]
@@ -420,13 +417,7 @@ fn m10_edited_static_manifest_is_remove_then_add() {
         ),
         later(1),
     );
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "hash-1".to_owned()),
-            (DeltaOp::Add, "hash-2".to_owned())
-        ]
-    );
+    assert_ops(&m, &[(DeltaOp::Remove, "hash-1"), (DeltaOp::Add, "hash-2")]);
 }
 
 #[test]
@@ -448,12 +439,9 @@ fn m11_static_beats_api_for_the_same_full_name() {
         ),
         later(1),
     );
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "api-uid".to_owned()),
-            (DeltaOp::Add, "file-uid".to_owned())
-        ]
+    assert_ops(
+        &m,
+        &[(DeltaOp::Remove, "api-uid"), (DeltaOp::Add, "file-uid")],
     );
     assert_eq!(m.deltas[0].source, Source::Api);
     let conflicts = s.conflicts();
@@ -474,12 +462,9 @@ fn m11_static_beats_api_for_the_same_full_name() {
     assert!(m.deltas.is_empty(), "{:?}", ops(&m));
     // When the static pod goes, the API pod (in its latest version) takes over.
     let m = s.apply(update(Source::File, Op::Set, vec![]), later(3));
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "file-uid".to_owned()),
-            (DeltaOp::Add, "api-uid".to_owned())
-        ]
+    assert_ops(
+        &m,
+        &[(DeltaOp::Remove, "file-uid"), (DeltaOp::Add, "api-uid")],
     );
     assert!(s.conflicts().is_empty());
 }
@@ -549,13 +534,7 @@ fn m11_between_two_files_of_one_source_first_seen_wins_across_sets() {
         ),
         later(2),
     );
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "b-yaml".to_owned()),
-            (DeltaOp::Add, "a-yaml".to_owned())
-        ]
-    );
+    assert_ops(&m, &[(DeltaOp::Remove, "b-yaml"), (DeltaOp::Add, "a-yaml")]);
 }
 
 #[test]
@@ -579,13 +558,7 @@ fn a_renamed_uid_moves_to_its_new_name() {
         update(Source::Api, Op::Set, vec![pod("default", "b", "u1", "i")]),
         later(1),
     );
-    assert_eq!(
-        ops(&m),
-        vec![
-            (DeltaOp::Remove, "u1".to_owned()),
-            (DeltaOp::Add, "u1".to_owned())
-        ]
-    );
+    assert_ops(&m, &[(DeltaOp::Remove, "u1"), (DeltaOp::Add, "u1")]);
     let names: Vec<_> = s.pods().map(|(_, n, _)| n.to_string()).collect();
     assert_eq!(names, vec!["default/b"]);
 }
