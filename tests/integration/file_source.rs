@@ -139,6 +139,7 @@ both_backends!(
     configmap_style_data_symlink_swap,
     symlinked_directory_swap,
     single_manifest_file,
+    single_manifest_file_created_later,
     directory_removed_and_recreated,
     queue_overflow_triggers_a_full_rescan,
     bad_files_beside_good_ones_break_nothing,
@@ -404,6 +405,27 @@ async fn single_manifest_file(w: Preference) {
     assert_eq!(names(&after), [pod_name("web")]);
     fs::remove_file(etc.join("web.manifest")).unwrap();
     assert!(h.next().await.is_empty());
+}
+
+async fn single_manifest_file_created_later(w: Preference) {
+    let root = tempfile::tempdir().unwrap();
+    fs::create_dir(root.path().join("etc")).unwrap();
+    let Some(mut h) = Harness::at(w, root, "etc/web.manifest") else {
+        return;
+    };
+    assert!(h.next().await.is_empty(), "S11: nothing there yet");
+    let file = h.root.path().join("etc/web.manifest");
+    fs::write(&file, pod_yaml("web", "img:1")).unwrap();
+    let set = h.until(|s| !s.is_empty(), |_| true).await;
+    assert_eq!(names(&set), [pod_name("web")]);
+    fs::write(h.root.path().join("etc/other.yaml"), pod_yaml("other", "i")).unwrap();
+    fs::write(&file, pod_yaml("web", "img:2")).unwrap();
+    let after = h.until(|s| s != &set, |s| s.len() == 1).await;
+    assert_eq!(
+        names(&after),
+        [pod_name("web")],
+        "only the named file is read"
+    );
 }
 
 async fn directory_removed_and_recreated(w: Preference) {

@@ -22,6 +22,7 @@ mod expansion;
 mod locate;
 mod nesting;
 mod parse;
+mod single_pass;
 mod validate;
 
 /// The largest manifest accepted, in bytes (S8).

@@ -58,6 +58,20 @@ enum Target {
 }
 
 impl Target {
+    /// A file names one manifest; anything else (a directory, or nothing yet) a directory.
+    fn of(path: &Path) -> Target {
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_file() => Target::File {
+                dir: path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| ".".into()),
+                name: path.file_name().map(OsStr::to_owned).unwrap_or_default(),
+            },
+            _ => Target::Dir(path.to_path_buf()),
+        }
+    }
+
     fn dir(&self) -> &Path {
         match self {
             Target::Dir(dir) | Target::File { dir, .. } => dir,
@@ -96,6 +110,9 @@ struct Cause {
 /// The manifest directory source: a state machine stepped by [`FileSource::next`].
 #[derive(Debug)]
 pub struct FileSource {
+    /// `--manifest-dir` as configured.
+    path: PathBuf,
+    node_name: String,
     target: Target,
     watcher: Watcher,
     manifests: Manifests,
@@ -121,23 +138,11 @@ impl FileSource {
     /// Sets up the kernel watch. Nothing is read until the first [`FileSource::next`].
     pub fn new(config: Config) -> Result<FileSource, Error> {
         let watcher = Watcher::new(config.watcher)?;
-        let target = match fs::metadata(&config.path) {
-            Ok(meta) if meta.is_file() => Target::File {
-                dir: config
-                    .path
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_else(|| ".".into()),
-                name: config
-                    .path
-                    .file_name()
-                    .map(OsStr::to_owned)
-                    .unwrap_or_default(),
-            },
-            _ => Target::Dir(config.path.clone()),
-        };
+        let target = Target::of(&config.path);
         let mut source = FileSource {
-            manifests: Manifests::new(target.dir().to_path_buf(), config.node_name),
+            manifests: Manifests::new(target.dir().to_path_buf(), config.node_name.clone()),
+            path: config.path.clone(),
+            node_name: config.node_name,
             target,
             watcher,
             dir_watch: None,
@@ -397,11 +402,21 @@ impl FileSource {
         changed
     }
 
-    /// The directory went away or was replaced: watch again and rescan.
+    /// The directory went away or was replaced: watch again and rescan. The configured
+    /// path may have turned from nothing (or a directory) into a file, or back.
     fn directory_replaced(&mut self, why: &str) {
         info!(dir = %self.target.dir().display(), why, "manifest directory replaced; rescanning");
         if let Some(id) = self.dir_watch.take() {
             let _ = self.watcher.remove(id);
+        }
+        let target = Target::of(&self.path);
+        if target.dir() != self.target.dir() {
+            if let Some(id) = self.parent_watch.take() {
+                let _ = self.watcher.remove(id);
+            }
+            info!(path = %self.path.display(), file = matches!(target, Target::File { .. }), "manifest path changed kind");
+            self.manifests = Manifests::new(target.dir().to_path_buf(), self.node_name.clone());
+            self.target = target;
         }
         self.watch_dirs();
         self.rescan = true;

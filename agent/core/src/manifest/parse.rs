@@ -1,7 +1,8 @@
 //! From bytes to parsed pods: the size cap (S8), UTF-8, YAML or JSON, and the
 //! `kind`/`apiVersion` of each document (S9).
 //!
-//! YAML is read in two passes so that errors keep the parser's line and column: the first
+//! Most manifests are read in one pass (`single_pass`). The rest, and every manifest with
+//! an error, is read in two passes so that errors keep the parser's line and column: the first
 //! reads only each document's `apiVersion` and `kind`, the second deserializes each
 //! document straight into a `Pod` or a list of pods. Problems found after parsing are
 //! located later, by `locate`, and only if there are any.
@@ -18,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny};
 
-use super::{Error, Format, MAX_MANIFEST_BYTES, expansion, nesting};
+use super::{Error, Format, MAX_MANIFEST_BYTES, expansion, nesting, single_pass};
 
 /// Which pod of the manifest a problem concerns: the document (counting empty ones), and
 /// the item when the document is a list.
@@ -91,7 +92,7 @@ pub(super) fn text(bytes: &[u8]) -> Result<&str, Error> {
 
 /// What a document holds, from its `kind` and `apiVersion`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     /// An empty document (`---` with nothing after it, only comments, `null`): skipped.
     Empty,
     Pod,
@@ -102,11 +103,11 @@ enum Kind {
 /// The `apiVersion` and `kind` of a document, all the first pass reads.
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a Kubernetes object (a mapping with apiVersion and kind)")]
-struct TypeMeta {
+pub(super) struct TypeMeta {
     #[serde(rename = "apiVersion", default)]
-    api_version: Option<String>,
+    pub(super) api_version: Option<String>,
     #[serde(default)]
-    kind: Option<String>,
+    pub(super) kind: Option<String>,
 }
 
 /// A `PodList` or `List`; other fields (`metadata`) are ignored.
@@ -117,7 +118,7 @@ struct PodItems {
     items: Option<Vec<Pod>>,
 }
 
-fn classify(head: Option<TypeMeta>) -> Result<Kind, Error> {
+pub(super) fn classify(head: Option<TypeMeta>) -> Result<Kind, Error> {
     let Some(TypeMeta { api_version, kind }) = head else {
         return Ok(Kind::Empty);
     };
@@ -199,6 +200,13 @@ pub(super) fn parse(text: &str) -> Parsed {
 }
 
 fn parse_json(text: &str, kind: Result<Kind, Error>) -> Parsed {
+    if let Some(pods) = single_pass::json(json_text(text)) {
+        return Parsed {
+            format: Format::Json,
+            pods,
+            errors: Vec::new(),
+        };
+    }
     let mut parsed = Parsed::new(Format::Json);
     let document = 0;
     match kind {
@@ -233,6 +241,22 @@ fn parse_yaml(text: &str) -> Parsed {
             },
         );
     }
+    // The common case, read once; aliases and merge keys take the careful path.
+    if !may_merge(text)
+        && !expansion::may_alias(text)
+        && let Some(pods) = single_pass::yaml(text)
+    {
+        return Parsed {
+            format: Format::Yaml,
+            pods,
+            errors: Vec::new(),
+        };
+    }
+    two_pass_yaml(text)
+}
+
+/// Reads YAML in two passes (kinds, then pods): every manifest the single pass gives up on.
+pub(super) fn two_pass_yaml(text: &str) -> Parsed {
     let mut parsed = Parsed::new(Format::Yaml);
 
     // First pass: each document's kind. After a syntax error the parser cannot go on (it
