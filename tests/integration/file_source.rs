@@ -355,6 +355,18 @@ async fn configmap_style_data_symlink_swap(w: Preference) {
     fs::rename(d.join("..data_tmp"), d.join("..data")).unwrap();
     let third = h.until(|s| s != &after, |s| s.len() == 1).await;
     assert_ne!(third[&pod_name("web")], after[&pod_name("web")]);
+    // Any name works, not only ..data: `.current` swapped the same way.
+    fs::create_dir(d.join("v4")).unwrap();
+    fs::write(d.join("v4/api.yaml"), pod_yaml("api", "img:4")).unwrap();
+    fs::create_dir(d.join("v5")).unwrap();
+    fs::write(d.join("v5/api.yaml"), pod_yaml("api", "img:5")).unwrap();
+    symlink("v4", d.join(".current")).unwrap();
+    symlink(".current/api.yaml", d.join("api.yaml")).unwrap();
+    let with_api = h.until(|s| s.len() == 2, |_| true).await;
+    symlink("v5", d.join(".current.tmp")).unwrap();
+    fs::rename(d.join(".current.tmp"), d.join(".current")).unwrap();
+    let swapped = h.until(|s| s != &with_api, |s| s.len() == 2).await;
+    assert_ne!(swapped[&pod_name("api")], with_api[&pod_name("api")]);
 }
 
 async fn symlinked_directory_swap(w: Preference) {

@@ -282,9 +282,9 @@ impl FileSource {
     /// the entry is looked at, not the flags trusted.
     fn dir_entry(&mut self, name: &OsStr, mask: Mask, cause: Cause) -> bool {
         if !self.target.wants(name) {
-            // A dotted directory or symlink changing (`..data` swapped, as ConfigMap
-            // volumes do) can change what every symlinked manifest points at.
-            if name.to_str().is_some_and(|n| n.starts_with(".."))
+            // A directory or symlink beside symlinked manifests changing (`..data`
+            // swapped, as ConfigMap volumes do) can change what they point at.
+            if !self.link_watches.is_empty()
                 && touches_entry(mask)
                 && (mask.is_dir || is_link_or_dir(&self.target.dir().join(name)))
             {
