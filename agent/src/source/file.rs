@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use self::manifests::{Manifests, Outcome};
-use self::watch::{Event, Mask, Preference, WatchId, Watcher};
+use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -407,12 +407,12 @@ impl FileSource {
     fn directory_replaced(&mut self, why: &str) {
         info!(dir = %self.target.dir().display(), why, "manifest directory replaced; rescanning");
         if let Some(id) = self.dir_watch.take() {
-            let _ = self.watcher.remove(id);
+            let _ = self.watcher.remove(id, Scope::Contents);
         }
         let target = Target::of(&self.path);
         if target.dir() != self.target.dir() {
             if let Some(id) = self.parent_watch.take() {
-                let _ = self.watcher.remove(id);
+                let _ = self.watcher.remove(id, Scope::Entries);
             }
             info!(path = %self.path.display(), file = matches!(target, Target::File { .. }), "manifest path changed kind");
             self.manifests = Manifests::new(target.dir().to_path_buf(), self.node_name.clone());
@@ -429,10 +429,11 @@ impl FileSource {
         if self.parent_watch.is_none()
             && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
         {
-            self.parent_watch = self.watcher.add_dir(parent).ok();
+            // Only entries: the directory's siblings' writes are none of ours.
+            self.parent_watch = self.watcher.add_dir(parent, Scope::Entries).ok();
         }
         if self.dir_watch.is_none() {
-            match self.watcher.add_dir(&dir) {
+            match self.watcher.add_dir(&dir, Scope::Contents) {
                 Ok(id) => {
                     self.dir_watch = Some(id);
                     self.rescan = true;
@@ -472,10 +473,10 @@ impl FileSource {
             }
         }
         for id in std::mem::take(&mut self.link_watches).into_keys() {
-            let _ = self.watcher.remove(id);
+            let _ = self.watcher.remove(id, Scope::Contents);
         }
         for (dir, links) in wanted {
-            match self.watcher.add_dir(&dir) {
+            match self.watcher.add_dir(&dir, Scope::Contents) {
                 Ok(id) => {
                     self.link_watches.insert(id, links);
                 }

@@ -61,6 +61,53 @@ impl fmt::Display for Backend {
     }
 }
 
+/// What a watch on a directory reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Entries appearing, disappearing or moving, and the directory's own deletion or
+    /// move: enough to follow one name in a directory whose other files are none of ours.
+    Entries,
+    /// Also writes, closes after writing and attribute changes of the entries.
+    Contents,
+}
+
+/// References to one watched directory, counted by scope: the kernel watch covers the
+/// widest scope still referenced.
+#[derive(Debug, Default, Clone, Copy)]
+struct Refs {
+    entries: usize,
+    contents: usize,
+}
+
+impl Refs {
+    fn add(&mut self, scope: Scope) {
+        match scope {
+            Scope::Entries => self.entries += 1,
+            Scope::Contents => self.contents += 1,
+        }
+    }
+
+    /// Drops one reference (none if there was none of that scope).
+    fn drop(&mut self, scope: Scope) {
+        let count = match scope {
+            Scope::Entries => &mut self.entries,
+            Scope::Contents => &mut self.contents,
+        };
+        *count = count.saturating_sub(1);
+    }
+
+    /// What the kernel watch must cover; `None` once nothing references it.
+    fn widest(&self) -> Option<Scope> {
+        if self.contents > 0 {
+            Some(Scope::Contents)
+        } else if self.entries > 0 {
+            Some(Scope::Entries)
+        } else {
+            None
+        }
+    }
+}
+
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {
@@ -296,16 +343,16 @@ impl Watcher {
     /// Watches are per directory inode: adding a directory that is already watched (under
     /// any path) returns the same id and takes one more reference; [`Watcher::remove`]
     /// drops one.
-    pub fn add_dir(&mut self, path: &Path) -> Result<WatchId, Error> {
+    pub fn add_dir(&mut self, path: &Path, scope: Scope) -> Result<WatchId, Error> {
         match &mut self.inner {
-            Inner::Fanotify(fanotify) => match fanotify.add_dir(path, &mut self.ids) {
+            Inner::Fanotify(fanotify) => match fanotify.add_dir(path, scope, &mut self.ids) {
                 Err(error)
                     if self.preference == Preference::Auto
                         && fanotify.is_empty()
                         && error.is_unsupported_filesystem() =>
                 {
                     let mut inotify = inotify::Inotify::new()?;
-                    let id = inotify.add_dir(path, &mut self.ids)?;
+                    let id = inotify.add_dir(path, scope, &mut self.ids)?;
                     info!(
                         backend = "inotify",
                         reason = %error,
@@ -316,16 +363,16 @@ impl Watcher {
                 }
                 result => result,
             },
-            Inner::Inotify(inotify) => inotify.add_dir(path, &mut self.ids),
+            Inner::Inotify(inotify) => inotify.add_dir(path, scope, &mut self.ids),
         }
     }
 
     /// Drops one reference to a watch, and the kernel watch with the last one. Removing
     /// an id the kernel already dropped (or an unknown id) is `Ok`.
-    pub fn remove(&mut self, id: WatchId) -> Result<(), Error> {
+    pub fn remove(&mut self, id: WatchId, scope: Scope) -> Result<(), Error> {
         match &mut self.inner {
-            Inner::Fanotify(fanotify) => fanotify.remove(id),
-            Inner::Inotify(inotify) => inotify.remove(id),
+            Inner::Fanotify(fanotify) => fanotify.remove(id, scope),
+            Inner::Inotify(inotify) => inotify.remove(id, scope),
         }
     }
 

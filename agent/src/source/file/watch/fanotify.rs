@@ -16,24 +16,34 @@ use tokio::io::unix::AsyncFd;
 use tracing::{debug, warn};
 
 use super::sys::{self, FileHandle};
-use super::{Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, WatchId};
+use super::{
+    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Scope, WatchId,
+};
 
 /// `FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME`.
 const INIT_FLAGS: libc::c_uint =
     libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME;
 
-/// What a directory mark asks for.
-const MARK_MASK: u64 = libc::FAN_CREATE
+/// What a directory mark asks for with [`Scope::Entries`]: entries coming, going and
+/// moving (reported on the directory itself), and the directory's own end.
+const ENTRIES_MASK: u64 = libc::FAN_CREATE
     | libc::FAN_DELETE
     | libc::FAN_MOVED_FROM
     | libc::FAN_MOVED_TO
-    | libc::FAN_MODIFY
-    | libc::FAN_CLOSE_WRITE
-    | libc::FAN_ATTRIB
     | libc::FAN_DELETE_SELF
     | libc::FAN_MOVE_SELF
-    | libc::FAN_ONDIR
-    | libc::FAN_EVENT_ON_CHILD;
+    | libc::FAN_ONDIR;
+
+/// What [`Scope::Contents`] adds: events on the entries themselves.
+const CONTENTS_ONLY: u64 =
+    libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE | libc::FAN_ATTRIB | libc::FAN_EVENT_ON_CHILD;
+
+fn mask(scope: Scope) -> u64 {
+    match scope {
+        Scope::Entries => ENTRIES_MASK,
+        Scope::Contents => ENTRIES_MASK | CONTENTS_ONLY,
+    }
+}
 
 /// `sizeof(struct fanotify_event_metadata)` (`FAN_EVENT_METADATA_LEN`).
 const METADATA_LEN: usize = 24;
@@ -62,7 +72,7 @@ struct Watched {
     key: DirKey,
     /// The path it was added under, used to find it again for removal.
     path: PathBuf,
-    refs: usize,
+    refs: Refs,
 }
 
 pub(super) struct Fanotify {
@@ -104,7 +114,12 @@ impl Fanotify {
         self.watched.is_empty()
     }
 
-    pub(super) fn add_dir(&mut self, path: &Path, ids: &mut Ids) -> Result<WatchId, Error> {
+    pub(super) fn add_dir(
+        &mut self,
+        path: &Path,
+        scope: Scope,
+        ids: &mut Ids,
+    ) -> Result<WatchId, Error> {
         let watch_error = |syscall, source| Error::Watch {
             path: path.to_owned(),
             syscall,
@@ -114,19 +129,20 @@ impl Fanotify {
         // mark all belong to the same directory even if the path changes meanwhile.
         let dir = open_dir(path).map_err(|e| watch_error("open", e))?;
         let key = DirKey::of(&dir).map_err(|(syscall, e)| watch_error(syscall, e))?;
-        // Marked even when already watched: a no-op for a live mark, and it brings back
-        // one the kernel dropped silently (fanotify has no unmount event).
+        // Marked even when already watched: adding ORs into a live mark (the union of the
+        // scopes), and it brings back one the kernel dropped silently (fanotify has no
+        // unmount event).
         sys::fanotify_mark(
             self.fd.get_ref().as_fd(),
             libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR,
-            MARK_MASK,
+            mask(scope),
             dir.as_fd(),
         )
         .map_err(|e| watch_error("fanotify_mark", e))?;
         if let Some(id) = self.ids.get(&key)
             && let Some(watched) = self.watched.get_mut(id)
         {
-            watched.refs += 1;
+            watched.refs.add(scope);
             return Ok(*id);
         }
         let id = ids.next();
@@ -136,27 +152,38 @@ impl Fanotify {
             Watched {
                 key,
                 path: path.to_owned(),
-                refs: 1,
+                refs: {
+                    let mut refs = Refs::default();
+                    refs.add(scope);
+                    refs
+                },
             },
         );
         Ok(id)
     }
 
-    pub(super) fn remove(&mut self, id: WatchId) -> Result<(), Error> {
+    pub(super) fn remove(&mut self, id: WatchId, scope: Scope) -> Result<(), Error> {
         let Some(watched) = self.watched.get_mut(&id) else {
             return Ok(());
         };
-        if watched.refs > 1 {
-            watched.refs -= 1;
-            return Ok(());
-        }
-        let Some(watched) = self.watched.remove(&id) else {
-            return Ok(());
+        let before = watched.refs.widest();
+        watched.refs.drop(scope);
+        let bits = match watched.refs.widest() {
+            None => mask(Scope::Contents),
+            // Narrowed to entries: take the content events off the mark.
+            Some(Scope::Entries) if before == Some(Scope::Contents) => CONTENTS_ONLY,
+            Some(_) => return Ok(()),
         };
-        self.ids.remove(&watched.key);
-        let Some(dir) = find_dir(&watched) else {
+        let path = watched.path.clone();
+        let dir = find_dir(watched);
+        if watched.refs.widest().is_none() {
+            let key = watched.key.clone();
+            self.watched.remove(&id);
+            self.ids.remove(&key);
+        }
+        let Some(dir) = dir else {
             debug!(
-                path = %watched.path.display(),
+                path = %path.display(),
                 "the watched directory cannot be found any more; its fanotify mark stays until it is deleted or the watcher is dropped, and its events are ignored"
             );
             return Ok(());
@@ -164,13 +191,13 @@ impl Fanotify {
         let result = sys::fanotify_mark(
             self.fd.get_ref().as_fd(),
             libc::FAN_MARK_REMOVE | libc::FAN_MARK_ONLYDIR,
-            MARK_MASK,
+            bits,
             dir.as_fd(),
         );
         match result {
             // ENOENT: there was no mark (the kernel dropped it already).
             Err(error) if error.raw_os_error() != Some(libc::ENOENT) => Err(Error::Unwatch {
-                path: watched.path,
+                path,
                 syscall: "fanotify_mark",
                 source: error,
             }),

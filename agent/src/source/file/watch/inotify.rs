@@ -10,28 +10,41 @@ use tokio::io::unix::AsyncFd;
 use tracing::debug;
 
 use super::sys;
-use super::{Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, WatchId};
+use super::{
+    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Scope, WatchId,
+};
 
 /// What a directory watch asks for. `IN_DONT_FOLLOW` is deliberately absent: a symlink
 /// to a directory watches the directory.
-fn watch_mask() -> WatchMask {
-    WatchMask::CREATE
+/// What a watch asks for: entries coming, going and moving and the directory's own end;
+/// with [`Scope::Contents`] also writes and attribute changes of the entries.
+fn watch_mask(scope: Scope) -> WatchMask {
+    let entries = WatchMask::CREATE
         | WatchMask::DELETE
         | WatchMask::MOVED_FROM
         | WatchMask::MOVED_TO
-        | WatchMask::MODIFY
-        | WatchMask::CLOSE_WRITE
-        | WatchMask::ATTRIB
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF
-        | WatchMask::ONLYDIR
+        | WatchMask::ONLYDIR;
+    match scope {
+        Scope::Entries => entries,
+        Scope::Contents => entries | WatchMask::MODIFY | WatchMask::CLOSE_WRITE | WatchMask::ATTRIB,
+    }
 }
 
 #[derive(Debug)]
 struct Watched {
     wd: WatchDescriptor,
     path: PathBuf,
-    refs: usize,
+    /// Device and inode of the directory when it was added: a later path lookup must
+    /// find the same one before the watch is changed through the path.
+    identity: Option<(u64, u64)>,
+    refs: Refs,
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 pub(super) struct Inotify {
@@ -68,12 +81,18 @@ impl Inotify {
         })
     }
 
-    pub(super) fn add_dir(&mut self, path: &Path, ids: &mut Ids) -> Result<WatchId, Error> {
+    pub(super) fn add_dir(
+        &mut self,
+        path: &Path,
+        scope: Scope,
+        ids: &mut Ids,
+    ) -> Result<WatchId, Error> {
+        // MASK_ADD: a directory already watched keeps what it had (the union of scopes).
         let wd = self
             .fd
             .get_ref()
             .watches()
-            .add(path, watch_mask())
+            .add(path, watch_mask(scope) | WatchMask::MASK_ADD)
             .map_err(|source| Error::Watch {
                 path: path.to_owned(),
                 syscall: "inotify_add_watch",
@@ -83,7 +102,7 @@ impl Inotify {
         if let Some(id) = self.ids.get(&number)
             && let Some(watched) = self.watched.get_mut(id)
         {
-            watched.refs += 1;
+            watched.refs.add(scope);
             return Ok(*id);
         }
         let id = ids.next();
@@ -93,19 +112,43 @@ impl Inotify {
             Watched {
                 wd,
                 path: path.to_owned(),
-                refs: 1,
+                identity: identity(path),
+                refs: {
+                    let mut refs = Refs::default();
+                    refs.add(scope);
+                    refs
+                },
             },
         );
         Ok(id)
     }
 
-    pub(super) fn remove(&mut self, id: WatchId) -> Result<(), Error> {
+    pub(super) fn remove(&mut self, id: WatchId, scope: Scope) -> Result<(), Error> {
         let Some(watched) = self.watched.get_mut(&id) else {
             return Ok(());
         };
-        if watched.refs > 1 {
-            watched.refs -= 1;
-            return Ok(());
+        let before = watched.refs.widest();
+        watched.refs.drop(scope);
+        match watched.refs.widest() {
+            None => {}
+            Some(Scope::Entries) if before == Some(Scope::Contents) => {
+                // Narrowed to entries: replace the mask (by path, so only if the directory
+                // is still there under it; otherwise the wider mask stays, harmlessly).
+                let same_dir =
+                    identity(&watched.path).is_some_and(|id| Some(id) == watched.identity);
+                let narrowed = same_dir
+                    && self
+                        .fd
+                        .get_ref()
+                        .watches()
+                        .add(&watched.path, watch_mask(Scope::Entries))
+                        .is_ok();
+                if !narrowed {
+                    debug!(path = %watched.path.display(), "cannot narrow the inotify watch; it keeps reporting writes");
+                }
+                return Ok(());
+            }
+            Some(_) => return Ok(()),
         }
         let Some(watched) = self.watched.remove(&id) else {
             return Ok(());

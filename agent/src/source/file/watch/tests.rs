@@ -128,10 +128,58 @@ async fn settle(watcher: &mut Watcher, dir: WatchId, name: &str) {
     collect(watcher, |events| union(events, dir, name).close_write).await;
 }
 
+/// An entries-only watch (what the file source puts on the manifest directory's parent)
+/// reports names coming and going, not writes to them.
+async fn entries_scope_ignores_writes(preference: Preference) {
+    let tmp = TempDir::new().expect("tempdir");
+    write_file(&tmp.path().join("sibling.log"), b"one");
+    let mut watcher = watcher(preference);
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Entries)
+        .expect("add_dir");
+    write_file(&tmp.path().join("sibling.log"), b"two");
+    fs::create_dir(tmp.path().join("manifests")).expect("mkdir");
+    let events = collect(&mut watcher, |events| union(events, id, "manifests").create).await;
+    assert!(
+        entries(&events, id, "sibling.log").is_empty(),
+        "{events:#?}"
+    );
+}
+
+/// A directory watched with both scopes reports writes until the contents watch goes.
+async fn narrowing_to_entries(preference: Preference) {
+    let tmp = TempDir::new().expect("tempdir");
+    let mut watcher = watcher(preference);
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir contents");
+    let same = watcher
+        .add_dir(tmp.path(), Scope::Entries)
+        .expect("add_dir entries");
+    assert_eq!(id, same, "one directory, one id");
+    write_file(&tmp.path().join("a.yaml"), b"one");
+    settle(&mut watcher, id, "a.yaml").await;
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("drop the contents watch");
+    write_file(&tmp.path().join("a.yaml"), b"two");
+    fs::create_dir(tmp.path().join("marker")).expect("mkdir");
+    let events = collect(&mut watcher, |events| union(events, id, "marker").create).await;
+    assert!(
+        entries(&events, id, "a.yaml").is_empty(),
+        "writes are not reported any more: {events:#?}"
+    );
+    watcher
+        .remove(id, Scope::Entries)
+        .expect("drop the entries watch");
+}
+
 async fn create_write_close(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     write_file(&tmp.path().join("pod.yaml"), b"kind: Pod\n");
 
@@ -164,7 +212,9 @@ async fn write_in_place(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -190,7 +240,9 @@ async fn rename_over(preference: Preference) {
     let temp = tmp.path().join(".pod.yaml.tmp");
     write_file(&target, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     write_file(&temp, b"new\n");
     fs::rename(&temp, &target).expect("rename");
@@ -237,7 +289,9 @@ async fn delete(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     fs::remove_file(&path).expect("remove");
 
@@ -250,7 +304,9 @@ async fn chmod(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
 
@@ -262,7 +318,9 @@ async fn chmod(preference: Preference) {
 async fn subdirectory(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     fs::create_dir(tmp.path().join("sub")).expect("mkdir");
     fs::remove_dir(tmp.path().join("sub")).expect("rmdir");
@@ -283,7 +341,9 @@ async fn delete_then_recreate(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     fs::remove_file(&path).expect("remove");
     write_file(&path, b"new\n");
@@ -305,7 +365,9 @@ async fn touch_by_another_process(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     let child = std::process::Command::new("touch")
         .arg(&path)
@@ -334,7 +396,9 @@ async fn subdirectory_attrib(preference: Preference) {
     let sub = tmp.path().join("sub");
     fs::create_dir(&sub).expect("mkdir");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     fs::set_permissions(&sub, fs::Permissions::from_mode(0o700)).expect("chmod subdir");
     write_file(&sub.join("nested.yaml"), b"x\n");
@@ -387,8 +451,10 @@ async fn unmounted(preference: Preference) {
     let dir = mnt.join("manifests");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
-    let id = watcher.add_dir(&dir).expect("add_dir");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
+    let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
     write_file(&dir.join("pod.yaml"), b"x\n");
     settle(&mut watcher, id, "pod.yaml").await;
 
@@ -422,7 +488,7 @@ async fn unmounted(preference: Preference) {
         assert!(!events.contains(&Event::WatchGone(id)), "{events:#?}");
     }
     watcher
-        .remove(id)
+        .remove(id, Scope::Contents)
         .expect("remove a watch on an unmounted filesystem");
 }
 
@@ -431,8 +497,10 @@ async fn watched_dir_deleted(preference: Preference) {
     let dir = tmp.path().join("manifests");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
-    let id = watcher.add_dir(&dir).expect("add_dir");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
+    let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::remove_dir(&dir).expect("rmdir");
 
@@ -449,12 +517,18 @@ async fn watched_dir_deleted(preference: Preference) {
     assert!(deleted < gone, "{events:#?}");
     assert!(union(&events, parent, "manifests").is_dir, "{events:#?}");
     // The id is dead: removing it is fine, and so is removing it twice.
-    watcher.remove(id).expect("remove a dead watch");
-    watcher.remove(id).expect("remove a dead watch again");
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("remove a dead watch");
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("remove a dead watch again");
 
     // Recreated: a new watch works and gets a new id.
     fs::create_dir(&dir).expect("mkdir again");
-    let again = watcher.add_dir(&dir).expect("add_dir again");
+    let again = watcher
+        .add_dir(&dir, Scope::Contents)
+        .expect("add_dir again");
     assert_ne!(again, id);
     write_file(&dir.join("pod.yaml"), b"x\n");
     let events = collect(&mut watcher, |events| {
@@ -474,8 +548,10 @@ async fn watched_dir_renamed(preference: Preference) {
     let moved = tmp.path().join("manifests.old");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
-    let id = watcher.add_dir(&dir).expect("add_dir");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
+    let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::rename(&dir, &moved).expect("rename");
     write_file(&moved.join("pod.yaml"), b"x\n");
@@ -495,7 +571,9 @@ async fn watched_dir_renamed(preference: Preference) {
         "{events:#?}"
     );
     // The watch followed the directory: removing it finds it at its new place.
-    watcher.remove(id).expect("remove moved watch");
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("remove moved watch");
     write_file(&moved.join("other.yaml"), b"x\n");
     write_file(&tmp.path().join("marker"), b"x\n");
     let events = collect(&mut watcher, |events| {
@@ -512,8 +590,10 @@ async fn dir_replaced_by_rename(preference: Preference) {
     fs::create_dir(&dir).expect("mkdir");
     fs::create_dir(&staged).expect("mkdir staged");
     let mut watcher = watcher(preference);
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
-    let id = watcher.add_dir(&dir).expect("add_dir");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
+    let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::rename(&staged, &dir).expect("rename over");
 
@@ -538,8 +618,12 @@ async fn symlink_swapped_in_parent(preference: Preference) {
     let link = tmp.path().join("manifests");
     std::os::unix::fs::symlink(&a, &link).expect("symlink");
     let mut watcher = watcher(preference);
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
-    let id = watcher.add_dir(&link).expect("add_dir link");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
+    let id = watcher
+        .add_dir(&link, Scope::Contents)
+        .expect("add_dir link");
 
     let staged = tmp.path().join(".manifests.tmp");
     std::os::unix::fs::symlink(&b, &staged).expect("symlink staged");
@@ -569,8 +653,8 @@ async fn two_directories(preference: Preference) {
     fs::create_dir(&a).expect("mkdir a");
     fs::create_dir(&b).expect("mkdir b");
     let mut watcher = watcher(preference);
-    let id_a = watcher.add_dir(&a).expect("add_dir a");
-    let id_b = watcher.add_dir(&b).expect("add_dir b");
+    let id_a = watcher.add_dir(&a, Scope::Contents).expect("add_dir a");
+    let id_b = watcher.add_dir(&b, Scope::Contents).expect("add_dir b");
     assert_ne!(id_a, id_b);
 
     write_file(&b.join("in-b.yaml"), b"x\n");
@@ -597,7 +681,9 @@ async fn symlink_to_directory(preference: Preference) {
     fs::create_dir(&real).expect("mkdir");
     std::os::unix::fs::symlink(&real, &link).expect("symlink");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(&link).expect("add_dir through symlink");
+    let id = watcher
+        .add_dir(&link, Scope::Contents)
+        .expect("add_dir through symlink");
 
     write_file(&real.join("pod.yaml"), b"x\n");
     let events = collect(&mut watcher, |events| {
@@ -607,15 +693,23 @@ async fn symlink_to_directory(preference: Preference) {
     assert!(union(&events, id, "pod.yaml").create, "{events:#?}");
 
     // The same directory under its real path is the same watch, counted twice.
-    let again = watcher.add_dir(&real).expect("add_dir real");
+    let again = watcher
+        .add_dir(&real, Scope::Contents)
+        .expect("add_dir real");
     assert_eq!(again, id);
-    watcher.remove(id).expect("remove one reference");
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("remove one reference");
     write_file(&real.join("second.yaml"), b"x\n");
     settle(&mut watcher, id, "second.yaml").await;
-    watcher.remove(id).expect("remove the last reference");
+    watcher
+        .remove(id, Scope::Contents)
+        .expect("remove the last reference");
     write_file(&real.join("third.yaml"), b"x\n");
     // Nothing arrives for a removed watch: a fresh watch on the parent sees the marker.
-    let parent = watcher.add_dir(tmp.path()).expect("add_dir parent");
+    let parent = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir parent");
     write_file(&tmp.path().join("marker"), b"x\n");
     let events = collect(&mut watcher, |events| {
         union(events, parent, "marker").close_write
@@ -630,7 +724,7 @@ async fn not_a_directory(preference: Preference) {
     write_file(&file, b"x\n");
     let mut watcher = watcher(preference);
     let error = watcher
-        .add_dir(&file)
+        .add_dir(&file, Scope::Contents)
         .expect_err("a file is not a directory");
     let message = error.to_string();
     assert!(
@@ -638,7 +732,7 @@ async fn not_a_directory(preference: Preference) {
         "{message}"
     );
     let error = watcher
-        .add_dir(&tmp.path().join("missing"))
+        .add_dir(&tmp.path().join("missing"), Scope::Contents)
         .expect_err("missing directory");
     assert!(error.to_string().contains("does not exist"), "{error}");
 }
@@ -662,7 +756,9 @@ async fn overflow(preference: Preference) {
     }
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     // Each file is at least one event that the kernel cannot merge with another.
     for n in 0..limit + 100 {
@@ -691,7 +787,9 @@ async fn overflow(preference: Preference) {
 async fn cancel_safety(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher.add_dir(tmp.path()).expect("add_dir");
+    let id = watcher
+        .add_dir(tmp.path(), Scope::Contents)
+        .expect("add_dir");
 
     let quiet = tokio::time::timeout(Duration::from_millis(50), watcher.next_batch()).await;
     assert!(quiet.is_err(), "no event expected: {quiet:?}");
@@ -732,6 +830,8 @@ macro_rules! both_backends {
 }
 
 both_backends!(
+    entries_scope_ignores_writes,
+    narrowing_to_entries,
     create_write_close,
     write_in_place,
     rename_over,
