@@ -44,9 +44,8 @@ pub async fn bind(
     addr: SocketAddr,
     snapshot: SnapshotHandle,
 ) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { addr, source })?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "local API listening");
     Ok(async move {

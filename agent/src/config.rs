@@ -29,11 +29,7 @@ pub enum Error {
         source: serde_yaml_ng::Error,
     },
     #[error("config file {path}: {field}: {message}")]
-    Invalid {
-        path: PathBuf,
-        field: &'static str,
-        message: String,
-    },
+    Invalid { path: PathBuf, field: &'static str, message: String },
     #[error("--manifest-url-header {0:?}: expected \"Name: value\"")]
     Header(String),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
@@ -126,10 +122,7 @@ impl Config {
             (Some(l), ..) | (None, Some(l), ..) => l,
             (None, None, address, port) => {
                 let default: SocketAddr = ([127, 0, 0, 1], 10250).into();
-                SocketAddr::new(
-                    address.unwrap_or(default.ip()),
-                    port.unwrap_or(default.port()),
-                )
+                SocketAddr::new(address.unwrap_or(default.ip()), port.unwrap_or(default.port()))
             }
         };
         let containerd = match (
@@ -197,17 +190,12 @@ impl Config {
 }
 
 fn read_file(path: &Path) -> Result<File, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.into(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| Error::Read { path: path.into(), source })?;
     if text.trim().is_empty() {
         return Ok(File::default());
     }
-    serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse {
-        path: path.into(),
-        source,
-    })
+    serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse { path: path.into(), source })
 }
 
 /// `Name: value` → (name, value), as curl's `-H` takes it.

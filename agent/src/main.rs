@@ -30,18 +30,12 @@ fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
         "{} file(s), {} pod(s), {} invalid",
         summary.files, summary.pods, summary.invalid_files
     );
-    Ok(if summary.invalid_files == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if summary.invalid_files == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn run(args: outpost::cli::RunArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(commands::run::run(args.flags(), args.dry_run))?;
     Ok(ExitCode::SUCCESS)
 }

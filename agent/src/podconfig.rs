@@ -57,9 +57,7 @@ pub async fn run<S, E>(
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
     snapshot.store(Arc::new(Snapshot::of(&store)));
     let mut merged = futures::stream::select_all(
-        sources
-            .into_iter()
-            .map(|(source, stream)| stream.map(move |item| (source, item))),
+        sources.into_iter().map(|(source, stream)| stream.map(move |item| (source, item))),
     );
     let mut was_synced = false;
     while let Some((source, item)) = merged.next().await {

@@ -53,21 +53,15 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 3] = [
-        ("B1", b1_detect::run),
-        ("B4", b4_merge::run),
-        ("B7", b7_scale::run),
-    ];
+    let benches: [(&str, Bench); 3] =
+        [("B1", b1_detect::run), ("B4", b4_merge::run), ("B7", b7_scale::run)];
     let mut entries = Vec::new();
     let mut failed = Vec::new();
     for (id, bench) in benches {
         if !options.selects(id) {
             continue;
         }
-        eprintln!(
-            "bench: running {id}{}",
-            if options.quick { " (quick)" } else { "" }
-        );
+        eprintln!("bench: running {id}{}", if options.quick { " (quick)" } else { "" });
         match bench(&options) {
             Ok(done) => {
                 for entry in &done {
@@ -95,16 +89,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let missed: Vec<_> = entries
-        .iter()
-        .filter(|e| !e.met)
-        .map(|e| e.name.as_str())
-        .collect();
+    let missed: Vec<_> = entries.iter().filter(|e| !e.met).map(|e| e.name.as_str()).collect();
     if !missed.is_empty() {
-        println!(
-            "targets missed (reported, not an error): {}",
-            missed.join("; ")
-        );
+        println!("targets missed (reported, not an error): {}", missed.join("; "));
     }
     if failed.is_empty() {
         ExitCode::SUCCESS

@@ -26,38 +26,20 @@ fn validate_exits_zero_on_valid_and_one_with_file_line_col_on_invalid() {
         .arg(&good)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stdout.is_empty());
 
     let bad = dir.path().join("bad.yaml");
     fs::write(&bad, "apiVersion: v1\nkind: Pod\nmetadata:\n  labels: {}\nspec:\n  containers:\n  - name: Bad_Name\n").unwrap();
-    let out = Command::new(outpost_bin())
-        .arg("validate")
-        .arg(&good)
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = Command::new(outpost_bin()).arg("validate").arg(&good).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let prefix = format!("{}:", bad.display());
-    assert!(
-        !stdout.is_empty() && stdout.lines().all(|l| l.starts_with(&prefix)),
-        "{stdout}"
-    );
+    assert!(!stdout.is_empty() && stdout.lines().all(|l| l.starts_with(&prefix)), "{stdout}");
     for line in stdout.lines() {
         let mut parts = line[prefix.len()..].splitn(3, ':');
-        assert!(
-            parts.next().is_some_and(|l| l.parse::<u32>().is_ok()),
-            "no line number: {line}"
-        );
-        assert!(
-            parts.next().is_some_and(|c| c.parse::<u32>().is_ok()),
-            "no column: {line}"
-        );
+        assert!(parts.next().is_some_and(|l| l.parse::<u32>().is_ok()), "no line number: {line}");
+        assert!(parts.next().is_some_and(|c| c.parse::<u32>().is_ok()), "no column: {line}");
     }
     assert!(stdout.contains("metadata.name"), "S1 is reported: {stdout}");
 }
@@ -78,14 +60,7 @@ impl Agent {
     /// Starts the agent through `command` (the binary itself, or a wrapper running it).
     fn start_with(mut command: Command, manifests: &std::path::Path) -> Agent {
         let mut child = command
-            .args([
-                "run",
-                "--dry-run",
-                "--node-name",
-                "Edge-1",
-                "--listen",
-                "127.0.0.1:0",
-            ])
+            .args(["run", "--dry-run", "--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
             .arg("--manifest-dir")
             .arg(manifests)
             .env("OUTPOST_LOG", "info")
@@ -116,50 +91,26 @@ impl Agent {
                 if line.contains("local API listening")
                     && let Some(addr) = line.split("addr=").nth(1)
                 {
-                    let _ = addr_tx.send(
-                        addr.split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    );
+                    let _ =
+                        addr_tx.send(addr.split_whitespace().next().unwrap_or_default().to_owned());
                 }
             }
         });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the agent never listened");
-        Agent {
-            child,
-            deltas,
-            addr,
-            log,
-        }
+        let addr = addr_rx.recv_timeout(Duration::from_secs(30)).expect("the agent never listened");
+        Agent { child, deltas, addr, log }
     }
 
     fn delta(&self) -> serde_json::Value {
-        self.deltas
-            .recv_timeout(Duration::from_secs(30))
-            .expect("no delta printed")
+        self.deltas.recv_timeout(Duration::from_secs(30)).expect("no delta printed")
     }
 
     fn get(&self, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         let mut response = String::new();
         s.read_to_string(&mut response).unwrap();
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
+        let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
         (status, body)
     }
 }
@@ -181,10 +132,7 @@ fn dry_run_prints_deltas_and_serves_pods() {
     assert_eq!(add["op"], "ADD");
     assert_eq!(add["source"], "file");
     assert_eq!(add["namespace"], "default");
-    assert_eq!(
-        add["name"], "web-edge-1",
-        "S2: name gets the lowercased node name"
-    );
+    assert_eq!(add["name"], "web-edge-1", "S2: name gets the lowercased node name");
     let uid = add["uid"].as_str().unwrap().to_owned();
     assert_eq!(uid.len(), 32, "S5: 32 hex chars");
     assert_eq!(add["hash"], uid.as_str(), "S6: config.hash is the UID");
@@ -201,19 +149,11 @@ fn dry_run_prints_deltas_and_serves_pods() {
     assert_eq!(pod["metadata"]["uid"], uid.as_str());
     assert_eq!(pod["spec"]["nodeName"], "edge-1", "S4");
     assert_eq!(pod["status"]["phase"], "Pending", "S4");
-    assert_eq!(
-        pod["metadata"]["annotations"]["kubernetes.io/config.source"], "file",
-        "M1"
-    );
-    assert!(
-        pod["metadata"]["annotations"]["kubernetes.io/config.seen"].is_string(),
-        "M3"
-    );
+    assert_eq!(pod["metadata"]["annotations"]["kubernetes.io/config.source"], "file", "M1");
+    assert!(pod["metadata"]["annotations"]["kubernetes.io/config.seen"].is_string(), "M3");
     let tolerations = pod["spec"]["tolerations"].as_array().unwrap();
     assert!(
-        tolerations
-            .iter()
-            .any(|t| t["operator"] == "Exists" && t["effect"] == "NoExecute"),
+        tolerations.iter().any(|t| t["operator"] == "Exists" && t["effect"] == "NoExecute"),
         "S7"
     );
 
@@ -243,14 +183,7 @@ fn dry_run_prints_deltas_and_serves_pods() {
 fn run_without_dry_run_says_the_runtime_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(outpost_bin())
-        .args([
-            "run",
-            "--node-name",
-            "n",
-            "--listen",
-            "127.0.0.1:0",
-            "--manifest-dir",
-        ])
+        .args(["run", "--node-name", "n", "--listen", "127.0.0.1:0", "--manifest-dir"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -268,10 +201,7 @@ fn dry_run_falls_back_to_inotify_where_fanotify_is_blocked() {
         .args(["-c", "import seccomp"])
         .status()
         .is_ok_and(|s| s.success());
-    if !prerequisite(
-        has_seccomp,
-        "python3-seccomp (cargo xtask deps installs it)",
-    ) {
+    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -281,14 +211,8 @@ fn dry_run_falls_back_to_inotify_where_fanotify_is_blocked() {
     let agent = Agent::start_with(command, dir.path());
     assert_eq!(agent.delta()["op"], "ADD");
     let log = agent.log.lock().unwrap().join("\n");
-    assert!(
-        log.contains("backend=inotify"),
-        "the backend in use is logged: {log}"
-    );
-    assert!(
-        log.contains("fanotify is unavailable"),
-        "the reason is logged: {log}"
-    );
+    assert!(log.contains("backend=inotify"), "the backend in use is logged: {log}");
+    assert!(log.contains("fanotify is unavailable"), "the reason is logged: {log}");
     drop(log);
     fs::write(dir.path().join("api.yaml"), pod_yaml("api", "nginx:1")).unwrap();
     assert_eq!(agent.delta()["name"], "api-edge-1");

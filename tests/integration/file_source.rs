@@ -44,17 +44,9 @@ impl Harness {
         {
             return None;
         }
-        let config = Config {
-            path: root.path().join(rel),
-            node_name: NODE.into(),
-            watcher,
-        };
+        let config = Config { path: root.path().join(rel), node_name: NODE.into(), watcher };
         let source = FileSource::new(config).unwrap();
-        Some(Harness {
-            root,
-            source,
-            last: None,
-        })
+        Some(Harness { root, source, last: None })
     }
 
     fn dir(&self) -> PathBuf {
@@ -75,18 +67,9 @@ impl Harness {
         let set: Set = update
             .pods
             .iter()
-            .map(|p| {
-                (
-                    p.pod.metadata.name.clone().unwrap_or_default(),
-                    p.uid().to_owned(),
-                )
-            })
+            .map(|p| (p.pod.metadata.name.clone().unwrap_or_default(), p.uid().to_owned()))
             .collect();
-        assert_eq!(
-            set.len(),
-            update.pods.len(),
-            "pod names in one SET are unique here"
-        );
+        assert_eq!(set.len(), update.pods.len(), "pod names in one SET are unique here");
         if let Some(last) = &self.last {
             assert_ne!(&set, last, "spurious SET: nothing changed");
         }
@@ -165,20 +148,14 @@ async fn s10_initial_scan_reads_manifests_and_skips_the_rest(w: Preference) {
     fs::create_dir(h.dir().join("sub")).unwrap();
     fs::write(h.dir().join("sub/nested.yaml"), pod_yaml("nested", "i")).unwrap();
     let set = h.next().await;
-    assert_eq!(
-        names(&set),
-        ["a-node-a", "b-node-a", "c-node-a", "d-node-a"]
-    );
+    assert_eq!(names(&set), ["a-node-a", "b-node-a", "c-node-a", "d-node-a"]);
 }
 
 async fn s11_missing_directory_is_empty_until_created(w: Preference) {
     let Some(mut h) = Harness::new(w, false) else {
         return;
     };
-    assert!(
-        h.next().await.is_empty(),
-        "S11: a missing directory is an empty SET"
-    );
+    assert!(h.next().await.is_empty(), "S11: a missing directory is an empty SET");
     fs::create_dir(h.dir()).unwrap();
     h.write("web.yaml", &pod_yaml("web", "i"));
     let set = h.until(|s| !s.is_empty(), |_| true).await;
@@ -203,19 +180,12 @@ async fn write_in_place_edits_the_pod(w: Preference) {
     };
     h.write("web.yaml", &pod_yaml("web", "img:1"));
     let before = h.next().await;
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(h.dir().join("web.yaml"))
-        .unwrap();
+    let mut f =
+        fs::OpenOptions::new().write(true).truncate(true).open(h.dir().join("web.yaml")).unwrap();
     f.write_all(pod_yaml("web", "img:2").as_bytes()).unwrap();
     drop(f);
     let after = h.until(|s| s != &before, |s| s.len() == 1).await;
-    assert_ne!(
-        after[&pod_name("web")],
-        before[&pod_name("web")],
-        "M10: an edit gives a new UID"
-    );
+    assert_ne!(after[&pod_name("web")], before[&pod_name("web")], "M10: an edit gives a new UID");
 }
 
 async fn m10_rename_over_replaces_the_pod(w: Preference) {
@@ -257,24 +227,15 @@ async fn truncate_then_write_keeps_the_last_good_pod(w: Preference) {
     let before = h.next().await;
     let new = pod_yaml("web", "img:2");
     let (first, rest) = new.split_at(new.len() / 2);
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(h.dir().join("web.yaml"))
-        .unwrap();
+    let mut f =
+        fs::OpenOptions::new().write(true).truncate(true).open(h.dir().join("web.yaml")).unwrap();
     f.write_all(first.as_bytes()).unwrap();
     f.flush().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await; // let the source see the half file
     f.write_all(rest.as_bytes()).unwrap();
     drop(f);
-    let after = h
-        .until(|s| s != &before, |s| s.contains_key(&pod_name("web")))
-        .await;
-    assert_eq!(
-        after.len(),
-        1,
-        "the pod never disappeared and is replaced once: {after:?}"
-    );
+    let after = h.until(|s| s != &before, |s| s.contains_key(&pod_name("web"))).await;
+    assert_eq!(after.len(), 1, "the pod never disappeared and is replaced once: {after:?}");
 }
 
 async fn delete_and_rename_away_remove_pods(w: Preference) {
@@ -308,11 +269,8 @@ async fn symlinked_manifest_follows_its_target(w: Preference) {
     symlink(real.join("api.yaml"), h.dir().join("api.yaml")).unwrap();
     assert_eq!(h.until(|s| s.len() == 2, |_| true).await.len(), 2);
     fs::write(real.join("api.yaml"), pod_yaml("api", "img:2")).unwrap();
-    h.until(
-        |s| s.get(&pod_name("api")) != after.get(&pod_name("api")) && s.len() == 2,
-        |_| true,
-    )
-    .await;
+    h.until(|s| s.get(&pod_name("api")) != after.get(&pod_name("api")) && s.len() == 2, |_| true)
+        .await;
 }
 
 async fn configmap_style_data_symlink_swap(w: Preference) {
@@ -322,22 +280,14 @@ async fn configmap_style_data_symlink_swap(w: Preference) {
     let d = h.dir();
     // The layout kubelet gives a ConfigMap volume: files → ..data/<file>, ..data → ..<timestamp>.
     fs::create_dir(d.join("..2026_11_21_00_00_00.1")).unwrap();
-    fs::write(
-        d.join("..2026_11_21_00_00_00.1/web.yaml"),
-        pod_yaml("web", "img:1"),
-    )
-    .unwrap();
+    fs::write(d.join("..2026_11_21_00_00_00.1/web.yaml"), pod_yaml("web", "img:1")).unwrap();
     symlink("..2026_11_21_00_00_00.1", d.join("..data")).unwrap();
     symlink("..data/web.yaml", d.join("web.yaml")).unwrap();
     let before = h.next().await;
     assert_eq!(names(&before), [pod_name("web")]);
     // The atomic update: new dir, new ..data_tmp symlink renamed over ..data, old dir removed.
     fs::create_dir(d.join("..2026_11_21_00_05_00.2")).unwrap();
-    fs::write(
-        d.join("..2026_11_21_00_05_00.2/web.yaml"),
-        pod_yaml("web", "img:2"),
-    )
-    .unwrap();
+    fs::write(d.join("..2026_11_21_00_05_00.2/web.yaml"), pod_yaml("web", "img:2")).unwrap();
     symlink("..2026_11_21_00_05_00.2", d.join("..data_tmp")).unwrap();
     fs::rename(d.join("..data_tmp"), d.join("..data")).unwrap();
     fs::remove_dir_all(d.join("..2026_11_21_00_00_00.1")).unwrap();
@@ -346,11 +296,7 @@ async fn configmap_style_data_symlink_swap(w: Preference) {
     // A second swap that leaves the previous directory in place: only the ..data
     // symlink changes, and the pod must follow it.
     fs::create_dir(d.join("..2026_11_21_00_10_00.3")).unwrap();
-    fs::write(
-        d.join("..2026_11_21_00_10_00.3/web.yaml"),
-        pod_yaml("web", "img:3"),
-    )
-    .unwrap();
+    fs::write(d.join("..2026_11_21_00_10_00.3/web.yaml"), pod_yaml("web", "img:3")).unwrap();
     symlink("..2026_11_21_00_10_00.3", d.join("..data_tmp")).unwrap();
     fs::rename(d.join("..data_tmp"), d.join("..data")).unwrap();
     let third = h.until(|s| s != &after, |s| s.len() == 1).await;
@@ -383,9 +329,7 @@ async fn symlinked_directory_swap(w: Preference) {
     let r = h.root.path().to_path_buf();
     symlink("v2", r.join("manifests.new")).unwrap();
     fs::rename(r.join("manifests.new"), r.join("manifests")).unwrap();
-    let set = h
-        .until(|s| s.contains_key(&pod_name("two")), |_| true)
-        .await;
+    let set = h.until(|s| s.contains_key(&pod_name("two")), |_| true).await;
     assert_eq!(names(&set), [pod_name("two")]);
     // Changes in the new target are seen.
     fs::write(r.join("v2/more.yaml"), pod_yaml("more", "i")).unwrap();
@@ -395,21 +339,13 @@ async fn symlinked_directory_swap(w: Preference) {
 async fn single_manifest_file(w: Preference) {
     let root = tempfile::tempdir().unwrap();
     fs::create_dir(root.path().join("etc")).unwrap();
-    fs::write(
-        root.path().join("etc/web.manifest"),
-        pod_yaml("web", "img:1"),
-    )
-    .unwrap();
+    fs::write(root.path().join("etc/web.manifest"), pod_yaml("web", "img:1")).unwrap();
     fs::write(root.path().join("etc/other.yaml"), pod_yaml("other", "i")).unwrap();
     let Some(mut h) = Harness::at(w, root, "etc/web.manifest") else {
         return;
     };
     let before = h.next().await;
-    assert_eq!(
-        names(&before),
-        [pod_name("web")],
-        "only the named file is read"
-    );
+    assert_eq!(names(&before), [pod_name("web")], "only the named file is read");
     let etc = h.root.path().join("etc");
     fs::write(etc.join("another.yaml"), pod_yaml("another", "i")).unwrap();
     fs::write(etc.join("web.manifest"), pod_yaml("web", "img:2")).unwrap();
@@ -433,11 +369,7 @@ async fn single_manifest_file_created_later(w: Preference) {
     fs::write(h.root.path().join("etc/other.yaml"), pod_yaml("other", "i")).unwrap();
     fs::write(&file, pod_yaml("web", "img:2")).unwrap();
     let after = h.until(|s| s != &set, |s| s.len() == 1).await;
-    assert_eq!(
-        names(&after),
-        [pod_name("web")],
-        "only the named file is read"
-    );
+    assert_eq!(names(&after), [pod_name("web")], "only the named file is read");
 }
 
 async fn directory_removed_and_recreated(w: Preference) {
@@ -450,10 +382,7 @@ async fn directory_removed_and_recreated(w: Preference) {
     assert!(h.until(|s| s.is_empty(), |_| true).await.is_empty());
     fs::create_dir(h.dir()).unwrap();
     h.write("api.yaml", &pod_yaml("api", "i"));
-    assert_eq!(
-        names(&h.until(|s| !s.is_empty(), |_| true).await),
-        [pod_name("api")]
-    );
+    assert_eq!(names(&h.until(|s| !s.is_empty(), |_| true).await), [pod_name("api")]);
     // The new directory is watched: later changes arrive.
     h.write("web.yaml", &pod_yaml("web", "i"));
     assert_eq!(h.until(|s| s.len() == 2, |_| true).await.len(), 2);
@@ -485,10 +414,7 @@ async fn queue_overflow_triggers_a_full_rescan(w: Preference) {
         fs::remove_file(&junk).unwrap();
     }
     for i in 0..200 {
-        h.write(
-            &format!("pod-{i}.yaml"),
-            &pod_yaml(&format!("pod-{i}"), "i"),
-        );
+        h.write(&format!("pod-{i}.yaml"), &pod_yaml(&format!("pod-{i}"), "i"));
     }
     let set = h.until(|s| s.len() == 200, |_| true).await;
     assert_eq!(set.len(), 200, "every manifest is found after the overflow");
@@ -500,30 +426,16 @@ async fn bad_files_beside_good_ones_break_nothing(w: Preference) {
     };
     h.write("good.yaml", &pod_yaml("good", "i"));
     h.write("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
-    h.write(
-        "noname.yaml",
-        "apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n",
-    );
+    h.write("noname.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n");
     fs::write(h.dir().join("latin1.yaml"), b"metadata:\n  name: caf\xe9\n").unwrap();
     fs::create_dir(h.dir().join("dir.yaml")).unwrap();
     let fifo = h.dir().join("fifo.yaml");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .is_ok_and(|s| s.success());
-    symlink(
-        h.dir().join("missing-target.yaml"),
-        h.dir().join("dangling.yaml"),
-    )
-    .unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
+    symlink(h.dir().join("missing-target.yaml"), h.dir().join("dangling.yaml")).unwrap();
     let set = h.next().await;
     assert_eq!(names(&set), [pod_name("good")]);
     let expected = if made { 6 } else { 5 };
-    assert!(
-        h.source.errors_total() >= expected,
-        "errors counted: {}",
-        h.source.errors_total()
-    );
+    assert!(h.source.errors_total() >= expected, "errors counted: {}", h.source.errors_total());
     // Fixing a broken file brings its pod without disturbing the good one.
     h.write("broken.yaml", &pod_yaml("fixed", "i"));
     let set = h.next().await;
@@ -535,11 +447,8 @@ async fn thousand_files_present_at_start(w: Preference) {
     let dir: &Path = &root.path().join("manifests");
     fs::create_dir(dir).unwrap();
     for i in 0..1000 {
-        fs::write(
-            dir.join(format!("pod-{i:04}.yaml")),
-            pod_yaml(&format!("pod-{i:04}"), "i"),
-        )
-        .unwrap();
+        fs::write(dir.join(format!("pod-{i:04}.yaml")), pod_yaml(&format!("pod-{i:04}"), "i"))
+            .unwrap();
     }
     let Some(mut h) = Harness::at(w, root, "manifests") else {
         return;

@@ -4,10 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -30,10 +27,7 @@ fn sources() -> Vec<(PathBuf, String)> {
     for dir in ["agent", "tests", "xtask"] {
         rust_files(&root().join(dir), &mut files);
     }
-    files
-        .into_iter()
-        .map(|p| (p.clone(), fs::read_to_string(&p).unwrap()))
-        .collect()
+    files.into_iter().map(|p| (p.clone(), fs::read_to_string(&p).unwrap())).collect()
 }
 
 /// SEMANTICS.md asks tests to name the rule they check; every S and M rule has one.
@@ -65,25 +59,16 @@ fn every_source_and_merge_rule_is_named_by_a_test() {
 
 #[test]
 fn no_mod_rs_files() {
-    let offenders: Vec<_> = sources()
-        .into_iter()
-        .filter(|(p, _)| p.ends_with("mod.rs"))
-        .map(|(p, _)| p)
-        .collect();
-    assert!(
-        offenders.is_empty(),
-        "use foo.rs + foo/ instead: {offenders:?}"
-    );
+    let offenders: Vec<_> =
+        sources().into_iter().filter(|(p, _)| p.ends_with("mod.rs")).map(|(p, _)| p).collect();
+    assert!(offenders.is_empty(), "use foo.rs + foo/ instead: {offenders:?}");
 }
 
 /// Every `unsafe` block or impl carries a `SAFETY:` comment just above it.
 #[test]
 fn every_unsafe_block_says_why_it_is_sound() {
     let mut missing = Vec::new();
-    for (path, text) in sources()
-        .into_iter()
-        .filter(|(p, _)| !p.ends_with("tidy.rs"))
-    {
+    for (path, text) in sources().into_iter().filter(|(p, _)| !p.ends_with("tidy.rs")) {
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let code = line.split("//").next().unwrap_or_default();
@@ -93,28 +78,21 @@ fn every_unsafe_block_says_why_it_is_sound() {
             if !opens || code.contains("unsafe fn") || code.contains("unsafe_code") {
                 continue;
             }
-            let justified = lines[i.saturating_sub(6)..=i]
-                .iter()
-                .any(|l| l.contains("SAFETY:"));
+            let justified = lines[i.saturating_sub(6)..=i].iter().any(|l| l.contains("SAFETY:"));
             if !justified {
                 missing.push(format!("{}:{}", path.display(), i + 1));
             }
         }
     }
-    assert!(
-        missing.is_empty(),
-        "unsafe without a SAFETY: comment: {missing:?}"
-    );
+    assert!(missing.is_empty(), "unsafe without a SAFETY: comment: {missing:?}");
 }
 
 /// Library core, thin binary (STYLE.md 1).
 #[test]
 fn main_rs_only_parses_and_dispatches() {
     let main = fs::read_to_string(root().join("agent/src/main.rs")).unwrap();
-    let lines = main
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))
-        .count();
+    let lines =
+        main.lines().filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//")).count();
     assert!(
         lines <= 60,
         "agent/src/main.rs has {lines} lines of code; move logic into the library"
@@ -125,20 +103,8 @@ fn main_rs_only_parses_and_dispatches() {
 #[test]
 fn core_crate_has_no_io_dependencies() {
     let manifest = fs::read_to_string(root().join("agent/core/Cargo.toml")).unwrap();
-    for banned in [
-        "tokio",
-        "hyper",
-        "axum",
-        "containerd",
-        "reqwest",
-        "kube",
-        "libc",
-        "nix",
-    ] {
+    for banned in ["tokio", "hyper", "axum", "containerd", "reqwest", "kube", "libc", "nix"] {
         let listed = manifest.lines().any(|l| l.trim_start().starts_with(banned));
-        assert!(
-            !listed,
-            "outpost-core must stay pure but depends on {banned}"
-        );
+        assert!(!listed, "outpost-core must stay pure but depends on {banned}");
     }
 }

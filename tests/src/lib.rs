@@ -24,10 +24,7 @@ pub fn prerequisite(ok: bool, what: &str) -> bool {
     if ok {
         return true;
     }
-    assert!(
-        !in_ci(),
-        "CI=true and {what} is missing: CI must provide it"
-    );
+    assert!(!in_ci(), "CI=true and {what} is missing: CI must provide it");
     eprintln!("skipping: {what} is missing (this would fail in CI)");
     false
 }
@@ -42,15 +39,9 @@ pub fn outpost_bin() -> PathBuf {
 fn build_outpost() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/integration-<hash> → target/<profile>/outpost
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let target_dir = profile_dir
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let profile_dir =
+        exe.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let target_dir = profile_dir.parent().map(Path::to_path_buf).unwrap_or_default();
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => "dev",
         Some(other) => other,

@@ -5,14 +5,7 @@ use crate::{bench, deps};
 pub fn run() -> anyhow::Result<()> {
     let steps: [&[&str]; 4] = [
         &["fmt", "--all", "--", "--check"],
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
+        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
         &["build", "--workspace", "--all-targets"],
         &["test", "--workspace"],
     ];

@@ -7,17 +7,12 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Debian packages the tests use, and what for.
-const PACKAGES: &[(&str, &str)] = &[(
-    "python3-seccomp",
-    "runs the agent with fanotify_init blocked (the inotify fallback test)",
-)];
+const PACKAGES: &[(&str, &str)] =
+    &[("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)")];
 
 pub fn run() -> anyhow::Result<()> {
-    let missing: Vec<&str> = PACKAGES
-        .iter()
-        .map(|(name, _)| *name)
-        .filter(|name| !installed(name))
-        .collect();
+    let missing: Vec<&str> =
+        PACKAGES.iter().map(|(name, _)| *name).filter(|name| !installed(name)).collect();
     if missing.is_empty() {
         println!("deps: all test packages are installed");
         return Ok(());

@@ -73,9 +73,7 @@ fn cargo(args: &[&str]) -> Command {
 fn run(mut command: Command) -> anyhow::Result<()> {
     let shown = show(&command);
     println!("$ {shown}");
-    let status = command
-        .status()
-        .with_context(|| format!("cannot run `{shown}`"))?;
+    let status = command.status().with_context(|| format!("cannot run `{shown}`"))?;
     if !status.success() {
         bail!("`{shown}` failed: {status}");
     }

@@ -75,11 +75,7 @@ pub enum Error {
 
     /// The manifest is not UTF-8; `offset` is the byte offset of the first invalid byte.
     #[error("{line}:{column}: invalid UTF-8 at byte offset {offset}; save the manifest as UTF-8")]
-    NotUtf8 {
-        offset: usize,
-        line: usize,
-        column: usize,
-    },
+    NotUtf8 { offset: usize, line: usize, column: usize },
 
     /// The text could not be decoded: a syntax error, a value of the wrong type (the
     /// message starts with the field path), a bad merge key, or an input past a limit
@@ -87,11 +83,7 @@ pub enum Error {
     /// without its position suffix; it is the error itself, not a cause, so it is not
     /// kept as a `source`.
     #[error("{}cannot decode {format}: {message}", at(*position))]
-    Parse {
-        format: Format,
-        message: String,
-        position: Option<(usize, usize)>,
-    },
+    Parse { format: Format, message: String, position: Option<(usize, usize)> },
 
     /// A document has no `kind`.
     #[error(
@@ -106,11 +98,7 @@ pub enum Error {
         at(*position),
         api_version.as_deref().unwrap_or("missing")
     )]
-    UnsupportedKind {
-        kind: String,
-        api_version: Option<String>,
-        position: Option<(usize, usize)>,
-    },
+    UnsupportedKind { kind: String, api_version: Option<String>, position: Option<(usize, usize)> },
 
     /// A Pod, PodList or List whose `apiVersion` is missing or not `v1`.
     #[error(
@@ -118,29 +106,18 @@ pub enum Error {
         at(*position),
         found.as_deref().map_or_else(|| "missing".to_owned(), |v| format!("{v:?} is not supported"))
     )]
-    ApiVersion {
-        kind: String,
-        found: Option<String>,
-        position: Option<(usize, usize)>,
-    },
+    ApiVersion { kind: String, found: Option<String>, position: Option<(usize, usize)> },
 
     /// S1: the pod has no `metadata.name`. `field` is the path prefix (`items[2].` in a list).
     #[error(
         "{}{field}metadata.name: missing; a static pod needs a name (the agent appends \"-<node name>\")",
         at(*position)
     )]
-    MissingName {
-        field: String,
-        position: Option<(usize, usize)>,
-    },
+    MissingName { field: String, position: Option<(usize, usize)> },
 
     /// A pod failed validation; `field` is the full field path.
     #[error("{}{field}: {message}", at(*position))]
-    Invalid {
-        field: String,
-        message: String,
-        position: Option<(usize, usize)>,
-    },
+    Invalid { field: String, message: String, position: Option<(usize, usize)> },
 }
 
 /// The manifest's syntax, for [`Error::Parse`].
@@ -218,11 +195,7 @@ impl std::error::Error for Errors {}
 /// found: one invalid pod rejects the whole manifest.
 pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<Pod>, Errors> {
     let text = parse::text(bytes).map_err(|error| Errors(vec![error]))?;
-    let parse::Parsed {
-        format,
-        pods: parsed,
-        mut errors,
-    } = parse::parse(text);
+    let parse::Parsed { format, pods: parsed, mut errors } = parse::parse(text);
 
     let mut pods = Vec::with_capacity(parsed.len());
     for (anchor, pod) in parsed {

@@ -160,11 +160,7 @@ struct Slot {
 impl Slot {
     /// Drops a candidate, keeping its pod if it held the name before this apply.
     fn evict(&mut self, source: Source, seq: u64) {
-        if let Some(at) = self
-            .candidates
-            .iter()
-            .position(|c| c.source == source && c.seq == seq)
-        {
+        if let Some(at) = self.candidates.iter().position(|c| c.source == source && c.seq == seq) {
             let c = self.candidates.remove(at);
             if self.before == Some((source, seq)) {
                 self.evicted = Some(c.pod);
@@ -186,10 +182,7 @@ pub struct PodStore {
 impl PodStore {
     /// A store expecting these sources; it is synced once each has sent a SET (M9).
     pub fn new(sources: impl IntoIterator<Item = Source>) -> PodStore {
-        PodStore {
-            configured: sources.into_iter().collect(),
-            ..PodStore::default()
-        }
+        PodStore { configured: sources.into_iter().collect(), ..PodStore::default() }
     }
 
     /// Merges one update and returns what changed, in M8 order. `now` stamps
@@ -224,10 +217,7 @@ impl PodStore {
                 merge.state.set_seen = true;
             }
         }
-        Merged {
-            deltas: merge.deltas(),
-            duplicates,
-        }
+        Merged { deltas: merge.deltas(), duplicates }
     }
 
     /// Every configured source has delivered at least one SET (M9).
@@ -247,11 +237,9 @@ impl PodStore {
 
     /// The desired pods: the active pod of every full name, with its source.
     pub fn pods(&self) -> impl Iterator<Item = (Source, &Arc<FullName>, &Arc<Pod>)> + '_ {
-        self.names.iter().filter_map(|slot| {
-            slot.candidates
-                .first()
-                .map(|c| (c.source, &slot.name, &c.pod))
-        })
+        self.names
+            .iter()
+            .filter_map(|slot| slot.candidates.first().map(|c| (c.source, &slot.name, &c.pod)))
     }
 
     /// Number of desired (active) pods.
@@ -281,11 +269,7 @@ impl PodStore {
         }
         let mut sources: Vec<_> = self.states.iter().collect();
         sources.sort_by_key(|(s, _)| **s);
-        out.extend(
-            sources
-                .into_iter()
-                .flat_map(|(_, st)| st.duplicates.iter().cloned()),
-        );
+        out.extend(sources.into_iter().flat_map(|(_, st)| st.duplicates.iter().cloned()));
         out
     }
 }
@@ -307,10 +291,7 @@ impl Merge<'_> {
     /// holder before any change is recorded once).
     fn touch(&mut self, hash: u64, name: &Arc<FullName>) -> &mut Slot {
         let generation = self.generation;
-        let slot = match self
-            .names
-            .entry(hash, |s| s.hash == hash && s.name == *name, |s| s.hash)
-        {
+        let slot = match self.names.entry(hash, |s| s.hash == hash && s.name == *name, |s| s.hash) {
             TableEntry::Occupied(o) => o.into_mut(),
             TableEntry::Vacant(v) => v
                 .insert(Slot {
@@ -342,14 +323,8 @@ impl Merge<'_> {
             *self.next_seq += 1;
             let slot = self.touch(incoming.name_hash, &incoming.name);
             insert_candidate(slot, source, &incoming, seq);
-            let entry = Entry {
-                pod: incoming,
-                seq,
-                generation,
-            };
-            self.state
-                .pods
-                .insert_unique(entry.pod.uid_hash, entry, |e| e.pod.uid_hash);
+            let entry = Entry { pod: incoming, seq, generation };
+            self.state.pods.insert_unique(entry.pod.uid_hash, entry, |e| e.pod.uid_hash);
             return;
         };
         entry.generation = generation;
@@ -387,10 +362,8 @@ impl Merge<'_> {
             slot.evict(source, seq);
             let slot = self.touch(new_pod.name_hash, &new_pod.name);
             insert_candidate(slot, source, &new_pod, seq);
-        } else if let Some(c) = slot
-            .candidates
-            .iter_mut()
-            .find(|c| c.source == source && c.seq == seq)
+        } else if let Some(c) =
+            slot.candidates.iter_mut().find(|c| c.source == source && c.seq == seq)
         {
             c.pod = new_pod.pod;
             c.change = change;
@@ -430,13 +403,7 @@ impl Merge<'_> {
     /// Turns what changed into what the pod workers see (M8, M11), and drops names no
     /// pod claims any more.
     fn deltas(self) -> Vec<PodDelta> {
-        let Merge {
-            source,
-            generation,
-            names,
-            touched,
-            ..
-        } = self;
+        let Merge { source, generation, names, touched, .. } = self;
         let mut deltas = Vec::with_capacity(touched.len());
         for hash in touched {
             // The mark tells touched slots apart even if two names share a hash.
@@ -456,11 +423,7 @@ impl Merge<'_> {
                             Change::Deleted => DeltaOp::Delete,
                             Change::Reconciled => DeltaOp::Reconcile,
                         };
-                        deltas.push(PodDelta {
-                            op,
-                            source: a.source,
-                            pod: a.pod.clone(),
-                        });
+                        deltas.push(PodDelta { op, source: a.source, pod: a.pod.clone() });
                     }
                 }
                 (before, _) => {
@@ -473,11 +436,7 @@ impl Merge<'_> {
                                 .map(|c| c.pod.clone())
                         });
                         if let Some(pod) = pod {
-                            deltas.push(PodDelta {
-                                op: DeltaOp::Remove,
-                                source: bs,
-                                pod,
-                            });
+                            deltas.push(PodDelta { op: DeltaOp::Remove, source: bs, pod });
                         }
                     }
                     if let Some(a) = slot.candidates.first() {
@@ -510,9 +469,7 @@ fn insert_candidate(slot: &mut Slot, source: Source, pod: &SourcePod, seq: u64) 
         change: Change::Updated,
         changed_in: 0,
     };
-    let at = slot
-        .candidates
-        .partition_point(|c| c.rank() < candidate.rank());
+    let at = slot.candidates.partition_point(|c| c.rank() < candidate.rank());
     slot.candidates.insert(at, candidate);
 }
 
@@ -547,23 +504,17 @@ fn drop_duplicates(
     let mut duplicates = Vec::new();
     for i in 0..pods.len() {
         let p = &pods[i];
-        let held = match winner_of.entry(
-            p.name_hash,
-            |&j| pods[j].name == p.name,
-            |&j| pods[j].name_hash,
-        ) {
-            TableEntry::Vacant(v) => {
-                v.insert(i);
-                continue;
-            }
-            TableEntry::Occupied(o) => o.into_mut(),
-        };
+        let held =
+            match winner_of.entry(p.name_hash, |&j| pods[j].name == p.name, |&j| pods[j].name_hash)
+            {
+                TableEntry::Vacant(v) => {
+                    v.insert(i);
+                    continue;
+                }
+                TableEntry::Occupied(o) => o.into_mut(),
+            };
         let known = |j: usize| state.contains(pods[j].uid_hash, &pods[j].uid);
-        let (winner, loser) = if !known(*held) && known(i) {
-            (i, *held)
-        } else {
-            (*held, i)
-        };
+        let (winner, loser) = if !known(*held) && known(i) { (i, *held) } else { (*held, i) };
         *held = winner;
         dropped.push(loser);
         duplicates.push(Conflict {

@@ -95,11 +95,7 @@ pub fn uid(pod: &Pod) -> &str {
 
 /// An annotation's value, if present.
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
+    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
 /// Sets an annotation, creating the map if needed.
@@ -138,10 +134,7 @@ impl Fingerprint {
             &pod.metadata.deletion_grace_period_seconds,
             annotations,
         );
-        Fingerprint {
-            semantic: digest(&semantic),
-            status: digest(&pod.status),
-        }
+        Fingerprint { semantic: digest(&semantic), status: digest(&pod.status) }
     }
 }
 

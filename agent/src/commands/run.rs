@@ -64,9 +64,7 @@ impl<'a> DeltaLine<'a> {
 pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
     if config.manifest_url.is_some() {
-        return Err(Error::Unsupported(
-            "the manifest URL source (--manifest-url)",
-        ));
+        return Err(Error::Unsupported("the manifest URL source (--manifest-url)"));
     }
     if config.kubeconfig.is_some() {
         return Err(Error::Unsupported("the API server source (--kubeconfig)"));

@@ -9,26 +9,15 @@ fn file(yaml: &str) -> tempfile::NamedTempFile {
 }
 
 fn flags(path: &Path) -> Flags {
-    Flags {
-        config: Some(path.into()),
-        node_name: Some("Edge-1".into()),
-        ..Flags::default()
-    }
+    Flags { config: Some(path.into()), node_name: Some("Edge-1".into()), ..Flags::default() }
 }
 
 #[test]
 fn defaults_follow_the_design() {
-    let c = Config::resolve(Flags {
-        node_name: Some("n".into()),
-        ..Flags::default()
-    })
-    .unwrap();
+    let c = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
     assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
     assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
-    assert_eq!(
-        c.containerd,
-        Containerd::Socket(DEFAULT_CONTAINERD_SOCKET.into())
-    );
+    assert_eq!(c.containerd, Containerd::Socket(DEFAULT_CONTAINERD_SOCKET.into()));
     assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
     assert_eq!(c.watcher, Preference::Auto);
 }
@@ -36,10 +25,7 @@ fn defaults_follow_the_design() {
 #[test]
 fn node_name_is_lowercased_like_kubelet() {
     let f = file("");
-    assert_eq!(
-        Config::resolve(flags(f.path())).unwrap().node_name,
-        "edge-1"
-    );
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_name, "edge-1");
 }
 
 #[test]
@@ -52,10 +38,7 @@ fn kubelet_configuration_aliases_are_accepted() {
     let c = Config::resolve(flags(f.path())).unwrap();
     assert_eq!(c.manifest_dir, Path::new("/srv/pods"));
     assert_eq!(c.manifest_url.as_deref(), Some("http://127.0.0.1:9/pods"));
-    assert_eq!(
-        c.manifest_url_headers,
-        vec![("Authorization".to_owned(), "Bearer x".to_owned())]
-    );
+    assert_eq!(c.manifest_url_headers, vec![("Authorization".to_owned(), "Bearer x".to_owned())]);
     assert_eq!(c.listen.to_string(), "0.0.0.0:10255");
 }
 
@@ -69,10 +52,7 @@ fn outpost_names_in_the_file_and_flags_over_the_file() {
     assert_eq!(c.manifest_dir, Path::new("/a"));
     assert_eq!(c.containerd, Containerd::Managed);
     assert_eq!(c.watcher, Preference::Inotify);
-    assert_eq!(
-        c.manifest_url_headers,
-        vec![("X-Token".to_owned(), "t".to_owned())]
-    );
+    assert_eq!(c.manifest_url_headers, vec![("X-Token".to_owned(), "t".to_owned())]);
     let mut fl = flags(f.path());
     fl.manifest_dir = Some("/b".into());
     fl.listen = Some("127.0.0.1:99".parse().unwrap());

@@ -62,10 +62,7 @@ impl Target {
     fn of(path: &Path) -> Target {
         match fs::metadata(path) {
             Ok(meta) if meta.is_file() => Target::File {
-                dir: path
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_else(|| ".".into()),
+                dir: path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into()),
                 name: path.file_name().map(OsStr::to_owned).unwrap_or_default(),
             },
             _ => Target::Dir(path.to_path_buf()),
@@ -205,11 +202,7 @@ impl FileSource {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let quiet = self
-            .pending
-            .values()
-            .map(|(at, _)| *at + MODIFY_QUIET)
-            .min();
+        let quiet = self.pending.values().map(|(at, _)| *at + MODIFY_QUIET).min();
         let rewatch = self.rewatch_at.map(|(at, _)| at);
         quiet.into_iter().chain(rewatch).min()
     }
@@ -235,12 +228,7 @@ impl FileSource {
                 }
                 false
             }
-            Event::Entry {
-                dir,
-                name,
-                mask,
-                pid,
-            } => self.entry(dir, name, mask, Cause { pid }),
+            Event::Entry { dir, name, mask, pid } => self.entry(dir, name, mask, Cause { pid }),
         }
     }
 
@@ -264,11 +252,8 @@ impl FileSource {
         }
         if let (Some(links), Some(name)) = (self.link_watches.get(&dir), &name) {
             // A symlinked manifest's target changed: re-read the manifests pointing at it.
-            let names: Vec<OsString> = links
-                .iter()
-                .filter(|(t, _)| t == name)
-                .map(|(_, m)| m.clone())
-                .collect();
+            let names: Vec<OsString> =
+                links.iter().filter(|(t, _)| t == name).map(|(_, m)| m.clone()).collect();
             for m in names {
                 changed |= self.read(&m, cause);
             }
@@ -297,8 +282,7 @@ impl FileSource {
             mask.modify && !(mask.close_write || touches_entry(mask) || mask.attrib);
         if only_modified {
             // Still being written: read once it is closed, or quiet for a while.
-            self.pending
-                .insert(name.to_owned(), (Instant::now(), cause));
+            self.pending.insert(name.to_owned(), (Instant::now(), cause));
             return false;
         }
         self.pending.remove(name);
@@ -338,9 +322,7 @@ impl FileSource {
             {
                 return self.forget(name, cause);
             }
-            Err(e) => self
-                .manifests
-                .unreadable(name, format!("{}: {e}", path.display())),
+            Err(e) => self.manifests.unreadable(name, format!("{}: {e}", path.display())),
         };
         self.report(name, outcome, cause)
     }
@@ -444,9 +426,7 @@ impl FileSource {
             }
         }
         self.rewatch_at = if self.dir_watch.is_none() && self.parent_watch.is_none() {
-            let delay = self
-                .rewatch_at
-                .map_or(REWATCH_MIN, |(_, d)| (d * 2).min(REWATCH_MAX));
+            let delay = self.rewatch_at.map_or(REWATCH_MIN, |(_, d)| (d * 2).min(REWATCH_MAX));
             warn!(dir = %dir.display(), retry_in = ?delay, "cannot watch the manifest directory or its parent");
             Some((Instant::now() + delay, delay))
         } else {
@@ -545,7 +525,6 @@ pub fn read_manifest(path: &Path) -> io::Result<Vec<u8>> {
         ));
     }
     let mut bytes = Vec::with_capacity(meta.len().min(MAX_MANIFEST_BYTES as u64) as usize);
-    file.take(MAX_MANIFEST_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
+    file.take(MAX_MANIFEST_BYTES as u64 + 1).read_to_end(&mut bytes)?;
     Ok(bytes)
 }

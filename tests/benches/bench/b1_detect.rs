@@ -54,11 +54,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
 }
 
 fn entry(operations: usize, fs: &str, run: Run) -> Entry {
-    let Run {
-        backend,
-        samples,
-        phases,
-    } = run;
+    let Run { backend, samples, phases } = run;
     let all: Vec<Duration> = samples.iter().flatten().copied().collect();
     let mut entry = Entry::new(
         "B1",
@@ -70,16 +66,12 @@ fn entry(operations: usize, fs: &str, run: Run) -> Entry {
     .detail("operations", operations)
     .detail("resident_manifests", RESIDENT);
     // Per kind of operation and per phase, to see what dominates.
-    let parts = KINDS
-        .iter()
-        .zip(&samples)
-        .map(|(kind, d)| (*kind, d))
-        .chain([
-            ("phase_filesystem", &phases.filesystem),
-            ("phase_source", &phases.source),
-            ("phase_apply", &phases.apply),
-            ("decode_alone", &phases.decode),
-        ]);
+    let parts = KINDS.iter().zip(&samples).map(|(kind, d)| (*kind, d)).chain([
+        ("phase_filesystem", &phases.filesystem),
+        ("phase_source", &phases.source),
+        ("phase_apply", &phases.apply),
+        ("decode_alone", &phases.decode),
+    ]);
     for (part, durations) in parts {
         let s = Stats::micros(durations);
         entry = entry
@@ -109,10 +101,7 @@ impl Expect {
         match self {
             Expect::Add(uid) => ops == [(DeltaOp::Add, uid.as_str())],
             Expect::Replace { old, new } => {
-                ops == [
-                    (DeltaOp::Remove, old.as_str()),
-                    (DeltaOp::Add, new.as_str()),
-                ]
+                ops == [(DeltaOp::Remove, old.as_str()), (DeltaOp::Add, new.as_str())]
             }
             Expect::Remove(uid) => ops == [(DeltaOp::Remove, uid.as_str())],
         }
@@ -158,9 +147,7 @@ async fn detect(operations: usize, base: &Path) -> anyhow::Result<Run> {
     })?;
     let backend = source.backend().to_string();
     let mut store = PodStore::new([Source::File]);
-    let first = tokio::time::timeout(HANG, source.next())
-        .await
-        .context("no initial SET")??;
+    let first = tokio::time::timeout(HANG, source.next()).await.context("no initial SET")??;
     let merged = store.apply(first, Timestamp::now());
     ensure!(
         merged.deltas.len() == RESIDENT,
@@ -215,16 +202,8 @@ async fn detect(operations: usize, base: &Path) -> anyhow::Result<Run> {
             Expect::Remove(_) => None,
         };
     }
-    ensure!(
-        store.len() == RESIDENT,
-        "{} pods left, not the {RESIDENT} resident ones",
-        store.len()
-    );
-    Ok(Run {
-        backend,
-        samples,
-        phases,
-    })
+    ensure!(store.len() == RESIDENT, "{} pods left, not the {RESIDENT} resident ones", store.len());
+    Ok(Run { backend, samples, phases })
 }
 
 /// Reads SETs until one merges into the expected deltas; returns how many SETs that took
@@ -247,11 +226,8 @@ async fn wait_for(
             return Ok((sets, applying));
         }
         if !merged.deltas.is_empty() {
-            let got: Vec<_> = merged
-                .deltas
-                .iter()
-                .map(|d| (d.op, pod::uid(&d.pod).to_owned()))
-                .collect();
+            let got: Vec<_> =
+                merged.deltas.iter().map(|d| (d.op, pod::uid(&d.pod).to_owned())).collect();
             bail!("expected {expect:?}, the merge returned {got:?}");
         }
     }

@@ -49,12 +49,8 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     for rep in 0..=reps {
         let mut store = PodStore::new([Source::File]);
         let a = timed(&mut store, &first, &[(DeltaOp::Add, PODS)]).context("add")?;
-        let r = timed(
-            &mut store,
-            &second,
-            &[(DeltaOp::Remove, PODS), (DeltaOp::Add, PODS)],
-        )
-        .context("replace")?;
+        let r = timed(&mut store, &second, &[(DeltaOp::Remove, PODS), (DeltaOp::Add, PODS)])
+            .context("replace")?;
         let c =
             timed(&mut store, &reconciled, &[(DeltaOp::Reconcile, PODS)]).context("reconcile")?;
         let mut u = Vec::with_capacity(UNCHANGED_PER_REP);
@@ -72,45 +68,22 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
 
     // What any apply that looks at each pod once pays: the pods are scattered on the heap.
     let floor = Stats::millis(
-        &(0..reps * UNCHANGED_PER_REP)
-            .map(|_| visit(reconciled.clone()))
-            .collect::<Vec<_>>(),
+        &(0..reps * UNCHANGED_PER_REP).map(|_| visit(reconciled.clone())).collect::<Vec<_>>(),
     );
 
     let throughput = |name: &str, rates: Vec<f64>, deltas: &str| {
-        Entry::new(
-            "B4",
-            format!("merge throughput: {name}"),
-            "deltas/s",
-            Stats::of(rates),
-        )
-        .p50_at_least(TARGET_DELTAS_PER_S, "p50 >= 1,000,000 deltas/s")
-        .detail("deltas_per_apply", deltas)
+        Entry::new("B4", format!("merge throughput: {name}"), "deltas/s", Stats::of(rates))
+            .p50_at_least(TARGET_DELTAS_PER_S, "p50 >= 1,000,000 deltas/s")
+            .detail("deltas_per_apply", deltas)
     };
     Ok(vec![
         throughput("SET of 10,000 new pods", add, "10,000 ADD"),
-        throughput(
-            "SET replacing 10,000 pods (new UIDs)",
-            replace,
-            "10,000 REMOVE + 10,000 ADD",
-        ),
-        throughput(
-            "SET of 10,000 status changes",
-            reconcile,
-            "10,000 RECONCILE",
-        ),
-        Entry::new(
-            "B4",
-            "merge: SET of 10,000 unchanged pods",
-            "ms",
-            Stats::millis(&unchanged),
-        )
-        .p99_below(TARGET_UNCHANGED_MS, "p99 < 5 ms")
-        .detail("floor_p50_ms", (floor.p50 * 1000.0).round() / 1000.0)
-        .detail(
-            "floor",
-            "reading each pod's UID and config.source, then dropping the update",
-        ),
+        throughput("SET replacing 10,000 pods (new UIDs)", replace, "10,000 REMOVE + 10,000 ADD"),
+        throughput("SET of 10,000 status changes", reconcile, "10,000 RECONCILE"),
+        Entry::new("B4", "merge: SET of 10,000 unchanged pods", "ms", Stats::millis(&unchanged))
+            .p99_below(TARGET_UNCHANGED_MS, "p99 < 5 ms")
+            .detail("floor_p50_ms", (floor.p50 * 1000.0).round() / 1000.0)
+            .detail("floor", "reading each pod's UID and config.source, then dropping the update"),
     ])
 }
 
@@ -157,11 +130,7 @@ fn timed(
     pods: &[SourcePod],
     expect: &[(DeltaOp, usize)],
 ) -> anyhow::Result<Duration> {
-    let update = SourceUpdate {
-        source: Source::File,
-        op: Op::Set,
-        pods: pods.to_vec(),
-    };
+    let update = SourceUpdate { source: Source::File, op: Op::Set, pods: pods.to_vec() };
     let now = Timestamp::now();
     let start = Instant::now();
     let merged = store.apply(update, now);
@@ -173,10 +142,7 @@ fn timed(
             _ => counts.push((delta.op, 1)),
         }
     }
-    ensure!(
-        counts == expect,
-        "expected deltas {expect:?}, got {counts:?}"
-    );
+    ensure!(counts == expect, "expected deltas {expect:?}, got {counts:?}");
     ensure!(merged.duplicates.is_empty(), "unexpected duplicates");
     Ok(elapsed)
 }

@@ -48,12 +48,8 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         .context("cannot start a tokio runtime")?;
     let (start_samples, duration) = if options.quick { (3, 10) } else { (10, 60) };
     let fs = fs_type(&std::env::temp_dir());
-    let (backend, start) = runtime
-        .block_on(start_up(start_samples))
-        .context("B7 start")?;
-    let edits = runtime
-        .block_on(edits(Duration::from_secs(duration)))
-        .context("B7 edits")?;
+    let (backend, start) = runtime.block_on(start_up(start_samples)).context("B7 start")?;
+    let edits = runtime.block_on(edits(Duration::from_secs(duration))).context("B7 edits")?;
     let start_entry = Entry::new(
         "B7",
         format!("scale: 1,000 manifests at start → merged ({backend}, {fs})"),
@@ -77,10 +73,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     .detail("missed", missed)
     .detail("files_final_uid_ok", edits.final_ok)
     .detail("sets_applied", edits.sets)
-    .detail(
-        "achieved_edits_per_s",
-        (edits.written as f64 / edits.elapsed.as_secs_f64()).round(),
-    );
+    .detail("achieved_edits_per_s", (edits.written as f64 / edits.elapsed.as_secs_f64()).round());
     let parts = [
         ("in_place", &edits.in_place),
         ("rename_over", &edits.renamed),
@@ -95,9 +88,8 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     }
     if missed > 0 {
         let first: Vec<String> = edits.missed.iter().take(10).cloned().collect();
-        edit_entry = edit_entry
-            .detail("first_misses", first)
-            .error(format!("{missed} edits missed"));
+        edit_entry =
+            edit_entry.detail("first_misses", first).error(format!("{missed} edits missed"));
     }
     Ok(vec![start_entry, edit_entry])
 }
@@ -128,17 +120,11 @@ async fn start_up(samples: usize) -> anyhow::Result<(String, Vec<Duration>)> {
             node_name: NODE.to_owned(),
             watcher: Preference::Auto,
         })?;
-        let first = tokio::time::timeout(HANG, source.next())
-            .await
-            .context("no first SET")??;
+        let first = tokio::time::timeout(HANG, source.next()).await.context("no first SET")??;
         let mut store = PodStore::new([Source::File]);
         let merged = store.apply(first, Timestamp::now());
         let elapsed = start.elapsed();
-        let adds = merged
-            .deltas
-            .iter()
-            .filter(|d| d.op == DeltaOp::Add)
-            .count();
+        let adds = merged.deltas.iter().filter(|d| d.op == DeltaOp::Add).count();
         ensure!(
             adds == FILES && merged.deltas.len() == FILES,
             "the first SET merged into {} deltas ({adds} ADD), not {FILES} ADD",
@@ -218,10 +204,7 @@ async fn edits(duration: Duration) -> anyhow::Result<Outcome> {
     let root = tempfile::tempdir()?;
     let dir = root.path().join("manifests");
     write_manifests(&dir)?;
-    let mut ledger = Ledger {
-        last_seen: vec![0; FILES],
-        ..Ledger::default()
-    };
+    let mut ledger = Ledger { last_seen: vec![0; FILES], ..Ledger::default() };
     for i in 0..FILES {
         let path = dir.join(format!("{}.yaml", file_name(i)));
         let uid = pods::uid(pods::manifest(&file_name(i), 0).as_bytes(), &path)?;
@@ -234,9 +217,7 @@ async fn edits(duration: Duration) -> anyhow::Result<Outcome> {
         watcher: Preference::Auto,
     })?;
     let mut store = PodStore::new([Source::File]);
-    let first = tokio::time::timeout(HANG, source.next())
-        .await
-        .context("no first SET")??;
+    let first = tokio::time::timeout(HANG, source.next()).await.context("no first SET")??;
     ensure!(
         store.apply(first, Timestamp::now()).deltas.len() == FILES,
         "the first SET is not 1,000 pods"
@@ -261,18 +242,9 @@ async fn edits(duration: Duration) -> anyhow::Result<Outcome> {
     // The final state: every file's pod has the UID of the file's last content.
     let have: HashMap<String, String> = store
         .pods()
-        .map(|(_, _, p)| {
-            (
-                p.metadata.name.clone().unwrap_or_default(),
-                pod::uid(p).to_owned(),
-            )
-        })
+        .map(|(_, _, p)| (p.metadata.name.clone().unwrap_or_default(), pod::uid(p).to_owned()))
         .collect();
-    ensure!(
-        have.len() == FILES,
-        "{} pods in the store, not {FILES}",
-        have.len()
-    );
+    ensure!(have.len() == FILES, "{} pods in the store, not {FILES}", have.len());
     let mut final_ok = 0;
     for (i, history) in ledger.history.iter().enumerate() {
         let name = format!("{}-{NODE}", file_name(i));
@@ -280,10 +252,7 @@ async fn edits(duration: Duration) -> anyhow::Result<Outcome> {
         if have.get(&name).map(String::as_str) == want {
             final_ok += 1;
         } else {
-            missed.push(format!(
-                "{name}: final UID {:?}, last written {want:?}",
-                have.get(&name)
-            ));
+            missed.push(format!("{name}: final UID {:?}, last written {want:?}", have.get(&name)));
         }
     }
 
@@ -293,22 +262,14 @@ async fn edits(duration: Duration) -> anyhow::Result<Outcome> {
     let (mut source, mut in_place, mut renamed) = (Vec::new(), Vec::new(), Vec::new());
     let mut superseded = 0;
     for history in &ledger.history {
-        let edits: Vec<&Edit> = history
-            .iter()
-            .skip(1)
-            .filter_map(|u| ledger.by_uid.get(u))
-            .collect();
+        let edits: Vec<&Edit> =
+            history.iter().skip(1).filter_map(|u| ledger.by_uid.get(u)).collect();
         for (k, edit) in edits.iter().enumerate() {
             if let Some((returned, applied)) = edit.seen {
                 let latency = applied.duration_since(edit.written);
                 latencies.push(latency);
                 source.push(returned.duration_since(edit.written));
-                if edit.renamed {
-                    &mut renamed
-                } else {
-                    &mut in_place
-                }
-                .push(latency);
+                if edit.renamed { &mut renamed } else { &mut in_place }.push(latency);
                 continue;
             }
             let Some(next) = edits.get(k + 1) else {
@@ -369,14 +330,8 @@ async fn write(
         let renamed = written % 2 == 1;
         {
             let mut ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
-            let edit = Edit {
-                file,
-                revision,
-                written: Instant::now(),
-                done: None,
-                renamed,
-                seen: None,
-            };
+            let edit =
+                Edit { file, revision, written: Instant::now(), done: None, renamed, seen: None };
             ledger.by_uid.insert(uid.clone(), edit);
             ledger.history[file].push(uid.clone());
         }
@@ -388,11 +343,8 @@ async fn write(
             fs::write(&path, &bytes)?;
         }
         let done = Instant::now();
-        if let Some(edit) = ledger
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_uid
-            .get_mut(&uid)
+        if let Some(edit) =
+            ledger.lock().unwrap_or_else(PoisonError::into_inner).by_uid.get_mut(&uid)
         {
             edit.done = Some(done);
         }

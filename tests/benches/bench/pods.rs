@@ -118,12 +118,7 @@ spec:
 pub fn decode(bytes: &[u8], path: &Path) -> anyhow::Result<Pod> {
     let mut pods = manifest::decode(bytes, Origin::File(path), NODE)
         .with_context(|| format!("the benchmark manifest for {} is rejected", path.display()))?;
-    ensure!(
-        pods.len() == 1,
-        "{} holds {} pods, not 1",
-        path.display(),
-        pods.len()
-    );
+    ensure!(pods.len() == 1, "{} holds {} pods, not 1", path.display(), pods.len());
     pods.pop().context("no pod")
 }
 

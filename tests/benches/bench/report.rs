@@ -29,13 +29,7 @@ impl Stats {
             // Three decimals are below any unit's noise and keep the JSON readable.
             (values[rank.clamp(1, values.len()) - 1] * 1000.0).round() / 1000.0
         };
-        Stats {
-            samples: values.len(),
-            min: at(0.0),
-            p50: at(0.50),
-            p99: at(0.99),
-            max: at(1.0),
-        }
+        Stats { samples: values.len(), min: at(0.0), p50: at(0.50), p99: at(0.99), max: at(1.0) }
     }
 
     /// Durations in microseconds.
@@ -139,18 +133,7 @@ pub fn write(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
 
 /// The human table.
 pub fn table(entries: &[Entry]) -> String {
-    let header = [
-        "id",
-        "benchmark",
-        "unit",
-        "n",
-        "min",
-        "p50",
-        "p99",
-        "max",
-        "target",
-        "met",
-    ];
+    let header = ["id", "benchmark", "unit", "n", "min", "p50", "p99", "max", "target", "met"];
     let rows: Vec<[String; 10]> = entries
         .iter()
         .map(|e| {
@@ -221,11 +204,7 @@ fn number(value: f64) -> String {
             }
             grouped.push(c);
         }
-        if int < 0 {
-            format!("-{grouped}")
-        } else {
-            grouped
-        }
+        if int < 0 { format!("-{grouped}") } else { grouped }
     } else if magnitude >= 100.0 {
         format!("{value:.0}")
     } else if magnitude >= 10.0 {

@@ -42,10 +42,7 @@ pub(super) fn apply(mut pod: Pod, origin: Origin<'_>, node_name: &str, ordinal: 
     // S7
     if let Origin::File(_) = origin {
         add_or_update_toleration(
-            pod.spec
-                .get_or_insert_default()
-                .tolerations
-                .get_or_insert_default(),
+            pod.spec.get_or_insert_default().tolerations.get_or_insert_default(),
             Toleration {
                 operator: Some("Exists".to_owned()),
                 effect: Some("NoExecute".to_owned()),

@@ -34,10 +34,7 @@ pub(super) struct Budget {
 
 impl Budget {
     pub(super) fn new(limit: usize) -> Budget {
-        Budget {
-            remaining: limit,
-            exceeded: false,
-        }
+        Budget { remaining: limit, exceeded: false }
     }
 
     /// Walks one document. `Err(message)` only when the budget ran out; any other error

@@ -100,9 +100,7 @@ fn json_probe(text: &str, item: Option<usize>) -> Option<(usize, usize)> {
         line => text.match_indices('\n').nth(line - 2)?.0 + 1,
     };
     let reported = (line_start + error.column().saturating_sub(1)).min(text.len().checked_sub(1)?);
-    let brace = text.as_bytes()[..=reported]
-        .iter()
-        .rposition(|&b| b == b'{')?;
+    let brace = text.as_bytes()[..=reported].iter().rposition(|&b| b == b'{')?;
     Some(line_column(text, brace))
 }
 

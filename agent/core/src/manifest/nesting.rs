@@ -18,16 +18,10 @@ pub(super) const MAX_FLOW_DEPTH: usize = 64;
 
 /// `Err(offset)` at the bracket that passes [`MAX_FLOW_DEPTH`].
 pub(super) fn check(text: &str) -> Result<(), usize> {
-    let mut lexer = Lexer {
-        depth: 0,
-        floor: 0,
-        state: State::Plain,
-    };
+    let mut lexer = Lexer { depth: 0, floor: 0, state: State::Plain };
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
-        lexer
-            .line(line.as_bytes())
-            .map_err(|column| offset + column)?;
+        lexer.line(line.as_bytes()).map_err(|column| offset + column)?;
         offset += line.len();
     }
     Ok(())
@@ -59,11 +53,7 @@ impl Lexer {
         if is_document_marker(line) {
             // A new document starts at flow depth 0; a marker inside a quoted scalar or a
             // flow collection is an error that stops libyaml.
-            *self = Lexer {
-                depth: 0,
-                floor: 0,
-                state: State::Plain,
-            };
+            *self = Lexer { depth: 0, floor: 0, state: State::Plain };
             start = 3;
         } else if let State::Block(parent) = self.state {
             let blank = line[indent..].iter().all(u8::is_ascii_whitespace);
@@ -82,11 +72,7 @@ impl Lexer {
                     b'[' | b'{' => self.open(i)?,
                     b']' | b'}' => self.close(),
                     b'"' | b'\'' if starts_token(previous) => {
-                        self.enter_string(if byte == b'"' {
-                            State::Double
-                        } else {
-                            State::Single
-                        });
+                        self.enter_string(if byte == b'"' { State::Double } else { State::Single });
                     }
                     // A comment, to the end of the line (fold markers like `{{{` are
                     // common in comments, and not counted).
@@ -135,11 +121,7 @@ impl Lexer {
 
     fn open(&mut self, at: usize) -> Result<(), usize> {
         self.depth += 1;
-        if self.depth > MAX_FLOW_DEPTH {
-            Err(at)
-        } else {
-            Ok(())
-        }
+        if self.depth > MAX_FLOW_DEPTH { Err(at) } else { Ok(()) }
     }
 
     fn close(&mut self) {

@@ -31,16 +31,12 @@ pub(super) struct Anchor {
 
 impl Anchor {
     pub(super) fn document(document: usize) -> Anchor {
-        Anchor {
-            document,
-            item: None,
-        }
+        Anchor { document, item: None }
     }
 
     /// The field path prefix of the pod: `items[2].` in a list, else empty.
     pub(super) fn field_prefix(&self) -> String {
-        self.item
-            .map_or_else(String::new, |i| format!("items[{i}]."))
+        self.item.map_or_else(String::new, |i| format!("items[{i}]."))
     }
 }
 
@@ -56,11 +52,7 @@ pub(super) struct Parsed {
 
 impl Parsed {
     fn new(format: Format) -> Parsed {
-        Parsed {
-            format,
-            pods: Vec::new(),
-            errors: Vec::new(),
-        }
+        Parsed { format, pods: Vec::new(), errors: Vec::new() }
     }
 
     fn failed(format: Format, error: Error) -> Parsed {
@@ -73,20 +65,13 @@ impl Parsed {
 /// The manifest's text, after the size cap (S8, checked before anything else) and UTF-8.
 pub(super) fn text(bytes: &[u8]) -> Result<&str, Error> {
     if bytes.len() > MAX_MANIFEST_BYTES {
-        return Err(Error::TooLarge {
-            size: bytes.len(),
-            limit: MAX_MANIFEST_BYTES,
-        });
+        return Err(Error::TooLarge { size: bytes.len(), limit: MAX_MANIFEST_BYTES });
     }
     std::str::from_utf8(bytes).map_err(|error| {
         let offset = error.valid_up_to();
         let valid = String::from_utf8_lossy(&bytes[..offset]);
         let (line, column) = line_column(&valid, offset);
-        Error::NotUtf8 {
-            offset,
-            line,
-            column,
-        }
+        Error::NotUtf8 { offset, line, column }
     })
 }
 
@@ -201,11 +186,7 @@ pub(super) fn parse(text: &str) -> Parsed {
 
 fn parse_json(text: &str, kind: Result<Kind, Error>) -> Parsed {
     if let Some(pods) = single_pass::json(json_text(text)) {
-        return Parsed {
-            format: Format::Json,
-            pods,
-            errors: Vec::new(),
-        };
+        return Parsed { format: Format::Json, pods, errors: Vec::new() };
     }
     let mut parsed = Parsed::new(Format::Json);
     let document = 0;
@@ -213,13 +194,10 @@ fn parse_json(text: &str, kind: Result<Kind, Error>) -> Parsed {
         Ok(kind) => {
             let mut deserializer = serde_json::Deserializer::from_str(json_text(text));
             match pods_of(&mut deserializer, kind) {
-                Ok(pods) => parsed.pods.extend(
-                    pods.into_iter()
-                        .map(|(item, pod)| (Anchor { document, item }, pod)),
-                ),
-                Err(error) => parsed
-                    .errors
-                    .push((Anchor::document(0), json_error(&error))),
+                Ok(pods) => parsed
+                    .pods
+                    .extend(pods.into_iter().map(|(item, pod)| (Anchor { document, item }, pod))),
+                Err(error) => parsed.errors.push((Anchor::document(0), json_error(&error))),
             }
         }
         Err(error) => parsed.errors.push((Anchor::document(0), error)),
@@ -246,11 +224,7 @@ fn parse_yaml(text: &str) -> Parsed {
         && !expansion::may_alias(text)
         && let Some(pods) = single_pass::yaml(text)
     {
-        return Parsed {
-            format: Format::Yaml,
-            pods,
-            errors: Vec::new(),
-        };
+        return Parsed { format: Format::Yaml, pods, errors: Vec::new() };
     }
     two_pass_yaml(text)
 }
@@ -272,9 +246,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
                 kinds.push(kind);
             }
             Err(error) => {
-                parsed
-                    .errors
-                    .push((Anchor::document(document), yaml_error(&error)));
+                parsed.errors.push((Anchor::document(document), yaml_error(&error)));
                 break;
             }
         }
@@ -290,9 +262,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
                 continue;
             }
             if let Err(error) = budget.walk(deserializer) {
-                parsed
-                    .errors
-                    .push((Anchor::document(document), yaml_error(&error)));
+                parsed.errors.push((Anchor::document(document), yaml_error(&error)));
                 kinds.clear();
                 break;
             }
@@ -321,10 +291,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
                 }
             },
         };
-        parsed.pods.extend(
-            pods.into_iter()
-                .map(|(item, pod)| (Anchor { document, item }, pod)),
-        );
+        parsed.pods.extend(pods.into_iter().map(|(item, pod)| (Anchor { document, item }, pod)));
     }
     parsed
 }
@@ -353,14 +320,8 @@ fn merged(
 /// The 1-based line and column (in characters) of a byte offset.
 pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text.as_bytes()[..offset];
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |newline| newline + 1);
-    let column = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
     (before.iter().filter(|&&b| b == b'\n').count() + 1, column)
 }
 

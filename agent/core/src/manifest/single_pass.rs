@@ -48,10 +48,7 @@ impl Document {
     /// The document's pods; `None` if its kind is not a pod or a list of pods (the
     /// two-pass reader reports that).
     fn pods(self, document: usize) -> Option<Vec<(Anchor, Pod)>> {
-        let head = TypeMeta {
-            api_version: self.api_version,
-            kind: self.kind,
-        };
+        let head = TypeMeta { api_version: self.api_version, kind: self.kind };
         Some(match classify(Some(head)).ok()? {
             Kind::Empty => Vec::new(),
             Kind::Pod => {
@@ -67,15 +64,7 @@ impl Document {
                 .unwrap_or_default()
                 .into_iter()
                 .enumerate()
-                .map(|(item, pod)| {
-                    (
-                        Anchor {
-                            document,
-                            item: Some(item),
-                        },
-                        pod,
-                    )
-                })
+                .map(|(item, pod)| (Anchor { document, item: Some(item) }, pod))
                 .collect(),
         })
     }
@@ -136,10 +125,8 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         while let Some(field) = map.next_key::<Field>()? {
             // Content before the kind: this pass cannot know what to read it as.
             let kind = doc.kind.as_deref();
-            let content = matches!(
-                field,
-                Field::Metadata | Field::Spec | Field::Status | Field::Items
-            );
+            let content =
+                matches!(field, Field::Metadata | Field::Spec | Field::Status | Field::Items);
             if content && kind.is_none() {
                 return Err(de::Error::custom("kind after content"));
             }

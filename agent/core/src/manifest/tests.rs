@@ -52,9 +52,7 @@ fn error(text: &str) -> Error {
 }
 
 fn names(pods: &[Pod]) -> Vec<&str> {
-    pods.iter()
-        .map(|pod| pod.metadata.name.as_deref().unwrap_or_default())
-        .collect()
+    pods.iter().map(|pod| pod.metadata.name.as_deref().unwrap_or_default()).collect()
 }
 
 fn is_no_execute_toleration(t: &Toleration) -> bool {
@@ -72,10 +70,7 @@ fn s1_missing_name_is_rejected() {
     let error = error(&text);
     assert!(matches!(error, Error::MissingName { .. }), "{error:?}");
     assert_eq!(error.position(), Some((1, 1)));
-    assert!(
-        error.to_string().contains("metadata.name: missing"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("metadata.name: missing"), "{error}");
 }
 
 // S1
@@ -92,11 +87,7 @@ fn s1_a_nameless_pod_rejects_its_whole_manifest() {
     let text = format!("{}---\n{nameless}", manifest("ok"));
     let error = error(&text);
     assert!(matches!(error, Error::MissingName { .. }), "{error:?}");
-    assert_eq!(
-        error.position(),
-        Some((10, 1)),
-        "the second document starts at line 10"
-    );
+    assert_eq!(error.position(), Some((10, 1)), "the second document starts at line 10");
 }
 
 // S2
@@ -124,18 +115,11 @@ fn s3_empty_namespace_becomes_default() {
 // S4
 #[test]
 fn s4_node_name_is_set_and_phase_is_pending() {
-    let text = format!(
-        "{}status:\n  phase: Running\n  hostIP: 10.0.0.1\n",
-        manifest("web")
-    );
+    let text = format!("{}status:\n  phase: Running\n  hostIP: 10.0.0.1\n", manifest("web"));
     for text in [manifest("web"), text] {
         let pod = decode_one(&text, file());
         let spec = pod.spec.as_ref().unwrap();
-        assert_eq!(
-            spec.node_name.as_deref(),
-            Some(NODE),
-            "the node name as given"
-        );
+        assert_eq!(spec.node_name.as_deref(), Some(NODE), "the node name as given");
         let status = pod.status.as_ref().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Pending"));
     }
@@ -147,10 +131,7 @@ fn s5_uid_is_32_lowercase_hex_and_the_same_on_every_decode() {
     let first = decode_one(&manifest("web"), file());
     let uid = pod::uid(&first);
     assert_eq!(uid.len(), 32, "{uid}");
-    assert!(
-        uid.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')),
-        "{uid}"
-    );
+    assert!(uid.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')), "{uid}");
     for _ in 0..3 {
         assert_eq!(pod::uid(&decode_one(&manifest("web"), file())), uid);
     }
@@ -161,9 +142,7 @@ fn s5_uid_is_32_lowercase_hex_and_the_same_on_every_decode() {
 fn s5_uid_ignores_formatting_but_not_content_node_location_or_index() {
     let uid_of = |text: &str, origin: Origin<'_>, node: &str| {
         let pods = decode(text.as_bytes(), origin, node).unwrap();
-        pods.iter()
-            .map(|pod| pod::uid(pod).to_owned())
-            .collect::<Vec<_>>()
+        pods.iter().map(|pod| pod::uid(pod).to_owned()).collect::<Vec<_>>()
     };
     let base = uid_of(&manifest("web"), file(), NODE);
 
@@ -180,11 +159,7 @@ fn s5_uid_ignores_formatting_but_not_content_node_location_or_index() {
             Origin::File(Path::new("/etc/outpost/manifests/other.yaml")),
             NODE,
         ),
-        uid_of(
-            &manifest("web"),
-            Origin::Url("http://config/web.yaml"),
-            NODE,
-        ),
+        uid_of(&manifest("web"), Origin::Url("http://config/web.yaml"), NODE),
         uid_of(&manifest("web"), Origin::Push("web"), NODE),
     ];
     for uids in &changed {
@@ -220,10 +195,7 @@ fn s5_an_explicit_uid_is_kept() {
 #[test]
 fn s6_config_hash_annotation_is_the_uid() {
     let generated = decode_one(&manifest("web"), file());
-    assert_eq!(
-        pod::annotation(&generated, CONFIG_HASH),
-        Some(pod::uid(&generated))
-    );
+    assert_eq!(pod::annotation(&generated, CONFIG_HASH), Some(pod::uid(&generated)));
 
     let text = manifest("web").replace("  name: web\n", "  name: web\n  uid: given\n");
     let explicit = decode_one(&text, file());
@@ -297,10 +269,7 @@ fn s8_more_than_10_mib_is_rejected_before_parsing() {
     assert_eq!(errors.len(), 1);
     assert!(matches!(errors[0], Error::TooLarge { size, .. } if size == MAX_MANIFEST_BYTES + 1));
     let message = errors[0].to_string();
-    assert!(
-        message.contains("10485761 bytes") && message.contains("10 MiB"),
-        "{message}"
-    );
+    assert!(message.contains("10485761 bytes") && message.contains("10 MiB"), "{message}");
 }
 
 // S8
@@ -329,10 +298,7 @@ fn s9_a_yaml_stream_of_pods_in_order_skipping_empty_documents() {
         manifest("b"),
         manifest("c")
     );
-    assert_eq!(
-        names(&decode_all(&text, file())),
-        ["a-edge-01", "b-edge-01", "c-edge-01"]
-    );
+    assert_eq!(names(&decode_all(&text, file())), ["a-edge-01", "b-edge-01", "c-edge-01"]);
 }
 
 // S9
@@ -367,15 +333,7 @@ fn s9_list_items_must_be_pods() {
 // S9
 #[test]
 fn s9_an_empty_manifest_has_no_pods() {
-    for text in [
-        "",
-        "\n\n",
-        "# only a comment\n",
-        "---\n",
-        "---\n...\n",
-        "null\n",
-        "\u{feff}",
-    ] {
+    for text in ["", "\n\n", "# only a comment\n", "---\n", "---\n...\n", "null\n", "\u{feff}"] {
         assert_eq!(decode_all(text, file()).len(), 0, "{text:?}");
     }
 }
@@ -391,10 +349,7 @@ fn s9_other_kinds_are_rejected_with_their_line() {
     assert_eq!(error.position(), Some((10, 1)));
     let message = error.to_string();
     assert!(message.starts_with("10:1: "), "{message}");
-    assert!(
-        message.contains("Deployment") && message.contains("apps/v1"),
-        "{message}"
-    );
+    assert!(message.contains("Deployment") && message.contains("apps/v1"), "{message}");
 }
 
 // S9: like kubelet's decoder, `kind` and `apiVersion: v1` are required.
@@ -404,18 +359,12 @@ fn s9_kind_and_api_version_are_required() {
     assert!(matches!(error(&no_kind), Error::MissingKind { .. }));
 
     let no_version = manifest("web").replace("apiVersion: v1\n", "");
-    assert!(matches!(
-        error(&no_version),
-        Error::ApiVersion { found: None, .. }
-    ));
+    assert!(matches!(error(&no_version), Error::ApiVersion { found: None, .. }));
 
     let wrong = manifest("web").replace("apiVersion: v1", "apiVersion: apps/v1");
     let error = error(&wrong);
     assert!(matches!(&error, Error::ApiVersion { found: Some(v), .. } if v == "apps/v1"));
-    assert!(
-        error.to_string().contains("needs `apiVersion: v1`"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("needs `apiVersion: v1`"), "{error}");
 }
 
 // S9
@@ -426,10 +375,7 @@ fn s9_json_pod_and_pod_list() {
     assert_eq!(names(&decode_all(pod, file())), ["web-edge-01"]);
 
     let list = format!(r#"{{"apiVersion": "v1", "kind": "PodList", "items": [{pod}, {pod}]}}"#);
-    assert_eq!(
-        names(&decode_all(&list, file())),
-        ["web-edge-01", "web-edge-01"]
-    );
+    assert_eq!(names(&decode_all(&list, file())), ["web-edge-01", "web-edge-01"]);
 }
 
 // S9: a flow mapping is YAML, not JSON.

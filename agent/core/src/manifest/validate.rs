@@ -11,10 +11,7 @@ use super::Error;
 /// The pod's problems, with field paths under `prefix` (`items[2].` in a list) and no
 /// position yet.
 pub(super) fn validate(pod: &Pod, prefix: &str) -> Vec<Error> {
-    let mut check = Check {
-        prefix,
-        errors: Vec::new(),
-    };
+    let mut check = Check { prefix, errors: Vec::new() };
     check.metadata(pod);
     // Defaulting (S4) always leaves a spec.
     let no_spec = PodSpec::default();
@@ -22,17 +19,11 @@ pub(super) fn validate(pod: &Pod, prefix: &str) -> Vec<Error> {
     check.restart_policy(spec.restart_policy.as_deref());
     let volumes = check.volumes(spec.volumes.iter().flatten().map(|v| v.name.as_str()));
     if spec.containers.is_empty() {
-        check.invalid(
-            "spec.containers",
-            "required: a pod needs at least one container".to_owned(),
-        );
+        check.invalid("spec.containers", "required: a pod needs at least one container".to_owned());
     }
     let containers = [
         ("spec.containers", spec.containers.as_slice()),
-        (
-            "spec.initContainers",
-            spec.init_containers.as_deref().unwrap_or_default(),
-        ),
+        ("spec.initContainers", spec.init_containers.as_deref().unwrap_or_default()),
     ];
     check.containers(&containers, &volumes);
     check.errors
@@ -55,10 +46,9 @@ impl Check<'_> {
     fn metadata(&mut self, pod: &Pod) {
         match pod.metadata.name.as_deref() {
             // S1
-            None | Some("") => self.errors.push(Error::MissingName {
-                field: self.prefix.to_owned(),
-                position: None,
-            }),
+            None | Some("") => self
+                .errors
+                .push(Error::MissingName { field: self.prefix.to_owned(), position: None }),
             Some(name) => {
                 if let Err(why) = dns1123_subdomain(name) {
                     self.invalid(
@@ -137,11 +127,7 @@ impl Check<'_> {
     }
 
     fn container(&mut self, at: &str, container: &Container, volumes: &HashMap<&str, usize>) {
-        if container
-            .image
-            .as_deref()
-            .is_none_or(|image| image.trim().is_empty())
-        {
+        if container.image.as_deref().is_none_or(|image| image.trim().is_empty()) {
             self.invalid(
                 &format!("{at}.image"),
                 "required: name the container image, e.g. \"registry.k8s.io/pause:3.10\""
@@ -152,10 +138,7 @@ impl Check<'_> {
             if !(1..=65535).contains(&port.container_port) {
                 self.invalid(
                     &format!("{at}.ports[{i}].containerPort"),
-                    format!(
-                        "{} is out of range; use a port from 1 to 65535",
-                        port.container_port
-                    ),
+                    format!("{} is out of range; use a port from 1 to 65535", port.container_port),
                 );
             }
             if let Some(host_port) = port.host_port
@@ -208,11 +191,7 @@ fn dns1123_label(value: &str) -> Result<(), &'static str> {
 
 /// An RFC 1123 subdomain, as Kubernetes checks object names: labels joined by dots.
 fn dns1123_subdomain(value: &str) -> Result<(), &'static str> {
-    if value.len() <= 253 && value.split('.').all(is_label) {
-        Ok(())
-    } else {
-        Err(SUBDOMAIN)
-    }
+    if value.len() <= 253 && value.split('.').all(is_label) { Ok(()) } else { Err(SUBDOMAIN) }
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, without a length limit.

@@ -34,32 +34,27 @@ fn sp(p: Pod) -> SourcePod {
 }
 
 fn update(source: Source, op: Op, pods: Vec<Pod>) -> SourceUpdate {
-    SourceUpdate {
-        source,
-        op,
-        pods: pods.into_iter().map(sp).collect(),
-    }
+    SourceUpdate { source, op, pods: pods.into_iter().map(sp).collect() }
 }
 
 fn ops(merged: &Merged) -> Vec<(DeltaOp, String)> {
-    merged
-        .deltas
-        .iter()
-        .map(|d| (d.op, pod::uid(&d.pod).to_owned()))
-        .collect()
+    merged.deltas.iter().map(|d| (d.op, pod::uid(&d.pod).to_owned())).collect()
 }
 
 /// Expected deltas: op and UID, in order.
 fn want(ops: &[(DeltaOp, &str)]) -> Vec<(DeltaOp, String)> {
-    ops.iter()
-        .map(|(op, uid)| (*op, (*uid).to_owned()))
-        .collect()
+    ops.iter().map(|(op, uid)| (*op, (*uid).to_owned())).collect()
 }
 
 /// Asserts the deltas of one merge.
 #[track_caller]
 fn assert_ops(merged: &Merged, expected: &[(DeltaOp, &str)]) {
     assert_eq!(ops(merged), want(expected));
+}
+
+/// Applies a SET from `source` at `at`.
+fn set(store: &mut PodStore, source: Source, pods: Vec<Pod>, at: Timestamp) -> Merged {
+    store.apply(update(source, Op::Set, pods), at)
 }
 
 fn store() -> PodStore {
@@ -69,22 +64,12 @@ fn store() -> PodStore {
 #[test]
 fn m1_config_source_is_stamped_before_comparing() {
     let mut s = store();
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "a", "u1", "img")],
-        ),
-        T0,
-    );
-    assert_eq!(
-        pod::annotation(&m.deltas[0].pod, CONFIG_SOURCE),
-        Some("file")
-    );
+    let m = set(&mut s, Source::File, vec![pod("default", "a", "u1", "img")], T0);
+    assert_eq!(pod::annotation(&m.deltas[0].pod, CONFIG_SOURCE), Some("file"));
     // A pod that already carries the right stamp compares equal to the unstamped one.
     let mut stamped = pod("default", "a", "u1", "img");
     pod::set_annotation(&mut stamped, CONFIG_SOURCE, "file");
-    let m = s.apply(update(Source::File, Op::Set, vec![stamped]), later(5));
+    let m = set(&mut s, Source::File, vec![stamped], later(5));
     assert!(m.deltas.is_empty(), "{:?}", ops(&m));
 }
 
@@ -103,24 +88,16 @@ fn m1_a_stamped_pod_is_passed_on_without_a_copy() {
         },
         T0,
     );
-    assert!(
-        Arc::ptr_eq(&m.deltas[0].pod, &shared),
-        "the delta must carry the source's Arc"
-    );
+    assert!(Arc::ptr_eq(&m.deltas[0].pod, &shared), "the delta must carry the source's Arc");
 }
 
 #[test]
 fn m2_second_pod_with_same_full_name_in_one_update_is_dropped() {
     let mut s = store();
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![
-                pod("default", "a", "first", "img"),
-                pod("default", "a", "second", "img"),
-            ],
-        ),
+    let m = set(
+        &mut s,
+        Source::File,
+        vec![pod("default", "a", "first", "img"), pod("default", "a", "second", "img")],
         T0,
     );
     assert_ops(&m, &[(DeltaOp::Add, "first")]);
@@ -133,23 +110,11 @@ fn m2_second_pod_with_same_full_name_in_one_update_is_dropped() {
 #[test]
 fn m2_a_known_pod_beats_a_newcomer_listed_before_it() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "a", "old", "img")],
-        ),
-        T0,
-    );
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![
-                pod("default", "a", "new", "img"),
-                pod("default", "a", "old", "img"),
-            ],
-        ),
+    set(&mut s, Source::File, vec![pod("default", "a", "old", "img")], T0);
+    let m = set(
+        &mut s,
+        Source::File,
+        vec![pod("default", "a", "new", "img"), pod("default", "a", "old", "img")],
         later(1),
     );
     assert!(m.deltas.is_empty(), "{:?}", ops(&m));
@@ -159,14 +124,8 @@ fn m2_a_known_pod_beats_a_newcomer_listed_before_it() {
 #[test]
 fn m3_unknown_uid_is_add_with_first_seen_time() {
     let mut s = store();
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Add,
-            vec![pod("default", "a", "u1", "img")],
-        ),
-        later(42),
-    );
+    let m =
+        s.apply(update(Source::File, Op::Add, vec![pod("default", "a", "u1", "img")]), later(42));
     assert_ops(&m, &[(DeltaOp::Add, "u1")]);
     assert_eq!(
         pod::annotation(&m.deltas[0].pod, CONFIG_SEEN),
@@ -177,14 +136,7 @@ fn m3_unknown_uid_is_add_with_first_seen_time() {
 #[test]
 fn m4_semantic_change_is_update_and_keeps_config_seen() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::Api,
-            Op::Set,
-            vec![pod("default", "a", "u1", "img:1")],
-        ),
-        later(1),
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "img:1")], later(1));
     let mut changed = Vec::new();
     let mut p = pod("default", "a", "u1", "img:2");
     pod::set_annotation(&mut p, CONFIG_SEEN, "a later sighting");
@@ -199,10 +151,7 @@ fn m4_semantic_change_is_update_and_keeps_config_seen() {
     p.metadata.deletion_grace_period_seconds = Some(5);
     changed.push(p);
     for (i, p) in changed.into_iter().enumerate() {
-        let m = s.apply(
-            update(Source::Api, Op::Update, vec![p]),
-            later(10 + i as i64),
-        );
+        let m = s.apply(update(Source::Api, Op::Update, vec![p]), later(10 + i as i64));
         assert_eq!(ops(&m), want(&[(DeltaOp::Update, "u1")]), "change {i}");
         assert_eq!(
             pod::annotation(&m.deltas[0].pod, CONFIG_SEEN),
@@ -215,10 +164,7 @@ fn m4_semantic_change_is_update_and_keeps_config_seen() {
 #[test]
 fn m4_deletion_timestamp_makes_it_a_delete() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "img")]),
-        T0,
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "img")], T0);
     let mut p = pod("default", "a", "u1", "img");
     p.metadata.deletion_timestamp = Some(Time(later(9)));
     p.metadata.deletion_grace_period_seconds = Some(30);
@@ -229,10 +175,7 @@ fn m4_deletion_timestamp_makes_it_a_delete() {
 #[test]
 fn m4_bookkeeping_annotations_alone_are_not_an_update() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "img")]),
-        T0,
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "img")], T0);
     let mut p = pod("default", "a", "u1", "img");
     pod::set_annotation(&mut p, CONFIG_SEEN, "other");
     pod::set_annotation(&mut p, CONFIG_MIRROR, "other");
@@ -243,20 +186,11 @@ fn m4_bookkeeping_annotations_alone_are_not_an_update() {
 #[test]
 fn m5_status_only_change_is_reconcile_and_no_change_is_nothing() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "img")]),
-        T0,
-    );
-    let m = s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "img")]),
-        later(1),
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "img")], T0);
+    let m = set(&mut s, Source::Api, vec![pod("default", "a", "u1", "img")], later(1));
     assert!(m.deltas.is_empty());
     let mut p = pod("default", "a", "u1", "img");
-    p.status = Some(PodStatus {
-        phase: Some("Running".into()),
-        ..Default::default()
-    });
+    p.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
     let m = s.apply(update(Source::Api, Op::Update, vec![p]), later(2));
     assert_ops(&m, &[(DeltaOp::Reconcile, "u1")]);
 }
@@ -264,30 +198,20 @@ fn m5_status_only_change_is_reconcile_and_no_change_is_nothing() {
 #[test]
 fn m6_set_replaces_and_removes_what_is_missing() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![
-                pod("default", "a", "u1", "i"),
-                pod("default", "b", "u2", "i"),
-            ],
-        ),
+    set(
+        &mut s,
+        Source::File,
+        vec![pod("default", "a", "u1", "i"), pod("default", "b", "u2", "i")],
         T0,
     );
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![
-                pod("default", "b", "u2", "i"),
-                pod("default", "c", "u3", "i"),
-            ],
-        ),
+    let m = set(
+        &mut s,
+        Source::File,
+        vec![pod("default", "b", "u2", "i"), pod("default", "c", "u3", "i")],
         later(1),
     );
     assert_ops(&m, &[(DeltaOp::Remove, "u1"), (DeltaOp::Add, "u3")]);
-    let m = s.apply(update(Source::File, Op::Set, vec![]), later(2));
+    let m = set(&mut s, Source::File, vec![], later(2));
     assert_ops(&m, &[(DeltaOp::Remove, "u2"), (DeltaOp::Remove, "u3")]);
     assert!(s.is_empty());
 }
@@ -295,11 +219,8 @@ fn m6_set_replaces_and_removes_what_is_missing() {
 #[test]
 fn m6_set_of_one_source_leaves_other_sources_alone() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "api", "a1", "i")]),
-        T0,
-    );
-    let m = s.apply(update(Source::File, Op::Set, vec![]), later(1));
+    set(&mut s, Source::Api, vec![pod("default", "api", "a1", "i")], T0);
+    let m = set(&mut s, Source::File, vec![], later(1));
     assert!(m.deltas.is_empty());
     assert_eq!(s.len(), 1);
 }
@@ -307,77 +228,44 @@ fn m6_set_of_one_source_leaves_other_sources_alone() {
 #[test]
 fn m7_remove_of_unknown_uid_is_a_noop() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "i")]),
-        T0,
-    );
-    let m = s.apply(
-        update(
-            Source::Api,
-            Op::Remove,
-            vec![pod("default", "x", "nope", "i")],
-        ),
-        later(1),
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "i")], T0);
+    let m =
+        s.apply(update(Source::Api, Op::Remove, vec![pod("default", "x", "nope", "i")]), later(1));
     assert!(m.deltas.is_empty());
-    let m = s.apply(
-        update(
-            Source::Api,
-            Op::Remove,
-            vec![pod("default", "a", "u1", "i")],
-        ),
-        later(1),
-    );
+    let m =
+        s.apply(update(Source::Api, Op::Remove, vec![pod("default", "a", "u1", "i")]), later(1));
     assert_ops(&m, &[(DeltaOp::Remove, "u1")]);
 }
 
 #[test]
 fn m8_one_merge_orders_remove_add_update_delete_reconcile() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::Api,
-            Op::Set,
-            vec![
-                pod("ns", "gone", "g", "i"),
-                pod("ns", "upd", "u", "i"),
-                pod("ns", "del", "d", "i"),
-                pod("ns", "rec", "r", "i"),
-            ],
-        ),
+    set(
+        &mut s,
+        Source::Api,
+        vec![
+            pod("ns", "gone", "g", "i"),
+            pod("ns", "upd", "u", "i"),
+            pod("ns", "del", "d", "i"),
+            pod("ns", "rec", "r", "i"),
+        ],
         T0,
     );
     let mut del = pod("ns", "del", "d", "i");
     del.metadata.deletion_timestamp = Some(Time(later(1)));
     let mut rec = pod("ns", "rec", "r", "i");
-    rec.status = Some(PodStatus {
-        phase: Some("Running".into()),
-        ..Default::default()
-    });
+    rec.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
     // Listed in the opposite order of M8 on purpose.
-    let m = s.apply(
-        update(
-            Source::Api,
-            Op::Set,
-            vec![
-                rec,
-                del,
-                pod("ns", "upd", "u", "i2"),
-                pod("ns", "new", "n", "i"),
-            ],
-        ),
+    let m = set(
+        &mut s,
+        Source::Api,
+        vec![rec, del, pod("ns", "upd", "u", "i2"), pod("ns", "new", "n", "i")],
         later(2),
     );
     let got: Vec<DeltaOp> = m.deltas.iter().map(|d| d.op).collect();
     assert_eq!(
         got,
-        vec![
-            DeltaOp::Remove,
-            DeltaOp::Add,
-            DeltaOp::Update,
-            DeltaOp::Delete,
-            DeltaOp::Reconcile
-        ]
+        vec![DeltaOp::Remove, DeltaOp::Add, DeltaOp::Update, DeltaOp::Delete, DeltaOp::Reconcile]
     );
 }
 
@@ -385,15 +273,12 @@ fn m8_one_merge_orders_remove_add_update_delete_reconcile() {
 fn m9_synced_only_after_every_configured_source_sent_a_set() {
     let mut s = PodStore::new([Source::File, Source::Url, Source::Api]);
     assert!(!s.synced());
-    s.apply(update(Source::File, Op::Set, vec![]), T0);
-    s.apply(
-        update(Source::Api, Op::Add, vec![pod("d", "a", "u", "i")]),
-        T0,
-    );
+    set(&mut s, Source::File, vec![], T0);
+    s.apply(update(Source::Api, Op::Add, vec![pod("d", "a", "u", "i")]), T0);
     assert!(!s.synced(), "an ADD is not a SET");
-    s.apply(update(Source::Api, Op::Set, vec![]), T0);
+    set(&mut s, Source::Api, vec![], T0);
     assert!(!s.synced());
-    s.apply(update(Source::Url, Op::Set, vec![]), T0);
+    set(&mut s, Source::Url, vec![], T0);
     assert!(s.synced());
     assert!(s.source_seen(Source::Url));
 }
@@ -401,139 +286,56 @@ fn m9_synced_only_after_every_configured_source_sent_a_set() {
 #[test]
 fn m10_edited_static_manifest_is_remove_then_add() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web-node", "hash-1", "img:1")],
-        ),
-        T0,
-    );
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web-node", "hash-2", "img:2")],
-        ),
-        later(1),
-    );
+    set(&mut s, Source::File, vec![pod("default", "web-node", "hash-1", "img:1")], T0);
+    let m =
+        set(&mut s, Source::File, vec![pod("default", "web-node", "hash-2", "img:2")], later(1));
     assert_ops(&m, &[(DeltaOp::Remove, "hash-1"), (DeltaOp::Add, "hash-2")]);
 }
 
 #[test]
 fn m11_static_beats_api_for_the_same_full_name() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::Api,
-            Op::Set,
-            vec![pod("default", "web", "api-uid", "i")],
-        ),
-        T0,
-    );
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web", "file-uid", "i")],
-        ),
-        later(1),
-    );
-    assert_ops(
-        &m,
-        &[(DeltaOp::Remove, "api-uid"), (DeltaOp::Add, "file-uid")],
-    );
+    set(&mut s, Source::Api, vec![pod("default", "web", "api-uid", "i")], T0);
+    let m = set(&mut s, Source::File, vec![pod("default", "web", "file-uid", "i")], later(1));
+    assert_ops(&m, &[(DeltaOp::Remove, "api-uid"), (DeltaOp::Add, "file-uid")]);
     assert_eq!(m.deltas[0].source, Source::Api);
     let conflicts = s.conflicts();
     assert_eq!(conflicts.len(), 1);
-    assert_eq!(
-        (conflicts[0].source, conflicts[0].winner_source),
-        (Source::Api, Source::File)
-    );
+    assert_eq!((conflicts[0].source, conflicts[0].winner_source), (Source::Api, Source::File));
     // An update to the losing API pod reaches nobody.
-    let m = s.apply(
-        update(
-            Source::Api,
-            Op::Set,
-            vec![pod("default", "web", "api-uid", "i2")],
-        ),
-        later(2),
-    );
+    let m = set(&mut s, Source::Api, vec![pod("default", "web", "api-uid", "i2")], later(2));
     assert!(m.deltas.is_empty(), "{:?}", ops(&m));
     // When the static pod goes, the API pod (in its latest version) takes over.
-    let m = s.apply(update(Source::File, Op::Set, vec![]), later(3));
-    assert_ops(
-        &m,
-        &[(DeltaOp::Remove, "file-uid"), (DeltaOp::Add, "api-uid")],
-    );
+    let m = set(&mut s, Source::File, vec![], later(3));
+    assert_ops(&m, &[(DeltaOp::Remove, "file-uid"), (DeltaOp::Add, "api-uid")]);
     assert!(s.conflicts().is_empty());
 }
 
 #[test]
 fn m11_between_static_sources_first_seen_wins() {
     let mut s = PodStore::new([Source::File, Source::Url]);
-    s.apply(
-        update(
-            Source::Url,
-            Op::Set,
-            vec![pod("default", "web", "url-uid", "i")],
-        ),
-        T0,
-    );
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web", "file-uid", "i")],
-        ),
-        T0,
-    );
-    assert!(
-        m.deltas.is_empty(),
-        "the later static pod does not run: {:?}",
-        ops(&m)
-    );
+    set(&mut s, Source::Url, vec![pod("default", "web", "url-uid", "i")], T0);
+    let m = set(&mut s, Source::File, vec![pod("default", "web", "file-uid", "i")], T0);
+    assert!(m.deltas.is_empty(), "the later static pod does not run: {:?}", ops(&m));
     let c = s.conflicts();
-    assert_eq!(
-        (c[0].uid.as_str(), c[0].winner_uid.as_str()),
-        ("file-uid", "url-uid")
-    );
+    assert_eq!((c[0].uid.as_str(), c[0].winner_uid.as_str()), ("file-uid", "url-uid"));
 }
 
 #[test]
 fn m11_between_two_files_of_one_source_first_seen_wins_across_sets() {
     let mut s = store();
-    s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web", "b-yaml", "i")],
-        ),
-        T0,
-    );
+    set(&mut s, Source::File, vec![pod("default", "web", "b-yaml", "i")], T0);
     // a.yaml appears later but sorts first: the running pod from b.yaml keeps the name.
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![
-                pod("default", "web", "a-yaml", "i"),
-                pod("default", "web", "b-yaml", "i"),
-            ],
-        ),
+    let m = set(
+        &mut s,
+        Source::File,
+        vec![pod("default", "web", "a-yaml", "i"), pod("default", "web", "b-yaml", "i")],
         later(1),
     );
     assert!(m.deltas.is_empty(), "{:?}", ops(&m));
     assert_eq!(s.conflicts()[0].uid, "a-yaml");
     // b.yaml deleted: a.yaml's pod runs now.
-    let m = s.apply(
-        update(
-            Source::File,
-            Op::Set,
-            vec![pod("default", "web", "a-yaml", "i")],
-        ),
-        later(2),
-    );
+    let m = set(&mut s, Source::File, vec![pod("default", "web", "a-yaml", "i")], later(2));
     assert_ops(&m, &[(DeltaOp::Remove, "b-yaml"), (DeltaOp::Add, "a-yaml")]);
 }
 
@@ -542,7 +344,7 @@ fn r6_mirror_pods_from_the_api_are_not_desired() {
     let mut s = store();
     let mut mirror = pod("default", "web-node", "m1", "i");
     pod::set_annotation(&mut mirror, CONFIG_MIRROR, "hash");
-    let m = s.apply(update(Source::Api, Op::Set, vec![mirror]), T0);
+    let m = set(&mut s, Source::Api, vec![mirror], T0);
     assert!(m.deltas.is_empty());
     assert!(s.is_empty());
 }
@@ -550,14 +352,8 @@ fn r6_mirror_pods_from_the_api_are_not_desired() {
 #[test]
 fn a_renamed_uid_moves_to_its_new_name() {
     let mut s = store();
-    s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "a", "u1", "i")]),
-        T0,
-    );
-    let m = s.apply(
-        update(Source::Api, Op::Set, vec![pod("default", "b", "u1", "i")]),
-        later(1),
-    );
+    set(&mut s, Source::Api, vec![pod("default", "a", "u1", "i")], T0);
+    let m = set(&mut s, Source::Api, vec![pod("default", "b", "u1", "i")], later(1));
     assert_ops(&m, &[(DeltaOp::Remove, "u1"), (DeltaOp::Add, "u1")]);
     let names: Vec<_> = s.pods().map(|(_, n, _)| n.to_string()).collect();
     assert_eq!(names, vec!["default/b"]);
@@ -577,17 +373,9 @@ struct Gen {
 fn gen_pod(source: Source, g: &Gen) -> Pod {
     // UID depends on the source and content version, as for static pods (S5).
     let uid = format!("{}-{}-{}", source.as_str(), g.name, g.version);
-    let mut p = pod(
-        "ns",
-        &format!("p{}", g.name),
-        &uid,
-        &format!("img:{}", g.image),
-    );
+    let mut p = pod("ns", &format!("p{}", g.name), &uid, &format!("img:{}", g.image));
     if g.running {
-        p.status = Some(PodStatus {
-            phase: Some("Running".into()),
-            ..Default::default()
-        });
+        p.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
     }
     p
 }
@@ -608,10 +396,8 @@ fn arb_set() -> impl Strategy<Value = Vec<Gen>> {
 fn arb_history() -> impl Strategy<Value = (Vec<(Source, Vec<Gen>)>, Vec<usize>)> {
     let sources = [Source::File, Source::Url, Source::Api];
     prop::collection::vec((0usize..3, arb_set()), 1..25).prop_flat_map(move |steps| {
-        let steps: Vec<(Source, Vec<Gen>)> = steps
-            .into_iter()
-            .map(|(s, set)| (sources[s], set))
-            .collect();
+        let steps: Vec<(Source, Vec<Gen>)> =
+            steps.into_iter().map(|(s, set)| (sources[s], set)).collect();
         let n = steps.len();
         (Just(steps), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
     })
@@ -624,10 +410,7 @@ fn interleave(steps: &[(Source, Vec<Gen>)], shuffle: &[usize]) -> Vec<(Source, V
         per_source.entry(*s).or_default().push_back(set.clone());
     }
     let slots: Vec<Source> = shuffle.iter().map(|&i| steps[i].0).collect();
-    slots
-        .into_iter()
-        .filter_map(|s| Some((s, per_source.get_mut(&s)?.pop_front()?)))
-        .collect()
+    slots.into_iter().filter_map(|s| Some((s, per_source.get_mut(&s)?.pop_front()?))).collect()
 }
 
 /// What the pod workers believe, rebuilt from deltas alone; panics on a lost or
@@ -672,10 +455,7 @@ impl Workers {
 fn desired(s: &PodStore) -> HashMap<String, (String, Fingerprint)> {
     s.pods()
         .map(|(_, _, p)| {
-            (
-                FullName::of(p).to_string(),
-                (pod::uid(p).to_owned(), Fingerprint::of(p)),
-            )
+            (FullName::of(p).to_string(), (pod::uid(p).to_owned(), Fingerprint::of(p)))
         })
         .collect()
 }

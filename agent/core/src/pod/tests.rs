@@ -49,10 +49,7 @@ fn m4_spec_labels_annotations_and_deletion_change_the_semantic_fingerprint() {
 fn m5_status_only_changes_only_the_status_fingerprint() {
     let before = Fingerprint::of(&pod());
     let mut p = pod();
-    p.status = Some(PodStatus {
-        phase: Some("Running".into()),
-        ..Default::default()
-    });
+    p.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
     let after = Fingerprint::of(&p);
     assert_eq!(after.semantic, before.semantic);
     assert_ne!(after.status, before.status);
@@ -64,10 +61,5 @@ fn source_names_match_kubelet_annotations() {
     assert_eq!(Source::Url.config_source(), "http");
     assert_eq!(Source::Push.config_source(), "http");
     assert_eq!(Source::Api.config_source(), "api");
-    assert!(
-        Source::ALL
-            .iter()
-            .filter(|s| !s.is_static())
-            .eq([&Source::Api])
-    );
+    assert!(Source::ALL.iter().filter(|s| !s.is_static()).eq([&Source::Api]));
 }

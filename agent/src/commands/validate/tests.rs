@@ -16,14 +16,7 @@ fn valid_files_report_nothing() {
     let f = dir.path().join("web.yaml");
     fs::write(&f, GOOD).unwrap();
     let (summary, out) = run(&[f]);
-    assert_eq!(
-        summary,
-        Summary {
-            files: 1,
-            pods: 1,
-            invalid_files: 0
-        }
-    );
+    assert_eq!(summary, Summary { files: 1, pods: 1, invalid_files: 0 });
     assert_eq!(out, "");
 }
 
@@ -52,18 +45,8 @@ fn s10_directories_expand_to_their_manifests_and_m11_duplicates_warn() {
     fs::write(dir.path().join(".a.yaml.swp"), "garbage: [").unwrap();
     fs::write(dir.path().join("notes.txt"), "garbage: [").unwrap();
     let (summary, out) = run(&[dir.path().to_path_buf()]);
-    assert_eq!(
-        summary,
-        Summary {
-            files: 2,
-            pods: 2,
-            invalid_files: 0
-        }
-    );
-    assert!(
-        out.contains("b.json: warning: pod default/web-node-a is also defined in"),
-        "{out}"
-    );
+    assert_eq!(summary, Summary { files: 2, pods: 2, invalid_files: 0 });
+    assert!(out.contains("b.json: warning: pod default/web-node-a is also defined in"), "{out}");
 }
 
 #[test]

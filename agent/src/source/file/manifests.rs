@@ -44,11 +44,7 @@ impl Manifests {
     /// `dir` is the directory as configured (not symlink-resolved): file paths built from
     /// it are the S5 locations, so they stay stable when a `..data` symlink swaps.
     pub fn new(dir: PathBuf, node_name: String) -> Manifests {
-        Manifests {
-            dir,
-            node_name,
-            entries: BTreeMap::new(),
-        }
+        Manifests { dir, node_name, entries: BTreeMap::new() }
     }
 
     pub fn path_of(&self, name: &OsStr) -> PathBuf {
@@ -109,9 +105,7 @@ impl Manifests {
 
     /// The file is gone (deleted, renamed away, no longer a manifest). True if it had pods.
     pub fn forget(&mut self, name: &OsStr) -> bool {
-        self.entries
-            .remove(name)
-            .is_some_and(|e| !e.pods.is_empty())
+        self.entries.remove(name).is_some_and(|e| !e.pods.is_empty())
     }
 
     /// Replaces the set of known files after a full scan: files not in `present` are forgotten.
@@ -135,26 +129,19 @@ impl Manifests {
 
     /// Every pod of every file, in file-name order then document order: the SET.
     pub fn pods(&self) -> Vec<SourcePod> {
-        self.entries
-            .values()
-            .flat_map(|e| e.pods.iter().cloned())
-            .collect()
+        self.entries.values().flat_map(|e| e.pods.iter().cloned()).collect()
     }
 
     /// Files whose latest content was rejected or unreadable, with the report.
     pub fn errors(&self) -> impl Iterator<Item = (&OsStr, &str)> + '_ {
-        self.entries
-            .iter()
-            .filter_map(|(name, e)| Some((name.as_os_str(), e.error.as_deref()?)))
+        self.entries.iter().filter_map(|(name, e)| Some((name.as_os_str(), e.error.as_deref()?)))
     }
 }
 
 /// Same pods in the same order, by UID and fingerprint (config.seen aside).
 fn same_pods(a: &[SourcePod], b: &[SourcePod]) -> bool {
     a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.uid() == y.uid() && x.fingerprint == y.fingerprint)
+        && a.iter().zip(b).all(|(x, y)| x.uid() == y.uid() && x.fingerprint == y.fingerprint)
 }
 
 #[cfg(test)]

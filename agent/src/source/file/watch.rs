@@ -174,12 +174,7 @@ pub enum Event {
     /// itself when `name` is `None` (`self_deleted`, `self_moved`, or `attrib` on the
     /// directory). `pid` is the writer's process id (fanotify only; `None` if the writer
     /// lives in another PID namespace).
-    Entry {
-        dir: WatchId,
-        name: Option<OsString>,
-        mask: Mask,
-        pid: Option<i32>,
-    },
+    Entry { dir: WatchId, name: Option<OsString>, mask: Mask, pid: Option<i32> },
     /// The kernel's queue overflowed (or a kernel record could not be read): events were
     /// lost; the consumer must rescan everything.
     Overflow,
@@ -207,30 +202,18 @@ pub enum Error {
     )]
     Register { backend: Backend, source: io::Error },
     #[error("cannot watch {}: {syscall} failed: {source}; {}", .path.display(), watch_advice(.source))]
-    Watch {
-        path: PathBuf,
-        syscall: &'static str,
-        source: io::Error,
-    },
+    Watch { path: PathBuf, syscall: &'static str, source: io::Error },
     #[error(
         "cannot stop watching {}: {syscall} failed: {source}; drop the watcher to release \
          all its watches",
         .path.display()
     )]
-    Unwatch {
-        path: PathBuf,
-        syscall: &'static str,
-        source: io::Error,
-    },
+    Unwatch { path: PathBuf, syscall: &'static str, source: io::Error },
     #[error(
         "cannot read {backend} events ({syscall}): {source}; recreate the watcher and rescan \
          the directories"
     )]
-    Read {
-        backend: Backend,
-        syscall: &'static str,
-        source: io::Error,
-    },
+    Read { backend: Backend, syscall: &'static str, source: io::Error },
     #[error(
         "fanotify reported event metadata version {found}, this build understands version \
          {expected}; use the inotify backend"
@@ -303,10 +286,7 @@ impl Watcher {
             }
             Preference::Auto => match fanotify::Fanotify::new() {
                 Ok(fanotify) => {
-                    info!(
-                        backend = "fanotify",
-                        "watching manifest directories with fanotify"
-                    );
+                    info!(backend = "fanotify", "watching manifest directories with fanotify");
                     Inner::Fanotify(fanotify)
                 }
                 Err(error) => {
@@ -320,11 +300,7 @@ impl Watcher {
                 }
             },
         };
-        Ok(Watcher {
-            preference,
-            ids: Ids::default(),
-            inner,
-        })
+        Ok(Watcher { preference, ids: Ids::default(), inner })
     }
 
     /// The backend in use. With [`Preference::Auto`] it is settled by the first

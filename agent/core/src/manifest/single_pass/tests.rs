@@ -34,10 +34,7 @@ fn agrees(text: &str) -> bool {
     match yaml(text) {
         Some(fast) => {
             let slow = two_pass_yaml(text);
-            assert!(
-                slow.errors.is_empty(),
-                "single pass accepted what two passes reject: {text}"
-            );
+            assert!(slow.errors.is_empty(), "single pass accepted what two passes reject: {text}");
             assert_eq!(fast, slow.pods, "{text}");
             true
         }
@@ -68,16 +65,10 @@ fn anything_unusual_is_left_to_the_two_pass_reader() {
     // Kind after the content.
     assert!(!agrees(&pod_doc(&[2, 3, 0, 1], "late")));
     // Not a pod; a wrong apiVersion; a repeated kind; a type error; a scalar document.
-    assert!(!agrees(
-        "apiVersion: apps/v1\nkind: Deployment\nspec: {replicas: 1}\n"
-    ));
+    assert!(!agrees("apiVersion: apps/v1\nkind: Deployment\nspec: {replicas: 1}\n"));
     assert!(!agrees(&format!("apiVersion: v2\nkind: Pod\n{SPEC}")));
-    assert!(!agrees(&format!(
-        "apiVersion: v1\nkind: Pod\nkind: Pod\n{SPEC}"
-    )));
-    assert!(!agrees(
-        "apiVersion: v1\nkind: Pod\nspec:\n  containers: 3\n"
-    ));
+    assert!(!agrees(&format!("apiVersion: v1\nkind: Pod\nkind: Pod\n{SPEC}")));
+    assert!(!agrees("apiVersion: v1\nkind: Pod\nspec:\n  containers: 3\n"));
     assert!(!agrees("just a string\n"));
 }
 

@@ -17,10 +17,7 @@ fn billion_laughs_is_rejected() {
     for i in 1..10 {
         let previous = format!("*a{}", i - 1);
         let refs = [previous.as_str(); 10].join(", ");
-        text.push_str(&format!(
-            "  - ip: 10.0.0.{}\n    hostnames: &a{i} [{refs}]\n",
-            i + 1
-        ));
+        text.push_str(&format!("  - ip: 10.0.0.{}\n    hostnames: &a{i} [{refs}]\n", i + 1));
     }
     let errors = errors(&text);
     assert!(!errors.is_empty());
@@ -29,17 +26,12 @@ fn billion_laughs_is_rejected() {
 #[test]
 fn one_large_value_aliased_many_times_is_rejected() {
     let big = "x".repeat(64 * 1024);
-    let mut text = manifest("web").replace(
-        "  name: web\n",
-        &format!("  name: web\n  labels:\n    big: &big {big}\n"),
-    );
+    let mut text = manifest("web")
+        .replace("  name: web\n", &format!("  name: web\n  labels:\n    big: &big {big}\n"));
     text.push_str("    args: [");
     text.push_str(&"*big, ".repeat(10_000));
     text.push_str("]\n");
-    assert_rejected(
-        &text,
-        "aliases expand the manifest to more than twice its size",
-    );
+    assert_rejected(&text, "aliases expand the manifest to more than twice its size");
 }
 
 #[test]
@@ -54,34 +46,19 @@ fn aliases_and_merge_keys_within_reason_are_accepted() {
         })
     );
     let init = &pod.spec.unwrap().init_containers.unwrap()[0];
-    assert_eq!(
-        (init.name.as_str(), init.image.as_deref()),
-        ("init", Some("nginx"))
-    );
+    assert_eq!((init.name.as_str(), init.image.as_deref()), ("init", Some("nginx")));
 }
 
 #[test]
 fn deep_nesting_is_rejected() {
     let depth = 100_000;
-    let yaml_sequences = format!(
-        "{}  command: {}{}\n",
-        manifest("web"),
-        "[".repeat(depth),
-        "]".repeat(depth)
-    );
+    let yaml_sequences =
+        format!("{}  command: {}{}\n", manifest("web"), "[".repeat(depth), "]".repeat(depth));
     assert_rejected(&yaml_sequences, "nest more than 64 deep");
-    let yaml_mappings = format!(
-        "{}  labels: {}{}\n",
-        manifest("web"),
-        "{a: ".repeat(depth),
-        "}".repeat(depth)
-    );
+    let yaml_mappings =
+        format!("{}  labels: {}{}\n", manifest("web"), "{a: ".repeat(depth), "}".repeat(depth));
     assert_rejected(&yaml_mappings, "nest more than 64 deep");
-    let yaml_blocks = format!(
-        "{}    command:\n    {}x\n",
-        manifest("web"),
-        "- ".repeat(depth)
-    );
+    let yaml_blocks = format!("{}    command:\n    {}x\n", manifest("web"), "- ".repeat(depth));
     assert!(!errors(&yaml_blocks).is_empty());
     let json = format!(
         "{{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {{\"name\": \"web\"}}, \"spec\": {}{}}}",

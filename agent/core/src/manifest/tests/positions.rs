@@ -8,14 +8,8 @@ fn a_syntax_error_has_its_line_and_column() {
     let error = error(text);
     assert_eq!(error.position(), Some((5, 2)));
     let message = error.to_string();
-    assert!(
-        message.starts_with("5:2: cannot decode YAML: "),
-        "{message}"
-    );
-    assert!(
-        !message.contains("at line"),
-        "the position is said once: {message}"
-    );
+    assert!(message.starts_with("5:2: cannot decode YAML: "), "{message}");
+    assert!(!message.contains("at line"), "the position is said once: {message}");
 }
 
 #[test]
@@ -23,12 +17,7 @@ fn a_type_error_has_its_line_column_and_field_path() {
     let text = manifest("web").replace("image: nginx:1.27", "image: [nginx]");
     let error = error(&text);
     assert_eq!(error.position(), Some((8, 12)));
-    assert!(
-        error
-            .to_string()
-            .contains("spec.containers[0].image: invalid type"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("spec.containers[0].image: invalid type"), "{error}");
 }
 
 #[test]
@@ -44,17 +33,7 @@ fn invalid_utf8_has_its_line_and_column() {
     let mut bytes = manifest("wéb").into_bytes();
     bytes.extend_from_slice(b"  # caf\xe9\n");
     let errors = decode(&bytes, file(), NODE).unwrap_err().0;
-    assert!(
-        matches!(
-            errors[0],
-            Error::NotUtf8 {
-                line: 9,
-                column: 8,
-                ..
-            }
-        ),
-        "{errors:?}"
-    );
+    assert!(matches!(errors[0], Error::NotUtf8 { line: 9, column: 8, .. }), "{errors:?}");
 }
 
 #[test]
@@ -65,14 +44,8 @@ fn errors_are_listed_one_per_line_in_document_order() {
     let display = errors.to_string();
     let lines: Vec<_> = display.lines().collect();
     assert_eq!(lines.len(), 2, "{display}");
-    assert!(
-        lines[0].starts_with("1:1: spec.containers[0].image"),
-        "{display}"
-    );
-    assert!(
-        lines[1].starts_with("9:1: spec.containers[0].image"),
-        "{display}"
-    );
+    assert!(lines[0].starts_with("1:1: spec.containers[0].image"), "{display}");
+    assert!(lines[1].starts_with("9:1: spec.containers[0].image"), "{display}");
 }
 
 #[test]

@@ -10,12 +10,7 @@ fn messages(text: &str) -> Vec<String> {
 /// Asserts that the manifest's only error is about `field` and says `what`.
 fn assert_invalid(text: &str, field: &str, what: &str) {
     let error = error(text);
-    let Error::Invalid {
-        field: found,
-        message,
-        ..
-    } = &error
-    else {
+    let Error::Invalid { field: found, message, .. } = &error else {
         panic!("{error:?}");
     };
     assert_eq!(found, field, "{error}");
@@ -23,19 +18,12 @@ fn assert_invalid(text: &str, field: &str, what: &str) {
 }
 
 fn with_container(fields: &str) -> String {
-    manifest("web").replace(
-        "    image: nginx:1.27\n",
-        &format!("    image: nginx:1.27\n{fields}"),
-    )
+    manifest("web").replace("    image: nginx:1.27\n", &format!("    image: nginx:1.27\n{fields}"))
 }
 
 #[test]
 fn pod_name_must_be_a_dns_subdomain() {
-    assert_invalid(
-        &manifest("Web"),
-        "metadata.name",
-        "\"Web-edge-01\" (the manifest's name",
-    );
+    assert_invalid(&manifest("Web"), "metadata.name", "\"Web-edge-01\" (the manifest's name");
     assert_invalid(&manifest("web_1"), "metadata.name", "is not a valid name");
     assert_invalid(&manifest("web."), "metadata.name", "is not a valid name");
     assert_invalid(&manifest(&"a".repeat(250)), "metadata.name", "at most 253");
@@ -98,10 +86,7 @@ fn container_names_are_unique_across_containers_and_init_containers() {
 fn every_container_needs_an_image() {
     let text = manifest("web").replace("    image: nginx:1.27\n", "");
     assert_invalid(&text, "spec.containers[0].image", "required");
-    let text = format!(
-        "{}  initContainers:\n  - name: init\n    image: \" \"\n",
-        manifest("web")
-    );
+    let text = format!("{}  initContainers:\n  - name: init\n    image: \" \"\n", manifest("web"));
     assert_invalid(&text, "spec.initContainers[0].image", "required");
 }
 
@@ -135,11 +120,7 @@ fn restart_policy_is_always_on_failure_or_never() {
         decode_one(&text, file());
     }
     let text = format!("{}  restartPolicy: Sometimes\n", manifest("web"));
-    assert_invalid(
-        &text,
-        "spec.restartPolicy",
-        "use Always, OnFailure or Never",
-    );
+    assert_invalid(&text, "spec.restartPolicy", "use Always, OnFailure or Never");
 }
 
 #[test]
@@ -164,10 +145,8 @@ fn volume_names_are_unique_dns_labels() {
 #[test]
 fn volume_mounts_refer_to_declared_volumes() {
     let mounts = "    volumeMounts:\n    - name: data\n      mountPath: /data\n    - name: cache\n      mountPath: \"\"\n";
-    let text = format!(
-        "{}  volumes:\n  - name: data\n    emptyDir: {{}}\n",
-        with_container(mounts)
-    );
+    let text =
+        format!("{}  volumes:\n  - name: data\n    emptyDir: {{}}\n", with_container(mounts));
     let messages = messages(&text);
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert!(
@@ -204,10 +183,7 @@ fn all_problems_of_a_pod_are_reported_at_its_document_start() {
             "spec.initContainers[0].image"
         ]
     );
-    assert!(
-        errors.iter().all(|error| error.position() == Some((3, 1))),
-        "{errors:?}"
-    );
+    assert!(errors.iter().all(|error| error.position() == Some((3, 1))), "{errors:?}");
 }
 
 #[test]
@@ -215,22 +191,12 @@ fn problems_of_a_list_item_name_and_point_at_the_item() {
     let text = "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: app, image: nginx}]}\n- metadata: {name: b}\n  spec: {containers: [{name: app}]}\n";
     let error = error(text);
     assert_eq!(error.position(), Some((6, 3)));
-    assert!(
-        error
-            .to_string()
-            .contains("items[1].spec.containers[0].image: required"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("items[1].spec.containers[0].image: required"), "{error}");
 
     let json = r#"{"apiVersion": "v1", "kind": "PodList", "items": [
   {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
   {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "app"}]}}]}"#;
     let error = super::error(json);
     assert_eq!(error.position(), Some((3, 3)));
-    assert!(
-        error
-            .to_string()
-            .contains("items[1].spec.containers[0].image: required"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("items[1].spec.containers[0].image: required"), "{error}");
 }

@@ -26,11 +26,7 @@ fn s5_path_is_the_configured_one_and_content_decides_the_uid() {
     let uid = pods[0].uid().to_owned();
     let mut other = manifests();
     other.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::now());
-    assert_eq!(
-        other.pods()[0].uid(),
-        uid,
-        "same content, path and node: same UID"
-    );
+    assert_eq!(other.pods()[0].uid(), uid, "same content, path and node: same UID");
     let mut renamed = manifests();
     renamed.offer(name("web2.yaml"), NGINX.as_bytes(), Timestamp::now());
     assert_ne!(renamed.pods()[0].uid(), uid, "another path: another UID");
@@ -69,10 +65,7 @@ fn a_half_written_file_keeps_the_last_good_pods() {
     m.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::UNIX_EPOCH);
     let uid = m.pods()[0].uid().to_owned();
     // Truncated: the writer has emptied the file and not written yet.
-    assert!(matches!(
-        m.offer(name("web.yaml"), b"", Timestamp::now()),
-        Outcome::Empty
-    ));
+    assert!(matches!(m.offer(name("web.yaml"), b"", Timestamp::now()), Outcome::Empty));
     // Half written: does not parse.
     let half = &NGINX[..NGINX.len() - 12];
     assert!(matches!(
@@ -90,17 +83,12 @@ fn a_half_written_file_keeps_the_last_good_pods() {
 #[test]
 fn s1_rejections_name_the_file_line_and_column() {
     let mut m = manifests();
-    let Outcome::Rejected(report) = m.offer(
-        name("bad.yaml"),
-        b"apiVersion: v1\nkind: Pod\nmetadata: {}\n",
-        Timestamp::now(),
-    ) else {
+    let Outcome::Rejected(report) =
+        m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Timestamp::now())
+    else {
         panic!("a pod without a name must be rejected");
     };
-    assert!(
-        report.starts_with("/etc/outpost/manifests/bad.yaml:"),
-        "{report}"
-    );
+    assert!(report.starts_with("/etc/outpost/manifests/bad.yaml:"), "{report}");
     assert!(report.contains("metadata.name"), "{report}");
     assert!(m.pods().is_empty());
 }
@@ -109,11 +97,7 @@ fn s1_rejections_name_the_file_line_and_column() {
 fn forget_and_retain_remove_files() {
     let mut m = manifests();
     m.offer(name("a.yaml"), NGINX.as_bytes(), Timestamp::now());
-    m.offer(
-        name("b.yaml"),
-        NGINX.replace("web", "api").as_bytes(),
-        Timestamp::now(),
-    );
+    m.offer(name("b.yaml"), NGINX.replace("web", "api").as_bytes(), Timestamp::now());
     assert!(m.forget(name("a.yaml")));
     assert!(!m.forget(name("a.yaml")));
     assert_eq!(m.pods().len(), 1);
@@ -124,17 +108,10 @@ fn forget_and_retain_remove_files() {
 #[test]
 fn s9_pods_of_a_stream_are_listed_in_file_then_document_order() {
     let mut m = manifests();
-    let stream = format!(
-        "{}---\n{}",
-        NGINX.replace("web", "b"),
-        NGINX.replace("web", "a")
-    );
+    let stream = format!("{}---\n{}", NGINX.replace("web", "b"), NGINX.replace("web", "a"));
     m.offer(name("z.yaml"), stream.as_bytes(), Timestamp::now());
     m.offer(name("a.yaml"), NGINX.as_bytes(), Timestamp::now());
-    let names: Vec<_> = m
-        .pods()
-        .iter()
-        .map(|p| p.pod.metadata.name.clone().unwrap_or_default())
-        .collect();
+    let names: Vec<_> =
+        m.pods().iter().map(|p| p.pod.metadata.name.clone().unwrap_or_default()).collect();
     assert_eq!(names, vec!["web-node-a", "b-node-a", "a-node-a"]);
 }

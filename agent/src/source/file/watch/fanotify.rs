@@ -93,15 +93,10 @@ impl fmt::Debug for Fanotify {
 
 impl Fanotify {
     pub(super) fn new() -> Result<Fanotify, Error> {
-        let fd = sys::fanotify_init(
-            INIT_FLAGS,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint,
-        )
-        .map_err(|source| Error::FanotifyInit { source })?;
-        let fd = sys::register_file(File::from(fd)).map_err(|source| Error::Register {
-            backend: Backend::Fanotify,
-            source,
-        })?;
+        let fd = sys::fanotify_init(INIT_FLAGS, (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint)
+            .map_err(|source| Error::FanotifyInit { source })?;
+        let fd = sys::register_file(File::from(fd))
+            .map_err(|source| Error::Register { backend: Backend::Fanotify, source })?;
         Ok(Fanotify {
             fd,
             ids: HashMap::new(),
@@ -120,11 +115,7 @@ impl Fanotify {
         scope: Scope,
         ids: &mut Ids,
     ) -> Result<WatchId, Error> {
-        let watch_error = |syscall, source| Error::Watch {
-            path: path.to_owned(),
-            syscall,
-            source,
-        };
+        let watch_error = |syscall, source| Error::Watch { path: path.to_owned(), syscall, source };
         // Everything below works on this one descriptor, so the handle, the fsid and the
         // mark all belong to the same directory even if the path changes meanwhile.
         let dir = open_dir(path).map_err(|e| watch_error("open", e))?;
@@ -196,11 +187,9 @@ impl Fanotify {
         );
         match result {
             // ENOENT: there was no mark (the kernel dropped it already).
-            Err(error) if error.raw_os_error() != Some(libc::ENOENT) => Err(Error::Unwatch {
-                path,
-                syscall: "fanotify_mark",
-                source: error,
-            }),
+            Err(error) if error.raw_os_error() != Some(libc::ENOENT) => {
+                Err(Error::Unwatch { path, syscall: "fanotify_mark", source: error })
+            }
             _ => Ok(()),
         }
     }
@@ -253,10 +242,7 @@ impl Fanotify {
 }
 
 fn open_dir(path: &Path) -> io::Result<File> {
-    File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY)
-        .open(path)
+    File::options().read(true).custom_flags(libc::O_DIRECTORY).open(path)
 }
 
 /// Finds a watched directory again, for removing its mark: at its path if it is still
@@ -305,26 +291,17 @@ fn translate(
             continue;
         }
         let Some(fid) = raw.dir else {
-            debug!(
-                mask = raw.mask,
-                "fanotify event without a directory record; ignored"
-            );
+            debug!(mask = raw.mask, "fanotify event without a directory record; ignored");
             continue;
         };
         let key = DirKey {
             fsid: fid.fsid,
-            handle: FileHandle {
-                handle_type: fid.handle_type,
-                bytes: fid.handle.to_vec(),
-            },
+            handle: FileHandle { handle_type: fid.handle_type, bytes: fid.handle.to_vec() },
         };
         let Some(&dir) = ids.get(&key) else {
             // A directory that is not (or no longer) watched: an unwatched subdirectory's
             // own attrib, or events queued before a removal.
-            debug!(
-                mask = raw.mask,
-                "fanotify event for an unwatched directory; ignored"
-            );
+            debug!(mask = raw.mask, "fanotify event for an unwatched directory; ignored");
             continue;
         };
         let mask = mask_of(raw.mask);
@@ -333,12 +310,7 @@ fn translate(
             .filter(|name| *name != SELF_NAME)
             .map(|name| OsStr::from_bytes(name).to_os_string());
         let pid = (raw.pid > 0).then_some(raw.pid);
-        events.push(Event::Entry {
-            dir,
-            name,
-            mask,
-            pid,
-        });
+        events.push(Event::Entry { dir, name, mask, pid });
         if mask.self_deleted {
             // The kernel destroyed the mark with the directory: nothing more can come.
             ids.remove(&key);
@@ -419,9 +391,7 @@ type Framed<'a> = (Result<RawEvent<'a>, Malformed>, usize);
 
 /// Frames the first event of `buf`; fails if the framing itself is broken.
 fn next_event(buf: &[u8]) -> Result<Framed<'_>, Malformed> {
-    let header = buf
-        .get(..METADATA_LEN)
-        .ok_or(Malformed::Record("truncated event metadata"))?;
+    let header = buf.get(..METADATA_LEN).ok_or(Malformed::Record("truncated event metadata"))?;
     let event_len =
         u32_at(header, 0).ok_or(Malformed::Record("truncated event metadata"))? as usize;
     let version = header.get(4).copied().unwrap_or_default();
@@ -435,9 +405,7 @@ fn next_event(buf: &[u8]) -> Result<Framed<'_>, Malformed> {
     if metadata_len < METADATA_LEN || event_len < metadata_len {
         return Err(Malformed::Record("event shorter than its metadata"));
     }
-    let event = buf
-        .get(..event_len)
-        .ok_or(Malformed::Record("event longer than the buffer"))?;
+    let event = buf.get(..event_len).ok_or(Malformed::Record("event longer than the buffer"))?;
     // The descriptor field is FAN_NOFD in FID reporting mode: there is nothing to close.
     let records = event.get(metadata_len..).unwrap_or_default();
     Ok((parse_records(records, mask, pid), event_len))
@@ -446,16 +414,13 @@ fn next_event(buf: &[u8]) -> Result<Framed<'_>, Malformed> {
 fn parse_records(mut records: &[u8], mask: u64, pid: i32) -> Result<RawEvent<'_>, Malformed> {
     let mut dir = None;
     while !records.is_empty() {
-        let info_type = *records
-            .first()
-            .ok_or(Malformed::Record("truncated info record"))?;
+        let info_type = *records.first().ok_or(Malformed::Record("truncated info record"))?;
         let len = u16_at(records, 2).ok_or(Malformed::Record("truncated info record"))? as usize;
         if len < 4 {
             return Err(Malformed::Record("info record shorter than its header"));
         }
-        let record = records
-            .get(..len)
-            .ok_or(Malformed::Record("info record longer than its event"))?;
+        let record =
+            records.get(..len).ok_or(Malformed::Record("info record longer than its event"))?;
         records = records.get(len..).unwrap_or_default();
         let named = match info_type {
             libc::FAN_EVENT_INFO_TYPE_DFID_NAME => true,
@@ -473,10 +438,8 @@ fn parse_records(mut records: &[u8], mask: u64, pid: i32) -> Result<RawEvent<'_>
 /// for `DFID_NAME` the NUL-terminated name.
 fn parse_fid(record: &[u8], named: bool) -> Result<Fid<'_>, Malformed> {
     const TRUNCATED: Malformed = Malformed::Record("truncated fid record");
-    let fsid: [u8; 8] = record
-        .get(4..12)
-        .and_then(|bytes| bytes.try_into().ok())
-        .ok_or(TRUNCATED)?;
+    let fsid: [u8; 8] =
+        record.get(4..12).and_then(|bytes| bytes.try_into().ok()).ok_or(TRUNCATED)?;
     let handle_bytes = u32_at(record, 12).ok_or(TRUNCATED)? as usize;
     let handle_type = i32_at(record, 16).ok_or(TRUNCATED)?;
     let handle_end = 20usize.checked_add(handle_bytes).ok_or(TRUNCATED)?;
@@ -495,12 +458,7 @@ fn parse_fid(record: &[u8], named: bool) -> Result<Fid<'_>, Malformed> {
     } else {
         None
     };
-    Ok(Fid {
-        fsid,
-        handle_type,
-        handle,
-        name,
-    })
+    Ok(Fid { fsid, handle_type, handle, name })
 }
 
 fn u16_at(buf: &[u8], at: usize) -> Option<u16> {

@@ -69,10 +69,8 @@ impl Inotify {
     pub(super) fn new() -> Result<Inotify, Error> {
         // `init` opens the descriptor with IN_NONBLOCK | IN_CLOEXEC.
         let inotify = inotify::Inotify::init().map_err(|source| Error::InotifyInit { source })?;
-        let fd = sys::register_inotify(inotify).map_err(|source| Error::Register {
-            backend: Backend::Inotify,
-            source,
-        })?;
+        let fd = sys::register_inotify(inotify)
+            .map_err(|source| Error::Register { backend: Backend::Inotify, source })?;
         Ok(Inotify {
             fd,
             ids: HashMap::new(),

@@ -68,13 +68,7 @@ pub(super) fn fanotify_mark(
     // SAFETY: both descriptors are open for the duration of the call (borrowed); with a
     // null path the kernel marks the object `dir` refers to and reads no memory of ours.
     let rc = unsafe {
-        libc::fanotify_mark(
-            fanotify.as_raw_fd(),
-            flags,
-            mask,
-            dir.as_raw_fd(),
-            std::ptr::null(),
-        )
+        libc::fanotify_mark(fanotify.as_raw_fd(), flags, mask, dir.as_raw_fd(), std::ptr::null())
     };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -117,16 +111,10 @@ fn name_to_handle_flags(fd: BorrowedFd<'_>, flags: c_int) -> io::Result<FileHand
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    let bytes = buf
-        .f_handle
-        .get(..buf.handle_bytes as usize)
-        .ok_or_else(|| {
-            io::Error::other("name_to_handle_at reported a handle longer than MAX_HANDLE_SZ")
-        })?;
-    Ok(FileHandle {
-        handle_type: buf.handle_type,
-        bytes: bytes.to_vec(),
-    })
+    let bytes = buf.f_handle.get(..buf.handle_bytes as usize).ok_or_else(|| {
+        io::Error::other("name_to_handle_at reported a handle longer than MAX_HANDLE_SZ")
+    })?;
+    Ok(FileHandle { handle_type: buf.handle_type, bytes: bytes.to_vec() })
 }
 
 /// `open_by_handle_at(mount, handle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)`; `mount` is any

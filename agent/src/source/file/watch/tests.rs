@@ -58,10 +58,7 @@ async fn collect(watcher: &mut Watcher, done: impl Fn(&[Event]) -> bool) -> Vec<
         }
     })
     .await;
-    assert!(
-        result.is_ok(),
-        "expected events did not arrive; got {events:#?}"
-    );
+    assert!(result.is_ok(), "expected events did not arrive; got {events:#?}");
     if events.len() <= 40 {
         println!("{}: {events:?}", watcher.backend());
     }
@@ -80,27 +77,18 @@ fn entries<'a>(events: &'a [Event], dir: WatchId, name: &str) -> Vec<&'a Event> 
 
 /// The union of the masks of all entries about `name` in `dir`.
 fn union(events: &[Event], dir: WatchId, name: &str) -> Mask {
-    entries(events, dir, name)
-        .into_iter()
-        .fold(Mask::default(), |acc, event| match event {
-            Event::Entry { mask, .. } => or(acc, *mask),
-            _ => acc,
-        })
+    entries(events, dir, name).into_iter().fold(Mask::default(), |acc, event| match event {
+        Event::Entry { mask, .. } => or(acc, *mask),
+        _ => acc,
+    })
 }
 
 /// The union of the masks of the entries about `dir` itself (no name).
 fn union_self(events: &[Event], dir: WatchId) -> Mask {
-    events
-        .iter()
-        .fold(Mask::default(), |acc, event| match event {
-            Event::Entry {
-                dir: d,
-                name: None,
-                mask,
-                ..
-            } if *d == dir => or(acc, *mask),
-            _ => acc,
-        })
+    events.iter().fold(Mask::default(), |acc, event| match event {
+        Event::Entry { dir: d, name: None, mask, .. } if *d == dir => or(acc, *mask),
+        _ => acc,
+    })
 }
 
 fn or(a: Mask, b: Mask) -> Mask {
@@ -134,34 +122,23 @@ async fn entries_scope_ignores_writes(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     write_file(&tmp.path().join("sibling.log"), b"one");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Entries)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Entries).expect("add_dir");
     write_file(&tmp.path().join("sibling.log"), b"two");
     fs::create_dir(tmp.path().join("manifests")).expect("mkdir");
     let events = collect(&mut watcher, |events| union(events, id, "manifests").create).await;
-    assert!(
-        entries(&events, id, "sibling.log").is_empty(),
-        "{events:#?}"
-    );
+    assert!(entries(&events, id, "sibling.log").is_empty(), "{events:#?}");
 }
 
 /// A directory watched with both scopes reports writes until the contents watch goes.
 async fn narrowing_to_entries(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir contents");
-    let same = watcher
-        .add_dir(tmp.path(), Scope::Entries)
-        .expect("add_dir entries");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir contents");
+    let same = watcher.add_dir(tmp.path(), Scope::Entries).expect("add_dir entries");
     assert_eq!(id, same, "one directory, one id");
     write_file(&tmp.path().join("a.yaml"), b"one");
     settle(&mut watcher, id, "a.yaml").await;
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("drop the contents watch");
+    watcher.remove(id, Scope::Contents).expect("drop the contents watch");
     write_file(&tmp.path().join("a.yaml"), b"two");
     fs::create_dir(tmp.path().join("marker")).expect("mkdir");
     let events = collect(&mut watcher, |events| union(events, id, "marker").create).await;
@@ -169,29 +146,19 @@ async fn narrowing_to_entries(preference: Preference) {
         entries(&events, id, "a.yaml").is_empty(),
         "writes are not reported any more: {events:#?}"
     );
-    watcher
-        .remove(id, Scope::Entries)
-        .expect("drop the entries watch");
+    watcher.remove(id, Scope::Entries).expect("drop the entries watch");
 }
 
 async fn create_write_close(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     write_file(&tmp.path().join("pod.yaml"), b"kind: Pod\n");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     let mask = union(&events, id, "pod.yaml");
-    assert!(
-        mask.create && mask.close_write && !mask.is_dir,
-        "{events:#?}"
-    );
+    assert!(mask.create && mask.close_write && !mask.is_dir, "{events:#?}");
     for event in entries(&events, id, "pod.yaml") {
         let Event::Entry { pid, .. } = event else {
             continue;
@@ -212,26 +179,15 @@ async fn write_in_place(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .expect("open");
+    let mut file = fs::OpenOptions::new().write(true).open(&path).expect("open");
     file.write_all(b"new\n").expect("write");
     drop(file);
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     let mask = union(&events, id, "pod.yaml");
-    assert!(
-        mask.modify && mask.close_write && !mask.create,
-        "{events:#?}"
-    );
+    assert!(mask.modify && mask.close_write && !mask.create, "{events:#?}");
 }
 
 async fn rename_over(preference: Preference) {
@@ -240,48 +196,28 @@ async fn rename_over(preference: Preference) {
     let temp = tmp.path().join(".pod.yaml.tmp");
     write_file(&target, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     write_file(&temp, b"new\n");
     fs::rename(&temp, &target).expect("rename");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").moved_to
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").moved_to).await;
     let from = union(&events, id, ".pod.yaml.tmp");
     let to = union(&events, id, "pod.yaml");
-    assert!(
-        from.create && from.close_write && from.moved_from,
-        "{events:#?}"
-    );
+    assert!(from.create && from.close_write && from.moved_from, "{events:#?}");
     assert!(to.moved_to && !to.moved_from && !to.delete, "{events:#?}");
     // The moved_from comes first here. (Under fanotify only because the target had no
     // unread event: a moved_to is merged into a queued event for the same name, which
     // can sit before the moved_from.)
     let position = |name: &str, moved_to: bool| {
         events.iter().position(|event| match event {
-            Event::Entry {
-                name: Some(n),
-                mask,
-                ..
-            } => {
-                n == OsStr::new(name)
-                    && if moved_to {
-                        mask.moved_to
-                    } else {
-                        mask.moved_from
-                    }
+            Event::Entry { name: Some(n), mask, .. } => {
+                n == OsStr::new(name) && if moved_to { mask.moved_to } else { mask.moved_from }
             }
             _ => false,
         })
     };
-    assert!(
-        position(".pod.yaml.tmp", false) < position("pod.yaml", true),
-        "{events:#?}"
-    );
+    assert!(position(".pod.yaml.tmp", false) < position("pod.yaml", true), "{events:#?}");
 }
 
 async fn delete(preference: Preference) {
@@ -289,9 +225,7 @@ async fn delete(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     fs::remove_file(&path).expect("remove");
 
@@ -304,9 +238,7 @@ async fn chmod(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
 
@@ -318,9 +250,7 @@ async fn chmod(preference: Preference) {
 async fn subdirectory(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     fs::create_dir(tmp.path().join("sub")).expect("mkdir");
     fs::remove_dir(tmp.path().join("sub")).expect("rmdir");
@@ -328,9 +258,7 @@ async fn subdirectory(preference: Preference) {
     let events = collect(&mut watcher, |events| union(events, id, "sub").delete).await;
     let created = entries(&events, id, "sub");
     assert!(
-        created
-            .iter()
-            .all(|event| matches!(event, Event::Entry { mask, .. } if mask.is_dir)),
+        created.iter().all(|event| matches!(event, Event::Entry { mask, .. } if mask.is_dir)),
         "{events:#?}"
     );
     assert!(union(&events, id, "sub").create, "{events:#?}");
@@ -341,17 +269,12 @@ async fn delete_then_recreate(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"old\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     fs::remove_file(&path).expect("remove");
     write_file(&path, b"new\n");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     let mask = union(&events, id, "pod.yaml");
     assert!(mask.delete && mask.create, "{events:#?}");
     if preference == Preference::Fanotify {
@@ -365,14 +288,9 @@ async fn touch_by_another_process(preference: Preference) {
     let path = tmp.path().join("pod.yaml");
     write_file(&path, b"x\n");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
-    let child = std::process::Command::new("touch")
-        .arg(&path)
-        .spawn()
-        .expect("spawn touch");
+    let child = std::process::Command::new("touch").arg(&path).spawn().expect("spawn touch");
     let child_pid = child.id() as i32;
     let status = child.wait_with_output().expect("wait for touch").status;
     assert!(status.success());
@@ -396,23 +314,15 @@ async fn subdirectory_attrib(preference: Preference) {
     let sub = tmp.path().join("sub");
     fs::create_dir(&sub).expect("mkdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     fs::set_permissions(&sub, fs::Permissions::from_mode(0o700)).expect("chmod subdir");
     write_file(&sub.join("nested.yaml"), b"x\n");
     write_file(&tmp.path().join("marker"), b"x\n");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "marker").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "marker").close_write).await;
     // Nothing inside a subdirectory is reported.
-    assert!(
-        entries(&events, id, "nested.yaml").is_empty(),
-        "{events:#?}"
-    );
+    assert!(entries(&events, id, "nested.yaml").is_empty(), "{events:#?}");
     let sub = union(&events, id, "sub");
     match preference {
         // fanotify reports an event on a directory against that directory's own handle,
@@ -427,10 +337,7 @@ struct Mounted<'a>(&'a Path);
 
 impl Drop for Mounted<'_> {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.0)
-            .status();
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.0).status();
     }
 }
 
@@ -451,27 +358,19 @@ async fn unmounted(preference: Preference) {
     let dir = mnt.join("manifests");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
     let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
     write_file(&dir.join("pod.yaml"), b"x\n");
     settle(&mut watcher, id, "pod.yaml").await;
 
-    let status = std::process::Command::new("umount")
-        .arg(&mnt)
-        .status()
-        .expect("run umount");
+    let status = std::process::Command::new("umount").arg(&mnt).status().expect("run umount");
     assert!(status.success(), "umount failed");
     drop(mounted);
     write_file(&tmp.path().join("marker"), b"x\n");
 
     let events = match preference {
         Preference::Fanotify => {
-            collect(&mut watcher, |events| {
-                union(events, parent, "marker").close_write
-            })
-            .await
+            collect(&mut watcher, |events| union(events, parent, "marker").close_write).await
         }
         _ => {
             collect(&mut watcher, |events| {
@@ -487,9 +386,7 @@ async fn unmounted(preference: Preference) {
         // fanotify has no unmount event: the mark silently disappears.
         assert!(!events.contains(&Event::WatchGone(id)), "{events:#?}");
     }
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove a watch on an unmounted filesystem");
+    watcher.remove(id, Scope::Contents).expect("remove a watch on an unmounted filesystem");
 }
 
 async fn watched_dir_deleted(preference: Preference) {
@@ -497,9 +394,7 @@ async fn watched_dir_deleted(preference: Preference) {
     let dir = tmp.path().join("manifests");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
     let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::remove_dir(&dir).expect("rmdir");
@@ -517,29 +412,16 @@ async fn watched_dir_deleted(preference: Preference) {
     assert!(deleted < gone, "{events:#?}");
     assert!(union(&events, parent, "manifests").is_dir, "{events:#?}");
     // The id is dead: removing it is fine, and so is removing it twice.
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove a dead watch");
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove a dead watch again");
+    watcher.remove(id, Scope::Contents).expect("remove a dead watch");
+    watcher.remove(id, Scope::Contents).expect("remove a dead watch again");
 
     // Recreated: a new watch works and gets a new id.
     fs::create_dir(&dir).expect("mkdir again");
-    let again = watcher
-        .add_dir(&dir, Scope::Contents)
-        .expect("add_dir again");
+    let again = watcher.add_dir(&dir, Scope::Contents).expect("add_dir again");
     assert_ne!(again, id);
     write_file(&dir.join("pod.yaml"), b"x\n");
-    let events = collect(&mut watcher, |events| {
-        union(events, again, "pod.yaml").close_write
-    })
-    .await;
-    assert!(
-        events
-            .iter()
-            .all(|event| !matches!(event, Event::Entry { dir, .. } if *dir == id))
-    );
+    let events = collect(&mut watcher, |events| union(events, again, "pod.yaml").close_write).await;
+    assert!(events.iter().all(|event| !matches!(event, Event::Entry { dir, .. } if *dir == id)));
 }
 
 async fn watched_dir_renamed(preference: Preference) {
@@ -548,38 +430,22 @@ async fn watched_dir_renamed(preference: Preference) {
     let moved = tmp.path().join("manifests.old");
     fs::create_dir(&dir).expect("mkdir");
     let mut watcher = watcher(preference);
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
     let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::rename(&dir, &moved).expect("rename");
     write_file(&moved.join("pod.yaml"), b"x\n");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     let me = union_self(&events, id);
     assert!(me.self_moved && me.is_dir, "{events:#?}");
-    assert!(
-        union(&events, parent, "manifests").moved_from,
-        "{events:#?}"
-    );
-    assert!(
-        union(&events, parent, "manifests.old").moved_to,
-        "{events:#?}"
-    );
+    assert!(union(&events, parent, "manifests").moved_from, "{events:#?}");
+    assert!(union(&events, parent, "manifests.old").moved_to, "{events:#?}");
     // The watch followed the directory: removing it finds it at its new place.
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove moved watch");
+    watcher.remove(id, Scope::Contents).expect("remove moved watch");
     write_file(&moved.join("other.yaml"), b"x\n");
     write_file(&tmp.path().join("marker"), b"x\n");
-    let events = collect(&mut watcher, |events| {
-        union(events, parent, "marker").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, parent, "marker").close_write).await;
     assert!(entries(&events, id, "other.yaml").is_empty(), "{events:#?}");
 }
 
@@ -590,9 +456,7 @@ async fn dir_replaced_by_rename(preference: Preference) {
     fs::create_dir(&dir).expect("mkdir");
     fs::create_dir(&staged).expect("mkdir staged");
     let mut watcher = watcher(preference);
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
     let id = watcher.add_dir(&dir, Scope::Contents).expect("add_dir");
 
     fs::rename(&staged, &dir).expect("rename over");
@@ -604,10 +468,7 @@ async fn dir_replaced_by_rename(preference: Preference) {
     assert!(union_self(&events, id).self_deleted, "{events:#?}");
     let to = union(&events, parent, "manifests");
     assert!(to.moved_to && to.is_dir, "{events:#?}");
-    assert!(
-        union(&events, parent, "manifests.new").moved_from,
-        "{events:#?}"
-    );
+    assert!(union(&events, parent, "manifests.new").moved_from, "{events:#?}");
 }
 
 async fn symlink_swapped_in_parent(preference: Preference) {
@@ -618,33 +479,19 @@ async fn symlink_swapped_in_parent(preference: Preference) {
     let link = tmp.path().join("manifests");
     std::os::unix::fs::symlink(&a, &link).expect("symlink");
     let mut watcher = watcher(preference);
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
-    let id = watcher
-        .add_dir(&link, Scope::Contents)
-        .expect("add_dir link");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
+    let id = watcher.add_dir(&link, Scope::Contents).expect("add_dir link");
 
     let staged = tmp.path().join(".manifests.tmp");
     std::os::unix::fs::symlink(&b, &staged).expect("symlink staged");
     fs::rename(&staged, &link).expect("swap symlink");
 
-    let events = collect(&mut watcher, |events| {
-        union(events, parent, "manifests").moved_to
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, parent, "manifests").moved_to).await;
     let to = union(&events, parent, "manifests");
     assert!(!to.is_dir, "a symlink is not a directory: {events:#?}");
-    assert!(
-        union(&events, parent, ".manifests.tmp").create,
-        "{events:#?}"
-    );
+    assert!(union(&events, parent, ".manifests.tmp").create, "{events:#?}");
     // The old watch stays on the old target.
-    assert!(
-        events
-            .iter()
-            .all(|event| !matches!(event, Event::Entry { dir, .. } if *dir == id))
-    );
+    assert!(events.iter().all(|event| !matches!(event, Event::Entry { dir, .. } if *dir == id)));
 }
 
 async fn two_directories(preference: Preference) {
@@ -664,14 +511,8 @@ async fn two_directories(preference: Preference) {
         union(events, id_a, "in-a.yaml").close_write && union(events, id_b, "in-b.yaml").close_write
     })
     .await;
-    assert!(
-        entries(&events, id_a, "in-b.yaml").is_empty(),
-        "{events:#?}"
-    );
-    assert!(
-        entries(&events, id_b, "in-a.yaml").is_empty(),
-        "{events:#?}"
-    );
+    assert!(entries(&events, id_a, "in-b.yaml").is_empty(), "{events:#?}");
+    assert!(entries(&events, id_b, "in-a.yaml").is_empty(), "{events:#?}");
 }
 
 async fn symlink_to_directory(preference: Preference) {
@@ -681,40 +522,24 @@ async fn symlink_to_directory(preference: Preference) {
     fs::create_dir(&real).expect("mkdir");
     std::os::unix::fs::symlink(&real, &link).expect("symlink");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(&link, Scope::Contents)
-        .expect("add_dir through symlink");
+    let id = watcher.add_dir(&link, Scope::Contents).expect("add_dir through symlink");
 
     write_file(&real.join("pod.yaml"), b"x\n");
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     assert!(union(&events, id, "pod.yaml").create, "{events:#?}");
 
     // The same directory under its real path is the same watch, counted twice.
-    let again = watcher
-        .add_dir(&real, Scope::Contents)
-        .expect("add_dir real");
+    let again = watcher.add_dir(&real, Scope::Contents).expect("add_dir real");
     assert_eq!(again, id);
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove one reference");
+    watcher.remove(id, Scope::Contents).expect("remove one reference");
     write_file(&real.join("second.yaml"), b"x\n");
     settle(&mut watcher, id, "second.yaml").await;
-    watcher
-        .remove(id, Scope::Contents)
-        .expect("remove the last reference");
+    watcher.remove(id, Scope::Contents).expect("remove the last reference");
     write_file(&real.join("third.yaml"), b"x\n");
     // Nothing arrives for a removed watch: a fresh watch on the parent sees the marker.
-    let parent = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir parent");
+    let parent = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir parent");
     write_file(&tmp.path().join("marker"), b"x\n");
-    let events = collect(&mut watcher, |events| {
-        union(events, parent, "marker").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, parent, "marker").close_write).await;
     assert!(entries(&events, id, "third.yaml").is_empty(), "{events:#?}");
 }
 
@@ -723,14 +548,9 @@ async fn not_a_directory(preference: Preference) {
     let file = tmp.path().join("pod.yaml");
     write_file(&file, b"x\n");
     let mut watcher = watcher(preference);
-    let error = watcher
-        .add_dir(&file, Scope::Contents)
-        .expect_err("a file is not a directory");
+    let error = watcher.add_dir(&file, Scope::Contents).expect_err("a file is not a directory");
     let message = error.to_string();
-    assert!(
-        message.contains("pod.yaml") && message.contains("not a directory"),
-        "{message}"
-    );
+    assert!(message.contains("pod.yaml") && message.contains("not a directory"), "{message}");
     let error = watcher
         .add_dir(&tmp.path().join("missing"), Scope::Contents)
         .expect_err("missing directory");
@@ -742,10 +562,7 @@ fn max_queued_events(preference: Preference) -> usize {
         Preference::Fanotify => "/proc/sys/fs/fanotify/max_queued_events",
         _ => "/proc/sys/fs/inotify/max_queued_events",
     };
-    fs::read_to_string(file)
-        .ok()
-        .and_then(|limit| limit.trim().parse().ok())
-        .unwrap_or(16384)
+    fs::read_to_string(file).ok().and_then(|limit| limit.trim().parse().ok()).unwrap_or(16384)
 }
 
 async fn overflow(preference: Preference) {
@@ -756,9 +573,7 @@ async fn overflow(preference: Preference) {
     }
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     // Each file is at least one event that the kernel cannot merge with another.
     for n in 0..limit + 100 {
@@ -766,30 +581,18 @@ async fn overflow(preference: Preference) {
     }
 
     let events = collect(&mut watcher, |events| events.contains(&Event::Overflow)).await;
-    let entries = events
-        .iter()
-        .filter(|event| matches!(event, Event::Entry { .. }))
-        .count();
+    let entries = events.iter().filter(|event| matches!(event, Event::Entry { .. })).count();
     println!("{preference:?}: {entries} entries before the overflow");
-    assert!(
-        events
-            .iter()
-            .all(|event| !matches!(event, Event::WatchGone(_)))
-    );
+    assert!(events.iter().all(|event| !matches!(event, Event::WatchGone(_))));
     // The watch still works after an overflow.
     write_file(&tmp.path().join("after.yaml"), b"x\n");
-    collect(&mut watcher, |events| {
-        union(events, id, "after.yaml").close_write
-    })
-    .await;
+    collect(&mut watcher, |events| union(events, id, "after.yaml").close_write).await;
 }
 
 async fn cancel_safety(preference: Preference) {
     let tmp = TempDir::new().expect("tempdir");
     let mut watcher = watcher(preference);
-    let id = watcher
-        .add_dir(tmp.path(), Scope::Contents)
-        .expect("add_dir");
+    let id = watcher.add_dir(tmp.path(), Scope::Contents).expect("add_dir");
 
     let quiet = tokio::time::timeout(Duration::from_millis(50), watcher.next_batch()).await;
     assert!(quiet.is_err(), "no event expected: {quiet:?}");
@@ -799,10 +602,7 @@ async fn cancel_safety(preference: Preference) {
     }
 
     write_file(&tmp.path().join("pod.yaml"), b"x\n");
-    let events = collect(&mut watcher, |events| {
-        union(events, id, "pod.yaml").close_write
-    })
-    .await;
+    let events = collect(&mut watcher, |events| union(events, id, "pod.yaml").close_write).await;
     assert!(union(&events, id, "pod.yaml").create, "{events:#?}");
 }
 
@@ -913,28 +713,18 @@ fn event(mask: u64, records: &[Vec<u8>]) -> Vec<u8> {
 #[test]
 fn parse_reads_events_and_skips_unknown_records() {
     let unknown = vec![99, 0, 8, 0, 0, 0, 0, 0];
-    let mut buf = event(
-        libc::FAN_CREATE,
-        &[unknown, dfid_name(&[9; 8], b"pod.yaml")],
-    );
-    buf.extend(event(
-        libc::FAN_DELETE_SELF | libc::FAN_ONDIR,
-        &[dfid_name(&[9; 8], b".")],
-    ));
+    let mut buf = event(libc::FAN_CREATE, &[unknown, dfid_name(&[9; 8], b"pod.yaml")]);
+    buf.extend(event(libc::FAN_DELETE_SELF | libc::FAN_ONDIR, &[dfid_name(&[9; 8], b".")]));
     let events: Vec<_> = parse(&buf).collect();
     assert_eq!(events.len(), 2);
-    let Ok(first) = &events[0] else {
-        panic!("{events:?}")
-    };
+    let Ok(first) = &events[0] else { panic!("{events:?}") };
     assert_eq!(first.mask, libc::FAN_CREATE);
     assert_eq!(first.pid, 42);
     let dir = first.dir.as_ref().expect("dir record");
     assert_eq!(dir.fsid, [1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(dir.handle, &[9; 8]);
     assert_eq!(dir.name, Some(&b"pod.yaml"[..]));
-    let Ok(second) = &events[1] else {
-        panic!("{events:?}")
-    };
+    let Ok(second) = &events[1] else { panic!("{events:?}") };
     assert_eq!(second.dir.as_ref().and_then(|d| d.name), Some(&b"."[..]));
 }
 
@@ -944,49 +734,27 @@ fn parse_survives_broken_lengths() {
     // An event longer than the buffer: parsing stops there.
     let mut buf = good.clone();
     buf[0..4].copy_from_slice(&1000u32.to_ne_bytes());
-    assert!(matches!(
-        parse(&buf).collect::<Vec<_>>()[..],
-        [Err(Malformed::Record(_))]
-    ));
+    assert!(matches!(parse(&buf).collect::<Vec<_>>()[..], [Err(Malformed::Record(_))]));
     // A handle longer than its record: that event is reported broken, the next is read.
     let mut bad = good.clone();
     bad[24 + 12..24 + 16].copy_from_slice(&500u32.to_ne_bytes());
     bad.extend_from_slice(&good);
     let events: Vec<_> = parse(&bad).collect();
-    assert!(
-        matches!(events[..], [Err(Malformed::Record(_)), Ok(_)]),
-        "{events:?}"
-    );
+    assert!(matches!(events[..], [Err(Malformed::Record(_)), Ok(_)]), "{events:?}");
     // A record of length zero cannot loop forever.
     let mut zero = good.clone();
     zero[24 + 2..24 + 4].copy_from_slice(&0u16.to_ne_bytes());
-    assert!(matches!(
-        parse(&zero).collect::<Vec<_>>()[..],
-        [Err(Malformed::Record(_))]
-    ));
+    assert!(matches!(parse(&zero).collect::<Vec<_>>()[..], [Err(Malformed::Record(_))]));
     // Truncated metadata, a metadata length below 24, a foreign version.
-    assert!(matches!(
-        parse(&good[..10]).collect::<Vec<_>>()[..],
-        [Err(Malformed::Record(_))]
-    ));
+    assert!(matches!(parse(&good[..10]).collect::<Vec<_>>()[..], [Err(Malformed::Record(_))]));
     let mut short = good.clone();
     short[6..8].copy_from_slice(&8u16.to_ne_bytes());
-    assert!(matches!(
-        parse(&short).collect::<Vec<_>>()[..],
-        [Err(Malformed::Record(_))]
-    ));
+    assert!(matches!(parse(&short).collect::<Vec<_>>()[..], [Err(Malformed::Record(_))]));
     let mut version = good;
     version[4] = 2;
-    assert!(matches!(
-        parse(&version).collect::<Vec<_>>()[..],
-        [Err(Malformed::Version(2))]
-    ));
+    assert!(matches!(parse(&version).collect::<Vec<_>>()[..], [Err(Malformed::Version(2))]));
     // Every truncation of a good buffer parses without panicking.
-    let two = [
-        event(libc::FAN_CREATE, &[dfid_name(&[9; 8], b"a")]),
-        event(0, &[]),
-    ]
-    .concat();
+    let two = [event(libc::FAN_CREATE, &[dfid_name(&[9; 8], b"a")]), event(0, &[])].concat();
     for end in 0..two.len() {
         let _ = parse(&two[..end]).count();
     }
