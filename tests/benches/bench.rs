@@ -62,6 +62,9 @@ fn main() -> ExitCode {
             continue;
         }
         eprintln!("bench: running {id}{}", if options.quick { " (quick)" } else { "" });
+        // Flush dirty pages first: writeback of a build that just finished (as in CI)
+        // would otherwise compete with the filesystem benchmarks for the same disk.
+        let _ = std::process::Command::new("sync").status();
         match bench(&options) {
             Ok(done) => {
                 for entry in &done {
