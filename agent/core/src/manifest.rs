@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::pod::Source;
 
 mod default;
+mod document;
 mod expansion;
 mod locate;
 mod nesting;

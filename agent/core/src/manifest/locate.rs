@@ -13,7 +13,8 @@ use serde::de::{
 };
 
 use super::Format;
-use super::parse::{Anchor, json_text, line_column};
+use super::document::Anchor;
+use super::parse::{json_text, line_column};
 
 /// How many bytes of re-parsing may go to finding list items; past that, an item's
 /// problems point at its list's start (their field path still names the item).

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::parse::{Anchor, Kind, TypeMeta, classify};
+use super::document::{Anchor, Kind, TypeMeta, classify};
 
 /// The pods of every document, or `None`: read it with the two-pass reader instead.
 pub(super) fn yaml(text: &str) -> Option<Vec<(Anchor, Pod)>> {
