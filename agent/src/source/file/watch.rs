@@ -79,7 +79,24 @@ struct Refs {
     contents: usize,
 }
 
+/// What dropping a reference means for the kernel watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// Still needed as it is.
+    Unchanged,
+    /// Only entries are still wanted: take the content events off.
+    Narrowed,
+    /// Nothing references it: remove it.
+    Gone,
+}
+
 impl Refs {
+    fn one(scope: Scope) -> Refs {
+        let mut refs = Refs::default();
+        refs.add(scope);
+        refs
+    }
+
     fn add(&mut self, scope: Scope) {
         match scope {
             Scope::Entries => self.entries += 1,
@@ -87,13 +104,20 @@ impl Refs {
         }
     }
 
-    /// Drops one reference (none if there was none of that scope).
-    fn drop(&mut self, scope: Scope) {
+    /// Drops one reference (none if there was none of that scope) and says what the
+    /// kernel watch must do about it.
+    fn release(&mut self, scope: Scope) -> Release {
+        let before = self.widest();
         let count = match scope {
             Scope::Entries => &mut self.entries,
             Scope::Contents => &mut self.contents,
         };
         *count = count.saturating_sub(1);
+        match (before, self.widest()) {
+            (_, None) => Release::Gone,
+            (Some(Scope::Contents), Some(Scope::Entries)) => Release::Narrowed,
+            _ => Release::Unchanged,
+        }
     }
 
     /// What the kernel watch must cover; `None` once nothing references it.

@@ -17,7 +17,8 @@ use tracing::{debug, warn};
 
 use super::sys::{self, FileHandle};
 use super::{
-    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Scope, WatchId,
+    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Release, Scope,
+    WatchId,
 };
 
 /// `FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME`.
@@ -138,18 +139,7 @@ impl Fanotify {
         }
         let id = ids.next();
         self.ids.insert(key.clone(), id);
-        self.watched.insert(
-            id,
-            Watched {
-                key,
-                path: path.to_owned(),
-                refs: {
-                    let mut refs = Refs::default();
-                    refs.add(scope);
-                    refs
-                },
-            },
-        );
+        self.watched.insert(id, Watched { key, path: path.to_owned(), refs: Refs::one(scope) });
         Ok(id)
     }
 
@@ -157,17 +147,15 @@ impl Fanotify {
         let Some(watched) = self.watched.get_mut(&id) else {
             return Ok(());
         };
-        let before = watched.refs.widest();
-        watched.refs.drop(scope);
-        let bits = match watched.refs.widest() {
-            None => mask(Scope::Contents),
-            // Narrowed to entries: take the content events off the mark.
-            Some(Scope::Entries) if before == Some(Scope::Contents) => CONTENTS_ONLY,
-            Some(_) => return Ok(()),
+        let release = watched.refs.release(scope);
+        let bits = match release {
+            Release::Gone => mask(Scope::Contents),
+            Release::Narrowed => CONTENTS_ONLY,
+            Release::Unchanged => return Ok(()),
         };
         let path = watched.path.clone();
         let dir = find_dir(watched);
-        if watched.refs.widest().is_none() {
+        if release == Release::Gone {
             let key = watched.key.clone();
             self.watched.remove(&id);
             self.ids.remove(&key);

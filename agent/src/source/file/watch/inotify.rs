@@ -11,7 +11,8 @@ use tracing::debug;
 
 use super::sys;
 use super::{
-    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Scope, WatchId,
+    Backend, Error, Event, Ids, MAX_READS_PER_BATCH, Mask, READ_BUFFER, Refs, Release, Scope,
+    WatchId,
 };
 
 /// What a directory watch asks for. `IN_DONT_FOLLOW` is deliberately absent: a symlink
@@ -107,16 +108,7 @@ impl Inotify {
         self.ids.insert(number, id);
         self.watched.insert(
             id,
-            Watched {
-                wd,
-                path: path.to_owned(),
-                identity: identity(path),
-                refs: {
-                    let mut refs = Refs::default();
-                    refs.add(scope);
-                    refs
-                },
-            },
+            Watched { wd, path: path.to_owned(), identity: identity(path), refs: Refs::one(scope) },
         );
         Ok(id)
     }
@@ -125,11 +117,9 @@ impl Inotify {
         let Some(watched) = self.watched.get_mut(&id) else {
             return Ok(());
         };
-        let before = watched.refs.widest();
-        watched.refs.drop(scope);
-        match watched.refs.widest() {
-            None => {}
-            Some(Scope::Entries) if before == Some(Scope::Contents) => {
+        match watched.refs.release(scope) {
+            Release::Gone => {}
+            Release::Narrowed => {
                 // Narrowed to entries: replace the mask (by path, so only if the directory
                 // is still there under it; otherwise the wider mask stays, harmlessly).
                 let same_dir =
@@ -146,7 +136,7 @@ impl Inotify {
                 }
                 return Ok(());
             }
-            Some(_) => return Ok(()),
+            Release::Unchanged => return Ok(()),
         }
         let Some(watched) = self.watched.remove(&id) else {
             return Ok(());

@@ -782,3 +782,24 @@ fn errors_name_the_path_the_syscall_and_what_to_do() {
         assert!(error.to_string().contains("inotify backend"), "{error}");
     }
 }
+
+/// The kernel watch covers the widest scope still referenced, narrows when the last
+/// contents reference goes, and is removed with the last reference of any scope.
+#[test]
+fn refs_release_narrows_then_removes() {
+    use Scope::{Contents, Entries};
+    let mut refs = Refs::one(Entries);
+    refs.add(Contents);
+    refs.add(Contents);
+    assert_eq!(refs.widest(), Some(Contents));
+    assert_eq!(refs.release(Contents), Release::Unchanged);
+    assert_eq!(refs.release(Contents), Release::Narrowed);
+    assert_eq!(refs.widest(), Some(Entries));
+    assert_eq!(refs.release(Contents), Release::Unchanged, "no contents reference left to drop");
+    assert_eq!(refs.release(Entries), Release::Gone);
+    let mut refs = Refs::one(Contents);
+    assert_eq!(refs.release(Contents), Release::Gone);
+    let mut refs = Refs::one(Contents);
+    refs.add(Entries);
+    assert_eq!(refs.release(Entries), Release::Unchanged, "contents still wanted");
+}
