@@ -12,7 +12,8 @@ use crate::source::file::watch::Preference;
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10250));
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -120,10 +121,10 @@ impl Config {
         };
         let listen = match (flags.listen, file.listen, file.address, file.port) {
             (Some(l), ..) | (None, Some(l), ..) => l,
-            (None, None, address, port) => {
-                let default: SocketAddr = ([127, 0, 0, 1], 10250).into();
-                SocketAddr::new(address.unwrap_or(default.ip()), port.unwrap_or(default.port()))
-            }
+            (None, None, address, port) => SocketAddr::new(
+                address.unwrap_or(DEFAULT_LISTEN.ip()),
+                port.unwrap_or(DEFAULT_LISTEN.port()),
+            ),
         };
         let containerd = match (
             flags.containerd.or(file.containerd).as_deref(),

@@ -33,8 +33,6 @@ pub enum Source {
 }
 
 impl Source {
-    pub const ALL: [Source; 4] = [Source::File, Source::Url, Source::Push, Source::Api];
-
     /// The value of `kubernetes.io/config.source` for pods of this source.
     pub fn config_source(self) -> &'static str {
         match self {

@@ -18,7 +18,8 @@ fn defaults_follow_the_design() {
     assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
     assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
     assert_eq!(c.containerd, Containerd::Socket(DEFAULT_CONTAINERD_SOCKET.into()));
-    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.listen.to_string(), "127.0.0.1:10250");
+    assert_eq!(c.listen, DEFAULT_LISTEN);
     assert_eq!(c.watcher, Preference::Auto);
 }
 

@@ -288,8 +288,7 @@ impl FileSource {
         self.pending.remove(name);
         if (mask.create || mask.moved_to)
             && !self.manifests.contains(name)
-            && fs::symlink_metadata(self.manifests.path_of(name))
-                .is_ok_and(|m| m.file_type().is_symlink())
+            && is_symlink(&self.manifests.path_of(name))
         {
             // A new symlinked manifest: its target's directory needs a watch too.
             self.rescan = true;
@@ -439,8 +438,7 @@ impl FileSource {
         let mut wanted: HashMap<PathBuf, Vec<(OsString, OsString)>> = HashMap::new();
         for name in present {
             let path = self.manifests.path_of(name);
-            let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-            if !is_link {
+            if !is_symlink(&path) {
                 continue;
             }
             if let Ok(target) = fs::canonicalize(&path)
@@ -478,6 +476,10 @@ impl FileSource {
 
 fn touches_entry(mask: Mask) -> bool {
     mask.create || mask.delete || mask.moved_from || mask.moved_to
+}
+
+fn is_symlink(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 fn is_link_or_dir(path: &Path) -> bool {

@@ -123,10 +123,6 @@ impl Manifests {
         self.entries.contains_key(name)
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &OsStr> + '_ {
-        self.entries.keys().map(OsString::as_os_str)
-    }
-
     /// Every pod of every file, in file-name order then document order: the SET.
     pub fn pods(&self) -> Vec<SourcePod> {
         self.entries.values().flat_map(|e| e.pods.iter().cloned()).collect()
