@@ -12,7 +12,7 @@ use axum::routing::get;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::podconfig::SnapshotHandle;
+use crate::podconfig::{SnapshotHandle, SourceState};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -59,14 +59,22 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready once every configured source has delivered its first SET (M9).
+/// Ready once every configured source has delivered its first SET, live or from its
+/// checkpoint (M9). One line per source says which, and the source's latest failure.
 async fn readyz(State(snapshot): State<SnapshotHandle>) -> Response {
     let snap = snapshot.load();
     let mut body = String::new();
-    for (source, seen) in &snap.sources {
-        let mark = if *seen { "+" } else { "-" };
-        let state = if *seen { "ok" } else { "not seen yet" };
-        body.push_str(&format!("[{mark}]source-{source} {state}\n"));
+    for health in &snap.sources {
+        let (mark, state) = match health.state {
+            SourceState::Live => ("+", "live"),
+            SourceState::Checkpoint => ("+", "from checkpoint"),
+            SourceState::NeverSeen => ("-", "never seen"),
+        };
+        body.push_str(&format!("[{mark}]source-{} {state}", health.source));
+        if let Some(error) = &health.last_error {
+            body.push_str(&format!(" (failing: {error})"));
+        }
+        body.push('\n');
     }
     let status = if snap.synced() {
         body.push_str("readyz check passed\n");

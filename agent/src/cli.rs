@@ -56,6 +56,12 @@ pub struct RunArgs {
     /// Header sent with --manifest-url requests, "Name: value"; repeatable.
     #[arg(long, value_name = "HEADER")]
     pub manifest_url_header: Vec<String>,
+    /// How often the manifest URL is fetched, e.g. "20s" (jittered) [default: 20s].
+    #[arg(long, value_name = "DURATION")]
+    pub manifest_url_interval: Option<String>,
+    /// PEM file of the CAs to trust for an https manifest URL (instead of the system's).
+    #[arg(long, value_name = "FILE")]
+    pub manifest_url_ca_file: Option<PathBuf>,
     /// Kubeconfig for the API server.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -71,6 +77,18 @@ pub struct RunArgs {
     /// Address of the local API [default: 127.0.0.1:10250].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// File with the bearer token that authenticates /manifests and /refresh requests.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Serve the local API over TLS with this certificate (PEM chain).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA bundle (PEM) whose client certificates authenticate local API requests (mTLS).
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Directory of image tarballs to import (air-gap).
     #[arg(long, value_name = "DIR")]
     pub images_dir: Option<PathBuf>,
@@ -108,11 +126,17 @@ impl RunArgs {
             manifest_dir: self.manifest_dir.clone(),
             manifest_url: self.manifest_url.clone(),
             manifest_url_header: self.manifest_url_header.clone(),
+            manifest_url_interval: self.manifest_url_interval.clone(),
+            manifest_url_ca_file: self.manifest_url_ca_file.clone(),
             kubeconfig: self.kubeconfig.clone(),
             state_dir: self.state_dir.clone(),
             containerd_socket: self.containerd_socket.clone(),
             containerd: self.containerd.clone(),
             listen: self.listen,
+            token_file: self.token_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_private_key_file: self.tls_private_key_file.clone(),
+            client_ca_file: self.client_ca_file.clone(),
             images_dir: self.images_dir.clone(),
             watcher: self.watcher.map(|w| match w {
                 Watcher::Auto => Preference::Auto,

@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -12,6 +13,8 @@ use crate::source::file::watch::Preference;
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+/// kubelet's `httpCheckFrequency` default.
+pub const DEFAULT_MANIFEST_URL_INTERVAL: Duration = Duration::from_secs(20);
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10250));
 
@@ -31,6 +34,12 @@ pub enum Error {
     },
     #[error("config file {path}: {field}: {message}")]
     Invalid { path: PathBuf, field: &'static str, message: String },
+    #[error("{field} {value:?}: expected a positive duration such as \"20s\" or \"1m30s\"")]
+    Duration { field: &'static str, value: String },
+    #[error(
+        "{0} is set without {1}: serving the local API over TLS needs both a certificate and its key"
+    )]
+    TlsPair(&'static str, &'static str),
     #[error("--manifest-url-header {0:?}: expected \"Name: value\"")]
     Header(String),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
@@ -51,12 +60,39 @@ pub struct Config {
     pub manifest_dir: PathBuf,
     pub manifest_url: Option<String>,
     pub manifest_url_headers: Vec<(String, String)>,
+    /// How often the manifest URL is fetched (jittered), kubelet's `httpCheckFrequency`.
+    pub manifest_url_interval: Duration,
+    /// PEM bundle of CAs trusted for an `https` manifest URL (in addition to none: when
+    /// set, only these are trusted).
+    pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub containerd: Containerd,
     pub listen: SocketAddr,
+    /// How the local API authenticates state-changing requests.
+    pub auth: Auth,
     pub images_dir: Option<PathBuf>,
     pub watcher: Preference,
+}
+
+/// Authentication of the local API's state-changing endpoints (`/manifests`, `/refresh`).
+/// With neither a token file nor a client CA, those endpoints refuse every request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Auth {
+    /// File holding the bearer token (surrounding whitespace ignored).
+    pub token_file: Option<PathBuf>,
+    /// Serve the API over TLS with this certificate chain and key (kubelet's
+    /// tlsCertFile/tlsPrivateKeyFile).
+    pub tls: Option<Tls>,
+    /// CAs whose client certificates authenticate a caller (kubelet's
+    /// authentication.x509.clientCAFile); needs `tls`.
+    pub client_ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 /// Values given on the command line; `None` means "not given".
@@ -67,11 +103,17 @@ pub struct Flags {
     pub manifest_dir: Option<PathBuf>,
     pub manifest_url: Option<String>,
     pub manifest_url_header: Vec<String>,
+    pub manifest_url_interval: Option<String>,
+    pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub containerd_socket: Option<PathBuf>,
     pub containerd: Option<String>,
     pub listen: Option<SocketAddr>,
+    pub token_file: Option<PathBuf>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub client_ca_file: Option<PathBuf>,
     pub images_dir: Option<PathBuf>,
     pub watcher: Option<Preference>,
 }
@@ -95,6 +137,10 @@ struct File {
     /// KubeletConfiguration's form: header name → values.
     #[serde(rename = "staticPodURLHeader")]
     static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// A duration such as "20s" (KubeletConfiguration's `httpCheckFrequency`).
+    #[serde(alias = "httpCheckFrequency")]
+    manifest_url_interval: Option<String>,
+    manifest_url_ca_file: Option<PathBuf>,
     kubeconfig: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     containerd_socket: Option<PathBuf>,
@@ -103,6 +149,10 @@ struct File {
     /// KubeletConfiguration's `address` + `port` (used when `listen` is not given).
     address: Option<IpAddr>,
     port: Option<u16>,
+    token_file: Option<PathBuf>,
+    tls_cert_file: Option<PathBuf>,
+    tls_private_key_file: Option<PathBuf>,
+    client_ca_file: Option<PathBuf>,
     images_dir: Option<PathBuf>,
     watcher: Option<String>,
 }
@@ -169,6 +219,26 @@ impl Config {
         for (name, values) in file.static_pod_url_header.unwrap_or_default() {
             headers.extend(values.into_iter().map(|v| (name.clone(), v)));
         }
+        let manifest_url_interval = match flags.manifest_url_interval.or(file.manifest_url_interval)
+        {
+            Some(raw) => parse_duration(&raw)
+                .ok_or(Error::Duration { field: "manifest-url-interval", value: raw })?,
+            None => DEFAULT_MANIFEST_URL_INTERVAL,
+        };
+        let tls = match (
+            flags.tls_cert_file.or(file.tls_cert_file),
+            flags.tls_private_key_file.or(file.tls_private_key_file),
+        ) {
+            (Some(cert_file), Some(key_file)) => Some(Tls { cert_file, key_file }),
+            (None, None) => None,
+            (Some(_), None) => return Err(Error::TlsPair("tls-cert-file", "tls-private-key-file")),
+            (None, Some(_)) => return Err(Error::TlsPair("tls-private-key-file", "tls-cert-file")),
+        };
+        let client_ca_file = flags.client_ca_file.or(file.client_ca_file);
+        if client_ca_file.is_some() && tls.is_none() {
+            return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
+        }
+        let auth = Auth { token_file: flags.token_file.or(file.token_file), tls, client_ca_file };
         Ok(Config {
             node_name: node_name.to_lowercase(),
             manifest_dir: flags
@@ -177,6 +247,8 @@ impl Config {
                 .unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
             manifest_url: flags.manifest_url.or(file.manifest_url),
             manifest_url_headers: headers,
+            manifest_url_interval,
+            manifest_url_ca_file: flags.manifest_url_ca_file.or(file.manifest_url_ca_file),
             kubeconfig: flags.kubeconfig.or(file.kubeconfig),
             state_dir: flags
                 .state_dir
@@ -184,6 +256,7 @@ impl Config {
                 .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
             containerd,
             listen,
+            auth,
             images_dir: flags.images_dir.or(file.images_dir),
             watcher,
         })
@@ -207,6 +280,12 @@ pub fn parse_header(raw: &str) -> Result<(String, String), Error> {
         }
         _ => Err(Error::Header(raw.to_owned())),
     }
+}
+
+/// A positive duration: "20s", "1m30s", "500ms", or ISO 8601 ("PT20S").
+pub fn parse_duration(raw: &str) -> Option<Duration> {
+    let parsed: jiff::SignedDuration = raw.trim().parse().ok()?;
+    Duration::try_from(parsed).ok().filter(|d| !d.is_zero())
 }
 
 /// The kernel's node name (what `hostname` prints), as kubelet's default.

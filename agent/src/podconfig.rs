@@ -1,17 +1,105 @@
 //! The task that owns the merge core (kubelet's PodConfig): it takes every source's
-//! updates, merges them, hands the deltas on in order, and publishes a lock-free
-//! snapshot of the desired pods for readers (the local API, metrics).
+//! events, merges the updates, hands the deltas on in order, and publishes a lock-free
+//! snapshot of the desired pods and of each source's health for readers (the local
+//! API, metrics).
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::merge::{Conflict, PodDelta, PodStore, SourceUpdate};
+use outpost_core::merge::{Conflict, Op, PodDelta, PodStore};
 use outpost_core::pod::{FullName, Source};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+
+use crate::source::{EventStream, Freshness, SourceEvent};
+
+/// Whether a source's pods are known, and from where (`/readyz` shows it per source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SourceState {
+    /// No SET yet: neither from the source nor from its checkpoint (M9 waits).
+    NeverSeen,
+    /// The pods come from the checkpoint; the source has not answered since start (O2).
+    Checkpoint,
+    /// The source delivered (or confirmed) its pods since start.
+    Live,
+}
+
+/// One configured source's health.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceHealth {
+    pub source: Source,
+    pub state: SourceState,
+    /// The latest failure, until the source next delivers or confirms its pods.
+    pub last_error: Option<String>,
+    pub errors_total: u64,
+    /// When the source last delivered or confirmed its pods.
+    pub last_success: Option<Timestamp>,
+}
+
+impl SourceHealth {
+    fn new(source: Source) -> SourceHealth {
+        SourceHealth {
+            source,
+            state: SourceState::NeverSeen,
+            last_error: None,
+            errors_total: 0,
+            last_success: None,
+        }
+    }
+
+    fn seen(&self) -> bool {
+        self.state != SourceState::NeverSeen
+    }
+
+    /// Records an event; returns the update to merge, if any.
+    fn record(
+        &mut self,
+        event: SourceEvent,
+        now: Timestamp,
+    ) -> Option<outpost_core::merge::SourceUpdate> {
+        match event {
+            SourceEvent::Update(update, Freshness::Checkpoint) => {
+                if update.op == Op::Set && self.state == SourceState::NeverSeen {
+                    self.state = SourceState::Checkpoint;
+                }
+                Some(update)
+            }
+            SourceEvent::Update(update, Freshness::Live) => {
+                if update.op == Op::Set || self.state == SourceState::Live {
+                    self.succeeded(now);
+                }
+                Some(update)
+            }
+            SourceEvent::Confirmed => {
+                if self.seen() {
+                    self.succeeded(now);
+                }
+                None
+            }
+            SourceEvent::Failed(error) => {
+                self.errors_total += 1;
+                let message = error.to_string();
+                warn!(source = %self.source, error = %message, "pod source failed; its pods stay as they are");
+                self.last_error = Some(message);
+                None
+            }
+        }
+    }
+
+    fn succeeded(&mut self, now: Timestamp) {
+        if self.last_error.take().is_some() {
+            info!(source = %self.source, "pod source recovered");
+        }
+        self.state = SourceState::Live;
+        self.last_success = Some(now);
+    }
+}
 
 /// What readers see: the desired pods and the merge's bookkeeping, at one instant.
 #[derive(Debug, Default)]
@@ -19,24 +107,24 @@ pub struct Snapshot {
     /// Desired pods with their source, sorted by namespace/name.
     pub pods: Vec<(Source, Arc<Pod>)>,
     pub conflicts: Vec<Conflict>,
-    /// Per configured source: whether it has delivered a SET yet (M9).
-    pub sources: Vec<(Source, bool)>,
+    /// Per configured source, in the order they were configured.
+    pub sources: Vec<SourceHealth>,
 }
 
 impl Snapshot {
     /// All sources seen (M9).
     pub fn synced(&self) -> bool {
-        self.sources.iter().all(|(_, seen)| *seen)
+        self.sources.iter().all(SourceHealth::seen)
     }
 
-    fn of(store: &PodStore) -> Snapshot {
+    fn of(store: &PodStore, health: &[SourceHealth]) -> Snapshot {
         let mut pods: Vec<(&FullName, Source, Arc<Pod>)> =
             store.pods().map(|(s, n, p)| (&**n, s, p.clone())).collect();
         pods.sort_unstable_by(|a, b| a.0.cmp(b.0));
         Snapshot {
             pods: pods.into_iter().map(|(_, s, p)| (s, p)).collect(),
             conflicts: store.conflicts(),
-            sources: store.sources().map(|s| (s, store.source_seen(s))).collect(),
+            sources: health.to_vec(),
         }
     }
 }
@@ -45,30 +133,27 @@ impl Snapshot {
 pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 
 /// Runs the merge until every source stream ends (or the delta receiver is dropped).
-/// Each source stream yields updates; an `Err` item is logged and the source goes on.
-pub async fn run<S, E>(
-    sources: Vec<(Source, S)>,
+pub async fn run(
+    sources: Vec<(Source, EventStream)>,
     deltas: mpsc::Sender<Vec<PodDelta>>,
     snapshot: SnapshotHandle,
-) where
-    S: Stream<Item = Result<SourceUpdate, E>> + Unpin + Send,
-    E: std::fmt::Display,
-{
+) {
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
-    snapshot.store(Arc::new(Snapshot::of(&store)));
+    let mut health: Vec<SourceHealth> =
+        sources.iter().map(|(s, _)| SourceHealth::new(*s)).collect();
+    snapshot.store(Arc::new(Snapshot::of(&store, &health)));
     let mut merged = futures::stream::select_all(
-        sources.into_iter().map(|(source, stream)| stream.map(move |item| (source, item))),
+        sources.into_iter().enumerate().map(|(i, (_, stream))| stream.map(move |event| (i, event))),
     );
     let mut was_synced = false;
-    while let Some((source, item)) = merged.next().await {
-        let update = match item {
-            Ok(update) => update,
-            Err(e) => {
-                warn!(%source, error = %e, "pod source failed");
-                continue;
-            }
+    while let Some((i, event)) = merged.next().await {
+        let now = Timestamp::now();
+        let Some(update) = health[i].record(event, now) else {
+            snapshot.store(Arc::new(Snapshot::of(&store, &health)));
+            continue;
         };
-        let result = store.apply(update, Timestamp::now());
+        let source = update.source;
+        let result = store.apply(update, now);
         for dup in &result.duplicates {
             warn!(
                 %source, pod = %dup.full_name, uid = %dup.uid, winner = %dup.winner_uid,
@@ -78,7 +163,7 @@ pub async fn run<S, E>(
         // Published before the deltas go out, so whoever has seen a delta finds it in
         // the snapshot too. Rebuilt on every update: conflicts and source readiness can
         // change without any delta.
-        snapshot.store(Arc::new(Snapshot::of(&store)));
+        snapshot.store(Arc::new(Snapshot::of(&store, &health)));
         if store.synced() && !was_synced {
             was_synced = true;
             info!(pods = store.len(), "all pod sources seen");

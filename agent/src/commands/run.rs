@@ -4,7 +4,6 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use futures::StreamExt;
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
@@ -82,7 +81,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let server = api::bind(config.listen, snapshot.clone()).await?;
     let (tx, mut rx) = mpsc::channel::<Vec<PodDelta>>(64);
-    let sources = vec![(Source::File, files.into_stream().boxed())];
+    let sources = vec![(Source::File, files.into_stream())];
     let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
     let server = tokio::spawn(server);
 

@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
+use super::{EventStream, Freshness, SourceEvent};
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -465,12 +466,17 @@ impl FileSource {
         }
     }
 
-    /// A stream of updates, for the merge task.
-    pub fn into_stream(self) -> impl futures::Stream<Item = Result<SourceUpdate, Error>> {
-        futures::stream::unfold(self, |mut source| async move {
-            let next = source.next().await;
-            Some((next, source))
-        })
+    /// The source as the merge task takes it. A file source is always live: the
+    /// directory is local, so there is nothing to checkpoint.
+    pub fn into_stream(self) -> EventStream {
+        let stream = futures::stream::unfold(self, |mut source| async move {
+            let event = match source.next().await {
+                Ok(update) => SourceEvent::Update(update, Freshness::Live),
+                Err(e) => SourceEvent::Failed(Box::new(e)),
+            };
+            Some((event, source))
+        });
+        Box::pin(stream)
     }
 }
 

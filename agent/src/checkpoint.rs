@@ -1,0 +1,151 @@
+//! Checkpoints of source state under the state directory (SEMANTICS.md O1, O2).
+//!
+//! A checkpoint is one file, `<state-dir>/checkpoints/<name>.json`, written atomically:
+//! a temporary file in the same directory is written and fsynced, renamed over the
+//! old one, and the directory is fsynced, so a crash leaves either the old or the new
+//! checkpoint, never a mix. The file starts with a header line that carries the body's
+//! length and XXH3-128 checksum; a torn or corrupted file is detected when it is read
+//! and reported as [`Error::Corrupt`], never half-applied.
+//!
+//! ```text
+//! outpost-checkpoint v1 len=1234 xxh3=0123456789abcdef0123456789abcdef
+//! {"pods":[...]}
+//! ```
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+const MAGIC: &str = "outpost-checkpoint v1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot write checkpoint {path}: {source}; check that the state directory is writable and not full"
+    )]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read checkpoint {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "checkpoint {path} is corrupt ({reason}); it is ignored and replaced by the next good update"
+    )]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("cannot encode checkpoint {path}: {source}")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// The checkpoint directory. Cheap to clone; every method is blocking IO, so async
+/// callers use the `*_async` forms that run on the blocking pool.
+#[derive(Debug, Clone)]
+pub struct Checkpoints {
+    dir: PathBuf,
+}
+
+impl Checkpoints {
+    /// Checkpoints under `<state_dir>/checkpoints` (created on first write).
+    pub fn new(state_dir: &Path) -> Checkpoints {
+        Checkpoints { dir: state_dir.join("checkpoints") }
+    }
+
+    /// The file that holds checkpoint `name`.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.json"))
+    }
+
+    /// Writes checkpoint `name` atomically and durably (temp + fsync + rename + dir fsync).
+    pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), Error> {
+        let path = self.path(name);
+        let body = serde_json::to_vec(value)
+            .map_err(|source| Error::Encode { path: path.clone(), source })?;
+        let write = || -> io::Result<()> {
+            fs::create_dir_all(&self.dir)?;
+            let tmp = self.dir.join(format!(".{name}.json.tmp"));
+            let mut file = File::create(&tmp)?;
+            file.write_all(header(&body).as_bytes())?;
+            file.write_all(&body)?;
+            file.sync_all()?;
+            drop(file);
+            fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        };
+        write().map_err(|source| Error::Write { path: path.clone(), source })
+    }
+
+    /// Reads checkpoint `name`: `Ok(None)` if there is none.
+    pub fn read<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, Error> {
+        let path = self.path(name);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Read { path, source }),
+        };
+        let body =
+            verify(&bytes).map_err(|reason| Error::Corrupt { path: path.clone(), reason })?;
+        serde_json::from_slice(body).map(Some).map_err(|e| Error::Corrupt {
+            path,
+            reason: format!("checksum matches but content does not decode: {e}"),
+        })
+    }
+
+    /// Removes checkpoint `name` (no error if there is none).
+    pub fn remove(&self, name: &str) -> Result<(), Error> {
+        let path = self.path(name);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::Write { path, source: e }),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Checkpoints::write`] on the blocking pool.
+    pub async fn write_async<T: Serialize + Send + 'static>(
+        &self,
+        name: &'static str,
+        value: T,
+    ) -> Result<(), Error> {
+        let this = self.clone();
+        let path = self.path(name);
+        tokio::task::spawn_blocking(move || this.write(name, &value))
+            .await
+            .map_err(|e| Error::Write { path, source: io::Error::other(e) })?
+    }
+}
+
+fn header(body: &[u8]) -> String {
+    format!("{MAGIC} len={} xxh3={:032x}\n", body.len(), xxhash_rust::xxh3::xxh3_128(body))
+}
+
+/// Checks the header line against the body that follows it and returns the body. The
+/// header must be exactly what [`header`] writes for that body, byte for byte.
+fn verify(bytes: &[u8]) -> Result<&[u8], String> {
+    let newline = bytes.iter().position(|&b| b == b'\n').ok_or("no header line")?;
+    let (line, body) = (&bytes[..=newline], &bytes[newline + 1..]);
+    if !line.starts_with(MAGIC.as_bytes()) {
+        return Err(format!("unknown header {:?}", String::from_utf8_lossy(line).trim_end()));
+    }
+    if line != header(body).as_bytes() {
+        return Err(format!(
+            "header {:?} does not match the {}-byte body (torn or corrupted write)",
+            String::from_utf8_lossy(line).trim_end(),
+            body.len()
+        ));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests;

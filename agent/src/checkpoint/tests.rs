@@ -1,0 +1,86 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+type Pods = BTreeMap<String, Vec<u32>>;
+
+fn sample() -> Pods {
+    BTreeMap::from([("web".to_owned(), vec![1, 2, 3]), ("db".to_owned(), vec![])])
+}
+
+#[test]
+fn round_trip_and_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let cps = Checkpoints::new(dir.path());
+    assert_eq!(cps.read::<Pods>("api").unwrap(), None, "no checkpoint yet");
+    cps.write("api", &sample()).unwrap();
+    assert_eq!(cps.read::<Pods>("api").unwrap(), Some(sample()));
+    cps.write("api", &Pods::new()).unwrap();
+    assert_eq!(cps.read::<Pods>("api").unwrap(), Some(Pods::new()));
+    // No temporary file is left behind.
+    let names: Vec<_> = fs::read_dir(dir.path().join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["api.json"]);
+    cps.remove("api").unwrap();
+    cps.remove("api").unwrap();
+    assert_eq!(cps.read::<Pods>("api").unwrap(), None);
+}
+
+#[test]
+fn a_leftover_temporary_file_does_not_matter() {
+    let dir = tempfile::tempdir().unwrap();
+    let cps = Checkpoints::new(dir.path());
+    cps.write("url", &sample()).unwrap();
+    fs::write(dir.path().join("checkpoints/.url.json.tmp"), b"outpost-checkpoint v1 len=9")
+        .unwrap();
+    assert_eq!(cps.read::<Pods>("url").unwrap(), Some(sample()));
+}
+
+#[test]
+fn garbage_and_foreign_files_are_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let cps = Checkpoints::new(dir.path());
+    fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    for bytes in [&b""[..], b"{\"pods\":[]}", b"outpost-checkpoint v1\n{}", b"\xff\xfe\n{}"] {
+        fs::write(cps.path("api"), bytes).unwrap();
+        let err = cps.read::<Pods>("api").unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{bytes:?}: {err}");
+        assert!(err.to_string().contains("api.json"), "{err}");
+    }
+}
+
+#[test]
+fn a_body_of_the_wrong_shape_is_corrupt_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cps = Checkpoints::new(dir.path());
+    cps.write("api", &vec!["not", "a", "map"]).unwrap();
+    let err = cps.read::<Pods>("api").unwrap_err();
+    assert!(err.to_string().contains("does not decode"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// O1: a torn write (any strict prefix) or any single changed byte is detected.
+    #[test]
+    fn torn_or_flipped_files_are_always_detected(cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), xor in 1u8..=255, torn in any::<bool>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let cps = Checkpoints::new(dir.path());
+        cps.write("api", &sample()).unwrap();
+        let path = cps.path("api");
+        let mut bytes = fs::read(&path).unwrap();
+        if torn {
+            bytes.truncate(cut.index(bytes.len()));
+        } else {
+            let i = flip.index(bytes.len());
+            bytes[i] ^= xor;
+        }
+        fs::write(&path, &bytes).unwrap();
+        let read = cps.read::<Pods>("api");
+        prop_assert!(matches!(read, Err(Error::Corrupt { .. })), "{:?}", read);
+    }
+}
