@@ -12,7 +12,10 @@ use axum::routing::get;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use crate::config::Auth;
 use crate::podconfig::{SnapshotHandle, SourceState};
+use crate::source::Refresh;
+use crate::source::push::PushHandle;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -39,11 +42,22 @@ pub fn router(snapshot: SnapshotHandle) -> Router {
         .with_state(snapshot)
 }
 
-/// Binds `addr` (so a bad address fails at start) and returns the server future.
-pub async fn bind(
-    addr: SocketAddr,
-    snapshot: SnapshotHandle,
-) -> Result<impl Future<Output = Result<(), Error>>, Error> {
+/// What the local API serves and how it authenticates.
+#[derive(Debug)]
+pub struct Options {
+    pub listen: SocketAddr,
+    pub auth: Auth,
+    pub snapshot: SnapshotHandle,
+    /// The push source's handle, when the push source is configured.
+    pub push: Option<PushHandle>,
+    /// Refreshes the manifest URL source, when one is configured.
+    pub refresh: Option<Refresh>,
+}
+
+/// Binds the listen address (so a bad address fails at start) and returns the server
+/// future.
+pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
+    let Options { listen: addr, snapshot, .. } = options;
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);

@@ -1,6 +1,9 @@
 //! Pod sources: each is a stream of [`SourceEvent`]s for the merge (SEMANTICS.md S*, M*).
 
+pub mod api;
 pub mod file;
+pub mod push;
+pub mod url;
 
 use futures::stream::BoxStream;
 use serde::Serialize;
@@ -32,3 +35,19 @@ pub enum SourceEvent {
 
 /// A source as the merge task takes it.
 pub type EventStream = BoxStream<'static, SourceEvent>;
+
+/// Asks a polling source to fetch now instead of at its next tick (SIGHUP,
+/// `POST /refresh`). Requests made while a fetch runs coalesce into one more fetch.
+#[derive(Debug, Clone, Default)]
+pub struct Refresh(std::sync::Arc<tokio::sync::Notify>);
+
+impl Refresh {
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once a refresh has been requested since the last call.
+    pub async fn requested(&self) {
+        self.0.notified().await;
+    }
+}

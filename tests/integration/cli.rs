@@ -1,12 +1,9 @@
 //! The real `outpost` binary: `validate`, and `run --dry-run` with its local API.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::process::Command;
 
+use outpost_tests::agent::Agent;
 use outpost_tests::{outpost_bin, pod_yaml, prerequisite};
 
 #[test]
@@ -42,84 +39,6 @@ fn validate_exits_zero_on_valid_and_one_with_file_line_col_on_invalid() {
         assert!(parts.next().is_some_and(|c| c.parse::<u32>().is_ok()), "no column: {line}");
     }
     assert!(stdout.contains("metadata.name"), "S1 is reported: {stdout}");
-}
-
-/// A running `outpost run --dry-run`, killed on drop.
-struct Agent {
-    child: Child,
-    deltas: mpsc::Receiver<serde_json::Value>,
-    addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Agent {
-    fn start(manifests: &std::path::Path) -> Agent {
-        Agent::start_with(Command::new(outpost_bin()), manifests)
-    }
-
-    /// Starts the agent through `command` (the binary itself, or a wrapper running it).
-    fn start_with(mut command: Command, manifests: &std::path::Path) -> Agent {
-        let mut child = command
-            .args(["run", "--dry-run", "--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
-            .arg("--manifest-dir")
-            .arg(manifests)
-            .env("OUTPOST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, deltas) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let value: serde_json::Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        // The log line that announces the API address.
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("agent: {line}");
-                lines.lock().unwrap().push(line.clone());
-                if line.contains("local API listening")
-                    && let Some(addr) = line.split("addr=").nth(1)
-                {
-                    let _ =
-                        addr_tx.send(addr.split_whitespace().next().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(30)).expect("the agent never listened");
-        Agent { child, deltas, addr, log }
-    }
-
-    fn delta(&self) -> serde_json::Value {
-        self.deltas.recv_timeout(Duration::from_secs(30)).expect("no delta printed")
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-        let mut response = String::new();
-        s.read_to_string(&mut response).unwrap();
-        let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-        (status, body)
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -208,9 +127,9 @@ fn dry_run_falls_back_to_inotify_where_fanotify_is_blocked() {
     fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
     let mut command = Command::new(launcher);
     command.arg(outpost_bin());
-    let agent = Agent::start_with(command, dir.path());
+    let agent = Agent::start_with(command, dir.path(), &[] as &[&str]);
     assert_eq!(agent.delta()["op"], "ADD");
-    let log = agent.log.lock().unwrap().join("\n");
+    let log = agent.log();
     assert!(log.contains("backend=inotify"), "the backend in use is logged: {log}");
     assert!(log.contains("fanotify is unavailable"), "the reason is logged: {log}");
     drop(log);

@@ -1,5 +1,7 @@
 //! Support for Outpost's integration and end-to-end tests.
 
+pub mod agent;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -7,12 +7,17 @@ use arc_swap::ArcSwap;
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
+use tokio::signal::unix::{SignalKind, signal as unix_signal};
 use tokio::sync::mpsc;
 use tracing::info;
 
+use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::podconfig::{self, Snapshot};
+use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
+use crate::source::url::{self, UrlSource};
+use crate::source::{self, Refresh, push};
 use crate::{api, shutdown};
 
 #[derive(Debug, thiserror::Error)]
@@ -23,8 +28,14 @@ pub enum Error {
     FileSource(#[from] file::Error),
     #[error(transparent)]
     Api(#[from] api::Error),
-    #[error("{0} is not available in this build yet; remove it from the flags or config file")]
-    Unsupported(&'static str),
+    #[error(transparent)]
+    UrlSource(#[from] url::Error),
+    #[error(transparent)]
+    PushSource(#[from] push::Error),
+    #[error(transparent)]
+    ApiSource(#[from] source::api::Error),
+    #[error("cannot install the SIGHUP handler: {0}")]
+    Signal(#[source] io::Error),
     #[error(
         "this build cannot run containers yet (the containerd runtime is not built); \
          use --dry-run to run the sources and merge only"
@@ -62,28 +73,65 @@ impl<'a> DeltaLine<'a> {
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
-    if config.manifest_url.is_some() {
-        return Err(Error::Unsupported("the manifest URL source (--manifest-url)"));
-    }
-    if config.kubeconfig.is_some() {
-        return Err(Error::Unsupported("the API server source (--kubeconfig)"));
-    }
     if !dry_run {
         return Err(Error::NoRuntime);
     }
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), "starting (dry run)");
 
+    let checkpoints = Checkpoints::new(&config.state_dir);
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
         node_name: config.node_name.clone(),
         watcher: config.watcher,
     })?;
+    let mut sources = vec![(Source::File, files.into_stream())];
+    let refresh = Refresh::default();
+    if let Some(url) = &config.manifest_url {
+        let source = UrlSource::new(url::Config {
+            url: url.clone(),
+            headers: config.manifest_url_headers.clone(),
+            interval: config.manifest_url_interval,
+            ca_file: config.manifest_url_ca_file.clone(),
+            node_name: config.node_name.clone(),
+            checkpoints: checkpoints.clone(),
+            refresh: refresh.clone(),
+        })?;
+        sources.push((Source::Url, source.into_stream()));
+    }
+    // The push endpoint changes state, so it exists only when callers can authenticate.
+    let push = if config.auth.token_file.is_some() || config.auth.client_ca_file.is_some() {
+        let (handle, stream) = push::open(push::Config {
+            node_name: config.node_name.clone(),
+            checkpoints: checkpoints.clone(),
+        })?;
+        sources.push((Source::Push, stream));
+        Some(handle)
+    } else {
+        None
+    };
+    if let Some(kubeconfig) = &config.kubeconfig {
+        let source = ApiSource::new(source::api::Config {
+            kubeconfig: kubeconfig.clone(),
+            node_name: config.node_name.clone(),
+            checkpoints: checkpoints.clone(),
+        })
+        .await?;
+        sources.push((Source::Api, source.into_stream()));
+    }
+
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let server = api::bind(config.listen, snapshot.clone()).await?;
+    let server = api::bind(api::Options {
+        listen: config.listen,
+        auth: config.auth.clone(),
+        snapshot: snapshot.clone(),
+        push,
+        refresh: config.manifest_url.is_some().then(|| refresh.clone()),
+    })
+    .await?;
     let (tx, mut rx) = mpsc::channel::<Vec<PodDelta>>(64);
-    let sources = vec![(Source::File, files.into_stream())];
     let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
     let server = tokio::spawn(server);
+    let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
 
     let result = loop {
         tokio::select! {
@@ -92,6 +140,10 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 if let Err(e) = print_deltas(&batch) {
                     break if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(Error::Stdout(e)) };
                 }
+            }
+            _ = hangup.recv() => {
+                info!("SIGHUP: refreshing the manifest URL");
+                refresh.request();
             }
             signal = shutdown::signal() => {
                 info!(signal, "shutting down");

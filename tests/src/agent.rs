@@ -1,0 +1,183 @@
+//! A running `outpost run --dry-run` for tests: its printed deltas, its log, and plain
+//! HTTP/1.1 requests to its local API.
+
+// Test support fails by panicking, with a message saying what went wrong.
+#![allow(clippy::expect_used)]
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use crate::outpost_bin;
+
+/// A running agent, killed (SIGKILL) on drop.
+#[derive(Debug)]
+pub struct Agent {
+    child: Child,
+    deltas: mpsc::Receiver<serde_json::Value>,
+    /// `host:port` of the local API.
+    pub addr: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    /// `outpost run --dry-run --node-name Edge-1 --listen 127.0.0.1:0 --manifest-dir DIR`.
+    pub fn start(manifests: &Path) -> Agent {
+        Agent::start_with(Command::new(outpost_bin()), manifests, &[] as &[&str])
+    }
+
+    /// As [`Agent::start`], with more arguments for `run`.
+    pub fn start_args<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
+        Agent::start_with(Command::new(outpost_bin()), manifests, extra)
+    }
+
+    /// Starts the agent through `command` (the binary itself, or a wrapper running it).
+    pub fn start_with<S: AsRef<OsStr>>(
+        mut command: Command,
+        manifests: &Path,
+        extra: &[S],
+    ) -> Agent {
+        let mut child = command
+            .args(["run", "--dry-run", "--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
+            .arg("--manifest-dir")
+            .arg(manifests)
+            .args(extra)
+            .env("OUTPOST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start the agent");
+        let (tx, deltas) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let value: serde_json::Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        // The log line that announces the API address.
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("agent: {line}");
+                lines.lock().expect("log lock").push(line.clone());
+                if line.contains("local API listening")
+                    && let Some(addr) = line.split("addr=").nth(1)
+                {
+                    let _ =
+                        addr_tx.send(addr.split_whitespace().next().unwrap_or_default().to_owned());
+                }
+            }
+        });
+        let addr = match addr_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("the agent never listened (exit: {status:?})");
+            }
+        };
+        Agent { child, deltas, addr, log }
+    }
+
+    /// The next printed delta (panics after 30 s without one).
+    pub fn delta(&self) -> serde_json::Value {
+        self.deltas.recv_timeout(Duration::from_secs(30)).expect("no delta printed")
+    }
+
+    /// The next printed delta, if one comes within `timeout`.
+    pub fn delta_within(&self, timeout: Duration) -> Option<serde_json::Value> {
+        self.deltas.recv_timeout(timeout).ok()
+    }
+
+    /// Everything the agent logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").join("\n")
+    }
+
+    /// Waits up to 30 s for a log line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(line) =
+                self.log.lock().expect("log lock").iter().find(|l| l.contains(needle))
+            {
+                return line.clone();
+            }
+            assert!(Instant::now() < deadline, "no log line with {needle:?}:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET path` → (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        self.request("GET", path, &[], b"")
+    }
+
+    /// One HTTP/1.1 request over a fresh connection → (status, body).
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect to the local API");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        s.write_all(head.as_bytes()).expect("send request head");
+        s.write_all(body).expect("send request body");
+        let mut response = String::new();
+        s.read_to_string(&mut response).expect("read response");
+        let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
+    }
+
+    /// Polls `GET path` until `done(status, body)` (30 s at most); returns the last answer.
+    pub fn poll(&self, path: &str, done: impl Fn(u16, &str) -> bool) -> (u16, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = self.get(path);
+            if done(status, &body) {
+                return (status, body);
+            }
+            assert!(Instant::now() < deadline, "GET {path} never got there: {status} {body}");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The agent's process id (to send it signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the agent with SIGTERM and waits for it to exit.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
