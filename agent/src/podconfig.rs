@@ -13,7 +13,7 @@ use outpost_core::merge::{Conflict, Op, PodDelta, PodStore};
 use outpost_core::pod::{FullName, Source};
 use serde::Serialize;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::source::{EventStream, Freshness, SourceEvent};
 
@@ -84,8 +84,13 @@ impl SourceHealth {
             }
             SourceEvent::Failed(error) => {
                 self.errors_total += 1;
-                let message = error.to_string();
-                warn!(source = %self.source, error = %message, "pod source failed; its pods stay as they are");
+                let message = describe(&*error);
+                // Once per distinct failure: an unreachable source retries for hours.
+                if self.last_error.as_deref() != Some(message.as_str()) {
+                    warn!(source = %self.source, error = %message, "pod source failed; its pods stay as they are");
+                } else {
+                    debug!(source = %self.source, error = %message, "pod source still failing");
+                }
                 self.last_error = Some(message);
                 None
             }
@@ -99,6 +104,22 @@ impl SourceHealth {
         self.state = SourceState::Live;
         self.last_success = Some(now);
     }
+}
+
+/// An error and its causes, `outer: inner: innermost`, leaving out a cause whose text
+/// the outer message already contains (many errors print their source themselves).
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let line = inner.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 /// What readers see: the desired pods and the merge's bookkeeping, at one instant.
@@ -171,5 +192,76 @@ pub async fn run(
         if !result.deltas.is_empty() && deltas.send(result.deltas).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(freshness: Freshness) -> SourceEvent {
+        SourceEvent::Update(
+            outpost_core::merge::SourceUpdate { source: Source::Api, op: Op::Set, pods: vec![] },
+            freshness,
+        )
+    }
+
+    fn failed(message: &str) -> SourceEvent {
+        SourceEvent::Failed(message.into())
+    }
+
+    #[test]
+    fn source_health_follows_its_events() {
+        let now = Timestamp::UNIX_EPOCH;
+        let mut h = SourceHealth::new(Source::Api);
+        assert!(h.record(SourceEvent::Confirmed, now).is_none());
+        assert_eq!(h.state, SourceState::NeverSeen, "a confirmation of nothing is not a SET (M9)");
+        h.record(failed("down"), now);
+        assert_eq!(
+            (h.state, h.errors_total, h.last_error.as_deref()),
+            (SourceState::NeverSeen, 1, Some("down"))
+        );
+
+        assert!(h.record(set(Freshness::Checkpoint), now).is_some());
+        assert_eq!(h.state, SourceState::Checkpoint, "O2: seen, from the checkpoint");
+        assert_eq!(h.last_error.as_deref(), Some("down"), "still unreachable");
+        assert!(h.last_success.is_none());
+
+        h.record(SourceEvent::Confirmed, now);
+        assert_eq!((h.state, h.last_error.as_deref()), (SourceState::Live, None));
+        assert_eq!(h.last_success, Some(now));
+
+        h.record(failed("cut"), now);
+        h.record(failed("cut"), now);
+        assert_eq!(
+            (h.state, h.errors_total),
+            (SourceState::Live, 3),
+            "live pods stay live when the source fails"
+        );
+        h.record(set(Freshness::Live), now);
+        assert_eq!((h.state, h.last_error.as_deref()), (SourceState::Live, None));
+    }
+
+    #[test]
+    fn an_upsert_before_any_set_does_not_make_a_source_live() {
+        let mut h = SourceHealth::new(Source::Api);
+        let upsert =
+            outpost_core::merge::SourceUpdate { source: Source::Api, op: Op::Update, pods: vec![] };
+        h.record(SourceEvent::Update(upsert, Freshness::Live), Timestamp::UNIX_EPOCH);
+        assert_eq!(h.state, SourceState::NeverSeen);
+    }
+
+    #[test]
+    fn describe_adds_causes_not_already_in_the_message() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("listing pods: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        #[derive(Debug, thiserror::Error)]
+        #[error("listing pods")]
+        struct Hides(#[source] std::io::Error);
+        let refused =
+            || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        assert_eq!(describe(&Repeats(refused())), "listing pods: connection refused");
+        assert_eq!(describe(&Hides(refused())), "listing pods: connection refused");
     }
 }

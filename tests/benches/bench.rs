@@ -1,4 +1,5 @@
-//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B4 merge, B7 scale (merge only).
+//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B4 merge, B7 scale (merge only); and
+//! O2 restart from checkpoint (asked for by the sources issue).
 //!
 //! Run with `cargo xtask bench [--quick]` (the release profile). Writes
 //! `target/bench/report.json` (under `CARGO_TARGET_DIR` when set) and a table on stdout.
@@ -13,6 +14,7 @@ mod bench {
     pub mod b1_detect;
     pub mod b4_merge;
     pub mod b7_scale;
+    pub mod o2_restart;
     pub mod pods;
     pub mod report;
 }
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bench::report::Entry;
-use bench::{b1_detect, b4_merge, b7_scale, pods, report};
+use bench::{b1_detect, b4_merge, b7_scale, o2_restart, pods, report};
 
 #[derive(Debug, Clone, Default)]
 struct Options {
@@ -53,8 +55,12 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 3] =
-        [("B1", b1_detect::run), ("B4", b4_merge::run), ("B7", b7_scale::run)];
+    let benches: [(&str, Bench); 4] = [
+        ("B1", b1_detect::run),
+        ("B4", b4_merge::run),
+        ("B7", b7_scale::run),
+        ("O2", o2_restart::run),
+    ];
     let mut entries = Vec::new();
     let mut failed = Vec::new();
     for (id, bench) in benches {

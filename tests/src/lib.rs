@@ -1,6 +1,7 @@
 //! Support for Outpost's integration and end-to-end tests.
 
 pub mod agent;
+pub mod apiserver;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

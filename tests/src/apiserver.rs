@@ -1,0 +1,308 @@
+//! A test Kubernetes API server: an in-process stand-in for kube-apiserver that speaks
+//! what kube-rs expects, for tests of the agent's API source and status sync.
+//!
+//! It serves core/v1 `pods` (and `pods/status`), `nodes` (and `nodes/status`),
+//! `events`, `coordination.k8s.io/v1` `leases` and `events.k8s.io/v1` `events` over
+//! HTTP or HTTPS on `127.0.0.1`, following the real API's conventions: one global
+//! `resourceVersion`, list and watch with resourceVersion semantics, bookmarks, 410
+//! `Expired` for a resourceVersion older than the kept history, field and label
+//! selectors, `metav1.Status` errors (404, 409 `AlreadyExists`/`Conflict`, 422, 415),
+//! merge, strategic merge and JSON patches, graceful pod deletion and delete
+//! preconditions.
+//!
+//! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
+//! gzip); no defaulting beyond a new pod's `Pending` status and QoS class; validation
+//! of names and pod containers only; namespaces always exist; no `managedFields`;
+//! server-side apply and `dryRun` are refused (415, 400) rather than served wrongly;
+//! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart.
+//!
+//! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
+//! and write objects without HTTP, compact the history, cut and restore the network,
+//! count requests and wait for watches.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use outpost_tests::apiserver::TestApiServer;
+//! let server = TestApiServer::start().await?;
+//! let kubeconfig = server.kubeconfig(std::path::Path::new("/tmp/test"))?;
+//! // … run the agent with --kubeconfig, then:
+//! server.wait_for_watchers("pods", 1).await;
+//! server.cut().await; // the network drops
+//! server.restore().await?; // and comes back
+//! # Ok(()) }
+//! ```
+
+mod audit;
+mod discovery;
+mod error;
+mod http;
+mod list;
+mod net;
+mod objects;
+mod patch;
+mod resource;
+mod selector;
+mod store;
+mod strategy;
+mod tls;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::json;
+
+pub use error::{Cause, Error as ApiError, GroupResource};
+pub use patch::Patch;
+
+use http::Shared;
+use net::Listener;
+use store::Store;
+use watch::Watchers;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    Bind {
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] tls::Error),
+}
+
+/// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
+#[derive(Debug, Clone)]
+pub struct Config {
+    tls: bool,
+    token: Option<String>,
+    bookmark_interval: Duration,
+    history_limit: usize,
+    port: u16,
+    down: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            tls: false,
+            token: None,
+            bookmark_interval: Duration::from_secs(1),
+            history_limit: 1000,
+            port: 0,
+            down: false,
+        }
+    }
+}
+
+impl Config {
+    /// Serve HTTPS with a certificate from a freshly made CA ([`TestApiServer::ca_pem`]).
+    pub fn tls(mut self) -> Config {
+        self.tls = true;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` on every request (401 otherwise).
+    pub fn token(mut self, token: &str) -> Config {
+        self.token = Some(token.to_string());
+        self
+    }
+
+    /// How often watches that allow bookmarks get one (default 1 s).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Config {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// How many write events are kept for watches and reads at older
+    /// resourceVersions (default 1000); older resourceVersions get 410.
+    pub fn history_limit(mut self, events: usize) -> Config {
+        self.history_limit = events;
+        self
+    }
+
+    /// Listen on this port (default: any free port).
+    pub fn port(mut self, port: u16) -> Config {
+        self.port = port;
+        self
+    }
+
+    /// Start with the network cut: the port is chosen, but connects are refused until
+    /// [`TestApiServer::restore`].
+    pub fn down(mut self) -> Config {
+        self.down = true;
+        self
+    }
+
+    /// Starts the server.
+    pub async fn start(self) -> Result<TestApiServer, Error> {
+        let material = if self.tls { Some(tls::generate()?) } else { None };
+        let shared = Arc::new(Shared {
+            store: Arc::new(Store::new(self.history_limit)),
+            watchers: Arc::new(Watchers::default()),
+            audit: audit::Audit::default(),
+            token: self.token.clone(),
+            bookmark_interval: self.bookmark_interval,
+        });
+        let acceptor =
+            material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
+        let listener = Listener::bind(self.port, acceptor, shared.clone(), self.down)
+            .await
+            .map_err(|source| Error::Bind { port: self.port, source })?;
+        Ok(TestApiServer {
+            shared,
+            listener,
+            ca_pem: material.map(|m| m.ca_pem),
+            token: self.token,
+        })
+    }
+}
+
+/// A running test API server. Dropping it stops it.
+#[derive(Debug)]
+pub struct TestApiServer {
+    shared: Arc<Shared>,
+    listener: Listener,
+    ca_pem: Option<String>,
+    token: Option<String>,
+}
+
+impl TestApiServer {
+    /// A [`Config`] to start a server with non-default settings.
+    pub fn builder() -> Config {
+        Config::default()
+    }
+
+    /// Plain HTTP on `127.0.0.1`, any free port.
+    pub async fn start() -> Result<TestApiServer, Error> {
+        Config::default().start().await
+    }
+
+    /// HTTPS with a generated CA (see [`TestApiServer::ca_pem`]).
+    pub async fn start_tls() -> Result<TestApiServer, Error> {
+        Config::default().tls().start().await
+    }
+
+    /// Plain HTTP that requires this bearer token.
+    pub async fn start_with_token(token: &str) -> Result<TestApiServer, Error> {
+        Config::default().token(token).start().await
+    }
+
+    /// Plain HTTP, but down until [`TestApiServer::restore`].
+    pub async fn start_down() -> Result<TestApiServer, Error> {
+        Config::default().down().start().await
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.listener.addr()
+    }
+
+    /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr())
+    }
+
+    /// The CA certificate (PEM) that signed the server's certificate, when TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// Writes `DIR/kubeconfig` for this server (cluster, user with the token if any,
+    /// context `outpost-test` as current context, namespace `default`) and returns its
+    /// path.
+    pub fn kubeconfig(&self, dir: &Path) -> io::Result<PathBuf> {
+        let mut cluster = json!({ "server": self.url() });
+        if let Some(ca) = &self.ca_pem {
+            cluster["certificate-authority-data"] = json!(BASE64.encode(ca));
+        }
+        let user = match &self.token {
+            Some(token) => json!({ "token": token }),
+            None => json!({}),
+        };
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "outpost-test", "cluster": cluster }],
+            "users": [{ "name": "outpost-test", "user": user }],
+            "contexts": [{
+                "name": "outpost-test",
+                "context": { "cluster": "outpost-test", "user": "outpost-test", "namespace": "default" },
+            }],
+            "current-context": "outpost-test",
+            "preferences": {},
+        });
+        let text = serde_yaml_ng::to_string(&config).map_err(io::Error::other)?;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
+    /// Cuts the network: open connections (watches included) are aborted without a
+    /// clean end, and new connects are refused until [`TestApiServer::restore`].
+    pub async fn cut(&self) {
+        self.listener.cut().await;
+    }
+
+    /// Serves again on the same port after [`TestApiServer::cut`] (or a down start).
+    pub async fn restore(&self) -> io::Result<()> {
+        self.listener.restore().await
+    }
+
+    /// Whether the server accepts connections.
+    pub fn is_up(&self) -> bool {
+        self.listener.is_up()
+    }
+
+    /// Drops the whole watch history: every older resourceVersion now gets 410.
+    pub fn compact(&self) {
+        self.shared.store.compact();
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.resource_version()
+    }
+
+    /// All requests received.
+    pub fn total_requests(&self) -> u64 {
+        self.shared.audit.total()
+    }
+
+    /// Requests by (verb, resource): verbs as the audit log names them (`get`, `list`,
+    /// `watch`, `create`, `update`, `patch`, `delete`), resources as `pods` or
+    /// `pods/status`; other paths under their HTTP method and path.
+    pub fn requests(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        self.shared.audit.snapshot()
+    }
+
+    /// Requests with `verb` on `resource` (`pods` excludes `pods/status`).
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.shared.audit.count(verb, resource)
+    }
+
+    /// Forgets the request counts.
+    pub fn reset_requests(&self) {
+        self.shared.audit.reset();
+    }
+
+    /// Open watches on `resource` (its plural: `pods`, `leases`).
+    pub fn watchers(&self, resource: &str) -> usize {
+        self.shared.watchers.count(resource)
+    }
+
+    /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).
+    pub async fn wait_for_watchers(&self, resource: &str, n: usize) {
+        self.shared.watchers.wait_for(resource, n).await;
+    }
+}

@@ -1,0 +1,47 @@
+//! Request counts, keyed as the real server's audit log names requests: a verb (`get`,
+//! `list`, `watch`, `create`, `update`, `patch`, `delete`) and a resource with its
+//! subresource (`pods`, `pods/status`, `leases`). Requests for other paths (discovery,
+//! `/version`) are counted under the verb `get` and their path.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counts of the requests the server has received.
+#[derive(Debug, Default)]
+pub struct Audit {
+    total: AtomicU64,
+    by_request: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+impl Audit {
+    /// Counts one request.
+    pub fn record(&self, verb: &str, resource: &str) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut counts = self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *counts.entry((verb.to_string(), resource.to_string())).or_default() += 1;
+    }
+
+    /// All requests received.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Requests with this verb on this resource (`pods`, or `pods/status` for the
+    /// subresource alone).
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        let counts = self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        counts.get(&(verb.to_string(), resource.to_string())).copied().unwrap_or_default()
+    }
+
+    /// Every (verb, resource) seen, with its count.
+    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+        self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Forgets all counts.
+    pub fn reset(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+    }
+}

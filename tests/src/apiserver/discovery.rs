@@ -1,0 +1,91 @@
+//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}`) and
+//! `/version`, enough for clients that discover before they call.
+
+use serde_json::{Value, json};
+
+use super::resource::{RESOURCES, ResourceType};
+
+/// The Kubernetes version the server claims (the newest k8s-openapi knows).
+pub const VERSION: (&str, &str) = ("1", "37");
+
+/// The document for a non-resource GET `path`, if there is one.
+pub fn document(path: &str) -> Option<Value> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["version"] => Some(version()),
+        ["api"] => Some(json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [],
+        })),
+        ["apis"] => Some(groups()),
+        ["api", "v1"] => Some(resource_list("", "v1")),
+        ["apis", group, version]
+            if RESOURCES.iter().any(|r| r.group == *group && r.version == *version) =>
+        {
+            Some(resource_list(group, version))
+        }
+        ["healthz" | "livez" | "readyz"] => Some(Value::String("ok".into())),
+        _ => None,
+    }
+}
+
+fn version() -> Value {
+    let (major, minor) = VERSION;
+    json!({
+        "major": major,
+        "minor": minor,
+        "gitVersion": format!("v{major}.{minor}.0"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+fn groups() -> Value {
+    let mut names: Vec<(&str, &str)> =
+        RESOURCES.iter().filter(|r| !r.group.is_empty()).map(|r| (r.group, r.version)).collect();
+    names.dedup();
+    let groups: Vec<Value> = names
+        .into_iter()
+        .map(|(group, version)| {
+            let gv = json!({ "groupVersion": format!("{group}/{version}"), "version": version });
+            json!({ "name": group, "versions": [gv.clone()], "preferredVersion": gv })
+        })
+        .collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+fn resource_list(group: &str, version: &str) -> Value {
+    let mut resources = Vec::new();
+    for resource in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+        resources.push(entry(
+            resource,
+            resource.plural,
+            &["create", "delete", "get", "list", "patch", "update", "watch"],
+        ));
+        if resource.status {
+            resources.push(entry(
+                resource,
+                &format!("{}/status", resource.plural),
+                &["get", "patch", "update"],
+            ));
+        }
+    }
+    let group_version =
+        if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources })
+}
+
+fn entry(resource: &ResourceType, name: &str, verbs: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "singularName": if name.contains('/') { String::new() } else { resource.kind.to_lowercase() },
+        "namespaced": resource.namespaced,
+        "kind": resource.kind,
+        "verbs": verbs,
+    })
+}

@@ -1,0 +1,247 @@
+//! The HTTP face of the server: authentication, routing of a request to its verb on a
+//! resource, request bodies and query parameters, and JSON responses.
+//!
+//! Only JSON is spoken (`application/json`; `application/yaml` is also read for create
+//! and update bodies). Simplified: `dryRun` is refused (400) rather than served,
+//! `deletecollection` is not served (405), and the only subresource is `status`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+
+use super::audit::Audit;
+use super::discovery;
+use super::error::{self, Error, Result};
+use super::list::{self, ListOptions};
+use super::patch::Patch;
+use super::resource::{self, PathError, Target};
+use super::store::{DeleteOptions, Deleted, Store};
+use super::watch::{self, WatchRequest, Watchers};
+
+/// A response body: a whole JSON document or a watch stream.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The largest request body taken (the real server's limit is 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// What every connection's requests are served from.
+#[derive(Debug)]
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub watchers: Arc<Watchers>,
+    pub audit: Audit,
+    /// When set, every request needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    pub bookmark_interval: Duration,
+}
+
+/// Serves one request.
+pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let route = resource::parse_path(&path);
+    match &route {
+        Ok(target) => {
+            shared.audit.record(verb(&parts.method, target, &query), &audit_resource(target))
+        }
+        Err(_) => shared.audit.record(parts.method.as_str().to_ascii_lowercase().as_str(), &path),
+    }
+    if !authorized(shared.token.as_deref(), &parts.headers) {
+        return error_response(&Error::Unauthorized);
+    }
+    let result = match route {
+        Ok(target) => serve(&shared, &parts.method, &parts.headers, body, target, &query).await,
+        Err(PathError::NotFound) if parts.method == Method::GET => discovery::document(&path)
+            .map(|doc| json_response(StatusCode::OK, &doc))
+            .ok_or(Error::NoRoute),
+        Err(_) => Err(Error::NoRoute),
+    };
+    result.unwrap_or_else(|error| error_response(&error))
+}
+
+/// The audit verb of a request.
+fn verb(method: &Method, target: &Target, query: &[(String, String)]) -> &'static str {
+    let watch = query.iter().any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
+    match (method, target.name.is_some()) {
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) if watch => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// `pods` or `pods/status`.
+fn audit_resource(target: &Target) -> String {
+    match &target.subresource {
+        Some(sub) => format!("{}/{sub}", target.resource.plural),
+        None => target.resource.plural.to_string(),
+    }
+}
+
+fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
+    let Some(token) = token else { return true };
+    let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    presented.and_then(|v| v.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == token)
+}
+
+async fn serve(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Incoming,
+    target: Target,
+    query: &[(String, String)],
+) -> Result<Response<Body>> {
+    let store = &shared.store;
+    let resource = target.resource;
+    let namespace = target.namespace.as_deref();
+    let status_only = target.subresource.is_some();
+    if query.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()) {
+        return Err(Error::BadRequest("dryRun is not supported by the test API server".into()));
+    }
+    let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let ok = |object: Value| Ok(json_response(StatusCode::OK, &object));
+    match (method, target.name.as_deref()) {
+        (&Method::GET, Some(name)) => ok(store.get(resource, namespace, name)?),
+        (&Method::GET, None) => {
+            let options = ListOptions::from_query(resource, query)?;
+            if !options.watch {
+                return ok(list::list(store, resource, namespace, &options).await?);
+            }
+            let request = WatchRequest::new(resource, namespace, &options)?;
+            let guard = shared.watchers.enter(resource.plural.to_string());
+            let events = watch::stream(store.clone(), request, shared.bookmark_interval, guard);
+            let body = StreamBody::new(events.map(|line| Ok(Frame::data(line))));
+            Ok(with_json_type(Response::new(body.boxed_unsync())))
+        }
+        (&Method::POST, None) if !status_only => {
+            if resource.namespaced && namespace.is_none() {
+                return Err(Error::MethodNotAllowed);
+            }
+            let object = decode_object(content_type, &read_body(body).await?)?;
+            Ok(json_response(StatusCode::CREATED, &store.create(resource, namespace, object)?))
+        }
+        (&Method::PUT, Some(name)) => {
+            let object = decode_object(content_type, &read_body(body).await?)?;
+            let sent = object.clone();
+            match store.update(resource, namespace, name, status_only, |_| Ok(object)) {
+                Err(Error::NotFound { .. }) if resource.create_on_update && !status_only => Ok(
+                    json_response(StatusCode::CREATED, &store.create(resource, namespace, sent)?),
+                ),
+                result => ok(result?),
+            }
+        }
+        (&Method::PATCH, Some(name)) => {
+            let patch = Patch::from_request(content_type, &read_body(body).await?)?;
+            ok(store
+                .update(resource, namespace, name, status_only, |current| patch.apply(current))?)
+        }
+        (&Method::DELETE, Some(name)) if !status_only => {
+            let options = delete_options(&read_body(body).await?, query)?;
+            match store.delete(resource, namespace, name, &options)? {
+                Deleted::Gone(object) if !resource.returns_deleted => {
+                    let uid =
+                        object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+                    ok(error::success(&resource.group_resource(), name, uid))
+                }
+                Deleted::Gone(object) | Deleted::Pending(object) => ok(object),
+            }
+        }
+        _ => Err(Error::MethodNotAllowed),
+    }
+}
+
+async fn read_body(body: Incoming) -> Result<Bytes> {
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge),
+        Err(e) => Err(Error::BadRequest(format!("cannot read the request body: {e}"))),
+    }
+}
+
+/// A create or update body, by its content type.
+fn decode_object(content_type: &str, body: &[u8]) -> Result<Value> {
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    let object: Value = match media_type {
+        "" | "application/json" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| Error::BadRequest(format!("the request body is not valid JSON: {e}")))?,
+        "application/yaml" => serde_yaml_ng::from_slice(body)
+            .map_err(|e| Error::BadRequest(format!("the request body is not valid YAML: {e}")))?,
+        _ => return Err(Error::UnsupportedMediaType("application/json, application/yaml".into())),
+    };
+    if !object.is_object() {
+        return Err(Error::BadRequest("the request body is not an object".into()));
+    }
+    Ok(object)
+}
+
+/// `DeleteOptions` from the body (when there is one), else from the query.
+fn delete_options(body: &[u8], query: &[(String, String)]) -> Result<DeleteOptions> {
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            Error::BadRequest(format!("the DeleteOptions body is not valid JSON: {e}"))
+        })?
+    };
+    if body.get("dryRun").and_then(Value::as_array).is_some_and(|d| !d.is_empty()) {
+        return Err(Error::BadRequest("dryRun is not supported by the test API server".into()));
+    }
+    let from_query = query.iter().find(|(k, _)| k == "gracePeriodSeconds").map(|(_, v)| v);
+    let grace_period_seconds =
+        match (body.get("gracePeriodSeconds"), from_query) {
+            (Some(grace), _) if !grace.is_null() => Some(grace.as_i64().ok_or_else(|| {
+                Error::BadRequest("gracePeriodSeconds must be an integer".into())
+            })?),
+            (_, Some(grace)) => Some(grace.parse().map_err(|_| {
+                Error::BadRequest(format!("invalid gracePeriodSeconds: {grace:?}"))
+            })?),
+            _ => None,
+        };
+    let precondition = |field: &str| {
+        body.get("preconditions")
+            .and_then(|p| p.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(DeleteOptions {
+        grace_period_seconds,
+        uid: precondition("uid"),
+        resource_version: precondition("resourceVersion"),
+    })
+}
+
+fn with_json_type(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = with_json_type(Response::new(Full::new(Bytes::from(body)).boxed_unsync()));
+    *response.status_mut() = status;
+    response
+}
+
+fn error_response(error: &Error) -> Response<Body> {
+    let status = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(status, &error.status())
+}

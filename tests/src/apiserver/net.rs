@@ -1,0 +1,187 @@
+//! The listening socket and its connections, with the switch tests use to cut the
+//! network: [`Listener::cut`] stops accepting (the socket is closed, so connects are
+//! refused) and aborts every connection task, so in-flight requests and watch streams
+//! end abruptly, with no clean end of the response; [`Listener::restore`] binds the
+//! same port again.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+
+use super::http::{self, Shared};
+
+/// The server's socket on `127.0.0.1`, up or cut.
+pub struct Listener {
+    port: u16,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    serving: Mutex<Option<Serving>>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("port", &self.port)
+            .field("tls", &self.tls.is_some())
+            .field("up", &self.is_up())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Serving {
+    accept: JoinHandle<()>,
+    connections: Arc<Mutex<JoinSet<()>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Listener {
+    /// Binds `127.0.0.1:port` (`0`: any free port) and serves, unless `down`, in which
+    /// case the port is picked and then closed until [`Listener::restore`].
+    pub async fn bind(
+        port: u16,
+        tls: Option<TlsAcceptor>,
+        shared: Arc<Shared>,
+        down: bool,
+    ) -> io::Result<Listener> {
+        let socket = bind(port)?;
+        let port = socket.local_addr()?.port();
+        let listener = Listener { port, tls, shared, serving: Mutex::new(None) };
+        if !down {
+            listener.serve(socket);
+        }
+        Ok(listener)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Whether the server accepts connections.
+    pub fn is_up(&self) -> bool {
+        lock(&self.serving).is_some()
+    }
+
+    fn serve(&self, socket: TcpListener) {
+        let connections = Arc::new(Mutex::new(JoinSet::new()));
+        let accept = tokio::spawn(accept_loop(
+            socket,
+            self.tls.clone(),
+            self.shared.clone(),
+            connections.clone(),
+        ));
+        *lock(&self.serving) = Some(Serving { accept, connections });
+    }
+
+    /// Stops accepting and aborts every open connection. Returns once the socket is
+    /// closed and every connection is gone.
+    pub async fn cut(&self) {
+        let Some(serving) = lock(&self.serving).take() else { return };
+        serving.accept.abort();
+        // Cancelled is the expected outcome; the task owned the socket.
+        let _ = serving.accept.await;
+        let mut connections = std::mem::take(&mut *lock(&serving.connections));
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
+
+    /// Binds the same port again and serves (a no-op when already serving).
+    pub async fn restore(&self) -> io::Result<()> {
+        if self.is_up() {
+            return Ok(());
+        }
+        // The port can linger briefly after the cut; retry for a moment.
+        let mut attempts = 0;
+        let socket = loop {
+            match bind(self.port) {
+                Ok(socket) => break socket,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts < 50 => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.serve(socket);
+        Ok(())
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(serving) = lock(&self.serving).take() {
+            serving.accept.abort();
+            // Dropping the JoinSet aborts the connection tasks.
+        }
+    }
+}
+
+fn bind(port: u16) -> io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
+    socket.listen(1024)
+}
+
+async fn accept_loop(
+    socket: TcpListener,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    connections: Arc<Mutex<JoinSet<()>>>,
+) {
+    loop {
+        let stream = match socket.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut connections = lock(&connections);
+        while connections.try_join_next().is_some() {}
+        connections.spawn(connection(stream, tls.clone(), shared.clone()));
+    }
+}
+
+async fn connection(stream: TcpStream, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+    match tls {
+        None => serve_http(stream, shared).await,
+        Some(acceptor) => {
+            if let Ok(stream) = acceptor.accept(stream).await {
+                serve_http(stream, shared).await;
+            }
+        }
+    }
+}
+
+async fn serve_http<S>(stream: S, shared: Arc<Shared>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(http::handle(shared, request).await) }
+    });
+    // A connection error (the client went away) ends this connection only. Idle
+    // keep-alive connections stay open, as clients expect of an API server (hyper's
+    // header-read timeout would close them after 30 s and race with reuse).
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}

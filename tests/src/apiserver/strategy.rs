@@ -1,0 +1,342 @@
+//! What the real registry's strategies do to an object on create, update and delete:
+//! system metadata, status handling, pod spec immutability, validation, graceful
+//! deletion. Pure functions on JSON values.
+//!
+//! Simplified: no defaulting (a pod keeps the fields it was sent with, except that
+//! create resets its status to `Pending` with a QoS class), validation covers names
+//! and pod containers only, no `managedFields`, and a status-subresource write takes
+//! only `.status` from the request (the real one also takes label and annotation
+//! changes).
+
+use serde_json::{Map, Value, json};
+
+use super::error::{Cause, Error, Result};
+use super::resource::{PODS, ResourceType};
+
+/// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
+pub fn now() -> String {
+    seconds_from_now(0)
+}
+
+/// `seconds` from now, as [`now`] writes it.
+pub fn seconds_from_now(seconds: i64) -> String {
+    let second = jiff::Timestamp::now().as_second().saturating_add(seconds);
+    jiff::Timestamp::from_second(second).unwrap_or(jiff::Timestamp::now()).to_string()
+}
+
+/// A random UUID (version 4), as the real server's `metadata.uid`.
+pub fn uid() -> String {
+    let hex = |n: usize| (0..n).map(|_| format!("{:x}", fastrand::u8(0..16))).collect::<String>();
+    let variant = ['8', '9', 'a', 'b'][fastrand::usize(0..4)];
+    format!("{}-{}-4{}-{variant}{}-{}", hex(8), hex(4), hex(3), hex(3), hex(12))
+}
+
+/// The kind and apiVersion check, and filling them in when absent.
+pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<()> {
+    let Value::Object(map) = object else {
+        return Err(Error::BadRequest("the request body is not a JSON object".into()));
+    };
+    let api_version = resource.api_version();
+    for (field, want) in [("apiVersion", api_version.as_str()), ("kind", resource.kind)] {
+        match map.get(field).and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert(field.to_string(), json!(want));
+            }
+            Some(got) if got == want => {}
+            Some(got) => {
+                return Err(Error::BadRequest(format!(
+                    "{field} {got:?} in the request body does not match {want:?} of {}",
+                    resource.qualified_name()
+                )));
+            }
+        }
+    }
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        map.insert("metadata".into(), Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+fn metadata(object: &mut Value) -> Result<&mut Map<String, Value>> {
+    let not_object = || Error::BadRequest("the request body is not a JSON object".into());
+    let map = object.as_object_mut().ok_or_else(not_object)?;
+    let meta = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().ok_or_else(not_object)
+}
+
+/// Sets `object[field]` to `value`, or removes the field when `value` is `None`.
+fn set_field(object: &mut Value, field: &str, value: Option<&Value>) {
+    if let Some(map) = object.as_object_mut() {
+        match value {
+            Some(value) => map.insert(field.to_string(), value.clone()),
+            None => map.remove(field),
+        };
+    }
+}
+
+/// A string field of `metadata`.
+pub fn meta<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
+/// `PrepareForCreate`, `BeforeCreate` and validation: the object as it will be stored
+/// (without `resourceVersion`, which the store stamps).
+pub fn prepare_create(
+    resource: &ResourceType,
+    namespace: Option<&str>,
+    mut object: Value,
+) -> Result<Value> {
+    check_type(resource, &mut object)?;
+    let meta = metadata(&mut object)?;
+    match (resource.namespaced, namespace, meta.get("namespace").and_then(Value::as_str)) {
+        (true, Some(want), Some(got)) if !got.is_empty() && got != want => {
+            return Err(Error::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request"
+                    .into(),
+            ));
+        }
+        (true, Some(want), _) => {
+            meta.insert("namespace".into(), json!(want));
+        }
+        (true, None, _) => {
+            return Err(Error::BadRequest("a namespace is required to create this object".into()));
+        }
+        (false, _, _) => {
+            meta.remove("namespace");
+        }
+    }
+    if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
+        return Err(Error::Internal(
+            "resourceVersion should not be set on objects to be created".into(),
+        ));
+    }
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
+    let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or_default();
+    if name.is_empty() && !generate.is_empty() {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let suffix: String =
+            (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect();
+        meta.insert("name".into(), json!(format!("{generate}{suffix}")));
+    }
+    meta.insert("uid".into(), json!(uid()));
+    meta.insert("creationTimestamp".into(), json!(now()));
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    meta.remove("resourceVersion");
+    if resource == &PODS {
+        meta.insert("generation".into(), json!(1));
+        let qos = qos_class(&object);
+        set_field(&mut object, "status", Some(&json!({ "phase": "Pending", "qosClass": qos })));
+    }
+    validate(resource, &object)?;
+    Ok(object)
+}
+
+/// `PrepareForUpdate` and validation for a write of `new` over `old` (on the main
+/// resource, or on `/status` when `status_only`).
+pub fn prepare_update(
+    resource: &ResourceType,
+    old: &Value,
+    mut new: Value,
+    status_only: bool,
+) -> Result<Value> {
+    check_type(resource, &mut new)?;
+    let name = meta(old, "name").unwrap_or_default();
+    let new_name = meta(&new, "name").unwrap_or_default();
+    if new_name != name {
+        return Err(Error::BadRequest(format!(
+            "the name of the object ({new_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let namespace = meta(old, "namespace").unwrap_or_default();
+    if meta(&new, "namespace").is_some_and(|ns| !ns.is_empty() && ns != namespace) {
+        return Err(Error::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let old_uid = meta(old, "uid").unwrap_or_default();
+    if meta(&new, "uid").is_some_and(|uid| !uid.is_empty() && uid != old_uid) {
+        return Err(invalid(resource, name, Cause::invalid("metadata.uid", "field is immutable")));
+    }
+    if status_only {
+        let mut updated = old.clone();
+        set_field(&mut updated, "status", new.get("status"));
+        return Ok(updated);
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or_default();
+    let meta = metadata(&mut new)?;
+    for field in [
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "resourceVersion",
+    ] {
+        match old_meta.get(field) {
+            Some(value) => meta.insert(field.into(), value.clone()),
+            None => meta.remove(field),
+        };
+    }
+    if resource.status {
+        set_field(&mut new, "status", old.get("status"));
+    }
+    if resource == &PODS && old.get("spec") != new.get("spec") {
+        check_pod_spec_update(old, &new)?;
+        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+        metadata(&mut new)?.insert("generation".into(), json!(generation + 1));
+    }
+    validate(resource, &new)?;
+    Ok(new)
+}
+
+/// The grace period a delete gets (`CheckGracefulDelete`): only pods are deleted
+/// gracefully, and only when bound to a node and not terminated; the default is
+/// `spec.terminationGracePeriodSeconds`, or 30. 0 means "remove now".
+pub fn deletion_grace(resource: &ResourceType, object: &Value, requested: Option<i64>) -> i64 {
+    if resource != &PODS {
+        return 0;
+    }
+    let bound =
+        object.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let phase = object.pointer("/status/phase").and_then(Value::as_str);
+    if !bound || matches!(phase, Some("Succeeded" | "Failed")) {
+        return 0;
+    }
+    let default = object.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64);
+    requested.or(default).unwrap_or(30).max(0)
+}
+
+fn invalid(resource: &ResourceType, name: &str, cause: Cause) -> Error {
+    Error::Invalid {
+        kind: resource.kind.to_string(),
+        group: resource.group.to_string(),
+        name: name.to_string(),
+        causes: vec![cause],
+    }
+}
+
+fn validate(resource: &ResourceType, object: &Value) -> Result<()> {
+    let name = meta(object, "name").unwrap_or_default();
+    let mut causes = Vec::new();
+    if name.is_empty() {
+        causes.push(Cause {
+            message: "Required value: name or generateName is required".into(),
+            ..Cause::required("metadata.name")
+        });
+    } else if !is_dns_subdomain(name) {
+        causes.push(Cause::invalid(
+            "metadata.name",
+            format!(
+                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case \
+                 alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+            ),
+        ));
+    }
+    if resource == &PODS {
+        let containers = object.pointer("/spec/containers").and_then(Value::as_array);
+        match containers {
+            None => causes.push(Cause::required("spec.containers")),
+            Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers")),
+            Some(list) => {
+                for (i, container) in list.iter().enumerate() {
+                    for field in ["name", "image"] {
+                        if container.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                            causes.push(Cause::required(&format!("spec.containers[{i}].{field}")));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Invalid {
+        kind: resource.kind.to_string(),
+        group: resource.group.to_string(),
+        name: name.to_string(),
+        causes,
+    })
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+                && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        })
+}
+
+/// A pod's spec may change only in container images, `activeDeadlineSeconds`,
+/// `tolerations` and `terminationGracePeriodSeconds` (simplified: any toleration
+/// change is allowed, not only additions).
+fn check_pod_spec_update(old: &Value, new: &Value) -> Result<()> {
+    let mutable_cleared = |pod: &Value| {
+        let mut spec = pod.get("spec").cloned().unwrap_or_default();
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(containers)) = spec.get_mut(list) {
+                for container in containers {
+                    if let Some(c) = container.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+        if let Some(spec) = spec.as_object_mut() {
+            for field in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                spec.remove(field);
+            }
+        }
+        spec
+    };
+    if mutable_cleared(old) == mutable_cleared(new) {
+        return Ok(());
+    }
+    let name = meta(old, "name").unwrap_or_default();
+    Err(invalid(
+        &PODS,
+        name,
+        Cause::forbidden(
+            "spec",
+            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,\
+             `spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` \
+             (only additions to existing tolerations),`spec.terminationGracePeriodSeconds`",
+        ),
+    ))
+}
+
+/// The pod's QoS class from its containers' resources (requests default to limits).
+fn qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|list| pod.get("spec")?.get(*list)?.as_array())
+        .flatten()
+        .collect();
+    let resource = |c: &Value, kind: &str, name: &str| {
+        c.get("resources")?.get(kind)?.get(name).map(|q| q.to_string())
+    };
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        for name in ["cpu", "memory"] {
+            let limit = resource(c, "limits", name);
+            let request = resource(c, "requests", name).or_else(|| limit.clone());
+            any |= limit.is_some() || request.is_some();
+            guaranteed &= limit.is_some() && request == limit;
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
