@@ -1,17 +1,28 @@
-//! The local HTTP API (kubelet-style read endpoints). Handlers read the merge's lock-free
-//! snapshot; none of them can block the merge.
+//! The local HTTP API: kubelet-style read endpoints, and the push source under
+//! `/manifests` and `POST /refresh`, which change state and need authentication.
+//! Handlers read the merge's lock-free snapshot; none of them can block the merge.
+//!
+//! - `auth`: bearer token and client certificate checks.
+//! - `push`: the `/manifests` and `/refresh` handlers.
+//! - `tls`: serving over TLS (optionally verifying client certificates).
+
+mod auth;
+mod push;
+mod tls;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::extract::{FromRef, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use self::auth::Authenticator;
 use crate::config::Auth;
 use crate::podconfig::{SnapshotHandle, SourceState};
 use crate::source::Refresh;
@@ -31,15 +42,49 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read the token file {path} (--token-file): {source}")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file {path} (--token-file) is empty; write the bearer token into it")]
+    EmptyToken { path: PathBuf },
+    #[error("{flag} {path}: {reason}")]
+    Tls { flag: &'static str, path: PathBuf, reason: String },
+    #[error("cannot set up TLS for the local API: {0}")]
+    TlsConfig(#[source] rustls::Error),
+    #[error("--client-ca-file {path}: {source}")]
+    ClientCa {
+        path: PathBuf,
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
 }
 
-/// The routes, over a snapshot handle.
-pub fn router(snapshot: SnapshotHandle) -> Router {
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+struct AppState {
+    snapshot: SnapshotHandle,
+    auth: Arc<Authenticator>,
+    push: Option<PushHandle>,
+    refresh: Option<Refresh>,
+}
+
+impl FromRef<AppState> for SnapshotHandle {
+    fn from_ref(state: &AppState) -> SnapshotHandle {
+        state.snapshot.clone()
+    }
+}
+
+/// The routes.
+fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/pods", get(pods))
-        .with_state(snapshot)
+        .merge(push::routes())
+        .with_state(state)
 }
 
 /// What the local API serves and how it authenticates.
@@ -54,19 +99,71 @@ pub struct Options {
     pub refresh: Option<Refresh>,
 }
 
-/// Binds the listen address (so a bad address fails at start) and returns the server
+/// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
+/// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, snapshot, .. } = options;
+    let Options { listen: addr, auth, snapshot, push, refresh } = options;
+    let authenticator = Authenticator::load(&auth)?;
+    let acceptor = match &auth.tls {
+        Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
+        None => None,
+    };
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
-    tracing::info!(%addr, "local API listening");
+    if auth.token_file.is_some() && acceptor.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "the local API takes bearer tokens over plain HTTP on a non-loopback address; \
+             serve it over TLS (--tls-cert-file, --tls-private-key-file) or listen on loopback"
+        );
+    }
+    let tls = acceptor.is_some();
+    tracing::info!(%addr, tls, "local API listening");
+    let app = router(AppState { snapshot, auth: Arc::new(authenticator), push, refresh });
     Ok(async move {
-        axum::serve(listener, router(snapshot))
-            .await
-            .map_err(|source| Error::Serve { addr, source })
+        let served = match acceptor {
+            Some(acceptor) => tls::serve(listener, acceptor, app).await,
+            None => axum::serve(listener, app).await,
+        };
+        served.map_err(|source| Error::Serve { addr, source })
     })
+}
+
+/// An error answer, the same shape on every state-changing endpoint:
+/// `{"error": "<what went wrong and what to do>", "details": ["<key>:L:C: ...", ...]}`.
+#[derive(Debug)]
+pub struct Problem {
+    status: StatusCode,
+    error: String,
+    details: Vec<String>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, error: impl Into<String>) -> Problem {
+        Problem { status, error: error.into(), details: Vec::new() }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        #[derive(Serialize)]
+        struct Body {
+            error: String,
+            details: Vec<String>,
+        }
+        let mut response =
+            (self.status, axum::Json(Body { error: self.error, details: self.details }))
+                .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"outpost\""),
+            );
+        }
+        response
+    }
 }
 
 async fn healthz() -> &'static str {

@@ -6,4 +6,6 @@
 mod api_source;
 mod cli;
 mod file_source;
+mod push;
 mod tidy;
+mod url_source;

@@ -152,7 +152,17 @@ impl Agent {
 
     /// Polls `GET path` until `done(status, body)` (30 s at most); returns the last answer.
     pub fn poll(&self, path: &str, done: impl Fn(u16, &str) -> bool) -> (u16, String) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        self.poll_within(path, Duration::from_secs(30), done)
+    }
+
+    /// As [`Agent::poll`], giving up after `timeout`.
+    pub fn poll_within(
+        &self,
+        path: &str,
+        timeout: Duration,
+        done: impl Fn(u16, &str) -> bool,
+    ) -> (u16, String) {
+        let deadline = Instant::now() + timeout;
         loop {
             let (status, body) = self.get(path);
             if done(status, &body) {
@@ -166,6 +176,16 @@ impl Agent {
     /// The agent's process id (to send it signals).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends the agent a signal by name (`HUP`, `USR1`, ...), as `kill -<name>` does.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("cannot run kill");
+        assert!(status.success(), "kill -{name} failed: {status}");
     }
 
     /// Stops the agent with SIGTERM and waits for it to exit.

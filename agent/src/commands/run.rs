@@ -78,6 +78,8 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     }
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), "starting (dry run)");
 
+    // Before anything is announced: SIGHUP's default action would end the agent.
+    let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
     let checkpoints = Checkpoints::new(&config.state_dir);
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
@@ -131,7 +133,6 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let (tx, mut rx) = mpsc::channel::<Vec<PodDelta>>(64);
     let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
     let server = tokio::spawn(server);
-    let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
 
     let result = loop {
         tokio::select! {

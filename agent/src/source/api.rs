@@ -200,7 +200,7 @@ impl Reflector {
             Ok(Some(saved)) => saved,
             Ok(None) => return true,
             Err(e) => {
-                warn!(error = %e, "ignoring the API pods' checkpoint");
+                warn!(error = %e, "ignoring the API pods' checkpoint; the next list from the API server replaces it");
                 return self.send(SourceEvent::Failed(Box::new(Error::Checkpoint(e)))).await;
             }
         };

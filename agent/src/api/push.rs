@@ -1,0 +1,189 @@
+//! The push source's endpoints and `POST /refresh`. Every one needs authentication; a
+//! refused request is answered before its body is read, and changes nothing.
+//!
+//! - `PUT /manifests/{key}`: body a Pod or PodList, YAML or JSON, at most 10 MiB (S8).
+//!   201 for a new key, 200 for a replaced or identical one.
+//! - `DELETE /manifests/{key}`: 200 with what was removed; 404 for an unknown key.
+//! - `GET /manifests`, `GET /manifests/{key}`: what is pushed (keys, pods, UIDs, when).
+//! - `POST /refresh`: fetch the manifest URL now (202); 404 without `--manifest-url`.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use outpost_core::manifest::MAX_MANIFEST_BYTES;
+use serde::Serialize;
+
+use super::auth::Authorized;
+use super::{AppState, Problem};
+use crate::source::push::{self, Change, PushHandle, Summary};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/manifests", get(list).fallback(not_allowed))
+        .route("/manifests/", any(no_key))
+        .route(
+            "/manifests/{key}",
+            get(show)
+                .put(put)
+                .delete(delete)
+                .fallback(not_allowed)
+                .layer(DefaultBodyLimit::max(MAX_MANIFEST_BYTES)),
+        )
+        .route("/refresh", post(refresh).fallback(not_allowed))
+}
+
+/// Other methods on these paths get the same error shape as everything else here.
+async fn not_allowed(method: Method, uri: Uri) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{method} {} is not supported; use GET /manifests, GET, PUT or DELETE /manifests/{{key}}, or POST /refresh",
+            uri.path()
+        ),
+    )
+}
+
+async fn no_key() -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, "the push key is missing: use /manifests/{key}")
+}
+
+/// `PUT` answers with the stored manifest and what the PUT did.
+#[derive(Debug, Serialize)]
+struct Stored {
+    #[serde(flatten)]
+    summary: Summary,
+    /// `created`, `replaced` or `unchanged`.
+    change: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct List {
+    manifests: Vec<Summary>,
+}
+
+async fn put(
+    _: Authorized,
+    State(state): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let handle = handle(&state)?;
+    let Path(key) = key.map_err(path_problem)?;
+    // A body over the limit (413) or cut short (the client closed early, 400) is
+    // refused here, before anything is decoded or stored.
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        let error = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!(
+                "manifest {key}: the body is over the limit of {MAX_MANIFEST_BYTES} bytes (10 MiB); split it into smaller manifests; nothing changed"
+            )
+        } else {
+            format!("manifest {key}: cannot read the body ({}); nothing changed", rejection.body_text())
+        };
+        Problem::new(status, error)
+    })?;
+    let (summary, change) = handle.put(&key, body).await.map_err(problem)?;
+    let (status, change) = match change {
+        Change::Created => (StatusCode::CREATED, "created"),
+        Change::Replaced => (StatusCode::OK, "replaced"),
+        Change::Unchanged => (StatusCode::OK, "unchanged"),
+    };
+    Ok((status, Json(Stored { summary, change })).into_response())
+}
+
+async fn delete(
+    _: Authorized,
+    State(state): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+) -> Result<Json<Summary>, Problem> {
+    let handle = handle(&state)?;
+    let Path(key) = key.map_err(path_problem)?;
+    handle.delete(&key).await.map(Json).map_err(problem)
+}
+
+async fn show(
+    _: Authorized,
+    State(state): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+) -> Result<Json<Summary>, Problem> {
+    let handle = handle(&state)?;
+    let Path(key) = key.map_err(path_problem)?;
+    push::validate_key(&key).map_err(problem)?;
+    handle.summary(&key).map(Json).ok_or_else(|| problem(push::Error::NotFound { key }))
+}
+
+async fn list(_: Authorized, State(state): State<AppState>) -> Result<Json<List>, Problem> {
+    Ok(Json(List { manifests: handle(&state)?.list() }))
+}
+
+async fn refresh(_: Authorized, State(state): State<AppState>) -> Result<Response, Problem> {
+    #[derive(Serialize)]
+    struct Requested {
+        refresh: &'static str,
+    }
+    let Some(refresh) = &state.refresh else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "no manifest URL is configured, so there is nothing to refresh; set --manifest-url",
+        ));
+    };
+    refresh.request();
+    tracing::info!("manifest URL refresh requested through the local API");
+    Ok((StatusCode::ACCEPTED, Json(Requested { refresh: "requested" })).into_response())
+}
+
+/// The push source's handle; absent only when the agent runs without it.
+fn handle(state: &AppState) -> Result<&PushHandle, Problem> {
+    state.push.as_ref().ok_or_else(|| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "the push source is not running: configure --token-file or --client-ca-file to enable it",
+        )
+    })
+}
+
+fn path_problem(rejection: PathRejection) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        format!("the push key in the path is not valid: {}", rejection.body_text()),
+    )
+}
+
+/// The status for each kind of push error.
+fn problem(error: push::Error) -> Problem {
+    use push::Error as E;
+    let status = match &error {
+        _ if error.is_too_large() => StatusCode::PAYLOAD_TOO_LARGE,
+        E::Key { .. } | E::Empty { .. } | E::Manifest { .. } | E::Duplicate { .. } => {
+            StatusCode::BAD_REQUEST
+        }
+        E::Conflict { .. } => StatusCode::CONFLICT,
+        E::NotFound { .. } => StatusCode::NOT_FOUND,
+        E::Stopped { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        E::Checkpoint { .. } | E::Task { .. } | E::Restore { .. } => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    };
+    if status.is_server_error() {
+        tracing::error!(error = %error, "push request failed");
+    } else {
+        tracing::info!(error = %error, "push request refused");
+    }
+    let details = error.details();
+    let error = match &error {
+        // The problems are listed in `details`; the message says what happened.
+        E::Manifest { key, errors } => format!(
+            "manifest {key} is rejected ({} problem{}), nothing changed: {}",
+            errors.0.len(),
+            if errors.0.len() == 1 { "" } else { "s" },
+            details.first().map(String::as_str).unwrap_or_default()
+        ),
+        _ => error.to_string(),
+    };
+    Problem { status, error, details }
+}

@@ -1,0 +1,137 @@
+//! Serving the local API over TLS (`--tls-cert-file`, `--tls-private-key-file`), with
+//! client certificates verified against `--client-ca-file` when it is set. A client
+//! certificate is optional at the handshake, so read endpoints work without one; each
+//! request carries an [`auth::Peer`](super::auth::Peer) saying whether its connection
+//! presented a verified certificate, which state-changing endpoints accept instead of a
+//! bearer token.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rustls::RootCertStore;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, warn};
+
+use super::Error;
+use super::auth::Peer;
+use crate::config::Tls;
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed accept (e.g. out of file descriptors), as `axum::serve` does.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The TLS configuration: the server's certificate chain and key, and the client CAs.
+pub fn acceptor(files: &Tls, client_ca: Option<&Path>) -> Result<TlsAcceptor, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = certificates("--tls-cert-file", &files.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| Error::Tls {
+        flag: "--tls-private-key-file",
+        path: files.key_file.clone(),
+        reason: pem_reason(e, "private key"),
+    })?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(Error::TlsConfig)?;
+    let builder = match client_ca {
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates("--client-ca-file", path)? {
+                roots.add(cert).map_err(|e| Error::Tls {
+                    flag: "--client-ca-file",
+                    path: path.into(),
+                    reason: format!("not a usable CA certificate: {e}"),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|source| Error::ClientCa { path: path.into(), source })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| Error::Tls {
+        flag: "--tls-private-key-file",
+        path: files.key_file.clone(),
+        reason: format!("does not go with the certificate in {}: {e}", files.cert_file.display()),
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Every certificate in a PEM file; none is an error.
+fn certificates(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let fail = |reason: String| Error::Tls { flag, path: path.into(), reason };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| fail(pem_reason(e, "certificate")))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(pem_reason(e, "certificate")))?;
+    if certs.is_empty() {
+        return Err(fail("holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")".into()));
+    }
+    Ok(certs)
+}
+
+fn pem_reason(error: rustls_pki_types::pem::Error, what: &str) -> String {
+    match error {
+        rustls_pki_types::pem::Error::Io(e) => format!("cannot read it: {e}"),
+        rustls_pki_types::pem::Error::NoItemsFound => format!("holds no PEM {what}"),
+        other => format!("is not a valid PEM {what}: {other}"),
+    }
+}
+
+/// Accepts connections until the task is dropped; each is served on its own task.
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router) -> io::Result<()> {
+    loop {
+        let (tcp, remote) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                warn!(error = %e, "local API cannot accept a connection");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    debug!(%remote, error = %e, "local API TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(%remote, "local API TLS handshake timed out");
+                    return;
+                }
+            };
+            let peer = Peer {
+                client_cert: stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty()),
+            };
+            let app = TowerToHyperService::new(app);
+            let service =
+                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                    request.extensions_mut().insert(peer);
+                    hyper::service::Service::call(&app, request)
+                });
+            if let Err(e) = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                debug!(%remote, error = %e, "local API connection ended with an error");
+            }
+        });
+    }
+}
