@@ -66,6 +66,7 @@ pub enum Error {
 #[derive(Debug, Clone)]
 struct AppState {
     snapshot: SnapshotHandle,
+    metrics: Arc<prometheus_client::registry::Registry>,
     auth: Arc<Authenticator>,
     push: Option<PushHandle>,
     refresh: Option<Refresh>,
@@ -83,6 +84,7 @@ fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/pods", get(pods))
+        .route("/metrics", get(metrics))
         .merge(push::routes())
         .with_state(state)
 }
@@ -121,7 +123,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
-    let app = router(AppState { snapshot, auth: Arc::new(authenticator), push, refresh });
+    let metrics = Arc::new(crate::metrics::registry(snapshot.clone()));
+    let app = router(AppState { snapshot, metrics, auth: Arc::new(authenticator), push, refresh });
     Ok(async move {
         let served = match acceptor {
             Some(acceptor) => tls::serve(listener, acceptor, app).await,
@@ -195,6 +198,14 @@ async fn readyz(State(snapshot): State<SnapshotHandle>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, body).into_response()
+}
+
+/// Prometheus metrics (OpenMetrics text).
+async fn metrics(State(state): State<AppState>) -> Response {
+    match crate::metrics::render(&state.metrics) {
+        Ok(text) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 /// kubelet's `/pods`: a `v1 PodList` of the desired pods.

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod logging;
+pub mod metrics;
 pub mod podconfig;
 pub mod shutdown;
 pub mod source;

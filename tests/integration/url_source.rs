@@ -197,6 +197,20 @@ fn a_flapping_server_never_removes_the_pods() {
     let (_, pods) = run.agent.get("/pods");
     assert_eq!(serde_json::from_str::<Value>(&pods).unwrap()["items"].as_array().unwrap().len(), 2);
     no_more_deltas(&run.agent);
+
+    // The failures are counted for monitoring, and the pods kept show up by source.
+    let (status, metrics) = run.agent.get("/metrics");
+    assert_eq!(status, 200);
+    let errors = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("outpost_source_errors_total{source=\"url\"} "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(errors.is_some_and(|n| n >= 5), "one per failure at least: {metrics}");
+    assert!(metrics.lines().any(|l| l == "outpost_pods{source=\"url\"} 2"), "{metrics}");
+    assert!(
+        metrics.lines().any(|l| l == "outpost_source_state{source=\"url\",state=\"live\"} 1"),
+        "{metrics}"
+    );
 }
 
 // S8: a document over 10 MiB is rejected, with or without a Content-Length, and

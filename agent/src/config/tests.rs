@@ -1,4 +1,5 @@
 use std::io::Write;
+use std::time::Duration;
 
 use super::*;
 
@@ -85,4 +86,46 @@ fn url_headers_must_have_a_name() {
     assert!(parse_header("Authorization: Bearer x").is_ok());
     assert!(parse_header("no colon").is_err());
     assert!(parse_header(": v").is_err());
+}
+
+#[test]
+fn url_interval_accepts_kubelet_durations() {
+    let f = file("httpCheckFrequency: 1m30s\n");
+    assert_eq!(
+        Config::resolve(flags(f.path())).unwrap().manifest_url_interval,
+        Duration::from_secs(90)
+    );
+    let c =
+        Config::resolve(Flags { manifest_url_interval: Some("250ms".into()), ..flags(f.path()) });
+    assert_eq!(c.unwrap().manifest_url_interval, Duration::from_millis(250), "flags win");
+    let d = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
+    assert_eq!(d.manifest_url_interval, DEFAULT_MANIFEST_URL_INTERVAL);
+    for bad in ["0s", "-5s", "soon", ""] {
+        let err =
+            Config::resolve(Flags { manifest_url_interval: Some(bad.into()), ..flags(f.path()) });
+        assert!(matches!(err, Err(Error::Duration { .. })), "{bad:?}: {err:?}");
+    }
+}
+
+#[test]
+fn tls_needs_a_certificate_and_a_key_and_client_cas_need_tls() {
+    let f = file(
+        "tlsCertFile: /etc/outpost/tls.crt\ntlsPrivateKeyFile: /etc/outpost/tls.key\ntokenFile: /etc/outpost/token\n",
+    );
+    let auth = Config::resolve(flags(f.path())).unwrap().auth;
+    assert_eq!(
+        auth.tls,
+        Some(Tls {
+            cert_file: "/etc/outpost/tls.crt".into(),
+            key_file: "/etc/outpost/tls.key".into()
+        })
+    );
+    assert_eq!(auth.token_file.as_deref(), Some(Path::new("/etc/outpost/token")));
+
+    let half = file("tlsCertFile: /etc/outpost/tls.crt\n");
+    let err = Config::resolve(flags(half.path())).unwrap_err();
+    assert!(err.to_string().contains("tls-private-key-file"), "{err}");
+    let ca_only = file("clientCaFile: /etc/outpost/ca.crt\n");
+    let err = Config::resolve(flags(ca_only.path())).unwrap_err();
+    assert!(err.to_string().contains("client-ca-file"), "{err}");
 }
