@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
-use outpost_tests::agent::Agent;
+use outpost_tests::agent::{Agent, request_head, split_response};
 use outpost_tests::{outpost_bin, pod_yaml};
 use serde_json::Value;
 
@@ -128,7 +128,7 @@ fn raw(addr: &str, request: &[u8]) -> String {
 }
 
 fn status_of(answer: &str) -> u16 {
-    answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    split_response(answer).0
 }
 
 #[test]
@@ -649,15 +649,7 @@ impl Pki {
         let name = ServerName::try_from("127.0.0.1").unwrap();
         let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
         let mut tls = rustls::StreamOwned::new(conn, TcpStream::connect(addr)?);
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        tls.write_all(head.as_bytes())?;
+        tls.write_all(request_head(method, path, headers, body.len()).as_bytes())?;
         tls.write_all(body)?;
         let mut answer = Vec::new();
         if let Err(e) = tls.read_to_end(&mut answer)
@@ -665,10 +657,7 @@ impl Pki {
         {
             return Err(e);
         }
-        let answer = String::from_utf8_lossy(&answer).into_owned();
-        let status = status_of(&answer);
-        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-        Ok((status, body))
+        Ok(split_response(&String::from_utf8_lossy(&answer)))
     }
 }
 

@@ -133,21 +133,12 @@ impl Agent {
         body: &[u8],
     ) -> (u16, String) {
         let mut s = TcpStream::connect(&self.addr).expect("connect to the local API");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        s.write_all(head.as_bytes()).expect("send request head");
+        s.write_all(request_head(method, path, headers, body.len()).as_bytes())
+            .expect("send request head");
         s.write_all(body).expect("send request body");
         let mut response = String::new();
         s.read_to_string(&mut response).expect("read response");
-        let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-        (status, body)
+        split_response(&response)
     }
 
     /// Polls `GET path` until `done(status, body)` (30 s at most); returns the last answer.
@@ -193,6 +184,25 @@ impl Agent {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
+}
+
+/// An HTTP/1.1 request head for one request on its own connection.
+pub fn request_head(method: &str, path: &str, headers: &[(&str, &str)], body_len: usize) -> String {
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// A whole HTTP/1.1 response (read to the end) → (status, body); status 0 if unreadable.
+pub fn split_response(response: &str) -> (u16, String) {
+    let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
 }
 
 impl Drop for Agent {
