@@ -34,8 +34,28 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Check manifests offline; prints `file:line:col: message` per problem, exits 1 if any.
     Validate(ValidateArgs),
+    /// Manage the images in containerd's `outpost` namespace.
+    #[command(subcommand)]
+    Images(ImagesCommand),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Import OCI image-layout or docker-archive (`docker save`) tarballs and unpack them;
+    /// prints `imported NAME DIGEST` per image, exits 1 if any tarball fails.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// containerd socket.
+    #[arg(long, value_name = "PATH", default_value = crate::runtime::containerd::DEFAULT_SOCKET)]
+    pub containerd_socket: PathBuf,
+    /// Image tarballs (uncompressed).
+    #[arg(required = true, value_name = "TAR")]
+    pub tarballs: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

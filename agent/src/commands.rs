@@ -1,4 +1,5 @@
 //! One module per `outpost` subcommand; `main.rs` only dispatches here.
 
+pub mod images;
 pub mod run;
 pub mod validate;

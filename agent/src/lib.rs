@@ -9,5 +9,6 @@ pub mod config;
 pub mod logging;
 pub mod metrics;
 pub mod podconfig;
+pub mod runtime;
 pub mod shutdown;
 pub mod source;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         }
         Command::Validate(args) => validate(args),
         Command::Run(args) => run(*args),
+        Command::Images(command) => commands::images::images(command).map_err(Into::into),
     };
     result.unwrap_or_else(|e| {
         eprintln!("outpost: {e:#}");

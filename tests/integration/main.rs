@@ -5,7 +5,9 @@
 
 mod api_source;
 mod cli;
+mod containerd;
 mod file_source;
+mod images;
 mod push;
 mod tidy;
 mod url_source;

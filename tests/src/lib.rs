@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod containerd;
 pub mod manifest_server;
 
 use std::path::{Path, PathBuf};

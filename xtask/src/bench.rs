@@ -27,10 +27,14 @@ impl Options {
     }
 }
 
-pub fn run(options: &Options) -> anyhow::Result<()> {
+/// Runs the benchmarks with `env` added to their environment (`ci` passes the test
+/// containerd's socket and the test images' directory).
+pub fn run(options: &Options, env: &[(&str, std::path::PathBuf)]) -> anyhow::Result<()> {
     let mut args = vec!["bench", "-p", "outpost-tests", "--bench", "bench", "--"];
     if options.quick {
         args.push("--quick");
     }
-    crate::run(crate::cargo(&args))
+    let mut command = crate::cargo(&args);
+    command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
+    crate::run(command)
 }

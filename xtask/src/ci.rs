@@ -1,6 +1,18 @@
 //! `cargo xtask ci`: what CI runs, in order, stopping at the first failure.
+//!
+//! After `deps` it starts the private containerd (in CI or as root) and builds the test
+//! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
+//! A containerd this run started is stopped at the end, also when a step failed; one that
+//! was already running is left running.
 
-use crate::{bench, deps};
+use std::path::PathBuf;
+
+use crate::{bench, containerd, deps, images};
+
+/// The socket of the containerd the tests use (absolute path).
+pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
+/// The directory holding the test images' tarballs (absolute path).
+pub const IMAGES_ENV: &str = "OUTPOST_TEST_IMAGES";
 
 pub fn run() -> anyhow::Result<()> {
     let steps: [&[&str]; 4] = [
@@ -9,15 +21,49 @@ pub fn run() -> anyhow::Result<()> {
         &["build", "--workspace", "--all-targets"],
         &["test", "--workspace"],
     ];
-    let total = steps.len() + 2;
+    let total = steps.len() + 4;
     println!("==> ci step 1/{total}: cargo xtask deps");
     deps::run()?;
-    for (i, args) in steps.into_iter().enumerate() {
-        println!("==> ci step {}/{total}: cargo {}", i + 2, args.join(" "));
-        crate::run(crate::cargo(args))?;
+
+    println!("==> ci step 2/{total}: cargo xtask containerd start");
+    let paths = containerd::Paths::new();
+    let started = if crate::in_ci() || crate::is_root() {
+        Some(containerd::start(&paths)?)
+    } else {
+        println!("ci: not root and not CI: no private containerd; tests that need it skip");
+        None
+    };
+    let result = with_containerd(&steps, total, &paths);
+    if started == Some(containerd::Started::Started) {
+        println!("==> ci: cargo xtask containerd stop");
+        if let Err(error) = containerd::stop(&paths) {
+            if result.is_ok() {
+                return Err(error);
+            }
+            eprintln!("ci: also failed to stop the private containerd: {error:#}");
+        }
     }
-    println!("==> ci step {total}/{total}: cargo xtask bench --quick");
-    bench::run(&bench::Options { quick: true })?;
+    result?;
     println!("==> ci: all {total} steps passed");
     Ok(())
+}
+
+/// The steps that run while the private containerd (if any) is up.
+fn with_containerd(
+    steps: &[&[&str]],
+    total: usize,
+    paths: &containerd::Paths,
+) -> anyhow::Result<()> {
+    println!("==> ci step 3/{total}: cargo xtask images");
+    let images = images::dir();
+    images::build(&images)?;
+    let env: [(&str, PathBuf); 2] = [(SOCKET_ENV, paths.socket()), (IMAGES_ENV, images)];
+    for (i, args) in steps.iter().enumerate() {
+        println!("==> ci step {}/{total}: cargo {}", i + 4, args.join(" "));
+        let mut command = crate::cargo(args);
+        command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
+        crate::run(command)?;
+    }
+    println!("==> ci step {total}/{total}: cargo xtask bench --quick");
+    bench::run(&bench::Options { quick: true }, &env)
 }

@@ -7,8 +7,19 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Debian packages the tests use, and what for.
-const PACKAGES: &[(&str, &str)] =
-    &[("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)")];
+const PACKAGES: &[(&str, &str)] = &[
+    ("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)"),
+    ("containerd", "the container runtime the agent drives (`cargo xtask containerd start`)"),
+    ("runc", "the OCI runtime containerd's shims start containers with"),
+    (
+        "containernetworking-plugins",
+        "CNI plugins (bridge, host-local, portmap, loopback) for pod networks",
+    ),
+    ("protobuf-compiler", "protoc, needed by containerd-client's build script"),
+    ("busybox-static", "the rootfs of the test images (`cargo xtask images`)"),
+    ("docker-registry", "a loopback registry for the image pull tests"),
+    ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
+];
 
 pub fn run() -> anyhow::Result<()> {
     let missing: Vec<&str> =
@@ -17,7 +28,7 @@ pub fn run() -> anyhow::Result<()> {
         println!("deps: all test packages are installed");
         return Ok(());
     }
-    if !is_root() {
+    if !crate::is_root() {
         bail!(
             "missing Debian packages: {}; install them as root (apt-get install {})",
             missing.join(", "),
@@ -40,12 +51,4 @@ fn installed(package: &str) -> bool {
         .args(["-W", "-f=${Status}", package])
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
-    })
 }

@@ -5,7 +5,9 @@
 
 mod bench;
 mod ci;
+mod containerd;
 mod deps;
+mod images;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -17,8 +19,15 @@ usage: cargo xtask <task>
 
 tasks:
   bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
-  ci                deps, fmt check, clippy, build, test, then `bench --quick`
-  deps              install the Debian packages the tests need (root)";
+  ci                deps, private containerd + test images, fmt check, clippy, build,
+                    test, then `bench --quick`
+  containerd [start|stop|status]
+                    a private containerd for development and tests (root), under
+                    target/containerd/ (socket target/containerd/containerd.sock)
+  deps              install the Debian packages the tests need (root)
+  images [--check]  build the busybox test images into target/images/ (OCI layout and
+                    docker-archive tarballs); --check imports and runs them in the
+                    private containerd";
 
 fn main() -> ExitCode {
     match dispatch() {
@@ -37,14 +46,16 @@ fn dispatch() -> anyhow::Result<()> {
         return Ok(());
     };
     match task.as_str() {
-        "bench" => bench::run(&bench::Options::parse(rest)?),
+        "bench" => bench::run(&bench::Options::parse(rest)?, &[]),
         "ci" => {
             if !rest.is_empty() {
                 bail!("`ci` takes no arguments\n\n{USAGE}");
             }
             ci::run()
         }
+        "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
+        "images" => images::run(&images::Options::parse(rest)?),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -58,6 +69,20 @@ fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// True when running in CI (`CI=true`): what the tests need must be there.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+    })
 }
 
 /// `cargo` as the running cargo names itself (`$CARGO`), run from the workspace root.

@@ -1,0 +1,72 @@
+//! The containerd and the images the runtime tests use.
+//!
+//! `cargo xtask ci` starts a private containerd (`cargo xtask containerd start`) and builds
+//! the busybox test images (`cargo xtask images`), and passes both to the tests in
+//! `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`. Run by hand, the tests look
+//! for the same things under the workspace's `target/`. Missing ones skip a test locally
+//! and fail it in CI (see [`crate::prerequisite`]).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The socket of the containerd the tests use (set by `cargo xtask ci`).
+pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
+/// The directory of the test images' tarballs (set by `cargo xtask ci`).
+pub const IMAGES_ENV: &str = "OUTPOST_TEST_IMAGES";
+/// The reference both test image tarballs carry.
+pub const BUSYBOX_IMAGE: &str = "outpost.test/busybox:latest";
+/// The OCI image-layout tarball of [`BUSYBOX_IMAGE`].
+pub const BUSYBOX_OCI: &str = "busybox-oci.tar";
+/// The docker-archive (`docker save`) tarball of [`BUSYBOX_IMAGE`].
+pub const BUSYBOX_DOCKER: &str = "busybox-docker.tar";
+
+fn workspace_target() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target")
+}
+
+/// The socket of a containerd that answers: `$OUTPOST_TEST_CONTAINERD_SOCKET`, else the
+/// private one of `cargo xtask containerd start`. `None` (after [`crate::prerequisite`]:
+/// a skip locally, a panic in CI) when there is none.
+pub fn test_containerd() -> Option<PathBuf> {
+    let socket = std::env::var_os(SOCKET_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_target().join("containerd").join("containerd.sock"));
+    let ok = answers(&socket);
+    crate::prerequisite(
+        ok,
+        &format!(
+            "a containerd answering on {} (root and `cargo xtask containerd start`)",
+            socket.display()
+        ),
+    )
+    .then_some(socket)
+}
+
+/// The tarball `name` (e.g. [`BUSYBOX_OCI`]) from `$OUTPOST_TEST_IMAGES`, else from the
+/// workspace's `target/images` (`cargo xtask images`). `None` (after
+/// [`crate::prerequisite`]) when it is not there.
+pub fn test_image(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(IMAGES_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_target().join("images"));
+    let path = dir.join(name);
+    crate::prerequisite(
+        path.is_file(),
+        &format!("the test image {} (`cargo xtask images`)", path.display()),
+    )
+    .then_some(path)
+}
+
+/// Whether containerd answers on `socket` (`ctr version` succeeds).
+pub fn answers(socket: &Path) -> bool {
+    socket.exists()
+        && Command::new("ctr")
+            .arg("--address")
+            .arg(socket)
+            .args(["--connect-timeout", "2s", "--timeout", "5s", "version"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}

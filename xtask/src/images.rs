@@ -1,0 +1,377 @@
+//! `cargo xtask images [--check]`: builds the test images from the Debian `busybox-static`
+//! binary, with no registry and no network, into `<workspace>/target/images/`:
+//!
+//! - `busybox-oci.tar`: an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/`);
+//! - `busybox-docker.tar`: the `docker save` format (`manifest.json`, config, `layer.tar`).
+//!
+//! Both hold the same single uncompressed layer and the same config, tagged
+//! `outpost.test/busybox:latest`. Every tar is written deterministically (sorted entries,
+//! mtime 0, owner 0:0), so the same busybox gives the same bytes and digests.
+//!
+//! `--check` imports both into the private containerd (`cargo xtask containerd start`) and
+//! runs `sh -c 'echo ok'` in each.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::containerd;
+
+/// The reference both tarballs carry.
+pub const IMAGE_NAME: &str = "outpost.test/busybox:latest";
+/// Where the Debian package `busybox-static` puts its binary.
+const BUSYBOX: &str = "/bin/busybox";
+/// Applets linked into `/bin` (those the tests use).
+const APPLETS: &[&str] = &[
+    "cat", "echo", "env", "false", "head", "hostname", "httpd", "id", "kill", "ls", "nc", "ps",
+    "sh", "sleep", "tail", "true", "wget", "yes",
+];
+const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+const PASSWD: &str =
+    "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const GROUP: &str = "root:x:0:\nnogroup:x:65534:\n";
+/// The containerd namespace `--check` imports into.
+const CHECK_NAMESPACE: &str = "outpost-xtask";
+
+/// Options of the `images` task.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// After building, import and run the images in the private containerd.
+    pub check: bool,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut options = Options::default();
+        for arg in args {
+            match arg.as_str() {
+                "--check" => options.check = true,
+                other => bail!(
+                    "`images`: unknown argument {other:?}; usage: cargo xtask images [--check]"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// `<workspace>/target/images`, whatever `CARGO_TARGET_DIR` says.
+pub fn dir() -> PathBuf {
+    crate::project_root().join("target").join("images")
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let dir = dir();
+    build(&dir)?;
+    if options.check {
+        check(&dir)?;
+    }
+    Ok(())
+}
+
+/// Builds both tarballs into `dir`.
+pub fn build(dir: &Path) -> anyhow::Result<()> {
+    let busybox = fs::read(BUSYBOX).with_context(|| {
+        format!(
+            "cannot read {BUSYBOX}; install the Debian package `busybox-static` (cargo xtask deps)"
+        )
+    })?;
+    let layer = rootfs_layer(&busybox)?;
+    let layer_digest = sha256(&layer);
+    let config = image_config(&layer_digest)?;
+    let config_digest = sha256(&config);
+
+    let manifest = to_json(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": format!("sha256:{config_digest}"),
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": format!("sha256:{layer_digest}"),
+            "size": layer.len(),
+        }],
+    }))?;
+    let manifest_digest = sha256(&manifest);
+    let tag = IMAGE_NAME.rsplit_once(':').map_or("latest", |(_, tag)| tag);
+    let index = to_json(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": format!("sha256:{manifest_digest}"),
+            "size": manifest.len(),
+            "platform": { "architecture": architecture()?, "os": "linux" },
+            "annotations": {
+                "io.containerd.image.name": IMAGE_NAME,
+                "org.opencontainers.image.ref.name": tag,
+            },
+        }],
+    }))?;
+    let oci_layout = to_json(&json!({ "imageLayoutVersion": "1.0.0" }))?;
+    let oci = archive(vec![
+        Entry::dir("blobs"),
+        Entry::dir("blobs/sha256"),
+        Entry::file(format!("blobs/sha256/{config_digest}"), config.clone()),
+        Entry::file(format!("blobs/sha256/{layer_digest}"), layer.clone()),
+        Entry::file(format!("blobs/sha256/{manifest_digest}"), manifest),
+        Entry::file("index.json", index),
+        Entry::file("oci-layout", oci_layout),
+    ])?;
+
+    let (repository, _) = IMAGE_NAME.rsplit_once(':').unwrap_or((IMAGE_NAME, "latest"));
+    let docker_manifest = to_json(&json!([{
+        "Config": format!("{config_digest}.json"),
+        "RepoTags": [IMAGE_NAME],
+        "Layers": [format!("{layer_digest}/layer.tar")],
+    }]))?;
+    let repositories = to_json(&json!({ repository: { tag: layer_digest } }))?;
+    let docker = archive(vec![
+        Entry::file(format!("{config_digest}.json"), config),
+        Entry::dir(layer_digest.clone()),
+        Entry::file(format!("{layer_digest}/VERSION"), b"1.0".to_vec()),
+        Entry::file(format!("{layer_digest}/layer.tar"), layer),
+        Entry::file("manifest.json", docker_manifest),
+        Entry::file("repositories", repositories),
+    ])?;
+
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, bytes) in [("busybox-oci.tar", &oci), ("busybox-docker.tar", &docker)] {
+        let path = dir.join(name);
+        write_atomically(&path, bytes)?;
+        println!("images: {} ({} bytes, sha256:{})", path.display(), bytes.len(), sha256(bytes));
+    }
+    println!("images: {IMAGE_NAME}: layer sha256:{layer_digest}, config sha256:{config_digest}");
+    Ok(())
+}
+
+/// Imports each tarball into the private containerd and runs `sh -c 'echo ok'` from it.
+fn check(dir: &Path) -> anyhow::Result<()> {
+    let socket = containerd::Paths::new().socket();
+    if !containerd::answers(&socket) {
+        if crate::in_ci() {
+            bail!(
+                "`images --check`: the private containerd does not answer on {}",
+                socket.display()
+            );
+        }
+        println!(
+            "images: --check skipped: the private containerd does not answer on {} \
+             (start it with `cargo xtask containerd start`)",
+            socket.display()
+        );
+        return Ok(());
+    }
+    for name in ["busybox-oci.tar", "busybox-docker.tar"] {
+        let tarball = dir.join(name);
+        // Remove the name first, so the image we run is the one this import created.
+        let _ = Command::new("ctr")
+            .arg("--address")
+            .arg(&socket)
+            .args(["-n", CHECK_NAMESPACE, "images", "rm", IMAGE_NAME])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        ctr(&socket, &["images", "import", &tarball.to_string_lossy()])?;
+        let listed = ctr(&socket, &["images", "ls", "-q"])?;
+        if !listed.lines().any(|l| l.trim() == IMAGE_NAME) {
+            bail!("importing {name} did not create {IMAGE_NAME}; images: {listed:?}");
+        }
+        let id = format!("xtask-check-{}", std::process::id());
+        let out = ctr(&socket, &["run", "--rm", IMAGE_NAME, &id, "/bin/sh", "-c", "echo ok"])?;
+        if out.trim() != "ok" {
+            bail!("`ctr run` from {name} printed {out:?}, not \"ok\"");
+        }
+        println!("images: --check {name}: imported as {IMAGE_NAME}, `sh -c 'echo ok'` printed ok");
+    }
+    Ok(())
+}
+
+/// Runs `ctr --address SOCKET -n outpost-xtask ARGS`, echoing it; its stdout.
+fn ctr(socket: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let mut command = Command::new("ctr");
+    command.arg("--address").arg(socket).args(["-n", CHECK_NAMESPACE]).args(args);
+    let shown = crate::show(&command);
+    println!("$ {shown}");
+    let output = command
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    if !output.status.success() {
+        bail!("`{shown}` failed: {}", output.status);
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The image config (OCI, which Docker reads too).
+fn image_config(layer_digest: &str) -> anyhow::Result<Vec<u8>> {
+    to_json(&json!({
+        "architecture": architecture()?,
+        "os": "linux",
+        "created": "1970-01-01T00:00:00Z",
+        "config": {
+            "Env": [PATH_ENV],
+            "Cmd": ["sh"],
+            "WorkingDir": "/",
+        },
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": [format!("sha256:{layer_digest}")],
+        },
+        "history": [{
+            "created": "1970-01-01T00:00:00Z",
+            "created_by": "cargo xtask images (busybox-static)",
+        }],
+    }))
+}
+
+/// The single layer: busybox, its applet links, passwd/group, /tmp and /root.
+fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut entries = vec![
+        Entry::dir("bin"),
+        Entry { mode: 0o755, ..Entry::file("bin/busybox", busybox.to_vec()) },
+        Entry::dir("etc"),
+        Entry::file("etc/group", GROUP.as_bytes().to_vec()),
+        Entry::file("etc/passwd", PASSWD.as_bytes().to_vec()),
+        Entry { mode: 0o700, ..Entry::dir("root") },
+        Entry { mode: 0o1777, ..Entry::dir("tmp") },
+    ];
+    entries.extend(APPLETS.iter().map(|applet| Entry::symlink(format!("bin/{applet}"), "busybox")));
+    archive(entries)
+}
+
+#[derive(Debug)]
+enum Kind {
+    Dir,
+    File(Vec<u8>),
+    Symlink(String),
+}
+
+#[derive(Debug)]
+struct Entry {
+    path: String,
+    mode: u32,
+    kind: Kind,
+}
+
+impl Entry {
+    fn dir(path: impl Into<String>) -> Entry {
+        Entry { path: path.into(), mode: 0o755, kind: Kind::Dir }
+    }
+    fn file(path: impl Into<String>, data: Vec<u8>) -> Entry {
+        Entry { path: path.into(), mode: 0o644, kind: Kind::File(data) }
+    }
+    fn symlink(path: impl Into<String>, target: &str) -> Entry {
+        Entry { path: path.into(), mode: 0o777, kind: Kind::Symlink(target.to_owned()) }
+    }
+}
+
+/// A tar of `entries`, sorted by path, with mtime 0 and owner 0:0: the same entries always
+/// give the same bytes.
+fn archive(mut entries: Vec<Entry>) -> anyhow::Result<Vec<u8>> {
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in entries {
+        let mut header = tar::Header::new_ustar();
+        header.set_mode(entry.mode);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_username("root").context("tar header")?;
+        header.set_groupname("root").context("tar header")?;
+        let context = || format!("cannot add {} to a tar", entry.path);
+        match &entry.kind {
+            Kind::Dir => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, format!("{}/", entry.path), std::io::empty())
+                    .with_context(context)?;
+            }
+            Kind::File(data) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(data.len() as u64);
+                builder
+                    .append_data(&mut header, &entry.path, data.as_slice())
+                    .with_context(context)?;
+            }
+            Kind::Symlink(target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                builder.append_link(&mut header, &entry.path, target).with_context(context)?;
+            }
+        }
+    }
+    builder.into_inner().context("cannot finish a tar")
+}
+
+/// The OCI name of the architecture this xtask was built for (the host's).
+fn architecture() -> anyhow::Result<&'static str> {
+    Ok(match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "x86" => "386",
+        "riscv64" => "riscv64",
+        "s390x" => "s390x",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        other => bail!("no OCI architecture name known for {other:?}"),
+    })
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn to_json(value: &serde_json::Value) -> anyhow::Result<Vec<u8>> {
+    serde_json::to_vec(value).context("cannot serialize JSON")
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a tarball.
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_are_reproducible() {
+        let a = rootfs_layer(b"not really busybox").unwrap_or_default();
+        let b = rootfs_layer(b"not really busybox").unwrap_or_default();
+        assert!(!a.is_empty());
+        assert_eq!(sha256(&a), sha256(&b));
+    }
+
+    #[test]
+    fn layer_entries_are_sorted_and_owned_by_root_at_epoch() {
+        let layer = rootfs_layer(b"x").unwrap_or_default();
+        let mut archive = tar::Archive::new(layer.as_slice());
+        let mut paths = Vec::new();
+        for entry in archive.entries().into_iter().flatten().flatten() {
+            let header = entry.header();
+            assert_eq!(header.mtime().ok(), Some(0));
+            assert_eq!(header.uid().ok(), Some(0));
+            assert_eq!(header.gid().ok(), Some(0));
+            paths.push(entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default());
+        }
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(paths, sorted);
+        assert!(paths.iter().any(|p| p == "bin/sh"));
+        assert!(paths.iter().any(|p| p.trim_end_matches('/') == "tmp"));
+    }
+}
