@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use crate::error_chain::describe;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
@@ -104,22 +105,6 @@ impl SourceHealth {
         self.state = SourceState::Live;
         self.last_success = Some(now);
     }
-}
-
-/// An error and its causes, `outer: inner: innermost`, leaving out a cause whose text
-/// the outer message already contains (many errors print their source themselves).
-fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let line = inner.to_string();
-        if !text.contains(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-        cause = inner.source();
-    }
-    text
 }
 
 /// What readers see: the desired pods and the merge's bookkeeping, at one instant.
@@ -249,19 +234,5 @@ mod tests {
             outpost_core::merge::SourceUpdate { source: Source::Api, op: Op::Update, pods: vec![] };
         h.record(SourceEvent::Update(upsert, Freshness::Live), Timestamp::UNIX_EPOCH);
         assert_eq!(h.state, SourceState::NeverSeen);
-    }
-
-    #[test]
-    fn describe_adds_causes_not_already_in_the_message() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("listing pods: {0}")]
-        struct Repeats(#[source] std::io::Error);
-        #[derive(Debug, thiserror::Error)]
-        #[error("listing pods")]
-        struct Hides(#[source] std::io::Error);
-        let refused =
-            || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        assert_eq!(describe(&Repeats(refused())), "listing pods: connection refused");
-        assert_eq!(describe(&Hides(refused())), "listing pods: connection refused");
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::{ImagesCommand, ImportArgs};
+use crate::error_chain::describe;
 use crate::runtime::containerd::{self, Containerd};
 use crate::runtime::image;
 
@@ -50,22 +51,10 @@ pub async fn import(
                 }
             }
             Err(e) => {
-                writeln!(err, "outpost: {}", chain(&e)).map_err(Error::Output)?;
+                writeln!(err, "outpost: {}", describe(&e)).map_err(Error::Output)?;
                 failed.push(tarball);
             }
         }
     }
     Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// The error and its causes: "a: b: c".
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

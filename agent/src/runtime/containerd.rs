@@ -20,6 +20,8 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+use crate::error_chain::describe;
+
 /// The containerd namespace that holds everything Outpost creates.
 pub const NAMESPACE: &str = "outpost";
 
@@ -156,7 +158,7 @@ impl Containerd {
                     return containerd;
                 }
                 Err(e) => {
-                    let failure = error_chain(&e);
+                    let failure = describe(&e);
                     let delay = backoff.next_delay(fastrand::f64());
                     if last_failure.as_deref() != Some(failure.as_str()) {
                         tracing::warn!(
@@ -228,18 +230,6 @@ impl Containerd {
     pub fn leases(&self) -> LeasesClient<Service> {
         LeasesClient::new(self.service())
     }
-}
-
-/// An error and its causes on one line, to compare failures and log them once.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

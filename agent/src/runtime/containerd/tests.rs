@@ -23,7 +23,7 @@ async fn a_missing_socket_is_named_with_what_to_do() {
     let socket = dir.path().join("containerd.sock");
     let error = Containerd::connect(&socket).await.unwrap_err();
     assert!(matches!(error, Error::Connect { .. }), "{error:?}");
-    let text = error_chain(&error);
+    let text = crate::error_chain::describe(&error);
     assert!(
         text.contains(&socket.display().to_string()) && text.contains("is containerd running?"),
         "{text}"
