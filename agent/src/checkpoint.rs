@@ -102,15 +102,6 @@ impl Checkpoints {
         })
     }
 
-    /// Removes checkpoint `name` (no error if there is none).
-    pub fn remove(&self, name: &str) -> Result<(), Error> {
-        let path = self.path(name);
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::Write { path, source: e }),
-            _ => Ok(()),
-        }
-    }
-
     /// [`Checkpoints::write`] on the blocking pool.
     pub async fn write_async<T: Serialize + Send + 'static>(
         &self,

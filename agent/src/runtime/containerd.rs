@@ -177,11 +177,6 @@ impl Containerd {
         }
     }
 
-    /// The socket this connection was made to.
-    pub fn socket(&self) -> &Path {
-        &self.socket
-    }
-
     /// containerd's version (for the node's nodeInfo).
     pub async fn version(&self) -> Result<Version> {
         let response = self
