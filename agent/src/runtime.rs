@@ -1,7 +1,14 @@
 //! The container runtime: containerd's native gRPC API (not CRI), in the containerd
-//! namespace `outpost`.
+//! namespace `outpost`, plus what containerd leaves to its clients: pod namespaces, CNI,
+//! the OCI runtime spec, volumes and container logs.
 
+pub mod cni;
 pub mod containerd;
 pub mod image;
+pub mod logs;
+pub mod managed;
+pub mod netns;
+pub mod spec;
+pub mod volumes;
 
 pub use self::containerd::Containerd;

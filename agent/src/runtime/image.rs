@@ -12,9 +12,13 @@
 
 mod archive;
 mod content;
+pub mod credentials;
 pub mod layout;
+pub mod pull;
 pub mod reference;
+pub mod resolve;
 mod unpack;
+pub mod watch;
 
 #[cfg(test)]
 mod tests;
