@@ -4,6 +4,7 @@
 //! - [`manifest`]: decode, default (SEMANTICS.md S1–S11) and validate static pod manifests.
 //! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
+//! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backoff;
+pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
 pub mod pod;

@@ -1,0 +1,200 @@
+//! A pod's lifecycle decisions, as pure functions: whether an exited container is started
+//! again (restartPolicy), how long it waits first (CrashLoopBackOff), and the pod phase
+//! its containers add up to (kubelet's `getPhase`). The pod workers do the waiting and the
+//! runtime calls; every rule they follow is here, tested with plain values.
+//!
+//! Fields the API server would default and a static manifest may leave out take the API
+//! server's defaults here (restartPolicy `Always`, terminationGracePeriodSeconds 30,
+//! imagePullPolicy `Always` for `:latest` or untagged images, else `IfNotPresent`).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+/// `spec.restartPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartPolicy {
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl RestartPolicy {
+    /// The pod's policy; `Always` when unset (validation rejects other values).
+    pub fn of(pod: &Pod) -> RestartPolicy {
+        match pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) {
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            Some("Never") => RestartPolicy::Never,
+            _ => RestartPolicy::Always,
+        }
+    }
+
+    /// Whether a container that exited with `exit_code` is started again.
+    pub fn restarts(self, exit_code: i32) -> bool {
+        match self {
+            RestartPolicy::Always => true,
+            RestartPolicy::OnFailure => exit_code != 0,
+            RestartPolicy::Never => false,
+        }
+    }
+}
+
+/// `terminationGracePeriodSeconds`, or the API default of 30 s. A deleting pod's
+/// `deletionGracePeriodSeconds` wins when it is shorter, as with kubelet.
+pub fn grace_period(pod: &Pod) -> Duration {
+    let spec = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds);
+    let deletion = pod.metadata.deletion_grace_period_seconds;
+    let seconds = match (spec, deletion) {
+        (Some(s), Some(d)) => s.min(d),
+        (s, d) => s.or(d).unwrap_or(30),
+    };
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+}
+
+/// `imagePullPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+impl PullPolicy {
+    /// The container's policy, defaulted by its image's tag as the API server does.
+    pub fn of(container: &Container) -> PullPolicy {
+        match container.image_pull_policy.as_deref() {
+            Some("Always") => PullPolicy::Always,
+            Some("IfNotPresent") => PullPolicy::IfNotPresent,
+            Some("Never") => PullPolicy::Never,
+            _ if latest_or_untagged(container.image.as_deref().unwrap_or_default()) => {
+                PullPolicy::Always
+            }
+            _ => PullPolicy::IfNotPresent,
+        }
+    }
+}
+
+/// Whether an image reference has no tag or the tag `latest` (a digest counts as pinned).
+fn latest_or_untagged(image: &str) -> bool {
+    if image.contains('@') {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        None => true,
+        Some((_, tag)) => tag == "latest",
+    }
+}
+
+/// CrashLoopBackOff settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashLoopConfig {
+    /// The wait before the first restart.
+    pub initial: Duration,
+    /// The longest wait.
+    pub max: Duration,
+    /// A container that ran at least this long before exiting starts over at `initial`.
+    pub reset_after: Duration,
+}
+
+impl Default for CrashLoopConfig {
+    fn default() -> Self {
+        CrashLoopConfig {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+            reset_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A container's restart backoff: `initial`, doubled after each restart up to `max`, back
+/// to `initial` once the container has run `reset_after` without exiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashLoop {
+    config: CrashLoopConfig,
+    /// The wait before the next restart.
+    next: Duration,
+}
+
+impl CrashLoop {
+    pub fn new(config: CrashLoopConfig) -> CrashLoop {
+        CrashLoop { config, next: config.initial.min(config.max) }
+    }
+
+    /// The wait before restarting a container that ran for `ran_for` and exited.
+    pub fn after_exit(&mut self, ran_for: Duration) -> Duration {
+        if ran_for >= self.config.reset_after {
+            self.next = self.config.initial.min(self.config.max);
+        }
+        let delay = self.next;
+        self.next = self.next.saturating_mul(2).min(self.config.max);
+        delay
+    }
+}
+
+/// `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// What the phase needs to know about one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerPhase {
+    /// Never started (creating, pulling, backing off before a first start).
+    Waiting,
+    /// Waiting to be restarted after it ran and exited.
+    Restarting,
+    Running,
+    Exited {
+        exit_code: i32,
+    },
+}
+
+/// kubelet's `getPhase` for a pod's regular containers.
+pub fn pod_phase(policy: RestartPolicy, containers: &[ContainerPhase]) -> Phase {
+    let (mut waiting, mut running, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for c in containers {
+        match c {
+            ContainerPhase::Waiting => waiting += 1,
+            ContainerPhase::Restarting => stopped += 1,
+            ContainerPhase::Running => running += 1,
+            ContainerPhase::Exited { exit_code } => {
+                stopped += 1;
+                if *exit_code == 0 {
+                    succeeded += 1;
+                }
+            }
+        }
+    }
+    if waiting > 0 || containers.is_empty() {
+        return Phase::Pending;
+    }
+    if running > 0 {
+        return Phase::Running;
+    }
+    debug_assert!(stopped > 0);
+    match policy {
+        RestartPolicy::Always => Phase::Running,
+        _ if stopped == succeeded => Phase::Succeeded,
+        RestartPolicy::Never => Phase::Failed,
+        RestartPolicy::OnFailure => Phase::Running,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use proptest::prelude::*;
+
+use super::*;
+
+fn pod(policy: Option<&str>, grace: Option<i64>, deletion_grace: Option<i64>) -> Pod {
+    let mut pod = Pod {
+        spec: Some(PodSpec {
+            restart_policy: policy.map(str::to_owned),
+            termination_grace_period_seconds: grace,
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    };
+    pod.metadata.deletion_grace_period_seconds = deletion_grace;
+    pod
+}
+
+#[test]
+fn restart_policy_defaults_to_always_and_decides_by_exit_code() {
+    assert_eq!(RestartPolicy::of(&pod(None, None, None)), RestartPolicy::Always);
+    assert_eq!(RestartPolicy::of(&Pod::default()), RestartPolicy::Always);
+    let cases = [
+        ("Always", 0, true),
+        ("Always", 1, true),
+        ("OnFailure", 0, false),
+        ("OnFailure", 137, true),
+        ("OnFailure", -1, true),
+        ("Never", 0, false),
+        ("Never", 2, false),
+    ];
+    for (policy, code, restarts) in cases {
+        let p = RestartPolicy::of(&pod(Some(policy), None, None));
+        assert_eq!(p.restarts(code), restarts, "{policy} after exit {code}");
+    }
+}
+
+#[test]
+fn grace_period_is_the_shorter_of_spec_and_deletion_defaulting_to_30s() {
+    let secs = Duration::from_secs;
+    assert_eq!(grace_period(&pod(None, None, None)), secs(30));
+    assert_eq!(grace_period(&pod(None, Some(5), None)), secs(5));
+    assert_eq!(grace_period(&pod(None, None, Some(7)),), secs(7));
+    assert_eq!(grace_period(&pod(None, Some(60), Some(2))), secs(2));
+    assert_eq!(grace_period(&pod(None, Some(1), Some(20))), secs(1));
+    assert_eq!(grace_period(&pod(None, Some(0), None)), secs(0));
+    assert_eq!(grace_period(&pod(None, Some(-3), None)), secs(0), "negative is no grace");
+}
+
+#[test]
+fn pull_policy_defaults_by_tag() {
+    let c = |image: &str, policy: Option<&str>| Container {
+        image: Some(image.to_owned()),
+        image_pull_policy: policy.map(str::to_owned),
+        ..Container::default()
+    };
+    let cases = [
+        ("busybox", None, PullPolicy::Always),
+        ("busybox:latest", None, PullPolicy::Always),
+        ("localhost:5000/busybox", None, PullPolicy::Always),
+        ("localhost:5000/busybox:1.36", None, PullPolicy::IfNotPresent),
+        ("busybox:1.36", None, PullPolicy::IfNotPresent),
+        ("busybox@sha256:abcd", None, PullPolicy::IfNotPresent),
+        ("busybox:latest", Some("IfNotPresent"), PullPolicy::IfNotPresent),
+        ("busybox:1", Some("Always"), PullPolicy::Always),
+        ("busybox:1", Some("Never"), PullPolicy::Never),
+    ];
+    for (image, policy, expected) in cases {
+        assert_eq!(PullPolicy::of(&c(image, policy)), expected, "{image} {policy:?}");
+    }
+}
+
+#[test]
+fn crash_loop_doubles_to_the_cap_and_resets_after_a_long_run() {
+    let mut b = CrashLoop::new(CrashLoopConfig::default());
+    let short = Duration::from_secs(1);
+    let waits: Vec<u64> = (0..11).map(|_| b.after_exit(short).as_secs()).collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+    assert_eq!(b.after_exit(Duration::from_secs(600)), Duration::from_secs(1), "ran 10 min");
+    assert_eq!(b.after_exit(short), Duration::from_secs(2));
+}
+
+proptest! {
+    #[test]
+    fn crash_loop_stays_within_bounds(
+        initial_ms in 1u64..5_000, max_ms in 1u64..400_000,
+        runs in prop::collection::vec(0u64..1_200, 1..40),
+    ) {
+        let config = CrashLoopConfig {
+            initial: Duration::from_millis(initial_ms),
+            max: Duration::from_millis(max_ms),
+            reset_after: Duration::from_secs(600),
+        };
+        let floor = config.initial.min(config.max);
+        let mut b = CrashLoop::new(config);
+        let mut previous: Option<Duration> = None;
+        for ran in runs {
+            let ran = Duration::from_secs(ran);
+            let wait = b.after_exit(ran);
+            prop_assert!(wait >= floor && wait <= config.max);
+            if ran >= config.reset_after {
+                prop_assert_eq!(wait, floor);
+            } else if let Some(p) = previous {
+                prop_assert!(wait == config.max || wait == p * 2, "doubles: {p:?} → {wait:?}");
+            }
+            previous = Some(wait);
+        }
+    }
+}
+
+#[test]
+fn phase_follows_kubelet() {
+    use ContainerPhase::{Restarting, Waiting};
+    use RestartPolicy::{Always, Never, OnFailure};
+    const RUN: ContainerPhase = ContainerPhase::Running;
+    let (pending, running) = (Phase::Pending, Phase::Running);
+    let (succeeded, failed) = (Phase::Succeeded, Phase::Failed);
+    let exited = |exit_code| ContainerPhase::Exited { exit_code };
+    let cases: &[(RestartPolicy, &[ContainerPhase], Phase)] = &[
+        (Always, &[], pending),
+        (Always, &[Waiting], pending),
+        (Always, &[RUN, Waiting], pending),
+        (Always, &[RUN], running),
+        (Always, &[RUN, exited(0)], running),
+        (Always, &[Restarting], running),
+        (Always, &[exited(0)], running),
+        (OnFailure, &[exited(0)], succeeded),
+        (OnFailure, &[exited(0), Restarting], running),
+        (OnFailure, &[exited(0), exited(0)], succeeded),
+        (Never, &[exited(0)], succeeded),
+        (Never, &[exited(1)], failed),
+        (Never, &[exited(0), exited(2)], failed),
+        (Never, &[RUN, exited(2)], running),
+    ];
+    for (policy, containers, phase) in cases {
+        assert_eq!(pod_phase(*policy, containers), *phase, "{policy:?} {containers:?}");
+    }
+}
