@@ -19,7 +19,7 @@ use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde::Serialize;
 
 use self::auth::Authenticator;
@@ -27,6 +27,7 @@ use crate::config::Auth;
 use crate::podconfig::{SnapshotHandle, SourceState};
 use crate::source::Refresh;
 use crate::source::push::PushHandle;
+use crate::worker::StatusStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -70,6 +71,7 @@ struct AppState {
     auth: Arc<Authenticator>,
     push: Option<PushHandle>,
     refresh: Option<Refresh>,
+    statuses: StatusStore,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -99,13 +101,15 @@ pub struct Options {
     pub push: Option<PushHandle>,
     /// Refreshes the manifest URL source, when one is configured.
     pub refresh: Option<Refresh>,
+    /// The pods' live status from the pod workers.
+    pub statuses: StatusStore,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, auth, snapshot, push, refresh } = options;
+    let Options { listen: addr, auth, snapshot, push, refresh, statuses } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
         Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
@@ -124,7 +128,14 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
     let metrics = Arc::new(crate::metrics::registry(snapshot.clone()));
-    let app = router(AppState { snapshot, metrics, auth: Arc::new(authenticator), push, refresh });
+    let app = router(AppState {
+        snapshot,
+        metrics,
+        auth: Arc::new(authenticator),
+        push,
+        refresh,
+        statuses,
+    });
     Ok(async move {
         let served = match acceptor {
             Some(acceptor) => tls::serve(listener, acceptor, app).await,
@@ -208,23 +219,32 @@ async fn metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-/// kubelet's `/pods`: a `v1 PodList` of the desired pods.
-async fn pods(State(snapshot): State<SnapshotHandle>) -> Response {
+/// kubelet's `/pods`: a `v1 PodList` of the desired pods, with the status the pod
+/// workers report (the source's own status until a worker has one).
+async fn pods(State(state): State<AppState>) -> Response {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
-    struct PodList<'a> {
+    struct PodList {
         kind: &'static str,
         api_version: &'static str,
         metadata: serde_json::Map<String, serde_json::Value>,
-        items: Vec<&'a Arc<Pod>>,
+        items: Vec<Arc<Pod>>,
     }
-    let snap = snapshot.load();
-    let list = PodList {
-        kind: "PodList",
-        api_version: "v1",
-        metadata: serde_json::Map::new(),
-        items: snap.pods.iter().map(|(_, p)| p).collect(),
-    };
+    let snap = state.snapshot.load();
+    let items = snap
+        .pods
+        .iter()
+        .map(|(_, pod)| match state.statuses.get(outpost_core::pod::uid(pod)) {
+            Some(status) => {
+                let mut pod = Pod::clone(pod);
+                pod.status = Some(PodStatus::clone(&status));
+                Arc::new(pod)
+            }
+            None => pod.clone(),
+        })
+        .collect();
+    let list =
+        PodList { kind: "PodList", api_version: "v1", metadata: serde_json::Map::new(), items };
     match serde_json::to_vec(&list) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),

@@ -13,3 +13,4 @@ pub mod podconfig;
 pub mod runtime;
 pub mod shutdown;
 pub mod source;
+pub mod worker;

@@ -138,10 +138,19 @@ impl Snapshot {
 /// A cheap, lock-free handle on the latest [`Snapshot`].
 pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 
+/// What the merge hands the pod workers: deltas in order, and whether every source has
+/// been seen by then (M9: only then may what no source wants be removed).
+#[derive(Debug)]
+pub struct Batch {
+    pub deltas: Vec<PodDelta>,
+    pub synced: bool,
+}
+
 /// Runs the merge until every source stream ends (or the delta receiver is dropped).
+/// A batch goes out for every update with deltas, and once when all sources are seen.
 pub async fn run(
     sources: Vec<(Source, EventStream)>,
-    deltas: mpsc::Sender<Vec<PodDelta>>,
+    deltas: mpsc::Sender<Batch>,
     snapshot: SnapshotHandle,
 ) {
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
@@ -170,11 +179,14 @@ pub async fn run(
         // the snapshot too. Rebuilt on every update: conflicts and source readiness can
         // change without any delta.
         snapshot.store(Arc::new(Snapshot::of(&store, &health)));
-        if store.synced() && !was_synced {
+        let newly_synced = store.synced() && !was_synced;
+        if newly_synced {
             was_synced = true;
             info!(pods = store.len(), "all pod sources seen");
         }
-        if !result.deltas.is_empty() && deltas.send(result.deltas).await.is_err() {
+        if (newly_synced || !result.deltas.is_empty())
+            && deltas.send(Batch { deltas: result.deltas, synced: was_synced }).await.is_err()
+        {
             return;
         }
     }

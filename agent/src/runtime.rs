@@ -2,8 +2,12 @@
 //! namespace `outpost`, plus what containerd leaves to its clients: pod namespaces, CNI,
 //! the OCI runtime spec, volumes and container logs.
 
+pub mod cgroups;
 pub mod cni;
+pub mod container;
 pub mod containerd;
+pub mod events;
+pub mod host;
 pub mod image;
 pub mod logs;
 pub mod managed;

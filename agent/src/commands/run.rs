@@ -1,23 +1,32 @@
 //! `outpost run`: start the sources, the merge and the local API.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use outpost_core::backoff::Backoff;
+use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal as unix_signal};
 use tokio::sync::mpsc;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
-use crate::podconfig::{self, Snapshot};
+use crate::error_chain::describe;
+use crate::podconfig::{self, Batch, Snapshot};
+use crate::runtime::cni::{Cni, CniConfig};
+use crate::runtime::image::credentials::Keyring;
+use crate::runtime::image::pull::PullOptions;
+use crate::runtime::{Containerd, host};
 use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
 use crate::source::url::{self, UrlSource};
 use crate::source::{self, Refresh, push};
+use crate::worker::{self, Runtime, Settings, StatusStore};
 use crate::{api, shutdown};
 
 #[derive(Debug, thiserror::Error)]
@@ -36,11 +45,12 @@ pub enum Error {
     ApiSource(#[from] source::api::Error),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
-    #[error(
-        "this build cannot run containers yet (the containerd runtime is not built); \
-         use --dry-run to run the sources and merge only"
-    )]
-    NoRuntime,
+    #[error("cannot find this executable (containerd's shims run it as the container logger)")]
+    Exe(#[source] io::Error),
+    #[error("--containerd managed is not available yet")]
+    Managed,
+    #[error("the pod runtime task failed")]
+    Task(#[source] tokio::task::JoinError),
     #[error("cannot write deltas to stdout: {0}")]
     Stdout(#[source] io::Error),
 }
@@ -73,10 +83,9 @@ impl<'a> DeltaLine<'a> {
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
-    if !dry_run {
-        return Err(Error::NoRuntime);
-    }
-    info!(node = %config.node_name, manifests = %config.manifest_dir.display(), "starting (dry run)");
+    info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
+    // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
+    let exe = std::env::current_exe().map_err(Error::Exe)?;
 
     // Before anything is announced: SIGHUP's default action would end the agent.
     let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
@@ -122,25 +131,32 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     }
 
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let statuses = StatusStore::default();
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
         snapshot: snapshot.clone(),
         push,
         refresh: config.manifest_url.is_some().then(|| refresh.clone()),
+        statuses: statuses.clone(),
     })
     .await?;
-    let (tx, mut rx) = mpsc::channel::<Vec<PodDelta>>(64);
+    let (tx, rx) = mpsc::channel::<Batch>(64);
     let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
     let server = tokio::spawn(server);
+    let mut pods = if dry_run {
+        tokio::spawn(print_deltas(rx))
+    } else {
+        tokio::spawn(run_pods(config, exe, rx, statuses))
+    };
 
     let result = loop {
         tokio::select! {
-            batch = rx.recv() => {
-                let Some(batch) = batch else { break Ok(()) };
-                if let Err(e) = print_deltas(&batch) {
-                    break if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(Error::Stdout(e)) };
-                }
+            ended = &mut pods => {
+                break match ended {
+                    Ok(result) => result,
+                    Err(e) => Err(Error::Task(e)),
+                };
             }
             _ = hangup.recv() => {
                 info!("SIGHUP: refreshing the manifest URL");
@@ -152,16 +168,77 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
             }
         }
     };
+    // Pods keep running: the agent's exit is not the workloads' (an edge box restarts
+    // the agent, and the next one adopts them).
+    pods.abort();
     merge.abort();
     server.abort();
     result
 }
 
-fn print_deltas(batch: &[PodDelta]) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    for delta in batch {
-        serde_json::to_writer(&mut out, &DeltaLine::of(delta))?;
-        out.write_all(b"\n")?;
+/// `--dry-run`: one JSON line per delta on stdout, nothing run.
+async fn print_deltas(mut batches: mpsc::Receiver<Batch>) -> Result<(), Error> {
+    while let Some(batch) = batches.recv().await {
+        let written = (|| {
+            let mut out = io::stdout().lock();
+            for delta in &batch.deltas {
+                serde_json::to_writer(&mut out, &DeltaLine::of(delta))?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()
+        })();
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(Error::Stdout(e)),
+        }
     }
-    out.flush()
+    Ok(())
+}
+
+/// Connects to containerd (retrying until it answers), then runs the pod workers.
+async fn run_pods(
+    config: Config,
+    exe: PathBuf,
+    batches: mpsc::Receiver<Batch>,
+    statuses: StatusStore,
+) -> Result<(), Error> {
+    let socket = match &config.containerd {
+        config::Containerd::Socket(socket) => socket.clone(),
+        config::Containerd::Managed => return Err(Error::Managed),
+    };
+    let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH).await;
+    match containerd.version().await {
+        Ok(v) => info!(socket = %socket.display(), version = v.version, "connected to containerd"),
+        Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),
+    }
+    let cni = Cni::new(CniConfig {
+        conf_dir: config.cni_conf_dir.clone(),
+        bin_dirs: config.cni_bin_dirs.clone(),
+        cache_dir: config.state_dir.join("cni"),
+    });
+    match cni.ensure_default_config() {
+        Ok(Some(path)) => {
+            info!(path = %path.display(), "no CNI network config found; wrote Outpost's default")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn!(error = %describe(&e), "cannot write the default CNI config; pods wait for one")
+        }
+    }
+    let settings = Settings {
+        node_name: config.node_name.clone(),
+        host_ip: config.node_ip.or_else(host::default_address),
+        state_dir: config.state_dir.clone(),
+        run_dir: config.run_dir.clone(),
+        pod_log_dir: config.pod_log_dir.clone(),
+        exe,
+        host_resolv_conf: PathBuf::from("/etc/resolv.conf"),
+        crash_loop: CrashLoopConfig::default(),
+        keyring: Keyring::default(),
+        pull: PullOptions::default(),
+    };
+    let runtime = Arc::new(Runtime::new(containerd, cni, settings, statuses));
+    worker::run(runtime, batches).await;
+    Ok(())
 }

@@ -8,11 +8,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use containerd_client::services::v1::containers_client::ContainersClient;
 use containerd_client::services::v1::content_client::ContentClient;
 use containerd_client::services::v1::diff_client::DiffClient;
+use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::images_client::ImagesClient;
 use containerd_client::services::v1::leases_client::LeasesClient;
 use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
+use containerd_client::services::v1::tasks_client::TasksClient;
 use containerd_client::services::v1::version_client::VersionClient;
 use outpost_core::backoff::Backoff;
 use tonic::metadata::{AsciiMetadataValue, errors::InvalidMetadataValue};
@@ -224,6 +227,18 @@ impl Containerd {
 
     pub fn leases(&self) -> LeasesClient<Service> {
         LeasesClient::new(self.service())
+    }
+
+    pub fn containers(&self) -> ContainersClient<Service> {
+        ContainersClient::new(self.service())
+    }
+
+    pub fn tasks(&self) -> TasksClient<Service> {
+        TasksClient::new(self.service())
+    }
+
+    pub fn events(&self) -> EventsClient<Service> {
+        EventsClient::new(self.service())
     }
 }
 

@@ -1,0 +1,585 @@
+//! One pod worker: the loop that takes desired-pod updates and task events for one pod
+//! full name and brings containerd to match, one step at a time. Each wake-up (a message,
+//! or a restart/retry time coming due) ends in one `sync`, then the status is published.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::backoff::Backoff;
+use outpost_core::lifecycle::{self, CrashLoop, RestartPolicy};
+use outpost_core::pod::{self, FullName};
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::sandbox::{self, Sandbox};
+use super::start::{self, container_hash};
+use super::state::{self, SandboxProblem, Slot, SlotState, Terminated};
+use super::{Inbox, Message, Outbox, Runtime};
+use crate::error_chain::describe;
+use crate::runtime::container::{
+    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_HASH, LABEL_POD_UID,
+    LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
+};
+use crate::runtime::events::{TaskEvent, timestamp};
+
+/// After SIGKILL, how long to wait for the exit before giving up on it.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub(super) struct PodWorker {
+    runtime: Arc<Runtime>,
+    name: FullName,
+    outbox: Outbox,
+    desired: Option<Arc<Pod>>,
+    current: Option<Current>,
+    /// Containers an earlier agent left for this full name, not yet adopted or removed.
+    adoptable: Vec<Listed>,
+}
+
+/// The pod whose sandbox and containers exist.
+#[derive(Debug)]
+struct Current {
+    pod: Arc<Pod>,
+    uid: String,
+    started: Timestamp,
+    sandbox: Option<Sandbox>,
+    problem: Option<SandboxProblem>,
+    sandbox_retry: Instant,
+    sandbox_backoff: Backoff,
+    slots: Vec<Slot>,
+}
+
+enum Wake {
+    Message(Message),
+    Timer,
+}
+
+impl PodWorker {
+    pub(super) fn new(
+        runtime: Arc<Runtime>,
+        name: FullName,
+        outbox: Outbox,
+        adoptable: Vec<Listed>,
+    ) -> PodWorker {
+        PodWorker { runtime, name, outbox, desired: None, current: None, adoptable }
+    }
+
+    /// Runs until nothing is desired and nothing is left running; hands the inbox back
+    /// (messages may have arrived meanwhile).
+    pub(super) async fn run(mut self, mut inbox: Inbox) -> Inbox {
+        let span = tracing::info_span!("pod", pod.namespace = %self.name.namespace, pod.name = %self.name.name);
+        async move {
+            loop {
+                let wake = match self.next_deadline() {
+                    Some(at) => tokio::select! {
+                        m = inbox.recv() => m.map(Wake::Message),
+                        () = tokio::time::sleep_until(at) => Some(Wake::Timer),
+                    },
+                    None => inbox.recv().await.map(Wake::Message),
+                };
+                match wake {
+                    None => return inbox,
+                    Some(Wake::Message(message)) => self.handle(message).await,
+                    Some(Wake::Timer) => {}
+                }
+                while let Ok(message) = inbox.try_recv() {
+                    self.handle(message).await;
+                }
+                self.sync(&mut inbox).await;
+                self.publish();
+                if self.current.is_none() && self.desired.is_none() && self.adoptable.is_empty() {
+                    return inbox;
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let current = self.current.as_ref()?;
+        if current.sandbox.is_none() {
+            return Some(current.sandbox_retry);
+        }
+        current.slots.iter().filter(|s| !s.is_running()).filter_map(|s| s.retry_at).min()
+    }
+
+    async fn handle(&mut self, message: Message) {
+        match message {
+            Message::Desired(pod) => self.desired = pod,
+            Message::Task(TaskEvent::Exit { container_id, exit_status, exited_at }) => {
+                self.exited(&container_id, exit_status, exited_at).await;
+            }
+            Message::Task(TaskEvent::Oom { container_id }) => {
+                if let Some(slot) = self.slot_mut(&container_id) {
+                    slot.oom_killed = true;
+                }
+            }
+            Message::Task(TaskEvent::Resync) => self.resync().await,
+        }
+    }
+
+    fn slot_mut(&mut self, container_id: &str) -> Option<&mut Slot> {
+        let current = self.current.as_mut()?;
+        current.slots.iter_mut().find(|s| s.id.as_deref() == Some(container_id))
+    }
+
+    /// After the event stream had a gap: look at every running container's task once.
+    async fn resync(&mut self) {
+        let running: Vec<String> = self
+            .current
+            .iter()
+            .flat_map(|c| &c.slots)
+            .filter(|s| s.is_running())
+            .filter_map(|s| s.id.clone())
+            .collect();
+        for id in running {
+            if let Ok(Some(process)) = container::task(&self.runtime.containerd, &id).await
+                && process.status() == containerd_client::types::v1::Status::Stopped
+            {
+                let exited_at = process.exited_at.as_ref().and_then(timestamp);
+                self.exited(&id, process.exit_status, exited_at).await;
+            }
+        }
+    }
+
+    /// A running container's task exited: reap it, record how, and decide on a restart.
+    async fn exited(&mut self, id: &str, exit_status: u32, exited_at: Option<Timestamp>) {
+        let runtime = self.runtime.clone();
+        let Some(current) = self.current.as_mut() else { return };
+        let policy = RestartPolicy::of(&current.pod);
+        let (namespace, name, uid) = (&self.name.namespace, &self.name.name, &current.uid);
+        let Some(slot) = current.slots.iter_mut().find(|s| s.id.as_deref() == Some(id)) else {
+            return;
+        };
+        let SlotState::Running { started_at } = slot.state else { return };
+        runtime.routes.remove(id);
+        if let Err(e) = container::delete_task(&runtime.containerd, id).await {
+            tracing::warn!(container = slot.name, error = %describe(&e), "cannot delete the exited task");
+        }
+        let exit_code = i32::try_from(exit_status).unwrap_or(i32::MAX);
+        let finished_at = exited_at.unwrap_or_else(Timestamp::now);
+        let reason = state::exit_reason(exit_code, slot.oom_killed);
+        slot.oom_killed = false;
+        let terminated = Terminated {
+            container_id: id.to_owned(),
+            exit_code,
+            reason: reason.to_owned(),
+            started_at: Some(started_at),
+            finished_at: Some(finished_at),
+        };
+        record_exit(&runtime, id, &terminated).await;
+        if policy.restarts(exit_code) {
+            let ran_for = finished_at.duration_since(started_at).unsigned_abs();
+            let delay = slot.crash_loop.after_exit(ran_for);
+            tracing::info!(container = slot.name, exit_code, reason, restart_in = ?delay, "container exited; restarting");
+            slot.state = SlotState::Waiting {
+                reason: "CrashLoopBackOff".to_owned(),
+                message: Some(format!(
+                    "back-off {delay:?} restarting failed container={} pod={name}_{namespace}({uid})",
+                    slot.name
+                )),
+            };
+            slot.last_termination = Some(terminated);
+            slot.retry_at = Some(Instant::now() + delay);
+        } else {
+            tracing::info!(
+                container = slot.name,
+                exit_code,
+                reason,
+                "container exited; not restarted (restartPolicy)"
+            );
+            slot.state = SlotState::Terminated(terminated);
+            slot.retry_at = None;
+        }
+    }
+
+    async fn sync(&mut self, inbox: &mut Inbox) {
+        let desired = self.desired.clone().filter(|p| p.metadata.deletion_timestamp.is_none());
+        let desired_uid = desired.as_deref().map(|p| pod::uid(p).to_owned());
+        // M10: whatever runs under this name for another pod (or a deleted one) stops
+        // first, completely, before anything of the desired pod starts.
+        let stale: Vec<Listed> = self
+            .adoptable
+            .extract_if(.., |c| c.label(LABEL_POD_UID) != desired_uid.as_deref())
+            .collect();
+        if !stale.is_empty() {
+            self.stop_stale(inbox, stale).await;
+        }
+        if self.current.as_ref().is_some_and(|c| Some(&c.uid) != desired_uid.as_ref()) {
+            self.stop_current(inbox).await;
+        }
+        let Some(pod) = desired else { return };
+        let adoptable = std::mem::take(&mut self.adoptable);
+        let runtime = self.runtime.clone();
+        let current = match &mut self.current {
+            Some(current) => {
+                current.pod = pod;
+                current
+            }
+            None => {
+                let current = Current::adopt(&runtime, pod, adoptable, &self.outbox).await;
+                self.current.insert(current)
+            }
+        };
+        current.sync(&runtime, &self.outbox).await;
+    }
+
+    /// Stops containers adopted from an earlier run that belong to no desired pod, and
+    /// removes them and their pods' sandboxes.
+    async fn stop_stale(&mut self, inbox: &mut Inbox, stale: Vec<Listed>) {
+        let grace =
+            self.desired.as_deref().map_or(Duration::from_secs(30), lifecycle::grace_period);
+        let running: HashSet<String> = stale
+            .iter()
+            .filter(|c| c.task_status() == Some(containerd_client::types::v1::Status::Running))
+            .map(|c| c.id.clone())
+            .collect();
+        for id in &running {
+            self.runtime.routes.add(id, &self.outbox);
+        }
+        self.stop_containers(inbox, running, grace).await;
+        let uids: HashSet<String> =
+            stale.iter().filter_map(|c| c.label(LABEL_POD_UID).map(str::to_owned)).collect();
+        for c in &stale {
+            self.remove_container(&c.id).await;
+        }
+        for uid in uids {
+            sandbox::tear_down(&self.runtime, &uid).await;
+            tracing::info!(pod.uid = uid, "removed a pod left by an earlier run");
+        }
+    }
+
+    /// Stops the current pod gracefully and removes its containers and sandbox.
+    async fn stop_current(&mut self, inbox: &mut Inbox) {
+        let Some(current) = self.current.take() else { return };
+        let grace = lifecycle::grace_period(self.desired.as_deref().unwrap_or(&current.pod));
+        let running: HashSet<String> =
+            current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
+        tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");
+        self.stop_containers(inbox, running, grace).await;
+        for id in current.slots.iter().filter_map(|s| s.id.as_deref()) {
+            self.remove_container(id).await;
+        }
+        sandbox::tear_down(&self.runtime, &current.uid).await;
+        self.runtime.statuses.remove(&current.uid);
+        tracing::info!(pod.uid = current.uid, "pod stopped and removed");
+    }
+
+    /// SIGTERM, up to `grace` for the exits, then SIGKILL. Desired-pod updates that
+    /// arrive meanwhile are kept for the next sync.
+    async fn stop_containers(
+        &mut self,
+        inbox: &mut Inbox,
+        mut running: HashSet<String>,
+        grace: Duration,
+    ) {
+        let containerd = self.runtime.containerd.clone();
+        for id in &running {
+            if let Err(e) = container::kill(&containerd, id, libc::SIGTERM, false).await {
+                tracing::warn!(container_id = id, error = %describe(&e), "cannot send SIGTERM");
+            }
+        }
+        self.wait_for_exits(inbox, &mut running, Instant::now() + grace).await;
+        if running.is_empty() {
+            return;
+        }
+        tracing::info!(containers = running.len(), "grace period over; sending SIGKILL");
+        for id in &running {
+            if let Err(e) = container::kill(&containerd, id, libc::SIGKILL, true).await {
+                tracing::warn!(container_id = id, error = %describe(&e), "cannot send SIGKILL");
+            }
+        }
+        self.wait_for_exits(inbox, &mut running, Instant::now() + KILL_WAIT).await;
+    }
+
+    async fn wait_for_exits(
+        &mut self,
+        inbox: &mut Inbox,
+        running: &mut HashSet<String>,
+        until: Instant,
+    ) {
+        // A task that is already stopped sends no further event.
+        let mut stopped = Vec::new();
+        for id in running.iter() {
+            match container::task(&self.runtime.containerd, id).await {
+                Ok(Some(p)) if p.status() != containerd_client::types::v1::Status::Stopped => {}
+                _ => stopped.push(id.clone()),
+            }
+        }
+        for id in stopped {
+            running.remove(&id);
+        }
+        while !running.is_empty() {
+            let message = tokio::select! {
+                m = inbox.recv() => m,
+                () = tokio::time::sleep_until(until) => return,
+            };
+            match message {
+                None => return,
+                Some(Message::Desired(pod)) => self.desired = pod,
+                Some(Message::Task(TaskEvent::Exit { container_id, .. })) => {
+                    running.remove(&container_id);
+                }
+                Some(Message::Task(_)) => {}
+            }
+        }
+    }
+
+    async fn remove_container(&self, id: &str) {
+        self.runtime.routes.remove(id);
+        if let Err(e) = container::remove(&self.runtime.containerd, id).await {
+            tracing::warn!(container_id = id, error = %describe(&e), "cannot remove container");
+        }
+    }
+
+    fn publish(&self) {
+        let Some(current) = &self.current else { return };
+        let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
+        let status = state::pod_status(
+            &current.pod,
+            &current.slots,
+            ips,
+            self.runtime.host_ip,
+            current.started,
+            current.problem.as_ref(),
+        );
+        self.runtime.statuses.set(&current.uid, status);
+    }
+}
+
+impl Current {
+    /// The desired pod, with what an earlier run left of it adopted: per container, the
+    /// newest of its containers (others removed); running ones are kept running.
+    async fn adopt(
+        runtime: &Runtime,
+        pod: Arc<Pod>,
+        mut found: Vec<Listed>,
+        outbox: &Outbox,
+    ) -> Current {
+        let uid = pod::uid(&pod).to_owned();
+        let crash_loop = CrashLoop::new(runtime.crash_loop);
+        let policy = RestartPolicy::of(&pod);
+        let containers = pod.spec.iter().flat_map(|s| &s.containers);
+        let mut slots: Vec<Slot> =
+            containers.map(|c| Slot::new(&c.name, container_hash(c), crash_loop)).collect();
+        found.sort_by_key(|c| restart_count(c));
+        let mut obsolete = Vec::new();
+        for listed in found.into_iter().rev() {
+            let name = listed.label(LABEL_CONTAINER_NAME).unwrap_or_default();
+            match slots.iter_mut().find(|s| s.name == name && s.id.is_none()) {
+                Some(slot) if listed.label(LABEL_HASH) == Some(slot.hash.as_str()) => {
+                    adopt_container(runtime, policy, slot, &listed, outbox).await;
+                }
+                _ => obsolete.push(listed.id),
+            }
+        }
+        for id in obsolete {
+            if let Err(e) = container::remove(&runtime.containerd, &id).await {
+                tracing::warn!(container_id = id, error = %describe(&e), "cannot remove an obsolete container");
+            }
+        }
+        Current {
+            pod,
+            uid,
+            started: Timestamp::now(),
+            sandbox: None,
+            problem: None,
+            sandbox_retry: Instant::now(),
+            sandbox_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            slots,
+        }
+    }
+
+    async fn sync(&mut self, runtime: &Runtime, outbox: &Outbox) {
+        let now = Instant::now();
+        if self.sandbox.is_none() {
+            if now < self.sandbox_retry {
+                return;
+            }
+            match sandbox::set_up(runtime, &self.pod).await {
+                Ok(sandbox) => {
+                    self.sandbox = Some(sandbox);
+                    self.problem = None;
+                    self.sandbox_backoff.reset();
+                }
+                Err(problem) => {
+                    let delay = self.sandbox_backoff.next_delay(fastrand::f64());
+                    tracing::warn!(reason = problem.reason, error = problem.message, retry_in = ?delay, "cannot set up the pod sandbox");
+                    for slot in self.slots.iter_mut().filter(|s| !s.is_running()) {
+                        slot.state = SlotState::Waiting {
+                            reason: "ContainerCreating".to_owned(),
+                            message: Some(problem.message.clone()),
+                        };
+                    }
+                    self.problem = Some(problem);
+                    self.sandbox_retry = now + delay;
+                    return;
+                }
+            }
+        }
+        let Some(sandbox) = &self.sandbox else { return };
+        let pod = self.pod.clone();
+        for container in pod.spec.iter().flat_map(|s| &s.containers) {
+            let Some(slot) = self.slots.iter_mut().find(|s| s.name == container.name) else {
+                continue;
+            };
+            let hash = container_hash(container);
+            if slot.hash != hash {
+                // The container's spec changed (an API pod's image, say): replace it.
+                if let Some(id) = slot.id.take() {
+                    tracing::info!(container = slot.name, "container spec changed; replacing it");
+                    replace(runtime, &id).await;
+                    slot.last_termination = None;
+                }
+                slot.hash = hash.clone();
+                slot.state =
+                    SlotState::Waiting { reason: "ContainerCreating".to_owned(), message: None };
+                slot.retry_at = Some(now);
+            }
+            if !matches!(slot.state, SlotState::Waiting { .. })
+                || slot.retry_at.is_some_and(|at| at > now)
+            {
+                continue;
+            }
+            let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
+            if let Some(old) = slot.id.take() {
+                replace(runtime, &old).await;
+            }
+            match start::start(runtime, &pod, sandbox, container, restart_count, &hash, outbox)
+                .await
+            {
+                Ok(started) => {
+                    tracing::info!(
+                        container = slot.name,
+                        container_id = started.id,
+                        restart_count,
+                        "container started"
+                    );
+                    slot.id = Some(started.id);
+                    slot.image_id = Some(started.image_id);
+                    slot.restart_count = restart_count;
+                    slot.ran = true;
+                    slot.state = SlotState::Running { started_at: started.started_at };
+                    slot.retry_at = None;
+                    slot.pull_failures = 0;
+                }
+                Err(failure) => {
+                    let delay = slot.crash_loop.after_exit(Duration::ZERO);
+                    let reason = if failure.pull && slot.pull_failures > 0 {
+                        "ImagePullBackOff"
+                    } else {
+                        failure.reason
+                    };
+                    if failure.pull {
+                        slot.pull_failures += 1;
+                    }
+                    tracing::warn!(container = slot.name, reason, error = failure.message, retry_in = ?delay, "cannot start container");
+                    slot.state = SlotState::Waiting {
+                        reason: reason.to_owned(),
+                        message: Some(failure.message),
+                    };
+                    slot.retry_at = Some(now + delay);
+                }
+            }
+        }
+    }
+}
+
+/// Takes over one container an earlier run left: kept if running, else treated as an exit
+/// seen now.
+async fn adopt_container(
+    runtime: &Runtime,
+    policy: RestartPolicy,
+    slot: &mut Slot,
+    listed: &Listed,
+    outbox: &Outbox,
+) {
+    slot.id = Some(listed.id.clone());
+    slot.restart_count = restart_count(listed);
+    slot.ran = true;
+    let started_at = listed
+        .label(LABEL_STARTED_AT)
+        .and_then(|t| t.parse().ok())
+        .or_else(|| listed.created_at.as_ref().and_then(timestamp))
+        .unwrap_or_else(Timestamp::now);
+    match &listed.task {
+        Some(task) if task.status() == containerd_client::types::v1::Status::Running => {
+            runtime.routes.add(&listed.id, outbox);
+            slot.state = SlotState::Running { started_at };
+            slot.retry_at = None;
+            tracing::info!(
+                container = slot.name,
+                container_id = listed.id,
+                "adopted running container"
+            );
+        }
+        task => {
+            let exit_code = task
+                .as_ref()
+                .map(|t| i32::try_from(t.exit_status).unwrap_or(i32::MAX))
+                .or_else(|| listed.label(LABEL_EXIT_CODE).and_then(|c| c.parse().ok()))
+                .unwrap_or(-1);
+            let finished_at = task
+                .as_ref()
+                .and_then(|t| t.exited_at.as_ref().and_then(timestamp))
+                .or_else(|| listed.label(LABEL_FINISHED_AT).and_then(|t| t.parse().ok()));
+            if task.is_some() {
+                let _ = container::delete_task(&runtime.containerd, &listed.id).await;
+            }
+            let terminated = Terminated {
+                container_id: listed.id.clone(),
+                exit_code,
+                reason: listed
+                    .label(LABEL_REASON)
+                    .unwrap_or(state::exit_reason(exit_code, false))
+                    .to_owned(),
+                started_at: Some(started_at),
+                finished_at,
+            };
+            tracing::info!(
+                container = slot.name,
+                container_id = listed.id,
+                exit_code,
+                "adopted exited container"
+            );
+            if policy.restarts(exit_code) {
+                slot.last_termination = Some(terminated);
+                slot.state =
+                    SlotState::Waiting { reason: "ContainerCreating".to_owned(), message: None };
+                slot.retry_at = Some(Instant::now());
+            } else {
+                slot.state = SlotState::Terminated(terminated);
+                slot.retry_at = None;
+            }
+        }
+    }
+}
+
+/// Records a container's end in its labels, so that a later run knows it.
+async fn record_exit(runtime: &Runtime, id: &str, t: &Terminated) {
+    let mut labels = std::collections::HashMap::new();
+    labels.insert(LABEL_EXIT_CODE.to_owned(), t.exit_code.to_string());
+    labels.insert(LABEL_REASON.to_owned(), t.reason.clone());
+    if let Some(at) = t.finished_at {
+        labels.insert(LABEL_FINISHED_AT.to_owned(), at.to_string());
+    }
+    if let Err(e) = container::label(&runtime.containerd, id, labels).await {
+        tracing::debug!(container_id = id, error = %describe(&e), "cannot label the exited container");
+    }
+}
+
+/// Removes a container that a new one replaces.
+async fn replace(runtime: &Runtime, id: &str) {
+    runtime.routes.remove(id);
+    if let Err(e) = container::remove(&runtime.containerd, id).await {
+        tracing::warn!(container_id = id, error = %describe(&e), "cannot remove the replaced container");
+    }
+}
+
+fn restart_count(listed: &Listed) -> u32 {
+    listed.label(LABEL_RESTART_COUNT).and_then(|c| c.parse().ok()).unwrap_or(0)
+}

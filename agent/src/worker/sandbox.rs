@@ -1,0 +1,176 @@
+//! A pod's sandbox without a pause container: namespaces held by bind mounts, the
+//! network wired by CNI, the pod directory with /etc/hosts, resolv.conf and volumes.
+//! Setting up is idempotent, so after an agent restart the same call finds what exists
+//! (the network is taken from the CNI cache, not added twice).
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::pod;
+
+use super::Runtime;
+use super::state::SandboxProblem;
+use crate::error_chain::describe;
+use crate::runtime::cni::{Attachment, PortMapping, Protocol};
+use crate::runtime::netns::{PodNamespaces, Sharing};
+use crate::runtime::{cgroups, volumes};
+
+/// What the pod's containers join.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub namespaces: PodNamespaces,
+    pub ips: Vec<IpAddr>,
+    pub pod_dir: PathBuf,
+}
+
+/// The interface CNI wires in every pod.
+const INTERFACE: &str = "eth0";
+
+pub fn host_network(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
+}
+
+/// Creates (or finds) the pod's namespaces, network and files.
+pub async fn set_up(runtime: &Runtime, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
+    let uid = pod::uid(pod).to_owned();
+    let spec = pod.spec.as_ref();
+    let sharing = Sharing {
+        host_network: host_network(pod),
+        host_ipc: spec.and_then(|s| s.host_ipc).unwrap_or(false),
+    };
+    let ns_dir = namespaces_dir(runtime, &uid);
+    let namespaces = blocking(move || PodNamespaces::create(&ns_dir, sharing))
+        .await
+        .map_err(|message| problem("NamespacesFailed", message))?;
+    let ips = match &namespaces.network {
+        None => runtime.host_ip.into_iter().collect(),
+        Some(netns) => {
+            let cached =
+                runtime.cni.network(&uid).map_err(|e| problem("NetworkNotReady", describe(&e)))?;
+            match cached {
+                Some(network) => network.ips,
+                None => {
+                    let attachment = Attachment {
+                        id: uid.clone(),
+                        netns: netns.clone(),
+                        interface: INTERFACE.to_owned(),
+                        pod_namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                        pod_name: pod.metadata.name.clone().unwrap_or_default(),
+                        pod_uid: uid.clone(),
+                        ports: port_mappings(pod),
+                    };
+                    runtime
+                        .cni
+                        .add(&attachment)
+                        .await
+                        .map_err(|e| problem("NetworkNotReady", describe(&e)))?
+                        .ips
+                }
+            }
+        }
+    };
+    let pod_dir = runtime.pods_dir.join(&uid);
+    let (dir, owned, pod_ips, resolv) =
+        (pod_dir.clone(), pod.clone(), ips.clone(), runtime.host_resolv_conf.clone());
+    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
+        .await
+        .map_err(|message| problem("VolumesNotReady", message))?;
+    Ok(Sandbox { namespaces, ips, pod_dir })
+}
+
+/// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.
+pub async fn tear_down(runtime: &Runtime, uid: &str) {
+    if let Err(e) = runtime.cni.del(uid).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
+    }
+    let ns_dir = namespaces_dir(runtime, uid);
+    if let Err(message) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
+        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
+    }
+    let run_dir = runtime.run_pods_dir.join(uid);
+    if let Err(message) = blocking(move || remove_dir_all(&run_dir)).await {
+        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
+    }
+    let pod_dir = runtime.pods_dir.join(uid);
+    if let Err(message) = blocking(move || volumes::cleanup(&pod_dir)).await {
+        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
+    }
+    let parent = cgroup_parent(uid);
+    if let Err(message) = blocking(move || cgroups::remove(&parent)).await {
+        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's cgroup");
+    }
+}
+
+fn remove_dir_all(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Tears down sandboxes (namespaces, CNI attachments, pod dirs) of pods not in `owned`:
+/// what a start cut short by a crash left behind.
+pub async fn remove_orphans(runtime: &Runtime, owned: &HashSet<String>) {
+    let mut uids: HashSet<String> = HashSet::new();
+    for dir in [&runtime.run_pods_dir, &runtime.pods_dir] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            uids.extend(entries.flatten().filter_map(|e| e.file_name().into_string().ok()));
+        }
+    }
+    match runtime.cni.attached() {
+        Ok(ids) => uids.extend(ids),
+        Err(e) => tracing::warn!(error = %describe(&e), "cannot list CNI attachments"),
+    }
+    for uid in uids.difference(owned) {
+        tracing::info!(pod.uid = %uid, "removing the sandbox of a pod that is no longer desired");
+        tear_down(runtime, uid).await;
+    }
+}
+
+/// The cgroup (cgroupfs driver path) a pod's containers are placed under.
+pub fn cgroup_parent(uid: &str) -> String {
+    format!("/outpost/pod{uid}")
+}
+
+fn namespaces_dir(runtime: &Runtime, uid: &str) -> PathBuf {
+    runtime.run_pods_dir.join(uid).join("ns")
+}
+
+fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
+    let containers = pod.spec.iter().flat_map(|s| &s.containers);
+    containers
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let host_port = u16::try_from(p.host_port?).ok().filter(|p| *p > 0)?;
+            Some(PortMapping {
+                host_port,
+                container_port: u16::try_from(p.container_port).ok()?,
+                protocol: match p.protocol.as_deref() {
+                    Some("UDP") => Protocol::Udp,
+                    Some("SCTP") => Protocol::Sctp,
+                    _ => Protocol::Tcp,
+                },
+                host_ip: p.host_ip.as_deref().and_then(|ip| ip.parse().ok()),
+            })
+        })
+        .collect()
+}
+
+fn problem(reason: &'static str, message: String) -> SandboxProblem {
+    SandboxProblem { reason, message }
+}
+
+/// Runs blocking filesystem/namespace work off the async threads; errors as text.
+async fn blocking<T, E>(work: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, String>
+where
+    T: Send + 'static,
+    E: std::error::Error + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(describe(&e)),
+        Err(e) => Err(describe(&e)),
+    }
+}
