@@ -1,1 +1,476 @@
-//! (being written)
+//! A CNI client: wires a pod's network namespace with the standard plugin binaries, as
+//! libcni and containerd's CRI do (spec 1.0.0; 0.3.x and 0.4.0 configs work too).
+//!
+//! The network is the first config file of the conf dir (see [`conf`]). ADD brings up
+//! `lo` with the `loopback` plugin, then runs the list's plugins in order, each getting
+//! the previous one's result; DEL runs them in reverse with what ADD used, which the
+//! [`cache`] keeps, so a changed config or a restarted agent still tears down exactly
+//! what was set up.
+
+pub mod cache;
+pub mod conf;
+pub mod exec;
+pub mod protocol;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::statfs::{NSFS_MAGIC, statfs};
+use serde_json::{Map, Value};
+
+use self::cache::{Cache, Record};
+use self::conf::{DefaultNetwork, NetworkList};
+use self::protocol::{Call, Command, PluginError};
+
+/// How long one plugin call may take before it is killed.
+const PLUGIN_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Where `lo`'s config comes from, for errors.
+const LOOPBACK_ORIGIN: &str = "Outpost's built-in loopback config";
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "no CNI network config (*.conflist, *.conf or *.json) in {}: write one there \
+         (Outpost writes its default at startup when the directory is empty)",
+        dir.display()
+    )]
+    NoConfig { dir: PathBuf },
+    #[error("reading the CNI conf dir {}", dir.display())]
+    ReadConfDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the CNI config {}", file.display())]
+    ReadConf {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("loading the CNI network config")]
+    Conf(#[source] conf::Error),
+    #[error("writing Outpost's default CNI config {}", file.display())]
+    WriteDefault {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("attaching pod {pod} to the CNI network")]
+    Attachment {
+        pod: String,
+        #[source]
+        source: protocol::Error,
+    },
+    #[error(
+        "CNI plugin {plugin} (from {origin}) is in none of the CNI bin dirs {dirs}: install \
+         it (Debian: containernetworking-plugins) or add its directory to the bin dirs"
+    )]
+    PluginMissing { plugin: String, origin: String, dirs: String },
+    #[error("running CNI plugin {plugin} (from {origin}) for {command} of pod {pod}")]
+    PluginRun {
+        plugin: String,
+        origin: String,
+        command: Command,
+        pod: String,
+        #[source]
+        source: exec::Error,
+    },
+    #[error("CNI plugin {plugin} (from {origin}) failed {command} for pod {pod}: {message}")]
+    PluginFailed { plugin: String, origin: String, command: Command, pod: String, message: String },
+    #[error(
+        "CNI plugin {plugin} (from {origin}) returned an unusable {command} result for pod {pod}"
+    )]
+    PluginResult {
+        plugin: String,
+        origin: String,
+        command: Command,
+        pod: String,
+        #[source]
+        source: protocol::Error,
+    },
+    #[error(
+        "the CNI network of {} gave pod {pod} no IP address on {interface}: \
+         does its IPAM section allocate one?",
+        file.display()
+    )]
+    NoIp { pod: String, interface: String, file: PathBuf },
+    #[error("the CNI attachment cache")]
+    Cache(#[source] cache::Error),
+}
+
+impl From<cache::Error> for Error {
+    fn from(source: cache::Error) -> Error {
+        Error::Cache(source)
+    }
+}
+
+/// Where the CNI client finds configs and plugins and keeps its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniConfig {
+    /// Network configs, e.g. `/etc/cni/net.d`.
+    pub conf_dir: PathBuf,
+    /// Plugin binaries, searched in order, e.g. `/opt/cni/bin`, `/usr/lib/cni`.
+    pub bin_dirs: Vec<PathBuf>,
+    /// Attachment cache and the default network's IPAM data, e.g. `<state>/cni`.
+    pub cache_dir: PathBuf,
+}
+
+/// A pod to attach: its network namespace and what the plugins are told about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The CNI container id: the pod UID.
+    pub id: String,
+    pub netns: PathBuf,
+    /// The interface in the pod, `eth0`.
+    pub interface: String,
+    pub pod_namespace: String,
+    pub pod_name: String,
+    pub pod_uid: String,
+    pub ports: Vec<PortMapping>,
+}
+
+/// A `hostPort`, passed to plugins with the `portMappings` capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortMapping {
+    pub host_port: u16,
+    pub container_port: u16,
+    pub protocol: Protocol,
+    pub host_ip: Option<IpAddr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+/// What the network gave a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodNetwork {
+    /// IPv4 first; `ips[0]` is the pod IP.
+    pub ips: Vec<IpAddr>,
+}
+
+/// The CNI client.
+#[derive(Debug, Clone)]
+pub struct Cni {
+    config: CniConfig,
+    cache: Cache,
+}
+
+impl Cni {
+    pub fn new(config: CniConfig) -> Cni {
+        let cache = Cache::new(&config.cache_dir);
+        Cni { config, cache }
+    }
+
+    /// Writes Outpost's default network config if the conf dir holds none, returning
+    /// its path; `None` when a config is already there (it is kept as it is).
+    pub fn ensure_default_config(&self) -> Result<Option<PathBuf>> {
+        if self.conf_file()?.is_some() {
+            return Ok(None);
+        }
+        let file = self.config.conf_dir.join(conf::DEFAULT_FILE);
+        let document = DefaultNetwork::new(&self.config.cache_dir).conflist();
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.config.conf_dir)?;
+            let tmp = self.config.conf_dir.join(format!(".{}.tmp", conf::DEFAULT_FILE));
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&document)?)?;
+            std::fs::rename(&tmp, &file)
+        };
+        write().map_err(|source| Error::WriteDefault { file: file.clone(), source })?;
+        tracing::info!(file = %file.display(), "wrote the default CNI network config");
+        Ok(Some(file))
+    }
+
+    /// Attaches a pod: `lo` up, then the network's plugins in order. An earlier
+    /// attachment of the same id is deleted first. If a plugin fails, what the earlier
+    /// ones set up is deleted again before the error is returned.
+    pub async fn add(&self, attachment: &Attachment) -> Result<PodNetwork> {
+        let pod = format!("{}/{}", attachment.pod_namespace, attachment.pod_name);
+        let invalid = |source| Error::Attachment { pod: pod.clone(), source };
+        protocol::check_container_id(&attachment.id).map_err(invalid)?;
+        let args = protocol::cni_args(
+            &attachment.pod_namespace,
+            &attachment.pod_name,
+            &attachment.pod_uid,
+            &attachment.id,
+        )
+        .map_err(invalid)?;
+        if self.cache.read(&attachment.id)?.is_some() {
+            tracing::info!(pod, id = attachment.id, "deleting the pod's previous CNI attachment");
+            self.del(&attachment.id).await?;
+        }
+        let list = self.load()?;
+        self.loopback(attachment, &args, &pod).await?;
+        let mut record = Record {
+            id: attachment.id.clone(),
+            conf_file: list.file.clone(),
+            config: list.to_conflist(),
+            netns: attachment.netns.clone(),
+            interface: attachment.interface.clone(),
+            pod_namespace: attachment.pod_namespace.clone(),
+            pod_name: attachment.pod_name.clone(),
+            cni_args: args,
+            capability_args: protocol::capability_args(&attachment.ports),
+            result: None,
+        };
+        // Recorded before the plugins run, so an agent dying halfway leaves a record
+        // (`attached`) whose DEL frees what was allocated.
+        self.cache.write(&record)?;
+        match self.add_list(&list, &record, &pod).await {
+            Ok((result, ips)) => {
+                record.result = Some(result);
+                self.cache.write(&record)?;
+                tracing::info!(pod, id = attachment.id, ip = %ips[0], "attached pod to CNI network");
+                Ok(PodNetwork { ips })
+            }
+            Err(error) => {
+                match self.del_list(&list, &record, &pod).await {
+                    Ok(()) => self.cache.remove(&record.id)?,
+                    Err(del_error) => tracing::warn!(
+                        pod,
+                        error = %crate::error_chain::describe(&del_error),
+                        "cleaning up after a failed CNI ADD; the cached attachment is kept for a later DEL"
+                    ),
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Detaches pod `id` with what its ADD used. No attachment: `Ok`. If its netns is
+    /// gone, the plugins still run (with an empty `CNI_NETNS`) so IPAM frees the address.
+    pub async fn del(&self, id: &str) -> Result<()> {
+        protocol::check_container_id(id)
+            .map_err(|source| Error::Attachment { pod: id.to_owned(), source })?;
+        let Some(record) = self.cache.read(id)? else {
+            return Ok(());
+        };
+        let pod = format!("{}/{}", record.pod_namespace, record.pod_name);
+        let bytes = serde_json::to_vec(&record.config).unwrap_or_default();
+        // Parsed as a .conflist, whatever the original file was.
+        let list = NetworkList::parse(&record.conf_file.with_extension("conflist"), &bytes)
+            .map_err(Error::Conf)?;
+        let list = NetworkList { file: record.conf_file.clone(), ..list };
+        self.del_list(&list, &record, &pod).await?;
+        self.cache.remove(id)?;
+        tracing::info!(pod, id, "detached pod from CNI network");
+        Ok(())
+    }
+
+    /// The ids with a cached attachment, sorted (to clean up leaks after a restart).
+    pub fn attached(&self) -> Result<Vec<String>> {
+        Ok(self.cache.ids()?)
+    }
+
+    /// What a completed ADD of `id` gave, from the cache (to adopt a running pod).
+    pub fn network(&self, id: &str) -> Result<Option<PodNetwork>> {
+        let Some(record) = self.cache.read(id)? else { return Ok(None) };
+        let Some(result) = &record.result else { return Ok(None) };
+        let ips =
+            protocol::pod_ips(result, &record.interface).map_err(|source| Error::PluginResult {
+                plugin: "(cached result)".to_owned(),
+                origin: record.conf_file.display().to_string(),
+                command: Command::Add,
+                pod: format!("{}/{}", record.pod_namespace, record.pod_name),
+                source,
+            })?;
+        Ok(Some(PodNetwork { ips }))
+    }
+
+    fn conf_file(&self) -> Result<Option<PathBuf>> {
+        let dir = &self.config.conf_dir;
+        let read_dir = |source| Error::ReadConfDir { dir: dir.clone(), source };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(read_dir(e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(read_dir)?.path();
+            if path.is_file() {
+                names.extend(path.file_name().and_then(|n| n.to_str()).map(str::to_owned));
+            }
+        }
+        Ok(conf::pick(names.iter().map(String::as_str)).map(|name| dir.join(name)))
+    }
+
+    fn load(&self) -> Result<NetworkList> {
+        let file = self
+            .conf_file()?
+            .ok_or_else(|| Error::NoConfig { dir: self.config.conf_dir.clone() })?;
+        let bytes = std::fs::read(&file)
+            .map_err(|source| Error::ReadConf { file: file.clone(), source })?;
+        NetworkList::parse(&file, &bytes).map_err(Error::Conf)
+    }
+
+    async fn loopback(&self, attachment: &Attachment, args: &str, pod: &str) -> Result<()> {
+        let list = NetworkList {
+            file: PathBuf::from(LOOPBACK_ORIGIN),
+            name: "cni-loopback".to_owned(),
+            cni_version: "0.3.1".to_owned(),
+            plugins: vec![conf::Plugin {
+                kind: "loopback".to_owned(),
+                conf: Map::from_iter([("type".to_owned(), Value::from("loopback"))]),
+            }],
+        };
+        let call = Call {
+            command: Command::Add,
+            container_id: &attachment.id,
+            netns: &attachment.netns,
+            ifname: "lo",
+            args,
+            bin_dirs: &self.config.bin_dirs,
+        };
+        let stdin = protocol::stdin(&list, &list.plugins[0], None, &Map::new());
+        self.invoke(&call, &list.plugins[0], &stdin, pod, LOOPBACK_ORIGIN).await?;
+        Ok(())
+    }
+
+    async fn add_list(
+        &self,
+        list: &NetworkList,
+        record: &Record,
+        pod: &str,
+    ) -> Result<(Value, Vec<IpAddr>)> {
+        let call = Call {
+            command: Command::Add,
+            container_id: &record.id,
+            netns: &record.netns,
+            ifname: &record.interface,
+            args: &record.cni_args,
+            bin_dirs: &self.config.bin_dirs,
+        };
+        let origin = list.file.display().to_string();
+        let mut result: Option<Value> = None;
+        let mut last = "";
+        for plugin in &list.plugins {
+            let stdin = protocol::stdin(list, plugin, result.as_ref(), &record.capability_args);
+            let output = self.invoke(&call, plugin, &stdin, pod, &origin).await?;
+            if output.is_null() {
+                return Err(Error::PluginFailed {
+                    plugin: plugin.kind.clone(),
+                    origin,
+                    command: Command::Add,
+                    pod: pod.to_owned(),
+                    message: "it printed no result".to_owned(),
+                });
+            }
+            result = Some(output);
+            last = &plugin.kind;
+        }
+        let result = result.unwrap_or_default();
+        let ips = protocol::pod_ips(&result, &record.interface).map_err(|source| {
+            Error::PluginResult {
+                plugin: last.to_owned(),
+                origin: origin.clone(),
+                command: Command::Add,
+                pod: pod.to_owned(),
+                source,
+            }
+        })?;
+        if ips.is_empty() {
+            return Err(Error::NoIp {
+                pod: pod.to_owned(),
+                interface: record.interface.clone(),
+                file: list.file.clone(),
+            });
+        }
+        Ok((result, ips))
+    }
+
+    async fn del_list(&self, list: &NetworkList, record: &Record, pod: &str) -> Result<()> {
+        let netns =
+            if is_namespace(&record.netns) { record.netns.as_path() } else { Path::new("") };
+        let call = Call {
+            command: Command::Del,
+            container_id: &record.id,
+            netns,
+            ifname: &record.interface,
+            args: &record.cni_args,
+            bin_dirs: &self.config.bin_dirs,
+        };
+        let prev = record.result.as_ref().filter(|_| list.del_takes_prev_result());
+        let origin = list.file.display().to_string();
+        for plugin in list.plugins.iter().rev() {
+            let stdin = protocol::stdin(list, plugin, prev, &record.capability_args);
+            self.invoke(&call, plugin, &stdin, pod, &origin).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs one plugin; returns its result document (`Null` when it printed nothing,
+    /// as DEL may).
+    async fn invoke(
+        &self,
+        call: &Call<'_>,
+        plugin: &conf::Plugin,
+        stdin: &Value,
+        pod: &str,
+        origin: &str,
+    ) -> Result<Value> {
+        let binary = exec::find(&self.config.bin_dirs, &plugin.kind).ok_or_else(|| {
+            Error::PluginMissing {
+                plugin: plugin.kind.clone(),
+                origin: origin.to_owned(),
+                dirs: std::env::join_paths(&self.config.bin_dirs)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            }
+        })?;
+        let stdin = serde_json::to_vec(stdin).unwrap_or_default();
+        tracing::debug!(plugin = plugin.kind, command = %call.command, pod, "running CNI plugin");
+        let output =
+            exec::run(&binary, call.env(), stdin, PLUGIN_TIMEOUT).await.map_err(|source| {
+                Error::PluginRun {
+                    plugin: plugin.kind.clone(),
+                    origin: origin.to_owned(),
+                    command: call.command,
+                    pod: pod.to_owned(),
+                    source,
+                }
+            })?;
+        let failed = |message: String| Error::PluginFailed {
+            plugin: plugin.kind.clone(),
+            origin: origin.to_owned(),
+            command: call.command,
+            pod: pod.to_owned(),
+            message,
+        };
+        if !output.status.success() {
+            return Err(failed(match PluginError::parse(&output.stdout) {
+                Some(error) => error.to_string(),
+                None => {
+                    let stderr = String::from_utf8_lossy(&output.stderr);
+                    format!("{} ({})", stderr.trim(), output.status)
+                }
+            }));
+        }
+        if output.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&output.stdout).map_err(|source| Error::PluginResult {
+            plugin: plugin.kind.clone(),
+            origin: origin.to_owned(),
+            command: call.command,
+            pod: pod.to_owned(),
+            source: protocol::Error::Result(source),
+        })
+    }
+}
+
+/// Whether `path` is a mounted namespace (a gone one is passed to DEL as empty, as
+/// containerd does, so plugins skip the netns and still free their allocations).
+fn is_namespace(path: &Path) -> bool {
+    statfs(path).is_ok_and(|stat| stat.filesystem_type() == NSFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests;
