@@ -1,1 +1,289 @@
-//! (being written)
+//! The OCI runtime spec of a pod's containers, and the pod's `/etc/hosts` and
+//! `/etc/resolv.conf`: pure functions of the pod, the image configuration and the pod's
+//! context (namespaces, IPs, directories), following what kubelet asks of containerd's
+//! CRI plugin, so that a pod runs here as it would under kubelet.
+//!
+//! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
+//! applies the container's process (`process`, `env`, `expansion`), security context
+//! (`security`), resources (`resources`, `quantity`) and mounts (`mounts`). [`etc_hosts`]
+//! and [`resolv_conf`] make the pod's files (`hosts`, `dns`).
+//!
+//! Not done here, unlike kubelet with containerd's CRI plugin: the image's `/etc/passwd`
+//! and `/etc/group` are not read (a `runAsUser` without `runAsGroup` runs with group 0,
+//! supplementary groups are only the pod's), `oom_score_adj` is not set (the hosts this
+//! agent targets may withhold `CAP_SYS_RESOURCE`), no seccomp or AppArmor profile is
+//! applied (kubelet's default is `Unconfined`), a privileged container gets every device
+//! allowed in its cgroup but only the default device nodes in `/dev`,
+//! `mountPropagation` is ignored (every volume mount is `rprivate`), `/dev/shm` is per
+//! container, and no termination-log file is mounted.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use oci_spec::image::ImageConfiguration;
+use oci_spec::runtime::{Linux, Root, Spec};
+
+use super::volumes;
+
+mod defaults;
+mod dns;
+mod env;
+mod expansion;
+mod hosts;
+mod mounts;
+mod process;
+mod quantity;
+mod resources;
+mod security;
+
+pub use self::dns::resolv_conf;
+pub use self::hosts::{etc_hosts, host_network_etc_hosts};
+pub use self::quantity::Error as QuantityError;
+pub(crate) use self::quantity::Quantity;
+
+/// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
+const OCI_VERSION: &str = "1.0.2-dev";
+
+/// Where the pod stands: what [`container_spec`] needs besides the pod and its image.
+#[derive(Debug, Clone, Copy)]
+pub struct PodContext<'a> {
+    /// The pod, defaulted by `outpost_core::manifest`.
+    pub pod: &'a Pod,
+    /// This node's name (`spec.nodeName` for the downward API).
+    pub node_name: &'a str,
+    /// The pod's IPs, primary first; empty until the network is up. A `hostNetwork` pod
+    /// may be given the host's IPs. `/etc/hosts` is mounted only once there is one, as
+    /// kubelet does.
+    pub pod_ips: &'a [IpAddr],
+    /// The node's IP (`status.hostIP`), when known.
+    pub host_ip: Option<IpAddr>,
+    /// The pod's bind-mounted namespaces.
+    pub namespaces: Namespaces<'a>,
+    /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
+    /// [`volumes::prepare`].
+    pub pod_dir: &'a Path,
+    /// The pod's cgroup (cgroupfs driver), e.g. `/outpost/pod<uid>`; each container's is
+    /// `<cgroup_parent>/<container id>`.
+    pub cgroup_parent: &'a str,
+}
+
+/// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Namespaces<'a> {
+    pub network: Option<&'a Path>,
+    pub ipc: Option<&'a Path>,
+    pub uts: Option<&'a Path>,
+}
+
+/// The pod, and the container when there is one, that an error is about; displays as
+/// `pod default/web-node1 container app`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// `namespace/name`.
+    pub pod: String,
+    pub container: Option<String>,
+}
+
+impl Subject {
+    /// The pod alone.
+    pub fn pod(pod: &Pod) -> Self {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        Subject { pod: format!("{namespace}/{name}"), container: None }
+    }
+
+    /// One container of the pod.
+    pub fn container(pod: &Pod, container: &str) -> Self {
+        Subject { container: Some(container.to_owned()), ..Subject::pod(pod) }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pod {}", self.pod)?;
+        if let Some(container) = &self.container {
+            write!(f, " container {container}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a spec or a pod file cannot be made. Each names the pod (and container) and
+/// what to change in the manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{at}: env {name}: valueFrom.{source_kind} is not available to static pods in Outpost \
+         (there are no ConfigMaps or Secrets on this node); put the value in `value`, or mount \
+         a hostPath file"
+    )]
+    UnsupportedEnvSource { at: Subject, name: String, source_kind: &'static str },
+
+    #[error(
+        "{at}: envFrom[{index}]: ConfigMaps and Secrets are not available to static pods in \
+         Outpost; list the variables under `env` instead"
+    )]
+    UnsupportedEnvFrom { at: Subject, index: usize },
+
+    #[error(
+        "{at}: env {name}: valueFrom has no source; set fieldRef or resourceFieldRef, or use `value`"
+    )]
+    EmptyEnvSource { at: Subject, name: String },
+
+    #[error(
+        "{at}: env {name}: fieldRef {path:?} is not supported; use metadata.name, \
+         metadata.namespace, metadata.uid, metadata.labels['KEY'], metadata.annotations['KEY'], \
+         spec.nodeName, spec.serviceAccountName, status.podIP, status.podIPs, status.hostIP or \
+         status.hostIPs"
+    )]
+    FieldPath { at: Subject, name: String, path: String },
+
+    #[error(
+        "{at}: env {name}: resourceFieldRef {resource:?} is not supported; use limits.cpu, \
+         limits.memory, limits.ephemeral-storage, requests.cpu, requests.memory or \
+         requests.ephemeral-storage"
+    )]
+    ResourceField { at: Subject, name: String, resource: String },
+
+    #[error(
+        "{at}: env {name}: resourceFieldRef names container {container:?}, which the pod does not have"
+    )]
+    ResourceContainer { at: Subject, name: String, container: String },
+
+    #[error(
+        "{at}: env {name}: resourceFieldRef {resource} is not set on the container, and Outpost \
+         does not publish the node's allocatable resources; set resources.{resource}"
+    )]
+    LimitNotSet { at: Subject, name: String, resource: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not a valid quantity; write e.g. \"500m\", \"2\", \"64Mi\" or \"1G\""
+    )]
+    Quantity {
+        at: Subject,
+        field: String,
+        value: String,
+        #[source]
+        source: quantity::Error,
+    },
+
+    #[error(
+        "{at}: no command to run: the container has no `command` or `args` and the image has no \
+         ENTRYPOINT or CMD; set `command`"
+    )]
+    NoCommand { at: Subject },
+
+    #[error(
+        "{at}: the image runs as user {user:?}, which is not numeric, and Outpost does not read \
+         the image's /etc/passwd; set securityContext.runAsUser (and runAsGroup)"
+    )]
+    NonNumericUser { at: Subject, user: String },
+
+    #[error(
+        "{at}: runAsNonRoot is set but the container would run as root (uid 0); set \
+         securityContext.runAsUser to a non-zero uid, or use an image whose USER is not root"
+    )]
+    RunAsRoot { at: Subject },
+
+    #[error("{at}: {field}: {value} is not a valid id; use a number from 0 to 4294967294")]
+    Id { at: Subject, field: &'static str, value: i64 },
+
+    #[error(
+        "{at}: securityContext.capabilities: {name:?} is not a Linux capability; use names such \
+         as NET_ADMIN or CAP_NET_ADMIN, or ALL"
+    )]
+    Capability { at: Subject, name: String },
+
+    #[error("{at}: volumeMounts[{index}] (volume {volume:?})")]
+    Volume {
+        at: Subject,
+        index: usize,
+        volume: String,
+        #[source]
+        source: Box<volumes::Error>,
+    },
+
+    #[error(
+        "{at}: volumeMounts[{index}].subPath {sub_path:?} must be a relative path without \"..\""
+    )]
+    SubPath { at: Subject, index: usize, sub_path: String },
+
+    #[error(
+        "{at}: volumeMounts[{index}].subPathExpr is not supported; use subPath with a fixed path"
+    )]
+    SubPathExpr { at: Subject, index: usize },
+
+    #[error(
+        "{at}: dnsPolicy {policy:?} is not supported; use ClusterFirst, ClusterFirstWithHostNet, \
+         Default or None"
+    )]
+    DnsPolicy { at: Subject, policy: String },
+
+    #[error(
+        "{at}: dnsPolicy is None but dnsConfig.nameservers is empty; list at least one nameserver"
+    )]
+    DnsNoNameserver { at: Subject },
+
+    #[error("{at}: dnsConfig.{field} has {count} entries, over the limit of {limit}; remove some")]
+    DnsLimit { at: Subject, field: &'static str, count: usize, limit: usize },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The OCI runtime spec of one container of the pod, to be created in containerd as
+/// `container_id` with its rootfs at `rootfs` (the snapshot's mounts given at task
+/// creation).
+pub fn container_spec(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    image: &ImageConfiguration,
+    container_id: &str,
+) -> Result<Spec> {
+    let at = Subject::container(ctx.pod, &container.name);
+    let security = security::Security::of(ctx.pod, container);
+    let image_config = image.config().as_ref();
+
+    let environment = env::environment(ctx, container, image_config, &at)?;
+    let mut process = process::process(container, image_config, &environment, &security, &at)?;
+    process.set_capabilities(Some(security.capabilities(&at)?));
+
+    let mut linux = Linux::default();
+    linux
+        .set_namespaces(Some(defaults::namespaces(ctx)))
+        .set_cgroups_path(Some(cgroups_path(ctx.cgroup_parent, container_id).into()))
+        .set_resources(Some(resources::resources(container, &security, &at)?))
+        .set_devices(None)
+        .set_uid_mappings(None)
+        .set_gid_mappings(None)
+        .set_sysctl(None);
+    if security.privileged {
+        linux.set_masked_paths(None).set_readonly_paths(None);
+    } else {
+        linux
+            .set_masked_paths(Some(defaults::masked_paths()))
+            .set_readonly_paths(Some(defaults::readonly_paths()));
+    }
+
+    let mut root = Root::default();
+    root.set_path("rootfs".into()).set_readonly(Some(security.read_only_root));
+
+    let mut spec = Spec::default();
+    spec.set_version(OCI_VERSION.to_owned())
+        .set_root(Some(root))
+        .set_mounts(Some(mounts::mounts(ctx, container, &security, &at)?))
+        .set_process(Some(process))
+        .set_hostname(hosts::container_hostname(ctx))
+        .set_annotations(None)
+        .set_linux(Some(linux));
+    Ok(spec)
+}
+
+/// `<parent>/<id>`, with one slash between them.
+fn cgroups_path(parent: &str, container_id: &str) -> String {
+    format!("{}/{container_id}", parent.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests;

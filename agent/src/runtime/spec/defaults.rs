@@ -1,0 +1,177 @@
+//! containerd 1.6's default Linux spec (`oci.populateDefaultUnixSpec`), the base every
+//! container spec starts from: its mounts, capabilities, masked and read-only paths,
+//! device rules and namespaces. (Its `RLIMIT_NOFILE` of 1024 is `oci_spec`'s default
+//! process's too.)
+
+use std::path::Path;
+
+use oci_spec::runtime::{Capability, LinuxDeviceCgroup, LinuxNamespace, LinuxNamespaceType, Mount};
+
+use super::PodContext;
+
+/// The capabilities a container has unless its security context says otherwise.
+pub(super) const CAPABILITIES: [Capability; 14] = [
+    Capability::Chown,
+    Capability::DacOverride,
+    Capability::Fsetid,
+    Capability::Fowner,
+    Capability::Mknod,
+    Capability::NetRaw,
+    Capability::Setgid,
+    Capability::Setuid,
+    Capability::Setfcap,
+    Capability::Setpcap,
+    Capability::NetBindService,
+    Capability::SysChroot,
+    Capability::Kill,
+    Capability::AuditWrite,
+];
+
+/// Every capability: `ALL`, and what a privileged container gets.
+pub(super) const ALL_CAPABILITIES: [Capability; 41] = [
+    Capability::AuditControl,
+    Capability::AuditRead,
+    Capability::AuditWrite,
+    Capability::BlockSuspend,
+    Capability::Bpf,
+    Capability::CheckpointRestore,
+    Capability::Chown,
+    Capability::DacOverride,
+    Capability::DacReadSearch,
+    Capability::Fowner,
+    Capability::Fsetid,
+    Capability::IpcLock,
+    Capability::IpcOwner,
+    Capability::Kill,
+    Capability::Lease,
+    Capability::LinuxImmutable,
+    Capability::MacAdmin,
+    Capability::MacOverride,
+    Capability::Mknod,
+    Capability::NetAdmin,
+    Capability::NetBindService,
+    Capability::NetBroadcast,
+    Capability::NetRaw,
+    Capability::Perfmon,
+    Capability::Setgid,
+    Capability::Setfcap,
+    Capability::Setpcap,
+    Capability::Setuid,
+    Capability::SysAdmin,
+    Capability::SysBoot,
+    Capability::SysChroot,
+    Capability::SysModule,
+    Capability::SysNice,
+    Capability::SysPacct,
+    Capability::SysPtrace,
+    Capability::SysRawio,
+    Capability::SysResource,
+    Capability::SysTime,
+    Capability::SysTtyConfig,
+    Capability::Syslog,
+    Capability::WakeAlarm,
+];
+
+/// Paths hidden from unprivileged containers.
+pub(super) fn masked_paths() -> Vec<String> {
+    [
+        "/proc/acpi",
+        "/proc/asound",
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/latency_stats",
+        "/proc/timer_list",
+        "/proc/timer_stats",
+        "/proc/sched_debug",
+        "/sys/firmware",
+        "/proc/scsi",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Paths read-only in unprivileged containers.
+pub(super) fn readonly_paths() -> Vec<String> {
+    ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// The device cgroup rules: deny everything (runc adds its default devices, `/dev/null`,
+/// `/dev/zero`, ..., on top); a privileged container is then allowed every device.
+pub(super) fn device_rules(privileged: bool) -> Vec<LinuxDeviceCgroup> {
+    let rule = |allow: bool| {
+        let mut rule = LinuxDeviceCgroup::default();
+        rule.set_allow(allow).set_access(Some("rwm".to_owned()));
+        rule
+    };
+    let mut rules = vec![rule(false)];
+    if privileged {
+        rules.push(rule(true));
+    }
+    rules
+}
+
+/// The default mounts; `/sys` and `/sys/fs/cgroup` are writable in a privileged
+/// container.
+pub(super) fn mounts(privileged: bool) -> Vec<Mount> {
+    let sys_access = if privileged { "rw" } else { "ro" };
+    vec![
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
+        mount("/dev", "tmpfs", "tmpfs", &["nosuid", "strictatime", "mode=755", "size=65536k"]),
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+        ),
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        ),
+        mount("/dev/mqueue", "mqueue", "mqueue", &["nosuid", "noexec", "nodev"]),
+        mount("/sys", "sysfs", "sysfs", &["nosuid", "noexec", "nodev", sys_access]),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", sys_access],
+        ),
+    ]
+}
+
+/// A mount of `typ` from `source` at `destination`.
+pub(super) fn mount(destination: &str, typ: &str, source: &str, options: &[&str]) -> Mount {
+    let mut mount = Mount::default();
+    mount
+        .set_destination(destination.into())
+        .set_typ(Some(typ.to_owned()))
+        .set_source(Some(source.into()))
+        .set_options(Some(options.iter().map(|o| (*o).to_owned()).collect()));
+    mount
+}
+
+/// New pid (unless `hostPID`) and mount namespaces; network, IPC and UTS from the pod's
+/// paths, or the host's when there is none.
+pub(super) fn namespaces(ctx: &PodContext<'_>) -> Vec<LinuxNamespace> {
+    let host_pid = ctx.pod.spec.as_ref().and_then(|s| s.host_pid).unwrap_or(false);
+    let new = |typ| Some((typ, None));
+    let joined = |typ, path: Option<&Path>| path.map(|p| (typ, Some(p.to_path_buf())));
+    [
+        if host_pid { None } else { new(LinuxNamespaceType::Pid) },
+        joined(LinuxNamespaceType::Ipc, ctx.namespaces.ipc),
+        joined(LinuxNamespaceType::Uts, ctx.namespaces.uts),
+        new(LinuxNamespaceType::Mount),
+        joined(LinuxNamespaceType::Network, ctx.namespaces.network),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(typ, path)| {
+        let mut namespace = LinuxNamespace::default();
+        namespace.set_typ(typ).set_path(path);
+        namespace
+    })
+    .collect()
+}

@@ -1,0 +1,196 @@
+//! The container's environment: the image's, then the container's `env` (later wins,
+//! in place), with kubelet's `$(VAR)` expansion and the downward API (`fieldRef`,
+//! `resourceFieldRef`).
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, ObjectFieldSelector, ResourceFieldSelector};
+use oci_spec::image::Config;
+
+use super::quantity::Quantity;
+use super::{Error, PodContext, Result, Subject, expansion, resources};
+
+/// The container's environment as `NAME=value` strings, and the values of the
+/// container's own variables (what `$(VAR)` in command and args refers to).
+#[derive(Debug, Default)]
+pub(super) struct Environment {
+    pub(super) entries: Vec<String>,
+    pub(super) container_vars: HashMap<String, String>,
+}
+
+impl Environment {
+    /// The value of one of the container's variables.
+    pub(super) fn var(&self, name: &str) -> Option<&str> {
+        self.container_vars.get(name).map(String::as_str)
+    }
+}
+
+pub(super) fn environment(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    image: Option<&Config>,
+    at: &Subject,
+) -> Result<Environment> {
+    // Every envFrom source is a ConfigMap or a Secret.
+    if container.env_from.as_ref().is_some_and(|sources| !sources.is_empty()) {
+        return Err(Error::UnsupportedEnvFrom { at: at.clone(), index: 0 });
+    }
+    let mut entries: Vec<String> = image.and_then(|c| c.env().clone()).unwrap_or_default();
+    let mut container_vars: HashMap<String, String> = HashMap::new();
+    for var in container.env.iter().flatten() {
+        let value = match var.value.as_deref() {
+            Some(value) if !value.is_empty() => {
+                expansion::expand(value, |name| container_vars.get(name).map(String::as_str))
+            }
+            _ => match &var.value_from {
+                Some(_) => value_from(ctx, container, var, at)?,
+                None => String::new(),
+            },
+        };
+        set(&mut entries, &var.name, &value);
+        container_vars.insert(var.name.clone(), value);
+    }
+    Ok(Environment { entries, container_vars })
+}
+
+/// Replaces `name`'s entry in place, or appends one.
+fn set(entries: &mut Vec<String>, name: &str, value: &str) {
+    let entry = format!("{name}={value}");
+    let same = |e: &String| e.split_once('=').map_or(e.as_str(), |(n, _)| n) == name;
+    match entries.iter_mut().find(|e| same(e)) {
+        Some(existing) => *existing = entry,
+        None => entries.push(entry),
+    }
+}
+
+fn value_from(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    var: &EnvVar,
+    at: &Subject,
+) -> Result<String> {
+    let unsupported = |source_kind| {
+        Err(Error::UnsupportedEnvSource { at: at.clone(), name: var.name.clone(), source_kind })
+    };
+    let Some(source) = &var.value_from else { return Ok(String::new()) };
+    if let Some(field) = &source.field_ref {
+        field_ref(ctx, field).ok_or_else(|| Error::FieldPath {
+            at: at.clone(),
+            name: var.name.clone(),
+            path: field.field_path.clone(),
+        })
+    } else if let Some(resource) = &source.resource_field_ref {
+        resource_field_ref(ctx, container, &var.name, resource, at)
+    } else if source.secret_key_ref.is_some() {
+        unsupported("secretKeyRef")
+    } else if source.config_map_key_ref.is_some() {
+        unsupported("configMapKeyRef")
+    } else if source.file_key_ref.is_some() {
+        unsupported("fileKeyRef")
+    } else {
+        Err(Error::EmptyEnvSource { at: at.clone(), name: var.name.clone() })
+    }
+}
+
+/// The downward API's fields, as kubelet's `podFieldSelectorRuntimeValue`; `None` for a
+/// path it does not support.
+fn field_ref(ctx: &PodContext<'_>, field: &ObjectFieldSelector) -> Option<String> {
+    let pod = ctx.pod;
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let ips = || ctx.pod_ips.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let owned = |value: Option<&String>| value.cloned().unwrap_or_default();
+    let path = field.field_path.as_str();
+    if let Some(key) = subscript(path, "metadata.labels") {
+        return Some(owned(meta.labels.as_ref().and_then(|m| m.get(key))));
+    }
+    if let Some(key) = subscript(path, "metadata.annotations") {
+        return Some(owned(meta.annotations.as_ref().and_then(|m| m.get(key))));
+    }
+    Some(match path {
+        "metadata.name" => owned(meta.name.as_ref()),
+        "metadata.namespace" => owned(meta.namespace.as_ref()),
+        "metadata.uid" => owned(meta.uid.as_ref()),
+        "spec.nodeName" => ctx.node_name.to_owned(),
+        "spec.serviceAccountName" => owned(spec.and_then(|s| s.service_account_name.as_ref())),
+        "status.podIP" => ips().into_iter().next().unwrap_or_default(),
+        "status.podIPs" => ips().join(","),
+        "status.hostIP" | "status.hostIPs" => {
+            ctx.host_ip.map(|ip| ip.to_string()).unwrap_or_default()
+        }
+        _ => return None,
+    })
+}
+
+/// `KEY` of `<map>['KEY']`.
+fn subscript<'p>(path: &'p str, map: &str) -> Option<&'p str> {
+    path.strip_prefix(map)?.strip_prefix("['")?.strip_suffix("']")
+}
+
+/// A container's resource, as kubelet's `ExtractContainerResourceValue`: in units of the
+/// divisor (CPU compared in thousandths), rounded up. An unset request is the limit, else
+/// 0; an unset limit is an error (kubelet would give the node's allocatable).
+fn resource_field_ref(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    name: &str,
+    selector: &ResourceFieldSelector,
+    at: &Subject,
+) -> Result<String> {
+    let target = match selector.container_name.as_deref().filter(|n| !n.is_empty()) {
+        None => container,
+        Some(other) => ctx
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+            .find(|c| c.name == other)
+            .ok_or_else(|| Error::ResourceContainer {
+                at: at.clone(),
+                name: name.to_owned(),
+                container: other.to_owned(),
+            })?,
+    };
+    let resource = selector.resource.as_str();
+    let (kind, resource_name) = resource.split_once('.').unwrap_or(("", resource));
+    if !matches!(kind, "limits" | "requests")
+        || !matches!(resource_name, "cpu" | "memory" | "ephemeral-storage")
+    {
+        return Err(Error::ResourceField {
+            at: at.clone(),
+            name: name.to_owned(),
+            resource: resource.to_owned(),
+        });
+    }
+    let quantity_error = |field: String, value: &str| {
+        let value = value.to_owned();
+        move |source| Error::Quantity { at: at.clone(), field, value, source }
+    };
+    let Some(set) = resources::quantity_of(target, kind, resource_name) else {
+        if kind == "requests" {
+            return Ok("0".to_owned());
+        }
+        return Err(Error::LimitNotSet {
+            at: at.clone(),
+            name: name.to_owned(),
+            resource: resource.to_owned(),
+        });
+    };
+    let field = format!("resources.{resource}");
+    let quantity = Quantity::parse(&set.0).map_err(quantity_error(field.clone(), &set.0))?;
+    let divisor_text = selector.divisor.as_ref().map_or("1", |d| d.0.as_str());
+    let divisor_field = format!("env {name}: resourceFieldRef.divisor");
+    let divisor = Quantity::parse(divisor_text)
+        .map_err(quantity_error(divisor_field.clone(), divisor_text))?;
+    let (amount, unit) = if resource_name == "cpu" {
+        (quantity.milli_value(), divisor.milli_value())
+    } else {
+        (quantity.value(), divisor.value())
+    };
+    let amount = amount.map_err(quantity_error(field, &set.0))?;
+    let unit = unit.map_err(quantity_error(divisor_field, divisor_text))?.max(1);
+    Ok((amount / unit + i64::from(amount % unit != 0)).to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! emptyDir volumes, their tmpfs mounts, and finding and undoing the mounts under a
+//! pod's directory.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::EmptyDirVolumeSource;
+use nix::mount::{MntFlags, MsFlags};
+
+use super::{Error, Result, fs as pod_fs};
+use crate::runtime::spec::{Quantity, Subject};
+
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// An emptyDir's directory, mode 0777 as kubelet makes it; for `medium: Memory` a tmpfs
+/// is mounted on it (with `size=` from `sizeLimit`) unless one already is.
+pub(super) fn empty_dir(
+    at: &Subject,
+    volume: &str,
+    dir: &Path,
+    source: &EmptyDirVolumeSource,
+) -> Result<()> {
+    let medium = source.medium.as_deref().unwrap_or_default();
+    if !matches!(medium, "" | "Memory") {
+        return Err(Error::Medium {
+            at: at.clone(),
+            volume: volume.to_owned(),
+            medium: medium.to_owned(),
+        });
+    }
+    pod_fs::make_dir(at, dir, 0o777)?;
+    if medium != "Memory" || mounted(dir)? {
+        return Ok(());
+    }
+    let mut options = "mode=0777".to_owned();
+    if let Some(limit) = &source.size_limit {
+        let bytes = Quantity::parse(&limit.0).and_then(|q| q.value()).map_err(|source| {
+            Error::SizeLimit {
+                at: at.clone(),
+                volume: volume.to_owned(),
+                value: limit.0.clone(),
+                source,
+            }
+        })?;
+        if bytes > 0 {
+            options.push_str(&format!(",size={bytes}"));
+        }
+    }
+    nix::mount::mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .map_err(|source| Error::Mount {
+        operation: "mount a tmpfs on",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    tracing::info!(pod = %at.pod, volume, path = %dir.display(), %options, "mounted emptyDir tmpfs");
+    Ok(())
+}
+
+/// Whether something is mounted on `dir` itself.
+fn mounted(dir: &Path) -> Result<bool> {
+    let dir = dir.canonicalize().map_err(|source| Error::Cleanup {
+        operation: "resolve",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    Ok(under(&dir)?.iter().any(|m| *m == dir))
+}
+
+/// The mount points at or under `dir` (a canonical path), as the kernel lists them.
+pub(super) fn under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(MOUNTINFO).map_err(|source| Error::Cleanup {
+        operation: "read",
+        path: MOUNTINFO.into(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape(field)))
+        .filter(|mount| mount.starts_with(dir))
+        .collect())
+}
+
+/// Unmounts everything at or under `dir`, deepest first.
+pub(super) fn unmount_all(dir: &Path) -> Result<()> {
+    let mut mounts = under(dir)?;
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    for mount in mounts {
+        match nix::mount::umount2(&mount, MntFlags::MNT_DETACH) {
+            // EINVAL: no longer a mount point (a stacked mount went with the one above).
+            Ok(()) | Err(nix::Error::EINVAL | nix::Error::ENOENT) => {
+                tracing::info!(path = %mount.display(), "unmounted");
+            }
+            Err(source) => {
+                return Err(Error::Mount { operation: "unmount", path: mount, source });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space, ...) decoded.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(digits) => {
+                let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
+                out.push(u8::try_from(value).unwrap_or(b'?'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests;
