@@ -39,6 +39,58 @@ pub enum Command {
     Images(ImagesCommand),
     /// Print the version.
     Version,
+    /// Print a container's logs from the files under the pod log directory (works while
+    /// the agent is down).
+    Logs(LogsArgs),
+    /// The container logger containerd's shim runs (internal; see `runtime::logs`).
+    #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
+    ContainerLog(ContainerLogArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LogsArgs {
+    /// The pod, NAMESPACE/NAME (NAME alone: namespace default).
+    #[arg(value_name = "NAMESPACE/POD")]
+    pub pod: String,
+    /// The container (default: the pod's only container).
+    #[arg(short, long)]
+    pub container: Option<String>,
+    /// Keep printing new output, across rotations and restarts, until interrupted.
+    #[arg(short, long, conflicts_with = "previous")]
+    pub follow: bool,
+    /// Print only the last N lines of the current file.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+    /// Print the logs of the previous run of the container.
+    #[arg(short, long)]
+    pub previous: bool,
+    /// Start each line with its timestamp (RFC 3339).
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Where the pod logs are.
+    #[arg(long, value_name = "DIR", default_value = crate::runtime::logs::DEFAULT_POD_LOG_DIR)]
+    pub pod_log_dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ContainerLogArgs {
+    /// The live log file to write (`.../<restartCount>.log`).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Rotate the file before it grows past this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::runtime::logs::DEFAULT_MAX_SIZE)]
+    pub max_size: u64,
+    /// Files to keep, the live one included.
+    #[arg(long, value_name = "N", default_value_t = crate::runtime::logs::DEFAULT_MAX_FILES, value_parser = at_least_one)]
+    pub max_files: usize,
+}
+
+fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.parse() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
