@@ -17,36 +17,34 @@ pub mod layout;
 pub mod pull;
 pub mod reference;
 pub mod resolve;
+mod store;
+mod tree;
 mod unpack;
 pub mod watch;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use containerd_client::services::v1::{CreateImageRequest, Image, UpdateImageRequest};
-use containerd_client::services::v1::{CreateRequest as CreateLease, DeleteRequest as DeleteLease};
 use serde::de::DeserializeOwned;
 
 use self::archive::{Archive, Span};
-use self::layout::{Config, Descriptor, DockerArchiveImage, Index, Kind, Manifest};
+use self::content::Chunks;
+use self::layout::{Config, Descriptor, DockerArchiveImage, Index};
 use self::reference::InvalidReference;
-use super::containerd::{self, Containerd};
+use self::store::Store;
+use self::tree::{Blobs, Target};
+use super::containerd::Containerd;
 
 /// The snapshotter images are unpacked into.
 pub const SNAPSHOTTER: &str = "overlayfs";
 
 /// The largest JSON document (index, manifest, config) read into memory.
 const MAX_DOCUMENT: u64 = 16 << 20;
-
-/// How long an import's lease protects its content if the import dies without deleting
-/// it (containerd's GC deletes expired leases).
-const LEASE_EXPIRY: Duration = Duration::from_secs(3600);
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -82,14 +80,12 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    #[error("{}: {digest:?} is not a sha256:<64 hex digits> digest", tarball.display())]
-    Digest { tarball: PathBuf, digest: String },
-    #[error("{}: blob {digest} has media type {media_type:?}, which is neither an image index nor a manifest", tarball.display())]
-    MediaType { tarball: PathBuf, digest: String, media_type: String },
-    #[error("{}: index {digest} has no manifest for {platform}", tarball.display())]
-    Platform { tarball: PathBuf, digest: String, platform: String },
-    #[error("{}: manifest {manifest} has {layers} layers but its config lists {diff_ids} diff IDs", tarball.display())]
-    DiffIds { tarball: PathBuf, manifest: String, layers: usize, diff_ids: usize },
+    #[error("{}: bad image content", tarball.display())]
+    Content {
+        tarball: PathBuf,
+        #[source]
+        source: tree::Error,
+    },
     #[error(
         "{}: no image in the tarball has a name (index.json annotation io.containerd.image.name or a full \
          org.opencontainers.image.ref.name; RepoTags in a docker-archive's manifest.json)",
@@ -102,21 +98,11 @@ pub enum Error {
         #[source]
         source: InvalidReference,
     },
-    #[error("{}: {step} {object}", tarball.display())]
-    Containerd {
-        tarball: PathBuf,
-        step: &'static str,
-        object: String,
-        #[source]
-        source: tonic::Status,
-    },
-    #[error("{}: layer {layer} unpacked to {applied}, but the image config says its diff ID is {expected}", tarball.display())]
-    DiffIdMismatch { tarball: PathBuf, layer: String, expected: String, applied: String },
-    #[error("{}: starting the import's lease", tarball.display())]
-    Lease {
+    #[error("{}: storing the image in containerd", tarball.display())]
+    Store {
         tarball: PathBuf,
         #[source]
-        source: containerd::Error,
+        source: store::Error,
     },
     #[error("{}: a blocking read of the tarball panicked or was cancelled", tarball.display())]
     Blocking {
@@ -137,41 +123,11 @@ pub struct Imported {
 
 /// Imports every named image of the tarball, unpacked; returns them in tarball order.
 pub async fn import(containerd: &Containerd, tarball: &Path) -> Result<Vec<Imported>> {
-    let archive = open(tarball).await?;
-    let lease = format!("outpost-import-{}", fastrand::u64(..));
-    let expires = jiff::Timestamp::now()
-        + jiff::SignedDuration::try_from(LEASE_EXPIRY)
-            .unwrap_or(jiff::SignedDuration::from_hours(1));
-    let labels = [(
-        "containerd.io/gc.expire".to_owned(),
-        expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    )];
-    containerd
-        .leases()
-        .create(CreateLease { id: lease.clone(), labels: labels.into_iter().collect() })
-        .await
-        .map_err(|source| Error::Containerd {
-            tarball: tarball.to_owned(),
-            step: "creating lease",
-            object: lease.clone(),
-            source,
-        })?;
-    let leased = containerd
-        .with_lease(&lease)
-        .map_err(|source| Error::Lease { tarball: tarball.to_owned(), source })?;
-    let mut import = Import {
-        tarball: tarball.to_owned(),
-        archive,
-        containerd: leased,
-        written: HashSet::new(),
-    };
-    let result = import.run().await;
-    // Without the lease, what the image record and labels reference stays; the rest is
-    // garbage. Failing to delete it only delays that until it expires.
-    if let Err(e) = containerd.leases().delete(DeleteLease { id: lease.clone(), sync: false }).await
-    {
-        tracing::warn!(lease, error = %e, "cannot delete the import's lease; it expires in an hour");
-    }
+    let tarball = Tarball { path: tarball.to_owned(), archive: open(tarball).await? };
+    let mut store =
+        Store::begin(containerd, "import").await.map_err(|e| tarball.store_error(e))?;
+    let result = tarball.import(&mut store).await;
+    store.end().await;
     result
 }
 
@@ -203,53 +159,73 @@ async fn open(tarball: &Path) -> Result<Arc<Archive>> {
     }
 }
 
-/// One import: the tarball, the leased connection, and the blobs already stored.
-struct Import {
-    tarball: PathBuf,
+/// The tarball being imported.
+struct Tarball {
+    path: PathBuf,
     archive: Arc<Archive>,
-    containerd: Containerd,
-    written: HashSet<String>,
 }
 
-/// What an image record points at, and what to unpack for it.
-struct Target {
-    descriptor: Descriptor,
-    manifest: Manifest,
-    config: Config,
-}
+/// An OCI image layout's blobs are its `blobs/sha256/<hex>` files.
+impl Blobs for Tarball {
+    type Error = Error;
 
-impl Import {
-    async fn run(&mut self) -> Result<Vec<Imported>> {
-        let oci = self.archive.contains("index.json")
-            && (self.archive.contains("oci-layout") || !self.archive.contains("manifest.json"));
-        if oci {
-            self.import_oci().await
-        } else if self.archive.contains("manifest.json") {
-            self.import_docker().await
-        } else {
-            Err(Error::UnknownFormat { tarball: self.tarball.clone() })
-        }
+    async fn document(&self, descriptor: &Descriptor) -> Result<Vec<u8>> {
+        self.read_bytes(&layout::blob_path(&descriptor.digest)).await
     }
 
-    async fn import_oci(&mut self) -> Result<Vec<Imported>> {
+    async fn chunks(&self, descriptor: &Descriptor) -> Result<Chunks> {
+        let span = self.span(&layout::blob_path(&descriptor.digest))?;
+        Ok(archive::chunks(Arc::clone(&self.archive), span))
+    }
+
+    fn error(&self, error: tree::Error) -> Error {
+        match error {
+            tree::Error::Store(source) => self.store_error(source),
+            source => Error::Content { tarball: self.path.clone(), source },
+        }
+    }
+}
+
+impl Tarball {
+    async fn import(&self, store: &mut Store) -> Result<Vec<Imported>> {
+        let oci = self.archive.contains("index.json")
+            && (self.archive.contains("oci-layout") || !self.archive.contains("manifest.json"));
+        let imported = if oci {
+            self.import_oci(store).await?
+        } else if self.archive.contains("manifest.json") {
+            self.import_docker(store).await?
+        } else {
+            return Err(Error::UnknownFormat { tarball: self.path.clone() });
+        };
+        if imported.is_empty() {
+            return Err(Error::NoName { tarball: self.path.clone() });
+        }
+        Ok(imported)
+    }
+
+    async fn import_oci(&self, store: &mut Store) -> Result<Vec<Imported>> {
         let index: Index = self.read_json("index.json", "OCI image index").await?;
         let mut imported = Vec::new();
         for descriptor in &index.manifests {
             let Some(name) = self.oci_name(descriptor)? else {
                 tracing::warn!(
-                    tarball = %self.tarball.display(),
+                    tarball = %self.path.display(),
                     digest = descriptor.digest,
                     "skipping an image of index.json that has no name"
                 );
                 continue;
             };
-            let target = self.store_tree(descriptor).await?;
-            imported.push(self.create_image(&name, &target).await?);
-            self.unpack(&target).await?;
+            let target = tree::store_tree(store, self, descriptor).await?;
+            imported.push(self.finish(store, &name, &target).await?);
         }
-        if imported.is_empty() {
-            return Err(Error::NoName { tarball: self.tarball.clone() });
-        }
+        Ok(imported)
+    }
+
+    /// Creates the image record `name` for a stored target and unpacks it.
+    async fn finish(&self, store: &Store, name: &str, target: &Target) -> Result<Imported> {
+        let imported =
+            store.create_image(name, &target.descriptor).await.map_err(|e| self.store_error(e))?;
+        store.unpack(&target.manifest, &target.config).await.map_err(|e| self.store_error(e))?;
         Ok(imported)
     }
 
@@ -267,60 +243,10 @@ impl Import {
 
     fn normalize(&self, name: &str) -> Result<String> {
         reference::normalize(name)
-            .map_err(|source| Error::Reference { tarball: self.tarball.clone(), source })
+            .map_err(|source| Error::Reference { tarball: self.path.clone(), source })
     }
 
-    /// Stores an index or manifest and what it references (for an index: the manifest for
-    /// this host's platform); returns what to unpack.
-    async fn store_tree(&mut self, descriptor: &Descriptor) -> Result<Target> {
-        self.check_digest(&descriptor.digest)?;
-        let blob = layout::blob_path(&descriptor.digest);
-        match layout::kind(&descriptor.media_type) {
-            Kind::Index => {
-                let index: Index = self.read_json(&blob, "image index").await?;
-                let platform = layout::host_platform();
-                let Some(chosen) = layout::select_manifest(&index, &platform) else {
-                    return Err(Error::Platform {
-                        tarball: self.tarball.clone(),
-                        digest: descriptor.digest.clone(),
-                        platform: format!("{}/{}", platform.os, platform.architecture),
-                    });
-                };
-                let chosen = chosen.clone();
-                let Target { manifest, config, .. } = Box::pin(self.store_tree(&chosen)).await?;
-                let labels = layout::index_gc_labels(&index);
-                self.store_blob(descriptor, &blob, labels).await?;
-                Ok(Target { descriptor: descriptor.clone(), manifest, config })
-            }
-            Kind::Manifest => {
-                let manifest: Manifest = self.read_json(&blob, "image manifest").await?;
-                let config = self.store_manifest_children(&manifest).await?;
-                self.store_blob(descriptor, &blob, layout::manifest_gc_labels(&manifest)).await?;
-                Ok(Target { descriptor: descriptor.clone(), manifest, config })
-            }
-            Kind::Other => Err(Error::MediaType {
-                tarball: self.tarball.clone(),
-                digest: descriptor.digest.clone(),
-                media_type: descriptor.media_type.clone(),
-            }),
-        }
-    }
-
-    /// Stores a manifest's layers and config (from `blobs/`); returns the config.
-    async fn store_manifest_children(&mut self, manifest: &Manifest) -> Result<Config> {
-        for layer in &manifest.layers {
-            self.check_digest(&layer.digest)?;
-            self.store_blob(layer, &layout::blob_path(&layer.digest), BTreeMap::new()).await?;
-        }
-        let config_path = layout::blob_path(&manifest.config.digest);
-        self.check_digest(&manifest.config.digest)?;
-        let config: Config = self.read_json(&config_path, "image config").await?;
-        self.store_blob(&manifest.config, &config_path, BTreeMap::new()).await?;
-        self.check_layers(manifest, &config)?;
-        Ok(config)
-    }
-
-    async fn import_docker(&mut self) -> Result<Vec<Imported>> {
+    async fn import_docker(&self, store: &mut Store) -> Result<Vec<Imported>> {
         let images: Vec<DockerArchiveImage> =
             self.read_json("manifest.json", "docker-archive manifest.json").await?;
         let mut imported = Vec::new();
@@ -332,24 +258,24 @@ impl Import {
                 .map(|tag| self.normalize(tag))
                 .collect::<Result<Vec<_>>>()?;
             if names.is_empty() {
-                tracing::warn!(tarball = %self.tarball.display(), config = image.config, "skipping an image without RepoTags");
+                tracing::warn!(tarball = %self.path.display(), config = image.config, "skipping an image without RepoTags");
                 continue;
             }
-            let target = self.store_docker_image(image).await?;
+            let target = self.store_docker_image(store, image).await?;
             for name in &names {
-                imported.push(self.create_image(name, &target).await?);
+                imported.push(self.finish(store, name, &target).await?);
             }
-            self.unpack(&target).await?;
-        }
-        if imported.is_empty() {
-            return Err(Error::NoName { tarball: self.tarball.clone() });
         }
         Ok(imported)
     }
 
     /// Stores a docker-archive image's layers and config, and a docker v2 schema 2
     /// manifest made for them.
-    async fn store_docker_image(&mut self, image: &DockerArchiveImage) -> Result<Target> {
+    async fn store_docker_image(
+        &self,
+        store: &mut Store,
+        image: &DockerArchiveImage,
+    ) -> Result<Target> {
         let mut layers = Vec::with_capacity(image.layers.len());
         for path in &image.layers {
             let span = self.span(path)?;
@@ -364,91 +290,41 @@ impl Import {
                 annotations: BTreeMap::new(),
                 platform: None,
             };
-            self.store_blob(&layer, path, BTreeMap::new()).await?;
+            if !store.has_blob(&layer.digest).await.map_err(|e| self.store_error(e))? {
+                let chunks = archive::chunks(Arc::clone(&self.archive), span);
+                store
+                    .write_blob(&layer, chunks, &BTreeMap::new())
+                    .await
+                    .map_err(|e| self.store_error(e))?;
+            }
             layers.push(layer);
         }
-        let config_span = self.span(&image.config)?;
         let config_bytes = self.read_bytes(&image.config).await?;
         let config: Config = self.parse_json(&image.config, "image config", &config_bytes)?;
-        let config_descriptor = Descriptor {
-            media_type: layout::DOCKER_CONFIG.to_owned(),
-            digest: layout::sha256_digest(&config_bytes),
-            size: size_of(config_span),
-            annotations: BTreeMap::new(),
-            platform: None,
-        };
-        self.store_blob(&config_descriptor, &image.config, BTreeMap::new()).await?;
+        let config_descriptor = document_descriptor(layout::DOCKER_CONFIG, &config_bytes);
+        tree::store_document(store, &config_descriptor, config_bytes, BTreeMap::new())
+            .await
+            .map_err(|e| self.store_error(e))?;
         let manifest = layout::docker_manifest(config_descriptor, layers);
-        self.check_layers(&manifest, &config)?;
+        tree::check_layers(&manifest, &config).map_err(|e| self.error(e))?;
         // Serializing plain strings and integers cannot fail.
         let manifest_bytes = serde_json::to_vec(&manifest).unwrap_or_default();
-        let descriptor = Descriptor {
-            media_type: layout::DOCKER_MANIFEST.to_owned(),
-            digest: layout::sha256_digest(&manifest_bytes),
-            size: manifest_bytes.len() as i64,
-            annotations: BTreeMap::new(),
-            platform: None,
-        };
-        self.store_bytes(&descriptor, manifest_bytes, layout::manifest_gc_labels(&manifest))
-            .await?;
+        let descriptor = document_descriptor(layout::DOCKER_MANIFEST, &manifest_bytes);
+        let labels = layout::manifest_gc_labels(&manifest);
+        tree::store_document(store, &descriptor, manifest_bytes, labels)
+            .await
+            .map_err(|e| self.store_error(e))?;
         Ok(Target { descriptor, manifest, config })
     }
 
-    fn check_layers(&self, manifest: &Manifest, config: &Config) -> Result<()> {
-        if manifest.layers.len() == config.rootfs.diff_ids.len() {
-            return Ok(());
-        }
-        Err(Error::DiffIds {
-            tarball: self.tarball.clone(),
-            manifest: manifest.config.digest.clone(),
-            layers: manifest.layers.len(),
-            diff_ids: config.rootfs.diff_ids.len(),
-        })
-    }
-
-    /// Creates the image record, or updates it to this target if the name exists.
-    async fn create_image(&self, name: &str, target: &Target) -> Result<Imported> {
-        let image = Image {
-            name: name.to_owned(),
-            labels: Default::default(),
-            target: Some(to_proto(&target.descriptor)),
-            created_at: None,
-            updated_at: None,
-        };
-        let mut images = self.containerd.images();
-        let created = images
-            .create(CreateImageRequest { image: Some(image.clone()), source_date_epoch: None })
-            .await;
-        match created {
-            Ok(_) => {}
-            Err(status) if status.code() == tonic::Code::AlreadyExists => {
-                images
-                    .update(UpdateImageRequest {
-                        image: Some(image),
-                        update_mask: None,
-                        source_date_epoch: None,
-                    })
-                    .await
-                    .map_err(|source| self.containerd_error("updating image", name, source))?;
-            }
-            Err(source) => return Err(self.containerd_error("creating image", name, source)),
-        }
-        Ok(Imported { name: name.to_owned(), digest: target.descriptor.digest.clone() })
-    }
-
-    fn check_digest(&self, digest: &str) -> Result<()> {
-        if layout::is_sha256_digest(digest) {
-            Ok(())
-        } else {
-            Err(Error::Digest { tarball: self.tarball.clone(), digest: digest.to_owned() })
-        }
+    fn store_error(&self, source: store::Error) -> Error {
+        Error::Store { tarball: self.path.clone(), source }
     }
 
     fn span(&self, entry: &str) -> Result<Span> {
-        self.archive.span(entry).ok_or_else(|| Error::Missing {
-            tarball: self.tarball.clone(),
-            entry: entry.to_owned(),
-        })
+        self.archive
+            .span(entry)
+            .ok_or_else(|| Error::Missing { tarball: self.path.clone(), entry: entry.to_owned() })
     }
 
     async fn read_bytes(&self, entry: &str) -> Result<Vec<u8>> {
@@ -464,7 +340,7 @@ impl Import {
         bytes: &[u8],
     ) -> Result<T> {
         serde_json::from_slice(bytes).map_err(|source| Error::Json {
-            tarball: self.tarball.clone(),
+            tarball: self.path.clone(),
             entry: entry.to_owned(),
             document,
             source,
@@ -488,28 +364,26 @@ impl Import {
     ) -> Result<T> {
         tokio::task::spawn_blocking(read)
             .await
-            .map_err(|source| Error::Blocking { tarball: self.tarball.clone(), source })?
+            .map_err(|source| Error::Blocking { tarball: self.path.clone(), source })?
             .map_err(|source| Error::ReadEntry {
-                tarball: self.tarball.clone(),
+                tarball: self.path.clone(),
                 entry: entry.to_owned(),
                 source,
             })
     }
+}
 
-    fn containerd_error(&self, step: &'static str, object: &str, source: tonic::Status) -> Error {
-        Error::Containerd { tarball: self.tarball.clone(), step, object: object.to_owned(), source }
+/// The descriptor of a document held in memory.
+fn document_descriptor(media_type: &str, bytes: &[u8]) -> Descriptor {
+    Descriptor {
+        media_type: media_type.to_owned(),
+        digest: layout::sha256_digest(bytes),
+        size: bytes.len() as i64,
+        annotations: BTreeMap::new(),
+        platform: None,
     }
 }
 
 fn size_of(span: Span) -> i64 {
     i64::try_from(span.size).unwrap_or(i64::MAX)
-}
-
-fn to_proto(descriptor: &Descriptor) -> containerd_client::types::Descriptor {
-    containerd_client::types::Descriptor {
-        media_type: descriptor.media_type.clone(),
-        digest: descriptor.digest.clone(),
-        size: descriptor.size,
-        annotations: descriptor.annotations.clone().into_iter().collect(),
-    }
 }

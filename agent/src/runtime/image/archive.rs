@@ -6,9 +6,14 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
+use futures::StreamExt as _;
 use sha2::{Digest as _, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 
+use super::content::{CHUNK, Chunks};
 use super::layout::hex_digest;
 
 /// Links followed before giving up (a link loop).
@@ -116,6 +121,36 @@ impl Archive {
         self.reader(Span { size: span.size.min(4), ..span })?.read_to_end(&mut magic)?;
         Ok(magic)
     }
+}
+
+/// The file's bytes in chunks of at most [`CHUNK`], read off the async threads a chunk
+/// at a time.
+pub fn chunks(archive: Arc<Archive>, span: Span) -> Chunks {
+    let (sender, receiver) = mpsc::channel(2);
+    tokio::task::spawn_blocking(move || {
+        let send = |item| sender.blocking_send(item).is_ok();
+        let mut reader = match archive.reader(span) {
+            Ok(reader) => reader,
+            Err(e) => {
+                send(Err(e));
+                return;
+            }
+        };
+        let mut remaining = span.size;
+        while remaining > 0 {
+            let want = usize::try_from(remaining).unwrap_or(CHUNK).min(CHUNK);
+            let mut chunk = vec![0u8; want];
+            if let Err(e) = reader.read_exact(&mut chunk) {
+                send(Err(e));
+                return;
+            }
+            remaining -= want as u64;
+            if !send(Ok(chunk)) {
+                return;
+            }
+        }
+    });
+    ReceiverStream::new(receiver).boxed()
 }
 
 fn check_length(span: Span, read: u64) -> io::Result<()> {

@@ -11,16 +11,18 @@ use containerd_client::services::v1::snapshots::{
     CommitSnapshotRequest, PrepareSnapshotRequest, RemoveSnapshotRequest, StatSnapshotRequest,
 };
 
-use super::layout::{self, Descriptor};
-use super::{Error, Import, Result, SNAPSHOTTER, Target, to_proto};
+use super::SNAPSHOTTER;
+use super::layout::{self, Config, Descriptor, Manifest};
+use super::store::{Error, Result, Store, to_proto};
 
-impl Import {
-    pub(super) async fn unpack(&self, target: &Target) -> Result<()> {
-        let diff_ids = &target.config.rootfs.diff_ids;
+impl Store {
+    /// Unpacks the layers of `manifest` (whose diff IDs `config` lists, as many as
+    /// layers) and labels the blobs for the garbage collector.
+    pub(super) async fn unpack(&self, manifest: &Manifest, config: &Config) -> Result<()> {
+        let diff_ids = &config.rootfs.diff_ids;
         let chain = layout::chain_ids(diff_ids);
         let mut parent = String::new();
-        for ((layer, diff_id), chain_id) in target.manifest.layers.iter().zip(diff_ids).zip(&chain)
-        {
+        for ((layer, diff_id), chain_id) in manifest.layers.iter().zip(diff_ids).zip(&chain) {
             if self.snapshot_exists(chain_id).await? {
                 tracing::debug!(chain_id, "layer already unpacked");
             } else {
@@ -33,7 +35,7 @@ impl Import {
         }
         if let Some(top) = chain.last() {
             let labels = BTreeMap::from([(layout::snapshot_gc_label(SNAPSHOTTER), top.clone())]);
-            self.label_blob(&target.manifest.config.digest, labels).await?;
+            self.label_blob(&manifest.config.digest, labels).await?;
         }
         Ok(())
     }
@@ -44,7 +46,7 @@ impl Import {
         match self.containerd.snapshots().stat(request).await {
             Ok(_) => Ok(true),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
-            Err(status) => Err(self.containerd_error("looking up snapshot", chain_id, status)),
+            Err(status) => Err(Error::containerd("looking up snapshot", chain_id, status)),
         }
     }
 
@@ -70,7 +72,7 @@ impl Import {
             })
             .await
             .map_err(|status| {
-                self.containerd_error("preparing a snapshot for layer", &layer.digest, status)
+                Error::containerd("preparing a snapshot for layer", &layer.digest, status)
             })?
             .into_inner()
             .mounts;
@@ -92,7 +94,6 @@ impl Import {
             Ok(applied) => {
                 self.remove_snapshot(&key).await;
                 return Err(Error::DiffIdMismatch {
-                    tarball: self.tarball.clone(),
                     layer: layer.digest.clone(),
                     expected: diff_id.to_owned(),
                     applied,
@@ -100,7 +101,7 @@ impl Import {
             }
             Err(status) => {
                 self.remove_snapshot(&key).await;
-                return Err(self.containerd_error("applying layer", &layer.digest, status));
+                return Err(Error::containerd("applying layer", &layer.digest, status));
             }
         };
         let committed = snapshots
@@ -123,7 +124,7 @@ impl Import {
             }
             Err(status) => {
                 self.remove_snapshot(&key).await;
-                Err(self.containerd_error("committing snapshot", chain_id, status))
+                Err(Error::containerd("committing snapshot", chain_id, status))
             }
         }
     }
