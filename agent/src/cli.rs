@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{self, Flags};
+use crate::runtime::managed;
 use crate::source::file::watch::Preference;
 
 #[derive(Debug, Parser)]
@@ -140,12 +141,15 @@ pub struct RunArgs {
     /// State directory [default: /var/lib/outpost].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// containerd socket [default: /run/containerd/containerd.sock].
+    /// The external containerd's socket [default: /run/containerd/containerd.sock].
     #[arg(long, value_name = "PATH")]
     pub containerd_socket: Option<PathBuf>,
-    /// "managed": start and supervise a private containerd.
-    #[arg(long, value_name = "MODE")]
-    pub containerd: Option<String>,
+    /// Who runs containerd: "managed" (the agent starts and supervises its own, sockets in
+    /// /run/outpost/containerd, data in <state-dir>/containerd), "external" (connect to
+    /// --containerd-socket), or "auto": external if that socket exists, else managed if
+    /// containerd is installed [default: auto].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub containerd: Option<ContainerdMode>,
     /// Address of the local API [default: 127.0.0.1:10250].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
@@ -171,6 +175,13 @@ pub struct RunArgs {
     /// line on stdout, serve /healthz, /readyz and /pods.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainerdMode {
+    Auto,
+    Managed,
+    External,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -203,7 +214,11 @@ impl RunArgs {
             kubeconfig: self.kubeconfig.clone(),
             state_dir: self.state_dir.clone(),
             containerd_socket: self.containerd_socket.clone(),
-            containerd: self.containerd.clone(),
+            containerd: self.containerd.map(|mode| match mode {
+                ContainerdMode::Auto => managed::Mode::Auto,
+                ContainerdMode::Managed => managed::Mode::Managed,
+                ContainerdMode::External => managed::Mode::External,
+            }),
             listen: self.listen,
             token_file: self.token_file.clone(),
             tls_cert_file: self.tls_cert_file.clone(),

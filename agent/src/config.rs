@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::runtime::managed::Mode as ContainerdMode;
 use crate::source::file::watch::Preference;
 
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
@@ -46,13 +47,6 @@ pub enum Error {
     NodeName(#[source] std::io::Error),
 }
 
-/// How to reach containerd (`--containerd-socket` or `--containerd managed`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Containerd {
-    Socket(PathBuf),
-    Managed,
-}
-
 /// Everything `outpost run` needs, resolved.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -67,7 +61,11 @@ pub struct Config {
     pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
     pub state_dir: PathBuf,
-    pub containerd: Containerd,
+    /// Who runs containerd: auto, managed (the agent, see [`crate::runtime::managed`])
+    /// or external.
+    pub containerd: ContainerdMode,
+    /// The external containerd's socket (auto mode uses it if it exists).
+    pub containerd_socket: PathBuf,
     pub listen: SocketAddr,
     /// How the local API authenticates state-changing requests.
     pub auth: Auth,
@@ -108,7 +106,7 @@ pub struct Flags {
     pub kubeconfig: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub containerd_socket: Option<PathBuf>,
-    pub containerd: Option<String>,
+    pub containerd: Option<ContainerdMode>,
     pub listen: Option<SocketAddr>,
     pub token_file: Option<PathBuf>,
     pub tls_cert_file: Option<PathBuf>,
@@ -176,24 +174,23 @@ impl Config {
                 port.unwrap_or(DEFAULT_LISTEN.port()),
             ),
         };
-        let containerd = match (
-            flags.containerd.or(file.containerd).as_deref(),
-            flags.containerd_socket.or(file.containerd_socket),
-        ) {
-            (Some("managed"), _) => Containerd::Managed,
-            (Some(other), _) => {
+        let containerd = match (flags.containerd, file.containerd.as_deref()) {
+            (Some(mode), _) => mode,
+            (None, None | Some("auto")) => ContainerdMode::Auto,
+            (None, Some("managed")) => ContainerdMode::Managed,
+            (None, Some("external")) => ContainerdMode::External,
+            (None, Some(other)) => {
                 return Err(Error::Invalid {
                     path,
                     field: "containerd",
-                    message: format!(
-                        "{other:?}: the only mode is \"managed\"; use containerdSocket for a socket"
-                    ),
+                    message: format!("{other:?}: expected auto, managed or external"),
                 });
             }
-            (None, socket) => {
-                Containerd::Socket(socket.unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()))
-            }
         };
+        let containerd_socket = flags
+            .containerd_socket
+            .or(file.containerd_socket)
+            .unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into());
         let watcher = match (flags.watcher, file.watcher.as_deref()) {
             (Some(w), _) => w,
             (None, None | Some("auto")) => Preference::Auto,
@@ -255,6 +252,7 @@ impl Config {
                 .or(file.state_dir)
                 .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
             containerd,
+            containerd_socket,
             listen,
             auth,
             images_dir: flags.images_dir.or(file.images_dir),

@@ -18,7 +18,8 @@ fn defaults_follow_the_design() {
     let c = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
     assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
     assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
-    assert_eq!(c.containerd, Containerd::Socket(DEFAULT_CONTAINERD_SOCKET.into()));
+    assert_eq!(c.containerd, ContainerdMode::Auto);
+    assert_eq!(c.containerd_socket, Path::new(DEFAULT_CONTAINERD_SOCKET));
     assert_eq!(c.listen.to_string(), "127.0.0.1:10250");
     assert_eq!(c.listen, DEFAULT_LISTEN);
     assert_eq!(c.watcher, Preference::Auto);
@@ -52,7 +53,7 @@ fn outpost_names_in_the_file_and_flags_over_the_file() {
     );
     let c = Config::resolve(flags(f.path())).unwrap();
     assert_eq!(c.manifest_dir, Path::new("/a"));
-    assert_eq!(c.containerd, Containerd::Managed);
+    assert_eq!(c.containerd, ContainerdMode::Managed);
     assert_eq!(c.watcher, Preference::Inotify);
     assert_eq!(c.manifest_url_headers, vec![("X-Token".to_owned(), "t".to_owned())]);
     let mut fl = flags(f.path());
@@ -128,4 +129,18 @@ fn tls_needs_a_certificate_and_a_key_and_client_cas_need_tls() {
     let ca_only = file("clientCaFile: /etc/outpost/ca.crt\n");
     let err = Config::resolve(flags(ca_only.path())).unwrap_err();
     assert!(err.to_string().contains("client-ca-file"), "{err}");
+}
+
+#[test]
+fn containerd_mode_and_socket_from_file_and_flags() {
+    let f = file("containerd: external\ncontainerdSocket: /run/k3s/containerd.sock\n");
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert_eq!(c.containerd, ContainerdMode::External);
+    assert_eq!(c.containerd_socket, Path::new("/run/k3s/containerd.sock"));
+    let mut fl = flags(f.path());
+    fl.containerd = Some(ContainerdMode::Auto);
+    assert_eq!(Config::resolve(fl).unwrap().containerd, ContainerdMode::Auto);
+    let f = file("containerd: docker\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("containerd") && err.contains("auto, managed or external"), "{err}");
 }
