@@ -56,12 +56,11 @@ impl Setup {
         assert!(index.contains(BUSYBOX_IMAGE), "{index}");
         std::fs::write(work.join("index.json"), index.replace(BUSYBOX_IMAGE, &image)).unwrap();
         let tarball = work.join("out.tar");
-        run(Command::new("tar")
-            .arg("-cf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(&work)
-            .args(["oci-layout", "index.json", "blobs"]));
+        run(Command::new("tar").arg("-cf").arg(&tarball).arg("-C").arg(&work).args([
+            "oci-layout",
+            "index.json",
+            "blobs",
+        ]));
         (std::fs::read(tarball).unwrap(), image)
     }
 
@@ -195,4 +194,3 @@ async fn eventually(ready: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
-

@@ -13,7 +13,8 @@ fn stamp(size: u64, mtime_sec: i64, inode: u64) -> Stamp {
 fn only_visible_utf8_tar_files_are_tarballs() {
     assert_eq!(tarball_name(OsStr::new("busybox.tar")), Some("busybox.tar"));
     assert_eq!(tarball_name(OsStr::new("a b.tar")), Some("a b.tar"));
-    for name in [".busybox.tar", ".tar", "busybox.tar.gz", "busybox.tar.part", "busybox.TAR", "tar"] {
+    for name in [".busybox.tar", ".tar", "busybox.tar.gz", "busybox.tar.part", "busybox.TAR", "tar"]
+    {
         assert_eq!(tarball_name(OsStr::new(name)), None, "{name}");
     }
     assert_eq!(tarball_name(OsStr::from_bytes(b"\xffx.tar")), None);
