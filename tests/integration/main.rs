@@ -8,6 +8,7 @@ mod cli;
 mod containerd;
 mod file_source;
 mod images;
+mod images_dir;
 mod managed;
 mod push;
 mod tidy;

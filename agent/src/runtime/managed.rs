@@ -155,7 +155,8 @@ pub fn find_binary() -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join("containerd")).find(|candidate| {
-        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }
 
@@ -231,8 +232,7 @@ impl Options {
             socket: &socket,
             ttrpc_socket: &ttrpc,
         };
-        let text =
-            config::render(layout).map_err(|e| Error::NotUtf8 { path: e.0.to_owned() })?;
+        let text = config::render(layout).map_err(|e| Error::NotUtf8 { path: e.0.to_owned() })?;
         let path = self.config();
         std::fs::write(&path, text).map_err(|source| Error::WriteConfig { path, source })
     }

@@ -57,7 +57,11 @@ pub(super) async fn launch(options: &Options) -> Result<Child> {
     let socket = options.socket();
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(Error::Exited { status, log: options.log.clone(), tail: tail(&options.log) });
+            return Err(Error::Exited {
+                status,
+                log: options.log.clone(),
+                tail: tail(&options.log),
+            });
         }
         if socket.exists() && Containerd::connect(&socket).await.is_ok() {
             return Ok(child);
@@ -77,9 +81,7 @@ pub(super) async fn launch(options: &Options) -> Result<Child> {
 
 async fn exited(options: &Options, child: &mut Child) -> Error {
     match child.wait().await {
-        Ok(status) => {
-            Error::Exited { status, log: options.log.clone(), tail: tail(&options.log) }
-        }
+        Ok(status) => Error::Exited { status, log: options.log.clone(), tail: tail(&options.log) },
         Err(source) => Error::Wait { source },
     }
 }
@@ -119,7 +121,8 @@ pub(super) async fn stop_stale(options: &Options) -> Result<()> {
         pid_file = %pid_file.display(),
         "a containerd from a previous run of the agent is still running; stopping it (its containers keep running)"
     );
-    for (signal, timeout) in [(Signal::SIGTERM, options.stop_timeout), (Signal::SIGKILL, KILL_TIMEOUT)]
+    for (signal, timeout) in
+        [(Signal::SIGTERM, options.stop_timeout), (Signal::SIGKILL, KILL_TIMEOUT)]
     {
         match kill(Pid::from_raw(pid), signal) {
             Ok(()) => {}

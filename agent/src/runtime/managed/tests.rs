@@ -24,7 +24,11 @@ fn auto_prefers_a_running_containerd_then_an_installed_one() {
         (Mode::External, false, false, External),
     ];
     for (mode, socket, binary, expected) in table {
-        assert_eq!(choose(mode, socket, binary), expected, "{mode:?} socket={socket} binary={binary}");
+        assert_eq!(
+            choose(mode, socket, binary),
+            expected,
+            "{mode:?} socket={socket} binary={binary}"
+        );
     }
 }
 
@@ -118,11 +122,23 @@ fn only_our_binary_with_our_config_is_taken_for_a_stale_instance() {
     let config = Path::new("/var/lib/outpost/containerd/config.toml");
     let ours = b"/usr/bin/containerd\0--config\0/var/lib/outpost/containerd/config.toml\0";
     assert!(is_ours(ours, binary, config));
-    assert!(is_ours(b"containerd\0--config\0/var/lib/outpost/containerd/config.toml\0", binary, config));
+    assert!(is_ours(
+        b"containerd\0--config\0/var/lib/outpost/containerd/config.toml\0",
+        binary,
+        config
+    ));
     // Another program mentioning the config, another containerd, an empty cmdline.
     assert!(!is_ours(b"vim\0/var/lib/outpost/containerd/config.toml\0", binary, config));
-    assert!(!is_ours(b"/usr/bin/containerd\0--config\0/etc/containerd/config.toml\0", binary, config));
-    assert!(!is_ours(b"/usr/bin/containerd\0/var/lib/outpost/containerd/config.toml\0", binary, config));
+    assert!(!is_ours(
+        b"/usr/bin/containerd\0--config\0/etc/containerd/config.toml\0",
+        binary,
+        config
+    ));
+    assert!(!is_ours(
+        b"/usr/bin/containerd\0/var/lib/outpost/containerd/config.toml\0",
+        binary,
+        config
+    ));
     assert!(!is_ours(b"", binary, config));
 }
 
