@@ -106,6 +106,9 @@ pub struct ImportArgs {
     /// containerd socket.
     #[arg(long, value_name = "PATH", default_value = crate::runtime::containerd::DEFAULT_SOCKET)]
     pub containerd_socket: PathBuf,
+    /// containerd namespace to import into (the agent's `--containerd-namespace`).
+    #[arg(long, value_name = "NAME", default_value = crate::runtime::containerd::NAMESPACE)]
+    pub containerd_namespace: String,
     /// Image tarballs (uncompressed).
     #[arg(required = true, value_name = "TAR")]
     pub tarballs: Vec<PathBuf>,
@@ -171,6 +174,29 @@ pub struct RunArgs {
     /// Kernel interface for watching the manifest directory [default: auto].
     #[arg(long, value_enum)]
     pub watcher: Option<Watcher>,
+    /// containerd namespace for the agent's images and containers [default: outpost].
+    #[arg(long, value_name = "NAME")]
+    pub containerd_namespace: Option<String>,
+    /// The node's IP address (status.hostIP) [default: the address of the default route's interface].
+    #[arg(long, value_name = "IP")]
+    pub node_ip: Option<std::net::IpAddr>,
+    /// Runtime state that a reboot clears: pods' namespaces [default: /run/outpost].
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Where container logs go, kubelet's layout [default: /var/log/pods].
+    #[arg(long, value_name = "DIR")]
+    pub pod_log_dir: Option<PathBuf>,
+    /// CNI network configs; the first in lexical order is used, Outpost writes a bridge
+    /// network there if there is none [default: /etc/cni/net.d].
+    #[arg(long, value_name = "DIR")]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// Where CNI plugins are looked up; repeatable [default: /opt/cni/bin and /usr/lib/cni].
+    #[arg(long, value_name = "DIR")]
+    pub cni_bin_dir: Vec<PathBuf>,
+    /// Registry credentials for image pulls, a docker config.json (`auths`) like kubelet's
+    /// /var/lib/kubelet/config.json.
+    #[arg(long, value_name = "FILE")]
+    pub image_credentials_file: Option<PathBuf>,
     /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
     /// line on stdout, serve /healthz, /readyz and /pods.
     #[arg(long)]
@@ -230,6 +256,13 @@ impl RunArgs {
                 Watcher::Fanotify => Preference::Fanotify,
                 Watcher::Inotify => Preference::Inotify,
             }),
+            containerd_namespace: self.containerd_namespace.clone(),
+            node_ip: self.node_ip,
+            run_dir: self.run_dir.clone(),
+            pod_log_dir: self.pod_log_dir.clone(),
+            cni_conf_dir: self.cni_conf_dir.clone(),
+            cni_bin_dir: self.cni_bin_dir.clone(),
+            image_credentials_file: self.image_credentials_file.clone(),
         }
     }
 }

@@ -14,6 +14,11 @@ use crate::source::file::watch::Preference;
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
+pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
+pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
+/// Where the CNI plugins usually are: the reference location, then Debian's.
+pub const DEFAULT_CNI_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
 /// kubelet's `httpCheckFrequency` default.
 pub const DEFAULT_MANIFEST_URL_INTERVAL: Duration = Duration::from_secs(20);
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -71,6 +76,13 @@ pub struct Config {
     pub auth: Auth,
     pub images_dir: Option<PathBuf>,
     pub watcher: Preference,
+    pub containerd_namespace: String,
+    pub node_ip: Option<IpAddr>,
+    pub run_dir: PathBuf,
+    pub pod_log_dir: PathBuf,
+    pub cni_conf_dir: PathBuf,
+    pub cni_bin_dirs: Vec<PathBuf>,
+    pub image_credentials_file: Option<PathBuf>,
 }
 
 /// Authentication of the local API's state-changing endpoints (`/manifests`, `/refresh`).
@@ -114,6 +126,13 @@ pub struct Flags {
     pub client_ca_file: Option<PathBuf>,
     pub images_dir: Option<PathBuf>,
     pub watcher: Option<Preference>,
+    pub containerd_namespace: Option<String>,
+    pub node_ip: Option<IpAddr>,
+    pub run_dir: Option<PathBuf>,
+    pub pod_log_dir: Option<PathBuf>,
+    pub cni_conf_dir: Option<PathBuf>,
+    pub cni_bin_dir: Vec<PathBuf>,
+    pub image_credentials_file: Option<PathBuf>,
 }
 
 /// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
@@ -153,6 +172,13 @@ struct File {
     client_ca_file: Option<PathBuf>,
     images_dir: Option<PathBuf>,
     watcher: Option<String>,
+    containerd_namespace: Option<String>,
+    node_ip: Option<IpAddr>,
+    run_dir: Option<PathBuf>,
+    pod_log_dir: Option<PathBuf>,
+    cni_conf_dir: Option<PathBuf>,
+    cni_bin_dirs: Option<Vec<PathBuf>>,
+    image_credentials_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -247,18 +273,42 @@ impl Config {
             manifest_url_interval,
             manifest_url_ca_file: flags.manifest_url_ca_file.or(file.manifest_url_ca_file),
             kubeconfig: flags.kubeconfig.or(file.kubeconfig),
-            state_dir: flags
-                .state_dir
-                .or(file.state_dir)
-                .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            state_dir: absolute(
+                flags.state_dir.or(file.state_dir).unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            ),
             containerd,
             containerd_socket,
             listen,
             auth,
             images_dir: flags.images_dir.or(file.images_dir),
             watcher,
+            containerd_namespace: flags
+                .containerd_namespace
+                .or(file.containerd_namespace)
+                .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
+            node_ip: flags.node_ip.or(file.node_ip),
+            // Absolute: containerd's shims get log paths, and they run elsewhere.
+            run_dir: absolute(flags.run_dir.or(file.run_dir).unwrap_or_else(|| DEFAULT_RUN_DIR.into())),
+            pod_log_dir: absolute(
+                flags.pod_log_dir.or(file.pod_log_dir).unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into()),
+            ),
+            cni_conf_dir: flags
+                .cni_conf_dir
+                .or(file.cni_conf_dir)
+                .unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
+            cni_bin_dirs: match (flags.cni_bin_dir, file.cni_bin_dirs) {
+                (dirs, _) if !dirs.is_empty() => dirs,
+                (_, Some(dirs)) => dirs,
+                _ => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
+            },
+            image_credentials_file: flags.image_credentials_file.or(file.image_credentials_file),
         })
     }
+}
+
+/// `path` made absolute against the current directory (kept as is if that fails).
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
 }
 
 fn read_file(path: &Path) -> Result<File, Error> {

@@ -10,6 +10,7 @@ mod file_source;
 mod images;
 mod images_dir;
 mod managed;
+mod pods;
 mod push;
 mod tidy;
 mod url_source;

@@ -36,13 +36,26 @@ impl Agent {
     }
 
     /// Starts the agent through `command` (the binary itself, or a wrapper running it).
-    pub fn start_with<S: AsRef<OsStr>>(
+    pub fn start_with<S: AsRef<OsStr>>(command: Command, manifests: &Path, extra: &[S]) -> Agent {
+        Agent::spawn(command, &["--dry-run"], manifests, extra)
+    }
+
+    /// `outpost run` without `--dry-run`: pods really run (`extra` says where: containerd
+    /// socket and namespace, state, run, log and CNI dirs; see [`crate::pods::Node`]).
+    pub fn start_pods<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
+        Agent::spawn(Command::new(outpost_bin()), &[], manifests, extra)
+    }
+
+    fn spawn<S: AsRef<OsStr>>(
         mut command: Command,
+        mode: &[&str],
         manifests: &Path,
         extra: &[S],
     ) -> Agent {
         let mut child = command
-            .args(["run", "--dry-run", "--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
+            .arg("run")
+            .args(mode)
+            .args(["--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
             .arg("--manifest-dir")
             .arg(manifests)
             .args(extra)

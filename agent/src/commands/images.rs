@@ -40,7 +40,9 @@ pub async fn import(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<ExitCode, Error> {
-    let containerd = Containerd::connect(&args.containerd_socket).await?;
+    let containerd = Containerd::connect(&args.containerd_socket)
+        .await?
+        .with_namespace(&args.containerd_namespace)?;
     let mut failed: Vec<&PathBuf> = Vec::new();
     for tarball in &args.tarballs {
         match image::import(&containerd, tarball).await {

@@ -19,8 +19,10 @@ use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
 use crate::podconfig::{self, Batch, Snapshot};
 use crate::runtime::cni::{Cni, CniConfig};
-use crate::runtime::image::credentials::Keyring;
+use crate::runtime::image::credentials::{self, Keyring};
 use crate::runtime::image::pull::PullOptions;
+use crate::runtime::image::watch::ImagesDir;
+use crate::runtime::managed::{self, Choice, ManagedContainerd};
 use crate::runtime::{Containerd, host};
 use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
@@ -47,8 +49,24 @@ pub enum Error {
     Signal(#[source] io::Error),
     #[error("cannot find this executable (containerd's shims run it as the container logger)")]
     Exe(#[source] io::Error),
-    #[error("--containerd managed is not available yet")]
-    Managed,
+    #[error(transparent)]
+    Managed(#[from] managed::Error),
+    #[error(transparent)]
+    Containerd(#[from] crate::runtime::containerd::Error),
+    #[error(transparent)]
+    ImagesDir(#[from] crate::runtime::image::watch::Error),
+    #[error("cannot read the image credentials file {}", path.display())]
+    CredentialsFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("image credentials file {}", path.display())]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: credentials::Error,
+    },
     #[error("the pod runtime task failed")]
     Task(#[source] tokio::task::JoinError),
     #[error("cannot write deltas to stdout: {0}")]
@@ -144,10 +162,22 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let (tx, rx) = mpsc::channel::<Batch>(64);
     let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
     let server = tokio::spawn(server);
+    let mut managed = None;
     let mut pods = if dry_run {
         tokio::spawn(print_deltas(rx))
     } else {
-        tokio::spawn(run_pods(config, exe, rx, statuses))
+        let socket = match containerd_choice(&config) {
+            (Choice::External, _) => config.containerd_socket.clone(),
+            (Choice::Managed, binary) => {
+                let mut options = managed::Options::new(binary, &config.state_dir);
+                options.run_dir = config.run_dir.join("containerd");
+                let started = ManagedContainerd::start(options).await?;
+                let socket = started.socket().to_owned();
+                managed = Some(started);
+                socket
+            }
+        };
+        tokio::spawn(run_pods(config, socket, exe, rx, statuses))
     };
 
     let result = loop {
@@ -173,7 +203,22 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     pods.abort();
     merge.abort();
     server.abort();
+    if let Some(managed) = managed {
+        // Its containers keep running: shims outlive containerd.
+        if let Err(e) = managed.stop().await {
+            warn!(error = %describe(&e), "cannot stop the managed containerd cleanly");
+        }
+    }
     result
+}
+
+/// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
+fn containerd_choice(config: &Config) -> (Choice, PathBuf) {
+    let binary = managed::find_binary();
+    let choice =
+        managed::choose(config.containerd, config.containerd_socket.exists(), binary.is_some());
+    // Without a binary, starting it fails with the error that says so.
+    (choice, binary.unwrap_or_else(|| PathBuf::from("containerd")))
 }
 
 /// `--dry-run`: one JSON line per delta on stdout, nothing run.
@@ -199,19 +244,41 @@ async fn print_deltas(mut batches: mpsc::Receiver<Batch>) -> Result<(), Error> {
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
 async fn run_pods(
     config: Config,
+    socket: PathBuf,
     exe: PathBuf,
     batches: mpsc::Receiver<Batch>,
     statuses: StatusStore,
 ) -> Result<(), Error> {
-    let socket = match &config.containerd {
-        config::Containerd::Socket(socket) => socket.clone(),
-        config::Containerd::Managed => return Err(Error::Managed),
-    };
-    let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH).await;
+    let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH)
+        .await
+        .with_namespace(&config.containerd_namespace)?;
     match containerd.version().await {
         Ok(v) => info!(socket = %socket.display(), version = v.version, "connected to containerd"),
         Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),
     }
+    // Pods wait for the tarballs already in the images dir: they may need them.
+    let images = match &config.images_dir {
+        Some(dir) => {
+            let record = config.state_dir.join("images-imported.json");
+            let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?;
+            match images.import_present().await {
+                Ok(summary) => info!(
+                    imported = summary.imported.len(),
+                    unchanged = summary.unchanged.len(),
+                    failed = summary.failed.len(),
+                    dir = %dir.display(),
+                    "images dir imported"
+                ),
+                Err(e) => warn!(error = %describe(&e), "cannot import the images dir"),
+            }
+            Some(tokio::spawn(async move {
+                if let Err(e) = images.run().await {
+                    warn!(error = %describe(&e), "stopped watching the images dir");
+                }
+            }))
+        }
+        None => None,
+    };
     let cni = Cni::new(CniConfig {
         conf_dir: config.cni_conf_dir.clone(),
         bin_dirs: config.cni_bin_dirs.clone(),
@@ -226,6 +293,15 @@ async fn run_pods(
             warn!(error = %describe(&e), "cannot write the default CNI config; pods wait for one")
         }
     }
+    let keyring = match &config.image_credentials_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|source| Error::CredentialsFile { path: path.clone(), source })?;
+            Keyring::from_docker_config(&bytes)
+                .map_err(|source| Error::Credentials { path: path.clone(), source })?
+        }
+        None => Keyring::default(),
+    };
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip.or_else(host::default_address),
@@ -235,10 +311,13 @@ async fn run_pods(
         exe,
         host_resolv_conf: PathBuf::from("/etc/resolv.conf"),
         crash_loop: CrashLoopConfig::default(),
-        keyring: Keyring::default(),
+        keyring,
         pull: PullOptions::default(),
     };
     let runtime = Arc::new(Runtime::new(containerd, cni, settings, statuses));
     worker::run(runtime, batches).await;
+    if let Some(images) = images {
+        images.abort();
+    }
     Ok(())
 }

@@ -34,6 +34,7 @@ pub const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 pub const LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
 pub const LABEL_RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
 pub const LABEL_HASH: &str = "io.kubernetes.container.hash";
+pub const LABEL_GRACE_PERIOD: &str = "io.kubernetes.pod.terminationGracePeriod";
 /// Set by Outpost once the container's task has exited and been deleted.
 pub const LABEL_EXIT_CODE: &str = "io.outpost.container.exitCode";
 pub const LABEL_STARTED_AT: &str = "io.outpost.container.startedAt";

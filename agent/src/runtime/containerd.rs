@@ -25,7 +25,7 @@ use tonic::transport::Channel;
 
 use crate::error_chain::describe;
 
-/// The containerd namespace that holds everything Outpost creates.
+/// The containerd namespace that holds everything Outpost creates (unless told otherwise).
 pub const NAMESPACE: &str = "outpost";
 
 /// containerd's own default socket.
@@ -73,6 +73,12 @@ pub enum Error {
         socket: PathBuf,
         #[source]
         source: tonic::Status,
+    },
+    #[error("containerd namespace {namespace:?} cannot be sent as gRPC metadata")]
+    Namespace {
+        namespace: String,
+        #[source]
+        source: InvalidMetadataValue,
     },
     #[error("lease id {lease:?} cannot be sent as gRPC metadata")]
     LeaseId {
@@ -189,6 +195,20 @@ impl Containerd {
             .map_err(|source| Error::Version { socket: self.socket.clone(), source })?
             .into_inner();
         Ok(Version { version: response.version, revision: response.revision })
+    }
+
+    /// The same connection, in the containerd namespace `namespace`.
+    pub fn with_namespace(&self, namespace: &str) -> Result<Containerd> {
+        let value = AsciiMetadataValue::try_from(namespace)
+            .map_err(|source| Error::Namespace { namespace: namespace.to_owned(), source })?;
+        let mut containerd = self.clone();
+        containerd.metadata.namespace = value;
+        Ok(containerd)
+    }
+
+    /// The containerd namespace requests go to.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.to_str().unwrap_or(NAMESPACE)
     }
 
     /// The same connection with every request inside the lease `id` (containerd's GC

@@ -13,7 +13,6 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 
 use super::Containerd;
-use super::containerd::NAMESPACE;
 use crate::error_chain::describe;
 
 const TOPIC_EXIT: &str = "/tasks/exit";
@@ -49,9 +48,10 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
     let mut first = true;
     let mut last_failure: Option<String> = None;
     loop {
+        let namespace = containerd.namespace();
         let filters = [TOPIC_EXIT, TOPIC_OOM]
             .iter()
-            .map(|topic| format!("namespace=={NAMESPACE},topic==\"{topic}\""))
+            .map(|topic| format!("namespace=={namespace},topic==\"{topic}\""))
             .collect();
         match containerd.events().subscribe(SubscribeRequest { filters }).await {
             Ok(response) => {

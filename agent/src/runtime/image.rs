@@ -112,6 +112,14 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// containerd did not answer (rather than the tarball being bad): worth retrying.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Store { source: store::Error::Containerd { source, .. }, .. }
+            if matches!(source.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded))
+    }
+}
+
 /// An image record the import created or updated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Imported {

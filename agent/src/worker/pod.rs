@@ -20,7 +20,7 @@ use super::state::{self, SandboxProblem, Slot, SlotState, Terminated};
 use super::{Inbox, Message, Outbox, Runtime};
 use crate::error_chain::describe;
 use crate::runtime::container::{
-    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_HASH, LABEL_POD_UID,
+    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH, LABEL_POD_UID,
     LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::events::{TaskEvent, timestamp};
@@ -231,8 +231,12 @@ impl PodWorker {
     /// Stops containers adopted from an earlier run that belong to no desired pod, and
     /// removes them and their pods' sandboxes.
     async fn stop_stale(&mut self, inbox: &mut Inbox, stale: Vec<Listed>) {
-        let grace =
-            self.desired.as_deref().map_or(Duration::from_secs(30), lifecycle::grace_period);
+        // The grace period the containers were started with (their pod is gone).
+        let labelled = stale
+            .iter()
+            .filter_map(|c| c.label(LABEL_GRACE_PERIOD).and_then(|g| g.parse().ok()))
+            .max();
+        let grace = Duration::from_secs(labelled.unwrap_or(30));
         let running: HashSet<String> = stale
             .iter()
             .filter(|c| c.task_status() == Some(containerd_client::types::v1::Status::Running))

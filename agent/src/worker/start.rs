@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
-use outpost_core::lifecycle::PullPolicy;
+use outpost_core::lifecycle::{self, PullPolicy};
 use outpost_core::pod;
 
 use super::Runtime;
@@ -12,9 +12,9 @@ use super::sandbox::{Sandbox, cgroup_parent};
 use crate::error_chain::describe;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_HASH, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
-    LABEL_RESTART_COUNT, LABEL_STARTED_AT, NewContainer,
+    LABEL_GRACE_PERIOD, LABEL_RESTART_COUNT, LABEL_STARTED_AT, NewContainer,
 };
-use crate::runtime::image::pull;
+use crate::runtime::image::pull::{self, PullErrorKind};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::{self, Namespaces, PodContext};
@@ -94,6 +94,7 @@ pub async fn start(
         (LABEL_RESTART_COUNT, restart_count.to_string()),
         (LABEL_HASH, hash.to_owned()),
         (LABEL_STARTED_AT, started_at.to_string()),
+        (LABEL_GRACE_PERIOD, lifecycle::grace_period(pod).as_secs().to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -146,7 +147,7 @@ async fn ensure_image(runtime: &Runtime, container: &Container) -> Result<Image,
                             format!("image \"{reference}\" was pulled but is not in containerd"),
                         )
                     }),
-                (Err(e), Some(image)) if e.is_unreachable() => {
+                (Err(e), Some(image)) if e.kind() == PullErrorKind::Unreachable => {
                     tracing::warn!(image = reference, error = %describe(&e),
                         "registry unreachable; running the image already present");
                     Ok(image)

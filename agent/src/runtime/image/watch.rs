@@ -286,7 +286,7 @@ impl ImagesDir {
                 self.write_record();
                 Outcome::Imported
             }
-            Err(e) if is_unreachable(&e) => {
+            Err(e) if super::Error::is_unavailable(&e) => {
                 let delay = self.backoff.next_delay(fastrand::f64());
                 tracing::warn!(tarball = %path.display(), error = %describe(&e), retry_in = ?delay, "cannot import image tarball: containerd is unreachable; retrying");
                 self.retry.insert(name.to_owned());
@@ -316,12 +316,6 @@ enum Outcome {
     Failed,
 }
 
-/// Whether the import failed because containerd did not answer (rather than because of
-/// the tarball).
-fn is_unreachable(error: &super::Error) -> bool {
-    matches!(error, super::Error::Containerd { source, .. }
-        if matches!(source.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded))
-}
 
 /// The record, or an empty one (and a warning) if it is missing or unreadable.
 fn read_record(path: &Path) -> Record {

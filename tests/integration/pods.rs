@@ -1,0 +1,263 @@
+//! End to end: manifests in a directory become real containers under the test
+//! containerd, with runc and the CNI plugins (each test on its own [`Node`]).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pods::{Node, container, eventually, pod, wait_pod};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A static pod manifest: one busybox container running `script` with `sh -c`.
+fn manifest(name: &str, script: &str, spec: &str) -> String {
+    let script = serde_json::to_string(script).unwrap();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec}  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+    )
+}
+
+/// A shell script that runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
+const SERVE: &str = "trap 'echo bye; exit 0' TERM; echo hello; while true; do sleep 0.1; done";
+
+fn http_get(addr: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET / HTTP/1.0\r\nHost: pod\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+fn running(p: &serde_json::Value) -> bool {
+    p["status"]["phase"] == "Running" && container(p)["state"]["running"].is_object()
+}
+
+fn uid(p: &serde_json::Value) -> String {
+    p["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+fn container_id(p: &serde_json::Value) -> String {
+    let id = container(p)["containerID"].as_str().unwrap();
+    id.trim_start_matches("containerd://").to_owned()
+}
+
+#[test]
+fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    let script = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && echo serving; exec httpd -f -p 8080 -h /www";
+    node.put("web.yaml", &manifest("web", script, ""));
+    let p = wait_pod(&agent, "web-edge-1", LONG, running);
+    let ip = p["status"]["podIP"].as_str().expect("a pod IP").to_owned();
+    assert!(ip.starts_with(node.subnet.trim_end_matches("0/24")), "{ip} in {}", node.subnet);
+    assert_eq!(container(&p)["ready"], true);
+    assert_eq!(container(&p)["restartCount"], 0);
+    eventually("the pod serves on its IP", LONG, || {
+        http_get(&format!("{ip}:8080")).is_some_and(|r| r.contains("hello-from-the-pod"))
+    });
+    // Its log, CRI format, where kubelet puts it.
+    let log = node
+        .path("logs")
+        .join(format!("default_web-edge-1_{}", uid(&p)))
+        .join("main/0.log");
+    eventually("the container log is written", LONG, || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains(" stdout F serving"))
+    });
+}
+
+#[test]
+fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("gone.yaml", &manifest("gone", SERVE, ""));
+    let p = wait_pod(&agent, "gone-edge-1", LONG, running);
+    let uid = uid(&p);
+    assert_eq!(node.containers().len(), 1);
+    node.remove("gone.yaml");
+    eventually("the pod is gone from /pods", LONG, || pod(&agent, "gone-edge-1").is_none());
+    eventually("containerd has no container left", LONG, || node.containers().is_empty());
+    agent.wait_for_log("pod stopped and removed");
+    assert!(node.tasks().is_empty(), "tasks: {:?}", node.tasks());
+    let snapshots = node.ctr(&["snapshots", "list"]);
+    assert!(!snapshots.contains("Active"), "no active snapshot is left: {snapshots}");
+    assert_eq!(node.leftovers(&uid), Vec::<String>::new());
+    let logs = std::fs::read_to_string(
+        node.path("logs").join(format!("default_gone-edge-1_{uid}")).join("main/0.log"),
+    )
+    .unwrap();
+    assert!(logs.contains(" stdout F bye"), "SIGTERM reached the container first: {logs}");
+}
+
+#[test]
+fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("app.yaml", &manifest("app", SERVE, ""));
+    let old = wait_pod(&agent, "app-edge-1", LONG, running);
+    let old_id = container_id(&old);
+    node.put("app.yaml", &manifest("app", &format!("echo v2; {SERVE}"), ""));
+    let new = wait_pod(&agent, "app-edge-1", LONG, |p| running(p) && uid(p) != uid(&old));
+    assert_ne!(container_id(&new), old_id);
+    // M10: the old pod was stopped and removed before the new one's container started.
+    let log = agent.log();
+    let stopped = log.find(&format!("pod stopped and removed pod.uid=\"{}\"", uid(&old)));
+    let started = log.rfind("container started");
+    assert!(
+        stopped.is_some() && started.is_some() && stopped < started,
+        "M10 order in the log:\n{log}"
+    );
+    eventually("only the new container is left", LONG, || node.containers() == [container_id(&new)]);
+    assert_eq!(node.leftovers(&uid(&old)), Vec::<String>::new());
+}
+
+#[test]
+fn a_crashing_container_is_restarted_with_backoff_and_counted() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("crash.yaml", &manifest("crash", "echo attempt; exit 3", ""));
+    let p = wait_pod(&agent, "crash-edge-1", LONG, |p| {
+        container(p)["restartCount"].as_i64().unwrap_or(0) >= 2
+    });
+    let last = &container(&p)["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 3);
+    assert_eq!(last["reason"], "Error");
+    assert_eq!(p["status"]["phase"], "Running", "restartPolicy Always keeps the pod Running");
+    let p = wait_pod(&agent, "crash-edge-1", LONG, |p| {
+        container(p)["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    });
+    assert!(container(&p)["state"]["waiting"]["message"].as_str().unwrap().contains("back-off"));
+    // One log file per restart, each with that run's output.
+    let dir = node.path("logs").join(format!("default_crash-edge-1_{}", uid(&p))).join("main");
+    for n in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("{n}.log"))).unwrap();
+        assert!(log.contains("stdout F attempt"), "{n}.log: {log}");
+    }
+    // Exited containers are replaced, not piled up.
+    assert!(node.containers().len() <= 1, "{:?}", node.containers());
+}
+
+#[test]
+fn restart_policies_on_failure_and_never_end_the_pod() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("ok.yaml", &manifest("ok", "echo done", "  restartPolicy: OnFailure\n"));
+    node.put("fail.yaml", &manifest("fail", "exit 1", "  restartPolicy: Never\n"));
+    node.put("retry.yaml", &manifest("retry", "exit 2", "  restartPolicy: OnFailure\n"));
+    let ok = wait_pod(&agent, "ok-edge-1", LONG, |p| p["status"]["phase"] == "Succeeded");
+    let done = &container(&ok)["state"]["terminated"];
+    assert_eq!((done["exitCode"].as_i64(), done["reason"].as_str()), (Some(0), Some("Completed")));
+    assert_eq!(container(&ok)["restartCount"], 0);
+    let fail = wait_pod(&agent, "fail-edge-1", LONG, |p| p["status"]["phase"] == "Failed");
+    assert_eq!(container(&fail)["state"]["terminated"]["exitCode"], 1);
+    assert_eq!(container(&fail)["restartCount"], 0);
+    let retry = wait_pod(&agent, "retry-edge-1", LONG, |p| {
+        container(p)["restartCount"].as_i64().unwrap_or(0) >= 1
+    });
+    assert_eq!(retry["status"]["phase"], "Running", "OnFailure restarts a failed container");
+}
+
+#[test]
+fn an_oom_killed_container_is_reported_as_oomkilled() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    let hog = "a=xxxxxxxxxxxxxxxx; while true; do a=\"$a$a\"; done";
+    let yaml = manifest("hog", hog, "  restartPolicy: Never\n")
+        + "    resources:\n      limits:\n        memory: 24Mi\n";
+    node.put("hog.yaml", &yaml);
+    let p = wait_pod(&agent, "hog-edge-1", LONG, |p| p["status"]["phase"] == "Failed");
+    let t = &container(&p)["state"]["terminated"];
+    assert_eq!(t["reason"], "OOMKilled", "{p:#}");
+    assert_eq!(t["exitCode"], 137);
+}
+
+#[test]
+fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    let yaml = manifest("lost", "true", "").replace(BUSYBOX_IMAGE, "127.0.0.1:9/nowhere/image:1");
+    node.put("lost.yaml", &yaml);
+    node.put("fine.yaml", &manifest("fine", SERVE, ""));
+    let lost = wait_pod(&agent, "lost-edge-1", LONG, |p| {
+        container(p)["state"]["waiting"]["reason"] == "ErrImagePull"
+    });
+    assert!(
+        container(&lost)["state"]["waiting"]["message"].as_str().unwrap().contains("127.0.0.1:9"),
+        "the reason names the registry: {lost:#}"
+    );
+    wait_pod(&agent, "lost-edge-1", LONG, |p| {
+        container(p)["state"]["waiting"]["reason"] == "ImagePullBackOff"
+    });
+    wait_pod(&agent, "fine-edge-1", LONG, running);
+}
+
+#[test]
+fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
+    let Some(node) = Node::new() else { return };
+    node.write_cni(r#"{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"no-such-plugin"}]}"#);
+    let agent = node.start();
+    node.put("net.yaml", &manifest("net", SERVE, ""));
+    node.put("host.yaml", &manifest("host", SERVE, "  hostNetwork: true\n"));
+    let p = wait_pod(&agent, "net-edge-1", LONG, |p| {
+        p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "PodReadyToStartContainers" && c["status"] == "False")
+    });
+    let condition = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodReadyToStartContainers")
+        .unwrap()
+        .clone();
+    let message = condition["message"].as_str().unwrap();
+    assert!(message.contains("no-such-plugin") && message.contains("10-test.conflist"), "{message}");
+    assert_eq!(container(&p)["state"]["waiting"]["reason"], "ContainerCreating");
+    let host = wait_pod(&agent, "host-edge-1", LONG, running);
+    assert!(host["status"]["podIP"].is_string(), "a hostNetwork pod has the node's IP");
+    // Fixed config: the waiting pod starts on its next retry.
+    node.write_cni(&node.bridge_conflist());
+    wait_pod(&agent, "net-edge-1", LONG, running);
+}
+
+#[test]
+fn after_kill_9_running_containers_are_adopted_not_restarted() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("keep.yaml", &manifest("keep", SERVE, ""));
+    let before = wait_pod(&agent, "keep-edge-1", LONG, running);
+    agent.signal("KILL");
+    drop(agent);
+    let agent = node.start();
+    agent.wait_for_log("adopted running container");
+    let after = wait_pod(&agent, "keep-edge-1", LONG, running);
+    assert_eq!(container_id(&after), container_id(&before), "the same container, adopted");
+    assert_eq!(container(&after)["restartCount"], 0);
+    assert_eq!(after["status"]["podIP"], before["status"]["podIP"], "the same network");
+    assert_eq!(node.containers(), [container_id(&before)], "no duplicate");
+}
+
+#[test]
+fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("mid.yaml", &manifest("mid", SERVE, ""));
+    agent.wait_for_log("attached pod to CNI network");
+    agent.signal("KILL");
+    drop(agent);
+    let agent = node.start();
+    let p = wait_pod(&agent, "mid-edge-1", LONG, running);
+    eventually("one container", LONG, || node.containers().len() == 1);
+    assert_eq!(node.tasks().len(), 1);
+    // A pod removed while the agent is down is cleaned up once the sources are seen (M9).
+    agent.signal("KILL");
+    drop(agent);
+    node.remove("mid.yaml");
+    let agent = node.start();
+    eventually("the leftover pod is removed", LONG, || node.containers().is_empty());
+    agent.wait_for_log("removed a pod left by an earlier run");
+    eventually("nothing is left on the host", LONG, || node.leftovers(&uid(&p)).is_empty());
+}

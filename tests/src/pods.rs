@@ -1,0 +1,296 @@
+//! A node for end-to-end tests that run real pods: the test containerd (its own
+//! containerd namespace per node, so parallel tests never see each other's containers),
+//! the busybox test image imported there, and private state, run, log and CNI dirs with a
+//! bridge network of its own. Dropping it removes whatever the test left in containerd,
+//! the mounts and the bridge.
+
+// Test support fails by panicking, with a message saying what went wrong.
+#![allow(clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::agent::Agent;
+use crate::containerd::{BUSYBOX_OCI, test_containerd, test_image};
+use crate::{is_root, outpost_bin, prerequisite};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Where the Debian package puts the CNI plugins.
+pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
+
+/// A test node's containerd, dirs and network.
+#[derive(Debug)]
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub namespace: String,
+    pub bridge: String,
+    /// The pod subnet, e.g. `10.214.7.0/24`.
+    pub subnet: String,
+}
+
+impl Node {
+    /// A node, or `None` (a skip locally, a failure in CI) without root, the test
+    /// containerd, the test image or the CNI plugins.
+    pub fn new() -> Option<Node> {
+        if !prerequisite(is_root(), "root (pods need namespaces, mounts and cgroups)") {
+            return None;
+        }
+        let socket = test_containerd()?;
+        let image = test_image(BUSYBOX_OCI)?;
+        let plugins = Path::new(CNI_BIN_DIR).join("bridge").is_file();
+        if !prerequisite(plugins, "the CNI plugins in /usr/lib/cni (containernetworking-plugins)") {
+            return None;
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let dir = tempfile::Builder::new().prefix("opn").tempdir_in("/tmp").expect("temp dir");
+        for sub in ["manifests", "state", "run", "logs", "cni"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("node dirs");
+        }
+        let node = Node {
+            socket,
+            namespace: format!("outpost-test-{pid}-{n}"),
+            bridge: format!("otb{}x{n}", pid % 100_000),
+            subnet: format!("10.{}.{}.0/24", 214 + (pid % 20), n % 250),
+            dir,
+        };
+        node.write_cni(&node.bridge_conflist());
+        let out = Command::new(outpost_bin())
+            .args(["images", "import", "--containerd-socket"])
+            .arg(&node.socket)
+            .args(["--containerd-namespace", &node.namespace])
+            .arg(&image)
+            .output()
+            .expect("run outpost images import");
+        assert!(out.status.success(), "importing the test image: {}", text(&out));
+        Some(node)
+    }
+
+    pub fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    pub fn manifests(&self) -> PathBuf {
+        self.path("manifests")
+    }
+
+    /// The `run` arguments that point the agent at this node.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut arg = |flag: &str, value: &Path| {
+            args.push(flag.into());
+            args.push(value.into());
+        };
+        arg("--containerd", Path::new("external"));
+        arg("--containerd-socket", &self.socket);
+        arg("--containerd-namespace", Path::new(&self.namespace));
+        arg("--state-dir", &self.path("state"));
+        arg("--run-dir", &self.path("run"));
+        arg("--pod-log-dir", &self.path("logs"));
+        arg("--cni-conf-dir", &self.path("cni"));
+        arg("--cni-bin-dir", Path::new(CNI_BIN_DIR));
+        args
+    }
+
+    /// `outpost run` on this node.
+    pub fn start(&self) -> Agent {
+        Agent::start_pods(&self.manifests(), &self.args())
+    }
+
+    /// The bridge network this node's pods get: its own bridge, subnet and IPAM dir.
+    pub fn bridge_conflist(&self) -> String {
+        serde_json::json!({
+            "cniVersion": "1.0.0",
+            "name": format!("net-{}", self.bridge),
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": self.bridge,
+                    "isGateway": true,
+                    "ipMasq": false,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{ "subnet": self.subnet }]],
+                        "dataDir": self.path("state/ipam"),
+                    }
+                },
+                { "type": "portmap", "capabilities": { "portMappings": true } }
+            ]
+        })
+        .to_string()
+    }
+
+    /// Replaces the node's CNI config.
+    pub fn write_cni(&self, conflist: &str) {
+        write_atomically(&self.path("cni/10-test.conflist"), conflist);
+    }
+
+    /// Writes `manifests/<file>` atomically (as editors and config tools do).
+    pub fn put(&self, file: &str, yaml: &str) {
+        write_atomically(&self.manifests().join(file), yaml);
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.manifests().join(file)).expect("remove manifest");
+    }
+
+    /// `ctr` against the test containerd, in this node's namespace; its stdout.
+    pub fn ctr(&self, args: &[&str]) -> String {
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", &self.namespace])
+            .args(args)
+            .output()
+            .expect("run ctr");
+        assert!(out.status.success(), "ctr {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// IDs of the containers in this node's namespace.
+    pub fn containers(&self) -> Vec<String> {
+        self.ctr(&["containers", "list", "--quiet"]).lines().map(str::to_owned).collect()
+    }
+
+    /// `(container ID, status)` of the tasks in this node's namespace.
+    pub fn tasks(&self) -> Vec<(String, String)> {
+        self.ctr(&["tasks", "list"])
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some((f.first()?.to_string(), f.get(2)?.to_string()))
+            })
+            .collect()
+    }
+
+    /// What is left on the host for the pod `uid`: run dir, pod dir, CNI cache, IPAM
+    /// allocations, cgroups (empty when the pod is fully removed).
+    pub fn leftovers(&self, uid: &str) -> Vec<String> {
+        let mut left = Vec::new();
+        for p in [self.path("run/pods").join(uid), self.path("state/pods").join(uid)] {
+            if p.exists() {
+                left.push(p.display().to_string());
+            }
+        }
+        for dir in [self.path("state/cni/results"), self.path(&format!("state/ipam/net-{}", self.bridge))] {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let allocation = name.parse::<std::net::IpAddr>().is_ok();
+                let contents = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                if name.contains(uid) || (allocation && contents.contains(uid)) {
+                    left.push(entry.path().display().to_string());
+                }
+            }
+        }
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            let p = hierarchy.path().join("outpost").join(format!("pod{uid}"));
+            if p.exists() {
+                left.push(p.display().to_string());
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let ctr = |args: &[&str]| {
+            let _ = Command::new("ctr")
+                .arg("--address")
+                .arg(&self.socket)
+                .args(["--namespace", &self.namespace])
+                .args(args)
+                .output();
+        };
+        let ids = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", &self.namespace, "containers", "list", "--quiet"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for id in ids.lines() {
+            ctr(&["tasks", "kill", "--all", "--signal", "SIGKILL", id]);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        for id in ids.lines() {
+            ctr(&["tasks", "delete", "--force", id]);
+            ctr(&["containers", "delete", id]);
+        }
+        ctr(&["images", "remove", "--sync", crate::containerd::BUSYBOX_IMAGE]);
+        // Namespaces held by bind mounts under run/ (a test may end before the agent
+        // removed them).
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let root = self.dir.path().to_string_lossy().into_owned();
+        for target in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
+            if target.starts_with(&root) {
+                let _ = Command::new("umount").args(["--lazy", target]).output();
+            }
+        }
+        let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
+    }
+}
+
+/// The pod named `name` (static pods: `<name>-edge-1`) from the agent's `/pods`.
+pub fn pod(agent: &Agent, name: &str) -> Option<serde_json::Value> {
+    let (status, body) = agent.get("/pods");
+    assert_eq!(status, 200, "GET /pods: {body}");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("/pods is JSON");
+    list["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == name).cloned()
+}
+
+/// Polls `/pods` until the pod `name` satisfies `done` (within `timeout`); returns it.
+pub fn wait_pod(
+    agent: &Agent,
+    name: &str,
+    timeout: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let found = pod(agent, name);
+        if let Some(p) = &found
+            && done(p)
+        {
+            return p.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod {name} never got there; last seen: {}",
+            serde_json::to_string_pretty(&found).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `check` until it is true (within `timeout`), panicking with `what` otherwise.
+pub fn eventually(what: &str, timeout: Duration, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The first container status of a pod.
+pub fn container(pod: &serde_json::Value) -> &serde_json::Value {
+    &pod["status"]["containerStatuses"][0]
+}
+
+fn write_atomically(path: &Path, text: &str) {
+    // A dotfile: the file source ignores those, as kubelet does.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).expect("write temp file");
+    std::fs::rename(&tmp, path).expect("rename into place");
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
