@@ -4,6 +4,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod containerd;
 pub mod manifest_server;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

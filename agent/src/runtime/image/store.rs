@@ -37,7 +37,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("layer {layer} unpacked to {applied}, but the image config says its diff ID is {expected}")]
+    #[error(
+        "layer {layer} unpacked to {applied}, but the image config says its diff ID is {expected}"
+    )]
     DiffIdMismatch { layer: String, expected: String, applied: String },
 }
 
