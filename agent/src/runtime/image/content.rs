@@ -38,6 +38,7 @@ impl Store {
         match info {
             Ok(_) => {
                 tracing::debug!(digest, "blob already in the content store");
+                self.protect("content", digest).await?;
                 self.stored.insert(digest.to_owned());
                 Ok(true)
             }
