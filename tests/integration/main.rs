@@ -8,9 +8,13 @@ mod cli;
 mod containerd;
 mod file_source;
 mod images;
+<<<<<<< HEAD
 mod images_dir;
 mod managed;
 mod pods;
+=======
+mod pull;
+>>>>>>> wip-pull
 mod push;
 mod tidy;
 mod url_source;

@@ -5,6 +5,7 @@ pub mod apiserver;
 pub mod containerd;
 pub mod manifest_server;
 pub mod pods;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

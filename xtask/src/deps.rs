@@ -18,6 +18,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("protobuf-compiler", "protoc, needed by containerd-client's build script"),
     ("busybox-static", "the rootfs of the test images (`cargo xtask images`)"),
     ("docker-registry", "a loopback registry for the image pull tests"),
+    ("skopeo", "pushes the test images into the loopback registry"),
+    ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
 ];
 

@@ -132,8 +132,7 @@ pub struct Imported {
 /// Imports every named image of the tarball, unpacked; returns them in tarball order.
 pub async fn import(containerd: &Containerd, tarball: &Path) -> Result<Vec<Imported>> {
     let tarball = Tarball { path: tarball.to_owned(), archive: open(tarball).await? };
-    let mut store =
-        Store::begin(containerd, "import").await.map_err(|e| tarball.store_error(e))?;
+    let mut store = Store::begin(containerd, "import").await.map_err(|e| tarball.store_error(e))?;
     let result = tarball.import(&mut store).await;
     store.end().await;
     result

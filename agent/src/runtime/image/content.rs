@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 use containerd_client::services::v1::{
-    Info, InfoRequest, UpdateRequest, WriteAction, WriteContentRequest,
+    Info, InfoRequest, ReadContentRequest, UpdateRequest, WriteAction, WriteContentRequest,
 };
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
@@ -38,12 +38,25 @@ impl Store {
         match info {
             Ok(_) => {
                 tracing::debug!(digest, "blob already in the content store");
+                self.protect("content", digest).await?;
                 self.stored.insert(digest.to_owned());
                 Ok(true)
             }
             Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
             Err(status) => Err(Error::containerd("looking up blob", digest, status)),
         }
+    }
+
+    /// A stored blob's bytes (a document: the caller knows it is small).
+    pub(super) async fn read_blob(&self, digest: &str) -> Result<Vec<u8>> {
+        let grpc = |status| Error::containerd("reading blob", digest, status);
+        let request = ReadContentRequest { digest: digest.to_owned(), offset: 0, size: 0 };
+        let mut answers = self.containerd.content().read(request).await.map_err(grpc)?.into_inner();
+        let mut bytes = Vec::new();
+        while let Some(answer) = answers.message().await.map_err(grpc)? {
+            bytes.extend_from_slice(&answer.data);
+        }
+        Ok(bytes)
     }
 
     /// Writes the blob `descriptor` from `chunks`, committing it with `labels`; a blob
@@ -126,9 +139,9 @@ impl Store {
             // Gather up to CHUNK bytes (sources yield pieces of any size), then send them.
             while !ended && buffer.len() < CHUNK {
                 match chunks.next().await {
-                    Some(piece) => buffer.extend_from_slice(&piece.map_err(|source| {
-                        Error::Read { digest: digest.clone(), source }
-                    })?),
+                    Some(piece) => buffer.extend_from_slice(
+                        &piece.map_err(|source| Error::Read { digest: digest.clone(), source })?,
+                    ),
                     None => ended = true,
                 }
             }

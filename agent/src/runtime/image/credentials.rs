@@ -19,7 +19,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("docker config: not JSON of the form {{\"auths\": {{\"REGISTRY\": {{\"auth\": ...}}}}}}")]
+    #[error(
+        "docker config: not JSON of the form {{\"auths\": {{\"REGISTRY\": {{\"auth\": ...}}}}}}"
+    )]
     Json(#[source] serde_json::Error),
     #[error("docker config: the auth of {registry:?} is not base64 of USER:PASSWORD")]
     Auth { registry: String },

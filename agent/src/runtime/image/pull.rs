@@ -123,9 +123,10 @@ impl Error {
             Error::Store { source, .. } if source.is_bad_content() => PullErrorKind::BadContent,
             // The blob's bytes stopped coming.
             Error::Store { source: store::Error::Read { .. }, .. } => PullErrorKind::Unreachable,
-            Error::Content { .. } | Error::Store { .. } | Error::Tls { .. } | Error::Client { .. } => {
-                PullErrorKind::Runtime
-            }
+            Error::Content { .. }
+            | Error::Store { .. }
+            | Error::Tls { .. }
+            | Error::Client { .. } => PullErrorKind::Runtime,
         }
     }
 }
@@ -173,7 +174,12 @@ pub async fn pull(
         let mut repository = Repository::new(http.clone(), &base, &name, credential);
         match repository.resolve().await {
             Ok(descriptor) => {
-                tracing::info!(image = normalized, digest = descriptor.digest, as_user = who, "pulling image");
+                tracing::info!(
+                    image = normalized,
+                    digest = descriptor.digest,
+                    as_user = who,
+                    "pulling image"
+                );
                 return store(containerd, &repository, &descriptor).await;
             }
             Err(Error::Unauthorized { detail, .. }) => refused.push(format!("{who}: {detail}")),
@@ -210,7 +216,10 @@ async fn store(
             .create_image(image, &target.descriptor)
             .await
             .map_err(|e| repository.store_error(e))?;
-        store.unpack(&target.manifest, &target.config).await.map_err(|e| repository.store_error(e))?;
+        store
+            .unpack(&target.manifest, &target.config)
+            .await
+            .map_err(|e| repository.store_error(e))?;
         Ok(imported)
     }
     .await;

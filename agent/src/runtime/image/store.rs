@@ -7,8 +7,10 @@ use std::collections::HashSet;
 use std::io;
 use std::time::Duration;
 
+use containerd_client::services::v1::{
+    AddResourceRequest, CreateRequest as CreateLease, DeleteRequest as DeleteLease, Resource,
+};
 use containerd_client::services::v1::{CreateImageRequest, Image, UpdateImageRequest};
-use containerd_client::services::v1::{CreateRequest as CreateLease, DeleteRequest as DeleteLease};
 
 use super::Imported;
 use super::layout::Descriptor;
@@ -37,7 +39,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("layer {layer} unpacked to {applied}, but the image config says its diff ID is {expected}")]
+    #[error(
+        "layer {layer} unpacked to {applied}, but the image config says its diff ID is {expected}"
+    )]
     DiffIdMismatch { layer: String, expected: String, applied: String },
 }
 
@@ -104,6 +108,22 @@ impl Store {
         if let Err(e) = self.unleased.leases().delete(request).await {
             tracing::warn!(lease = self.lease, error = %e, "cannot delete a lease; it expires in an hour");
         }
+    }
+
+    /// Adds something that already existed (`content`, or `snapshots/<snapshotter>`) to
+    /// the lease, so that the garbage collector cannot take it (another image record
+    /// removed meanwhile) before this session's image record and labels hold it.
+    pub(super) async fn protect(&self, kind: &str, id: &str) -> Result<()> {
+        let request = AddResourceRequest {
+            id: self.lease.clone(),
+            resource: Some(Resource { id: id.to_owned(), r#type: kind.to_owned() }),
+        };
+        self.unleased
+            .leases()
+            .add_resource(request)
+            .await
+            .map_err(|source| Error::containerd("adding to the lease", id, source))?;
+        Ok(())
     }
 
     /// Creates the image record `name` → `target`, or updates it if the name exists.

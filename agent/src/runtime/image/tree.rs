@@ -71,7 +71,7 @@ pub(super) async fn store_tree<B: Blobs>(
     check_digest(&descriptor.digest).map_err(|e| blobs.error(e))?;
     match layout::kind(&descriptor.media_type) {
         Kind::Index => {
-            let bytes = blobs.document(descriptor).await?;
+            let bytes = document(store, blobs, descriptor).await?;
             let index: Index =
                 parse(descriptor, "image index", &bytes).map_err(|e| blobs.error(e))?;
             let platform = layout::host_platform();
@@ -82,14 +82,15 @@ pub(super) async fn store_tree<B: Blobs>(
                 }));
             };
             let chosen = chosen.clone();
-            let Target { manifest, config, .. } = Box::pin(store_tree(store, blobs, &chosen)).await?;
+            let Target { manifest, config, .. } =
+                Box::pin(store_tree(store, blobs, &chosen)).await?;
             store_document(store, descriptor, bytes, layout::index_gc_labels(&index))
                 .await
                 .map_err(|e| blobs.error(e.into()))?;
             Ok(Target { descriptor: descriptor.clone(), manifest, config })
         }
         Kind::Manifest => {
-            let bytes = blobs.document(descriptor).await?;
+            let bytes = document(store, blobs, descriptor).await?;
             let manifest: Manifest =
                 parse(descriptor, "image manifest", &bytes).map_err(|e| blobs.error(e))?;
             let config = store_manifest_children(store, blobs, &manifest).await?;
@@ -123,7 +124,7 @@ async fn store_manifest_children<B: Blobs>(
         }
     }
     check_digest(&manifest.config.digest).map_err(|e| blobs.error(e))?;
-    let bytes = blobs.document(&manifest.config).await?;
+    let bytes = document(store, blobs, &manifest.config).await?;
     let config: Config =
         parse(&manifest.config, "image config", &bytes).map_err(|e| blobs.error(e))?;
     store_document(store, &manifest.config, bytes, BTreeMap::new())
@@ -131,6 +132,25 @@ async fn store_manifest_children<B: Blobs>(
         .map_err(|e| blobs.error(e.into()))?;
     check_layers(manifest, &config).map_err(|e| blobs.error(e))?;
     Ok(config)
+}
+
+/// A document's bytes: from the store if it has them (a pull need not fetch them
+/// again), else from the source.
+async fn document<B: Blobs>(
+    store: &mut Store,
+    blobs: &B,
+    descriptor: &Descriptor,
+) -> Result<Vec<u8>, B::Error> {
+    let stored = async {
+        match store.has_blob(&descriptor.digest).await? {
+            true => store.read_blob(&descriptor.digest).await.map(Some),
+            false => Ok(None),
+        }
+    };
+    match stored.await.map_err(|e| blobs.error(e.into()))? {
+        Some(bytes) => Ok(bytes),
+        None => blobs.document(descriptor).await,
+    }
 }
 
 /// Stores a document held in memory (unless the store has it), then sets `labels` on it.

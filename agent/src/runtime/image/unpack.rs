@@ -44,7 +44,10 @@ impl Store {
         let request =
             StatSnapshotRequest { snapshotter: SNAPSHOTTER.to_owned(), key: chain_id.to_owned() };
         match self.containerd.snapshots().stat(request).await {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                self.protect(&format!("snapshots/{SNAPSHOTTER}"), chain_id).await?;
+                Ok(true)
+            }
             Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
             Err(status) => Err(Error::containerd("looking up snapshot", chain_id, status)),
         }

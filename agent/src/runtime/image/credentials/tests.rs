@@ -94,7 +94,8 @@ fn keys_may_carry_scheme_port_and_path() {
 
 #[test]
 fn more_specific_paths_come_first() {
-    let keyring = keyring(&[("reg.example", "host"), ("reg.example/a/b", "deep"), ("reg.example/a", "mid")]);
+    let keyring =
+        keyring(&[("reg.example", "host"), ("reg.example/a/b", "deep"), ("reg.example/a", "mid")]);
     assert_eq!(users(&keyring, "reg.example/a/b/c@sha256:00"), ["deep", "mid", "host"]);
 }
 
@@ -111,7 +112,12 @@ fn host_globs_match_one_label_each() {
 fn docker_hub_names_are_equivalent() {
     for key in ["docker.io", "index.docker.io", "https://index.docker.io/v1/"] {
         let keyring = keyring(&[(key, "hub")]);
-        for image in ["busybox", "library/busybox:1", "docker.io/library/busybox", "index.docker.io/team/app"] {
+        for image in [
+            "busybox",
+            "library/busybox:1",
+            "docker.io/library/busybox",
+            "index.docker.io/team/app",
+        ] {
             assert_eq!(users(&keyring, image), ["hub"], "key {key}, image {image}");
         }
         assert!(users(&keyring, "quay.io/busybox").is_empty(), "key {key}");

@@ -26,8 +26,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 const USER_AGENT: &str = concat!("outpost/", env!("CARGO_PKG_VERSION"));
 
 /// The manifest media types this client understands, for `Accept`.
-const MANIFEST_TYPES: [&str; 4] =
-    [layout::OCI_INDEX, layout::OCI_MANIFEST, layout::DOCKER_MANIFEST_LIST, layout::DOCKER_MANIFEST];
+const MANIFEST_TYPES: [&str; 4] = [
+    layout::OCI_INDEX,
+    layout::OCI_MANIFEST,
+    layout::DOCKER_MANIFEST_LIST,
+    layout::DOCKER_MANIFEST,
+];
 
 /// A normalized reference taken apart: `domain/repository(:tag|@digest)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +159,8 @@ impl Repository {
             .map(str::to_owned);
         let bytes = self.read_document(response, &what).await?;
         let digest = layout::sha256_digest(&bytes);
-        let pinned = self.name.reference.starts_with("sha256:").then(|| self.name.reference.clone());
+        let pinned =
+            self.name.reference.starts_with("sha256:").then(|| self.name.reference.clone());
         if let Some(expected) = pinned.or(announced).filter(|expected| *expected != digest) {
             return Err(self.digest_error(&what, expected, digest));
         }
@@ -271,7 +276,11 @@ impl Repository {
     }
 
     fn unauthorized(&self, detail: String) -> Error {
-        Error::Unauthorized { image: self.name.image.clone(), registry: self.name.domain.clone(), detail }
+        Error::Unauthorized {
+            image: self.name.image.clone(),
+            registry: self.name.domain.clone(),
+            detail,
+        }
     }
 
     fn digest_error(&self, what: &str, expected: String, actual: String) -> Error {

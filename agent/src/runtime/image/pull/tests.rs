@@ -41,7 +41,8 @@ fn normalized_references_are_split() {
 
 #[test]
 fn loopback_and_listed_registries_are_plain_http() {
-    let insecure = ["reg.lan:5000".to_owned(), "http://other.lan/".to_owned(), "any.lan".to_owned()];
+    let insecure =
+        ["reg.lan:5000".to_owned(), "http://other.lan/".to_owned(), "any.lan".to_owned()];
     let cases = [
         ("localhost", "http://localhost"),
         ("localhost:5000", "http://localhost:5000"),
@@ -111,7 +112,12 @@ fn error_kinds_follow_the_variant() {
             PullErrorKind::Unauthorized,
         ),
         (
-            Error::Status { image: image(), registry: registry(), what: String::new(), status: 503 },
+            Error::Status {
+                image: image(),
+                registry: registry(),
+                what: String::new(),
+                status: 503,
+            },
             PullErrorKind::Unreachable,
         ),
         (

@@ -32,7 +32,11 @@ impl Challenge {
         let get = |key: &str| {
             parameters.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.clone())
         };
-        Some(Challenge::Bearer { realm: get("realm")?, service: get("service"), scope: get("scope") })
+        Some(Challenge::Bearer {
+            realm: get("realm")?,
+            service: get("service"),
+            scope: get("scope"),
+        })
     }
 }
 
@@ -90,13 +94,19 @@ impl Repository {
             .iter()
             .find(|c| matches!(c, Challenge::Bearer { .. }))
             .or_else(|| parsed.first())
-            .ok_or_else(|| self.unauthorized("401 without a Basic or Bearer challenge".to_owned()))?;
+            .ok_or_else(|| {
+                self.unauthorized("401 without a Basic or Bearer challenge".to_owned())
+            })?;
         let value = match challenge {
             Challenge::Basic => match &self.credential {
                 Some(credential) if !credential.username.is_empty() => {
                     basic(&credential.username, &credential.password)
                 }
-                _ => return Err(self.unauthorized("the registry wants a username and password".to_owned())),
+                _ => {
+                    return Err(
+                        self.unauthorized("the registry wants a username and password".to_owned())
+                    );
+                }
             },
             Challenge::Bearer { realm, service, scope } => {
                 let scope = scope
@@ -112,7 +122,12 @@ impl Repository {
     }
 
     /// A token from `realm` for `scope`.
-    async fn token(&self, realm: &str, service: Option<&str>, scope: &str) -> Result<String, Error> {
+    async fn token(
+        &self,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+    ) -> Result<String, Error> {
         let mut query: Vec<(&str, &str)> = vec![("scope", scope)];
         query.extend(service.map(|service| ("service", service)));
         let bad_realm = || self.unauthorized(format!("the token realm {realm:?} is not a URL"));
@@ -157,6 +172,7 @@ impl Repository {
 }
 
 fn basic(username: &str, password: &str) -> String {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
     format!("Basic {encoded}")
 }
