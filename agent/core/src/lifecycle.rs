@@ -89,7 +89,7 @@ fn latest_or_untagged(image: &str) -> bool {
 /// CrashLoopBackOff settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashLoopConfig {
-    /// The wait before the first restart.
+    /// The wait before the second restart (the first is immediate).
     pub initial: Duration,
     /// The longest wait.
     pub max: Duration,
@@ -107,27 +107,29 @@ impl Default for CrashLoopConfig {
     }
 }
 
-/// A container's restart backoff: `initial`, doubled after each restart up to `max`, back
-/// to `initial` once the container has run `reset_after` without exiting.
+/// A container's restart backoff, kubelet's way: the first restart is immediate, each
+/// later one waits `initial`, doubled every time up to `max`; a container that ran
+/// `reset_after` without exiting starts over (immediate again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashLoop {
     config: CrashLoopConfig,
-    /// The wait before the next restart.
-    next: Duration,
+    /// The wait before the next restart (`None`: restart at once).
+    next: Option<Duration>,
 }
 
 impl CrashLoop {
     pub fn new(config: CrashLoopConfig) -> CrashLoop {
-        CrashLoop { config, next: config.initial.min(config.max) }
+        CrashLoop { config, next: None }
     }
 
     /// The wait before restarting a container that ran for `ran_for` and exited.
     pub fn after_exit(&mut self, ran_for: Duration) -> Duration {
         if ran_for >= self.config.reset_after {
-            self.next = self.config.initial.min(self.config.max);
+            self.next = None;
         }
-        let delay = self.next;
-        self.next = self.next.saturating_mul(2).min(self.config.max);
+        let delay = self.next.unwrap_or(Duration::ZERO);
+        let following = self.next.map_or(self.config.initial, |d| d.saturating_mul(2));
+        self.next = Some(following.min(self.config.max));
         delay
     }
 }

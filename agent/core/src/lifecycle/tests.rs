@@ -76,10 +76,10 @@ fn pull_policy_defaults_by_tag() {
 fn crash_loop_doubles_to_the_cap_and_resets_after_a_long_run() {
     let mut b = CrashLoop::new(CrashLoopConfig::default());
     let short = Duration::from_secs(1);
-    let waits: Vec<u64> = (0..11).map(|_| b.after_exit(short).as_secs()).collect();
-    assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
-    assert_eq!(b.after_exit(Duration::from_secs(600)), Duration::from_secs(1), "ran 10 min");
-    assert_eq!(b.after_exit(short), Duration::from_secs(2));
+    let waits: Vec<u64> = (0..12).map(|_| b.after_exit(short).as_secs()).collect();
+    assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+    assert_eq!(b.after_exit(Duration::from_secs(600)), Duration::ZERO, "ran 10 min");
+    assert_eq!(b.after_exit(short), Duration::from_secs(1));
 }
 
 proptest! {
@@ -99,11 +99,12 @@ proptest! {
         for ran in runs {
             let ran = Duration::from_secs(ran);
             let wait = b.after_exit(ran);
-            prop_assert!(wait >= floor && wait <= config.max);
-            if ran >= config.reset_after {
-                prop_assert_eq!(wait, floor);
-            } else if let Some(p) = previous {
-                prop_assert!(wait == config.max || wait == p * 2, "doubles: {p:?} → {wait:?}");
+            prop_assert!(wait <= config.max);
+            match previous {
+                _ if ran >= config.reset_after => prop_assert_eq!(wait, Duration::ZERO),
+                None => prop_assert_eq!(wait, Duration::ZERO, "the first restart is immediate"),
+                Some(p) if p.is_zero() => prop_assert_eq!(wait, floor),
+                Some(p) => prop_assert!(wait == config.max || wait == p * 2, "doubles: {p:?} → {wait:?}"),
             }
             previous = Some(wait);
         }
