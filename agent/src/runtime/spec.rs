@@ -159,7 +159,7 @@ pub enum Error {
     LimitNotSet { at: Subject, name: String, resource: String },
 
     #[error(
-        "{at}: {field}: {value:?} is not a valid quantity; write e.g. \"500m\", \"2\", \"64Mi\" or \"1G\""
+        "{at}: {field}: {value:?} is not a valid quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\")"
     )]
     Quantity {
         at: Subject,
