@@ -9,5 +9,6 @@ mod containerd;
 mod file_source;
 mod images;
 mod push;
+mod runtime_spec;
 mod tidy;
 mod url_source;

@@ -23,7 +23,9 @@ pub(super) fn image(json: &str) -> ImageConfiguration {
 }
 
 pub(super) fn busybox() -> ImageConfiguration {
-    image(r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#)
+    image(
+        r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,
+    )
 }
 
 const IPS: &[IpAddr] = &[IpAddr::V4(std::net::Ipv4Addr::new(10, 88, 0, 5))];
@@ -41,6 +43,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         },
         pod_dir: Path::new("/var/lib/outpost/pods/0123"),
         cgroup_parent: "/outpost/pod0123",
+        host_capabilities: &defaults::ALL_CAPABILITIES,
     }
 }
 
@@ -176,7 +179,10 @@ fn command_and_args_over_entrypoint_and_cmd() {
         args("spec: {containers: [{name: a, image: b, command: [/bin/x, -v]}]}"),
         ["/bin/x", "-v"]
     );
-    assert_eq!(args("spec: {containers: [{name: a, image: b, args: [--mine]}]}"), ["/entry", "--mine"]);
+    assert_eq!(
+        args("spec: {containers: [{name: a, image: b, args: [--mine]}]}"),
+        ["/entry", "--mine"]
+    );
     assert_eq!(
         args("spec: {containers: [{name: a, image: b, command: [/x], args: [y]}]}"),
         ["/x", "y"]
@@ -200,7 +206,8 @@ fn command_expands_the_containers_env() {
 
 #[test]
 fn no_command_is_an_error() {
-    let empty = image(r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#);
+    let empty =
+        image(r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#);
     let error = spec_of(&pod(PLAIN), &empty).unwrap_err().to_string();
     assert!(error.starts_with("pod default/web-node1 container app: no command"), "{error}");
 }
@@ -237,7 +244,8 @@ fn users_and_groups() {
     let user_only = "spec: {containers: [{name: a, image: b, securityContext: {runAsUser: 9}}]}";
     assert_eq!(user(user_only, "7:8").unwrap(), (9, 0, None));
 
-    let non_root = "spec: {securityContext: {runAsNonRoot: true}, containers: [{name: a, image: b}]}";
+    let non_root =
+        "spec: {securityContext: {runAsNonRoot: true}, containers: [{name: a, image: b}]}";
     assert!(matches!(user(non_root, ""), Err(Error::RunAsRoot { .. })));
     assert_eq!(user(non_root, "1").unwrap(), (1, 0, None));
     let negative = "spec: {containers: [{name: a, image: b, securityContext: {runAsUser: -1}}]}";
@@ -263,8 +271,46 @@ fn capabilities_add_and_drop() {
     assert_eq!(caps("{add: [ALL]}"), all);
     all.remove(&Capability::SysAdmin);
     assert_eq!(caps("{add: [ALL], drop: [SYS_ADMIN]}"), all);
-    let error = error("spec: {containers: [{name: a, image: b, securityContext: {capabilities: {add: [FLY]}}}]}");
+    let error = error(
+        "spec: {containers: [{name: a, image: b, securityContext: {capabilities: {add: [FLY]}}}]}",
+    );
     assert!(error.contains("\"FLY\" is not a Linux capability"), "{error}");
+}
+
+#[test]
+fn privileged_and_all_get_only_the_hosts_capabilities() {
+    let host = [Capability::Chown, Capability::SysAdmin];
+    let caps = |security: &str| {
+        let pod = pod(&format!(
+            "spec: {{containers: [{{name: a, image: b, securityContext: {security}}}]}}"
+        ));
+        let mut ctx = context(&pod);
+        ctx.host_capabilities = &host;
+        effective(&container_spec(&ctx, first_container(&pod), &busybox(), "c").unwrap())
+    };
+    assert_eq!(caps("{privileged: true}"), host.into());
+    let mut expected: HashSet<_> = defaults::CAPABILITIES.into_iter().collect();
+    expected.insert(Capability::SysAdmin);
+    assert_eq!(caps("{capabilities: {add: [ALL]}}"), expected);
+    assert_eq!(
+        caps("{capabilities: {drop: [ALL], add: [ALL]}}"),
+        HashSet::new(),
+        "ALL: add, then drop"
+    );
+}
+
+#[test]
+fn host_capabilities_from_proc_status() {
+    let status = "Name:\tx\nCapPrm:\t000001ffffffffff\nCapEff:\t000001fffeffffff\nCapBnd:\t000001ffffffffff\n";
+    let caps = host_capabilities(status);
+    assert_eq!(caps.len(), 40);
+    assert!(!caps.contains(&Capability::SysResource));
+    assert!(caps.contains(&Capability::CheckpointRestore));
+    assert_eq!(
+        host_capabilities("CapEff:\t0000000000000401\n"),
+        [Capability::Chown, Capability::NetBindService]
+    );
+    assert_eq!(host_capabilities("nothing"), []);
 }
 
 #[test]
@@ -311,7 +357,10 @@ fn pod_files_are_bound_from_the_pod_dir() {
     assert_eq!(hosts.source().as_deref(), Some(Path::new("/var/lib/outpost/pods/0123/etc-hosts")));
     assert_eq!(options(hosts), ["rbind", "rprivate", "rw"]);
     let resolv = mount(&spec, "/etc/resolv.conf").unwrap();
-    assert_eq!(resolv.source().as_deref(), Some(Path::new("/var/lib/outpost/pods/0123/resolv.conf")));
+    assert_eq!(
+        resolv.source().as_deref(),
+        Some(Path::new("/var/lib/outpost/pods/0123/resolv.conf"))
+    );
 
     let pod = pod(PLAIN);
     let mut ctx = context(&pod);
@@ -368,17 +417,22 @@ fn volume_mounts() {
 #[test]
 fn volume_mount_errors() {
     let with_mount = |mount: &str| {
-        error(&VOLUMES.replace(
-            "    - {name: cache, mountPath: /data}\n",
-            &format!("    - {mount}\n"),
-        ))
+        error(
+            &VOLUMES
+                .replace("    - {name: cache, mountPath: /data}\n", &format!("    - {mount}\n")),
+        )
     };
     let error = with_mount("{name: config, mountPath: /etc/app}");
     assert!(error.starts_with("pod default/web-node1 container app: volumeMounts[1]"), "{error}");
     assert!(error.contains("is of type configMap"), "{error}");
-    assert!(with_mount("{name: cache, mountPath: /x, subPath: ../escape}").contains("subPath \"../escape\""));
+    assert!(
+        with_mount("{name: cache, mountPath: /x, subPath: ../escape}")
+            .contains("subPath \"../escape\"")
+    );
     assert!(with_mount("{name: cache, mountPath: /x, subPath: /abs}").contains("relative path"));
-    assert!(with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}").contains("subPathExpr"));
+    assert!(
+        with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}").contains("subPathExpr")
+    );
     assert!(with_mount("{name: nope, mountPath: /x}").contains("not declared"));
 }
 
@@ -425,9 +479,8 @@ fn resources_reach_the_cgroup() {
 
 #[test]
 fn errors_name_pod_and_container() {
-    let error = error(
-        "spec: {containers: [{name: app, image: b, resources: {limits: {memory: 12XB}}}]}",
-    );
+    let error =
+        error("spec: {containers: [{name: app, image: b, resources: {limits: {memory: 12XB}}}]}");
     assert_eq!(
         error,
         "pod default/web-node1 container app: resources.limits.memory: \"12XB\" is not a valid \

@@ -113,7 +113,10 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     };
     let mounts = tmpfs(&mem);
     assert_eq!(mounts.len(), 1, "{mounts:?}");
-    assert!(mounts[0].contains(" - tmpfs tmpfs ") && mounts[0].contains("size=4096k"), "{mounts:?}");
+    assert!(
+        mounts[0].contains(" - tmpfs tmpfs ") && mounts[0].contains("size=4096k"),
+        "{mounts:?}"
+    );
     assert_eq!(mode(&mem), 0o777);
     std::fs::write(mem.join("data"), "in memory").unwrap();
 
@@ -123,8 +126,14 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
 
     // A mount the agent did not make is also undone before the directory goes.
     let disk = dirs.pod_dir.join(EMPTY_DIR).join("disk");
-    nix::mount::mount(Some("tmpfs"), &disk, Some("tmpfs"), nix::mount::MsFlags::empty(), None::<&str>)
-        .unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &disk,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
     cleanup(&dirs.pod_dir).unwrap();
     assert!(tmpfs(&mem).is_empty());
     assert!(!dirs.pod_dir.exists());
@@ -177,7 +186,10 @@ fn host_path_types() {
     assert!(!temp.path().join("absent").exists());
 
     let error = |path: &Path, kind: &str| check_host_path(path, kind).unwrap_err().to_string();
-    assert!(error(&temp.path().join("absent"), "Directory").contains("does not exist; type Directory needs it to"));
+    assert!(
+        error(&temp.path().join("absent"), "Directory")
+            .contains("does not exist; type Directory needs it to")
+    );
     assert!(error(&temp.path().join("absent"), "File").contains("does not exist"));
     assert!(error(&file, "Directory").contains("is not a directory, as type Directory requires"));
     assert!(error(&dir, "File").contains("is not a file"));

@@ -10,7 +10,13 @@ fn resolv(spec: &str) -> Result<String> {
 #[test]
 fn default_and_cluster_first_use_the_hosts() {
     let expected = "search lan example.com\nnameserver 192.168.1.1\nnameserver 192.168.1.2\noptions ndots:3 timeout:1 rotate\n";
-    for policy in ["", ", dnsPolicy: Default", ", dnsPolicy: ClusterFirst", ", dnsPolicy: ClusterFirstWithHostNet", ", hostNetwork: true"] {
+    for policy in [
+        "",
+        ", dnsPolicy: Default",
+        ", dnsPolicy: ClusterFirst",
+        ", dnsPolicy: ClusterFirstWithHostNet",
+        ", hostNetwork: true",
+    ] {
         assert_eq!(resolv(policy).unwrap(), expected, "{policy}");
     }
 }
@@ -32,14 +38,20 @@ fn none_uses_only_dns_config() {
     let text = resolv(", dnsPolicy: None, dnsConfig: {nameservers: [9.9.9.9], searches: [a.b], options: [{name: ndots, value: '1'}]}").unwrap();
     assert_eq!(text, "search a.b\nnameserver 9.9.9.9\noptions ndots:1\n");
     assert!(matches!(resolv(", dnsPolicy: None"), Err(Error::DnsNoNameserver { .. })));
-    assert!(matches!(resolv(", dnsPolicy: None, dnsConfig: {searches: [a]}"), Err(Error::DnsNoNameserver { .. })));
+    assert!(matches!(
+        resolv(", dnsPolicy: None, dnsConfig: {searches: [a]}"),
+        Err(Error::DnsNoNameserver { .. })
+    ));
 }
 
 #[test]
 fn combined_limits_are_cut() {
     let text = resolv(", dnsConfig: {nameservers: [10.0.0.1, 10.0.0.2]}").unwrap();
     let nameservers: Vec<_> = text.lines().filter(|l| l.starts_with("nameserver")).collect();
-    assert_eq!(nameservers, ["nameserver 192.168.1.1", "nameserver 192.168.1.2", "nameserver 10.0.0.1"]);
+    assert_eq!(
+        nameservers,
+        ["nameserver 192.168.1.1", "nameserver 192.168.1.2", "nameserver 10.0.0.1"]
+    );
 
     let searches: Vec<String> = (0..31).map(|i| format!("s{i}.example")).collect();
     let text = resolv(&format!(", dnsConfig: {{searches: [{}]}}", searches.join(", "))).unwrap();
@@ -64,13 +76,15 @@ fn long_search_lines_are_cut() {
 
 #[test]
 fn dns_config_over_the_limits_is_an_error() {
-    let error = resolv(", dnsConfig: {nameservers: [1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4]}").unwrap_err();
+    let error =
+        resolv(", dnsConfig: {nameservers: [1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4]}").unwrap_err();
     assert_eq!(
         error.to_string(),
         "pod default/web-node1: dnsConfig.nameservers has 4 entries, over the limit of 3; remove some"
     );
     let searches: Vec<String> = (0..33).map(|i| format!("s{i}")).collect();
-    let error = resolv(&format!(", dnsConfig: {{searches: [{}]}}", searches.join(", "))).unwrap_err();
+    let error =
+        resolv(&format!(", dnsConfig: {{searches: [{}]}}", searches.join(", "))).unwrap_err();
     assert!(matches!(error, Error::DnsLimit { field: "searches", count: 33, limit: 32, .. }));
 }
 

@@ -78,7 +78,9 @@ spec:
 #[test]
 fn unsupported_field_paths() {
     for path in ["metadata.labels", "spec.containers", "status.phase", "metadata.labels['x"] {
-        let error = env_error(&format!("[{{name: X, valueFrom: {{fieldRef: {{fieldPath: \"{path}\"}}}}}}]"));
+        let error = env_error(&format!(
+            "[{{name: X, valueFrom: {{fieldRef: {{fieldPath: \"{path}\"}}}}}}]"
+        ));
         assert!(error.contains(&format!("fieldRef {path:?} is not supported")), "{error}");
         assert!(error.starts_with("pod default/web-node1 container app: env X"), "{error}");
     }
@@ -114,7 +116,11 @@ fn resource_field_refs() {
     assert_eq!(value("{resource: requests.cpu, divisor: 1m}"), "R=250");
     assert_eq!(value("{resource: limits.memory}"), "R=67108864");
     assert_eq!(value("{resource: limits.memory, divisor: 1Mi}"), "R=64");
-    assert_eq!(value("{resource: requests.memory, divisor: 1Mi}"), "R=64", "request defaults to the limit");
+    assert_eq!(
+        value("{resource: requests.memory, divisor: 1Mi}"),
+        "R=64",
+        "request defaults to the limit"
+    );
     assert_eq!(value("{resource: limits.memory, divisor: 1M}"), "R=68");
     assert_eq!(value("{resource: requests.ephemeral-storage}"), "R=0");
     assert_eq!(value("{resource: limits.memory, containerName: side, divisor: 1Mi}"), "R=1024");

@@ -34,7 +34,9 @@ fn hostname_subdomain_and_aliases() {
 
 #[test]
 fn host_network_hosts_file() {
-    let pod = pod("spec: {hostNetwork: true, hostAliases: [{ip: 10.0.0.1, hostnames: [foo]}], containers: [{name: a, image: b}]}");
+    let pod = pod(
+        "spec: {hostNetwork: true, hostAliases: [{ip: 10.0.0.1, hostnames: [foo]}], containers: [{name: a, image: b}]}",
+    );
     assert_eq!(
         host_network_etc_hosts(&pod, "127.0.0.1 localhost\n"),
         "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost\n\n# Entries added by HostAliases.\n10.0.0.1\tfoo\n"
@@ -44,7 +46,8 @@ fn host_network_hosts_file() {
 #[test]
 fn long_names_are_cut_to_a_label() {
     let name = format!("{}-{}", "a".repeat(62), "b".repeat(10));
-    let pod = pod(&format!("metadata: {{name: {name}}}\nspec: {{containers: [{{name: a, image: b}}]}}"));
+    let pod =
+        pod(&format!("metadata: {{name: {name}}}\nspec: {{containers: [{{name: a, image: b}}]}}"));
     assert_eq!(pod_hostname(&pod), ("a".repeat(62), None), "cut at 63, trailing '-' dropped");
 }
 
@@ -55,6 +58,7 @@ fn container_hostname_needs_its_own_uts_namespace() {
     assert_eq!(container_hostname(&ctx).as_deref(), Some("web-node1"));
     ctx.namespaces.uts = None;
     assert_eq!(container_hostname(&ctx), None);
-    let host = super::super::tests::pod("spec: {hostNetwork: true, containers: [{name: a, image: b}]}");
+    let host =
+        super::super::tests::pod("spec: {hostNetwork: true, containers: [{name: a, image: b}]}");
     assert_eq!(container_hostname(&context(&host)), None);
 }

@@ -32,7 +32,10 @@ fn cpu_request_and_limit() {
     assert_eq!(cpu("{requests: {cpu: '1000'}}"), (Some(262_144), None, None));
     assert_eq!(cpu("{limits: {cpu: '2'}}"), (Some(2048), Some(200_000), Some(100_000)));
     assert_eq!(cpu("{limits: {cpu: 1m}}"), (Some(2), Some(1_000), Some(100_000)), "minimum quota");
-    assert_eq!(cpu("{limits: {cpu: 500m}, requests: {cpu: 100m}}"), (Some(102), Some(50_000), Some(100_000)));
+    assert_eq!(
+        cpu("{limits: {cpu: 500m}, requests: {cpu: 100m}}"),
+        (Some(102), Some(50_000), Some(100_000))
+    );
     assert_eq!(cpu("{limits: {cpu: '0'}}"), (Some(2), None, None), "a zero limit is no limit");
     assert_eq!(cpu("{limits: {cpu: 0.5}}"), (Some(512), Some(50_000), Some(100_000)));
 }
@@ -57,7 +60,9 @@ fn device_rules_come_along() {
 #[test]
 fn bad_quantities_name_the_field() {
     let error = resources_of("{requests: {cpu: lots}}").unwrap_err();
-    assert!(matches!(&error, Error::Quantity { field, value, .. } if field == "resources.requests.cpu" && value == "lots"));
+    assert!(
+        matches!(&error, Error::Quantity { field, value, .. } if field == "resources.requests.cpu" && value == "lots")
+    );
     let error = resources_of("{limits: {memory: '-1'}}").unwrap_err();
     assert!(matches!(&error, Error::Quantity { source: quantity::Error::Negative, .. }));
 }
