@@ -117,3 +117,6 @@ fn capability(name: &str, at: &Subject) -> Result<Capability> {
         .find(|c| c.to_string() == bare)
         .ok_or_else(|| Error::Capability { at: at.clone(), name: name.to_owned() })
 }
+
+#[cfg(test)]
+mod tests;

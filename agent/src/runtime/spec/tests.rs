@@ -47,32 +47,32 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
     }
 }
 
-fn first_container(pod: &Pod) -> &Container {
+pub(super) fn first_container(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]
 }
 
-fn spec_of(pod: &Pod, image: &ImageConfiguration) -> Result<Spec> {
+pub(super) fn spec_of(pod: &Pod, image: &ImageConfiguration) -> Result<Spec> {
     container_spec(&context(pod), first_container(pod), image, "c1")
 }
 
-fn spec(yaml: &str) -> Spec {
+pub(super) fn spec(yaml: &str) -> Spec {
     spec_of(&pod(yaml), &busybox()).unwrap()
 }
 
 /// The error with its causes, as the agent shows it.
-fn error(yaml: &str) -> String {
+pub(super) fn error(yaml: &str) -> String {
     crate::error_chain::describe(&spec_of(&pod(yaml), &busybox()).unwrap_err())
 }
 
-fn mount<'s>(spec: &'s Spec, destination: &str) -> Option<&'s Mount> {
+pub(super) fn mount<'s>(spec: &'s Spec, destination: &str) -> Option<&'s Mount> {
     spec.mounts().iter().flatten().find(|m| m.destination() == Path::new(destination))
 }
 
-fn options(mount: &Mount) -> Vec<&str> {
+pub(super) fn options(mount: &Mount) -> Vec<&str> {
     mount.options().iter().flatten().map(String::as_str).collect()
 }
 
-fn effective(spec: &Spec) -> HashSet<Capability> {
+pub(super) fn effective(spec: &Spec) -> HashSet<Capability> {
     let caps = spec.process().as_ref().unwrap().capabilities().as_ref().unwrap();
     assert_eq!(caps.bounding(), caps.effective());
     assert_eq!(caps.permitted(), caps.effective());
@@ -81,7 +81,7 @@ fn effective(spec: &Spec) -> HashSet<Capability> {
     caps.effective().clone().unwrap()
 }
 
-const PLAIN: &str = "spec: {containers: [{name: app, image: busybox}]}";
+pub(super) const PLAIN: &str = "spec: {containers: [{name: app, image: busybox}]}";
 
 #[test]
 fn defaults_follow_containerd() {
@@ -253,92 +253,6 @@ fn users_and_groups() {
 }
 
 #[test]
-fn capabilities_add_and_drop() {
-    let caps = |security: &str| {
-        effective(&spec(&format!(
-            "spec: {{containers: [{{name: a, image: b, securityContext: {{capabilities: {security}}}}}]}}"
-        )))
-    };
-    let default: HashSet<_> = defaults::CAPABILITIES.into_iter().collect();
-    let mut expected = default.clone();
-    expected.insert(Capability::NetAdmin);
-    expected.insert(Capability::SysTime);
-    expected.remove(&Capability::Chown);
-    assert_eq!(caps("{add: [NET_ADMIN, cap_sys_time], drop: [CAP_CHOWN]}"), expected);
-    assert_eq!(caps("{drop: [ALL]}"), HashSet::new());
-    assert_eq!(caps("{drop: [all], add: [NET_BIND_SERVICE]}"), [Capability::NetBindService].into());
-    let mut all: HashSet<_> = defaults::ALL_CAPABILITIES.into_iter().collect();
-    assert_eq!(caps("{add: [ALL]}"), all);
-    all.remove(&Capability::SysAdmin);
-    assert_eq!(caps("{add: [ALL], drop: [SYS_ADMIN]}"), all);
-    let error = error(
-        "spec: {containers: [{name: a, image: b, securityContext: {capabilities: {add: [FLY]}}}]}",
-    );
-    assert!(error.contains("\"FLY\" is not a Linux capability"), "{error}");
-}
-
-#[test]
-fn privileged_and_all_get_only_the_hosts_capabilities() {
-    let host = [Capability::Chown, Capability::SysAdmin];
-    let caps = |security: &str| {
-        let pod = pod(&format!(
-            "spec: {{containers: [{{name: a, image: b, securityContext: {security}}}]}}"
-        ));
-        let mut ctx = context(&pod);
-        ctx.host_capabilities = &host;
-        effective(&container_spec(&ctx, first_container(&pod), &busybox(), "c").unwrap())
-    };
-    assert_eq!(caps("{privileged: true}"), host.into());
-    let mut expected: HashSet<_> = defaults::CAPABILITIES.into_iter().collect();
-    expected.insert(Capability::SysAdmin);
-    assert_eq!(caps("{capabilities: {add: [ALL]}}"), expected);
-    assert_eq!(
-        caps("{capabilities: {drop: [ALL], add: [ALL]}}"),
-        HashSet::new(),
-        "ALL: add, then drop"
-    );
-}
-
-#[test]
-fn host_capabilities_from_proc_status() {
-    let status = "Name:\tx\nCapPrm:\t000001ffffffffff\nCapEff:\t000001fffeffffff\nCapBnd:\t000001ffffffffff\n";
-    let caps = host_capabilities(status);
-    assert_eq!(caps.len(), 40);
-    assert!(!caps.contains(&Capability::SysResource));
-    assert!(caps.contains(&Capability::CheckpointRestore));
-    assert_eq!(
-        host_capabilities("CapEff:\t0000000000000401\n"),
-        [Capability::Chown, Capability::NetBindService]
-    );
-    assert_eq!(host_capabilities("nothing"), []);
-}
-
-#[test]
-fn every_capability_has_its_name() {
-    for cap in defaults::ALL_CAPABILITIES {
-        let json = serde_json::to_string(&cap).unwrap();
-        assert_eq!(json, format!("\"CAP_{cap}\""));
-    }
-    assert_eq!(defaults::ALL_CAPABILITIES.into_iter().collect::<HashSet<_>>().len(), 41);
-}
-
-#[test]
-fn privileged() {
-    let spec = spec(
-        "spec: {containers: [{name: a, image: b, securityContext: {privileged: true, capabilities: {drop: [ALL]}}}]}",
-    );
-    assert_eq!(effective(&spec), defaults::ALL_CAPABILITIES.into_iter().collect());
-    let linux = spec.linux().as_ref().unwrap();
-    assert_eq!(linux.masked_paths(), &None);
-    assert_eq!(linux.readonly_paths(), &None);
-    let devices = linux.resources().as_ref().unwrap().devices().as_ref().unwrap();
-    assert!(devices.last().unwrap().allow());
-    assert_eq!(devices.last().unwrap().access().as_deref(), Some("rwm"));
-    assert!(options(mount(&spec, "/sys").unwrap()).contains(&"rw"));
-    assert!(options(mount(&spec, "/sys/fs/cgroup").unwrap()).contains(&"rw"));
-}
-
-#[test]
 fn read_only_root_and_no_new_privileges() {
     let spec = spec(
         "spec: {containers: [{name: a, image: b, securityContext: {readOnlyRootFilesystem: true, allowPrivilegeEscalation: false}}]}",
@@ -347,123 +261,6 @@ fn read_only_root_and_no_new_privileges() {
     assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), Some(true));
     assert!(options(mount(&spec, "/etc/resolv.conf").unwrap()).contains(&"ro"));
     assert!(options(mount(&spec, "/etc/hosts").unwrap()).contains(&"rw"), "kubelet's is rw");
-}
-
-#[test]
-fn pod_files_are_bound_from_the_pod_dir() {
-    let spec = spec(PLAIN);
-    let hosts = mount(&spec, "/etc/hosts").unwrap();
-    assert_eq!(hosts.typ().as_deref(), Some("bind"));
-    assert_eq!(hosts.source().as_deref(), Some(Path::new("/var/lib/outpost/pods/0123/etc-hosts")));
-    assert_eq!(options(hosts), ["rbind", "rprivate", "rw"]);
-    let resolv = mount(&spec, "/etc/resolv.conf").unwrap();
-    assert_eq!(
-        resolv.source().as_deref(),
-        Some(Path::new("/var/lib/outpost/pods/0123/resolv.conf"))
-    );
-
-    let pod = pod(PLAIN);
-    let mut ctx = context(&pod);
-    ctx.pod_ips = &[];
-    let spec = container_spec(&ctx, first_container(&pod), &busybox(), "c1").unwrap();
-    assert!(mount(&spec, "/etc/hosts").is_none(), "no hosts file before the pod has an IP");
-}
-
-const VOLUMES: &str = r#"spec:
-  volumes:
-  - {name: cache, emptyDir: {}}
-  - {name: host, hostPath: {path: /srv/data}}
-  - {name: config, configMap: {name: c}}
-  containers:
-  - name: app
-    image: b
-    volumeMounts:
-    - {name: host, mountPath: /data/deeper, readOnly: true, subPath: sub/dir, mountPropagation: HostToContainer}
-    - {name: cache, mountPath: /data}
-    - {name: cache, mountPath: dev/shm}
-"#;
-
-#[test]
-fn volume_mounts() {
-    let spec = spec(VOLUMES);
-    let destinations: Vec<_> =
-        spec.mounts().iter().flatten().map(|m| m.destination().to_str().unwrap()).collect();
-    assert_eq!(
-        destinations,
-        [
-            "/proc",
-            "/dev",
-            "/dev/pts",
-            "/dev/mqueue",
-            "/sys",
-            "/sys/fs/cgroup",
-            "/data",
-            "/data/deeper",
-            "/dev/shm",
-            "/etc/hosts",
-            "/etc/resolv.conf",
-        ],
-        "a volume replaces the default /dev/shm; parents first"
-    );
-    let cache = mount(&spec, "/data").unwrap();
-    let empty_dir = "/var/lib/outpost/pods/0123/volumes/kubernetes.io~empty-dir/cache";
-    assert_eq!(cache.source().as_deref(), Some(Path::new(empty_dir)));
-    assert_eq!(options(cache), ["rbind", "rprivate", "rw"]);
-    let host = mount(&spec, "/data/deeper").unwrap();
-    assert_eq!(host.source().as_deref(), Some(Path::new("/srv/data/sub/dir")));
-    assert_eq!(options(host), ["rbind", "rprivate", "ro"]);
-}
-
-#[test]
-fn volume_mount_errors() {
-    let with_mount = |mount: &str| {
-        error(
-            &VOLUMES
-                .replace("    - {name: cache, mountPath: /data}\n", &format!("    - {mount}\n")),
-        )
-    };
-    let error = with_mount("{name: config, mountPath: /etc/app}");
-    assert!(error.starts_with("pod default/web-node1 container app: volumeMounts[1]"), "{error}");
-    assert!(error.contains("is of type configMap"), "{error}");
-    assert!(
-        with_mount("{name: cache, mountPath: /x, subPath: ../escape}")
-            .contains("subPath \"../escape\"")
-    );
-    assert!(with_mount("{name: cache, mountPath: /x, subPath: /abs}").contains("relative path"));
-    assert!(
-        with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}").contains("subPathExpr")
-    );
-    assert!(with_mount("{name: nope, mountPath: /x}").contains("not declared"));
-}
-
-#[test]
-fn a_user_dev_mount_replaces_all_of_dev() {
-    let spec = spec(
-        "spec: {volumes: [{name: d, hostPath: {path: /dev}}], containers: [{name: a, image: b, volumeMounts: [{name: d, mountPath: /dev}]}]}",
-    );
-    let under_dev: Vec<_> = spec
-        .mounts()
-        .iter()
-        .flatten()
-        .filter(|m| m.destination().starts_with("/dev"))
-        .map(|m| m.typ().clone().unwrap())
-        .collect();
-    assert_eq!(under_dev, ["bind"]);
-}
-
-#[test]
-fn user_mounts_of_pod_files_win() {
-    let spec = spec(
-        "spec: {volumes: [{name: h, hostPath: {path: /etc/hosts}}], containers: [{name: a, image: b, volumeMounts: [{name: h, mountPath: /etc/hosts}]}]}",
-    );
-    let hosts: Vec<_> = spec
-        .mounts()
-        .iter()
-        .flatten()
-        .filter(|m| m.destination() == Path::new("/etc/hosts"))
-        .collect();
-    assert_eq!(hosts.len(), 1);
-    assert_eq!(hosts[0].source().as_deref(), Some(Path::new("/etc/hosts")));
 }
 
 #[test]
