@@ -12,12 +12,23 @@ fn env_of(yaml: &str, image_env: &str) -> Result<Vec<String>> {
 }
 
 fn env(vars: &str) -> Vec<String> {
-    env_of(&format!("spec: {{containers: [{{name: app, image: b, env: {vars}}}]}}"), "[]").unwrap()
+    env_of(
+        &format!("spec: {{containers: [{{name: app, image: b, env: {vars}}}]}}"),
+        r#"["PATH=/bin"]"#,
+    )
+    .unwrap()
 }
 
 fn env_error(vars: &str) -> String {
     let yaml = format!("spec: {{containers: [{{name: app, image: b, env: {vars}}}]}}");
     env_of(&yaml, "[]").unwrap_err().to_string()
+}
+
+#[test]
+fn default_path_when_the_image_has_none() {
+    let yaml = "spec: {containers: [{name: app, image: b, env: [{name: A, value: a}]}]}";
+    assert_eq!(env_of(yaml, r#"["HOME=/root"]"#).unwrap(), [DEFAULT_PATH, "HOME=/root", "A=a"]);
+    assert_eq!(env_of(yaml, r#"["PATH=/x"]"#).unwrap(), ["PATH=/x", "A=a"]);
 }
 
 #[test]
@@ -32,7 +43,7 @@ fn values_expand_earlier_container_vars_only() {
     let entries = env(
         "[{name: A, value: x}, {name: B, value: '$(A)-$(LATER)-$(PATH)-$$(A)'}, {name: LATER, value: y}, {name: EMPTY}]",
     );
-    assert_eq!(entries, ["A=x", "B=x-$(LATER)-$(PATH)-$(A)", "LATER=y", "EMPTY="]);
+    assert_eq!(entries, ["PATH=/bin", "A=x", "B=x-$(LATER)-$(PATH)-$(A)", "LATER=y", "EMPTY="]);
 }
 
 #[test]
@@ -58,8 +69,9 @@ spec:
     - {name: HOST, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
 "#;
     assert_eq!(
-        env_of(yaml, "[]").unwrap(),
+        env_of(yaml, r#"["PATH=/bin"]"#).unwrap(),
         [
+            "PATH=/bin",
             "NAME=web-node1",
             "NS=default",
             "UID=0123456789abcdef",
@@ -103,7 +115,7 @@ fn resource_env(resources: &str, field: &str) -> Result<Vec<String>> {
     let yaml = format!(
         "spec: {{containers: [{{name: app, image: b, resources: {resources}, env: [{{name: R, valueFrom: {{resourceFieldRef: {field}}}}}]}}, {{name: side, image: b, resources: {{limits: {{memory: 1Gi}}}}}}]}}"
     );
-    env_of(&yaml, "[]")
+    env_of(&yaml, r#"["PATH=/bin"]"#).map(|entries| entries[1..].to_vec())
 }
 
 #[test]
