@@ -16,5 +16,6 @@ mod pods;
 mod pull;
 >>>>>>> wip-pull
 mod push;
+mod runtime_spec;
 mod tidy;
 mod url_source;

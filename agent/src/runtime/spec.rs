@@ -14,8 +14,9 @@
 //! agent targets may withhold `CAP_SYS_RESOURCE`), no seccomp or AppArmor profile is
 //! applied (kubelet's default is `Unconfined`), a privileged container gets every device
 //! allowed in its cgroup but only the default device nodes in `/dev`,
-//! `mountPropagation` is ignored (every volume mount is `rprivate`), `/dev/shm` is per
-//! container, and no termination-log file is mounted.
+//! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
+//! refused, `shareProcessNamespace` is ignored (each container has its own pid
+//! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -23,7 +24,7 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::image::ImageConfiguration;
-use oci_spec::runtime::{Linux, Root, Spec};
+use oci_spec::runtime::{Capability, Linux, Root, Spec};
 
 use super::volumes;
 
@@ -42,6 +43,7 @@ pub use self::dns::resolv_conf;
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::quantity::Error as QuantityError;
 pub(crate) use self::quantity::Quantity;
+pub use self::security::host_capabilities;
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
 const OCI_VERSION: &str = "1.0.2-dev";
@@ -67,6 +69,10 @@ pub struct PodContext<'a> {
     /// The pod's cgroup (cgroupfs driver), e.g. `/outpost/pod<uid>`; each container's is
     /// `<cgroup_parent>/<container id>`.
     pub cgroup_parent: &'a str,
+    /// The capabilities the agent holds ([`host_capabilities`] of `/proc/self/status`):
+    /// what a privileged container, or `capabilities.add: [ALL]`, gets. runc cannot give
+    /// a capability the agent does not have (some hosts withhold `CAP_SYS_RESOURCE`).
+    pub host_capabilities: &'a [Capability],
 }
 
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
@@ -159,7 +165,7 @@ pub enum Error {
     LimitNotSet { at: Subject, name: String, resource: String },
 
     #[error(
-        "{at}: {field}: {value:?} is not a valid quantity; write e.g. \"500m\", \"2\", \"64Mi\" or \"1G\""
+        "{at}: {field}: {value:?} is not a valid quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\")"
     )]
     Quantity {
         at: Subject,
@@ -247,7 +253,7 @@ pub fn container_spec(
 
     let environment = env::environment(ctx, container, image_config, &at)?;
     let mut process = process::process(container, image_config, &environment, &security, &at)?;
-    process.set_capabilities(Some(security.capabilities(&at)?));
+    process.set_capabilities(Some(security.capabilities(ctx.host_capabilities, &at)?));
 
     let mut linux = Linux::default();
     linux

@@ -1,14 +1,20 @@
-//! The container's environment: the image's, then the container's `env` (later wins,
+//! The container's environment: the image's (with containerd's default `PATH` when it
+//! has none), then the container's `env` (later wins,
 //! in place), with kubelet's `$(VAR)` expansion and the downward API (`fieldRef`,
 //! `resourceFieldRef`).
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, ObjectFieldSelector, ResourceFieldSelector};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, ResourceFieldSelector,
+};
 use oci_spec::image::Config;
 
 use super::quantity::Quantity;
 use super::{Error, PodContext, Result, Subject, expansion, resources};
+
+/// containerd's `PATH` for an image that sets none.
+const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The container's environment as `NAME=value` strings, and the values of the
 /// container's own variables (what `$(VAR)` in command and args refers to).
@@ -36,6 +42,9 @@ pub(super) fn environment(
         return Err(Error::UnsupportedEnvFrom { at: at.clone(), index: 0 });
     }
     let mut entries: Vec<String> = image.and_then(|c| c.env().clone()).unwrap_or_default();
+    if !entries.iter().any(|e| e.starts_with("PATH=")) {
+        entries.insert(0, DEFAULT_PATH.to_owned());
+    }
     let mut container_vars: HashMap<String, String> = HashMap::new();
     for var in container.env.iter().flatten() {
         let value = match var.value.as_deref() {
@@ -43,7 +52,7 @@ pub(super) fn environment(
                 expansion::expand(value, |name| container_vars.get(name).map(String::as_str))
             }
             _ => match &var.value_from {
-                Some(_) => value_from(ctx, container, var, at)?,
+                Some(source) => value_from(ctx, container, var, source, at)?,
                 None => String::new(),
             },
         };
@@ -67,12 +76,12 @@ fn value_from(
     ctx: &PodContext<'_>,
     container: &Container,
     var: &EnvVar,
+    source: &EnvVarSource,
     at: &Subject,
 ) -> Result<String> {
     let unsupported = |source_kind| {
         Err(Error::UnsupportedEnvSource { at: at.clone(), name: var.name.clone(), source_kind })
     };
-    let Some(source) = &var.value_from else { return Ok(String::new()) };
     if let Some(field) = &source.field_ref {
         field_ref(ctx, field).ok_or_else(|| Error::FieldPath {
             at: at.clone(),

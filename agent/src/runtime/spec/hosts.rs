@@ -84,3 +84,6 @@ fn host_aliases(pod: &Pod) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests;

@@ -41,8 +41,9 @@ pub(super) fn mounts(
         .into_iter()
         .filter(|default| {
             let destination = default.destination();
-            !added.iter().any(|m| m.destination() == destination)
-                && !(replaces_dev && destination.starts_with("/dev"))
+            let overridden = added.iter().any(|m| m.destination() == destination);
+            let under_dev = replaces_dev && destination.starts_with("/dev");
+            !(overridden || under_dev)
         })
         .collect();
     mounts.extend(added);
@@ -104,3 +105,6 @@ fn bind(source: &Path, destination: &Path, read_only: bool) -> Mount {
     mount.set_destination(destination.to_path_buf()).set_source(Some(source.to_path_buf()));
     mount
 }
+
+#[cfg(test)]
+mod tests;

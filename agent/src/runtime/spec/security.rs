@@ -52,19 +52,24 @@ impl Security {
         }
     }
 
-    /// containerd CRI's rules: the default set, or every capability when privileged;
-    /// then `ALL` added or dropped, then each named one added, then each dropped. The
-    /// bounding, permitted and effective sets are the same; no inheritable or ambient.
-    pub(super) fn capabilities(&self, at: &Subject) -> Result<LinuxCapabilities> {
+    /// containerd CRI's rules: the default set, or the agent's own capabilities (`host`)
+    /// when privileged; then `ALL` (the agent's own) added or dropped, then each named one
+    /// added, then each dropped. The bounding, permitted and effective sets are the same;
+    /// no inheritable or ambient.
+    pub(super) fn capabilities(
+        &self,
+        host: &[Capability],
+        at: &Subject,
+    ) -> Result<LinuxCapabilities> {
         let mut set: HashSet<Capability> = if self.privileged {
-            defaults::ALL_CAPABILITIES.into_iter().collect()
+            host.iter().copied().collect()
         } else {
             defaults::CAPABILITIES.into_iter().collect()
         };
         if !self.privileged {
             let is_all = |name: &String| name.eq_ignore_ascii_case("ALL");
             if self.add.iter().any(is_all) {
-                set.extend(defaults::ALL_CAPABILITIES);
+                set.extend(host);
             }
             if self.drop.iter().any(is_all) {
                 set.clear();
@@ -88,6 +93,21 @@ impl Security {
     }
 }
 
+/// The effective capabilities in `/proc/<pid>/status` text (its `CapEff` line), as
+/// containerd's `cap.Current()`; empty when there is no such line.
+pub fn host_capabilities(proc_status: &str) -> Vec<Capability> {
+    let mask = proc_status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    (0u32..)
+        .zip(defaults::ALL_CAPABILITIES)
+        .filter(|(bit, _)| mask & (1 << bit) != 0)
+        .map(|(_, capability)| capability)
+        .collect()
+}
+
 /// A capability by its name, with or without `CAP_`, in any case.
 fn capability(name: &str, at: &Subject) -> Result<Capability> {
     let upper = name.to_ascii_uppercase();
@@ -97,3 +117,6 @@ fn capability(name: &str, at: &Subject) -> Result<Capability> {
         .find(|c| c.to_string() == bare)
         .ok_or_else(|| Error::Capability { at: at.clone(), name: name.to_owned() })
 }
+
+#[cfg(test)]
+mod tests;

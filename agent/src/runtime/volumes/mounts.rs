@@ -68,7 +68,7 @@ fn mounted(dir: &Path) -> Result<bool> {
         path: dir.to_path_buf(),
         source,
     })?;
-    Ok(under(&dir)?.iter().any(|m| *m == dir))
+    Ok(under(&dir)?.contains(&dir))
 }
 
 /// The mount points at or under `dir` (a canonical path), as the kernel lists them.

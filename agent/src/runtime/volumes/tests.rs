@@ -1,1 +1,228 @@
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::net::UnixListener;
 
+use super::*;
+
+fn pod(yaml: &str) -> Pod {
+    let mut pod: Pod = serde_yaml_ng::from_str(yaml).unwrap();
+    pod.metadata.name = Some("web-node1".to_owned());
+    pod.metadata.namespace = Some("default".to_owned());
+    pod
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Mounts need root: skips without it, except in CI where it must be there.
+fn root() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and these tests need root");
+    eprintln!("skipping: not root (this would fail in CI)");
+    false
+}
+
+struct Dirs {
+    _temp: tempfile::TempDir,
+    pod_dir: PathBuf,
+    resolv: PathBuf,
+    host: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let temp = tempfile::tempdir().unwrap();
+    let resolv = temp.path().join("host-resolv.conf");
+    std::fs::write(&resolv, "nameserver 192.168.1.1\nsearch lan\n").unwrap();
+    let host = temp.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    Dirs { pod_dir: temp.path().join("pods/uid"), resolv, host, _temp: temp }
+}
+
+#[test]
+fn source_paths() {
+    let pod = pod(
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}], containers: []}",
+    );
+    let dir = Path::new("/state/pods/u");
+    assert_eq!(
+        source_path(dir, &pod, "a").unwrap(),
+        Path::new("/state/pods/u/volumes/kubernetes.io~empty-dir/a")
+    );
+    assert_eq!(source_path(dir, &pod, "h").unwrap(), Path::new("/srv"));
+    assert_eq!(
+        source_path(dir, &pod, "s").unwrap_err().to_string(),
+        "pod default/web-node1: volume \"s\" is of type secret, which static pods in Outpost \
+         cannot use (no API objects on this node); use emptyDir or hostPath"
+    );
+    assert!(matches!(source_path(dir, &pod, "zz"), Err(Error::NotDeclared { .. })));
+}
+
+#[test]
+fn prepare_writes_the_pods_files_and_keeps_data() {
+    let dirs = dirs();
+    let pod = pod(&format!(
+        "spec:\n  volumes: [{{name: cache, emptyDir: {{}}}}, {{name: h, hostPath: {{path: {}, type: Directory}}}}]\n  containers: [{{name: a, image: b, volumeMounts: [{{name: cache, mountPath: /c, subPath: x/y}}, {{name: h, mountPath: /h, subPath: ../no}}]}}]\n",
+        dirs.host.display()
+    ));
+    let ips = ["10.88.0.7".parse().unwrap()];
+    prepare(&dirs.pod_dir, &pod, &ips, &dirs.resolv).unwrap();
+
+    assert_eq!(mode(&dirs.pod_dir), 0o750);
+    let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
+    assert!(hosts.ends_with("10.88.0.7\tweb-node1\n"), "{hosts}");
+    assert_eq!(mode(&dirs.pod_dir.join(ETC_HOSTS)), 0o644);
+    let resolv = std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap();
+    assert_eq!(resolv, "search lan\nnameserver 192.168.1.1\n");
+    let cache = dirs.pod_dir.join(EMPTY_DIR).join("cache");
+    assert_eq!(mode(&cache), 0o777);
+    assert_eq!(mode(&cache.join("x/y")), 0o777, "subPath made with the volume's mode");
+    assert!(!dirs.host.parent().unwrap().join("no").exists(), "a subPath with .. is not made");
+
+    std::fs::write(cache.join("data"), "kept").unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    assert_eq!(std::fs::read_to_string(cache.join("data")).unwrap(), "kept");
+    let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
+    assert!(!hosts.contains("10.88.0.7"), "rewritten: {hosts}");
+
+    cleanup(&dirs.pod_dir).unwrap();
+    assert!(!dirs.pod_dir.exists());
+    assert!(dirs.host.exists(), "hostPath volumes are left alone");
+    cleanup(&dirs.pod_dir).unwrap();
+}
+
+#[test]
+fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
+    if !root() {
+        return;
+    }
+    let dirs = dirs();
+    let pod = pod(
+        "spec: {volumes: [{name: mem, emptyDir: {medium: Memory, sizeLimit: 4Mi}}, {name: disk, emptyDir: {}}], containers: []}",
+    );
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    let mem = dirs.pod_dir.join(EMPTY_DIR).join("mem").canonicalize().unwrap();
+    let tmpfs = |path: &Path| {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.split(' ').nth(4) == path.to_str())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let mounts = tmpfs(&mem);
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    assert!(
+        mounts[0].contains(" - tmpfs tmpfs ") && mounts[0].contains("size=4096k"),
+        "{mounts:?}"
+    );
+    assert_eq!(mode(&mem), 0o777);
+    std::fs::write(mem.join("data"), "in memory").unwrap();
+
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    assert_eq!(tmpfs(&mem).len(), 1, "not mounted twice");
+    assert_eq!(std::fs::read_to_string(mem.join("data")).unwrap(), "in memory");
+
+    // A mount the agent did not make is also undone before the directory goes.
+    let disk = dirs.pod_dir.join(EMPTY_DIR).join("disk");
+    nix::mount::mount(
+        Some("tmpfs"),
+        &disk,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    cleanup(&dirs.pod_dir).unwrap();
+    assert!(tmpfs(&mem).is_empty());
+    assert!(!dirs.pod_dir.exists());
+}
+
+#[test]
+fn empty_dir_errors() {
+    let dirs = dirs();
+    let prepare_with = |volume: &str| {
+        let pod = pod(&format!("spec: {{volumes: [{volume}], containers: []}}"));
+        prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap_err().to_string()
+    };
+    let error = prepare_with("{name: huge, emptyDir: {medium: HugePages}}");
+    assert!(error.contains("volume \"huge\": emptyDir medium \"HugePages\""), "{error}");
+    let error = prepare_with("{name: m, emptyDir: {medium: Memory, sizeLimit: lots}}");
+    assert!(error.contains("sizeLimit \"lots\""), "{error}");
+    let error = prepare_with("{name: cm, configMap: {name: c}}");
+    assert!(error.contains("volume \"cm\" is of type configMap"), "{error}");
+}
+
+fn check_host_path(path: &Path, kind: &str) -> Result<()> {
+    let dirs = dirs();
+    let pod = pod(&format!(
+        "spec: {{volumes: [{{name: h, hostPath: {{path: '{}', type: '{kind}'}}}}], containers: []}}",
+        path.display()
+    ));
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv)
+}
+
+#[test]
+fn host_path_types() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("made/dir");
+    check_host_path(&dir, "DirectoryOrCreate").unwrap();
+    assert!(dir.is_dir());
+    check_host_path(&dir, "Directory").unwrap();
+    check_host_path(&dir, "").unwrap();
+    let file = temp.path().join("file");
+    check_host_path(&file, "FileOrCreate").unwrap();
+    assert!(file.is_file());
+    std::fs::write(&file, "kept").unwrap();
+    check_host_path(&file, "FileOrCreate").unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+    check_host_path(&file, "File").unwrap();
+    let socket = temp.path().join("sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    check_host_path(&socket, "Socket").unwrap();
+    check_host_path(Path::new("/dev/null"), "CharDevice").unwrap();
+    check_host_path(&temp.path().join("absent"), "").unwrap();
+    assert!(!temp.path().join("absent").exists());
+
+    let error = |path: &Path, kind: &str| check_host_path(path, kind).unwrap_err().to_string();
+    assert!(
+        error(&temp.path().join("absent"), "Directory")
+            .contains("does not exist; type Directory needs it to")
+    );
+    assert!(error(&temp.path().join("absent"), "File").contains("does not exist"));
+    assert!(error(&file, "Directory").contains("is not a directory, as type Directory requires"));
+    assert!(error(&dir, "File").contains("is not a file"));
+    assert!(error(&dir, "FileOrCreate").contains("is not a file"));
+    assert!(error(&file, "DirectoryOrCreate").contains("is not a directory"));
+    assert!(error(&file, "Socket").contains("is not a socket"));
+    assert!(error(Path::new("/dev/null"), "BlockDevice").contains("is not a block device"));
+    assert!(error(&file, "CharDevice").contains("is not a character device"));
+    assert!(error(&file, "Pipe").contains("hostPath type \"Pipe\" is not valid"));
+}
+
+#[test]
+fn missing_host_resolv_conf_gives_an_empty_file() {
+    let dirs = dirs();
+    let pod = pod("spec: {containers: []}");
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.pod_dir.join("absent")).unwrap();
+    assert_eq!(std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(), "");
+}
+
+#[test]
+fn resolv_conf_errors_are_reported() {
+    let dirs = dirs();
+    let pod = pod("spec: {dnsPolicy: None, containers: []}");
+    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap_err();
+    assert!(matches!(error, Error::Dns(spec::Error::DnsNoNameserver { .. })));
+}
+
+#[test]
+fn plain_relative_paths() {
+    assert!(is_plain_relative("a"));
+    assert!(is_plain_relative("a/b/./c"));
+    assert!(!is_plain_relative(""));
+    assert!(!is_plain_relative("/a"));
+    assert!(!is_plain_relative("a/../b"));
+    assert!(!is_plain_relative(".."));
+}

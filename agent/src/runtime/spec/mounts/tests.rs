@@ -1,0 +1,123 @@
+use std::path::Path;
+
+use super::super::container_spec;
+use super::super::tests::{
+    PLAIN, busybox, context, error, first_container, mount, options, pod, spec,
+};
+
+#[test]
+fn pod_files_are_bound_from_the_pod_dir() {
+    let spec = spec(PLAIN);
+    let hosts = mount(&spec, "/etc/hosts").unwrap();
+    assert_eq!(hosts.typ().as_deref(), Some("bind"));
+    assert_eq!(hosts.source().as_deref(), Some(Path::new("/var/lib/outpost/pods/0123/etc-hosts")));
+    assert_eq!(options(hosts), ["rbind", "rprivate", "rw"]);
+    let resolv = mount(&spec, "/etc/resolv.conf").unwrap();
+    assert_eq!(
+        resolv.source().as_deref(),
+        Some(Path::new("/var/lib/outpost/pods/0123/resolv.conf"))
+    );
+
+    let pod = pod(PLAIN);
+    let mut ctx = context(&pod);
+    ctx.pod_ips = &[];
+    let spec = container_spec(&ctx, first_container(&pod), &busybox(), "c1").unwrap();
+    assert!(mount(&spec, "/etc/hosts").is_none(), "no hosts file before the pod has an IP");
+}
+
+const VOLUMES: &str = r#"spec:
+  volumes:
+  - {name: cache, emptyDir: {}}
+  - {name: host, hostPath: {path: /srv/data}}
+  - {name: config, configMap: {name: c}}
+  containers:
+  - name: app
+    image: b
+    volumeMounts:
+    - {name: host, mountPath: /data/deeper, readOnly: true, subPath: sub/dir, mountPropagation: HostToContainer}
+    - {name: cache, mountPath: /data}
+    - {name: cache, mountPath: dev/shm}
+"#;
+
+#[test]
+fn volume_mounts() {
+    let spec = spec(VOLUMES);
+    let destinations: Vec<_> =
+        spec.mounts().iter().flatten().map(|m| m.destination().to_str().unwrap()).collect();
+    assert_eq!(
+        destinations,
+        [
+            "/proc",
+            "/dev",
+            "/dev/pts",
+            "/dev/mqueue",
+            "/sys",
+            "/sys/fs/cgroup",
+            "/data",
+            "/data/deeper",
+            "/dev/shm",
+            "/etc/hosts",
+            "/etc/resolv.conf",
+        ],
+        "a volume replaces the default /dev/shm; parents first"
+    );
+    let cache = mount(&spec, "/data").unwrap();
+    let empty_dir = "/var/lib/outpost/pods/0123/volumes/kubernetes.io~empty-dir/cache";
+    assert_eq!(cache.source().as_deref(), Some(Path::new(empty_dir)));
+    assert_eq!(options(cache), ["rbind", "rprivate", "rw"]);
+    let host = mount(&spec, "/data/deeper").unwrap();
+    assert_eq!(host.source().as_deref(), Some(Path::new("/srv/data/sub/dir")));
+    assert_eq!(options(host), ["rbind", "rprivate", "ro"]);
+}
+
+#[test]
+fn volume_mount_errors() {
+    let with_mount = |mount: &str| {
+        error(
+            &VOLUMES
+                .replace("    - {name: cache, mountPath: /data}\n", &format!("    - {mount}\n")),
+        )
+    };
+    let error = with_mount("{name: config, mountPath: /etc/app}");
+    assert!(error.starts_with("pod default/web-node1 container app: volumeMounts[1]"), "{error}");
+    assert!(error.contains("is of type configMap"), "{error}");
+    assert!(
+        with_mount("{name: cache, mountPath: /x, subPath: ../escape}")
+            .contains("subPath \"../escape\"")
+    );
+    assert!(with_mount("{name: cache, mountPath: /x, subPath: /abs}").contains("relative path"));
+    assert!(
+        with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}").contains("subPathExpr")
+    );
+    assert!(with_mount("{name: nope, mountPath: /x}").contains("not declared"));
+}
+
+#[test]
+fn a_user_dev_mount_replaces_all_of_dev() {
+    let spec = spec(
+        "spec: {volumes: [{name: d, hostPath: {path: /dev}}], containers: [{name: a, image: b, volumeMounts: [{name: d, mountPath: /dev}]}]}",
+    );
+    let under_dev: Vec<_> = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .filter(|m| m.destination().starts_with("/dev"))
+        .map(|m| m.typ().clone().unwrap())
+        .collect();
+    assert_eq!(under_dev, ["bind"]);
+}
+
+#[test]
+fn user_mounts_of_pod_files_win() {
+    let spec = spec(
+        "spec: {volumes: [{name: h, hostPath: {path: /etc/hosts}}], containers: [{name: a, image: b, volumeMounts: [{name: h, mountPath: /etc/hosts}]}]}",
+    );
+    let hosts: Vec<_> = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .filter(|m| m.destination() == Path::new("/etc/hosts"))
+        .collect();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].source().as_deref(), Some(Path::new("/etc/hosts")));
+}
