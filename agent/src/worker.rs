@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Pod;
+use oci_spec::runtime::Capability;
 use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::merge::DeltaOp;
 use outpost_core::pod::FullName;
@@ -54,6 +55,7 @@ pub struct Settings {
     pub crash_loop: CrashLoopConfig,
     pub keyring: Keyring,
     pub pull: PullOptions,
+    pub host_capabilities: Vec<Capability>,
 }
 
 /// What every worker shares.
@@ -71,6 +73,8 @@ pub struct Runtime {
     pub crash_loop: CrashLoopConfig,
     pub keyring: Keyring,
     pub pull: PullOptions,
+    /// What privileged containers may get: the capabilities the agent itself holds.
+    pub host_capabilities: Vec<Capability>,
     pub statuses: StatusStore,
     routes: Routes,
 }
@@ -95,6 +99,7 @@ impl Runtime {
             crash_loop: settings.crash_loop,
             keyring: settings.keyring,
             pull: settings.pull,
+            host_capabilities: settings.host_capabilities,
             statuses,
             routes: Routes::default(),
         }

@@ -23,7 +23,7 @@ use crate::runtime::image::credentials::{self, Keyring};
 use crate::runtime::image::pull::PullOptions;
 use crate::runtime::image::watch::ImagesDir;
 use crate::runtime::managed::{self, Choice, ManagedContainerd};
-use crate::runtime::{Containerd, host};
+use crate::runtime::{Containerd, host, spec};
 use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
 use crate::source::url::{self, UrlSource};
@@ -313,6 +313,9 @@ async fn run_pods(
         crash_loop: CrashLoopConfig::default(),
         keyring,
         pull: PullOptions::default(),
+        host_capabilities: spec::host_capabilities(
+            &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        ),
     };
     let runtime = Arc::new(Runtime::new(containerd, cni, settings, statuses));
     worker::run(runtime, batches).await;

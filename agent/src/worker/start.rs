@@ -70,6 +70,7 @@ pub async fn start(
         },
         pod_dir: &sandbox.pod_dir,
         cgroup_parent: &parent,
+        host_capabilities: &runtime.host_capabilities,
     };
     let spec = spec::container_spec(&context, container, &image.config, &id)
         .map_err(|e| StartFailure::new("CreateContainerConfigError", describe(&e)))?;
