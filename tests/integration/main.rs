@@ -8,6 +8,7 @@ mod cli;
 mod containerd;
 mod file_source;
 mod images;
+mod logs;
 mod push;
 mod tidy;
 mod url_source;
