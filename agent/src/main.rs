@@ -18,7 +18,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::Images(command) => commands::images::images(command).map_err(Into::into),
         Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
-        Command::ContainerLog(args) => commands::container_log::container_log(&args).map_err(Into::into),
+        Command::ContainerLog(args) => {
+            commands::container_log::container_log(&args).map_err(Into::into)
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("outpost: {e:#}");

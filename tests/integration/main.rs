@@ -8,13 +8,11 @@ mod cli;
 mod containerd;
 mod file_source;
 mod images;
-<<<<<<< HEAD
 mod images_dir;
+mod logs;
 mod managed;
 mod pods;
-=======
 mod pull;
->>>>>>> wip-pull
 mod push;
 mod runtime_spec;
 mod tidy;

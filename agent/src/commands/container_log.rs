@@ -73,11 +73,12 @@ fn inherited(fd: RawFd) -> bool {
 
 #[allow(unsafe_code)]
 fn owned(fd: RawFd) -> OwnedFd {
-    // SAFETY: `shim_fds` calls this once per process (the `TAKEN` flag), for fds 3, 4 and 5
-    // only after checking that each is open and not close-on-exec. This process opens
-    // every fd of its own close-on-exec (Rust's std and nix do), so these were inherited
-    // across exec: the shim's contract (containerd's NewBinaryIO passes the stdout and
-    // stderr pipes' read ends and the readiness pipe's write end as ExtraFiles, fds 3-5).
-    // Nothing else in this process refers to them, so this is their only owner.
+    // SAFETY: called once per process (`TAKEN`) by `shim_fds`, which checked that fds 3-5
+    // are open and not close-on-exec: as this process opens every fd of its own with
+    // close-on-exec (std and nix do), they were inherited across exec, from the shim
+    // (containerd's NewBinaryIO passes them as ExtraFiles). Nothing else refers to them.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
+
+#[cfg(test)]
+mod tests;

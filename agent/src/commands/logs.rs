@@ -50,7 +50,8 @@ pub fn print_logs(args: &LogsArgs, out: &mut impl Write) -> Result<()> {
     let inotify = if args.follow { Some(watch(&dir)?) } else { None };
     let mut run = locate::run(&dir, &pod, &container, args.previous)?;
     let mut reader = FileReader::open(&dir.join(log_file_name(run)))?;
-    let mut printer = Printer { out, timestamps: args.timestamps, mid_line: [false; 2], failed: None };
+    let mut printer =
+        Printer { out, timestamps: args.timestamps, mid_line: [false; 2], failed: None };
 
     let mut joiner = Joiner::new();
     let mut lines = VecDeque::new();
@@ -88,7 +89,8 @@ pub fn print_logs(args: &LogsArgs, out: &mut impl Write) -> Result<()> {
         let batch = inotify
             .read_events_blocking(&mut events)
             .map_err(|source| Error::Watch { path: dir.clone(), source })?;
-        if batch.into_iter().any(|e| e.mask.intersects(EventMask::DELETE_SELF | EventMask::IGNORED)) {
+        if batch.into_iter().any(|e| e.mask.intersects(EventMask::DELETE_SELF | EventMask::IGNORED))
+        {
             return Ok(());
         }
     }
@@ -120,7 +122,8 @@ struct FileReader {
 
 impl FileReader {
     fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let file =
+            File::open(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
         Ok(Self { path: path.to_path_buf(), file, carry: Vec::new() })
     }
 
@@ -135,7 +138,9 @@ impl FileReader {
             let line = &self.carry[start..start + end];
             match cri::decode(line) {
                 Ok(record) => f(record),
-                Err(e) => tracing::warn!(file = %self.path.display(), error = %e, "skipping a log record"),
+                Err(e) => {
+                    tracing::warn!(file = %self.path.display(), error = %e, "skipping a log record")
+                }
             }
             start += end + 1;
         }
@@ -146,7 +151,10 @@ impl FileReader {
     /// Whether the path now names another file than the one open (the logger rotated it).
     /// A path that does not exist yet (between the rename and the new file) is not.
     fn replaced(&self) -> Result<bool> {
-        let open = self.file.metadata().map_err(|source| Error::Read { path: self.path.clone(), source })?;
+        let open = self
+            .file
+            .metadata()
+            .map_err(|source| Error::Read { path: self.path.clone(), source })?;
         Ok(match std::fs::metadata(&self.path) {
             Ok(now) => (now.dev(), now.ino()) != (open.dev(), open.ino()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
@@ -178,12 +186,20 @@ impl<W: Write> Printer<'_, W> {
             return;
         }
         let newline = record.tag == cri::Tag::Full;
-        if let Err(Error::Output(e)) = self.write(record.stream, record.timestamp, record.content, newline) {
+        if let Err(Error::Output(e)) =
+            self.write(record.stream, record.timestamp, record.content, newline)
+        {
             self.failed = Some(e);
         }
     }
 
-    fn write(&mut self, stream: Stream, timestamp: &str, content: &[u8], newline: bool) -> Result<()> {
+    fn write(
+        &mut self,
+        stream: Stream,
+        timestamp: &str,
+        content: &[u8],
+        newline: bool,
+    ) -> Result<()> {
         let mid_line = &mut self.mid_line[stream as usize];
         if self.timestamps && !*mid_line {
             write!(self.out, "{timestamp} ").map_err(Error::Output)?;

@@ -211,7 +211,8 @@ impl Joiner {
     /// No more records will come: the lines begun and not ended (output that ended without
     /// a newline), oldest first.
     pub fn finish(&mut self) -> Vec<Line> {
-        let mut lines: Vec<Line> = [self.stdout.take(), self.stderr.take()].into_iter().flatten().collect();
+        let mut lines: Vec<Line> =
+            [self.stdout.take(), self.stderr.take()].into_iter().flatten().collect();
         lines.sort_by(|a, b| a.timestamp.cmp(&b.timestamp));
         lines
     }

@@ -80,7 +80,8 @@ pub fn pod_dir(root: &Path, namespace: &str, name: &str) -> Result<PathBuf> {
             continue;
         }
         let path = root.join(&entry_name);
-        let changed = fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+        let changed =
+            fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
         if found.as_ref().is_none_or(|(t, _)| changed > *t) {
             found = Some((changed, path));
         }

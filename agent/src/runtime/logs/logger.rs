@@ -35,8 +35,9 @@ const THREAD_STACK: usize = 64 * 1024;
 const READ_SIZE: usize = 16 * 1024;
 
 /// Copies `stdout` and `stderr` into `file` as CRI records until both reach their end.
-/// A failure to read a pipe ends that stream; a failure to write is reported on stderr (the
-/// shim's log) once per run of failures, and the output is dropped meanwhile, so the
+/// A failure to read a pipe ends that stream; a failure to write is reported (tracing, on
+/// stderr: containerd 1.6's shim gives its logger /dev/null there, so this shows only when
+/// run by hand) once per run of failures, and the output is dropped meanwhile, so the
 /// container is never blocked on a full pipe.
 pub fn run(stdout: OwnedFd, stderr: OwnedFd, file: &mut LogFile) -> Result<()> {
     SigSet::from(Signal::SIGTERM).thread_block().map_err(Error::BlockSigterm)?;

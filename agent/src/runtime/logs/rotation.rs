@@ -32,18 +32,21 @@ pub fn must_rotate(size: u64, next: u64, limits: Limits) -> bool {
     size > 0 && size.saturating_add(next) > limits.max_size
 }
 
-/// The name the live file `live` (e.g. `0.log`) gets when rotated at `now`:
-/// `<live>.<YYYYMMDD-HHMMSS>`, or with `.<k>` appended (k = 1, 2, ...) when `taken` says
-/// that name exists (several rotations within one second).
-pub fn rotated_name(live: &str, now: Timestamp, taken: impl Fn(&str) -> bool) -> String {
-    let base = format!("{live}.{}", now.strftime("%Y%m%d-%H%M%S"));
-    if !taken(&base) {
-        return base;
+/// The name the live file `live` (e.g. `0.log`) gets when rotated at `now`, given the
+/// `names` in its directory: `<live>.<YYYYMMDD-HHMMSS>`, or with `.<k>` appended when
+/// files rotated within the same second exist (k above theirs, so names keep their order).
+pub fn rotated_name(live: &str, now: Timestamp, names: &[String]) -> String {
+    let time = now.strftime("%Y%m%d-%H%M%S").to_string();
+    let last = names
+        .iter()
+        .filter_map(|n| rotation_key(live, n))
+        .filter(|(t, _)| *t == time)
+        .map(|(_, seq)| seq)
+        .max();
+    match last {
+        None => format!("{live}.{time}"),
+        Some(seq) => format!("{live}.{time}.{}", seq.saturating_add(1)),
     }
-    (1u32..)
-        .map(|k| format!("{base}.{k}"))
-        .find(|name| !taken(name))
-        .unwrap_or(base)
 }
 
 /// Of the names in the live file's directory, the rotated files of `live` to delete so
@@ -137,7 +140,8 @@ impl LogFile {
 
     fn rotate(&mut self, now: Timestamp) -> Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        let live = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let live =
+            self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if self.limits.max_files <= 1 {
             self.file
                 .set_len(0)
@@ -145,15 +149,20 @@ impl LogFile {
             self.size = 0;
             return Ok(());
         }
-        let to = dir.join(rotated_name(&live, now, |name| dir.join(name).exists()));
-        fs::rename(&self.path, &to)
-            .map_err(|source| Error::Rename { path: self.path.clone(), to: to.clone(), source })?;
-        self.file = open_append(&self.path)?;
-        self.size = 0;
-        let names: Vec<String> = fs::read_dir(dir)
+        let mut names: Vec<String> = fs::read_dir(dir)
             .map_err(|source| Error::List { path: dir.to_path_buf(), source })?
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
             .collect();
+        let rotated = rotated_name(&live, now, &names);
+        let to = dir.join(&rotated);
+        fs::rename(&self.path, &to).map_err(|source| Error::Rename {
+            path: self.path.clone(),
+            to: to.clone(),
+            source,
+        })?;
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        names.push(rotated);
         for name in to_delete(&live, &names, self.limits.max_files) {
             let path = dir.join(name);
             fs::remove_file(&path).map_err(|source| Error::Delete { path, source })?;
