@@ -5,6 +5,7 @@
 
 mod api_source;
 mod cli;
+mod cni;
 mod containerd;
 mod file_source;
 mod images;

@@ -8,20 +8,20 @@
 //! what was set up.
 
 pub mod cache;
+mod chain;
 pub mod conf;
 pub mod exec;
 pub mod protocol;
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::sys::statfs::{NSFS_MAGIC, statfs};
 use serde_json::{Map, Value};
 
 use self::cache::{Cache, Record};
 use self::conf::{DefaultNetwork, NetworkList};
-use self::protocol::{Call, Command, PluginError};
+use self::protocol::{Call, Command};
 
 /// How long one plugin call may take before it is killed.
 const PLUGIN_TIMEOUT: Duration = Duration::from_secs(90);
@@ -98,6 +98,12 @@ pub enum Error {
         file.display()
     )]
     NoIp { pod: String, interface: String, file: PathBuf },
+    #[error("reading the cached CNI result of attachment {id}: delete and re-add it")]
+    CachedResult {
+        id: String,
+        #[source]
+        source: protocol::Error,
+    },
     #[error("the CNI attachment cache")]
     Cache(#[source] cache::Error),
 }
@@ -189,8 +195,8 @@ impl Cni {
     }
 
     /// Attaches a pod: `lo` up, then the network's plugins in order. An earlier
-    /// attachment of the same id is deleted first. If a plugin fails, what the earlier
-    /// ones set up is deleted again before the error is returned.
+    /// attachment of the same id is deleted first. If a plugin fails, the plugins that
+    /// ran (the failed one included) get a DEL before the error is returned.
     pub async fn add(&self, attachment: &Attachment) -> Result<PodNetwork> {
         let pod = format!("{}/{}", attachment.pod_namespace, attachment.pod_name);
         let invalid = |source| Error::Attachment { pod: pod.clone(), source };
@@ -230,8 +236,8 @@ impl Cni {
                 tracing::info!(pod, id = attachment.id, ip = %ips[0], "attached pod to CNI network");
                 Ok(PodNetwork { ips })
             }
-            Err(error) => {
-                match self.del_list(&list, &record, &pod).await {
+            Err((ran, error)) => {
+                match self.del_list(&list, ran, &record, &pod).await {
                     Ok(()) => self.cache.remove(&record.id)?,
                     Err(del_error) => tracing::warn!(
                         pod,
@@ -258,7 +264,7 @@ impl Cni {
         let list = NetworkList::parse(&record.conf_file.with_extension("conflist"), &bytes)
             .map_err(Error::Conf)?;
         let list = NetworkList { file: record.conf_file.clone(), ..list };
-        self.del_list(&list, &record, &pod).await?;
+        self.del_list(&list, list.plugins.len(), &record, &pod).await?;
         self.cache.remove(id)?;
         tracing::info!(pod, id, "detached pod from CNI network");
         Ok(())
@@ -273,14 +279,8 @@ impl Cni {
     pub fn network(&self, id: &str) -> Result<Option<PodNetwork>> {
         let Some(record) = self.cache.read(id)? else { return Ok(None) };
         let Some(result) = &record.result else { return Ok(None) };
-        let ips =
-            protocol::pod_ips(result, &record.interface).map_err(|source| Error::PluginResult {
-                plugin: "(cached result)".to_owned(),
-                origin: record.conf_file.display().to_string(),
-                command: Command::Add,
-                pod: format!("{}/{}", record.pod_namespace, record.pod_name),
-                source,
-            })?;
+        let ips = protocol::pod_ips(result, &record.interface)
+            .map_err(|source| Error::CachedResult { id: id.to_owned(), source })?;
         Ok(Some(PodNetwork { ips }))
     }
 
@@ -333,143 +333,6 @@ impl Cni {
         self.invoke(&call, &list.plugins[0], &stdin, pod, LOOPBACK_ORIGIN).await?;
         Ok(())
     }
-
-    async fn add_list(
-        &self,
-        list: &NetworkList,
-        record: &Record,
-        pod: &str,
-    ) -> Result<(Value, Vec<IpAddr>)> {
-        let call = Call {
-            command: Command::Add,
-            container_id: &record.id,
-            netns: &record.netns,
-            ifname: &record.interface,
-            args: &record.cni_args,
-            bin_dirs: &self.config.bin_dirs,
-        };
-        let origin = list.file.display().to_string();
-        let mut result: Option<Value> = None;
-        let mut last = "";
-        for plugin in &list.plugins {
-            let stdin = protocol::stdin(list, plugin, result.as_ref(), &record.capability_args);
-            let output = self.invoke(&call, plugin, &stdin, pod, &origin).await?;
-            if output.is_null() {
-                return Err(Error::PluginFailed {
-                    plugin: plugin.kind.clone(),
-                    origin,
-                    command: Command::Add,
-                    pod: pod.to_owned(),
-                    message: "it printed no result".to_owned(),
-                });
-            }
-            result = Some(output);
-            last = &plugin.kind;
-        }
-        let result = result.unwrap_or_default();
-        let ips = protocol::pod_ips(&result, &record.interface).map_err(|source| {
-            Error::PluginResult {
-                plugin: last.to_owned(),
-                origin: origin.clone(),
-                command: Command::Add,
-                pod: pod.to_owned(),
-                source,
-            }
-        })?;
-        if ips.is_empty() {
-            return Err(Error::NoIp {
-                pod: pod.to_owned(),
-                interface: record.interface.clone(),
-                file: list.file.clone(),
-            });
-        }
-        Ok((result, ips))
-    }
-
-    async fn del_list(&self, list: &NetworkList, record: &Record, pod: &str) -> Result<()> {
-        let netns =
-            if is_namespace(&record.netns) { record.netns.as_path() } else { Path::new("") };
-        let call = Call {
-            command: Command::Del,
-            container_id: &record.id,
-            netns,
-            ifname: &record.interface,
-            args: &record.cni_args,
-            bin_dirs: &self.config.bin_dirs,
-        };
-        let prev = record.result.as_ref().filter(|_| list.del_takes_prev_result());
-        let origin = list.file.display().to_string();
-        for plugin in list.plugins.iter().rev() {
-            let stdin = protocol::stdin(list, plugin, prev, &record.capability_args);
-            self.invoke(&call, plugin, &stdin, pod, &origin).await?;
-        }
-        Ok(())
-    }
-
-    /// Runs one plugin; returns its result document (`Null` when it printed nothing,
-    /// as DEL may).
-    async fn invoke(
-        &self,
-        call: &Call<'_>,
-        plugin: &conf::Plugin,
-        stdin: &Value,
-        pod: &str,
-        origin: &str,
-    ) -> Result<Value> {
-        let binary = exec::find(&self.config.bin_dirs, &plugin.kind).ok_or_else(|| {
-            Error::PluginMissing {
-                plugin: plugin.kind.clone(),
-                origin: origin.to_owned(),
-                dirs: std::env::join_paths(&self.config.bin_dirs)
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            }
-        })?;
-        let stdin = serde_json::to_vec(stdin).unwrap_or_default();
-        tracing::debug!(plugin = plugin.kind, command = %call.command, pod, "running CNI plugin");
-        let output =
-            exec::run(&binary, call.env(), stdin, PLUGIN_TIMEOUT).await.map_err(|source| {
-                Error::PluginRun {
-                    plugin: plugin.kind.clone(),
-                    origin: origin.to_owned(),
-                    command: call.command,
-                    pod: pod.to_owned(),
-                    source,
-                }
-            })?;
-        let failed = |message: String| Error::PluginFailed {
-            plugin: plugin.kind.clone(),
-            origin: origin.to_owned(),
-            command: call.command,
-            pod: pod.to_owned(),
-            message,
-        };
-        if !output.status.success() {
-            return Err(failed(match PluginError::parse(&output.stdout) {
-                Some(error) => error.to_string(),
-                None => {
-                    let stderr = String::from_utf8_lossy(&output.stderr);
-                    format!("{} ({})", stderr.trim(), output.status)
-                }
-            }));
-        }
-        if output.stdout.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&output.stdout).map_err(|source| Error::PluginResult {
-            plugin: plugin.kind.clone(),
-            origin: origin.to_owned(),
-            command: call.command,
-            pod: pod.to_owned(),
-            source: protocol::Error::Result(source),
-        })
-    }
-}
-
-/// Whether `path` is a mounted namespace (a gone one is passed to DEL as empty, as
-/// containerd does, so plugins skip the netns and still free their allocations).
-fn is_namespace(path: &Path) -> bool {
-    statfs(path).is_ok_and(|stat| stat.filesystem_type() == NSFS_MAGIC)
 }
 
 #[cfg(test)]

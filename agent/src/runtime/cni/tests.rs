@@ -273,16 +273,21 @@ async fn adding_again_deletes_the_previous_attachment_first() {
 }
 
 #[tokio::test]
-async fn a_missing_plugin_names_the_file_and_the_bin_dirs() {
-    let fake = Fake::new(&["loopback"]);
-    let file = fake.conf("10.conflist", &list(json!([{"type": "nothere"}])));
+async fn a_missing_plugin_names_the_file_and_the_bin_dirs_and_only_what_ran_is_deleted() {
+    let fake = Fake::new(&["loopback", "first"]);
+    let file = fake.conf("10.conflist", &list(json!([{"type": "first"}, {"type": "nothere"}])));
     fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
+    fake.output("first", "ADD", &result("10.9.0.5"), 0);
     let error = fake.cni.add(&attachment("pod-7")).await.unwrap_err();
     let text = error.to_string();
     assert!(matches!(error, Error::PluginMissing { .. }), "{error:?}");
     assert!(text.contains("CNI plugin nothere"), "{text}");
     assert!(text.contains(&file.display().to_string()), "{text}");
     assert!(text.contains(&fake.path("bin").display().to_string()), "{text}");
+    let calls: Vec<_> =
+        fake.log().into_iter().map(|l| format!("{}-{}", l.plugin, l.command)).collect();
+    assert_eq!(calls, ["loopback-ADD", "first-ADD", "first-DEL"]);
+    assert_eq!(fake.cni.attached().unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test]

@@ -59,7 +59,8 @@ fn every_supported_version_is_accepted_and_others_are_not() {
 
 #[test]
 fn broken_configs_name_the_file_and_the_fix() {
-    let cases: [(&str, fn(&Error) -> bool); 8] = [
+    type Expected = fn(&Error) -> bool;
+    let cases: [(&str, Expected); 8] = [
         ("{", |e| matches!(e, Error::Json { .. })),
         ("[]", |e| matches!(e, Error::NotObject { .. })),
         (r#"{"cniVersion": "1.0.0", "plugins": [{"type": "x"}]}"#, |e| {
