@@ -288,9 +288,14 @@ impl Config {
                 .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
             node_ip: flags.node_ip.or(file.node_ip),
             // Absolute: containerd's shims get log paths, and they run elsewhere.
-            run_dir: absolute(flags.run_dir.or(file.run_dir).unwrap_or_else(|| DEFAULT_RUN_DIR.into())),
+            run_dir: absolute(
+                flags.run_dir.or(file.run_dir).unwrap_or_else(|| DEFAULT_RUN_DIR.into()),
+            ),
             pod_log_dir: absolute(
-                flags.pod_log_dir.or(file.pod_log_dir).unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into()),
+                flags
+                    .pod_log_dir
+                    .or(file.pod_log_dir)
+                    .unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into()),
             ),
             cni_conf_dir: flags
                 .cni_conf_dir

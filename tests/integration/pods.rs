@@ -58,10 +58,7 @@ fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
         http_get(&format!("{ip}:8080")).is_some_and(|r| r.contains("hello-from-the-pod"))
     });
     // Its log, CRI format, where kubelet puts it.
-    let log = node
-        .path("logs")
-        .join(format!("default_web-edge-1_{}", uid(&p)))
-        .join("main/0.log");
+    let log = node.path("logs").join(format!("default_web-edge-1_{}", uid(&p))).join("main/0.log");
     eventually("the container log is written", LONG, || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains(" stdout F serving"))
     });
@@ -108,7 +105,9 @@ fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
         stopped.is_some() && started.is_some() && stopped < started,
         "M10 order in the log:\n{log}"
     );
-    eventually("only the new container is left", LONG, || node.containers() == [container_id(&new)]);
+    eventually("only the new container is left", LONG, || {
+        node.containers() == [container_id(&new)]
+    });
     assert_eq!(node.leftovers(&uid(&old)), Vec::<String>::new());
 }
 
@@ -195,7 +194,9 @@ fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
 #[test]
 fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
     let Some(node) = Node::new() else { return };
-    node.write_cni(r#"{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"no-such-plugin"}]}"#);
+    node.write_cni(
+        r#"{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"no-such-plugin"}]}"#,
+    );
     let agent = node.start();
     node.put("net.yaml", &manifest("net", SERVE, ""));
     node.put("host.yaml", &manifest("host", SERVE, "  hostNetwork: true\n"));
@@ -214,7 +215,10 @@ fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
         .unwrap()
         .clone();
     let message = condition["message"].as_str().unwrap();
-    assert!(message.contains("no-such-plugin") && message.contains("10-test.conflist"), "{message}");
+    assert!(
+        message.contains("no-such-plugin") && message.contains("10-test.conflist"),
+        "{message}"
+    );
     assert_eq!(container(&p)["state"]["waiting"]["reason"], "ContainerCreating");
     let host = wait_pod(&agent, "host-edge-1", LONG, running);
     assert!(host["status"]["podIP"].is_string(), "a hostNetwork pod has the node's IP");

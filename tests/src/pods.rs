@@ -178,7 +178,9 @@ impl Node {
                 left.push(p.display().to_string());
             }
         }
-        for dir in [self.path("state/cni/results"), self.path(&format!("state/ipam/net-{}", self.bridge))] {
+        for dir in
+            [self.path("state/cni/results"), self.path(&format!("state/ipam/net-{}", self.bridge))]
+        {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let allocation = name.parse::<std::net::IpAddr>().is_ok();

@@ -210,7 +210,17 @@ impl Cni {
         .map_err(invalid)?;
         if self.cache.read(&attachment.id)?.is_some() {
             tracing::info!(pod, id = attachment.id, "deleting the pod's previous CNI attachment");
-            self.del(&attachment.id).await?;
+            // One that cannot be deleted (its config named a plugin that is not installed,
+            // say) must not keep the pod off the network for good.
+            if let Err(e) = self.del(&attachment.id).await {
+                tracing::warn!(
+                    pod,
+                    id = attachment.id,
+                    error = %crate::error_chain::describe(&e),
+                    "cannot delete the pod's previous CNI attachment; forgetting it"
+                );
+                self.cache.remove(&attachment.id)?;
+            }
         }
         let list = self.load()?;
         self.loopback(attachment, &args, &pod).await?;

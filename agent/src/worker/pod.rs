@@ -20,8 +20,8 @@ use super::state::{self, SandboxProblem, Slot, SlotState, Terminated};
 use super::{Inbox, Message, Outbox, Runtime};
 use crate::error_chain::describe;
 use crate::runtime::container::{
-    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH, LABEL_POD_UID,
-    LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
+    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
+    LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::events::{TaskEvent, timestamp};
 
@@ -156,13 +156,22 @@ impl PodWorker {
             return;
         };
         let SlotState::Running { started_at } = slot.state else { return };
+        let exit_code = i32::try_from(exit_status).unwrap_or(i32::MAX);
+        let finished_at = exited_at.unwrap_or_else(Timestamp::now);
+        let reason = state::exit_reason(exit_code, slot.oom_killed);
+        let restarts = policy.restarts(exit_code);
+        tracing::info!(
+            container = slot.name,
+            container_id = id,
+            exit_code,
+            reason,
+            restarts,
+            "container exited"
+        );
         runtime.routes.remove(id);
         if let Err(e) = container::delete_task(&runtime.containerd, id).await {
             tracing::warn!(container = slot.name, error = %describe(&e), "cannot delete the exited task");
         }
-        let exit_code = i32::try_from(exit_status).unwrap_or(i32::MAX);
-        let finished_at = exited_at.unwrap_or_else(Timestamp::now);
-        let reason = state::exit_reason(exit_code, slot.oom_killed);
         slot.oom_killed = false;
         let terminated = Terminated {
             container_id: id.to_owned(),
@@ -172,12 +181,13 @@ impl PodWorker {
             finished_at: Some(finished_at),
         };
         record_exit(&runtime, id, &terminated).await;
-        if policy.restarts(exit_code) {
+        if restarts {
             let ran_for = finished_at.duration_since(started_at).unsigned_abs();
             let delay = slot.crash_loop.after_exit(ran_for);
-            tracing::info!(container = slot.name, exit_code, reason, restart_in = ?delay, "container exited; restarting");
+            tracing::debug!(container = slot.name, restart_in = ?delay, "restarting");
             slot.state = SlotState::Waiting {
-                reason: "CrashLoopBackOff".to_owned(),
+                reason: if delay.is_zero() { "ContainerCreating" } else { "CrashLoopBackOff" }
+                    .to_owned(),
                 message: Some(format!(
                     "back-off {delay:?} restarting failed container={} pod={name}_{namespace}({uid})",
                     slot.name
@@ -370,7 +380,7 @@ impl Current {
         let containers = pod.spec.iter().flat_map(|s| &s.containers);
         let mut slots: Vec<Slot> =
             containers.map(|c| Slot::new(&c.name, container_hash(c), crash_loop)).collect();
-        found.sort_by_key(|c| restart_count(c));
+        found.sort_by_key(restart_count);
         let mut obsolete = Vec::new();
         for listed in found.into_iter().rev() {
             let name = listed.label(LABEL_CONTAINER_NAME).unwrap_or_default();

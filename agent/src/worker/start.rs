@@ -11,8 +11,8 @@ use super::Runtime;
 use super::sandbox::{Sandbox, cgroup_parent};
 use crate::error_chain::describe;
 use crate::runtime::container::{
-    self, LABEL_CONTAINER_NAME, LABEL_HASH, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
-    LABEL_GRACE_PERIOD, LABEL_RESTART_COUNT, LABEL_STARTED_AT, NewContainer,
+    self, LABEL_CONTAINER_NAME, LABEL_GRACE_PERIOD, LABEL_HASH, LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTART_COUNT, LABEL_STARTED_AT, NewContainer,
 };
 use crate::runtime::image::pull::{self, PullErrorKind};
 use crate::runtime::image::resolve::{self, Image};

@@ -316,7 +316,6 @@ enum Outcome {
     Failed,
 }
 
-
 /// The record, or an empty one (and a warning) if it is missing or unreadable.
 fn read_record(path: &Path) -> Record {
     match std::fs::read(path) {
