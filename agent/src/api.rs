@@ -72,7 +72,11 @@ struct AppState {
     push: Option<PushHandle>,
     refresh: Option<Refresh>,
     statuses: StatusStore,
+    runtime: Option<RuntimeReady>,
 }
+
+/// Whether the container runtime has answered (set once the agent has connected).
+pub type RuntimeReady = Arc<std::sync::atomic::AtomicBool>;
 
 impl FromRef<AppState> for SnapshotHandle {
     fn from_ref(state: &AppState) -> SnapshotHandle {
@@ -103,13 +107,15 @@ pub struct Options {
     pub refresh: Option<Refresh>,
     /// The pods' live status from the pod workers.
     pub statuses: StatusStore,
+    /// Whether containerd is connected (`None` in a dry run: no runtime to wait for).
+    pub runtime: Option<RuntimeReady>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, auth, snapshot, push, refresh, statuses } = options;
+    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
         Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
@@ -135,6 +141,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         push,
         refresh,
         statuses,
+        runtime,
     });
     Ok(async move {
         let served = match acceptor {
@@ -185,23 +192,33 @@ async fn healthz() -> &'static str {
 }
 
 /// Ready once every configured source has delivered its first SET, live or from its
-/// checkpoint (M9). One line per source says which, and the source's latest failure.
-async fn readyz(State(snapshot): State<SnapshotHandle>) -> Response {
-    let snap = snapshot.load();
+/// checkpoint (M9), and containerd has answered. One line per check says which, and a
+/// source's latest failure.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let snap = state.snapshot.load();
     let mut body = String::new();
     for health in &snap.sources {
-        let (mark, state) = match health.state {
+        let (mark, text) = match health.state {
             SourceState::Live => ("+", "live"),
             SourceState::Checkpoint => ("+", "from checkpoint"),
             SourceState::NeverSeen => ("-", "never seen"),
         };
-        body.push_str(&format!("[{mark}]source-{} {state}", health.source));
+        body.push_str(&format!("[{mark}]source-{} {text}", health.source));
         if let Some(error) = &health.last_error {
             body.push_str(&format!(" (failing: {error})"));
         }
         body.push('\n');
     }
-    let status = if snap.synced() {
+    let runtime =
+        state.runtime.as_ref().is_none_or(|r| r.load(std::sync::atomic::Ordering::Relaxed));
+    if state.runtime.is_some() {
+        body.push_str(if runtime {
+            "[+]runtime containerd connected\n"
+        } else {
+            "[-]runtime containerd not connected\n"
+        });
+    }
+    let status = if snap.synced() && runtime {
         body.push_str("readyz check passed\n");
         StatusCode::OK
     } else {

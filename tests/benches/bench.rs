@@ -1,4 +1,5 @@
-//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B4 merge, B7 scale (merge only); and
+//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B7
+//! scale (merge only); and
 //! O2 restart from checkpoint (asked for by the sources issue).
 //!
 //! Run with `cargo xtask bench [--quick]` (the release profile). Writes
@@ -12,18 +13,23 @@
 // An inline module so that the benchmarks live in `bench/` beside this crate root.
 mod bench {
     pub mod b1_detect;
+    pub mod b2_start;
+    pub mod b3_restart;
     pub mod b4_merge;
     pub mod b7_scale;
     pub mod o2_restart;
     pub mod pods;
     pub mod report;
+    pub mod signal;
 }
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bench::report::Entry;
-use bench::{b1_detect, b4_merge, b7_scale, o2_restart, pods, report};
+use bench::{
+    b1_detect, b2_start, b3_restart, b4_merge, b7_scale, o2_restart, pods, report, signal,
+};
 
 #[derive(Debug, Clone, Default)]
 struct Options {
@@ -55,8 +61,10 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 4] = [
+    let benches: [(&str, Bench); 6] = [
         ("B1", b1_detect::run),
+        ("B2", b2_start::run),
+        ("B3", b3_restart::run),
         ("B4", b4_merge::run),
         ("B7", b7_scale::run),
         ("O2", o2_restart::run),

@@ -98,16 +98,32 @@ fn dry_run_prints_deltas_and_serves_pods() {
     assert_eq!(list["items"].as_array().map(Vec::len), Some(0));
 }
 
+/// Without containerd the agent says so, keeps retrying, and still serves its sources;
+/// it is not ready until containerd answers.
 #[test]
-fn run_without_dry_run_says_the_runtime_is_missing() {
+fn run_without_containerd_retries_and_is_not_ready() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(outpost_bin())
-        .args(["run", "--node-name", "n", "--listen", "127.0.0.1:0", "--manifest-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--dry-run"));
+    fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+    let state = dir.path().join("state");
+    let socket = dir.path().join("no-containerd.sock");
+    let agent = Agent::start_pods(
+        dir.path(),
+        &[
+            "--containerd".as_ref(),
+            "external".as_ref(),
+            "--containerd-socket".as_ref(),
+            socket.as_os_str(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+        ],
+    );
+    let line = agent.wait_for_log("containerd is not reachable; retrying with backoff");
+    assert!(line.contains("no-containerd.sock"), "{line}");
+    let (status, body) = agent.poll("/readyz", |_, body| body.contains("[+]source-file"));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]runtime containerd not connected"), "{body}");
+    let (_, pods) = agent.get("/pods");
+    assert!(pods.contains("web-edge-1"), "the sources are served meanwhile: {pods}");
 }
 
 /// Where fanotify cannot be used (here: blocked by seccomp, as in a container with the

@@ -137,8 +137,9 @@ async fn a_corrupt_tarball_fails_alone() {
     let (bytes, image) = setup.retagged(&unique("good"));
     std::fs::create_dir_all(setup.dir()).unwrap();
     std::fs::write(setup.dir().join("good.tar"), &bytes).unwrap();
-    // Cut short, as a copy that was interrupted.
-    std::fs::write(setup.dir().join("cut.tar"), &bytes[..bytes.len() / 3]).unwrap();
+    // Cut short inside its first entry, as a copy interrupted early. (A tarball cut later
+    // can still import: blobs already in containerd's store are not read again.)
+    std::fs::write(setup.dir().join("cut.tar"), &bytes[..600]).unwrap();
     std::fs::write(setup.dir().join("noise.tar"), b"this is not a tarball").unwrap();
     std::fs::write(setup.dir().join("notes.txt"), b"not a .tar: ignored").unwrap();
 

@@ -150,6 +150,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
 
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
+    let runtime_ready = (!dry_run).then(api::RuntimeReady::default);
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -157,6 +158,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
         push,
         refresh: config.manifest_url.is_some().then(|| refresh.clone()),
         statuses: statuses.clone(),
+        runtime: runtime_ready.clone(),
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
@@ -177,7 +179,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 socket
             }
         };
-        tokio::spawn(run_pods(config, socket, exe, rx, statuses))
+        tokio::spawn(run_pods(config, socket, exe, rx, statuses, runtime_ready.unwrap_or_default()))
     };
 
     let result = loop {
@@ -248,10 +250,12 @@ async fn run_pods(
     exe: PathBuf,
     batches: mpsc::Receiver<Batch>,
     statuses: StatusStore,
+    ready: api::RuntimeReady,
 ) -> Result<(), Error> {
     let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH)
         .await
         .with_namespace(&config.containerd_namespace)?;
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
     match containerd.version().await {
         Ok(v) => info!(socket = %socket.display(), version = v.version, "connected to containerd"),
         Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),

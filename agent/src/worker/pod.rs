@@ -480,9 +480,14 @@ impl Current {
                     slot.state = SlotState::Running { started_at: started.started_at };
                     slot.retry_at = None;
                     slot.pull_failures = 0;
+                    slot.pull_backoff.reset();
                 }
                 Err(failure) => {
-                    let delay = slot.crash_loop.after_exit(Duration::ZERO);
+                    let delay = if failure.pull {
+                        slot.pull_backoff.next_delay(fastrand::f64())
+                    } else {
+                        slot.crash_loop.after_exit(Duration::ZERO)
+                    };
                     let reason = if failure.pull && slot.pull_failures > 0 {
                         "ImagePullBackOff"
                     } else {

@@ -12,6 +12,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::lifecycle::{self, ContainerPhase, CrashLoop, RestartPolicy};
+use std::time::Duration;
+
+use outpost_core::backoff::Backoff;
 use tokio::time::Instant;
 
 /// The latest status of every pod a worker runs, by pod UID (read by `/pods`).
@@ -80,6 +83,8 @@ pub struct Slot {
     pub crash_loop: CrashLoop,
     /// Consecutive image pull failures (ErrImagePull, then ImagePullBackOff).
     pub pull_failures: u32,
+    /// The wait between pull attempts (kubelet's image backoff).
+    pub pull_backoff: Backoff,
     /// The kernel OOM-killed something in it since it started.
     pub oom_killed: bool,
 }
@@ -98,6 +103,7 @@ impl Slot {
             retry_at: Some(Instant::now()),
             crash_loop,
             pull_failures: 0,
+            pull_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             oom_killed: false,
         }
     }

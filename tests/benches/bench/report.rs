@@ -102,6 +102,16 @@ impl Entry {
         self
     }
 
+    /// Target: p50 at most `max_ratio` × the p50 of `baseline`, measured in the same run.
+    pub fn against(mut self, baseline: Stats, max_ratio: f64, text: &str) -> Entry {
+        let ratio = (self.stats.p50 / baseline.p50 * 1000.0).round() / 1000.0;
+        self.target = text.to_owned();
+        self.met = ratio <= max_ratio;
+        self.baseline = Some(baseline);
+        self.ratio = Some(ratio);
+        self
+    }
+
     /// A target that is not a bound on the sample (e.g. "zero missed edits").
     pub fn target(mut self, text: &str, met: bool) -> Entry {
         self.target = text.to_owned();

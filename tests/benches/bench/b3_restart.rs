@@ -1,0 +1,97 @@
+//! B3 restart: a container's process is killed (SIGKILL, restartPolicy Always, its first
+//! restart) → the agent sees the exit (from containerd's event stream; the agent's log
+//! line stamps it) → the replacement's process runs (its FIFO announcement).
+//!
+//! One pod per sample, so every sample is a first restart (later ones wait for the
+//! crash-loop backoff by design).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use outpost_tests::agent::Agent;
+use outpost_tests::pods::Node;
+
+use crate::Options;
+use crate::b2_start::manifest;
+use crate::report::{Entry, Stats};
+use crate::signal::Signals;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
+    let samples = if options.quick { 6 } else { 20 };
+    let node = Node::new().context("B3 needs root, the test containerd, its images and CNI")?;
+    let signals = Signals::new(&node.path("signal"))?;
+    let agent = node.start();
+    let mut seen = Vec::with_capacity(samples);
+    let mut replaced = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let name = format!("b3-{i}");
+        node.put(&format!("{name}.yaml"), &manifest(&name, false, &signals.dir));
+        signals.wait_for(&name, TIMEOUT)?;
+        let pid = task_pid(&node, &agent, &name)?;
+        let logged = agent.log().matches("container exited").count();
+        let (killed_at, killed) = (SystemTime::now(), Instant::now());
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL)
+            .context("kill the container's process")?;
+        let running = signals.wait_for(&name, TIMEOUT).context("the replacement never ran")?;
+        replaced.push(running - killed);
+        seen.push(exit_seen(&agent, logged)?.duration_since(killed_at).unwrap_or_default());
+        std::fs::remove_file(node.manifests().join(format!("{name}.yaml")))?;
+    }
+    Ok(vec![
+        Entry::new(
+            "B3",
+            "restart: process killed → agent sees the exit",
+            "ms",
+            Stats::millis(&seen),
+        )
+        .p99_below(10.0, "p99 < 10 ms"),
+        Entry::new(
+            "B3",
+            "restart: process killed → replacement running (first restart)",
+            "ms",
+            Stats::millis(&replaced),
+        )
+        .target("p50 ≤ B2's p50 (compare in the table)", true),
+    ])
+}
+
+/// The pid of the running task of pod `name`'s container (from `ctr tasks list`).
+fn task_pid(node: &Node, agent: &Agent, name: &str) -> anyhow::Result<i32> {
+    let (_, body) = agent.get("/pods");
+    let list: serde_json::Value = serde_json::from_str(&body)?;
+    let id = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["metadata"]["name"] == format!("{name}-edge-1"))
+        .and_then(|p| p["status"]["containerStatuses"][0]["containerID"].as_str())
+        .map(|id| id.trim_start_matches("containerd://").to_owned())
+        .context("the pod's container ID in /pods")?;
+    for line in node.ctr(&["tasks", "list"]).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.first() == Some(&id.as_str()) {
+            return fields.get(1).context("pid column")?.parse().context("pid");
+        }
+    }
+    bail!("no task for container {id}")
+}
+
+/// When the agent logged the exit that follows the first `before` ones.
+fn exit_seen(agent: &Agent, before: usize) -> anyhow::Result<SystemTime> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let log = agent.log();
+        if let Some(line) = log.lines().filter(|l| l.contains("container exited")).nth(before) {
+            let stamp = line.split_whitespace().next().unwrap_or_default();
+            let at: jiff::Timestamp =
+                stamp.parse().with_context(|| format!("log time {stamp:?}"))?;
+            return Ok(SystemTime::from(at));
+        }
+        if Instant::now() > deadline {
+            bail!("the agent never logged the exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
