@@ -265,3 +265,64 @@ fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
     agent.wait_for_log("removed a pod left by an earlier run");
     eventually("nothing is left on the host", LONG, || node.leftovers(&uid(&p)).is_empty());
 }
+
+/// `--containerd managed`: the agent's own containerd is killed under it; the agent
+/// restarts it, reconnects, and the pod keeps running (the same container; its exits are
+/// still seen afterwards).
+#[test]
+fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
+    let Some(node) = Node::new() else { return };
+    let mut args = node.args();
+    let at = args.iter().position(|a| a == "--containerd-socket").unwrap();
+    args.drain(at..at + 2);
+    let mode = args.iter().position(|a| a == "external").unwrap();
+    args[mode] = "managed".into();
+    let agent = outpost_tests::agent::Agent::start_pods(&node.manifests(), &args);
+    agent.wait_for_log("started the managed containerd");
+    let socket = node.path("run/containerd/containerd.sock");
+    let ctr = |args: &[&str]| {
+        let out = std::process::Command::new("ctr")
+            .arg("--address")
+            .arg(&socket)
+            .args(["--namespace", &node.namespace])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ctr {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let image =
+        outpost_tests::containerd::test_image(outpost_tests::containerd::BUSYBOX_OCI).unwrap();
+    let imported = std::process::Command::new(outpost_tests::outpost_bin())
+        .args([
+            "images",
+            "import",
+            "--containerd-namespace",
+            &node.namespace,
+            "--containerd-socket",
+        ])
+        .arg(&socket)
+        .arg(&image)
+        .status()
+        .unwrap();
+    assert!(imported.success());
+    node.put("steady.yaml", &manifest("steady", SERVE, ""));
+    let before = wait_pod(&agent, "steady-edge-1", LONG, running);
+
+    let pid_file = node.path("run/containerd/containerd.pid");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    assert!(killed.success());
+    agent.wait_for_log("containerd event stream subscribed again");
+    let tasks = ctr(&["tasks", "list"]);
+    assert!(tasks.contains(&container_id(&before)) && tasks.contains("RUNNING"), "{tasks}");
+    let after = wait_pod(&agent, "steady-edge-1", LONG, running);
+    assert_eq!(container_id(&after), container_id(&before), "the pod kept running");
+
+    // Exits still reach the agent through the new event stream.
+    ctr(&["tasks", "kill", "--signal", "SIGKILL", &container_id(&before)]);
+    wait_pod(&agent, "steady-edge-1", LONG, |p| running(p) && container(p)["restartCount"] == 1);
+    // Leave nothing in the managed containerd.
+    node.remove("steady.yaml");
+    eventually("the pod is removed", LONG, || ctr(&["containers", "list", "--quiet"]).is_empty());
+}

@@ -43,6 +43,10 @@ impl TaskEvent {
 /// Subscribes and forwards events to `events` until the receiver is dropped; resubscribes
 /// with backoff when the stream breaks (containerd restarting), sending `Resync` after
 /// every subscription but the first.
+///
+/// containerd answers a Subscribe call only with its first event, so the call itself
+/// cannot say when the subscription stands. It counts as standing once containerd
+/// answers a Version call sent after it on the same connection.
 pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     let mut first = true;
@@ -53,17 +57,31 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
             .iter()
             .map(|topic| format!("namespace=={namespace},topic==\"{topic}\""))
             .collect();
-        match containerd.events().subscribe(SubscribeRequest { filters }).await {
-            Ok(response) => {
-                let mut stream = response.into_inner();
-                if last_failure.take().is_some() {
-                    tracing::info!("containerd event stream subscribed again");
+        let mut client = containerd.events();
+        let subscribe = client.subscribe(SubscribeRequest { filters });
+        tokio::pin!(subscribe);
+        let mut standing = false;
+        let response = loop {
+            tokio::select! {
+                response = &mut subscribe => break response,
+                answered = answers(&containerd), if !standing => {
+                    if answered {
+                        standing = true;
+                        if !subscribed(&events, &mut first, &mut last_failure, &mut backoff).await {
+                            return;
+                        }
+                    }
                 }
-                backoff.reset();
-                if !first && events.send(TaskEvent::Resync).await.is_err() {
+            }
+        };
+        match response {
+            Ok(response) => {
+                if !standing
+                    && !subscribed(&events, &mut first, &mut last_failure, &mut backoff).await
+                {
                     return;
                 }
-                first = false;
+                let mut stream = response.into_inner();
                 while let Some(envelope) = stream.next().await {
                     let envelope = match envelope {
                         Ok(envelope) => envelope,
@@ -83,7 +101,7 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
             Err(status) => {
                 let failure = describe(&status);
                 if last_failure.as_deref() != Some(failure.as_str()) {
-                    tracing::warn!(error = %failure, "cannot subscribe to containerd's events; retrying");
+                    tracing::warn!(error = %failure, "containerd event stream lost; subscribing again");
                     last_failure = Some(failure);
                 }
             }
@@ -93,6 +111,29 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
         }
         tokio::time::sleep(backoff.next_delay(fastrand::f64())).await;
     }
+}
+
+/// After a short pause (for the Subscribe request to go out first), whether containerd
+/// answers.
+async fn answers(containerd: &Containerd) -> bool {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    containerd.version().await.is_ok()
+}
+
+/// The subscription stands: say so after a gap, and tell the workers to look at their
+/// tasks once (exits may have been missed). False when nobody listens any more.
+async fn subscribed(
+    events: &mpsc::Sender<TaskEvent>,
+    first: &mut bool,
+    last_failure: &mut Option<String>,
+    backoff: &mut Backoff,
+) -> bool {
+    if last_failure.take().is_some() {
+        tracing::info!("containerd event stream subscribed again");
+    }
+    backoff.reset();
+    let resync = !std::mem::replace(first, false);
+    !resync || events.send(TaskEvent::Resync).await.is_ok()
 }
 
 /// The event in an envelope, if it is one workers act on.
