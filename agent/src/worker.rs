@@ -63,18 +63,7 @@ pub struct Settings {
 pub struct Runtime {
     pub containerd: Containerd,
     pub cni: Cni,
-    pub node_name: String,
-    pub host_ip: Option<IpAddr>,
-    pub pods_dir: PathBuf,
-    pub run_pods_dir: PathBuf,
-    pub pod_log_dir: PathBuf,
-    pub exe: PathBuf,
-    pub host_resolv_conf: PathBuf,
-    pub crash_loop: CrashLoopConfig,
-    pub keyring: Keyring,
-    pub pull: PullOptions,
-    /// What privileged containers may get: the capabilities the agent itself holds.
-    pub host_capabilities: Vec<Capability>,
+    pub settings: Settings,
     pub statuses: StatusStore,
     routes: Routes,
 }
@@ -86,23 +75,17 @@ impl Runtime {
         settings: Settings,
         statuses: StatusStore,
     ) -> Runtime {
-        Runtime {
-            containerd,
-            cni,
-            node_name: settings.node_name,
-            host_ip: settings.host_ip,
-            pods_dir: settings.state_dir.join("pods"),
-            run_pods_dir: settings.run_dir.join("pods"),
-            pod_log_dir: settings.pod_log_dir,
-            exe: settings.exe,
-            host_resolv_conf: settings.host_resolv_conf,
-            crash_loop: settings.crash_loop,
-            keyring: settings.keyring,
-            pull: settings.pull,
-            host_capabilities: settings.host_capabilities,
-            statuses,
-            routes: Routes::default(),
-        }
+        Runtime { containerd, cni, settings, statuses, routes: Routes::default() }
+    }
+
+    /// `<state-dir>/pods`: each pod's files and volumes, by UID.
+    pub fn pods_dir(&self) -> PathBuf {
+        self.settings.state_dir.join("pods")
+    }
+
+    /// `<run-dir>/pods`: each pod's namespaces, by UID.
+    pub fn run_pods_dir(&self) -> PathBuf {
+        self.settings.run_dir.join("pods")
     }
 }
 

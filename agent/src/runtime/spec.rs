@@ -26,13 +26,12 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{Capability, Linux, Root, Spec};
 
-use super::volumes;
-
 mod defaults;
 mod dns;
 mod env;
 mod expansion;
 mod hosts;
+pub mod layout;
 mod mounts;
 mod process;
 mod quantity;
@@ -208,7 +207,7 @@ pub enum Error {
         index: usize,
         volume: String,
         #[source]
-        source: Box<volumes::Error>,
+        source: Box<layout::Error>,
     },
 
     #[error(

@@ -16,35 +16,24 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::Pod;
 
-use super::spec::{self, Subject};
+use super::spec::{self, Subject, layout};
 
 mod fs;
 mod host_path;
 mod mounts;
 
-/// The pod's hosts file, in its directory.
-pub const ETC_HOSTS: &str = "etc-hosts";
-/// The pod's resolv.conf, in its directory.
-pub const RESOLV_CONF: &str = "resolv.conf";
-/// Where emptyDir volumes live, under the pod's directory.
-pub const EMPTY_DIR: &str = "volumes/kubernetes.io~empty-dir";
+pub use super::spec::layout::{EMPTY_DIR, ETC_HOSTS, RESOLV_CONF, is_plain_relative, source_path};
 /// The node's hosts file, the base of a `hostNetwork` pod's.
 const HOST_ETC_HOSTS: &str = "/etc/hosts";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{at}: volume {volume:?} is not declared in spec.volumes; add it or fix the name")]
-    NotDeclared { at: Subject, volume: String },
-
-    #[error(
-        "{at}: volume {volume:?} is of type {kind}, which static pods in Outpost cannot use \
-         (no API objects on this node); use emptyDir or hostPath"
-    )]
-    Unsupported { at: Subject, volume: String, kind: String },
+    #[error(transparent)]
+    Layout(#[from] layout::Error),
 
     #[error(
         "{at}: volume {volume:?}: emptyDir medium {medium:?} is not supported; use \"\" (disk) \
@@ -108,37 +97,6 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The host path of the pod's volume `volume_name`: an emptyDir's directory under
-/// `pod_dir`, or a hostPath's path. Pure: nothing is checked on disk.
-pub fn source_path(pod_dir: &Path, pod: &Pod, volume_name: &str) -> Result<PathBuf> {
-    let volume = find(pod, volume_name)?;
-    if volume.empty_dir.is_some() {
-        Ok(pod_dir.join(EMPTY_DIR).join(&volume.name))
-    } else if let Some(host_path) = &volume.host_path {
-        Ok(PathBuf::from(&host_path.path))
-    } else {
-        Err(unsupported(pod, volume))
-    }
-}
-
-fn find<'p>(pod: &'p Pod, name: &str) -> Result<&'p Volume> {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
-    volumes
-        .iter()
-        .find(|v| v.name == name)
-        .ok_or_else(|| Error::NotDeclared { at: Subject::pod(pod), volume: name.to_owned() })
-}
-
-/// The error for a volume that is neither emptyDir nor hostPath, naming its type as the
-/// manifest does (`configMap`, `secret`, ...).
-fn unsupported(pod: &Pod, volume: &Volume) -> Error {
-    let kind = serde_json::to_value(volume)
-        .ok()
-        .and_then(|value| value.as_object()?.keys().find(|k| *k != "name").cloned())
-        .unwrap_or_else(|| "(none)".to_owned());
-    Error::Unsupported { at: Subject::pod(pod), volume: volume.name.clone(), kind }
-}
-
 /// Makes the pod's directory (0750), writes its `etc-hosts` and `resolv.conf`
 /// atomically, and sets up its volumes: emptyDir directories (0777; a tmpfs with the
 /// `sizeLimit` for `medium: Memory`), hostPath checks per `type`, and the `subPath`
@@ -170,7 +128,7 @@ pub fn prepare(
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
         } else {
-            return Err(unsupported(pod, volume));
+            return Err(layout::unsupported(pod, volume).into());
         }
     }
     sub_paths(pod_dir, pod, &at)
@@ -195,13 +153,6 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Whether a `subPath` is a relative path made only of names (no `..`, no root).
-pub(crate) fn is_plain_relative(path: &str) -> bool {
-    let path = Path::new(path);
-    !path.as_os_str().is_empty()
-        && path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 /// Unmounts everything mounted under `pod_dir` (deepest first), then removes it. Safe to

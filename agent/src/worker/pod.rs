@@ -357,7 +357,7 @@ impl PodWorker {
             &current.pod,
             &current.slots,
             ips,
-            self.runtime.host_ip,
+            self.runtime.settings.host_ip,
             current.started,
             current.problem.as_ref(),
         );
@@ -375,7 +375,7 @@ impl Current {
         outbox: &Outbox,
     ) -> Current {
         let uid = pod::uid(&pod).to_owned();
-        let crash_loop = CrashLoop::new(runtime.crash_loop);
+        let crash_loop = CrashLoop::new(runtime.settings.crash_loop);
         let policy = RestartPolicy::of(&pod);
         let containers = pod.spec.iter().flat_map(|s| &s.containers);
         let mut slots: Vec<Slot> =

@@ -45,7 +45,7 @@ pub async fn set_up(runtime: &Runtime, pod: &Pod) -> Result<Sandbox, SandboxProb
         .await
         .map_err(|message| problem("NamespacesFailed", message))?;
     let ips = match &namespaces.network {
-        None => runtime.host_ip.into_iter().collect(),
+        None => runtime.settings.host_ip.into_iter().collect(),
         Some(netns) => {
             let cached =
                 runtime.cni.network(&uid).map_err(|e| problem("NetworkNotReady", describe(&e)))?;
@@ -71,9 +71,9 @@ pub async fn set_up(runtime: &Runtime, pod: &Pod) -> Result<Sandbox, SandboxProb
             }
         }
     };
-    let pod_dir = runtime.pods_dir.join(&uid);
+    let pod_dir = runtime.pods_dir().join(&uid);
     let (dir, owned, pod_ips, resolv) =
-        (pod_dir.clone(), pod.clone(), ips.clone(), runtime.host_resolv_conf.clone());
+        (pod_dir.clone(), pod.clone(), ips.clone(), runtime.settings.host_resolv_conf.clone());
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
         .await
         .map_err(|message| problem("VolumesNotReady", message))?;
@@ -89,11 +89,11 @@ pub async fn tear_down(runtime: &Runtime, uid: &str) {
     if let Err(message) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
     }
-    let run_dir = runtime.run_pods_dir.join(uid);
+    let run_dir = runtime.run_pods_dir().join(uid);
     if let Err(message) = blocking(move || remove_dir_all(&run_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
     }
-    let pod_dir = runtime.pods_dir.join(uid);
+    let pod_dir = runtime.pods_dir().join(uid);
     if let Err(message) = blocking(move || volumes::cleanup(&pod_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
     }
@@ -114,7 +114,7 @@ fn remove_dir_all(path: &std::path::Path) -> std::io::Result<()> {
 /// what a start cut short by a crash left behind.
 pub async fn remove_orphans(runtime: &Runtime, owned: &HashSet<String>) {
     let mut uids: HashSet<String> = HashSet::new();
-    for dir in [&runtime.run_pods_dir, &runtime.pods_dir] {
+    for dir in [&runtime.run_pods_dir(), &runtime.pods_dir()] {
         if let Ok(entries) = std::fs::read_dir(dir) {
             uids.extend(entries.flatten().filter_map(|e| e.file_name().into_string().ok()));
         }
@@ -135,7 +135,7 @@ pub fn cgroup_parent(uid: &str) -> String {
 }
 
 fn namespaces_dir(runtime: &Runtime, uid: &str) -> PathBuf {
-    runtime.run_pods_dir.join(uid).join("ns")
+    runtime.run_pods_dir().join(uid).join("ns")
 }
 
 fn port_mappings(pod: &Pod) -> Vec<PortMapping> {

@@ -60,9 +60,9 @@ pub async fn start(
     let ns = &sandbox.namespaces;
     let context = PodContext {
         pod,
-        node_name: &runtime.node_name,
+        node_name: &runtime.settings.node_name,
         pod_ips: &sandbox.ips,
-        host_ip: runtime.host_ip,
+        host_ip: runtime.settings.host_ip,
         namespaces: Namespaces {
             network: ns.network.as_deref(),
             ipc: ns.ipc.as_deref(),
@@ -70,21 +70,21 @@ pub async fn start(
         },
         pod_dir: &sandbox.pod_dir,
         cgroup_parent: &parent,
-        host_capabilities: &runtime.host_capabilities,
+        host_capabilities: &runtime.settings.host_capabilities,
     };
     let spec = spec::container_spec(&context, container, &image.config, &id)
         .map_err(|e| StartFailure::new("CreateContainerConfigError", describe(&e)))?;
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let log_path = logs::container_log_path(
-        &runtime.pod_log_dir,
+        &runtime.settings.pod_log_dir,
         namespace,
         name,
         uid,
         &container.name,
         restart_count,
     );
-    let log_uri = logs::logger_uri(&runtime.exe, &log_path)
+    let log_uri = logs::logger_uri(&runtime.settings.exe, &log_path)
         .map_err(|e| StartFailure::new("CreateContainerError", describe(&e)))?;
     let started_at = jiff::Timestamp::now();
     let labels: HashMap<String, String> = [
@@ -136,8 +136,13 @@ async fn ensure_image(runtime: &Runtime, container: &Container) -> Result<Image,
         )),
         (PullPolicy::Never | PullPolicy::IfNotPresent, Some(image)) => Ok(image),
         (_, present) => {
-            let pulled =
-                pull::pull(&runtime.containerd, reference, &runtime.keyring, &runtime.pull).await;
+            let pulled = pull::pull(
+                &runtime.containerd,
+                reference,
+                &runtime.settings.keyring,
+                &runtime.settings.pull,
+            )
+            .await;
             match (pulled, present) {
                 (Ok(_), _) => resolve::resolve(&runtime.containerd, reference)
                     .await

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, VolumeMount};
 use oci_spec::runtime::Mount;
 
 use super::security::Security;
-use super::{Error, PodContext, Result, Subject, defaults, volumes};
+use super::{Error, PodContext, Result, Subject, defaults, layout};
 
 pub(super) fn mounts(
     ctx: &PodContext<'_>,
@@ -27,10 +27,10 @@ pub(super) fn mounts(
         |added: &[Mount], path: &str| added.iter().any(|m| m.destination() == Path::new(path));
     // kubelet mounts its hosts file once the pod has an IP, read-write.
     if !ctx.pod_ips.is_empty() && !taken(&added, "/etc/hosts") {
-        added.push(bind(&ctx.pod_dir.join(volumes::ETC_HOSTS), Path::new("/etc/hosts"), false));
+        added.push(bind(&ctx.pod_dir.join(layout::ETC_HOSTS), Path::new("/etc/hosts"), false));
     }
     if !taken(&added, "/etc/resolv.conf") {
-        let source = ctx.pod_dir.join(volumes::RESOLV_CONF);
+        let source = ctx.pod_dir.join(layout::RESOLV_CONF);
         added.push(bind(&source, Path::new("/etc/resolv.conf"), security.read_only_root));
     }
     // Parents before children; a stable sort keeps the manifest's order otherwise.
@@ -60,18 +60,17 @@ fn volume_source(
     if mount.sub_path_expr.as_deref().is_some_and(|e| !e.is_empty()) {
         return Err(Error::SubPathExpr { at: at.clone(), index });
     }
-    let source = volumes::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| {
-        Error::Volume {
+    let source =
+        layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| Error::Volume {
             at: at.clone(),
             index,
             volume: mount.name.clone(),
             source: Box::new(source),
-        }
-    })?;
+        })?;
     match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
         None => Ok(source),
         Some(sub_path) => {
-            if !volumes::is_plain_relative(sub_path) {
+            if !layout::is_plain_relative(sub_path) {
                 return Err(Error::SubPath {
                     at: at.clone(),
                     index,

@@ -56,7 +56,7 @@ fn source_paths() {
         "pod default/web-node1: volume \"s\" is of type secret, which static pods in Outpost \
          cannot use (no API objects on this node); use emptyDir or hostPath"
     );
-    assert!(matches!(source_path(dir, &pod, "zz"), Err(Error::NotDeclared { .. })));
+    assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
 
 #[test]
