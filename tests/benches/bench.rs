@@ -97,6 +97,7 @@ fn main() -> ExitCode {
             }
         }
     }
+    b3_restart::compare_with_b2(&mut entries);
     print!("{}", report::table(&entries));
     let path = report_path();
     match report::write(&path, &entries) {

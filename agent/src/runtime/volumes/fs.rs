@@ -45,8 +45,9 @@ pub(super) fn read_or_empty(at: &Subject, path: &Path) -> Result<String> {
     }
 }
 
-/// Writes `text` to `path` through a temporary file beside it (mode 0644), synced and
-/// renamed over it, so that a reader sees the old or the new file whole.
+/// Writes `text` to `path` through a temporary file beside it (mode 0644) renamed over
+/// it, so that a reader sees the old or the new file whole. Not synced: these files are
+/// written again at every sandbox set-up, so a crash cannot leave one that is used.
 pub(super) fn write_atomic(at: &Subject, path: &Path, text: &str) -> Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = path.with_file_name(format!(".{name}.tmp"));
@@ -58,6 +59,5 @@ pub(super) fn write_atomic(at: &Subject, path: &Path, text: &str) -> Result<()> 
         .open(&temporary)
         .map_err(io_error(at, "create", &temporary))?;
     file.write_all(text.as_bytes()).map_err(io_error(at, "write", &temporary))?;
-    file.sync_all().map_err(io_error(at, "sync", &temporary))?;
     fs::rename(&temporary, path).map_err(io_error(at, "replace", path))
 }
