@@ -226,6 +226,11 @@ impl Drop for Node {
             ctr(&["containers", "delete", id]);
         }
         ctr(&["images", "remove", "--sync", crate::containerd::BUSYBOX_IMAGE]);
+        let _ = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["namespaces", "remove", &self.namespace])
+            .output();
         // Namespaces held by bind mounts under run/ (a test may end before the agent
         // removed them).
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
