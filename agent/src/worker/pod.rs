@@ -180,10 +180,16 @@ impl PodWorker {
             started_at: Some(started_at),
             finished_at: Some(finished_at),
         };
-        record_exit(&runtime, id, &terminated).await;
-        if restarts {
+        let delay = restarts.then(|| {
             let ran_for = finished_at.duration_since(started_at).unsigned_abs();
-            let delay = slot.crash_loop.after_exit(ran_for);
+            slot.crash_loop.after_exit(ran_for)
+        });
+        // A container restarted at once is removed in a moment: no need to record how it
+        // ended (a later run that finds it without its task restarts it all the same).
+        if delay != Some(Duration::ZERO) {
+            record_exit(&runtime, id, &terminated).await;
+        }
+        if let Some(delay) = delay {
             tracing::debug!(container = slot.name, restart_in = ?delay, "restarting");
             slot.state = SlotState::Waiting {
                 reason: if delay.is_zero() { "ContainerCreating" } else { "CrashLoopBackOff" }
@@ -460,8 +466,15 @@ impl Current {
                 continue;
             }
             let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
+            // The container this start replaces goes afterwards, off the restart's path.
             if let Some(old) = slot.id.take() {
-                replace(runtime, &old).await;
+                runtime.routes.remove(&old);
+                let containerd = runtime.containerd.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = container::remove(&containerd, &old).await {
+                        tracing::warn!(container_id = old, error = %describe(&e), "cannot remove the replaced container");
+                    }
+                });
             }
             match start::start(runtime, &pod, sandbox, container, restart_count, &hash, outbox)
                 .await
