@@ -60,14 +60,6 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// containerd did not answer (restarting, socket gone): worth retrying as is.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Containerd { source, .. }
-            if matches!(source.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled))
-    }
-}
-
 /// What a new container is made of.
 #[derive(Debug)]
 pub struct NewContainer<'a> {
