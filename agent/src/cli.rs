@@ -197,6 +197,19 @@ pub struct RunArgs {
     /// /var/lib/kubelet/config.json.
     #[arg(long, value_name = "FILE")]
     pub image_credentials_file: Option<PathBuf>,
+    /// Labels to register the Node with, "key=value[,key=value]"; repeatable
+    /// (kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch are always set).
+    #[arg(long, value_name = "LABELS")]
+    pub node_labels: Vec<String>,
+    /// Taints to register the Node with, "key[=value]:Effect[,…]"; repeatable.
+    #[arg(long, value_name = "TAINTS")]
+    pub register_with_taints: Vec<String>,
+    /// On SIGTERM, stop every pod gracefully and report them (and the node) as shut down,
+    /// as kubelet's graceful node shutdown does. By default the agent exits and leaves
+    /// its pods running: the next agent adopts them (edge boxes restart the agent, not
+    /// the workloads).
+    #[arg(long)]
+    pub stop_pods_on_shutdown: bool,
     /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
     /// line on stdout, serve /healthz, /readyz and /pods.
     #[arg(long)]
@@ -263,6 +276,9 @@ impl RunArgs {
             cni_conf_dir: self.cni_conf_dir.clone(),
             cni_bin_dir: self.cni_bin_dir.clone(),
             image_credentials_file: self.image_credentials_file.clone(),
+            node_labels: self.node_labels.clone(),
+            register_with_taints: self.register_with_taints.clone(),
+            stop_pods_on_shutdown: self.stop_pods_on_shutdown.then_some(true),
         }
     }
 }

@@ -48,6 +48,12 @@ pub enum Error {
     TlsPair(&'static str, &'static str),
     #[error("--manifest-url-header {0:?}: expected \"Name: value\"")]
     Header(String),
+    #[error("--node-labels {0:?}: expected key=value pairs separated by commas")]
+    NodeLabel(String),
+    #[error(
+        "--register-with-taints {0:?}: expected key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute"
+    )]
+    Taint(String),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
     NodeName(#[source] std::io::Error),
 }
@@ -83,7 +89,16 @@ pub struct Config {
     pub cni_conf_dir: PathBuf,
     pub cni_bin_dirs: Vec<PathBuf>,
     pub image_credentials_file: Option<PathBuf>,
+    /// Labels the Node is registered with (besides the well-known ones).
+    pub node_labels: std::collections::BTreeMap<String, String>,
+    /// Taints the Node is registered with.
+    pub register_with_taints: Vec<Taint>,
+    /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
+    /// them running for the next agent to adopt.
+    pub stop_pods_on_shutdown: bool,
 }
+
+pub use k8s_openapi::api::core::v1::Taint;
 
 /// Authentication of the local API's state-changing endpoints (`/manifests`, `/refresh`).
 /// With neither a token file nor a client CA, those endpoints refuse every request.
@@ -133,6 +148,11 @@ pub struct Flags {
     pub cni_conf_dir: Option<PathBuf>,
     pub cni_bin_dir: Vec<PathBuf>,
     pub image_credentials_file: Option<PathBuf>,
+    /// `key=value[,key=value…]`, repeatable.
+    pub node_labels: Vec<String>,
+    /// `key[=value]:Effect[,…]`, repeatable.
+    pub register_with_taints: Vec<String>,
+    pub stop_pods_on_shutdown: Option<bool>,
 }
 
 /// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
@@ -179,6 +199,10 @@ struct File {
     cni_conf_dir: Option<PathBuf>,
     cni_bin_dirs: Option<Vec<PathBuf>>,
     image_credentials_file: Option<PathBuf>,
+    node_labels: Option<std::collections::BTreeMap<String, String>>,
+    /// KubeletConfiguration's form: a list of Taint objects.
+    register_with_taints: Option<Vec<Taint>>,
+    stop_pods_on_shutdown: Option<bool>,
 }
 
 impl Config {
@@ -261,6 +285,16 @@ impl Config {
         if client_ca_file.is_some() && tls.is_none() {
             return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
         }
+        let node_labels = if flags.node_labels.is_empty() {
+            file.node_labels.unwrap_or_default()
+        } else {
+            parse_labels(&flags.node_labels)?
+        };
+        let register_with_taints = if flags.register_with_taints.is_empty() {
+            file.register_with_taints.unwrap_or_default()
+        } else {
+            parse_taints(&flags.register_with_taints)?
+        };
         let auth = Auth { token_file: flags.token_file.or(file.token_file), tls, client_ca_file };
         Ok(Config {
             node_name: node_name.to_lowercase(),
@@ -307,6 +341,12 @@ impl Config {
                 _ => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
             },
             image_credentials_file: flags.image_credentials_file.or(file.image_credentials_file),
+            node_labels,
+            register_with_taints,
+            stop_pods_on_shutdown: flags
+                .stop_pods_on_shutdown
+                .or(file.stop_pods_on_shutdown)
+                .unwrap_or(false),
         })
     }
 }
@@ -323,6 +363,47 @@ fn read_file(path: &Path) -> Result<File, Error> {
         return Ok(File::default());
     }
     serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse { path: path.into(), source })
+}
+
+/// kubelet's `--node-labels`: `key=value` pairs separated by commas (each flag value may
+/// hold several).
+pub fn parse_labels(raw: &[String]) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    let mut labels = std::collections::BTreeMap::new();
+    for pair in raw.iter().flat_map(|r| r.split(',')).filter(|p| !p.trim().is_empty()) {
+        match pair.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                labels.insert(key.trim().to_owned(), value.trim().to_owned());
+            }
+            _ => return Err(Error::NodeLabel(pair.to_owned())),
+        }
+    }
+    Ok(labels)
+}
+
+/// kubelet's `--register-with-taints`: `key[=value]:Effect` separated by commas.
+pub fn parse_taints(raw: &[String]) -> Result<Vec<Taint>, Error> {
+    let mut taints = Vec::new();
+    for item in raw.iter().flat_map(|r| r.split(',')).filter(|p| !p.trim().is_empty()) {
+        let item = item.trim();
+        let (key_value, effect) = item.rsplit_once(':').ok_or_else(|| Error::Taint(item.into()))?;
+        if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            return Err(Error::Taint(item.into()));
+        }
+        let (key, value) = match key_value.split_once('=') {
+            Some((key, value)) => (key, Some(value.to_owned())),
+            None => (key_value, None),
+        };
+        if key.is_empty() {
+            return Err(Error::Taint(item.into()));
+        }
+        taints.push(Taint {
+            key: key.to_owned(),
+            value: value.filter(|v| !v.is_empty()),
+            effect: effect.to_owned(),
+            time_added: None,
+        });
+    }
+    Ok(taints)
 }
 
 /// `Name: value` → (name, value), as curl's `-H` takes it.

@@ -13,4 +13,5 @@ pub mod podconfig;
 pub mod runtime;
 pub mod shutdown;
 pub mod source;
+pub mod sync;
 pub mod worker;

@@ -35,6 +35,7 @@ use crate::runtime::container::{self, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL
 use crate::runtime::events::{self, TaskEvent};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::PullOptions;
+use crate::sync::Recorder;
 
 /// What the runtime is configured with.
 #[derive(Debug, Clone)]
@@ -65,6 +66,8 @@ pub struct Runtime {
     pub cni: Cni,
     pub settings: Settings,
     pub statuses: StatusStore,
+    /// Where the workers' Events go (Pulled, Created, Started, Killing, BackOff, …).
+    pub events: Recorder,
     routes: Routes,
 }
 
@@ -74,8 +77,9 @@ impl Runtime {
         cni: Cni,
         settings: Settings,
         statuses: StatusStore,
+        events: Recorder,
     ) -> Runtime {
-        Runtime { containerd, cni, settings, statuses, routes: Routes::default() }
+        Runtime { containerd, cni, settings, statuses, events, routes: Routes::default() }
     }
 
     /// `<state-dir>/pods`: each pod's files and volumes, by UID.

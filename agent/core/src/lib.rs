@@ -6,6 +6,7 @@
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
+//! - [`pace`]: a token bucket (pacing writes to the API server).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
@@ -15,4 +16,5 @@ pub mod backoff;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
+pub mod pace;
 pub mod pod;

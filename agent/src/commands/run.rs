@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use outpost_core::backoff::Backoff;
@@ -28,6 +28,7 @@ use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
 use crate::source::url::{self, UrlSource};
 use crate::source::{self, Refresh, push};
+use crate::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::worker::{self, Runtime, Settings, StatusStore};
 use crate::{api, shutdown};
 
@@ -44,7 +45,7 @@ pub enum Error {
     #[error(transparent)]
     PushSource(#[from] push::Error),
     #[error(transparent)]
-    ApiSource(#[from] source::api::Error),
+    ApiClient(#[from] crate::sync::client::ConfigError),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
     #[error("cannot find this executable (containerd's shims run it as the container logger)")]
@@ -138,19 +139,27 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     } else {
         None
     };
-    if let Some(kubeconfig) = &config.kubeconfig {
-        let source = ApiSource::new(source::api::Config {
-            kubeconfig: kubeconfig.clone(),
-            node_name: config.node_name.clone(),
-            checkpoints: checkpoints.clone(),
-        })
-        .await?;
-        sources.push((Source::Api, source.into_stream()));
-    }
+    let mirrors = MirrorView::default();
+    let client = match &config.kubeconfig {
+        Some(kubeconfig) => {
+            let client = ApiClient::from_kubeconfig(kubeconfig, Connectivity::default()).await?;
+            let source = ApiSource::new(source::api::Config {
+                client: client.clone(),
+                node_name: config.node_name.clone(),
+                checkpoints: checkpoints.clone(),
+                mirrors: mirrors.clone(),
+            });
+            sources.push((Source::Api, source.into_stream()));
+            Some(client)
+        }
+        None => None,
+    };
 
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(api::RuntimeReady::default);
+    let runtime_version = Arc::new(OnceLock::new());
+    let events = Recorder::default();
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -162,7 +171,28 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
-    let merge = tokio::spawn(podconfig::run(sources, tx, snapshot));
+    let merge = tokio::spawn(podconfig::run(sources, tx, snapshot.clone()));
+    // Status goes to the API server only when the agent runs pods (not in a dry run).
+    let sync = match (client, &runtime_ready) {
+        (Some(client), Some(runtime)) => Some(sync::spawn(sync::Context {
+            client,
+            node_name: config.node_name.clone(),
+            snapshot: snapshot.clone(),
+            statuses: statuses.clone(),
+            mirrors,
+            node: tokio::sync::watch::Sender::new(None),
+            events: events.clone(),
+            node_config: sync::node::Config {
+                labels: config.node_labels.clone(),
+                taints: config.register_with_taints.clone(),
+                node_ip: config.node_ip.or_else(host::default_address),
+                state_dir: config.state_dir.clone(),
+                runtime: runtime.clone(),
+                runtime_version: runtime_version.clone(),
+            },
+        })),
+        _ => None,
+    };
     let server = tokio::spawn(server);
     let mut managed = None;
     let mut pods = if dry_run {
@@ -179,7 +209,13 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 socket
             }
         };
-        tokio::spawn(run_pods(config, socket, exe, rx, statuses, runtime_ready.unwrap_or_default()))
+        let handles = RuntimeHandles {
+            statuses,
+            ready: runtime_ready.unwrap_or_default(),
+            version: runtime_version,
+            events,
+        };
+        tokio::spawn(run_pods(config, socket, exe, rx, handles))
     };
 
     let result = loop {
@@ -204,6 +240,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     // the agent, and the next one adopts them).
     pods.abort();
     merge.abort();
+    drop(sync);
     server.abort();
     if let Some(managed) = managed {
         // Its containers keep running: shims outlive containerd.
@@ -243,21 +280,33 @@ async fn print_deltas(mut batches: mpsc::Receiver<Batch>) -> Result<(), Error> {
     Ok(())
 }
 
+/// What the pod runtime shares with the rest of the agent.
+#[derive(Debug)]
+struct RuntimeHandles {
+    statuses: StatusStore,
+    ready: api::RuntimeReady,
+    /// containerd's version, once connected (the Node's nodeInfo).
+    version: Arc<OnceLock<String>>,
+    events: Recorder,
+}
+
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
 async fn run_pods(
     config: Config,
     socket: PathBuf,
     exe: PathBuf,
     batches: mpsc::Receiver<Batch>,
-    statuses: StatusStore,
-    ready: api::RuntimeReady,
+    handles: RuntimeHandles,
 ) -> Result<(), Error> {
     let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH)
         .await
         .with_namespace(&config.containerd_namespace)?;
-    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
     match containerd.version().await {
-        Ok(v) => info!(socket = %socket.display(), version = v.version, "connected to containerd"),
+        Ok(v) => {
+            info!(socket = %socket.display(), version = v.version, "connected to containerd");
+            let _ = handles.version.set(v.version);
+        }
         Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),
     }
     // Pods wait for the tarballs already in the images dir: they may need them.
@@ -321,7 +370,8 @@ async fn run_pods(
             &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         ),
     };
-    let runtime = Arc::new(Runtime::new(containerd, cni, settings, statuses));
+    let runtime =
+        Arc::new(Runtime::new(containerd, cni, settings, handles.statuses, handles.events));
     worker::run(runtime, batches).await;
     if let Some(images) = images {
         images.abort();

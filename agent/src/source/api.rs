@@ -17,12 +17,10 @@
 
 mod reflector;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
@@ -30,6 +28,7 @@ use tracing::{Instrument, info_span};
 use self::reflector::Reflector;
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
+use crate::sync::{ApiClient, Connectivity, MirrorView};
 
 /// Name of this source's checkpoint file.
 const CHECKPOINT: &str = "api";
@@ -42,18 +41,6 @@ const BATCH: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("kubeconfig {path}: {source}; check the file given with --kubeconfig")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        source: KubeconfigError,
-    },
-    #[error("cannot build the API server client from {path}: {source}")]
-    Client {
-        path: PathBuf,
-        #[source]
-        source: kube::Error,
-    },
     #[error("listing pods of node {node} from {server}: {source}")]
     List {
         node: String,
@@ -76,9 +63,13 @@ pub enum Error {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub kubeconfig: PathBuf,
+    /// The client shared with the sync tasks: the list and watch report whether the API
+    /// server is reachable through its connectivity flag.
+    pub client: ApiClient,
     pub node_name: String,
     pub checkpoints: Checkpoints,
+    /// Where mirror pods go instead of the merge (R6).
+    pub mirrors: MirrorView,
 }
 
 /// The pods of the last list and the watch events since, as written to disk (O1).
@@ -97,28 +88,21 @@ pub struct ApiSource {
     server: String,
     node_name: String,
     checkpoints: Checkpoints,
+    connectivity: Connectivity,
+    mirrors: MirrorView,
 }
 
 impl ApiSource {
-    /// Reads the kubeconfig and builds the client. Makes no request: the API server may
-    /// well be unreachable at start.
-    pub async fn new(config: Config) -> Result<ApiSource, Error> {
-        let path = config.kubeconfig;
-        let kubeconfig = Kubeconfig::read_from(&path)
-            .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
-        let client_config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
-        let server = client_config.cluster_url.to_string();
-        let client = kube::Client::try_from(client_config)
-            .map_err(|source| Error::Client { path: path.clone(), source })?;
-        Ok(ApiSource {
-            api: Api::all(client),
-            server,
+    /// Makes no request: the API server may well be unreachable at start.
+    pub fn new(config: Config) -> ApiSource {
+        ApiSource {
+            api: Api::all(config.client.kube().clone()),
+            server: config.client.server().to_owned(),
             node_name: config.node_name,
             checkpoints: config.checkpoints,
-        })
+            connectivity: config.client.connectivity().clone(),
+            mirrors: config.mirrors,
+        }
     }
 
     /// Starts the list+watch task; its events come out of the returned stream.

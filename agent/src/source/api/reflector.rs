@@ -120,8 +120,10 @@ impl Reflector {
         };
         self.backoff.reset();
         self.failing = false;
-        let pods: Vec<SourcePod> =
-            items.into_iter().filter(|p| !is_mirror(p)).map(SourcePod::new).collect();
+        self.source.connectivity.reachable();
+        let (mirrors, pods): (Vec<Pod>, Vec<Pod>) = items.into_iter().partition(is_mirror);
+        self.source.mirrors.listed(mirrors.into_iter().map(Arc::new));
+        let pods: Vec<SourcePod> = pods.into_iter().map(SourcePod::new).collect();
         debug!(pods = pods.len(), version, "listed");
         self.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
         self.checkpoint().await;
@@ -214,10 +216,14 @@ impl Reflector {
             }
             Ok(WatchEvent::Deleted(pod)) => {
                 remember(version, &pod);
+                if is_mirror(&pod) {
+                    self.source.mirrors.deleted(&pod);
+                }
                 events.extend(self.remove(&pod));
                 return None;
             }
             Ok(WatchEvent::Bookmark(mark)) => {
+                self.source.connectivity.reachable();
                 *version = mark.metadata.resource_version;
                 events.push(SourceEvent::Confirmed);
                 return None;
@@ -231,11 +237,15 @@ impl Reflector {
                 code: status.code,
                 message: status.message.clone(),
             },
-            Err(source) => Error::Watch {
-                node: self.source.node_name.clone(),
-                server: self.source.server.clone(),
-                source,
-            },
+            Err(source) => {
+                // The stream broke: the server (or the way to it) went away.
+                self.source.connectivity.unreachable(&source.to_string());
+                Error::Watch {
+                    node: self.source.node_name.clone(),
+                    server: self.source.server.clone(),
+                    source,
+                }
+            }
         };
         events.push(SourceEvent::Failed(Box::new(failure)));
         self.failing = true;
@@ -244,7 +254,9 @@ impl Reflector {
 
     fn upsert(&mut self, pod: Pod) -> Option<SourceEvent> {
         if is_mirror(&pod) {
-            // R6: mirror pods are the agent's own reflection of static pods.
+            // R6: mirror pods are the agent's own reflection of static pods; the mirror
+            // sync keeps them, the merge never sees them.
+            self.source.mirrors.upserted(&Arc::new(pod));
             return None;
         }
         let op = if pod.metadata.deletion_timestamp.is_some() { Op::Delete } else { Op::Update };
@@ -295,6 +307,7 @@ impl Reflector {
     /// A watch is established: if a failure was reported, the source is live again.
     async fn connected(&mut self) -> bool {
         self.backoff.reset();
+        self.source.connectivity.reachable();
         if std::mem::take(&mut self.failing) {
             info!("watching the API server again");
             return self.send(SourceEvent::Confirmed).await;
@@ -305,6 +318,11 @@ impl Reflector {
     /// Reports a failure and waits out the backoff. Returns false when the merge is gone.
     async fn failed(&mut self, error: Error) -> bool {
         self.failing = true;
+        if let Error::List { source, .. } | Error::Watch { source, .. } = &error
+            && !matches!(source, kube::Error::Api(_))
+        {
+            self.source.connectivity.unreachable(&source.to_string());
+        }
         let delay = self.backoff.next_delay(fastrand::f64());
         debug!(error = %error, retry_in = ?delay, "API server request failed");
         if !self.send(SourceEvent::Failed(Box::new(error))).await {

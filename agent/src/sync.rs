@@ -1,0 +1,221 @@
+//! Sync to the API server, while it is reachable (SEMANTICS.md O3, R1–R5): the Node and
+//! its status, the node Lease, pod status, mirror pods and Events.
+//!
+//! Every writer goes through one [`ApiClient`], whose answers (and the API source's
+//! watch) keep one [`Connectivity`] flag. While the API server is unreachable the
+//! writers send nothing: they keep the latest state of each object (coalesced) and send
+//! it once the flag turns back, paced by the client's token bucket and backing off on
+//! errors (honouring `Retry-After`), so that a fleet coming back online does not storm
+//! its API server.
+
+pub mod client;
+pub mod events;
+pub mod lease;
+pub mod mirror;
+pub mod node;
+pub mod pod_status;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::pod::{self, CONFIG_MIRROR, FullName};
+use tokio::sync::watch;
+use tracing::{Instrument, info, info_span};
+
+pub use self::client::{ApiClient, CallError};
+pub use self::events::Recorder;
+use crate::podconfig::Snapshot;
+use crate::worker::StatusStore;
+
+/// Whether the API server answers. Set by every request the agent makes to it (the
+/// writers' through [`ApiClient`], the API source's list and watch); writers wait on it
+/// instead of retrying into a dead network.
+#[derive(Debug, Clone)]
+pub struct Connectivity(Arc<watch::Sender<bool>>);
+
+impl Default for Connectivity {
+    fn default() -> Connectivity {
+        Connectivity(Arc::new(watch::Sender::new(false)))
+    }
+}
+
+impl Connectivity {
+    /// A request was answered (any HTTP response: the server is there).
+    pub fn reachable(&self) {
+        if self.0.send_if_modified(|up| !std::mem::replace(up, true)) {
+            info!("the API server is reachable");
+        }
+    }
+
+    /// A request could not reach the server (connect error, timeout, broken stream).
+    pub fn unreachable(&self, error: &str) {
+        if self.0.send_if_modified(|up| std::mem::replace(up, false)) {
+            info!(error, "the API server is unreachable; status is kept until it is back");
+        }
+    }
+
+    pub fn is_reachable(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the server is (or becomes) reachable.
+    pub async fn wait_reachable(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in self, so this cannot fail while we wait.
+        let _ = rx.wait_for(|up| *up).await;
+    }
+
+    /// Resolves once the server is (or becomes) unreachable.
+    pub async fn wait_unreachable(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|up| !*up).await;
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// A mirror pod as the API server has it (R1–R5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MirrorPod {
+    pub uid: String,
+    /// Its `kubernetes.io/config.mirror` annotation: the static pod's hash it mirrors.
+    pub mirror_of: String,
+    pub deleting: bool,
+    pub pod: Arc<Pod>,
+}
+
+impl MirrorPod {
+    /// `None` if `pod` is not a mirror pod.
+    pub fn of(pod: &Arc<Pod>) -> Option<MirrorPod> {
+        let mirror_of = pod::annotation(pod, CONFIG_MIRROR)?.to_owned();
+        Some(MirrorPod {
+            uid: pod::uid(pod).to_owned(),
+            mirror_of,
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            pod: pod.clone(),
+        })
+    }
+}
+
+/// The mirror pods bound to this node, as the API source's list and watch last saw
+/// them (the source drops them from the merge, R6, and hands them here instead).
+/// `None` until the first list: before it, nothing is known about them.
+#[derive(Debug, Clone)]
+pub struct MirrorView(Arc<watch::Sender<Option<Mirrors>>>);
+
+/// The mirror pods by full name.
+pub type Mirrors = Arc<BTreeMap<FullName, MirrorPod>>;
+
+impl Default for MirrorView {
+    fn default() -> MirrorView {
+        MirrorView(Arc::new(watch::Sender::new(None)))
+    }
+}
+
+impl MirrorView {
+    /// A list: replaces everything known.
+    pub fn listed(&self, pods: impl IntoIterator<Item = Arc<Pod>>) {
+        let map = pods
+            .into_iter()
+            .filter_map(|p| Some((FullName::of(&p), MirrorPod::of(&p)?)))
+            .collect::<BTreeMap<_, _>>();
+        self.0.send_replace(Some(Arc::new(map)));
+    }
+
+    /// A watch ADDED/MODIFIED of a mirror pod.
+    pub fn upserted(&self, pod: &Arc<Pod>) {
+        let Some(mirror) = MirrorPod::of(pod) else { return };
+        self.edit(|map| {
+            map.insert(FullName::of(pod), mirror);
+        });
+    }
+
+    /// A watch DELETED of a mirror pod (only if it is still the same pod).
+    pub fn deleted(&self, pod: &Pod) {
+        let uid = pod::uid(pod);
+        self.edit(|map| {
+            let name = FullName::of(pod);
+            if map.get(&name).is_some_and(|m| m.uid == uid) {
+                map.remove(&name);
+            }
+        });
+    }
+
+    fn edit(&self, change: impl FnOnce(&mut BTreeMap<FullName, MirrorPod>)) {
+        self.0.send_if_modified(|current| {
+            let Some(map) = current else { return false };
+            change(Arc::make_mut(map));
+            true
+        });
+    }
+
+    /// The latest view (`None` before the first list).
+    pub fn current(&self) -> Option<Mirrors> {
+        self.0.borrow().clone()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Option<Mirrors>> {
+        self.0.subscribe()
+    }
+}
+
+/// The Node object's identity once it is registered (mirror pods' ownerReference).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRef {
+    pub name: String,
+    pub uid: String,
+}
+
+/// What the sync tasks share.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub client: ApiClient,
+    pub node_name: String,
+    /// The merged desired pods (static and API) and their sources.
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    /// The runtime's status of every pod it runs, by UID.
+    pub statuses: StatusStore,
+    pub mirrors: MirrorView,
+    /// Set by the node task once the Node is registered.
+    pub node: watch::Sender<Option<NodeRef>>,
+    pub events: Recorder,
+    pub node_config: node::Config,
+}
+
+impl Context {
+    /// Resolves with the Node's identity once it is registered.
+    pub async fn registered_node(&self) -> NodeRef {
+        let mut rx = self.node.subscribe();
+        loop {
+            if let Some(node) = rx.borrow_and_update().clone() {
+                return node;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives in self: not reached while self is alive.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Starts the sync tasks; they run until aborted.
+pub fn spawn(context: Context) -> tokio::task::JoinSet<()> {
+    let context = Arc::new(context);
+    let mut tasks = tokio::task::JoinSet::new();
+    let node = context.node_name.clone();
+    tasks.spawn(node::run(context.clone()).instrument(info_span!("node_status", %node)));
+    tasks.spawn(lease::run(context.clone()).instrument(info_span!("node_lease", %node)));
+    tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
+    tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
+    tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
+    tasks
+}
+
+/// A poisoned lock still holds usable data here (plain maps).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

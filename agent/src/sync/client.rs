@@ -1,0 +1,246 @@
+//! The writers' client: kube-rs's [`kube::Client`] (its auth, TLS and kubeconfig handling)
+//! with Outpost's own policy on top. Each request waits for a token of one shared bucket
+//! (kubelet's QPS 50, burst 100); each answer or failure updates [`Connectivity`]; an
+//! error keeps the server's `Retry-After`. kube's own retry layer is turned off where
+//! the client is built (`source::api`): retries are the writers' decision, with jittered
+//! exponential backoff, so nothing is sent in a loop behind their back.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use outpost_core::backoff::Backoff;
+use outpost_core::pace::TokenBucket;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use super::{Connectivity, lock};
+
+/// The largest response body read (the biggest expected is a Node or a Pod).
+const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+
+/// Why the client could not be made from the kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("kubeconfig {path}: {source}; check the file given with --kubeconfig")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("cannot build the API server client from {path}: {source}")]
+    Client {
+        path: PathBuf,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot reach the API server {server}: {source}")]
+    Unreachable {
+        server: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the API server answered {code} {reason}: {message}")]
+    Status {
+        code: u16,
+        reason: String,
+        message: String,
+        /// The server's `Retry-After`, in seconds (429, 503).
+        retry_after: Option<Duration>,
+    },
+    #[error("cannot read the API server's answer: {0}")]
+    Body(String),
+    #[error("cannot decode the API server's answer: {0}")]
+    Decode(#[source] serde_json::Error),
+    #[error("cannot build the request: {0}")]
+    Request(#[source] kube::core::request::Error),
+}
+
+impl CallError {
+    /// The HTTP status of an error answer.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            CallError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    /// 409: `AlreadyExists` on create, `Conflict` on a stale resourceVersion or a failed
+    /// UID precondition.
+    pub fn is_conflict(&self) -> bool {
+        self.code() == Some(409)
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            CallError::Status { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn is_already_exists(&self) -> bool {
+        self.reason() == Some("AlreadyExists")
+    }
+
+    /// The request did not reach the server (nothing to do but wait for it).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, CallError::Unreachable { .. })
+    }
+
+    /// How long to wait before retrying after this error: the server's `Retry-After`
+    /// if it gave one (and it is longer), else the backoff's next jittered delay.
+    pub fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
+        let delay = backoff.next_delay(fastrand::f64());
+        match self {
+            CallError::Status { retry_after: Some(after), .. } => delay.max(*after),
+            _ => delay,
+        }
+    }
+}
+
+/// A cloneable handle: all clones share the bucket and the connectivity flag.
+#[derive(Clone)]
+pub struct ApiClient {
+    client: kube::Client,
+    server: String,
+    connectivity: Connectivity,
+    bucket: Arc<Mutex<(Instant, TokenBucket)>>,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient").field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// Reads the kubeconfig and builds the client (token, client certificates and exec
+    /// plugins are kube's). Makes no request: the API server may well be unreachable.
+    pub async fn from_kubeconfig(
+        path: &Path,
+        connectivity: Connectivity,
+    ) -> Result<ApiClient, ConfigError> {
+        let kubeconfig = Kubeconfig::read_from(path)
+            .map_err(|source| ConfigError::Kubeconfig { path: path.into(), source })?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| ConfigError::Kubeconfig { path: path.into(), source })?;
+        // Retries are ours (jittered backoff, Retry-After), not hidden in the client.
+        config.default_retry = false;
+        let server = config.cluster_url.to_string();
+        let client = kube::Client::try_from(config)
+            .map_err(|source| ConfigError::Client { path: path.into(), source })?;
+        Ok(ApiClient::new(client, server, connectivity))
+    }
+
+    pub fn new(client: kube::Client, server: String, connectivity: Connectivity) -> ApiClient {
+        let (rate, burst) = TokenBucket::KUBELET;
+        ApiClient::with_pace(client, server, connectivity, rate, burst)
+    }
+
+    /// A client with another pace than kubelet's (`rate` requests per second after a
+    /// burst of `burst`).
+    pub fn with_pace(
+        client: kube::Client,
+        server: String,
+        connectivity: Connectivity,
+        rate: f64,
+        burst: u32,
+    ) -> ApiClient {
+        let origin = Instant::now();
+        let bucket = Arc::new(Mutex::new((origin, TokenBucket::new(rate, burst, Duration::ZERO))));
+        ApiClient { client, server, connectivity, bucket }
+    }
+
+    /// The kube client (for the API source's list and watch).
+    pub fn kube(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn connectivity(&self) -> &Connectivity {
+        &self.connectivity
+    }
+
+    /// Sends a request built with [`kube::core::Request`] and decodes the answer.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<T, CallError> {
+        let body = self.send(request).await?;
+        serde_json::from_slice(&body).map_err(CallError::Decode)
+    }
+
+    /// Sends a request and returns the body of a 2xx answer.
+    pub async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<Vec<u8>, CallError> {
+        let request = request.map_err(CallError::Request)?;
+        self.paced().await;
+        let response = match self.client.send(request.map(kube::client::Body::from)).await {
+            Ok(response) => response,
+            Err(source) => {
+                self.connectivity.unreachable(&source.to_string());
+                return Err(CallError::Unreachable { server: self.server.clone(), source });
+            }
+        };
+        self.connectivity.reachable();
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| CallError::Body(e.to_string()))?
+            .to_bytes()
+            .to_vec();
+        if parts.status.is_success() {
+            return Ok(body);
+        }
+        let retry_after = parts
+            .headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let status: Option<kube::core::Status> = serde_json::from_slice(&body).ok();
+        Err(CallError::Status {
+            code: parts.status.as_u16(),
+            reason: status
+                .as_ref()
+                .map(|s| s.reason.clone())
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| parts.status.canonical_reason().unwrap_or("").to_owned()),
+            message: status.map(|s| s.message).unwrap_or_else(|| {
+                String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned()
+            }),
+            retry_after,
+        })
+    }
+
+    /// Waits for a token of the shared bucket.
+    async fn paced(&self) {
+        let wait = {
+            let mut guard = lock(&self.bucket);
+            let (origin, bucket) = &mut *guard;
+            bucket.take(origin.elapsed())
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Issue 5 sync tests: sync_node (to be written).
