@@ -26,6 +26,7 @@ use outpost_core::merge::DeltaOp;
 use outpost_core::pod::FullName;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 pub use self::state::StatusStore;
 use crate::podconfig::Batch;
@@ -99,6 +100,9 @@ enum Message {
     /// The desired pod of this full name (`None`: no longer desired).
     Desired(Option<Arc<Pod>>),
     Task(TaskEvent),
+    /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
+    /// gracefully, report it terminated, and end.
+    Shutdown,
 }
 
 type Inbox = mpsc::UnboundedReceiver<Message>;
@@ -126,8 +130,13 @@ impl Routes {
     }
 }
 
-/// Runs the workers until `batches` closes.
-pub async fn run(runtime: Arc<Runtime>, mut batches: mpsc::Receiver<Batch>) {
+/// Runs the workers until `batches` closes, or until `shutdown` is cancelled: then every
+/// pod is stopped as for a node shutdown, and this returns once all are stopped.
+pub async fn run(
+    runtime: Arc<Runtime>,
+    mut batches: mpsc::Receiver<Batch>,
+    shutdown: CancellationToken,
+) {
     let (events_tx, mut events_rx) = mpsc::channel(256);
     let watcher = tokio::spawn(events::watch(runtime.containerd.clone(), events_tx));
     let mut adopted = adoptable(&runtime).await;
@@ -162,6 +171,26 @@ pub async fn run(runtime: Arc<Runtime>, mut batches: mpsc::Receiver<Batch>) {
                 }
             }
             Some(event) = events_rx.recv() => route(&runtime, &workers, event),
+            () = shutdown.cancelled() => {
+                tracing::info!(pods = workers.len(), "node shutdown: stopping every pod");
+                for outbox in workers.values() {
+                    let _ = outbox.send(Message::Shutdown);
+                }
+                // Exits still have to reach the workers while they stop their containers.
+                loop {
+                    tokio::select! {
+                        Some(event) = events_rx.recv() => route(&runtime, &workers, event),
+                        done = running.join_next() => {
+                            let Some(done) = done else { break };
+                            if let Ok((name, _)) = done {
+                                workers.remove(&name);
+                            }
+                        }
+                    }
+                }
+                tracing::info!("node shutdown: every pod is stopped");
+                break;
+            }
             Some(done) = running.join_next() => {
                 let Ok((name, mut inbox)) = done else { continue };
                 workers.remove(&name);

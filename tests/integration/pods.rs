@@ -326,3 +326,42 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     node.remove("steady.yaml");
     eventually("the pod is removed", LONG, || ctr(&["containers", "list", "--quiet"]).is_empty());
 }
+
+/// Node shutdown (issue 5, item 6): by default SIGTERM ends the agent and leaves its pods
+/// running for the next agent to adopt; with `--stop-pods-on-shutdown` each pod's
+/// containers get SIGTERM first, as kubelet's graceful node shutdown does.
+#[test]
+fn sigterm_leaves_pods_running_unless_told_to_stop_them() {
+    let Some(node) = Node::new() else { return };
+    let agent = node.start();
+    node.put("stay.yaml", &manifest("stay", SERVE, ""));
+    let p = wait_pod(&agent, "stay-edge-1", LONG, running);
+    agent.stop();
+    let id = container_id(&p);
+    assert_eq!(
+        node.tasks(),
+        [(id.clone(), "RUNNING".to_owned())],
+        "the agent's exit is not the pod's"
+    );
+
+    let mut args = node.args();
+    args.push("--stop-pods-on-shutdown".into());
+    let agent = outpost_tests::agent::Agent::start_pods(&node.manifests(), &args);
+    agent.wait_for_log("adopted running container");
+    agent.signal("TERM");
+    agent.wait_for_log("node shutdown: every pod is stopped");
+    agent.stop();
+    assert_eq!(node.tasks(), [(id, "STOPPED".to_owned())], "stopped, left for the next agent");
+    let logs = std::fs::read_to_string(
+        node.path("logs").join(format!("default_stay-edge-1_{}", uid(&p))).join("main/0.log"),
+    )
+    .unwrap();
+    assert!(logs.contains(" stdout F bye"), "SIGTERM reached the container: {logs}");
+
+    // The next agent restarts it (restartPolicy Always).
+    let agent = node.start();
+    eventually("the pod runs again", LONG, || {
+        pod(&agent, "stay-edge-1")
+            .is_some_and(|p| running(&p) && container(&p)["restartCount"] == 1)
+    });
+}

@@ -12,6 +12,7 @@ use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal as unix_signal};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::checkpoint::Checkpoints;
@@ -159,6 +160,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(api::RuntimeReady::default);
     let runtime_version = Arc::new(OnceLock::new());
+    let stop_pods = CancellationToken::new();
     let events = Recorder::default();
     let server = api::bind(api::Options {
         listen: config.listen,
@@ -214,8 +216,9 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
             ready: runtime_ready.unwrap_or_default(),
             version: runtime_version,
             events,
+            stop_pods: stop_pods.clone(),
         };
-        tokio::spawn(run_pods(config, socket, exe, rx, handles))
+        tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
     };
 
     let result = loop {
@@ -231,13 +234,21 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 refresh.request();
             }
             signal = shutdown::signal() => {
-                info!(signal, "shutting down");
+                if config.stop_pods_on_shutdown && !dry_run {
+                    info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
+                    stop_pods.cancel();
+                    break match (&mut pods).await {
+                        Ok(result) => result,
+                        Err(e) => Err(Error::Task(e)),
+                    };
+                }
+                info!(signal, "shutting down; pods keep running");
                 break Ok(());
             }
         }
     };
-    // Pods keep running: the agent's exit is not the workloads' (an edge box restarts
-    // the agent, and the next one adopts them).
+    // Unless told otherwise, pods keep running: the agent's exit is not the workloads'
+    // (an edge box restarts the agent, and the next one adopts them).
     pods.abort();
     merge.abort();
     drop(sync);
@@ -288,6 +299,8 @@ struct RuntimeHandles {
     /// containerd's version, once connected (the Node's nodeInfo).
     version: Arc<OnceLock<String>>,
     events: Recorder,
+    /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
+    stop_pods: CancellationToken,
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -298,9 +311,12 @@ async fn run_pods(
     batches: mpsc::Receiver<Batch>,
     handles: RuntimeHandles,
 ) -> Result<(), Error> {
-    let containerd = Containerd::connect_with_backoff(&socket, Backoff::WATCH)
-        .await
-        .with_namespace(&config.containerd_namespace)?;
+    let connect = Containerd::connect_with_backoff(&socket, Backoff::WATCH);
+    let containerd = tokio::select! {
+        containerd = connect => containerd.with_namespace(&config.containerd_namespace)?,
+        // A node shutdown before containerd answered: there are no pods to stop.
+        () = handles.stop_pods.cancelled() => return Ok(()),
+    };
     handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
     match containerd.version().await {
         Ok(v) => {
@@ -372,7 +388,7 @@ async fn run_pods(
     };
     let runtime =
         Arc::new(Runtime::new(containerd, cni, settings, handles.statuses, handles.events));
-    worker::run(runtime, batches).await;
+    worker::run(runtime, batches, handles.stop_pods).await;
     if let Some(images) = images {
         images.abort();
     }

@@ -144,3 +144,75 @@ fn containerd_mode_and_socket_from_file_and_flags() {
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("containerd") && err.contains("auto, managed or external"), "{err}");
 }
+
+#[test]
+fn node_labels_and_taints_from_flags_like_kubelet() {
+    let labels = parse_labels(&["a=1,b=2".into(), "example.com/zone = north".into()]).unwrap();
+    assert_eq!(labels.len(), 3);
+    assert_eq!(labels["example.com/zone"], "north");
+    assert_eq!(parse_labels(&["a=".into()]).unwrap()["a"], "");
+    assert!(parse_labels(&["novalue".into()]).unwrap_err().to_string().contains("novalue"));
+    assert!(parse_labels(&["=x".into()]).is_err());
+
+    let taints = parse_taints(&["dedicated=edge:NoSchedule,maintenance:NoExecute".into()]).unwrap();
+    assert_eq!(taints.len(), 2);
+    assert_eq!(
+        (taints[0].key.as_str(), taints[0].value.as_deref(), taints[0].effect.as_str()),
+        ("dedicated", Some("edge"), "NoSchedule")
+    );
+    assert_eq!((taints[1].key.as_str(), taints[1].value.as_deref()), ("maintenance", None));
+    for bad in ["dedicated=edge", "x:Sometimes", ":NoSchedule"] {
+        let err = parse_taints(&[bad.into()]).unwrap_err().to_string();
+        assert!(err.contains(bad), "{err}");
+    }
+}
+
+#[test]
+fn node_registration_fields_from_the_file_flags_win() {
+    let f = file(
+        "nodeLabels:\n  zone: north\nregisterWithTaints:\n- key: edge\n  effect: NoSchedule\nstopPodsOnShutdown: true\n",
+    );
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert_eq!(c.node_labels["zone"], "north");
+    assert_eq!(c.register_with_taints[0].key, "edge");
+    assert!(c.stop_pods_on_shutdown);
+    let mut fl = flags(f.path());
+    fl.node_labels = vec!["zone=south".into()];
+    fl.register_with_taints = vec!["other:NoExecute".into()];
+    let c = Config::resolve(fl).unwrap();
+    assert_eq!(c.node_labels["zone"], "south");
+    assert_eq!(c.register_with_taints[0].key, "other");
+    let defaults = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() });
+    assert!(!defaults.unwrap().stop_pods_on_shutdown, "pods keep running by default");
+}
+
+/// deploy/outpost.yaml is a real config: it parses as it ships, and with every commented
+/// field line uncommented (so each documented field exists under that name).
+#[test]
+fn the_example_config_documents_real_fields() {
+    let example = include_str!("../../../deploy/outpost.yaml");
+    let shipped = file(example);
+    Config::resolve(flags(shipped.path())).unwrap();
+    // A commented field ("# name: value"), and the lines of a commented block under a
+    // field with no value (list items, nested keys).
+    let mut in_block = false;
+    let mut uncommented = String::new();
+    for line in example.lines() {
+        let rest = line.strip_prefix("# ").unwrap_or("");
+        let field = rest.split_once(':').filter(|(k, _)| {
+            k.starts_with(|c: char| c.is_ascii_lowercase())
+                && k.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        let take = if let Some((_, value)) = field {
+            in_block = value.trim().is_empty();
+            true
+        } else {
+            in_block &= rest.starts_with("- ") || rest.starts_with("  ");
+            in_block
+        };
+        uncommented.push_str(if take { rest } else { line });
+        uncommented.push('\n');
+    }
+    let all = file(&uncommented);
+    Config::resolve(flags(all.path())).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
+}

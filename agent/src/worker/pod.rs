@@ -37,6 +37,8 @@ pub(super) struct PodWorker {
     current: Option<Current>,
     /// Containers an earlier agent left for this full name, not yet adopted or removed.
     adoptable: Vec<Listed>,
+    /// The node shuts down: stop, report, end.
+    shutdown: bool,
 }
 
 /// The pod whose sandbox and containers exist.
@@ -64,7 +66,15 @@ impl PodWorker {
         outbox: Outbox,
         adoptable: Vec<Listed>,
     ) -> PodWorker {
-        PodWorker { runtime, name, outbox, desired: None, current: None, adoptable }
+        PodWorker {
+            runtime,
+            name,
+            outbox,
+            desired: None,
+            current: None,
+            adoptable,
+            shutdown: false,
+        }
     }
 
     /// Runs until nothing is desired and nothing is left running; hands the inbox back
@@ -87,6 +97,10 @@ impl PodWorker {
                 }
                 while let Ok(message) = inbox.try_recv() {
                     self.handle(message).await;
+                }
+                if self.shutdown {
+                    self.shut_down(&mut inbox).await;
+                    return inbox;
                 }
                 self.sync(&mut inbox).await;
                 self.publish();
@@ -119,7 +133,56 @@ impl PodWorker {
                 }
             }
             Message::Task(TaskEvent::Resync) => self.resync().await,
+            Message::Shutdown => self.shutdown = true,
         }
+    }
+
+    /// Node shutdown: the pod's containers are stopped gracefully and left in place (the
+    /// next agent finds them exited and restarts them by their restart policy); the
+    /// pod is reported as kubelet's graceful node shutdown reports it.
+    async fn shut_down(&mut self, inbox: &mut Inbox) {
+        let Some(current) = &self.current else { return };
+        let grace = lifecycle::grace_period(&current.pod);
+        let running: HashSet<String> =
+            current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
+        tracing::info!(
+            pod.uid = current.uid,
+            containers = running.len(),
+            ?grace,
+            "node shutdown: stopping pod"
+        );
+        self.stop_containers(inbox, running, grace).await;
+        let containerd = self.runtime.containerd.clone();
+        let Some(current) = &mut self.current else { return };
+        for slot in &mut current.slots {
+            let (Some(id), SlotState::Running { started_at }) = (&slot.id, &slot.state) else {
+                continue;
+            };
+            let process = container::task(&containerd, id).await.ok().flatten();
+            let exit_code =
+                process.as_ref().map_or(137, |p| i32::try_from(p.exit_status).unwrap_or(i32::MAX));
+            let finished_at =
+                process.as_ref().and_then(|p| p.exited_at.as_ref()).and_then(timestamp);
+            slot.state = SlotState::Terminated(Terminated {
+                container_id: id.clone(),
+                exit_code,
+                reason: state::exit_reason(exit_code, false).to_owned(),
+                started_at: Some(*started_at),
+                finished_at: Some(finished_at.unwrap_or_else(Timestamp::now)),
+            });
+            slot.retry_at = None;
+        }
+        let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
+        let mut status = state::pod_status(
+            &current.pod,
+            &current.slots,
+            ips,
+            self.runtime.settings.host_ip,
+            current.started,
+            current.problem.as_ref(),
+        );
+        state::shut_down(&mut status);
+        self.runtime.statuses.set(&current.uid, status);
     }
 
     fn slot_mut(&mut self, container_id: &str) -> Option<&mut Slot> {
@@ -345,6 +408,7 @@ impl PodWorker {
                     running.remove(&container_id);
                 }
                 Some(Message::Task(_)) => {}
+                Some(Message::Shutdown) => self.shutdown = true,
             }
         }
     }

@@ -299,6 +299,22 @@ fn terminated(t: &Terminated) -> ContainerStateTerminated {
     }
 }
 
+/// What kubelet's graceful node shutdown reports for a pod it stopped: phase Failed,
+/// reason `Terminated`, and a `DisruptionTarget` condition.
+pub fn shut_down(status: &mut PodStatus) {
+    status.phase = Some("Failed".to_owned());
+    status.reason = Some("Terminated".to_owned());
+    status.message = Some("Pod was terminated in response to imminent node shutdown.".to_owned());
+    status.conditions.get_or_insert_default().push(PodCondition {
+        type_: "DisruptionTarget".to_owned(),
+        status: "True".to_owned(),
+        reason: Some("TerminationByKubelet".to_owned()),
+        message: Some("Pod was terminated in response to imminent node shutdown.".to_owned()),
+        last_transition_time: Some(Time(Timestamp::now())),
+        ..PodCondition::default()
+    });
+}
+
 /// kubelet's reason for a terminated container.
 pub fn exit_reason(exit_code: i32, oom_killed: bool) -> &'static str {
     match (oom_killed, exit_code) {
