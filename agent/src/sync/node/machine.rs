@@ -50,6 +50,10 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
 
 /// The filesystem holding `state_dir` (or its nearest existing parent, before the agent
 /// made it).
+#[allow(
+    clippy::useless_conversion,
+    reason = "c_ulong and fsblkcnt_t are 32 bits wide on some targets (armv7)"
+)]
 fn nodefs(state_dir: &Path) -> Option<FsStats> {
     let dir = state_dir.ancestors().find(|dir| dir.exists())?;
     let stats = nix::sys::statvfs::statvfs(dir).ok()?;
