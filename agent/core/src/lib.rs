@@ -7,6 +7,7 @@
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
+//! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
@@ -16,5 +17,6 @@ pub mod backoff;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
+pub mod node_status;
 pub mod pace;
 pub mod pod;

@@ -1,11 +1,202 @@
-//! The node Lease in `kube-node-lease` (issue 5, item 2).
-//! PLACEHOLDER: written by the node helper.
+//! The node Lease in `kube-node-lease` (issue 5, item 2), as kubelet's lease controller
+//! keeps it: holder and name = the node, 40 s duration, renewed every 10 s by an update
+//! of the latest Lease it has (a 409 Conflict reads it again, a 404 creates it), with an
+//! ownerReference to the Node once its UID is known.
+//!
+//! While the API server is unreachable the lease is not renewed on the 10 s tick; the
+//! renewal is then the agent's probe, retried with jittered backoff (1 s up to 10 s), so
+//! the agent notices the server coming back even with no watch open. As soon as anything
+//! finds it reachable again (the API source's watch, another writer) the lease is
+//! renewed at once.
+
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::Context;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::core::Request;
+use kube::core::params::{GetParams, PostParams};
+use outpost_core::backoff::Backoff;
+use tracing::{debug, info, warn};
+
+use super::node::reconnected;
+use super::{CallError, Context, NodeRef};
+use crate::error_chain::describe;
+
+pub const NAMESPACE: &str = "kube-node-lease";
+/// kubelet's `nodeLeaseDurationSeconds`.
+pub const DURATION_SECONDS: i32 = 40;
+/// kubelet renews at a quarter of the duration.
+pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
+/// The probe's backoff while the server is unreachable.
+const PROBE: Backoff = Backoff::new(Duration::from_secs(1), RENEW_INTERVAL);
+/// Updates tried in a row after conflicts (kubelet's `maxUpdateRetries`).
+const MAX_UPDATE_TRIES: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot {verb} the Lease {NAMESPACE}/{lease}: {source}; check that the agent's credentials may {verb} leases in {NAMESPACE}"
+    )]
+    Call {
+        verb: &'static str,
+        lease: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("cannot encode the Lease {NAMESPACE}/{lease}: {source}")]
+    Encode {
+        lease: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "the Lease {NAMESPACE}/{lease} kept changing under the agent ({MAX_UPDATE_TRIES} conflicts in a row)"
+    )]
+    Conflicts { lease: String },
+}
+
+impl Error {
+    fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
+        match self {
+            Error::Call { source, .. } => source.retry_delay(backoff),
+            Error::Encode { .. } | Error::Conflicts { .. } => backoff.next_delay(fastrand::f64()),
+        }
+    }
+}
+
+/// `lease` as this renewal writes it: held by the node for 40 s from `now`, owned by
+/// the Node when its identity is known (an ownerReference to an older Node is replaced).
+pub fn renewed(mut lease: Lease, node_name: &str, node: Option<&NodeRef>, now: Timestamp) -> Lease {
+    lease.metadata.name = Some(node_name.to_owned());
+    lease.metadata.namespace = Some(NAMESPACE.to_owned());
+    let spec = lease.spec.get_or_insert_default();
+    spec.holder_identity = Some(node_name.to_owned());
+    spec.lease_duration_seconds = Some(DURATION_SECONDS);
+    spec.renew_time = Some(MicroTime(now));
+    if let Some(node) = node {
+        let owners = lease.metadata.owner_references.get_or_insert_default();
+        if !owners.iter().any(|o| o.kind == "Node" && o.uid == node.uid) {
+            owners.retain(|o| !(o.kind == "Node" && o.api_version == "v1"));
+            owners.push(OwnerReference {
+                api_version: "v1".to_owned(),
+                kind: "Node".to_owned(),
+                name: node.name.clone(),
+                uid: node.uid.clone(),
+                ..OwnerReference::default()
+            });
+        }
+    }
+    lease
+}
+
+/// A Lease with nothing but its name (before the first read).
+fn named(node_name: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta { name: Some(node_name.to_owned()), ..ObjectMeta::default() },
+        spec: Some(LeaseSpec::default()),
+    }
+}
+
+struct LeaseSync {
+    context: Arc<Context>,
+    /// The latest Lease the server returned; `None`: read it first.
+    latest: Option<Lease>,
+}
 
 pub async fn run(context: Arc<Context>) {
-    let _ = context;
-    std::future::pending::<()>().await;
+    let mut connectivity = context.client.connectivity().subscribe();
+    let mut node = context.node.subscribe();
+    let mut lease = LeaseSync { context, latest: None };
+    let mut probe = PROBE;
+    loop {
+        let delay = match lease.renew().await {
+            Ok(()) => {
+                probe.reset();
+                RENEW_INTERVAL
+            }
+            Err(e) => {
+                let delay = e.retry_delay(&mut probe);
+                if lease.context.client.connectivity().is_reachable() {
+                    warn!(error = %describe(&e), retry_in = ?delay, "cannot renew the node lease");
+                } else {
+                    debug!(error = %describe(&e), retry_in = ?delay, "the API server is still unreachable");
+                }
+                delay
+            }
+        };
+        node.mark_unchanged();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = reconnected(&mut connectivity) => {}
+            // A (new) Node UID: the ownerReference is set at once.
+            Ok(()) = node.changed() => {}
+        }
+    }
+}
+
+impl LeaseSync {
+    async fn renew(&mut self) -> Result<(), Error> {
+        let name = self.context.node_name.clone();
+        for _ in 0..MAX_UPDATE_TRIES {
+            let current = match self.latest.take() {
+                Some(lease) => lease,
+                None => match self.get(&name).await? {
+                    Some(lease) => lease,
+                    None => {
+                        self.latest = Some(self.create(&name).await?);
+                        info!("created the node lease");
+                        return Ok(());
+                    }
+                },
+            };
+            let node = self.context.node.borrow().clone();
+            let lease = renewed(current, &name, node.as_ref(), Timestamp::now());
+            let body = serde_json::to_vec(&lease)
+                .map_err(|source| Error::Encode { lease: name.clone(), source })?;
+            let request = Self::request().replace(&name, &PostParams::default(), body);
+            match self.context.client.call::<Lease>(request).await {
+                Ok(updated) => {
+                    self.latest = Some(updated);
+                    return Ok(());
+                }
+                // Stale: read the latest and update that.
+                Err(e) if e.is_conflict() => continue,
+                // Deleted: created on the next try.
+                Err(e) if e.is_not_found() => continue,
+                Err(source) => return Err(Error::Call { verb: "update", lease: name, source }),
+            }
+        }
+        Err(Error::Conflicts { lease: name })
+    }
+
+    fn request() -> Request {
+        Request::new(format!("/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"))
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<Lease>, Error> {
+        let request = Self::request().get(name, &GetParams::default());
+        match self.context.client.call::<Lease>(request).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(source) => Err(Error::Call { verb: "get", lease: name.to_owned(), source }),
+        }
+    }
+
+    async fn create(&self, name: &str) -> Result<Lease, Error> {
+        let node = self.context.node.borrow().clone();
+        let lease = renewed(named(name), name, node.as_ref(), Timestamp::now());
+        let body = serde_json::to_vec(&lease)
+            .map_err(|source| Error::Encode { lease: name.to_owned(), source })?;
+        let request = Self::request().create(&PostParams::default(), body);
+        self.context.client.call::<Lease>(request).await.map_err(|source| Error::Call {
+            verb: "create",
+            lease: name.to_owned(),
+            source,
+        })
+    }
 }

@@ -1,14 +1,32 @@
-//! The Node object: registration on first contact and node status (issue 5, item 1).
-//! PLACEHOLDER: written by the node helper.
+//! The Node object: registration on first contact and node status, as kubelet does them
+//! (issue 5, item 1).
+//!
+//! Once the API server is reachable the Node is created (or, if it exists, adopted with
+//! its well-known labels set right) and its identity published in [`Context::node`].
+//! The machine is read every [`STATUS_UPDATE_FREQUENCY`] (local files, no requests); the
+//! status is patched only when it changed in a way that matters or when
+//! [`node_status::STATUS_REPORT_FREQUENCY`] passed, and once after a time offline (O3).
+//! Nothing is sent while the server is unreachable. A 404 on the status (someone deleted
+//! the Node) registers it again, with a new UID.
+
+mod machine;
+mod registration;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::backoff::Backoff;
+use outpost_core::node_status::{self, Conditions, STATUS_UPDATE_FREQUENCY};
+use tokio::sync::watch;
+use tracing::{info, warn};
 
-use super::Context;
+use super::{CallError, Context};
+use crate::error_chain::describe;
 
 /// What the Node is registered with and reports.
 #[derive(Debug, Clone)]
@@ -27,7 +45,197 @@ pub struct Config {
     pub runtime_version: Arc<OnceLock<String>>,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot register the Node {node}: {source}; check that the agent's credentials may create nodes"
+    )]
+    Register {
+        node: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("the Node {node} exists but cannot be read: {source}")]
+    Get {
+        node: String,
+        #[source]
+        source: CallError,
+    },
+    #[error(
+        "cannot set the well-known labels of the existing Node {node}: {source}; check that the agent's credentials may patch nodes"
+    )]
+    Labels {
+        node: String,
+        #[source]
+        source: CallError,
+    },
+    #[error(
+        "cannot update the status of the Node {node}: {source}; check that the agent's credentials may patch nodes/status"
+    )]
+    Status {
+        node: String,
+        #[source]
+        source: CallError,
+    },
+    #[error("cannot encode the Node {node}: {source}")]
+    Encode {
+        node: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    fn call(&self) -> Option<&CallError> {
+        match self {
+            Error::Register { source, .. }
+            | Error::Get { source, .. }
+            | Error::Labels { source, .. }
+            | Error::Status { source, .. } => Some(source),
+            Error::Encode { .. } => None,
+        }
+    }
+}
+
+/// Retries of failed requests: from 1 s, doubling, up to 1 minute (jittered).
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+
+/// The node task's state between two passes.
+struct NodeSync {
+    context: Arc<Context>,
+    kubelet_version: String,
+    conditions: Conditions,
+    /// The Node's status as the server last returned it; `None` until registered.
+    server: Option<NodeStatus>,
+    /// The last status reported and when.
+    reported: Option<(NodeStatus, Timestamp)>,
+    /// The server was seen unreachable since the last report: send once when back.
+    offline_since_report: bool,
+    retry: Backoff,
+}
+
 pub async fn run(context: Arc<Context>) {
-    let _ = context;
-    std::future::pending::<()>().await;
+    let mut connectivity = context.client.connectivity().subscribe();
+    let mut node = NodeSync {
+        context,
+        kubelet_version: node_status::kubelet_version(env!("CARGO_PKG_VERSION")),
+        conditions: Conditions::default(),
+        server: None,
+        reported: None,
+        offline_since_report: false,
+        retry: RETRY,
+    };
+    loop {
+        let delay = node.pass().await;
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = reconnected(&mut connectivity) => node.offline_since_report = true,
+        }
+    }
+}
+
+impl NodeSync {
+    /// Reads the machine, registers or reports if due; returns when to pass again.
+    async fn pass(&mut self) -> Duration {
+        let context = self.context.clone();
+        let hostname = context.node_name.clone();
+        let readings = match tokio::task::spawn_blocking(move || {
+            machine::readings(&context.node_config, &hostname)
+        })
+        .await
+        {
+            Ok(readings) => readings,
+            Err(e) => {
+                warn!(error = %e, "reading the machine failed; trying again");
+                return STATUS_UPDATE_FREQUENCY;
+            }
+        };
+        let now = now();
+        let conditions = self.conditions.observe(&readings, now);
+        let status = node_status::status(&readings, conditions, &self.kubelet_version);
+        if !self.context.client.connectivity().is_reachable() {
+            self.offline_since_report = true;
+            return STATUS_UPDATE_FREQUENCY;
+        }
+        let result = if self.server.is_none() {
+            self.register(status).await.map(|()| Duration::ZERO)
+        } else {
+            self.report(status, now).await.map(|()| STATUS_UPDATE_FREQUENCY)
+        };
+        match result {
+            Ok(delay) => {
+                self.retry.reset();
+                delay
+            }
+            Err(e) if e.call().is_some_and(CallError::is_not_found) => {
+                warn!("the Node was deleted; registering it again");
+                self.server = None;
+                self.reported = None;
+                Duration::ZERO
+            }
+            Err(e) => {
+                let delay = match e.call() {
+                    Some(call) => call.retry_delay(&mut self.retry),
+                    None => self.retry.next_delay(fastrand::f64()),
+                };
+                warn!(error = %describe(&e), retry_in = ?delay, "node sync failed");
+                delay
+            }
+        }
+    }
+
+    async fn register(&mut self, status: NodeStatus) -> Result<(), Error> {
+        let node = registration::register(&self.context, status).await?;
+        let identity = registration::node_ref(&node);
+        let existing =
+            node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        if self.context.node.borrow().as_ref() != Some(&identity) {
+            info!(uid = %identity.uid, "the Node is registered");
+        }
+        if !existing.is_empty() {
+            self.conditions = Conditions::adopt(existing);
+        }
+        self.adopt(node);
+        self.reported = None;
+        self.context.node.send_replace(Some(identity));
+        Ok(())
+    }
+
+    async fn report(&mut self, status: NodeStatus, now: Timestamp) -> Result<(), Error> {
+        let last = self.reported.as_ref().map(|(s, at)| (s, *at));
+        if !self.offline_since_report && !node_status::report_due(last, &status, now) {
+            return Ok(());
+        }
+        let node = registration::patch_status(&self.context, self.server.as_ref(), &status).await?;
+        self.adopt(node);
+        self.reported = Some((status, now));
+        self.offline_since_report = false;
+        Ok(())
+    }
+
+    fn adopt(&mut self, node: Node) {
+        self.server = Some(node.status.unwrap_or_default());
+    }
+}
+
+/// Now, in whole seconds (the API server keeps condition times to the second).
+fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
+}
+
+/// Resolves when the API server turns reachable after being unreachable (at the call or
+/// later): the writers send what they kept at once instead of at their next tick.
+pub(super) async fn reconnected(connectivity: &mut watch::Receiver<bool>) {
+    let mut was_down = !*connectivity.borrow_and_update();
+    loop {
+        if connectivity.changed().await.is_err() {
+            // The flag's sender is gone with the agent: nothing more to wait for.
+            return std::future::pending().await;
+        }
+        let up = *connectivity.borrow_and_update();
+        if up && was_down {
+            return;
+        }
+        was_down |= !up;
+    }
 }

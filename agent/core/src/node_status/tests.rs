@@ -1,0 +1,353 @@
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::conditions::{self, Conditions, TYPES};
+use super::machine::{self, MemInfo};
+use super::*;
+
+const GI: u64 = 1024 * 1024 * 1024;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + seconds).unwrap()
+}
+
+fn healthy() -> Readings {
+    Readings {
+        cpus: 4,
+        memory: Some(MemInfo { total: 16 * GI, available: 8 * GI }),
+        nodefs: Some(FsStats { capacity: 100 * GI, available: 50 * GI }),
+        pids: Some(PidStats { max: 4_194_304, running: 300 }),
+        machine_id: "0123abcd".into(),
+        system_uuid: "uuid-1".into(),
+        boot_id: "boot-1".into(),
+        kernel_version: "6.1.0-18-amd64".into(),
+        os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+        architecture: "amd64".into(),
+        node_ip: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
+        hostname: "edge-1".into(),
+        runtime_ready: true,
+        runtime_version: Some("1.6.20".into()),
+    }
+}
+
+fn condition<'a>(conditions: &'a [NodeCondition], type_: &str) -> &'a NodeCondition {
+    conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+fn summary(conditions: &[NodeCondition]) -> Vec<(String, String, String)> {
+    conditions
+        .iter()
+        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn meminfo_in_bytes() {
+    let text =
+        "MemTotal:       24684096 kB\nMemFree:        17729916 kB\nMemAvailable:   23082216 kB\n";
+    let mem = machine::meminfo(text).unwrap();
+    assert_eq!(mem, MemInfo { total: 24_684_096 * 1024, available: 23_082_216 * 1024 });
+    assert_eq!(machine::meminfo("MemTotal: 10 kB\n"), None, "MemAvailable missing");
+    assert_eq!(machine::meminfo("MemTotal: x kB\nMemAvailable: 1 kB"), None);
+    assert_eq!(machine::meminfo("MemTotalX: 1 kB\nMemAvailable: 1 kB"), None);
+}
+
+#[test]
+fn os_release_pretty_name() {
+    let debian = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
+    assert_eq!(machine::os_release_pretty_name(debian).unwrap(), "Debian GNU/Linux 12 (bookworm)");
+    assert_eq!(machine::os_release_pretty_name("PRETTY_NAME='Alpine v3'").unwrap(), "Alpine v3");
+    assert_eq!(machine::os_release_pretty_name("PRETTY_NAME=Plain").unwrap(), "Plain");
+    assert_eq!(
+        machine::os_release_pretty_name(r#"PRETTY_NAME="A \"q\" \\ b""#).unwrap(),
+        r#"A "q" \ b"#
+    );
+    assert_eq!(machine::os_release_pretty_name("NAME=x\n"), None);
+    assert_eq!(machine::os_release_pretty_name("PRETTY_NAME=\"\""), None);
+}
+
+#[test]
+fn cpu_lists() {
+    assert_eq!(machine::cpu_list_count("0-1\n"), Some(2));
+    assert_eq!(machine::cpu_list_count("0"), Some(1));
+    assert_eq!(machine::cpu_list_count("0-3,6,8-9"), Some(7));
+    assert_eq!(machine::cpu_list_count(""), None);
+    assert_eq!(machine::cpu_list_count("3-1"), None);
+    assert_eq!(machine::cpu_list_count("a-b"), None);
+}
+
+#[test]
+fn loadavg_and_ids() {
+    assert_eq!(machine::loadavg_tasks("0.85 0.79 1.24 2/111 16658\n"), Some(111));
+    assert_eq!(machine::loadavg_tasks("0.85 0.79"), None);
+    assert_eq!(machine::first_line("abc \nxyz"), "abc");
+    assert_eq!(machine::first_line(""), "");
+}
+
+#[test]
+fn go_architecture_names() {
+    assert_eq!(machine::go_arch("x86_64"), "amd64");
+    assert_eq!(machine::go_arch("aarch64"), "arm64");
+    assert_eq!(machine::go_arch("arm"), "arm");
+    assert_eq!(machine::go_arch("x86"), "386");
+    assert_eq!(machine::go_arch("riscv64"), "riscv64");
+    assert_eq!(machine::go_arch("s390x"), "s390x");
+    assert_eq!(machine::go_arch("loongarch64"), "loong64");
+}
+
+#[test]
+fn healthy_node_conditions_are_kubelets() {
+    let conditions = Conditions::default().observe(&healthy(), at(0));
+    assert_eq!(
+        summary(&conditions),
+        [
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ("Ready", "True", "KubeletReady"),
+        ]
+        .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()))
+    );
+    let ready = condition(&conditions, "Ready");
+    assert_eq!(ready.message.as_deref(), Some("outpost is posting ready status"));
+    assert!(conditions.iter().all(|c| c.last_heartbeat_time == Some(Time(at(0)))
+        && c.last_transition_time == Some(Time(at(0)))));
+}
+
+#[test]
+fn runtime_down_is_not_ready() {
+    let readings = Readings { runtime_ready: false, ..healthy() };
+    let conditions = Conditions::default().observe(&readings, at(0));
+    let ready = condition(&conditions, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref(), ready.message.as_deref()),
+        ("False", Some("KubeletNotReady"), Some("container runtime is down"))
+    );
+}
+
+#[test]
+fn thresholds_are_kubelets_defaults() {
+    let mib = 1024 * 1024;
+    let low_memory =
+        Readings { memory: Some(MemInfo { total: GI, available: 100 * mib - 1 }), ..healthy() };
+    let enough_memory =
+        Readings { memory: Some(MemInfo { total: GI, available: 100 * mib }), ..healthy() };
+    assert_eq!(conditions::pressures(&low_memory), [true, false, false]);
+    assert_eq!(conditions::pressures(&enough_memory), [false, false, false]);
+    let full_disk =
+        Readings { nodefs: Some(FsStats { capacity: 1000, available: 99 }), ..healthy() };
+    let disk_at_ten =
+        Readings { nodefs: Some(FsStats { capacity: 1000, available: 100 }), ..healthy() };
+    assert_eq!(conditions::pressures(&full_disk), [false, true, false]);
+    assert_eq!(conditions::pressures(&disk_at_ten), [false, false, false]);
+    let pids = Readings { pids: Some(PidStats { max: 1000, running: 901 }), ..healthy() };
+    assert_eq!(conditions::pressures(&pids), [false, false, true]);
+    let unknown = Readings { memory: None, nodefs: None, pids: None, ..healthy() };
+    assert_eq!(conditions::pressures(&unknown), [false, false, false]);
+}
+
+#[test]
+fn transition_time_moves_only_when_the_status_flips() {
+    let mut conditions = Conditions::default();
+    conditions.observe(&healthy(), at(0));
+    let later = conditions.observe(&healthy(), at(10));
+    let ready = condition(&later, "Ready");
+    assert_eq!(ready.last_heartbeat_time, Some(Time(at(10))));
+    assert_eq!(ready.last_transition_time, Some(Time(at(0))));
+    let down = conditions.observe(&Readings { runtime_ready: false, ..healthy() }, at(20));
+    assert_eq!(condition(&down, "Ready").last_transition_time, Some(Time(at(20))));
+    assert_eq!(condition(&down, "MemoryPressure").last_transition_time, Some(Time(at(0))));
+    let up = conditions.observe(&healthy(), at(30));
+    assert_eq!(condition(&up, "Ready").last_transition_time, Some(Time(at(30))));
+}
+
+#[test]
+fn adopted_conditions_keep_their_transition_times() {
+    let existing = Conditions::default().observe(&healthy(), at(-1000));
+    let mut conditions = Conditions::adopt(&existing);
+    let now = conditions.observe(&Readings { runtime_ready: false, ..healthy() }, at(0));
+    assert_eq!(condition(&now, "MemoryPressure").last_transition_time, Some(Time(at(-1000))));
+    assert_eq!(condition(&now, "Ready").last_transition_time, Some(Time(at(0))));
+}
+
+#[test]
+fn pressure_holds_for_the_transition_period() {
+    let mut conditions = Conditions::default();
+    let full = Readings { nodefs: Some(FsStats { capacity: 1000, available: 1 }), ..healthy() };
+    conditions.observe(&full, at(0));
+    let cleared = conditions.observe(&healthy(), at(10));
+    assert_eq!(condition(&cleared, "DiskPressure").status, "True", "still within 5 minutes");
+    let cleared = conditions.observe(&healthy(), at(299));
+    assert_eq!(condition(&cleared, "DiskPressure").status, "True");
+    let cleared = conditions.observe(&healthy(), at(300));
+    let disk = condition(&cleared, "DiskPressure");
+    assert_eq!(
+        (disk.status.as_str(), disk.last_transition_time.clone()),
+        ("False", Some(Time(at(300))))
+    );
+}
+
+#[test]
+fn status_from_readings() {
+    let readings = healthy();
+    let conditions = Conditions::default().observe(&readings, at(0));
+    let status = status(&readings, conditions, &kubelet_version("0.1.0"));
+    let q = |map: &Option<BTreeMap<String, Quantity>>, k: &str| map.as_ref().unwrap()[k].0.clone();
+    assert_eq!(q(&status.capacity, "cpu"), "4");
+    assert_eq!(q(&status.capacity, "memory"), "16777216Ki");
+    assert_eq!(q(&status.allocatable, "memory"), "16674816Ki", "less 100Mi");
+    assert_eq!(q(&status.capacity, "ephemeral-storage"), "104857600Ki");
+    assert_eq!(q(&status.allocatable, "ephemeral-storage"), (100 * GI / 100 * 90).to_string());
+    assert_eq!(q(&status.capacity, "pods"), "110");
+    assert_eq!(q(&status.allocatable, "pods"), "110");
+    let addresses: Vec<(String, String)> =
+        status.addresses.unwrap().into_iter().map(|a| (a.type_, a.address)).collect();
+    assert_eq!(
+        addresses,
+        [("InternalIP".into(), "10.0.0.7".into()), ("Hostname".into(), "edge-1".into())]
+    );
+    let info = status.node_info.unwrap();
+    assert_eq!(info.container_runtime_version, "containerd://1.6.20");
+    assert_eq!(info.kubelet_version, "v1.37.0+outpost-0.1.0");
+    assert_eq!(info.operating_system, "linux");
+    assert_eq!(info.architecture, "amd64");
+    assert_eq!(info.kube_proxy_version, "");
+    assert_eq!(status.conditions.unwrap().len(), TYPES.len());
+}
+
+#[test]
+fn status_without_optional_readings() {
+    let readings =
+        Readings { memory: None, nodefs: None, node_ip: None, runtime_version: None, ..healthy() };
+    let status = status(&readings, Vec::new(), "v");
+    let capacity = status.capacity.unwrap();
+    assert_eq!(capacity.keys().collect::<Vec<_>>(), ["cpu", "pods"]);
+    assert_eq!(status.addresses.unwrap().len(), 1, "Hostname only");
+    assert_eq!(status.node_info.unwrap().container_runtime_version, "");
+}
+
+#[test]
+fn node_to_register() {
+    let readings = healthy();
+    let status = status(&readings, Vec::new(), "v");
+    let labels = BTreeMap::from([
+        ("role".to_owned(), "edge".to_owned()),
+        (LABEL_OS.to_owned(), "windows".to_owned()),
+    ]);
+    let taint = Taint { key: "dedicated".into(), effect: "NoSchedule".into(), ..Taint::default() };
+    let node = node("edge-1", &labels, std::slice::from_ref(&taint), status);
+    let labels = node.metadata.labels.unwrap();
+    assert_eq!(labels["role"], "edge");
+    assert_eq!(labels[LABEL_OS], "linux", "the well-known labels win");
+    assert_eq!(labels[LABEL_HOSTNAME], "edge-1");
+    assert_eq!(labels[LABEL_ARCH], "amd64");
+    assert_eq!(labels[LABEL_ARCH_BETA], "amd64");
+    assert_eq!(labels[LABEL_OS_BETA], "linux");
+    assert_eq!(node.spec.unwrap().taints, Some(vec![taint]));
+    let untainted = super::node("edge-1", &BTreeMap::new(), &[], NodeStatus::default());
+    assert_eq!(untainted.spec.unwrap().taints, None);
+}
+
+#[test]
+fn default_labels_are_reconciled_on_an_existing_node() {
+    let wanted = well_known_labels("edge-1", "arm64");
+    assert_eq!(default_labels_patch(&wanted, Some(&wanted)), None);
+    let mut existing = wanted.clone();
+    existing.insert(LABEL_ARCH.into(), "amd64".into());
+    existing.remove(LABEL_OS_BETA);
+    existing.insert("custom".into(), "kept".into());
+    assert_eq!(
+        default_labels_patch(&wanted, Some(&existing)),
+        Some(json!({ "metadata": { "labels": { LABEL_ARCH: "arm64", LABEL_OS_BETA: "linux" } } }))
+    );
+    let all = default_labels_patch(&wanted, None).unwrap();
+    assert_eq!(all["metadata"]["labels"].as_object().unwrap().len(), 5);
+}
+
+#[test]
+fn report_only_on_change_or_after_the_report_period() {
+    let readings = healthy();
+    let mut conditions = Conditions::default();
+    let first = status(&readings, conditions.observe(&readings, at(0)), "v");
+    assert!(report_due(None, &first, at(0)), "never reported");
+    let same = status(&readings, conditions.observe(&readings, at(10)), "v");
+    assert!(!report_due(Some((&first, at(0))), &same, at(10)), "only heartbeats moved");
+    assert!(!report_due(Some((&first, at(0))), &same, at(299)));
+    assert!(report_due(Some((&first, at(0))), &same, at(300)), "5 minutes passed");
+    let down = Readings { runtime_ready: false, ..readings.clone() };
+    let flipped = status(&down, conditions.observe(&down, at(20)), "v");
+    assert!(report_due(Some((&first, at(0))), &flipped, at(20)), "Ready flipped");
+    let versioned = Readings { runtime_version: Some("1.7.0".into()), ..readings.clone() };
+    let other = status(&versioned, conditions.observe(&readings, at(30)), "v");
+    assert!(report_due(Some((&first, at(0))), &other, at(30)), "nodeInfo changed");
+}
+
+#[test]
+fn status_patch_deletes_addresses_that_went() {
+    let readings = healthy();
+    let server = status(&readings, Vec::new(), "v");
+    let now = status(&Readings { node_ip: None, ..readings }, Vec::new(), "v");
+    let patch = status_patch(Some(&server), &now);
+    assert_eq!(
+        patch["status"]["addresses"],
+        json!([
+            { "type": "Hostname", "address": "edge-1" },
+            { "type": "InternalIP", "$patch": "delete" },
+        ])
+    );
+    assert_eq!(patch["status"]["nodeInfo"]["machineID"], "0123abcd");
+    let fresh = status_patch(None, &server);
+    assert_eq!(fresh["status"]["addresses"].as_array().unwrap().len(), 2);
+    let same = vec![NodeAddress { type_: "Hostname".into(), address: "x".into() }];
+    let unchanged =
+        status_patch(Some(&server), &NodeStatus { addresses: Some(same), ..server.clone() });
+    assert_eq!(unchanged["status"]["addresses"].as_array().unwrap().len(), 2, "InternalIP deleted");
+}
+
+proptest! {
+    /// Whatever the sequence of readings, every condition's transition time is the time
+    /// of the first observation since its status last flipped, and its heartbeat is now.
+    #[test]
+    fn transition_times_follow_flips(
+        steps in prop::collection::vec((any::<bool>(), 0u64..300, 0u64..200), 1..40),
+    ) {
+        let mut conditions = Conditions::default();
+        let mut flips: BTreeMap<String, (String, Timestamp)> = BTreeMap::new();
+        let mut now = at(0);
+        for (ready, memory_mib, gap) in steps {
+            now = now.checked_add(SignedDuration::from_secs(gap as i64)).unwrap();
+            let readings = Readings {
+                runtime_ready: ready,
+                memory: Some(MemInfo { total: GI, available: memory_mib * 1024 * 1024 }),
+                ..healthy()
+            };
+            for c in conditions.observe(&readings, now) {
+                let since = flips.entry(c.type_.clone()).or_insert((c.status.clone(), now));
+                if since.0 != c.status {
+                    *since = (c.status.clone(), now);
+                }
+                prop_assert_eq!(c.last_transition_time.clone(), Some(Time(since.1)));
+                prop_assert_eq!(c.last_heartbeat_time.clone(), Some(Time(now)));
+            }
+        }
+    }
+
+    /// A report is due exactly when something but the heartbeats changed, or when the
+    /// report period has passed.
+    #[test]
+    fn report_due_ignores_heartbeats(gap in 0i64..1000, ready in any::<bool>()) {
+        let readings = healthy();
+        let mut conditions = Conditions::default();
+        let first = status(&readings, conditions.observe(&readings, at(0)), "v");
+        let next = Readings { runtime_ready: ready, ..readings };
+        let current = status(&next, conditions.observe(&next, at(gap)), "v");
+        let due = report_due(Some((&first, at(0))), &current, at(gap));
+        prop_assert_eq!(due, !ready || gap >= 300);
+    }
+}

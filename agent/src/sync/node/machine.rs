@@ -1,0 +1,78 @@
+//! Reads the machine for the node status: local files and one `statvfs`, no requests.
+//! A file that cannot be read leaves its part of the status empty (a container without
+//! `/sys/class/dmi`, say) rather than stopping the report.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use outpost_core::node_status::machine::{self, go_arch};
+use outpost_core::node_status::{FsStats, PidStats, Readings};
+
+use super::Config;
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+fn read_line(path: &str) -> String {
+    read(path).map(|text| machine::first_line(&text)).unwrap_or_default()
+}
+
+/// The readings now (blocking: small reads of `/proc`, `/sys` and `/etc`).
+pub fn readings(config: &Config, hostname: &str) -> Readings {
+    let cpus = read("/sys/devices/system/cpu/online")
+        .and_then(|text| machine::cpu_list_count(&text))
+        .or_else(|| {
+            std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok())
+        })
+        .unwrap_or(1);
+    let os_image = ["/etc/os-release", "/usr/lib/os-release"]
+        .into_iter()
+        .find_map(|path| machine::os_release_pretty_name(&read(path)?))
+        .unwrap_or_else(|| "Linux".to_owned());
+    Readings {
+        cpus,
+        memory: read("/proc/meminfo").and_then(|text| machine::meminfo(&text)),
+        nodefs: nodefs(&config.state_dir),
+        pids: pids(),
+        machine_id: read_line("/etc/machine-id"),
+        system_uuid: read_line("/sys/class/dmi/id/product_uuid"),
+        boot_id: read_line("/proc/sys/kernel/random/boot_id"),
+        kernel_version: read_line("/proc/sys/kernel/osrelease"),
+        os_image,
+        architecture: go_arch(std::env::consts::ARCH).to_owned(),
+        node_ip: config.node_ip,
+        hostname: hostname.to_owned(),
+        runtime_ready: config.runtime.load(Ordering::Relaxed),
+        runtime_version: config.runtime_version.get().cloned(),
+    }
+}
+
+/// The filesystem holding `state_dir` (or its nearest existing parent, before the agent
+/// made it).
+#[allow(
+    clippy::useless_conversion,
+    reason = "c_ulong and fsblkcnt_t are 32 bits wide on some targets (armv7)"
+)]
+fn nodefs(state_dir: &Path) -> Option<FsStats> {
+    let dir = state_dir.ancestors().find(|dir| dir.exists())?;
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    let fragment = u64::from(stats.fragment_size());
+    Some(FsStats {
+        capacity: u64::from(stats.blocks()).saturating_mul(fragment),
+        available: u64::from(stats.blocks_available()).saturating_mul(fragment),
+    })
+}
+
+/// PIDs as kubelet counts them: the limit is the lower of `pid_max` and `threads-max`,
+/// those in use the tasks `/proc/loadavg` counts.
+fn pids() -> Option<PidStats> {
+    let number = |path: &str| read(path)?.trim().parse::<u64>().ok();
+    let max = match (number("/proc/sys/kernel/pid_max"), number("/proc/sys/kernel/threads-max")) {
+        (Some(pid_max), Some(threads_max)) => pid_max.min(threads_max),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => return None,
+    };
+    let running = machine::loadavg_tasks(&read("/proc/loadavg")?)?;
+    Some(PidStats { max, running })
+}
