@@ -7,12 +7,14 @@
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
+//! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
 #![forbid(unsafe_code)]
 
 pub mod backoff;
+pub mod event_aggregate;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
