@@ -220,7 +220,7 @@ impl Correlator {
     }
 
     /// Takes the series whose change is oldest, to write it.
-    pub fn next(&mut self) -> Option<(EventKey, Series)> {
+    pub fn take_next(&mut self) -> Option<(EventKey, Series)> {
         let (_, key) = self.backlog.pop_first()?;
         let entry = self.entries.get_mut(&key)?;
         entry.queued = None;

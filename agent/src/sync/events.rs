@@ -156,7 +156,7 @@ impl Recorder {
     }
 
     fn next(&self) -> Option<(EventKey, Series)> {
-        lock(&self.0.state).correlator.next()
+        lock(&self.0.state).correlator.take_next()
     }
 
     fn sent(&self, key: &EventKey, count: u32) {

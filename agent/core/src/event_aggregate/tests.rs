@@ -38,7 +38,7 @@ fn identical_events_are_one_series_with_a_count() {
     assert_eq!(observe(&mut c, &backoff, 2), Observed::Repeat);
     assert_eq!(observe(&mut c, &backoff, 3), Observed::Repeat);
     assert_eq!(c.backlog_len(), 1, "one Event object waits, not three");
-    let (k, series) = c.next().unwrap();
+    let (k, series) = c.take_next().unwrap();
     assert_eq!(k, backoff);
     assert_eq!(series.count, 3);
     assert_eq!((series.first, series.last), (at(1), at(3)));
@@ -70,11 +70,11 @@ fn a_repeat_after_sending_is_patched_with_the_total() {
     let mut c = Correlator::new(Limits::default());
     let k = key("web", "BackOff", "m");
     observe(&mut c, &k, 1);
-    let (_, s) = c.next().unwrap();
+    let (_, s) = c.take_next().unwrap();
     c.sent(&k, s.count);
-    assert_eq!(c.next(), None, "nothing changed since");
+    assert_eq!(c.take_next(), None, "nothing changed since");
     observe(&mut c, &k, 5);
-    let (_, s) = c.next().unwrap();
+    let (_, s) = c.take_next().unwrap();
     assert_eq!((s.count, s.sent), (2, Some(1)), "a PATCH to count 2");
     c.sent(&k, 2);
     c.sent(&k, 1);
@@ -86,12 +86,12 @@ fn an_expired_event_is_created_again() {
     let mut c = Correlator::new(Limits::default());
     let k = key("web", "BackOff", "m");
     observe(&mut c, &k, 1);
-    c.next();
+    c.take_next();
     c.sent(&k, 1);
     observe(&mut c, &k, 2);
-    c.next();
+    c.take_next();
     c.expired(&k);
-    let (_, s) = c.next().unwrap();
+    let (_, s) = c.take_next().unwrap();
     assert_eq!((s.count, s.sent), (2, None), "a POST of the whole series");
 }
 
@@ -101,16 +101,16 @@ fn a_failed_write_goes_back_to_the_front() {
     let (a, b) = (key("a", "R", "m"), key("b", "R", "m"));
     observe(&mut c, &a, 1);
     observe(&mut c, &b, 2);
-    let (first, _) = c.next().unwrap();
+    let (first, _) = c.take_next().unwrap();
     assert_eq!(first, a);
     c.retry(&a);
-    assert_eq!(c.next().unwrap().0, a, "retried before newer ones");
+    assert_eq!(c.take_next().unwrap().0, a, "retried before newer ones");
     // Changed again while being written: queued at the back already, no duplicate.
     observe(&mut c, &a, 3);
     c.retry(&a);
-    assert_eq!(c.next().unwrap().0, b);
-    assert_eq!(c.next().unwrap().0, a);
-    assert_eq!(c.next(), None);
+    assert_eq!(c.take_next().unwrap().0, b);
+    assert_eq!(c.take_next().unwrap().0, a);
+    assert_eq!(c.take_next(), None);
 }
 
 #[test]
@@ -122,11 +122,11 @@ fn a_full_backlog_keeps_the_newest_and_counts_the_rest() {
     }
     assert_eq!(c.backlog_len(), 2);
     assert_eq!(c.stats().dropped, 3);
-    assert_eq!(c.next().unwrap().0, keys[3]);
-    assert_eq!(c.next().unwrap().0, keys[4]);
+    assert_eq!(c.take_next().unwrap().0, keys[3]);
+    assert_eq!(c.take_next().unwrap().0, keys[4]);
     // A dropped series is still remembered: its next occurrence carries the full count.
     observe(&mut c, &keys[0], 9);
-    assert_eq!(c.next().unwrap().1.count, 2);
+    assert_eq!(c.take_next().unwrap().1.count, 2);
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn forgotten_series_start_a_new_event() {
     let mut c = small(2);
     let (a, b, d) = (key("a", "R", "m"), key("b", "R", "m"), key("d", "R", "m"));
     observe(&mut c, &a, 1);
-    c.next();
+    c.take_next();
     c.sent(&a, 1);
     observe(&mut c, &b, 2);
     observe(&mut c, &d, 3);
@@ -247,7 +247,7 @@ proptest! {
                     observe(&mut c, &key(o, r), now);
                 }
                 Step::Next => {
-                    if let Some((k, s)) = c.next() {
+                    if let Some((k, s)) = c.take_next() {
                         taken += 1;
                         prop_assert!(s.count >= 1);
                         c.sent(&k, s.count);
