@@ -1,1 +1,168 @@
-//! Issue 5 sync tests: sync_events (to be written).
+//! Kubernetes Events end to end: the real agent runs real pods on a test [`Node`] and
+//! writes kubelet's events to the test API server (core/v1 `events`): what a running pod,
+//! a crash-looping one, a deleted one and a rejected manifest record, aggregation into
+//! one Event with a `count`, and events recorded offline arriving after a reconnect (O3).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pods::{Node, container, eventually, wait_pod};
+use serde_json::Value;
+use tokio::runtime::Runtime;
+
+/// Generous: only there so that a broken agent fails instead of hanging.
+const LONG: Duration = Duration::from_secs(90);
+
+/// A script that runs until SIGTERM.
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+
+/// A node whose agent reports to a test API server.
+struct Cluster {
+    rt: Runtime,
+    server: TestApiServer,
+    node: Node,
+    agent: Agent,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let node = Node::new()?;
+        let rt = Runtime::new().unwrap();
+        let server = rt.block_on(TestApiServer::start()).unwrap();
+        let kubeconfig = server.kubeconfig(node.dir.path()).unwrap();
+        let mut args = node.args();
+        args.extend([OsString::from("--kubeconfig"), kubeconfig.into_os_string()]);
+        let agent = Agent::start_pods(&node.manifests(), &args);
+        Some(Cluster { rt, server, node, agent })
+    }
+
+    /// core/v1 Events about the object named `name` (all namespaces).
+    fn events(&self, name: &str) -> Vec<Value> {
+        let all = self.server.list("events", None).unwrap();
+        all.into_iter().filter(|e| e["involvedObject"]["name"] == name).collect()
+    }
+
+    /// Waits for an Event about `name` with `reason` whose message contains `text`.
+    fn wait_event(&self, name: &str, reason: &str, text: &str) -> Value {
+        let find = || {
+            self.events(name).into_iter().find(|e| {
+                e["reason"] == reason && e["message"].as_str().unwrap_or("").contains(text)
+            })
+        };
+        eventually(&format!("a {reason} event on {name} saying {text:?}"), LONG, || {
+            find().is_some()
+        });
+        find().unwrap()
+    }
+
+    fn running(&self, name: &str) -> Value {
+        wait_pod(&self.agent, name, LONG, |p| container(p)["state"]["running"].is_object())
+    }
+}
+
+fn manifest(name: &str, script: &str) -> String {
+    let script = serde_json::to_string(script).unwrap();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+    )
+}
+
+#[test]
+fn a_static_pod_records_pulled_created_started_and_killing() {
+    let Some(c) = Cluster::start() else { return };
+    c.node.put("web.yaml", &manifest("web", SERVE));
+    let pod = c.running("web-edge-1");
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let pulled = c.wait_event("web-edge-1", "Pulled", "already present on machine");
+    assert!(pulled["message"].as_str().unwrap().contains(BUSYBOX_IMAGE), "{pulled}");
+    let created = c.wait_event("web-edge-1", "Created", "Created container: main");
+    let started = c.wait_event("web-edge-1", "Started", "Started container main");
+    for event in [&pulled, &created, &started] {
+        let object = &event["involvedObject"];
+        assert_eq!(object["kind"], "Pod", "{event}");
+        assert_eq!(object["namespace"], "default", "{event}");
+        assert_eq!(object["uid"], uid, "{event}");
+        assert_eq!(object["fieldPath"], "spec.containers{main}", "{event}");
+        assert_eq!(event["type"], "Normal", "{event}");
+        assert_eq!(event["count"], 1, "{event}");
+        assert_eq!(event["source"]["component"], "kubelet", "{event}");
+        assert_eq!(event["source"]["host"], "edge-1", "{event}");
+        assert_eq!(event["reportingComponent"], "outpost", "{event}");
+        assert!(event["metadata"]["name"].as_str().unwrap().starts_with("web-edge-1."));
+        assert!(event["firstTimestamp"].is_string() && event["lastTimestamp"].is_string());
+    }
+    c.node.remove("web.yaml");
+    let killing = c.wait_event("web-edge-1", "Killing", "Stopping container main");
+    assert_eq!(killing["involvedObject"]["fieldPath"], "spec.containers{main}");
+}
+
+#[test]
+fn a_crash_loop_is_one_back_off_event_with_a_count() {
+    let Some(c) = Cluster::start() else { return };
+    c.node.put("crash.yaml", &manifest("crash", "exit 1"));
+    let backoff = |e: &Value| e["reason"] == "BackOff";
+    eventually("a BackOff event counted at least twice", LONG, || {
+        c.events("crash-edge-1")
+            .iter()
+            .filter(|e| backoff(e))
+            .any(|e| e["count"].as_i64() >= Some(2))
+    });
+    let events = c.events("crash-edge-1");
+    let backoffs: Vec<&Value> = events.iter().filter(|e| backoff(e)).collect();
+    assert_eq!(backoffs.len(), 1, "repeats are one Event object: {backoffs:#?}");
+    let event = backoffs[0];
+    assert_eq!(event["type"], "Warning");
+    let message = event["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("Back-off restarting failed container main in pod crash-edge-1_default("),
+        "{message}"
+    );
+    assert_ne!(event["firstTimestamp"], Value::Null);
+    // Started is recorded at each restart: one Event with a count, too.
+    let started = events.iter().filter(|e| e["reason"] == "Started").count();
+    assert_eq!(started, 1, "{events:#?}");
+}
+
+#[test]
+fn a_rejected_manifest_is_failed_validation_on_the_node() {
+    let Some(c) = Cluster::start() else { return };
+    // S1: no metadata.name.
+    c.node.put("bad.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n");
+    eventually("a FailedValidation event", LONG, || {
+        c.server.list("events", None).unwrap().iter().any(|e| e["reason"] == "FailedValidation")
+    });
+    let events = c.server.list("events", Some("default")).unwrap();
+    let event = events.iter().find(|e| e["reason"] == "FailedValidation").unwrap();
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["involvedObject"]["kind"], "Node");
+    assert_eq!(event["involvedObject"]["name"], "edge-1");
+    assert_eq!(event["involvedObject"]["uid"], "edge-1");
+    let message = event["message"].as_str().unwrap();
+    assert!(message.contains("bad.yaml"), "names the file: {message}");
+    assert!(message.contains("name"), "names the error: {message}");
+}
+
+#[test]
+fn events_recorded_offline_arrive_after_the_reconnect() {
+    let Some(c) = Cluster::start() else { return };
+    c.node.put("first.yaml", &manifest("first", SERVE));
+    c.wait_event("first-edge-1", "Started", "Started container main");
+    c.rt.block_on(c.server.cut());
+    c.node.put("second.yaml", &manifest("second", SERVE));
+    c.running("second-edge-1");
+    c.node.remove("first.yaml");
+    eventually("the first pod is gone", LONG, || {
+        outpost_tests::pods::pod(&c.agent, "first-edge-1").is_none()
+    });
+    assert!(c.events("second-edge-1").is_empty(), "nothing is written while offline");
+    c.rt.block_on(c.server.restore()).unwrap();
+    // Nothing lost below the bound: every event of the offline period arrives.
+    for reason in ["Pulled", "Created", "Started"] {
+        c.wait_event("second-edge-1", reason, "");
+    }
+    c.wait_event("first-edge-1", "Killing", "Stopping container main");
+}

@@ -8,12 +8,14 @@
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
+//! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
 #![forbid(unsafe_code)]
 
 pub mod backoff;
+pub mod event_aggregate;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;

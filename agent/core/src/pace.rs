@@ -29,13 +29,28 @@ impl TokenBucket {
     /// Takes one token at `now`: `None` if one was there, else how long to wait before
     /// the token taken (on credit) is due. A clock going backwards adds nothing.
     pub fn take(&mut self, now: Duration) -> Option<Duration> {
+        self.refill(now);
+        self.tokens -= 1.0;
+        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / self.rate))
+    }
+
+    fn refill(&mut self, now: Duration) {
         if now > self.last {
             let added = (now - self.last).as_secs_f64() * self.rate;
             self.tokens = (self.tokens + added).min(self.burst);
             self.last = now;
         }
-        self.tokens -= 1.0;
-        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / self.rate))
+    }
+
+    /// Takes one token at `now` if one is there (client-go's `TryAccept`): a refusal
+    /// takes nothing, so a caller that keeps asking is not pushed further into debt.
+    pub fn try_take(&mut self, now: Duration) -> bool {
+        self.refill(now);
+        let available = self.tokens >= 1.0;
+        if available {
+            self.tokens -= 1.0;
+        }
+        available
     }
 }
 
@@ -60,6 +75,19 @@ mod tests {
         assert_eq!(bucket.take(Duration::from_secs(100)), None);
         assert_eq!(bucket.take(Duration::from_secs(100)), None);
         assert!(bucket.take(Duration::from_secs(100)).is_some());
+    }
+
+    #[test]
+    fn try_take_refuses_without_debt() {
+        let mut bucket = TokenBucket::new(1.0, 2, Duration::ZERO);
+        assert!(bucket.try_take(Duration::ZERO));
+        assert!(bucket.try_take(Duration::ZERO));
+        for _ in 0..10 {
+            assert!(!bucket.try_take(Duration::ZERO), "refusals take nothing");
+        }
+        // One second refills one token, whatever was refused before.
+        assert!(bucket.try_take(Duration::from_secs(1)));
+        assert!(!bucket.try_take(Duration::from_secs(1)));
     }
 
     proptest! {

@@ -110,11 +110,13 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     // Before anything is announced: SIGHUP's default action would end the agent.
     let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
     let checkpoints = Checkpoints::new(&config.state_dir);
+    let events = Recorder::default();
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
         node_name: config.node_name.clone(),
         watcher: config.watcher,
-    })?;
+    })?
+    .with_events(events.clone());
     let mut sources = vec![(Source::File, files.into_stream())];
     let refresh = Refresh::default();
     if let Some(url) = &config.manifest_url {
@@ -161,7 +163,6 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let runtime_ready = (!dry_run).then(api::RuntimeReady::default);
     let runtime_version = Arc::new(OnceLock::new());
     let stop_pods = CancellationToken::new();
-    let events = Recorder::default();
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
+use crate::sync::events::{self, EventType, Recorder, reason};
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -130,6 +131,8 @@ pub struct FileSource {
     sent: bool,
     dirty: bool,
     errors_total: u64,
+    /// Where rejected manifests are reported (a `FailedValidation` event on the node).
+    events: Recorder,
 }
 
 impl FileSource {
@@ -152,12 +155,19 @@ impl FileSource {
             sent: false,
             dirty: false,
             errors_total: 0,
+            events: Recorder::default(),
         };
         source.watch_dirs();
         // After the first watch: Auto may fall back to inotify on a filesystem that
         // cannot report file handles.
         info!(path = %config.path.display(), backend = %source.watcher.backend(), "watching manifests");
         Ok(source)
+    }
+
+    /// Reports rejected manifests to `events` (else to a recorder of its own).
+    pub fn with_events(mut self, events: Recorder) -> FileSource {
+        self.events = events;
+        self
     }
 
     /// The kernel interface in use.
@@ -350,6 +360,12 @@ impl FileSource {
             Outcome::Rejected(report) => {
                 self.errors_total += 1;
                 warn!(file = ?name, pid = ?cause.pid, writer = ?writer(), "manifest rejected; its last good pods (if any) keep running:\n{report}");
+                self.events.emit(
+                    &events::node_ref(&self.node_name),
+                    EventType::Warning,
+                    reason::FAILED_VALIDATION,
+                    format!("Error validating static pod manifest {report}"),
+                );
                 false
             }
         }

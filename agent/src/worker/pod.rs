@@ -24,6 +24,7 @@ use crate::runtime::container::{
     LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::events::{TaskEvent, timestamp};
+use crate::sync::events::{EventType, pod_ref, reason};
 
 /// After SIGKILL, how long to wait for the exit before giving up on it.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -214,6 +215,7 @@ impl PodWorker {
         let runtime = self.runtime.clone();
         let Some(current) = self.current.as_mut() else { return };
         let policy = RestartPolicy::of(&current.pod);
+        let pod = current.pod.clone();
         let (namespace, name, uid) = (&self.name.namespace, &self.name.name, &current.uid);
         let Some(slot) = current.slots.iter_mut().find(|s| s.id.as_deref() == Some(id)) else {
             return;
@@ -231,6 +233,17 @@ impl PodWorker {
             restarts,
             "container exited"
         );
+        let object = pod_ref(&pod, Some(&slot.name));
+        if slot.oom_killed {
+            // kubelet shows this only in the container's status; an Event makes it visible
+            // in `kubectl get events` too.
+            runtime.events.emit(
+                &object,
+                EventType::Warning,
+                reason::OOM_KILLED,
+                format!("Container {} was killed by the kernel: out of memory", slot.name),
+            );
+        }
         runtime.routes.remove(id);
         if let Err(e) = container::delete_task(&runtime.containerd, id).await {
             tracing::warn!(container = slot.name, error = %describe(&e), "cannot delete the exited task");
@@ -254,6 +267,17 @@ impl PodWorker {
         }
         if let Some(delay) = delay {
             tracing::debug!(container = slot.name, restart_in = ?delay, "restarting");
+            if !delay.is_zero() {
+                runtime.events.emit(
+                    &object,
+                    EventType::Warning,
+                    reason::BACK_OFF,
+                    format!(
+                        "Back-off restarting failed container {} in pod {name}_{namespace}({uid})",
+                        slot.name
+                    ),
+                );
+            }
             slot.state = SlotState::Waiting {
                 reason: if delay.is_zero() { "ContainerCreating" } else { "CrashLoopBackOff" }
                     .to_owned(),
@@ -343,6 +367,14 @@ impl PodWorker {
         let running: HashSet<String> =
             current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
         tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");
+        for slot in current.slots.iter().filter(|s| s.is_running()) {
+            self.runtime.events.emit(
+                &pod_ref(&current.pod, Some(&slot.name)),
+                EventType::Normal,
+                reason::KILLING,
+                format!("Stopping container {}", slot.name),
+            );
+        }
         self.stop_containers(inbox, running, grace).await;
         for id in current.slots.iter().filter_map(|s| s.id.as_deref()) {
             self.remove_container(id).await;
@@ -493,6 +525,12 @@ impl Current {
                 Err(problem) => {
                     let delay = self.sandbox_backoff.next_delay(fastrand::f64());
                     tracing::warn!(reason = problem.reason, error = problem.message, retry_in = ?delay, "cannot set up the pod sandbox");
+                    runtime.events.emit(
+                        &pod_ref(&self.pod, None),
+                        EventType::Warning,
+                        reason::FAILED_CREATE_POD_SANDBOX,
+                        format!("Failed to create pod sandbox: {}", problem.message),
+                    );
                     for slot in self.slots.iter_mut().filter(|s| !s.is_running()) {
                         slot.state = SlotState::Waiting {
                             reason: "ContainerCreating".to_owned(),
@@ -516,6 +554,17 @@ impl Current {
                 // The container's spec changed (an API pod's image, say): replace it.
                 if let Some(id) = slot.id.take() {
                     tracing::info!(container = slot.name, "container spec changed; replacing it");
+                    if slot.is_running() {
+                        runtime.events.emit(
+                            &pod_ref(&pod, Some(&slot.name)),
+                            EventType::Normal,
+                            reason::KILLING,
+                            format!(
+                                "Container {} definition changed, will be restarted",
+                                slot.name
+                            ),
+                        );
+                    }
                     replace(runtime, &id).await;
                     slot.last_termination = None;
                 }
@@ -574,6 +623,20 @@ impl Current {
                         slot.pull_failures += 1;
                     }
                     tracing::warn!(container = slot.name, reason, error = failure.message, retry_in = ?delay, "cannot start container");
+                    let object = pod_ref(&pod, Some(&slot.name));
+                    if reason == "ImagePullBackOff" {
+                        let image = container.image.as_deref().unwrap_or_default();
+                        let message = format!("Back-off pulling image \"{image}\"");
+                        runtime.events.emit(&object, EventType::Normal, reason::BACK_OFF, message);
+                    }
+                    // kubelet: the waiting reason for image trouble, the error otherwise.
+                    let error = if failure.pull { reason } else { failure.message.as_str() };
+                    runtime.events.emit(
+                        &object,
+                        EventType::Warning,
+                        reason::FAILED,
+                        format!("Error: {error}"),
+                    );
                     slot.state = SlotState::Waiting {
                         reason: reason.to_owned(),
                         message: Some(failure.message),

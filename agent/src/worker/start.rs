@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod};
 use outpost_core::lifecycle::{self, PullPolicy};
 use outpost_core::pod;
 
@@ -18,6 +18,7 @@ use crate::runtime::image::pull::{self, PullErrorKind};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::{self, Namespaces, PodContext};
+use crate::sync::events::{EventType, pod_ref, reason};
 
 /// Why a container could not be started: kubelet's waiting reason and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +54,8 @@ pub async fn start(
     hash: &str,
     outbox: &super::Outbox,
 ) -> Result<Started, StartFailure> {
-    let image = ensure_image(runtime, container).await?;
+    let object = pod_ref(pod, Some(&container.name));
+    let image = ensure_image(runtime, container, &object).await?;
     let id = new_container_id();
     let uid = pod::uid(pod);
     let parent = cgroup_parent(uid);
@@ -111,31 +113,69 @@ pub async fn start(
     container::create(&runtime.containerd, &new)
         .await
         .map_err(|e| StartFailure::new("CreateContainerError", describe(&e)))?;
+    let events = &runtime.events;
+    events.emit(
+        &object,
+        EventType::Normal,
+        reason::CREATED,
+        format!("Created container: {}", container.name),
+    );
     runtime.routes.add(&id, outbox);
     if let Err(e) = container::start(&runtime.containerd, &id).await {
         runtime.routes.remove(&id);
         let _ = container::remove(&runtime.containerd, &id).await;
         return Err(StartFailure::new("RunContainerError", describe(&e)));
     }
+    events.emit(
+        &object,
+        EventType::Normal,
+        reason::STARTED,
+        format!("Started container {}", container.name),
+    );
     Ok(Started { id, image_id: image.digest, started_at })
 }
 
 /// The container's image, pulled first if its imagePullPolicy says so. An `Always` image
 /// that cannot be pulled because the registry is unreachable runs from the local copy
-/// when there is one: an edge node must restart its pods with no network.
-async fn ensure_image(runtime: &Runtime, container: &Container) -> Result<Image, StartFailure> {
+/// when there is one: an edge node must restart its pods with no network. Records
+/// kubelet's image events on `object` (the container).
+async fn ensure_image(
+    runtime: &Runtime,
+    container: &Container,
+    object: &ObjectReference,
+) -> Result<Image, StartFailure> {
+    let events = &runtime.events;
     let reference = container.image.as_deref().unwrap_or_default();
-    let present = resolve::resolve(&runtime.containerd, reference)
-        .await
-        .map_err(|e| StartFailure::new("InspectFailed", describe(&e)))?;
+    let present = resolve::resolve(&runtime.containerd, reference).await.map_err(|e| {
+        let message = format!("Failed to inspect image \"{reference}\": {}", describe(&e));
+        events.emit(object, EventType::Warning, reason::INSPECT_FAILED, message.clone());
+        StartFailure::new("InspectFailed", message)
+    })?;
     let policy = PullPolicy::of(container);
     match (policy, present) {
-        (PullPolicy::Never, None) => Err(StartFailure::new(
-            "ErrImageNeverPull",
-            format!("container image \"{reference}\" is not present with pull policy of Never"),
-        )),
-        (PullPolicy::Never | PullPolicy::IfNotPresent, Some(image)) => Ok(image),
+        (PullPolicy::Never, None) => {
+            let message =
+                format!("Container image \"{reference}\" is not present with pull policy of Never");
+            events.emit(object, EventType::Warning, reason::ERR_IMAGE_NEVER_PULL, message.clone());
+            Err(StartFailure::new("ErrImageNeverPull", message))
+        }
+        (PullPolicy::Never | PullPolicy::IfNotPresent, Some(image)) => {
+            events.emit(
+                object,
+                EventType::Normal,
+                reason::PULLED,
+                format!("Container image \"{reference}\" already present on machine"),
+            );
+            Ok(image)
+        }
         (_, present) => {
+            events.emit(
+                object,
+                EventType::Normal,
+                reason::PULLING,
+                format!("Pulling image \"{reference}\""),
+            );
+            let began = std::time::Instant::now();
             let pulled = pull::pull(
                 &runtime.containerd,
                 reference,
@@ -144,22 +184,42 @@ async fn ensure_image(runtime: &Runtime, container: &Container) -> Result<Image,
             )
             .await;
             match (pulled, present) {
-                (Ok(_), _) => resolve::resolve(&runtime.containerd, reference)
-                    .await
-                    .map_err(|e| StartFailure::new("InspectFailed", describe(&e)))?
-                    .ok_or_else(|| {
-                        StartFailure::new(
-                            "ErrImagePull",
-                            format!("image \"{reference}\" was pulled but is not in containerd"),
-                        )
-                    }),
+                (Ok(_), _) => {
+                    events.emit(
+                        object,
+                        EventType::Normal,
+                        reason::PULLED,
+                        format!(
+                            "Successfully pulled image \"{reference}\" in {:.3}s",
+                            began.elapsed().as_secs_f64()
+                        ),
+                    );
+                    resolve::resolve(&runtime.containerd, reference)
+                        .await
+                        .map_err(|e| StartFailure::new("InspectFailed", describe(&e)))?
+                        .ok_or_else(|| {
+                            StartFailure::new(
+                                "ErrImagePull",
+                                format!(
+                                    "image \"{reference}\" was pulled but is not in containerd"
+                                ),
+                            )
+                        })
+                }
                 (Err(e), Some(image)) if e.kind() == PullErrorKind::Unreachable => {
                     tracing::warn!(image = reference, error = %describe(&e),
                         "registry unreachable; running the image already present");
                     Ok(image)
                 }
                 (Err(e), _) => {
-                    Err(StartFailure { reason: "ErrImagePull", message: describe(&e), pull: true })
+                    let message = describe(&e);
+                    events.emit(
+                        object,
+                        EventType::Warning,
+                        reason::FAILED,
+                        format!("Failed to pull image \"{reference}\": {message}"),
+                    );
+                    Err(StartFailure { reason: "ErrImagePull", message, pull: true })
                 }
             }
         }
