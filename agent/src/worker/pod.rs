@@ -2,14 +2,16 @@
 //! full name and brings containerd to match, one step at a time. Each wake-up (a message,
 //! or a restart/retry time coming due) ends in one `sync`, then the status is published.
 
-use std::collections::HashSet;
+mod adopt;
+mod stop;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
-use outpost_core::lifecycle::{self, CrashLoop, RestartPolicy};
+use outpost_core::lifecycle::RestartPolicy;
 use outpost_core::pod::{self, FullName};
 use tokio::time::Instant;
 use tracing::Instrument as _;
@@ -20,8 +22,7 @@ use super::state::{self, SandboxProblem, Slot, SlotState, Terminated};
 use super::{Inbox, Message, Outbox, Runtime};
 use crate::error_chain::describe;
 use crate::runtime::container::{
-    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
-    LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT, LABEL_STARTED_AT, Listed,
+    self, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_POD_UID, LABEL_REASON, Listed,
 };
 use crate::runtime::events::{TaskEvent, timestamp};
 use crate::sync::events::{EventType, pod_ref, reason};
@@ -136,54 +137,6 @@ impl PodWorker {
             Message::Task(TaskEvent::Resync) => self.resync().await,
             Message::Shutdown => self.shutdown = true,
         }
-    }
-
-    /// Node shutdown: the pod's containers are stopped gracefully and left in place (the
-    /// next agent finds them exited and restarts them by their restart policy); the
-    /// pod is reported as kubelet's graceful node shutdown reports it.
-    async fn shut_down(&mut self, inbox: &mut Inbox) {
-        let Some(current) = &self.current else { return };
-        let grace = lifecycle::grace_period(&current.pod);
-        let running: HashSet<String> =
-            current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
-        tracing::info!(
-            pod.uid = current.uid,
-            containers = running.len(),
-            ?grace,
-            "node shutdown: stopping pod"
-        );
-        self.stop_containers(inbox, running, grace).await;
-        let containerd = self.runtime.containerd.clone();
-        let Some(current) = &mut self.current else { return };
-        for slot in &mut current.slots {
-            let (Some(id), SlotState::Running { started_at }) = (&slot.id, &slot.state) else {
-                continue;
-            };
-            let process = container::task(&containerd, id).await.ok().flatten();
-            let exit_code =
-                process.as_ref().map_or(137, |p| i32::try_from(p.exit_status).unwrap_or(i32::MAX));
-            let finished_at =
-                process.as_ref().and_then(|p| p.exited_at.as_ref()).and_then(timestamp);
-            slot.state = SlotState::Terminated(Terminated {
-                container_id: id.clone(),
-                exit_code,
-                reason: state::exit_reason(exit_code, false).to_owned(),
-                started_at: Some(*started_at),
-                finished_at: Some(finished_at.unwrap_or_else(Timestamp::now)),
-            });
-            slot.retry_at = None;
-        }
-        let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
-        let mut status = state::pod_status(
-            &current.pod,
-            &current.slots,
-            ips,
-            self.runtime.settings.host_ip,
-            current.started,
-            current.problem.as_ref(),
-        );
-        state::shut_down(&mut status);
-        self.runtime.statuses.set(&current.uid, status);
     }
 
     fn slot_mut(&mut self, container_id: &str) -> Option<&mut Slot> {
@@ -331,127 +284,6 @@ impl PodWorker {
         current.sync(&runtime, &self.outbox).await;
     }
 
-    /// Stops containers adopted from an earlier run that belong to no desired pod, and
-    /// removes them and their pods' sandboxes.
-    async fn stop_stale(&mut self, inbox: &mut Inbox, stale: Vec<Listed>) {
-        // The grace period the containers were started with (their pod is gone).
-        let labelled = stale
-            .iter()
-            .filter_map(|c| c.label(LABEL_GRACE_PERIOD).and_then(|g| g.parse().ok()))
-            .max();
-        let grace = Duration::from_secs(labelled.unwrap_or(30));
-        let running: HashSet<String> = stale
-            .iter()
-            .filter(|c| c.task_status() == Some(containerd_client::types::v1::Status::Running))
-            .map(|c| c.id.clone())
-            .collect();
-        for id in &running {
-            self.runtime.routes.add(id, &self.outbox);
-        }
-        self.stop_containers(inbox, running, grace).await;
-        let uids: HashSet<String> =
-            stale.iter().filter_map(|c| c.label(LABEL_POD_UID).map(str::to_owned)).collect();
-        for c in &stale {
-            self.remove_container(&c.id).await;
-        }
-        for uid in uids {
-            sandbox::tear_down(&self.runtime, &uid).await;
-            tracing::info!(pod.uid = uid, "removed a pod left by an earlier run");
-        }
-    }
-
-    /// Stops the current pod gracefully and removes its containers and sandbox.
-    async fn stop_current(&mut self, inbox: &mut Inbox) {
-        let Some(current) = self.current.take() else { return };
-        let grace = lifecycle::grace_period(self.desired.as_deref().unwrap_or(&current.pod));
-        let running: HashSet<String> =
-            current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
-        tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");
-        for slot in current.slots.iter().filter(|s| s.is_running()) {
-            self.runtime.events.emit(
-                &pod_ref(&current.pod, Some(&slot.name)),
-                EventType::Normal,
-                reason::KILLING,
-                format!("Stopping container {}", slot.name),
-            );
-        }
-        self.stop_containers(inbox, running, grace).await;
-        for id in current.slots.iter().filter_map(|s| s.id.as_deref()) {
-            self.remove_container(id).await;
-        }
-        sandbox::tear_down(&self.runtime, &current.uid).await;
-        self.runtime.statuses.remove(&current.uid);
-        tracing::info!(pod.uid = current.uid, "pod stopped and removed");
-    }
-
-    /// SIGTERM, up to `grace` for the exits, then SIGKILL. Desired-pod updates that
-    /// arrive meanwhile are kept for the next sync.
-    async fn stop_containers(
-        &mut self,
-        inbox: &mut Inbox,
-        mut running: HashSet<String>,
-        grace: Duration,
-    ) {
-        let containerd = self.runtime.containerd.clone();
-        for id in &running {
-            if let Err(e) = container::kill(&containerd, id, libc::SIGTERM, false).await {
-                tracing::warn!(container_id = id, error = %describe(&e), "cannot send SIGTERM");
-            }
-        }
-        self.wait_for_exits(inbox, &mut running, Instant::now() + grace).await;
-        if running.is_empty() {
-            return;
-        }
-        tracing::info!(containers = running.len(), "grace period over; sending SIGKILL");
-        for id in &running {
-            if let Err(e) = container::kill(&containerd, id, libc::SIGKILL, true).await {
-                tracing::warn!(container_id = id, error = %describe(&e), "cannot send SIGKILL");
-            }
-        }
-        self.wait_for_exits(inbox, &mut running, Instant::now() + KILL_WAIT).await;
-    }
-
-    async fn wait_for_exits(
-        &mut self,
-        inbox: &mut Inbox,
-        running: &mut HashSet<String>,
-        until: Instant,
-    ) {
-        // A task that is already stopped sends no further event.
-        let mut stopped = Vec::new();
-        for id in running.iter() {
-            match container::task(&self.runtime.containerd, id).await {
-                Ok(Some(p)) if p.status() != containerd_client::types::v1::Status::Stopped => {}
-                _ => stopped.push(id.clone()),
-            }
-        }
-        for id in stopped {
-            running.remove(&id);
-        }
-        while !running.is_empty() {
-            let message = tokio::select! {
-                m = inbox.recv() => m,
-                () = tokio::time::sleep_until(until) => return,
-            };
-            match message {
-                None => return,
-                Some(Message::Desired(pod)) => self.desired = pod,
-                Some(Message::Task(TaskEvent::Exit { container_id, .. })) => {
-                    running.remove(&container_id);
-                }
-                Some(Message::Task(_)) => {}
-                Some(Message::Shutdown) => self.shutdown = true,
-            }
-        }
-    }
-
-    async fn remove_container(&self, id: &str) {
-        self.runtime.routes.remove(id);
-        if let Err(e) = container::remove(&self.runtime.containerd, id).await {
-            tracing::warn!(container_id = id, error = %describe(&e), "cannot remove container");
-        }
-    }
-
     fn publish(&self) {
         let Some(current) = &self.current else { return };
         let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
@@ -468,48 +300,6 @@ impl PodWorker {
 }
 
 impl Current {
-    /// The desired pod, with what an earlier run left of it adopted: per container, the
-    /// newest of its containers (others removed); running ones are kept running.
-    async fn adopt(
-        runtime: &Runtime,
-        pod: Arc<Pod>,
-        mut found: Vec<Listed>,
-        outbox: &Outbox,
-    ) -> Current {
-        let uid = pod::uid(&pod).to_owned();
-        let crash_loop = CrashLoop::new(runtime.settings.crash_loop);
-        let policy = RestartPolicy::of(&pod);
-        let containers = pod.spec.iter().flat_map(|s| &s.containers);
-        let mut slots: Vec<Slot> =
-            containers.map(|c| Slot::new(&c.name, container_hash(c), crash_loop)).collect();
-        found.sort_by_key(restart_count);
-        let mut obsolete = Vec::new();
-        for listed in found.into_iter().rev() {
-            let name = listed.label(LABEL_CONTAINER_NAME).unwrap_or_default();
-            match slots.iter_mut().find(|s| s.name == name && s.id.is_none()) {
-                Some(slot) if listed.label(LABEL_HASH) == Some(slot.hash.as_str()) => {
-                    adopt_container(runtime, policy, slot, &listed, outbox).await;
-                }
-                _ => obsolete.push(listed.id),
-            }
-        }
-        for id in obsolete {
-            if let Err(e) = container::remove(&runtime.containerd, &id).await {
-                tracing::warn!(container_id = id, error = %describe(&e), "cannot remove an obsolete container");
-            }
-        }
-        Current {
-            pod,
-            uid,
-            started: Timestamp::now(),
-            sandbox: None,
-            problem: None,
-            sandbox_retry: Instant::now(),
-            sandbox_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
-            slots,
-        }
-    }
-
     async fn sync(&mut self, runtime: &Runtime, outbox: &Outbox) {
         let now = Instant::now();
         if self.sandbox.is_none() {
@@ -648,76 +438,6 @@ impl Current {
     }
 }
 
-/// Takes over one container an earlier run left: kept if running, else treated as an exit
-/// seen now.
-async fn adopt_container(
-    runtime: &Runtime,
-    policy: RestartPolicy,
-    slot: &mut Slot,
-    listed: &Listed,
-    outbox: &Outbox,
-) {
-    slot.id = Some(listed.id.clone());
-    slot.restart_count = restart_count(listed);
-    slot.ran = true;
-    let started_at = listed
-        .label(LABEL_STARTED_AT)
-        .and_then(|t| t.parse().ok())
-        .or_else(|| listed.created_at.as_ref().and_then(timestamp))
-        .unwrap_or_else(Timestamp::now);
-    match &listed.task {
-        Some(task) if task.status() == containerd_client::types::v1::Status::Running => {
-            runtime.routes.add(&listed.id, outbox);
-            slot.state = SlotState::Running { started_at };
-            slot.retry_at = None;
-            tracing::info!(
-                container = slot.name,
-                container_id = listed.id,
-                "adopted running container"
-            );
-        }
-        task => {
-            let exit_code = task
-                .as_ref()
-                .map(|t| i32::try_from(t.exit_status).unwrap_or(i32::MAX))
-                .or_else(|| listed.label(LABEL_EXIT_CODE).and_then(|c| c.parse().ok()))
-                .unwrap_or(-1);
-            let finished_at = task
-                .as_ref()
-                .and_then(|t| t.exited_at.as_ref().and_then(timestamp))
-                .or_else(|| listed.label(LABEL_FINISHED_AT).and_then(|t| t.parse().ok()));
-            if task.is_some() {
-                let _ = container::delete_task(&runtime.containerd, &listed.id).await;
-            }
-            let terminated = Terminated {
-                container_id: listed.id.clone(),
-                exit_code,
-                reason: listed
-                    .label(LABEL_REASON)
-                    .unwrap_or(state::exit_reason(exit_code, false))
-                    .to_owned(),
-                started_at: Some(started_at),
-                finished_at,
-            };
-            tracing::info!(
-                container = slot.name,
-                container_id = listed.id,
-                exit_code,
-                "adopted exited container"
-            );
-            if policy.restarts(exit_code) {
-                slot.last_termination = Some(terminated);
-                slot.state =
-                    SlotState::Waiting { reason: "ContainerCreating".to_owned(), message: None };
-                slot.retry_at = Some(Instant::now());
-            } else {
-                slot.state = SlotState::Terminated(terminated);
-                slot.retry_at = None;
-            }
-        }
-    }
-}
-
 /// Records a container's end in its labels, so that a later run knows it.
 async fn record_exit(runtime: &Runtime, id: &str, t: &Terminated) {
     let mut labels = std::collections::HashMap::new();
@@ -737,8 +457,4 @@ async fn replace(runtime: &Runtime, id: &str) {
     if let Err(e) = container::remove(&runtime.containerd, id).await {
         tracing::warn!(container_id = id, error = %describe(&e), "cannot remove the replaced container");
     }
-}
-
-fn restart_count(listed: &Listed) -> u32 {
-    listed.label(LABEL_RESTART_COUNT).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
