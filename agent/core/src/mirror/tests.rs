@@ -189,7 +189,8 @@ fn r5_server_side_additions_are_not_edits() {
 fn r5_edits_through_the_api_are_detected() {
     let desired = mirror_pod(&static_pod(), &NODE);
     let stored = as_stored(desired.clone());
-    let edits: Vec<(&str, Box<dyn Fn(&mut Pod)>)> = vec![
+    type Edit = Box<dyn Fn(&mut Pod)>;
+    let edits: Vec<(&str, Edit)> = vec![
         (
             "label changed",
             Box::new(|p| {
@@ -306,7 +307,8 @@ proptest! {
         apply(&mut w, &actions, &mut uid);
         for (n, s) in &w.statics {
             let m = w.mirrors.get(n);
-            if s.running && !(before.blocked.contains(n) && !before.mirrors.contains_key(n)) {
+            let free = !before.blocked.contains(n) || before.mirrors.contains_key(n);
+            if s.running && free {
                 let m = m.expect("a running static pod has a mirror");
                 prop_assert_eq!(&m.mirror_of, &s.hash);
                 prop_assert!(!m.deleting && m.current);
