@@ -49,6 +49,9 @@ struct Mirrors {
     /// Names reported blocked (a warning once, until the name is free).
     warned: BTreeSet<FullName>,
     backoff: Backoff,
+    /// How many running static pods had their up-to-date mirror when that was last
+    /// logged.
+    in_sync: Option<usize>,
 }
 
 /// One pass's inputs: the plan's world and each static pod's desired mirror.
@@ -66,6 +69,7 @@ impl Mirrors {
             held: BTreeMap::new(),
             warned: BTreeSet::new(),
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)),
+            in_sync: None,
         }
     }
 
@@ -98,6 +102,7 @@ impl Mirrors {
         let observation = self.observe()?;
         let actions = plan(&observation.world);
         self.report_blocked(&actions);
+        self.report_in_sync(&observation.world, &actions);
         for action in actions {
             if !self.context.client.connectivity().is_reachable() {
                 return None;
@@ -191,6 +196,24 @@ impl Mirrors {
             }
         }
         self.warned = blocked.into_iter().cloned().collect();
+    }
+
+    /// Logs each time a pass finds nothing to do for a different number of mirrored
+    /// running static pods.
+    fn report_in_sync(&mut self, world: &World, actions: &[Action]) {
+        if actions.iter().any(|a| !matches!(a, Action::Blocked { .. })) {
+            self.in_sync = None;
+            return;
+        }
+        let mirrored = world
+            .statics
+            .iter()
+            .filter(|(name, s)| s.running && world.mirrors.contains_key(*name))
+            .count();
+        if self.in_sync != Some(mirrored) {
+            info!(mirrored, "mirror pods in sync");
+            self.in_sync = Some(mirrored);
+        }
     }
 
     /// What the plan needs, or `None` before the API source's first list.

@@ -4,9 +4,11 @@
 //! R5 compares what a client can change on an existing pod and what the agent wrote,
 //! never what the API server adds on its own:
 //! - labels: exactly the static pod's (no labels and empty labels are the same);
-//! - annotations: each of the static pod's (`config.hash`, `config.source`,
-//!   `config.seen` included) and `config.mirror`, with the same value; others are
-//!   ignored, since admission plugins add some;
+//! - annotations: each of the static pod's (`config.hash` and `config.source`
+//!   included) and `config.mirror`, with the same value; others are ignored, since
+//!   admission plugins add some. `config.seen` is not compared: the merge stamps it
+//!   anew at every agent start (M3), and a restart must not replace mirrors (R4);
+
 //! - ownerReferences: the Node's controller reference is there;
 //! - spec: only the fields the API server lets a client update on a pod (each
 //!   container's and init container's name and image, `activeDeadlineSeconds`). The
@@ -19,7 +21,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::pod::{CONFIG_HASH, CONFIG_MIRROR, annotation};
+use crate::pod::{CONFIG_HASH, CONFIG_MIRROR, CONFIG_SEEN, annotation};
 
 /// The Node a mirror pod belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +73,7 @@ pub fn is_current(desired: &Pod, observed: &Pod) -> bool {
         .annotations
         .iter()
         .flatten()
+        .filter(|(k, _)| k.as_str() != CONFIG_SEEN)
         .all(|(k, v)| have.annotations.as_ref().and_then(|a| a.get(k)) == Some(v));
     let owned = want.owner_references.iter().flatten().all(|want| {
         have.owner_references.iter().flatten().any(|have| {

@@ -186,6 +186,15 @@ fn r5_server_side_additions_are_not_edits() {
 }
 
 #[test]
+fn r4_a_restart_stamping_a_new_config_seen_is_not_an_edit() {
+    let stored = as_stored(mirror_pod(&static_pod(), &NODE));
+    let mut restarted = static_pod();
+    let annotations = restarted.metadata.annotations.get_or_insert_default();
+    annotations.insert(CONFIG_SEEN.into(), "2026-02-02T00:00:00Z".into());
+    assert!(is_current(&mirror_pod(&restarted, &NODE), &stored));
+}
+
+#[test]
 fn r5_edits_through_the_api_are_detected() {
     let desired = mirror_pod(&static_pod(), &NODE);
     let stored = as_stored(desired.clone());
