@@ -4,6 +4,7 @@
 //! - [`manifest`]: decode, default (SEMANTICS.md S1–S11) and validate static pod manifests.
 //! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
+//! - [`mirror`]: mirror pods (R1–R5): their content and the plan that keeps them.
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
@@ -19,6 +20,7 @@ pub mod event_aggregate;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
+pub mod mirror;
 pub mod node_status;
 pub mod pace;
 pub mod pod;
