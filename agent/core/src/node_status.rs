@@ -80,6 +80,8 @@ pub struct Readings {
     pub hostname: String,
     /// Whether the container runtime is connected (the Ready condition).
     pub runtime_ready: bool,
+    /// The node shuts down and its pods are being stopped (Ready is False then).
+    pub shutting_down: bool,
     /// containerd's version, once known.
     pub runtime_version: Option<String>,
 }

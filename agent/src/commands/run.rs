@@ -192,6 +192,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 state_dir: config.state_dir.clone(),
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
+                shutdown: stop_pods.clone(),
             },
         })),
         _ => None,

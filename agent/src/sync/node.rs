@@ -43,6 +43,9 @@ pub struct Config {
     pub runtime: crate::api::RuntimeReady,
     /// containerd's version once connected (`nodeInfo.containerRuntimeVersion`).
     pub runtime_version: Arc<OnceLock<String>>,
+    /// Cancelled when the node shuts down with `--stop-pods-on-shutdown`: Ready turns
+    /// False ("node is shutting down") and is reported at once.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,11 +128,15 @@ pub async fn run(context: Arc<Context>) {
         offline_since_report: false,
         retry: RETRY,
     };
+    let mut reported_shutdown = false;
     loop {
         let delay = node.pass().await;
+        let shutdown = node.context.node_config.shutdown.clone();
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = reconnected(&mut connectivity) => node.offline_since_report = true,
+            // Once: after it, the flag is read with the machine on every pass.
+            () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,
         }
     }
 }

@@ -48,7 +48,11 @@ pub fn pressures(readings: &Readings) -> [bool; 3] {
 
 /// (status, reason, message) of each condition type, in [`TYPES`] order, given which
 /// pressures are on.
-fn observed(pressure: [bool; 3], runtime_ready: bool) -> [(bool, &'static str, &'static str); 4] {
+fn observed(
+    pressure: [bool; 3],
+    runtime_ready: bool,
+    shutting_down: bool,
+) -> [(bool, &'static str, &'static str); 4] {
     let [memory, disk, pids] = pressure;
     [
         if memory {
@@ -66,10 +70,10 @@ fn observed(pressure: [bool; 3], runtime_ready: bool) -> [(bool, &'static str, &
         } else {
             (false, "KubeletHasSufficientPID", "outpost has sufficient PID available")
         },
-        if runtime_ready {
-            (true, "KubeletReady", "outpost is posting ready status")
-        } else {
-            (false, "KubeletNotReady", "container runtime is down")
+        match (shutting_down, runtime_ready) {
+            (true, _) => (false, "KubeletNotReady", "node is shutting down"),
+            (false, true) => (true, "KubeletReady", "outpost is posting ready status"),
+            (false, false) => (false, "KubeletNotReady", "container runtime is down"),
         },
     ]
 }
@@ -105,7 +109,7 @@ impl Conditions {
         }
         let conditions: Vec<NodeCondition> = TYPES
             .iter()
-            .zip(observed(pressure, readings.runtime_ready))
+            .zip(observed(pressure, readings.runtime_ready, readings.shutting_down))
             .map(|(type_, (on, reason, message))| {
                 let status = if on { "True" } else { "False" };
                 let transition = self

@@ -32,6 +32,7 @@ fn healthy() -> Readings {
         node_ip: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
         hostname: "edge-1".into(),
         runtime_ready: true,
+        shutting_down: false,
         runtime_version: Some("1.6.20".into()),
     }
 }
@@ -129,6 +130,19 @@ fn runtime_down_is_not_ready() {
         (ready.status.as_str(), ready.reason.as_deref(), ready.message.as_deref()),
         ("False", Some("KubeletNotReady"), Some("container runtime is down"))
     );
+}
+
+#[test]
+fn a_node_shutting_down_is_not_ready_whatever_the_runtime() {
+    for runtime_ready in [true, false] {
+        let readings = Readings { runtime_ready, shutting_down: true, ..healthy() };
+        let conditions = Conditions::default().observe(&readings, at(0));
+        let ready = condition(&conditions, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref(), ready.message.as_deref()),
+            ("False", Some("KubeletNotReady"), Some("node is shutting down"))
+        );
+    }
 }
 
 #[test]

@@ -44,6 +44,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         node_ip: config.node_ip,
         hostname: hostname.to_owned(),
         runtime_ready: config.runtime.load(Ordering::Relaxed),
+        shutting_down: config.shutdown.is_cancelled(),
         runtime_version: config.runtime_version.get().cloned(),
     }
 }
