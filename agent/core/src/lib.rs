@@ -7,6 +7,7 @@
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
+//! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
@@ -18,3 +19,4 @@ pub mod manifest;
 pub mod merge;
 pub mod pace;
 pub mod pod;
+pub mod status_queue;
