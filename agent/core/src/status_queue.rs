@@ -130,6 +130,11 @@ where
         self.slots.values().filter(|s| s.action().is_some()).filter_map(|s| s.retry_at).min()
     }
 
+    /// The status last sent successfully for `key`.
+    pub fn last_sent(&self, key: &K) -> Option<&S> {
+        self.slots.get(key)?.sent.as_ref()
+    }
+
     /// `status` was sent successfully.
     pub fn sent(&mut self, key: &K, status: S) {
         if let Some(slot) = self.slots.get_mut(key) {

@@ -41,6 +41,7 @@ fn a_status_equal_to_the_last_sent_is_not_sent_again() {
     let mut q = queue();
     q.update("a", 1, "Running");
     drain(&mut q, NOW);
+    assert_eq!(q.last_sent(&"a"), Some(&"Running"));
     q.update("a", 1, "Running");
     assert_eq!(q.next(NOW), None);
     // A change and back before the send: nothing to send either.
