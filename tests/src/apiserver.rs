@@ -294,6 +294,12 @@ impl TestApiServer {
         self.shared.audit.count(verb, resource)
     }
 
+    /// Requests with `verb` on `resource` of the object `namespace/name` (`name` for
+    /// cluster-scoped objects), e.g. `count_object("patch", "pods/status", "default/web")`.
+    pub fn count_object(&self, verb: &str, resource: &str, object: &str) -> u64 {
+        self.shared.audit.count_object(verb, resource, object)
+    }
+
     /// Forgets the request counts.
     pub fn reset_requests(&self) {
         self.shared.audit.reset();

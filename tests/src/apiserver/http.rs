@@ -60,6 +60,10 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
         Err(_) => (parts.method.as_str().to_ascii_lowercase(), path.clone()),
     };
     shared.audit.record(&verb, &resource);
+    if let Ok(Target { name: Some(name), namespace, .. }) = &route {
+        let object = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
+        shared.audit.record_object(&verb, &resource, &object);
+    }
     if !authorized(shared.token.as_deref(), &parts.headers) {
         return error_response(&Error::Unauthorized);
     }

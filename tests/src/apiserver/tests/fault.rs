@@ -57,6 +57,8 @@ async fn the_next_n_matching_requests_fail_as_the_real_server_fails_them() {
     assert_eq!(body["status"]["phase"], "Running");
     // Failed requests are counted like the others.
     assert_eq!(server.count("patch", "pods/status"), 5);
+    assert_eq!(server.count_object("patch", "pods/status", "default/web"), 5);
+    assert_eq!(server.count_object("patch", "pods/status", "default/other"), 0);
     assert_eq!(server.count("get", "pods"), 1);
 }
 
