@@ -219,7 +219,8 @@ impl Manager {
                 }
                 None => {
                     info!("pod replaced in the API server; its status is not written");
-                    return Ok(self.forget(&target.uid));
+                    self.forget(&target.uid);
+                    return Ok(());
                 }
             },
             other => other,
@@ -232,7 +233,8 @@ impl Manager {
             }
             Err(e) if e.is_not_found() => {
                 debug!("pod gone from the API server; its status is not written");
-                Ok(self.forget(&target.uid))
+                self.forget(&target.uid);
+                Ok(())
             }
             Err(source) => Err(Error::Patch { pod: target.full_name(), source }),
         }

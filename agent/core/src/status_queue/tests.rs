@@ -185,11 +185,11 @@ proptest! {
         for (k, s) in updates {
             q.update(KEYS[k], 0, STATUSES[usize::from(s)]);
             latest.insert(KEYS[k], STATUSES[usize::from(s)]);
-            if let Some((key, _)) = q.next(now) {
-                if failures.next().unwrap_or(false) {
-                    q.failed(&key, now, |b| b.next_delay(0.5));
-                    prop_assert!(q.next(now).is_none_or(|(k, _)| k != key));
-                }
+            if let Some((key, _)) = q.next(now)
+                && failures.next().unwrap_or(false)
+            {
+                q.failed(&key, now, |b| b.next_delay(0.5));
+                prop_assert!(q.next(now).is_none_or(|(k, _)| k != key));
             }
             now += Duration::from_millis(300);
         }
