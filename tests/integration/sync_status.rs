@@ -1,1 +1,312 @@
-//! Issue 5 sync tests: sync_status (to be written).
+//! The pod status manager through the real binary, with real pods, against the test API
+//! server: API pods' status follows their containers; while the server is cut off the
+//! changes are kept and sent once per pod (O3); a pod replaced under the same name is
+//! never patched; 500 and 429 back off (honouring `Retry-After`); a deleted pod gets
+//! its final status and is then removed (grace 0); a static pod's status goes to its
+//! mirror pod.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::{Fault, TestApiServer};
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pods::{Node, eventually, wait_pod};
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+
+/// The harness runs the agent as `--node-name Edge-1`.
+const NODE: &str = "edge-1";
+const LONG: Duration = Duration::from_secs(60);
+/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+
+/// A node with real pods, and a test API server the agent reports to.
+struct Cluster {
+    rt: Runtime,
+    server: TestApiServer,
+    node: Node,
+    agent: Agent,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let node = Node::new()?;
+        let rt = Runtime::new().unwrap();
+        let server = rt.block_on(TestApiServer::start()).unwrap();
+        let kubeconfig = server.kubeconfig(&node.path("kube")).unwrap();
+        let mut args = node.args();
+        args.extend([OsString::from("--kubeconfig"), kubeconfig.into_os_string()]);
+        let agent = Agent::start_pods(&node.manifests(), &args);
+        rt.block_on(async {
+            tokio::time::timeout(LONG, server.wait_for_watchers("pods", 1)).await.unwrap();
+        });
+        Some(Cluster { rt, server, node, agent })
+    }
+
+    /// Creates an API pod bound to this node: one busybox container running `script`.
+    fn create(&self, name: &str, script: &str, extra: Value) -> Pod {
+        self.server.create_pod(&api_pod(name, NODE, script, extra)).unwrap()
+    }
+
+    fn get(&self, name: &str) -> Option<Pod> {
+        self.server.get_pod("default", name).ok()
+    }
+
+    /// Waits until the server's pod `name` satisfies `done`; returns it.
+    fn wait(&self, name: &str, done: impl Fn(&Pod) -> bool) -> Pod {
+        eventually(&format!("pod {name} in the API server"), LONG, || {
+            self.get(name).is_some_and(|p| done(&p))
+        });
+        self.get(name).unwrap()
+    }
+
+    fn cut(&self) {
+        self.rt.block_on(self.server.cut());
+    }
+
+    fn restore(&self) {
+        self.rt.block_on(self.server.restore()).unwrap();
+    }
+
+    fn status_patches(&self) -> u64 {
+        self.server.count("patch", "pods/status")
+    }
+}
+
+fn api_pod(name: &str, node: &str, script: &str, extra: Value) -> Pod {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": "default" },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    });
+    let command = pod["spec"]["containers"][0]["command"].take();
+    merge(&mut pod, extra);
+    // A container list in `extra` replaces the default one, but keeps `script`.
+    pod["spec"]["containers"][0]["command"] = command;
+    serde_json::from_value(pod).unwrap()
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+}
+
+/// The first container's state, as JSON.
+fn state(pod: &Pod) -> Value {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    statuses
+        .and_then(|c| c.first())
+        .and_then(|c| serde_json::to_value(&c.state).ok())
+        .unwrap_or_default()
+}
+
+fn exit_code(pod: &Pod) -> Option<i64> {
+    state(pod)["terminated"]["exitCode"].as_i64()
+}
+
+/// Waits for the file `/w/go` (see [`waits_in`]).
+const WAIT_FOR_GO: &str = "while [ ! -e /w/go ]; do sleep 0.1; done";
+
+/// restartPolicy Never, and `dir` mounted at `/w`: the test ends the container by
+/// writing `dir/go`.
+fn waits_in(dir: &std::path::Path) -> Value {
+    json!({
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{
+                "name": "w",
+                "hostPath": { "path": dir.to_str().unwrap(), "type": "DirectoryOrCreate" },
+            }],
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", "placeholder"],
+                "volumeMounts": [{ "name": "w", "mountPath": "/w" }],
+            }],
+        },
+    })
+}
+
+fn never() -> Value {
+    json!({ "spec": { "restartPolicy": "Never" } })
+}
+
+#[test]
+fn api_pod_status_follows_its_containers() {
+    let Some(c) = Cluster::start() else { return };
+    let created = c.create("web", SERVE, json!({}));
+    assert_eq!(phase(&created), "Pending");
+    c.create("fails", "exit 3", never());
+    let web = c.wait("web", |p| phase(p) == "Running" && state(p)["running"].is_object());
+    let status = web.status.as_ref().unwrap();
+    assert!(status.pod_ip.is_some(), "{status:?}");
+    let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True");
+    let fails = c.wait("fails", |p| phase(p) == "Failed");
+    assert_eq!(exit_code(&fails), Some(3));
+    assert_eq!(state(&fails)["terminated"]["reason"], "Error");
+}
+
+/// O3: changes made while the server is cut off are coalesced: after the restore, at
+/// most one status patch per changed pod (two allowed), none for an unchanged pod, and
+/// the server ends with the latest status.
+#[test]
+fn offline_changes_are_sent_once_per_pod_after_reconnect() {
+    let Some(c) = Cluster::start() else { return };
+    // Each runs until a file appears in its own volume, then exits with its code.
+    let finishing = [("done-0", 0), ("done-3", 3), ("done-7", 7)];
+    for (name, code) in finishing {
+        c.create(name, &format!("{WAIT_FOR_GO}; exit {code}"), waits_in(&c.node.path(name)));
+    }
+    c.create("steady", SERVE, json!({}));
+    for name in ["done-0", "done-3", "done-7", "steady"] {
+        c.wait(name, |p| phase(p) == "Running" && state(p)["running"].is_object());
+    }
+    c.cut();
+    for (name, _) in finishing {
+        std::fs::write(c.node.path(name).join("go"), "").unwrap();
+    }
+    for (name, _) in finishing {
+        let terminal =
+            |p: &Value| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+        wait_pod(&c.agent, name, LONG, terminal);
+    }
+    c.server.reset_requests();
+    c.restore();
+    for (name, code) in finishing {
+        let pod = c.wait(name, |p| exit_code(p).is_some());
+        assert_eq!(exit_code(&pod), Some(code), "{name}");
+        assert_eq!(phase(&pod), if code == 0 { "Succeeded" } else { "Failed" }, "{name}");
+    }
+    for (name, _) in finishing {
+        let patches = c.server.count_object("patch", "pods/status", &format!("default/{name}"));
+        assert!((1..=2).contains(&patches), "{patches} status patches for {name}");
+    }
+    let steady = c.server.count_object("patch", "pods/status", "default/steady");
+    assert_eq!(steady, 0, "the unchanged pod's status is not sent again");
+    assert_eq!(phase(&c.get("steady").unwrap()), "Running");
+}
+
+/// A pod deleted and created again under the same name while the node is cut off: the
+/// old pod's status never lands on the new one (the UID precondition).
+#[test]
+fn a_pod_replaced_while_offline_is_never_patched() {
+    let Some(c) = Cluster::start() else { return };
+    let old = c.create("swap", "sleep 2; exit 0", never());
+    c.wait("swap", |p| phase(p) == "Running");
+    c.cut();
+    wait_pod(&c.agent, "swap", LONG, |p| p["status"]["phase"] == "Succeeded");
+    c.server.delete_pod("default", "swap").unwrap();
+    // Bound to another node: nothing here writes its status.
+    let new = c.server.create_pod(&api_pod("swap", "elsewhere", SERVE, json!({}))).unwrap();
+    assert_ne!(new.metadata.uid, old.metadata.uid);
+    c.restore();
+    // The fresh list removes the old pod from the agent.
+    eventually("the old pod is removed", LONG, || {
+        outpost_tests::pods::pod(&c.agent, "swap").is_none()
+    });
+    let now = c.get("swap").unwrap();
+    assert_eq!(now.metadata.uid, new.metadata.uid);
+    assert_eq!(now.metadata.resource_version, new.metadata.resource_version, "never written");
+    assert_eq!(phase(&now), "Pending");
+}
+
+/// 429 with Retry-After and 500: the pod backs off, is not retried before Retry-After
+/// has passed, and its latest status gets through.
+#[test]
+fn server_errors_back_off_honouring_retry_after() {
+    let Some(c) = Cluster::start() else { return };
+    let dir = c.node.path("slow");
+    c.create("slow", &format!("{WAIT_FOR_GO}; exit 0"), waits_in(&dir));
+    c.wait("slow", |p| phase(p) == "Running" && state(p)["running"].is_object());
+    c.server.reset_requests();
+    c.server.fail_next(1, "patch", "pods/status", Fault::too_many_requests().retry_after(4));
+    c.server.fail_next(1, "patch", "pods/status", Fault::internal_error());
+    std::fs::write(dir.join("go"), "").unwrap();
+    eventually("the first patch (429)", LONG, || c.status_patches() >= 1);
+    // Well inside the 4 s the server asked for: no retry yet.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(c.status_patches(), 1, "retried before Retry-After");
+    let pod = c.wait("slow", |p| phase(p) == "Succeeded");
+    assert_eq!(exit_code(&pod), Some(0));
+    assert_eq!(c.server.faults_remaining(), 0, "the 500 was met too");
+    assert!(c.status_patches() >= 3, "429, 500, then the status");
+}
+
+/// A pod deleted through the API: once its containers are gone, its final status is
+/// written, then the agent deletes it (grace 0, once). A finalizer keeps the object
+/// readable after that delete.
+#[test]
+fn a_deleted_pod_gets_its_final_status_then_is_removed() {
+    let Some(c) = Cluster::start() else { return };
+    c.create("gone", SERVE, json!({ "metadata": { "finalizers": ["example.com/keep"] } }));
+    c.wait("gone", |p| phase(p) == "Running");
+    c.server.delete("pods", Some("default"), "gone", Some(5)).unwrap();
+    let last = c.wait("gone", |p| p.metadata.deletion_grace_period_seconds == Some(0));
+    assert_eq!(c.server.count("delete", "pods"), 1, "one delete, by the agent");
+    assert!(matches!(phase(&last), "Failed" | "Succeeded"), "final phase: {}", phase(&last));
+    assert!(state(&last)["terminated"].is_object(), "{}", state(&last));
+    let ready =
+        last.status.iter().flat_map(|s| s.conditions.iter().flatten()).find(|c| c.type_ == "Ready");
+    assert_eq!(ready.map(|c| c.status.as_str()), Some("False"));
+    // The finalizer goes: the pod is removed, and the agent deletes nothing more.
+    let patch =
+        outpost_tests::apiserver::Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+    c.server.patch("pods", Some("default"), "gone", &patch, false).unwrap();
+    eventually("the pod is removed", LONG, || c.get("gone").is_none());
+    eventually("the agent forgets the pod", LONG, || {
+        outpost_tests::pods::pod(&c.agent, "gone").is_none()
+    });
+    assert_eq!(c.server.count("delete", "pods"), 1);
+}
+
+/// A static pod's status goes to its mirror pod (here made by the test, as the mirror
+/// task would).
+#[test]
+fn a_static_pods_status_goes_to_its_mirror_pod() {
+    let Some(c) = Cluster::start() else { return };
+    let script = serde_json::to_string(SERVE).unwrap();
+    c.node.put(
+        "static.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: static\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+        ),
+    );
+    let name = format!("static-{NODE}");
+    let local = wait_pod(&c.agent, &name, LONG, |p| p["status"]["phase"] == "Running");
+    let hash = local["metadata"]["annotations"]["kubernetes.io/config.hash"].as_str().unwrap();
+    let mirror = api_pod(
+        &name,
+        NODE,
+        SERVE,
+        json!({
+            "metadata": { "annotations": { "kubernetes.io/config.mirror": hash } },
+        }),
+    );
+    c.server.create_pod(&mirror).unwrap();
+    let got = c.wait(&name, |p| phase(p) == "Running" && state(p)["running"].is_object());
+    assert!(got.status.unwrap().pod_ip.is_some());
+}

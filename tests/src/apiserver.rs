@@ -18,7 +18,7 @@
 //!
 //! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
 //! and write objects without HTTP, compact the history, cut and restore the network,
-//! count requests and wait for watches.
+//! count requests, make requests fail (500, 429, 503) and wait for watches.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,6 +35,7 @@
 mod audit;
 mod discovery;
 mod error;
+mod fault;
 mod http;
 mod list;
 mod net;
@@ -60,6 +61,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
 
 pub use error::{Cause, Error as ApiError, GroupResource};
+pub use fault::Fault;
 pub use patch::Patch;
 
 use http::Shared;
@@ -150,6 +152,7 @@ impl Config {
             store: Arc::new(Store::new(self.history_limit)),
             watchers: Arc::new(Watchers::default()),
             audit: audit::Audit::default(),
+            faults: fault::Faults::default(),
             token: self.token.clone(),
             bookmark_interval: self.bookmark_interval,
         });
@@ -291,9 +294,27 @@ impl TestApiServer {
         self.shared.audit.count(verb, resource)
     }
 
+    /// Requests with `verb` on `resource` of the object `namespace/name` (`name` for
+    /// cluster-scoped objects), e.g. `count_object("patch", "pods/status", "default/web")`.
+    pub fn count_object(&self, verb: &str, resource: &str, object: &str) -> u64 {
+        self.shared.audit.count_object(verb, resource, object)
+    }
+
     /// Forgets the request counts.
     pub fn reset_requests(&self) {
         self.shared.audit.reset();
+    }
+
+    /// Makes the next `count` requests with `verb` on `resource` (named as in
+    /// [`TestApiServer::count`]: `patch` on `pods/status`) fail with `fault`, after they
+    /// are counted. Arming again for the same request queues behind what is armed.
+    pub fn fail_next(&self, count: u64, verb: &str, resource: &str, fault: Fault) {
+        self.shared.faults.arm(count, verb, resource, fault);
+    }
+
+    /// Injected failures armed and not yet used.
+    pub fn faults_remaining(&self) -> u64 {
+        self.shared.faults.remaining()
     }
 
     /// Open watches on `resource` (its plural: `pods`, `leases`).

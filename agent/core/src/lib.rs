@@ -10,6 +10,7 @@
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
+//! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
@@ -24,3 +25,4 @@ pub mod mirror;
 pub mod node_status;
 pub mod pace;
 pub mod pod;
+pub mod status_queue;

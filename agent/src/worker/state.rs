@@ -45,7 +45,7 @@ impl StatusStore {
         self.0.changes.subscribe()
     }
 
-    pub(crate) fn set(&self, uid: &str, mut status: PodStatus) {
+    pub fn set(&self, uid: &str, mut status: PodStatus) {
         let Ok(mut map) = self.0.map.write() else { return };
         if let Some(old) = map.get(uid) {
             keep_transition_times(old, &mut status);
@@ -58,7 +58,7 @@ impl StatusStore {
         self.0.changes.send_modify(|n| *n += 1);
     }
 
-    pub(crate) fn remove(&self, uid: &str) {
+    pub fn remove(&self, uid: &str) {
         let Ok(mut map) = self.0.map.write() else { return };
         if map.remove(uid).is_some() {
             drop(map);

@@ -1,7 +1,8 @@
 //! Request counts, keyed as the real server's audit log names requests: a verb (`get`,
 //! `list`, `watch`, `create`, `update`, `patch`, `delete`) and a resource with its
 //! subresource (`pods`, `pods/status`, `leases`). Requests for other paths (discovery,
-//! `/version`) are counted under the verb `get` and their path.
+//! `/version`) are counted under the verb `get` and their path. Requests on a named
+//! object are also counted per object.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -12,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Audit {
     total: AtomicU64,
     by_request: Mutex<BTreeMap<(String, String), u64>>,
+    /// Requests on one named object: (verb, resource, `namespace/name` or `name`).
+    by_object: Mutex<BTreeMap<(String, String, String), u64>>,
 }
 
 impl Audit {
@@ -20,6 +23,20 @@ impl Audit {
         self.total.fetch_add(1, Ordering::Relaxed);
         let mut counts = self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         *counts.entry((verb.to_string(), resource.to_string())).or_default() += 1;
+    }
+
+    /// Counts one request on a named object (besides [`Audit::record`]).
+    pub fn record_object(&self, verb: &str, resource: &str, object: &str) {
+        let mut counts = self.by_object.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *counts.entry((verb.to_string(), resource.to_string(), object.to_string())).or_default() +=
+            1;
+    }
+
+    /// Requests with this verb on this resource of one object (`namespace/name`).
+    pub fn count_object(&self, verb: &str, resource: &str, object: &str) -> u64 {
+        let counts = self.by_object.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = (verb.to_string(), resource.to_string(), object.to_string());
+        counts.get(&key).copied().unwrap_or_default()
     }
 
     /// All requests received.
@@ -43,5 +60,6 @@ impl Audit {
     pub fn reset(&self) {
         self.total.store(0, Ordering::Relaxed);
         self.by_request.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+        self.by_object.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
     }
 }

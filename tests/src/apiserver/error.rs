@@ -43,6 +43,12 @@ pub enum Error {
     /// a create that carries a `resourceVersion`.
     #[error("{0}")]
     Internal(String),
+    /// 429: too many requests in flight (injected by tests).
+    #[error("Too many requests, please try again later.")]
+    TooManyRequests { retry_after: Option<u64> },
+    /// 503: the server cannot serve now (injected by tests).
+    #[error("the server is currently unable to handle the request")]
+    Unavailable { retry_after: Option<u64> },
     /// 504: a resourceVersion newer than the server has (it waited and gave up).
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
@@ -114,6 +120,8 @@ impl Error {
             Error::Expired(_) => 410,
             Error::TooLarge => 413,
             Error::Internal(_) => 500,
+            Error::TooManyRequests { .. } => 429,
+            Error::Unavailable { .. } => 503,
             Error::TooLargeResourceVersion { .. } => 504,
         }
     }
@@ -132,7 +140,19 @@ impl Error {
             Error::Expired(_) => "Expired",
             Error::TooLarge => "RequestEntityTooLarge",
             Error::Internal(_) => "InternalError",
+            Error::TooManyRequests { .. } => "TooManyRequests",
+            Error::Unavailable { .. } => "ServiceUnavailable",
             Error::TooLargeResourceVersion { .. } => "Timeout",
+        }
+    }
+
+    /// The `Retry-After` the answer carries, in seconds.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::TooManyRequests { retry_after } | Error::Unavailable { retry_after } => {
+                *retry_after
+            }
+            _ => None,
         }
     }
 
@@ -175,6 +195,11 @@ impl Error {
                     details["group"] = json!(group);
                 }
                 Some(details)
+            }
+            Error::Internal(message) => Some(json!({ "causes": [{ "message": message }] })),
+            Error::TooManyRequests { retry_after: Some(seconds) }
+            | Error::Unavailable { retry_after: Some(seconds) } => {
+                Some(json!({ "retryAfterSeconds": seconds }))
             }
             Error::TooLargeResourceVersion { .. } => Some(json!({
                 "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],

@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::audit::Audit;
 use super::discovery;
 use super::error::{self, Error, Result};
+use super::fault::Faults;
 use super::list::{self, ListOptions};
 use super::patch::Patch;
 use super::resource::{self, PathError, Target};
@@ -39,6 +40,7 @@ pub struct Shared {
     pub store: Arc<Store>,
     pub watchers: Arc<Watchers>,
     pub audit: Audit,
+    pub faults: Faults,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
     pub bookmark_interval: Duration,
@@ -53,14 +55,20 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
             .into_owned()
             .collect();
     let route = resource::parse_path(&path);
-    match &route {
-        Ok(target) => {
-            shared.audit.record(verb(&parts.method, target, &query), &audit_resource(target))
-        }
-        Err(_) => shared.audit.record(parts.method.as_str().to_ascii_lowercase().as_str(), &path),
+    let (verb, resource) = match &route {
+        Ok(target) => (verb(&parts.method, target, &query).to_owned(), audit_resource(target)),
+        Err(_) => (parts.method.as_str().to_ascii_lowercase(), path.clone()),
+    };
+    shared.audit.record(&verb, &resource);
+    if let Ok(Target { name: Some(name), namespace, .. }) = &route {
+        let object = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
+        shared.audit.record_object(&verb, &resource, &object);
     }
     if !authorized(shared.token.as_deref(), &parts.headers) {
         return error_response(&Error::Unauthorized);
+    }
+    if let Some(fault) = shared.faults.take(&verb, &resource) {
+        return error_response(&fault.error());
     }
     let result = match route {
         Ok(target) => serve(&shared, &parts.method, &parts.headers, body, target, &query).await,
@@ -243,5 +251,9 @@ fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
 
 fn error_response(error: &Error) -> Response<Body> {
     let status = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(status, &error.status())
+    let mut response = json_response(status, &error.status());
+    if let Some(seconds) = error.retry_after() {
+        response.headers_mut().insert(hyper::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }

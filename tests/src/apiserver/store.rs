@@ -36,6 +36,20 @@ impl Key {
         }
     }
 
+    /// The object's etcd key as the real server names it in storage errors:
+    /// `/registry/pods/default/web`, `/registry/coordination.k8s.io/leases/...`.
+    fn registry_path(&self) -> String {
+        let mut path = String::from("/registry/");
+        for part in [self.group, self.plural, self.namespace.as_str(), self.name.as_str()] {
+            if !part.is_empty() {
+                path.push_str(part);
+                path.push('/');
+            }
+        }
+        path.pop();
+        path
+    }
+
     /// Whether the key is of `resource`, and in `namespace` when one is given.
     pub fn within(&self, resource: &ResourceType, namespace: Option<&str>) -> bool {
         self.group == resource.group
@@ -236,6 +250,18 @@ impl Store {
             return Err(not_found(resource, name));
         };
         let new = change(&old)?;
+        // A `metadata.uid` in the new object is a precondition, as on the real server
+        // (kubelet's status patches carry one so that they never land on a replaced pod).
+        let have = meta(&old, "uid").unwrap_or_default();
+        if let Some(want) = meta(&new, "uid").filter(|uid| !uid.is_empty() && *uid != have) {
+            let problem = format!(
+                "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, \
+                 AdditionalErrorMsg: Precondition failed: UID in precondition: {want}, \
+                 UID in object meta: {have}",
+                key.registry_path()
+            );
+            return Err(conflict(resource, name, &problem));
+        }
         let requested = meta(&new, "resourceVersion").filter(|rv| !rv.is_empty());
         if requested.is_some_and(|rv| Some(rv) != meta(&old, "resourceVersion")) {
             return Err(conflict(resource, name, STALE));

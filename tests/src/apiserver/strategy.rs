@@ -158,10 +158,6 @@ pub fn prepare_update(
                 .into(),
         ));
     }
-    let old_uid = meta(old, "uid").unwrap_or_default();
-    if meta(&new, "uid").is_some_and(|uid| !uid.is_empty() && uid != old_uid) {
-        return Err(invalid(resource, name, Cause::invalid("metadata.uid", "field is immutable")));
-    }
     if status_only {
         let mut updated = old.clone();
         set_field(&mut updated, "status", new.get("status"));

@@ -2,6 +2,7 @@
 //! they prove compatibility as well as behaviour.
 
 mod crud;
+mod fault;
 mod net;
 mod parts;
 mod watch;
