@@ -27,7 +27,7 @@ use crate::config::Auth;
 use crate::podconfig::{SnapshotHandle, SourceState};
 use crate::source::Refresh;
 use crate::source::push::PushHandle;
-use crate::worker::StatusStore;
+use crate::status::{RuntimeReady, StatusStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -74,9 +74,6 @@ struct AppState {
     statuses: StatusStore,
     runtime: Option<RuntimeReady>,
 }
-
-/// Whether the container runtime has answered (set once the agent has connected).
-pub type RuntimeReady = Arc<std::sync::atomic::AtomicBool>;
 
 impl FromRef<AppState> for SnapshotHandle {
     fn from_ref(state: &AppState) -> SnapshotHandle {

@@ -13,5 +13,6 @@ pub mod podconfig;
 pub mod runtime;
 pub mod shutdown;
 pub mod source;
+pub mod status;
 pub mod sync;
 pub mod worker;

@@ -27,7 +27,7 @@ use tracing::{Instrument, info, info_span};
 pub use self::client::{ApiClient, CallError};
 pub use self::events::Recorder;
 use crate::podconfig::Snapshot;
-use crate::worker::StatusStore;
+use crate::status::StatusStore;
 
 /// Whether the API server answers. Set by every request the agent makes to it (the
 /// writers' through [`ApiClient`], the API source's list and watch); writers wait on it

@@ -28,7 +28,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use self::state::StatusStore;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
@@ -36,6 +35,7 @@ use crate::runtime::container::{self, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL
 use crate::runtime::events::{self, TaskEvent};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::PullOptions;
+use crate::status::StatusStore;
 use crate::sync::Recorder;
 
 /// What the runtime is configured with.

@@ -29,8 +29,9 @@ use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
 use crate::source::url::{self, UrlSource};
 use crate::source::{self, Refresh, push};
+use crate::status::{RuntimeReady, StatusStore};
 use crate::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
-use crate::worker::{self, Runtime, Settings, StatusStore};
+use crate::worker::{self, Runtime, Settings};
 use crate::{api, shutdown};
 
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +161,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
 
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
-    let runtime_ready = (!dry_run).then(api::RuntimeReady::default);
+    let runtime_ready = (!dry_run).then(RuntimeReady::default);
     let runtime_version = Arc::new(OnceLock::new());
     let stop_pods = CancellationToken::new();
     let server = api::bind(api::Options {
@@ -297,7 +298,7 @@ async fn print_deltas(mut batches: mpsc::Receiver<Batch>) -> Result<(), Error> {
 #[derive(Debug)]
 struct RuntimeHandles {
     statuses: StatusStore,
-    ready: api::RuntimeReady,
+    ready: RuntimeReady,
     /// containerd's version, once connected (the Node's nodeInfo).
     version: Arc<OnceLock<String>>,
     events: Recorder,

@@ -40,7 +40,7 @@ pub struct Config {
     /// The state dir: DiskPressure and ephemeral-storage are read from its filesystem.
     pub state_dir: PathBuf,
     /// Whether containerd is connected (the Ready condition).
-    pub runtime: crate::api::RuntimeReady,
+    pub runtime: crate::status::RuntimeReady,
     /// containerd's version once connected (`nodeInfo.containerRuntimeVersion`).
     pub runtime_version: Arc<OnceLock<String>>,
     /// Cancelled when the node shuts down with `--stop-pods-on-shutdown`: Ready turns
