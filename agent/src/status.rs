@@ -33,6 +33,11 @@ impl StatusStore {
         self.0.map.read().map(|map| map.clone()).unwrap_or_default()
     }
 
+    /// How many changes there have been (it only grows).
+    pub fn version(&self) -> u64 {
+        *self.0.changes.borrow()
+    }
+
     /// Changes after this call mark the receiver changed.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.0.changes.subscribe()

@@ -17,6 +17,7 @@ pub mod pod_status;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::Pod;
@@ -184,6 +185,17 @@ pub struct Context {
     pub node: watch::Sender<Option<NodeRef>>,
     pub events: Recorder,
     pub node_config: node::Config,
+    /// Set by the pod status task after each pass.
+    pub status_backlog: watch::Sender<StatusBacklog>,
+}
+
+/// Where the pod status task stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusBacklog {
+    /// The [`StatusStore::version`] its last pass took in.
+    pub version: u64,
+    /// Updates waiting to be sent (offline, or backing off after an error).
+    pub queued: usize,
 }
 
 impl Context {
@@ -202,8 +214,36 @@ impl Context {
     }
 }
 
-/// Starts the sync tasks; they run until aborted.
-pub fn spawn(context: Context) -> tokio::task::JoinSet<()> {
+/// The running sync tasks (aborted when dropped).
+#[derive(Debug)]
+pub struct Sync {
+    context: Arc<Context>,
+    _tasks: tokio::task::JoinSet<()>,
+}
+
+impl Sync {
+    /// Waits until every pod status update has been sent, for at most `limit` (a node
+    /// shutdown's last reports). Returns false if some were left unsent: the API server
+    /// is unreachable (then at once: they wait for the next agent) or did not take them
+    /// in time.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        let version = self.context.statuses.version();
+        let mut backlog = self.context.status_backlog.subscribe();
+        let connectivity = self.context.client.connectivity().clone();
+        let flushed = async {
+            tokio::select! {
+                // Every status published so far taken in, and nothing left to send.
+                // The sender lives in the context: it cannot close while we wait.
+                done = backlog.wait_for(|b| b.version >= version && b.queued == 0) => done.is_ok(),
+                () = connectivity.wait_unreachable() => false,
+            }
+        };
+        tokio::time::timeout(limit, flushed).await.unwrap_or(false)
+    }
+}
+
+/// Starts the sync tasks; they run until the returned [`Sync`] is dropped.
+pub fn spawn(context: Context) -> Sync {
     let context = Arc::new(context);
     let mut tasks = tokio::task::JoinSet::new();
     let node = context.node_name.clone();
@@ -212,7 +252,7 @@ pub fn spawn(context: Context) -> tokio::task::JoinSet<()> {
     tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
     tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
     tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
-    tasks
+    Sync { context, _tasks: tasks }
 }
 
 /// A poisoned lock still holds usable data here (plain maps).

@@ -32,12 +32,18 @@ struct Cluster {
 
 impl Cluster {
     fn start() -> Option<Cluster> {
+        Cluster::start_with(&[])
+    }
+
+    /// With more `run` flags.
+    fn start_with(extra: &[&str]) -> Option<Cluster> {
         let node = Node::new()?;
         let rt = Runtime::new().unwrap();
         let server = rt.block_on(TestApiServer::start()).unwrap();
         let kubeconfig = server.kubeconfig(&node.path("kube")).unwrap();
         let mut args = node.args();
         args.extend([OsString::from("--kubeconfig"), kubeconfig.into_os_string()]);
+        args.extend(extra.iter().map(OsString::from));
         let agent = Agent::start_pods(&node.manifests(), &args);
         rt.block_on(async {
             tokio::time::timeout(LONG, server.wait_for_watchers("pods", 1)).await.unwrap();
@@ -309,4 +315,35 @@ fn a_static_pods_status_goes_to_its_mirror_pod() {
     c.server.create_pod(&mirror).unwrap();
     let got = c.wait(&name, |p| phase(p) == "Running" && state(p)["running"].is_object());
     assert!(got.status.unwrap().pod_ip.is_some());
+}
+
+/// Node shutdown with `--stop-pods-on-shutdown` (issue 5, item 6): the pods are stopped,
+/// and their last status (Failed, reason Terminated, DisruptionTarget) and the Node's
+/// Ready=False "node is shutting down" reach the API server before the agent exits.
+#[test]
+fn a_node_shutdown_reports_pods_terminated_and_the_node_not_ready() {
+    let Some(c) = Cluster::start_with(&["--stop-pods-on-shutdown"]) else { return };
+    c.create("web", SERVE, json!({}));
+    c.wait("web", |p| phase(p) == "Running");
+    let Cluster { rt, server, agent, node: _node } = c;
+    agent.signal("TERM");
+    agent.wait_for_log("node shutdown: every pod is stopped");
+    // A second SIGTERM changes nothing: stop() waits for the agent's own exit.
+    agent.stop();
+    let pod = server.get_pod("default", "web").unwrap();
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("Terminated"));
+    let disruption = status.conditions.iter().flatten().find(|c| c.type_ == "DisruptionTarget");
+    assert_eq!(disruption.map(|c| c.status.as_str()), Some("True"), "{:?}", status.conditions);
+    let terminated = status.container_statuses.unwrap()[0].state.clone().unwrap().terminated;
+    assert_eq!(terminated.map(|t| t.exit_code), Some(0), "SIGTERM, then a clean exit");
+    let node: k8s_openapi::api::core::v1::Node = server.get_typed(None, NODE).unwrap();
+    let ready = node.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "Ready");
+    let ready = ready.unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.message.as_deref()),
+        ("False", Some("node is shutting down"))
+    );
+    drop(rt);
 }

@@ -76,6 +76,10 @@ pub enum Error {
     Stdout(#[source] io::Error),
 }
 
+/// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last
+/// statuses may take to reach the API server before the agent exits anyway.
+const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One delta as `--dry-run` prints it, one JSON object per line.
 #[derive(Debug, Serialize)]
 pub struct DeltaLine<'a> {
@@ -195,6 +199,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 runtime_version: runtime_version.clone(),
                 shutdown: stop_pods.clone(),
             },
+            status_backlog: tokio::sync::watch::Sender::default(),
         })),
         _ => None,
     };
@@ -240,10 +245,16 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 if config.stop_pods_on_shutdown && !dry_run {
                     info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
                     stop_pods.cancel();
-                    break match (&mut pods).await {
+                    let stopped = match (&mut pods).await {
                         Ok(result) => result,
                         Err(e) => Err(Error::Task(e)),
                     };
+                    if let Some(sync) = &sync
+                        && !sync.flush(SHUTDOWN_FLUSH).await
+                    {
+                        warn!("the pods' last statuses could not all be sent to the API server");
+                    }
+                    break stopped;
                 }
                 info!(signal, "shutting down; pods keep running");
                 break Ok(());

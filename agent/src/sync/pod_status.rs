@@ -23,7 +23,6 @@ mod target;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -44,14 +43,6 @@ const RESYNC: Duration = Duration::from_secs(10);
 
 /// Each pod's retries: from 800 ms doubling to 30 s, jittered.
 const BACKOFF: Backoff = Backoff::WATCH;
-
-/// Status updates waiting to be sent (in this process), for metrics.
-static QUEUED: AtomicUsize = AtomicUsize::new(0);
-
-/// Pod status updates waiting to be sent (offline, or backing off after an error).
-pub fn queued() -> usize {
-    QUEUED.load(Ordering::Relaxed)
-}
 
 /// A request about one pod that failed.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +135,7 @@ impl Manager {
     /// reachable). Returns how long until something else falls due.
     async fn sync(&mut self) -> Option<Duration> {
         let snapshot = self.context.snapshot.load();
+        let version = self.context.statuses.version();
         let statuses = self.context.statuses.all();
         let mirrors = self.context.mirrors.current();
         let now = Timestamp::now();
@@ -170,7 +162,8 @@ impl Manager {
                 }
             }
         }
-        QUEUED.store(self.queue.pending(), Ordering::Relaxed);
+        let backlog = super::StatusBacklog { version, queued: self.queue.pending() };
+        self.context.status_backlog.send_if_modified(|b| std::mem::replace(b, backlog) != backlog);
         let retry = self.queue.next_retry().map(|at| at.saturating_sub(self.origin.elapsed()));
         match (retry, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -135,6 +135,7 @@ async fn sample() -> anyhow::Result<Sample> {
             runtime_version: Arc::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
         },
+        status_backlog: tokio::sync::watch::Sender::default(),
     });
     let result = measure(&server, &pods, &statuses, &connectivity).await;
     drop(tasks);
