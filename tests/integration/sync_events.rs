@@ -3,15 +3,13 @@
 //! a crash-looping one, a deleted one and a rejected manifest record, aggregation into
 //! one Event with a `count`, and events recorded offline arriving after a reconnect (O3).
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use outpost_tests::agent::Agent;
-use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, container, eventually, wait_pod};
+use outpost_tests::pods::{container, eventually, wait_pod};
 use serde_json::Value;
-use tokio::runtime::Runtime;
 
 /// Generous: only there so that a broken agent fails instead of hanging.
 const LONG: Duration = Duration::from_secs(90);
@@ -21,27 +19,20 @@ const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
 /// A node whose agent reports to a test API server.
 struct Cluster {
-    rt: Runtime,
-    server: TestApiServer,
-    node: Node,
+    api: ApiNode,
     agent: Agent,
 }
 
 impl Cluster {
     fn start() -> Option<Cluster> {
-        let node = Node::new()?;
-        let rt = Runtime::new().unwrap();
-        let server = rt.block_on(TestApiServer::start()).unwrap();
-        let kubeconfig = server.kubeconfig(node.dir.path()).unwrap();
-        let mut args = node.args();
-        args.extend([OsString::from("--kubeconfig"), kubeconfig.into_os_string()]);
-        let agent = Agent::start_pods(&node.manifests(), &args);
-        Some(Cluster { rt, server, node, agent })
+        let api = ApiNode::new()?;
+        let agent = api.start(&[]);
+        Some(Cluster { api, agent })
     }
 
     /// core/v1 Events about the object named `name` (all namespaces).
     fn events(&self, name: &str) -> Vec<Value> {
-        let all = self.server.list("events", None).unwrap();
+        let all = self.api.server.list("events", None).unwrap();
         all.into_iter().filter(|e| e["involvedObject"]["name"] == name).collect()
     }
 
@@ -73,7 +64,7 @@ fn manifest(name: &str, script: &str) -> String {
 #[test]
 fn a_static_pod_records_pulled_created_started_and_killing() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("web.yaml", &manifest("web", SERVE));
+    c.api.node.put("web.yaml", &manifest("web", SERVE));
     let pod = c.running("web-edge-1");
     let uid = pod["metadata"]["uid"].as_str().unwrap();
     let pulled = c.wait_event("web-edge-1", "Pulled", "already present on machine");
@@ -94,7 +85,7 @@ fn a_static_pod_records_pulled_created_started_and_killing() {
         assert!(event["metadata"]["name"].as_str().unwrap().starts_with("web-edge-1."));
         assert!(event["firstTimestamp"].is_string() && event["lastTimestamp"].is_string());
     }
-    c.node.remove("web.yaml");
+    c.api.node.remove("web.yaml");
     let killing = c.wait_event("web-edge-1", "Killing", "Stopping container main");
     assert_eq!(killing["involvedObject"]["fieldPath"], "spec.containers{main}");
 }
@@ -102,7 +93,7 @@ fn a_static_pod_records_pulled_created_started_and_killing() {
 #[test]
 fn a_crash_loop_is_one_back_off_event_with_a_count() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("crash.yaml", &manifest("crash", "exit 1"));
+    c.api.node.put("crash.yaml", &manifest("crash", "exit 1"));
     let backoff = |e: &Value| e["reason"] == "BackOff";
     eventually("a BackOff event counted at least twice", LONG, || {
         c.events("crash-edge-1")
@@ -131,11 +122,11 @@ fn a_crash_loop_is_one_back_off_event_with_a_count() {
 fn a_rejected_manifest_is_failed_validation_on_the_node() {
     let Some(c) = Cluster::start() else { return };
     // S1: no metadata.name.
-    c.node.put("bad.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n");
+    c.api.node.put("bad.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n");
     eventually("a FailedValidation event", LONG, || {
-        c.server.list("events", None).unwrap().iter().any(|e| e["reason"] == "FailedValidation")
+        c.api.server.list("events", None).unwrap().iter().any(|e| e["reason"] == "FailedValidation")
     });
-    let events = c.server.list("events", Some("default")).unwrap();
+    let events = c.api.server.list("events", Some("default")).unwrap();
     let event = events.iter().find(|e| e["reason"] == "FailedValidation").unwrap();
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["involvedObject"]["kind"], "Node");
@@ -149,17 +140,17 @@ fn a_rejected_manifest_is_failed_validation_on_the_node() {
 #[test]
 fn events_recorded_offline_arrive_after_the_reconnect() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("first.yaml", &manifest("first", SERVE));
+    c.api.node.put("first.yaml", &manifest("first", SERVE));
     c.wait_event("first-edge-1", "Started", "Started container main");
-    c.rt.block_on(c.server.cut());
-    c.node.put("second.yaml", &manifest("second", SERVE));
+    c.api.rt.block_on(c.api.server.cut());
+    c.api.node.put("second.yaml", &manifest("second", SERVE));
     c.running("second-edge-1");
-    c.node.remove("first.yaml");
+    c.api.node.remove("first.yaml");
     eventually("the first pod is gone", LONG, || {
         outpost_tests::pods::pod(&c.agent, "first-edge-1").is_none()
     });
     assert!(c.events("second-edge-1").is_empty(), "nothing is written while offline");
-    c.rt.block_on(c.server.restore()).unwrap();
+    c.api.rt.block_on(c.api.server.restore()).unwrap();
     // Nothing lost below the bound: every event of the offline period arrives.
     for reason in ["Pulled", "Created", "Started"] {
         c.wait_event("second-edge-1", reason, "");

@@ -4,16 +4,15 @@
 //! Test-only note: until node registration lands (issue 5, item 1), the tests create
 //! the Node object themselves; the agent learns its UID from it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use outpost_tests::agent::Agent;
-use outpost_tests::apiserver::{Patch, TestApiServer};
+use outpost_tests::apiserver::Patch;
+use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, eventually};
+use outpost_tests::pods::eventually;
 use serde_json::json;
-use tokio::runtime::Runtime;
 
 const LONG: Duration = Duration::from_secs(60);
 const NODE: &str = "edge-1";
@@ -22,33 +21,25 @@ const CONFIG_HASH: &str = "kubernetes.io/config.hash";
 
 /// A test node, a test API server with the Node object in it, and a kubeconfig.
 struct Cluster {
-    rt: Runtime,
-    server: TestApiServer,
-    node: Node,
+    api: ApiNode,
     node_uid: String,
-    kubeconfig: PathBuf,
 }
 
 impl Cluster {
     fn start() -> Option<Cluster> {
-        let node = Node::new()?;
-        let rt = Runtime::new().unwrap();
-        let server = rt.block_on(TestApiServer::start()).unwrap();
-        let kubeconfig = server.kubeconfig(node.dir.path()).unwrap();
+        let api = ApiNode::new()?;
         let mut object = KubeNode::default();
         object.metadata.name = Some(NODE.into());
-        let node_uid = server.create_typed(&object).unwrap().metadata.uid.unwrap();
-        Some(Cluster { rt, server, node, node_uid, kubeconfig })
+        let node_uid = api.server.create_typed(&object).unwrap().metadata.uid.unwrap();
+        Some(Cluster { api, node_uid })
     }
 
     fn agent(&self) -> Agent {
-        let mut args = self.node.args();
-        args.extend(["--kubeconfig".into(), self.kubeconfig.clone().into_os_string()]);
-        Agent::start_pods(&self.node.manifests(), &args)
+        self.api.start(&[])
     }
 
     fn mirror(&self, name: &str) -> Option<Pod> {
-        self.server.get_pod("default", name).ok()
+        self.api.server.get_pod("default", name).ok()
     }
 
     /// Waits for the mirror `name` to satisfy `done`; returns it.
@@ -62,16 +53,16 @@ impl Cluster {
     }
 
     fn patch(&self, name: &str, patch: serde_json::Value) {
-        self.server.patch("pods", Some("default"), name, &Patch::Merge(patch), false).unwrap();
+        self.api.server.patch("pods", Some("default"), name, &Patch::Merge(patch), false).unwrap();
     }
 
     fn creates_and_deletes(&self) -> (u64, u64) {
-        (self.server.count("create", "pods"), self.server.count("delete", "pods"))
+        (self.api.server.count("create", "pods"), self.api.server.count("delete", "pods"))
     }
 
     fn wait_watch(&self) {
-        self.rt.block_on(async {
-            tokio::time::timeout(LONG, self.server.wait_for_watchers("pods", 1)).await.unwrap();
+        self.api.rt.block_on(async {
+            tokio::time::timeout(LONG, self.api.server.wait_for_watchers("pods", 1)).await.unwrap();
         });
     }
 }
@@ -100,7 +91,7 @@ fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 #[test]
 fn r1_r2_r3_r5_a_static_pod_keeps_exactly_its_mirror() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("web.yaml", &manifest("web", "web"));
+    c.api.node.put("web.yaml", &manifest("web", "web"));
     let _agent = c.agent();
     let m = c.wait_mirror("web-edge-1", "R1: the mirror pod is created", |_| true);
     // R1: a copy with config.mirror = config.hash, controlled by the Node.
@@ -131,16 +122,16 @@ fn r1_r2_r3_r5_a_static_pod_keeps_exactly_its_mirror() {
     });
     // Deleted at once: recreated.
     let before = uid(&m);
-    c.server.delete_pod("default", "web-edge-1").unwrap();
+    c.api.server.delete_pod("default", "web-edge-1").unwrap();
     let m = c.wait_mirror("web-edge-1", "a deleted mirror is recreated", |p| uid(p) != before);
     // R2: deleted gracefully (deletionTimestamp): deleted at once and recreated.
     let before = uid(&m);
-    c.server.delete("pods", Some("default"), "web-edge-1", Some(30)).unwrap();
+    c.api.server.delete("pods", Some("default"), "web-edge-1", Some(30)).unwrap();
     c.wait_mirror("web-edge-1", "R2: a mirror being deleted is replaced", |p| {
         uid(p) != before && p.metadata.deletion_timestamp.is_none()
     });
     // R3: the static pod goes, its mirror goes.
-    c.node.remove("web.yaml");
+    c.api.node.remove("web.yaml");
     c.wait_gone("web-edge-1", "R3: the mirror of a removed static pod is deleted");
 }
 
@@ -149,7 +140,7 @@ fn r1_r2_r3_r5_a_static_pod_keeps_exactly_its_mirror() {
 #[test]
 fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("a.yaml", &manifest("web", "first"));
+    c.api.node.put("a.yaml", &manifest("web", "first"));
     let mut orphan = Pod::default();
     orphan.metadata.name = Some("ghost-edge-1".into());
     orphan.metadata.namespace = Some("default".into());
@@ -163,13 +154,13 @@ fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
         }],
         ..Default::default()
     });
-    c.server.create_pod(&orphan).unwrap();
+    c.api.server.create_pod(&orphan).unwrap();
     let agent = c.agent();
     c.wait_mirror("web-edge-1", "the winner's mirror is created", |p| {
         label(p, "app") == Some("first")
     });
     c.wait_gone("ghost-edge-1", "R3: the orphan mirror is deleted");
-    c.node.put("b.yaml", &manifest("web", "second"));
+    c.api.node.put("b.yaml", &manifest("web", "second"));
     agent.wait_for_log("two pods with one name");
     // The loser never gets a mirror: the one mirror stays the winner's, untouched.
     let m = c.mirror("web-edge-1").unwrap();
@@ -180,14 +171,14 @@ fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
     assert_eq!(label(&after, "app"), Some("first"));
     assert_eq!(uid(&after), uid(&m));
     assert_eq!(c.creates_and_deletes(), creates);
-    assert_eq!(c.server.pods().unwrap().len(), 1, "one mirror only");
+    assert_eq!(c.api.server.pods().unwrap().len(), 1, "one mirror only");
 }
 
 /// R4: an agent restarted while its mirror is up to date neither deletes nor creates.
 #[test]
 fn r4_a_restart_keeps_the_up_to_date_mirror() {
     let Some(c) = Cluster::start() else { return };
-    c.node.put("web.yaml", &manifest("web", "web"));
+    c.api.node.put("web.yaml", &manifest("web", "web"));
     let agent = c.agent();
     let m = c.wait_mirror("web-edge-1", "the mirror is created", |_| true);
     agent.stop();

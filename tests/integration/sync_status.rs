@@ -5,16 +5,15 @@
 //! its final status and is then removed (grace 0); a static pod's status goes to its
 //! mirror pod.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use outpost_tests::agent::Agent;
-use outpost_tests::apiserver::{Fault, TestApiServer};
+use outpost_tests::apiserver::Fault;
+use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, eventually, wait_pod};
+use outpost_tests::pods::{eventually, wait_pod};
 use serde_json::{Value, json};
-use tokio::runtime::Runtime;
 
 /// The harness runs the agent as `--node-name Edge-1`.
 const NODE: &str = "edge-1";
@@ -24,9 +23,7 @@ const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
 /// A node with real pods, and a test API server the agent reports to.
 struct Cluster {
-    rt: Runtime,
-    server: TestApiServer,
-    node: Node,
+    api: ApiNode,
     agent: Agent,
 }
 
@@ -37,27 +34,21 @@ impl Cluster {
 
     /// With more `run` flags.
     fn start_with(extra: &[&str]) -> Option<Cluster> {
-        let node = Node::new()?;
-        let rt = Runtime::new().unwrap();
-        let server = rt.block_on(TestApiServer::start()).unwrap();
-        let kubeconfig = server.kubeconfig(&node.path("kube")).unwrap();
-        let mut args = node.args();
-        args.extend([OsString::from("--kubeconfig"), kubeconfig.into_os_string()]);
-        args.extend(extra.iter().map(OsString::from));
-        let agent = Agent::start_pods(&node.manifests(), &args);
-        rt.block_on(async {
-            tokio::time::timeout(LONG, server.wait_for_watchers("pods", 1)).await.unwrap();
+        let api = ApiNode::new()?;
+        let agent = api.start(extra);
+        api.rt.block_on(async {
+            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
         });
-        Some(Cluster { rt, server, node, agent })
+        Some(Cluster { api, agent })
     }
 
     /// Creates an API pod bound to this node: one busybox container running `script`.
     fn create(&self, name: &str, script: &str, extra: Value) -> Pod {
-        self.server.create_pod(&api_pod(name, NODE, script, extra)).unwrap()
+        self.api.server.create_pod(&api_pod(name, NODE, script, extra)).unwrap()
     }
 
     fn get(&self, name: &str) -> Option<Pod> {
-        self.server.get_pod("default", name).ok()
+        self.api.server.get_pod("default", name).ok()
     }
 
     /// Waits until the server's pod `name` satisfies `done`; returns it.
@@ -69,15 +60,15 @@ impl Cluster {
     }
 
     fn cut(&self) {
-        self.rt.block_on(self.server.cut());
+        self.api.rt.block_on(self.api.server.cut());
     }
 
     fn restore(&self) {
-        self.rt.block_on(self.server.restore()).unwrap();
+        self.api.rt.block_on(self.api.server.restore()).unwrap();
     }
 
     fn status_patches(&self) -> u64 {
-        self.server.count("patch", "pods/status")
+        self.api.server.count("patch", "pods/status")
     }
 }
 
@@ -185,7 +176,7 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
     // Each runs until a file appears in its own volume, then exits with its code.
     let finishing = [("done-0", 0), ("done-3", 3), ("done-7", 7)];
     for (name, code) in finishing {
-        c.create(name, &format!("{WAIT_FOR_GO}; exit {code}"), waits_in(&c.node.path(name)));
+        c.create(name, &format!("{WAIT_FOR_GO}; exit {code}"), waits_in(&c.api.node.path(name)));
     }
     c.create("steady", SERVE, json!({}));
     for name in ["done-0", "done-3", "done-7", "steady"] {
@@ -193,14 +184,14 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
     }
     c.cut();
     for (name, _) in finishing {
-        std::fs::write(c.node.path(name).join("go"), "").unwrap();
+        std::fs::write(c.api.node.path(name).join("go"), "").unwrap();
     }
     for (name, _) in finishing {
         let terminal =
             |p: &Value| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
         wait_pod(&c.agent, name, LONG, terminal);
     }
-    c.server.reset_requests();
+    c.api.server.reset_requests();
     c.restore();
     for (name, code) in finishing {
         let pod = c.wait(name, |p| exit_code(p).is_some());
@@ -208,10 +199,10 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
         assert_eq!(phase(&pod), if code == 0 { "Succeeded" } else { "Failed" }, "{name}");
     }
     for (name, _) in finishing {
-        let patches = c.server.count_object("patch", "pods/status", &format!("default/{name}"));
+        let patches = c.api.server.count_object("patch", "pods/status", &format!("default/{name}"));
         assert!((1..=2).contains(&patches), "{patches} status patches for {name}");
     }
-    let steady = c.server.count_object("patch", "pods/status", "default/steady");
+    let steady = c.api.server.count_object("patch", "pods/status", "default/steady");
     assert_eq!(steady, 0, "the unchanged pod's status is not sent again");
     assert_eq!(phase(&c.get("steady").unwrap()), "Running");
 }
@@ -225,9 +216,9 @@ fn a_pod_replaced_while_offline_is_never_patched() {
     c.wait("swap", |p| phase(p) == "Running");
     c.cut();
     wait_pod(&c.agent, "swap", LONG, |p| p["status"]["phase"] == "Succeeded");
-    c.server.delete_pod("default", "swap").unwrap();
+    c.api.server.delete_pod("default", "swap").unwrap();
     // Bound to another node: nothing here writes its status.
-    let new = c.server.create_pod(&api_pod("swap", "elsewhere", SERVE, json!({}))).unwrap();
+    let new = c.api.server.create_pod(&api_pod("swap", "elsewhere", SERVE, json!({}))).unwrap();
     assert_ne!(new.metadata.uid, old.metadata.uid);
     c.restore();
     // The fresh list removes the old pod from the agent.
@@ -245,12 +236,12 @@ fn a_pod_replaced_while_offline_is_never_patched() {
 #[test]
 fn server_errors_back_off_honouring_retry_after() {
     let Some(c) = Cluster::start() else { return };
-    let dir = c.node.path("slow");
+    let dir = c.api.node.path("slow");
     c.create("slow", &format!("{WAIT_FOR_GO}; exit 0"), waits_in(&dir));
     c.wait("slow", |p| phase(p) == "Running" && state(p)["running"].is_object());
-    c.server.reset_requests();
-    c.server.fail_next(1, "patch", "pods/status", Fault::too_many_requests().retry_after(4));
-    c.server.fail_next(1, "patch", "pods/status", Fault::internal_error());
+    c.api.server.reset_requests();
+    c.api.server.fail_next(1, "patch", "pods/status", Fault::too_many_requests().retry_after(4));
+    c.api.server.fail_next(1, "patch", "pods/status", Fault::internal_error());
     std::fs::write(dir.join("go"), "").unwrap();
     eventually("the first patch (429)", LONG, || c.status_patches() >= 1);
     // Well inside the 4 s the server asked for: no retry yet.
@@ -258,7 +249,7 @@ fn server_errors_back_off_honouring_retry_after() {
     assert_eq!(c.status_patches(), 1, "retried before Retry-After");
     let pod = c.wait("slow", |p| phase(p) == "Succeeded");
     assert_eq!(exit_code(&pod), Some(0));
-    assert_eq!(c.server.faults_remaining(), 0, "the 500 was met too");
+    assert_eq!(c.api.server.faults_remaining(), 0, "the 500 was met too");
     assert!(c.status_patches() >= 3, "429, 500, then the status");
 }
 
@@ -270,9 +261,9 @@ fn a_deleted_pod_gets_its_final_status_then_is_removed() {
     let Some(c) = Cluster::start() else { return };
     c.create("gone", SERVE, json!({ "metadata": { "finalizers": ["example.com/keep"] } }));
     c.wait("gone", |p| phase(p) == "Running");
-    c.server.delete("pods", Some("default"), "gone", Some(5)).unwrap();
+    c.api.server.delete("pods", Some("default"), "gone", Some(5)).unwrap();
     let last = c.wait("gone", |p| p.metadata.deletion_grace_period_seconds == Some(0));
-    assert_eq!(c.server.count("delete", "pods"), 1, "one delete, by the agent");
+    assert_eq!(c.api.server.count("delete", "pods"), 1, "one delete, by the agent");
     assert!(matches!(phase(&last), "Failed" | "Succeeded"), "final phase: {}", phase(&last));
     assert!(state(&last)["terminated"].is_object(), "{}", state(&last));
     let ready =
@@ -281,12 +272,12 @@ fn a_deleted_pod_gets_its_final_status_then_is_removed() {
     // The finalizer goes: the pod is removed, and the agent deletes nothing more.
     let patch =
         outpost_tests::apiserver::Patch::Merge(json!({ "metadata": { "finalizers": null } }));
-    c.server.patch("pods", Some("default"), "gone", &patch, false).unwrap();
+    c.api.server.patch("pods", Some("default"), "gone", &patch, false).unwrap();
     eventually("the pod is removed", LONG, || c.get("gone").is_none());
     eventually("the agent forgets the pod", LONG, || {
         outpost_tests::pods::pod(&c.agent, "gone").is_none()
     });
-    assert_eq!(c.server.count("delete", "pods"), 1);
+    assert_eq!(c.api.server.count("delete", "pods"), 1);
 }
 
 /// A static pod's status goes to its mirror pod (here made by the test, as the mirror
@@ -295,7 +286,7 @@ fn a_deleted_pod_gets_its_final_status_then_is_removed() {
 fn a_static_pods_status_goes_to_its_mirror_pod() {
     let Some(c) = Cluster::start() else { return };
     let script = serde_json::to_string(SERVE).unwrap();
-    c.node.put(
+    c.api.node.put(
         "static.yaml",
         &format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: static\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
@@ -312,7 +303,7 @@ fn a_static_pods_status_goes_to_its_mirror_pod() {
             "metadata": { "annotations": { "kubernetes.io/config.mirror": hash } },
         }),
     );
-    c.server.create_pod(&mirror).unwrap();
+    c.api.server.create_pod(&mirror).unwrap();
     let got = c.wait(&name, |p| phase(p) == "Running" && state(p)["running"].is_object());
     assert!(got.status.unwrap().pod_ip.is_some());
 }
@@ -325,11 +316,12 @@ fn a_node_shutdown_reports_pods_terminated_and_the_node_not_ready() {
     let Some(c) = Cluster::start_with(&["--stop-pods-on-shutdown"]) else { return };
     c.create("web", SERVE, json!({}));
     c.wait("web", |p| phase(p) == "Running");
-    let Cluster { rt, server, agent, node: _node } = c;
+    let Cluster { api, agent } = c;
     agent.signal("TERM");
     agent.wait_for_log("node shutdown: every pod is stopped");
     // A second SIGTERM changes nothing: stop() waits for the agent's own exit.
     agent.stop();
+    let server = &api.server;
     let pod = server.get_pod("default", "web").unwrap();
     let status = pod.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Failed"));
@@ -345,5 +337,4 @@ fn a_node_shutdown_reports_pods_terminated_and_the_node_not_ready() {
         (ready.status.as_str(), ready.message.as_deref()),
         ("False", Some("node is shutting down"))
     );
-    drop(rt);
 }

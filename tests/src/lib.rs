@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod cluster;
 pub mod containerd;
 pub mod manifest_server;
 pub mod pods;

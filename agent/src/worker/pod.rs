@@ -286,16 +286,16 @@ impl PodWorker {
 
     fn publish(&self) {
         let Some(current) = &self.current else { return };
-        let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
-        let status = state::pod_status(
-            &current.pod,
-            &current.slots,
-            ips,
-            self.runtime.settings.host_ip,
-            current.started,
-            current.problem.as_ref(),
-        );
+        let status = current.status(self.runtime.settings.host_ip);
         self.runtime.statuses.set(&current.uid, status);
+    }
+}
+
+impl Current {
+    /// The pod's status as kubelet would report it now.
+    fn status(&self, host_ip: Option<std::net::IpAddr>) -> k8s_openapi::api::core::v1::PodStatus {
+        let ips = self.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
+        state::pod_status(&self.pod, &self.slots, ips, host_ip, self.started, self.problem.as_ref())
     }
 }
 

@@ -53,15 +53,7 @@ impl PodWorker {
             });
             slot.retry_at = None;
         }
-        let ips = current.sandbox.as_ref().map(|s| s.ips.as_slice()).unwrap_or_default();
-        let mut status = state::pod_status(
-            &current.pod,
-            &current.slots,
-            ips,
-            self.runtime.settings.host_ip,
-            current.started,
-            current.problem.as_ref(),
-        );
+        let mut status = current.status(self.runtime.settings.host_ip);
         state::shut_down(&mut status);
         self.runtime.statuses.set(&current.uid, status);
     }

@@ -1,0 +1,43 @@
+//! A test node whose agent reports to a test API server: what the sync tests (node,
+//! mirror pods, pod status, events) share.
+
+// A harness fails the test by panicking.
+#![allow(clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use tokio::runtime::Runtime;
+
+use crate::agent::Agent;
+use crate::apiserver::TestApiServer;
+use crate::pods::Node;
+
+#[derive(Debug)]
+pub struct ApiNode {
+    /// Runs the server (and whatever async a test needs).
+    pub rt: Runtime,
+    pub server: TestApiServer,
+    pub node: Node,
+    /// The server's kubeconfig, in the node's dir.
+    pub kubeconfig: PathBuf,
+}
+
+impl ApiNode {
+    /// A node and a plain-HTTP test API server, or `None` where [`Node::new`] skips.
+    pub fn new() -> Option<ApiNode> {
+        let node = Node::new()?;
+        let rt = Runtime::new().expect("tokio runtime");
+        let server = rt.block_on(TestApiServer::start()).expect("test API server");
+        let kubeconfig = server.kubeconfig(node.dir.path()).expect("kubeconfig");
+        Some(ApiNode { rt, server, node, kubeconfig })
+    }
+
+    /// `outpost run` on the node, with `--kubeconfig` and `extra` flags.
+    pub fn start(&self, extra: &[&str]) -> Agent {
+        let mut args = self.node.args();
+        args.extend([OsString::from("--kubeconfig"), self.kubeconfig.clone().into_os_string()]);
+        args.extend(extra.iter().map(OsString::from));
+        Agent::start_pods(&self.node.manifests(), &args)
+    }
+}
