@@ -280,8 +280,7 @@ fn a_deleted_pod_gets_its_final_status_then_is_removed() {
     assert_eq!(c.api.server.count("delete", "pods"), 1);
 }
 
-/// A static pod's status goes to its mirror pod (here made by the test, as the mirror
-/// task would).
+/// A static pod's status goes to the mirror pod the agent made for it (R1).
 #[test]
 fn a_static_pods_status_goes_to_its_mirror_pod() {
     let Some(c) = Cluster::start() else { return };
@@ -295,16 +294,10 @@ fn a_static_pods_status_goes_to_its_mirror_pod() {
     let name = format!("static-{NODE}");
     let local = wait_pod(&c.agent, &name, LONG, |p| p["status"]["phase"] == "Running");
     let hash = local["metadata"]["annotations"]["kubernetes.io/config.hash"].as_str().unwrap();
-    let mirror = api_pod(
-        &name,
-        NODE,
-        SERVE,
-        json!({
-            "metadata": { "annotations": { "kubernetes.io/config.mirror": hash } },
-        }),
-    );
-    c.api.server.create_pod(&mirror).unwrap();
+    // The agent creates the mirror pod (R1); its status is the static pod's.
     let got = c.wait(&name, |p| phase(p) == "Running" && state(p)["running"].is_object());
+    let annotations = got.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get("kubernetes.io/config.mirror").map(String::as_str), Some(hash));
     assert!(got.status.unwrap().pod_ip.is_some());
 }
 
