@@ -19,8 +19,10 @@ const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
 /// A node whose agent reports to a test API server.
 struct Cluster {
-    api: ApiNode,
+    // Dropped first: the agent must be gone before the node's cleanup, or it restarts
+    // the containers the cleanup kills.
     agent: Agent,
+    api: ApiNode,
 }
 
 impl Cluster {

@@ -23,8 +23,10 @@ const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
 /// A node with real pods, and a test API server the agent reports to.
 struct Cluster {
-    api: ApiNode,
+    // Dropped first: the agent must be gone before the node's cleanup, or it restarts
+    // the containers the cleanup kills.
     agent: Agent,
+    api: ApiNode,
 }
 
 impl Cluster {
