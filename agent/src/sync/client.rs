@@ -244,3 +244,54 @@ impl ApiClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, retry_after: Option<u64>) -> CallError {
+        CallError::Status {
+            code,
+            reason: "TooManyRequests".to_owned(),
+            message: "slow down".to_owned(),
+            retry_after: retry_after.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn retry_after_is_honoured_when_longer_than_the_backoff() {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+        assert_eq!(status(429, Some(4)).retry_delay(&mut backoff), Duration::from_secs(4));
+        // The backoff still advanced (1 s taken): the next nominal delay is 2 s.
+        assert_eq!(backoff.nominal(), Duration::from_secs(2));
+        // A Retry-After shorter than the backoff does not shorten it.
+        let mut backoff = Backoff::new(Duration::from_secs(8), Duration::from_secs(30));
+        let delay = status(503, Some(1)).retry_delay(&mut backoff);
+        assert!(delay >= Duration::from_secs(4) && delay <= Duration::from_secs(8), "{delay:?}");
+        // Without one: the jittered backoff, [base / 2, base].
+        let mut backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(30));
+        let delay = status(500, None).retry_delay(&mut backoff);
+        assert!(delay >= Duration::from_secs(1) && delay <= Duration::from_secs(2), "{delay:?}");
+    }
+
+    #[test]
+    fn errors_are_classified_by_code_and_reason() {
+        let exists = CallError::Status {
+            code: 409,
+            reason: "AlreadyExists".to_owned(),
+            message: String::new(),
+            retry_after: None,
+        };
+        assert!(exists.is_conflict() && exists.is_already_exists() && !exists.is_not_found());
+        let conflict = CallError::Status {
+            code: 409,
+            reason: "Conflict".to_owned(),
+            message: String::new(),
+            retry_after: None,
+        };
+        assert!(conflict.is_conflict() && !conflict.is_already_exists());
+        assert!(status(404, None).is_not_found());
+        assert!(!status(500, None).is_unreachable());
+        assert_eq!(status(429, None).code(), Some(429));
+    }
+}
