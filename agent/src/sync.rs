@@ -259,3 +259,60 @@ pub fn spawn(context: Context) -> Sync {
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, uid: &str, mirror_of: Option<&str>) -> Arc<Pod> {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(name.to_owned());
+        pod.metadata.namespace = Some("default".to_owned());
+        pod.metadata.uid = Some(uid.to_owned());
+        if let Some(hash) = mirror_of {
+            pod.metadata.annotations =
+                Some([(CONFIG_MIRROR.to_owned(), hash.to_owned())].into_iter().collect());
+        }
+        Arc::new(pod)
+    }
+
+    fn full(name: &str) -> FullName {
+        FullName { namespace: "default".to_owned(), name: name.to_owned() }
+    }
+
+    #[test]
+    fn the_mirror_view_follows_lists_and_watch_events() {
+        let view = MirrorView::default();
+        view.upserted(&pod("a", "1", Some("h1")));
+        assert!(view.current().is_none(), "nothing is known before the first list");
+        view.listed([pod("a", "1", Some("h1")), pod("api", "2", None)]);
+        let now = view.current().unwrap_or_default();
+        assert_eq!(now.keys().cloned().collect::<Vec<_>>(), [full("a")], "only mirrors");
+        view.upserted(&pod("b", "3", Some("h2")));
+        view.upserted(&pod("a", "4", Some("h3")));
+        let now = view.current().unwrap_or_default();
+        assert_eq!((now[&full("a")].uid.as_str(), now[&full("a")].mirror_of.as_str()), ("4", "h3"));
+        // A DELETED of the replaced pod (old UID) leaves its successor alone.
+        view.deleted(&pod("a", "1", Some("h1")));
+        assert!(view.current().unwrap_or_default().contains_key(&full("a")));
+        view.deleted(&pod("a", "4", Some("h3")));
+        let now = view.current().unwrap_or_default();
+        assert_eq!(now.keys().cloned().collect::<Vec<_>>(), [full("b")]);
+    }
+
+    #[tokio::test]
+    async fn connectivity_wakes_waiters_on_each_turn() {
+        let connectivity = Connectivity::default();
+        assert!(!connectivity.is_reachable(), "unknown counts as unreachable");
+        let waiter = tokio::spawn({
+            let c = connectivity.clone();
+            async move { c.wait_reachable().await }
+        });
+        connectivity.reachable();
+        waiter.await.unwrap_or_default();
+        assert!(connectivity.is_reachable());
+        connectivity.unreachable("connection refused");
+        assert!(!connectivity.is_reachable());
+        connectivity.wait_unreachable().await;
+    }
+}
