@@ -106,13 +106,16 @@ pub struct Options {
     pub statuses: StatusStore,
     /// Whether containerd is connected (`None` in a dry run: no runtime to wait for).
     pub runtime: Option<RuntimeReady>,
+    /// What `/metrics` reads besides the merge's snapshot.
+    pub metrics: crate::metrics::Sources,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime } = options;
+    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime, metrics } =
+        options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
         Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
@@ -130,7 +133,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
-    let metrics = Arc::new(crate::metrics::registry(snapshot.clone()));
+    let metrics = Arc::new(crate::metrics::registry(snapshot.clone(), metrics));
     let app = router(AppState {
         snapshot,
         metrics,

@@ -214,6 +214,13 @@ impl Context {
     }
 }
 
+/// What the metrics read of the sync (when a kubeconfig is given).
+#[derive(Debug, Clone)]
+pub struct Health {
+    pub connectivity: Connectivity,
+    pub status_backlog: watch::Receiver<StatusBacklog>,
+}
+
 /// The running sync tasks (aborted when dropped).
 #[derive(Debug)]
 pub struct Sync {

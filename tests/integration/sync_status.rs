@@ -193,6 +193,14 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
             |p: &Value| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
         wait_pod(&c.agent, name, LONG, terminal);
     }
+    // /metrics says the server is unreachable and the updates wait (the lease's probe
+    // or the watch's retry may take a moment to notice the cut).
+    let metric = |line: &str| {
+        let (_, text) = c.agent.get("/metrics");
+        text.lines().any(|l| l == line)
+    };
+    eventually("/metrics shows the cut", LONG, || metric("outpost_apiserver_reachable 0"));
+    assert!(!metric("outpost_pod_status_updates_queued 0"), "{:?}", c.agent.get("/metrics"));
     c.api.server.reset_requests();
     c.restore();
     for (name, code) in finishing {
@@ -204,6 +212,9 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
         let patches = c.api.server.count_object("patch", "pods/status", &format!("default/{name}"));
         assert!((1..=2).contains(&patches), "{patches} status patches for {name}");
     }
+    eventually("/metrics shows the backlog sent", LONG, || {
+        metric("outpost_apiserver_reachable 1") && metric("outpost_pod_status_updates_queued 0")
+    });
     let steady = c.api.server.count_object("patch", "pods/status", "default/steady");
     assert_eq!(steady, 0, "the unchanged pod's status is not sent again");
     assert_eq!(phase(&c.get("steady").unwrap()), "Running");

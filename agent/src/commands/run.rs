@@ -168,6 +168,11 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let runtime_ready = (!dry_run).then(RuntimeReady::default);
     let runtime_version = Arc::new(OnceLock::new());
     let stop_pods = CancellationToken::new();
+    let status_backlog = tokio::sync::watch::Sender::<sync::StatusBacklog>::default();
+    let sync_health = client.as_ref().map(|client| sync::Health {
+        connectivity: client.connectivity().clone(),
+        status_backlog: status_backlog.subscribe(),
+    });
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -176,6 +181,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
         refresh: config.manifest_url.is_some().then(|| refresh.clone()),
         statuses: statuses.clone(),
         runtime: runtime_ready.clone(),
+        metrics: crate::metrics::Sources { sync: sync_health, events: events.clone() },
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
@@ -199,7 +205,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 runtime_version: runtime_version.clone(),
                 shutdown: stop_pods.clone(),
             },
-            status_backlog: tokio::sync::watch::Sender::default(),
+            status_backlog,
         })),
         _ => None,
     };
