@@ -15,4 +15,5 @@ pub mod shutdown;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod systemd;
 pub mod worker;

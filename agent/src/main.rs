@@ -39,8 +39,10 @@ fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run(args: outpost::cli::RunArgs) -> anyhow::Result<ExitCode> {
+    // Before the runtime's threads exist: it edits the environment.
+    let systemd = outpost::systemd::take_env();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(commands::run::run(args.flags(), args.dry_run))?;
+    runtime.block_on(commands::run::run(args.flags(), args.dry_run, systemd))?;
     Ok(ExitCode::SUCCESS)
 }

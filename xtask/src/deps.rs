@@ -21,6 +21,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("skopeo", "pushes the test images into the loopback registry"),
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
+    ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
 ];
 
 pub fn run() -> anyhow::Result<()> {

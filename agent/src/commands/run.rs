@@ -32,7 +32,7 @@ use crate::source::{self, Refresh, push};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::worker::{self, Runtime, Settings};
-use crate::{api, shutdown};
+use crate::{api, shutdown, systemd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -72,6 +72,8 @@ pub enum Error {
     },
     #[error("the pod runtime task failed")]
     Task(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Systemd(#[from] systemd::Error),
     #[error("cannot write deltas to stdout: {0}")]
     Stdout(#[source] io::Error),
 }
@@ -105,8 +107,8 @@ impl<'a> DeltaLine<'a> {
     }
 }
 
-/// Runs until SIGINT/SIGTERM.
-pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
+/// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
+pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
@@ -166,6 +168,7 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(RuntimeReady::default);
+    let runtime_ready_probe = runtime_ready.clone();
     let runtime_version = Arc::new(OnceLock::new());
     let stop_pods = CancellationToken::new();
     let status_backlog = tokio::sync::watch::Sender::<sync::StatusBacklog>::default();
@@ -234,6 +237,17 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
         };
         tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
     };
+    let notifier = systemd::Notifier::open(&systemd)?;
+    let supervisor = notifier.clone().map(|notifier| {
+        systemd::spawn(
+            notifier,
+            systemd::Watch {
+                ready: ready_check(snapshot.clone(), runtime_ready_probe),
+                alive: vec![merge.abort_handle(), pods.abort_handle()],
+                watchdog: systemd.watchdog,
+            },
+        )
+    });
 
     let result = loop {
         tokio::select! {
@@ -248,6 +262,11 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
                 refresh.request();
             }
             signal = shutdown::signal() => {
+                if let Some(notifier) = &notifier {
+                    notifier.notify_or_warn(&systemd::Message::Stopping {
+                        status: format!("{signal}: shutting down"),
+                    });
+                }
                 if config.stop_pods_on_shutdown && !dry_run {
                     info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
                     stop_pods.cancel();
@@ -269,6 +288,9 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
     };
     // Unless told otherwise, pods keep running: the agent's exit is not the workloads'
     // (an edge box restarts the agent, and the next one adopts them).
+    if let Some(supervisor) = supervisor {
+        supervisor.abort();
+    }
     pods.abort();
     merge.abort();
     drop(sync);
@@ -280,6 +302,23 @@ pub async fn run(flags: Flags, dry_run: bool) -> Result<(), Error> {
         }
     }
     result
+}
+
+/// Ready (systemd's `READY=1`) once every pod source was seen (M9) and, unless in a dry
+/// run (`runtime` is `None`), containerd is connected.
+fn ready_check(
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    runtime: Option<RuntimeReady>,
+) -> Box<dyn Fn() -> Option<String> + Send> {
+    Box::new(move || {
+        let runtime_up = runtime
+            .as_ref()
+            .is_none_or(|ready| ready.load(std::sync::atomic::Ordering::Relaxed));
+        (snapshot.load().synced() && runtime_up).then(|| match runtime {
+            Some(_) => "all pod sources seen; containerd connected".to_owned(),
+            None => "all pod sources seen (dry run: no pods run)".to_owned(),
+        })
+    })
 }
 
 /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
