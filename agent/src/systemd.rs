@@ -156,9 +156,10 @@ impl Notifier {
 
     pub fn notify(&self, message: &Message) -> Result<(), Error> {
         let text = message.encode();
-        self.socket.send_to_addr(text.as_bytes(), &self.addr).map(drop).map_err(|source| {
-            Error::Send { message: text, addr: self.target.clone(), source }
-        })
+        self.socket
+            .send_to_addr(text.as_bytes(), &self.addr)
+            .map(drop)
+            .map_err(|source| Error::Send { message: text, addr: self.target.clone(), source })
     }
 
     /// Sends, and logs a failure (systemd being gone is no reason to stop the pods).

@@ -12,6 +12,7 @@ mod images;
 mod images_dir;
 mod logs;
 mod managed;
+mod packaging;
 mod pods;
 mod pull;
 mod push;

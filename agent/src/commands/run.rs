@@ -311,9 +311,8 @@ fn ready_check(
     runtime: Option<RuntimeReady>,
 ) -> Box<dyn Fn() -> Option<String> + Send> {
     Box::new(move || {
-        let runtime_up = runtime
-            .as_ref()
-            .is_none_or(|ready| ready.load(std::sync::atomic::Ordering::Relaxed));
+        let runtime_up =
+            runtime.as_ref().is_none_or(|ready| ready.load(std::sync::atomic::Ordering::Relaxed));
         (snapshot.load().synced() && runtime_up).then(|| match runtime {
             Some(_) => "all pod sources seen; containerd connected".to_owned(),
             None => "all pod sources seen (dry run: no pods run)".to_owned(),

@@ -86,7 +86,8 @@ fn datagrams_reach_a_path_socket() {
 #[test]
 fn datagrams_reach_an_abstract_socket() {
     let name = format!("outpost-test-notify-{}", std::process::id()).into_bytes();
-    let receiver = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
+    let receiver =
+        UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
     let env = Env { notify_socket: Some(NotifyAddr::Abstract(name)), watchdog: None };
     let notifier = Notifier::open(&env).unwrap().unwrap();
     notifier.notify(&Message::Ready { status: "up".into() }).unwrap();
