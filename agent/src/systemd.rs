@@ -108,7 +108,8 @@ pub fn ping_interval(watchdog: Duration) -> Duration {
 /// nothing the agent starts (CNI plugins, a managed containerd and its shims) inherits
 /// them and talks to systemd in the agent's name.
 ///
-/// Call it first thing in `main`, before any thread is started.
+/// Call it first thing in `main`, before any thread is started: when the process already
+/// has other threads, the variables are left in place (and a warning says so).
 pub fn take_env() -> Env {
     let var = |name| std::env::var_os(name);
     let text = |v: Option<OsString>| v.and_then(|v| v.into_string().ok());
@@ -120,15 +121,25 @@ pub fn take_env() -> Env {
             std::process::id(),
         ),
     };
+    if !single_threaded(&std::fs::read_to_string("/proc/self/status").unwrap_or_default()) {
+        warn!("started after other threads: the agent's children inherit NOTIFY_SOCKET");
+        return env;
+    }
     for name in [NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID] {
         #[allow(unsafe_code)]
-        // SAFETY: called from `main` before the tokio runtime or any other thread exists,
-        // so nothing reads or writes the environment concurrently.
+        // SAFETY: this is the process's only thread (checked just above, and only this
+        // thread could start another), so nothing reads or writes the environment
+        // concurrently.
         unsafe {
             std::env::remove_var(name)
         };
     }
     env
+}
+
+/// Whether `/proc/self/status` (its text) says the process has exactly one thread.
+pub fn single_threaded(proc_status: &str) -> bool {
+    proc_status.lines().find_map(|l| l.strip_prefix("Threads:")).is_some_and(|n| n.trim() == "1")
 }
 
 /// A connection to systemd's notification socket; cheap to clone.
@@ -175,8 +186,8 @@ impl Notifier {
 pub struct Watch {
     /// `Some(status)` once the agent is ready (announced once).
     pub ready: Box<dyn Fn() -> Option<String> + Send>,
-    /// The main tasks: the watchdog is fed only while none of them has ended.
-    pub alive: Vec<AbortHandle>,
+    /// The main tasks, by name: the watchdog is fed only while none of them has ended.
+    pub alive: Vec<(&'static str, AbortHandle)>,
     pub watchdog: Option<Duration>,
 }
 
@@ -199,8 +210,8 @@ async fn run(notifier: Notifier, watch: Watch) {
                 }
             }
             Some(_) = tick(&mut ping) => {
-                if let Some(ended) = watch.alive.iter().find(|task| task.is_finished()) {
-                    warn!(task = %ended.id(), "a main task ended; no longer feeding systemd's watchdog");
+                if let Some((task, _)) = watch.alive.iter().find(|(_, t)| t.is_finished()) {
+                    warn!(task, "a main task ended; no longer feeding systemd's watchdog");
                     return;
                 }
                 notifier.notify_or_warn(&Message::Watchdog);

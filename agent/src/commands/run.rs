@@ -243,7 +243,7 @@ pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(
             notifier,
             systemd::Watch {
                 ready: ready_check(snapshot.clone(), runtime_ready_probe),
-                alive: vec![merge.abort_handle(), pods.abort_handle()],
+                alive: vec![("merge", merge.abort_handle()), ("pod runtime", pods.abort_handle())],
                 watchdog: systemd.watchdog,
             },
         )

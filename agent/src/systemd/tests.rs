@@ -38,6 +38,14 @@ fn watchdog_for_this_process_only() {
 }
 
 #[test]
+fn threads_from_proc_status() {
+    assert!(single_threaded("Name:\toutpost\nThreads:\t1\nSigQ:\t0/1\n"));
+    assert!(!single_threaded("Name:\toutpost\nThreads:\t3\n"));
+    assert!(!single_threaded("Name:\toutpost\nThreads:\t11\n"));
+    assert!(!single_threaded(""), "unknown: not proven single-threaded");
+}
+
+#[test]
 fn pings_at_half_the_interval() {
     assert_eq!(ping_interval(Duration::from_secs(30)), Duration::from_secs(15));
     assert_eq!(ping_interval(Duration::from_micros(1)), Duration::from_millis(1));
