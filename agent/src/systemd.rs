@@ -191,6 +191,16 @@ pub struct Watch {
     pub watchdog: Option<Duration>,
 }
 
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let alive: Vec<&str> = self.alive.iter().map(|(name, _)| *name).collect();
+        f.debug_struct("Watch")
+            .field("alive", &alive)
+            .field("watchdog", &self.watchdog)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Announces readiness, then feeds the watchdog while every task in `watch.alive` runs.
 pub fn spawn(notifier: Notifier, watch: Watch) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run(notifier, watch).instrument(info_span!("systemd")))
