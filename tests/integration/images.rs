@@ -10,7 +10,9 @@ use outpost_tests::containerd::{
 };
 use outpost_tests::outpost_bin;
 
-const NAMESPACE: &str = "outpost";
+/// Their own namespace: other tests import into the agent's default one concurrently,
+/// and their import leases would show up in this file's checks.
+const NAMESPACE: &str = "outpost-test-images";
 
 /// The tests here import the same image name into the same namespace: one at a time, so
 /// each checks what its own import did.
@@ -22,7 +24,7 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 
 fn import(socket: &Path, tarballs: &[&Path]) -> Output {
     Command::new(outpost_bin())
-        .args(["images", "import", "--containerd-socket"])
+        .args(["images", "import", "--containerd-namespace", NAMESPACE, "--containerd-socket"])
         .arg(socket)
         .args(tarballs)
         .output()
