@@ -210,6 +210,11 @@ pub struct RunArgs {
     /// the workloads).
     #[arg(long)]
     pub stop_pods_on_shutdown: bool,
+    /// Start even if the manifest directory (or --images-dir), or a directory above it, can
+    /// be written by a user other than root. By default the agent refuses: whoever can write
+    /// there can run any pod as root.
+    #[arg(long)]
+    pub allow_writable_manifest_dir: bool,
     /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
     /// line on stdout, serve /healthz, /readyz and /pods.
     #[arg(long)]
@@ -279,6 +284,7 @@ impl RunArgs {
             node_labels: self.node_labels.clone(),
             register_with_taints: self.register_with_taints.clone(),
             stop_pods_on_shutdown: self.stop_pods_on_shutdown.then_some(true),
+            allow_writable_manifest_dir: self.allow_writable_manifest_dir.then_some(true),
         }
     }
 }

@@ -96,6 +96,8 @@ pub struct Config {
     /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
     /// them running for the next agent to adopt.
     pub stop_pods_on_shutdown: bool,
+    /// Start even if the manifest or images directory can be written by others than root.
+    pub allow_writable_manifest_dir: bool,
 }
 
 pub use k8s_openapi::api::core::v1::Taint;
@@ -153,6 +155,7 @@ pub struct Flags {
     /// `key[=value]:Effect[,…]`, repeatable.
     pub register_with_taints: Vec<String>,
     pub stop_pods_on_shutdown: Option<bool>,
+    pub allow_writable_manifest_dir: Option<bool>,
 }
 
 /// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
@@ -203,6 +206,7 @@ struct File {
     /// KubeletConfiguration's form: a list of Taint objects.
     register_with_taints: Option<Vec<Taint>>,
     stop_pods_on_shutdown: Option<bool>,
+    allow_writable_manifest_dir: Option<bool>,
 }
 
 impl Config {
@@ -346,6 +350,10 @@ impl Config {
             stop_pods_on_shutdown: flags
                 .stop_pods_on_shutdown
                 .or(file.stop_pods_on_shutdown)
+                .unwrap_or(false),
+            allow_writable_manifest_dir: flags
+                .allow_writable_manifest_dir
+                .or(file.allow_writable_manifest_dir)
                 .unwrap_or(false),
         })
     }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod error_chain;
 pub mod logging;
 pub mod metrics;
+pub mod permissions;
 pub mod podconfig;
 pub mod runtime;
 pub mod shutdown;

@@ -17,6 +17,7 @@ mod pods;
 mod pull;
 mod push;
 mod runtime_spec;
+mod security;
 mod sync_events;
 mod sync_mirror;
 mod sync_node;

@@ -52,6 +52,10 @@ impl Agent {
         manifests: &Path,
         extra: &[S],
     ) -> Agent {
+        // A test may ask for another log level.
+        if !command.get_envs().any(|(key, _)| key == "OUTPOST_LOG") {
+            command.env("OUTPOST_LOG", "info");
+        }
         let mut child = command
             .arg("run")
             .args(mode)
@@ -59,7 +63,6 @@ impl Agent {
             .arg("--manifest-dir")
             .arg(manifests)
             .args(extra)
-            .env("OUTPOST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -32,12 +32,14 @@ use crate::source::{self, Refresh, push};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::worker::{self, Runtime, Settings};
-use crate::{api, shutdown, systemd};
+use crate::{api, permissions, shutdown, systemd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Config(#[from] config::Error),
+    #[error(transparent)]
+    Permissions(#[from] permissions::Error),
     #[error(transparent)]
     FileSource(#[from] file::Error),
     #[error(transparent)]
@@ -107,10 +109,26 @@ impl<'a> DeltaLine<'a> {
     }
 }
 
+/// The security defaults (see [`permissions`]), before any source reads a manifest.
+fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
+    if config.allow_writable_manifest_dir {
+        warn!(
+            "--allow-writable-manifest-dir: not checking who may write the manifest and images directories"
+        );
+    } else {
+        permissions::check_trusted_dir("the manifest directory", &config.manifest_dir)?;
+        if let Some(dir) = &config.images_dir {
+            permissions::check_trusted_dir("the images directory", dir)?;
+        }
+    }
+    permissions::secure_state_dir(&config.state_dir)
+}
+
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
 pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
+    secure_dirs(&config)?;
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
     let exe = std::env::current_exe().map_err(Error::Exe)?;
 
