@@ -126,7 +126,9 @@ fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
 
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
 pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(), Error> {
-    let config = Config::resolve(flags)?;
+    let mut config = Config::resolve(flags)?;
+    // The node's address: given, or the default route's interface's, looked up once.
+    config.node_ip = config.node_ip.or_else(host::default_address);
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
     secure_dirs(&config)?;
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
@@ -220,7 +222,7 @@ pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(
             node_config: sync::node::Config {
                 labels: config.node_labels.clone(),
                 taints: config.register_with_taints.clone(),
-                node_ip: config.node_ip.or_else(host::default_address),
+                node_ip: config.node_ip,
                 state_dir: config.state_dir.clone(),
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
@@ -449,7 +451,7 @@ async fn run_pods(
     };
     let settings = Settings {
         node_name: config.node_name.clone(),
-        host_ip: config.node_ip.or_else(host::default_address),
+        host_ip: config.node_ip,
         state_dir: config.state_dir.clone(),
         run_dir: config.run_dir.clone(),
         pod_log_dir: config.pod_log_dir.clone(),
