@@ -48,7 +48,8 @@ pub fn targets(
     now: Timestamp,
 ) -> Targets {
     let mut out = Targets::default();
-    last_seen.retain(|uid, _| pods.iter().any(|(_, p)| pod::uid(p) == uid));
+    let desired: std::collections::HashSet<&str> = pods.iter().map(|(_, p)| pod::uid(p)).collect();
+    last_seen.retain(|uid, _| desired.contains(uid.as_str()));
     for (source, pod) in pods {
         let uid = pod::uid(pod);
         let meta = &pod.metadata;
