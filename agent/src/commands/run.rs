@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
+use crate::logging::LogLevel;
 use crate::podconfig::{self, Batch, Snapshot};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::{self, Keyring};
@@ -108,7 +109,12 @@ impl<'a> DeltaLine<'a> {
 }
 
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
-pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(), Error> {
+pub async fn run(
+    flags: Flags,
+    dry_run: bool,
+    systemd: systemd::Env,
+    log_level: LogLevel,
+) -> Result<(), Error> {
     let config = Config::resolve(flags)?;
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
@@ -185,6 +191,8 @@ pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(
         statuses: statuses.clone(),
         runtime: runtime_ready.clone(),
         metrics: crate::metrics::Sources { sync: sync_health, events: events.clone() },
+        pod_log_dir: config.pod_log_dir.clone(),
+        log_level,
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
