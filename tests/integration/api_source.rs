@@ -212,7 +212,7 @@ fn a_broken_watch_resumes_and_removes_nothing() {
     cluster.wait_for_watch();
     // The re-established watch clears the failure (the state stayed `live` throughout).
     agent.poll("/readyz?verbose", |_, body| {
-        body.lines().any(|l| l.contains("source-api live") && !l.contains("failing"))
+        body.lines().any(|l| l.contains("source-api ok: live") && !l.contains("failing"))
     });
     cluster.create("db", NODE);
     assert_eq!(deltas(&agent, 1)[0].1, "db", "the watch goes on after the cut");

@@ -1,38 +1,34 @@
 //! The local API through the real binary: who may read and write (tokens, client
 //! certificates, anonymous reads from loopback), `/healthz` and `/readyz` as the API
-//! server answers them, `/containerLogs` on hand-written CRI files and on a real pod,
-//! `/debug/log-level`, and the limits that keep slow or hostile clients from stalling
-//! the agent.
+//! server answers them, and `/debug/log-level`; `/containerLogs` (on hand-written CRI
+//! files and on a real pod) and the limits that keep slow or hostile clients from
+//! stalling the agent in the submodules.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use outpost_tests::agent::{Agent, request_head, split_response};
-use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, container, eventually, wait_pod};
+use outpost_tests::agent::Agent;
 use outpost_tests::{outpost_bin, pod_yaml, write_private};
 use serde_json::Value;
 
 use crate::push::Pki;
 
+mod container_logs;
+mod limits;
+
 const TOKEN: &str = "local-api-token";
 const BEARER: &str = "Bearer local-api-token";
 /// Only to detect a hang.
-const PATIENCE: Duration = Duration::from_secs(90);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(90);
 
 /// A manifest dir with one pod (`web-edge-1`, container `main`) and a token file.
-struct Dirs {
+pub(crate) struct Dirs {
     root: tempfile::TempDir,
 }
 
 impl Dirs {
-    fn new() -> Dirs {
+    pub(crate) fn new() -> Dirs {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("manifests")).unwrap();
         std::fs::create_dir(root.path().join("logs")).unwrap();
@@ -41,7 +37,7 @@ impl Dirs {
         Dirs { root }
     }
 
-    fn path(&self, sub: &str) -> PathBuf {
+    pub(crate) fn path(&self, sub: &str) -> PathBuf {
         self.root.path().join(sub)
     }
 
@@ -56,7 +52,7 @@ impl Dirs {
     }
 
     /// An agent with `--anonymous-loopback-reads` (the harness's default).
-    fn start(&self, extra: &[&str]) -> Agent {
+    pub(crate) fn start(&self, extra: &[&str]) -> Agent {
         let agent = Agent::start_args(&self.path("manifests"), &self.args(extra));
         agent.delta();
         agent
@@ -74,7 +70,7 @@ fn with_token(agent: &Agent, method: &str, path: &str, body: &[u8]) -> (u16, Str
     agent.request(method, path, &[("Authorization", BEARER)], body)
 }
 
-fn json(body: &str) -> Value {
+pub(crate) fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
@@ -258,220 +254,3 @@ fn the_log_level_changes_at_run_time() {
     agent.wait_for_log("local API request allowed");
 }
 
-/// Writes a CRI log file for the pod `web-edge-1`'s container `main`, run `run`.
-fn write_log(dirs: &Dirs, uid: &str, run: u32, records: &str) -> PathBuf {
-    let dir = dirs.path("logs").join(format!("default_web-edge-1_{uid}/main"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{run}.log"));
-    std::fs::write(&path, records).unwrap();
-    path
-}
-
-fn web_uid(agent: &Agent) -> String {
-    let (_, body) = agent.get("/pods");
-    json(&body)["items"][0]["metadata"]["uid"].as_str().unwrap().to_owned()
-}
-
-#[test]
-fn container_logs_read_the_pods_current_files_with_kubelets_parameters() {
-    let dirs = Dirs::new();
-    let agent = dirs.start(&[]);
-    let base = "/containerLogs/default/web-edge-1/main";
-    // Known, but nothing logged yet (a dry run starts no container).
-    let (status, body) = agent.get(base);
-    assert_eq!(status, 400, "{body}");
-    assert!(json(&body)["message"].as_str().unwrap().contains("waiting to start"), "{body}");
-
-    let uid = web_uid(&agent);
-    // A directory of an earlier pod of the same name (another UID) is not read.
-    let old = dirs.path("logs").join("default_web-edge-1_old-uid/main");
-    std::fs::create_dir_all(&old).unwrap();
-    std::fs::write(old.join("0.log"), "2024-05-01T09:00:00.000000000Z stdout F stale\n").unwrap();
-    write_log(&dirs, &uid, 0, "2024-05-01T10:00:00.000000000Z stdout F first run\n");
-    write_log(
-        &dirs,
-        &uid,
-        1,
-        "2024-05-01T11:00:00.000000000Z stdout F one\n\
-         2024-05-01T11:00:01.000000000Z stderr P tw\n\
-         2024-05-01T11:00:02.000000000Z stderr F o\n\
-         2024-05-01T11:00:03.000000000Z stdout F three\n",
-    );
-    assert_eq!(agent.get(base), (200, "one\ntwo\nthree\n".into()));
-    assert_eq!(agent.get(&format!("{base}?tailLines=1")).1, "three\n");
-    assert_eq!(agent.get(&format!("{base}?limitBytes=6")).1, "one\ntw");
-    assert_eq!(agent.get(&format!("{base}?previous=true")).1, "first run\n");
-    assert_eq!(
-        agent.get(&format!("{base}?sinceTime=2024-05-01T11:00:02Z&timestamps=true")).1,
-        "2024-05-01T11:00:03.000000000Z three\n"
-    );
-    // sinceSeconds counts back from now: these records are older.
-    assert_eq!(agent.get(&format!("{base}?sinceSeconds=60")), (200, String::new()));
-
-    for (path, status, reason, named) in [
-        ("/containerLogs/default/nope/main".to_owned(), 404, "NotFound", "default/nope"),
-        ("/containerLogs/apps/web-edge-1/main".to_owned(), 404, "NotFound", "apps/web-edge-1"),
-        ("/containerLogs/default/web-edge-1/other".to_owned(), 404, "NotFound", "other"),
-        (format!("{base}?tailLines=ten"), 400, "BadRequest", "tailLines"),
-        (format!("{base}?follow=true&previous=true"), 400, "BadRequest", "previous"),
-    ] {
-        let (got, body) = agent.get(&path);
-        assert_eq!(got, status, "{path}: {body}");
-        let answer = json(&body);
-        assert_eq!((answer["kind"].as_str(), answer["reason"].as_str()), (Some("Status"), Some(reason)), "{body}");
-        assert_eq!(answer["code"], status);
-        assert!(answer["message"].as_str().unwrap().contains(named), "{path}: {body}");
-    }
-}
-
-/// The agent's open inotify instances.
-fn inotify_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|target| target.to_string_lossy().contains("inotify"))
-        .count()
-}
-
-/// Reads from `stream` until what arrived contains `needle` (a hang fails the test).
-fn read_until(stream: &mut TcpStream, seen: &mut Vec<u8>, needle: &str) {
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(seen).contains(needle) {
-        let n = stream.read(&mut buf).unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}"));
-        assert!(n > 0, "closed before {needle:?}: {}", String::from_utf8_lossy(seen));
-        seen.extend_from_slice(&buf[..n]);
-    }
-}
-
-#[test]
-fn following_container_logs_streams_until_the_client_goes_away() {
-    let dirs = Dirs::new();
-    let agent = dirs.start(&[]);
-    let uid = web_uid(&agent);
-    let log = write_log(&dirs, &uid, 0, "2024-05-01T11:00:00.000000000Z stdout F before\n");
-    let before = inotify_fds(agent.pid());
-
-    let mut stream = TcpStream::connect(&agent.addr).unwrap();
-    let path = "/containerLogs/default/web-edge-1/main?follow=true";
-    stream.write_all(request_head("GET", path, &[], 0).as_bytes()).unwrap();
-    let mut seen = Vec::new();
-    read_until(&mut stream, &mut seen, "before\n");
-    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
-    assert!(inotify_fds(agent.pid()) > before, "following watches the directory");
-    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    file.write_all(b"2024-05-01T11:00:01.000000000Z stdout F after\n").unwrap();
-    read_until(&mut stream, &mut seen, "after\n");
-    // A restart: the next run's file is followed too.
-    write_log(&dirs, &uid, 1, "2024-05-01T11:00:02.000000000Z stdout F restarted\n");
-    read_until(&mut stream, &mut seen, "restarted\n");
-
-    drop(stream);
-    eventually("the reader stops and its inotify watch goes", PATIENCE, || {
-        inotify_fds(agent.pid()) == before
-    });
-    assert_eq!(agent.get("/healthz").0, 200);
-    assert_eq!(agent.get("/containerLogs/default/web-edge-1/main?tailLines=1").1, "restarted\n");
-}
-
-/// A TCP connection to `to` from the local address `from`.
-fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    let SocketAddr::V4(to) = to else { panic!("{to} is not IPv4") };
-    let fd = socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
-    bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(from, 0))).unwrap();
-    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-    TcpStream::from(fd)
-}
-
-#[test]
-fn a_slowloris_client_does_not_stop_others_and_its_stalled_connections_are_closed() {
-    let dirs = Dirs::new();
-    let agent = dirs.start(&[]);
-    let addr: SocketAddr = agent.addr.parse().unwrap();
-    // 40 connections from another loopback address, more than one address may hold,
-    // each sending a request head a byte at a time and never finishing it.
-    let slow = Ipv4Addr::new(127, 0, 0, 2);
-    let stalled: Vec<TcpStream> = (0..40).map(|_| connect_from(slow, addr)).collect();
-    let writers: Vec<TcpStream> = stalled.iter().map(|s| s.try_clone().unwrap()).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let dribbler = std::thread::spawn({
-        let stop = stop.clone();
-        move || {
-            let head = b"GET /pods HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-            let mut writers = writers;
-            for byte in head.iter().cycle() {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                for w in &mut writers {
-                    let _ = w.write(std::slice::from_ref(byte));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    });
-    // Others are served meanwhile.
-    assert_eq!(agent.get("/healthz"), (200, "ok".into()));
-    let (status, pods) = agent.get("/pods");
-    assert_eq!(status, 200);
-    assert!(pods.contains("web-edge-1"));
-    // Every stalled connection ends: past the per-address cap at once, the others at
-    // the header read timeout.
-    for mut s in stalled {
-        s.set_read_timeout(Some(PATIENCE)).unwrap();
-        let mut answer = Vec::new();
-        match s.read_to_end(&mut answer) {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
-            Err(e) => panic!("a stalled connection stayed open: {e}"),
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    dribbler.join().unwrap();
-    assert_eq!(agent.get("/healthz"), (200, "ok".into()));
-}
-
-#[test]
-fn an_oversized_request_head_is_refused_and_the_agent_keeps_serving() {
-    let dirs = Dirs::new();
-    let agent = dirs.start(&[]);
-    let big = "a".repeat(64 * 1024);
-    let mut s = TcpStream::connect(&agent.addr).unwrap();
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
-    let head = request_head("GET", "/pods", &[("X-Big", &big)], 0);
-    let _ = s.write_all(head.as_bytes());
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let (status, _) = split_response(&String::from_utf8_lossy(&answer));
-    assert_eq!(status, 431, "{}", String::from_utf8_lossy(&answer));
-    assert_eq!(agent.get("/healthz"), (200, "ok".into()));
-    assert_eq!(agent.get("/pods").0, 200);
-}
-
-#[test]
-fn container_logs_of_a_real_pod_follow_its_output() {
-    let Some(node) = Node::new() else { return };
-    let agent = node.start();
-    let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done";
-    let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: talk\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n",
-        serde_json::to_string(script).unwrap()
-    );
-    node.put("talk.yaml", &manifest);
-    wait_pod(&agent, "talk-edge-1", PATIENCE, |p| container(p)["state"]["running"].is_object());
-    let path = "/containerLogs/default/talk-edge-1/main";
-    let (_, body) = agent.poll_within(path, PATIENCE, |status, body| status == 200 && body.contains("line-2\n"));
-    assert!(body.starts_with("line-0\nline-1\n"), "{body}");
-
-    let mut stream = TcpStream::connect(&agent.addr).unwrap();
-    let head = request_head("GET", &format!("{path}?follow=true&tailLines=1&timestamps=true"), &[], 0);
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut seen = Vec::new();
-    // Lines written after the request arrive on it.
-    let (_, now) = agent.get(path);
-    let next = now.lines().count() + 3;
-    read_until(&mut stream, &mut seen, &format!(" line-{next}\n"));
-    drop(stream);
-    assert_eq!(agent.get("/healthz").0, 200);
-}

@@ -251,7 +251,7 @@ fn https_with_a_custom_ca() {
     let other = tempfile::tempdir().unwrap();
     let run = start(&server.url(), other.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "certificate is not trusted");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
     assert!(line.contains("--manifest-url-ca-file"), "says what to do: {line}");
     let (status, _) = run.agent.get("/readyz?verbose");
     assert_eq!(status, 503, "M9: never seen");
@@ -270,7 +270,7 @@ fn redirects_are_followed_up_to_a_limit() {
     let other = tempfile::tempdir().unwrap();
     let run = start(&server.redirect_url(6), other.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "more than 5 redirects");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
     no_more_deltas(&run.agent);
 }
 
@@ -283,7 +283,7 @@ fn m9_an_unreachable_server_at_first_start_holds_readiness() {
     let state = tempfile::tempdir().unwrap();
     let run = start(&server.url(), state.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "refused");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
     assert_eq!(run.agent.get("/readyz?verbose").0, 503);
     assert!(run.agent.delta_within(QUIET).is_none(), "no SET was sent for the URL");
     server.up();
@@ -345,7 +345,7 @@ fn o2_the_checkpoint_brings_the_pods_back_when_the_server_is_down() {
     let replayed = added(&deltas(&run.agent, 3));
     assert_eq!(replayed, first, "the same pods with the same UIDs");
     let line = wait_failing(&run.agent, "refused");
-    assert!(line.starts_with("[+]source-url from checkpoint"), "{line}");
+    assert!(line.starts_with("[+]source-url ok: from checkpoint"), "{line}");
     assert_eq!(run.agent.get("/readyz?verbose").0, 200, "M9: the checkpoint counts as seen");
 
     // O4/M6: the last item goes (the others keep their index, so their UIDs).
