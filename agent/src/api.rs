@@ -118,10 +118,7 @@ fn routes() -> Router<AppState> {
         .route("/readyz", get(health::readyz))
         .route("/pods", get(pods))
         .route("/metrics", get(metrics))
-        .route(
-            "/containerLogs/{namespace}/{pod}/{container}",
-            get(container_logs::container_logs),
-        )
+        .route("/containerLogs/{namespace}/{pod}/{container}", get(container_logs::container_logs))
         .merge(log_level::routes())
         .merge(push::routes())
 }

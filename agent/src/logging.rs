@@ -14,7 +14,9 @@ use crate::cli::LogFormat;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("log filter {spec:?} is not valid (expected EnvFilter syntax such as `debug` or `outpost=debug,info`): {source}")]
+    #[error(
+        "log filter {spec:?} is not valid (expected EnvFilter syntax such as `debug` or `outpost=debug,info`): {source}"
+    )]
     Parse {
         spec: String,
         #[source]

@@ -43,10 +43,11 @@ impl Dirs {
 
     /// The flags for the token, a state dir and a pod log dir, then `extra`.
     fn args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args: Vec<String> = ["--token-file", "token", "--state-dir", "state", "--pod-log-dir", "logs"]
-            .chunks(2)
-            .flat_map(|pair| [pair[0].to_owned(), self.path(pair[1]).display().to_string()])
-            .collect();
+        let mut args: Vec<String> =
+            ["--token-file", "token", "--state-dir", "state", "--pod-log-dir", "logs"]
+                .chunks(2)
+                .flat_map(|pair| [pair[0].to_owned(), self.path(pair[1]).display().to_string()])
+                .collect();
         args.extend(extra.iter().map(|s| s.to_string()));
         args
     }
@@ -80,7 +81,14 @@ fn without_anonymous_loopback_reads_every_read_needs_the_token() {
     let agent = dirs.start_strict(&[]);
     assert_eq!(agent.get("/healthz"), (200, "ok".into()));
     assert_eq!(agent.get("/readyz"), (200, "ok".into()));
-    for path in ["/pods", "/metrics", "/debug/log-level", "/containerLogs/default/web-edge-1/main", "/manifests", "/nowhere"] {
+    for path in [
+        "/pods",
+        "/metrics",
+        "/debug/log-level",
+        "/containerLogs/default/web-edge-1/main",
+        "/manifests",
+        "/nowhere",
+    ] {
         let (status, body) = agent.get(path);
         assert_eq!(status, 401, "GET {path}: {body}");
         assert!(body.contains("--token-file"), "GET {path} says how: {body}");
@@ -221,7 +229,10 @@ fn readyz_and_healthz_answer_as_the_api_server() {
     assert_eq!(lines[1], "readyz check failed");
     let (status, body) = agent.get("/readyz?verbose");
     assert_eq!(status, 503);
-    assert!(body.contains("[+]source-file ok: live\n") && body.ends_with("readyz check failed\n"), "{body}");
+    assert!(
+        body.contains("[+]source-file ok: live\n") && body.ends_with("readyz check failed\n"),
+        "{body}"
+    );
     assert_eq!(agent.get("/readyz?exclude=source-url"), (200, "ok".into()));
     let (status, body) = agent.get("/readyz?verbose&exclude=source-url");
     assert_eq!(status, 200);
@@ -244,7 +255,10 @@ fn the_log_level_changes_at_run_time() {
     assert_eq!(status, 200, "{filter}");
     let directives: Vec<&str> = filter.trim().split(',').collect();
     assert!(directives.contains(&"debug"), "{filter}");
-    assert!(directives.contains(&"kube_client::client::builder=off"), "the kube rule stays: {filter}");
+    assert!(
+        directives.contains(&"kube_client::client::builder=off"),
+        "the kube rule stays: {filter}"
+    );
     let line = agent.wait_for_log("log filter changed through the local API");
     assert!(line.contains("Token") && line.contains("127.0.0.1"), "who changed it: {line}");
     assert!(!line.contains(TOKEN), "{line}");
@@ -253,4 +267,3 @@ fn the_log_level_changes_at_run_time() {
     assert_eq!(agent.get("/pods").0, 200);
     agent.wait_for_log("local API request allowed");
 }
-

@@ -444,7 +444,8 @@ fn a_corrupt_checkpoint_is_set_aside_and_the_agent_starts_empty() {
     assert!(line.contains("push the manifests again"), "{line}");
     assert!(dirs.state().join("checkpoints/push.json.corrupt").is_file());
     // The merge reports the failure on /readyz once it has taken the source's events.
-    let (status, _) = agent.poll("/readyz?verbose", |_, body| body.contains("source-push ok: live (failing:"));
+    let (status, _) =
+        agent.poll("/readyz?verbose", |_, body| body.contains("source-push ok: live (failing:"));
     assert_eq!(status, 200, "the source is seen, empty");
     let p = Pusher { agent, dirs };
     p.expect_nothing_before_marker("marker");

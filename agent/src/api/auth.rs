@@ -290,8 +290,11 @@ fn read_token(path: &Path) -> Result<String, Error> {
 /// read or write, or that another user than the agent's owns: anyone who can read it
 /// can act as an operator.
 pub fn check_private(flag: &'static str, path: &Path) -> Result<(), Error> {
-    let metadata = std::fs::metadata(path)
-        .map_err(|source| Error::SecretFile { flag, path: path.into(), source })?;
+    let metadata = std::fs::metadata(path).map_err(|source| Error::SecretFile {
+        flag,
+        path: path.into(),
+        source,
+    })?;
     let euid = nix::unistd::geteuid().as_raw();
     if metadata.uid() != euid {
         return Err(Error::SecretOwner { flag, path: path.into(), owner: metadata.uid(), euid });

@@ -51,17 +51,17 @@ pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
             }
             "limitBytes" => {
                 let n = number(&key, &value)?;
-                options.limit_bytes = Some(
-                    u64::try_from(n)
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| format!("limitBytes {value:?}: expected a number of bytes, 1 or more"))?,
-                );
+                options.limit_bytes =
+                    Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("limitBytes {value:?}: expected a number of bytes, 1 or more")
+                    })?);
             }
             "sinceSeconds" => {
                 let n = number(&key, &value)?;
                 if n <= 0 {
-                    return Err(format!("sinceSeconds {value:?}: expected a number of seconds, 1 or more"));
+                    return Err(format!(
+                        "sinceSeconds {value:?}: expected a number of seconds, 1 or more"
+                    ));
                 }
                 since_seconds = Some(n);
             }
@@ -80,8 +80,7 @@ pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
             return Err("sinceSeconds and sinceTime: give at most one of them".into());
         }
         (Some(seconds), None) => Some(
-            now.checked_sub(jiff::SignedDuration::from_secs(seconds))
-                .unwrap_or(Timestamp::MIN),
+            now.checked_sub(jiff::SignedDuration::from_secs(seconds)).unwrap_or(Timestamp::MIN),
         ),
         (None, time) => time,
     };
@@ -169,7 +168,8 @@ pub async fn container_logs(
     }
     let uid = outpost_core::pod::uid(pod).to_owned();
     drop(snapshot);
-    let dir: PathBuf = logs::pod_log_dir(&state.pod_log_dir, &namespace, &name, &uid).join(&container);
+    let dir: PathBuf =
+        logs::pod_log_dir(&state.pod_log_dir, &namespace, &name, &uid).join(&container);
     let follow = options.follow;
     let span = tracing::debug_span!("container logs", namespace = %namespace, pod = %name, uid = %uid, container = %container, follow);
     let (opened_tx, opened_rx) = oneshot::channel();
@@ -211,8 +211,7 @@ pub async fn container_logs(
     let body = futures::stream::poll_fn(move |cx| {
         chunks_rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, io::Error>))
     });
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body))
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response()
 }
 
 /// The answer when the log cannot be opened.

@@ -68,7 +68,9 @@ pub fn report(endpoint: &str, checks: &[Check], query: &Query) -> (StatusCode, S
     }
     for excluded in &query.exclude {
         if !checks.iter().any(|c| &c.name == excluded) && query.verbose {
-            lines.push_str(&format!("warn: some health checks cannot be excluded: no matches for \"{excluded}\"\n"));
+            lines.push_str(&format!(
+                "warn: some health checks cannot be excluded: no matches for \"{excluded}\"\n"
+            ));
         }
     }
     lines.push_str(&format!("{endpoint} check {}\n", if passed { "passed" } else { "failed" }));

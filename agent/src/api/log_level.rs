@@ -3,14 +3,14 @@
 //! time: 200 with the new filter, 400 with the parse error. Each change is logged at
 //! info with who made it.
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Extension;
 
 use super::auth::{Authorized, Peer};
 use super::{AppState, Problem};
@@ -48,7 +48,10 @@ async fn replace(
         )
     })?;
     let spec = std::str::from_utf8(&body).map_err(|_| {
-        Problem::new(StatusCode::BAD_REQUEST, "the log filter is not UTF-8 text; send a filter such as `debug`")
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "the log filter is not UTF-8 text; send a filter such as `debug`",
+        )
     })?;
     let filter = state.log_level.set(spec).map_err(|e| match e {
         crate::logging::Error::Parse { .. } => Problem::new(StatusCode::BAD_REQUEST, e.to_string()),

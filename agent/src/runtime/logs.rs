@@ -12,8 +12,8 @@
 
 pub mod cri;
 pub mod locate;
-pub mod read;
 pub mod logger;
+pub mod read;
 pub mod rotation;
 
 use std::os::unix::ffi::OsStrExt;

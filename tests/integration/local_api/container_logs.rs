@@ -71,7 +71,11 @@ fn container_logs_read_the_pods_current_files_with_kubelets_parameters() {
         let (got, body) = agent.get(&path);
         assert_eq!(got, status, "{path}: {body}");
         let answer = json(&body);
-        assert_eq!((answer["kind"].as_str(), answer["reason"].as_str()), (Some("Status"), Some(reason)), "{body}");
+        assert_eq!(
+            (answer["kind"].as_str(), answer["reason"].as_str()),
+            (Some("Status"), Some(reason)),
+            "{body}"
+        );
         assert_eq!(answer["code"], status);
         assert!(answer["message"].as_str().unwrap().contains(named), "{path}: {body}");
     }
@@ -110,7 +114,11 @@ fn following_container_logs_streams_until_the_client_goes_away() {
     stream.write_all(request_head("GET", path, &[], 0).as_bytes()).unwrap();
     let mut seen = Vec::new();
     read_until(&mut stream, &mut seen, "before\n");
-    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    assert!(
+        String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
     assert!(inotify_fds(agent.pid()) > before, "following watches the directory");
     let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     file.write_all(b"2024-05-01T11:00:01.000000000Z stdout F after\n").unwrap();
@@ -139,11 +147,13 @@ fn container_logs_of_a_real_pod_follow_its_output() {
     node.put("talk.yaml", &manifest);
     wait_pod(&agent, "talk-edge-1", PATIENCE, |p| container(p)["state"]["running"].is_object());
     let path = "/containerLogs/default/talk-edge-1/main";
-    let (_, body) = agent.poll_within(path, PATIENCE, |status, body| status == 200 && body.contains("line-2\n"));
+    let (_, body) = agent
+        .poll_within(path, PATIENCE, |status, body| status == 200 && body.contains("line-2\n"));
     assert!(body.starts_with("line-0\nline-1\n"), "{body}");
 
     let mut stream = TcpStream::connect(&agent.addr).unwrap();
-    let head = request_head("GET", &format!("{path}?follow=true&tailLines=1&timestamps=true"), &[], 0);
+    let head =
+        request_head("GET", &format!("{path}?follow=true&tailLines=1&timestamps=true"), &[], 0);
     stream.write_all(head.as_bytes()).unwrap();
     let mut seen = Vec::new();
     // Lines written after the request arrive on it.

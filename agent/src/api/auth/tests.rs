@@ -112,7 +112,8 @@ fn loopback_is_127_slash_8_and_ipv6_loopback_mapped_or_not() {
     for ip in ["10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "192.0.2.7", "fe80::1"] {
         assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
     }
-    let v6 = Peer { remote: SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 1), client_cert: false };
+    let v6 =
+        Peer { remote: SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 1), client_cert: false };
     assert!(v6.is_loopback());
 }
 
@@ -122,11 +123,26 @@ fn health_is_open_gets_read_and_everything_else_writes() {
     assert_eq!(classify(&M::GET, "/healthz"), Class::Open);
     assert_eq!(classify(&M::GET, "/readyz"), Class::Open);
     assert_eq!(classify(&M::POST, "/readyz"), Class::Open, "405 from the route, not 401");
-    for path in ["/pods", "/pods/a/b", "/metrics", "/containerLogs/a/b/c", "/debug/log-level", "/manifests", "/nope", "/healthz/x"] {
+    for path in [
+        "/pods",
+        "/pods/a/b",
+        "/metrics",
+        "/containerLogs/a/b/c",
+        "/debug/log-level",
+        "/manifests",
+        "/nope",
+        "/healthz/x",
+    ] {
         assert_eq!(classify(&M::GET, path), Class::Read, "{path}");
         assert_eq!(classify(&M::HEAD, path), Class::Read, "{path}");
     }
-    for (method, path) in [(M::PUT, "/debug/log-level"), (M::POST, "/refresh"), (M::PUT, "/manifests/a"), (M::DELETE, "/manifests/a"), (M::POST, "/pods")] {
+    for (method, path) in [
+        (M::PUT, "/debug/log-level"),
+        (M::POST, "/refresh"),
+        (M::PUT, "/manifests/a"),
+        (M::DELETE, "/manifests/a"),
+        (M::POST, "/pods"),
+    ] {
         assert_eq!(classify(&method, path), Class::Write, "{method} {path}");
     }
 }
@@ -142,19 +158,33 @@ fn reads_need_credentials_unless_anonymous_loopback_reads_let_a_local_caller_in(
     );
 
     let open = Authenticator::new(Some("s3cret"), false).with_anonymous_loopback_reads(true);
-    assert_eq!(open.allow(Class::Read, &headers(None), Some(&LOCAL)), Ok(Caller::AnonymousLoopback));
+    assert_eq!(
+        open.allow(Class::Read, &headers(None), Some(&LOCAL)),
+        Ok(Caller::AnonymousLoopback)
+    );
     assert_eq!(open.allow(Class::Read, &headers(None), Some(&NO_CERT)), Err(Denied::Missing));
-    assert_eq!(open.allow(Class::Read, &headers(None), None), Err(Denied::Missing), "no peer, no loopback");
+    assert_eq!(
+        open.allow(Class::Read, &headers(None), None),
+        Err(Denied::Missing),
+        "no peer, no loopback"
+    );
     assert_eq!(
         open.allow(Class::Read, &headers(Some("Bearer wrong")), Some(&LOCAL)),
         Err(Denied::Wrong),
         "credentials sent are checked"
     );
-    assert_eq!(open.allow(Class::Write, &headers(None), Some(&LOCAL)), Err(Denied::Missing), "writes always need credentials");
+    assert_eq!(
+        open.allow(Class::Write, &headers(None), Some(&LOCAL)),
+        Err(Denied::Missing),
+        "writes always need credentials"
+    );
 
     let only_loopback = Authenticator::new(None, false).with_anonymous_loopback_reads(true);
     assert!(only_loopback.serves_reads() && !only_loopback.enabled());
-    assert_eq!(only_loopback.allow(Class::Read, &headers(None), Some(&LOCAL)), Ok(Caller::AnonymousLoopback));
+    assert_eq!(
+        only_loopback.allow(Class::Read, &headers(None), Some(&LOCAL)),
+        Ok(Caller::AnonymousLoopback)
+    );
     assert_eq!(only_loopback.allow(Class::Read, &headers(None), Some(&NO_CERT)), Err(Denied::Off));
     assert_eq!(only_loopback.allow(Class::Write, &headers(None), Some(&LOCAL)), Err(Denied::Off));
     let problem = only_loopback.problem(Class::Read, Denied::Off);

@@ -123,7 +123,8 @@ impl ContainerLog {
                 self.reader = FileReader::open(&self.reader.path.clone())?;
                 continue;
             }
-            if let Some(newer) = locate::runs(&self.dir)?.into_iter().filter(|n| *n > self.run).max()
+            if let Some(newer) =
+                locate::runs(&self.dir)?.into_iter().filter(|n| *n > self.run).max()
             {
                 // A restart. The shim waits for the old run's logger to exit when it
                 // deletes the old task, so the old file, read to its end, is complete.

@@ -1,5 +1,5 @@
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 
@@ -36,8 +36,13 @@ fn lines_are_joined_and_filtered_by_time_tail_and_bytes() {
     assert_eq!(read(&dir, Options::default()), "one\nthree\ntwo\nfour\n");
     let tail = Options { tail: Some(2), ..Options::default() };
     assert_eq!(read(&dir, tail), "two\nfour\n");
-    let since = Options { since: Some("2024-05-01T10:00:01Z".parse().unwrap()), ..Options::default() };
-    assert_eq!(read(&dir, since.clone()), "three\ntwo\nfour\n", "a line's time is its first part's");
+    let since =
+        Options { since: Some("2024-05-01T10:00:01Z".parse().unwrap()), ..Options::default() };
+    assert_eq!(
+        read(&dir, since.clone()),
+        "three\ntwo\nfour\n",
+        "a line's time is its first part's"
+    );
     assert_eq!(read(&dir, Options { tail: Some(1), ..since }), "four\n");
     let limited = Options { limit_bytes: Some(6), ..Options::default() };
     assert_eq!(read(&dir, limited), "one\nth");
@@ -48,8 +53,12 @@ fn lines_are_joined_and_filtered_by_time_tail_and_bytes() {
 #[test]
 fn a_missing_run_is_an_error_before_any_output() {
     let (_root, dir) = container(RECORDS);
-    let previous = ContainerLog::open(&dir, "ns/pod", Options { previous: true, ..Options::default() });
-    assert!(matches!(previous, Err(Error::Locate(locate::Error::NoPreviousRun { .. }))), "{previous:?}");
+    let previous =
+        ContainerLog::open(&dir, "ns/pod", Options { previous: true, ..Options::default() });
+    assert!(
+        matches!(previous, Err(Error::Locate(locate::Error::NoPreviousRun { .. }))),
+        "{previous:?}"
+    );
     let gone = ContainerLog::open(&dir.join("nope"), "ns/pod", Options::default());
     assert!(matches!(gone, Err(Error::Locate(locate::Error::List { .. }))), "{gone:?}");
 }
@@ -67,7 +76,8 @@ fn a_timestamp_filter_keeps_what_it_cannot_parse() {
 #[test]
 fn following_prints_appends_and_stops_when_asked() {
     let (_root, dir) = container(&RECORDS[..1]);
-    let log = ContainerLog::open(&dir, "ns/pod", Options { follow: true, ..Options::default() }).unwrap();
+    let log =
+        ContainerLog::open(&dir, "ns/pod", Options { follow: true, ..Options::default() }).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let out = Arc::new(std::sync::Mutex::new(Vec::new()));
     let reader = {
@@ -81,7 +91,11 @@ fn following_prints_appends_and_stops_when_asked() {
     file.write_all(b"2024-05-01T10:00:05.000000000Z stdout F five\n").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while out.lock().unwrap().as_slice() != b"one\nfive\n" {
-        assert!(std::time::Instant::now() < deadline, "{:?}", String::from_utf8_lossy(&out.lock().unwrap()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            String::from_utf8_lossy(&out.lock().unwrap())
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     stop.store(true, Ordering::Relaxed);
