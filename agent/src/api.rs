@@ -1,13 +1,24 @@
-//! The local HTTP API: kubelet-style read endpoints, and the push source under
-//! `/manifests` and `POST /refresh`, which change state and need authentication.
-//! Handlers read the merge's lock-free snapshot; none of them can block the merge.
+//! The local HTTP API: kubelet-style read endpoints (`/pods`, `/containerLogs`,
+//! `/metrics`), health (`/healthz`, `/readyz`), the push source under `/manifests` and
+//! `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
+//! health is open, reads and writes need credentials (reads from loopback may be
+//! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
+//! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
 //!
-//! - `auth`: bearer token and client certificate checks.
+//! - `auth`: who may do what; bearer token and client certificate checks.
+//! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
+//! - `health`: `/healthz` and `/readyz` with their checks.
+//! - `log_level`: `/debug/log-level`.
 //! - `push`: the `/manifests` and `/refresh` handlers.
-//! - `tls`: serving over TLS (optionally verifying client certificates).
+//! - `serve`: the accept loop and its limits.
+//! - `tls`: the TLS configuration (optionally verifying client certificates).
 
 mod auth;
+mod container_logs;
+mod health;
+mod log_level;
 mod push;
+mod serve;
 mod tls;
 
 use std::net::SocketAddr;
@@ -24,7 +35,8 @@ use serde::Serialize;
 
 use self::auth::Authenticator;
 use crate::config::Auth;
-use crate::podconfig::{SnapshotHandle, SourceState};
+use crate::logging::LogLevel;
+use crate::podconfig::SnapshotHandle;
 use crate::source::Refresh;
 use crate::source::push::PushHandle;
 use crate::status::{RuntimeReady, StatusStore};
@@ -37,12 +49,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("local API server on {addr} failed: {source}")]
-    Serve {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("cannot read the token file {path} (--token-file): {source}")]
     TokenFile {
         path: PathBuf,
@@ -51,6 +57,21 @@ pub enum Error {
     },
     #[error("the token file {path} (--token-file) is empty; write the bearer token into it")]
     EmptyToken { path: PathBuf },
+    #[error("cannot read {flag} {path}: {source}")]
+    SecretFile {
+        flag: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{flag} {path} is readable or writable by group or others (mode {mode:03o}); make it private to the agent's user: chmod 600 {path}"
+    )]
+    SecretMode { flag: &'static str, path: PathBuf, mode: u32 },
+    #[error(
+        "{flag} {path} is owned by uid {owner}, not by the agent's user (uid {euid}); chown {euid} {path}"
+    )]
+    SecretOwner { flag: &'static str, path: PathBuf, owner: u32, euid: u32 },
     #[error("{flag} {path}: {reason}")]
     Tls { flag: &'static str, path: PathBuf, reason: String },
     #[error("cannot set up TLS for the local API: {0}")]
@@ -73,6 +94,8 @@ struct AppState {
     refresh: Option<Refresh>,
     statuses: StatusStore,
     runtime: Option<RuntimeReady>,
+    pod_log_dir: Arc<std::path::Path>,
+    log_level: LogLevel,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -81,15 +104,23 @@ impl FromRef<AppState> for SnapshotHandle {
     }
 }
 
-/// The routes.
+/// The routes, every one behind the authentication guard and the request timeout.
 fn router(state: AppState) -> Router {
+    routes()
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::guard))
+        .layer(axum::middleware::from_fn(serve::request_timeout))
+        .with_state(state)
+}
+
+fn routes() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/pods", get(pods))
         .route("/metrics", get(metrics))
+        .route("/containerLogs/{namespace}/{pod}/{container}", get(container_logs::container_logs))
+        .merge(log_level::routes())
         .merge(push::routes())
-        .with_state(state)
 }
 
 /// What the local API serves and how it authenticates.
@@ -108,14 +139,28 @@ pub struct Options {
     pub runtime: Option<RuntimeReady>,
     /// What `/metrics` reads besides the merge's snapshot.
     pub metrics: crate::metrics::Sources,
+    /// Where the pods' CRI log files are (`/containerLogs`).
+    pub pod_log_dir: PathBuf,
+    /// The agent's log filter (`/debug/log-level`).
+    pub log_level: LogLevel,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime, metrics } =
-        options;
+    let Options {
+        listen: addr,
+        auth,
+        snapshot,
+        push,
+        refresh,
+        statuses,
+        runtime,
+        metrics,
+        pod_log_dir,
+        log_level,
+    } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
         Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
@@ -131,6 +176,14 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
              serve it over TLS (--tls-cert-file, --tls-private-key-file) or listen on loopback"
         );
     }
+    if !authenticator.serves_reads() {
+        tracing::warn!(
+            %addr,
+            "the local API serves only /healthz and /readyz: configure --token-file or \
+             --client-ca-file (with TLS) for authenticated access, or --anonymous-loopback-reads \
+             to let callers on this host read /pods, /containerLogs and /metrics"
+        );
+    }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
     let metrics = Arc::new(crate::metrics::registry(snapshot.clone(), metrics));
@@ -142,13 +195,12 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         refresh,
         statuses,
         runtime,
+        pod_log_dir: Arc::from(pod_log_dir),
+        log_level,
     });
     Ok(async move {
-        let served = match acceptor {
-            Some(acceptor) => tls::serve(listener, acceptor, app).await,
-            None => axum::serve(listener, app).await,
-        };
-        served.map_err(|source| Error::Serve { addr, source })
+        serve::serve(listener, acceptor, app).await;
+        Ok(())
     })
 }
 
@@ -185,47 +237,6 @@ impl IntoResponse for Problem {
         }
         response
     }
-}
-
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-/// Ready once every configured source has delivered its first SET, live or from its
-/// checkpoint (M9), and containerd has answered. One line per check says which, and a
-/// source's latest failure.
-async fn readyz(State(state): State<AppState>) -> Response {
-    let snap = state.snapshot.load();
-    let mut body = String::new();
-    for health in &snap.sources {
-        let (mark, text) = match health.state {
-            SourceState::Live => ("+", "live"),
-            SourceState::Checkpoint => ("+", "from checkpoint"),
-            SourceState::NeverSeen => ("-", "never seen"),
-        };
-        body.push_str(&format!("[{mark}]source-{} {text}", health.source));
-        if let Some(error) = &health.last_error {
-            body.push_str(&format!(" (failing: {error})"));
-        }
-        body.push('\n');
-    }
-    let runtime =
-        state.runtime.as_ref().is_none_or(|r| r.load(std::sync::atomic::Ordering::Relaxed));
-    if state.runtime.is_some() {
-        body.push_str(if runtime {
-            "[+]runtime containerd connected\n"
-        } else {
-            "[-]runtime containerd not connected\n"
-        });
-    }
-    let status = if snap.synced() && runtime {
-        body.push_str("readyz check passed\n");
-        StatusCode::OK
-    } else {
-        body.push_str("readyz check failed\n");
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, body).into_response()
 }
 
 /// Prometheus metrics (OpenMetrics text).

@@ -156,7 +156,8 @@ pub struct RunArgs {
     /// Address of the local API [default: 127.0.0.1:10250].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// File with the bearer token that authenticates /manifests and /refresh requests.
+    /// File with the bearer token that authenticates local API requests (mode 600, owned
+    /// by the agent's user).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Serve the local API over TLS with this certificate (PEM chain).
@@ -168,6 +169,10 @@ pub struct RunArgs {
     /// CA bundle (PEM) whose client certificates authenticate local API requests (mTLS).
     #[arg(long, value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
+    /// Let callers on a loopback address (127.0.0.0/8, ::1) read the local API (GET /pods,
+    /// /containerLogs, /metrics, ...) without credentials; changes still need them.
+    #[arg(long)]
+    pub anonymous_loopback_reads: bool,
     /// Directory of image tarballs to import (air-gap).
     #[arg(long, value_name = "DIR")]
     pub images_dir: Option<PathBuf>,
@@ -216,7 +221,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_writable_manifest_dir: bool,
     /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
-    /// line on stdout, serve /healthz, /readyz and /pods.
+    /// line on stdout, serve the local API.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -268,6 +273,7 @@ impl RunArgs {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_private_key_file: self.tls_private_key_file.clone(),
             client_ca_file: self.client_ca_file.clone(),
+            anonymous_loopback_reads: self.anonymous_loopback_reads.then_some(true),
             images_dir: self.images_dir.clone(),
             watcher: self.watcher.map(|w| match w {
                 Watcher::Auto => Preference::Auto,

@@ -78,7 +78,7 @@ pub struct Config {
     /// The external containerd's socket (auto mode uses it if it exists).
     pub containerd_socket: PathBuf,
     pub listen: SocketAddr,
-    /// How the local API authenticates state-changing requests.
+    /// How the local API authenticates requests.
     pub auth: Auth,
     pub images_dir: Option<PathBuf>,
     pub watcher: Preference,
@@ -102,8 +102,9 @@ pub struct Config {
 
 pub use k8s_openapi::api::core::v1::Taint;
 
-/// Authentication of the local API's state-changing endpoints (`/manifests`, `/refresh`).
-/// With neither a token file nor a client CA, those endpoints refuse every request.
+/// Authentication of the local API. Reads and writes need the token or a client
+/// certificate; with neither configured, only `/healthz` and `/readyz` answer (and, with
+/// `anonymous_loopback_reads`, reads from loopback).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Auth {
     /// File holding the bearer token (surrounding whitespace ignored).
@@ -114,6 +115,8 @@ pub struct Auth {
     /// CAs whose client certificates authenticate a caller (kubelet's
     /// authentication.x509.clientCAFile); needs `tls`.
     pub client_ca_file: Option<PathBuf>,
+    /// Callers on a loopback address may read (GET) without credentials.
+    pub anonymous_loopback_reads: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +144,7 @@ pub struct Flags {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub client_ca_file: Option<PathBuf>,
+    pub anonymous_loopback_reads: Option<bool>,
     pub images_dir: Option<PathBuf>,
     pub watcher: Option<Preference>,
     pub containerd_namespace: Option<String>,
@@ -193,6 +197,7 @@ struct File {
     tls_cert_file: Option<PathBuf>,
     tls_private_key_file: Option<PathBuf>,
     client_ca_file: Option<PathBuf>,
+    anonymous_loopback_reads: Option<bool>,
     images_dir: Option<PathBuf>,
     watcher: Option<String>,
     containerd_namespace: Option<String>,
@@ -299,7 +304,15 @@ impl Config {
         } else {
             parse_taints(&flags.register_with_taints)?
         };
-        let auth = Auth { token_file: flags.token_file.or(file.token_file), tls, client_ca_file };
+        let auth = Auth {
+            token_file: flags.token_file.or(file.token_file),
+            tls,
+            client_ca_file,
+            anonymous_loopback_reads: flags
+                .anonymous_loopback_reads
+                .or(file.anonymous_loopback_reads)
+                .unwrap_or(false),
+        };
         Ok(Config {
             node_name: node_name.to_lowercase(),
             manifest_dir: flags

@@ -8,14 +8,14 @@ use outpost::{commands, logging};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    let log_level = logging::init(cli.log_format);
     let result = match cli.command {
         Command::Version => {
             println!("outpost {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
         }
         Command::Validate(args) => validate(args),
-        Command::Run(args) => run(*args),
+        Command::Run(args) => run(*args, log_level),
         Command::Images(command) => commands::images::images(command).map_err(Into::into),
         Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
@@ -38,11 +38,11 @@ fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
     Ok(if summary.invalid_files == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn run(args: outpost::cli::RunArgs) -> anyhow::Result<ExitCode> {
+fn run(args: outpost::cli::RunArgs, log_level: logging::LogLevel) -> anyhow::Result<ExitCode> {
     // Before the runtime's threads exist: it edits the environment.
     let systemd = outpost::systemd::take_env();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(commands::run::run(args.flags(), args.dry_run, systemd))?;
+    runtime.block_on(commands::run::run(args.flags(), args.dry_run, systemd, log_level))?;
     Ok(ExitCode::SUCCESS)
 }

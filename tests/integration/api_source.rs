@@ -124,12 +124,12 @@ pub fn quiet(agent: &Agent) {
 }
 
 fn readyz_line(agent: &Agent, source: &str) -> String {
-    let (_, body) = agent.get("/readyz");
+    let (_, body) = agent.get("/readyz?verbose");
     body.lines().find(|l| l.contains(&format!("source-{source} "))).unwrap_or_default().to_owned()
 }
 
 pub fn wait_readyz(agent: &Agent, source: &str, needle: &str) -> String {
-    let (_, body) = agent.poll("/readyz", |_, body| {
+    let (_, body) = agent.poll("/readyz?verbose", |_, body| {
         body.lines().any(|l| l.contains(&format!("source-{source} ")) && l.contains(needle))
     });
     body
@@ -204,15 +204,15 @@ fn a_broken_watch_resumes_and_removes_nothing() {
 
     cluster.cut();
     wait_readyz(&agent, "api", "failing");
-    let (status, _) = agent.get("/readyz");
+    let (status, _) = agent.get("/readyz?verbose");
     assert_eq!(status, 200, "a source that was seen stays seen while unreachable");
     quiet(&agent);
 
     cluster.restore();
     cluster.wait_for_watch();
     // The re-established watch clears the failure (the state stayed `live` throughout).
-    agent.poll("/readyz", |_, body| {
-        body.lines().any(|l| l.contains("source-api live") && !l.contains("failing"))
+    agent.poll("/readyz?verbose", |_, body| {
+        body.lines().any(|l| l.contains("source-api ok: live") && !l.contains("failing"))
     });
     cluster.create("db", NODE);
     assert_eq!(deltas(&agent, 1)[0].1, "db", "the watch goes on after the cut");
@@ -255,13 +255,13 @@ fn a_server_down_at_start_holds_readiness_until_it_answers() {
     // The reason is shown beside the state.
     let body = wait_readyz(&agent, "api", "failing");
     assert!(readyz_line(&agent, "api").contains("never seen"), "{body}");
-    let (status, _) = agent.get("/readyz");
+    let (status, _) = agent.get("/readyz?verbose");
     assert_eq!(status, 503, "M9: not ready before the API source's first SET");
 
     cluster.restore();
     let (op, name, ..) = deltas(&agent, 1).remove(0);
     assert_eq!((op.as_str(), name.as_str()), ("ADD", "web"));
-    agent.poll("/readyz", |status, _| status == 200);
+    agent.poll("/readyz?verbose", |status, _| status == 200);
 }
 
 #[test]
@@ -288,7 +288,7 @@ fn o2_api_pods_come_back_from_the_checkpoint_with_no_network() {
     want.sort();
     assert_eq!(back, want, "O2: same pods, same UIDs, from the checkpoint");
     let body = wait_readyz(&agent, "api", "from checkpoint");
-    let (status, _) = agent.get("/readyz");
+    let (status, _) = agent.get("/readyz?verbose");
     assert_eq!(status, 200, "a replayed checkpoint counts as seen (M9): {body}");
     quiet(&agent);
 
@@ -318,7 +318,7 @@ fn a_corrupt_checkpoint_is_reported_and_ignored() {
 
     cluster.restore();
     assert_eq!(deltas(&agent, 1)[0].1, "web");
-    agent.poll("/readyz", |status, _| status == 200);
+    agent.poll("/readyz?verbose", |status, _| status == 200);
     // The next good list rewrote the checkpoint.
     let text = std::fs::read(&path).unwrap();
     assert!(text.starts_with(b"outpost-checkpoint v1 len=") && text.len() > 100);

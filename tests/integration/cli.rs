@@ -58,7 +58,7 @@ fn dry_run_prints_deltas_and_serves_pods() {
 
     let (status, body) = agent.get("/healthz");
     assert_eq!((status, body.trim()), (200, "ok"));
-    let (status, body) = agent.get("/readyz");
+    let (status, body) = agent.get("/readyz?verbose");
     assert_eq!(status, 200, "{body}");
     let (status, body) = agent.get("/pods");
     assert_eq!(status, 200);
@@ -119,9 +119,9 @@ fn run_without_containerd_retries_and_is_not_ready() {
     );
     let line = agent.wait_for_log("containerd is not reachable; retrying with backoff");
     assert!(line.contains("no-containerd.sock"), "{line}");
-    let (status, body) = agent.poll("/readyz", |_, body| body.contains("[+]source-file"));
+    let (status, body) = agent.poll("/readyz?verbose", |_, body| body.contains("[+]source-file"));
     assert_eq!(status, 503, "{body}");
-    assert!(body.contains("[-]runtime containerd not connected"), "{body}");
+    assert!(body.contains("[-]runtime failed: containerd not connected"), "{body}");
     let (_, pods) = agent.get("/pods");
     assert!(pods.contains("web-edge-1"), "the sources are served meanwhile: {pods}");
 }

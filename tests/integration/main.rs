@@ -10,6 +10,7 @@ mod containerd;
 mod file_source;
 mod images;
 mod images_dir;
+mod local_api;
 mod logs;
 mod managed;
 mod packaging;

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
 use outpost_tests::agent::{Agent, request_head, split_response};
-use outpost_tests::{outpost_bin, pod_yaml};
+use outpost_tests::{outpost_bin, pod_yaml, write_private};
 use serde_json::Value;
 
 const TOKEN: &str = "s3cret-token";
@@ -34,7 +34,7 @@ impl Dirs {
     fn new() -> Dirs {
         let root = tempfile::tempdir().unwrap();
         fs::create_dir(root.path().join("manifests")).unwrap();
-        fs::write(root.path().join("token"), format!("{TOKEN}\n")).unwrap();
+        write_private(&root.path().join("token"), format!("{TOKEN}\n"));
         Dirs { root }
     }
 
@@ -420,17 +420,17 @@ fn pushed_manifests_survive_a_restart_with_the_same_uids() {
         .collect();
     after.sort();
     assert_eq!(after, before);
-    let (status, ready) = agent.get("/readyz");
+    let (status, ready) = agent.get("/readyz?verbose");
     assert_eq!(status, 200, "{ready}");
-    assert!(ready.contains("[+]source-push from checkpoint"), "{ready}");
+    assert!(ready.contains("[+]source-push ok: from checkpoint"), "{ready}");
     let p = Pusher { agent, dirs };
     let (_, list) = p.call("GET", "/manifests", b"");
     assert_eq!(list["manifests"].as_array().map(Vec::len), Some(2), "{list}");
     // A push makes it live again.
     p.put("c", &pod_yaml("c", "busybox"));
     assert_eq!(p.agent.delta()["name"], "c-edge-1");
-    let (_, ready) = p.agent.get("/readyz");
-    assert!(ready.contains("[+]source-push live"), "{ready}");
+    let (_, ready) = p.agent.get("/readyz?verbose");
+    assert!(ready.contains("[+]source-push ok: live"), "{ready}");
 }
 
 #[test]
@@ -444,11 +444,12 @@ fn a_corrupt_checkpoint_is_set_aside_and_the_agent_starts_empty() {
     assert!(line.contains("push the manifests again"), "{line}");
     assert!(dirs.state().join("checkpoints/push.json.corrupt").is_file());
     // The merge reports the failure on /readyz once it has taken the source's events.
-    let (status, _) = agent.poll("/readyz", |_, body| body.contains("source-push live (failing:"));
+    let (status, _) =
+        agent.poll("/readyz?verbose", |_, body| body.contains("source-push ok: live (failing:"));
     assert_eq!(status, 200, "the source is seen, empty");
     let p = Pusher { agent, dirs };
     p.expect_nothing_before_marker("marker");
-    let (_, ready) = p.agent.get("/readyz");
+    let (_, ready) = p.agent.get("/readyz?verbose");
     assert!(!ready.contains("failing"), "a good push clears the failure: {ready}");
 }
 
@@ -468,7 +469,7 @@ fn without_credentials_configured_the_push_endpoint_is_off() {
     assert!(answer.contains("--token-file") && answer.contains("--client-ca-file"), "{answer}");
     let (status, _) = agent.request("POST", "/refresh", &[], b"");
     assert_eq!(status, 403);
-    let (_, ready) = agent.get("/readyz");
+    let (_, ready) = agent.get("/readyz?verbose");
     assert!(!ready.contains("source-push"), "no push source: {ready}");
 }
 
@@ -476,10 +477,10 @@ fn without_credentials_configured_the_push_endpoint_is_off() {
 fn bad_credentials_files_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty-token");
-    fs::write(&empty, " \n").unwrap();
+    write_private(&empty, " \n");
     let missing = dir.path().join("missing-token");
     let not_pem = dir.path().join("not-a-cert.pem");
-    fs::write(&not_pem, "hello").unwrap();
+    write_private(&not_pem, "hello");
     let cases: [(&[&Path], &Path); 3] = [
         (&[Path::new("--token-file"), &empty], &empty),
         (&[Path::new("--token-file"), &missing], &missing),
@@ -564,15 +565,15 @@ fn refresh_fetches_the_manifest_url_now() {
 
 /// Certificates for the mTLS test: a CA, the agent's certificate for 127.0.0.1, a client
 /// certificate from the CA, and one from a CA the agent does not trust.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     ca: rustls_pki_types::CertificateDer<'static>,
-    client: (String, String),
+    pub(crate) client: (String, String),
     stranger: (String, String),
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         use rcgen::{
             BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
             KeyPair, KeyUsagePurpose,
@@ -609,17 +610,17 @@ impl Pki {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("ca.pem"), ca_cert.pem()).unwrap();
         fs::write(dir.path().join("server.pem"), &server.0).unwrap();
-        fs::write(dir.path().join("server-key.pem"), &server.1).unwrap();
+        write_private(&dir.path().join("server-key.pem"), &server.1);
         Pki { dir, ca: ca_cert.der().clone(), client, stranger }
     }
 
-    fn file(&self, name: &str) -> String {
+    pub(crate) fn file(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
 
     /// One HTTP/1.1 request over TLS → (status, body), with an optional client
     /// certificate (PEM chain, PEM key). Err when the handshake or the connection fails.
-    fn request(
+    pub(crate) fn request(
         &self,
         addr: &str,
         client: Option<&(String, String)>,

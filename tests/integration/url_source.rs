@@ -80,7 +80,7 @@ fn url_line(body: &str) -> &str {
 
 /// Waits until the URL source's `/readyz` line reports a failure containing `needle`.
 fn wait_failing(agent: &Agent, needle: &str) -> String {
-    let (_, body) = agent.poll_within("/readyz", Duration::from_secs(90), |_, body| {
+    let (_, body) = agent.poll_within("/readyz?verbose", Duration::from_secs(90), |_, body| {
         let line = url_line(body);
         line.contains("(failing: ") && line.contains(needle)
     });
@@ -89,8 +89,8 @@ fn wait_failing(agent: &Agent, needle: &str) -> String {
 
 /// Waits until the URL source is live with no failure.
 fn wait_live(agent: &Agent) {
-    agent.poll_within("/readyz", WAIT, |status, body| {
-        status == 200 && url_line(body) == "[+]source-url live"
+    agent.poll_within("/readyz?verbose", WAIT, |status, body| {
+        status == 200 && url_line(body) == "[+]source-url ok: live"
     });
 }
 
@@ -177,7 +177,7 @@ fn a_flapping_server_never_removes_the_pods() {
     let line = wait_failing(&run.agent, "cannot fetch");
     assert!(line.contains(&server.url()), "names the URL: {line}");
     assert!(line.contains("refused"), "{line}");
-    let (status, _) = run.agent.get("/readyz");
+    let (status, _) = run.agent.get("/readyz?verbose");
     assert_eq!(status, 200, "the source was seen; a failure does not unready the agent");
     server.up();
     wait_live(&run.agent);
@@ -251,9 +251,9 @@ fn https_with_a_custom_ca() {
     let other = tempfile::tempdir().unwrap();
     let run = start(&server.url(), other.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "certificate is not trusted");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
     assert!(line.contains("--manifest-url-ca-file"), "says what to do: {line}");
-    let (status, _) = run.agent.get("/readyz");
+    let (status, _) = run.agent.get("/readyz?verbose");
     assert_eq!(status, 503, "M9: never seen");
     no_more_deltas(&run.agent);
 }
@@ -270,7 +270,7 @@ fn redirects_are_followed_up_to_a_limit() {
     let other = tempfile::tempdir().unwrap();
     let run = start(&server.redirect_url(6), other.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "more than 5 redirects");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
     no_more_deltas(&run.agent);
 }
 
@@ -283,8 +283,8 @@ fn m9_an_unreachable_server_at_first_start_holds_readiness() {
     let state = tempfile::tempdir().unwrap();
     let run = start(&server.url(), state.path(), &["--manifest-url-interval", "200ms"]);
     let line = wait_failing(&run.agent, "refused");
-    assert!(line.starts_with("[-]source-url never seen"), "{line}");
-    assert_eq!(run.agent.get("/readyz").0, 503);
+    assert!(line.starts_with("[-]source-url failed: never seen"), "{line}");
+    assert_eq!(run.agent.get("/readyz?verbose").0, 503);
     assert!(run.agent.delta_within(QUIET).is_none(), "no SET was sent for the URL");
     server.up();
     deltas(&run.agent, 1);
@@ -311,7 +311,7 @@ fn post_refresh_fetches_at_once() {
     let server = ManifestServer::start(&pod_list(&["web"]));
     let state = tempfile::tempdir().unwrap();
     let token = state.path().join("token");
-    std::fs::write(&token, "s3cret\n").unwrap();
+    outpost_tests::write_private(&token, "s3cret\n");
     let run = start(
         &server.url(),
         state.path(),
@@ -345,8 +345,8 @@ fn o2_the_checkpoint_brings_the_pods_back_when_the_server_is_down() {
     let replayed = added(&deltas(&run.agent, 3));
     assert_eq!(replayed, first, "the same pods with the same UIDs");
     let line = wait_failing(&run.agent, "refused");
-    assert!(line.starts_with("[+]source-url from checkpoint"), "{line}");
-    assert_eq!(run.agent.get("/readyz").0, 200, "M9: the checkpoint counts as seen");
+    assert!(line.starts_with("[+]source-url ok: from checkpoint"), "{line}");
+    assert_eq!(run.agent.get("/readyz?verbose").0, 200, "M9: the checkpoint counts as seen");
 
     // O4/M6: the last item goes (the others keep their index, so their UIDs).
     server.set(&pod_list(&["web", "db"]));

@@ -1,5 +1,7 @@
 //! A running `outpost run --dry-run` for tests: its printed deltas, its log, and plain
-//! HTTP/1.1 requests to its local API.
+//! HTTP/1.1 requests to its local API. Agents start with `--anonymous-loopback-reads`
+//! (tests read `/pods` and `/metrics` without a token) unless started through
+//! [`Agent::start_strict`].
 
 // Test support fails by panicking, with a message saying what went wrong.
 #![allow(clippy::expect_used)]
@@ -13,6 +15,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::outpost_bin;
+
+/// Lets the tests read the local API from loopback without a token.
+const ANONYMOUS_READS: &str = "--anonymous-loopback-reads";
 
 /// A running agent, killed (SIGKILL) on drop.
 #[derive(Debug)]
@@ -37,13 +42,19 @@ impl Agent {
 
     /// Starts the agent through `command` (the binary itself, or a wrapper running it).
     pub fn start_with<S: AsRef<OsStr>>(command: Command, manifests: &Path, extra: &[S]) -> Agent {
-        Agent::spawn(command, &["--dry-run"], manifests, extra)
+        Agent::spawn(command, &["--dry-run", ANONYMOUS_READS], manifests, extra)
+    }
+
+    /// As [`Agent::start_args`], without `--anonymous-loopback-reads`: every read needs
+    /// credentials.
+    pub fn start_strict<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
+        Agent::spawn(Command::new(outpost_bin()), &["--dry-run"], manifests, extra)
     }
 
     /// `outpost run` without `--dry-run`: pods really run (`extra` says where: containerd
     /// socket and namespace, state, run, log and CNI dirs; see [`crate::pods::Node`]).
     pub fn start_pods<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
-        Agent::spawn(Command::new(outpost_bin()), &[], manifests, extra)
+        Agent::spawn(Command::new(outpost_bin()), &[ANONYMOUS_READS], manifests, extra)
     }
 
     fn spawn<S: AsRef<OsStr>>(
@@ -215,10 +226,31 @@ pub fn request_head(method: &str, path: &str, headers: &[(&str, &str)], body_len
 }
 
 /// A whole HTTP/1.1 response (read to the end) → (status, body); status 0 if unreadable.
+/// A chunked body (a streamed one, such as `/containerLogs`) is put back together.
 pub fn split_response(response: &str) -> (u16, String) {
     let status = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let Some((head, body)) = response.split_once("\r\n\r\n") else {
+        return (status, String::new());
+    };
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    (status, if chunked { dechunk(body) } else { body.to_owned() })
+}
+
+/// The content of a chunked body: `<hex size>\r\n<data>\r\n`..., ending with size 0.
+fn dechunk(mut body: &str) -> String {
+    let mut content = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or_default().trim(), 16)
+            .unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        content.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    content
 }
 
 impl Drop for Agent {

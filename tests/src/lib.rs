@@ -37,6 +37,15 @@ pub fn prerequisite(ok: bool, what: &str) -> bool {
     false
 }
 
+/// Writes a secret (a token, a private key) the way the agent accepts it: mode 600.
+pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, contents)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("cannot chmod 600 {}: {e}", path.display()));
+}
+
 /// The `outpost` binary, built (once per test process) next to this test binary with the
 /// same cargo, target directory and profile, so the tests never run a stale agent.
 pub fn outpost_bin() -> PathBuf {

@@ -1,41 +1,28 @@
-//! Serving the local API over TLS (`--tls-cert-file`, `--tls-private-key-file`), with
+//! The local API's TLS configuration (`--tls-cert-file`, `--tls-private-key-file`), with
 //! client certificates verified against `--client-ca-file` when it is set. A client
-//! certificate is optional at the handshake, so read endpoints work without one; each
+//! certificate is optional at the handshake, so a caller may send a token instead; each
 //! request carries an [`auth::Peer`](super::auth::Peer) saying whether its connection
-//! presented a verified certificate, which state-changing endpoints accept instead of a
-//! bearer token.
+//! presented a verified certificate, which is accepted instead of a bearer token. The
+//! private key must be private to the agent's user. `serve` runs the accept loop.
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tracing::{debug, warn};
 
 use super::Error;
-use super::auth::Peer;
+use super::auth::check_private;
 use crate::config::Tls;
-
-/// How long a client may take to complete the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause after a failed accept (e.g. out of file descriptors), as `axum::serve` does.
-const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The TLS configuration: the server's certificate chain and key, and the client CAs.
 pub fn acceptor(files: &Tls, client_ca: Option<&Path>) -> Result<TlsAcceptor, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates("--tls-cert-file", &files.cert_file)?;
+    check_private("--tls-private-key-file", &files.key_file)?;
     let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| Error::Tls {
         flag: "--tls-private-key-file",
         path: files.key_file.clone(),
@@ -89,49 +76,5 @@ fn pem_reason(error: rustls_pki_types::pem::Error, what: &str) -> String {
         rustls_pki_types::pem::Error::Io(e) => format!("cannot read it: {e}"),
         rustls_pki_types::pem::Error::NoItemsFound => format!("holds no PEM {what}"),
         other => format!("is not a valid PEM {what}: {other}"),
-    }
-}
-
-/// Accepts connections until the task is dropped; each is served on its own task.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router) -> io::Result<()> {
-    loop {
-        let (tcp, remote) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                warn!(error = %e, "local API cannot accept a connection");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    debug!(%remote, error = %e, "local API TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    debug!(%remote, "local API TLS handshake timed out");
-                    return;
-                }
-            };
-            let peer = Peer {
-                client_cert: stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty()),
-            };
-            let app = TowerToHyperService::new(app);
-            let service =
-                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-                    request.extensions_mut().insert(peer);
-                    hyper::service::Service::call(&app, request)
-                });
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                debug!(%remote, error = %e, "local API connection ended with an error");
-            }
-        });
     }
 }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
+use crate::logging::LogLevel;
 use crate::podconfig::{self, Batch, Snapshot};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::{self, Keyring};
@@ -125,7 +126,12 @@ fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
 }
 
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
-pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(), Error> {
+pub async fn run(
+    flags: Flags,
+    dry_run: bool,
+    systemd: systemd::Env,
+    log_level: LogLevel,
+) -> Result<(), Error> {
     let mut config = Config::resolve(flags)?;
     // The node's address: given, or the default route's interface's, looked up once.
     config.node_ip = config.node_ip.or_else(host::default_address);
@@ -205,6 +211,8 @@ pub async fn run(flags: Flags, dry_run: bool, systemd: systemd::Env) -> Result<(
         statuses: statuses.clone(),
         runtime: runtime_ready.clone(),
         metrics: crate::metrics::Sources { sync: sync_health, events: events.clone() },
+        pod_log_dir: config.pod_log_dir.clone(),
+        log_level,
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);

@@ -3,7 +3,8 @@
 //!
 //! They are written by `outpost container-log PATH`, a process that containerd's shim
 //! starts for each container from the `binary://` log URI of [`logger_uri`] (so logging
-//! does not depend on the agent staying up), and read by `outpost logs`.
+//! does not depend on the agent staying up), and read ([`read`]) by `outpost logs` and the
+//! local API.
 //!
 //! Rotation limits are kubelet's defaults ([`DEFAULT_MAX_SIZE`], [`DEFAULT_MAX_FILES`]):
 //! the shim passes the logger exactly the arguments of the URI's query, one key (several
@@ -12,6 +13,7 @@
 pub mod cri;
 pub mod locate;
 pub mod logger;
+pub mod read;
 pub mod rotation;
 
 use std::os::unix::ffi::OsStrExt;

@@ -10,8 +10,13 @@ fn headers(authorization: Option<&str>) -> HeaderMap {
     headers
 }
 
-const CERT: Peer = Peer { client_cert: true };
-const NO_CERT: Peer = Peer { client_cert: false };
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+const LOOPBACK: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40000);
+const REMOTE: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), 40000);
+const CERT: Peer = Peer { remote: REMOTE, client_cert: true };
+const NO_CERT: Peer = Peer { remote: REMOTE, client_cert: false };
+const LOCAL: Peer = Peer { remote: LOOPBACK, client_cert: false };
 
 #[test]
 fn bearer_takes_the_token_after_a_case_insensitive_scheme() {
@@ -55,7 +60,7 @@ fn with_nothing_configured_every_request_is_refused_as_off() {
     let auth = Authenticator::new(None, false);
     assert!(!auth.enabled());
     assert_eq!(auth.check(&headers(Some("Bearer s3cret")), Some(&CERT)), Err(Denied::Off));
-    let problem = auth.problem(Denied::Off);
+    let problem = auth.problem(Class::Write, Denied::Off);
     assert_eq!(problem.status, StatusCode::FORBIDDEN);
     assert!(problem.error.contains("--token-file") && problem.error.contains("--client-ca-file"));
 }
@@ -63,11 +68,11 @@ fn with_nothing_configured_every_request_is_refused_as_off() {
 #[test]
 fn refusals_say_how_to_authenticate() {
     let auth = Authenticator::new(Some("s3cret"), false);
-    let problem = auth.problem(Denied::Missing);
+    let problem = auth.problem(Class::Write, Denied::Missing);
     assert_eq!(problem.status, StatusCode::UNAUTHORIZED);
     assert!(problem.error.contains("--token-file"), "{}", problem.error);
     assert!(!problem.error.contains("s3cret"));
-    let problem = Authenticator::new(None, true).problem(Denied::Wrong);
+    let problem = Authenticator::new(None, true).problem(Class::Read, Denied::Wrong);
     assert_eq!(problem.status, StatusCode::UNAUTHORIZED);
     assert!(problem.error.contains("--client-ca-file"), "{}", problem.error);
 }
@@ -77,6 +82,7 @@ fn the_token_file_is_trimmed_and_must_not_be_empty() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("token");
     std::fs::write(&path, "  s3cret\n").unwrap();
+    private(&path);
     let config = Auth { token_file: Some(path.clone()), ..Auth::default() };
     let auth = Authenticator::load(&config).unwrap();
     assert_eq!(auth.check(&headers(Some("Bearer s3cret")), None), Ok(Method::Token));
@@ -89,6 +95,142 @@ fn the_token_file_is_trimmed_and_must_not_be_empty() {
 
     let missing = Auth { token_file: Some(dir.path().join("nope")), ..Auth::default() };
     let error = Authenticator::load(&missing).unwrap_err();
-    assert!(matches!(error, Error::TokenFile { .. }), "{error}");
+    assert!(matches!(error, Error::SecretFile { .. }), "{error}");
     assert!(error.to_string().contains("nope"), "{error}");
+}
+
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn loopback_is_127_slash_8_and_ipv6_loopback_mapped_or_not() {
+    for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+        assert!(is_loopback(ip.parse().unwrap()), "{ip}");
+    }
+    for ip in ["10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "192.0.2.7", "fe80::1"] {
+        assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
+    }
+    let v6 =
+        Peer { remote: SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 1), client_cert: false };
+    assert!(v6.is_loopback());
+}
+
+#[test]
+fn health_is_open_gets_read_and_everything_else_writes() {
+    use axum::http::Method as M;
+    assert_eq!(classify(&M::GET, "/healthz"), Class::Open);
+    assert_eq!(classify(&M::GET, "/readyz"), Class::Open);
+    assert_eq!(classify(&M::POST, "/readyz"), Class::Open, "405 from the route, not 401");
+    for path in [
+        "/pods",
+        "/pods/a/b",
+        "/metrics",
+        "/containerLogs/a/b/c",
+        "/debug/log-level",
+        "/manifests",
+        "/nope",
+        "/healthz/x",
+    ] {
+        assert_eq!(classify(&M::GET, path), Class::Read, "{path}");
+        assert_eq!(classify(&M::HEAD, path), Class::Read, "{path}");
+    }
+    for (method, path) in [
+        (M::PUT, "/debug/log-level"),
+        (M::POST, "/refresh"),
+        (M::PUT, "/manifests/a"),
+        (M::DELETE, "/manifests/a"),
+        (M::POST, "/pods"),
+    ] {
+        assert_eq!(classify(&method, path), Class::Write, "{method} {path}");
+    }
+}
+
+#[test]
+fn reads_need_credentials_unless_anonymous_loopback_reads_let_a_local_caller_in() {
+    let strict = Authenticator::new(Some("s3cret"), false);
+    assert_eq!(strict.allow(Class::Open, &headers(None), None), Ok(Caller::Anyone));
+    assert_eq!(strict.allow(Class::Read, &headers(None), Some(&LOCAL)), Err(Denied::Missing));
+    assert_eq!(
+        strict.allow(Class::Read, &headers(Some("Bearer s3cret")), Some(&NO_CERT)),
+        Ok(Caller::Authenticated(Method::Token))
+    );
+
+    let open = Authenticator::new(Some("s3cret"), false).with_anonymous_loopback_reads(true);
+    assert_eq!(
+        open.allow(Class::Read, &headers(None), Some(&LOCAL)),
+        Ok(Caller::AnonymousLoopback)
+    );
+    assert_eq!(open.allow(Class::Read, &headers(None), Some(&NO_CERT)), Err(Denied::Missing));
+    assert_eq!(
+        open.allow(Class::Read, &headers(None), None),
+        Err(Denied::Missing),
+        "no peer, no loopback"
+    );
+    assert_eq!(
+        open.allow(Class::Read, &headers(Some("Bearer wrong")), Some(&LOCAL)),
+        Err(Denied::Wrong),
+        "credentials sent are checked"
+    );
+    assert_eq!(
+        open.allow(Class::Write, &headers(None), Some(&LOCAL)),
+        Err(Denied::Missing),
+        "writes always need credentials"
+    );
+
+    let only_loopback = Authenticator::new(None, false).with_anonymous_loopback_reads(true);
+    assert!(only_loopback.serves_reads() && !only_loopback.enabled());
+    assert_eq!(
+        only_loopback.allow(Class::Read, &headers(None), Some(&LOCAL)),
+        Ok(Caller::AnonymousLoopback)
+    );
+    assert_eq!(only_loopback.allow(Class::Read, &headers(None), Some(&NO_CERT)), Err(Denied::Off));
+    assert_eq!(only_loopback.allow(Class::Write, &headers(None), Some(&LOCAL)), Err(Denied::Off));
+    let problem = only_loopback.problem(Class::Read, Denied::Off);
+    assert_eq!(problem.status, StatusCode::FORBIDDEN);
+    assert!(problem.error.contains("loopback"), "{}", problem.error);
+
+    let nothing = Authenticator::new(None, false);
+    assert!(!nothing.serves_reads());
+    assert_eq!(nothing.allow(Class::Read, &headers(None), Some(&LOCAL)), Err(Denied::Off));
+    let problem = nothing.problem(Class::Read, Denied::Off);
+    assert!(problem.error.contains("--anonymous-loopback-reads"), "{}", problem.error);
+}
+
+#[test]
+fn a_secret_file_must_be_private_to_the_agents_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "s3cret").unwrap();
+    for mode in [0o644, 0o640, 0o604, 0o620, 0o602, 0o660] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let error = check_private("--token-file", &path).unwrap_err();
+        assert!(matches!(error, Error::SecretMode { .. }), "{mode:o}: {error}");
+        let text = error.to_string();
+        assert!(text.contains(&format!("chmod 600 {}", path.display())), "{text}");
+        assert!(!text.contains("s3cret"));
+    }
+    for mode in [0o600, 0o400] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        check_private("--token-file", &path).unwrap();
+    }
+    let error = check_private("--tls-private-key-file", &dir.path().join("nope")).unwrap_err();
+    assert!(error.to_string().contains("--tls-private-key-file"), "{error}");
+    let config = Auth { token_file: Some(path.clone()), ..Auth::default() };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(matches!(Authenticator::load(&config), Err(Error::SecretMode { .. })));
+}
+
+#[test]
+fn a_secret_file_of_another_user_is_refused() {
+    // /etc/passwd is root's: a refusal for anyone else, and for root its mode (644).
+    let error = check_private("--token-file", Path::new("/etc/passwd")).unwrap_err();
+    if nix::unistd::geteuid().is_root() {
+        assert!(matches!(error, Error::SecretMode { .. }), "{error}");
+    } else {
+        assert!(matches!(error, Error::SecretOwner { .. }), "{error}");
+        assert!(error.to_string().contains("chown"), "{error}");
+    }
 }

@@ -1,0 +1,277 @@
+//! kubelet's `GET /containerLogs/{namespace}/{pod}/{container}`: a container's logs as
+//! plain text, read from its CRI files by [`crate::runtime::logs::read`], with kubelet's
+//! query parameters `follow`, `tailLines`, `sinceSeconds`, `sinceTime` (RFC 3339),
+//! `timestamps`, `previous` and `limitBytes`. The pod's directory is the one of its
+//! current UID in the merged snapshot (a pod recreated with a new UID has its own).
+//! An unknown pod or container is 404 and a bad parameter 400, both a `metav1.Status`.
+//!
+//! The reading is blocking IO on a `spawn_blocking` thread that feeds a bounded channel
+//! the response body streams from; when the client goes away the channel closes, and
+//! the reader stops at its next write or within [`read`](crate::runtime::logs::read)'s
+//! stop check, so no thread or inotify watch outlives the request.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::{mpsc, oneshot};
+
+use super::AppState;
+use crate::runtime::logs::read::{self, ContainerLog, Options};
+use crate::runtime::logs::{self, locate};
+
+/// Chunks of output in flight between the reader and the client: the reader blocks
+/// (so a slow client slows it, and memory stays bounded) when they are all taken.
+const CHANNEL_CHUNKS: usize = 16;
+/// The reader sends what it has once it holds this much (or when it has read all
+/// there is for now).
+const CHUNK_BYTES: usize = 32 * 1024;
+
+/// Parses the query into read options; `now` anchors `sinceSeconds`. The error says
+/// which parameter is wrong and what it takes.
+pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut since_seconds = None;
+    let mut since_time = None;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match &*key {
+            "follow" => options.follow = boolean(&key, &value)?,
+            "previous" => options.previous = boolean(&key, &value)?,
+            "timestamps" => options.timestamps = boolean(&key, &value)?,
+            "tailLines" => {
+                let n = number(&key, &value)?;
+                options.tail = Some(usize::try_from(n).map_err(|_| {
+                    format!("tailLines {value:?}: expected a number of lines, 0 or more")
+                })?);
+            }
+            "limitBytes" => {
+                let n = number(&key, &value)?;
+                options.limit_bytes =
+                    Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("limitBytes {value:?}: expected a number of bytes, 1 or more")
+                    })?);
+            }
+            "sinceSeconds" => {
+                let n = number(&key, &value)?;
+                if n <= 0 {
+                    return Err(format!(
+                        "sinceSeconds {value:?}: expected a number of seconds, 1 or more"
+                    ));
+                }
+                since_seconds = Some(n);
+            }
+            "sinceTime" => {
+                since_time = Some(value.parse::<Timestamp>().map_err(|e| {
+                    format!("sinceTime {value:?}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z ({e})")
+                })?);
+            }
+            // Other parameters (`container`, `insecureSkipTLSVerifyBackend`, …) do not
+            // apply here; kubelet ignores unknown ones too.
+            _ => {}
+        }
+    }
+    options.since = match (since_seconds, since_time) {
+        (Some(_), Some(_)) => {
+            return Err("sinceSeconds and sinceTime: give at most one of them".into());
+        }
+        (Some(seconds), None) => Some(
+            now.checked_sub(jiff::SignedDuration::from_secs(seconds)).unwrap_or(Timestamp::MIN),
+        ),
+        (None, time) => time,
+    };
+    if options.follow && options.previous {
+        return Err("follow and previous: a previous run has ended, so it cannot be followed; give one of them".into());
+    }
+    Ok(options)
+}
+
+/// `true`/`false` as Go's `strconv.ParseBool` reads them; a key alone is true.
+fn boolean(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "" | "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!("{key} {value:?}: expected true or false")),
+    }
+}
+
+fn number(key: &str, value: &str) -> Result<i64, String> {
+    value.parse().map_err(|_| format!("{key} {value:?}: expected a whole number"))
+}
+
+/// Whether a request streams without end (`/containerLogs/...?follow=true`), so that the
+/// whole-request timeout does not apply to it.
+pub fn streams(uri: &Uri) -> bool {
+    uri.path().starts_with("/containerLogs/")
+        && form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+            .any(|(key, value)| key == "follow" && boolean(&key, &value).unwrap_or(false))
+}
+
+/// The names of a pod's containers, init and ephemeral ones included.
+fn container_names(pod: &Pod) -> Vec<String> {
+    let Some(spec) = &pod.spec else { return Vec::new() };
+    let regular = spec.containers.iter().map(|c| c.name.clone());
+    let init = spec.init_containers.iter().flatten().map(|c| c.name.clone());
+    let ephemeral = spec.ephemeral_containers.iter().flatten().map(|c| c.name.clone());
+    regular.chain(init).chain(ephemeral).collect()
+}
+
+/// A `metav1.Status` failure, as kubelet and the API server answer.
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    (code, axum::Json(body)).into_response()
+}
+
+pub async fn container_logs(
+    State(state): State<AppState>,
+    Path((namespace, name, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let options = match parse(query.as_deref(), Timestamp::now()) {
+        Ok(options) => options,
+        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", message),
+    };
+    let pod_name = format!("{namespace}/{name}");
+    let snapshot = state.snapshot.load();
+    let Some(pod) = snapshot.pods.iter().map(|(_, pod)| pod).find(|pod| {
+        pod.metadata.namespace.as_deref() == Some(&namespace)
+            && pod.metadata.name.as_deref() == Some(&name)
+    }) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("pod {pod_name} not found on this node"),
+        );
+    };
+    let names = container_names(pod);
+    if !names.contains(&container) {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!(
+                "container {container:?} not found in pod {pod_name}; its containers: {}",
+                names.join(", ")
+            ),
+        );
+    }
+    let uid = outpost_core::pod::uid(pod).to_owned();
+    drop(snapshot);
+    let dir: PathBuf =
+        logs::pod_log_dir(&state.pod_log_dir, &namespace, &name, &uid).join(&container);
+    let follow = options.follow;
+    let span = tracing::debug_span!("container logs", namespace = %namespace, pod = %name, uid = %uid, container = %container, follow);
+    let (opened_tx, opened_rx) = oneshot::channel();
+    let (chunks_tx, mut chunks_rx) = mpsc::channel::<Bytes>(CHANNEL_CHUNKS);
+    let target = (pod_name.clone(), container.clone());
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let log = match ContainerLog::open(&dir, &target.0, options) {
+            Ok(log) => {
+                let _ = opened_tx.send(Ok(()));
+                log
+            }
+            Err(e) => {
+                let _ = opened_tx.send(Err(e));
+                return;
+            }
+        };
+        let stop = chunks_tx.clone();
+        let mut out = ChannelWriter { tx: chunks_tx, buffer: Vec::new() };
+        match log.copy_to(&mut out, &|| stop.is_closed()) {
+            Ok(()) => {
+                let _ = out.flush();
+            }
+            Err(read::Error::Output(_)) => tracing::debug!("the client went away"),
+            Err(e) => tracing::warn!(error = %e, "reading container logs failed"),
+        }
+    });
+    match opened_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return open_failure(&pod_name, &container, error),
+        Err(_) => {
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                format!("the log reader of container {container} of pod {pod_name} stopped"),
+            );
+        }
+    }
+    let body = futures::stream::poll_fn(move |cx| {
+        chunks_rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, io::Error>))
+    });
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response()
+}
+
+/// The answer when the log cannot be opened.
+fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
+    match error {
+        read::Error::Locate(locate::Error::NoPreviousRun { .. }) => status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("previous terminated container {container:?} in pod {pod} not found"),
+        ),
+        read::Error::Locate(locate::Error::NoRun { .. })
+        | read::Error::Locate(locate::Error::List { .. }) => status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("container {container:?} in pod {pod} is waiting to start: it has no logs yet"),
+        ),
+        other => {
+            tracing::warn!(pod, container, error = %other, "cannot open container logs");
+            status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                format!("cannot read the logs of container {container:?} in pod {pod}: {other}"),
+            )
+        }
+    }
+}
+
+/// Collects output and sends it down the channel in chunks; a closed channel (the
+/// client went away) fails the write, which ends the reader.
+#[derive(Debug)]
+struct ChannelWriter {
+    tx: mpsc::Sender<Bytes>,
+    buffer: Vec<u8>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buffer));
+        self.tx
+            .blocking_send(chunk)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+#[cfg(test)]
+mod tests;
