@@ -3,11 +3,15 @@
 //! Handlers read the merge's lock-free snapshot; none of them can block the merge.
 //!
 //! - `auth`: bearer token and client certificate checks.
+//! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
 //! - `push`: the `/manifests` and `/refresh` handlers.
+//! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `tls`: serving over TLS (optionally verifying client certificates).
 
 mod auth;
+mod pod;
 mod push;
+pub mod status;
 mod tls;
 
 use std::net::SocketAddr;
@@ -73,6 +77,8 @@ struct AppState {
     refresh: Option<Refresh>,
     statuses: StatusStore,
     runtime: Option<RuntimeReady>,
+    info: Arc<status::Info>,
+    events: crate::sync::Recorder,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -88,6 +94,8 @@ fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/pods", get(pods))
         .route("/metrics", get(metrics))
+        .route("/status", get(status::status))
+        .merge(pod::routes())
         .merge(push::routes())
         .with_state(state)
 }
@@ -108,13 +116,15 @@ pub struct Options {
     pub runtime: Option<RuntimeReady>,
     /// What `/metrics` reads besides the merge's snapshot.
     pub metrics: crate::metrics::Sources,
+    /// What `/status` reads besides the snapshot and the pod statuses.
+    pub info: status::Info,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime, metrics } =
+    let Options { listen: addr, auth, snapshot, push, refresh, statuses, runtime, metrics, info } =
         options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -133,6 +143,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
+    let events = metrics.events.clone();
     let metrics = Arc::new(crate::metrics::registry(snapshot.clone(), metrics));
     let app = router(AppState {
         snapshot,
@@ -142,6 +153,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         refresh,
         statuses,
         runtime,
+        info: Arc::new(info),
+        events,
     });
     Ok(async move {
         let served = match acceptor {
