@@ -8,7 +8,6 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use inotify::{EventMask, Inotify, WatchMask};
 
@@ -29,14 +28,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Runs `outpost logs` on stdout; a closed stdout (`| head`) ends it quietly.
-pub fn logs(args: &LogsArgs) -> Result<ExitCode> {
-    match print_logs(args, &mut io::stdout().lock()) {
-        Err(Error::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        other => other.map(|()| ExitCode::SUCCESS),
-    }
-}
 
 /// Prints the logs `args` ask for to `out`; with `--follow`, returns only when the
 /// container's log directory goes away.
