@@ -102,3 +102,6 @@ pub fn render(status: &AgentStatus) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
