@@ -12,6 +12,7 @@ mod images;
 mod images_dir;
 mod logs;
 mod managed;
+mod operator_cli;
 mod packaging;
 mod pods;
 mod pull;
