@@ -226,3 +226,36 @@ fn logs_come_through_the_local_api() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("nope"), "{}", stderr(&out));
 }
+
+#[test]
+fn pods_over_https_trusts_the_certificate_authority_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let (ca_file, cert_file, key_file) =
+        (dir.path().join("ca.pem"), dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    fs::write(&ca_file, ca.pem()).unwrap();
+    fs::write(&cert_file, cert.pem()).unwrap();
+    fs::write(&key_file, key.serialize_pem()).unwrap();
+    let manifests = dir.path().join("manifests");
+    fs::create_dir(&manifests).unwrap();
+    let tls = ["--tls-cert-file", cert_file.to_str().unwrap()];
+    let agent = dry_run_agent(
+        &manifests,
+        &[tls[0], tls[1], "--tls-private-key-file", key_file.to_str().unwrap()],
+    );
+    let out = Command::new(outpost_bin())
+        .args(["pods", "--server", &format!("https://{}", agent.addr)])
+        .arg("--certificate-authority")
+        .arg(&ca_file)
+        .output()
+        .unwrap();
+    assert!(stdout_ok(&out).contains("web-edge-1"));
+}
