@@ -9,16 +9,20 @@
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `health`: `/healthz` and `/readyz` with their checks.
 //! - `log_level`: `/debug/log-level`.
+//! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
 //! - `push`: the `/manifests` and `/refresh` handlers.
 //! - `serve`: the accept loop and its limits.
+//! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
 
 mod auth;
 mod container_logs;
 mod health;
 mod log_level;
+mod pod;
 mod push;
 mod serve;
+pub mod status;
 mod tls;
 
 use std::net::SocketAddr;
@@ -96,6 +100,8 @@ struct AppState {
     runtime: Option<RuntimeReady>,
     pod_log_dir: Arc<std::path::Path>,
     log_level: LogLevel,
+    info: Arc<status::Info>,
+    events: crate::sync::Recorder,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -119,7 +125,9 @@ fn routes() -> Router<AppState> {
         .route("/pods", get(pods))
         .route("/metrics", get(metrics))
         .route("/containerLogs/{namespace}/{pod}/{container}", get(container_logs::container_logs))
+        .route("/status", get(status::status))
         .merge(log_level::routes())
+        .merge(pod::routes())
         .merge(push::routes())
 }
 
@@ -143,6 +151,8 @@ pub struct Options {
     pub pod_log_dir: PathBuf,
     /// The agent's log filter (`/debug/log-level`).
     pub log_level: LogLevel,
+    /// What `/status` reads besides the snapshot and the pod statuses.
+    pub info: status::Info,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -160,6 +170,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         metrics,
         pod_log_dir,
         log_level,
+        info,
     } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -186,6 +197,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
+    let events = metrics.events.clone();
     let metrics = Arc::new(crate::metrics::registry(snapshot.clone(), metrics));
     let app = router(AppState {
         snapshot,
@@ -197,6 +209,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         runtime,
         pod_log_dir: Arc::from(pod_log_dir),
         log_level,
+        info: Arc::new(info),
+        events,
     });
     Ok(async move {
         serve::serve(listener, acceptor, app).await;

@@ -40,12 +40,110 @@ pub enum Command {
     Images(ImagesCommand),
     /// Print the version.
     Version,
-    /// Print a container's logs from the files under the pod log directory (works while
-    /// the agent is down).
-    Logs(LogsArgs),
+    /// List the agent's pods, as `kubectl get pods` does (every namespace unless -n).
+    Pods(PodsArgs),
+    /// Show a pod in detail (containers, conditions, recent events), as `kubectl describe
+    /// pod` does.
+    Describe(DescribeArgs),
+    /// Show the agent at a glance: pod sources, API server, runtime, pods.
+    #[command(after_help = "Exit status: 0 if the agent is ready (every pod source seen, \
+containerd connected), 1 if it is not ready or cannot be reached.")]
+    Status(StatusArgs),
+    /// Print a container's logs, through the agent's local API; while the agent is down,
+    /// from the files under the pod log directory.
+    Logs(LogsCommand),
     /// The container logger containerd's shim runs (internal; see `runtime::logs`).
     #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
     ContainerLog(ContainerLogArgs),
+}
+
+/// Where the agent's local API is and how to authenticate to it (`pods`, `describe`,
+/// `status`, `logs`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientArgs {
+    /// The agent's local API [default: from the agent's config (listen, or address and
+    /// port; https when it has tlsCertFile), else http://127.0.0.1:10250].
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// File with the bearer token to send [default: the agent config's tokenFile].
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// PEM bundle of the CAs that sign the agent's certificate [default: the agent
+    /// config's tlsCertFile, else the system's CAs].
+    #[arg(long, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Client certificate (PEM) to present, for an agent with --client-ca-file.
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_certificate: Option<PathBuf>,
+    /// The private key (PEM) of --client-certificate.
+    #[arg(long, value_name = "FILE", requires = "client_certificate")]
+    pub client_key: Option<PathBuf>,
+    /// The agent's YAML config, read for its address and credentials [default:
+    /// /etc/outpost/config.yaml, if it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodsOutput {
+    /// The table, with IP and NODE.
+    Wide,
+    /// The `v1 PodList`, as JSON.
+    Json,
+    /// The `v1 PodList`, as YAML.
+    Yaml,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PodsArgs {
+    /// Only the pods of this namespace (the NAMESPACE column is then left out).
+    #[arg(short, long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Every namespace (the default: a node has few pods; accepted for kubectl's habit).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Output format [default: the table].
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<PodsOutput>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DescribeArgs {
+    /// The pod, NAMESPACE/NAME (NAME alone: namespace default).
+    #[arg(value_name = "NAMESPACE/POD")]
+    pub pod: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print the agent's `/status` answer as JSON instead of text.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<StatusOutput>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    Json,
+}
+
+/// `outpost logs`: what to print ([`LogsArgs`], which the file reader takes too), how
+/// far back, and how to reach the agent.
+#[derive(Debug, clap::Args)]
+pub struct LogsCommand {
+    #[command(flatten)]
+    pub logs: LogsArgs,
+    /// Only output newer than this, e.g. 10s, 5m or 2h (needs the agent: ignored when
+    /// reading the files).
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,7 +166,7 @@ pub struct LogsArgs {
     /// Start each line with its timestamp (RFC 3339).
     #[arg(long)]
     pub timestamps: bool,
-    /// Where the pod logs are.
+    /// Where the pod logs are (read when the agent is down).
     #[arg(long, value_name = "DIR", default_value = crate::runtime::logs::DEFAULT_POD_LOG_DIR)]
     pub pod_log_dir: PathBuf,
 }

@@ -1,7 +1,13 @@
 //! One module per `outpost` subcommand; `main.rs` only dispatches here.
 
+pub mod client;
 pub mod container_log;
+pub mod describe;
 pub mod images;
 pub mod logs;
+pub mod pod_logs;
+pub mod pods;
+pub mod printers;
 pub mod run;
+pub mod status;
 pub mod validate;

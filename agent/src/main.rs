@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(args),
         Command::Run(args) => run(*args, log_level),
         Command::Images(command) => commands::images::images(command).map_err(Into::into),
-        Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
+        Command::Pods(args) => commands::pods::pods(&args).map_err(Into::into),
+        Command::Describe(args) => commands::describe::describe(&args).map_err(Into::into),
+        Command::Status(args) => commands::status::status(&args).map_err(Into::into),
+        Command::Logs(args) => commands::pod_logs::logs(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
             commands::container_log::container_log(&args).map_err(Into::into)
         }

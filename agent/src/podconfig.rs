@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::merge::{Conflict, Op, PodDelta, PodStore};
 use outpost_core::pod::{FullName, Source};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -19,7 +19,7 @@ use crate::error_chain::describe;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SourceState {
     /// No SET yet: neither from the source nor from its checkpoint (M9 waits).

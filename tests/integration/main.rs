@@ -13,6 +13,7 @@ mod images_dir;
 mod local_api;
 mod logs;
 mod managed;
+mod operator_cli;
 mod packaging;
 mod pods;
 mod pull;

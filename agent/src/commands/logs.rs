@@ -2,21 +2,12 @@
 //! (so it works while the agent is down), like `kubectl logs`; the reading is
 //! [`crate::runtime::logs::read`]'s, shared with the local API's `/containerLogs`.
 
-use std::io::{self, Write};
-use std::process::ExitCode;
+use std::io::Write;
 
 use crate::cli::LogsArgs;
 use crate::runtime::logs::locate;
 use crate::runtime::logs::read::{ContainerLog, Options};
 pub use crate::runtime::logs::read::{Error, Result};
-
-/// Runs `outpost logs` on stdout; a closed stdout (`| head`) ends it quietly.
-pub fn logs(args: &LogsArgs) -> Result<ExitCode> {
-    match print_logs(args, &mut io::stdout().lock()) {
-        Err(Error::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        other => other.map(|()| ExitCode::SUCCESS),
-    }
-}
 
 /// Prints the logs `args` ask for to `out`; with `--follow`, returns only when the
 /// container's log directory goes away.

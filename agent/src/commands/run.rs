@@ -150,6 +150,7 @@ pub async fn run(
         watcher: config.watcher,
     })?
     .with_events(events.clone());
+    let watcher = files.backend().to_string();
     let mut sources = vec![(Source::File, files.into_stream())];
     let refresh = Refresh::default();
     if let Some(url) = &config.manifest_url {
@@ -202,6 +203,16 @@ pub async fn run(
         connectivity: client.connectivity().clone(),
         status_backlog: status_backlog.subscribe(),
     });
+    // Chosen before the API starts, so that `/status` can say where the runtime is.
+    let containerd = (!dry_run).then(|| containerd_choice(&config));
+    let runtime_info = containerd.as_ref().map(|(choice, binary)| api::status::RuntimeInfo {
+        socket: match choice {
+            Choice::External => config.containerd_socket.clone(),
+            Choice::Managed => managed_options(&config, binary.clone()).socket(),
+        },
+        namespace: config.containerd_namespace.clone(),
+        managed: *choice == Choice::Managed,
+    });
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -210,9 +221,16 @@ pub async fn run(
         refresh: config.manifest_url.is_some().then(|| refresh.clone()),
         statuses: statuses.clone(),
         runtime: runtime_ready.clone(),
-        metrics: crate::metrics::Sources { sync: sync_health, events: events.clone() },
+        metrics: crate::metrics::Sources { sync: sync_health.clone(), events: events.clone() },
         pod_log_dir: config.pod_log_dir.clone(),
         log_level,
+        info: api::status::Info {
+            node_name: config.node_name.clone(),
+            started: k8s_openapi::jiff::Timestamp::now(),
+            watcher,
+            runtime: runtime_info,
+            sync: sync_health,
+        },
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
@@ -242,15 +260,11 @@ pub async fn run(
     };
     let server = tokio::spawn(server);
     let mut managed = None;
-    let mut pods = if dry_run {
-        tokio::spawn(print_deltas(rx))
-    } else {
-        let socket = match containerd_choice(&config) {
+    let mut pods = if let Some(containerd) = containerd {
+        let socket = match containerd {
             (Choice::External, _) => config.containerd_socket.clone(),
             (Choice::Managed, binary) => {
-                let mut options = managed::Options::new(binary, &config.state_dir);
-                options.run_dir = config.run_dir.join("containerd");
-                let started = ManagedContainerd::start(options).await?;
+                let started = ManagedContainerd::start(managed_options(&config, binary)).await?;
                 let socket = started.socket().to_owned();
                 managed = Some(started);
                 socket
@@ -264,6 +278,8 @@ pub async fn run(
             stop_pods: stop_pods.clone(),
         };
         tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
+    } else {
+        tokio::spawn(print_deltas(rx))
     };
     let notifier = systemd::Notifier::open(&systemd)?;
     let supervisor = notifier.clone().map(|notifier| {
@@ -355,6 +371,13 @@ fn containerd_choice(config: &Config) -> (Choice, PathBuf) {
         managed::choose(config.containerd, config.containerd_socket.exists(), binary.is_some());
     // Without a binary, starting it fails with the error that says so.
     (choice, binary.unwrap_or_else(|| PathBuf::from("containerd")))
+}
+
+/// The managed containerd's options: its data under the state dir, sockets under the run dir.
+fn managed_options(config: &Config, binary: PathBuf) -> managed::Options {
+    let mut options = managed::Options::new(binary, &config.state_dir);
+    options.run_dir = config.run_dir.join("containerd");
+    options
 }
 
 /// `--dry-run`: one JSON line per delta on stdout, nothing run.

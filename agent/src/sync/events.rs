@@ -33,6 +33,7 @@ use outpost_core::event_aggregate::{Correlator, EventKey, Limits, ObjectKey, Obs
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
+pub use self::write::event;
 pub use outpost_core::event_aggregate::{EventType, Stats};
 
 use super::{Context, lock};

@@ -72,7 +72,7 @@ fn count(series: &Series) -> i32 {
 }
 
 /// The core/v1 Event of a series.
-pub(super) fn event(key: &EventKey, series: &Series, node_name: &str) -> Event {
+pub fn event(key: &EventKey, series: &Series, node_name: &str) -> Event {
     let object = &key.object;
     let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     Event {

@@ -1,0 +1,105 @@
+//! One pod, as the API server serves it: `GET /pods/{namespace}/{name}` (the `v1 Pod`
+//! with the live status `/pods` shows) and `GET /pods/{namespace}/{name}/events` (the
+//! Events the agent recorded about it, a `v1 EventList`, oldest first as
+//! `kubectl describe` lists them). They work offline: events are kept in memory with or
+//! without an API server. An unknown pod is a 404 `metav1.Status`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use k8s_openapi::api::core::v1::{Event, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
+use serde::Serialize;
+
+use super::AppState;
+
+/// The routes of this module.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/pods/{namespace}/{name}", get(pod))
+        .route("/pods/{namespace}/{name}/events", get(events))
+}
+
+async fn pod(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    match find(&state, &namespace, &name) {
+        Some(pod) => json(StatusCode::OK, &*pod),
+        None => not_found(&name),
+    }
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let Some(pod) = find(&state, &namespace, &name) else { return not_found(&name) };
+    let uid = outpost_core::pod::uid(&pod);
+    let mut items: Vec<Event> = state
+        .events
+        .recent(usize::MAX)
+        .into_iter()
+        .filter(|(key, _)| {
+            let object = &key.object;
+            object.kind == "Pod"
+                && object.namespace == namespace
+                && object.name == name
+                && (object.uid.is_empty() || object.uid == uid)
+        })
+        .map(|(key, series)| crate::sync::events::event(&key, &series, &state.info.node_name))
+        .collect();
+    items.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
+    json(StatusCode::OK, &k8s_openapi::List { items, metadata: Default::default() })
+}
+
+/// The desired pod `namespace/name`, with the status its worker reports (the source's
+/// own until a worker has one).
+pub(super) fn find(state: &AppState, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    let snap = state.snapshot.load();
+    let (_, pod) = snap.pods.iter().find(|(_, pod)| {
+        pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            && pod.metadata.name.as_deref() == Some(name)
+    })?;
+    Some(with_live_status(pod, &state.statuses))
+}
+
+/// `pod` with the status its worker last reported, if any.
+pub(super) fn with_live_status(pod: &Arc<Pod>, statuses: &crate::status::StatusStore) -> Arc<Pod> {
+    match statuses.get(outpost_core::pod::uid(pod)) {
+        Some(status) => {
+            let mut pod = Pod::clone(pod);
+            pod.status = Some(PodStatus::clone(&status));
+            Arc::new(pod)
+        }
+        None => pod.clone(),
+    }
+}
+
+/// The API server's answer for a pod it does not have.
+pub(super) fn not_found(name: &str) -> Response {
+    let status = Status {
+        status: Some("Failure".to_owned()),
+        message: Some(format!("pods \"{name}\" not found")),
+        reason: Some("NotFound".to_owned()),
+        details: Some(StatusDetails {
+            name: Some(name.to_owned()),
+            kind: Some("pods".to_owned()),
+            ..StatusDetails::default()
+        }),
+        code: Some(404),
+        ..Status::default()
+    };
+    json(StatusCode::NOT_FOUND, &status)
+}
+
+fn json(code: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(body) => (code, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
