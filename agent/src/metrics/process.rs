@@ -193,7 +193,7 @@ mod tests {
         };
         assert!(value("process_resident_memory_bytes") > 0.0);
         assert!(value("process_threads") >= 1.0);
-        assert!(value("process_open_fds") >= 3.0, "stdin, stdout, stderr at least");
+        assert!(value("process_open_fds") >= 1.0);
         let now = k8s_openapi::jiff::Timestamp::now().as_second() as f64;
         let started = value("process_start_time_seconds");
         assert!(started > now - 86_400.0 * 365.0 && started <= now + 1.0, "{started}");
