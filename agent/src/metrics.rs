@@ -71,10 +71,8 @@ pub fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
     registry.register_collector(Box::new(pods::Running { snapshot, statuses: sources.statuses }));
     sources.metrics.register(&mut registry);
     registry.register_collector(Box::new(counted::Watcher(sources.metrics)));
-    registry.register_collector(Box::new(sync::Sync {
-        health: sources.sync,
-        events: sources.events,
-    }));
+    registry
+        .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
     registry.register_collector(Box::new(process::Process::default()));
     registry
 }

@@ -12,6 +12,7 @@ mod images;
 mod images_dir;
 mod logs;
 mod managed;
+mod metrics;
 mod packaging;
 mod pods;
 mod pull;

@@ -94,9 +94,8 @@ fn writes_and_failed_writes_are_counted() {
     fs::write(&file, "").unwrap();
     let broken = Checkpoints::new(&file).with_metrics(metrics.clone());
     assert!(matches!(broken.write("push", &sample()), Err(Error::Write { .. })));
-    let snapshot = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(
-        crate::podconfig::Snapshot::default(),
-    ));
+    let snapshot =
+        std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(crate::podconfig::Snapshot::default()));
     let sources = crate::metrics::Sources { metrics, ..Default::default() };
     let text = crate::metrics::render(&crate::metrics::registry(snapshot, sources)).unwrap();
     for line in [

@@ -16,7 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 use crate::source::file::watch::Backend;
 
@@ -138,7 +138,9 @@ impl Metrics {
         }
     }
 
-    /// Registers every family (clones share the same atomics).
+    /// Registers every family (clones share the same atomics). The histograms carry
+    /// their unit in their name but declare no `# UNIT` line, which some consumers (the
+    /// `openmetrics-parser` crate the tests use) accept on counters and gauges only.
     pub(super) fn register(&self, registry: &mut Registry) {
         let m = &self.0;
         registry.register(
@@ -156,22 +158,19 @@ impl Metrics {
             "Containers started again by the pod workers after they had run",
             m.container_restarts.clone(),
         );
-        registry.register_with_unit(
-            "outpost_pod_start_duration",
+        registry.register(
+            "outpost_pod_start_duration_seconds",
             "From a pod first seen by the merge to its first container running",
-            Unit::Seconds,
             m.pod_start_duration.clone(),
         );
-        registry.register_with_unit(
-            "outpost_image_import_duration",
+        registry.register(
+            "outpost_image_import_duration_seconds",
             "Image tarball imports into containerd (the images dir)",
-            Unit::Seconds,
             m.image_import_duration.clone(),
         );
-        registry.register_with_unit(
-            "outpost_image_pull_duration",
+        registry.register(
+            "outpost_image_pull_duration_seconds",
             "Successful image pulls from a registry",
-            Unit::Seconds,
             m.image_pull_duration.clone(),
         );
         registry.register(

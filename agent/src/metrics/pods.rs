@@ -79,7 +79,6 @@ impl Collector for PodSources {
     }
 }
 
-
 /// The desired pods whose workers report them running, with their running containers.
 #[derive(Debug)]
 pub(super) struct Running {

@@ -75,7 +75,8 @@ impl Default for Process {
 
 impl Collector for Process {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(stat) = fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(parse_stat)
+        if let Some(stat) =
+            fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(parse_stat)
         {
             ConstCounter::new(stat.cpu_ticks as f64 / self.ticks).encode(
                 encoder.encode_descriptor(
@@ -168,7 +169,8 @@ mod tests {
                       Max cpu time              unlimited            unlimited            seconds   \n\
                       Max open files            1024                 524288               files     \n";
         assert_eq!(parse_max_fds(limits), Some(1024));
-        let unlimited = "Max open files            unlimited            unlimited            files\n";
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
         assert_eq!(parse_max_fds(unlimited), None);
     }
 

@@ -58,4 +58,3 @@ impl Collector for Sync {
         Ok(())
     }
 }
-

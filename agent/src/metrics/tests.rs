@@ -183,7 +183,6 @@ fn counted_metrics_are_exported() {
             "outpost_manifest_errors_total{source=\"url\"} 1",
             "outpost_container_restarts_total{source=\"file\"} 1",
             "# TYPE outpost_pod_start_duration_seconds histogram",
-            "# UNIT outpost_pod_start_duration_seconds seconds",
             "outpost_pod_start_duration_seconds_count{source=\"file\"} 1",
             "outpost_pod_start_duration_seconds_bucket{le=\"0.32\",source=\"file\"} 1",
             "outpost_pod_start_duration_seconds_bucket{le=\"0.16\",source=\"file\"} 0",

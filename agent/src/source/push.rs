@@ -267,7 +267,8 @@ impl PushHandle {
         })
         .await
         .map_err(|source| Error::Task { key: key.to_owned(), source })?;
-        let pushed = prepared.inspect_err(|_| self.inner.metrics.manifest_rejected(Source::Push))?;
+        let pushed =
+            prepared.inspect_err(|_| self.inner.metrics.manifest_rejected(Source::Push))?;
 
         let tx = self.inner.writer.lock().await;
         let (next, change) = match self.inner.current.load().put(key, pushed)? {

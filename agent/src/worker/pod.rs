@@ -259,8 +259,7 @@ impl PodWorker {
     }
 
     async fn sync(&mut self, inbox: &mut Inbox) {
-        let desired =
-            self.desired.clone().filter(|(_, p)| p.metadata.deletion_timestamp.is_none());
+        let desired = self.desired.clone().filter(|(_, p)| p.metadata.deletion_timestamp.is_none());
         let desired_uid = desired.as_ref().map(|(_, p)| pod::uid(p).to_owned());
         // M10: whatever runs under this name for another pod (or a deleted one) stops
         // first, completely, before anything of the desired pod starts.
