@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::metrics::Metrics;
+
 const MAGIC: &str = "outpost-checkpoint v1";
 
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +56,19 @@ pub enum Error {
 #[derive(Debug, Clone)]
 pub struct Checkpoints {
     dir: PathBuf,
+    metrics: Metrics,
 }
 
 impl Checkpoints {
     /// Checkpoints under `<state_dir>/checkpoints` (created on first write).
     pub fn new(state_dir: &Path) -> Checkpoints {
-        Checkpoints { dir: state_dir.join("checkpoints") }
+        Checkpoints { dir: state_dir.join("checkpoints"), metrics: Metrics::default() }
+    }
+
+    /// Counts every write and failed write in `metrics`, by checkpoint name.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Checkpoints {
+        self.metrics = metrics;
+        self
     }
 
     /// The file that holds checkpoint `name`.
@@ -68,7 +77,13 @@ impl Checkpoints {
     }
 
     /// Writes checkpoint `name` atomically and durably (temp + fsync + rename + dir fsync).
-    pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), Error> {
+    pub fn write<T: Serialize>(&self, name: &'static str, value: &T) -> Result<(), Error> {
+        let written = self.write_file(name, value);
+        self.metrics.checkpoint_written(name, written.is_ok());
+        written
+    }
+
+    fn write_file<T: Serialize>(&self, name: &str, value: &T) -> Result<(), Error> {
         let path = self.path(name);
         let body = serde_json::to_vec(value)
             .map_err(|source| Error::Encode { path: path.clone(), source })?;

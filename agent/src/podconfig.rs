@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::error_chain::describe;
+use crate::metrics::Metrics;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
@@ -148,10 +149,12 @@ pub struct Batch {
 
 /// Runs the merge until every source stream ends (or the delta receiver is dropped).
 /// A batch goes out for every update with deltas, and once when all sources are seen.
+/// Each delta is counted in `metrics` as it goes out.
 pub async fn run(
     sources: Vec<(Source, EventStream)>,
     deltas: mpsc::Sender<Batch>,
     snapshot: SnapshotHandle,
+    metrics: Metrics,
 ) {
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
     let mut health: Vec<SourceHealth> =
@@ -183,6 +186,9 @@ pub async fn run(
         if newly_synced {
             was_synced = true;
             info!(pods = store.len(), "all pod sources seen");
+        }
+        for delta in &result.deltas {
+            metrics.pod_delta(delta.op, delta.source);
         }
         if (newly_synced || !result.deltas.is_empty())
             && deltas.send(Batch { deltas: result.deltas, synced: was_synced }).await.is_err()

@@ -23,11 +23,12 @@ use k8s_openapi::api::core::v1::Pod;
 use oci_spec::runtime::Capability;
 use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::merge::DeltaOp;
-use outpost_core::pod::FullName;
+use outpost_core::pod::{FullName, Source};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
@@ -69,6 +70,8 @@ pub struct Runtime {
     pub statuses: StatusStore,
     /// Where the workers' Events go (Pulled, Created, Started, Killing, BackOff, …).
     pub events: Recorder,
+    /// Counts restarts, pod start latencies and image pulls.
+    pub metrics: Metrics,
     routes: Routes,
 }
 
@@ -79,8 +82,9 @@ impl Runtime {
         settings: Settings,
         statuses: StatusStore,
         events: Recorder,
+        metrics: Metrics,
     ) -> Runtime {
-        Runtime { containerd, cni, settings, statuses, events, routes: Routes::default() }
+        Runtime { containerd, cni, settings, statuses, events, metrics, routes: Routes::default() }
     }
 
     /// `<state-dir>/pods`: each pod's files and volumes, by UID.
@@ -97,8 +101,8 @@ impl Runtime {
 /// A worker's inbox.
 #[derive(Debug)]
 enum Message {
-    /// The desired pod of this full name (`None`: no longer desired).
-    Desired(Option<Arc<Pod>>),
+    /// The desired pod of this full name and its source (`None`: no longer desired).
+    Desired(Option<(Source, Arc<Pod>)>),
     Task(TaskEvent),
     /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
     /// gracefully, report it terminated, and end.
@@ -157,7 +161,7 @@ pub async fn run(
                         }
                         _ => {
                             desired.insert(name.clone(), outpost_core::pod::uid(&delta.pod).to_owned());
-                            Some(delta.pod)
+                            Some((delta.source, delta.pod))
                         }
                     };
                     send(&runtime, &mut workers, &mut running, &mut adopted, name, Message::Desired(pod));

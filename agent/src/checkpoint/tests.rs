@@ -81,3 +81,29 @@ proptest! {
         prop_assert!(matches!(read, Err(Error::Corrupt { .. })), "{:?}", read);
     }
 }
+
+#[test]
+fn writes_and_failed_writes_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = crate::metrics::Metrics::default();
+    let cps = Checkpoints::new(dir.path()).with_metrics(metrics.clone());
+    cps.write("url", &sample()).unwrap();
+    cps.write("url", &sample()).unwrap();
+    // A state directory that is a file: the checkpoint directory cannot be created.
+    let file = dir.path().join("not-a-dir");
+    fs::write(&file, "").unwrap();
+    let broken = Checkpoints::new(&file).with_metrics(metrics.clone());
+    assert!(matches!(broken.write("push", &sample()), Err(Error::Write { .. })));
+    let snapshot =
+        std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(crate::podconfig::Snapshot::default()));
+    let sources = crate::metrics::Sources { metrics, ..Default::default() };
+    let text = crate::metrics::render(&crate::metrics::registry(snapshot, sources)).unwrap();
+    for line in [
+        "outpost_checkpoint_writes_total{source=\"url\"} 2",
+        "outpost_checkpoint_writes_total{source=\"push\"} 1",
+        "outpost_checkpoint_write_failures_total{source=\"push\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("write_failures_total{source=\"url\"}"), "{text}");
+}

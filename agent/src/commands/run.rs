@@ -19,6 +19,7 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
 use crate::logging::LogLevel;
+use crate::metrics::Metrics;
 use crate::podconfig::{self, Batch, Snapshot};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::{self, Keyring};
@@ -142,14 +143,16 @@ pub async fn run(
 
     // Before anything is announced: SIGHUP's default action would end the agent.
     let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
-    let checkpoints = Checkpoints::new(&config.state_dir);
+    let metrics = Metrics::default();
+    let checkpoints = Checkpoints::new(&config.state_dir).with_metrics(metrics.clone());
     let events = Recorder::default();
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
         node_name: config.node_name.clone(),
         watcher: config.watcher,
     })?
-    .with_events(events.clone());
+    .with_events(events.clone())
+    .with_metrics(metrics.clone());
     let watcher = files.backend().to_string();
     let mut sources = vec![(Source::File, files.into_stream())];
     let refresh = Refresh::default();
@@ -162,7 +165,8 @@ pub async fn run(
             node_name: config.node_name.clone(),
             checkpoints: checkpoints.clone(),
             refresh: refresh.clone(),
-        })?;
+        })?
+        .with_metrics(metrics.clone());
         sources.push((Source::Url, source.into_stream()));
     }
     // The push endpoint changes state, so it exists only when callers can authenticate.
@@ -170,6 +174,7 @@ pub async fn run(
         let (handle, stream) = push::open(push::Config {
             node_name: config.node_name.clone(),
             checkpoints: checkpoints.clone(),
+            metrics: metrics.clone(),
         })?;
         sources.push((Source::Push, stream));
         Some(handle)
@@ -221,7 +226,12 @@ pub async fn run(
         refresh: config.manifest_url.is_some().then(|| refresh.clone()),
         statuses: statuses.clone(),
         runtime: runtime_ready.clone(),
-        metrics: crate::metrics::Sources { sync: sync_health.clone(), events: events.clone() },
+        metrics: crate::metrics::Sources {
+            sync: sync_health.clone(),
+            events: events.clone(),
+            statuses: statuses.clone(),
+            metrics: metrics.clone(),
+        },
         pod_log_dir: config.pod_log_dir.clone(),
         log_level,
         info: api::status::Info {
@@ -234,7 +244,7 @@ pub async fn run(
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
-    let merge = tokio::spawn(podconfig::run(sources, tx, snapshot.clone()));
+    let merge = tokio::spawn(podconfig::run(sources, tx, snapshot.clone(), metrics.clone()));
     // Status goes to the API server only when the agent runs pods (not in a dry run).
     let sync = match (client, &runtime_ready) {
         (Some(client), Some(runtime)) => Some(sync::spawn(sync::Context {
@@ -275,6 +285,7 @@ pub async fn run(
             ready: runtime_ready.unwrap_or_default(),
             version: runtime_version,
             events,
+            metrics,
             stop_pods: stop_pods.clone(),
         };
         tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
@@ -408,6 +419,7 @@ struct RuntimeHandles {
     /// containerd's version, once connected (the Node's nodeInfo).
     version: Arc<OnceLock<String>>,
     events: Recorder,
+    metrics: Metrics,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
     stop_pods: CancellationToken,
 }
@@ -438,7 +450,8 @@ async fn run_pods(
     let images = match &config.images_dir {
         Some(dir) => {
             let record = config.state_dir.join("images-imported.json");
-            let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?;
+            let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?
+                .with_metrics(handles.metrics.clone());
             match images.import_present().await {
                 Ok(summary) => info!(
                     imported = summary.imported.len(),
@@ -495,8 +508,14 @@ async fn run_pods(
             &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         ),
     };
-    let runtime =
-        Arc::new(Runtime::new(containerd, cni, settings, handles.statuses, handles.events));
+    let runtime = Arc::new(Runtime::new(
+        containerd,
+        cni,
+        settings,
+        handles.statuses,
+        handles.events,
+        handles.metrics,
+    ));
     worker::run(runtime, batches, handles.stop_pods).await;
     if let Some(images) = images {
         images.abort();

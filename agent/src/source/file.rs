@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
+use crate::metrics::Metrics;
 use crate::sync::events::{self, EventType, Recorder, reason};
 
 /// How long a file may keep changing without being closed before it is read anyway.
@@ -133,6 +134,8 @@ pub struct FileSource {
     errors_total: u64,
     /// Where rejected manifests are reported (a `FailedValidation` event on the node).
     events: Recorder,
+    /// Counts rejected manifests; told the watcher's backend.
+    metrics: Metrics,
 }
 
 impl FileSource {
@@ -156,6 +159,7 @@ impl FileSource {
             dirty: false,
             errors_total: 0,
             events: Recorder::default(),
+            metrics: Metrics::default(),
         };
         source.watch_dirs();
         // After the first watch: Auto may fall back to inotify on a filesystem that
@@ -167,6 +171,13 @@ impl FileSource {
     /// Reports rejected manifests to `events` (else to a recorder of its own).
     pub fn with_events(mut self, events: Recorder) -> FileSource {
         self.events = events;
+        self
+    }
+
+    /// Counts rejected manifests in `metrics` and tells it the watcher's backend.
+    pub fn with_metrics(mut self, metrics: Metrics) -> FileSource {
+        metrics.manifest_watcher(self.backend());
+        self.metrics = metrics;
         self
     }
 
@@ -359,6 +370,7 @@ impl FileSource {
             }
             Outcome::Rejected(report) => {
                 self.errors_total += 1;
+                self.metrics.manifest_rejected(Source::File);
                 warn!(file = ?name, pid = ?cause.pid, writer = ?writer(), "manifest rejected; its last good pods (if any) keep running:\n{report}");
                 self.events.emit(
                     &events::node_ref(&self.node_name),
@@ -435,6 +447,8 @@ impl FileSource {
                 Ok(id) => {
                     self.dir_watch = Some(id);
                     self.rescan = true;
+                    // Auto settles on a backend at the first watch that works.
+                    self.metrics.manifest_watcher(self.watcher.backend());
                 }
                 Err(e) => {
                     debug!(dir = %dir.display(), error = %e, "cannot watch the manifest directory yet")

@@ -21,13 +21,14 @@ use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::manifest;
-use outpost_core::pod::FullName;
+use outpost_core::pod::{FullName, Source};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{Instrument, error, info, info_span, warn};
 
 use self::state::{Checkpoint, Manifests, Put};
 pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
+use crate::metrics::Metrics;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// The checkpoint's name (`<state-dir>/checkpoints/push.json`).
@@ -117,6 +118,8 @@ fn diagnostics(key: &str, errors: &manifest::Errors) -> Vec<String> {
 pub struct Config {
     pub node_name: String,
     pub checkpoints: Checkpoints,
+    /// Counts rejected bodies.
+    pub metrics: Metrics,
 }
 
 /// What a PUT did.
@@ -142,6 +145,7 @@ struct Inner {
     current: ArcSwap<Manifests>,
     /// Serialises writes, so checkpoints and SETs go out in the order of the changes.
     writer: Mutex<mpsc::Sender<SourceEvent>>,
+    metrics: Metrics,
 }
 
 /// Loads the pushed manifests' checkpoint and returns the handle for the HTTP
@@ -155,6 +159,7 @@ pub fn open(config: Config) -> Result<(PushHandle, EventStream), Error> {
             checkpoints: config.checkpoints,
             current: ArcSwap::from_pointee(manifests),
             writer: Mutex::new(tx),
+            metrics: config.metrics,
         }),
     };
     let stream =
@@ -257,11 +262,13 @@ impl PushHandle {
     ) -> Result<(Summary, Change), Error> {
         let node_name = self.inner.node_name.clone();
         let owned = key.to_owned();
-        let pushed = tokio::task::spawn_blocking(move || {
+        let prepared = tokio::task::spawn_blocking(move || {
             state::prepare(&owned, body.as_ref(), &node_name, Timestamp::now())
         })
         .await
-        .map_err(|source| Error::Task { key: key.to_owned(), source })??;
+        .map_err(|source| Error::Task { key: key.to_owned(), source })?;
+        let pushed =
+            prepared.inspect_err(|_| self.inner.metrics.manifest_rejected(Source::Push))?;
 
         let tx = self.inner.writer.lock().await;
         let (next, change) = match self.inner.current.load().put(key, pushed)? {

@@ -31,6 +31,7 @@ use tracing::{Instrument, debug, error, info, warn};
 
 use self::client::{Client, Fetched, Validators};
 use crate::checkpoint::{self, Checkpoints};
+use crate::metrics::Metrics;
 use crate::source::{EventStream, Freshness, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};
@@ -190,6 +191,8 @@ pub struct UrlSource {
     next_fetch: Instant,
     /// The last failure logged at warn level (the same one again is logged at debug).
     last_failure: Option<String>,
+    /// Counts rejected documents.
+    metrics: Metrics,
 }
 
 impl UrlSource {
@@ -214,7 +217,14 @@ impl UrlSource {
             events: VecDeque::new(),
             next_fetch: Instant::now(),
             last_failure: None,
+            metrics: Metrics::default(),
         })
+    }
+
+    /// Counts rejected documents (empty, undecodable or invalid) in `metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> UrlSource {
+        self.metrics = metrics;
+        self
     }
 
     /// The next event: first the checkpoint's SET (if any), then one or more events per
@@ -307,7 +317,7 @@ impl UrlSource {
             // kubelet sends an empty SET for a zero-length body (and reports an error):
             // an empty answer from a broken server or proxy would wipe every pod. Here
             // it is a failure; an empty PodList is how a server says "no pods".
-            self.failed(Error::Empty { url: self.shown.clone() });
+            self.rejected(Error::Empty { url: self.shown.clone() });
             return;
         }
         let (url, node) = (self.url.clone(), self.node_name.clone());
@@ -318,12 +328,12 @@ impl UrlSource {
         let pods = match decoded {
             Ok(Ok(pods)) => pods,
             Ok(Err(errors)) => {
-                self.failed(Error::Manifest { url: self.shown.clone(), errors });
+                self.rejected(Error::Manifest { url: self.shown.clone(), errors });
                 return;
             }
             Err(source) => {
                 // The decoder panicked: a bug, reported as this document's failure.
-                self.failed(Error::Decoder { url: self.shown.clone(), source });
+                self.rejected(Error::Decoder { url: self.shown.clone(), source });
                 return;
             }
         };
@@ -394,6 +404,12 @@ impl UrlSource {
             debug!(error = %message, "manifest URL fetch failed again");
         }
         self.events.push_back(SourceEvent::Failed(Box::new(error)));
+    }
+
+    /// A fetched document that cannot be used: a failure, counted as a manifest error.
+    fn rejected(&mut self, error: Error) {
+        self.metrics.manifest_rejected(Source::Url);
+        self.failed(error);
     }
 
     fn recovered(&mut self) {

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
 use outpost_core::lifecycle::RestartPolicy;
-use outpost_core::pod::{self, FullName};
+use outpost_core::pod::{self, FullName, Source};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
@@ -35,7 +35,7 @@ pub(super) struct PodWorker {
     runtime: Arc<Runtime>,
     name: FullName,
     outbox: Outbox,
-    desired: Option<Arc<Pod>>,
+    desired: Option<(Source, Arc<Pod>)>,
     current: Option<Current>,
     /// Containers an earlier agent left for this full name, not yet adopted or removed.
     adoptable: Vec<Listed>,
@@ -47,7 +47,12 @@ pub(super) struct PodWorker {
 #[derive(Debug)]
 struct Current {
     pod: Arc<Pod>,
+    /// The source the merge took the pod from (the metrics' label).
+    source: Source,
     uid: String,
+    /// When the merge first saw the pod (`config.seen`), until its first container runs;
+    /// `None` for a pod adopted with containers that already ran.
+    seen: Option<Timestamp>,
     started: Timestamp,
     sandbox: Option<Sandbox>,
     problem: Option<SandboxProblem>,
@@ -254,8 +259,8 @@ impl PodWorker {
     }
 
     async fn sync(&mut self, inbox: &mut Inbox) {
-        let desired = self.desired.clone().filter(|p| p.metadata.deletion_timestamp.is_none());
-        let desired_uid = desired.as_deref().map(|p| pod::uid(p).to_owned());
+        let desired = self.desired.clone().filter(|(_, p)| p.metadata.deletion_timestamp.is_none());
+        let desired_uid = desired.as_ref().map(|(_, p)| pod::uid(p).to_owned());
         // M10: whatever runs under this name for another pod (or a deleted one) stops
         // first, completely, before anything of the desired pod starts.
         let stale: Vec<Listed> = self
@@ -268,16 +273,17 @@ impl PodWorker {
         if self.current.as_ref().is_some_and(|c| Some(&c.uid) != desired_uid.as_ref()) {
             self.stop_current(inbox).await;
         }
-        let Some(pod) = desired else { return };
+        let Some((source, pod)) = desired else { return };
         let adoptable = std::mem::take(&mut self.adoptable);
         let runtime = self.runtime.clone();
         let current = match &mut self.current {
             Some(current) => {
                 current.pod = pod;
+                current.source = source;
                 current
             }
             None => {
-                let current = Current::adopt(&runtime, pod, adoptable, &self.outbox).await;
+                let current = Current::adopt(&runtime, source, pod, adoptable, &self.outbox).await;
                 self.current.insert(current)
             }
         };
@@ -389,6 +395,13 @@ impl Current {
                         restart_count,
                         "container started"
                     );
+                    if slot.ran {
+                        runtime.metrics.container_restarted(self.source);
+                    }
+                    if let Some(seen) = self.seen.take() {
+                        let latency = started.started_at.duration_since(seen).unsigned_abs();
+                        runtime.metrics.pod_started(self.source, latency);
+                    }
                     slot.id = Some(started.id);
                     slot.image_id = Some(started.image_id);
                     slot.restart_count = restart_count;

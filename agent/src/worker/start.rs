@@ -185,6 +185,7 @@ async fn ensure_image(
             .await;
             match (pulled, present) {
                 (Ok(_), _) => {
+                    runtime.metrics.image_pulled(began.elapsed());
                     events.emit(
                         object,
                         EventType::Normal,

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use self::record::{Record, Stamp, tarball_name};
 use super::import;
 use crate::error_chain::describe;
+use crate::metrics::Metrics;
 use crate::runtime::Containerd;
 
 /// inotify's read buffer: room for many events with long names.
@@ -107,6 +108,8 @@ pub struct ImagesDir {
     events: EventStream<Vec<u8>>,
     /// The watch on the directory (a new one if the directory is created again).
     watch: Option<WatchDescriptor>,
+    /// Times the imports.
+    metrics: Metrics,
 }
 
 enum Wake {
@@ -135,9 +138,16 @@ impl ImagesDir {
             backoff: RETRY_BACKOFF,
             events,
             watch: None,
+            metrics: Metrics::default(),
         };
         images.add_watch()?;
         Ok(images)
+    }
+
+    /// Times each successful import in `metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> ImagesDir {
+        self.metrics = metrics;
+        self
     }
 
     fn add_watch(&mut self) -> Result<()> {
@@ -277,8 +287,10 @@ impl ImagesDir {
             return Outcome::Unchanged;
         }
         self.retry.remove(name);
+        let began = std::time::Instant::now();
         match import(&self.containerd, &path).await {
             Ok(images) => {
+                self.metrics.image_imported(began.elapsed());
                 let images: Vec<String> = images.into_iter().map(|i| i.name).collect();
                 tracing::info!(tarball = %path.display(), ?images, "imported image tarball");
                 self.failed.remove(name);

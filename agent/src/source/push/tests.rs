@@ -183,7 +183,11 @@ fn the_checkpoint_restores_the_same_pods() {
 }
 
 fn config(dir: &std::path::Path) -> Config {
-    Config { node_name: NODE.into(), checkpoints: Checkpoints::new(dir) }
+    Config {
+        node_name: NODE.into(),
+        checkpoints: Checkpoints::new(dir),
+        metrics: crate::metrics::Metrics::default(),
+    }
 }
 
 /// The next event, which must be ready now (a change's SET is sent before it returns).

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
 use outpost_core::lifecycle::{CrashLoop, RestartPolicy};
-use outpost_core::pod;
+use outpost_core::pod::{self, CONFIG_SEEN, Source};
 use tokio::time::Instant;
 
 use super::super::start::container_hash;
@@ -27,6 +27,7 @@ impl Current {
     /// newest of its containers (others removed); running ones are kept running.
     pub(super) async fn adopt(
         runtime: &Runtime,
+        source: Source,
         pod: Arc<Pod>,
         mut found: Vec<Listed>,
         outbox: &Outbox,
@@ -53,9 +54,17 @@ impl Current {
                 tracing::warn!(container_id = id, error = %describe(&e), "cannot remove an obsolete container");
             }
         }
+        // Only a pod none of whose containers ran yet has a start latency to measure.
+        let seen = slots
+            .iter()
+            .all(|s| !s.ran)
+            .then(|| pod::annotation(&pod, CONFIG_SEEN)?.parse::<Timestamp>().ok())
+            .flatten();
         Current {
             pod,
+            source,
             uid,
+            seen,
             started: Timestamp::now(),
             sandbox: None,
             problem: None,

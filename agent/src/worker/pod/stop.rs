@@ -90,7 +90,7 @@ impl PodWorker {
     /// Stops the current pod gracefully and removes its containers and sandbox.
     pub(super) async fn stop_current(&mut self, inbox: &mut Inbox) {
         let Some(current) = self.current.take() else { return };
-        let grace = lifecycle::grace_period(self.desired.as_deref().unwrap_or(&current.pod));
+        let grace = lifecycle::grace_period(self.desired.as_ref().map_or(&current.pod, |(_, p)| p));
         let running: HashSet<String> =
             current.slots.iter().filter(|s| s.is_running()).filter_map(|s| s.id.clone()).collect();
         tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");

@@ -1,0 +1,209 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodStatus,
+};
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::merge::DeltaOp;
+use outpost_core::pod::Source;
+
+use super::*;
+use crate::podconfig::{Snapshot, SourceHealth, SourceState};
+use crate::source::file::watch::Backend;
+use crate::sync::{Health, Recorder};
+
+fn has_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.lines().any(|l| l == *line), "missing {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn source_health_is_exported() {
+    let snapshot = Snapshot {
+        sources: vec![
+            SourceHealth {
+                source: Source::File,
+                state: SourceState::Live,
+                last_error: None,
+                errors_total: 0,
+                last_success: Some(Timestamp::from_second(1_700_000_000).unwrap()),
+            },
+            SourceHealth {
+                source: Source::Url,
+                state: SourceState::Checkpoint,
+                last_error: Some("connection refused".into()),
+                errors_total: 3,
+                last_success: None,
+            },
+        ],
+        ..Snapshot::default()
+    };
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let text = render(&registry(handle, Sources::default())).unwrap();
+    for line in [
+        "outpost_source_state{source=\"url\",state=\"checkpoint\"} 1",
+        "outpost_source_state{source=\"url\",state=\"live\"} 0",
+        "outpost_source_errors_total{source=\"url\"} 3",
+        "outpost_source_errors_total{source=\"file\"} 0",
+        "outpost_source_last_success_timestamp_seconds{source=\"file\"} 1700000000.0",
+        "outpost_pods{source=\"file\"} 0",
+        "outpost_pod_conflicts 0",
+        "# EOF",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("last_success_timestamp_seconds{source=\"url\"}"), "{text}");
+}
+
+#[test]
+fn sync_and_events_are_exported() {
+    let connectivity = crate::sync::Connectivity::default();
+    connectivity.reachable();
+    let backlog =
+        tokio::sync::watch::Sender::new(crate::sync::StatusBacklog { version: 7, queued: 3 });
+    let events = Recorder::default();
+    let node = crate::sync::events::node_ref("edge-1");
+    events.emit(&node, crate::sync::events::EventType::Warning, "FailedValidation", "bad");
+    let sources = Sources {
+        sync: Some(Health { connectivity, status_backlog: backlog.subscribe() }),
+        events,
+        ..Sources::default()
+    };
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let text = render(&registry(handle, sources)).unwrap();
+    for line in [
+        "outpost_apiserver_reachable 1",
+        "outpost_pod_status_updates_queued 3",
+        "outpost_events_recorded_total 1",
+        "outpost_events_rate_limited_total 0",
+        "outpost_events_dropped_total 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+    }
+    // Without a kubeconfig there is no API server to report on.
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let text = render(&registry(handle, Sources::default())).unwrap();
+    assert!(!text.contains("outpost_apiserver_reachable"), "{text}");
+}
+
+fn pod(uid: &str, name: &str) -> Arc<Pod> {
+    let mut pod = Pod::default();
+    pod.metadata.uid = Some(uid.to_owned());
+    pod.metadata.name = Some(name.to_owned());
+    pod.metadata.namespace = Some("default".to_owned());
+    Arc::new(pod)
+}
+
+fn live(source: Source) -> SourceHealth {
+    SourceHealth {
+        source,
+        state: SourceState::Live,
+        last_error: None,
+        errors_total: 0,
+        last_success: None,
+    }
+}
+
+fn status(phase: &str, running: &[bool]) -> PodStatus {
+    let container = |(i, up): (usize, &bool)| ContainerStatus {
+        name: format!("c{i}"),
+        state: Some(if *up {
+            ContainerState { running: Some(ContainerStateRunning::default()), ..Default::default() }
+        } else {
+            ContainerState::default()
+        }),
+        ..Default::default()
+    };
+    PodStatus {
+        phase: Some(phase.to_owned()),
+        container_statuses: Some(running.iter().enumerate().map(container).collect()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn running_pods_and_containers_join_statuses_with_sources() {
+    let snapshot = Snapshot {
+        pods: vec![
+            (Source::File, pod("a", "web")),
+            (Source::File, pod("b", "db")),
+            (Source::Url, pod("c", "proxy")),
+            (Source::File, pod("d", "not-started-yet")),
+        ],
+        sources: vec![live(Source::File), live(Source::Url), live(Source::Push)],
+        ..Snapshot::default()
+    };
+    let statuses = StatusStore::default();
+    statuses.set("a", status("Running", &[true, true]));
+    statuses.set("b", status("Running", &[true, false]));
+    statuses.set("c", status("Pending", &[false]));
+    // A status of a pod no longer desired is not counted.
+    statuses.set("gone", status("Running", &[true]));
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let sources = Sources { statuses, ..Sources::default() };
+    let text = render(&registry(handle, sources)).unwrap();
+    has_lines(
+        &text,
+        &[
+            "outpost_running_pods{source=\"file\"} 2",
+            "outpost_running_pods{source=\"url\"} 0",
+            "outpost_running_pods{source=\"push\"} 0",
+            "outpost_running_containers{source=\"file\"} 3",
+            "outpost_running_containers{source=\"url\"} 0",
+        ],
+    );
+}
+
+#[test]
+fn counted_metrics_are_exported() {
+    let metrics = Metrics::default();
+    metrics.pod_delta(DeltaOp::Add, Source::File);
+    metrics.pod_delta(DeltaOp::Add, Source::File);
+    metrics.pod_delta(DeltaOp::Remove, Source::Push);
+    metrics.manifest_rejected(Source::Url);
+    metrics.container_restarted(Source::File);
+    metrics.pod_started(Source::File, Duration::from_millis(300));
+    metrics.image_imported(Duration::from_secs(2));
+    metrics.image_pulled(Duration::from_millis(20));
+    metrics.checkpoint_written("push", true);
+    metrics.checkpoint_written("url", false);
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let sources = Sources { metrics: metrics.clone(), ..Sources::default() };
+    let registry = registry(handle, sources);
+    let text = render(&registry).unwrap();
+    has_lines(
+        &text,
+        &[
+            "# TYPE outpost_pod_deltas counter",
+            "outpost_pod_deltas_total{op=\"add\",source=\"file\"} 2",
+            "outpost_pod_deltas_total{op=\"remove\",source=\"push\"} 1",
+            "outpost_manifest_errors_total{source=\"url\"} 1",
+            "outpost_container_restarts_total{source=\"file\"} 1",
+            "# TYPE outpost_pod_start_duration_seconds histogram",
+            "outpost_pod_start_duration_seconds_count{source=\"file\"} 1",
+            "outpost_pod_start_duration_seconds_bucket{le=\"0.32\",source=\"file\"} 1",
+            "outpost_pod_start_duration_seconds_bucket{le=\"0.16\",source=\"file\"} 0",
+            "outpost_image_import_duration_seconds_count 1",
+            "outpost_image_import_duration_seconds_sum 2.0",
+            "outpost_image_pull_duration_seconds_count 1",
+            "outpost_checkpoint_writes_total{source=\"push\"} 1",
+            "outpost_checkpoint_writes_total{source=\"url\"} 1",
+            "outpost_checkpoint_write_failures_total{source=\"url\"} 1",
+        ],
+    );
+    assert!(!text.contains("write_failures_total{source=\"push\"}"), "{text}");
+    // No watcher reported yet: no info line; then the backend the file source uses.
+    assert!(!text.contains("outpost_manifest_watcher_info"), "{text}");
+    metrics.manifest_watcher(Backend::Inotify);
+    let text = render(&registry).unwrap();
+    has_lines(
+        &text,
+        &[
+            "# TYPE outpost_manifest_watcher info",
+            "outpost_manifest_watcher_info{backend=\"inotify\"} 1",
+        ],
+    );
+}
