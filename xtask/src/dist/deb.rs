@@ -83,10 +83,10 @@ pub fn glibc_needed(binary: &[u8]) -> Option<String> {
             rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(rest.len());
         let text = String::from_utf8_lossy(&rest[..end]);
         let parts: Option<Vec<u32>> = text.split('.').map(|p| p.parse().ok()).collect();
-        if let Some(parts) = parts.filter(|p| p.len() >= 2) {
-            if newest.as_ref().is_none_or(|n| parts > *n) {
-                newest = Some(parts);
-            }
+        if let Some(parts) = parts.filter(|p| p.len() >= 2)
+            && newest.as_ref().is_none_or(|n| parts > *n)
+        {
+            newest = Some(parts);
         }
     }
     newest.map(|n| n.iter().map(u32::to_string).collect::<Vec<_>>().join("."))
