@@ -3,16 +3,20 @@
 # state directories. Idempotent: run it again to upgrade. An edited config is never
 # overwritten (the new default goes beside it as outpost.yaml.new).
 #
-#   deploy/install.sh [--root DIR] [--binary PATH] [--enable]
+#   install.sh [--root DIR] [--binary PATH] [--enable]
 #
 #   --root DIR     install below DIR instead of / (a package build or a test)
-#   --binary PATH  the outpost binary (default: target/release/outpost of this checkout)
+#   --binary PATH  the outpost binary (default: bin/outpost beside this script, as in a
+#                  release tarball, else target/release/outpost of this checkout)
 #   --enable       then run `systemctl daemon-reload` and `systemctl enable --now outpost`
 #                  (only with --root /)
+#
+# outpost.service, outpost.yaml and manifests/ are read beside this script: deploy/ in
+# a checkout, the top directory of a release tarball (cargo xtask dist).
 set -eu
 
 usage() {
-    sed -n '5,11s/^# \{0,1\}//p' "$0"
+    sed -n '5,12s/^# \{0,1\}//p' "$0"
 }
 
 die() {
@@ -22,7 +26,11 @@ die() {
 
 deploy=$(cd "$(dirname "$0")" && pwd)
 root=/
-binary="${CARGO_TARGET_DIR:-$deploy/../target}/release/outpost"
+if [ -e "$deploy/bin/outpost" ]; then
+    binary="$deploy/bin/outpost"
+else
+    binary="${CARGO_TARGET_DIR:-$deploy/../target}/release/outpost"
+fi
 enable=no
 
 while [ $# -gt 0 ]; do

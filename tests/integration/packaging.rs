@@ -184,6 +184,40 @@ fn install_is_idempotent_and_keeps_an_edited_config() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root /"));
 }
 
+#[test]
+fn install_from_a_release_layout_uses_the_binary_beside_it() {
+    // Laid out as `cargo xtask dist` packs outpost-<version>/ (without the release build).
+    let release = tempfile::tempdir().unwrap();
+    let release = release.path();
+    std::fs::create_dir_all(release.join("bin")).unwrap();
+    std::fs::copy(outpost_bin(), release.join("bin/outpost")).unwrap();
+    for name in ["install.sh", "outpost.service", "outpost.yaml"] {
+        std::fs::copy(deploy().join(name), release.join(name)).unwrap();
+    }
+    std::fs::create_dir(release.join("manifests")).unwrap();
+    std::fs::copy(deploy().join("manifests/hello.yaml"), release.join("manifests/hello.yaml"))
+        .unwrap();
+
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let out = Command::new("sh")
+        .arg(release.join("install.sh"))
+        .arg("--root")
+        .arg(root)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "install.sh from the release layout failed: {stderr}");
+    let installed = std::fs::read(root.join("usr/local/bin/outpost")).unwrap();
+    assert!(installed == std::fs::read(outpost_bin()).unwrap(), "not the release's bin/outpost");
+    assert_eq!(
+        std::fs::read(root.join("etc/systemd/system/outpost.service")).unwrap(),
+        std::fs::read(deploy().join("outpost.service")).unwrap()
+    );
+    assert!(root.join("etc/outpost/manifests/hello.yaml").exists());
+}
+
 fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
     rules.iter().any(|r| {
         r.api_groups.as_ref().is_some_and(|g| g.iter().any(|g| g == group))

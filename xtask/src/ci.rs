@@ -3,16 +3,19 @@
 //! After `deps` it starts the private containerd (in CI or as root) and builds the test
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
-//! was already running is left running.
+//! was already running is left running. After the tests, `dist` cross-builds the arm64
+//! release and smoke-tests it under qemu, and makes its `.deb`.
 
 use std::path::PathBuf;
 
-use crate::{bench, containerd, deps, images};
+use crate::{bench, containerd, deps, dist, images};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
 /// The directory holding the test images' tarballs (absolute path).
 pub const IMAGES_ENV: &str = "OUTPOST_TEST_IMAGES";
+/// The release CI builds (cross) and smoke-tests (under qemu).
+const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 
 pub fn run() -> anyhow::Result<()> {
     let steps: [&[&str]; 4] = [
@@ -21,7 +24,7 @@ pub fn run() -> anyhow::Result<()> {
         &["build", "--workspace", "--all-targets"],
         &["test", "--workspace"],
     ];
-    let total = steps.len() + 4;
+    let total = steps.len() + 5;
     println!("==> ci step 1/{total}: cargo xtask deps");
     deps::run()?;
 
@@ -64,6 +67,9 @@ fn with_containerd(
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
         crate::run(command)?;
     }
+    let arm64 = dist::Options { target: Some(DIST_TARGET.to_owned()), deb: true };
+    println!("==> ci step {}/{total}: cargo xtask dist --target {DIST_TARGET} --deb", total - 1);
+    dist::run(&arm64)?;
     println!("==> ci step {total}/{total}: cargo xtask bench --quick");
     bench::run(&bench::Options { quick: true }, &env)
 }

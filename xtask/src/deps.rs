@@ -1,12 +1,12 @@
-//! `cargo xtask deps`: installs the Debian packages the test suite needs, and only the
-//! missing ones. CI runs it first; on a developer machine it needs root (or says what to
-//! install).
+//! `cargo xtask deps`: installs the Debian packages the test suite and `dist` need, and
+//! only the missing ones. CI runs it first; on a developer machine it needs root (or says
+//! what to install).
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
-/// Debian packages the tests use, and what for.
+/// Debian packages the tests and `dist` use, and what for.
 const PACKAGES: &[(&str, &str)] = &[
     ("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)"),
     ("containerd", "the container runtime the agent drives (`cargo xtask containerd start`)"),
@@ -22,6 +22,12 @@ const PACKAGES: &[(&str, &str)] = &[
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
     ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
+    ("gcc-aarch64-linux-gnu", "`dist --target aarch64-unknown-linux-gnu`: linker and C compiler"),
+    ("libc6-dev-arm64-cross", "the arm64 glibc that the cross build links against"),
+    (
+        "qemu-user-static",
+        "qemu-aarch64-static runs the arm64 release binary in `dist`'s smoke test",
+    ),
 ];
 
 pub fn run() -> anyhow::Result<()> {

@@ -17,9 +17,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
-use crate::containerd;
+use crate::tarball::{Entry, archive};
+use crate::{containerd, sha256, write_atomically};
 
 /// The reference both tarballs carry.
 pub const IMAGE_NAME: &str = "outpost.test/busybox:latest";
@@ -116,15 +116,18 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
         }],
     }))?;
     let oci_layout = to_json(&json!({ "imageLayoutVersion": "1.0.0" }))?;
-    let oci = archive(vec![
-        Entry::dir("blobs"),
-        Entry::dir("blobs/sha256"),
-        Entry::file(format!("blobs/sha256/{config_digest}"), config.clone()),
-        Entry::file(format!("blobs/sha256/{layer_digest}"), layer.clone()),
-        Entry::file(format!("blobs/sha256/{manifest_digest}"), manifest),
-        Entry::file("index.json", index),
-        Entry::file("oci-layout", oci_layout),
-    ])?;
+    let oci = archive(
+        vec![
+            Entry::dir("blobs"),
+            Entry::dir("blobs/sha256"),
+            Entry::file(format!("blobs/sha256/{config_digest}"), config.clone()),
+            Entry::file(format!("blobs/sha256/{layer_digest}"), layer.clone()),
+            Entry::file(format!("blobs/sha256/{manifest_digest}"), manifest),
+            Entry::file("index.json", index),
+            Entry::file("oci-layout", oci_layout),
+        ],
+        0,
+    )?;
 
     let (repository, _) = IMAGE_NAME.rsplit_once(':').unwrap_or((IMAGE_NAME, "latest"));
     let docker_manifest = to_json(&json!([{
@@ -133,14 +136,17 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
         "Layers": [format!("{layer_digest}/layer.tar")],
     }]))?;
     let repositories = to_json(&json!({ repository: { tag: layer_digest } }))?;
-    let docker = archive(vec![
-        Entry::file(format!("{config_digest}.json"), config),
-        Entry::dir(layer_digest.clone()),
-        Entry::file(format!("{layer_digest}/VERSION"), b"1.0".to_vec()),
-        Entry::file(format!("{layer_digest}/layer.tar"), layer),
-        Entry::file("manifest.json", docker_manifest),
-        Entry::file("repositories", repositories),
-    ])?;
+    let docker = archive(
+        vec![
+            Entry::file(format!("{config_digest}.json"), config),
+            Entry::dir(layer_digest.clone()),
+            Entry::file(format!("{layer_digest}/VERSION"), b"1.0".to_vec()),
+            Entry::file(format!("{layer_digest}/layer.tar"), layer),
+            Entry::file("manifest.json", docker_manifest),
+            Entry::file("repositories", repositories),
+        ],
+        0,
+    )?;
 
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, bytes) in [("busybox-oci.tar", &oci), ("busybox-docker.tar", &docker)] {
@@ -238,7 +244,7 @@ fn image_config(layer_digest: &str) -> anyhow::Result<Vec<u8>> {
 fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut entries = vec![
         Entry::dir("bin"),
-        Entry { mode: 0o755, ..Entry::file("bin/busybox", busybox.to_vec()) },
+        Entry::executable("bin/busybox", busybox.to_vec()),
         Entry::dir("etc"),
         Entry::file("etc/group", GROUP.as_bytes().to_vec()),
         Entry::file("etc/passwd", PASSWD.as_bytes().to_vec()),
@@ -246,72 +252,7 @@ fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
         Entry { mode: 0o1777, ..Entry::dir("tmp") },
     ];
     entries.extend(APPLETS.iter().map(|applet| Entry::symlink(format!("bin/{applet}"), "busybox")));
-    archive(entries)
-}
-
-#[derive(Debug)]
-enum Kind {
-    Dir,
-    File(Vec<u8>),
-    Symlink(String),
-}
-
-#[derive(Debug)]
-struct Entry {
-    path: String,
-    mode: u32,
-    kind: Kind,
-}
-
-impl Entry {
-    fn dir(path: impl Into<String>) -> Entry {
-        Entry { path: path.into(), mode: 0o755, kind: Kind::Dir }
-    }
-    fn file(path: impl Into<String>, data: Vec<u8>) -> Entry {
-        Entry { path: path.into(), mode: 0o644, kind: Kind::File(data) }
-    }
-    fn symlink(path: impl Into<String>, target: &str) -> Entry {
-        Entry { path: path.into(), mode: 0o777, kind: Kind::Symlink(target.to_owned()) }
-    }
-}
-
-/// A tar of `entries`, sorted by path, with mtime 0 and owner 0:0: the same entries always
-/// give the same bytes.
-fn archive(mut entries: Vec<Entry>) -> anyhow::Result<Vec<u8>> {
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut builder = tar::Builder::new(Vec::new());
-    for entry in entries {
-        let mut header = tar::Header::new_ustar();
-        header.set_mode(entry.mode);
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_username("root").context("tar header")?;
-        header.set_groupname("root").context("tar header")?;
-        let context = || format!("cannot add {} to a tar", entry.path);
-        match &entry.kind {
-            Kind::Dir => {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_size(0);
-                builder
-                    .append_data(&mut header, format!("{}/", entry.path), std::io::empty())
-                    .with_context(context)?;
-            }
-            Kind::File(data) => {
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(data.len() as u64);
-                builder
-                    .append_data(&mut header, &entry.path, data.as_slice())
-                    .with_context(context)?;
-            }
-            Kind::Symlink(target) => {
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_size(0);
-                builder.append_link(&mut header, &entry.path, target).with_context(context)?;
-            }
-        }
-    }
-    builder.into_inner().context("cannot finish a tar")
+    archive(entries, 0)
 }
 
 /// The OCI name of the architecture this xtask was built for (the host's).
@@ -328,20 +269,8 @@ fn architecture() -> anyhow::Result<&'static str> {
     })
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn to_json(value: &serde_json::Value) -> anyhow::Result<Vec<u8>> {
     serde_json::to_vec(value).context("cannot serialize JSON")
-}
-
-/// Writes through a temporary file and a rename, so a reader never sees half a tarball.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, path)
-        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
 }
 
 #[cfg(test)]

@@ -7,12 +7,15 @@ mod bench;
 mod ci;
 mod containerd;
 mod deps;
+mod dist;
 mod images;
+mod tarball;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
 
 const USAGE: &str = "\
 usage: cargo xtask <task>
@@ -20,11 +23,18 @@ usage: cargo xtask <task>
 tasks:
   bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
   ci                deps, private containerd + test images, fmt check, clippy, build,
-                    test, then `bench --quick`
+                    test, `dist --target aarch64-unknown-linux-gnu --deb`, then
+                    `bench --quick`
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
-  deps              install the Debian packages the tests need (root)
+  deps              install the Debian packages the tests and `dist` need (root)
+  dist [--target TRIPLE] [--deb]
+                    release build of outpost for TRIPLE (default: the host;
+                    aarch64-unknown-linux-gnu cross-builds), packed as
+                    target/dist/outpost-<version>-<arch>.tar.gz, verified and
+                    smoke-tested (under qemu-aarch64-static for arm64); --deb also
+                    makes target/dist/outpost_<version>_<arch>.deb
   images [--check]  build the busybox test images into target/images/ (OCI layout and
                     docker-archive tarballs); --check imports and runs them in the
                     private containerd";
@@ -55,6 +65,7 @@ fn dispatch() -> anyhow::Result<()> {
         }
         "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
+        "dist" => dist::run(&dist::Options::parse(rest)?),
         "images" => images::run(&images::Options::parse(rest)?),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
@@ -115,4 +126,17 @@ fn show(command: &Command) -> String {
         .chain(command.get_args().map(|a| a.to_string_lossy().into_owned()))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
 }
