@@ -1,8 +1,9 @@
 //! `cargo xtask dist [--target TRIPLE] [--deb]`: a release of `outpost` for one platform.
 //!
 //! 1. Builds `outpost` with the `distribution` profile (release without debug info) for
-//!    the target (default: the host's). A cross build (`aarch64-unknown-linux-gnu` on x86_64) links with Debian's cross gcc
-//!    (`gcc-aarch64-linux-gnu`, `libc6-dev-arm64-cross`); protoc runs on the host.
+//!    the target (default: the host's). A cross build (`aarch64-unknown-linux-gnu` on
+//!    x86_64) links with Debian's cross gcc (`gcc-aarch64-linux-gnu`,
+//!    `libc6-dev-arm64-cross`); protoc runs on the host.
 //! 2. Writes `target/dist/outpost-<version>-<arch>.tar.gz` (`arch` in Debian naming:
 //!    amd64, arm64; the layout is in [`layout`]): sorted entries, owner root, every mtime
 //!    `SOURCE_DATE_EPOCH` or else the last commit's time, gzip with no name or time.
