@@ -66,7 +66,9 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         let measured = measure(&agent, &node.path("logs"), window)?;
         entries.extend(measured.entries(&format!("{count} pods"), count == RSS_TARGET_PODS));
     }
-    teardown(&node, agent, &uids)?;
+    if let Err(error) = teardown(&node, agent, &uids) {
+        return Ok(failed(entries, &error));
+    }
     drop(node);
 
     let cluster = ApiNode::new().context("B5 needs the test API server too")?;
@@ -78,8 +80,18 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     std::thread::sleep(settle);
     let measured = measure(&agent, &cluster.node.path("logs"), window)?;
     entries.extend(measured.entries(&format!("{API_PODS} pods, kubeconfig"), false));
-    teardown(&cluster.node, agent, &uids)?;
+    if let Err(error) = teardown(&cluster.node, agent, &uids) {
+        return Ok(failed(entries, &error));
+    }
     Ok(entries)
+}
+
+/// The figures measured so far, the last one marked with the teardown's failure.
+fn failed(mut entries: Vec<Entry>, error: &anyhow::Error) -> Vec<Entry> {
+    if let Some(last) = entries.pop() {
+        entries.push(last.error(format!("teardown: {error:#}")));
+    }
+    entries
 }
 
 /// A pod with one container that sleeps, on the pod network.
@@ -232,14 +244,16 @@ fn teardown(node: &Node, agent: Agent, uids: &[String]) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(node.manifests())?.flatten() {
         std::fs::remove_file(entry.path())?;
     }
+    // `/pods` drops a pod once it is no longer desired; its containers go after that.
     let deadline = Instant::now() + PATIENCE;
-    while !bench_pods(&agent)?.is_empty() {
-        ensure!(Instant::now() < deadline, "the agent never removed the benchmark's pods");
-        std::thread::sleep(Duration::from_millis(200));
+    while !(bench_pods(&agent)?.is_empty() && node.containers().is_empty()) {
+        if Instant::now() > deadline {
+            let containers = node.containers();
+            bail!("containers left {PATIENCE:?} after the pods went: {containers:?}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
     agent.stop();
-    let containers = node.containers();
-    ensure!(containers.is_empty(), "containers left after the pods went: {containers:?}");
     let tasks = node.tasks();
     ensure!(tasks.is_empty(), "tasks left after the pods went: {tasks:?}");
     let left: Vec<String> = uids.iter().flat_map(|uid| node.leftovers(uid)).collect();
