@@ -1,5 +1,5 @@
-//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B6
-//! reconnect, B7 scale (merge only); and
+//! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
+//! footprint, B6 reconnect, B7 scale (merge only); and
 //! O2 restart from checkpoint (asked for by the sources issue).
 //!
 //! Run with `cargo xtask bench [--quick]` (the release profile). Writes
@@ -16,6 +16,7 @@ mod bench {
     pub mod b2_start;
     pub mod b3_restart;
     pub mod b4_merge;
+    pub mod b5_footprint;
     pub mod b6_reconnect;
     pub mod b7_scale;
     pub mod o2_restart;
@@ -29,8 +30,8 @@ use std::process::ExitCode;
 
 use bench::report::Entry;
 use bench::{
-    b1_detect, b2_start, b3_restart, b4_merge, b6_reconnect, b7_scale, o2_restart, pods, report,
-    signal,
+    b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, o2_restart,
+    pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -63,11 +64,12 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 7] = [
+    let benches: [(&str, Bench); 8] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
         ("B4", b4_merge::run),
+        ("B5", b5_footprint::run),
         ("B6", b6_reconnect::run),
         ("B7", b7_scale::run),
         ("O2", o2_restart::run),
