@@ -34,7 +34,6 @@ use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde::Serialize;
 
 use self::auth::Authenticator;
@@ -122,7 +121,6 @@ fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/pods", get(pods))
         .route("/metrics", get(metrics))
         .route("/containerLogs/{namespace}/{pod}/{container}", get(container_logs::container_logs))
         .route("/status", get(status::status))
@@ -257,38 +255,6 @@ impl IntoResponse for Problem {
 async fn metrics(State(state): State<AppState>) -> Response {
     match crate::metrics::render(&state.metrics) {
         Ok(text) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
-}
-
-/// kubelet's `/pods`: a `v1 PodList` of the desired pods, with the status the pod
-/// workers report (the source's own status until a worker has one).
-async fn pods(State(state): State<AppState>) -> Response {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct PodList {
-        kind: &'static str,
-        api_version: &'static str,
-        metadata: serde_json::Map<String, serde_json::Value>,
-        items: Vec<Arc<Pod>>,
-    }
-    let snap = state.snapshot.load();
-    let items = snap
-        .pods
-        .iter()
-        .map(|(_, pod)| match state.statuses.get(outpost_core::pod::uid(pod)) {
-            Some(status) => {
-                let mut pod = Pod::clone(pod);
-                pod.status = Some(PodStatus::clone(&status));
-                Arc::new(pod)
-            }
-            None => pod.clone(),
-        })
-        .collect();
-    let list =
-        PodList { kind: "PodList", api_version: "v1", metadata: serde_json::Map::new(), items };
-    match serde_json::to_vec(&list) {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }

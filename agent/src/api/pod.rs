@@ -1,5 +1,5 @@
-//! One pod, as the API server serves it: `GET /pods/{namespace}/{name}` (the `v1 Pod`
-//! with the live status `/pods` shows) and `GET /pods/{namespace}/{name}/events` (the
+//! The pods, as kubelet and the API server serve them: `GET /pods` (kubelet's `v1 PodList`
+//! of the desired pods with their live status), `GET /pods/{namespace}/{name}` (one `v1 Pod`) and `GET /pods/{namespace}/{name}/events` (the
 //! Events the agent recorded about it, a `v1 EventList`, oldest first as
 //! `kubectl describe` lists them). They work offline: events are kept in memory with or
 //! without an API server. An unknown pod is a 404 `metav1.Status`.
@@ -20,8 +20,28 @@ use super::AppState;
 /// The routes of this module.
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
+        .route("/pods", get(pods))
         .route("/pods/{namespace}/{name}", get(pod))
         .route("/pods/{namespace}/{name}/events", get(events))
+}
+
+/// Every desired pod, with the status the pod workers report (the source's own until a
+/// worker has one).
+async fn pods(State(state): State<AppState>) -> Response {
+    let snap = state.snapshot.load();
+    // `k8s_openapi::List` would need owned pods: this serializes the shared ones as they are.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct PodList {
+        kind: &'static str,
+        api_version: &'static str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        items: Vec<Arc<Pod>>,
+    }
+    let items = snap.pods.iter().map(|(_, pod)| with_live_status(pod, &state.statuses)).collect();
+    let list =
+        PodList { kind: "PodList", api_version: "v1", metadata: serde_json::Map::new(), items };
+    json(StatusCode::OK, &list)
 }
 
 async fn pod(

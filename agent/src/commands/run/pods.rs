@@ -1,0 +1,154 @@
+//! The pod runtime side of `outpost run`: containerd (connected, or started by the agent),
+//! the images dir, CNI, and the pod workers.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use outpost_core::backoff::Backoff;
+use outpost_core::lifecycle::CrashLoopConfig;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Error;
+use crate::config::Config;
+use crate::error_chain::describe;
+use crate::metrics::Metrics;
+use crate::podconfig::Batch;
+use crate::runtime::cni::{Cni, CniConfig};
+use crate::runtime::image::credentials::Keyring;
+use crate::runtime::image::pull::PullOptions;
+use crate::runtime::image::watch::ImagesDir;
+use crate::runtime::managed::{self, Choice};
+use crate::runtime::{Containerd, spec};
+use crate::status::{RuntimeReady, StatusStore};
+use crate::sync::Recorder;
+use crate::worker::{self, Runtime, Settings};
+
+/// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
+pub(super) fn containerd_choice(config: &Config) -> (Choice, PathBuf) {
+    let binary = managed::find_binary();
+    let choice =
+        managed::choose(config.containerd, config.containerd_socket.exists(), binary.is_some());
+    // Without a binary, starting it fails with the error that says so.
+    (choice, binary.unwrap_or_else(|| PathBuf::from("containerd")))
+}
+
+/// The managed containerd's options: its data under the state dir, sockets under the run dir.
+pub(super) fn managed_options(config: &Config, binary: PathBuf) -> managed::Options {
+    let mut options = managed::Options::new(binary, &config.state_dir);
+    options.run_dir = config.run_dir.join("containerd");
+    options
+}
+
+/// What the pod runtime shares with the rest of the agent.
+#[derive(Debug)]
+pub(super) struct RuntimeHandles {
+    pub(super) statuses: StatusStore,
+    pub(super) ready: RuntimeReady,
+    /// containerd's version, once connected (the Node's nodeInfo).
+    pub(super) version: Arc<OnceLock<String>>,
+    pub(super) events: Recorder,
+    pub(super) metrics: Metrics,
+    /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
+    pub(super) stop_pods: CancellationToken,
+}
+
+/// Connects to containerd (retrying until it answers), then runs the pod workers.
+pub(super) async fn run_pods(
+    config: Config,
+    socket: PathBuf,
+    exe: PathBuf,
+    batches: mpsc::Receiver<Batch>,
+    handles: RuntimeHandles,
+) -> Result<(), Error> {
+    let connect = Containerd::connect_with_backoff(&socket, Backoff::WATCH);
+    let containerd = tokio::select! {
+        containerd = connect => containerd.with_namespace(&config.containerd_namespace)?,
+        // A node shutdown before containerd answered: there are no pods to stop.
+        () = handles.stop_pods.cancelled() => return Ok(()),
+    };
+    handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    match containerd.version().await {
+        Ok(v) => {
+            info!(socket = %socket.display(), version = v.version, "connected to containerd");
+            let _ = handles.version.set(v.version);
+        }
+        Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),
+    }
+    // Pods wait for the tarballs already in the images dir: they may need them.
+    let images = match &config.images_dir {
+        Some(dir) => {
+            let record = config.state_dir.join("images-imported.json");
+            let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?
+                .with_metrics(handles.metrics.clone());
+            match images.import_present().await {
+                Ok(summary) => info!(
+                    imported = summary.imported.len(),
+                    unchanged = summary.unchanged.len(),
+                    failed = summary.failed.len(),
+                    dir = %dir.display(),
+                    "images dir imported"
+                ),
+                Err(e) => warn!(error = %describe(&e), "cannot import the images dir"),
+            }
+            Some(tokio::spawn(async move {
+                if let Err(e) = images.run().await {
+                    warn!(error = %describe(&e), "stopped watching the images dir");
+                }
+            }))
+        }
+        None => None,
+    };
+    let cni = Cni::new(CniConfig {
+        conf_dir: config.cni_conf_dir.clone(),
+        bin_dirs: config.cni_bin_dirs.clone(),
+        cache_dir: config.state_dir.join("cni"),
+    });
+    match cni.ensure_default_config() {
+        Ok(Some(path)) => {
+            info!(path = %path.display(), "no CNI network config found; wrote Outpost's default")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn!(error = %describe(&e), "cannot write the default CNI config; pods wait for one")
+        }
+    }
+    let keyring = match &config.image_credentials_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|source| Error::CredentialsFile { path: path.clone(), source })?;
+            Keyring::from_docker_config(&bytes)
+                .map_err(|source| Error::Credentials { path: path.clone(), source })?
+        }
+        None => Keyring::default(),
+    };
+    let settings = Settings {
+        node_name: config.node_name.clone(),
+        host_ip: config.node_ip,
+        state_dir: config.state_dir.clone(),
+        run_dir: config.run_dir.clone(),
+        pod_log_dir: config.pod_log_dir.clone(),
+        exe,
+        host_resolv_conf: PathBuf::from("/etc/resolv.conf"),
+        crash_loop: CrashLoopConfig::default(),
+        keyring,
+        pull: PullOptions::default(),
+        host_capabilities: spec::host_capabilities(
+            &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        ),
+    };
+    let runtime = Arc::new(Runtime::new(
+        containerd,
+        cni,
+        settings,
+        handles.statuses,
+        handles.events,
+        handles.metrics,
+    ));
+    worker::run(runtime, batches, handles.stop_pods).await;
+    if let Some(images) = images {
+        images.abort();
+    }
+    Ok(())
+}
