@@ -208,7 +208,7 @@ impl DryRun {
         std::fs::create_dir_all(&manifests).unwrap();
         std::fs::write(manifests.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
         std::fs::write(manifests.join("broken.yaml"), "kind: Pod\nspec: [not a spec\n").unwrap();
-        std::fs::write(dir.path().join("token"), TOKEN).unwrap();
+        outpost_tests::write_private(&dir.path().join("token"), TOKEN);
         let kubeconfig = server.kubeconfig(dir.path()).unwrap();
         let state = dir.path().join("state");
         let agent = Agent::start_args(

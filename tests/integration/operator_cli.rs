@@ -11,7 +11,7 @@ use std::time::Duration;
 use outpost_tests::agent::Agent;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{Node, container, wait_pod};
-use outpost_tests::{outpost_bin, pod_yaml};
+use outpost_tests::{outpost_bin, pod_yaml, write_private};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -141,14 +141,14 @@ fn the_token_is_sent_and_a_wrong_one_is_a_clear_401() {
     let manifests = dir.path().join("manifests");
     fs::create_dir(&manifests).unwrap();
     let token = dir.path().join("token");
-    fs::write(&token, "right-token\n").unwrap();
+    write_private(&token, "right-token\n");
     let agent = dry_run_agent(&manifests, &["--token-file", token.to_str().unwrap()]);
 
     let out = outpost(&agent.addr, &["pods", "--token-file", token.to_str().unwrap()]);
     assert!(stdout_ok(&out).contains("web-edge-1"));
 
     let wrong = dir.path().join("wrong");
-    fs::write(&wrong, "wrong-token\n").unwrap();
+    write_private(&wrong, "wrong-token\n");
     let out = outpost(&agent.addr, &["pods", "--token-file", wrong.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "reads need the token: {}", stderr(&out));
     let err = stderr(&out);
@@ -243,7 +243,7 @@ fn pods_over_https_trusts_the_certificate_authority_given() {
         (dir.path().join("ca.pem"), dir.path().join("tls.crt"), dir.path().join("tls.key"));
     fs::write(&ca_file, ca.pem()).unwrap();
     fs::write(&cert_file, cert.pem()).unwrap();
-    fs::write(&key_file, key.serialize_pem()).unwrap();
+    write_private(&key_file, key.serialize_pem());
     let manifests = dir.path().join("manifests");
     fs::create_dir(&manifests).unwrap();
     let tls = ["--tls-cert-file", cert_file.to_str().unwrap()];
