@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 
 const MAGIC: &str = "outpost-checkpoint v1";
 

@@ -38,14 +38,14 @@
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
-mod counted;
+pub mod counted;
 mod pods;
 mod process;
 mod sync;
 
 use prometheus_client::registry::Registry;
 
-pub use self::counted::Metrics;
+use self::counted::Metrics;
 use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 

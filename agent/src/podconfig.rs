@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::error_chain::describe;
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).

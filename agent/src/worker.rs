@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;

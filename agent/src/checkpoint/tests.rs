@@ -85,7 +85,7 @@ proptest! {
 #[test]
 fn writes_and_failed_writes_are_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let metrics = crate::metrics::Metrics::default();
+    let metrics = crate::metrics::counted::Metrics::default();
     let cps = Checkpoints::new(dir.path()).with_metrics(metrics.clone());
     cps.write("url", &sample()).unwrap();
     cps.write("url", &sample()).unwrap();

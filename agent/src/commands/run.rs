@@ -22,7 +22,7 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
 use crate::logging::LogLevel;
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::podconfig::{self, Batch, Snapshot};
 use crate::runtime::host;
 use crate::runtime::image::credentials;

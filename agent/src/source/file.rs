@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::sync::events::{self, EventType, Recorder, reason};
 
 /// How long a file may keep changing without being closed before it is read anyway.

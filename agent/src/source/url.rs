@@ -31,7 +31,7 @@ use tracing::{Instrument, debug, error, info, warn};
 
 use self::client::{Client, Fetched, Validators};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::source::{EventStream, Freshness, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};

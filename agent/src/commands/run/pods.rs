@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::Error;
 use crate::config::Config;
 use crate::error_chain::describe;
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::podconfig::Batch;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::Keyring;

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use self::record::{Record, Stamp, tarball_name};
 use super::import;
 use crate::error_chain::describe;
-use crate::metrics::Metrics;
+use crate::metrics::counted::Metrics;
 use crate::runtime::Containerd;
 
 /// inotify's read buffer: room for many events with long names.

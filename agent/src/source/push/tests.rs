@@ -186,7 +186,7 @@ fn config(dir: &std::path::Path) -> Config {
     Config {
         node_name: NODE.into(),
         checkpoints: Checkpoints::new(dir),
-        metrics: crate::metrics::Metrics::default(),
+        metrics: crate::metrics::counted::Metrics::default(),
     }
 }
 
