@@ -325,6 +325,12 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     // Leave nothing in the managed containerd.
     node.remove("steady.yaml");
     eventually("the pod is removed", LONG, || ctr(&["containers", "list", "--quiet"]).is_empty());
+    // A graceful stop stops the managed containerd too; a SIGKILL (the harness's drop)
+    // would leave it running after the test, its state dir gone.
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    agent.stop();
+    let alive = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    eventually("the managed containerd has exited", LONG, || !alive());
 }
 
 /// Node shutdown (issue 5, item 6): by default SIGTERM ends the agent and leaves its pods
