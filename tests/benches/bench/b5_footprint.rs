@@ -244,12 +244,19 @@ fn teardown(node: &Node, agent: Agent, uids: &[String]) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(node.manifests())?.flatten() {
         std::fs::remove_file(entry.path())?;
     }
-    // `/pods` drops a pod once it is no longer desired; its containers go after that.
+    // `/pods` drops a pod once it is no longer desired; its containers go after that, then
+    // its sandbox (network, cgroups, dirs): stopping the agent before that ends would
+    // leave the rest for the next start.
     let deadline = Instant::now() + PATIENCE;
-    while !(bench_pods(&agent)?.is_empty() && node.containers().is_empty()) {
+    let torn_down =
+        || node.containers().is_empty() && uids.iter().all(|uid| node.leftovers(uid).is_empty());
+    while !(bench_pods(&agent)?.is_empty() && torn_down()) {
         if Instant::now() > deadline {
             let containers = node.containers();
-            bail!("containers left {PATIENCE:?} after the pods went: {containers:?}");
+            let left: Vec<String> = uids.iter().flat_map(|uid| node.leftovers(uid)).collect();
+            bail!(
+                "left {PATIENCE:?} after the pods went: containers {containers:?}, sandboxes {left:?}"
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     }
