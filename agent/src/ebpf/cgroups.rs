@@ -1,0 +1,157 @@
+//! Which pod and container a cgroup v2 id belongs to. runc (cgroupfs driver) puts a
+//! container at `<cgroup2>/outpost/pod<uid>/<container id>`, and a cgroup's id is its
+//! directory's inode number. The cache is filled on a miss by reading those directories
+//! (a cgroup still exists when its last process exits, so an exit resolves too), and
+//! emptied of a pod's entries when the pod is gone; it never grows past [`MAX_ENTRIES`].
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// More entries than this and the cache starts over (it refills on the next misses).
+pub const MAX_ENTRIES: usize = 16_384;
+
+/// Whose cgroup it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub pod_uid: String,
+    /// `None`: the pod's own cgroup (`/outpost/pod<uid>`).
+    pub container_id: Option<String>,
+}
+
+/// The pod UID in a pod cgroup's directory name (`pod<uid>`).
+pub fn pod_uid(dir_name: &str) -> Option<&str> {
+    dir_name.strip_prefix("pod").filter(|uid| !uid.is_empty() && !uid.contains('/'))
+}
+
+/// What a cgroup's path below the cgroup2 root says about its owner:
+/// `/outpost/pod<uid>` or `/outpost/pod<uid>/<container id>`.
+pub fn owner_of_path(path: &str) -> Option<Owner> {
+    let mut parts = path.trim_start_matches('/').split('/');
+    if parts.next()? != super::mounts::POD_ROOT {
+        return None;
+    }
+    let pod_uid = pod_uid(parts.next()?)?.to_owned();
+    let container_id = parts.next().filter(|c| !c.is_empty()).map(str::to_owned);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(Owner { pod_uid, container_id })
+}
+
+/// cgroup id → owner, for the pods under one pod root.
+#[derive(Debug)]
+pub struct Cgroups {
+    pod_root: PathBuf,
+    cache: Mutex<HashMap<u64, Owner>>,
+}
+
+impl Cgroups {
+    pub fn new(pod_root: PathBuf) -> Cgroups {
+        Cgroups { pod_root, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The owner of cgroup `id`, reading the pod cgroups on a miss.
+    pub fn resolve(&self, id: u64) -> Option<Owner> {
+        if let Some(owner) = self.cache.lock().ok()?.get(&id) {
+            return Some(owner.clone());
+        }
+        let found = scan(&self.pod_root);
+        let mut cache = self.cache.lock().ok()?;
+        if cache.len() + found.len() > MAX_ENTRIES {
+            cache.clear();
+        }
+        cache.extend(found);
+        cache.get(&id).cloned()
+    }
+
+    /// Drops the entries of a pod that is gone.
+    pub fn forget_pod(&self, uid: &str) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.retain(|_, owner| owner.pod_uid != uid);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.cache.lock().map(|c| c.len()).unwrap_or_default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Every pod and container cgroup under `pod_root`, by id (unreadable ones are skipped:
+/// a pod being torn down meanwhile).
+fn scan(pod_root: &Path) -> Vec<(u64, Owner)> {
+    let mut found = Vec::new();
+    let Ok(pods) = std::fs::read_dir(pod_root) else { return found };
+    for pod in pods.flatten() {
+        let name = pod.file_name();
+        let Some(uid) = name.to_str().and_then(pod_uid) else { continue };
+        let Ok(meta) = pod.metadata() else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        found.push((meta.ino(), Owner { pod_uid: uid.to_owned(), container_id: None }));
+        let Ok(containers) = std::fs::read_dir(pod.path()) else { continue };
+        for container in containers.flatten() {
+            let Ok(meta) = container.metadata() else { continue };
+            let Some(id) = container.file_name().to_str().map(str::to_owned) else { continue };
+            if meta.is_dir() {
+                let owner = Owner { pod_uid: uid.to_owned(), container_id: Some(id) };
+                found.push((meta.ino(), owner));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_pod_and_container_paths() {
+        assert_eq!(pod_uid("pod1234-ab"), Some("1234-ab"));
+        assert_eq!(pod_uid("pod"), None);
+        assert_eq!(pod_uid("cpu.max"), None);
+        assert_eq!(
+            owner_of_path("/outpost/podu1/c1"),
+            Some(Owner { pod_uid: "u1".into(), container_id: Some("c1".into()) })
+        );
+        assert_eq!(
+            owner_of_path("/outpost/podu1"),
+            Some(Owner { pod_uid: "u1".into(), container_id: None })
+        );
+        assert_eq!(owner_of_path("/outpost"), None);
+        assert_eq!(owner_of_path("/system.slice/podu1/c1"), None);
+        assert_eq!(owner_of_path("/outpost/podu1/c1/deeper"), None);
+    }
+
+    #[test]
+    fn resolves_directory_inodes_lazily_and_forgets_pods() {
+        let root = tempfile::tempdir().unwrap();
+        let container = root.path().join("podu1/c1");
+        std::fs::create_dir_all(&container).unwrap();
+        std::fs::create_dir_all(root.path().join("not-a-pod/c2")).unwrap();
+        let cgroups = Cgroups::new(root.path().to_owned());
+        assert!(cgroups.is_empty());
+        let ino = std::fs::metadata(&container).unwrap().ino();
+        let pod_ino = std::fs::metadata(root.path().join("podu1")).unwrap().ino();
+        assert_eq!(
+            cgroups.resolve(ino),
+            Some(Owner { pod_uid: "u1".into(), container_id: Some("c1".into()) })
+        );
+        assert_eq!(cgroups.resolve(pod_ino).map(|o| o.container_id), Some(None));
+        assert_eq!(cgroups.len(), 2);
+        // Created after the first scan: found on its miss.
+        std::fs::create_dir_all(root.path().join("podu2/c3")).unwrap();
+        let late = std::fs::metadata(root.path().join("podu2/c3")).unwrap().ino();
+        assert_eq!(cgroups.resolve(late).map(|o| o.pod_uid), Some("u2".into()));
+        cgroups.forget_pod("u1");
+        assert_eq!(cgroups.len(), 2);
+        assert_eq!(cgroups.resolve(u64::MAX), None);
+    }
+}
