@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: what CI runs, in order, stopping at the first failure.
 //!
-//! After `deps` it starts the private containerd (in CI or as root) and builds the test
+//! After `deps` it starts the private containerd (in CI or as root), checks that the
+//! committed BPF object is built from its sources (`ebpf --check`) and builds the test
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, `dist` cross-builds the arm64
@@ -8,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use crate::{bench, containerd, deps, dist, images};
+use crate::{bench, containerd, deps, dist, ebpf, images};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -24,7 +25,7 @@ pub fn run() -> anyhow::Result<()> {
         &["build", "--workspace", "--all-targets"],
         &["test", "--workspace"],
     ];
-    let total = steps.len() + 5;
+    let total = steps.len() + 6;
     println!("==> ci step 1/{total}: cargo xtask deps");
     deps::run()?;
 
@@ -57,12 +58,17 @@ fn with_containerd(
     total: usize,
     paths: &containerd::Paths,
 ) -> anyhow::Result<()> {
-    println!("==> ci step 3/{total}: cargo xtask images");
+    println!("==> ci step 3/{total}: cargo xtask ebpf --check");
+    ebpf::check(
+        &crate::project_root().join("agent-ebpf"),
+        &crate::project_root().join("target/ebpf"),
+    )?;
+    println!("==> ci step 4/{total}: cargo xtask images");
     let images = images::dir();
     images::build(&images)?;
     let env: [(&str, PathBuf); 2] = [(SOCKET_ENV, paths.socket()), (IMAGES_ENV, images)];
     for (i, args) in steps.iter().enumerate() {
-        println!("==> ci step {}/{total}: cargo {}", i + 4, args.join(" "));
+        println!("==> ci step {}/{total}: cargo {}", i + 5, args.join(" "));
         let mut command = crate::cargo(args);
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
         crate::run(command)?;

@@ -22,6 +22,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
     ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
+    ("clang-19", "compiles the BPF programs (`cargo xtask ebpf`, CI's stale-object check)"),
+    ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
+    ("bpftool", "writes vmlinux.h from the kernel's BTF for the CO-RE build"),
+    ("libbpf-dev", "bpf_helpers.h and the CO-RE read macros the BPF programs include"),
     ("gcc-aarch64-linux-gnu", "`dist --target aarch64-unknown-linux-gnu`: linker and C compiler"),
     ("libc6-dev-arm64-cross", "the arm64 glibc that the cross build links against"),
     (

@@ -8,6 +8,7 @@ mod ci;
 mod containerd;
 mod deps;
 mod dist;
+mod ebpf;
 mod images;
 mod tarball;
 
@@ -35,6 +36,9 @@ tasks:
                     target/dist/outpost-<version>-<arch>.tar.gz, verified and
                     smoke-tested (under qemu-aarch64-static for arm64); --deb also
                     makes target/dist/outpost_<version>_<arch>.deb
+  ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
+                    with clang-19 and the kernel's BTF; --check fails when the committed
+                    object is stale
   images [--check]  build the busybox test images into target/images/ (OCI layout and
                     docker-archive tarballs); --check imports and runs them in the
                     private containerd";
@@ -66,6 +70,7 @@ fn dispatch() -> anyhow::Result<()> {
         "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
         "dist" => dist::run(&dist::Options::parse(rest)?),
+        "ebpf" => ebpf::run(&ebpf::Options::parse(rest)?),
         "images" => images::run(&images::Options::parse(rest)?),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
