@@ -101,6 +101,7 @@ struct AppState {
     log_level: LogLevel,
     info: Arc<status::Info>,
     events: crate::sync::Recorder,
+    ebpf: crate::ebpf::Handle,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -151,6 +152,8 @@ pub struct Options {
     pub log_level: LogLevel,
     /// What `/status` reads besides the snapshot and the pod statuses.
     pub info: status::Info,
+    /// The BPF side (`/pods/{namespace}/{name}/exec-audit`).
+    pub ebpf: crate::ebpf::Handle,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -169,6 +172,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         pod_log_dir,
         log_level,
         info,
+        ebpf,
     } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -209,6 +213,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         log_level,
         info: Arc::new(info),
         events,
+        ebpf,
     });
     Ok(async move {
         serve::serve(listener, acceptor, app).await;

@@ -318,6 +318,11 @@ pub struct RunArgs {
     /// there can run any pod as root.
     #[arg(long)]
     pub allow_writable_manifest_dir: bool,
+    /// Load the eBPF programs (kernel-seen container exits, OOM victims, exec audit, pod
+    /// traffic metrics). Without BPF (not root, no BTF, lockdown) the agent says so once
+    /// and runs on containerd's events alone. `false`: never try.
+    #[arg(long, value_name = "BOOL")]
+    pub ebpf: Option<bool>,
     /// Run the sources and the merge only: touch no runtime, print each delta as a JSON
     /// line on stdout, serve the local API.
     #[arg(long)]
@@ -389,6 +394,7 @@ impl RunArgs {
             register_with_taints: self.register_with_taints.clone(),
             stop_pods_on_shutdown: self.stop_pods_on_shutdown.then_some(true),
             allow_writable_manifest_dir: self.allow_writable_manifest_dir.then_some(true),
+            ebpf: self.ebpf,
         }
     }
 }

@@ -98,6 +98,8 @@ pub struct Config {
     pub stop_pods_on_shutdown: bool,
     /// Start even if the manifest or images directory can be written by others than root.
     pub allow_writable_manifest_dir: bool,
+    /// `--ebpf`: load the BPF programs (default true).
+    pub ebpf: bool,
 }
 
 pub use k8s_openapi::api::core::v1::Taint;
@@ -160,6 +162,7 @@ pub struct Flags {
     pub register_with_taints: Vec<String>,
     pub stop_pods_on_shutdown: Option<bool>,
     pub allow_writable_manifest_dir: Option<bool>,
+    pub ebpf: Option<bool>,
 }
 
 /// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
@@ -212,6 +215,7 @@ struct File {
     register_with_taints: Option<Vec<Taint>>,
     stop_pods_on_shutdown: Option<bool>,
     allow_writable_manifest_dir: Option<bool>,
+    ebpf: Option<bool>,
 }
 
 impl Config {
@@ -368,6 +372,7 @@ impl Config {
                 .allow_writable_manifest_dir
                 .or(file.allow_writable_manifest_dir)
                 .unwrap_or(false),
+            ebpf: flags.ebpf.or(file.ebpf).unwrap_or(true),
         })
     }
 }

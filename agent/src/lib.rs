@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod ebpf;
 pub mod error_chain;
 pub mod logging;
 pub mod metrics;

@@ -35,10 +35,16 @@
 //! `outpost_events_dropped_total`: Kubernetes Events recorded, refused by the spam
 //! filter, and lost unwritten (the offline backlog is bounded).
 //!
+//! The kernel (`kernel`, eBPF): `outpost_ebpf_loaded` (1 or 0);
+//! `outpost_pod_network_{receive,transmit}_{bytes,packets}_total{namespace,pod}` from the
+//! pod cgroups' packet counters, read at scrape time; and
+//! `outpost_pod_process_execs_total{namespace,pod,container}` from the exec events.
+//!
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
 pub mod counted;
+mod kernel;
 mod pods;
 mod process;
 mod sync;
@@ -62,11 +68,14 @@ pub struct Sources {
     pub statuses: StatusStore,
     /// What the sources, the merge, the checkpoints and the workers count.
     pub metrics: Metrics,
+    /// The BPF side: pod traffic and exec counts.
+    pub ebpf: crate::ebpf::Handle,
 }
 
 /// A registry whose collectors read `snapshot` and `sources`.
 pub fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
     let mut registry = Registry::default();
+    let snapshot_for_kernel = snapshot.clone();
     registry.register_collector(Box::new(pods::PodSources(snapshot.clone())));
     registry.register_collector(Box::new(pods::Running { snapshot, statuses: sources.statuses }));
     sources.metrics.register(&mut registry);
@@ -74,6 +83,7 @@ pub fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
     registry
         .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
     registry.register_collector(Box::new(process::Process::default()));
+    registry.register_collector(Box::new(kernel::Kernel { snapshot: snapshot_for_kernel, ebpf: sources.ebpf }));
     registry
 }
 

@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::ebpf;
 use crate::metrics::counted::Metrics;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
@@ -72,6 +73,8 @@ pub struct Runtime {
     pub events: Recorder,
     /// Counts restarts, pod start latencies and image pulls.
     pub metrics: Metrics,
+    /// The BPF side (when loaded): kernel events, the exec audit log.
+    pub ebpf: ebpf::Handle,
     routes: Routes,
 }
 
@@ -83,8 +86,18 @@ impl Runtime {
         statuses: StatusStore,
         events: Recorder,
         metrics: Metrics,
+        ebpf: ebpf::Handle,
     ) -> Runtime {
-        Runtime { containerd, cni, settings, statuses, events, metrics, routes: Routes::default() }
+        Runtime {
+            containerd,
+            cni,
+            settings,
+            statuses,
+            events,
+            metrics,
+            ebpf,
+            routes: Routes::default(),
+        }
     }
 
     /// `<state-dir>/pods`: each pod's files and volumes, by UID.
@@ -104,6 +117,8 @@ enum Message {
     /// The desired pod of this full name and its source (`None`: no longer desired).
     Desired(Option<(Source, Arc<Pod>)>),
     Task(TaskEvent),
+    /// What the kernel saw in one of the pod's containers (eBPF).
+    Kernel(ebpf::Observed),
     /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
     /// gracefully, report it terminated, and end.
     Shutdown,
@@ -143,6 +158,9 @@ pub async fn run(
 ) {
     let (events_tx, mut events_rx) = mpsc::channel(256);
     let watcher = tokio::spawn(events::watch(runtime.containerd.clone(), events_tx));
+    // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
+    // exit first wins, the other finds the container no longer running.
+    let mut kernel = runtime.ebpf.events();
     let mut adopted = adoptable(&runtime).await;
     let mut workers: HashMap<FullName, Outbox> = HashMap::new();
     let mut desired: HashMap<FullName, String> = HashMap::new();
@@ -175,6 +193,7 @@ pub async fn run(
                 }
             }
             Some(event) = events_rx.recv() => route(&runtime, &workers, event),
+            Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
             () = shutdown.cancelled() => {
                 tracing::info!(pods = workers.len(), "node shutdown: stopping every pod");
                 for outbox in workers.values() {
@@ -184,6 +203,7 @@ pub async fn run(
                 loop {
                     tokio::select! {
                         Some(event) = events_rx.recv() => route(&runtime, &workers, event),
+                        Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
                         done = running.join_next() => {
                             let Some(done) = done else { break };
                             if let Ok((name, _)) = done {
@@ -229,7 +249,7 @@ fn send(
             }
         }
     }
-    if matches!(message, Message::Task(_)) {
+    if matches!(message, Message::Task(_) | Message::Kernel(_)) {
         return;
     }
     let (outbox, inbox) = mpsc::unbounded_channel();
@@ -255,6 +275,23 @@ fn route(runtime: &Runtime, workers: &HashMap<FullName, Outbox>, event: TaskEven
                 let _ = outbox.send(Message::Task(event.clone()));
             }
         }
+    }
+}
+
+/// The next kernel event, or never when BPF is not loaded.
+async fn next_kernel_event(
+    kernel: &mut Option<mpsc::Receiver<ebpf::Observed>>,
+) -> Option<ebpf::Observed> {
+    match kernel {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// To the worker whose container it happened in (others' containers are not ours).
+fn route_kernel(runtime: &Runtime, observed: ebpf::Observed) {
+    if let Some(outbox) = runtime.routes.get(&observed.container_id) {
+        let _ = outbox.send(Message::Kernel(observed));
     }
 }
 

@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/pods", get(pods))
         .route("/pods/{namespace}/{name}", get(pod))
         .route("/pods/{namespace}/{name}/events", get(events))
+        .route("/pods/{namespace}/{name}/exec-audit", get(exec_audit))
 }
 
 /// Every desired pod, with the status the pod workers report (the source's own until a
@@ -75,6 +76,38 @@ async fn events(
         .collect();
     items.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
     json(StatusCode::OK, &k8s_openapi::List { items, metadata: Default::default() })
+}
+
+/// The pod's exec audit log (eBPF): what ran in its containers and how it ended, oldest
+/// first. 503 when the BPF programs are not loaded.
+async fn exec_audit(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let Some(pod) = find(&state, &namespace, &name) else { return not_found(&name) };
+    if !state.ebpf.is_loaded() {
+        let status = Status {
+            status: Some("Failure".to_owned()),
+            message: Some(
+                "eBPF is not loaded on this node (--ebpf=false, or BPF is unavailable: see the agent's log), so there is no exec audit".to_owned(),
+            ),
+            reason: Some("ServiceUnavailable".to_owned()),
+            code: Some(503),
+            ..Status::default()
+        };
+        return json(StatusCode::SERVICE_UNAVAILABLE, &status);
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ExecAudit<'a> {
+        namespace: &'a str,
+        name: &'a str,
+        uid: &'a str,
+        items: Vec<crate::ebpf::audit::Entry>,
+    }
+    let uid = outpost_core::pod::uid(&pod);
+    let items = state.ebpf.audit(uid);
+    json(StatusCode::OK, &ExecAudit { namespace: &namespace, name: &name, uid, items })
 }
 
 /// The desired pod `namespace/name`, with the status its worker reports (the source's

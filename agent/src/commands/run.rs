@@ -196,6 +196,8 @@ pub async fn run(
         None => None,
     };
 
+    // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
+    let ebpf = if dry_run { crate::ebpf::Handle::default() } else { crate::ebpf::Handle::start(config.ebpf) };
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(RuntimeReady::default);
@@ -230,7 +232,9 @@ pub async fn run(
             events: events.clone(),
             statuses: statuses.clone(),
             metrics: metrics.clone(),
+            ebpf: ebpf.clone(),
         },
+        ebpf: ebpf.clone(),
         pod_log_dir: config.pod_log_dir.clone(),
         log_level,
         info: api::status::Info {
@@ -286,6 +290,7 @@ pub async fn run(
             events,
             metrics,
             stop_pods: stop_pods.clone(),
+            ebpf,
         };
         tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
     } else {

@@ -57,13 +57,30 @@ impl Cgroups {
         if let Some(owner) = self.cache.lock().ok()?.get(&id) {
             return Some(owner.clone());
         }
-        let found = scan(&self.pod_root);
-        let mut cache = self.cache.lock().ok()?;
-        if cache.len() + found.len() > MAX_ENTRIES {
-            cache.clear();
+        self.rescan();
+        self.cache.lock().ok()?.get(&id).cloned()
+    }
+
+    /// The owners of many cgroups, reading the pod cgroups at most once.
+    pub fn resolve_all(&self, ids: &[u64]) -> Vec<Option<Owner>> {
+        let Ok(cache) = self.cache.lock() else { return vec![None; ids.len()] };
+        let missing = ids.iter().any(|id| !cache.contains_key(id));
+        drop(cache);
+        if missing {
+            self.rescan();
         }
-        cache.extend(found);
-        cache.get(&id).cloned()
+        let Ok(cache) = self.cache.lock() else { return vec![None; ids.len()] };
+        ids.iter().map(|id| cache.get(id).cloned()).collect()
+    }
+
+    fn rescan(&self) {
+        let found = scan(&self.pod_root);
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() + found.len() > MAX_ENTRIES {
+                cache.clear();
+            }
+            cache.extend(found);
+        }
     }
 
     /// Drops the entries of a pod that is gone.

@@ -13,7 +13,7 @@ use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveS
 use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
     DeleteTaskRequest, GetRequest, KillRequest, ListContainersRequest, ListTasksRequest,
-    StartRequest, UpdateContainerRequest,
+    StartRequest, UpdateContainerRequest, WaitRequest,
 };
 use containerd_client::types::v1::{Process, Status};
 use oci_spec::runtime::Spec;
@@ -21,6 +21,9 @@ use prost_types::FieldMask;
 
 use super::Containerd;
 use super::image::SNAPSHOTTER;
+
+/// How long to wait for containerd to see a killed or exited task stop before deleting it.
+pub const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// containerd's runc shim.
 pub const RUNTIME: &str = "io.containerd.runc.v2";
@@ -208,6 +211,29 @@ pub async fn delete_task(
     }
 }
 
+/// Waits until the task's init process has exited as containerd sees it (at most
+/// `limit`); true once it has (or there is no task). The kernel reports an exit before
+/// the shim has reaped the process, and containerd deletes only stopped tasks.
+pub async fn wait_stopped(containerd: &Containerd, id: &str, limit: std::time::Duration) -> bool {
+    let request = WaitRequest { container_id: id.to_owned(), exec_id: String::new() };
+    let mut tasks = containerd.tasks();
+    match tokio::time::timeout(limit, tasks.wait(request)).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(s)) => s.code() == tonic::Code::NotFound,
+        Err(_) => false,
+    }
+}
+
+/// Deletes the task once containerd has seen it stop (waiting at most `limit`).
+pub async fn reap(
+    containerd: &Containerd,
+    id: &str,
+    limit: std::time::Duration,
+) -> Result<Option<(u32, Option<prost_types::Timestamp>)>> {
+    wait_stopped(containerd, id, limit).await;
+    delete_task(containerd, id).await
+}
+
 /// Adds `labels` to the container record.
 pub async fn label(
     containerd: &Containerd,
@@ -233,9 +259,13 @@ pub async fn remove(containerd: &Containerd, id: &str) -> Result<()> {
     if let Some(process) = task(containerd, id).await?
         && process.status() != Status::Stopped
     {
-        kill(containerd, id, libc::SIGKILL, true).await?;
+        // A task whose process just exited (the kernel said so first) may refuse the
+        // signal: waiting for it to stop is what matters.
+        if let Err(e) = kill(containerd, id, libc::SIGKILL, true).await {
+            tracing::debug!(container_id = id, error = %crate::error_chain::describe(&e), "cannot SIGKILL the task before removing it");
+        }
     }
-    delete_task(containerd, id).await?;
+    reap(containerd, id, REAP_WAIT).await?;
     match containerd.containers().delete(DeleteContainerRequest { id: id.to_owned() }).await {
         Ok(_) => {}
         Err(s) if s.code() == tonic::Code::NotFound => {}

@@ -3,6 +3,7 @@
 //! or a restart/retry time coming due) ends in one `sync`, then the status is published.
 
 mod adopt;
+mod kernel;
 mod stop;
 
 use std::sync::Arc;
@@ -132,8 +133,9 @@ impl PodWorker {
         match message {
             Message::Desired(pod) => self.desired = pod,
             Message::Task(TaskEvent::Exit { container_id, exit_status, exited_at }) => {
-                self.exited(&container_id, exit_status, exited_at).await;
+                self.exited(&container_id, exit_status, exited_at, None).await;
             }
+            Message::Kernel(observed) => self.kernel(observed).await,
             Message::Task(TaskEvent::Oom { container_id }) => {
                 if let Some(slot) = self.slot_mut(&container_id) {
                     slot.oom_killed = true;
@@ -163,13 +165,20 @@ impl PodWorker {
                 && process.status() == containerd_client::types::v1::Status::Stopped
             {
                 let exited_at = process.exited_at.as_ref().and_then(timestamp);
-                self.exited(&id, process.exit_status, exited_at).await;
+                self.exited(&id, process.exit_status, exited_at, None).await;
             }
         }
     }
 
     /// A running container's task exited: reap it, record how, and decide on a restart.
-    async fn exited(&mut self, id: &str, exit_status: u32, exited_at: Option<Timestamp>) {
+    /// `kernel`: the kernel said so (eBPF), before containerd may have seen it.
+    async fn exited(
+        &mut self,
+        id: &str,
+        exit_status: u32,
+        exited_at: Option<Timestamp>,
+        kernel: Option<kernel::KernelExit>,
+    ) {
         let runtime = self.runtime.clone();
         let Some(current) = self.current.as_mut() else { return };
         let policy = RestartPolicy::of(&current.pod);
@@ -183,29 +192,48 @@ impl PodWorker {
         let finished_at = exited_at.unwrap_or_else(Timestamp::now);
         let reason = state::exit_reason(exit_code, slot.oom_killed);
         let restarts = policy.restarts(exit_code);
+        let signal = kernel.and_then(|k| k.signal);
         tracing::info!(
             container = slot.name,
             container_id = id,
             exit_code,
+            signal,
             reason,
             restarts,
+            source = if kernel.is_some() { "kernel" } else { "containerd" },
             "container exited"
         );
         let object = pod_ref(&pod, Some(&slot.name));
         if slot.oom_killed {
             // kubelet shows this only in the container's status; an Event makes it visible
             // in `kubectl get events` too.
+            let victim = slot.oom_victim.as_deref().map(|v| format!(" (it chose {v})")).unwrap_or_default();
             runtime.events.emit(
                 &object,
                 EventType::Warning,
                 reason::OOM_KILLED,
-                format!("Container {} was killed by the kernel: out of memory", slot.name),
+                format!("Container {} was killed by the kernel: out of memory{victim}", slot.name),
             );
         }
         runtime.routes.remove(id);
-        if let Err(e) = container::delete_task(&runtime.containerd, id).await {
+        if kernel.is_some() {
+            // containerd may not have reaped the task yet: delete it once it has, off the
+            // path of this status update and restart decision.
+            let containerd = runtime.containerd.clone();
+            let (container, id) = (slot.name.clone(), id.to_owned());
+            tokio::spawn(async move {
+                if let Err(e) = container::reap(&containerd, &id, container::REAP_WAIT).await {
+                    tracing::warn!(container, container_id = id, error = %describe(&e), "cannot delete the exited task");
+                }
+            });
+        } else if let Err(e) = container::delete_task(&runtime.containerd, id).await {
             tracing::warn!(container = slot.name, error = %describe(&e), "cannot delete the exited task");
         }
+        let message = slot
+            .oom_victim
+            .take()
+            .filter(|_| slot.oom_killed)
+            .map(|victim| format!("The OOM killer chose {victim}"));
         slot.oom_killed = false;
         let terminated = Terminated {
             container_id: id.to_owned(),
@@ -213,6 +241,8 @@ impl PodWorker {
             reason: reason.to_owned(),
             started_at: Some(started_at),
             finished_at: Some(finished_at),
+            signal,
+            message,
         };
         let delay = restarts.then(|| {
             let ran_for = finished_at.duration_since(started_at).unsigned_abs();

@@ -24,6 +24,10 @@ pub struct Terminated {
     pub reason: String,
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
+    /// The signal that killed it, when the kernel said so.
+    pub signal: Option<i32>,
+    /// What else is known (the OOM killer's victim).
+    pub message: Option<String>,
 }
 
 /// A container's current state.
@@ -64,6 +68,8 @@ pub struct Slot {
     pub pull_backoff: Backoff,
     /// The kernel OOM-killed something in it since it started.
     pub oom_killed: bool,
+    /// Which process the OOM killer chose ("pid 42 (tail)"), when the kernel said so.
+    pub oom_victim: Option<String>,
 }
 
 impl Slot {
@@ -82,6 +88,7 @@ impl Slot {
             pull_failures: 0,
             pull_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             oom_killed: false,
+            oom_victim: None,
         }
     }
 
@@ -231,6 +238,8 @@ fn terminated(t: &Terminated) -> ContainerStateTerminated {
         reason: Some(t.reason.clone()),
         started_at: t.started_at.map(Time),
         finished_at: t.finished_at.map(Time),
+        signal: t.signal,
+        message: t.message.clone(),
         ..ContainerStateTerminated::default()
     }
 }

@@ -52,6 +52,8 @@ pub(super) struct RuntimeHandles {
     pub(super) metrics: Metrics,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
     pub(super) stop_pods: CancellationToken,
+    /// The BPF programs, if loaded.
+    pub(super) ebpf: crate::ebpf::Handle,
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -145,6 +147,7 @@ pub(super) async fn run_pods(
         handles.statuses,
         handles.events,
         handles.metrics,
+        handles.ebpf,
     ));
     worker::run(runtime, batches, handles.stop_pods).await;
     if let Some(images) = images {

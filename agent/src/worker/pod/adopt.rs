@@ -125,6 +125,8 @@ async fn adopt_container(
                     .to_owned(),
                 started_at: Some(started_at),
                 finished_at,
+                signal: None,
+                message: None,
             };
             tracing::info!(
                 container = slot.name,

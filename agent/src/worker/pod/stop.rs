@@ -50,6 +50,8 @@ impl PodWorker {
                 reason: state::exit_reason(exit_code, false).to_owned(),
                 started_at: Some(*started_at),
                 finished_at: Some(finished_at.unwrap_or_else(Timestamp::now)),
+                signal: None,
+                message: None,
             });
             slot.retry_at = None;
         }
@@ -108,6 +110,7 @@ impl PodWorker {
         }
         sandbox::tear_down(&self.runtime, &current.uid).await;
         self.runtime.statuses.remove(&current.uid);
+        self.runtime.ebpf.forget_pod(&current.uid);
         tracing::info!(pod.uid = current.uid, "pod stopped and removed");
     }
 
@@ -167,6 +170,9 @@ impl PodWorker {
                     running.remove(&container_id);
                 }
                 Some(Message::Task(_)) => {}
+                // Stopping waits for containerd's exits (the task must be stopped to be
+                // removed); the kernel's go to the exec audit only.
+                Some(Message::Kernel(observed)) => self.audit(&observed),
                 Some(Message::Shutdown) => self.shutdown = true,
             }
         }

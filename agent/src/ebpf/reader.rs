@@ -1,0 +1,118 @@
+//! The EVENTS ring buffer, read when epoll says it is readable (no polling, no timers):
+//! each record parsed, its cgroup resolved to a pod container, and handed on in the
+//! order the kernel wrote it (an OOM victim before its exit).
+
+use std::sync::Arc;
+
+use aya::maps::{MapData, RingBuf};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
+
+use super::cgroups::Cgroups;
+use super::records::{self, KernelEvent};
+
+/// How many resolved events may wait for the pod workers.
+const QUEUE: usize = 1024;
+
+/// A kernel event of a pod container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub pod_uid: String,
+    pub container_id: String,
+    pub event: KernelEvent,
+}
+
+/// Starts the reader task ("ebpf events"); it ends when the receiver is dropped.
+pub fn spawn(
+    ring: RingBuf<MapData>,
+    cgroups: Arc<Cgroups>,
+) -> std::io::Result<mpsc::Receiver<Observed>> {
+    let fd = register(ring)?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let span = tracing::info_span!("ebpf events");
+    tokio::spawn(read(fd, cgroups, tx).instrument(span));
+    Ok(rx)
+}
+
+/// The only `unsafe` of the BPF side: registering the ring buffer with tokio's reactor.
+#[allow(unsafe_code)]
+fn register(ring: RingBuf<MapData>) -> std::io::Result<AsyncFd<RingBuf<MapData>>> {
+    // SAFETY: the `RingBuf` owns its map's descriptor (through its `MapData`) and closes
+    // it only when dropped, and `as_raw_fd` always returns that descriptor: it stays
+    // open and the same for as long as the `AsyncFd` holds the ring buffer.
+    Ok(unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }?)
+}
+
+async fn read(mut fd: AsyncFd<RingBuf<MapData>>, cgroups: Arc<Cgroups>, to: mpsc::Sender<Observed>) {
+    let mut batch = Vec::new();
+    loop {
+        let mut guard = match fd.readable_mut().await {
+            Ok(guard) => guard,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot wait on the BPF ring buffer; kernel events stop");
+                return;
+            }
+        };
+        let ring = guard.get_inner_mut();
+        while let Some(item) = ring.next() {
+            match records::parse(&item) {
+                Ok(event) => batch.push(event),
+                Err(e) => tracing::warn!(error = %e, "skipping a BPF ring buffer record"),
+            }
+        }
+        guard.clear_ready();
+        for event in batch.drain(..) {
+            let Some(observed) = resolve(&cgroups, event) else { continue };
+            if to.send(observed).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The event with its pod and container, if it happened in one.
+fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
+    let task = event.task();
+    let Some(owner) = cgroups.resolve(task.cgroup_id) else {
+        if matches!(event, KernelEvent::OomKill { .. }) {
+            tracing::debug!(source = "kernel", pid = task.tgid, comm = task.comm, "OOM kill outside the pods");
+        }
+        return None;
+    };
+    let container_id = owner.container_id?;
+    match &event {
+        KernelEvent::Exit { exit_code, .. } => {
+            let status = records::exit_status(*exit_code);
+            tracing::debug!(
+                source = "kernel",
+                pod.uid = owner.pod_uid,
+                container_id,
+                pid = task.tgid,
+                ns_pid = task.ns_tgid,
+                comm = task.comm,
+                exit_code = status.code,
+                signal = status.signal,
+                "process exited"
+            );
+        }
+        KernelEvent::OomKill { .. } => tracing::info!(
+            source = "kernel",
+            pod.uid = owner.pod_uid,
+            container_id,
+            pid = task.tgid,
+            comm = task.comm,
+            "the OOM killer chose a pod process"
+        ),
+        KernelEvent::Exec { filename, .. } => tracing::trace!(
+            source = "kernel",
+            pod.uid = owner.pod_uid,
+            container_id,
+            pid = task.tgid,
+            filename,
+            "process exec"
+        ),
+    }
+    Some(Observed { pod_uid: owner.pod_uid, container_id, event })
+}

@@ -1,0 +1,122 @@
+//! What the kernel (eBPF) tells a pod worker about its containers: every exec and exit
+//! goes to the pod's exec audit log; the init's exit (pid 1 of the container's pid
+//! namespace: hostPID containers are left to containerd) is the container's exit,
+//! whichever of the kernel and containerd reports it first; and the OOM killer's victim
+//! is named. The kernel's records come in the order it wrote them (a victim before its
+//! exit).
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::PodWorker;
+use crate::ebpf::Observed;
+use crate::ebpf::audit::{Entry, Kind};
+use crate::ebpf::records::{self, KernelEvent};
+
+/// What the kernel adds to an exit containerd would report.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KernelExit {
+    /// The signal that killed the process.
+    pub signal: Option<i32>,
+}
+
+impl PodWorker {
+    pub(super) async fn kernel(&mut self, observed: Observed) {
+        self.audit(&observed);
+        match &observed.event {
+            KernelEvent::Exit { task, exit_code } if task.ns_tgid == 1 => {
+                let status = records::exit_status(*exit_code);
+                let signal = status.signal.and_then(|s| i32::try_from(s).ok());
+                let at = wall_time(task.ktime_ns);
+                self.exited(&observed.container_id, status.code, Some(at), Some(KernelExit { signal }))
+                    .await;
+            }
+            KernelEvent::OomKill { task, .. } => {
+                if let Some(slot) = self.slot_mut(&observed.container_id) {
+                    slot.oom_killed = true;
+                    slot.oom_victim = Some(format!("pid {} ({})", task.tgid, task.comm));
+                }
+            }
+            KernelEvent::Exec { .. } | KernelEvent::Exit { .. } => {}
+        }
+    }
+
+    /// Adds an exec or exit to the pod's exec audit log.
+    pub(super) fn audit(&self, observed: &Observed) {
+        let Some(current) = &self.current else { return };
+        if current.uid != observed.pod_uid {
+            return;
+        }
+        let container = current
+            .slots
+            .iter()
+            .find(|s| s.id.as_deref() == Some(observed.container_id.as_str()))
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        let task = observed.event.task();
+        let base = Entry {
+            kind: Kind::Exec,
+            time: wall_time(task.ktime_ns).to_string(),
+            container,
+            container_id: observed.container_id.clone(),
+            pid: task.tgid,
+            ns_pid: task.ns_tgid,
+            comm: task.comm.clone(),
+            ppid: None,
+            uid: None,
+            filename: None,
+            argv: Vec::new(),
+            exit_code: None,
+            signal: None,
+        };
+        let entry = match &observed.event {
+            KernelEvent::Exec { uid, ppid, filename, argv, .. } => Entry {
+                ppid: Some(*ppid),
+                uid: Some(*uid),
+                filename: Some(filename.clone()),
+                argv: argv.clone(),
+                ..base
+            },
+            KernelEvent::Exit { exit_code, .. } => {
+                let status = records::exit_status(*exit_code);
+                Entry {
+                    kind: Kind::Exit,
+                    exit_code: Some(status.code),
+                    signal: status.signal,
+                    ..base
+                }
+            }
+            KernelEvent::OomKill { .. } => return,
+        };
+        self.runtime.ebpf.record(&current.uid, &self.name.namespace, &self.name.name, entry);
+    }
+}
+
+/// The wall-clock time of a `bpf_ktime_get_boot_ns()` reading (now, if the clock cannot
+/// be read).
+fn wall_time(ktime_ns: u64) -> Timestamp {
+    let now = Timestamp::now();
+    let Ok(boot) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) else {
+        return now;
+    };
+    let boot_ns = i128::from(boot.tv_sec()) * 1_000_000_000 + i128::from(boot.tv_nsec());
+    ago(now, boot_ns - i128::from(ktime_ns))
+}
+
+/// `now` minus `ago_ns` (not before `now` for a reading from the future).
+fn ago(now: Timestamp, ago_ns: i128) -> Timestamp {
+    let ago_ns = i64::try_from(ago_ns.max(0)).unwrap_or(i64::MAX);
+    now.checked_sub(SignedDuration::from_nanos(ago_ns)).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_clock_readings_become_wall_clock_times() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(ago(now, 1_500_000_000), Timestamp::from_millisecond(1_799_999_998_500).unwrap());
+        assert_eq!(ago(now, -5), now);
+        assert_eq!(ago(now, 0), now);
+    }
+}
