@@ -16,8 +16,8 @@
 pub mod audit;
 pub mod cgroups;
 pub mod mounts;
-pub mod records;
 mod reader;
+pub mod records;
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
@@ -64,7 +64,9 @@ pub enum Error {
     PinDir(#[source] std::io::Error),
     #[error("the kernel offers no BTF (/sys/kernel/btf/vmlinux): it needs CONFIG_DEBUG_INFO_BTF")]
     Btf(#[source] aya::BtfError),
-    #[error("cannot load the BPF programs and maps (needs root or CAP_BPF+CAP_PERFMON, and no kernel lockdown)")]
+    #[error(
+        "cannot load the BPF programs and maps (needs root or CAP_BPF+CAP_PERFMON, and no kernel lockdown)"
+    )]
     Load(#[source] EbpfError),
     #[error("the BPF object has no program {0}: agent-ebpf/outpost.bpf.o does not match the agent")]
     NoProgram(&'static str),
@@ -110,8 +112,8 @@ impl Kernel {
             .map_err(|source| Error::PodRoot { path: pod_root.clone(), source })?
             .ino();
         // Its depth below the cgroup2 root.
-        let root_level = u32::try_from(Path::new(mounts::POD_ROOT).components().count())
-            .unwrap_or(1);
+        let root_level =
+            u32::try_from(Path::new(mounts::POD_ROOT).components().count()).unwrap_or(1);
         std::fs::create_dir_all(PIN_DIR).map_err(Error::PinDir)?;
         let btf = Btf::from_sys_fs().map_err(Error::Btf)?;
         let pin = Path::new(PIN_DIR).join(TRAFFIC_MAP);
@@ -143,11 +145,14 @@ impl Kernel {
                 .ok_or(Error::NoProgram(name))?
                 .try_into()
                 .map_err(|source| program_error(name, tracepoint, source))?;
-            program.load(tracepoint, &btf).map_err(|source| program_error(name, tracepoint, source))?;
+            program
+                .load(tracepoint, &btf)
+                .map_err(|source| program_error(name, tracepoint, source))?;
             program.attach().map_err(|source| program_error(name, tracepoint, source))?;
         }
         let cgroup = File::open(pod_root)
             .map_err(|source| Error::PodRoot { path: pod_root.clone(), source })?;
+        let mode = skb_attach_mode();
         for (name, attach_type) in SKB_PROGRAMS {
             let attach = format!("cgroup {}", pod_root.display());
             let program: &mut CgroupSkb = programs
@@ -158,7 +163,7 @@ impl Kernel {
             program.load().map_err(|source| program_error(name, &attach, source))?;
             // Several agents may share the pod root (tests do): each adds its own.
             program
-                .attach(&cgroup, attach_type, CgroupAttachMode::AllowMultiple)
+                .attach(&cgroup, attach_type, mode)
                 .map_err(|source| program_error(name, &attach, source))?;
         }
         let events = RingBuf::try_from(take(&mut programs, EVENTS_MAP)?)
@@ -208,11 +213,18 @@ impl Kernel {
     }
 }
 
-fn program_error(
-    name: &'static str,
-    attach: &str,
-    source: aya::programs::ProgramError,
-) -> Error {
+/// How the skb programs attach so that several agents' programs run side by side. aya
+/// attaches with a BPF link from Linux 5.7 on, and a cgroup link is always "multi" while
+/// the kernel refuses any attach flag on it (EINVAL): flags 0, which aya calls `Single`.
+/// Before 5.7 aya uses BPF_PROG_ATTACH, where `Single` would replace another agent's
+/// program: `AllowMultiple` there.
+fn skb_attach_mode() -> CgroupAttachMode {
+    let links = aya::util::KernelVersion::current()
+        .is_ok_and(|v| v >= aya::util::KernelVersion::new(5, 7, 0));
+    if links { CgroupAttachMode::Single } else { CgroupAttachMode::AllowMultiple }
+}
+
+fn program_error(name: &'static str, attach: &str, source: aya::programs::ProgramError) -> Error {
     Error::Program { name, attach: attach.to_owned(), source }
 }
 
@@ -244,7 +256,9 @@ impl Handle {
     /// Loads the programs (`enabled`: `--ebpf`), or says once why the agent runs without.
     pub fn start(enabled: bool) -> Handle {
         if !enabled {
-            tracing::info!("eBPF disabled (--ebpf=false): container exits come from containerd's events alone");
+            tracing::info!(
+                "eBPF disabled (--ebpf=false): container exits come from containerd's events alone"
+            );
             return Handle::default();
         }
         match Kernel::load() {

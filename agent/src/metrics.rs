@@ -83,7 +83,10 @@ pub fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
     registry
         .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
     registry.register_collector(Box::new(process::Process::default()));
-    registry.register_collector(Box::new(kernel::Kernel { snapshot: snapshot_for_kernel, ebpf: sources.ebpf }));
+    registry.register_collector(Box::new(kernel::Kernel {
+        snapshot: snapshot_for_kernel,
+        ebpf: sources.ebpf,
+    }));
     registry
 }
 

@@ -7,6 +7,7 @@ mod api_source;
 mod cli;
 mod cni;
 mod containerd;
+mod ebpf;
 mod file_source;
 mod images;
 mod images_dir;

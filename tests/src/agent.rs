@@ -53,8 +53,17 @@ impl Agent {
 
     /// `outpost run` without `--dry-run`: pods really run (`extra` says where: containerd
     /// socket and namespace, state, run, log and CNI dirs; see [`crate::pods::Node`]).
+    /// With `OUTPOST_TEST_EBPF=off` in the environment the agent runs with `--ebpf=false`
+    /// (CI runs the pod tests that way too: containerd's events alone must do), unless
+    /// `extra` says `--ebpf=...` itself.
     pub fn start_pods<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
-        Agent::spawn(Command::new(outpost_bin()), &[ANONYMOUS_READS], manifests, extra)
+        let chosen = extra.iter().any(|a| a.as_ref().to_string_lossy().starts_with("--ebpf"));
+        let mode: &[&str] = if ebpf_off() && !chosen {
+            &[ANONYMOUS_READS, "--ebpf=false"]
+        } else {
+            &[ANONYMOUS_READS]
+        };
+        Agent::spawn(Command::new(outpost_bin()), mode, manifests, extra)
     }
 
     fn spawn<S: AsRef<OsStr>>(
@@ -211,6 +220,14 @@ impl Agent {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
+}
+
+/// The environment variable that turns BPF off in [`Agent::start_pods`] agents.
+pub const EBPF_ENV: &str = "OUTPOST_TEST_EBPF";
+
+/// Whether `OUTPOST_TEST_EBPF=off`.
+pub fn ebpf_off() -> bool {
+    std::env::var(EBPF_ENV).is_ok_and(|v| v == "off")
 }
 
 /// An HTTP/1.1 request head for one request on its own connection.

@@ -197,7 +197,11 @@ pub async fn run(
     };
 
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
-    let ebpf = if dry_run { crate::ebpf::Handle::default() } else { crate::ebpf::Handle::start(config.ebpf) };
+    let ebpf = if dry_run {
+        crate::ebpf::Handle::default()
+    } else {
+        crate::ebpf::Handle::start(config.ebpf)
+    };
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(RuntimeReady::default);

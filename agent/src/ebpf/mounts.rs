@@ -56,7 +56,10 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
             let mut rest = fields.skip_while(|f| *f != "-");
             rest.next()?;
             let fstype = rest.next()?;
-            Some(Mount { mount_point: PathBuf::from(unescape(mount_point)), fstype: fstype.to_owned() })
+            Some(Mount {
+                mount_point: PathBuf::from(unescape(mount_point)),
+                fstype: fstype.to_owned(),
+            })
         })
         .collect()
 }

@@ -45,7 +45,11 @@ fn register(ring: RingBuf<MapData>) -> std::io::Result<AsyncFd<RingBuf<MapData>>
     Ok(unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }?)
 }
 
-async fn read(mut fd: AsyncFd<RingBuf<MapData>>, cgroups: Arc<Cgroups>, to: mpsc::Sender<Observed>) {
+async fn read(
+    mut fd: AsyncFd<RingBuf<MapData>>,
+    cgroups: Arc<Cgroups>,
+    to: mpsc::Sender<Observed>,
+) {
     let mut batch = Vec::new();
     loop {
         let mut guard = match fd.readable_mut().await {
@@ -77,7 +81,12 @@ fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
     let task = event.task();
     let Some(owner) = cgroups.resolve(task.cgroup_id) else {
         if matches!(event, KernelEvent::OomKill { .. }) {
-            tracing::debug!(source = "kernel", pid = task.tgid, comm = task.comm, "OOM kill outside the pods");
+            tracing::debug!(
+                source = "kernel",
+                pid = task.tgid,
+                comm = task.comm,
+                "OOM kill outside the pods"
+            );
         }
         return None;
     };

@@ -139,7 +139,9 @@ impl KernelEvent {
 pub enum Error {
     #[error("a ring buffer record of {len} bytes is too short for {what} ({need} bytes)")]
     Short { what: &'static str, len: usize, need: usize },
-    #[error("a ring buffer record of unknown kind {0}: is agent-ebpf/outpost.bpf.o newer than the agent?")]
+    #[error(
+        "a ring buffer record of unknown kind {0}: is agent-ebpf/outpost.bpf.o newer than the agent?"
+    )]
     Kind(u32),
 }
 

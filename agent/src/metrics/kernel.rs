@@ -42,8 +42,7 @@ impl Collector for Kernel {
         }
         let traffic = pods_traffic(&self.snapshot, self.ebpf.pod_traffic());
         for (name, help, counter) in TRAFFIC {
-            let mut family =
-                encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
             for ((namespace, pod), t) in &traffic {
                 let labels = [("namespace", namespace.as_str()), ("pod", pod.as_str())];
                 ConstCounter::new(counter(t)).encode(family.encode_family(&labels)?)?;

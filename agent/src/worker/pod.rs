@@ -207,7 +207,8 @@ impl PodWorker {
         if slot.oom_killed {
             // kubelet shows this only in the container's status; an Event makes it visible
             // in `kubectl get events` too.
-            let victim = slot.oom_victim.as_deref().map(|v| format!(" (it chose {v})")).unwrap_or_default();
+            let victim =
+                slot.oom_victim.as_deref().map(|v| format!(" (it chose {v})")).unwrap_or_default();
             runtime.events.emit(
                 &object,
                 EventType::Warning,

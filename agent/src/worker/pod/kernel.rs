@@ -27,8 +27,13 @@ impl PodWorker {
                 let status = records::exit_status(*exit_code);
                 let signal = status.signal.and_then(|s| i32::try_from(s).ok());
                 let at = wall_time(task.ktime_ns);
-                self.exited(&observed.container_id, status.code, Some(at), Some(KernelExit { signal }))
-                    .await;
+                self.exited(
+                    &observed.container_id,
+                    status.code,
+                    Some(at),
+                    Some(KernelExit { signal }),
+                )
+                .await;
             }
             KernelEvent::OomKill { task, .. } => {
                 if let Some(slot) = self.slot_mut(&observed.container_id) {
@@ -115,7 +120,10 @@ mod tests {
     #[test]
     fn boot_clock_readings_become_wall_clock_times() {
         let now = Timestamp::from_second(1_800_000_000).unwrap();
-        assert_eq!(ago(now, 1_500_000_000), Timestamp::from_millisecond(1_799_999_998_500).unwrap());
+        assert_eq!(
+            ago(now, 1_500_000_000),
+            Timestamp::from_millisecond(1_799_999_998_500).unwrap()
+        );
         assert_eq!(ago(now, -5), now);
         assert_eq!(ago(now, 0), now);
     }
