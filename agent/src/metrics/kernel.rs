@@ -19,8 +19,10 @@ pub(super) struct Kernel {
     pub ebpf: Handle,
 }
 
-/// The four traffic families: name, help, and which counter.
-const TRAFFIC: [(&str, &str, fn(&Traffic) -> u64); 4] = [
+/// One traffic family: name, help, and which counter.
+type Family = (&'static str, &'static str, fn(&Traffic) -> u64);
+
+const TRAFFIC: [Family; 4] = [
     ("outpost_pod_network_receive_bytes", "Bytes received by a pod's sockets", |t| t.rx_bytes),
     ("outpost_pod_network_receive_packets", "Packets received by a pod's sockets", |t| {
         t.rx_packets

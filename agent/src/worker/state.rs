@@ -240,7 +240,6 @@ fn terminated(t: &Terminated) -> ContainerStateTerminated {
         finished_at: t.finished_at.map(Time),
         signal: t.signal,
         message: t.message.clone(),
-        ..ContainerStateTerminated::default()
     }
 }
 

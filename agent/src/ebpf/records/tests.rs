@@ -34,7 +34,7 @@ fn exec(filename: &[u8], filename_len: u32, args: &[u8], args_len: u32) -> Vec<u
 
 #[test]
 fn reads_an_exec_record() {
-    let b = exec(b"/bin/sleep\0", 10, b"sleep\03600\0", 11);
+    let b = exec(b"/bin/sleep\0", 10, b"sleep\x003600\x00", 11);
     assert_eq!(
         parse(&b),
         Ok(KernelEvent::Exec {
