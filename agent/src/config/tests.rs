@@ -186,6 +186,17 @@ fn node_registration_fields_from_the_file_flags_win() {
     assert!(!defaults.unwrap().stop_pods_on_shutdown, "pods keep running by default");
 }
 
+#[test]
+fn ebpf_is_on_unless_the_flag_or_the_file_says_false() {
+    let c = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
+    assert!(c.ebpf);
+    let f = file("ebpf: false\n");
+    assert!(!Config::resolve(flags(f.path())).unwrap().ebpf);
+    let mut fl = flags(f.path());
+    fl.ebpf = Some(true);
+    assert!(Config::resolve(fl).unwrap().ebpf, "the flag wins");
+}
+
 /// deploy/outpost.yaml is a real config: it parses as it ships, and with every commented
 /// field line uncommented (so each documented field exists under that name).
 #[test]

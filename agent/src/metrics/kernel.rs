@@ -39,25 +39,35 @@ impl Collector for Kernel {
             None,
             MetricType::Gauge,
         )?)?;
-        if !self.ebpf.is_loaded() {
-            return Ok(());
-        }
-        let traffic = pods_traffic(&self.snapshot, self.ebpf.pod_traffic());
-        for (name, help, counter) in TRAFFIC {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for ((namespace, pod), t) in &traffic {
-                let labels = [("namespace", namespace.as_str()), ("pod", pod.as_str())];
-                ConstCounter::new(counter(t)).encode(family.encode_family(&labels)?)?;
+        // Families without samples are left out (some parsers take a bare descriptor for
+        // part of the next family).
+        let traffic = if self.ebpf.is_loaded() {
+            pods_traffic(&self.snapshot, self.ebpf.pod_traffic())
+        } else {
+            Vec::new()
+        };
+        if !traffic.is_empty() {
+            for (name, help, counter) in TRAFFIC {
+                let mut family =
+                    encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+                for ((namespace, pod), t) in &traffic {
+                    let labels = [("namespace", namespace.as_str()), ("pod", pod.as_str())];
+                    ConstCounter::new(counter(t)).encode(family.encode_family(&labels)?)?;
+                }
             }
         }
+        // Empty without BPF: nothing records execs then.
+        let mut execs = self.ebpf.exec_counts();
+        if execs.is_empty() {
+            return Ok(());
+        }
+        execs.sort();
         let mut family = encoder.encode_descriptor(
             "outpost_pod_process_execs",
             "Programs run (execve) in a pod's containers, as the kernel saw them",
             None,
             MetricType::Counter,
         )?;
-        let mut execs = self.ebpf.exec_counts();
-        execs.sort();
         for (namespace, pod, container, n) in &execs {
             let labels = [
                 ("namespace", namespace.as_str()),

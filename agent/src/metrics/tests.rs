@@ -207,3 +207,46 @@ fn counted_metrics_are_exported() {
         ],
     );
 }
+
+#[test]
+fn kernel_metrics_say_whether_bpf_is_loaded_and_count_execs_per_container() {
+    use crate::ebpf::audit::{Entry, Kind};
+    let ebpf = crate::ebpf::Handle::default();
+    let entry = |container: &str, kind| Entry {
+        kind,
+        time: "2026-01-01T00:00:00Z".into(),
+        container: container.into(),
+        container_id: "id".into(),
+        pid: 10,
+        ns_pid: 1,
+        comm: "sh".into(),
+        ppid: None,
+        uid: None,
+        filename: None,
+        argv: Vec::new(),
+        exit_code: None,
+        signal: None,
+    };
+    ebpf.record("u1", "default", "web", entry("main", Kind::Exec));
+    ebpf.record("u1", "default", "web", entry("main", Kind::Exec));
+    ebpf.record("u1", "default", "web", entry("main", Kind::Exit));
+    ebpf.record("u1", "default", "web", entry("side", Kind::Exec));
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let sources = Sources { ebpf: ebpf.clone(), ..Sources::default() };
+    let registry = registry(handle, sources);
+    let text = render(&registry).unwrap();
+    has_lines(
+        &text,
+        &[
+            "# TYPE outpost_ebpf_loaded gauge",
+            "outpost_ebpf_loaded 0",
+            "# TYPE outpost_pod_process_execs counter",
+            "outpost_pod_process_execs_total{namespace=\"default\",pod=\"web\",container=\"main\"} 2",
+            "outpost_pod_process_execs_total{namespace=\"default\",pod=\"web\",container=\"side\"} 1",
+        ],
+    );
+    // Not loaded: no traffic families at all.
+    assert!(!text.contains("outpost_pod_network"), "{text}");
+    ebpf.forget_pod("u1");
+    assert!(!render(&registry).unwrap().contains("pod=\"web\""));
+}
