@@ -59,6 +59,11 @@ async fn read(
                 return;
             }
         };
+        // Readiness is cleared before draining, not after: a record written after the
+        // last one read wakes epoll again (the kernel notifies a consumer that caught
+        // up), and clearing after draining could drop that wake-up and leave the record
+        // waiting for the next one.
+        guard.clear_ready();
         let ring = guard.get_inner_mut();
         while let Some(item) = ring.next() {
             match records::parse(&item) {
@@ -66,7 +71,7 @@ async fn read(
                 Err(e) => tracing::warn!(error = %e, "skipping a BPF ring buffer record"),
             }
         }
-        guard.clear_ready();
+        drop(guard);
         for event in batch.drain(..) {
             let Some(observed) = resolve(&cgroups, event) else { continue };
             if to.send(observed).await.is_err() {
