@@ -150,11 +150,12 @@ fn kernel_exits_carry_exact_codes_and_signals_and_execs_are_audited() {
             e["kind"] == "exit" && e["nsPid"] == 1 && e["exitCode"] == 137 && e["signal"] == 9
         })
     });
-    // The kernel saw both exits first, and said so.
+    // The kernel saw both exits, and said so (its exit usually reaches the worker before
+    // containerd's; on a busy machine both may be read at once, and either wins).
     let log = agent.log();
     for container_id in [&three_id, &id] {
         assert!(
-            log.lines().any(|l| l.contains("container exited")
+            log.lines().any(|l| l.contains("container init exited")
                 && l.contains(&format!("container_id=\"{container_id}\""))
                 && l.contains("source=\"kernel\"")),
             "no kernel exit for {container_id}:\n{log}"
@@ -189,7 +190,7 @@ fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
         .count();
     let kernel = log
         .lines()
-        .filter(|l| l.contains("container exited") && l.contains("source=\"kernel\""))
+        .filter(|l| l.contains("container init exited") && l.contains("source=\"kernel\""))
         .count();
     // Each run ends once (the kernel's or containerd's exit, never both) and is followed
     // by at most one start.
@@ -197,7 +198,7 @@ fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
         exited <= started && started <= exited + 1,
         "started {started}, exited {exited}:\n{log}"
     );
-    assert!(kernel >= 2, "the kernel reported the exits first:\n{log}");
+    assert!(kernel >= 2, "the kernel reported the exits:\n{log}");
 }
 
 #[test]

@@ -99,17 +99,31 @@ fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
     match &event {
         KernelEvent::Exit { exit_code, .. } => {
             let status = records::exit_status(*exit_code);
-            tracing::debug!(
-                source = "kernel",
-                pod.uid = owner.pod_uid,
-                container_id,
-                pid = task.tgid,
-                ns_pid = task.ns_tgid,
-                comm = task.comm,
-                exit_code = status.code,
-                signal = status.signal,
-                "process exited"
-            );
+            // A container's init (pid 1 in its pid namespace): the container exits.
+            if task.ns_tgid == 1 {
+                tracing::info!(
+                    source = "kernel",
+                    pod.uid = owner.pod_uid,
+                    container_id,
+                    pid = task.tgid,
+                    after_us = since_us(task.ktime_ns),
+                    exit_code = status.code,
+                    signal = status.signal,
+                    "container init exited"
+                );
+            } else {
+                tracing::debug!(
+                    source = "kernel",
+                    pod.uid = owner.pod_uid,
+                    container_id,
+                    pid = task.tgid,
+                    ns_pid = task.ns_tgid,
+                    comm = task.comm,
+                    exit_code = status.code,
+                    signal = status.signal,
+                    "process exited"
+                );
+            }
         }
         KernelEvent::OomKill { .. } => tracing::info!(
             source = "kernel",
@@ -129,4 +143,12 @@ fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
         ),
     }
     Some(Observed { pod_uid: owner.pod_uid, container_id, event })
+}
+
+/// How long ago (µs) a `bpf_ktime_get_boot_ns()` reading was: how late the agent reads
+/// the kernel's record.
+fn since_us(ktime_ns: u64) -> Option<i128> {
+    let boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let now_ns = i128::from(boot.tv_sec()) * 1_000_000_000 + i128::from(boot.tv_nsec());
+    Some((now_ns - i128::from(ktime_ns)) / 1000)
 }

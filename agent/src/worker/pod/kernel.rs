@@ -7,6 +7,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use super::super::state::{SlotState, Terminated};
 use super::PodWorker;
 use crate::ebpf::Observed;
 use crate::ebpf::audit::{Entry, Kind};
@@ -27,22 +28,45 @@ impl PodWorker {
                 let status = records::exit_status(*exit_code);
                 let signal = status.signal.and_then(|s| i32::try_from(s).ok());
                 let at = wall_time(task.ktime_ns);
-                self.exited(
-                    &observed.container_id,
-                    status.code,
-                    Some(at),
-                    Some(KernelExit { signal }),
-                )
-                .await;
+                let id = &observed.container_id;
+                self.exited(id, status.code, Some(at), Some(KernelExit { signal })).await;
+                // containerd's exit came first (a busy agent reads both at once): the
+                // kernel still knows the signal.
+                if let Some(t) = self.terminated_mut(id)
+                    && t.signal.is_none()
+                {
+                    t.signal = signal;
+                }
             }
             KernelEvent::OomKill { task, .. } => {
-                if let Some(slot) = self.slot_mut(&observed.container_id) {
+                let victim = format!("pid {} ({})", task.tgid, task.comm);
+                if let Some(slot) = self.slot_mut(&observed.container_id)
+                    && slot.is_running()
+                {
                     slot.oom_killed = true;
-                    slot.oom_victim = Some(format!("pid {} ({})", task.tgid, task.comm));
+                    slot.oom_victim = Some(victim);
+                } else if let Some(t) = self.terminated_mut(&observed.container_id)
+                    && t.message.is_none()
+                {
+                    // containerd's exit came first: the OOM kill still names the reason.
+                    "OOMKilled".clone_into(&mut t.reason);
+                    t.message = Some(format!("The OOM killer chose {victim}"));
                 }
             }
             KernelEvent::Exec { .. } | KernelEvent::Exit { .. } => {}
         }
+    }
+
+    /// How the container `id` ended, if its slot knows.
+    fn terminated_mut(&mut self, id: &str) -> Option<&mut Terminated> {
+        let current = self.current.as_mut()?;
+        current.slots.iter_mut().find_map(|slot| {
+            let state = match &mut slot.state {
+                SlotState::Terminated(t) if t.container_id == id => Some(t),
+                _ => None,
+            };
+            state.or(slot.last_termination.as_mut().filter(|t| t.container_id == id))
+        })
     }
 
     /// Adds an exec or exit to the pod's exec audit log.
