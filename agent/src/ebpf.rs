@@ -349,6 +349,13 @@ impl Handle {
             .collect()
     }
 
+    /// The agent runs pod `uid`: events of its cgroups are resolved.
+    pub fn track_pod(&self, uid: &str) {
+        if let Some(kernel) = self.kernel() {
+            kernel.cgroups.track(uid);
+        }
+    }
+
     /// The pod is gone: its audit log and cached cgroups go too.
     pub fn forget_pod(&self, uid: &str) {
         if let Ok(mut audit) = self.0.audit.lock() {

@@ -1,10 +1,11 @@
 //! Which pod and container a cgroup v2 id belongs to. runc (cgroupfs driver) puts a
 //! container at `<cgroup2>/outpost/pod<uid>/<container id>`, and a cgroup's id is its
-//! directory's inode number. The cache is filled on a miss by reading those directories
-//! (a cgroup still exists when its last process exits, so an exit resolves too), and
+//! directory's inode number. The cache is filled on a miss by reading the directories of
+//! the pods this agent runs (a cgroup still exists when its last process exits, so an
+//! exit resolves too; other agents' pods under the same root are never read), and
 //! emptied of a pod's entries when the pod is gone; it never grows past [`MAX_ENTRIES`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -45,11 +46,22 @@ pub fn owner_of_path(path: &str) -> Option<Owner> {
 pub struct Cgroups {
     pod_root: PathBuf,
     cache: Mutex<HashMap<u64, Owner>>,
+    /// The UIDs of the pods this agent runs: the directories a miss reads.
+    pods: Mutex<HashSet<String>>,
 }
 
 impl Cgroups {
     pub fn new(pod_root: PathBuf) -> Cgroups {
-        Cgroups { pod_root, cache: Mutex::new(HashMap::new()) }
+        Cgroups { pod_root, cache: Mutex::new(HashMap::new()), pods: Mutex::new(HashSet::new()) }
+    }
+
+    /// The agent runs pod `uid`: its cgroups resolve from now on.
+    pub fn track(&self, uid: &str) {
+        if let Ok(mut pods) = self.pods.lock()
+            && !pods.contains(uid)
+        {
+            pods.insert(uid.to_owned());
+        }
     }
 
     /// The owner of cgroup `id`, reading the pod cgroups on a miss.
@@ -74,7 +86,9 @@ impl Cgroups {
     }
 
     fn rescan(&self) {
-        let found = scan(&self.pod_root);
+        let pods: Vec<String> =
+            self.pods.lock().map(|p| p.iter().cloned().collect()).unwrap_or_default();
+        let found = scan(&self.pod_root, &pods);
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() + found.len() > MAX_ENTRIES {
                 cache.clear();
@@ -85,6 +99,9 @@ impl Cgroups {
 
     /// Drops the entries of a pod that is gone.
     pub fn forget_pod(&self, uid: &str) {
+        if let Ok(mut pods) = self.pods.lock() {
+            pods.remove(uid);
+        }
         if let Ok(mut cache) = self.cache.lock() {
             cache.retain(|_, owner| owner.pod_uid != uid);
         }
@@ -99,26 +116,20 @@ impl Cgroups {
     }
 }
 
-/// Every pod and container cgroup under `pod_root`, by id (unreadable ones are skipped:
-/// a pod being torn down meanwhile).
-fn scan(pod_root: &Path) -> Vec<(u64, Owner)> {
+/// The cgroups of `pods` (and their containers) under `pod_root`, by id (unreadable ones
+/// are skipped: a pod being torn down meanwhile).
+fn scan(pod_root: &Path, pods: &[String]) -> Vec<(u64, Owner)> {
     let mut found = Vec::new();
-    let Ok(pods) = std::fs::read_dir(pod_root) else { return found };
-    for pod in pods.flatten() {
-        let name = pod.file_name();
-        let Some(uid) = name.to_str().and_then(pod_uid) else { continue };
-        let Ok(meta) = pod.metadata() else { continue };
-        if !meta.is_dir() {
-            continue;
-        }
-        found.push((meta.ino(), Owner { pod_uid: uid.to_owned(), container_id: None }));
-        let Ok(containers) = std::fs::read_dir(pod.path()) else { continue };
+    for uid in pods {
+        let dir = pod_root.join(format!("pod{uid}"));
+        let Ok(meta) = std::fs::metadata(&dir) else { continue };
+        found.push((meta.ino(), Owner { pod_uid: uid.clone(), container_id: None }));
+        let Ok(containers) = std::fs::read_dir(&dir) else { continue };
         for container in containers.flatten() {
             let Ok(meta) = container.metadata() else { continue };
             let Some(id) = container.file_name().to_str().map(str::to_owned) else { continue };
             if meta.is_dir() {
-                let owner = Owner { pod_uid: uid.to_owned(), container_id: Some(id) };
-                found.push((meta.ino(), owner));
+                found.push((meta.ino(), Owner { pod_uid: uid.clone(), container_id: Some(id) }));
             }
         }
     }
@@ -154,6 +165,8 @@ mod tests {
         std::fs::create_dir_all(&container).unwrap();
         std::fs::create_dir_all(root.path().join("not-a-pod/c2")).unwrap();
         let cgroups = Cgroups::new(root.path().to_owned());
+        cgroups.track("u1");
+        cgroups.track("u2");
         assert!(cgroups.is_empty());
         let ino = std::fs::metadata(&container).unwrap().ino();
         let pod_ino = std::fs::metadata(root.path().join("podu1")).unwrap().ino();
@@ -170,5 +183,10 @@ mod tests {
         cgroups.forget_pod("u1");
         assert_eq!(cgroups.len(), 2);
         assert_eq!(cgroups.resolve(u64::MAX), None);
+        assert_eq!(cgroups.resolve(ino), None, "a forgotten pod is not read again");
+        // Another agent's pod under the same root is never read.
+        std::fs::create_dir_all(root.path().join("podother/c9")).unwrap();
+        let other = std::fs::metadata(root.path().join("podother/c9")).unwrap().ino();
+        assert_eq!(cgroups.resolve(other), None);
     }
 }

@@ -314,6 +314,8 @@ impl PodWorker {
                 current
             }
             None => {
+                // The kernel's events of its cgroups resolve to it from its first container on.
+                runtime.ebpf.track_pod(pod::uid(&pod));
                 let current = Current::adopt(&runtime, source, pod, adoptable, &self.outbox).await;
                 self.current.insert(current)
             }
