@@ -261,7 +261,11 @@ impl Handle {
             );
             return Handle::default();
         }
-        match Kernel::load() {
+        let loaded = Kernel::load();
+        // Loading parses the kernel's BTF (twice: aya's loader reads it too), megabytes
+        // the allocator would otherwise keep for the agent's whole life.
+        release_free_memory();
+        match loaded {
             Ok(kernel) => {
                 tracing::info!(
                     cgroup2 = %kernel.mounts.cgroup2.display(),
@@ -371,3 +375,17 @@ impl Handle {
         self.kernel()?.exec_of(tgid)
     }
 }
+
+/// Hands the allocator's free memory back to the kernel (glibc's `malloc_trim`).
+#[cfg(target_env = "gnu")]
+#[allow(unsafe_code)]
+fn release_free_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heap state under its locks; it takes no
+    // pointers and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(target_env = "gnu"))]
+fn release_free_memory() {}
