@@ -19,7 +19,7 @@ pub mod writer;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use self::ring::Ring;
@@ -46,7 +46,7 @@ pub trait ExecHistory: Send + Sync + fmt::Debug {
 }
 
 /// What the file source did with a manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// A file with no good content before now yields pods.
@@ -71,7 +71,7 @@ impl fmt::Display for Action {
 }
 
 /// What made the source look at the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Cause {
     /// A kernel event on the file.
@@ -82,7 +82,7 @@ pub enum Cause {
 }
 
 /// One audited change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// When the source handled it (RFC 3339, UTC).

@@ -172,6 +172,21 @@ fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
     assert_eq!(files, ["early.yaml", "a.yaml", "a.yaml", "a.yaml", "a.yaml"], "{all}");
     let (status, body) = agent.get("/manifests/audit?limit=many");
     assert_eq!(status, 400, "{body}");
+
+    // The operator's view: `outpost manifests audit FILE`, a table oldest first.
+    let out = Command::new(outpost_bin())
+        .args(["manifests", "audit", "a.yaml", "--server", &format!("http://{}", agent.addr)])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 5, "a header and four changes: {table}");
+    assert!(rows[0].starts_with("TIME") && rows[0].contains("WRITER"), "{table}");
+    for (row, action) in rows[1..].iter().zip(["added", "changed", "rejected", "removed"]) {
+        assert!(row.contains(action) && row.contains("a.yaml"), "{action}: {table}");
+    }
+    assert!(rows[1].contains("audit-writer") && rows[1].contains("uid 0 (root)"), "{table}");
 }
 
 /// With inotify (fanotify blocked by seccomp, as in a container with the default

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::writer::{Status, identify, parse_cmdline, passwd_name};
+use super::writer::{Status, identify, parse_cmdline, passwd_name, quoted};
 use super::*;
 use crate::source::file::watch::Backend;
 
@@ -78,7 +78,11 @@ fn a_gone_writer_is_filled_in_from_the_exec_history() {
     assert_eq!(writer.uid, Some(1000));
     assert_eq!(writer.exe.as_deref(), Some("/usr/bin/cp"));
     assert_eq!(writer.comm.as_deref(), Some("cp"));
-    assert!(writer.summary.contains("cp /tmp/a.yaml"), "{}", writer.summary);
+    assert!(
+        writer.summary.contains("cp /tmp/a.yaml /etc/outpost/manifests/"),
+        "{}",
+        writer.summary
+    );
     assert!(writer.summary.contains("eBPF exec history"), "{}", writer.summary);
 
     // A running process is still read from /proc, not from the history.
@@ -173,4 +177,13 @@ fn an_entry_serializes_with_its_writer() {
     assert_eq!(json["writer"]["pid"], serde_json::Value::Null);
     assert!(json["writer"].get("source").is_none());
     assert!(json["writer"]["summary"].as_str().unwrap().starts_with("unknown"));
+}
+
+#[test]
+fn a_command_line_is_shown_on_one_line() {
+    assert_eq!(quoted("/usr/bin/cp"), "/usr/bin/cp");
+    assert_eq!(quoted("a b"), "\"a b\"");
+    assert_eq!(quoted("kind: Pod\nmetadata: {}"), "\"kind: Pod\\nmetadata: {}\"");
+    assert_eq!(quoted(""), "\"\"");
+    assert_eq!(quoted("say \"hi\""), "\"say \\\"hi\\\"\"");
 }

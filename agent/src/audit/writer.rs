@@ -5,7 +5,7 @@
 use std::fs;
 use std::io::Read;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{ExecHistory, ExecRecord};
 use crate::source::file::watch::Backend;
@@ -14,7 +14,7 @@ use crate::source::file::watch::Backend;
 const MAX_CMDLINE: usize = 4096;
 
 /// What a writer's identity is based on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataSource {
     /// `/proc/<pid>` while the writer was still running.
@@ -33,7 +33,7 @@ pub enum Origin {
 }
 
 /// The process that wrote a manifest, or why it is not known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Writer {
     pub pid: Option<i32>,
@@ -71,12 +71,13 @@ impl Writer {
         }
     }
 
-    /// `argv` as one line, or the command name when there is no command line.
+    /// `argv` as one line (arguments with spaces, quotes or control characters quoted
+    /// and escaped), or the command name in brackets when there is no command line.
     pub fn command(&self) -> String {
         if self.argv.is_empty() {
             self.comm.as_deref().map(|c| format!("[{c}]")).unwrap_or_default()
         } else {
-            self.argv.join(" ")
+            self.argv.iter().map(|a| quoted(a)).collect::<Vec<_>>().join(" ")
         }
     }
 
@@ -173,6 +174,14 @@ pub fn from_exec(pid: i32, record: ExecRecord) -> Writer {
     };
     writer.summarize(" (exited; from the eBPF exec history)");
     writer
+}
+
+/// An argument as it can be shown on one line: as it is when plain, else quoted with
+/// its quotes, backslashes and control characters escaped.
+pub fn quoted(arg: &str) -> String {
+    let plain =
+        !arg.is_empty() && arg.chars().all(|c| c.is_alphanumeric() || "_-./:=,@+%^".contains(c));
+    if plain { arg.to_owned() } else { format!("{arg:?}") }
 }
 
 fn read_capped(path: &str, cap: usize) -> Option<Vec<u8>> {
