@@ -5,6 +5,7 @@
 //! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
 //! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
 //!
+//! - `audit`: `/manifests/audit`, who changed which manifest.
 //! - `auth`: who may do what; bearer token and client certificate checks.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `health`: `/healthz` and `/readyz` with their checks.
@@ -15,6 +16,7 @@
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
 
+mod audit;
 mod auth;
 mod container_logs;
 mod health;
@@ -101,6 +103,7 @@ struct AppState {
     log_level: LogLevel,
     info: Arc<status::Info>,
     events: crate::sync::Recorder,
+    audit: crate::audit::ManifestAudit,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -126,6 +129,7 @@ fn routes() -> Router<AppState> {
         .route("/status", get(status::status))
         .merge(log_level::routes())
         .merge(pod::routes())
+        .merge(audit::routes())
         .merge(push::routes())
 }
 
@@ -151,6 +155,8 @@ pub struct Options {
     pub log_level: LogLevel,
     /// What `/status` reads besides the snapshot and the pod statuses.
     pub info: status::Info,
+    /// The file source's audit log (`/manifests/audit`).
+    pub audit: crate::audit::ManifestAudit,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -169,6 +175,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         pod_log_dir,
         log_level,
         info,
+        audit,
     } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -209,6 +216,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         log_level,
         info: Arc::new(info),
         events,
+        audit,
     });
     Ok(async move {
         serve::serve(listener, acceptor, app).await;
