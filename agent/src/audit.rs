@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use self::ring::Ring;
-pub use self::writer::{DataSource, Origin, Writer};
+pub use self::writer::{DataSource, KernelExec, Origin, Writer};
 
 /// How many entries the agent keeps.
 pub const CAPACITY: usize = 1000;
@@ -35,7 +35,7 @@ pub struct ExecRecord {
     pub filename: String,
     pub argv: Vec<String>,
     pub uid: u32,
-    /// `bpf_ktime_get_ns()` at the exec.
+    /// `bpf_ktime_get_boot_ns()` (CLOCK_BOOTTIME) at the exec.
     pub ktime_ns: u64,
 }
 

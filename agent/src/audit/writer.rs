@@ -51,8 +51,44 @@ pub struct Writer {
     pub argv: Vec<String>,
     pub exe: Option<String>,
     pub comm: Option<String>,
+    /// The process's last exec as the kernel recorded it (eBPF on): the binary and
+    /// arguments it was started with, even when `/proc` shows it changed them since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<KernelExec>,
     /// One line: who it was, or why it is not known. Never empty.
     pub summary: String,
+}
+
+/// A process's last exec, from the eBPF exec history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelExec {
+    pub filename: String,
+    pub argv: Vec<String>,
+    pub uid: u32,
+    /// When it happened (RFC 3339), if the boot clock could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+}
+
+impl KernelExec {
+    fn of(record: &ExecRecord) -> KernelExec {
+        KernelExec {
+            filename: record.filename.clone(),
+            argv: record.argv.clone(),
+            uid: record.uid,
+            at: boot_time_to_wall(record.ktime_ns).map(|t| t.to_string()),
+        }
+    }
+}
+
+/// A `CLOCK_BOOTTIME` reading (the BPF programs' clock) as wall-clock time.
+fn boot_time_to_wall(ktime_ns: u64) -> Option<jiff::Timestamp> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let now_ns =
+        u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
+    let ago = i64::try_from(now_ns.checked_sub(ktime_ns)?).ok()?;
+    jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_nanos(ago)).ok()
 }
 
 impl Writer {
@@ -67,6 +103,7 @@ impl Writer {
             argv: Vec::new(),
             exe: None,
             comm: None,
+            exec: None,
             summary: why.to_owned(),
         }
     }
@@ -113,10 +150,12 @@ pub fn identify(origin: Origin, exec: Option<&dyn ExecHistory>) -> Writer {
         }
         Origin::Event { pid: Some(pid), .. } => pid,
     };
-    if let Some(writer) = from_proc(pid) {
+    let record = u32::try_from(pid).ok().and_then(|tgid| exec?.exec_of(tgid));
+    if let Some(mut writer) = from_proc(pid) {
+        writer.exec = record.as_ref().map(KernelExec::of);
         return writer;
     }
-    if let Some(record) = exec.and_then(|h| h.exec_of(pid as u32)) {
+    if let Some(record) = record {
         return from_exec(pid, record);
     }
     Writer::unknown(Some(pid), &format!("pid {pid} exited before it could be identified"))
@@ -151,6 +190,7 @@ pub fn from_proc(pid: i32) -> Option<Writer> {
         argv: argv.unwrap_or_default(),
         exe,
         comm,
+        exec: None,
         summary: String::new(),
     };
     writer.summarize("");
@@ -159,6 +199,7 @@ pub fn from_proc(pid: i32) -> Option<Writer> {
 
 /// The writer from its last exec, recorded by the eBPF programs.
 pub fn from_exec(pid: i32, record: ExecRecord) -> Writer {
+    let exec = KernelExec::of(&record);
     let comm = record.filename.rsplit('/').next().filter(|c| !c.is_empty()).map(str::to_owned);
     let mut writer = Writer {
         pid: Some(pid),
@@ -168,10 +209,12 @@ pub fn from_exec(pid: i32, record: ExecRecord) -> Writer {
         gid: None,
         user: user_name(record.uid),
         argv: record.argv,
+        exec: None,
         exe: Some(record.filename),
         comm,
         summary: String::new(),
     };
+    writer.exec = Some(exec);
     writer.summarize(" (exited; from the eBPF exec history)");
     writer
 }
