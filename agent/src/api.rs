@@ -5,6 +5,7 @@
 //! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
 //! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
 //!
+//! - `audit`: `/manifests/audit`, who changed which manifest.
 //! - `auth`: who may do what; bearer token and client certificate checks.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `health`: `/healthz` and `/readyz` with their checks.
@@ -15,6 +16,7 @@
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
 
+mod audit;
 mod auth;
 mod container_logs;
 mod health;
@@ -102,6 +104,7 @@ struct AppState {
     info: Arc<status::Info>,
     events: crate::sync::Recorder,
     ebpf: crate::ebpf::Handle,
+    audit: crate::audit::ManifestAudit,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -127,6 +130,7 @@ fn routes() -> Router<AppState> {
         .route("/status", get(status::status))
         .merge(log_level::routes())
         .merge(pod::routes())
+        .merge(audit::routes())
         .merge(push::routes())
 }
 
@@ -154,6 +158,8 @@ pub struct Options {
     pub info: status::Info,
     /// The BPF side (`/pods/{namespace}/{name}/exec-audit`).
     pub ebpf: crate::ebpf::Handle,
+    /// The file source's audit log (`/manifests/audit`).
+    pub audit: crate::audit::ManifestAudit,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -173,6 +179,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         log_level,
         info,
         ebpf,
+        audit,
     } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -214,6 +221,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         info: Arc::new(info),
         events,
         ebpf,
+        audit,
     });
     Ok(async move {
         serve::serve(listener, acceptor, app).await;

@@ -49,6 +49,9 @@ pub enum Command {
     #[command(after_help = "Exit status: 0 if the agent is ready (every pod source seen, \
 containerd connected), 1 if it is not ready or cannot be reached.")]
     Status(StatusArgs),
+    /// The file source's manifests: `outpost manifests audit` shows who changed them.
+    #[command(subcommand)]
+    Manifests(ManifestsCommand),
     /// Print a container's logs, through the agent's local API; while the agent is down,
     /// from the files under the pod log directory.
     Logs(LogsCommand),
@@ -105,6 +108,28 @@ pub struct PodsArgs {
     /// Output format [default: the table].
     #[arg(short, long, value_enum, value_name = "FORMAT")]
     pub output: Option<PodsOutput>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ManifestsCommand {
+    /// The manifest audit log (`/manifests/audit`): every change the file source acted on
+    /// (added, changed, removed, rejected) and the process that wrote it, oldest first.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only this manifest (its name in the manifest directory, or its full path).
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
+    /// Only the newest N entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Print the agent's answer as JSON instead of the table.
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub output: Option<StatusOutput>,
     #[command(flatten)]
     pub client: ClientArgs,
 }

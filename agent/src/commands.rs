@@ -5,6 +5,7 @@ pub mod container_log;
 pub mod describe;
 pub mod images;
 pub mod logs;
+pub mod manifests;
 pub mod pod_logs;
 pub mod pods;
 pub mod printers;

@@ -376,6 +376,19 @@ impl Handle {
     }
 }
 
+/// The manifest audit asks about writers that exited before `/proc` could be read.
+impl crate::audit::ExecHistory for Handle {
+    fn exec_of(&self, tgid: u32) -> Option<crate::audit::ExecRecord> {
+        let record = Handle::exec_of(self, tgid)?;
+        Some(crate::audit::ExecRecord {
+            filename: record.filename,
+            argv: record.argv,
+            uid: record.uid,
+            ktime_ns: record.ktime_ns,
+        })
+    }
+}
+
 /// Hands the allocator's free memory back to the kernel (glibc's `malloc_trim`).
 #[cfg(target_env = "gnu")]
 #[allow(unsafe_code)]

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Pods(args) => commands::pods::pods(&args).map_err(Into::into),
         Command::Describe(args) => commands::describe::describe(&args).map_err(Into::into),
         Command::Status(args) => commands::status::status(&args).map_err(Into::into),
+        Command::Manifests(command) => commands::manifests::manifests(&command).map_err(Into::into),
         Command::Logs(args) => commands::pod_logs::logs(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
             commands::container_log::container_log(&args).map_err(Into::into)

@@ -87,6 +87,7 @@ fn without_anonymous_loopback_reads_every_read_needs_the_token() {
         "/debug/log-level",
         "/containerLogs/default/web-edge-1/main",
         "/manifests",
+        "/manifests/audit",
         "/nowhere",
     ] {
         let (status, body) = agent.get(path);

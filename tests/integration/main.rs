@@ -14,6 +14,7 @@ mod images_dir;
 mod local_api;
 mod logs;
 mod managed;
+mod manifest_audit;
 mod metrics;
 mod operator_cli;
 mod packaging;

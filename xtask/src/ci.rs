@@ -4,7 +4,8 @@
 //! committed BPF object is built from its sources (`ebpf --check`) and builds the test
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
-//! was already running is left running. After the tests, `dist` cross-builds the arm64
+//! was already running is left running. After the tests, the pods' end-to-end tests run
+//! once more with the agent's BPF programs off; then `dist` cross-builds the arm64
 //! release and smoke-tests it under qemu, and makes its `.deb`.
 
 use std::path::PathBuf;
@@ -15,6 +16,11 @@ use crate::{bench, containerd, deps, dist, ebpf, images};
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
 /// The directory holding the test images' tarballs (absolute path).
 pub const IMAGES_ENV: &str = "OUTPOST_TEST_IMAGES";
+/// Set to `off`, the test harness starts pod-running agents with `--ebpf=false`.
+const EBPF_ENV: &str = "OUTPOST_TEST_EBPF";
+/// The tests CI runs a second time with the BPF programs off.
+const WITHOUT_EBPF: &[&str] =
+    &["test", "-p", "outpost-tests", "--test", "integration", "--", "pods::"];
 /// The release CI builds (cross) and smoke-tests (under qemu).
 const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 
@@ -25,7 +31,7 @@ pub fn run() -> anyhow::Result<()> {
         &["build", "--workspace", "--all-targets"],
         &["test", "--workspace"],
     ];
-    let total = steps.len() + 6;
+    let total = steps.len() + 7;
     println!("==> ci step 1/{total}: cargo xtask deps");
     deps::run()?;
 
@@ -73,6 +79,12 @@ fn with_containerd(
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
         crate::run(command)?;
     }
+    // The pods' end-to-end tests again with the agent's BPF programs off: containerd's
+    // events alone must keep pods running and restarting as before.
+    println!("==> ci step {}/{total}: {EBPF_ENV}=off cargo {}", total - 2, WITHOUT_EBPF.join(" "));
+    let mut command = crate::cargo(WITHOUT_EBPF);
+    command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
+    crate::run(command)?;
     let arm64 = dist::Options { target: Some(DIST_TARGET.to_owned()), deb: true };
     println!("==> ci step {}/{total}: cargo xtask dist --target {DIST_TARGET} --deb", total - 1);
     dist::run(&arm64)?;

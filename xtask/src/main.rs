@@ -23,9 +23,9 @@ usage: cargo xtask <task>
 
 tasks:
   bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
-  ci                deps, private containerd + test images, fmt check, clippy, build,
-                    test, `dist --target aarch64-unknown-linux-gnu --deb`, then
-                    `bench --quick`
+  ci                deps, private containerd, `ebpf --check`, test images, fmt check,
+                    clippy, build, test, the pods tests again with BPF off,
+                    `dist --target aarch64-unknown-linux-gnu --deb`, then `bench --quick`
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)

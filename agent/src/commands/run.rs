@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::pods::{RuntimeHandles, containerd_choice, managed_options, run_pods};
+use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
 use crate::error_chain::describe;
@@ -145,13 +146,16 @@ pub async fn run(
     let metrics = Metrics::default();
     let checkpoints = Checkpoints::new(&config.state_dir).with_metrics(metrics.clone());
     let events = Recorder::default();
+    // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
+    let audit = ManifestAudit::default();
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
         node_name: config.node_name.clone(),
         watcher: config.watcher,
     })?
     .with_events(events.clone())
-    .with_metrics(metrics.clone());
+    .with_metrics(metrics.clone())
+    .with_audit(audit.clone());
     let watcher = files.backend().to_string();
     let mut sources = vec![(Source::File, files.into_stream())];
     let refresh = Refresh::default();
@@ -202,6 +206,9 @@ pub async fn run(
     } else {
         crate::ebpf::Handle::start(config.ebpf)
     };
+    if ebpf.is_loaded() {
+        audit.set_exec_history(Some(Arc::new(ebpf.clone())));
+    }
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(RuntimeReady::default);
@@ -248,6 +255,7 @@ pub async fn run(
             runtime: runtime_info,
             sync: sync_health,
         },
+        audit,
     })
     .await?;
     let (tx, rx) = mpsc::channel::<Batch>(64);

@@ -6,6 +6,7 @@
 //! event, one file re-read. Every change yields a SET of the whole directory (as kubelet's
 //! file source does); the merge turns it into deltas cheaply.
 
+mod audited;
 pub mod manifests;
 pub mod watch;
 
@@ -27,6 +28,7 @@ use tracing::{debug, info, warn};
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
+use crate::audit::{self, Action, ManifestAudit};
 use crate::metrics::counted::Metrics;
 use crate::sync::events::{self, EventType, Recorder, reason};
 
@@ -101,10 +103,12 @@ pub fn is_manifest_name(name: &OsStr) -> bool {
     }
 }
 
-/// Who caused a change, from the kernel event that reported it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Cause {
-    pid: Option<i32>,
+/// Why a file is looked at: a kernel event (naming the writer's PID with fanotify), or
+/// a full rescan (nothing names a writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Event { pid: Option<i32> },
+    Rescan,
 }
 
 /// The manifest directory source: a state machine stepped by [`FileSource::next`].
@@ -136,6 +140,8 @@ pub struct FileSource {
     events: Recorder,
     /// Counts rejected manifests; told the watcher's backend.
     metrics: Metrics,
+    /// Where every change acted on is recorded, with its writer.
+    audit: ManifestAudit,
 }
 
 impl FileSource {
@@ -160,6 +166,7 @@ impl FileSource {
             errors_total: 0,
             events: Recorder::default(),
             metrics: Metrics::default(),
+            audit: ManifestAudit::default(),
         };
         source.watch_dirs();
         // After the first watch: Auto may fall back to inotify on a filesystem that
@@ -178,6 +185,12 @@ impl FileSource {
     pub fn with_metrics(mut self, metrics: Metrics) -> FileSource {
         metrics.manifest_watcher(self.backend());
         self.metrics = metrics;
+        self
+    }
+
+    /// Records every change it acts on in `audit` (else in a log of its own).
+    pub fn with_audit(mut self, audit: ManifestAudit) -> FileSource {
+        self.audit = audit;
         self
     }
 
@@ -250,7 +263,9 @@ impl FileSource {
                 }
                 false
             }
-            Event::Entry { dir, name, mask, pid } => self.entry(dir, name, mask, Cause { pid }),
+            Event::Entry { dir, name, mask, pid } => {
+                self.entry(dir, name, mask, Cause::Event { pid })
+            }
         }
     }
 
@@ -336,31 +351,46 @@ impl FileSource {
     /// Re-reads one manifest (forgets it if the entry is gone); true if the SET changed.
     fn read(&mut self, name: &OsStr, cause: Cause) -> bool {
         let path = self.manifests.path_of(name);
-        let outcome = match read_manifest(&path) {
-            Ok(bytes) => self.manifests.offer(name, &bytes, Timestamp::now()),
+        let had_pods = !self.manifests.pod_names(name).is_empty();
+        let (outcome, digest) = match read_manifest(&path) {
+            Ok(bytes) => {
+                let outcome = self.manifests.offer(name, &bytes, Timestamp::now());
+                // Hashed only for what is audited: unchanged rewrites cost nothing more.
+                let audited = matches!(outcome, Outcome::Changed | Outcome::Rejected(_));
+                (outcome, audited.then(|| audit::short_sha256(&bytes)))
+            }
             Err(e)
                 if e.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(&path).is_err() =>
             {
                 return self.forget(name, cause);
             }
-            Err(e) => self.manifests.unreadable(name, format!("{}: {e}", path.display())),
+            Err(e) => (self.manifests.unreadable(name, format!("{}: {e}", path.display())), None),
         };
-        self.report(name, outcome, cause)
+        self.report(name, outcome, cause, had_pods, digest)
     }
 
     fn forget(&mut self, name: &OsStr, cause: Cause) -> bool {
+        let pods = self.manifests.pod_names(name);
         let changed = self.manifests.forget(name);
         if changed {
-            info!(file = ?name, pid = ?cause.pid, writer = ?cause.pid.and_then(watch::process_name), "manifest removed");
+            self.audited(name, Action::Removed, cause, pods, None, None);
         }
         changed
     }
 
-    fn report(&mut self, name: &OsStr, outcome: Outcome, cause: Cause) -> bool {
-        let writer = || cause.pid.and_then(watch::process_name);
+    fn report(
+        &mut self,
+        name: &OsStr,
+        outcome: Outcome,
+        cause: Cause,
+        had_pods: bool,
+        digest: Option<String>,
+    ) -> bool {
         match outcome {
             Outcome::Changed => {
-                info!(file = ?name, pid = ?cause.pid, writer = ?writer(), "manifest changed");
+                let action = if had_pods { Action::Changed } else { Action::Added };
+                let pods = self.manifests.pod_names(name);
+                self.audited(name, action, cause, pods, digest, None);
                 true
             }
             Outcome::Unchanged => false,
@@ -371,7 +401,8 @@ impl FileSource {
             Outcome::Rejected(report) => {
                 self.errors_total += 1;
                 self.metrics.manifest_rejected(Source::File);
-                warn!(file = ?name, pid = ?cause.pid, writer = ?writer(), "manifest rejected; its last good pods (if any) keep running:\n{report}");
+                let pods = self.manifests.pod_names(name);
+                self.audited(name, Action::Rejected, cause, pods, digest, Some(&report));
                 self.events.emit(
                     &events::node_ref(&self.node_name),
                     EventType::Warning,
@@ -403,9 +434,15 @@ impl FileSource {
             }
             Err(e) => warn!(dir = %dir.display(), error = %e, "cannot list the manifest directory"),
         }
-        let mut changed = self.manifests.retain(&present);
+        let mut changed = false;
+        for name in self.manifests.names() {
+            if !present.contains(&name) {
+                changed |= self.forget(&name, Cause::Rescan);
+            }
+        }
+        changed |= self.manifests.retain(&present);
         for name in &present {
-            changed |= self.read(name, Cause::default());
+            changed |= self.read(name, Cause::Rescan);
         }
         self.watch_link_targets(&present);
         debug!(files = present.len(), "manifest directory scanned");

@@ -39,7 +39,7 @@ const QUEUE: usize = 16;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "push key {key:?} {reason}; a key is 1 to 253 letters, digits, '.', '_' or '-', and not \".\" or \"..\""
+        "push key {key:?} {reason}; a key is 1 to 253 letters, digits, '.', '_' or '-', and not \".\", \"..\" or \"audit\""
     )]
     Key { key: String, reason: &'static str },
     #[error("manifest {key}: the body is empty; to remove pushed pods, DELETE /manifests/{key}")]

@@ -123,6 +123,19 @@ impl Manifests {
         self.entries.contains_key(name)
     }
 
+    /// Every file known (read at least once and not forgotten).
+    pub fn names(&self) -> Vec<OsString> {
+        self.entries.keys().cloned().collect()
+    }
+
+    /// `namespace/name` of the last good pods of `name`, in document order.
+    pub fn pod_names(&self, name: &OsStr) -> Vec<String> {
+        self.entries
+            .get(name)
+            .map(|e| e.pods.iter().map(|p| p.name.to_string()).collect())
+            .unwrap_or_default()
+    }
+
     /// Every pod of every file, in file-name order then document order: the SET.
     pub fn pods(&self) -> Vec<SourcePod> {
         self.entries.values().flat_map(|e| e.pods.iter().cloned()).collect()

@@ -27,6 +27,8 @@ pub fn validate_key(key: &str) -> Result<(), Error> {
         "is longer than 253 characters"
     } else if key == "." || key == ".." {
         "is a path step"
+    } else if key == "audit" {
+        "is reserved: GET /manifests/audit is the manifest audit log"
     } else if !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
         "has a character other than a letter, digit, '.', '_' or '-'"
     } else {

@@ -38,11 +38,15 @@ fn names(update: &outpost_core::merge::SourceUpdate) -> Vec<String> {
 
 #[test]
 fn keys_are_one_path_segment_of_safe_characters() {
-    for good in ["web", "a", "A.b_c-1", "..a", "a..", &"k".repeat(MAX_KEY_LEN)] {
+    for good in
+        ["web", "a", "A.b_c-1", "..a", "a..", "audit.yaml", "Audit", &"k".repeat(MAX_KEY_LEN)]
+    {
         assert!(validate_key(good).is_ok(), "{good:?} should be a valid key");
     }
     let long = "k".repeat(MAX_KEY_LEN + 1);
-    for bad in ["", ".", "..", "a/b", "a b", "a%2Fb", "ünïcode", "a\0", "a\\b", "a:b", &long] {
+    for bad in
+        ["", ".", "..", "audit", "a/b", "a b", "a%2Fb", "ünïcode", "a\0", "a\\b", "a:b", &long]
+    {
         let error = validate_key(bad).unwrap_err();
         assert!(matches!(error, Error::Key { .. }), "{bad:?}: {error}");
     }
