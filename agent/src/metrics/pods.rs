@@ -17,6 +17,11 @@ pub(super) struct PodSources(pub SnapshotHandle);
 impl Collector for PodSources {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snap = self.0.load();
+        // A family without samples is left out (a bare descriptor reads, to some parsers,
+        // as part of the next family): before the sources are registered, say.
+        if snap.sources.is_empty() {
+            return pod_conflicts(&snap, encoder);
+        }
         let states = [
             (SourceState::Live, "live"),
             (SourceState::Checkpoint, "checkpoint"),
@@ -45,17 +50,19 @@ impl Collector for PodSources {
             ConstCounter::new(health.errors_total)
                 .encode(family.encode_family(&[("source", health.source.as_str())])?)?;
         }
-        let mut family = encoder.encode_descriptor(
-            "outpost_source_last_success_timestamp_seconds",
-            "When a pod source last delivered or confirmed its pods (Unix time)",
-            None,
-            MetricType::Gauge,
-        )?;
-        for health in &snap.sources {
-            if let Some(at) = health.last_success {
-                let seconds = at.as_millisecond() as f64 / 1e3;
-                ConstGauge::new(seconds)
-                    .encode(family.encode_family(&[("source", health.source.as_str())])?)?;
+        if snap.sources.iter().any(|h| h.last_success.is_some()) {
+            let mut family = encoder.encode_descriptor(
+                "outpost_source_last_success_timestamp_seconds",
+                "When a pod source last delivered or confirmed its pods (Unix time)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for health in &snap.sources {
+                if let Some(at) = health.last_success {
+                    let seconds = at.as_millisecond() as f64 / 1e3;
+                    ConstGauge::new(seconds)
+                        .encode(family.encode_family(&[("source", health.source.as_str())])?)?;
+                }
             }
         }
         let mut family = encoder.encode_descriptor(
@@ -69,14 +76,21 @@ impl Collector for PodSources {
             ConstGauge::new(i64::try_from(count).unwrap_or(i64::MAX))
                 .encode(family.encode_family(&[("source", health.source.as_str())])?)?;
         }
-        let conflicts = i64::try_from(snap.conflicts.len()).unwrap_or(i64::MAX);
-        ConstGauge::new(conflicts).encode(encoder.encode_descriptor(
-            "outpost_pod_conflicts",
-            "Pods not run because another pod holds their namespace/name (M2, M11)",
-            None,
-            MetricType::Gauge,
-        )?)
+        pod_conflicts(&snap, encoder)
     }
+}
+
+fn pod_conflicts(
+    snap: &crate::podconfig::Snapshot,
+    mut encoder: DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    let conflicts = i64::try_from(snap.conflicts.len()).unwrap_or(i64::MAX);
+    ConstGauge::new(conflicts).encode(encoder.encode_descriptor(
+        "outpost_pod_conflicts",
+        "Pods not run because another pod holds their namespace/name (M2, M11)",
+        None,
+        MetricType::Gauge,
+    )?)
 }
 
 /// The desired pods whose workers report them running, with their running containers.
@@ -105,6 +119,9 @@ impl Collector for Running {
                 .count();
             entry.1 += i64::from(status.phase.as_deref() == Some("Running"));
             entry.2 += i64::try_from(containers).unwrap_or(i64::MAX);
+        }
+        if counts.is_empty() {
+            return Ok(());
         }
         let mut family = encoder.encode_descriptor(
             "outpost_running_pods",

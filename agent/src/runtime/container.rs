@@ -207,7 +207,13 @@ pub async fn delete_task(
             Ok(Some((deleted.exit_status, deleted.exited_at)))
         }
         Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
-        Err(source) => Err(failed(id, "deleting the task", source)),
+        // Deleted meanwhile by someone else (the reaper of an exit the kernel reported
+        // and the removal of the container a restart replaces may race): its shim may
+        // answer "ttrpc: closed" instead of NotFound.
+        Err(source) => match task(containerd, id).await {
+            Ok(None) => Ok(None),
+            _ => Err(failed(id, "deleting the task", source)),
+        },
     }
 }
 
