@@ -35,8 +35,8 @@ pub struct ExecRecord {
     pub filename: String,
     pub argv: Vec<String>,
     pub uid: u32,
-    /// `bpf_ktime_get_boot_ns()` (CLOCK_BOOTTIME) at the exec.
-    pub ktime_ns: u64,
+    /// When the exec happened.
+    pub at: jiff::Timestamp,
 }
 
 /// The last exec of every process (host PID namespace), kept by the eBPF loader; the

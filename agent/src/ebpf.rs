@@ -10,11 +10,13 @@
 //! - `records`: the records' layouts and their parser (pure).
 //! - `mounts`: tracefs, bpffs and cgroup2, mounted if absent.
 //! - `cgroups`: cgroup id → pod UID and container id.
+//! - `clock`: the records' boot-clock times as wall-clock times.
 //! - `audit`: the bounded per-pod exec audit log (pure).
 //! - `reader`: the ring buffer, read as it becomes readable.
 
 pub mod audit;
 pub mod cgroups;
+pub mod clock;
 pub mod mounts;
 mod reader;
 pub mod records;
@@ -384,7 +386,7 @@ impl crate::audit::ExecHistory for Handle {
             filename: record.filename,
             argv: record.argv,
             uid: record.uid,
-            ktime_ns: record.ktime_ns,
+            at: clock::wall_time(record.ktime_ns),
         })
     }
 }

@@ -4,7 +4,7 @@ use std::fs;
 use std::process::Command;
 
 use outpost_tests::agent::Agent;
-use outpost_tests::{outpost_bin, pod_yaml, prerequisite};
+use outpost_tests::{outpost_bin, pod_yaml};
 
 #[test]
 fn version_prints_the_crate_version() {
@@ -130,19 +130,9 @@ fn run_without_containerd_retries_and_is_not_ready() {
 /// default profile) the agent says why, watches with inotify, and works the same.
 #[test]
 fn dry_run_falls_back_to_inotify_where_fanotify_is_blocked() {
-    let launcher =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("support/without-fanotify");
-    let has_seccomp = Command::new("/usr/bin/python3")
-        .args(["-c", "import seccomp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
-        return;
-    }
+    let Some(command) = outpost_tests::without_fanotify() else { return };
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
-    let mut command = Command::new(launcher);
-    command.arg(outpost_bin());
     let agent = Agent::start_with(command, dir.path(), &[] as &[&str]);
     assert_eq!(agent.delta()["op"], "ADD");
     let log = agent.log();

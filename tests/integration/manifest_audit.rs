@@ -193,17 +193,8 @@ fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
 /// profile) there is no PID: the entry says the writer is unknown, and why.
 #[test]
 fn inotify_entries_say_the_writer_is_unknown() {
-    let has_seccomp = Command::new("/usr/bin/python3")
-        .args(["-c", "import seccomp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
-        return;
-    }
-    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/without-fanotify");
+    let Some(command) = outpost_tests::without_fanotify() else { return };
     let (_root, dir) = manifest_dir();
-    let mut command = Command::new(launcher);
-    command.arg(outpost_bin());
     let agent = Agent::start_with(command, &dir, &[] as &[&str]);
     agent.poll("/readyz", |status, _| status == 200);
     let writer = Writer::write(&dir.join("a.yaml"), &pod_yaml("web", "busybox"));

@@ -3,8 +3,6 @@
 //! dropped, crash and are rejected (end to end, with real pods).
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use openmetrics_parser::openmetrics::parse_openmetrics;
@@ -12,8 +10,8 @@ use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use outpost_tests::agent::Agent;
 use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pod_yaml;
 use outpost_tests::pods::{Node, eventually};
-use outpost_tests::{outpost_bin, pod_yaml, prerequisite};
 
 type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
 
@@ -262,17 +260,8 @@ fn the_exposition_parses_and_follows_the_naming_rules() {
 /// info metric says inotify.
 #[test]
 fn the_watcher_info_names_inotify_where_fanotify_is_blocked() {
-    let has_seccomp = Command::new("/usr/bin/python3")
-        .args(["-c", "import seccomp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
-        return;
-    }
-    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/without-fanotify");
+    let Some(command) = outpost_tests::without_fanotify() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(launcher);
-    command.arg(outpost_bin());
     let agent = Agent::start_with(command, dir.path(), &[] as &[&str]);
     agent.poll("/readyz", |status, _| status == 200);
     let (text, exposition) = scrape(&agent);

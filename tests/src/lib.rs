@@ -37,6 +37,23 @@ pub fn prerequisite(ok: bool, what: &str) -> bool {
     false
 }
 
+/// `outpost` run through `support/without-fanotify`, which blocks `fanotify_init` with
+/// seccomp (as a container's default profile does), so the agent falls back to inotify;
+/// `None` (skipped, or a failure in CI) without python3-seccomp.
+pub fn without_fanotify() -> Option<std::process::Command> {
+    let has_seccomp = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import seccomp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
+        return None;
+    }
+    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/without-fanotify");
+    let mut command = std::process::Command::new(launcher);
+    command.arg(outpost_bin());
+    Some(command)
+}
+
 /// Writes a secret (a token, a private key) the way the agent accepts it: mode 600.
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) {
     use std::os::unix::fs::PermissionsExt;

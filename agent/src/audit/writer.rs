@@ -66,9 +66,8 @@ pub struct KernelExec {
     pub filename: String,
     pub argv: Vec<String>,
     pub uid: u32,
-    /// When it happened (RFC 3339), if the boot clock could be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub at: Option<String>,
+    /// When it happened (RFC 3339).
+    pub at: String,
 }
 
 impl KernelExec {
@@ -77,18 +76,9 @@ impl KernelExec {
             filename: record.filename.clone(),
             argv: record.argv.clone(),
             uid: record.uid,
-            at: boot_time_to_wall(record.ktime_ns).map(|t| t.to_string()),
+            at: record.at.to_string(),
         }
     }
-}
-
-/// A `CLOCK_BOOTTIME` reading (the BPF programs' clock) as wall-clock time.
-fn boot_time_to_wall(ktime_ns: u64) -> Option<jiff::Timestamp> {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    let now_ns =
-        u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
-    let ago = i64::try_from(now_ns.checked_sub(ktime_ns)?).ok()?;
-    jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_nanos(ago)).ok()
 }
 
 impl Writer {

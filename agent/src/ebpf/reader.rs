@@ -106,7 +106,7 @@ fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
                     pod.uid = owner.pod_uid,
                     container_id,
                     pid = task.tgid,
-                    after_us = since_us(task.ktime_ns),
+                    after_us = super::clock::since_ns(task.ktime_ns).map(|ns| ns / 1000),
                     exit_code = status.code,
                     signal = status.signal,
                     "container init exited"
@@ -143,12 +143,4 @@ fn resolve(cgroups: &Cgroups, event: KernelEvent) -> Option<Observed> {
         ),
     }
     Some(Observed { pod_uid: owner.pod_uid, container_id, event })
-}
-
-/// How long ago (µs) a `bpf_ktime_get_boot_ns()` reading was: how late the agent reads
-/// the kernel's record.
-fn since_us(ktime_ns: u64) -> Option<i128> {
-    let boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    let now_ns = i128::from(boot.tv_sec()) * 1_000_000_000 + i128::from(boot.tv_nsec());
-    Some((now_ns - i128::from(ktime_ns)) / 1000)
 }

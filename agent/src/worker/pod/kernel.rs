@@ -5,12 +5,11 @@
 //! is named. The kernel's records come in the order it wrote them (a victim before its
 //! exit).
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-
 use super::super::state::{SlotState, Terminated};
 use super::PodWorker;
 use crate::ebpf::Observed;
 use crate::ebpf::audit::{Entry, Kind};
+use crate::ebpf::clock::wall_time;
 use crate::ebpf::records::{self, KernelEvent};
 
 /// What the kernel adds to an exit containerd would report.
@@ -117,38 +116,5 @@ impl PodWorker {
             KernelEvent::OomKill { .. } => return,
         };
         self.runtime.ebpf.record(&current.uid, &self.name.namespace, &self.name.name, entry);
-    }
-}
-
-/// The wall-clock time of a `bpf_ktime_get_boot_ns()` reading (now, if the clock cannot
-/// be read).
-fn wall_time(ktime_ns: u64) -> Timestamp {
-    let now = Timestamp::now();
-    let Ok(boot) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) else {
-        return now;
-    };
-    let boot_ns = i128::from(boot.tv_sec()) * 1_000_000_000 + i128::from(boot.tv_nsec());
-    ago(now, boot_ns - i128::from(ktime_ns))
-}
-
-/// `now` minus `ago_ns` (not before `now` for a reading from the future).
-fn ago(now: Timestamp, ago_ns: i128) -> Timestamp {
-    let ago_ns = i64::try_from(ago_ns.max(0)).unwrap_or(i64::MAX);
-    now.checked_sub(SignedDuration::from_nanos(ago_ns)).unwrap_or(now)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boot_clock_readings_become_wall_clock_times() {
-        let now = Timestamp::from_second(1_800_000_000).unwrap();
-        assert_eq!(
-            ago(now, 1_500_000_000),
-            Timestamp::from_millisecond(1_799_999_998_500).unwrap()
-        );
-        assert_eq!(ago(now, -5), now);
-        assert_eq!(ago(now, 0), now);
     }
 }
