@@ -371,17 +371,12 @@ impl Handle {
             kernel.cgroups.forget_pod(uid);
         }
     }
-
-    /// EXEC_HISTORY: the last binary process `tgid` ran.
-    pub fn exec_of(&self, tgid: u32) -> Option<ExecRecord> {
-        self.kernel()?.exec_of(tgid)
-    }
 }
 
 /// The manifest audit asks about writers that exited before `/proc` could be read.
 impl crate::audit::ExecHistory for Handle {
     fn exec_of(&self, tgid: u32) -> Option<crate::audit::ExecRecord> {
-        let record = Handle::exec_of(self, tgid)?;
+        let record = self.kernel()?.exec_of(tgid)?;
         Some(crate::audit::ExecRecord {
             filename: record.filename,
             argv: record.argv,
