@@ -6,6 +6,7 @@
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
 //! - [`mirror`]: mirror pods (R1–R5): their content and the plan that keeps them.
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
+//! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
@@ -25,4 +26,5 @@ pub mod mirror;
 pub mod node_status;
 pub mod pace;
 pub mod pod;
+pub mod pod_worker;
 pub mod status_queue;

@@ -1,0 +1,663 @@
+//! A pod worker's decisions, as a pure state machine: [`PodWorker::step`] takes one
+//! [`Input`] (a desired-pod update, a runtime result, an exit, a timer) and the time, and
+//! returns the [`Action`]s to perform and when to wake it next. The agent's executor
+//! performs the actions through the container runtime and feeds their results back as
+//! inputs; nothing here waits, sleeps or calls anything.
+//!
+//! One worker serves one pod full name. Its rules, in the order [`PodWorker::step`]
+//! applies them:
+//! - a stop under way finishes first: SIGTERM, the grace period, SIGKILL, then the
+//!   containers and sandbox are removed;
+//! - containers an earlier run left for another pod (or a deleted one) stop before
+//!   anything else happens, and so does the current pod when another UID is desired
+//!   under its name (M10: the old pod has stopped before the new one's containers start);
+//! - the desired pod adopts what an earlier run left of it (running containers are kept);
+//! - its sandbox is set up (with backoff), then each container due is started; exits are
+//!   restarted by `restartPolicy` with CrashLoopBackOff, image pulls back off apart;
+//! - a node shutdown stops the pod's containers gracefully, leaves them in place and
+//!   reports the pod as kubelet's graceful node shutdown does.
+
+mod adopt;
+mod exit;
+pub mod slot;
+pub mod status;
+mod stop;
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+
+use self::slot::{Slot, SlotState, Terminated, WaitingReason, creating};
+use self::status::PodView;
+use crate::backoff::Backoff;
+use crate::event_aggregate::EventType;
+use crate::lifecycle::CrashLoopConfig;
+use crate::pod::{self, FullName, Source};
+
+/// After SIGKILL, how long to wait for the exits before giving up on them.
+pub const KILL_WAIT: Duration = Duration::from_secs(10);
+/// The grace period of containers whose pod is gone and whose labels do not say.
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// The time, both ways: monotonic for deadlines, wall for what the status shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    pub at: Instant,
+    pub wall: Timestamp,
+}
+
+/// What every worker is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub crash_loop: CrashLoopConfig,
+    /// The node's address (status.hostIP).
+    pub host_ip: Option<IpAddr>,
+    /// Seeds the jitter of the backoffs.
+    pub seed: u64,
+}
+
+/// The pod the merge wants under this name, and its source.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    pub source: Source,
+    pub pod: Arc<Pod>,
+}
+
+/// A container an earlier run of the agent left, as the runtime lists it (its labels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub id: String,
+    pub pod_uid: Option<String>,
+    pub container: Option<String>,
+    pub restart_count: u32,
+    pub hash: Option<String>,
+    pub started_at: Option<Timestamp>,
+    /// The grace period its pod had.
+    pub grace: Option<Duration>,
+    pub task: FoundTask,
+    /// How it ended, as recorded in its labels once its task was deleted.
+    pub recorded_exit: Option<RecordedExit>,
+}
+
+/// A found container's task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FoundTask {
+    None,
+    Running,
+    /// Created, stopped or paused: not running.
+    NotRunning {
+        exit_code: i32,
+        exited_at: Option<Timestamp>,
+    },
+}
+
+/// What a container's labels say about its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedExit {
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// Why the pod's sandbox is not ready (the `PodReadyToStartContainers` condition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxReason {
+    NamespacesFailed,
+    NetworkNotReady,
+    VolumesNotReady,
+}
+
+impl SandboxReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxReason::NamespacesFailed => "NamespacesFailed",
+            SandboxReason::NetworkNotReady => "NetworkNotReady",
+            SandboxReason::VolumesNotReady => "VolumesNotReady",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxProblem {
+    pub reason: SandboxReason,
+    pub message: String,
+}
+
+/// Why a container could not be started: kubelet's waiting reason and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    pub reason: WaitingReason,
+    pub message: String,
+}
+
+impl StartFailure {
+    pub fn new(reason: WaitingReason, message: String) -> StartFailure {
+        StartFailure { reason, message }
+    }
+
+    /// The image could not be pulled (the next failure reports ImagePullBackOff).
+    pub fn is_pull(&self) -> bool {
+        self.reason == WaitingReason::ErrImagePull
+    }
+}
+
+/// A started container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub id: String,
+    pub image_id: String,
+    pub started_at: Timestamp,
+}
+
+/// Who reported an exit. The kernel (eBPF) may report it before containerd has reaped
+/// the task; whichever comes first is acted on, the other finds the container gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitSource {
+    Containerd,
+    Kernel,
+}
+
+/// A container's task exited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    pub container_id: String,
+    pub exit_code: i32,
+    pub finished_at: Option<Timestamp>,
+    /// The signal that killed it (the kernel knows).
+    pub signal: Option<i32>,
+    pub by: ExitSource,
+}
+
+/// What happens to a worker.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// The desired pod of this name (`None`: no longer desired).
+    Desired(Option<Desired>),
+    /// The sandbox is set up; the pod's addresses.
+    SandboxReady {
+        ips: Vec<IpAddr>,
+    },
+    SandboxFailed(SandboxProblem),
+    Started {
+        container: String,
+        started: Started,
+    },
+    StartFailed {
+        container: String,
+        failure: StartFailure,
+    },
+    Exited(Exit),
+    /// The OOM killer acted in a container (`victim`: the process it chose, when known).
+    Oom {
+        container_id: String,
+        victim: Option<String>,
+    },
+    /// The runtime's event stream had a gap: exits may have been missed.
+    Resync,
+    /// The node shuts down: stop the pod, report it, end.
+    Shutdown,
+    /// A wake-up time came due.
+    Tick,
+}
+
+/// Signals a stop sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Term,
+    Kill,
+}
+
+/// What the worker counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    ContainerRestarted {
+        source: Source,
+    },
+    /// From `config.seen` to the pod's first container running.
+    PodStarted {
+        source: Source,
+        latency: Duration,
+    },
+}
+
+/// What the executor does for a worker, in order.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// The kernel's events of the pod's cgroups resolve to it from now on.
+    TrackPod {
+        uid: String,
+    },
+    ForgetPod {
+        uid: String,
+    },
+    /// Route the container's task events to this worker.
+    Watch {
+        container_id: String,
+    },
+    /// Create (or find) the pod's namespaces, network and files → `SandboxReady` or
+    /// `SandboxFailed`.
+    SetUpSandbox {
+        pod: Arc<Pod>,
+    },
+    TearDownSandbox {
+        uid: String,
+    },
+    /// Ensure the image, create and start the container → `Started` or `StartFailed`.
+    StartContainer {
+        pod: Arc<Pod>,
+        container: String,
+        restart_count: u32,
+        hash: String,
+    },
+    Signal {
+        container_ids: Vec<String>,
+        signal: StopSignal,
+    },
+    /// Report (as `Exited`) each of these whose task is no longer running.
+    CheckExited {
+        container_ids: Vec<String>,
+    },
+    /// Delete an exited task; `reap`: containerd may not have seen it stop yet (the
+    /// kernel said so first), so wait for that, off the worker's path.
+    DeleteTask {
+        container_id: String,
+        reap: bool,
+    },
+    /// Record how the container ended in its labels, for a later run.
+    RecordExit {
+        container_id: String,
+        terminated: Terminated,
+    },
+    /// Remove the container (its task, record and snapshot); `background`: off the
+    /// worker's path.
+    RemoveContainer {
+        container_id: String,
+        background: bool,
+    },
+    Event {
+        pod: Arc<Pod>,
+        container: Option<String>,
+        kind: EventType,
+        reason: &'static str,
+        message: String,
+    },
+    Count(Metric),
+    /// The pod is gone: its status goes too.
+    RemoveStatus {
+        uid: String,
+    },
+}
+
+/// kubelet's event reasons (`pkg/kubelet/events`) the worker records.
+pub mod reason {
+    pub const KILLING: &str = "Killing";
+    pub const BACK_OFF: &str = "BackOff";
+    pub const FAILED: &str = "Failed";
+    pub const OOM_KILLED: &str = "OOMKilled";
+    pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+}
+
+/// The result of a step.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub actions: Vec<Action>,
+    /// When to step again with [`Input::Tick`] if nothing else happens first.
+    pub wake: Option<Instant>,
+}
+
+/// The pod whose sandbox and containers exist (or are being made).
+#[derive(Debug, Clone)]
+struct Current {
+    pod: Arc<Pod>,
+    source: Source,
+    uid: String,
+    /// When the merge first saw the pod (`config.seen`), until its first container runs;
+    /// `None` for a pod adopted with containers that already ran.
+    seen: Option<Timestamp>,
+    started: Timestamp,
+    sandbox: Sandbox,
+    problem: Option<SandboxProblem>,
+    sandbox_backoff: Backoff,
+    slots: Vec<Slot>,
+    /// Stopped by a node shutdown and reported so.
+    shut_down: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Sandbox {
+    /// To be set up at `retry_at`.
+    Pending {
+        retry_at: Instant,
+    },
+    SettingUp,
+    Ready {
+        ips: Vec<IpAddr>,
+    },
+}
+
+/// A stop under way: what for, which containers it still waits for, until when.
+#[derive(Debug, Clone)]
+struct Stopping {
+    target: StopTarget,
+    waiting: BTreeSet<String>,
+    deadline: Instant,
+    killed: bool,
+}
+
+#[derive(Debug, Clone)]
+enum StopTarget {
+    /// Containers an earlier run left for a pod that is not desired.
+    Stale(Vec<Found>),
+    /// The current pod, replaced or no longer desired.
+    Current(Box<Current>),
+    /// Every container of the current pod, at a node shutdown.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    No,
+    Requested,
+    Done,
+}
+
+/// One pod full name's worker state.
+#[derive(Debug, Clone)]
+pub struct PodWorker {
+    name: FullName,
+    settings: Settings,
+    jitter: Jitter,
+    desired: Option<Desired>,
+    current: Option<Current>,
+    /// Containers an earlier run left for this full name, not yet adopted or removed.
+    found: Vec<Found>,
+    stopping: Option<Stopping>,
+    shutdown: Shutdown,
+}
+
+impl PodWorker {
+    pub fn new(name: FullName, settings: Settings, found: Vec<Found>) -> PodWorker {
+        PodWorker {
+            name,
+            jitter: Jitter(settings.seed | 1),
+            settings,
+            desired: None,
+            current: None,
+            found,
+            stopping: None,
+            shutdown: Shutdown::No,
+        }
+    }
+
+    pub fn name(&self) -> &FullName {
+        &self.name
+    }
+
+    /// Applies `input` at `now`; returns what to do and when to wake next.
+    pub fn step(&mut self, input: Input, now: Now) -> Step {
+        let mut out = Vec::new();
+        self.apply(input, now, &mut out);
+        self.advance(now, &mut out);
+        Step { actions: out, wake: self.next_wake() }
+    }
+
+    /// Nothing is desired and nothing is left running or to remove, or the node shut
+    /// down: the worker can end.
+    pub fn is_done(&self) -> bool {
+        self.shutdown == Shutdown::Done
+            || (self.desired.is_none()
+                && self.current.is_none()
+                && self.found.is_empty()
+                && self.stopping.is_none())
+    }
+
+    /// The current pod's UID and status, as kubelet would report it at `now`.
+    pub fn status(&self, now: Timestamp) -> Option<(&str, PodStatus)> {
+        let current = self.current.as_ref()?;
+        let ips = match &current.sandbox {
+            Sandbox::Ready { ips } => ips.as_slice(),
+            _ => &[],
+        };
+        let view = PodView {
+            pod: &current.pod,
+            slots: &current.slots,
+            ips,
+            host_ip: self.settings.host_ip,
+            started: current.started,
+            sandbox_problem: current.problem.as_ref(),
+            shut_down: current.shut_down,
+        };
+        Some((&current.uid, status::pod_status(&view, now)))
+    }
+
+    /// The current pod's UID.
+    pub fn uid(&self) -> Option<&str> {
+        self.current.as_ref().map(|c| c.uid.as_str())
+    }
+
+    /// The name of the container `container_id` stands for, if it is the current pod's.
+    pub fn container_name(&self, container_id: &str) -> Option<&str> {
+        let current = self.current.as_ref()?;
+        let slot = current.slots.iter().find(|s| s.id.as_deref() == Some(container_id))?;
+        Some(&slot.name)
+    }
+
+    fn apply(&mut self, input: Input, now: Now, out: &mut Vec<Action>) {
+        match input {
+            Input::Desired(desired) => self.desired = desired,
+            Input::SandboxReady { ips } => {
+                if let Some(current) = &mut self.current {
+                    current.sandbox = Sandbox::Ready { ips };
+                    current.problem = None;
+                    current.sandbox_backoff.reset();
+                }
+            }
+            Input::SandboxFailed(problem) => self.sandbox_failed(problem, now, out),
+            Input::Started { container, started } => self.started(&container, started, out),
+            Input::StartFailed { container, failure } => {
+                self.start_failed(&container, failure, now, out);
+            }
+            Input::Exited(exit) => self.exited(exit, now, out),
+            Input::Oom { container_id, victim } => self.oom(&container_id, victim),
+            Input::Resync => {
+                let container_ids: Vec<String> = self
+                    .current
+                    .iter()
+                    .flat_map(|c| &c.slots)
+                    .filter_map(|s| s.running_id().map(str::to_owned))
+                    .collect();
+                if !container_ids.is_empty() {
+                    out.push(Action::CheckExited { container_ids });
+                }
+            }
+            Input::Shutdown => {
+                if self.shutdown == Shutdown::No {
+                    self.shutdown = Shutdown::Requested;
+                }
+            }
+            Input::Tick => {}
+        }
+    }
+
+    /// Moves on as far as the state allows without waiting.
+    fn advance(&mut self, now: Now, out: &mut Vec<Action>) {
+        loop {
+            if self.stopping.is_some() {
+                if !self.continue_stop(now, out) {
+                    return;
+                }
+                continue;
+            }
+            match self.shutdown {
+                Shutdown::Done => return,
+                Shutdown::Requested => {
+                    self.begin_shutdown(now, out);
+                    continue;
+                }
+                Shutdown::No => {}
+            }
+            let desired =
+                self.desired.clone().filter(|d| d.pod.metadata.deletion_timestamp.is_none());
+            let desired_uid = desired.as_ref().map(|d| pod::uid(&d.pod).to_owned());
+            // M10: whatever runs under this name for another pod (or a deleted one) stops
+            // first, completely, before anything of the desired pod starts.
+            let stale: Vec<Found> = self
+                .found
+                .extract_if(.., |f| f.pod_uid.as_deref() != desired_uid.as_deref())
+                .collect();
+            if !stale.is_empty() {
+                self.begin_stop_stale(stale, now, out);
+                continue;
+            }
+            if self.current.as_ref().is_some_and(|c| Some(&c.uid) != desired_uid.as_ref()) {
+                self.begin_stop_current(now, out);
+                continue;
+            }
+            let Some(desired) = desired else { return };
+            if self.current.is_none() {
+                let found = std::mem::take(&mut self.found);
+                let current = self.adopt(&desired, found, now, out);
+                self.current = Some(current);
+            }
+            if let Some(current) = &mut self.current {
+                current.pod = desired.pod;
+                current.source = desired.source;
+                current.sync(now, out);
+            }
+            return;
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        if let Some(stopping) = &self.stopping {
+            return Some(stopping.deadline);
+        }
+        let current = self.current.as_ref()?;
+        match current.sandbox {
+            Sandbox::Pending { retry_at } => Some(retry_at),
+            Sandbox::SettingUp => None,
+            Sandbox::Ready { .. } => current.slots.iter().filter_map(Slot::due).min(),
+        }
+    }
+
+    fn sandbox_failed(&mut self, problem: SandboxProblem, now: Now, out: &mut Vec<Action>) {
+        let Some(current) = &mut self.current else { return };
+        let delay = current.sandbox_backoff.next_delay(self.jitter.next());
+        tracing::warn!(reason = problem.reason.as_str(), error = problem.message, retry_in = ?delay, "cannot set up the pod sandbox");
+        out.push(Action::Event {
+            pod: current.pod.clone(),
+            container: None,
+            kind: EventType::Warning,
+            reason: reason::FAILED_CREATE_POD_SANDBOX,
+            message: format!("Failed to create pod sandbox: {}", problem.message),
+        });
+        for slot in current.slots.iter_mut().filter(|s| !s.is_running()) {
+            if let SlotState::Waiting { retry_at, .. } = slot.state {
+                slot.state = SlotState::Waiting {
+                    reason: WaitingReason::ContainerCreating,
+                    message: Some(problem.message.clone()),
+                    retry_at,
+                };
+            }
+        }
+        current.problem = Some(problem);
+        current.sandbox = Sandbox::Pending { retry_at: now.at + delay };
+    }
+}
+
+impl Current {
+    /// Sets up the sandbox when due, then replaces containers whose spec changed and
+    /// starts every container due.
+    fn sync(&mut self, now: Now, out: &mut Vec<Action>) {
+        match self.sandbox {
+            Sandbox::Pending { retry_at } if retry_at <= now.at => {
+                self.sandbox = Sandbox::SettingUp;
+                out.push(Action::SetUpSandbox { pod: self.pod.clone() });
+                return;
+            }
+            Sandbox::Pending { .. } | Sandbox::SettingUp => return,
+            Sandbox::Ready { .. } => {}
+        }
+        let pod = self.pod.clone();
+        for container in pod.spec.iter().flat_map(|s| &s.containers) {
+            let Some(slot) = self.slots.iter_mut().find(|s| s.name == container.name) else {
+                continue;
+            };
+            let hash = container_hash(container);
+            if slot.hash != hash {
+                // The container's spec changed (an API pod's image, say): replace it.
+                if let Some(id) = slot.id.take() {
+                    tracing::info!(container = slot.name, "container spec changed; replacing it");
+                    if slot.is_running() {
+                        out.push(Action::Event {
+                            pod: pod.clone(),
+                            container: Some(slot.name.clone()),
+                            kind: EventType::Normal,
+                            reason: reason::KILLING,
+                            message: format!(
+                                "Container {} definition changed, will be restarted",
+                                slot.name
+                            ),
+                        });
+                    }
+                    out.push(Action::RemoveContainer { container_id: id, background: false });
+                    slot.last_termination = None;
+                }
+                slot.hash.clone_from(&hash);
+                slot.state = creating(now.at);
+            }
+            if slot.due().is_none_or(|at| at > now.at) {
+                continue;
+            }
+            let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
+            // The container this start replaces goes afterwards, off the restart's path.
+            if let Some(old) = slot.id.take() {
+                out.push(Action::RemoveContainer { container_id: old, background: true });
+            }
+            slot.state = SlotState::Starting { restart_count };
+            out.push(Action::StartContainer {
+                pod: pod.clone(),
+                container: slot.name.clone(),
+                restart_count,
+                hash,
+            });
+        }
+    }
+
+    fn slot_mut(&mut self, name: &str) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.name == name)
+    }
+}
+
+/// The hash of a container's spec, as kubelet labels containers with it: a different
+/// hash means the container must be recreated.
+pub fn container_hash(container: &Container) -> String {
+    let bytes = serde_json::to_vec(container).unwrap_or_default();
+    format!("{:x}", xxhash_rust::xxh3::xxh3_64(&bytes))
+}
+
+/// A small deterministic source of jitter for the backoffs (xorshift64*).
+#[derive(Debug, Clone, Copy)]
+struct Jitter(u64);
+
+impl Jitter {
+    /// Uniform in `[0, 1)`.
+    fn next(&mut self) -> f64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        let bits = x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
+        #[allow(clippy::cast_precision_loss)]
+        let unit = bits as f64 / (1u64 << 53) as f64;
+        unit
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! Adoption: what an earlier agent left for the desired pod is taken over, not restarted.
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::slot::{Slot, SlotState, Terminated, TerminatedReason, creating};
+use super::{Action, Current, Desired, Found, FoundTask, Now, PodWorker, Sandbox};
+use crate::backoff::Backoff;
+use crate::lifecycle::{CrashLoop, RestartPolicy};
+use crate::pod::{self, CONFIG_SEEN};
+
+impl PodWorker {
+    /// The desired pod, with what an earlier run left of it adopted: per container, the
+    /// newest of its containers (others removed); running ones are kept running.
+    pub(super) fn adopt(
+        &self,
+        desired: &Desired,
+        mut found: Vec<Found>,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) -> Current {
+        let pod = &desired.pod;
+        let uid = pod::uid(pod).to_owned();
+        out.push(Action::TrackPod { uid: uid.clone() });
+        let crash_loop = CrashLoop::new(self.settings.crash_loop);
+        let policy = RestartPolicy::of(pod);
+        let containers = pod.spec.iter().flat_map(|s| &s.containers);
+        let mut slots: Vec<Slot> = containers
+            .map(|c| Slot::new(&c.name, super::container_hash(c), crash_loop, now.at))
+            .collect();
+        found.sort_by_key(|f| f.restart_count);
+        for container in found.into_iter().rev() {
+            let name = container.container.as_deref().unwrap_or_default();
+            match slots.iter_mut().find(|s| s.name == name && s.id.is_none()) {
+                Some(slot) if container.hash.as_deref() == Some(slot.hash.as_str()) => {
+                    adopt_container(policy, slot, container, now, out);
+                }
+                _ => out.push(Action::RemoveContainer {
+                    container_id: container.id,
+                    background: false,
+                }),
+            }
+        }
+        // Only a pod none of whose containers ran yet has a start latency to measure.
+        let seen = slots
+            .iter()
+            .all(|s| !s.ran)
+            .then(|| pod::annotation(pod, CONFIG_SEEN)?.parse::<Timestamp>().ok())
+            .flatten();
+        Current {
+            pod: pod.clone(),
+            source: desired.source,
+            uid,
+            seen,
+            started: now.wall,
+            sandbox: Sandbox::Pending { retry_at: now.at },
+            problem: None,
+            sandbox_backoff: Backoff::new(
+                std::time::Duration::from_secs(1),
+                std::time::Duration::from_secs(60),
+            ),
+            slots,
+            shut_down: false,
+        }
+    }
+}
+
+/// Takes over one container an earlier run left: kept if running, else treated as an exit
+/// seen now.
+fn adopt_container(
+    policy: RestartPolicy,
+    slot: &mut Slot,
+    found: Found,
+    now: Now,
+    out: &mut Vec<Action>,
+) {
+    slot.restart_count = found.restart_count;
+    slot.ran = true;
+    let started_at = found.started_at.unwrap_or(now.wall);
+    let recorded = found.recorded_exit.as_ref();
+    let (exit_code, finished_at) = match found.task {
+        FoundTask::Running => {
+            out.push(Action::Watch { container_id: found.id.clone() });
+            tracing::info!(
+                container = slot.name,
+                container_id = found.id,
+                "adopted running container"
+            );
+            slot.id = Some(found.id);
+            slot.state = SlotState::Running { started_at };
+            return;
+        }
+        FoundTask::NotRunning { exit_code, exited_at } => {
+            out.push(Action::DeleteTask { container_id: found.id.clone(), reap: false });
+            (exit_code, exited_at.or(recorded.and_then(|r| r.finished_at)))
+        }
+        FoundTask::None => {
+            (recorded.and_then(|r| r.exit_code).unwrap_or(-1), recorded.and_then(|r| r.finished_at))
+        }
+    };
+    let reason = recorded
+        .and_then(|r| r.reason.as_deref())
+        .and_then(TerminatedReason::parse)
+        .unwrap_or_else(|| TerminatedReason::of(exit_code, false));
+    let terminated = Terminated {
+        container_id: found.id.clone(),
+        exit_code,
+        reason,
+        started_at: Some(started_at),
+        finished_at,
+        signal: None,
+        message: None,
+    };
+    tracing::info!(
+        container = slot.name,
+        container_id = found.id,
+        exit_code,
+        "adopted exited container"
+    );
+    slot.id = Some(found.id);
+    if policy.restarts(exit_code) {
+        slot.last_termination = Some(terminated);
+        slot.state = creating(now.at);
+    } else {
+        slot.state = SlotState::Terminated(terminated);
+    }
+}

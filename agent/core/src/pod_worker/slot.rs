@@ -1,0 +1,198 @@
+//! One container of the pod spec across its restarts (a slot), its states, and kubelet's
+//! reasons for them.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::backoff::Backoff;
+use crate::lifecycle::{ContainerPhase, CrashLoop};
+
+/// kubelet's waiting reasons (`ContainerStateWaiting.reason`) that Outpost reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitingReason {
+    ContainerCreating,
+    CrashLoopBackOff,
+    ErrImagePull,
+    ImagePullBackOff,
+    ErrImageNeverPull,
+    InspectFailed,
+    CreateContainerConfigError,
+    CreateContainerError,
+    RunContainerError,
+}
+
+impl WaitingReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
+            WaitingReason::ErrImagePull => "ErrImagePull",
+            WaitingReason::ImagePullBackOff => "ImagePullBackOff",
+            WaitingReason::ErrImageNeverPull => "ErrImageNeverPull",
+            WaitingReason::InspectFailed => "InspectFailed",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
+            WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::RunContainerError => "RunContainerError",
+        }
+    }
+}
+
+/// kubelet's terminated reasons (`ContainerStateTerminated.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminatedReason {
+    Completed,
+    Error,
+    OOMKilled,
+}
+
+impl TerminatedReason {
+    /// How kubelet names an exit with `exit_code`.
+    pub fn of(exit_code: i32, oom_killed: bool) -> TerminatedReason {
+        match (oom_killed, exit_code) {
+            (true, _) => TerminatedReason::OOMKilled,
+            (false, 0) => TerminatedReason::Completed,
+            (false, _) => TerminatedReason::Error,
+        }
+    }
+
+    /// The reason as recorded in a container's label by an earlier run.
+    pub fn parse(text: &str) -> Option<TerminatedReason> {
+        match text {
+            "Completed" => Some(TerminatedReason::Completed),
+            "Error" => Some(TerminatedReason::Error),
+            "OOMKilled" => Some(TerminatedReason::OOMKilled),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminatedReason::Completed => "Completed",
+            TerminatedReason::Error => "Error",
+            TerminatedReason::OOMKilled => "OOMKilled",
+        }
+    }
+}
+
+/// How a container ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminated {
+    pub container_id: String,
+    pub exit_code: i32,
+    pub reason: TerminatedReason,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// The signal that killed it, when the kernel said so.
+    pub signal: Option<i32>,
+    /// What else is known (the OOM killer's victim).
+    pub message: Option<String>,
+}
+
+/// A container's current state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotState {
+    /// Not running; the worker (re)starts it at `retry_at`.
+    Waiting {
+        reason: WaitingReason,
+        message: Option<String>,
+        retry_at: Instant,
+    },
+    /// A start of run number `restart_count` is under way.
+    Starting {
+        restart_count: u32,
+    },
+    Running {
+        started_at: Timestamp,
+    },
+    /// Exited and not restarted (restartPolicy), or stopped by a node shutdown.
+    Terminated(Terminated),
+}
+
+/// One container of the pod spec, across its restarts.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub name: String,
+    /// The hash of the container's spec its current containerd container was made from.
+    pub hash: String,
+    pub restart_count: u32,
+    /// It has been started at least once (the next start is a restart).
+    pub ran: bool,
+    /// The containerd container that currently stands for it (running or exited).
+    pub id: Option<String>,
+    pub image_id: Option<String>,
+    pub state: SlotState,
+    pub last_termination: Option<Terminated>,
+    pub crash_loop: CrashLoop,
+    /// Consecutive image pull failures (ErrImagePull, then ImagePullBackOff).
+    pub pull_failures: u32,
+    /// The wait between pull attempts (kubelet's image backoff).
+    pub pull_backoff: Backoff,
+    /// The OOM killer acted in it since it started: `Some`, with its victim when the
+    /// kernel named it ("pid 42 (tail)").
+    pub oom: Option<Option<String>>,
+}
+
+impl Slot {
+    /// A container not started yet, due at `now`.
+    pub fn new(name: &str, hash: String, crash_loop: CrashLoop, now: Instant) -> Slot {
+        Slot {
+            name: name.to_owned(),
+            hash,
+            restart_count: 0,
+            ran: false,
+            id: None,
+            image_id: None,
+            state: creating(now),
+            last_termination: None,
+            crash_loop,
+            pull_failures: 0,
+            pull_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+            oom: None,
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, SlotState::Running { .. })
+    }
+
+    /// The running container's id.
+    pub fn running_id(&self) -> Option<&str> {
+        self.is_running().then_some(self.id.as_deref()).flatten()
+    }
+
+    /// When the worker acts on it next (waiting for its start).
+    pub fn due(&self) -> Option<Instant> {
+        match self.state {
+            SlotState::Waiting { retry_at, .. } => Some(retry_at),
+            _ => None,
+        }
+    }
+
+    pub fn phase(&self) -> ContainerPhase {
+        match &self.state {
+            SlotState::Running { .. } => ContainerPhase::Running,
+            SlotState::Terminated(t) => ContainerPhase::Exited { exit_code: t.exit_code },
+            SlotState::Waiting { .. } | SlotState::Starting { .. }
+                if self.last_termination.is_some() =>
+            {
+                ContainerPhase::Restarting
+            }
+            SlotState::Waiting { .. } | SlotState::Starting { .. } => ContainerPhase::Waiting,
+        }
+    }
+
+    /// How the container `id` ended, if this slot knows.
+    pub fn terminated_mut(&mut self, id: &str) -> Option<&mut Terminated> {
+        let Slot { state, last_termination, .. } = self;
+        match state {
+            SlotState::Terminated(t) if t.container_id == id => Some(t),
+            _ => last_termination.as_mut().filter(|t| t.container_id == id),
+        }
+    }
+}
+
+/// Waiting to be created, due at `at`.
+pub fn creating(at: Instant) -> SlotState {
+    SlotState::Waiting { reason: WaitingReason::ContainerCreating, message: None, retry_at: at }
+}

@@ -1,0 +1,174 @@
+//! Stopping: a pod replaced or no longer desired, what an earlier run left for another
+//! pod, and every pod at a node shutdown. SIGTERM, the grace period, then SIGKILL, then
+//! [`KILL_WAIT`] at most for the exits.
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::slot::{SlotState, Terminated, TerminatedReason};
+use super::{
+    Action, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, Now, PodWorker, Shutdown, StopSignal,
+    StopTarget, Stopping, reason,
+};
+use crate::event_aggregate::EventType;
+use crate::lifecycle;
+
+impl PodWorker {
+    /// Containers an earlier run left that belong to no desired pod: stopped with the
+    /// grace period they were started with, then removed with their pods' sandboxes.
+    pub(super) fn begin_stop_stale(&mut self, stale: Vec<Found>, now: Now, out: &mut Vec<Action>) {
+        let grace = stale.iter().filter_map(|f| f.grace).max().unwrap_or(DEFAULT_GRACE);
+        let running: Vec<String> =
+            stale.iter().filter(|f| f.task == FoundTask::Running).map(|f| f.id.clone()).collect();
+        for id in &running {
+            out.push(Action::Watch { container_id: id.clone() });
+        }
+        self.begin_stop(StopTarget::Stale(stale), running, grace, now, out);
+    }
+
+    /// The current pod, replaced or no longer desired: stopped gracefully (a deleting
+    /// pod's grace period wins when shorter), then removed with its sandbox.
+    pub(super) fn begin_stop_current(&mut self, now: Now, out: &mut Vec<Action>) {
+        let Some(current) = self.current.take() else { return };
+        let grace = lifecycle::grace_period(self.desired.as_ref().map_or(&current.pod, |d| &d.pod));
+        let running: Vec<String> =
+            current.slots.iter().filter_map(|s| s.running_id().map(str::to_owned)).collect();
+        tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");
+        for slot in current.slots.iter().filter(|s| s.is_running()) {
+            out.push(Action::Event {
+                pod: current.pod.clone(),
+                container: Some(slot.name.clone()),
+                kind: EventType::Normal,
+                reason: reason::KILLING,
+                message: format!("Stopping container {}", slot.name),
+            });
+        }
+        self.begin_stop(StopTarget::Current(Box::new(current)), running, grace, now, out);
+    }
+
+    /// Node shutdown: the pod's containers are stopped gracefully and left in place (the
+    /// next agent finds them exited and restarts them by their restart policy).
+    pub(super) fn begin_shutdown(&mut self, now: Now, out: &mut Vec<Action>) {
+        let Some(current) = &self.current else {
+            self.shutdown = Shutdown::Done;
+            return;
+        };
+        let grace = lifecycle::grace_period(&current.pod);
+        let running: Vec<String> =
+            current.slots.iter().filter_map(|s| s.running_id().map(str::to_owned)).collect();
+        tracing::info!(
+            pod.uid = current.uid,
+            containers = running.len(),
+            ?grace,
+            "node shutdown: stopping pod"
+        );
+        self.begin_stop(StopTarget::Shutdown, running, grace, now, out);
+    }
+
+    fn begin_stop(
+        &mut self,
+        target: StopTarget,
+        running: Vec<String>,
+        grace: std::time::Duration,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        if !running.is_empty() {
+            out.push(Action::Signal { container_ids: running.clone(), signal: StopSignal::Term });
+            // A task that is already stopped sends no further event.
+            out.push(Action::CheckExited { container_ids: running.clone() });
+        }
+        self.stopping = Some(Stopping {
+            target,
+            waiting: running.into_iter().collect::<BTreeSet<_>>(),
+            deadline: now.at + grace,
+            killed: false,
+        });
+    }
+
+    /// Moves the stop under way on: true once it is finished (the worker goes on with
+    /// the next thing), false while it waits for exits.
+    pub(super) fn continue_stop(&mut self, now: Now, out: &mut Vec<Action>) -> bool {
+        let Some(stopping) = &mut self.stopping else { return true };
+        if !stopping.waiting.is_empty() && now.at < stopping.deadline {
+            return false;
+        }
+        if !stopping.waiting.is_empty() && !stopping.killed {
+            tracing::info!(
+                containers = stopping.waiting.len(),
+                "grace period over; sending SIGKILL"
+            );
+            out.push(Action::Signal {
+                container_ids: stopping.waiting.iter().cloned().collect(),
+                signal: StopSignal::Kill,
+            });
+            stopping.killed = true;
+            stopping.deadline = now.at + KILL_WAIT;
+            return false;
+        }
+        if !stopping.waiting.is_empty() {
+            tracing::warn!(containers = ?stopping.waiting, "containers did not stop after SIGKILL; removing them anyway");
+        }
+        let Some(stopping) = self.stopping.take() else { return true };
+        match stopping.target {
+            StopTarget::Stale(stale) => {
+                let uids: HashSet<String> =
+                    stale.iter().filter_map(|f| f.pod_uid.clone()).collect();
+                for found in stale {
+                    out.push(Action::RemoveContainer { container_id: found.id, background: false });
+                }
+                for uid in uids {
+                    tracing::info!(pod.uid = uid, "removing a pod left by an earlier run");
+                    out.push(Action::TearDownSandbox { uid });
+                }
+            }
+            StopTarget::Current(current) => {
+                for id in current.slots.iter().filter_map(|s| s.id.clone()) {
+                    out.push(Action::RemoveContainer { container_id: id, background: false });
+                }
+                let uid = current.uid;
+                tracing::info!(pod.uid = uid, "pod stopped and removed");
+                out.push(Action::TearDownSandbox { uid: uid.clone() });
+                out.push(Action::RemoveStatus { uid: uid.clone() });
+                out.push(Action::ForgetPod { uid });
+            }
+            StopTarget::Shutdown => {
+                // Whatever did not report its exit counts as killed.
+                for id in &stopping.waiting {
+                    let exit = Exit {
+                        container_id: id.clone(),
+                        exit_code: 137,
+                        finished_at: None,
+                        signal: None,
+                        by: super::ExitSource::Containerd,
+                    };
+                    self.stopped_by_shutdown(&exit, now);
+                }
+                if let Some(current) = &mut self.current {
+                    current.shut_down = true;
+                }
+                self.shutdown = Shutdown::Done;
+            }
+        }
+        true
+    }
+
+    /// A container stopped by a node shutdown: terminated, not restarted.
+    pub(super) fn stopped_by_shutdown(&mut self, exit: &Exit, now: Now) {
+        let Some(current) = &mut self.current else { return };
+        let Some(slot) =
+            current.slots.iter_mut().find(|s| s.running_id() == Some(&exit.container_id))
+        else {
+            return;
+        };
+        let SlotState::Running { started_at } = slot.state else { return };
+        slot.state = SlotState::Terminated(Terminated {
+            container_id: exit.container_id.clone(),
+            exit_code: exit.exit_code,
+            reason: TerminatedReason::of(exit.exit_code, false),
+            started_at: Some(started_at),
+            finished_at: Some(exit.finished_at.unwrap_or(now.wall)),
+            signal: None,
+            message: None,
+        });
+    }
+}
