@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
-use self::slot::{Slot, SlotState, Terminated, WaitingReason, creating};
+use self::slot::{Slot, SlotState, creating};
+pub use self::slot::{Terminated, TerminatedReason, WaitingReason};
 use self::status::PodView;
 use crate::backoff::Backoff;
 use crate::event_aggregate::EventType;

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod;
 
-use super::Runtime;
-use super::state::SandboxProblem;
+use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
+
+use super::containerd::Pods;
 use crate::error_chain::describe;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing};
@@ -33,22 +34,24 @@ pub fn host_network(pod: &Pod) -> bool {
 }
 
 /// Creates (or finds) the pod's namespaces, network and files.
-pub async fn set_up(runtime: &Runtime, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
+pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
     let uid = pod::uid(pod).to_owned();
     let spec = pod.spec.as_ref();
     let sharing = Sharing {
         host_network: host_network(pod),
         host_ipc: spec.and_then(|s| s.host_ipc).unwrap_or(false),
     };
-    let ns_dir = namespaces_dir(runtime, &uid);
+    let ns_dir = namespaces_dir(pods, &uid);
     let namespaces = blocking(move || PodNamespaces::create(&ns_dir, sharing))
         .await
-        .map_err(|message| problem("NamespacesFailed", message))?;
+        .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
     let ips = match &namespaces.network {
-        None => runtime.settings.host_ip.into_iter().collect(),
+        None => pods.settings.host_ip.into_iter().collect(),
         Some(netns) => {
-            let cached =
-                runtime.cni.network(&uid).map_err(|e| problem("NetworkNotReady", describe(&e)))?;
+            let cached = pods
+                .cni
+                .network(&uid)
+                .map_err(|e| problem(SandboxReason::NetworkNotReady, describe(&e)))?;
             match cached {
                 Some(network) => network.ips,
                 None => {
@@ -61,39 +64,38 @@ pub async fn set_up(runtime: &Runtime, pod: &Pod) -> Result<Sandbox, SandboxProb
                         pod_uid: uid.clone(),
                         ports: port_mappings(pod),
                     };
-                    runtime
-                        .cni
+                    pods.cni
                         .add(&attachment)
                         .await
-                        .map_err(|e| problem("NetworkNotReady", describe(&e)))?
+                        .map_err(|e| problem(SandboxReason::NetworkNotReady, describe(&e)))?
                         .ips
                 }
             }
         }
     };
-    let pod_dir = runtime.pods_dir().join(&uid);
+    let pod_dir = pods.pods_dir().join(&uid);
     let (dir, owned, pod_ips, resolv) =
-        (pod_dir.clone(), pod.clone(), ips.clone(), runtime.settings.host_resolv_conf.clone());
+        (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
         .await
-        .map_err(|message| problem("VolumesNotReady", message))?;
+        .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
     Ok(Sandbox { namespaces, ips, pod_dir })
 }
 
 /// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.
-pub async fn tear_down(runtime: &Runtime, uid: &str) {
-    if let Err(e) = runtime.cni.del(uid).await {
+pub async fn tear_down(pods: &Pods, uid: &str) {
+    if let Err(e) = pods.cni.del(uid).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
     }
-    let ns_dir = namespaces_dir(runtime, uid);
+    let ns_dir = namespaces_dir(pods, uid);
     if let Err(message) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
     }
-    let run_dir = runtime.run_pods_dir().join(uid);
+    let run_dir = pods.run_pods_dir().join(uid);
     if let Err(message) = blocking(move || remove_dir_all(&run_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
     }
-    let pod_dir = runtime.pods_dir().join(uid);
+    let pod_dir = pods.pods_dir().join(uid);
     if let Err(message) = blocking(move || volumes::cleanup(&pod_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
     }
@@ -112,20 +114,20 @@ fn remove_dir_all(path: &std::path::Path) -> std::io::Result<()> {
 
 /// Tears down sandboxes (namespaces, CNI attachments, pod dirs) of pods not in `owned`:
 /// what a start cut short by a crash left behind.
-pub async fn remove_orphans(runtime: &Runtime, owned: &HashSet<String>) {
+pub async fn remove_orphans(pods: &Pods, owned: &HashSet<String>) {
     let mut uids: HashSet<String> = HashSet::new();
-    for dir in [&runtime.run_pods_dir(), &runtime.pods_dir()] {
+    for dir in [&pods.run_pods_dir(), &pods.pods_dir()] {
         if let Ok(entries) = std::fs::read_dir(dir) {
             uids.extend(entries.flatten().filter_map(|e| e.file_name().into_string().ok()));
         }
     }
-    match runtime.cni.attached() {
+    match pods.cni.attached() {
         Ok(ids) => uids.extend(ids),
         Err(e) => tracing::warn!(error = %describe(&e), "cannot list CNI attachments"),
     }
     for uid in uids.difference(owned) {
         tracing::info!(pod.uid = %uid, "removing the sandbox of a pod that is no longer desired");
-        tear_down(runtime, uid).await;
+        tear_down(pods, uid).await;
     }
 }
 
@@ -134,8 +136,8 @@ pub fn cgroup_parent(uid: &str) -> String {
     format!("/outpost/pod{uid}")
 }
 
-fn namespaces_dir(runtime: &Runtime, uid: &str) -> PathBuf {
-    runtime.run_pods_dir().join(uid).join("ns")
+fn namespaces_dir(pods: &Pods, uid: &str) -> PathBuf {
+    pods.run_pods_dir().join(uid).join("ns")
 }
 
 fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
@@ -158,7 +160,7 @@ fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
         .collect()
 }
 
-fn problem(reason: &'static str, message: String) -> SandboxProblem {
+fn problem(reason: SandboxReason, message: String) -> SandboxProblem {
     SandboxProblem { reason, message }
 }
 

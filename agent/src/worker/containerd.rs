@@ -1,0 +1,365 @@
+//! The pod runtime the agent runs on: containerd for images, containers and tasks, CNI
+//! for the network, the pod's namespaces and files for the rest of its sandbox.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use oci_spec::runtime::Capability;
+use outpost_core::lifecycle::{self, CrashLoopConfig, PullPolicy};
+use outpost_core::pod::{self, FullName};
+use outpost_core::pod_worker::{
+    Found, FoundTask, RecordedExit, SandboxProblem, StartFailure, StopSignal, Terminated,
+    WaitingReason,
+};
+
+use super::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
+use super::sandbox::{self, Sandbox, cgroup_parent};
+use crate::error_chain::describe;
+use crate::metrics::counted::Metrics;
+use crate::runtime::Containerd;
+use crate::runtime::cni::Cni;
+use crate::runtime::container::{
+    self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
+    LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT,
+    LABEL_STARTED_AT, Listed,
+};
+use crate::runtime::events::timestamp;
+use crate::runtime::image::credentials::Keyring;
+use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
+use crate::runtime::image::resolve::{self, Image};
+use crate::runtime::logs;
+use crate::runtime::spec::{self, Namespaces, PodContext};
+use crate::sync::events::{EventType, Recorder, pod_ref, reason};
+
+/// What the runtime is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub node_name: String,
+    /// The node's address (status.hostIP, and hostNetwork pods' IP).
+    pub host_ip: Option<IpAddr>,
+    /// `--state-dir`: pods' files and volumes go to `<state-dir>/pods/<uid>`.
+    pub state_dir: PathBuf,
+    /// Pods' namespaces go to `<run-dir>/pods/<uid>` (gone after a reboot, as they are).
+    pub run_dir: PathBuf,
+    /// `/var/log/pods`.
+    pub pod_log_dir: PathBuf,
+    /// This binary, run by containerd's shims as the container logger.
+    pub exe: PathBuf,
+    /// The resolv.conf pods with dnsPolicy Default (or ClusterFirst, without cluster DNS) get.
+    pub host_resolv_conf: PathBuf,
+    pub crash_loop: CrashLoopConfig,
+    pub keyring: Keyring,
+    pub pull: PullOptions,
+    pub host_capabilities: Vec<Capability>,
+}
+
+/// containerd, CNI and the host, as a [`PodRuntime`].
+#[derive(Debug)]
+pub struct Pods {
+    pub containerd: Containerd,
+    pub cni: Cni,
+    pub settings: Settings,
+    /// kubelet's image and container Events (Pulling, Pulled, Created, Started, …).
+    pub events: Recorder,
+    /// Counts image pulls.
+    pub metrics: Metrics,
+}
+
+impl Pods {
+    /// `<state-dir>/pods`: each pod's files and volumes, by UID.
+    pub fn pods_dir(&self) -> PathBuf {
+        self.settings.state_dir.join("pods")
+    }
+
+    /// `<run-dir>/pods`: each pod's namespaces, by UID.
+    pub fn run_pods_dir(&self) -> PathBuf {
+        self.settings.run_dir.join("pods")
+    }
+}
+
+impl PodRuntime for Pods {
+    type Sandbox = Sandbox;
+    type Image = Image;
+
+    async fn set_up_sandbox(&self, pod: &Pod) -> Result<(Sandbox, Vec<IpAddr>), SandboxProblem> {
+        let sandbox = sandbox::set_up(self, pod).await?;
+        let ips = sandbox.ips.clone();
+        Ok((sandbox, ips))
+    }
+
+    async fn tear_down_sandbox(&self, uid: &str) {
+        sandbox::tear_down(self, uid).await;
+    }
+
+    async fn ensure_image(&self, pod: &Pod, container: &Container) -> Result<Image, StartFailure> {
+        ensure_image(self, container, &pod_ref(pod, Some(&container.name))).await
+    }
+
+    async fn create_container(
+        &self,
+        new: NewContainer<'_, Sandbox, Image>,
+    ) -> Result<Created, StartFailure> {
+        let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
+        let id = new_container_id();
+        let uid = pod::uid(pod);
+        let parent = cgroup_parent(uid);
+        let ns = &sandbox.namespaces;
+        let context = PodContext {
+            pod,
+            node_name: &self.settings.node_name,
+            pod_ips: &sandbox.ips,
+            host_ip: self.settings.host_ip,
+            namespaces: Namespaces {
+                network: ns.network.as_deref(),
+                ipc: ns.ipc.as_deref(),
+                uts: ns.uts.as_deref(),
+            },
+            pod_dir: &sandbox.pod_dir,
+            cgroup_parent: &parent,
+            host_capabilities: &self.settings.host_capabilities,
+        };
+        let spec = spec::container_spec(&context, container, &image.config, &id).map_err(|e| {
+            StartFailure::new(WaitingReason::CreateContainerConfigError, describe(&e))
+        })?;
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let log_path = logs::container_log_path(
+            &self.settings.pod_log_dir,
+            namespace,
+            name,
+            uid,
+            &container.name,
+            restart_count,
+        );
+        let log_uri = logs::logger_uri(&self.settings.exe, &log_path)
+            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        let started_at = Timestamp::now();
+        let labels: HashMap<String, String> = [
+            (LABEL_POD_UID, uid.to_owned()),
+            (LABEL_POD_NAMESPACE, namespace.to_owned()),
+            (LABEL_POD_NAME, name.to_owned()),
+            (LABEL_CONTAINER_NAME, container.name.clone()),
+            (LABEL_RESTART_COUNT, restart_count.to_string()),
+            (LABEL_HASH, hash.to_owned()),
+            (LABEL_STARTED_AT, started_at.to_string()),
+            (LABEL_GRACE_PERIOD, lifecycle::grace_period(pod).as_secs().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let new = container::NewContainer {
+            id: &id,
+            image: &image.name,
+            parent_snapshot: &image.chain_id,
+            spec: &spec,
+            labels,
+            log_uri: &log_uri,
+        };
+        container::create(&self.containerd, &new)
+            .await
+            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        Ok(Created { id, image_id: image.digest.clone(), started_at })
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), StartFailure> {
+        if let Err(e) = container::start(&self.containerd, id).await {
+            if let Err(removal) = container::remove(&self.containerd, id).await {
+                tracing::warn!(container_id = id, error = %describe(&removal), "cannot remove a container that failed to start");
+            }
+            return Err(StartFailure::new(WaitingReason::RunContainerError, describe(&e)));
+        }
+        Ok(())
+    }
+
+    async fn kill(&self, id: &str, signal: StopSignal) -> Result<(), container::Error> {
+        match signal {
+            StopSignal::Term => container::kill(&self.containerd, id, libc::SIGTERM, false).await,
+            StopSignal::Kill => container::kill(&self.containerd, id, libc::SIGKILL, true).await,
+        }
+    }
+
+    async fn task(&self, id: &str) -> Result<TaskState, container::Error> {
+        let process = container::task(&self.containerd, id).await?;
+        Ok(match process {
+            None => TaskState::Missing,
+            Some(p) if p.status() == containerd_client::types::v1::Status::Running => {
+                TaskState::Running
+            }
+            Some(p) => TaskState::Exited {
+                exit_status: p.exit_status,
+                exited_at: p.exited_at.as_ref().and_then(timestamp),
+            },
+        })
+    }
+
+    async fn delete_task(&self, id: &str, wait: bool) -> Result<(), container::Error> {
+        if wait {
+            container::reap(&self.containerd, id, container::REAP_WAIT).await?;
+        } else {
+            container::delete_task(&self.containerd, id).await?;
+        }
+        Ok(())
+    }
+
+    async fn record_exit(&self, id: &str, t: &Terminated) -> Result<(), container::Error> {
+        let mut labels = HashMap::new();
+        labels.insert(LABEL_EXIT_CODE.to_owned(), t.exit_code.to_string());
+        labels.insert(LABEL_REASON.to_owned(), t.reason.as_str().to_owned());
+        if let Some(at) = t.finished_at {
+            labels.insert(LABEL_FINISHED_AT.to_owned(), at.to_string());
+        }
+        container::label(&self.containerd, id, labels).await
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), container::Error> {
+        container::remove(&self.containerd, id).await
+    }
+
+    async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
+        let listed = container::list(&self.containerd).await?;
+        Ok(listed.into_iter().filter_map(found).collect())
+    }
+}
+
+/// What a listed container's labels and task say, for adoption.
+fn found(listed: Listed) -> Option<(FullName, Found)> {
+    let name = FullName {
+        namespace: listed.label(LABEL_POD_NAMESPACE)?.to_owned(),
+        name: listed.label(LABEL_POD_NAME)?.to_owned(),
+    };
+    let label = |key: &str| listed.label(key).map(str::to_owned);
+    let task = match &listed.task {
+        None => FoundTask::None,
+        Some(t) if t.status() == containerd_client::types::v1::Status::Running => {
+            FoundTask::Running
+        }
+        Some(t) => FoundTask::NotRunning {
+            exit_code: i32::try_from(t.exit_status).unwrap_or(i32::MAX),
+            exited_at: t.exited_at.as_ref().and_then(timestamp),
+        },
+    };
+    let found = Found {
+        pod_uid: label(LABEL_POD_UID),
+        container: label(LABEL_CONTAINER_NAME),
+        restart_count: listed.label(LABEL_RESTART_COUNT).and_then(|c| c.parse().ok()).unwrap_or(0),
+        hash: label(LABEL_HASH),
+        started_at: listed
+            .label(LABEL_STARTED_AT)
+            .and_then(|t| t.parse().ok())
+            .or_else(|| listed.created_at.as_ref().and_then(timestamp)),
+        grace: listed
+            .label(LABEL_GRACE_PERIOD)
+            .and_then(|g| g.parse().ok())
+            .map(Duration::from_secs),
+        task,
+        recorded_exit: Some(RecordedExit {
+            exit_code: listed.label(LABEL_EXIT_CODE).and_then(|c| c.parse().ok()),
+            reason: label(LABEL_REASON),
+            finished_at: listed.label(LABEL_FINISHED_AT).and_then(|t| t.parse().ok()),
+        }),
+        id: listed.id,
+    };
+    Some((name, found))
+}
+
+/// The container's image, pulled first if its imagePullPolicy says so. An `Always` image
+/// that cannot be pulled because the registry is unreachable runs from the local copy
+/// when there is one: an edge node must restart its pods with no network. Records
+/// kubelet's image events on `object` (the container).
+async fn ensure_image(
+    pods: &Pods,
+    container: &Container,
+    object: &ObjectReference,
+) -> Result<Image, StartFailure> {
+    let events = &pods.events;
+    let reference = container.image.as_deref().unwrap_or_default();
+    let present = resolve::resolve(&pods.containerd, reference).await.map_err(|e| {
+        let message = format!("Failed to inspect image \"{reference}\": {}", describe(&e));
+        events.emit(object, EventType::Warning, reason::INSPECT_FAILED, message.clone());
+        StartFailure::new(WaitingReason::InspectFailed, message)
+    })?;
+    let policy = PullPolicy::of(container);
+    match (policy, present) {
+        (PullPolicy::Never, None) => {
+            let message =
+                format!("Container image \"{reference}\" is not present with pull policy of Never");
+            events.emit(object, EventType::Warning, reason::ERR_IMAGE_NEVER_PULL, message.clone());
+            Err(StartFailure::new(WaitingReason::ErrImageNeverPull, message))
+        }
+        (PullPolicy::Never | PullPolicy::IfNotPresent, Some(image)) => {
+            events.emit(
+                object,
+                EventType::Normal,
+                reason::PULLED,
+                format!("Container image \"{reference}\" already present on machine"),
+            );
+            Ok(image)
+        }
+        (_, present) => pull_image(pods, reference, present, object).await,
+    }
+}
+
+async fn pull_image(
+    pods: &Pods,
+    reference: &str,
+    present: Option<Image>,
+    object: &ObjectReference,
+) -> Result<Image, StartFailure> {
+    let events = &pods.events;
+    events.emit(
+        object,
+        EventType::Normal,
+        reason::PULLING,
+        format!("Pulling image \"{reference}\""),
+    );
+    let began = std::time::Instant::now();
+    let pulled =
+        pull::pull(&pods.containerd, reference, &pods.settings.keyring, &pods.settings.pull).await;
+    match (pulled, present) {
+        (Ok(_), _) => {
+            pods.metrics.image_pulled(began.elapsed());
+            events.emit(
+                object,
+                EventType::Normal,
+                reason::PULLED,
+                format!(
+                    "Successfully pulled image \"{reference}\" in {:.3}s",
+                    began.elapsed().as_secs_f64()
+                ),
+            );
+            resolve::resolve(&pods.containerd, reference)
+                .await
+                .map_err(|e| StartFailure::new(WaitingReason::InspectFailed, describe(&e)))?
+                .ok_or_else(|| {
+                    StartFailure::new(
+                        WaitingReason::ErrImagePull,
+                        format!("image \"{reference}\" was pulled but is not in containerd"),
+                    )
+                })
+        }
+        (Err(e), Some(image)) if e.kind() == PullErrorKind::Unreachable => {
+            tracing::warn!(image = reference, error = %describe(&e),
+                "registry unreachable; running the image already present");
+            Ok(image)
+        }
+        (Err(e), _) => {
+            let message = describe(&e);
+            events.emit(
+                object,
+                EventType::Warning,
+                reason::FAILED,
+                format!("Failed to pull image \"{reference}\": {message}"),
+            );
+            Err(StartFailure::new(WaitingReason::ErrImagePull, message))
+        }
+    }
+}
+
+/// A new containerd container ID (CRI style: random hex).
+fn new_container_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}

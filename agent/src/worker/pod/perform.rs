@@ -1,0 +1,170 @@
+//! Performing one action of the pod worker's core through the runtime; results become
+//! inputs of the next step.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::pod_worker::{
+    Action, Exit, ExitSource, Input, Metric, StartFailure, Started, StopSignal, WaitingReason,
+};
+
+use super::PodWorker;
+use crate::error_chain::describe;
+use crate::sync::events::{EventType, pod_ref, reason};
+use crate::worker::pod_runtime::{NewContainer, PodRuntime, TaskState};
+
+/// The exit code reported for a container whose task is gone without a word (as
+/// kubelet's ContainerStatusUnknown: 137).
+const UNKNOWN_EXIT: i32 = 137;
+
+impl<R: PodRuntime> PodWorker<R> {
+    pub(super) async fn perform(&mut self, action: Action, inputs: &mut VecDeque<Input>) {
+        let shared = self.shared.clone();
+        let runtime = &shared.runtime;
+        match action {
+            Action::TrackPod { uid } => shared.ebpf.track_pod(&uid),
+            Action::ForgetPod { uid } => shared.ebpf.forget_pod(&uid),
+            Action::Watch { container_id } => shared.routes.add(&container_id, &self.outbox),
+            Action::SetUpSandbox { pod } => match runtime.set_up_sandbox(&pod).await {
+                Ok((sandbox, ips)) => {
+                    self.sandbox = Some((outpost_core::pod::uid(&pod).to_owned(), sandbox));
+                    inputs.push_back(Input::SandboxReady { ips });
+                }
+                Err(problem) => inputs.push_back(Input::SandboxFailed(problem)),
+            },
+            Action::TearDownSandbox { uid } => {
+                if self.sandbox.as_ref().is_some_and(|(owner, _)| *owner == uid) {
+                    self.sandbox = None;
+                }
+                runtime.tear_down_sandbox(&uid).await;
+            }
+            Action::StartContainer { pod, container, restart_count, hash } => {
+                let result = self.start(&pod, &container, restart_count, &hash).await;
+                inputs.push_back(match result {
+                    Ok(started) => Input::Started { container, started },
+                    Err(failure) => Input::StartFailed { container, failure },
+                });
+            }
+            Action::Signal { container_ids, signal } => {
+                for id in &container_ids {
+                    if let Err(e) = runtime.kill(id, signal).await {
+                        let signal = match signal {
+                            StopSignal::Term => "SIGTERM",
+                            StopSignal::Kill => "SIGKILL",
+                        };
+                        tracing::warn!(container_id = id, error = %describe(&e), "cannot send {signal}");
+                    }
+                }
+            }
+            Action::CheckExited { container_ids } => {
+                for id in container_ids {
+                    let (exit_code, finished_at) = match runtime.task(&id).await {
+                        Ok(TaskState::Running) => continue,
+                        Ok(TaskState::Exited { exit_status, exited_at }) => {
+                            (i32::try_from(exit_status).unwrap_or(i32::MAX), exited_at)
+                        }
+                        Ok(TaskState::Missing) => (UNKNOWN_EXIT, None),
+                        Err(e) => {
+                            tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task; taking it as exited");
+                            (UNKNOWN_EXIT, None)
+                        }
+                    };
+                    inputs.push_back(Input::Exited(Exit {
+                        container_id: id,
+                        exit_code,
+                        finished_at,
+                        signal: None,
+                        by: ExitSource::Containerd,
+                    }));
+                }
+            }
+            Action::DeleteTask { container_id, reap } => {
+                shared.routes.remove(&container_id);
+                if reap {
+                    // containerd may not have reaped it yet: delete it once it has, off
+                    // the path of this status update and restart decision.
+                    let shared = shared.clone();
+                    self.cleanup.spawn(async move {
+                        if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
+                            tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                        }
+                    });
+                } else if let Err(e) = runtime.delete_task(&container_id, false).await {
+                    tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                }
+            }
+            Action::RecordExit { container_id, terminated } => {
+                if let Err(e) = runtime.record_exit(&container_id, &terminated).await {
+                    tracing::debug!(container_id, error = %describe(&e), "cannot label the exited container");
+                }
+            }
+            Action::RemoveContainer { container_id, background } => {
+                shared.routes.remove(&container_id);
+                if background {
+                    let shared = shared.clone();
+                    self.cleanup.spawn(async move { remove(&shared.runtime, &container_id).await });
+                } else {
+                    remove(runtime, &container_id).await;
+                }
+            }
+            Action::Event { pod, container, kind, reason, message } => {
+                shared.events.emit(&pod_ref(&pod, container.as_deref()), kind, reason, message);
+            }
+            Action::Count(Metric::ContainerRestarted { source }) => {
+                shared.metrics.container_restarted(source);
+            }
+            Action::Count(Metric::PodStarted { source, latency }) => {
+                shared.metrics.pod_started(source, latency);
+            }
+            Action::RemoveStatus { uid } => shared.statuses.remove(&uid),
+        }
+    }
+
+    /// Creates and starts `container` of `pod` as restart number `restart_count`; its task
+    /// events are routed here from before it starts.
+    async fn start(
+        &self,
+        pod: &Arc<Pod>,
+        container: &str,
+        restart_count: u32,
+        hash: &str,
+    ) -> Result<Started, StartFailure> {
+        let runtime = &self.shared.runtime;
+        let events = &self.shared.events;
+        let spec = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == container);
+        let (Some(spec), Some((_, sandbox))) = (spec, &self.sandbox) else {
+            let message = format!("container {container} has no spec or its pod no sandbox");
+            return Err(StartFailure::new(WaitingReason::CreateContainerError, message));
+        };
+        let object = pod_ref(pod, Some(container));
+        let image = runtime.ensure_image(pod, spec).await?;
+        let new =
+            NewContainer { pod, sandbox, container: spec, image: &image, restart_count, hash };
+        let created = runtime.create_container(new).await?;
+        events.emit(
+            &object,
+            EventType::Normal,
+            reason::CREATED,
+            format!("Created container: {container}"),
+        );
+        self.shared.routes.add(&created.id, &self.outbox);
+        if let Err(failure) = runtime.start_container(&created.id).await {
+            self.shared.routes.remove(&created.id);
+            return Err(failure);
+        }
+        events.emit(
+            &object,
+            EventType::Normal,
+            reason::STARTED,
+            format!("Started container {container}"),
+        );
+        Ok(Started { id: created.id, image_id: created.image_id, started_at: created.started_at })
+    }
+}
+
+async fn remove<R: PodRuntime>(runtime: &R, container_id: &str) {
+    if let Err(e) = runtime.remove_container(container_id).await {
+        tracing::warn!(container_id, error = %describe(&e), "cannot remove container");
+    }
+}

@@ -1,0 +1,116 @@
+//! The seam between a pod worker and the container runtime: what the executor asks of
+//! it. [`crate::worker::containerd::Pods`] is the real thing (containerd, CNI, the pod's
+//! namespaces and files); the unit tests drive the executor with a recording fake.
+
+use std::future::Future;
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::pod::FullName;
+use outpost_core::pod_worker::{Found, SandboxProblem, StartFailure, StopSignal, Terminated};
+
+use crate::runtime::container;
+
+/// A container to create: which pod, sandbox, spec and image, which run of it.
+#[derive(Debug)]
+pub struct NewContainer<'a, S, I> {
+    pub pod: &'a Pod,
+    pub sandbox: &'a S,
+    pub container: &'a Container,
+    pub image: &'a I,
+    pub restart_count: u32,
+    /// The container spec's hash (its label, for adoption).
+    pub hash: &'a str,
+}
+
+/// A created container (its task made, not started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub id: String,
+    /// The image's digest (`status.containerStatuses[].imageID`).
+    pub image_id: String,
+    /// Recorded in its labels as the start time.
+    pub started_at: Timestamp,
+}
+
+/// A container's task as the runtime sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    /// Stopped (or created, paused): not running.
+    Exited {
+        exit_status: u32,
+        exited_at: Option<Timestamp>,
+    },
+    /// No task (never started, or deleted).
+    Missing,
+}
+
+/// What a pod worker needs of the container runtime. Every call names its pod or
+/// container; failures that the worker only logs come back as [`container::Error`].
+pub trait PodRuntime: Send + Sync + 'static {
+    /// What the pod's containers join (namespaces, network, files).
+    type Sandbox: Send + Sync + 'static;
+    /// A resolved image.
+    type Image: Send + Sync + 'static;
+
+    /// Creates (or finds) the pod's sandbox; its addresses.
+    fn set_up_sandbox(
+        &self,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<(Self::Sandbox, Vec<IpAddr>), SandboxProblem>> + Send;
+
+    /// Removes everything [`PodRuntime::set_up_sandbox`] made for the pod `uid`.
+    fn tear_down_sandbox(&self, uid: &str) -> impl Future<Output = ()> + Send;
+
+    /// The container's image, present or pulled by its imagePullPolicy.
+    fn ensure_image(
+        &self,
+        pod: &Pod,
+        container: &Container,
+    ) -> impl Future<Output = Result<Self::Image, StartFailure>> + Send;
+
+    /// Creates the container and its task (not started).
+    fn create_container(
+        &self,
+        new: NewContainer<'_, Self::Sandbox, Self::Image>,
+    ) -> impl Future<Output = Result<Created, StartFailure>> + Send;
+
+    /// Starts a created container's task; on failure the container is removed again.
+    fn start_container(&self, id: &str) -> impl Future<Output = Result<(), StartFailure>> + Send;
+
+    fn kill(
+        &self,
+        id: &str,
+        signal: StopSignal,
+    ) -> impl Future<Output = Result<(), container::Error>> + Send;
+
+    /// The container's task, now.
+    fn task(&self, id: &str) -> impl Future<Output = Result<TaskState, container::Error>> + Send;
+
+    /// Deletes an exited task; with `wait`, first waits (bounded) until the runtime has
+    /// seen it stop (the kernel may report an exit before the runtime reaps it).
+    fn delete_task(
+        &self,
+        id: &str,
+        wait: bool,
+    ) -> impl Future<Output = Result<(), container::Error>> + Send;
+
+    /// Records how the container ended, for a later run that finds it.
+    fn record_exit(
+        &self,
+        id: &str,
+        terminated: &Terminated,
+    ) -> impl Future<Output = Result<(), container::Error>> + Send;
+
+    /// Removes the container: its task (killed if it runs), record and rootfs.
+    fn remove_container(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<(), container::Error>> + Send;
+
+    /// Every container an earlier run left, by pod full name (for adoption).
+    fn list(&self)
+    -> impl Future<Output = Result<Vec<(FullName, Found)>, container::Error>> + Send;
+}
