@@ -607,7 +607,9 @@ impl Current {
                 continue;
             };
             let hash = container_hash(container);
-            if slot.hash != hash {
+            // A start under way finishes first (its result would stand for the new spec
+            // otherwise, and the container it makes would be left behind).
+            if slot.hash != hash && !matches!(slot.state, SlotState::Starting { .. }) {
                 // The container's spec changed (an API pod's image, say): replace it.
                 if let Some(id) = slot.id.take() {
                     tracing::info!(container = slot.name, "container spec changed; replacing it");
