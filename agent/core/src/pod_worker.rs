@@ -495,6 +495,10 @@ impl PodWorker {
             match self.shutdown {
                 Shutdown::Done => return,
                 Shutdown::Requested => {
+                    // A start under way reports first: what it started is stopped too.
+                    if self.current.as_ref().is_some_and(Current::busy) {
+                        return;
+                    }
                     self.begin_shutdown(now, out);
                     continue;
                 }
@@ -544,6 +548,10 @@ impl PodWorker {
     fn next_wake(&self) -> Option<Instant> {
         if let Some(stopping) = &self.stopping {
             return Some(stopping.deadline);
+        }
+        if self.shutdown != Shutdown::No {
+            // Nothing starts any more.
+            return None;
         }
         let current = self.current.as_ref()?;
         if self.live_desired().is_none_or(|d| pod::uid(&d.pod) != current.uid) {
