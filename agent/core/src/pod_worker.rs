@@ -496,13 +496,16 @@ impl PodWorker {
             match self.shutdown {
                 Shutdown::Done => return,
                 Shutdown::Requested => {
+                    // A start under way reports first: what it started is stopped too.
+                    if self.current.as_ref().is_some_and(Current::busy) {
+                        return;
+                    }
                     self.begin_shutdown(now, out);
                     continue;
                 }
                 Shutdown::No => {}
             }
-            let desired =
-                self.desired.clone().filter(|d| d.pod.metadata.deletion_timestamp.is_none());
+            let desired = self.live_desired().cloned();
             let desired_uid = desired.as_ref().map(|d| pod::uid(&d.pod).to_owned());
             // M10: whatever runs under this name for another pod (or a deleted one) stops
             // first, completely, before anything of the desired pod starts.
@@ -515,6 +518,11 @@ impl PodWorker {
                 continue;
             }
             if self.current.as_ref().is_some_and(|c| Some(&c.uid) != desired_uid.as_ref()) {
+                // Its sandbox or a start under way reports first: what it made is stopped
+                // with the rest, before anything of another pod starts (M10).
+                if self.current.as_ref().is_some_and(Current::busy) {
+                    return;
+                }
                 self.begin_stop_current(now, out);
                 continue;
             }
@@ -533,11 +541,24 @@ impl PodWorker {
         }
     }
 
+    /// The desired pod, unless it is being deleted.
+    fn live_desired(&self) -> Option<&Desired> {
+        self.desired.as_ref().filter(|d| d.pod.metadata.deletion_timestamp.is_none())
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         if let Some(stopping) = &self.stopping {
             return Some(stopping.deadline);
         }
+        if self.shutdown != Shutdown::No {
+            // Nothing starts any more.
+            return None;
+        }
         let current = self.current.as_ref()?;
+        if self.live_desired().is_none_or(|d| pod::uid(&d.pod) != current.uid) {
+            // To be stopped once its results are in: nothing of it is due any more.
+            return None;
+        }
         match current.sandbox {
             Sandbox::Pending { retry_at } => Some(retry_at),
             Sandbox::SettingUp => None,
@@ -571,6 +592,12 @@ impl PodWorker {
 }
 
 impl Current {
+    /// A sandbox set-up or a container start is under way (its result not in yet).
+    fn busy(&self) -> bool {
+        self.sandbox == Sandbox::SettingUp
+            || self.slots.iter().any(|s| matches!(s.state, SlotState::Starting { .. }))
+    }
+
     /// Sets up the sandbox when due, then replaces containers whose spec changed and
     /// starts every container due.
     fn sync(&mut self, now: Now, out: &mut Vec<Action>) {
@@ -589,7 +616,9 @@ impl Current {
                 continue;
             };
             let hash = container_hash(container);
-            if slot.hash != hash {
+            // A start under way finishes first (its result would stand for the new spec
+            // otherwise, and the container it makes would be left behind).
+            if slot.hash != hash && !matches!(slot.state, SlotState::Starting { .. }) {
                 // The container's spec changed (an API pod's image, say): replace it.
                 if let Some(id) = slot.id.take() {
                     tracing::info!(container = slot.name, "container spec changed; replacing it");

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::event_aggregate::EventType;
 use crate::lifecycle;
+use crate::pod;
 
 impl PodWorker {
     /// Containers an earlier run left that belong to no desired pod: stopped with the
@@ -29,7 +30,9 @@ impl PodWorker {
     /// pod's grace period wins when shorter), then removed with its sandbox.
     pub(super) fn begin_stop_current(&mut self, now: Now, out: &mut Vec<Action>) {
         let Some(current) = self.current.take() else { return };
-        let grace = lifecycle::grace_period(self.desired.as_ref().map_or(&current.pod, |d| &d.pod));
+        // The pod's own grace period, or its deleting version's; not a replacement's.
+        let deleting = self.desired.as_ref().map(|d| &d.pod).filter(|p| pod::uid(p) == current.uid);
+        let grace = lifecycle::grace_period(deleting.unwrap_or(&current.pod));
         let running: Vec<String> =
             current.slots.iter().filter_map(|s| s.running_id().map(str::to_owned)).collect();
         tracing::info!(pod.uid = current.uid, containers = running.len(), ?grace, "stopping pod");
