@@ -120,8 +120,8 @@ impl PodWorker {
                     out.push(Action::RemoveContainer { container_id: found.id, background: false });
                 }
                 for uid in uids {
-                    tracing::info!(pod.uid = uid, "removing a pod left by an earlier run");
-                    out.push(Action::TearDownSandbox { uid });
+                    out.push(Action::TearDownSandbox { uid: uid.clone() });
+                    tracing::info!(pod.uid = uid, "removed a pod left by an earlier run");
                 }
             }
             StopTarget::Current(current) => {
