@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod ebpf;
 pub mod error_chain;
+pub mod host;
 pub mod logging;
 pub mod metrics;
 pub mod permissions;

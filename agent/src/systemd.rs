@@ -121,7 +121,7 @@ pub fn take_env() -> Env {
             std::process::id(),
         ),
     };
-    if !single_threaded(&std::fs::read_to_string("/proc/self/status").unwrap_or_default()) {
+    if !single_threaded(&crate::host::proc::own_status().unwrap_or_default()) {
         warn!("started after other threads: the agent's children inherit NOTIFY_SOCKET");
         return env;
     }

@@ -140,6 +140,10 @@ fn checkpoint_path(state_dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn pods_of_this_node_appear_change_and_go() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -194,6 +198,10 @@ fn pods_of_this_node_appear_change_and_go() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_broken_watch_resumes_and_removes_nothing() {
     let cluster = Cluster::start();
     cluster.create("web", NODE);
@@ -224,6 +232,10 @@ fn a_broken_watch_resumes_and_removes_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_410_relists_and_the_fresh_list_replaces_the_old_set() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -248,6 +260,10 @@ fn a_410_relists_and_the_fresh_list_replaces_the_old_set() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_server_down_at_start_holds_readiness_until_it_answers() {
     let cluster = Cluster::start_with(|b| b.down());
     cluster.create("web", NODE);
@@ -265,6 +281,10 @@ fn a_server_down_at_start_holds_readiness_until_it_answers() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn o2_api_pods_come_back_from_the_checkpoint_with_no_network() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -302,6 +322,10 @@ fn o2_api_pods_come_back_from_the_checkpoint_with_no_network() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_corrupt_checkpoint_is_reported_and_ignored() {
     let cluster = Cluster::start();
     cluster.create("web", NODE);
@@ -325,6 +349,10 @@ fn a_corrupt_checkpoint_is_reported_and_ignored() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn tls_and_a_bearer_token_from_the_kubeconfig() {
     let cluster = Cluster::start_with(|b| b.tls().token("s3cret-token"));
     cluster.create("web", NODE);

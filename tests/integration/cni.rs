@@ -18,7 +18,8 @@ use outpost::runtime::netns::{PodNamespaces, Sharing};
 
 const PLUGINS: &str = "/usr/lib/cni";
 
-fn have_tools() -> bool {
+/// Fails the test without the tools (tests carry `outpost_has_cni`).
+fn have_tools() {
     outpost_tests::prerequisite(
         outpost_tests::is_root()
             && Path::new(PLUGINS).join("bridge").is_file()
@@ -227,10 +228,12 @@ impl Drop for Server {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_cni),
+    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
+)]
 fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
-    if !have_tools() {
-        return;
-    }
+    have_tools();
     let dir = tempfile::tempdir().unwrap();
     let ns_dir = dir.path().join("pod/ns");
     let ns = PodNamespaces::create(&ns_dir, Sharing::default()).unwrap();
@@ -262,10 +265,12 @@ fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_cni),
+    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
+)]
 async fn add_wires_the_pod_and_del_frees_its_address() {
-    if !have_tools() {
-        return;
-    }
+    have_tools();
     let net = Net::new();
     let netns = net.namespaces("a");
     let host_port = free_port();
@@ -307,10 +312,12 @@ async fn add_wires_the_pod_and_del_frees_its_address() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_cni),
+    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
+)]
 async fn del_after_the_netns_is_gone_still_frees_the_address() {
-    if !have_tools() {
-        return;
-    }
+    have_tools();
     let net = Net::new();
     let netns = net.namespaces("b");
     let network = net.cni.add(&net.attachment("pod-b", &netns, Vec::new())).await.unwrap();
@@ -322,10 +329,12 @@ async fn del_after_the_netns_is_gone_still_frees_the_address() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_cni),
+    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
+)]
 async fn a_broken_conflist_is_a_clear_error() {
-    if !have_tools() {
-        return;
-    }
+    have_tools();
     let net = Net::new();
     let netns = net.namespaces("c");
     std::fs::write(
@@ -346,10 +355,12 @@ async fn a_broken_conflist_is_a_clear_error() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_cni),
+    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
+)]
 async fn a_missing_plugin_is_a_clear_error_and_the_address_is_freed() {
-    if !have_tools() {
-        return;
-    }
+    have_tools();
     let net = Net::new();
     let netns = net.namespaces("d");
     let mut document: serde_json::Value =

@@ -24,19 +24,16 @@ fn manifest(name: &str, script: &str, spec: &str, container_extra: &str) -> Stri
 
 const NEVER: &str = "  restartPolicy: Never\n";
 
-/// An agent on `node` with BPF loaded, or `None` (a skip locally, a failure in CI) when
-/// the kernel refuses it.
-fn start_with_bpf(node: &Node) -> Option<Agent> {
+/// An agent on `node` with BPF loaded; fails the test when the kernel refuses it (the
+/// tests carry `outpost_has_bpf`).
+fn start_with_bpf(node: &Node) -> Agent {
     let mut args = node.args();
     args.push("--ebpf=true".into());
     let agent = Agent::start_pods(&node.manifests(), &args);
     let line = agent.wait_for_log("eBPF");
-    if line.contains("eBPF is unavailable") {
-        prerequisite(false, &format!("BPF (the agent said: {line})"));
-        return None;
-    }
+    prerequisite(!line.contains("eBPF is unavailable"), &format!("BPF (the agent said: {line})"));
     assert!(line.contains("eBPF programs loaded"), "unexpected first eBPF line: {line}");
-    Some(agent)
+    agent
 }
 
 fn terminated(p: &Value) -> &Value {
@@ -86,10 +83,14 @@ fn task_pid(node: &Node, id: &str) -> u32 {
         .unwrap_or_else(|| panic!("no task {id} in {list}"))
 }
 
+#[cfg_attr(
+    not(all(outpost_has_bpf, outpost_has_pods)),
+    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 #[test]
 fn kernel_exits_carry_exact_codes_and_signals_and_execs_are_audited() {
-    let Some(node) = Node::new() else { return };
-    let Some(agent) = start_with_bpf(&node) else { return };
+    let node = Node::new();
+    let agent = start_with_bpf(&node);
     node.put("three.yaml", &manifest("three", "exit 3", NEVER, ""));
     // Full paths: busybox's sh runs a bare `ls` as an applet in a fork, without execve.
     node.put("audit.yaml", &manifest("audit", "/bin/ls /; exec /bin/sleep 3600", NEVER, ""));
@@ -169,10 +170,14 @@ fn kernel_exits_carry_exact_codes_and_signals_and_execs_are_audited() {
     assert_eq!(status, 404, "{body}");
 }
 
+#[cfg_attr(
+    not(all(outpost_has_bpf, outpost_has_pods)),
+    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 #[test]
 fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
-    let Some(node) = Node::new() else { return };
-    let Some(agent) = start_with_bpf(&node) else { return };
+    let node = Node::new();
+    let agent = start_with_bpf(&node);
     node.put("crash.yaml", &manifest("crash", "echo attempt; exit 3", "", ""));
     let p = wait_pod(&agent, "crash-edge-1", LONG, |p| {
         container(p)["restartCount"].as_i64().unwrap_or(0) >= 2
@@ -201,10 +206,14 @@ fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
     assert!(kernel >= 2, "the kernel reported the exits:\n{log}");
 }
 
+#[cfg_attr(
+    not(all(outpost_has_bpf, outpost_has_pods)),
+    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 #[test]
 fn the_oom_killer_victim_is_named() {
-    let Some(node) = Node::new() else { return };
-    let Some(agent) = start_with_bpf(&node) else { return };
+    let node = Node::new();
+    let agent = start_with_bpf(&node);
     let limits = "    resources:\n      limits:\n        memory: 16Mi\n";
     node.put("oom.yaml", &manifest("oom", "exec tail /dev/zero", NEVER, limits));
     let p = wait_pod(&agent, "oom-edge-1", LONG, |p| terminated(p).is_object());
@@ -223,10 +232,14 @@ fn sample(metrics: &str, family: &str, pod: &str) -> Option<f64> {
     metrics.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
+#[cfg_attr(
+    not(all(outpost_has_bpf, outpost_has_pods)),
+    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 #[test]
 fn traffic_between_two_pods_moves_both_pods_counters() {
-    let Some(node) = Node::new() else { return };
-    let Some(agent) = start_with_bpf(&node) else { return };
+    let node = Node::new();
+    let agent = start_with_bpf(&node);
     node.put(
         "recv.yaml",
         &manifest("recv", "while true; do nc -l -p 5000 > /dev/null; done", "", ""),
@@ -260,8 +273,12 @@ fn traffic_between_two_pods_moves_both_pods_counters() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn with_bpf_off_pods_still_restart_and_the_exec_audit_says_why_it_is_empty() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let mut args = node.args();
     args.push("--ebpf=false".into());
     let agent = Agent::start_pods(&node.manifests(), &args);

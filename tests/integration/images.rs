@@ -92,11 +92,13 @@ fn import_and_run(socket: &Path, tarball: &Path, media_type: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn imports_oci_layout_and_docker_archive_tarballs_unpacked_and_runnable() {
-    let Some(socket) = test_containerd() else { return };
-    let (Some(oci), Some(docker)) = (test_image(BUSYBOX_OCI), test_image(BUSYBOX_DOCKER)) else {
-        return;
-    };
+    let socket = test_containerd();
+    let (oci, docker) = (test_image(BUSYBOX_OCI), test_image(BUSYBOX_DOCKER));
     let _guard = one_at_a_time();
     import_and_run(&socket, &oci, "application/vnd.oci.image.manifest.v1+json");
     import_and_run(&socket, &docker, "application/vnd.docker.distribution.manifest.v2+json");
@@ -105,9 +107,13 @@ fn imports_oci_layout_and_docker_archive_tarballs_unpacked_and_runnable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_bad_tarball_fails_alone_and_is_named() {
-    let Some(socket) = test_containerd() else { return };
-    let Some(docker) = test_image(BUSYBOX_DOCKER) else { return };
+    let socket = test_containerd();
+    let docker = test_image(BUSYBOX_DOCKER);
     let _guard = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.tar");

@@ -26,12 +26,12 @@ struct Setup {
 }
 
 impl Setup {
-    async fn new() -> Option<Setup> {
-        let socket = test_containerd()?;
-        let oci = test_image(BUSYBOX_OCI)?;
+    async fn new() -> Setup {
+        let socket = test_containerd();
+        let oci = test_image(BUSYBOX_OCI);
         let containerd = Containerd::connect(&socket).await.unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        Some(Setup { tmp, containerd, socket, oci })
+        Setup { tmp, containerd, socket, oci }
     }
 
     fn dir(&self) -> PathBuf {
@@ -99,8 +99,12 @@ fn unique(what: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 async fn tarballs_present_at_start_are_imported_once_per_version() {
-    let Some(setup) = Setup::new().await else { return };
+    let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("start"));
     std::fs::create_dir_all(setup.dir()).unwrap();
     std::fs::write(setup.dir().join("app.tar"), &bytes).unwrap();
@@ -132,8 +136,12 @@ async fn tarballs_present_at_start_are_imported_once_per_version() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 async fn a_corrupt_tarball_fails_alone() {
-    let Some(setup) = Setup::new().await else { return };
+    let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("good"));
     std::fs::create_dir_all(setup.dir()).unwrap();
     std::fs::write(setup.dir().join("good.tar"), &bytes).unwrap();
@@ -152,8 +160,12 @@ async fn a_corrupt_tarball_fails_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 async fn a_tarball_copied_in_later_is_imported_once_it_is_closed() {
-    let Some(setup) = Setup::new().await else { return };
+    let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("later"));
     let mut images = setup.open();
     assert_eq!(images.import_present().await.unwrap(), Summary::default());

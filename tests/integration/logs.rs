@@ -38,14 +38,14 @@ fn ctr_ok(socket: &Path, args: &[&str]) -> String {
 }
 
 /// The test containerd with the busybox image imported (once per test process).
-fn containerd() -> Option<PathBuf> {
-    let socket = test_containerd()?;
-    let tarball = test_image(BUSYBOX_OCI)?;
+fn containerd() -> PathBuf {
+    let socket = test_containerd();
+    let tarball = test_image(BUSYBOX_OCI);
     static IMPORTED: OnceLock<()> = OnceLock::new();
     IMPORTED.get_or_init(|| {
         ctr_ok(&socket, &["images", "import", tarball.to_str().unwrap()]);
     });
-    Some(socket)
+    socket
 }
 
 fn container_id(test: &str) -> String {
@@ -105,8 +105,12 @@ fn logs_ok(root: &Path, args: &[&str]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn stdout_and_stderr_land_as_cri_records_and_read_back() {
-    let Some(socket) = containerd() else { return };
+    let socket = containerd();
     let root = tempfile::tempdir().unwrap();
     let log = log_path(root.path(), "streams");
     let script = "echo out one; echo err one >&2; echo out two; printf 'last words'";
@@ -136,8 +140,12 @@ fn stdout_and_stderr_land_as_cri_records_and_read_back() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_long_line_is_split_into_partial_records_and_joined_back() {
-    let Some(socket) = containerd() else { return };
+    let socket = containerd();
     let root = tempfile::tempdir().unwrap();
     let log = log_path(root.path(), "long");
     let script = "head -c 40960 /dev/zero | tr '\\0' x; echo; echo short";
@@ -168,8 +176,12 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn the_logger_outlives_the_process_that_started_the_container() {
-    let Some(socket) = containerd() else { return };
+    let socket = containerd();
     let root = tempfile::tempdir().unwrap();
     let log = log_path(root.path(), "detached");
     let id = container_id("detached");
@@ -200,8 +212,12 @@ fn the_logger_outlives_the_process_that_started_the_container() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn the_log_rotates_at_its_size_limit() {
-    let Some(socket) = containerd() else { return };
+    let socket = containerd();
     let root = tempfile::tempdir().unwrap();
     let log = log_path(root.path(), "rotating");
     // The shim passes `container-log PATH`; a wrapper adds limits small enough to test.

@@ -94,10 +94,9 @@ fn assert_written_by(entry: &Value, writer: &Writer) {
 }
 
 #[test]
+#[cfg_attr(not(outpost_has_root), ignore = "needs root")]
 fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
-    if !prerequisite(is_root(), "root (fanotify needs CAP_SYS_ADMIN)") {
-        return;
-    }
+    prerequisite(is_root(), "root (fanotify needs CAP_SYS_ADMIN)");
     let (_root, dir) = manifest_dir();
     // There before the agent: found by the first scan, with no writer to name.
     fs::write(dir.join("early.yaml"), pod_yaml("early", "busybox")).unwrap();
@@ -192,8 +191,9 @@ fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
 /// With inotify (fanotify blocked by seccomp, as in a container with the default
 /// profile) there is no PID: the entry says the writer is unknown, and why.
 #[test]
+#[cfg_attr(not(outpost_has_seccomp), ignore = "needs python3-seccomp (cargo xtask deps)")]
 fn inotify_entries_say_the_writer_is_unknown() {
-    let Some(command) = outpost_tests::without_fanotify() else { return };
+    let command = outpost_tests::without_fanotify();
     let (_root, dir) = manifest_dir();
     let agent = Agent::start_with(command, &dir, &[] as &[&str]);
     agent.poll("/readyz", |status, _| status == 200);

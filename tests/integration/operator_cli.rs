@@ -164,8 +164,8 @@ fn the_token_is_sent_and_a_wrong_one_is_a_clear_401() {
 const SERVE: &str = "trap 'exit 0' TERM; echo hello-from-main; while true; do sleep 0.1; done";
 
 /// A node running the pod `talk` (`talk-edge-1`), and its agent, once the pod runs.
-fn running_pod() -> Option<(Node, Agent)> {
-    let node = Node::new()?;
+fn running_pod() -> (Node, Agent) {
+    let node = Node::new();
     let agent = node.start();
     let script = serde_json::to_string(SERVE).unwrap();
     node.put(
@@ -175,12 +175,16 @@ fn running_pod() -> Option<(Node, Agent)> {
         ),
     );
     wait_pod(&agent, "talk-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
-    Some((node, agent))
+    (node, agent)
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn describe_shows_a_running_container_and_its_events() {
-    let Some((_node, agent)) = running_pod() else { return };
+    let (_node, agent) = running_pod();
     let text = stdout_ok(&outpost(&agent.addr, &["describe", "default/talk-edge-1"]));
     assert!(text.contains("\n  main:\n"), "{text}");
     assert!(text.contains("    State:          Running\n"), "{text}");
@@ -192,8 +196,12 @@ fn describe_shows_a_running_container_and_its_events() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn logs_reads_the_files_when_the_agent_is_down() {
-    let Some((node, agent)) = running_pod() else { return };
+    let (node, agent) = running_pod();
     let addr = agent.addr.clone();
     drop(agent);
     let logs_dir = node.path("logs");
@@ -211,8 +219,12 @@ fn logs_reads_the_files_when_the_agent_is_down() {
 
 /// Needs the agent's `/containerLogs` (the local API branch).
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn logs_come_through_the_local_api() {
-    let Some((_node, agent)) = running_pod() else { return };
+    let (_node, agent) = running_pod();
     let out = outpost(&agent.addr, &["logs", "default/talk-edge-1"]);
     assert_eq!(stdout_ok(&out), "hello-from-main\n");
     assert!(out.stderr.is_empty(), "{}", stderr(&out));

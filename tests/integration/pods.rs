@@ -44,8 +44,12 @@ fn container_id(p: &serde_json::Value) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     let script = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && echo serving; exec httpd -f -p 8080 -h /www";
     node.put("web.yaml", &manifest("web", script, ""));
@@ -65,8 +69,12 @@ fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("gone.yaml", &manifest("gone", SERVE, ""));
     let p = wait_pod(&agent, "gone-edge-1", LONG, running);
@@ -88,8 +96,12 @@ fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("app.yaml", &manifest("app", SERVE, ""));
     let old = wait_pod(&agent, "app-edge-1", LONG, running);
@@ -112,8 +124,12 @@ fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_crashing_container_is_restarted_with_backoff_and_counted() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("crash.yaml", &manifest("crash", "echo attempt; exit 3", ""));
     let p = wait_pod(&agent, "crash-edge-1", LONG, |p| {
@@ -138,8 +154,12 @@ fn a_crashing_container_is_restarted_with_backoff_and_counted() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn restart_policies_on_failure_and_never_end_the_pod() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("ok.yaml", &manifest("ok", "echo done", "  restartPolicy: OnFailure\n"));
     node.put("fail.yaml", &manifest("fail", "exit 1", "  restartPolicy: Never\n"));
@@ -158,8 +178,12 @@ fn restart_policies_on_failure_and_never_end_the_pod() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn an_oom_killed_container_is_reported_as_oomkilled() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     let hog = "a=xxxxxxxxxxxxxxxx; while true; do a=\"$a$a\"; done";
     let yaml = manifest("hog", hog, "  restartPolicy: Never\n")
@@ -172,8 +196,12 @@ fn an_oom_killed_container_is_reported_as_oomkilled() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     let yaml = manifest("lost", "true", "").replace(BUSYBOX_IMAGE, "127.0.0.1:9/nowhere/image:1");
     node.put("lost.yaml", &yaml);
@@ -192,8 +220,12 @@ fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     node.write_cni(
         r#"{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"no-such-plugin"}]}"#,
     );
@@ -228,8 +260,12 @@ fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn after_kill_9_running_containers_are_adopted_not_restarted() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("keep.yaml", &manifest("keep", SERVE, ""));
     let before = wait_pod(&agent, "keep-edge-1", LONG, running);
@@ -245,8 +281,12 @@ fn after_kill_9_running_containers_are_adopted_not_restarted() {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("mid.yaml", &manifest("mid", SERVE, ""));
     agent.wait_for_log("attached pod to CNI network");
@@ -270,8 +310,12 @@ fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
 /// restarts it, reconnects, and the pod keeps running (the same container; its exits are
 /// still seen afterwards).
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let mut args = node.args();
     let at = args.iter().position(|a| a == "--containerd-socket").unwrap();
     args.drain(at..at + 2);
@@ -291,8 +335,7 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
         assert!(out.status.success(), "ctr {args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let image =
-        outpost_tests::containerd::test_image(outpost_tests::containerd::BUSYBOX_OCI).unwrap();
+    let image = outpost_tests::containerd::test_image(outpost_tests::containerd::BUSYBOX_OCI);
     let imported = std::process::Command::new(outpost_tests::outpost_bin())
         .args([
             "images",
@@ -333,12 +376,16 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     eventually("the managed containerd has exited", LONG, || !alive());
 }
 
-/// Node shutdown (issue 5, item 6): by default SIGTERM ends the agent and leaves its pods
+/// Node shutdown: by default SIGTERM ends the agent and leaves its pods
 /// running for the next agent to adopt; with `--stop-pods-on-shutdown` each pod's
 /// containers get SIGTERM first, as kubelet's graceful node shutdown does.
 #[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 fn sigterm_leaves_pods_running_unless_told_to_stop_them() {
-    let Some(node) = Node::new() else { return };
+    let node = Node::new();
     let agent = node.start();
     node.put("stay.yaml", &manifest("stay", SERVE, ""));
     let p = wait_pod(&agent, "stay-edge-1", LONG, running);

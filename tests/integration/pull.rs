@@ -16,9 +16,9 @@ const NAMESPACE: &str = "outpost";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
-/// The test containerd and the busybox OCI tarball, or `None` (skipped).
-fn prerequisites() -> Option<(PathBuf, PathBuf)> {
-    Some((test_containerd()?, test_image(BUSYBOX_OCI)?))
+/// The test containerd and the busybox OCI tarball.
+fn prerequisites() -> (PathBuf, PathBuf) {
+    (test_containerd(), test_image(BUSYBOX_OCI))
 }
 
 fn ctr(socket: &Path, args: &[&str]) -> String {
@@ -64,10 +64,14 @@ fn blob_digests(registry: &Registry, repository_tag: &str) -> Vec<String> {
     digests
 }
 
+#[cfg_attr(
+    not(all(outpost_has_containerd, outpost_has_registry)),
+    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
+)]
 #[tokio::test]
 async fn an_anonymous_pull_is_unpacked_and_a_second_pull_fetches_no_blob() {
-    let Some((socket, tarball)) = prerequisites() else { return };
-    let Some(registry) = Registry::start() else { return };
+    let (socket, tarball) = prerequisites();
+    let registry = Registry::start();
     registry.push(&tarball, "test/busybox:1", false);
     let containerd = Containerd::connect(&socket).await.unwrap();
     let image = format!("{}/test/busybox:1", registry.host());
@@ -91,10 +95,14 @@ async fn an_anonymous_pull_is_unpacked_and_a_second_pull_fetches_no_blob() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
+#[cfg_attr(
+    not(all(outpost_has_containerd, outpost_has_registry)),
+    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
+)]
 #[tokio::test]
 async fn a_docker_schema2_image_is_pulled() {
-    let Some((socket, tarball)) = prerequisites() else { return };
-    let Some(registry) = Registry::start() else { return };
+    let (socket, tarball) = prerequisites();
+    let registry = Registry::start();
     registry.push(&tarball, "test/busybox-docker:2", true);
     let containerd = Containerd::connect(&socket).await.unwrap();
     let image = format!("{}/test/busybox-docker:2", registry.host());
@@ -104,10 +112,14 @@ async fn a_docker_schema2_image_is_pulled() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
+#[cfg_attr(
+    not(all(outpost_has_containerd, outpost_has_registry)),
+    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
+)]
 #[tokio::test]
 async fn basic_auth_takes_the_keyring_credentials_and_refuses_wrong_ones() {
-    let Some((socket, tarball)) = prerequisites() else { return };
-    let Some(registry) = Registry::start_with_auth("puller", "right-password") else { return };
+    let (socket, tarball) = prerequisites();
+    let registry = Registry::start_with_auth("puller", "right-password");
     registry.push(&tarball, "private/busybox:1", false);
     let containerd = Containerd::connect(&socket).await.unwrap();
     let image = format!("{}/private/busybox:1", registry.host());
@@ -131,10 +143,14 @@ async fn basic_auth_takes_the_keyring_credentials_and_refuses_wrong_ones() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
+#[cfg_attr(
+    not(all(outpost_has_containerd, outpost_has_registry)),
+    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
+)]
 #[tokio::test]
 async fn a_missing_tag_is_not_found() {
-    let Some((socket, tarball)) = prerequisites() else { return };
-    let Some(registry) = Registry::start() else { return };
+    let (socket, tarball) = prerequisites();
+    let registry = Registry::start();
     registry.push(&tarball, "test/busybox:1", false);
     let containerd = Containerd::connect(&socket).await.unwrap();
     for missing in ["test/busybox:nope", "test/nothing:1"] {
@@ -148,8 +164,12 @@ async fn a_missing_tag_is_not_found() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 async fn a_registry_that_is_down_is_unreachable() {
-    let Some((socket, _)) = prerequisites() else { return };
+    let (socket, _) = prerequisites();
     let containerd = Containerd::connect(&socket).await.unwrap();
     let image = format!("127.0.0.1:{}/test/busybox:1", free_port());
     let error =
@@ -159,8 +179,12 @@ async fn a_registry_that_is_down_is_unreachable() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(outpost_has_containerd),
+    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
 async fn a_bad_reference_is_invalid() {
-    let Some((socket, _)) = prerequisites() else { return };
+    let (socket, _) = prerequisites();
     let containerd = Containerd::connect(&socket).await.unwrap();
     let error =
         pull(&containerd, "Not/A/Valid:::ref", &Keyring::default(), &PullOptions::default())

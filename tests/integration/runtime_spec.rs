@@ -16,12 +16,12 @@ use outpost::runtime::volumes;
 const BUSYBOX: &str = "/bin/busybox";
 const APPLETS: &[&str] = &["sh", "id", "cat", "echo", "touch", "grep"];
 
-/// Whether runc, busybox-static and root are there (skipped locally, required in CI).
-fn prerequisites() -> bool {
+/// Fails the test without root, runc or busybox-static (tests carry `outpost_has_runc`).
+fn prerequisites() {
     let runc = Command::new("runc").arg("--version").output().is_ok_and(|o| o.status.success());
-    outpost_tests::prerequisite(outpost_tests::is_root(), "root")
-        && outpost_tests::prerequisite(runc, "runc")
-        && outpost_tests::prerequisite(Path::new(BUSYBOX).is_file(), "busybox-static")
+    outpost_tests::prerequisite(outpost_tests::is_root(), "root");
+    outpost_tests::prerequisite(runc, "runc");
+    outpost_tests::prerequisite(Path::new(BUSYBOX).is_file(), "busybox-static");
 }
 
 /// A bundle: `rootfs/` with busybox and a few applets, the pod's directory, runc's state.
@@ -121,10 +121,12 @@ fn stdout(output: &Output) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_runc),
+    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
+)]
 fn runc_runs_the_spec_with_user_env_and_hosts() {
-    if !prerequisites() {
-        return;
-    }
+    prerequisites();
     let bundle = Bundle::new("plain");
     let pod = pod(r#"
 metadata: {name: spec-test-node1}
@@ -147,10 +149,12 @@ spec:
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_runc),
+    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
+)]
 fn runc_applies_memory_limit_read_only_root_and_volumes() {
-    if !prerequisites() {
-        return;
-    }
+    prerequisites();
     let bundle = Bundle::new("limits");
     let pod = pod(r#"
 metadata: {name: spec-limits-node1}
@@ -183,10 +187,12 @@ spec:
 }
 
 #[test]
+#[cfg_attr(
+    not(outpost_has_runc),
+    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
+)]
 fn runc_runs_a_privileged_container() {
-    if !prerequisites() {
-        return;
-    }
+    prerequisites();
     let bundle = Bundle::new("privileged");
     let pod = pod(r#"
 metadata: {name: spec-privileged-node1}

@@ -24,13 +24,22 @@ pub struct ApiNode {
 }
 
 impl ApiNode {
-    /// A node and a plain-HTTP test API server, or `None` where [`Node::new`] skips.
-    pub fn new() -> Option<ApiNode> {
-        let node = Node::new()?;
+    /// A node and a plain-HTTP test API server (what [`Node::new`] needs, too).
+    #[allow(clippy::new_without_default, reason = "it sets up real resources, not a default value")]
+    pub fn new() -> ApiNode {
+        ApiNode::with(Node::new())
+    }
+
+    /// [`ApiNode::new`], or what is missing (for the benchmarks, which report it).
+    pub fn try_new() -> Result<ApiNode, String> {
+        Node::try_new().map(ApiNode::with)
+    }
+
+    fn with(node: Node) -> ApiNode {
         let rt = Runtime::new().expect("tokio runtime");
         let server = rt.block_on(TestApiServer::start()).expect("test API server");
         let kubeconfig = server.kubeconfig(node.dir.path()).expect("kubeconfig");
-        Some(ApiNode { rt, server, node, kubeconfig })
+        ApiNode { rt, server, node, kubeconfig }
     }
 
     /// `outpost run` on the node, with `--kubeconfig` and `extra` flags.

@@ -2,9 +2,10 @@
 //!
 //! `cargo xtask ci` starts a private containerd (`cargo xtask containerd start`) and builds
 //! the busybox test images (`cargo xtask images`), and passes both to the tests in
-//! `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`. Run by hand, the tests look
-//! for the same things under the workspace's `target/`. Missing ones skip a test locally
-//! and fail it in CI (see [`crate::prerequisite`]).
+//! `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`. Run by hand, tests that need
+//! containerd are ignored unless `OUTPOST_TEST_CONTAINERD_SOCKET` is set (see
+//! `tests/build.rs`); run anyway (`--include-ignored`), they look for the same things under
+//! the workspace's `target/`, and fail when they are missing (see [`crate::prerequisite`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,36 +26,45 @@ fn workspace_target() -> PathBuf {
 }
 
 /// The socket of a containerd that answers: `$OUTPOST_TEST_CONTAINERD_SOCKET`, else the
-/// private one of `cargo xtask containerd start`. `None` (after [`crate::prerequisite`]:
-/// a skip locally, a panic in CI) when there is none.
-pub fn test_containerd() -> Option<PathBuf> {
+/// private one of `cargo xtask containerd start`. Panics (see [`crate::prerequisite`]) when
+/// none answers.
+pub fn test_containerd() -> PathBuf {
+    find_containerd().unwrap_or_else(|what| crate::missing(&what))
+}
+
+/// [`test_containerd`], or what is missing.
+pub fn find_containerd() -> Result<PathBuf, String> {
     let socket = std::env::var_os(SOCKET_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_target().join("containerd").join("containerd.sock"));
-    let ok = answers(&socket);
-    crate::prerequisite(
-        ok,
-        &format!(
+    if answers(&socket) {
+        Ok(socket)
+    } else {
+        Err(format!(
             "a containerd answering on {} (root and `cargo xtask containerd start`)",
             socket.display()
-        ),
-    )
-    .then_some(socket)
+        ))
+    }
 }
 
 /// The tarball `name` (e.g. [`BUSYBOX_OCI`]) from `$OUTPOST_TEST_IMAGES`, else from the
-/// workspace's `target/images` (`cargo xtask images`). `None` (after
+/// workspace's `target/images` (`cargo xtask images`). Panics (see
 /// [`crate::prerequisite`]) when it is not there.
-pub fn test_image(name: &str) -> Option<PathBuf> {
+pub fn test_image(name: &str) -> PathBuf {
+    find_image(name).unwrap_or_else(|what| crate::missing(&what))
+}
+
+/// [`test_image`], or what is missing.
+pub fn find_image(name: &str) -> Result<PathBuf, String> {
     let dir = std::env::var_os(IMAGES_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_target().join("images"));
     let path = dir.join(name);
-    crate::prerequisite(
-        path.is_file(),
-        &format!("the test image {} (`cargo xtask images`)", path.display()),
-    )
-    .then_some(path)
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("the test image {} (`cargo xtask images`)", path.display()))
+    }
 }
 
 /// Whether containerd answers on `socket` (`ctr version` succeeds).

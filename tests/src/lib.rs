@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// True when running in CI (`CI=true`): missing prerequisites fail instead of skipping.
+/// True when running in CI (`CI=true`).
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
-/// Whether this process runs as root (fanotify, later containerd and BPF need it).
+/// Whether this process runs as root (fanotify, containerd and BPF need it).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
@@ -26,32 +26,37 @@ pub fn is_root() -> bool {
     })
 }
 
-/// Returns false (the test should return early) when a prerequisite is missing outside
-/// CI; panics in CI, where every prerequisite must be there.
-pub fn prerequisite(ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
+/// Fails the test when a prerequisite is missing. A test that needs something the
+/// machine may lack is ignored (with the reason) where `tests/build.rs` found it missing;
+/// one that runs anyway (`CI=true`, `--include-ignored`, or a probe that was too hopeful)
+/// fails here, saying what is missing, and never passes without having run.
+#[track_caller]
+pub fn prerequisite(ok: bool, what: &str) {
+    if !ok {
+        missing(what);
     }
-    assert!(!in_ci(), "CI=true and {what} is missing: CI must provide it");
-    eprintln!("skipping: {what} is missing (this would fail in CI)");
-    false
+}
+
+/// Fails the test: `what` is missing (see [`prerequisite`]).
+#[track_caller]
+pub fn missing(what: &str) -> ! {
+    let ci = if in_ci() { " (CI=true: CI must provide it)" } else { "" };
+    panic!("{what} is missing{ci}")
 }
 
 /// `outpost` run through `support/without-fanotify`, which blocks `fanotify_init` with
-/// seccomp (as a container's default profile does), so the agent falls back to inotify;
-/// `None` (skipped, or a failure in CI) without python3-seccomp.
-pub fn without_fanotify() -> Option<std::process::Command> {
+/// seccomp (as a container's default profile does), so the agent falls back to inotify.
+/// Needs python3-seccomp (tests using it carry `outpost_has_seccomp`).
+pub fn without_fanotify() -> std::process::Command {
     let has_seccomp = std::process::Command::new("/usr/bin/python3")
         .args(["-c", "import seccomp"])
         .status()
         .is_ok_and(|s| s.success());
-    if !prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)") {
-        return None;
-    }
+    prerequisite(has_seccomp, "python3-seccomp (cargo xtask deps installs it)");
     let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/without-fanotify");
     let mut command = std::process::Command::new(launcher);
     command.arg(outpost_bin());
-    Some(command)
+    command
 }
 
 /// Writes a secret (a token, a private key) the way the agent accepts it: mode 600.

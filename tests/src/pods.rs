@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::containerd::{BUSYBOX_OCI, test_containerd, test_image};
-use crate::{is_root, outpost_bin, prerequisite};
+use crate::containerd::{BUSYBOX_OCI, find_containerd, find_image};
+use crate::{is_root, missing, outpost_bin};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -34,17 +34,22 @@ pub struct Node {
 }
 
 impl Node {
-    /// A node, or `None` (a skip locally, a failure in CI) without root, the test
-    /// containerd, the test image or the CNI plugins.
-    pub fn new() -> Option<Node> {
-        if !prerequisite(is_root(), "root (pods need namespaces, mounts and cgroups)") {
-            return None;
+    /// A node; panics (see [`missing`]) without root, the test containerd, the test
+    /// image or the CNI plugins. Tests using it carry `outpost_has_pods`.
+    #[allow(clippy::new_without_default, reason = "it sets up real resources, not a default value")]
+    pub fn new() -> Node {
+        Node::try_new().unwrap_or_else(|what| missing(&what))
+    }
+
+    /// [`Node::new`], or what is missing (for the benchmarks, which report it and go on).
+    pub fn try_new() -> Result<Node, String> {
+        if !is_root() {
+            return Err("root (pods need namespaces, mounts and cgroups)".into());
         }
-        let socket = test_containerd()?;
-        let image = test_image(BUSYBOX_OCI)?;
-        let plugins = Path::new(CNI_BIN_DIR).join("bridge").is_file();
-        if !prerequisite(plugins, "the CNI plugins in /usr/lib/cni (containernetworking-plugins)") {
-            return None;
+        let socket = find_containerd()?;
+        let image = find_image(BUSYBOX_OCI)?;
+        if !Path::new(CNI_BIN_DIR).join("bridge").is_file() {
+            return Err("the CNI plugins in /usr/lib/cni (containernetworking-plugins)".into());
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
@@ -68,7 +73,7 @@ impl Node {
             .output()
             .expect("run outpost images import");
         assert!(out.status.success(), "importing the test image: {}", text(&out));
-        Some(node)
+        Ok(node)
     }
 
     pub fn path(&self, sub: &str) -> PathBuf {

@@ -26,26 +26,21 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Starts an anonymous registry; `None` (after [`crate::prerequisite`]) when the
-    /// registry, skopeo or htpasswd is missing.
-    pub fn start() -> Option<Registry> {
+    /// Starts an anonymous registry; panics (see [`crate::prerequisite`]) when the
+    /// registry, skopeo or htpasswd is missing (tests using it carry `outpost_has_registry`).
+    pub fn start() -> Registry {
         Registry::start_with(None)
     }
 
     /// Starts a registry that wants `user`'s password (basic auth).
-    pub fn start_with_auth(user: &str, password: &str) -> Option<Registry> {
+    pub fn start_with_auth(user: &str, password: &str) -> Registry {
         Registry::start_with(Some((user.to_owned(), password.to_owned())))
     }
 
-    fn start_with(user: Option<(String, String)>) -> Option<Registry> {
+    fn start_with(user: Option<(String, String)>) -> Registry {
         let tools = [REGISTRY_BIN, "/usr/bin/skopeo", "/usr/bin/htpasswd"];
         let ok = tools.iter().all(|tool| Path::new(tool).is_file());
-        if !crate::prerequisite(
-            ok,
-            "docker-registry, skopeo and apache2-utils (`cargo xtask deps`)",
-        ) {
-            return None;
-        }
+        crate::prerequisite(ok, "docker-registry, skopeo and apache2-utils (`cargo xtask deps`)");
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = free_port();
         let mut config = format!(
@@ -76,7 +71,7 @@ impl Registry {
             .expect("start docker-registry");
         let registry = Registry { child, dir, port, user };
         registry.wait_until_up();
-        Some(registry)
+        registry
     }
 
     /// `127.0.0.1:PORT`: the registry part of image references.

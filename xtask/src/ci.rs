@@ -6,9 +6,12 @@
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, the pods' end-to-end tests run
 //! once more with the agent's BPF programs off; then `dist` cross-builds the arm64
-//! release and smoke-tests it under qemu, and makes its `.deb`.
+//! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
+//! under qemu, and makes its `.deb`. Each step's time is printed
+//! when it ends, and a table of all steps' times at the end (also after a failure).
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::{bench, containerd, deps, dist, ebpf, images};
 
@@ -23,71 +26,194 @@ const WITHOUT_EBPF: &[&str] =
     &["test", "-p", "outpost-tests", "--test", "integration", "--", "pods::"];
 /// The release CI builds (cross) and smoke-tests (under qemu).
 const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
+/// The cargo profile of CI's arm64 build: the release's settings without LTO and at
+/// `opt-level` 1 (the workspace Cargo.toml), several times cheaper to build. What the step
+/// checks does not depend on them: the cross build, the binary under qemu, the `.deb`.
+const DIST_PROFILE: &str = "ci-dist";
+
+/// The cargo steps, run while the private containerd (if any) is up.
+const CARGO_STEPS: [&[&str]; 4] = [
+    &["fmt", "--all", "--", "--check"],
+    &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+    &["build", "--workspace", "--all-targets"],
+    &["test", "--workspace"],
+];
 
 pub fn run() -> anyhow::Result<()> {
-    let steps: [&[&str]; 4] = [
-        &["fmt", "--all", "--", "--check"],
-        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
-        &["build", "--workspace", "--all-targets"],
-        &["test", "--workspace"],
-    ];
-    let total = steps.len() + 7;
-    println!("==> ci step 1/{total}: cargo xtask deps");
-    deps::run()?;
+    let mut steps = Steps::new(CARGO_STEPS.len() + 7);
+    let started = Instant::now();
+    let result = all_steps(&mut steps);
+    print!("{}", steps.table());
+    result?;
+    println!("==> ci: all {} steps passed in {}", steps.total, minutes(started.elapsed()));
+    Ok(())
+}
 
-    println!("==> ci step 2/{total}: cargo xtask containerd start");
+fn all_steps(steps: &mut Steps) -> anyhow::Result<()> {
+    steps.run("cargo xtask deps", deps::run)?;
     let paths = containerd::Paths::new();
-    let started = if crate::in_ci() || crate::is_root() {
-        Some(containerd::start(&paths)?)
-    } else {
-        println!("ci: not root and not CI: no private containerd; tests that need it skip");
-        None
-    };
-    let result = with_containerd(&steps, total, &paths);
+    let started = steps.run("cargo xtask containerd start", || {
+        if crate::in_ci() || crate::is_root() {
+            containerd::start(&paths).map(Some)
+        } else {
+            println!(
+                "ci: not root and not CI: no private containerd; tests that need it are ignored"
+            );
+            Ok(None)
+        }
+    })?;
+    let result = with_containerd(steps, &paths);
     if started == Some(containerd::Started::Started) {
-        println!("==> ci: cargo xtask containerd stop");
-        if let Err(error) = containerd::stop(&paths) {
+        let stopped = steps.extra("cargo xtask containerd stop", || containerd::stop(&paths));
+        if let Err(error) = stopped {
             if result.is_ok() {
                 return Err(error);
             }
             eprintln!("ci: also failed to stop the private containerd: {error:#}");
         }
     }
-    result?;
-    println!("==> ci: all {total} steps passed");
-    Ok(())
+    result
 }
 
 /// The steps that run while the private containerd (if any) is up.
-fn with_containerd(
-    steps: &[&[&str]],
-    total: usize,
-    paths: &containerd::Paths,
-) -> anyhow::Result<()> {
-    println!("==> ci step 3/{total}: cargo xtask ebpf --check");
-    ebpf::check(
-        &crate::project_root().join("agent-ebpf"),
-        &crate::project_root().join("target/ebpf"),
-    )?;
-    println!("==> ci step 4/{total}: cargo xtask images");
+fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Result<()> {
+    steps.run("cargo xtask ebpf --check", || {
+        ebpf::check(
+            &crate::project_root().join("agent-ebpf"),
+            &crate::project_root().join("target/ebpf"),
+        )
+    })?;
     let images = images::dir();
-    images::build(&images)?;
+    steps.run("cargo xtask images", || images::build(&images))?;
     let env: [(&str, PathBuf); 2] = [(SOCKET_ENV, paths.socket()), (IMAGES_ENV, images)];
-    for (i, args) in steps.iter().enumerate() {
-        println!("==> ci step {}/{total}: cargo {}", i + 5, args.join(" "));
-        let mut command = crate::cargo(args);
-        command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
-        crate::run(command)?;
+    for args in CARGO_STEPS {
+        steps.run(&format!("cargo {}", args.join(" ")), || {
+            let mut command = crate::cargo(args);
+            command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
+            crate::run(command)
+        })?;
     }
     // The pods' end-to-end tests again with the agent's BPF programs off: containerd's
     // events alone must keep pods running and restarting as before.
-    println!("==> ci step {}/{total}: {EBPF_ENV}=off cargo {}", total - 2, WITHOUT_EBPF.join(" "));
-    let mut command = crate::cargo(WITHOUT_EBPF);
-    command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
-    crate::run(command)?;
-    let arm64 = dist::Options { target: Some(DIST_TARGET.to_owned()), deb: true };
-    println!("==> ci step {}/{total}: cargo xtask dist --target {DIST_TARGET} --deb", total - 1);
-    dist::run(&arm64)?;
-    println!("==> ci step {total}/{total}: cargo xtask bench --quick");
-    bench::run(&bench::Options { quick: true }, &env)
+    steps.run(&format!("{EBPF_ENV}=off cargo {}", WITHOUT_EBPF.join(" ")), || {
+        let mut command = crate::cargo(WITHOUT_EBPF);
+        command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
+        crate::run(command)
+    })?;
+    let arm64 = dist::Options {
+        target: Some(DIST_TARGET.to_owned()),
+        deb: true,
+        profile: Some(DIST_PROFILE.to_owned()),
+    };
+    let what = format!("cargo xtask dist --target {DIST_TARGET} --deb --profile {DIST_PROFILE}");
+    steps.run(&what, || dist::run(&arm64))?;
+    steps.run("cargo xtask bench --quick", || bench::run(&bench::Options { quick: true }, &env))
+}
+
+/// CI's steps as they run: each announced (`==> ci step i/N: what`), timed, and listed
+/// with its time in [`Steps::table`].
+#[derive(Debug)]
+struct Steps {
+    total: usize,
+    /// Each step run so far: its label (`3/11` or `-`), what it ran, its time, whether
+    /// it passed.
+    done: Vec<(String, String, Duration, bool)>,
+}
+
+impl Steps {
+    fn new(total: usize) -> Steps {
+        Steps { total, done: Vec::new() }
+    }
+
+    /// Runs the next numbered step.
+    fn run<T>(
+        &mut self,
+        what: &str,
+        step: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let label = format!("{}/{}", self.numbered() + 1, self.total);
+        self.timed(label, what, step)
+    }
+
+    /// Runs a step outside the numbered ones (the containerd's stop).
+    fn extra<T>(
+        &mut self,
+        what: &str,
+        step: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        self.timed("-".to_owned(), what, step)
+    }
+
+    fn numbered(&self) -> usize {
+        self.done.iter().filter(|(label, ..)| label != "-").count()
+    }
+
+    fn timed<T>(
+        &mut self,
+        label: String,
+        what: &str,
+        step: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let step_name = if label == "-" { String::new() } else { format!(" step {label}") };
+        println!("==> ci{step_name}: {what}");
+        let started = Instant::now();
+        let result = step();
+        let took = started.elapsed();
+        let outcome = if result.is_ok() { "done" } else { "FAILED" };
+        println!("==> ci{step_name}: {what}: {outcome} in {}", minutes(took));
+        self.done.push((label, what.to_owned(), took, result.is_ok()));
+        result
+    }
+
+    /// Every step run so far with its time (m:ss), and the total.
+    fn table(&self) -> String {
+        let width = self.done.iter().map(|(_, what, ..)| what.len()).max().unwrap_or(0);
+        let mut out = String::from("==> ci: step times\n");
+        for (label, what, took, passed) in &self.done {
+            let failed = if *passed { "" } else { "  FAILED" };
+            out.push_str(&format!("  {label:>5}  {what:<width$}  {:>6}{failed}\n", minutes(*took)));
+        }
+        let total: Duration = self.done.iter().map(|(_, _, took, _)| *took).sum();
+        let left = self.total - self.numbered();
+        let not_run = if left > 0 { format!(" ({left} not run)") } else { String::new() };
+        out.push_str(&format!(
+            "  {:>5}  {:<width$}  {:>6}{not_run}\n",
+            "",
+            "total",
+            minutes(total)
+        ));
+        out
+    }
+}
+
+/// A duration as minutes:seconds, e.g. `9:05`.
+fn minutes(d: Duration) -> String {
+    let secs = d.as_secs();
+    format!("{}:{:02}", secs / 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minutes_and_seconds() {
+        assert_eq!(minutes(Duration::from_millis(4_900)), "0:04");
+        assert_eq!(minutes(Duration::from_secs(545)), "9:05");
+        assert_eq!(minutes(Duration::from_secs(3_600)), "60:00");
+    }
+
+    #[test]
+    fn the_table_lists_the_steps_run_also_after_a_failure() {
+        let mut steps = Steps::new(3);
+        steps.run("first", || Ok(())).unwrap();
+        let failed: anyhow::Result<()> = steps.run("second", || anyhow::bail!("broken"));
+        assert!(failed.is_err());
+        steps.extra("cleanup", || Ok(())).unwrap();
+        let table = steps.table();
+        assert!(table.contains("  1/3  first "), "{table}");
+        assert!(table.contains("  2/3  second     0:00  FAILED"), "{table}");
+        assert!(table.contains("      -  cleanup"), "{table}");
+        assert!(table.contains("(1 not run)"), "{table}");
+    }
 }

@@ -1,7 +1,11 @@
-//! `cargo xtask dist [--target TRIPLE] [--deb]`: a release of `outpost` for one platform.
+//! `cargo xtask dist [--target TRIPLE] [--deb] [--profile NAME]`: a release of `outpost`
+//! for one platform.
 //!
 //! 1. Builds `outpost` with the `distribution` profile (release without debug info) for
-//!    the target (default: the host's). A cross build (`aarch64-unknown-linux-gnu` on
+//!    the target (default: the host's). `--profile ci-dist` builds a cheaper binary for
+//!    CI's check of the whole path (no LTO, `opt-level` 1; see the workspace Cargo.toml):
+//!    everything else is the same, but it goes to `target/dist/ci-dist/`, not where
+//!    releases go. A cross build (`aarch64-unknown-linux-gnu` on
 //!    x86_64) links with Debian's cross gcc (`gcc-aarch64-linux-gnu`,
 //!    `libc6-dev-arm64-cross`); protoc runs on the host.
 //! 2. Writes `target/dist/outpost-<version>-<arch>.tar.gz` (`arch` in Debian naming:
@@ -30,7 +34,10 @@ use anyhow::{Context, bail, ensure};
 use crate::tarball;
 use platform::Platform;
 
-const USAGE: &str = "usage: cargo xtask dist [--target TRIPLE] [--deb]";
+const USAGE: &str = "usage: cargo xtask dist [--target TRIPLE] [--deb] [--profile NAME]";
+
+/// The cargo profile releases are built with.
+pub const RELEASE_PROFILE: &str = "distribution";
 
 /// Options of the `dist` task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +46,8 @@ pub struct Options {
     pub target: Option<String>,
     /// Also build the `.deb`.
     pub deb: bool,
+    /// The cargo profile; [`RELEASE_PROFILE`] if none.
+    pub profile: Option<String>,
 }
 
 impl Options {
@@ -52,19 +61,30 @@ impl Options {
                     Some(target) => options.target = Some(target.clone()),
                     None => bail!("`dist`: --target needs a target triple; {USAGE}"),
                 },
-                other => match other.strip_prefix("--target=") {
-                    Some(target) => options.target = Some(target.to_owned()),
-                    None => bail!("`dist`: unknown argument {other:?}; {USAGE}"),
+                "--profile" => match args.next() {
+                    Some(profile) => options.profile = Some(profile.clone()),
+                    None => bail!("`dist`: --profile needs a cargo profile; {USAGE}"),
                 },
+                other => {
+                    if let Some(target) = other.strip_prefix("--target=") {
+                        options.target = Some(target.to_owned());
+                    } else if let Some(profile) = other.strip_prefix("--profile=") {
+                        options.profile = Some(profile.to_owned());
+                    } else {
+                        bail!("`dist`: unknown argument {other:?}; {USAGE}");
+                    }
+                }
             }
         }
         Ok(options)
     }
 }
 
-/// `<workspace>/target/dist`.
-pub fn dir() -> PathBuf {
-    crate::project_root().join("target").join("dist")
+/// `<workspace>/target/dist` for releases; `<workspace>/target/dist/<profile>` for another
+/// profile (CI's cheaper check), so that one is never taken for a release.
+pub fn dir(profile: &str) -> PathBuf {
+    let dist = crate::project_root().join("target").join("dist");
+    if profile == RELEASE_PROFILE { dist } else { dist.join(profile) }
 }
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
@@ -76,13 +96,14 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let version = env!("CARGO_PKG_VERSION");
     let arch = platform.debian_arch();
     let mtime = source_date_epoch()?;
+    let profile = options.profile.as_deref().unwrap_or(RELEASE_PROFILE);
     let started = Instant::now();
-    let binary = build(&platform)?;
+    let binary = build(&platform, profile)?;
     let built = started.elapsed();
     let binary_bytes =
         std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
     println!(
-        "dist: built {} ({}, {} bytes) in {:.0}s",
+        "dist: built {} ({}, profile {profile}, {} bytes) in {:.0}s",
         binary.display(),
         platform.triple,
         binary_bytes.len(),
@@ -94,7 +115,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let mut gzip = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
     gzip.write_all(&tar).context("cannot gzip the tarball")?;
     let gz = gzip.finish().context("cannot gzip the tarball")?;
-    let dist = dir();
+    let dist = dir(profile);
     std::fs::create_dir_all(&dist).with_context(|| format!("cannot create {}", dist.display()))?;
     let tarball_path = dist.join(format!("outpost-{version}-{arch}.tar.gz"));
     crate::write_atomically(&tarball_path, &gz)?;
@@ -132,10 +153,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the agent for `platform` with the `distribution` profile (release, without
-/// debug info); returns the binary's path.
-fn build(platform: &Platform) -> anyhow::Result<PathBuf> {
-    let mut args = vec!["build", "--profile", "distribution", "-p", "outpost", "--bin", "outpost"];
+/// Builds the agent for `platform` with the cargo `profile` ([`RELEASE_PROFILE`]: release,
+/// without debug info); returns the binary's path.
+fn build(platform: &Platform, profile: &str) -> anyhow::Result<PathBuf> {
+    let mut args = vec!["build", "--profile", profile, "-p", "outpost", "--bin", "outpost"];
     args.extend(["--message-format", "json-render-diagnostics"]);
     let mut command = crate::cargo(&args);
     if platform.cross {
@@ -228,10 +249,24 @@ mod tests {
         let parse =
             |args: &[&str]| Options::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
         assert_eq!(parse(&[]).unwrap(), Options::default());
-        let arm = Options { target: Some("aarch64-unknown-linux-gnu".into()), deb: true };
+        let arm =
+            Options { target: Some("aarch64-unknown-linux-gnu".into()), deb: true, profile: None };
         assert_eq!(parse(&["--target", "aarch64-unknown-linux-gnu", "--deb"]).unwrap(), arm);
         assert_eq!(parse(&["--deb", "--target=aarch64-unknown-linux-gnu"]).unwrap(), arm);
+        let ci = Options { profile: Some("ci-dist".into()), ..arm };
+        assert_eq!(
+            parse(&["--deb", "--target=aarch64-unknown-linux-gnu", "--profile", "ci-dist"])
+                .unwrap(),
+            ci
+        );
+        assert_eq!(
+            parse(&["--profile=ci-dist", "--deb", "--target=aarch64-unknown-linux-gnu"]).unwrap(),
+            ci
+        );
         assert!(parse(&["--target"]).unwrap_err().to_string().contains("needs a target"));
+        assert!(parse(&["--profile"]).unwrap_err().to_string().contains("needs a cargo profile"));
+        assert_eq!(dir(RELEASE_PROFILE), crate::project_root().join("target/dist"));
+        assert_eq!(dir("ci-dist"), crate::project_root().join("target/dist/ci-dist"));
         assert!(parse(&["--static"]).unwrap_err().to_string().contains("--static"));
     }
 

@@ -25,17 +25,19 @@ tasks:
   bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test, the pods tests again with BPF off,
-                    `dist --target aarch64-unknown-linux-gnu --deb`, then `bench --quick`
+                    `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
+                    then `bench --quick`
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
   deps              install the Debian packages the tests and `dist` need (root)
-  dist [--target TRIPLE] [--deb]
+  dist [--target TRIPLE] [--deb] [--profile NAME]
                     release build of outpost for TRIPLE (default: the host;
                     aarch64-unknown-linux-gnu cross-builds), packed as
                     target/dist/outpost-<version>-<arch>.tar.gz, verified and
                     smoke-tested (under qemu-aarch64-static for arm64); --deb also
-                    makes target/dist/outpost_<version>_<arch>.deb
+                    makes target/dist/outpost_<version>_<arch>.deb; --profile ci-dist
+                    (CI) builds without LTO into target/dist/ci-dist/ instead
   ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
                     with clang-19 and the kernel's BTF; --check fails when the committed
                     object is stale

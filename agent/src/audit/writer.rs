@@ -8,6 +8,7 @@ use std::io::Read;
 use serde::{Deserialize, Serialize};
 
 use super::{ExecHistory, ExecRecord};
+use crate::host::proc;
 use crate::source::file::watch::Backend;
 
 /// At most this many bytes of a command line are kept (the rest is marked as cut).
@@ -154,18 +155,15 @@ pub fn identify(origin: Origin, exec: Option<&dyn ExecHistory>) -> Writer {
 /// The writer as `/proc/<pid>` shows it; `None` if the process is gone (or a zombie:
 /// its command line and executable are gone with it).
 pub fn from_proc(pid: i32) -> Option<Writer> {
-    let dir = format!("/proc/{pid}");
-    let status = fs::read_to_string(format!("{dir}/status")).ok()?;
+    let dir = proc::pid_dir(pid);
+    let status = proc::status(pid).ok()?;
     let status = Status::parse(&status);
     if status.zombie {
         return None;
     }
-    let argv = read_capped(&format!("{dir}/cmdline"), MAX_CMDLINE).map(|b| parse_cmdline(&b));
-    let exe = fs::read_link(format!("{dir}/exe")).ok().map(|p| p.to_string_lossy().into_owned());
-    let comm = fs::read_to_string(format!("{dir}/comm"))
-        .ok()
-        .map(|c| c.trim_end_matches('\n').to_owned())
-        .or(status.name);
+    let argv = read_capped(&dir.join("cmdline"), MAX_CMDLINE).map(|b| parse_cmdline(&b));
+    let exe = proc::exe(pid).ok().map(|p| p.to_string_lossy().into_owned());
+    let comm = proc::comm(pid).or(status.name);
     // Read last: if it is gone now, what was read may be half of a dying process.
     if fs::metadata(&dir).is_err() {
         return None;
@@ -217,7 +215,7 @@ pub fn quoted(arg: &str) -> String {
     if plain { arg.to_owned() } else { format!("{arg:?}") }
 }
 
-fn read_capped(path: &str, cap: usize) -> Option<Vec<u8>> {
+fn read_capped(path: &std::path::Path, cap: usize) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     fs::File::open(path).ok()?.take(cap as u64 + 1).read_to_end(&mut bytes).ok()?;
     if bytes.len() > cap {

@@ -3,7 +3,6 @@
 //! container's stdout as fd 3, its stderr as fd 4 and, as fd 5, a pipe to close once ready;
 //! it writes CRI records to PATH until both streams end.
 
-use std::fs;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +63,7 @@ fn shim_fds() -> Result<[OwnedFd; 3]> {
 /// Whether `fd` is open without close-on-exec, from `/proc/self/fdinfo`.
 fn inherited(fd: RawFd) -> bool {
     const O_CLOEXEC: u32 = 0o2_000_000;
-    let Ok(info) = fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else { return false };
+    let Ok(info) = crate::host::proc::own_fdinfo(fd) else { return false };
     info.lines()
         .find_map(|l| l.strip_prefix("flags:"))
         .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())

@@ -2,12 +2,14 @@
 //! traffic map) and a cgroup2 hierarchy (the `cgroup_skb` programs attach to the pod root
 //! cgroup `/outpost` in it; runc, cgroupfs driver, puts containers at
 //! `<cgroup2>/outpost/pod<uid>/<container id>`). Mounted if absent. Finding them is a pure
-//! reading of `/proc/self/mountinfo`.
+//! reading of `/proc/self/mountinfo` ([`proc::mounts`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MsFlags, mount};
+
+use crate::host::proc::{self, Mount};
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 pub const BPFFS: &str = "/sys/fs/bpf";
@@ -37,51 +39,6 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-}
-
-/// One line of mountinfo: where, and which filesystem type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub mount_point: PathBuf,
-    pub fstype: String,
-}
-
-/// The mounts in `/proc/<pid>/mountinfo` text (lines that do not parse are skipped).
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let mount_point = fields.nth(4)?;
-            // Optional fields, then "-", then the filesystem type.
-            let mut rest = fields.skip_while(|f| *f != "-");
-            rest.next()?;
-            let fstype = rest.next()?;
-            Some(Mount {
-                mount_point: PathBuf::from(unescape(mount_point)),
-                fstype: fstype.to_owned(),
-            })
-        })
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(octal) = s.get(i + 1..i + 4)
-            && let Ok(c) = u8::from_str_radix(octal, 8)
-        {
-            out.push(c);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Where the cgroup2 hierarchy is: the unified one of a hybrid host
@@ -138,8 +95,7 @@ pub fn ensure() -> Result<Mounts, Error> {
 }
 
 fn read() -> Result<Vec<Mount>, Error> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(Error::MountInfo)?;
-    Ok(parse_mountinfo(&text))
+    proc::mounts().map_err(Error::MountInfo)
 }
 
 fn mount_fs(fstype: &'static str, path: &Path) -> Result<(), Error> {
@@ -165,6 +121,8 @@ mod tests {
 40 28 0:40 / /mnt/with\\040space rw - ext4 /dev/sda1 rw
 garbage
 ";
+
+    use crate::host::proc::parse_mountinfo;
 
     #[test]
     fn finds_the_unified_hierarchy_of_a_hybrid_host() {

@@ -8,7 +8,7 @@
 //! that other client), and reading four small files is less than a dependency.
 //! A file that cannot be read leaves its metrics out of that scrape.
 
-use std::fs;
+use crate::host::proc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -75,9 +75,7 @@ impl Default for Process {
 
 impl Collector for Process {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(stat) =
-            fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(parse_stat)
-        {
+        if let Some(stat) = proc::own_stat().ok().as_deref().and_then(parse_stat) {
             ConstCounter::new(stat.cpu_ticks as f64 / self.ticks).encode(
                 encoder.encode_descriptor(
                     "process_cpu",
@@ -102,9 +100,7 @@ impl Collector for Process {
                     MetricType::Gauge,
                 )?,
             )?;
-            if let Some(boot) =
-                fs::read_to_string("/proc/stat").ok().as_deref().and_then(parse_boot_time)
-            {
+            if let Some(boot) = proc::kernel_stat().ok().as_deref().and_then(parse_boot_time) {
                 let start = boot as f64 + stat.start_ticks as f64 / self.ticks;
                 ConstGauge::new(start).encode(encoder.encode_descriptor(
                     "process_start_time",
@@ -114,9 +110,7 @@ impl Collector for Process {
                 )?)?;
             }
         }
-        if let Ok(entries) = fs::read_dir("/proc/self/fd") {
-            // The directory handle being read is one of the entries: not counted.
-            let open = entries.count().saturating_sub(1);
+        if let Ok(open) = proc::own_open_fds() {
             ConstGauge::new(i64::try_from(open).unwrap_or(i64::MAX)).encode(
                 encoder.encode_descriptor(
                     "process_open_fds",
@@ -126,9 +120,7 @@ impl Collector for Process {
                 )?,
             )?;
         }
-        if let Some(max) =
-            fs::read_to_string("/proc/self/limits").ok().as_deref().and_then(parse_max_fds)
-        {
+        if let Some(max) = proc::own_limits().ok().as_deref().and_then(parse_max_fds) {
             ConstGauge::new(i64::try_from(max).unwrap_or(i64::MAX)).encode(
                 encoder.encode_descriptor(
                     "process_max_fds",

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 /// non-loopback IPv4 address of an interface that is up (kubelet picks the node IP the
 /// same way when none is given). `None` on a box with no address but loopback.
 pub fn default_address() -> Option<IpAddr> {
-    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let routes = crate::host::proc::net_route().unwrap_or_default();
     let default_interface = default_route_interface(&routes);
     let addresses: Vec<(String, Ipv4Addr)> = nix::ifaddrs::getifaddrs()
         .ok()?

@@ -23,7 +23,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let (networked, host) = if options.quick { (8, 4) } else { (30, 10) };
-    let node = Node::new().context("B2 needs root, the test containerd, its images and CNI")?;
+    let node = Node::try_new().map_err(|what| anyhow::anyhow!("B2 needs {what}"))?;
     let signals = Signals::new(&node.path("signal"))?;
     let agent = node.start();
 

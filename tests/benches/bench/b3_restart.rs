@@ -41,7 +41,7 @@ pub fn compare_with_b2(entries: &mut [Entry]) {
 
 pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let samples = if options.quick { 6 } else { 20 };
-    let node = Node::new().context("B3 needs root, the test containerd, its images and CNI")?;
+    let node = Node::try_new().map_err(|what| anyhow::anyhow!("B3 needs {what}"))?;
     let signals = Signals::new(&node.path("signal"))?;
     let kernel = pass(&node, &signals, Exits::Ebpf, samples)?;
     let containerd = pass(&node, &signals, Exits::ContainerdOnly, samples)?;

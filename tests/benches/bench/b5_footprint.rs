@@ -52,7 +52,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let settle = Duration::from_secs(if options.quick { 5 } else { 15 });
     let mut entries = Vec::new();
 
-    let node = Node::new().context("B5 needs root, the test containerd, its images and CNI")?;
+    let node = Node::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
     let agent = node.start();
     let mut uids = Vec::new();
     let mut present = 0;
@@ -71,7 +71,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     }
     drop(node);
 
-    let cluster = ApiNode::new().context("B5 needs the test API server too")?;
+    let cluster = ApiNode::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
     let agent = cluster.start(&[]);
     for i in 0..API_PODS {
         cluster.node.put(&format!("fp-{i:03}.yaml"), &manifest(i));

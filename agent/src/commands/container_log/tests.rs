@@ -6,7 +6,7 @@ use super::*;
 
 #[test]
 fn only_open_fds_without_close_on_exec_count_as_inherited() {
-    let file = fs::File::open("/proc/self/status").unwrap();
+    let file = std::fs::File::open("/proc/self/status").unwrap();
     assert!(!inherited(file.as_raw_fd()), "std opens with close-on-exec");
     fcntl(&file, FcntlArg::F_SETFD(FdFlag::empty())).unwrap();
     assert!(inherited(file.as_raw_fd()));

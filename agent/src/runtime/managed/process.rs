@@ -12,6 +12,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep};
 
 use super::{Error, Options, Result};
+use crate::host::proc;
 use crate::runtime::Containerd;
 
 /// The line written to the log before each start; a log tail shows what follows it.
@@ -112,8 +113,8 @@ pub(super) async fn stop_stale(options: &Options) -> Result<()> {
     let Some(pid) = text.trim().parse::<i32>().ok().filter(|pid| *pid > 0) else {
         return Ok(());
     };
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    if !alive(pid) || !is_ours(&cmdline, &options.binary, &options.config()) {
+    let cmdline = proc::cmdline(pid).unwrap_or_default();
+    if !proc::alive(pid) || !is_ours(&cmdline, &options.binary, &options.config()) {
         return Ok(());
     }
     tracing::warn!(
@@ -130,10 +131,10 @@ pub(super) async fn stop_stale(options: &Options) -> Result<()> {
             Err(source) => return Err(Error::Stale { pid, source }),
         }
         let deadline = Instant::now() + timeout;
-        while alive(pid) && Instant::now() < deadline {
+        while proc::alive(pid) && Instant::now() < deadline {
             sleep(POLL).await;
         }
-        if !alive(pid) {
+        if !proc::alive(pid) {
             return Ok(());
         }
     }
@@ -153,16 +154,6 @@ pub(super) fn is_ours(cmdline: &[u8], binary: &Path, config: &Path) -> bool {
         && binary.file_name().is_some();
     let config = config.as_os_str().as_bytes();
     same_program && args.windows(2).any(|pair| pair[0] == b"--config" && pair[1] == config)
-}
-
-/// Whether `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // "pid (comm) S ...": the state follows the last ')'.
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
 }
 
 /// Removes the sockets and pid file of a containerd that no longer runs.

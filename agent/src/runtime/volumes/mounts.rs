@@ -7,9 +7,8 @@ use k8s_openapi::api::core::v1::EmptyDirVolumeSource;
 use nix::mount::{MntFlags, MsFlags};
 
 use super::{Error, Result, fs as pod_fs};
+use crate::host::proc::{self, MOUNTINFO};
 use crate::runtime::spec::{Quantity, Subject};
-
-const MOUNTINFO: &str = "/proc/self/mountinfo";
 
 /// An emptyDir's directory, mode 0777 as kubelet makes it; for `medium: Memory` a tmpfs
 /// is mounted on it (with `size=` from `sizeLimit`) unless one already is.
@@ -73,17 +72,11 @@ fn mounted(dir: &Path) -> Result<bool> {
 
 /// The mount points at or under `dir` (a canonical path), as the kernel lists them.
 pub(super) fn under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let text = std::fs::read_to_string(MOUNTINFO).map_err(|source| Error::Cleanup {
+    proc::mounts_under(dir).map_err(|source| Error::Cleanup {
         operation: "read",
         path: MOUNTINFO.into(),
         source,
-    })?;
-    Ok(text
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|field| PathBuf::from(unescape(field)))
-        .filter(|mount| mount.starts_with(dir))
-        .collect())
+    })
 }
 
 /// Unmounts everything at or under `dir`, deepest first.
@@ -103,30 +96,3 @@ pub(super) fn unmount_all(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
-
-/// A mountinfo path with its octal escapes (`\040` for a space, ...) decoded.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal {
-            Some(digits) => {
-                let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
-                out.push(u8::try_from(value).unwrap_or(b'?'));
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests;

@@ -398,12 +398,7 @@ const MAX_READS_PER_BATCH: usize = 64;
 /// The command name of a process (from `/proc/<pid>/comm`), for logging who wrote a
 /// manifest; `None` if it's gone.
 pub fn process_name(pid: i32) -> Option<String> {
-    if pid <= 0 {
-        return None;
-    }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    let comm = comm.strip_suffix('\n').unwrap_or(&comm);
-    Some(comm.to_owned())
+    crate::host::proc::comm(pid)
 }
 
 #[cfg(test)]

@@ -1,0 +1,102 @@
+//! Probes what the integration tests need from the machine (root, the test containerd,
+//! the Debian tools `cargo xtask deps` installs, BPF) and sets one `outpost_has_*` cfg per
+//! prerequisite that is there. A test whose prerequisite is missing carries
+//! `#[cfg_attr(not(outpost_has_…), ignore = "why")]`, so a local `cargo test` reports it
+//! as ignored, with the reason, instead of as passed. Under `CI=true` every cfg is set:
+//! every test runs, and one whose prerequisite is missing fails (`prerequisite()` panics).
+//! `cargo test -- --include-ignored` runs them all as well.
+//!
+//! The probe reruns when an environment variable it reads changes, or when a Debian
+//! package is installed or removed (`/var/lib/dpkg/status`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Each cfg with what it means.
+const CFGS: &[(&str, &str)] = &[
+    ("outpost_has_root", "the tests run as root"),
+    (
+        "outpost_has_containerd",
+        "root, and OUTPOST_TEST_CONTAINERD_SOCKET names the test containerd",
+    ),
+    ("outpost_has_pods", "outpost_has_containerd, and the CNI plugins in /usr/lib/cni"),
+    ("outpost_has_cni", "root, the CNI plugins, nsenter, ip, iptables and busybox"),
+    ("outpost_has_runc", "root, runc and busybox-static"),
+    ("outpost_has_containerd_binary", "root and a containerd binary on PATH"),
+    ("outpost_has_registry", "docker-registry, skopeo and htpasswd"),
+    ("outpost_has_seccomp", "python3 with the seccomp module"),
+    ("outpost_has_systemd_analyze", "systemd-analyze"),
+    ("outpost_has_bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+];
+
+/// The socket of the test containerd (also read by `outpost_tests::containerd`).
+const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
+
+fn main() {
+    for var in ["CI", SOCKET_ENV, "PATH", "USER"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    println!("cargo::rerun-if-changed=build.rs");
+    let dpkg = Path::new("/var/lib/dpkg/status");
+    if dpkg.exists() {
+        println!("cargo::rerun-if-changed={}", dpkg.display());
+    }
+    for (cfg, _) in CFGS {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    }
+    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    for (cfg, _) in CFGS {
+        if in_ci || probe(cfg) {
+            println!("cargo::rustc-cfg={cfg}");
+        }
+    }
+}
+
+fn probe(cfg: &str) -> bool {
+    let root = is_root();
+    let containerd = root && std::env::var_os(SOCKET_ENV).is_some_and(|s| !s.is_empty());
+    let plugins = Path::new("/usr/lib/cni/bridge").is_file();
+    match cfg {
+        "outpost_has_root" => root,
+        "outpost_has_containerd" => containerd,
+        "outpost_has_pods" => containerd && plugins,
+        "outpost_has_cni" => {
+            root && plugins && ["nsenter", "ip", "iptables", "busybox"].iter().all(|t| on_path(t))
+        }
+        "outpost_has_runc" => root && on_path("runc") && Path::new("/bin/busybox").is_file(),
+        "outpost_has_containerd_binary" => root && on_path("containerd"),
+        "outpost_has_registry" => {
+            ["/usr/bin/docker-registry", "/usr/bin/skopeo", "/usr/bin/htpasswd"]
+                .iter()
+                .all(|tool| Path::new(tool).is_file())
+        }
+        "outpost_has_seccomp" => Command::new("/usr/bin/python3")
+            .args(["-c", "import seccomp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+        "outpost_has_systemd_analyze" => on_path("systemd-analyze"),
+        "outpost_has_bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
+        _ => false,
+    }
+}
+
+/// Whether the effective user is root (the build runs as the user who runs the tests).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// Whether `tool` is an executable file in a directory of `$PATH`.
+fn on_path(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|dir: PathBuf| dir.join(tool)).any(|candidate| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
