@@ -102,7 +102,7 @@ struct AppState {
     pod_log_dir: Arc<std::path::Path>,
     log_level: LogLevel,
     info: Arc<status::Info>,
-    events: crate::sync::Recorder,
+    events: crate::apiserver::Recorder,
     ebpf: crate::ebpf::Handle,
     audit: crate::audit::ManifestAudit,
 }

@@ -2,6 +2,7 @@
 //! The pure core (manifests, fingerprints, merge) lives in `outpost-core`.
 
 pub mod api;
+pub mod apiserver;
 pub mod audit;
 pub mod checkpoint;
 pub mod cli;

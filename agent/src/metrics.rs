@@ -62,8 +62,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     /// The sync to the API server, when a kubeconfig is given.
-    pub sync: Option<crate::sync::Health>,
-    pub events: crate::sync::Recorder,
+    pub sync: Option<crate::apiserver::Health>,
+    pub events: crate::apiserver::Recorder,
     /// The pod workers' statuses (running pods and containers).
     pub statuses: StatusStore,
     /// What the sources, the merge, the checkpoints and the workers count.

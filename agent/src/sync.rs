@@ -2,167 +2,35 @@
 //! its status, the node Lease, pod status, mirror pods and Events.
 //!
 //! Every writer goes through one [`ApiClient`], whose answers (and the API source's
-//! watch) keep one [`Connectivity`] flag. While the API server is unreachable the
-//! writers send nothing: they keep the latest state of each object (coalesced) and send
-//! it once the flag turns back, paced by the client's token bucket and backing off on
-//! errors (honouring `Retry-After`), so that a fleet coming back online does not storm
-//! its API server.
+//! watch) keep one [`Connectivity`](crate::apiserver::Connectivity) flag. While the API
+//! server is unreachable the writers send nothing: they keep the latest state of each
+//! object (coalesced) and send it once the flag turns back, paced by the client's token
+//! bucket and backing off on errors (honouring `Retry-After`), so that a fleet coming
+//! back online does not storm its API server.
+//!
+//! The client, the flag, the mirror view and the Events recorder are
+//! [`crate::apiserver`]'s: what the writers send is recorded there by the tasks below
+//! them, which never import this module.
 
-pub mod client;
 pub mod events;
 pub mod lease;
 pub mod mirror;
 pub mod node;
 pub mod pod_status;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use k8s_openapi::api::core::v1::Pod;
-use outpost_core::pod::{self, CONFIG_MIRROR, FullName};
 use tokio::sync::watch;
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, info_span};
 
-pub use self::client::{ApiClient, CallError};
-pub use self::events::Recorder;
+// TEMP: removed when the worker lands (worker.rs imports `crate::sync::Recorder`); then
+// `Recorder` joins the `use crate::apiserver::{..}` below.
+pub use crate::apiserver::Recorder;
+use crate::apiserver::{ApiClient, MirrorView, StatusBacklog};
 use crate::podconfig::Snapshot;
 use crate::status::StatusStore;
-
-/// Whether the API server answers. Set by every request the agent makes to it (the
-/// writers' through [`ApiClient`], the API source's list and watch); writers wait on it
-/// instead of retrying into a dead network.
-#[derive(Debug, Clone)]
-pub struct Connectivity(Arc<watch::Sender<bool>>);
-
-impl Default for Connectivity {
-    fn default() -> Connectivity {
-        Connectivity(Arc::new(watch::Sender::new(false)))
-    }
-}
-
-impl Connectivity {
-    /// A request was answered (any HTTP response: the server is there).
-    pub fn reachable(&self) {
-        if self.0.send_if_modified(|up| !std::mem::replace(up, true)) {
-            info!("the API server is reachable");
-        }
-    }
-
-    /// A request could not reach the server (connect error, timeout, broken stream).
-    pub fn unreachable(&self, error: &str) {
-        if self.0.send_if_modified(|up| std::mem::replace(up, false)) {
-            info!(error, "the API server is unreachable; status is kept until it is back");
-        }
-    }
-
-    pub fn is_reachable(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the server is (or becomes) reachable.
-    pub async fn wait_reachable(&self) {
-        let mut rx = self.0.subscribe();
-        // The sender lives in self, so this cannot fail while we wait.
-        let _ = rx.wait_for(|up| *up).await;
-    }
-
-    /// Resolves once the server is (or becomes) unreachable.
-    pub async fn wait_unreachable(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|up| !*up).await;
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.0.subscribe()
-    }
-}
-
-/// A mirror pod as the API server has it (R1–R5).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MirrorPod {
-    pub uid: String,
-    /// Its `kubernetes.io/config.mirror` annotation: the static pod's hash it mirrors.
-    pub mirror_of: String,
-    pub deleting: bool,
-    pub pod: Arc<Pod>,
-}
-
-impl MirrorPod {
-    /// `None` if `pod` is not a mirror pod.
-    pub fn of(pod: &Arc<Pod>) -> Option<MirrorPod> {
-        let mirror_of = pod::annotation(pod, CONFIG_MIRROR)?.to_owned();
-        Some(MirrorPod {
-            uid: pod::uid(pod).to_owned(),
-            mirror_of,
-            deleting: pod.metadata.deletion_timestamp.is_some(),
-            pod: pod.clone(),
-        })
-    }
-}
-
-/// The mirror pods bound to this node, as the API source's list and watch last saw
-/// them (the source drops them from the merge, R6, and hands them here instead).
-/// `None` until the first list: before it, nothing is known about them.
-#[derive(Debug, Clone)]
-pub struct MirrorView(Arc<watch::Sender<Option<Mirrors>>>);
-
-/// The mirror pods by full name.
-pub type Mirrors = Arc<BTreeMap<FullName, MirrorPod>>;
-
-impl Default for MirrorView {
-    fn default() -> MirrorView {
-        MirrorView(Arc::new(watch::Sender::new(None)))
-    }
-}
-
-impl MirrorView {
-    /// A list: replaces everything known.
-    pub fn listed(&self, pods: impl IntoIterator<Item = Arc<Pod>>) {
-        let map = pods
-            .into_iter()
-            .filter_map(|p| Some((FullName::of(&p), MirrorPod::of(&p)?)))
-            .collect::<BTreeMap<_, _>>();
-        self.0.send_replace(Some(Arc::new(map)));
-    }
-
-    /// A watch ADDED/MODIFIED of a mirror pod.
-    pub fn upserted(&self, pod: &Arc<Pod>) {
-        let Some(mirror) = MirrorPod::of(pod) else { return };
-        self.edit(|map| {
-            map.insert(FullName::of(pod), mirror);
-        });
-    }
-
-    /// A watch DELETED of a mirror pod (only if it is still the same pod).
-    pub fn deleted(&self, pod: &Pod) {
-        let uid = pod::uid(pod);
-        self.edit(|map| {
-            let name = FullName::of(pod);
-            if map.get(&name).is_some_and(|m| m.uid == uid) {
-                map.remove(&name);
-            }
-        });
-    }
-
-    fn edit(&self, change: impl FnOnce(&mut BTreeMap<FullName, MirrorPod>)) {
-        self.0.send_if_modified(|current| {
-            let Some(map) = current else { return false };
-            change(Arc::make_mut(map));
-            true
-        });
-    }
-
-    /// The latest view (`None` before the first list).
-    pub fn current(&self) -> Option<Mirrors> {
-        self.0.borrow().clone()
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<Option<Mirrors>> {
-        self.0.subscribe()
-    }
-}
 
 /// The Node object's identity once it is registered (mirror pods' ownerReference).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,15 +57,6 @@ pub struct Context {
     pub status_backlog: watch::Sender<StatusBacklog>,
 }
 
-/// Where the pod status task stands.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StatusBacklog {
-    /// The [`StatusStore::version`] its last pass took in.
-    pub version: u64,
-    /// Updates waiting to be sent (offline, or backing off after an error).
-    pub queued: usize,
-}
-
 impl Context {
     /// Resolves with the Node's identity once it is registered.
     pub async fn registered_node(&self) -> NodeRef {
@@ -212,13 +71,6 @@ impl Context {
             }
         }
     }
-}
-
-/// What the metrics read of the sync (when a kubeconfig is given).
-#[derive(Debug, Clone)]
-pub struct Health {
-    pub connectivity: Connectivity,
-    pub status_backlog: watch::Receiver<StatusBacklog>,
 }
 
 /// The running sync tasks (aborted when dropped).
@@ -260,66 +112,4 @@ pub fn spawn(context: Context) -> Sync {
     tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
     tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
     Sync { context, _tasks: tasks }
-}
-
-/// A poisoned lock still holds usable data here (plain maps).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod(name: &str, uid: &str, mirror_of: Option<&str>) -> Arc<Pod> {
-        let mut pod = Pod::default();
-        pod.metadata.name = Some(name.to_owned());
-        pod.metadata.namespace = Some("default".to_owned());
-        pod.metadata.uid = Some(uid.to_owned());
-        if let Some(hash) = mirror_of {
-            pod.metadata.annotations =
-                Some([(CONFIG_MIRROR.to_owned(), hash.to_owned())].into_iter().collect());
-        }
-        Arc::new(pod)
-    }
-
-    fn full(name: &str) -> FullName {
-        FullName { namespace: "default".to_owned(), name: name.to_owned() }
-    }
-
-    #[test]
-    fn the_mirror_view_follows_lists_and_watch_events() {
-        let view = MirrorView::default();
-        view.upserted(&pod("a", "1", Some("h1")));
-        assert!(view.current().is_none(), "nothing is known before the first list");
-        view.listed([pod("a", "1", Some("h1")), pod("api", "2", None)]);
-        let now = view.current().unwrap_or_default();
-        assert_eq!(now.keys().cloned().collect::<Vec<_>>(), [full("a")], "only mirrors");
-        view.upserted(&pod("b", "3", Some("h2")));
-        view.upserted(&pod("a", "4", Some("h3")));
-        let now = view.current().unwrap_or_default();
-        assert_eq!((now[&full("a")].uid.as_str(), now[&full("a")].mirror_of.as_str()), ("4", "h3"));
-        // A DELETED of the replaced pod (old UID) leaves its successor alone.
-        view.deleted(&pod("a", "1", Some("h1")));
-        assert!(view.current().unwrap_or_default().contains_key(&full("a")));
-        view.deleted(&pod("a", "4", Some("h3")));
-        let now = view.current().unwrap_or_default();
-        assert_eq!(now.keys().cloned().collect::<Vec<_>>(), [full("b")]);
-    }
-
-    #[tokio::test]
-    async fn connectivity_wakes_waiters_on_each_turn() {
-        let connectivity = Connectivity::default();
-        assert!(!connectivity.is_reachable(), "unknown counts as unreachable");
-        let waiter = tokio::spawn({
-            let c = connectivity.clone();
-            async move { c.wait_reachable().await }
-        });
-        connectivity.reachable();
-        waiter.await.unwrap_or_default();
-        assert!(connectivity.is_reachable());
-        connectivity.unreachable("connection refused");
-        assert!(!connectivity.is_reachable());
-        connectivity.wait_unreachable().await;
-    }
 }

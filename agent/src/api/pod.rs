@@ -72,7 +72,7 @@ async fn events(
                 && object.name == name
                 && (object.uid.is_empty() || object.uid == uid)
         })
-        .map(|(key, series)| crate::sync::events::event(&key, &series, &state.info.node_name))
+        .map(|(key, series)| crate::apiserver::events::event(&key, &series, &state.info.node_name))
         .collect();
     items.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
     json(StatusCode::OK, &k8s_openapi::List { items, metadata: Default::default() })

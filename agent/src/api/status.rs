@@ -14,8 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use crate::apiserver::Health;
 use crate::podconfig::SourceState;
-use crate::sync::Health;
 
 /// What `GET /status` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

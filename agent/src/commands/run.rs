@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::pods::{RuntimeHandles, containerd_choice, managed_options, run_pods};
+use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{self, Config, Flags};
@@ -33,7 +34,7 @@ use crate::source::file::{self, FileSource};
 use crate::source::url::{self, UrlSource};
 use crate::source::{self, Refresh, push};
 use crate::status::{RuntimeReady, StatusStore};
-use crate::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
+use crate::sync;
 use crate::{api, permissions, shutdown, systemd};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +52,7 @@ pub enum Error {
     #[error(transparent)]
     PushSource(#[from] push::Error),
     #[error(transparent)]
-    ApiClient(#[from] crate::sync::client::ConfigError),
+    ApiClient(#[from] apiserver::ConfigError),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
     #[error("cannot find this executable (containerd's shims run it as the container logger)")]
@@ -215,8 +216,8 @@ pub async fn run(
     let runtime_ready_probe = runtime_ready.clone();
     let runtime_version = Arc::new(OnceLock::new());
     let stop_pods = CancellationToken::new();
-    let status_backlog = tokio::sync::watch::Sender::<sync::StatusBacklog>::default();
-    let sync_health = client.as_ref().map(|client| sync::Health {
+    let status_backlog = tokio::sync::watch::Sender::<apiserver::StatusBacklog>::default();
+    let sync_health = client.as_ref().map(|client| apiserver::Health {
         connectivity: client.connectivity().clone(),
         status_backlog: status_backlog.subscribe(),
     });

@@ -7,7 +7,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::sync::{Health, Recorder};
+use crate::apiserver::{Health, Recorder};
 
 /// The sync to the API server and the events.
 #[derive(Debug)]

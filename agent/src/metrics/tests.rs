@@ -10,9 +10,9 @@ use outpost_core::merge::DeltaOp;
 use outpost_core::pod::Source;
 
 use super::*;
+use crate::apiserver::{Health, Recorder};
 use crate::podconfig::{Snapshot, SourceHealth, SourceState};
 use crate::source::file::watch::Backend;
-use crate::sync::{Health, Recorder};
 
 fn has_lines(text: &str, lines: &[&str]) {
     for line in lines {
@@ -60,13 +60,13 @@ fn source_health_is_exported() {
 
 #[test]
 fn sync_and_events_are_exported() {
-    let connectivity = crate::sync::Connectivity::default();
+    let connectivity = crate::apiserver::Connectivity::default();
     connectivity.reachable();
     let backlog =
-        tokio::sync::watch::Sender::new(crate::sync::StatusBacklog { version: 7, queued: 3 });
+        tokio::sync::watch::Sender::new(crate::apiserver::StatusBacklog { version: 7, queued: 3 });
     let events = Recorder::default();
-    let node = crate::sync::events::node_ref("edge-1");
-    events.emit(&node, crate::sync::events::EventType::Warning, "FailedValidation", "bad");
+    let node = crate::apiserver::events::node_ref("edge-1");
+    events.emit(&node, crate::apiserver::events::EventType::Warning, "FailedValidation", "bad");
     let sources = Sources {
         sync: Some(Health { connectivity, status_backlog: backlog.subscribe() }),
         events,

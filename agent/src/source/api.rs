@@ -5,7 +5,7 @@
 //! The list+watch loop is written here over kube's `Api::list`/`Api::watch` rather than
 //! taken from `kube::runtime::watcher`, because the watcher hides what this source must
 //! report: when a watch is (re)established and when a bookmark arrives, which is how the
-//! agent knows the API server is reachable again (`/readyz`, and the sync of issue 5).
+//! agent knows the API server is reachable again (`/readyz`, and the writers of `sync`).
 //! It follows the reflector's contract: list (paged), then watch from the list's
 //! resourceVersion with bookmarks, resume from the last seen resourceVersion after a
 //! broken stream, re-list on `410 Gone`, jittered exponential backoff between failures.
@@ -26,9 +26,9 @@ use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
 use self::reflector::Reflector;
+use crate::apiserver::{ApiClient, Connectivity, MirrorView};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
-use crate::sync::{ApiClient, Connectivity, MirrorView};
 
 /// Name of this source's checkpoint file.
 const CHECKPOINT: &str = "api";

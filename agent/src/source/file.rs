@@ -28,9 +28,9 @@ use tracing::{debug, info, warn};
 use self::manifests::{Manifests, Outcome};
 use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
+use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::{self, Action, ManifestAudit};
 use crate::metrics::counted::Metrics;
-use crate::sync::events::{self, EventType, Recorder, reason};
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);

@@ -1,8 +1,8 @@
 //! Mirror pods (SEMANTICS.md R1–R5): keeps one up-to-date mirror pod in the API server
 //! per running static pod, and none else. The decisions are `outpost_core::mirror`'s;
 //! this task observes (merge snapshot, runtime statuses, the API source's
-//! [`MirrorView`](super::MirrorView)), plans and writes, only while the API server is
-//! reachable (O3), backing off on errors.
+//! [`MirrorView`](crate::apiserver::MirrorView)), plans and writes, only while the API
+//! server is reachable (O3), backing off on errors.
 //!
 //! It wakes on every change of the mirror view, of the runtime's statuses and of
 //! connectivity, and on kubelet's housekeeping period (the merge snapshot publishes no
@@ -118,7 +118,7 @@ impl Mirrors {
             if let Err(error) = self.act(&action, desired).instrument(span.clone()).await {
                 self.pending.forget(&name);
                 let call = error.call();
-                if call.is_some_and(super::CallError::is_unreachable) {
+                if call.is_some_and(crate::apiserver::CallError::is_unreachable) {
                     return None;
                 }
                 let delay = match call {

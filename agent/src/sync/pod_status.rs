@@ -35,7 +35,8 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use self::target::{LastSeen, Target};
-use super::{CallError, Context};
+use super::Context;
+use crate::apiserver::CallError;
 
 /// kubelet's status manager also goes over every pod this often, in case a change
 /// came with no wake-up (a snapshot change alone).
@@ -162,7 +163,7 @@ impl Manager {
                 }
             }
         }
-        let backlog = super::StatusBacklog { version, queued: self.queue.pending() };
+        let backlog = crate::apiserver::StatusBacklog { version, queued: self.queue.pending() };
         self.context.status_backlog.send_if_modified(|b| std::mem::replace(b, backlog) != backlog);
         let retry = self.queue.next_retry().map(|at| at.saturating_sub(self.origin.elapsed()));
         match (retry, deadline) {

@@ -26,11 +26,12 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodStatus,
 };
+use outpost::apiserver::{ApiClient, Connectivity, MirrorView, Recorder};
 use outpost::checkpoint::Checkpoints;
 use outpost::podconfig::Snapshot;
 use outpost::source::api::{self, ApiSource};
 use outpost::status::StatusStore;
-use outpost::sync::{self, ApiClient, Connectivity, MirrorView, Recorder};
+use outpost::sync;
 use outpost_core::pod::{CONFIG_SOURCE, Source};
 use outpost_tests::apiserver::TestApiServer;
 use serde_json::json;

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Error;
+use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
@@ -22,7 +23,6 @@ use crate::runtime::image::watch::ImagesDir;
 use crate::runtime::managed::{self, Choice};
 use crate::runtime::{Containerd, spec};
 use crate::status::{RuntimeReady, StatusStore};
-use crate::sync::Recorder;
 use crate::worker::{self, Runtime, Settings};
 
 /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).

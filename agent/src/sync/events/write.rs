@@ -1,15 +1,15 @@
 //! One Event written to the API server: a POST of a new series, a merge PATCH of `count`
 //! and `lastTimestamp` for a series the server has.
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::core::Request;
 use kube::core::params::{Patch, PatchParams, PostParams};
 use outpost_core::event_aggregate::{EventKey, Series};
 use serde_json::json;
 
-use super::{REPORTING_COMPONENT, SOURCE_COMPONENT};
-use crate::sync::{CallError, Context};
+use crate::apiserver::CallError;
+use crate::apiserver::events::{count, event, namespace};
+use crate::sync::Context;
 
 /// Writes `series` and returns the count the server now has.
 pub(super) async fn write(
@@ -57,51 +57,4 @@ async fn patch(context: &Context, namespace: &str, series: &Series) -> Result<()
 
 fn collection(namespace: &str) -> Request {
     Request::new(format!("/api/v1/namespaces/{namespace}/events"))
-}
-
-/// Events about cluster-scoped objects (the node) go to `default`, as kubelet's do.
-fn namespace(key: &EventKey) -> &str {
-    match key.object.namespace.as_str() {
-        "" => "default",
-        namespace => namespace,
-    }
-}
-
-fn count(series: &Series) -> i32 {
-    i32::try_from(series.count).unwrap_or(i32::MAX)
-}
-
-/// The core/v1 Event of a series.
-pub fn event(key: &EventKey, series: &Series, node_name: &str) -> Event {
-    let object = &key.object;
-    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    Event {
-        metadata: ObjectMeta {
-            name: Some(series.name.clone()),
-            namespace: Some(namespace(key).to_owned()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: some(&object.kind),
-            namespace: some(&object.namespace),
-            name: some(&object.name),
-            uid: some(&object.uid),
-            field_path: some(&key.field_path),
-            ..ObjectReference::default()
-        },
-        type_: Some(key.kind.as_str().to_owned()),
-        reason: Some(key.reason.clone()),
-        message: Some(key.message.clone()),
-        count: Some(count(series)),
-        first_timestamp: Some(Time(series.first)),
-        last_timestamp: Some(Time(series.last)),
-        source: Some(EventSource {
-            component: Some(SOURCE_COMPONENT.to_owned()),
-            host: Some(node_name.to_owned()),
-        }),
-        reporting_component: Some(REPORTING_COMPONENT.to_owned()),
-        reporting_instance: Some(node_name.to_owned()),
-        ..Event::default()
-    }
 }

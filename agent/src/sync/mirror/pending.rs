@@ -1,5 +1,5 @@
 //! The agent's own writes that the API source's watch has not brought back yet, laid
-//! over the [`MirrorView`](crate::sync::MirrorView) so that a write in flight is never
+//! over the [`MirrorView`](crate::apiserver::MirrorView) so that a write in flight is never
 //! made twice (a controller's "expectations"). Pure: times are passed in.
 
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use outpost_core::mirror::Observed;
 use outpost_core::mirror::content::is_current;
 use outpost_core::pod::{self, CONFIG_MIRROR, FullName};
 
-use crate::sync::{ApiClient, CallError};
+use crate::apiserver::{ApiClient, CallError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

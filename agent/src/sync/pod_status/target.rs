@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use outpost_core::pod::{self, CONFIG_HASH, CONFIG_SEEN, FullName, Source};
 
 use super::report;
-use crate::sync::Mirrors;
+use crate::apiserver::Mirrors;
 
 /// One API object and the status it should have.
 #[derive(Debug, Clone, PartialEq)]

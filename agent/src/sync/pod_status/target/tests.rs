@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::PodCondition;
 use serde_json::json;
 
 use super::*;
-use crate::sync::MirrorPod;
+use crate::apiserver::MirrorPod;
 
 fn pod(name: &str, uid: &str, extra: serde_json::Value) -> Arc<Pod> {
     let mut value = json!({

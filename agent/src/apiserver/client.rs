@@ -1,8 +1,9 @@
-//! The writers' client: kube-rs's [`kube::Client`] (its auth, TLS and kubeconfig handling)
-//! with Outpost's own policy on top. Each request waits for a token of one shared bucket
-//! (kubelet's QPS 50, burst 100); each answer or failure updates [`Connectivity`]; an
-//! error keeps the server's `Retry-After`. kube's own retry layer is turned off where
-//! the client is built (`source::api`): retries are the writers' decision, with jittered
+//! The API server client of the writers and the API source: kube-rs's [`kube::Client`]
+//! (its auth, TLS and kubeconfig handling) with Outpost's own policy on top. Each request
+//! waits for a token of one shared bucket (kubelet's QPS 50, burst 100); each answer or
+//! failure updates [`Connectivity`]; an error keeps the server's `Retry-After`. kube's
+//! own retry layer is turned off where the client is built
+//! ([`ApiClient::from_kubeconfig`]): retries are the callers' decision, with jittered
 //! exponential backoff, so nothing is sent in a loop behind their back.
 
 use std::path::{Path, PathBuf};
