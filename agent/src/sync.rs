@@ -25,10 +25,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tracing::{Instrument, info_span};
 
-// TEMP: removed when the worker lands (worker.rs imports `crate::sync::Recorder`); then
-// `Recorder` joins the `use crate::apiserver::{..}` below.
-pub use crate::apiserver::Recorder;
-use crate::apiserver::{ApiClient, MirrorView, StatusBacklog};
+use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog};
 use crate::podconfig::Snapshot;
 use crate::status::StatusStore;
 

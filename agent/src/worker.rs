@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::containerd::{Pods, Settings};
 pub use self::pod_runtime::PodRuntime;
+use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::metrics::counted::Metrics;
 use crate::podconfig::Batch;
@@ -33,7 +34,6 @@ use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
 use crate::runtime::events::{self, TaskEvent};
 use crate::status::StatusStore;
-use crate::sync::Recorder;
 
 /// What every worker shares: the pod runtime, where statuses, Events and counts go, the
 /// kernel's side, and which worker each container's events go to.

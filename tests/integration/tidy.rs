@@ -192,7 +192,6 @@ fn lower_layers_do_not_import_upper_ones() {
 
 /// The pod workers publish what `sync` reads; they do not import it.
 #[test]
-#[ignore = "until the worker rewrite lands"]
 fn the_worker_does_not_import_upper_layers() {
     let offenders = upward_imports(&["worker"]);
     assert!(offenders.is_empty(), "imports running back up the layers:\n{}", offenders.join("\n"));

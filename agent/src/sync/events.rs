@@ -12,9 +12,6 @@ use std::time::Duration;
 use outpost_core::backoff::Backoff;
 use tracing::{debug, warn};
 
-// TEMP: removed when the worker lands (the worker imports these from here).
-pub use crate::apiserver::events::{EventType, pod_ref, reason};
-
 use super::Context;
 
 /// Writes the recorded events to the API server while it is reachable.

@@ -18,6 +18,7 @@ use outpost_core::pod_worker::{
 
 use super::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
 use super::sandbox::{self, Sandbox, cgroup_parent};
+use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
 use crate::runtime::Containerd;
@@ -33,7 +34,6 @@ use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::{self, Namespaces, PodContext};
-use crate::sync::events::{EventType, Recorder, pod_ref, reason};
 
 /// What the runtime is configured with.
 #[derive(Debug, Clone)]

@@ -10,8 +10,8 @@ use outpost_core::pod_worker::{
 };
 
 use super::PodWorker;
+use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
-use crate::sync::events::{EventType, pod_ref, reason};
 use crate::worker::pod_runtime::{NewContainer, PodRuntime, TaskState};
 
 /// The exit code reported for a container whose task is gone without a word (as
