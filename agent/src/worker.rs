@@ -12,7 +12,6 @@
 mod containerd;
 mod pod;
 mod pod_runtime;
-mod sandbox;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -182,7 +181,7 @@ pub async fn run(
                     collected = true;
                     let mut owned: HashSet<String> = desired.values().cloned().collect();
                     owned.extend(workers.found.values().flatten().filter_map(|c| c.pod_uid.clone()));
-                    sandbox::remove_orphans(&runtime.runtime, &owned).await;
+                    containerd::remove_orphans(&runtime.runtime, &owned).await;
                     workers.collect_garbage();
                 }
             }

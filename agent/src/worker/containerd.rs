@@ -1,6 +1,8 @@
 //! The pod runtime the agent runs on: containerd for images, containers and tasks, CNI
 //! for the network, the pod's namespaces and files for the rest of its sandbox.
 
+mod sandbox;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -16,8 +18,9 @@ use outpost_core::pod_worker::{
     WaitingReason,
 };
 
+pub use self::sandbox::remove_orphans;
+use self::sandbox::{Sandbox, cgroup_parent};
 use super::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
-use super::sandbox::{self, Sandbox, cgroup_parent};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;

@@ -12,7 +12,7 @@ use outpost_core::pod;
 
 use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 
-use super::containerd::Pods;
+use super::Pods;
 use crate::error_chain::describe;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing};
