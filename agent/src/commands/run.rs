@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use self::pods::{RuntimeHandles, containerd_choice, managed_options, run_pods};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
-use crate::config::{self, Config, Flags};
+use crate::config::{self, Config, Settings};
 use crate::error_chain::describe;
 use crate::logging::LogLevel;
 use crate::metrics::counted::Metrics;
@@ -128,7 +128,7 @@ fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
 
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
 pub async fn run(
-    flags: Flags,
+    flags: Settings,
     dry_run: bool,
     systemd: systemd::Env,
     log_level: LogLevel,
