@@ -1,6 +1,6 @@
-//! The node Lease in `kube-node-lease` (issue 5, item 2), as kubelet's lease controller
-//! keeps it: holder and name = the node, 40 s duration, renewed every 10 s by an update
-//! of the latest Lease it has (a 409 Conflict reads it again, a 404 creates it), with an
+//! The node Lease in `kube-node-lease`, as kubelet's lease controller keeps it: holder
+//! and name = the node, 40 s duration, renewed every 10 s by an update of the latest
+//! Lease it has (a 409 Conflict reads it again, a 404 creates it), with an
 //! ownerReference to the Node once its UID is known.
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the

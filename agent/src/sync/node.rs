@@ -1,5 +1,4 @@
-//! The Node object: registration on first contact and node status, as kubelet does them
-//! (issue 5, item 1).
+//! The Node object: registration on first contact and node status, as kubelet does them.
 //!
 //! Once the API server is reachable the Node is created (or, if it exists, adopted with
 //! its well-known labels set right) and its identity published in [`Context::node`].
