@@ -219,7 +219,8 @@ settings! {
              if containerd is installed",
             value_name(&DEFAULT_CONTAINERD)))]
         pub containerd: Option<Mode>,
-        #[arg(long, value_name = "ADDR", help = with_default("Address of the local API", DEFAULT_LISTEN))]
+        #[arg(long, value_name = "ADDR",
+            help = with_default("Address of the local API", DEFAULT_LISTEN))]
         pub listen: Option<SocketAddr>,
         /// KubeletConfiguration's `address` and `port` (the file only; used when `listen`
         /// is not given).
@@ -254,7 +255,8 @@ settings! {
             "containerd namespace for the agent's images and containers",
             crate::runtime::containerd::NAMESPACE))]
         pub containerd_namespace: Option<String>,
-        /// The node's IP address (status.hostIP) [default: the address of the default route's interface].
+        /// The node's IP address (status.hostIP) [default: the address of the default
+        /// route's interface].
         #[arg(long, value_name = "IP")]
         pub node_ip: Option<IpAddr>,
         #[arg(long, value_name = "DIR", help = with_default(
