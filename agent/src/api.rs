@@ -148,8 +148,10 @@ pub struct Options {
     pub statuses: StatusStore,
     /// Whether containerd is connected (`None` in a dry run: no runtime to wait for).
     pub runtime: Option<RuntimeReady>,
-    /// What `/metrics` reads besides the merge's snapshot.
-    pub metrics: crate::metrics::Sources,
+    /// What `/metrics` renders: the agent's one registry.
+    pub metrics: prometheus_client::registry::Registry,
+    /// The Kubernetes Events recorder (a pod's events).
+    pub events: crate::apiserver::Recorder,
     /// Where the pods' CRI log files are (`/containerLogs`).
     pub pod_log_dir: PathBuf,
     /// The agent's log filter (`/debug/log-level`).
@@ -175,6 +177,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         statuses,
         runtime,
         metrics,
+        events,
         pod_log_dir,
         log_level,
         info,
@@ -206,8 +209,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
-    let events = metrics.events.clone();
-    let metrics = Arc::new(crate::metrics::registry(snapshot.clone(), metrics));
+    let metrics = Arc::new(metrics);
     let app = router(AppState {
         snapshot,
         metrics,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::CheckpointWrites;
 
 const MAGIC: &str = "outpost-checkpoint v1";
 
@@ -56,17 +56,17 @@ pub enum Error {
 #[derive(Debug, Clone)]
 pub struct Checkpoints {
     dir: PathBuf,
-    metrics: Metrics,
+    metrics: CheckpointWrites,
 }
 
 impl Checkpoints {
     /// Checkpoints under `<state_dir>/checkpoints` (created on first write).
     pub fn new(state_dir: &Path) -> Checkpoints {
-        Checkpoints { dir: state_dir.join("checkpoints"), metrics: Metrics::default() }
+        Checkpoints { dir: state_dir.join("checkpoints"), metrics: CheckpointWrites::default() }
     }
 
     /// Counts every write and failed write in `metrics`, by checkpoint name.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Checkpoints {
+    pub fn with_metrics(mut self, metrics: CheckpointWrites) -> Checkpoints {
         self.metrics = metrics;
         self
     }

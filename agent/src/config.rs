@@ -1,19 +1,23 @@
-//! `outpost run` configuration: flags, a YAML config file with the same fields, and the
-//! KubeletConfiguration names that mean the same thing. Flags win over the file; the
-//! file wins over defaults.
+//! `outpost run` configuration: [`Settings`] is both the flags and the YAML config file
+//! (the same fields, camelCase, plus the KubeletConfiguration names that mean the same
+//! thing); [`Config::resolve`] merges flags over the file over the defaults below.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Deserialize;
+use clap::ValueEnum;
+use serde::{Deserialize, Deserializer};
 
-use crate::runtime::managed::Mode as ContainerdMode;
-use crate::source::file::watch::Preference;
+pub use k8s_openapi::api::core::v1::Taint;
 
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
+pub const DEFAULT_WATCHER: Preference = Preference::Auto;
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
 pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
 pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
@@ -23,6 +27,7 @@ pub const DEFAULT_CNI_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
 pub const DEFAULT_MANIFEST_URL_INTERVAL: Duration = Duration::from_secs(20);
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10250));
+pub const DEFAULT_EBPF: bool = true;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -38,24 +43,296 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
-    #[error("config file {path}: {field}: {message}")]
-    Invalid { path: PathBuf, field: &'static str, message: String },
     #[error("{field} {value:?}: expected a positive duration such as \"20s\" or \"1m30s\"")]
     Duration { field: &'static str, value: String },
     #[error(
         "{0} is set without {1}: serving the local API over TLS needs both a certificate and its key"
     )]
     TlsPair(&'static str, &'static str),
-    #[error("--manifest-url-header {0:?}: expected \"Name: value\"")]
+    #[error("manifest URL header {0:?}: expected \"Name: value\"")]
     Header(String),
-    #[error("--node-labels {0:?}: expected key=value pairs separated by commas")]
+    #[error("node labels {0:?}: expected key=value pairs separated by commas")]
     NodeLabel(String),
     #[error(
-        "--register-with-taints {0:?}: expected key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute"
+        "taint {0:?}: expected key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute"
     )]
     Taint(String),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
     NodeName(#[source] std::io::Error),
+}
+
+/// `--containerd`: who runs containerd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Mode {
+    // External if its socket exists, else managed if containerd is installed. (Not a doc
+    // comment: clap would list the values with their descriptions.)
+    Auto,
+    Managed,
+    External,
+}
+
+/// `--watcher`: the kernel interface the manifest directory is watched with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Preference {
+    // fanotify, falling back to inotify (with the reason logged) when fanotify cannot
+    // start, or when the first directory's filesystem cannot report file handles.
+    Auto,
+    Fanotify,
+    Inotify,
+}
+
+/// `--log-format`: the agent's own logs, as text or JSON lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(try_from = "String")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The value enums are read from the file as they are spelled on the command line; an
+/// unknown name is refused with the setting's name and the known names.
+macro_rules! from_value_name {
+    ($($enum:ty: $setting:literal),*) => {$(
+        impl TryFrom<String> for $enum {
+            type Error = String;
+            fn try_from(name: String) -> Result<Self, String> {
+                from_value_name($setting, &name)
+            }
+        }
+    )*};
+}
+from_value_name!(Mode: "containerd", Preference: "watcher", LogFormat: "logFormat");
+
+fn from_value_name<T: ValueEnum>(setting: &str, name: &str) -> Result<T, String> {
+    T::from_str(name, false).map_err(|_| {
+        let mut names: Vec<String> = T::value_variants().iter().map(value_name).collect();
+        let last = names.pop().unwrap_or_default();
+        format!("{setting}: {name:?}: expected {} or {last}", names.join(", "))
+    })
+}
+
+/// How `value` is spelled on the command line and in the file.
+fn value_name<T: ValueEnum>(value: &T) -> String {
+    value.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+}
+
+/// `help` for a flag whose default `resolve` fills in.
+fn with_default(help: &str, default: impl std::fmt::Display) -> String {
+    format!("{help} [default: {default}]")
+}
+
+/// Declares [`Settings`] and its [`Settings::or`], which takes each field from `self`
+/// where given and from the other instance elsewhere.
+macro_rules! settings {
+    ($(#[$meta:meta])* pub struct Settings {
+        $($(#[$field_meta:meta])* $vis:vis $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        pub struct Settings {
+            $($(#[$field_meta])* $vis $field: $ty,)*
+        }
+
+        impl Settings {
+            /// `self` (the flags) over `file`, field by field.
+            pub fn or(self, file: Settings) -> Settings {
+                Settings { $($field: Given::or(self.$field, file.$field),)* }
+            }
+        }
+    };
+}
+
+/// A setting that may be left out: `None`, or no values.
+trait Given {
+    fn or(self, other: Self) -> Self;
+}
+
+impl<T> Given for Option<T> {
+    fn or(self, other: Self) -> Self {
+        Option::or(self, other)
+    }
+}
+
+impl<T> Given for Vec<T> {
+    fn or(self, other: Self) -> Self {
+        if self.is_empty() { other } else { self }
+    }
+}
+
+settings! {
+    /// `outpost run`'s settings as given, on the command line or in the config file (whose
+    /// fields are the flags' names in camelCase, plus KubeletConfiguration's where they
+    /// exist). `None` or empty means "not given": [`Config::resolve`] fills in the
+    /// defaults.
+    #[derive(Debug, Clone, Default, clap::Args, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+    pub struct Settings {
+        /// YAML config file; same fields as the flags (camelCase), plus the KubeletConfiguration
+        /// names staticPodPath, staticPodURL, staticPodURLHeader, address and port.
+        #[arg(long, value_name = "FILE")]
+        #[serde(skip)]
+        pub config: Option<PathBuf>,
+        /// KubeletConfiguration's `apiVersion` and `kind`: accepted in the file, ignored.
+        #[arg(skip)]
+        pub api_version: Option<serde::de::IgnoredAny>,
+        #[arg(skip)]
+        pub kind: Option<serde::de::IgnoredAny>,
+        /// Node name (default: the hostname, lowercased).
+        #[arg(long)]
+        pub node_name: Option<String>,
+        #[arg(long, value_name = "PATH", help = with_default(
+            "Directory of static pod manifests, or a single manifest file", DEFAULT_MANIFEST_DIR))]
+        #[serde(alias = "staticPodPath")]
+        pub manifest_dir: Option<PathBuf>,
+        /// URL of a Pod or PodList manifest, polled.
+        #[arg(long, value_name = "URL")]
+        #[serde(alias = "staticPodURL")]
+        pub manifest_url: Option<String>,
+        /// Header sent with --manifest-url requests, "Name: value"; repeatable.
+        #[arg(long, value_name = "HEADER")]
+        pub manifest_url_header: Vec<String>,
+        /// KubeletConfiguration's headers: name → values (the file only).
+        #[arg(skip)]
+        #[serde(rename = "staticPodURLHeader")]
+        pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "How often the manifest URL is fetched, e.g. \"20s\" (jittered)",
+            format_args!("{}s", DEFAULT_MANIFEST_URL_INTERVAL.as_secs())))]
+        #[serde(alias = "httpCheckFrequency")]
+        pub manifest_url_interval: Option<String>,
+        /// PEM file of the CAs to trust for an https manifest URL (instead of the system's).
+        #[arg(long, value_name = "FILE")]
+        pub manifest_url_ca_file: Option<PathBuf>,
+        /// Kubeconfig for the API server.
+        #[arg(long, value_name = "FILE")]
+        pub kubeconfig: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default("State directory", DEFAULT_STATE_DIR))]
+        pub state_dir: Option<PathBuf>,
+        #[arg(long, value_name = "PATH", help = with_default(
+            "The external containerd's socket", DEFAULT_CONTAINERD_SOCKET))]
+        pub containerd_socket: Option<PathBuf>,
+        #[arg(long, value_enum, value_name = "MODE", help = with_default(
+            "Who runs containerd: \"managed\" (the agent starts and supervises its own, sockets \
+             in /run/outpost/containerd, data in <state-dir>/containerd), \"external\" (connect \
+             to --containerd-socket), or \"auto\": external if that socket exists, else managed \
+             if containerd is installed",
+            value_name(&DEFAULT_CONTAINERD)))]
+        pub containerd: Option<Mode>,
+        #[arg(long, value_name = "ADDR",
+            help = with_default("Address of the local API", DEFAULT_LISTEN))]
+        pub listen: Option<SocketAddr>,
+        /// KubeletConfiguration's `address` and `port` (the file only; used when `listen`
+        /// is not given).
+        #[arg(skip)]
+        pub address: Option<IpAddr>,
+        #[arg(skip)]
+        pub port: Option<u16>,
+        /// File with the bearer token that authenticates local API requests (mode 600, owned
+        /// by the agent's user).
+        #[arg(long, value_name = "FILE")]
+        pub token_file: Option<PathBuf>,
+        /// Serve the local API over TLS with this certificate (PEM chain).
+        #[arg(long, value_name = "FILE")]
+        pub tls_cert_file: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert-file.
+        #[arg(long, value_name = "FILE")]
+        pub tls_private_key_file: Option<PathBuf>,
+        /// CA bundle (PEM) whose client certificates authenticate local API requests (mTLS).
+        #[arg(long, value_name = "FILE")]
+        pub client_ca_file: Option<PathBuf>,
+        /// Let callers on a loopback address (127.0.0.0/8, ::1) read the local API (GET /pods,
+        /// /containerLogs, /metrics, ...) without credentials; changes still need them.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub anonymous_loopback_reads: Option<bool>,
+        /// Directory of image tarballs to import (air-gap).
+        #[arg(long, value_name = "DIR")]
+        pub images_dir: Option<PathBuf>,
+        #[arg(long, value_enum, help = with_default(
+            "Kernel interface for watching the manifest directory", value_name(&DEFAULT_WATCHER)))]
+        pub watcher: Option<Preference>,
+        #[arg(long, value_name = "NAME", help = with_default(
+            "containerd namespace for the agent's images and containers",
+            crate::runtime::containerd::NAMESPACE))]
+        pub containerd_namespace: Option<String>,
+        /// The node's IP address (status.hostIP) [default: the address of the default
+        /// route's interface].
+        #[arg(long, value_name = "IP")]
+        pub node_ip: Option<IpAddr>,
+        #[arg(long, value_name = "DIR", help = with_default(
+            "Runtime state that a reboot clears: pods' namespaces", DEFAULT_RUN_DIR))]
+        pub run_dir: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
+            "Where container logs go, kubelet's layout", DEFAULT_POD_LOG_DIR))]
+        pub pod_log_dir: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
+            "CNI network configs; the first in lexical order is used, Outpost writes a bridge \
+             network there if there is none",
+            DEFAULT_CNI_CONF_DIR))]
+        pub cni_conf_dir: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
+            "Where CNI plugins are looked up; repeatable", DEFAULT_CNI_BIN_DIRS.join(" and ")))]
+        #[serde(rename = "cniBinDirs")]
+        pub cni_bin_dir: Vec<PathBuf>,
+        /// Registry credentials for image pulls, a docker config.json (`auths`) like kubelet's
+        /// /var/lib/kubelet/config.json.
+        #[arg(long, value_name = "FILE")]
+        pub image_credentials_file: Option<PathBuf>,
+        /// Labels to register the Node with, "key=value[,key=value]"; repeatable
+        /// (kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch are always set).
+        #[arg(long, value_name = "LABELS")]
+        #[serde(deserialize_with = "one")]
+        pub node_labels: Vec<Labels>,
+        /// Taints to register the Node with, "key[=value]:Effect[,…]"; repeatable.
+        #[arg(long, value_name = "TAINTS")]
+        #[serde(deserialize_with = "one")]
+        pub register_with_taints: Vec<Taints>,
+        /// On SIGTERM, stop every pod gracefully and report them (and the node) as shut down,
+        /// as kubelet's graceful node shutdown does. By default the agent exits and leaves
+        /// its pods running: the next agent adopts them (edge boxes restart the agent, not
+        /// the workloads).
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub stop_pods_on_shutdown: Option<bool>,
+        /// Start even if the manifest directory (or --images-dir), or a directory above it, can
+        /// be written by a user other than root. By default the agent refuses: whoever can write
+        /// there can run any pod as root.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub allow_writable_manifest_dir: Option<bool>,
+        /// Load the eBPF programs (kernel-seen container exits, OOM victims, exec audit, pod
+        /// traffic metrics). Without BPF (not root, no BTF, lockdown) the agent says so once
+        /// and runs on containerd's events alone. `false`: never try.
+        #[arg(long, value_name = "BOOL")]
+        pub ebpf: Option<bool>,
+    }
+}
+
+/// A file field given once (a map, a list) where the flag is repeated.
+fn one<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    T::deserialize(d).map(|value| vec![value])
+}
+
+/// `--node-labels` (`key=value[,…]`); in the file, a map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Labels(pub BTreeMap<String, String>);
+
+impl FromStr for Labels {
+    type Err = Error;
+    fn from_str(raw: &str) -> Result<Labels, Error> {
+        parse_labels(&[raw.to_owned()]).map(Labels)
+    }
+}
+
+/// `--register-with-taints` (`key[=value]:Effect[,…]`); in the file, Taint objects.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct Taints(pub Vec<Taint>);
+
+impl FromStr for Taints {
+    type Err = Error;
+    fn from_str(raw: &str) -> Result<Taints, Error> {
+        parse_taints(&[raw.to_owned()]).map(Taints)
+    }
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -74,7 +351,7 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// Who runs containerd: auto, managed (the agent, see [`crate::runtime::managed`])
     /// or external.
-    pub containerd: ContainerdMode,
+    pub containerd: Mode,
     /// The external containerd's socket (auto mode uses it if it exists).
     pub containerd_socket: PathBuf,
     pub listen: SocketAddr,
@@ -90,7 +367,7 @@ pub struct Config {
     pub cni_bin_dirs: Vec<PathBuf>,
     pub image_credentials_file: Option<PathBuf>,
     /// Labels the Node is registered with (besides the well-known ones).
-    pub node_labels: std::collections::BTreeMap<String, String>,
+    pub node_labels: BTreeMap<String, String>,
     /// Taints the Node is registered with.
     pub register_with_taints: Vec<Taint>,
     /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
@@ -98,11 +375,9 @@ pub struct Config {
     pub stop_pods_on_shutdown: bool,
     /// Start even if the manifest or images directory can be written by others than root.
     pub allow_writable_manifest_dir: bool,
-    /// `--ebpf`: load the BPF programs (default true).
+    /// `--ebpf`: load the BPF programs.
     pub ebpf: bool,
 }
-
-pub use k8s_openapi::api::core::v1::Taint;
 
 /// Authentication of the local API. Reads and writes need the token or a client
 /// certificate; with neither configured, only `/healthz` and `/readyz` answer (and, with
@@ -127,252 +402,84 @@ pub struct Tls {
     pub key_file: PathBuf,
 }
 
-/// Values given on the command line; `None` means "not given".
-#[derive(Debug, Clone, Default)]
-pub struct Flags {
-    pub config: Option<PathBuf>,
-    pub node_name: Option<String>,
-    pub manifest_dir: Option<PathBuf>,
-    pub manifest_url: Option<String>,
-    pub manifest_url_header: Vec<String>,
-    pub manifest_url_interval: Option<String>,
-    pub manifest_url_ca_file: Option<PathBuf>,
-    pub kubeconfig: Option<PathBuf>,
-    pub state_dir: Option<PathBuf>,
-    pub containerd_socket: Option<PathBuf>,
-    pub containerd: Option<ContainerdMode>,
-    pub listen: Option<SocketAddr>,
-    pub token_file: Option<PathBuf>,
-    pub tls_cert_file: Option<PathBuf>,
-    pub tls_private_key_file: Option<PathBuf>,
-    pub client_ca_file: Option<PathBuf>,
-    pub anonymous_loopback_reads: Option<bool>,
-    pub images_dir: Option<PathBuf>,
-    pub watcher: Option<Preference>,
-    pub containerd_namespace: Option<String>,
-    pub node_ip: Option<IpAddr>,
-    pub run_dir: Option<PathBuf>,
-    pub pod_log_dir: Option<PathBuf>,
-    pub cni_conf_dir: Option<PathBuf>,
-    pub cni_bin_dir: Vec<PathBuf>,
-    pub image_credentials_file: Option<PathBuf>,
-    /// `key=value[,key=value…]`, repeatable.
-    pub node_labels: Vec<String>,
-    /// `key[=value]:Effect[,…]`, repeatable.
-    pub register_with_taints: Vec<String>,
-    pub stop_pods_on_shutdown: Option<bool>,
-    pub allow_writable_manifest_dir: Option<bool>,
-    pub ebpf: Option<bool>,
-}
-
-/// The config file. Outpost's own names, plus KubeletConfiguration's where they exist.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct File {
-    // KubeletConfiguration carries these two; accept and ignore them.
-    #[serde(rename = "apiVersion")]
-    _api_version: Option<String>,
-    #[serde(rename = "kind")]
-    _kind: Option<String>,
-    node_name: Option<String>,
-    #[serde(alias = "staticPodPath")]
-    manifest_dir: Option<PathBuf>,
-    #[serde(alias = "staticPodURL")]
-    manifest_url: Option<String>,
-    /// A list of "Name: value" strings.
-    manifest_url_header: Option<Vec<String>>,
-    /// KubeletConfiguration's form: header name → values.
-    #[serde(rename = "staticPodURLHeader")]
-    static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
-    /// A duration such as "20s" (KubeletConfiguration's `httpCheckFrequency`).
-    #[serde(alias = "httpCheckFrequency")]
-    manifest_url_interval: Option<String>,
-    manifest_url_ca_file: Option<PathBuf>,
-    kubeconfig: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-    containerd_socket: Option<PathBuf>,
-    containerd: Option<String>,
-    listen: Option<SocketAddr>,
-    /// KubeletConfiguration's `address` + `port` (used when `listen` is not given).
-    address: Option<IpAddr>,
-    port: Option<u16>,
-    token_file: Option<PathBuf>,
-    tls_cert_file: Option<PathBuf>,
-    tls_private_key_file: Option<PathBuf>,
-    client_ca_file: Option<PathBuf>,
-    anonymous_loopback_reads: Option<bool>,
-    images_dir: Option<PathBuf>,
-    watcher: Option<String>,
-    containerd_namespace: Option<String>,
-    node_ip: Option<IpAddr>,
-    run_dir: Option<PathBuf>,
-    pod_log_dir: Option<PathBuf>,
-    cni_conf_dir: Option<PathBuf>,
-    cni_bin_dirs: Option<Vec<PathBuf>>,
-    image_credentials_file: Option<PathBuf>,
-    node_labels: Option<std::collections::BTreeMap<String, String>>,
-    /// KubeletConfiguration's form: a list of Taint objects.
-    register_with_taints: Option<Vec<Taint>>,
-    stop_pods_on_shutdown: Option<bool>,
-    allow_writable_manifest_dir: Option<bool>,
-    ebpf: Option<bool>,
-}
-
 impl Config {
-    /// Resolves flags over the config file (if any) over defaults.
-    pub fn resolve(flags: Flags) -> Result<Config, Error> {
+    /// Resolves `flags` over the config file they name (if any) over the defaults.
+    pub fn resolve(flags: Settings) -> Result<Config, Error> {
         let file = match &flags.config {
             Some(path) => read_file(path)?,
-            None => File::default(),
+            None => Settings::default(),
         };
-        let path = flags.config.clone().unwrap_or_default();
-        let node_name = match flags.node_name.or(file.node_name) {
+        let s = flags.or(file);
+        let node_name = match s.node_name {
             Some(name) => name,
             None => hostname().map_err(Error::NodeName)?,
         };
-        let listen = match (flags.listen, file.listen, file.address, file.port) {
-            (Some(l), ..) | (None, Some(l), ..) => l,
-            (None, None, address, port) => SocketAddr::new(
-                address.unwrap_or(DEFAULT_LISTEN.ip()),
-                port.unwrap_or(DEFAULT_LISTEN.port()),
-            ),
-        };
-        let containerd = match (flags.containerd, file.containerd.as_deref()) {
-            (Some(mode), _) => mode,
-            (None, None | Some("auto")) => ContainerdMode::Auto,
-            (None, Some("managed")) => ContainerdMode::Managed,
-            (None, Some("external")) => ContainerdMode::External,
-            (None, Some(other)) => {
-                return Err(Error::Invalid {
-                    path,
-                    field: "containerd",
-                    message: format!("{other:?}: expected auto, managed or external"),
-                });
-            }
-        };
-        let containerd_socket = flags
-            .containerd_socket
-            .or(file.containerd_socket)
-            .unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into());
-        let watcher = match (flags.watcher, file.watcher.as_deref()) {
-            (Some(w), _) => w,
-            (None, None | Some("auto")) => Preference::Auto,
-            (None, Some("fanotify")) => Preference::Fanotify,
-            (None, Some("inotify")) => Preference::Inotify,
-            (None, Some(other)) => {
-                return Err(Error::Invalid {
-                    path,
-                    field: "watcher",
-                    message: format!("{other:?}: expected auto, fanotify or inotify"),
-                });
-            }
-        };
-        let mut headers = Vec::new();
-        let raw = if flags.manifest_url_header.is_empty() {
-            file.manifest_url_header.unwrap_or_default()
-        } else {
-            flags.manifest_url_header
-        };
-        for h in raw {
-            headers.push(parse_header(&h)?);
+        let listen = s.listen.unwrap_or_else(|| {
+            SocketAddr::new(
+                s.address.unwrap_or(DEFAULT_LISTEN.ip()),
+                s.port.unwrap_or(DEFAULT_LISTEN.port()),
+            )
+        });
+        let mut manifest_url_headers =
+            s.manifest_url_header.iter().map(|h| parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+        for (name, values) in s.static_pod_url_header.unwrap_or_default() {
+            manifest_url_headers.extend(values.into_iter().map(|v| (name.clone(), v)));
         }
-        for (name, values) in file.static_pod_url_header.unwrap_or_default() {
-            headers.extend(values.into_iter().map(|v| (name.clone(), v)));
-        }
-        let manifest_url_interval = match flags.manifest_url_interval.or(file.manifest_url_interval)
-        {
+        let manifest_url_interval = match s.manifest_url_interval {
             Some(raw) => parse_duration(&raw)
                 .ok_or(Error::Duration { field: "manifest-url-interval", value: raw })?,
             None => DEFAULT_MANIFEST_URL_INTERVAL,
         };
-        let tls = match (
-            flags.tls_cert_file.or(file.tls_cert_file),
-            flags.tls_private_key_file.or(file.tls_private_key_file),
-        ) {
+        let tls = match (s.tls_cert_file, s.tls_private_key_file) {
             (Some(cert_file), Some(key_file)) => Some(Tls { cert_file, key_file }),
             (None, None) => None,
             (Some(_), None) => return Err(Error::TlsPair("tls-cert-file", "tls-private-key-file")),
             (None, Some(_)) => return Err(Error::TlsPair("tls-private-key-file", "tls-cert-file")),
         };
-        let client_ca_file = flags.client_ca_file.or(file.client_ca_file);
-        if client_ca_file.is_some() && tls.is_none() {
+        if s.client_ca_file.is_some() && tls.is_none() {
             return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
         }
-        let node_labels = if flags.node_labels.is_empty() {
-            file.node_labels.unwrap_or_default()
-        } else {
-            parse_labels(&flags.node_labels)?
-        };
-        let register_with_taints = if flags.register_with_taints.is_empty() {
-            file.register_with_taints.unwrap_or_default()
-        } else {
-            parse_taints(&flags.register_with_taints)?
-        };
-        let auth = Auth {
-            token_file: flags.token_file.or(file.token_file),
-            tls,
-            client_ca_file,
-            anonymous_loopback_reads: flags
-                .anonymous_loopback_reads
-                .or(file.anonymous_loopback_reads)
-                .unwrap_or(false),
+        let cni_bin_dirs = match s.cni_bin_dir {
+            dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
+            dirs => dirs,
         };
         Ok(Config {
             node_name: node_name.to_lowercase(),
-            manifest_dir: flags
-                .manifest_dir
-                .or(file.manifest_dir)
-                .unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
-            manifest_url: flags.manifest_url.or(file.manifest_url),
-            manifest_url_headers: headers,
+            manifest_dir: s.manifest_dir.unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
+            manifest_url: s.manifest_url,
+            manifest_url_headers,
             manifest_url_interval,
-            manifest_url_ca_file: flags.manifest_url_ca_file.or(file.manifest_url_ca_file),
-            kubeconfig: flags.kubeconfig.or(file.kubeconfig),
-            state_dir: absolute(
-                flags.state_dir.or(file.state_dir).unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
-            ),
-            containerd,
-            containerd_socket,
+            manifest_url_ca_file: s.manifest_url_ca_file,
+            kubeconfig: s.kubeconfig,
+            state_dir: absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into())),
+            containerd: s.containerd.unwrap_or(DEFAULT_CONTAINERD),
+            containerd_socket: s
+                .containerd_socket
+                .unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()),
             listen,
-            auth,
-            images_dir: flags.images_dir.or(file.images_dir),
-            watcher,
-            containerd_namespace: flags
-                .containerd_namespace
-                .or(file.containerd_namespace)
-                .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
-            node_ip: flags.node_ip.or(file.node_ip),
-            // Absolute: containerd's shims get log paths, and they run elsewhere.
-            run_dir: absolute(
-                flags.run_dir.or(file.run_dir).unwrap_or_else(|| DEFAULT_RUN_DIR.into()),
-            ),
-            pod_log_dir: absolute(
-                flags
-                    .pod_log_dir
-                    .or(file.pod_log_dir)
-                    .unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into()),
-            ),
-            cni_conf_dir: flags
-                .cni_conf_dir
-                .or(file.cni_conf_dir)
-                .unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
-            cni_bin_dirs: match (flags.cni_bin_dir, file.cni_bin_dirs) {
-                (dirs, _) if !dirs.is_empty() => dirs,
-                (_, Some(dirs)) => dirs,
-                _ => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
+            auth: Auth {
+                token_file: s.token_file,
+                tls,
+                client_ca_file: s.client_ca_file,
+                anonymous_loopback_reads: s.anonymous_loopback_reads.unwrap_or(false),
             },
-            image_credentials_file: flags.image_credentials_file.or(file.image_credentials_file),
-            node_labels,
-            register_with_taints,
-            stop_pods_on_shutdown: flags
-                .stop_pods_on_shutdown
-                .or(file.stop_pods_on_shutdown)
-                .unwrap_or(false),
-            allow_writable_manifest_dir: flags
-                .allow_writable_manifest_dir
-                .or(file.allow_writable_manifest_dir)
-                .unwrap_or(false),
-            ebpf: flags.ebpf.or(file.ebpf).unwrap_or(true),
+            images_dir: s.images_dir,
+            watcher: s.watcher.unwrap_or(DEFAULT_WATCHER),
+            containerd_namespace: s
+                .containerd_namespace
+                .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
+            node_ip: s.node_ip,
+            // Absolute: containerd's shims get log paths, and they run elsewhere.
+            run_dir: absolute(s.run_dir.unwrap_or_else(|| DEFAULT_RUN_DIR.into())),
+            pod_log_dir: absolute(s.pod_log_dir.unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into())),
+            cni_conf_dir: s.cni_conf_dir.unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
+            cni_bin_dirs,
+            image_credentials_file: s.image_credentials_file,
+            node_labels: s.node_labels.into_iter().flat_map(|labels| labels.0).collect(),
+            register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
+            stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
+            allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
+            ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
         })
     }
 }
@@ -382,11 +489,11 @@ fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
-fn read_file(path: &Path) -> Result<File, Error> {
+fn read_file(path: &Path) -> Result<Settings, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| Error::Read { path: path.into(), source })?;
     if text.trim().is_empty() {
-        return Ok(File::default());
+        return Ok(Settings::default());
     }
     serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse { path: path.into(), source })
 }

@@ -10,7 +10,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, fmt, reload};
 
-use crate::cli::LogFormat;
+use crate::config::LogFormat;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

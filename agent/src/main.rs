@@ -47,6 +47,6 @@ fn run(args: outpost::cli::RunArgs, log_level: logging::LogLevel) -> anyhow::Res
     let systemd = outpost::systemd::take_env();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(commands::run::run(args.flags(), args.dry_run, systemd, log_level))?;
+    runtime.block_on(commands::run::run(args.settings, args.dry_run, systemd, log_level))?;
     Ok(ExitCode::SUCCESS)
 }

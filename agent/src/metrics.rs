@@ -1,8 +1,9 @@
 //! `/metrics`: Prometheus figures in the OpenMetrics text format. Most are read at scrape
-//! time (the merge's snapshot, the pod workers' statuses, the sync's health, `/proc/self`);
-//! what must be counted where it happens goes through one [`Metrics`] handle, whose
-//! atomics the registry reads. Nothing on the merge's or the workers' path allocates for
-//! a metric.
+//! time (the merge's snapshot, the pod workers' statuses, the sync's health, `/proc/self`:
+//! [`register`]); what must be counted where it happens goes through a handle per
+//! component (`counted`), which registers its own families under its prefix. All of them
+//! go on the one registry `outpost run` makes at start. Nothing on the merge's or the
+//! workers' path allocates for a metric.
 //!
 //! Sources and merge (`pods`):
 //! - `outpost_source_state{source,state}`: 1 for the source's current state
@@ -51,14 +52,13 @@ mod sync;
 
 use prometheus_client::registry::Registry;
 
-use self::counted::Metrics;
 use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What the metrics read besides the merge's snapshot.
+/// What the metrics read at scrape time besides the merge's snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     /// The sync to the API server, when a kubeconfig is given.
@@ -66,28 +66,23 @@ pub struct Sources {
     pub events: crate::apiserver::Recorder,
     /// The pod workers' statuses (running pods and containers).
     pub statuses: StatusStore,
-    /// What the sources, the merge, the checkpoints and the workers count.
-    pub metrics: Metrics,
     /// The BPF side: pod traffic and exec counts.
     pub ebpf: crate::ebpf::Handle,
 }
 
-/// A registry whose collectors read `snapshot` and `sources`.
-pub fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
-    let mut registry = Registry::default();
-    let snapshot_for_kernel = snapshot.clone();
-    registry.register_collector(Box::new(pods::PodSources(snapshot.clone())));
-    registry.register_collector(Box::new(pods::Running { snapshot, statuses: sources.statuses }));
-    sources.metrics.register(&mut registry);
-    registry.register_collector(Box::new(counted::Watcher(sources.metrics)));
-    registry
-        .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
+/// Registers on `registry` (the root: the process metrics have no `outpost_` prefix) the
+/// collectors that read `snapshot` and `sources` at scrape time.
+pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sources) {
     registry.register_collector(Box::new(process::Process::default()));
-    registry.register_collector(Box::new(kernel::Kernel {
-        snapshot: snapshot_for_kernel,
-        ebpf: sources.ebpf,
+    let outpost = registry.sub_registry_with_prefix("outpost");
+    outpost.register_collector(Box::new(pods::PodSources(snapshot.clone())));
+    outpost.register_collector(Box::new(pods::Running {
+        snapshot: snapshot.clone(),
+        statuses: sources.statuses,
     }));
-    registry
+    outpost
+        .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
+    outpost.register_collector(Box::new(kernel::Kernel { snapshot, ebpf: sources.ebpf }));
 }
 
 /// The registry's metrics in the OpenMetrics text format.

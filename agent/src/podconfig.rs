@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::error_chain::describe;
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::Merge;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
@@ -154,7 +154,7 @@ pub async fn run(
     sources: Vec<(Source, EventStream)>,
     deltas: mpsc::Sender<Batch>,
     snapshot: SnapshotHandle,
-    metrics: Metrics,
+    metrics: Merge,
 ) {
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
     let mut health: Vec<SourceHealth> =

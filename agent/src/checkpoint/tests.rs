@@ -85,7 +85,10 @@ proptest! {
 #[test]
 fn writes_and_failed_writes_are_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let metrics = crate::metrics::counted::Metrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = crate::metrics::counted::CheckpointWrites::register(
+        registry.sub_registry_with_prefix("outpost"),
+    );
     let cps = Checkpoints::new(dir.path()).with_metrics(metrics.clone());
     cps.write("url", &sample()).unwrap();
     cps.write("url", &sample()).unwrap();
@@ -94,10 +97,7 @@ fn writes_and_failed_writes_are_counted() {
     fs::write(&file, "").unwrap();
     let broken = Checkpoints::new(&file).with_metrics(metrics.clone());
     assert!(matches!(broken.write("push", &sample()), Err(Error::Write { .. })));
-    let snapshot =
-        std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(crate::podconfig::Snapshot::default()));
-    let sources = crate::metrics::Sources { metrics, ..Default::default() };
-    let text = crate::metrics::render(&crate::metrics::registry(snapshot, sources)).unwrap();
+    let text = crate::metrics::render(&registry).unwrap();
     for line in [
         "outpost_checkpoint_writes_total{source=\"url\"} 2",
         "outpost_checkpoint_writes_total{source=\"push\"} 1",

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use self::credentials::Credentials;
 use crate::cli::ClientArgs;
-use crate::config::{self, Config, Flags};
+use crate::config::{self, Config, Settings};
 
 /// The agent's config file, read when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG: &str = "/etc/outpost/config.yaml";
@@ -92,11 +92,11 @@ impl Client {
             .clone()
             .or_else(|| Path::new(DEFAULT_CONFIG).is_file().then(|| DEFAULT_CONFIG.into()));
         let config = match config_path {
-            Some(path) => Some(Config::resolve(Flags {
+            Some(path) => Some(Config::resolve(Settings {
                 config: Some(path),
                 // The node name is not needed: spare the hostname lookup.
                 node_name: Some("-".to_owned()),
-                ..Flags::default()
+                ..Settings::default()
             })?),
             None => None,
         };

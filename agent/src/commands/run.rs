@@ -1,39 +1,34 @@
-//! `outpost run`: start the sources, the merge and the local API.
+//! `outpost run`: build the agent's parts (`build`), start them, and await them until a
+//! signal or the pod runtime ends the agent.
 //!
+//! - `build`: the config resolved, the sources, the merge, the local API, the sync, and
+//!   the metrics registry they all register on.
 //! - `pods`: the pod runtime side (containerd, images dir, CNI, pod workers).
 
+mod build;
 mod pods;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
-use tokio::signal::unix::{SignalKind, signal as unix_signal};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use self::pods::{RuntimeHandles, containerd_choice, managed_options, run_pods};
-use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
-use crate::audit::ManifestAudit;
-use crate::checkpoint::Checkpoints;
-use crate::config::{self, Config, Flags};
+use self::build::{Agent, Pods};
+use crate::config::{self, Settings};
 use crate::error_chain::describe;
 use crate::logging::LogLevel;
-use crate::metrics::counted::Metrics;
-use crate::podconfig::{self, Batch, Snapshot};
-use crate::runtime::host;
+use crate::podconfig::{Batch, Snapshot};
 use crate::runtime::image::credentials;
-use crate::runtime::managed::{self, Choice, ManagedContainerd};
-use crate::source::api::ApiSource;
-use crate::source::file::{self, FileSource};
-use crate::source::url::{self, UrlSource};
-use crate::source::{self, Refresh, push};
-use crate::status::{RuntimeReady, StatusStore};
+use crate::runtime::managed;
+use crate::source::file;
+use crate::source::{push, url};
+use crate::status::RuntimeReady;
 use crate::sync;
 use crate::{api, permissions, shutdown, systemd};
 
@@ -52,7 +47,7 @@ pub enum Error {
     #[error(transparent)]
     PushSource(#[from] push::Error),
     #[error(transparent)]
-    ApiClient(#[from] apiserver::ConfigError),
+    ApiClient(#[from] crate::apiserver::client::ConfigError),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
     #[error("cannot find this executable (containerd's shims run it as the container logger)")]
@@ -83,6 +78,10 @@ pub enum Error {
     Stdout(#[source] io::Error),
 }
 
+/// When the agent exits and leaves the pods running, how long the pod workers may take
+/// to finish what they were doing.
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last
 /// statuses may take to reach the API server before the agent exits anyway.
 const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
@@ -112,209 +111,39 @@ impl<'a> DeltaLine<'a> {
     }
 }
 
-/// The security defaults (see [`permissions`]), before any source reads a manifest.
-fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
-    if config.allow_writable_manifest_dir {
-        warn!(
-            "--allow-writable-manifest-dir: not checking who may write the manifest and images directories"
-        );
-    } else {
-        permissions::check_trusted_dir("the manifest directory", &config.manifest_dir)?;
-        if let Some(dir) = &config.images_dir {
-            permissions::check_trusted_dir("the images directory", dir)?;
-        }
-    }
-    permissions::secure_state_dir(&config.state_dir)
-}
-
 /// Runs until SIGINT/SIGTERM. `systemd` says whether and how to notify systemd.
 pub async fn run(
-    flags: Flags,
+    settings: Settings,
     dry_run: bool,
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
-    let mut config = Config::resolve(flags)?;
-    // The node's address: given, or the default route's interface's, looked up once.
-    config.node_ip = config.node_ip.or_else(host::default_address);
-    info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
-    secure_dirs(&config)?;
-    // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
-    let exe = std::env::current_exe().map_err(Error::Exe)?;
-
-    // Before anything is announced: SIGHUP's default action would end the agent.
-    let mut hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
-    let metrics = Metrics::default();
-    let checkpoints = Checkpoints::new(&config.state_dir).with_metrics(metrics.clone());
-    let events = Recorder::default();
-    // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
-    let audit = ManifestAudit::default();
-    let files = FileSource::new(file::Config {
-        path: config.manifest_dir.clone(),
-        node_name: config.node_name.clone(),
-        watcher: config.watcher,
-    })?
-    .with_events(events.clone())
-    .with_metrics(metrics.clone())
-    .with_audit(audit.clone());
-    let watcher = files.backend().to_string();
-    let mut sources = vec![(Source::File, files.into_stream())];
-    let refresh = Refresh::default();
-    if let Some(url) = &config.manifest_url {
-        let source = UrlSource::new(url::Config {
-            url: url.clone(),
-            headers: config.manifest_url_headers.clone(),
-            interval: config.manifest_url_interval,
-            ca_file: config.manifest_url_ca_file.clone(),
-            node_name: config.node_name.clone(),
-            checkpoints: checkpoints.clone(),
-            refresh: refresh.clone(),
-        })?
-        .with_metrics(metrics.clone());
-        sources.push((Source::Url, source.into_stream()));
-    }
-    // The push endpoint changes state, so it exists only when callers can authenticate.
-    let push = if config.auth.token_file.is_some() || config.auth.client_ca_file.is_some() {
-        let (handle, stream) = push::open(push::Config {
-            node_name: config.node_name.clone(),
-            checkpoints: checkpoints.clone(),
-            metrics: metrics.clone(),
-        })?;
-        sources.push((Source::Push, stream));
-        Some(handle)
-    } else {
-        None
-    };
-    let mirrors = MirrorView::default();
-    let client = match &config.kubeconfig {
-        Some(kubeconfig) => {
-            let client = ApiClient::from_kubeconfig(kubeconfig, Connectivity::default()).await?;
-            let source = ApiSource::new(source::api::Config {
-                client: client.clone(),
-                node_name: config.node_name.clone(),
-                checkpoints: checkpoints.clone(),
-                mirrors: mirrors.clone(),
-            });
-            sources.push((Source::Api, source.into_stream()));
-            Some(client)
-        }
-        None => None,
-    };
-
-    // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
-    let ebpf = if dry_run {
-        crate::ebpf::Handle::default()
-    } else {
-        crate::ebpf::Handle::start(config.ebpf)
-    };
-    if ebpf.is_loaded() {
-        audit.set_exec_history(Some(Arc::new(ebpf.clone())));
-    }
-    let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let statuses = StatusStore::default();
-    let runtime_ready = (!dry_run).then(RuntimeReady::default);
-    let runtime_ready_probe = runtime_ready.clone();
-    let runtime_version = Arc::new(OnceLock::new());
-    let stop_pods = CancellationToken::new();
-    let status_backlog = tokio::sync::watch::Sender::<apiserver::StatusBacklog>::default();
-    let sync_health = client.as_ref().map(|client| apiserver::Health {
-        connectivity: client.connectivity().clone(),
-        status_backlog: status_backlog.subscribe(),
-    });
-    // Chosen before the API starts, so that `/status` can say where the runtime is.
-    let containerd = (!dry_run).then(|| containerd_choice(&config));
-    let runtime_info = containerd.as_ref().map(|(choice, binary)| api::status::RuntimeInfo {
-        socket: match choice {
-            Choice::External => config.containerd_socket.clone(),
-            Choice::Managed => managed_options(&config, binary.clone()).socket(),
-        },
-        namespace: config.containerd_namespace.clone(),
-        managed: *choice == Choice::Managed,
-    });
-    let server = api::bind(api::Options {
-        listen: config.listen,
-        auth: config.auth.clone(),
-        snapshot: snapshot.clone(),
-        push,
-        refresh: config.manifest_url.is_some().then(|| refresh.clone()),
-        statuses: statuses.clone(),
-        runtime: runtime_ready.clone(),
-        metrics: crate::metrics::Sources {
-            sync: sync_health.clone(),
-            events: events.clone(),
-            statuses: statuses.clone(),
-            metrics: metrics.clone(),
-            ebpf: ebpf.clone(),
-        },
-        ebpf: ebpf.clone(),
-        pod_log_dir: config.pod_log_dir.clone(),
-        log_level,
-        info: api::status::Info {
-            node_name: config.node_name.clone(),
-            started: k8s_openapi::jiff::Timestamp::now(),
-            watcher,
-            runtime: runtime_info,
-            sync: sync_health,
-        },
-        audit,
-    })
-    .await?;
-    let (tx, rx) = mpsc::channel::<Batch>(64);
-    let merge = tokio::spawn(podconfig::run(sources, tx, snapshot.clone(), metrics.clone()));
-    // Status goes to the API server only when the agent runs pods (not in a dry run).
-    let sync = match (client, &runtime_ready) {
-        (Some(client), Some(runtime)) => Some(sync::spawn(sync::Context {
-            client,
-            node_name: config.node_name.clone(),
-            snapshot: snapshot.clone(),
-            statuses: statuses.clone(),
-            mirrors,
-            node: tokio::sync::watch::Sender::new(None),
-            events: events.clone(),
-            node_config: sync::node::Config {
-                labels: config.node_labels.clone(),
-                taints: config.register_with_taints.clone(),
-                node_ip: config.node_ip,
-                state_dir: config.state_dir.clone(),
-                runtime: runtime.clone(),
-                runtime_version: runtime_version.clone(),
-                shutdown: stop_pods.clone(),
-            },
-            status_backlog,
-        })),
-        _ => None,
-    };
+    let Agent {
+        config,
+        dry_run,
+        mut hangup,
+        refresh,
+        snapshot,
+        merge,
+        server,
+        sync,
+        pods,
+        runtime_ready,
+        stop_pods,
+    } = build::build(settings, dry_run, log_level).await?;
+    let merge = tokio::spawn(merge);
+    let sync = sync.map(sync::spawn);
     let server = tokio::spawn(server);
-    let mut managed = None;
-    let mut pods = if let Some(containerd) = containerd {
-        let socket = match containerd {
-            (Choice::External, _) => config.containerd_socket.clone(),
-            (Choice::Managed, binary) => {
-                let started = ManagedContainerd::start(managed_options(&config, binary)).await?;
-                let socket = started.socket().to_owned();
-                managed = Some(started);
-                socket
-            }
-        };
-        let handles = RuntimeHandles {
-            statuses,
-            ready: runtime_ready.unwrap_or_default(),
-            version: runtime_version,
-            events,
-            metrics,
-            stop_pods: stop_pods.clone(),
-            ebpf,
-        };
-        tokio::spawn(run_pods(config.clone(), socket, exe, rx, handles))
-    } else {
-        tokio::spawn(print_deltas(rx))
+    let (mut pods, managed) = match pods {
+        Pods::DryRun(batches) => (tokio::spawn(print_deltas(batches)), None),
+        Pods::Run(runtime) => runtime.start().await?,
     };
     let notifier = systemd::Notifier::open(&systemd)?;
     let supervisor = notifier.clone().map(|notifier| {
         systemd::spawn(
             notifier,
             systemd::Watch {
-                ready: ready_check(snapshot.clone(), runtime_ready_probe),
+                ready: ready_check(snapshot, runtime_ready),
                 alive: vec![("merge", merge.abort_handle()), ("pod runtime", pods.abort_handle())],
                 watchdog: systemd.watchdog,
             },
@@ -363,8 +192,13 @@ pub async fn run(
     if let Some(supervisor) = supervisor {
         supervisor.abort();
     }
-    pods.abort();
+    // With the merge gone the pod workers are told to leave: they finish what is under
+    // way (a replaced container's removal, a task's reaping) and end, pods still running.
     merge.abort();
+    if !pods.is_finished() && tokio::time::timeout(LEAVE_WAIT, &mut pods).await.is_err() {
+        warn!("the pod workers did not finish their work in time");
+    }
+    pods.abort();
     drop(sync);
     server.abort();
     if let Some(managed) = managed {

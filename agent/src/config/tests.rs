@@ -9,16 +9,17 @@ fn file(yaml: &str) -> tempfile::NamedTempFile {
     f
 }
 
-fn flags(path: &Path) -> Flags {
-    Flags { config: Some(path.into()), node_name: Some("Edge-1".into()), ..Flags::default() }
+fn flags(path: &Path) -> Settings {
+    Settings { config: Some(path.into()), node_name: Some("Edge-1".into()), ..Settings::default() }
 }
 
 #[test]
 fn defaults_follow_the_design() {
-    let c = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
+    let c =
+        Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
     assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
     assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
-    assert_eq!(c.containerd, ContainerdMode::Auto);
+    assert_eq!(c.containerd, Mode::Auto);
     assert_eq!(c.containerd_socket, Path::new(DEFAULT_CONTAINERD_SOCKET));
     assert_eq!(c.listen.to_string(), "127.0.0.1:10250");
     assert_eq!(c.listen, DEFAULT_LISTEN);
@@ -53,7 +54,7 @@ fn outpost_names_in_the_file_and_flags_over_the_file() {
     );
     let c = Config::resolve(flags(f.path())).unwrap();
     assert_eq!(c.manifest_dir, Path::new("/a"));
-    assert_eq!(c.containerd, ContainerdMode::Managed);
+    assert_eq!(c.containerd, Mode::Managed);
     assert_eq!(c.watcher, Preference::Inotify);
     assert_eq!(c.manifest_url_headers, vec![("X-Token".to_owned(), "t".to_owned())]);
     let mut fl = flags(f.path());
@@ -73,9 +74,9 @@ fn mistakes_in_the_file_are_named() {
     let f = file("watcher: polling\n");
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("watcher") && err.contains("polling"), "{err}");
-    let err = Config::resolve(Flags {
+    let err = Config::resolve(Settings {
         config: Some("/nonexistent/outpost.yaml".into()),
-        ..Flags::default()
+        ..Settings::default()
     })
     .unwrap_err()
     .to_string();
@@ -96,14 +97,19 @@ fn url_interval_accepts_kubelet_durations() {
         Config::resolve(flags(f.path())).unwrap().manifest_url_interval,
         Duration::from_secs(90)
     );
-    let c =
-        Config::resolve(Flags { manifest_url_interval: Some("250ms".into()), ..flags(f.path()) });
+    let c = Config::resolve(Settings {
+        manifest_url_interval: Some("250ms".into()),
+        ..flags(f.path())
+    });
     assert_eq!(c.unwrap().manifest_url_interval, Duration::from_millis(250), "flags win");
-    let d = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
+    let d =
+        Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
     assert_eq!(d.manifest_url_interval, DEFAULT_MANIFEST_URL_INTERVAL);
     for bad in ["0s", "-5s", "soon", ""] {
-        let err =
-            Config::resolve(Flags { manifest_url_interval: Some(bad.into()), ..flags(f.path()) });
+        let err = Config::resolve(Settings {
+            manifest_url_interval: Some(bad.into()),
+            ..flags(f.path())
+        });
         assert!(matches!(err, Err(Error::Duration { .. })), "{bad:?}: {err:?}");
     }
 }
@@ -135,11 +141,11 @@ fn tls_needs_a_certificate_and_a_key_and_client_cas_need_tls() {
 fn containerd_mode_and_socket_from_file_and_flags() {
     let f = file("containerd: external\ncontainerdSocket: /run/k3s/containerd.sock\n");
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.containerd, ContainerdMode::External);
+    assert_eq!(c.containerd, Mode::External);
     assert_eq!(c.containerd_socket, Path::new("/run/k3s/containerd.sock"));
     let mut fl = flags(f.path());
-    fl.containerd = Some(ContainerdMode::Auto);
-    assert_eq!(Config::resolve(fl).unwrap().containerd, ContainerdMode::Auto);
+    fl.containerd = Some(Mode::Auto);
+    assert_eq!(Config::resolve(fl).unwrap().containerd, Mode::Auto);
     let f = file("containerd: docker\n");
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("containerd") && err.contains("auto, managed or external"), "{err}");
@@ -177,18 +183,19 @@ fn node_registration_fields_from_the_file_flags_win() {
     assert_eq!(c.register_with_taints[0].key, "edge");
     assert!(c.stop_pods_on_shutdown);
     let mut fl = flags(f.path());
-    fl.node_labels = vec!["zone=south".into()];
-    fl.register_with_taints = vec!["other:NoExecute".into()];
+    fl.node_labels = vec!["zone=south".parse().unwrap()];
+    fl.register_with_taints = vec!["other:NoExecute".parse().unwrap()];
     let c = Config::resolve(fl).unwrap();
     assert_eq!(c.node_labels["zone"], "south");
     assert_eq!(c.register_with_taints[0].key, "other");
-    let defaults = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() });
+    let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
     assert!(!defaults.unwrap().stop_pods_on_shutdown, "pods keep running by default");
 }
 
 #[test]
 fn ebpf_is_on_unless_the_flag_or_the_file_says_false() {
-    let c = Config::resolve(Flags { node_name: Some("n".into()), ..Flags::default() }).unwrap();
+    let c =
+        Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
     assert!(c.ebpf);
     let f = file("ebpf: false\n");
     assert!(!Config::resolve(flags(f.path())).unwrap().ebpf);

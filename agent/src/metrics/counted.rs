@@ -1,7 +1,13 @@
-//! The figures counted where things happen: atomic counters and histograms that the
-//! sources, the merge task, the checkpoints and the pod workers update through a cheap
-//! [`Metrics`] handle. Label values are `&'static str`, so an increment never allocates
-//! (a label set's first use creates its entry in the family, once).
+//! The figures counted where things happen: atomic counters and histograms behind cheap
+//! handles, one per component. Each handle's `register` puts its families on the agent's
+//! [`Registry`] under the component's prefix (`outpost_checkpoint_…`, `outpost_manifest_…`);
+//! clones share the same atomics. A default handle counts into metrics of its own (unit
+//! tests, or a component not wired to the registry). Label values are `&'static str`, so
+//! an increment never allocates (a label set's first use creates its entry, once).
+//!
+//! The histograms carry their unit in their name but declare no `# UNIT` line, which some
+//! consumers (the `openmetrics-parser` crate the tests use) accept on counters and gauges
+//! only.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -33,61 +39,54 @@ fn duration_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 16))
 }
 
-/// What [`Metrics`] updates. Cheap to clone (one `Arc`); registered once by
-/// [`super::registry`]. A default handle counts into metrics of its own (unit tests, or a
-/// component not wired to the registry).
-#[derive(Debug, Clone, Default)]
-pub struct Metrics(Arc<Inner>);
+fn label(source: Source) -> SourceLabel {
+    [("source", source.as_str())]
+}
+
+/// The pod workers': `outpost_container_restarts_total{source}`,
+/// `outpost_pod_start_duration_seconds{source}` and `outpost_image_pull_duration_seconds`.
+#[derive(Debug, Clone)]
+pub struct Metrics(Arc<Workers>);
 
 #[derive(Debug)]
-struct Inner {
-    pod_deltas: Family<DeltaLabels, Counter>,
-    manifest_errors: Family<SourceLabel, Counter>,
+struct Workers {
     container_restarts: Family<SourceLabel, Counter>,
     pod_start_duration: Histograms,
-    image_import_duration: Histogram,
     image_pull_duration: Histogram,
-    checkpoint_writes: Family<SourceLabel, Counter>,
-    checkpoint_write_failures: Family<SourceLabel, Counter>,
-    /// The manifest watcher's backend: 0 before the file source reported one.
-    watcher: AtomicU8,
 }
 
-impl Default for Inner {
-    fn default() -> Inner {
-        Inner {
-            pod_deltas: Family::default(),
-            manifest_errors: Family::default(),
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics(Arc::new(Workers {
             container_restarts: Family::default(),
             pod_start_duration: Family::new_with_constructor(duration_buckets),
-            image_import_duration: duration_buckets(),
             image_pull_duration: duration_buckets(),
-            checkpoint_writes: Family::default(),
-            checkpoint_write_failures: Family::default(),
-            watcher: AtomicU8::new(0),
-        }
+        }))
     }
 }
 
-const FANOTIFY: u8 = 1;
-const INOTIFY: u8 = 2;
-
 impl Metrics {
-    /// The merge handed a delta to the pod workers.
-    pub fn pod_delta(&self, op: DeltaOp, source: Source) {
-        let op = match op {
-            DeltaOp::Remove => "remove",
-            DeltaOp::Add => "add",
-            DeltaOp::Update => "update",
-            DeltaOp::Delete => "delete",
-            DeltaOp::Reconcile => "reconcile",
-        };
-        self.0.pod_deltas.get_or_create(&[("op", op), ("source", source.as_str())]).inc();
-    }
-
-    /// A source rejected a manifest (file), a document (URL) or a body (push).
-    pub fn manifest_rejected(&self, source: Source) {
-        self.0.manifest_errors.get_or_create(&label(source)).inc();
+    /// Registers the workers' families on `outpost` (no prefix of their own: they name
+    /// containers, pods and images).
+    pub fn register(outpost: &mut Registry) -> Metrics {
+        let metrics = Metrics::default();
+        let m = &metrics.0;
+        outpost.register(
+            "container_restarts",
+            "Containers started again by the pod workers after they had run",
+            m.container_restarts.clone(),
+        );
+        outpost.register(
+            "pod_start_duration_seconds",
+            "From a pod first seen by the merge to its first container running",
+            m.pod_start_duration.clone(),
+        );
+        outpost.register(
+            "image_pull_duration_seconds",
+            "Successful image pulls from a registry",
+            m.image_pull_duration.clone(),
+        );
+        metrics
     }
 
     /// A pod worker started a container again after it had run.
@@ -100,24 +99,70 @@ impl Metrics {
         self.0.pod_start_duration.get_or_create(&label(source)).observe(latency.as_secs_f64());
     }
 
-    /// An image tarball was imported into containerd.
-    pub fn image_imported(&self, took: Duration) {
-        self.0.image_import_duration.observe(took.as_secs_f64());
-    }
-
     /// An image was pulled from its registry.
     pub fn image_pulled(&self, took: Duration) {
         self.0.image_pull_duration.observe(took.as_secs_f64());
     }
+}
 
-    /// A checkpoint write ended; `checkpoint` is its name (the source's: `url`, `push`,
-    /// `api`).
-    pub fn checkpoint_written(&self, checkpoint: &'static str, ok: bool) {
-        let label = [("source", checkpoint)];
-        self.0.checkpoint_writes.get_or_create(&label).inc();
-        if !ok {
-            self.0.checkpoint_write_failures.get_or_create(&label).inc();
-        }
+/// The merge's: `outpost_pod_deltas_total{op,source}`.
+#[derive(Debug, Clone, Default)]
+pub struct Merge {
+    pod_deltas: Family<DeltaLabels, Counter>,
+}
+
+impl Merge {
+    pub fn register(outpost: &mut Registry) -> Merge {
+        let merge = Merge::default();
+        outpost.sub_registry_with_prefix("pod").register(
+            "deltas",
+            "Pod changes the merge handed to the pod workers, by operation and source",
+            merge.pod_deltas.clone(),
+        );
+        merge
+    }
+
+    /// The merge handed a delta to the pod workers.
+    pub fn pod_delta(&self, op: DeltaOp, source: Source) {
+        let op = match op {
+            DeltaOp::Remove => "remove",
+            DeltaOp::Add => "add",
+            DeltaOp::Update => "update",
+            DeltaOp::Delete => "delete",
+            DeltaOp::Reconcile => "reconcile",
+        };
+        self.pod_deltas.get_or_create(&[("op", op), ("source", source.as_str())]).inc();
+    }
+}
+
+/// The pod sources': `outpost_manifest_errors_total{source}` and, once the file source
+/// has said which kernel interface it watches with, `outpost_manifest_watcher_info{backend}`.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMetrics {
+    errors: Family<SourceLabel, Counter>,
+    /// The manifest watcher's backend: 0 before the file source reported one.
+    watcher: Arc<AtomicU8>,
+}
+
+const FANOTIFY: u8 = 1;
+const INOTIFY: u8 = 2;
+
+impl SourceMetrics {
+    pub fn register(outpost: &mut Registry) -> SourceMetrics {
+        let manifests = SourceMetrics::default();
+        let registry = outpost.sub_registry_with_prefix("manifest");
+        registry.register(
+            "errors",
+            "SourceMetrics (file), documents (URL) and bodies (push) rejected as invalid",
+            manifests.errors.clone(),
+        );
+        registry.register_collector(Box::new(Watcher(manifests.watcher.clone())));
+        manifests
+    }
+
+    /// A source rejected a manifest (file), a document (URL) or a body (push).
+    pub fn manifest_rejected(&self, source: Source) {
+        self.errors.get_or_create(&label(source)).inc();
     }
 
     /// The file source watches with `backend`.
@@ -126,82 +171,91 @@ impl Metrics {
             Backend::Fanotify => FANOTIFY,
             Backend::Inotify => INOTIFY,
         };
-        self.0.watcher.store(value, Ordering::Relaxed);
-    }
-
-    /// The backend the file source reported, if it did.
-    fn watcher_backend(&self) -> Option<&'static str> {
-        match self.0.watcher.load(Ordering::Relaxed) {
-            FANOTIFY => Some("fanotify"),
-            INOTIFY => Some("inotify"),
-            _ => None,
-        }
-    }
-
-    /// Registers every family (clones share the same atomics). The histograms carry
-    /// their unit in their name but declare no `# UNIT` line, which some consumers (the
-    /// `openmetrics-parser` crate the tests use) accept on counters and gauges only.
-    pub(super) fn register(&self, registry: &mut Registry) {
-        let m = &self.0;
-        registry.register(
-            "outpost_pod_deltas",
-            "Pod changes the merge handed to the pod workers, by operation and source",
-            m.pod_deltas.clone(),
-        );
-        registry.register(
-            "outpost_manifest_errors",
-            "Manifests (file), documents (URL) and bodies (push) rejected as invalid",
-            m.manifest_errors.clone(),
-        );
-        registry.register(
-            "outpost_container_restarts",
-            "Containers started again by the pod workers after they had run",
-            m.container_restarts.clone(),
-        );
-        registry.register(
-            "outpost_pod_start_duration_seconds",
-            "From a pod first seen by the merge to its first container running",
-            m.pod_start_duration.clone(),
-        );
-        registry.register(
-            "outpost_image_import_duration_seconds",
-            "Image tarball imports into containerd (the images dir)",
-            m.image_import_duration.clone(),
-        );
-        registry.register(
-            "outpost_image_pull_duration_seconds",
-            "Successful image pulls from a registry",
-            m.image_pull_duration.clone(),
-        );
-        registry.register(
-            "outpost_checkpoint_writes",
-            "Checkpoint writes attempted, by source",
-            m.checkpoint_writes.clone(),
-        );
-        registry.register(
-            "outpost_checkpoint_write_failures",
-            "Checkpoint writes that failed, by source",
-            m.checkpoint_write_failures.clone(),
-        );
+        self.watcher.store(value, Ordering::Relaxed);
     }
 }
 
-fn label(source: Source) -> SourceLabel {
-    [("source", source.as_str())]
-}
-
-/// `outpost_manifest_watcher_info{backend}`, once the file source has said which.
+/// `…_watcher_info{backend}`, once the file source has said which.
 #[derive(Debug)]
-pub(super) struct Watcher(pub Metrics);
+struct Watcher(Arc<AtomicU8>);
 
 impl Collector for Watcher {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(backend) = self.0.watcher_backend() else { return Ok(()) };
+        let backend = match self.0.load(Ordering::Relaxed) {
+            FANOTIFY => "fanotify",
+            INOTIFY => "inotify",
+            _ => return Ok(()),
+        };
         Info::new([("backend", backend)]).encode(encoder.encode_descriptor(
-            "outpost_manifest_watcher",
+            "watcher",
             "The kernel interface the manifest directory is watched with",
             None,
             MetricType::Info,
         )?)
+    }
+}
+
+/// The checkpoints': `outpost_checkpoint_writes_total{source}` and
+/// `outpost_checkpoint_write_failures_total{source}`.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointWrites {
+    writes: Family<SourceLabel, Counter>,
+    failures: Family<SourceLabel, Counter>,
+}
+
+impl CheckpointWrites {
+    pub fn register(outpost: &mut Registry) -> CheckpointWrites {
+        let metrics = CheckpointWrites::default();
+        let registry = outpost.sub_registry_with_prefix("checkpoint");
+        registry.register(
+            "writes",
+            "Checkpoint writes attempted, by source",
+            metrics.writes.clone(),
+        );
+        registry.register(
+            "write_failures",
+            "Checkpoint writes that failed, by source",
+            metrics.failures.clone(),
+        );
+        metrics
+    }
+
+    /// A checkpoint write ended; `checkpoint` is its name (the source's: `url`, `push`,
+    /// `api`).
+    pub fn checkpoint_written(&self, checkpoint: &'static str, ok: bool) {
+        let label = [("source", checkpoint)];
+        self.writes.get_or_create(&label).inc();
+        if !ok {
+            self.failures.get_or_create(&label).inc();
+        }
+    }
+}
+
+/// The images dir's: `outpost_image_import_duration_seconds`.
+#[derive(Debug, Clone)]
+pub struct ImageImports {
+    duration: Histogram,
+}
+
+impl Default for ImageImports {
+    fn default() -> ImageImports {
+        ImageImports { duration: duration_buckets() }
+    }
+}
+
+impl ImageImports {
+    pub fn register(outpost: &mut Registry) -> ImageImports {
+        let metrics = ImageImports::default();
+        outpost.sub_registry_with_prefix("image").register(
+            "import_duration_seconds",
+            "Image tarball imports into containerd (the images dir)",
+            metrics.duration.clone(),
+        );
+        metrics
+    }
+
+    /// An image tarball was imported into containerd.
+    pub fn image_imported(&self, took: Duration) {
+        self.duration.observe(took.as_secs_f64());
     }
 }

@@ -23,18 +23,16 @@ pub(super) struct Kernel {
 type Family = (&'static str, &'static str, fn(&Traffic) -> u64);
 
 const TRAFFIC: [Family; 4] = [
-    ("outpost_pod_network_receive_bytes", "Bytes received by a pod's sockets", |t| t.rx_bytes),
-    ("outpost_pod_network_receive_packets", "Packets received by a pod's sockets", |t| {
-        t.rx_packets
-    }),
-    ("outpost_pod_network_transmit_bytes", "Bytes sent by a pod's sockets", |t| t.tx_bytes),
-    ("outpost_pod_network_transmit_packets", "Packets sent by a pod's sockets", |t| t.tx_packets),
+    ("pod_network_receive_bytes", "Bytes received by a pod's sockets", |t| t.rx_bytes),
+    ("pod_network_receive_packets", "Packets received by a pod's sockets", |t| t.rx_packets),
+    ("pod_network_transmit_bytes", "Bytes sent by a pod's sockets", |t| t.tx_bytes),
+    ("pod_network_transmit_packets", "Packets sent by a pod's sockets", |t| t.tx_packets),
 ];
 
 impl Collector for Kernel {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         ConstGauge::new(i64::from(self.ebpf.is_loaded())).encode(encoder.encode_descriptor(
-            "outpost_ebpf_loaded",
+            "ebpf_loaded",
             "Whether the eBPF programs are loaded (1) or the agent runs on containerd's events alone (0)",
             None,
             MetricType::Gauge,
@@ -63,7 +61,7 @@ impl Collector for Kernel {
         }
         execs.sort();
         let mut family = encoder.encode_descriptor(
-            "outpost_pod_process_execs",
+            "pod_process_execs",
             "Programs run (execve) in a pod's containers, as the kernel saw them",
             None,
             MetricType::Counter,

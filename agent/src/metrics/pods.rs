@@ -28,7 +28,7 @@ impl Collector for PodSources {
             (SourceState::NeverSeen, "never_seen"),
         ];
         let mut family = encoder.encode_descriptor(
-            "outpost_source_state",
+            "source_state",
             "Where each pod source's pods come from: 1 for its current state",
             None,
             MetricType::Gauge,
@@ -41,7 +41,7 @@ impl Collector for PodSources {
             }
         }
         let mut family = encoder.encode_descriptor(
-            "outpost_source_errors",
+            "source_errors",
             "Failures to reach or read a pod source since the agent started",
             None,
             MetricType::Counter,
@@ -52,7 +52,7 @@ impl Collector for PodSources {
         }
         if snap.sources.iter().any(|h| h.last_success.is_some()) {
             let mut family = encoder.encode_descriptor(
-                "outpost_source_last_success_timestamp_seconds",
+                "source_last_success_timestamp_seconds",
                 "When a pod source last delivered or confirmed its pods (Unix time)",
                 None,
                 MetricType::Gauge,
@@ -66,7 +66,7 @@ impl Collector for PodSources {
             }
         }
         let mut family = encoder.encode_descriptor(
-            "outpost_pods",
+            "pods",
             "Desired pods after the merge, by source",
             None,
             MetricType::Gauge,
@@ -86,7 +86,7 @@ fn pod_conflicts(
 ) -> Result<(), std::fmt::Error> {
     let conflicts = i64::try_from(snap.conflicts.len()).unwrap_or(i64::MAX);
     ConstGauge::new(conflicts).encode(encoder.encode_descriptor(
-        "outpost_pod_conflicts",
+        "pod_conflicts",
         "Pods not run because another pod holds their namespace/name (M2, M11)",
         None,
         MetricType::Gauge,
@@ -124,7 +124,7 @@ impl Collector for Running {
             return Ok(());
         }
         let mut family = encoder.encode_descriptor(
-            "outpost_running_pods",
+            "running_pods",
             "Desired pods in phase Running, by source",
             None,
             MetricType::Gauge,
@@ -133,7 +133,7 @@ impl Collector for Running {
             ConstGauge::new(*pods).encode(family.encode_family(&[("source", *source)])?)?;
         }
         let mut family = encoder.encode_descriptor(
-            "outpost_running_containers",
+            "running_containers",
             "Running containers of the desired pods, by source",
             None,
             MetricType::Gauge,

@@ -21,14 +21,14 @@ impl Collector for Sync {
         if let Some(health) = &self.health {
             let reachable = i64::from(health.connectivity.is_reachable());
             ConstGauge::new(reachable).encode(encoder.encode_descriptor(
-                "outpost_apiserver_reachable",
+                "apiserver_reachable",
                 "Whether the API server answered the agent's last request (1) or not (0)",
                 None,
                 MetricType::Gauge,
             )?)?;
             let queued = i64::try_from(health.status_backlog.borrow().queued).unwrap_or(i64::MAX);
             ConstGauge::new(queued).encode(encoder.encode_descriptor(
-                "outpost_pod_status_updates_queued",
+                "pod_status_updates_queued",
                 "Pod status updates waiting to be sent to the API server",
                 None,
                 MetricType::Gauge,
@@ -36,14 +36,14 @@ impl Collector for Sync {
         }
         let stats = self.events.stats();
         for (name, help, value) in [
-            ("outpost_events_recorded", "Kubernetes Events recorded", stats.emitted),
+            ("events_recorded", "Kubernetes Events recorded", stats.emitted),
             (
-                "outpost_events_rate_limited",
+                "events_rate_limited",
                 "Kubernetes Events refused by the per-object spam filter",
                 stats.rate_limited,
             ),
             (
-                "outpost_events_dropped",
+                "events_dropped",
                 "Kubernetes Events lost unwritten (the offline backlog is bounded)",
                 stats.dropped,
             ),

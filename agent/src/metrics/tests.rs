@@ -14,6 +14,13 @@ use crate::apiserver::{Health, Recorder};
 use crate::podconfig::{Snapshot, SourceHealth, SourceState};
 use crate::source::file::watch::Backend;
 
+/// A registry with the scrape-time collectors, as `outpost run` makes it.
+fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
+    let mut registry = Registry::default();
+    register(&mut registry, snapshot, sources);
+    registry
+}
+
 fn has_lines(text: &str, lines: &[&str]) {
     for line in lines {
         assert!(text.lines().any(|l| l == *line), "missing {line:?} in:\n{text}");
@@ -159,20 +166,24 @@ fn running_pods_and_containers_join_statuses_with_sources() {
 
 #[test]
 fn counted_metrics_are_exported() {
-    let metrics = Metrics::default();
-    metrics.pod_delta(DeltaOp::Add, Source::File);
-    metrics.pod_delta(DeltaOp::Add, Source::File);
-    metrics.pod_delta(DeltaOp::Remove, Source::Push);
-    metrics.manifest_rejected(Source::Url);
-    metrics.container_restarted(Source::File);
-    metrics.pod_started(Source::File, Duration::from_millis(300));
-    metrics.image_imported(Duration::from_secs(2));
-    metrics.image_pulled(Duration::from_millis(20));
-    metrics.checkpoint_written("push", true);
-    metrics.checkpoint_written("url", false);
     let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let sources = Sources { metrics: metrics.clone(), ..Sources::default() };
-    let registry = registry(handle, sources);
+    let mut registry = registry(handle, Sources::default());
+    let outpost = registry.sub_registry_with_prefix("outpost");
+    let merge = counted::Merge::register(outpost);
+    let sources = counted::SourceMetrics::register(outpost);
+    let workers = counted::Metrics::register(outpost);
+    let images = counted::ImageImports::register(outpost);
+    let checkpoints = counted::CheckpointWrites::register(outpost);
+    merge.pod_delta(DeltaOp::Add, Source::File);
+    merge.pod_delta(DeltaOp::Add, Source::File);
+    merge.pod_delta(DeltaOp::Remove, Source::Push);
+    sources.manifest_rejected(Source::Url);
+    workers.container_restarted(Source::File);
+    workers.pod_started(Source::File, Duration::from_millis(300));
+    images.image_imported(Duration::from_secs(2));
+    workers.image_pulled(Duration::from_millis(20));
+    checkpoints.checkpoint_written("push", true);
+    checkpoints.checkpoint_written("url", false);
     let text = render(&registry).unwrap();
     has_lines(
         &text,
@@ -197,7 +208,7 @@ fn counted_metrics_are_exported() {
     assert!(!text.contains("write_failures_total{source=\"push\"}"), "{text}");
     // No watcher reported yet: no info line; then the backend the file source uses.
     assert!(!text.contains("outpost_manifest_watcher_info"), "{text}");
-    metrics.manifest_watcher(Backend::Inotify);
+    sources.manifest_watcher(Backend::Inotify);
     let text = render(&registry).unwrap();
     has_lines(
         &text,

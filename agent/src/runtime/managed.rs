@@ -30,6 +30,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+/// `--containerd`: who runs containerd (a setting, hence defined with the others).
+pub use crate::config::Mode;
+
 /// Where the managed containerd's sockets, pid file and state go (a tmpfs).
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost/containerd";
 /// Unix socket paths are limited to 107 bytes (`sun_path`, with its NUL).
@@ -116,16 +119,6 @@ pub enum Error {
         #[source]
         source: tokio::task::JoinError,
     },
-}
-
-/// `--containerd`: who runs containerd.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// External if its socket exists, else managed if containerd is installed.
-    #[default]
-    Auto,
-    Managed,
-    External,
 }
 
 /// What the agent does about containerd.

@@ -5,7 +5,7 @@
 //! The list+watch loop is written here over kube's `Api::list`/`Api::watch` rather than
 //! taken from `kube::runtime::watcher`, because the watcher hides what this source must
 //! report: when a watch is (re)established and when a bookmark arrives, which is how the
-//! agent knows the API server is reachable again (`/readyz`, and the writers of `sync`).
+//! agent knows the API server is reachable again (`/readyz`, and the status sync).
 //! It follows the reflector's contract: list (paged), then watch from the list's
 //! resourceVersion with bookmarks, resume from the last seen resourceVersion after a
 //! broken stream, re-list on `410 Gone`, jittered exponential backoff between failures.

@@ -30,7 +30,7 @@ use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
 use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::{self, Action, ManifestAudit};
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::SourceMetrics;
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -139,7 +139,7 @@ pub struct FileSource {
     /// Where rejected manifests are reported (a `FailedValidation` event on the node).
     events: Recorder,
     /// Counts rejected manifests; told the watcher's backend.
-    metrics: Metrics,
+    metrics: SourceMetrics,
     /// Where every change acted on is recorded, with its writer.
     audit: ManifestAudit,
 }
@@ -165,7 +165,7 @@ impl FileSource {
             dirty: false,
             errors_total: 0,
             events: Recorder::default(),
-            metrics: Metrics::default(),
+            metrics: SourceMetrics::default(),
             audit: ManifestAudit::default(),
         };
         source.watch_dirs();
@@ -182,7 +182,7 @@ impl FileSource {
     }
 
     /// Counts rejected manifests in `metrics` and tells it the watcher's backend.
-    pub fn with_metrics(mut self, metrics: Metrics) -> FileSource {
+    pub fn with_metrics(mut self, metrics: SourceMetrics) -> FileSource {
         metrics.manifest_watcher(self.backend());
         self.metrics = metrics;
         self

@@ -28,7 +28,7 @@ use tracing::{Instrument, error, info, info_span, warn};
 use self::state::{Checkpoint, Manifests, Put};
 pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::SourceMetrics;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// The checkpoint's name (`<state-dir>/checkpoints/push.json`).
@@ -119,7 +119,7 @@ pub struct Config {
     pub node_name: String,
     pub checkpoints: Checkpoints,
     /// Counts rejected bodies.
-    pub metrics: Metrics,
+    pub metrics: SourceMetrics,
 }
 
 /// What a PUT did.
@@ -145,7 +145,7 @@ struct Inner {
     current: ArcSwap<Manifests>,
     /// Serialises writes, so checkpoints and SETs go out in the order of the changes.
     writer: Mutex<mpsc::Sender<SourceEvent>>,
-    metrics: Metrics,
+    metrics: SourceMetrics,
 }
 
 /// Loads the pushed manifests' checkpoint and returns the handle for the HTTP

@@ -31,7 +31,7 @@ use tracing::{Instrument, debug, error, info, warn};
 
 use self::client::{Client, Fetched, Validators};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::SourceMetrics;
 use crate::source::{EventStream, Freshness, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};
@@ -192,7 +192,7 @@ pub struct UrlSource {
     /// The last failure logged at warn level (the same one again is logged at debug).
     last_failure: Option<String>,
     /// Counts rejected documents.
-    metrics: Metrics,
+    metrics: SourceMetrics,
 }
 
 impl UrlSource {
@@ -217,12 +217,12 @@ impl UrlSource {
             events: VecDeque::new(),
             next_fetch: Instant::now(),
             last_failure: None,
-            metrics: Metrics::default(),
+            metrics: SourceMetrics::default(),
         })
     }
 
     /// Counts rejected documents (empty, undecodable or invalid) in `metrics`.
-    pub fn with_metrics(mut self, metrics: Metrics) -> UrlSource {
+    pub fn with_metrics(mut self, metrics: SourceMetrics) -> UrlSource {
         self.metrics = metrics;
         self
     }

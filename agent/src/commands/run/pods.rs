@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use outpost_core::backoff::Backoff;
 use outpost_core::lifecycle::CrashLoopConfig;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -14,13 +15,13 @@ use super::Error;
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::{ImageImports, Metrics};
 use crate::podconfig::Batch;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::PullOptions;
 use crate::runtime::image::watch::ImagesDir;
-use crate::runtime::managed::{self, Choice};
+use crate::runtime::managed::{self, Choice, ManagedContainerd};
 use crate::runtime::{Containerd, spec};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::worker::{self, Runtime, Settings};
@@ -49,15 +50,49 @@ pub(super) struct RuntimeHandles {
     /// containerd's version, once connected (the Node's nodeInfo).
     pub(super) version: Arc<OnceLock<String>>,
     pub(super) events: Recorder,
+    /// The pod workers' metrics.
     pub(super) metrics: Metrics,
+    /// The images dir's metrics.
+    pub(super) images: ImageImports,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
     pub(super) stop_pods: CancellationToken,
     /// The BPF programs, if loaded.
     pub(super) ebpf: crate::ebpf::Handle,
 }
 
+/// The pod runtime, built: who runs containerd, and what the pod workers need.
+#[derive(Debug)]
+pub(super) struct PodRuntime {
+    pub(super) config: Config,
+    pub(super) choice: Choice,
+    /// The `containerd` binary, for [`Choice::Managed`].
+    pub(super) binary: PathBuf,
+    /// This executable, the container logger containerd's shims run.
+    pub(super) exe: PathBuf,
+    pub(super) batches: mpsc::Receiver<Batch>,
+    pub(super) handles: RuntimeHandles,
+}
+
+impl PodRuntime {
+    /// Starts the managed containerd if it is the choice (returned: the caller stops it),
+    /// then spawns the pod runtime.
+    pub(super) async fn start(
+        self,
+    ) -> Result<(JoinHandle<Result<(), Error>>, Option<ManagedContainerd>), Error> {
+        let PodRuntime { config, choice, binary, exe, batches, handles } = self;
+        let (socket, managed) = match choice {
+            Choice::External => (config.containerd_socket.clone(), None),
+            Choice::Managed => {
+                let started = ManagedContainerd::start(managed_options(&config, binary)).await?;
+                (started.socket().to_owned(), Some(started))
+            }
+        };
+        Ok((tokio::spawn(run_pods(config, socket, exe, batches, handles)), managed))
+    }
+}
+
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
-pub(super) async fn run_pods(
+async fn run_pods(
     config: Config,
     socket: PathBuf,
     exe: PathBuf,
@@ -83,7 +118,7 @@ pub(super) async fn run_pods(
         Some(dir) => {
             let record = config.state_dir.join("images-imported.json");
             let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?
-                .with_metrics(handles.metrics.clone());
+                .with_metrics(handles.images);
             match images.import_present().await {
                 Ok(summary) => info!(
                     imported = summary.imported.len(),

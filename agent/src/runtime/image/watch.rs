@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use self::record::{Record, Stamp, tarball_name};
 use super::import;
 use crate::error_chain::describe;
-use crate::metrics::counted::Metrics;
+use crate::metrics::counted::ImageImports;
 use crate::runtime::Containerd;
 
 /// inotify's read buffer: room for many events with long names.
@@ -109,7 +109,7 @@ pub struct ImagesDir {
     /// The watch on the directory (a new one if the directory is created again).
     watch: Option<WatchDescriptor>,
     /// Times the imports.
-    metrics: Metrics,
+    metrics: ImageImports,
 }
 
 enum Wake {
@@ -138,14 +138,14 @@ impl ImagesDir {
             backoff: RETRY_BACKOFF,
             events,
             watch: None,
-            metrics: Metrics::default(),
+            metrics: ImageImports::default(),
         };
         images.add_watch()?;
         Ok(images)
     }
 
     /// Times each successful import in `metrics`.
-    pub fn with_metrics(mut self, metrics: Metrics) -> ImagesDir {
+    pub fn with_metrics(mut self, metrics: ImageImports) -> ImagesDir {
         self.metrics = metrics;
         self
     }

@@ -45,6 +45,9 @@ use std::path::{Path, PathBuf};
 
 use tracing::info;
 
+/// Which backend to use (`--watcher`, a setting, hence defined with the others).
+pub use crate::config::Preference;
+
 /// The kernel interface a [`Watcher`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -130,16 +133,6 @@ impl Refs {
             None
         }
     }
-}
-
-/// Which backend to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Preference {
-    /// fanotify, falling back to inotify (with the reason logged) when fanotify cannot
-    /// start, or when the first directory's filesystem cannot report file handles.
-    Auto,
-    Fanotify,
-    Inotify,
 }
 
 /// One watched directory. Ids are never reused within a [`Watcher`].
