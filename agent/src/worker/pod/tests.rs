@@ -824,13 +824,8 @@ async fn the_kernels_exit_first_restarts_once_and_reaps_in_the_background() {
     assert_eq!(h.waiting(&p, "c").reason.as_deref(), Some("CrashLoopBackOff"));
     let last = h.last_terminated(&p, "c");
     assert_eq!((last.exit_code, last.signal), (137, Some(9)));
-    // containerd's word for the same exit changes nothing.
-    h.send(Message::Task(TaskEvent::Exit {
-        container_id: "c2".into(),
-        exit_status: 137,
-        exited_at: None,
-    }))
-    .await;
+    // containerd's word for the same exit, still routed to the worker, changes nothing.
+    h.exit("c2", 137).await;
     assert!(h.calls().is_empty());
     // One restart, after the backoff, while the reaping is still under way.
     pass(secs(1)).await;
@@ -849,6 +844,46 @@ async fn the_kernels_exit_first_restarts_once_and_reaps_in_the_background() {
     reaped.open();
     settle().await;
     assert!(h.ended());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_kernels_word_after_containerds_exit_still_reaches_the_worker() {
+    let h = Harness::new();
+    let p = web();
+    h.running(&p).await;
+    // Restarted at once: c1 is routed to the worker while its removal is under way.
+    let removal = h.fake().hold("remove c1");
+    h.exit("c1", 137).await;
+    assert_eq!(h.last_terminated(&p, "c").signal, None, "containerd knows no signal");
+    h.kernel_exit("u1", "c1", 9).await;
+    assert_eq!(h.last_terminated(&p, "c").signal, Some(9), "the kernel does");
+    removal.open();
+    settle().await;
+    assert!(!h.routed("c1"), "no longer once removed");
+    // Backing off: c2 stays routed until its restart removes it.
+    h.exit("c2", 137).await;
+    assert_eq!(h.waiting(&p, "c").reason.as_deref(), Some("CrashLoopBackOff"));
+    h.calls();
+    h.kernel_exit("u1", "c2", 9).await;
+    let task =
+        Task { tgid: 4243, pid: 4243, ns_tgid: 7, cgroup_id: 77, ktime_ns: 0, comm: "tail".into() };
+    route_kernel(
+        &h.shared,
+        ebpf::Observed {
+            pod_uid: "u1".into(),
+            container_id: "c2".into(),
+            event: KernelEvent::OomKill { task, uid: 0 },
+        },
+    );
+    settle().await;
+    assert!(h.calls().is_empty(), "no second restart");
+    let last = h.last_terminated(&p, "c");
+    assert_eq!(last.signal, Some(9));
+    assert_eq!(last.reason.as_deref(), Some("OOMKilled"));
+    assert_eq!(last.message.as_deref(), Some("The OOM killer chose pid 4243 (tail)"));
+    pass(secs(1)).await;
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3", "remove c2"]);
+    assert!(!h.routed("c2"));
 }
 
 // ---------------------------------------------------------------------------------------
