@@ -20,7 +20,7 @@ use outpost_core::pod_worker::{
     Terminated, WaitingReason, container_hash,
 };
 use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use super::PodWorker;
 use crate::ebpf;
@@ -31,7 +31,9 @@ use crate::runtime::events::TaskEvent;
 use crate::status::StatusStore;
 use crate::sync::Recorder;
 use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
-use crate::worker::{Inbox, Message, Outbox, Routes, Shared, adoptable, route, route_kernel};
+use crate::worker::{
+    Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, route, route_kernel,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -283,6 +285,25 @@ async fn pass(d: Duration) {
     settle().await;
 }
 
+/// What the workers share, on a fake runtime.
+fn shared() -> Arc<Shared<Fake>> {
+    let settings = pod_worker::Settings {
+        crash_loop: CrashLoopConfig::default(),
+        host_ip: Some(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))),
+        seed: 7,
+    };
+    let shared = Arc::new(Shared::with_runtime(
+        Fake::default(),
+        settings,
+        StatusStore::default(),
+        Recorder::default(),
+        Metrics::default(),
+        ebpf::Handle::default(),
+    ));
+    shared.runtime.state().routes = Some(shared.routes.clone());
+    shared
+}
+
 /// One `default/web` worker on a fake runtime.
 struct Harness {
     shared: Arc<Shared<Fake>>,
@@ -296,20 +317,7 @@ impl Harness {
     }
 
     fn with_found(found: Vec<Found>) -> Harness {
-        let settings = pod_worker::Settings {
-            crash_loop: CrashLoopConfig::default(),
-            host_ip: Some(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))),
-            seed: 7,
-        };
-        let shared = Arc::new(Shared::with_runtime(
-            Fake::default(),
-            settings,
-            StatusStore::default(),
-            Recorder::default(),
-            Metrics::default(),
-            ebpf::Handle::default(),
-        ));
-        shared.runtime.state().routes = Some(shared.routes.clone());
+        let shared = shared();
         let (outbox, inbox) = mpsc::unbounded_channel();
         let worker = PodWorker::new(shared.clone(), name(), outbox.clone(), found);
         let worker = tokio::spawn(worker.run(inbox));
@@ -805,6 +813,42 @@ async fn m10_containers_an_earlier_run_left_for_another_uid_stop_first() {
         ]
     );
     assert_eq!(h.phase(&p), "Running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn m9_the_dispatcher_stops_what_no_source_wants_then_serves_the_name_anew() {
+    let shared = shared();
+    let c = first_container(&web());
+    let mut workers = Workers {
+        shared: shared.clone(),
+        outboxes: HashMap::new(),
+        running: JoinSet::new(),
+        found: HashMap::from([(name(), vec![found_running("s1", "u0", &c, 0)])]),
+    };
+    workers.collect_garbage();
+    settle().await;
+    assert!(workers.found.is_empty(), "taken by a worker");
+    let calls = || std::mem::take(&mut shared.runtime.state().log);
+    assert_eq!(calls(), ["kill s1 TERM", "task s1"]);
+    let exit = TaskEvent::Exit { container_id: "s1".into(), exit_status: 143, exited_at: None };
+    route(&shared, &workers.outboxes, exit);
+    settle().await;
+    assert_eq!(calls(), ["remove s1", "tear_down u0"]);
+    // The worker ended; a pod desired before the dispatcher saw it end goes to a new one.
+    workers.send(name(), desired(&web()));
+    let done = workers.running.join_next().await.unwrap();
+    workers.finished(done);
+    settle().await;
+    assert_eq!(calls(), ["set_up_sandbox u1", "ensure_image img:1", "create c#0", "start c1"]);
+    assert_eq!(workers.outboxes.len(), 1);
+    assert_eq!(shared.statuses.get("u1").unwrap().phase.as_deref(), Some("Running"));
+    // The agent leaves: the worker ends; with no worker left, leaving starts none.
+    workers.send(name(), Message::Leave);
+    let done = workers.running.join_next().await.unwrap();
+    workers.finished(done);
+    assert!(workers.outboxes.is_empty());
+    workers.send(name(), Message::Leave);
+    assert!(workers.running.is_empty(), "no worker is started to leave");
 }
 
 // ---------------------------------------------------------------------------------------
