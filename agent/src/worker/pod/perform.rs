@@ -80,7 +80,8 @@ impl<R: PodRuntime> PodWorker<R> {
                 }
             }
             Action::DeleteTask { container_id, reap } => {
-                shared.routes.remove(&container_id);
+                // Its events stay routed here: the other side's late word about this exit
+                // (the kernel's signal or OOM victim) still counts.
                 if reap {
                     // containerd may not have reaped it yet: delete it once it has, off
                     // the path of this status update and restart decision.
@@ -100,12 +101,16 @@ impl<R: PodRuntime> PodWorker<R> {
                 }
             }
             Action::RemoveContainer { container_id, background } => {
-                shared.routes.remove(&container_id);
+                // Routed here until it is gone (late words about its exit).
                 if background {
                     let shared = shared.clone();
-                    self.cleanup.spawn(async move { remove(&shared.runtime, &container_id).await });
+                    self.cleanup.spawn(async move {
+                        remove(&shared.runtime, &container_id).await;
+                        shared.routes.remove(&container_id);
+                    });
                 } else {
                     remove(runtime, &container_id).await;
+                    shared.routes.remove(&container_id);
                 }
             }
             Action::Event { pod, container, kind, reason, message } => {
