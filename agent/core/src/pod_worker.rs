@@ -22,6 +22,8 @@ mod exit;
 pub mod slot;
 pub mod status;
 mod stop;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;

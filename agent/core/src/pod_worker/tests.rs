@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod, PodCondition,
-    PodSpec, PodStatus,
+    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodSpec,
+    PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -58,22 +58,7 @@ fn host_ip() -> IpAddr {
 struct P(Pod);
 
 fn pod(uid: &str, containers: &[(&str, &str)]) -> P {
-    let mut p = Pod::default();
-    p.metadata.namespace = Some("default".into());
-    p.metadata.name = Some("web".into());
-    p.metadata.uid = Some(uid.into());
-    p.spec = Some(PodSpec {
-        containers: containers
-            .iter()
-            .map(|(name, image)| Container {
-                name: (*name).into(),
-                image: Some((*image).into()),
-                ..Container::default()
-            })
-            .collect(),
-        ..PodSpec::default()
-    });
-    P(p)
+    P(super::testing::pod(uid, containers))
 }
 
 /// The usual one: UID `u1`, one container `c` of image `img:1`.

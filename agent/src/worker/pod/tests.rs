@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod, PodCondition,
-    PodSpec, PodStatus,
+    PodStatus,
 };
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::pod::{FullName, Source};
+use outpost_core::pod_worker::testing::pod;
 use outpost_core::pod_worker::{
     self, Desired, Found, FoundTask, SandboxProblem, SandboxReason, StartFailure, StopSignal,
     Terminated, WaitingReason, container_hash,
@@ -23,13 +24,13 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::PodWorker;
+use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::ebpf::records::{KernelEvent, Task};
 use crate::metrics::counted::Metrics;
 use crate::runtime::container;
 use crate::runtime::events::TaskEvent;
 use crate::status::StatusStore;
-use crate::sync::Recorder;
 use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
 use crate::worker::{
     Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, route, route_kernel,
@@ -230,26 +231,6 @@ impl PodRuntime for Fake {
 
 fn name() -> FullName {
     FullName { namespace: "default".into(), name: "web".into() }
-}
-
-/// `default/web` of UID `uid` with these (name, image) containers.
-fn pod(uid: &str, containers: &[(&str, &str)]) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.namespace = Some("default".into());
-    p.metadata.name = Some("web".into());
-    p.metadata.uid = Some(uid.into());
-    p.spec = Some(PodSpec {
-        containers: containers
-            .iter()
-            .map(|(name, image)| Container {
-                name: (*name).into(),
-                image: Some((*image).into()),
-                ..Container::default()
-            })
-            .collect(),
-        ..PodSpec::default()
-    });
-    p
 }
 
 /// UID `u1`, one container `c` of image `img:1`.
