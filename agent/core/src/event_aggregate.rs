@@ -47,6 +47,22 @@ impl EventType {
     }
 }
 
+/// kubelet's event reasons (`pkg/kubelet/events`) that Outpost records.
+pub mod reason {
+    pub const PULLING: &str = "Pulling";
+    pub const PULLED: &str = "Pulled";
+    pub const CREATED: &str = "Created";
+    pub const STARTED: &str = "Started";
+    pub const FAILED: &str = "Failed";
+    pub const KILLING: &str = "Killing";
+    pub const BACK_OFF: &str = "BackOff";
+    pub const OOM_KILLED: &str = "OOMKilled";
+    pub const INSPECT_FAILED: &str = "InspectFailed";
+    pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+    pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const FAILED_VALIDATION: &str = "FailedValidation";
+}
+
 /// The object an event is about (its involvedObject, without the field path).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ObjectKey {

@@ -37,7 +37,7 @@ use self::slot::{Slot, SlotState, creating};
 pub use self::slot::{Terminated, TerminatedReason, WaitingReason};
 use self::status::PodView;
 use crate::backoff::Backoff;
-use crate::event_aggregate::EventType;
+use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{self, FullName, Source};
 
@@ -293,15 +293,6 @@ pub enum Action {
     RemoveStatus {
         uid: String,
     },
-}
-
-/// kubelet's event reasons (`pkg/kubelet/events`) the worker records.
-pub mod reason {
-    pub const KILLING: &str = "Killing";
-    pub const BACK_OFF: &str = "BackOff";
-    pub const FAILED: &str = "Failed";
-    pub const OOM_KILLED: &str = "OOMKilled";
-    pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 }
 
 /// The result of a step.

@@ -39,21 +39,8 @@ pub const SOURCE_COMPONENT: &str = "kubelet";
 /// `reportingComponent` of every Event.
 pub const REPORTING_COMPONENT: &str = "outpost";
 
-/// kubelet's event reasons (`pkg/kubelet/events`).
-pub mod reason {
-    pub const PULLING: &str = "Pulling";
-    pub const PULLED: &str = "Pulled";
-    pub const CREATED: &str = "Created";
-    pub const STARTED: &str = "Started";
-    pub const FAILED: &str = "Failed";
-    pub const KILLING: &str = "Killing";
-    pub const BACK_OFF: &str = "BackOff";
-    pub const OOM_KILLED: &str = "OOMKilled";
-    pub const INSPECT_FAILED: &str = "InspectFailed";
-    pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-    pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
-    pub const FAILED_VALIDATION: &str = "FailedValidation";
-}
+/// kubelet's event reasons, one list for the whole agent.
+pub use outpost_core::event_aggregate::reason;
 
 /// Where events are recorded: cheap to clone, never blocks, works with no API server
 /// configured (events are then only kept locally).
