@@ -46,6 +46,12 @@ pub const KILL_WAIT: Duration = Duration::from_secs(10);
 /// The grace period of containers whose pod is gone and whose labels do not say.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
+/// An exit status as kubelet reports it (`exitCode` is an int32; containerd and the
+/// kernel report it unsigned).
+pub fn exit_code(status: u32) -> i32 {
+    i32::try_from(status).unwrap_or(i32::MAX)
+}
+
 /// The time, both ways: monotonic for deadlines, wall for what the status shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
@@ -83,7 +89,7 @@ pub struct Found {
     pub grace: Option<Duration>,
     pub task: FoundTask,
     /// How it ended, as recorded in its labels once its task was deleted.
-    pub recorded_exit: Option<RecordedExit>,
+    pub recorded_exit: RecordedExit,
 }
 
 /// A found container's task.
@@ -98,8 +104,8 @@ pub enum FoundTask {
     },
 }
 
-/// What a container's labels say about its end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a container's labels say about its end (nothing, before its task was deleted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordedExit {
     pub exit_code: Option<i32>,
     pub reason: Option<String>,
@@ -364,7 +370,8 @@ enum Shutdown {
 pub struct PodWorker {
     name: FullName,
     settings: Settings,
-    jitter: Jitter,
+    /// The jitter of the backoffs, seeded: a worker's delays are reproducible.
+    jitter: fastrand::Rng,
     desired: Option<Desired>,
     current: Option<Current>,
     /// Containers an earlier run left for this full name, not yet adopted or removed.
@@ -377,7 +384,7 @@ impl PodWorker {
     pub fn new(name: FullName, settings: Settings, found: Vec<Found>) -> PodWorker {
         PodWorker {
             name,
-            jitter: Jitter(settings.seed | 1),
+            jitter: fastrand::Rng::with_seed(settings.seed),
             settings,
             desired: None,
             current: None,
@@ -561,7 +568,7 @@ impl PodWorker {
 
     fn sandbox_failed(&mut self, problem: SandboxProblem, now: Now, out: &mut Vec<Action>) {
         let Some(current) = &mut self.current else { return };
-        let delay = current.sandbox_backoff.next_delay(self.jitter.next());
+        let delay = current.sandbox_backoff.next_delay(self.jitter.f64());
         tracing::warn!(reason = problem.reason.as_str(), error = problem.message, retry_in = ?delay, "cannot set up the pod sandbox");
         out.push(Action::Event {
             pod: current.pod.clone(),
@@ -661,25 +668,6 @@ impl Current {
 pub fn container_hash(container: &Container) -> String {
     let bytes = serde_json::to_vec(container).unwrap_or_default();
     format!("{:x}", xxhash_rust::xxh3::xxh3_64(&bytes))
-}
-
-/// A small deterministic source of jitter for the backoffs (xorshift64*).
-#[derive(Debug, Clone, Copy)]
-struct Jitter(u64);
-
-impl Jitter {
-    /// Uniform in `[0, 1)`.
-    fn next(&mut self) -> f64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        let bits = x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
-        #[allow(clippy::cast_precision_loss)]
-        let unit = bits as f64 / (1u64 << 53) as f64;
-        unit
-    }
 }
 
 #[cfg(test)]

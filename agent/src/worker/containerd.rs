@@ -15,7 +15,7 @@ use outpost_core::lifecycle::{self, CrashLoopConfig, PullPolicy};
 use outpost_core::pod::{self, FullName};
 use outpost_core::pod_worker::{
     Found, FoundTask, RecordedExit, SandboxProblem, StartFailure, StopSignal, Terminated,
-    WaitingReason,
+    WaitingReason, exit_code,
 };
 
 pub use self::sandbox::remove_orphans;
@@ -241,7 +241,7 @@ fn found(listed: Listed) -> Option<(FullName, Found)> {
             FoundTask::Running
         }
         Some(t) => FoundTask::NotRunning {
-            exit_code: i32::try_from(t.exit_status).unwrap_or(i32::MAX),
+            exit_code: exit_code(t.exit_status),
             exited_at: t.exited_at.as_ref().and_then(timestamp),
         },
     };
@@ -259,11 +259,11 @@ fn found(listed: Listed) -> Option<(FullName, Found)> {
             .and_then(|g| g.parse().ok())
             .map(Duration::from_secs),
         task,
-        recorded_exit: Some(RecordedExit {
+        recorded_exit: RecordedExit {
             exit_code: listed.label(LABEL_EXIT_CODE).and_then(|c| c.parse().ok()),
             reason: label(LABEL_REASON),
             finished_at: listed.label(LABEL_FINISHED_AT).and_then(|t| t.parse().ok()),
-        }),
+        },
         id: listed.id,
     };
     Some((name, found))

@@ -123,7 +123,7 @@ impl<R: PodRuntime> PodWorker<R> {
             Message::Task(TaskEvent::Exit { container_id, exit_status, exited_at }) => {
                 inputs.push_back(Input::Exited(Exit {
                     container_id,
-                    exit_code: i32::try_from(exit_status).unwrap_or(i32::MAX),
+                    exit_code: pod_worker::exit_code(exit_status),
                     finished_at: exited_at,
                     signal: None,
                     by: ExitSource::Containerd,
@@ -199,7 +199,7 @@ fn kernel_input(observed: Observed) -> Option<Input> {
             let status = records::exit_status(exit_code);
             Some(Input::Exited(Exit {
                 container_id: observed.container_id,
-                exit_code: i32::try_from(status.code).unwrap_or(i32::MAX),
+                exit_code: pod_worker::exit_code(status.code),
                 finished_at: Some(wall_time(task.ktime_ns)),
                 signal: status.signal.and_then(|s| i32::try_from(s).ok()),
                 by: ExitSource::Kernel,

@@ -76,7 +76,7 @@ fn adopt_container(
     slot.restart_count = found.restart_count;
     slot.ran = true;
     let started_at = found.started_at.unwrap_or(now.wall);
-    let recorded = found.recorded_exit.as_ref();
+    let recorded = &found.recorded_exit;
     let (exit_code, finished_at) = match found.task {
         FoundTask::Running => {
             out.push(Action::Watch { container_id: found.id.clone() });
@@ -91,14 +91,13 @@ fn adopt_container(
         }
         FoundTask::NotRunning { exit_code, exited_at } => {
             out.push(Action::DeleteTask { container_id: found.id.clone(), reap: false });
-            (exit_code, exited_at.or(recorded.and_then(|r| r.finished_at)))
+            (exit_code, exited_at.or(recorded.finished_at))
         }
-        FoundTask::None => {
-            (recorded.and_then(|r| r.exit_code).unwrap_or(-1), recorded.and_then(|r| r.finished_at))
-        }
+        FoundTask::None => (recorded.exit_code.unwrap_or(-1), recorded.finished_at),
     };
     let reason = recorded
-        .and_then(|r| r.reason.as_deref())
+        .reason
+        .as_deref()
         .and_then(TerminatedReason::parse)
         .unwrap_or_else(|| TerminatedReason::of(exit_code, false));
     let terminated = Terminated {

@@ -52,7 +52,7 @@ impl PodWorker {
         }
         let pull = failure.is_pull();
         let delay = if pull {
-            slot.pull_backoff.next_delay(self.jitter.next())
+            slot.pull_backoff.next_delay(self.jitter.f64())
         } else {
             slot.crash_loop.after_exit(Duration::ZERO)
         };

@@ -124,7 +124,7 @@ fn found(id: &str, uid: &str, container: &str, restart_count: u32, hash: &str) -
         started_at: None,
         grace: None,
         task: FoundTask::Running,
-        recorded_exit: None,
+        recorded_exit: RecordedExit::default(),
     }
 }
 
@@ -1070,11 +1070,11 @@ fn adopts_how_a_container_without_its_task_ended_from_its_labels() {
         let p = web().policy(policy);
         let mut f = found("old-c", "u1", "c", 0, &p.hash("c"));
         f.task = FoundTask::None;
-        f.recorded_exit = Some(RecordedExit {
+        f.recorded_exit = RecordedExit {
             exit_code: Some(137),
             reason: Some("OOMKilled".into()),
             finished_at: Some(wall_before(secs(60))),
-        });
+        };
         let mut d = Driver::with_found(vec![f]);
         let actions = shown(&d.drive(p.input()));
         assert_eq!(actions[..2], ["TrackPod u1", "SetUpSandbox u1"], "no task to delete");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod_worker::{
     Action, Exit, ExitSource, Input, Metric, StartFailure, Started, StopSignal, WaitingReason,
+    exit_code,
 };
 
 use super::PodWorker;
@@ -62,7 +63,7 @@ impl<R: PodRuntime> PodWorker<R> {
                     let (exit_code, finished_at) = match runtime.task(&id).await {
                         Ok(TaskState::Running) => continue,
                         Ok(TaskState::Exited { exit_status, exited_at }) => {
-                            (i32::try_from(exit_status).unwrap_or(i32::MAX), exited_at)
+                            (exit_code(exit_status), exited_at)
                         }
                         Ok(TaskState::Missing) => (UNKNOWN_EXIT, None),
                         Err(e) => {

@@ -724,7 +724,7 @@ fn found_running(id: &str, uid: &str, container: &Container, restart_count: u32)
         started_at: Some(Timestamp::from_second(1_700_000_000).unwrap()),
         grace: Some(secs(30)),
         task: FoundTask::Running,
-        recorded_exit: None,
+        recorded_exit: outpost_core::pod_worker::RecordedExit::default(),
     }
 }
 
