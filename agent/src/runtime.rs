@@ -7,6 +7,7 @@ pub mod cni;
 pub mod container;
 pub mod containerd;
 pub mod events;
+pub mod exec;
 pub mod host;
 pub mod image;
 pub mod logs;

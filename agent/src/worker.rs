@@ -12,6 +12,7 @@
 mod containerd;
 mod pod;
 mod pod_runtime;
+pub mod probe;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::containerd::{Pods, Settings};
 pub use self::pod_runtime::PodRuntime;
+use self::probe::Prober;
 use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::metrics::counted::Metrics;
@@ -32,6 +34,7 @@ use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
 use crate::runtime::events::{self, TaskEvent};
+use crate::runtime::exec::Execs;
 use crate::status::StatusStore;
 
 /// What every worker shares: the pod runtime, where statuses, Events and counts go, the
@@ -46,6 +49,8 @@ pub struct Shared<R> {
     pub metrics: Metrics,
     /// The BPF side (when loaded): kernel events, the exec audit log.
     pub ebpf: ebpf::Handle,
+    /// Runs probes' and hooks' handlers.
+    pub prober: Prober,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -62,15 +67,23 @@ impl Runtime {
         events: Recorder,
         metrics: Metrics,
         ebpf: ebpf::Handle,
-    ) -> Runtime {
+    ) -> Result<Runtime, probe::Error> {
         let core = pod_worker::Settings {
             crash_loop: settings.crash_loop,
             host_ip: settings.host_ip,
             seed: fastrand::u64(..),
         };
-        let pods =
-            Pods { containerd, cni, settings, events: events.clone(), metrics: metrics.clone() };
-        Shared::with_runtime(pods, core, statuses, events, metrics, ebpf)
+        let execs = Execs::new(containerd.clone(), settings.run_dir.join("exec"));
+        let pods = Pods {
+            containerd,
+            cni,
+            settings,
+            events: events.clone(),
+            metrics: metrics.clone(),
+            execs,
+        };
+        let prober = Prober::new()?;
+        Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober))
     }
 }
 
@@ -82,8 +95,18 @@ impl<R: PodRuntime> Shared<R> {
         events: Recorder,
         metrics: Metrics,
         ebpf: ebpf::Handle,
+        prober: Prober,
     ) -> Shared<R> {
-        Shared { runtime, statuses, events, metrics, ebpf, settings, routes: Routes::default() }
+        Shared {
+            runtime,
+            statuses,
+            events,
+            metrics,
+            ebpf,
+            prober,
+            settings,
+            routes: Routes::default(),
+        }
     }
 }
 

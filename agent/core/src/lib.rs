@@ -7,6 +7,7 @@
 //! - [`mirror`]: mirror pods (R1–R5): their content and the plan that keeps them.
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
+//! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
@@ -27,4 +28,5 @@ pub mod node_status;
 pub mod pace;
 pub mod pod;
 pub mod pod_worker;
+pub mod probe;
 pub mod status_queue;

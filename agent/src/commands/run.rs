@@ -70,6 +70,8 @@ pub enum Error {
         #[source]
         source: credentials::Error,
     },
+    #[error(transparent)]
+    Prober(#[from] crate::worker::probe::Error),
     #[error("the pod runtime task failed")]
     Task(#[source] tokio::task::JoinError),
     #[error(transparent)]

@@ -103,6 +103,25 @@ impl Metrics {
     pub fn image_pulled(&self, took: Duration) {
         self.0.image_pull_duration.observe(took.as_secs_f64());
     }
+
+    /// A probe ran: `outpost_prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`
+    /// (kubelet's `prober_probe_total`) and `outpost_prober_probe_duration_seconds`
+    /// (`probe_type,container,pod,namespace`).
+    pub fn probed(&self, labels: &ProbeLabels<'_>, result: &'static str, took: Duration) {
+        let _ = (labels, result, took);
+        todo!("helper: probe metrics")
+    }
+}
+
+/// Which probe of which container ran.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeLabels<'a> {
+    /// `Liveness`, `Readiness` or `Startup`.
+    pub probe_type: &'static str,
+    pub namespace: &'a str,
+    pub pod: &'a str,
+    pub pod_uid: &'a str,
+    pub container: &'a str,
 }
 
 /// The merge's: `outpost_pod_deltas_total{op,source}`.

@@ -32,6 +32,7 @@ use crate::runtime::container::{
     LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::events::timestamp;
+use crate::runtime::exec::{self, ExecOutput, Execs};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
 use crate::runtime::image::resolve::{self, Image};
@@ -70,6 +71,8 @@ pub struct Pods {
     pub events: Recorder,
     /// Counts image pulls.
     pub metrics: Metrics,
+    /// Runs probes' and hooks' commands in containers.
+    pub execs: Execs,
 }
 
 impl Pods {
@@ -220,6 +223,15 @@ impl PodRuntime for Pods {
 
     async fn remove_container(&self, id: &str) -> Result<(), container::Error> {
         container::remove(&self.containerd, id).await
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        command: &[String],
+        timeout: Duration,
+    ) -> Result<ExecOutput, exec::Error> {
+        self.execs.run(id, command, timeout).await
     }
 
     async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {

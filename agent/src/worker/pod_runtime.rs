@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -11,6 +12,7 @@ use outpost_core::pod::FullName;
 use outpost_core::pod_worker::{Found, SandboxProblem, StartFailure, StopSignal, Terminated};
 
 use crate::runtime::container;
+use crate::runtime::exec::{self, ExecOutput};
 
 /// A container to create: which pod, sandbox, spec and image, which run of it.
 #[derive(Debug)]
@@ -109,6 +111,15 @@ pub trait PodRuntime: Send + Sync + 'static {
         &self,
         id: &str,
     ) -> impl Future<Output = Result<(), container::Error>> + Send;
+
+    /// Runs `command` in the running container `id` (a probe's or hook's `exec`), killed
+    /// past `timeout`.
+    fn exec(
+        &self,
+        id: &str,
+        command: &[String],
+        timeout: Duration,
+    ) -> impl Future<Output = Result<ExecOutput, exec::Error>> + Send;
 
     /// Every container an earlier run left, by pod full name (for adoption).
     fn list(&self)

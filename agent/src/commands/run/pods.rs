@@ -183,7 +183,7 @@ async fn run_pods(
         handles.events,
         handles.metrics,
         handles.ebpf,
-    ));
+    )?);
     worker::run(runtime, batches, handles.stop_pods).await;
     if let Some(images) = images {
         images.abort();

@@ -30,8 +30,10 @@ use crate::ebpf::records::{KernelEvent, Task};
 use crate::metrics::counted::Metrics;
 use crate::runtime::container;
 use crate::runtime::events::TaskEvent;
+use crate::runtime::exec::{self, ExecOutput};
 use crate::status::StatusStore;
 use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
+use crate::worker::probe::Prober;
 use crate::worker::{
     Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, route, route_kernel,
 };
@@ -72,6 +74,8 @@ struct FakeState {
     found: Vec<(FullName, Found)>,
     /// The workers' routes: a start checks that the container's events are routed.
     routes: Option<Routes>,
+    /// What `exec` answers, by command (joined with spaces): exit codes in turn, then 0.
+    exec_results: HashMap<String, std::collections::VecDeque<i32>>,
 }
 
 impl Fake {
@@ -220,6 +224,23 @@ impl PodRuntime for Fake {
         Ok(())
     }
 
+    async fn exec(
+        &self,
+        id: &str,
+        command: &[String],
+        _timeout: Duration,
+    ) -> Result<ExecOutput, exec::Error> {
+        let command = command.join(" ");
+        self.call(format!("exec {id} {command}")).await;
+        let exit_code = self
+            .state()
+            .exec_results
+            .get_mut(&command)
+            .and_then(std::collections::VecDeque::pop_front)
+            .unwrap_or(0);
+        Ok(ExecOutput { exit_code, output: format!("exit {exit_code}").into_bytes() })
+    }
+
     async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
         self.call("list".into()).await;
         Ok(self.state().found.clone())
@@ -280,6 +301,7 @@ fn shared() -> Arc<Shared<Fake>> {
         Recorder::default(),
         Metrics::default(),
         ebpf::Handle::default(),
+        Prober::new().expect("the probes' HTTP client"),
     ));
     shared.runtime.state().routes = Some(shared.routes.clone());
     shared
