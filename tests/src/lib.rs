@@ -101,7 +101,24 @@ fn build_outpost() -> PathBuf {
         Some(other) => other,
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    // What `cargo test` set for this package (`CARGO_PKG_NAME=outpost-tests`...): a build
+    // script that watches one (ring's) would be stale here and in the next build from a
+    // shell, and everything after it rebuilt both times. (xtask's cargo drops the same.)
+    const SET_BY_CARGO: [&str; 6] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "OUT_DIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|n| SET_BY_CARGO.iter().any(|p| n.starts_with(p))) {
+            command.env_remove(&name);
+        }
+    }
+    let status = command
         .args([
             "build",
             "--quiet",

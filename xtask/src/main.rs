@@ -106,12 +106,35 @@ fn is_root() -> bool {
 }
 
 /// `cargo` as the running cargo names itself (`$CARGO`), run from the workspace root.
-/// The environment (`CI`, `CARGO_TARGET_DIR`, `RUSTFLAGS`...) passes through.
+/// The environment (`CI`, `CARGO_TARGET_DIR`, `RUSTFLAGS`...) passes through, but for
+/// what `cargo run` set for xtask itself (see [`CARGO_RUN_ENV`]).
 fn cargo(args: &[&str]) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(args).current_dir(project_root());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_cargo_run_env) {
+            command.env_remove(&name);
+        }
+    }
     command
+}
+
+/// What `cargo run` sets for the package it runs (`CARGO_PKG_NAME=xtask`...). A build
+/// script that watches one of them (ring's watches `CARGO_PKG_NAME` and
+/// `CARGO_MANIFEST_DIR`) is stale whenever a cargo started by xtask sees other values
+/// than a cargo started from a shell, and every crate after it is rebuilt.
+const CARGO_RUN_ENV: [&str; 6] = [
+    "CARGO_PKG_",
+    "CARGO_MANIFEST_",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "OUT_DIR",
+];
+
+fn is_cargo_run_env(name: &str) -> bool {
+    CARGO_RUN_ENV.iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// Runs a command to completion, echoing it first; an error if it does not succeed.
@@ -148,4 +171,19 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path)
         .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_cargos_do_not_see_what_cargo_run_set_for_xtask() {
+        for set in ["CARGO_PKG_NAME", "CARGO_PKG_VERSION_MAJOR", "CARGO_MANIFEST_DIR", "OUT_DIR"] {
+            assert!(is_cargo_run_env(set), "{set}");
+        }
+        for kept in ["CARGO", "CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_BUILD_JOBS", "CI"] {
+            assert!(!is_cargo_run_env(kept), "{kept}");
+        }
+    }
 }

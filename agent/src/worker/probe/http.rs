@@ -163,19 +163,16 @@ struct TooManyRedirects;
 /// `Get "http://10.0.0.7:8080/": dial tcp 10.0.0.7:8080: connect: connection refused`.
 fn request_error(url: &str, error: &reqwest::Error) -> String {
     let url = error.url().map_or(url, reqwest::Url::as_str);
+    let host = error.url().and_then(reqwest::Url::host_str).unwrap_or_default();
+    if error.is_connect() && mentions(error, "dns error") {
+        return format!("Get {url:?}: dial tcp: lookup {host}: {}", cause(error));
+    }
     if error.is_connect()
         && let Some(io) = innermost::<std::io::Error>(error)
         && io.raw_os_error().is_some()
     {
-        let address = error.url().and_then(|u| {
-            let port = u.port_or_known_default()?;
-            Some(format!("{}:{port}", u.host_str()?))
-        });
-        let address = address.unwrap_or_default();
-        if mentions(error, "dns error") {
-            return format!("Get {url:?}: dial tcp: lookup {address}: {}", os_error(io));
-        }
-        return format!("Get {url:?}: dial tcp {address}: connect: {}", os_error(io));
+        let port = error.url().and_then(reqwest::Url::port_or_known_default).unwrap_or_default();
+        return format!("Get {url:?}: dial tcp {host}:{port}: connect: {}", os_error(io));
     }
     format!("Get {url:?}: {}", cause(error))
 }
