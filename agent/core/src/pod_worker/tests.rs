@@ -22,6 +22,8 @@ use crate::event_aggregate::EventType;
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
+mod probes;
+
 const SECOND: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);
 
@@ -1450,11 +1452,7 @@ fn a_changed_container_is_replaced() {
     let actions = d.step(d.exit("c-1", 143));
     assert_eq!(
         shown(&actions),
-        [
-            "DeleteTask c-1",
-            "RemoveContainer c-1",
-            "StartContainer u1/c rc=1",
-        ]
+        ["DeleteTask c-1", "RemoveContainer c-1", "StartContainer u1/c rc=1",]
     );
     let Action::StartContainer { hash, .. } = &actions[2] else { unreachable!() };
     assert_eq!(hash, &changed.hash("c"));
