@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
 use crate::probe::Hook::{self, PostStart, PreStop};
-use crate::probe::ProbeKind::{self, Liveness, Readiness, Startup};
 use crate::probe::Outcome;
+use crate::probe::ProbeKind::{self, Liveness, Readiness, Startup};
 
 // ---------------------------------------------------------------------------------------
 // Pods with probes and hooks
@@ -170,7 +170,10 @@ fn a_container_that_is_not_running_is_not_probed() {
     // Backing off: the wake is the restart's, not a probe's.
     d.step(success("c-2", Liveness));
     d.step(success("c-2", Readiness));
-    assert_eq!(shown(&d.step(d.exit("c-2", 1)))[2], format!("Event Warning BackOff c: {CRASH_MESSAGE}"));
+    assert_eq!(
+        shown(&d.step(d.exit("c-2", 1)))[2],
+        format!("Event Warning BackOff c: {CRASH_MESSAGE}")
+    );
     assert_eq!(d.wake_in(), Some(SECOND));
     assert!(d.tick_at(secs(61) - NS).is_empty());
     d.set_time(secs(61));
@@ -219,9 +222,11 @@ fn results_for_an_old_or_unknown_container_are_ignored() {
 
 #[test]
 fn one_timer_serves_every_probe_of_every_container() {
-    let p = pod("u1", &[("a", "img:a"), ("b", "img:b")])
-        .probe("a", Liveness, every(0, 7))
-        .probe("b", Readiness, every(2, 3));
+    let p = pod("u1", &[("a", "img:a"), ("b", "img:b")]).probe("a", Liveness, every(0, 7)).probe(
+        "b",
+        Readiness,
+        every(2, 3),
+    );
     let mut d = Driver::new();
     assert_eq!(probe_runs(&d.run(&p)), ["Probe Liveness a/a-1 exec [check] 1s"]);
     assert_eq!(d.wake_in(), Some(secs(2)), "b's first run");
@@ -332,14 +337,18 @@ fn readiness_decides_ready_and_the_pods_conditions() {
         let actions = d.step(failure("a-1", Readiness, "HTTP probe failed with statuscode: 503"));
         assert_eq!(
             shown(&actions),
-            ["Event Warning Unhealthy a: Readiness probe failed: HTTP probe failed with statuscode: 503"]
+            [
+                "Event Warning Unhealthy a: Readiness probe failed: HTTP probe failed with statuscode: 503"
+            ]
         );
         all.extend(actions);
     }
     assert_eq!(d.started_ready("a"), (Some(true), false));
     assert_eq!(d.condition("Ready").status, "False");
     // Readiness never restarts anything.
-    assert!(all.iter().all(|a| !matches!(a, Action::Signal { .. } | Action::StartContainer { .. })));
+    assert!(
+        all.iter().all(|a| !matches!(a, Action::Signal { .. } | Action::StartContainer { .. }))
+    );
     assert_eq!(d.container("a").container_id.as_deref(), Some("containerd://a-1"));
     assert_eq!(d.restart_count("a"), 0);
     for at in [50, 60, 70, 80] {
@@ -368,10 +377,11 @@ fn a_probe_warning_counts_as_a_success_with_an_event() {
 #[test]
 fn startup_gates_liveness_and_readiness() {
     let startup = Probe { failure_threshold: Some(30), ..every(0, 1) };
-    let p = web()
-        .probe("c", Startup, startup)
-        .probe("c", Liveness, every(0, 10))
-        .probe("c", Readiness, every(15, 5));
+    let p = web().probe("c", Startup, startup).probe("c", Liveness, every(0, 10)).probe(
+        "c",
+        Readiness,
+        every(15, 5),
+    );
     let mut d = Driver::new();
     assert_eq!(probe_runs(&d.run(&p)), ["Probe Startup c/c-1 exec [check] 1s"]);
     assert_eq!(d.started_ready("c"), (Some(false), false));
@@ -403,8 +413,11 @@ fn startup_gates_liveness_and_readiness() {
 
 #[test]
 fn a_failed_startup_probe_kills_the_container() {
-    let startup =
-        Probe { failure_threshold: Some(2), termination_grace_period_seconds: Some(4), ..every(0, 1) };
+    let startup = Probe {
+        failure_threshold: Some(2),
+        termination_grace_period_seconds: Some(4),
+        ..every(0, 1)
+    };
     let p = web().probe("c", Startup, startup).probe("c", Liveness, every(0, 1));
     let mut d = Driver::new();
     d.run(&p);
@@ -442,7 +455,9 @@ fn a_failed_liveness_probe_kills_and_restarts_the_container() {
     d.step(success("c-1", Readiness));
     assert_eq!(
         shown(&d.step(failure("c-1", Liveness, "HTTP probe failed with statuscode: 500"))),
-        ["Event Warning Unhealthy c: Liveness probe failed: HTTP probe failed with statuscode: 500"]
+        [
+            "Event Warning Unhealthy c: Liveness probe failed: HTTP probe failed with statuscode: 500"
+        ]
     );
     assert_eq!(d.wake_in(), Some(secs(10)));
     assert_eq!(
@@ -549,7 +564,13 @@ fn the_restart_policy_decides_after_a_probe_kill() {
             } else {
                 assert_eq!(
                     actions,
-                    ["DeleteTask c-1".to_owned(), format!("RecordExit c-1 {code} {}", if code == 0 { "Completed" } else { "Error" })],
+                    [
+                        "DeleteTask c-1".to_owned(),
+                        format!(
+                            "RecordExit c-1 {code} {}",
+                            if code == 0 { "Completed" } else { "Error" }
+                        )
+                    ],
                     "{case}"
                 );
                 assert_eq!(d.terminated("c").exit_code, code, "{case}");

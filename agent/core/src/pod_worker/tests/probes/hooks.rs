@@ -52,6 +52,29 @@ fn post_start_runs_before_the_container_counts_as_running() {
 }
 
 #[test]
+fn probes_overdue_when_post_start_returns_run_at_once() {
+    let p = web().hook("c", PostStart, exec("warm-up")).probe("c", Startup, every(0, 1)).probe(
+        "c",
+        Liveness,
+        every(2, 10),
+    );
+    let mut d = Driver::new();
+    assert_eq!(shown(&d.run(&p))[3..], [POST_START]);
+    assert!(d.tick_at(secs(8)).is_empty(), "the startup probe waits for the hook");
+    assert_eq!(
+        shown(&d.step(hook_done("c-1", PostStart, Ok(())))),
+        ["Probe Startup c/c-1 exec [check] 1s"]
+    );
+    assert_eq!(d.started_ready("c"), (Some(false), false));
+    assert_eq!(
+        shown(&d.step(success("c-1", Startup))),
+        ["Probe Liveness c/c-1 exec [check] 1s"],
+        "its delay ran out during the hook"
+    );
+    assert_eq!(d.started_ready("c"), (Some(true), true));
+}
+
+#[test]
 fn a_failed_post_start_kills_the_container_and_it_is_restarted() {
     let mut d = Driver::new();
     d.run(&warming());
@@ -79,7 +102,13 @@ fn a_failed_post_start_kills_the_container_and_it_is_restarted() {
     // Failing again: CrashLoopBackOff.
     d.step(hook_done("c-2", PostStart, Err("exit status 1")));
     let actions = shown(&d.step(d.exit("c-2", 143)));
-    assert_eq!(actions[1..], ["RecordExit c-2 143 Error".to_owned(), format!("Event Warning BackOff c: {CRASH_MESSAGE}")]);
+    assert_eq!(
+        actions[1..],
+        [
+            "RecordExit c-2 143 Error".to_owned(),
+            format!("Event Warning BackOff c: {CRASH_MESSAGE}")
+        ]
+    );
     assert_eq!(d.waiting("c").reason.as_deref(), Some("CrashLoopBackOff"));
     assert_eq!(d.wake_in(), Some(SECOND));
 }
@@ -203,7 +232,8 @@ const REMOVE_C: [&str; 4] =
 
 #[test]
 fn deletion_runs_pre_stop_then_sigterm_within_the_grace_period() {
-    let p = pod("u1", &[("a", "img:a"), ("b", "img:b")]).hook("a", PreStop, exec("drain")).grace(20);
+    let p =
+        pod("u1", &[("a", "img:a"), ("b", "img:b")]).hook("a", PreStop, exec("drain")).grace(20);
     let mut d = Driver::new();
     d.run(&p);
     d.set_time(secs(10));
@@ -229,7 +259,13 @@ fn deletion_runs_pre_stop_then_sigterm_within_the_grace_period() {
     assert_eq!(shown(&d.tick_at(secs(30))), ["Signal Kill a-1"]);
     assert_eq!(
         shown(&d.step(d.exit("a-1", 137))),
-        ["RemoveContainer a-1", "RemoveContainer b-2", "TearDownSandbox u1", "RemoveStatus u1", "ForgetPod u1"]
+        [
+            "RemoveContainer a-1",
+            "RemoveContainer b-2",
+            "TearDownSandbox u1",
+            "RemoveStatus u1",
+            "ForgetPod u1"
+        ]
     );
 }
 
@@ -240,7 +276,10 @@ fn a_hanging_pre_stop_does_not_extend_the_grace_period() {
     d.run(&p);
     assert_eq!(
         shown(&d.step(undesired())),
-        ["Event Normal Killing c: Stopping container c", "RunHook PreStop c/c-1 exec [hang] Some(10s)"]
+        [
+            "Event Normal Killing c: Stopping container c",
+            "RunHook PreStop c/c-1 exec [hang] Some(10s)"
+        ]
     );
     assert_eq!(d.wake_in(), Some(secs(10)));
     assert!(d.tick_at(secs(10) - NS).is_empty());
@@ -260,7 +299,43 @@ fn a_failed_pre_stop_is_reported_and_sigterm_follows() {
     d.step(undesired());
     assert_eq!(
         shown(&d.step(hook_done("c-1", PreStop, Err("exit status 2: password=hunter2")))),
-        ["Event Warning FailedPreStopHook c: PreStopHook failed", "Signal Term c-1", "CheckExited c-1"]
+        [
+            "Event Warning FailedPreStopHook c: PreStopHook failed",
+            "Signal Term c-1",
+            "CheckExited c-1"
+        ]
+    );
+}
+
+#[test]
+fn a_pre_stop_that_cannot_run_is_reported_and_sigterm_goes_at_once() {
+    let bad = LifecycleHandler {
+        http_get: Some(HTTPGetAction {
+            port: IntOrString::String("admin".into()),
+            ..Default::default()
+        }),
+        ..LifecycleHandler::default()
+    };
+    let p = web().hook("c", PreStop, bad).probe("c", Liveness, failing_after(1));
+    let failed = "Event Warning FailedPreStopHook c: PreStopHook failed";
+    // A pod stop.
+    let mut d = Driver::new();
+    d.run(&p);
+    assert_eq!(
+        shown(&d.step(undesired())),
+        [
+            "Event Normal Killing c: Stopping container c",
+            failed,
+            "Signal Term c-1",
+            "CheckExited c-1"
+        ]
+    );
+    // A container's own kill.
+    let mut d = Driver::new();
+    d.run(&p);
+    assert_eq!(
+        shown(&d.step(failure("c-1", Liveness, "x")))[1..],
+        [LIVENESS_KILLING, failed, "Signal Term c-1", "CheckExited c-1"]
     );
 }
 
@@ -292,9 +367,15 @@ fn a_replaced_pod_runs_pre_stop_before_the_new_one_starts() {
     let new = pod("u2", &[("c", "img:2")]);
     assert_eq!(
         shown(&d.drive(new.input())),
-        ["Event Normal Killing c: Stopping container c", "RunHook PreStop c/c-1 exec [drain] Some(30s)"]
+        [
+            "Event Normal Killing c: Stopping container c",
+            "RunHook PreStop c/c-1 exec [drain] Some(30s)"
+        ]
     );
-    assert_eq!(shown(&d.drive(hook_done("c-1", PreStop, Ok(())))), ["Signal Term c-1", "CheckExited c-1"]);
+    assert_eq!(
+        shown(&d.drive(hook_done("c-1", PreStop, Ok(())))),
+        ["Signal Term c-1", "CheckExited c-1"]
+    );
     let actions = shown(&d.drive(d.exit("c-1", 0)));
     assert_eq!(actions[..4], REMOVE_C);
     assert_eq!(actions[4..7], ["TrackPod u2", "SetUpSandbox u2", "StartContainer u2/c rc=0"]);
@@ -310,11 +391,17 @@ fn node_shutdown_runs_pre_stop_too() {
     d.run(&p);
     assert_eq!(
         shown(&d.step(Input::Shutdown)),
-        ["RunHook PreStop a/a-1 exec [drain] Some(15s)", "RunHook PreStop b/b-2 exec [hang] Some(15s)"]
+        [
+            "RunHook PreStop a/a-1 exec [drain] Some(15s)",
+            "RunHook PreStop b/b-2 exec [hang] Some(15s)"
+        ]
     );
     assert_eq!(d.wake_in(), Some(secs(15)));
     d.set_time(secs(2));
-    assert_eq!(shown(&d.step(hook_done("a-1", PreStop, Ok(())))), ["Signal Term a-1", "CheckExited a-1"]);
+    assert_eq!(
+        shown(&d.step(hook_done("a-1", PreStop, Ok(())))),
+        ["Signal Term a-1", "CheckExited a-1"]
+    );
     assert!(d.step(d.exit("a-1", 0)).is_empty());
     assert_eq!(shown(&d.tick_at(secs(15))), ["Signal Kill b-2"], "b's hook hangs");
     assert!(d.step(hook_done("b-2", PreStop, Ok(()))).is_empty());
