@@ -188,16 +188,8 @@ impl PodWorker {
                 let grace = grace.unwrap_or_else(|| lifecycle::grace_period(&pod));
                 let container =
                     pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
-                kill::begin(
-                    &pod,
-                    container,
-                    slot,
-                    KillReason::Probe(kind),
-                    grace,
-                    target,
-                    now,
-                    out,
-                );
+                let hooks = kill::Hooks { pod: &pod, container, target };
+                hooks.kill(slot, KillReason::Probe(kind), grace, now, out);
             }
         }
     }
@@ -257,6 +249,7 @@ impl PodWorker {
         });
         let grace = lifecycle::grace_period(&pod);
         let container = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
-        kill::begin(&pod, container, slot, KillReason::PostStartHook, grace, target, now, out);
+        let hooks = kill::Hooks { pod: &pod, container, target };
+        hooks.kill(slot, KillReason::PostStartHook, grace, now, out);
     }
 }
