@@ -141,7 +141,7 @@ impl PodWorker {
         if slot.kill.is_some() {
             return;
         }
-        let Some(probes) = &mut slot.probes else { return };
+        let Some(probes) = slot.probes.as_mut().filter(|p| p.awaits(kind)) else { return };
         let event = |kind_: EventType, reason: &'static str, message: String| Action::Event {
             pod: pod.clone(),
             container: Some(slot.name.clone()),
