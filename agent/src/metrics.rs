@@ -3,7 +3,8 @@
 //! [`register`]); what must be counted where it happens goes through a handle per
 //! component (`counted`), which registers its own families under its prefix. All of them
 //! go on the one registry `outpost run` makes at start. Nothing on the merge's or the
-//! workers' path allocates for a metric.
+//! workers' path allocates for a metric but the probes' (labelled with pod and container
+//! names, as kubelet's).
 //!
 //! Sources and merge (`pods`):
 //! - `outpost_source_state{source,state}`: 1 for the source's current state
@@ -25,6 +26,10 @@
 //!   `config.seen` (when the merge first saw it) to its first container running.
 //! - `outpost_image_import_duration_seconds`, `outpost_image_pull_duration_seconds`:
 //!   histograms of images-dir imports and successful registry pulls.
+//! - `outpost_prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`
+//!   (kubelet's `prober_probe_total`; `result` is `successful`, `failed` or `unknown`) and
+//!   the histogram `outpost_prober_probe_duration_seconds{probe_type,container,pod,namespace}`:
+//!   probe runs; a probe's series go with its container.
 //! - `outpost_checkpoint_writes_total{source}`,
 //!   `outpost_checkpoint_write_failures_total{source}`: checkpoint writes and failures.
 //! - `outpost_manifest_watcher_info{backend}`: the file source's kernel interface,

@@ -55,6 +55,10 @@ pub mod reason {
     pub const STARTED: &str = "Started";
     pub const FAILED: &str = "Failed";
     pub const KILLING: &str = "Killing";
+    pub const UNHEALTHY: &str = "Unhealthy";
+    pub const PROBE_WARNING: &str = "ProbeWarning";
+    pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+    pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
     pub const BACK_OFF: &str = "BackOff";
     pub const OOM_KILLED: &str = "OOMKilled";
     pub const INSPECT_FAILED: &str = "InspectFailed";

@@ -19,6 +19,8 @@
 
 mod adopt;
 mod exit;
+mod kill;
+mod probing;
 pub mod slot;
 pub mod status;
 mod stop;
@@ -40,6 +42,7 @@ use crate::backoff::Backoff;
 use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{self, FullName, Source};
+use crate::probe::{Handler, Hook, Outcome, ProbeKind};
 
 /// After SIGKILL, how long to wait for the exits before giving up on them.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -205,6 +208,18 @@ pub enum Input {
         container_id: String,
         victim: Option<String>,
     },
+    /// A probe run's result.
+    Probed {
+        container_id: String,
+        kind: ProbeKind,
+        outcome: Outcome,
+    },
+    /// A hook returned (`Err`: why it failed).
+    HookDone {
+        container_id: String,
+        hook: Hook,
+        result: Result<(), String>,
+    },
     /// The runtime's event stream had a gap: exits may have been missed.
     Resync,
     /// The node shuts down: stop the pod, report it, end.
@@ -265,6 +280,26 @@ pub enum Action {
     Signal {
         container_ids: Vec<String>,
         signal: StopSignal,
+    },
+    /// Run a probe of the running container, off the worker's path, within `timeout`
+    /// → `Probed`.
+    Probe {
+        pod: Arc<Pod>,
+        container: String,
+        container_id: String,
+        kind: ProbeKind,
+        handler: Handler,
+        timeout: Duration,
+    },
+    /// Run a hook in the container, off the worker's path → `HookDone`. A hook still
+    /// running when its container gets SIGKILL or is removed is abandoned.
+    RunHook {
+        pod: Arc<Pod>,
+        container: String,
+        container_id: String,
+        hook: Hook,
+        handler: Handler,
+        timeout: Option<Duration>,
     },
     /// Report (as `Exited`) each of these whose task is no longer running.
     CheckExited {
@@ -344,6 +379,8 @@ enum Sandbox {
 struct Stopping {
     target: StopTarget,
     waiting: BTreeSet<String>,
+    /// Containers whose preStop hook runs: their SIGTERM waits for it (L2).
+    hooks: BTreeSet<String>,
     deadline: Instant,
     killed: bool,
 }
@@ -458,12 +495,20 @@ impl PodWorker {
                 }
             }
             Input::SandboxFailed(problem) => self.sandbox_failed(problem, now, out),
-            Input::Started { container, started } => self.started(&container, started, out),
+            Input::Started { container, started } => {
+                self.started(&container, started, now, out);
+            }
             Input::StartFailed { container, failure } => {
                 self.start_failed(&container, failure, now, out);
             }
             Input::Exited(exit) => self.exited(exit, now, out),
             Input::Oom { container_id, victim } => self.oom(&container_id, victim),
+            Input::Probed { container_id, kind, outcome } => {
+                self.probed(&container_id, kind, &outcome, now, out);
+            }
+            Input::HookDone { container_id, hook, result } => {
+                self.hook_done(&container_id, hook, result, now, out);
+            }
             Input::Resync => {
                 let container_ids: Vec<String> = self
                     .current
@@ -532,10 +577,12 @@ impl PodWorker {
                 let current = self.adopt(&desired, found, now, out);
                 self.current = Some(current);
             }
+            self.kill_deadlines(now, out);
+            let host_ip = self.settings.host_ip;
             if let Some(current) = &mut self.current {
                 current.pod = desired.pod;
                 current.source = desired.source;
-                current.sync(now, out);
+                current.sync(now, host_ip, &mut self.jitter, out);
             }
             return;
         }
@@ -562,7 +609,7 @@ impl PodWorker {
         match current.sandbox {
             Sandbox::Pending { retry_at } => Some(retry_at),
             Sandbox::SettingUp => None,
-            Sandbox::Ready { .. } => current.slots.iter().filter_map(Slot::due).min(),
+            Sandbox::Ready { .. } => current.slots.iter().filter_map(Slot::wake).min(),
         }
     }
 
@@ -598,9 +645,16 @@ impl Current {
             || self.slots.iter().any(|s| matches!(s.state, SlotState::Starting { .. }))
     }
 
-    /// Sets up the sandbox when due, then replaces containers whose spec changed and
-    /// starts every container due.
-    fn sync(&mut self, now: Now, out: &mut Vec<Action>) {
+    /// Sets up the sandbox when due; then per container: one whose spec changed is
+    /// killed gracefully and recreated, a running one is probed when due, and one due to
+    /// (re)start is started.
+    fn sync(
+        &mut self,
+        now: Now,
+        host_ip: Option<IpAddr>,
+        jitter: &mut fastrand::Rng,
+        out: &mut Vec<Action>,
+    ) {
         match self.sandbox {
             Sandbox::Pending { retry_at } if retry_at <= now.at => {
                 self.sandbox = Sandbox::SettingUp;
@@ -610,6 +664,7 @@ impl Current {
             Sandbox::Pending { .. } | Sandbox::SettingUp => return,
             Sandbox::Ready { .. } => {}
         }
+        let target = self.target(host_ip);
         let pod = self.pod.clone();
         for container in pod.spec.iter().flat_map(|s| &s.containers) {
             let Some(slot) = self.slots.iter_mut().find(|s| s.name == container.name) else {
@@ -619,10 +674,14 @@ impl Current {
             // A start under way finishes first (its result would stand for the new spec
             // otherwise, and the container it makes would be left behind).
             if slot.hash != hash && !matches!(slot.state, SlotState::Starting { .. }) {
-                // The container's spec changed (an API pod's image, say): replace it.
-                if let Some(id) = slot.id.take() {
-                    tracing::info!(container = slot.name, "container spec changed; replacing it");
-                    if slot.is_running() {
+                if slot.is_running() {
+                    // The container's spec changed (an API pod's image, say): it stops
+                    // gracefully (preStop, SIGTERM, grace period) and is recreated.
+                    if slot.kill.is_none() {
+                        tracing::info!(
+                            container = slot.name,
+                            "container spec changed; replacing it"
+                        );
                         out.push(Action::Event {
                             pod: pod.clone(),
                             container: Some(slot.name.clone()),
@@ -633,12 +692,23 @@ impl Current {
                                 slot.name
                             ),
                         });
+                        let grace = crate::lifecycle::grace_period(&pod);
+                        let why = slot::KillReason::SpecChanged;
+                        let hooks = kill::Hooks { pod: &pod, container: Some(container), target };
+                        hooks.kill(slot, why, grace, now, out);
                     }
+                    continue;
+                }
+                if let Some(id) = slot.id.take() {
                     out.push(Action::RemoveContainer { container_id: id, background: false });
                     slot.last_termination = None;
                 }
                 slot.hash.clone_from(&hash);
                 slot.state = creating(now.at);
+            }
+            if slot.is_running() {
+                probing::probe(&pod, container, slot, target, now, jitter, out);
+                continue;
             }
             if slot.due().is_none_or(|at| at > now.at) {
                 continue;

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Event, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::pod::{CONFIG_HASH, CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
@@ -169,6 +170,15 @@ fn container(s: &mut Section, c: &Container, status: Option<&ContainerStatus>) {
         if status.is_some_and(|st| st.ready) { "True" } else { "False" },
     );
     s.field(4, CONTAINER, "Restart Count", status.map_or(0, |st| st.restart_count));
+    for (label, probe) in [
+        ("Liveness", &c.liveness_probe),
+        ("Readiness", &c.readiness_probe),
+        ("Startup", &c.startup_probe),
+    ] {
+        if let Some(probe) = probe {
+            s.field(4, CONTAINER, label, describe_probe(probe));
+        }
+    }
     let mounts = c.volume_mounts.as_deref().unwrap_or_default();
     if mounts.is_empty() {
         s.field(4, CONTAINER, "Mounts", "<none>");
@@ -180,6 +190,37 @@ fn container(s: &mut Section, c: &Container, status: Option<&ContainerStatus>) {
             s.line(6, format!("{} from {} ({mode}{sub})", m.mount_path, m.name));
         }
     }
+}
+
+/// A probe as kubectl describes it: `http-get http://:8080/healthz delay=3s timeout=1s
+/// period=3s #success=1 #failure=3` (the host as the spec has it: empty for the pod IP).
+fn describe_probe(probe: &Probe) -> String {
+    let port = |p: &IntOrString| match p {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(name) => name.clone(),
+    };
+    let handler = if let Some(exec) = &probe.exec {
+        format!("exec [{}]", exec.command.as_deref().unwrap_or_default().join(" "))
+    } else if let Some(get) = &probe.http_get {
+        let scheme = get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase();
+        let host = get.host.as_deref().unwrap_or_default();
+        let path = get.path.as_deref().unwrap_or_default();
+        format!("http-get {scheme}://{host}:{}{path}", port(&get.port))
+    } else if let Some(tcp) = &probe.tcp_socket {
+        format!("tcp-socket {}:{}", tcp.host.as_deref().unwrap_or_default(), port(&tcp.port))
+    } else if let Some(grpc) = &probe.grpc {
+        format!("grpc <pod>:{} {}", grpc.port, grpc.service.as_deref().unwrap_or_default())
+    } else {
+        "unknown".to_owned()
+    };
+    format!(
+        "{handler} delay={}s timeout={}s period={}s #success={} #failure={}",
+        probe.initial_delay_seconds.unwrap_or(0),
+        probe.timeout_seconds.unwrap_or(1),
+        probe.period_seconds.unwrap_or(10),
+        probe.success_threshold.unwrap_or(1),
+        probe.failure_threshold.unwrap_or(3),
+    )
 }
 
 fn has_state(state: &ContainerState) -> bool {

@@ -3,7 +3,8 @@
 //! [`Registry`] under the component's prefix (`outpost_checkpoint_…`, `outpost_manifest_…`);
 //! clones share the same atomics. A default handle counts into metrics of its own (unit
 //! tests, or a component not wired to the registry). Label values are `&'static str`, so
-//! an increment never allocates (a label set's first use creates its entry, once).
+//! an increment never allocates (a label set's first use creates its entry, once); the
+//! probes' are the exception, named by pod and container (kubelet's labels).
 //!
 //! The histograms carry their unit in their name but declare no `# UNIT` line, which some
 //! consumers (the `openmetrics-parser` crate the tests use) accept on counters and gauges
@@ -16,7 +17,7 @@ use std::time::Duration;
 use outpost_core::merge::DeltaOp;
 use outpost_core::pod::Source;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -39,12 +40,22 @@ fn duration_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 16))
 }
 
+/// Bounds of the probe duration histograms, in seconds: 0.5 ms to 10 s in 1-2-5 steps (a
+/// probe on loopback takes a millisecond or two, an exec tens of milliseconds; a timeout
+/// is a second or more).
+fn probe_buckets() -> Histogram {
+    Histogram::new([
+        0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+    ])
+}
+
 fn label(source: Source) -> SourceLabel {
     [("source", source.as_str())]
 }
 
 /// The pod workers': `outpost_container_restarts_total{source}`,
-/// `outpost_pod_start_duration_seconds{source}` and `outpost_image_pull_duration_seconds`.
+/// `outpost_pod_start_duration_seconds{source}`, `outpost_image_pull_duration_seconds`, and
+/// the probes' `outpost_prober_probe_total` and `outpost_prober_probe_duration_seconds`.
 #[derive(Debug, Clone)]
 pub struct Metrics(Arc<Workers>);
 
@@ -53,6 +64,8 @@ struct Workers {
     container_restarts: Family<SourceLabel, Counter>,
     pod_start_duration: Histograms,
     image_pull_duration: Histogram,
+    probes: Family<ProbeResultLabels, Counter>,
+    probe_duration: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -61,6 +74,8 @@ impl Default for Metrics {
             container_restarts: Family::default(),
             pod_start_duration: Family::new_with_constructor(duration_buckets),
             image_pull_duration: duration_buckets(),
+            probes: Family::default(),
+            probe_duration: Family::new_with_constructor(probe_buckets),
         }))
     }
 }
@@ -86,6 +101,16 @@ impl Metrics {
             "Successful image pulls from a registry",
             m.image_pull_duration.clone(),
         );
+        outpost.register(
+            "prober_probe",
+            "Probes run, by probe type, result and container (kubelet's prober_probe_total)",
+            m.probes.clone(),
+        );
+        outpost.register(
+            "prober_probe_duration_seconds",
+            "How long each probe run took, by probe type and container",
+            m.probe_duration.clone(),
+        );
         metrics
     }
 
@@ -107,11 +132,24 @@ impl Metrics {
     /// A probe ran: `outpost_prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`
     /// (kubelet's `prober_probe_total`) and `outpost_prober_probe_duration_seconds`
     /// (`probe_type,container,pod,namespace`).
+    /// `result` is `successful`, `failed` or `unknown`.
     pub fn probed(&self, labels: &ProbeLabels<'_>, result: &'static str, took: Duration) {
-        let _ = (labels, result, took);
-        todo!("helper: probe metrics")
+        self.0.probes.get_or_create(&labels.with_result(result)).inc();
+        self.0.probe_duration.get_or_create(&labels.duration()).observe(took.as_secs_f64());
+    }
+
+    /// A probe no longer runs (its container or pod is gone): its series go, as kubelet's
+    /// prober workers delete theirs.
+    pub fn probe_removed(&self, labels: &ProbeLabels<'_>) {
+        for result in PROBE_RESULTS {
+            self.0.probes.remove(&labels.with_result(result));
+        }
+        self.0.probe_duration.remove(&labels.duration());
     }
 }
+
+/// `prober_probe_total`'s results.
+const PROBE_RESULTS: [&str; 3] = ["successful", "failed", "unknown"];
 
 /// Which probe of which container ran.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +160,48 @@ pub struct ProbeLabels<'a> {
     pub pod: &'a str,
     pub pod_uid: &'a str,
     pub container: &'a str,
+}
+
+impl ProbeLabels<'_> {
+    fn with_result(&self, result: &'static str) -> ProbeResultLabels {
+        ProbeResultLabels {
+            probe_type: self.probe_type,
+            result,
+            container: self.container.to_owned(),
+            pod: self.pod.to_owned(),
+            namespace: self.namespace.to_owned(),
+            pod_uid: self.pod_uid.to_owned(),
+        }
+    }
+
+    fn duration(&self) -> ProbeDurationLabels {
+        ProbeDurationLabels {
+            probe_type: self.probe_type,
+            container: self.container.to_owned(),
+            pod: self.pod.to_owned(),
+            namespace: self.namespace.to_owned(),
+        }
+    }
+}
+
+/// `outpost_prober_probe_total`'s labels, in kubelet's order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProbeResultLabels {
+    probe_type: &'static str,
+    result: &'static str,
+    container: String,
+    pod: String,
+    namespace: String,
+    pod_uid: String,
+}
+
+/// `outpost_prober_probe_duration_seconds`'s labels.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProbeDurationLabels {
+    probe_type: &'static str,
+    container: String,
+    pod: String,
+    namespace: String,
 }
 
 /// The merge's: `outpost_pod_deltas_total{op,source}`.

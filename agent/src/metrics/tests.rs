@@ -220,6 +220,62 @@ fn counted_metrics_are_exported() {
 }
 
 #[test]
+fn probe_runs_are_counted_and_timed_per_container_until_removed() {
+    let mut registry = Registry::default();
+    let workers = counted::Metrics::register(registry.sub_registry_with_prefix("outpost"));
+    let labels = counted::ProbeLabels {
+        probe_type: "Readiness",
+        namespace: "default",
+        pod: "web",
+        pod_uid: "u1",
+        container: "nginx",
+    };
+    workers.probed(&labels, "successful", Duration::from_micros(800));
+    workers.probed(&labels, "successful", Duration::from_millis(3));
+    workers.probed(&labels, "failed", Duration::from_secs(1));
+    let liveness = counted::ProbeLabels { probe_type: "Liveness", ..labels };
+    workers.probed(&liveness, "unknown", Duration::from_millis(15));
+    let text = render(&registry).unwrap();
+    let readiness = "container=\"nginx\",pod=\"web\",namespace=\"default\"";
+    has_lines(
+        &text,
+        &[
+            "# TYPE outpost_prober_probe counter",
+            &format!(
+                "outpost_prober_probe_total{{probe_type=\"Readiness\",result=\"successful\",{readiness},pod_uid=\"u1\"}} 2"
+            ),
+            &format!(
+                "outpost_prober_probe_total{{probe_type=\"Readiness\",result=\"failed\",{readiness},pod_uid=\"u1\"}} 1"
+            ),
+            &format!(
+                "outpost_prober_probe_total{{probe_type=\"Liveness\",result=\"unknown\",{readiness},pod_uid=\"u1\"}} 1"
+            ),
+            "# TYPE outpost_prober_probe_duration_seconds histogram",
+            &format!(
+                "outpost_prober_probe_duration_seconds_count{{probe_type=\"Readiness\",{readiness}}} 3"
+            ),
+            &format!(
+                "outpost_prober_probe_duration_seconds_bucket{{le=\"0.001\",probe_type=\"Readiness\",{readiness}}} 1"
+            ),
+            &format!(
+                "outpost_prober_probe_duration_seconds_bucket{{le=\"0.005\",probe_type=\"Readiness\",{readiness}}} 2"
+            ),
+            &format!(
+                "outpost_prober_probe_duration_seconds_bucket{{le=\"1.0\",probe_type=\"Readiness\",{readiness}}} 3"
+            ),
+            &format!(
+                "outpost_prober_probe_duration_seconds_bucket{{le=\"0.02\",probe_type=\"Liveness\",{readiness}}} 1"
+            ),
+        ],
+    );
+    // The readiness probe's container is gone: its series too, the liveness probe's stay.
+    workers.probe_removed(&labels);
+    let text = render(&registry).unwrap();
+    assert!(!text.contains("probe_type=\"Readiness\""), "{text}");
+    assert!(text.contains("probe_type=\"Liveness\""), "{text}");
+}
+
+#[test]
 fn kernel_metrics_say_whether_bpf_is_loaded_and_count_execs_per_container() {
     use crate::ebpf::audit::{Entry, Kind};
     let ebpf = crate::ebpf::Handle::default();

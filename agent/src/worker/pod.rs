@@ -4,14 +4,15 @@
 //! wake-up, and publishes the pod's status after every round.
 
 mod perform;
+mod run;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::pod::FullName;
 use outpost_core::pod_worker::{self, Exit, ExitSource, Found, Input, Now};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tracing::Instrument as _;
 
 use super::pod_runtime::PodRuntime;
@@ -31,6 +32,10 @@ pub(super) struct PodWorker<R: PodRuntime> {
     /// Work done off the worker's path (removing a replaced container, reaping a task
     /// the kernel reported exited), awaited before the worker ends.
     cleanup: JoinSet<()>,
+    /// Probes and hooks running; each ends in an input. Abandoned when the worker ends.
+    runs: JoinSet<Input>,
+    /// The runs of each container, abandoned when it is killed or removed.
+    runs_of: HashMap<String, Vec<AbortHandle>>,
 }
 
 impl<R: PodRuntime> std::fmt::Debug for PodWorker<R> {
@@ -44,6 +49,8 @@ enum Wake {
     Message(Message),
     Timer,
     CleanupDone,
+    /// A probe or hook finished (`None`: abandoned).
+    Ran(Option<Input>),
 }
 
 impl<R: PodRuntime> PodWorker<R> {
@@ -54,7 +61,15 @@ impl<R: PodRuntime> PodWorker<R> {
         found: Vec<Found>,
     ) -> PodWorker<R> {
         let core = pod_worker::PodWorker::new(name, shared.settings, found);
-        PodWorker { shared, outbox, core, sandbox: None, cleanup: JoinSet::new() }
+        PodWorker {
+            shared,
+            outbox,
+            core,
+            sandbox: None,
+            cleanup: JoinSet::new(),
+            runs: JoinSet::new(),
+            runs_of: HashMap::new(),
+        }
     }
 
     /// Runs until nothing is desired and nothing is left running, the node shut down, or
@@ -73,13 +88,18 @@ impl<R: PodRuntime> PodWorker<R> {
                     },
                     () = sleep_until(wake_at), if wake_at.is_some() => Wake::Timer,
                     Some(_) = self.cleanup.join_next(), if !self.cleanup.is_empty() => Wake::CleanupDone,
+                    Some(ran) = self.runs.join_next(), if !self.runs.is_empty() => Wake::Ran(ran.ok()),
                 };
                 let mut inputs = VecDeque::new();
                 let mut leave = false;
                 match wake {
                     Wake::Message(message) => leave |= self.take(message, &mut inputs),
                     Wake::Timer => inputs.push_back(Input::Tick),
-                    Wake::CleanupDone => continue,
+                    Wake::CleanupDone | Wake::Ran(None) => continue,
+                    Wake::Ran(Some(input)) => inputs.push_back(input),
+                }
+                while let Some(Ok(input)) = self.runs.try_join_next() {
+                    inputs.push_back(input);
                 }
                 while let Ok(message) = inbox.try_recv() {
                     leave |= self.take(message, &mut inputs);

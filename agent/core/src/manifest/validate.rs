@@ -169,6 +169,10 @@ impl Check<'_> {
                 );
             }
         }
+        // Probes and hooks Outpost cannot run are refused, not ignored (A1).
+        for (field, message) in crate::probe::check(at, container) {
+            self.invalid(&field, message);
+        }
     }
 }
 

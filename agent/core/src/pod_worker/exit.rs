@@ -4,24 +4,36 @@
 
 use std::time::Duration;
 
-use super::slot::{SlotState, Terminated, TerminatedReason, WaitingReason};
+use super::slot::{KillReason, SlotState, Terminated, TerminatedReason, WaitingReason};
 use super::{
-    Action, Exit, ExitSource, Metric, Now, PodWorker, StartFailure, Started, StopTarget, reason,
+    Action, Exit, ExitSource, Metric, Now, PodWorker, StartFailure, Started, StopTarget, probing,
+    reason,
 };
 use crate::event_aggregate::EventType;
 use crate::lifecycle::RestartPolicy;
 
 impl PodWorker {
-    pub(super) fn started(&mut self, container: &str, started: Started, out: &mut Vec<Action>) {
+    pub(super) fn started(
+        &mut self,
+        container: &str,
+        started: Started,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        let host_ip = self.settings.host_ip;
         let Some(current) = &mut self.current else { return };
         let source = current.source;
         let seen = current.seen;
+        let target = current.target(host_ip);
+        let pod = current.pod.clone();
+        let spec = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == container);
         let Some(slot) = current.slot_mut(container) else { return };
         let SlotState::Starting { restart_count } = slot.state else { return };
         tracing::info!(container, container_id = started.id, restart_count, "container started");
         if slot.ran {
             out.push(Action::Count(Metric::ContainerRestarted { source }));
         }
+        let id = started.id.clone();
         slot.id = Some(started.id);
         slot.image_id = Some(started.image_id);
         slot.restart_count = restart_count;
@@ -30,10 +42,16 @@ impl PodWorker {
         slot.pull_failures = 0;
         slot.pull_backoff.reset();
         slot.oom = None;
+        slot.stopped_running();
+        slot.running_since = Some(now.at);
+        let hook = probing::post_start(&pod, spec, slot, target, out);
         if let Some(seen) = seen {
             let latency = started.started_at.duration_since(seen).unsigned_abs();
             current.seen = None;
             out.push(Action::Count(Metric::PodStarted { source, latency }));
+        }
+        if let Err(error) = hook {
+            self.post_start_done(&id, Err(error), now, out);
         }
     }
 
@@ -127,12 +145,20 @@ impl PodWorker {
             return;
         };
         let SlotState::Running { started_at } = slot.state else { return };
+        let killed_for = slot.kill.as_ref().map(|k| k.reason);
+        slot.stopped_running();
         let id = exit.container_id;
         let exit_code = exit.exit_code;
         let finished_at = exit.finished_at.unwrap_or(now.wall);
         let oom = slot.oom.take();
         let reason = TerminatedReason::of(exit_code, oom.is_some());
-        let restarts = policy.restarts(exit_code);
+        // kubelet restarts a container killed for a failed probe unless the policy is
+        // Never, and one whose spec changed in any case; other exits go by exit code.
+        let restarts = match killed_for {
+            Some(KillReason::Probe(_)) => policy != RestartPolicy::Never,
+            Some(KillReason::SpecChanged) => true,
+            Some(KillReason::PostStartHook) | None => policy.restarts(exit_code),
+        };
         tracing::info!(
             container = slot.name,
             container_id = id,
@@ -177,6 +203,10 @@ impl PodWorker {
             message: victim.map(|v| format!("The OOM killer chose {v}")),
         };
         let delay = restarts.then(|| {
+            if killed_for == Some(KillReason::SpecChanged) {
+                // Replaced by its new spec at once: no crash loop.
+                return Duration::ZERO;
+            }
             let ran_for = finished_at.duration_since(started_at).unsigned_abs();
             slot.crash_loop.after_exit(ran_for)
         });

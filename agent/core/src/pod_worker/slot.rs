@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::backoff::Backoff;
 use crate::lifecycle::{ContainerPhase, CrashLoop};
+use crate::probe::{ProbeKind, Probes};
 
 /// kubelet's waiting reasons (`ContainerStateWaiting.reason`) that Outpost reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,39 @@ pub struct Slot {
     /// The OOM killer acted in it since it started: `Some`, with its victim when the
     /// kernel named it ("pid 42 (tail)").
     pub oom: Option<Option<String>>,
+    /// When the running container started, on the monotonic clock (its probes' initial
+    /// delays count from then).
+    pub running_since: Option<Instant>,
+    /// Its postStart hook runs: not `Running` until it returns (L1).
+    pub post_start: bool,
+    /// The running container's probes, once scheduled (after postStart, with the pod's
+    /// address known).
+    pub probes: Option<Probes>,
+    /// The running container is being killed (and then restarted or not).
+    pub kill: Option<Kill>,
+}
+
+/// Why a running container is killed on its own (not with its pod).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    /// Its liveness or startup probe failed (P3).
+    Probe(ProbeKind),
+    /// Its postStart hook failed (L1).
+    PostStartHook,
+    /// Its spec changed: it is recreated from the new one.
+    SpecChanged,
+}
+
+/// A container kill under way: preStop, then SIGTERM, the grace period, SIGKILL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kill {
+    pub reason: KillReason,
+    /// The grace period's end (then SIGKILL), or after SIGKILL the end of the wait for
+    /// the exit.
+    pub deadline: Instant,
+    /// Its preStop hook runs: SIGTERM waits for it (L2).
+    pub pre_stop: bool,
+    pub killed: bool,
 }
 
 impl Slot {
@@ -149,6 +183,10 @@ impl Slot {
             pull_failures: 0,
             pull_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             oom: None,
+            running_since: None,
+            post_start: false,
+            probes: None,
+            kill: None,
         }
     }
 
@@ -169,8 +207,43 @@ impl Slot {
         }
     }
 
+    /// Running, its postStart hook done: what the status shows as `Running`.
+    pub fn is_up(&self) -> bool {
+        self.is_running() && !self.post_start
+    }
+
+    /// Up and its startup probe passed (`started`).
+    pub fn is_started(&self) -> bool {
+        self.is_up() && self.probes.as_ref().is_some_and(Probes::started)
+    }
+
+    /// Up and its probes say ready (P4).
+    pub fn is_ready(&self) -> bool {
+        self.is_up() && self.probes.as_ref().is_some_and(Probes::ready)
+    }
+
+    /// Leaves running: what a running container carries goes.
+    pub fn stopped_running(&mut self) {
+        self.running_since = None;
+        self.post_start = false;
+        self.probes = None;
+        self.kill = None;
+    }
+
+    /// When the worker acts on it next: its start, a probe, or a kill's deadline.
+    pub fn wake(&self) -> Option<Instant> {
+        if let Some(kill) = &self.kill {
+            return Some(kill.deadline);
+        }
+        self.due().or_else(|| self.probes.as_ref()?.next_due())
+    }
+
     pub fn phase(&self) -> ContainerPhase {
         match &self.state {
+            SlotState::Running { .. } if self.post_start && self.last_termination.is_some() => {
+                ContainerPhase::Restarting
+            }
+            SlotState::Running { .. } if self.post_start => ContainerPhase::Waiting,
             SlotState::Running { .. } => ContainerPhase::Running,
             SlotState::Terminated(t) => ContainerPhase::Exited { exit_code: t.exit_code },
             SlotState::Waiting { .. } | SlotState::Starting { .. }

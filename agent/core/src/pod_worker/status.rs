@@ -34,7 +34,16 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     let policy = RestartPolicy::of(pod);
     let phases: Vec<ContainerPhase> = slots.iter().map(Slot::phase).collect();
     let phase = lifecycle::pod_phase(policy, &phases);
-    let ready = !slots.is_empty() && slots.iter().all(Slot::is_running);
+    let containers_ready = !slots.is_empty() && slots.iter().all(Slot::is_ready);
+    // Readiness gates are conditions others set through the API server (P4): none is
+    // here, so a pod with gates is not ready, as kubelet reports it without them.
+    let gates: Vec<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.readiness_gates.iter().flatten())
+        .map(|g| g.condition_type.as_str())
+        .collect();
+    let ready = containers_ready && gates.is_empty();
     let images: HashMap<&str, &str> = pod
         .spec
         .iter()
@@ -53,12 +62,21 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         };
     let not_ready = slots
         .iter()
-        .filter(|s| !s.is_running())
+        .filter(|s| !s.is_ready())
         .map(|s| s.name.as_str())
         .collect::<Vec<_>>()
         .join(", ");
     let not_ready_message =
-        (!ready).then(|| format!("containers with unready status: [{not_ready}]"));
+        (!containers_ready).then(|| format!("containers with unready status: [{not_ready}]"));
+    let (ready_reason, ready_message) = if !containers_ready {
+        (Some("ContainersNotReady"), not_ready_message.clone())
+    } else if let Some(gate) = gates.first() {
+        let message =
+            format!("corresponding condition of pod readiness gate \"{gate}\" does not exist.");
+        (Some("ReadinessGatesNotReady"), Some(message))
+    } else {
+        (None, None)
+    };
     let mut conditions = vec![
         condition(
             "PodReadyToStartContainers",
@@ -67,16 +85,11 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
             sandbox.map(|p| p.message.as_str()),
         ),
         condition("Initialized", true, None, None),
-        condition(
-            "Ready",
-            ready,
-            (!ready).then_some("ContainersNotReady"),
-            not_ready_message.as_deref(),
-        ),
+        condition("Ready", ready, ready_reason, ready_message.as_deref()),
         condition(
             "ContainersReady",
-            ready,
-            (!ready).then_some("ContainersNotReady"),
+            containers_ready,
+            (!containers_ready).then_some("ContainersNotReady"),
             not_ready_message.as_deref(),
         ),
         condition("PodScheduled", true, None, None),
@@ -121,10 +134,10 @@ fn container_status(slot: &Slot, image: Option<&str>) -> ContainerStatus {
         image: image.unwrap_or_default().to_owned(),
         image_id: slot.image_id.clone().unwrap_or_default(),
         container_id: slot.id.as_ref().map(|id| format!("containerd://{id}")),
-        ready: slot.is_running(),
-        started: Some(slot.is_running()),
+        ready: slot.is_ready(),
+        started: Some(slot.is_started()),
         restart_count: i32::try_from(slot.restart_count).unwrap_or(i32::MAX),
-        state: Some(state(&slot.state)),
+        state: Some(state(slot)),
         last_state: slot.last_termination.as_ref().map(|t| ContainerState {
             terminated: Some(terminated(t)),
             ..ContainerState::default()
@@ -133,14 +146,18 @@ fn container_status(slot: &Slot, image: Option<&str>) -> ContainerStatus {
     }
 }
 
-fn state(state: &SlotState) -> ContainerState {
+fn state(slot: &Slot) -> ContainerState {
     let waiting = |reason: WaitingReason, message: Option<String>| ContainerState {
         waiting: Some(ContainerStateWaiting { reason: Some(reason.as_str().to_owned()), message }),
         ..ContainerState::default()
     };
-    match state {
+    match &slot.state {
         SlotState::Waiting { reason, message, .. } => waiting(*reason, message.clone()),
         SlotState::Starting { .. } => waiting(WaitingReason::ContainerCreating, None),
+        // Not Running until its postStart hook returns (L1).
+        SlotState::Running { .. } if slot.post_start => {
+            waiting(WaitingReason::ContainerCreating, None)
+        }
         SlotState::Running { started_at } => ContainerState {
             running: Some(ContainerStateRunning { started_at: Some(Time(*started_at)) }),
             ..ContainerState::default()

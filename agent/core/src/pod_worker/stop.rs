@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::slot::{SlotState, Terminated, TerminatedReason};
 use super::{
-    Action, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, Now, PodWorker, Shutdown, StopSignal,
-    StopTarget, Stopping, reason,
+    Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, Now, PodWorker, Shutdown,
+    StopSignal, StopTarget, Stopping, kill, reason,
 };
 use crate::event_aggregate::EventType;
 use crate::lifecycle;
@@ -23,7 +23,7 @@ impl PodWorker {
         for id in &running {
             out.push(Action::Watch { container_id: id.clone() });
         }
-        self.begin_stop(StopTarget::Stale(stale), running, grace, now, out);
+        self.begin_stop(StopTarget::Stale(stale), running, BTreeSet::new(), grace, now, out);
     }
 
     /// The current pod, replaced or no longer desired: stopped gracefully (a deleting
@@ -45,7 +45,37 @@ impl PodWorker {
                 message: format!("Stopping container {}", slot.name),
             });
         }
-        self.begin_stop(StopTarget::Current(Box::new(current)), running, grace, now, out);
+        let hooks = self.pre_stop_hooks(&current, grace, out);
+        self.begin_stop(StopTarget::Current(Box::new(current)), running, hooks, grace, now, out);
+    }
+
+    /// Runs the preStop hooks of the pod's running containers; the containers whose hook
+    /// runs (including one a container's own kill started).
+    fn pre_stop_hooks(
+        &self,
+        current: &Current,
+        grace: std::time::Duration,
+        out: &mut Vec<Action>,
+    ) -> BTreeSet<String> {
+        let target = current.target(self.settings.host_ip);
+        let mut hooks = BTreeSet::new();
+        for slot in &current.slots {
+            let Some(id) = slot.running_id() else { continue };
+            let runs = match &slot.kill {
+                // Killed on its own already: its preStop hook may still run (SIGTERM
+                // waits for it as before), or it has had its SIGTERM.
+                Some(kill) => kill.pre_stop && !kill.killed,
+                None => {
+                    let container = current.container(&slot.name);
+                    let hooks = kill::Hooks { pod: &current.pod, container, target };
+                    hooks.pre_stop(id, grace, out)
+                }
+            };
+            if runs {
+                hooks.insert(id.to_owned());
+            }
+        }
+        hooks
     }
 
     /// Node shutdown: the pod's containers are stopped gracefully and left in place (the
@@ -64,25 +94,35 @@ impl PodWorker {
             ?grace,
             "node shutdown: stopping pod"
         );
-        self.begin_stop(StopTarget::Shutdown, running, grace, now, out);
+        let hooks = self.pre_stop_hooks(current, grace, out);
+        self.begin_stop(StopTarget::Shutdown, running, hooks, grace, now, out);
     }
 
+    /// Signals the running containers (those whose preStop hook runs, once it returns)
+    /// and waits for their exits until the grace period is over.
     fn begin_stop(
         &mut self,
         target: StopTarget,
         running: Vec<String>,
+        hooks: BTreeSet<String>,
         grace: std::time::Duration,
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        if !running.is_empty() {
-            out.push(Action::Signal { container_ids: running.clone(), signal: StopSignal::Term });
+        let signal_now: Vec<String> =
+            running.iter().filter(|id| !hooks.contains(*id)).cloned().collect();
+        if !signal_now.is_empty() {
+            out.push(Action::Signal {
+                container_ids: signal_now.clone(),
+                signal: StopSignal::Term,
+            });
             // A task that is already stopped sends no further event.
-            out.push(Action::CheckExited { container_ids: running.clone() });
+            out.push(Action::CheckExited { container_ids: signal_now });
         }
         self.stopping = Some(Stopping {
             target,
             waiting: running.into_iter().collect::<BTreeSet<_>>(),
+            hooks,
             deadline: now.at + grace,
             killed: false,
         });
@@ -105,6 +145,7 @@ impl PodWorker {
                 signal: StopSignal::Kill,
             });
             stopping.killed = true;
+            stopping.hooks.clear();
             stopping.deadline = now.at + KILL_WAIT;
             return false;
         }
@@ -164,6 +205,7 @@ impl PodWorker {
             return;
         };
         let SlotState::Running { started_at } = slot.state else { return };
+        slot.stopped_running();
         slot.state = SlotState::Terminated(Terminated {
             container_id: exit.container_id.clone(),
             exit_code: exit.exit_code,
@@ -173,5 +215,23 @@ impl PodWorker {
             signal: None,
             message: None,
         });
+    }
+}
+
+impl Stopping {
+    /// The pod and name of a container this stop waits for (the stopped pod's, or at a
+    /// node shutdown the current one's).
+    pub(super) fn pod_and_container(
+        &self,
+        current: Option<&Current>,
+        container_id: &str,
+    ) -> Option<(std::sync::Arc<k8s_openapi::api::core::v1::Pod>, String)> {
+        let current = match &self.target {
+            StopTarget::Current(stopped) => stopped,
+            StopTarget::Shutdown => current?,
+            StopTarget::Stale(_) => return None,
+        };
+        let slot = current.slots.iter().find(|s| s.id.as_deref() == Some(container_id))?;
+        Some((current.pod.clone(), slot.name.clone()))
     }
 }

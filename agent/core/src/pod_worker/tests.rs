@@ -22,6 +22,8 @@ use crate::event_aggregate::EventType;
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
+mod probes;
+
 const SECOND: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);
 
@@ -348,6 +350,16 @@ fn show(action: &Action) -> String {
             format!("Count PodStarted {source} {latency:?}")
         }
         Action::RemoveStatus { uid } => format!("RemoveStatus {uid}"),
+        Action::Probe { container, container_id, kind, handler, timeout, .. } => format!(
+            "Probe {} {container}/{container_id} {} {timeout:?}",
+            kind.as_str(),
+            handler.describe()
+        ),
+        Action::RunHook { container, container_id, hook, handler, timeout, .. } => format!(
+            "RunHook {} {container}/{container_id} {} {timeout:?}",
+            hook.as_str(),
+            handler.describe()
+        ),
     }
 }
 
@@ -1427,23 +1439,43 @@ fn a_changed_container_is_replaced() {
     d.run(&web());
     d.pass(secs(1));
     let changed = web().image("c", "img:2");
-    let actions = d.drive(changed.input());
+    // It stops gracefully first (SIGTERM, the grace period), then is recreated.
     assert_eq!(
-        shown(&actions),
+        shown(&d.drive(changed.input())),
         [
             "Event Normal Killing c: Container c definition changed, will be restarted",
-            "RemoveContainer c-1",
-            "StartContainer u1/c rc=1",
-            "Count ContainerRestarted file",
+            "Signal Term c-1",
+            "CheckExited c-1",
         ]
+    );
+    assert_eq!(d.wake_in(), Some(secs(30)), "the pod's grace period");
+    let actions = d.step(d.exit("c-1", 143));
+    assert_eq!(
+        shown(&actions),
+        ["DeleteTask c-1", "RemoveContainer c-1", "StartContainer u1/c rc=1",]
     );
     let Action::StartContainer { hash, .. } = &actions[2] else { unreachable!() };
     assert_eq!(hash, &changed.hash("c"));
+    d.step(d.started("c", "c-2"));
     let c = d.container("c");
     assert_eq!((c.image.as_str(), c.restart_count), ("img:2", 1));
     assert_eq!(c.last_state, None, "the replaced container's end is not shown");
-    assert!(d.step(d.exit("c-1", 137)).is_empty(), "the replaced container's exit is no news");
     assert!(d.drive(changed.input()).is_empty(), "the same spec again changes nothing");
+}
+
+#[test]
+fn a_changed_container_that_ignores_sigterm_is_killed_after_its_grace_period() {
+    let mut d = Driver::new();
+    d.run(&web());
+    d.drive(web().image("c", "img:2").input());
+    d.pass(secs(30));
+    assert_eq!(shown(&d.step(Input::Tick)), ["Signal Kill c-1", "CheckExited c-1"]);
+    d.pass(KILL_WAIT);
+    let actions = shown(&d.step(Input::Tick));
+    assert!(
+        actions.contains(&"StartContainer u1/c rc=1".to_owned()),
+        "taken as killed after KILL_WAIT, and replaced: {actions:?}"
+    );
 }
 
 #[test]
@@ -1470,11 +1502,14 @@ fn a_change_while_starting_waits_for_the_start() {
         shown(&actions),
         [
             "Event Normal Killing c: Container c definition changed, will be restarted",
-            "RemoveContainer c-1",
-            "StartContainer u1/c rc=1",
+            "Signal Term c-1",
+            "CheckExited c-1",
         ]
     );
-    let Action::StartContainer { hash, .. } = &actions[2] else { unreachable!() };
+    let actions = d.step(d.exit("c-1", 0));
+    let Some(Action::StartContainer { hash, .. }) = actions.last() else {
+        panic!("the new spec starts once the old one exited: {:?}", shown(&actions))
+    };
     assert_eq!(hash, &changed.hash("c"));
     // A failed start: the new spec goes at once.
     let mut d = starting(&web());

@@ -1,9 +1,10 @@
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, Event, EventSource, Pod, PodCondition, PodSpec,
-    PodStatus, VolumeMount,
+    ContainerStateWaiting, ContainerStatus, Event, EventSource, ExecAction, HTTPGetAction, Pod,
+    PodCondition, PodSpec, PodStatus, Probe, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
 use super::render;
@@ -45,6 +46,23 @@ fn fixture() -> Pod {
                         read_only: Some(true),
                         ..VolumeMount::default()
                     }]),
+                    liveness_probe: Some(Probe {
+                        http_get: Some(HTTPGetAction {
+                            path: Some("/healthz".to_owned()),
+                            port: IntOrString::Int(8080),
+                            ..HTTPGetAction::default()
+                        }),
+                        initial_delay_seconds: Some(3),
+                        period_seconds: Some(3),
+                        ..Probe::default()
+                    }),
+                    readiness_probe: Some(Probe {
+                        exec: Some(ExecAction {
+                            command: Some(vec!["cat".to_owned(), "/tmp/healthy".to_owned()]),
+                        }),
+                        failure_threshold: Some(8),
+                        ..Probe::default()
+                    }),
                     ..Container::default()
                 },
                 Container {
@@ -170,6 +188,8 @@ Containers:
       Finished:     Thu, 14 Jan 2027 07:54:59 +0000
     Ready:          True
     Restart Count:  1
+    Liveness:       http-get http://:8080/healthz delay=3s timeout=1s period=3s #success=1 #failure=3
+    Readiness:      exec [cat /tmp/healthy] delay=0s timeout=1s period=10s #success=1 #failure=8
     Mounts:
       /data from data (ro)
   side:

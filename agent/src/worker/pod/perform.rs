@@ -49,6 +49,10 @@ impl<R: PodRuntime> PodWorker<R> {
             }
             Action::Signal { container_ids, signal } => {
                 for id in &container_ids {
+                    if signal == StopSignal::Kill {
+                        // Its hooks and probes are abandoned with it.
+                        self.abandon_runs(id);
+                    }
                     if let Err(e) = runtime.kill(id, signal).await {
                         let signal = match signal {
                             StopSignal::Term => "SIGTERM",
@@ -57,6 +61,12 @@ impl<R: PodRuntime> PodWorker<R> {
                         tracing::warn!(container_id = id, error = %describe(&e), "cannot send {signal}");
                     }
                 }
+            }
+            Action::Probe { pod, container, container_id, kind, handler, timeout } => {
+                self.probe(&pod, container, container_id, kind, handler, timeout);
+            }
+            Action::RunHook { pod, container, container_id, hook, handler, timeout } => {
+                self.run_hook(&pod, &container, container_id, hook, handler, timeout);
             }
             Action::CheckExited { container_ids } => {
                 for id in container_ids {
@@ -102,6 +112,7 @@ impl<R: PodRuntime> PodWorker<R> {
                 }
             }
             Action::RemoveContainer { container_id, background } => {
+                self.abandon_runs(&container_id);
                 // Routed here until it is gone (late words about its exit).
                 if background {
                     let shared = shared.clone();

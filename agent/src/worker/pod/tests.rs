@@ -984,3 +984,5 @@ async fn leaving_kills_nothing_and_awaits_the_cleanup_under_way() {
     assert!(h.calls().is_empty(), "no kill, no removal: c2 is left running");
     assert_eq!(h.phase(&p), "Running", "the status stays for the next agent");
 }
+
+mod probes;

@@ -200,3 +200,48 @@ fn problems_of_a_list_item_name_and_point_at_the_item() {
     assert_eq!(error.position(), Some((3, 3)));
     assert!(error.to_string().contains("items[1].spec.containers[0].image: required"), "{error}");
 }
+
+#[test]
+fn a1_probes_and_hooks_that_cannot_run_are_refused() {
+    let probe = "    livenessProbe:\n      httpGet: {path: /healthz, port: metrics}\n";
+    assert_invalid(
+        &with_container(probe),
+        "spec.containers[0].livenessProbe",
+        "\"metrics\" is not the name",
+    );
+    let both =
+        "    readinessProbe:\n      exec: {command: [\"true\"]}\n      tcpSocket: {port: 80}\n";
+    assert_invalid(
+        &with_container(both),
+        "spec.containers[0].readinessProbe",
+        "more than one handler",
+    );
+    let tls = "    startupProbe:\n      grpc: {port: 2379, mode: TLS}\n";
+    assert_invalid(&with_container(tls), "spec.containers[0].startupProbe", "grpc.mode \"TLS\"");
+    let threshold =
+        "    livenessProbe:\n      exec: {command: [\"true\"]}\n      successThreshold: 2\n";
+    assert_invalid(
+        &with_container(threshold),
+        "spec.containers[0].livenessProbe.successThreshold",
+        "must be 1",
+    );
+    let signal = "    lifecycle:\n      stopSignal: SIGUSR1\n";
+    assert_invalid(
+        &with_container(signal),
+        "spec.containers[0].lifecycle.stopSignal",
+        "SIGTERM only",
+    );
+    let hook = "    lifecycle:\n      preStop:\n        exec: {command: []}\n";
+    assert_invalid(
+        &with_container(hook),
+        "spec.containers[0].lifecycle.preStop",
+        "exec.command is empty",
+    );
+}
+
+#[test]
+fn probes_and_hooks_as_real_manifests_carry_them_are_accepted() {
+    // kubeadm's etcd probes, and kubernetes.io's lifecycle example.
+    let fields = "    ports:\n    - {name: http, containerPort: 80}\n    livenessProbe:\n      failureThreshold: 8\n      httpGet: {host: 127.0.0.1, path: /health, port: 2381, scheme: HTTP}\n      initialDelaySeconds: 10\n      periodSeconds: 10\n      timeoutSeconds: 15\n    readinessProbe:\n      httpGet: {path: /, port: http}\n    startupProbe:\n      grpc: {port: 2379}\n    lifecycle:\n      postStart:\n        exec: {command: [\"/bin/sh\", \"-c\", \"echo Hello > /usr/share/message\"]}\n      preStop:\n        sleep: {seconds: 5}\n";
+    decode_one(&with_container(fields), file());
+}
