@@ -1,8 +1,8 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
-//! footprint, B6 reconnect, B7 scale (merge only); and
+//! footprint, B6 reconnect, B7 scale (merge only), B8 probes; and
 //! O2 restart from checkpoint (asked for by the sources issue).
 //!
-//! Run with `cargo xtask bench [--quick]` (the release profile). Writes
+//! Run with `cargo xtask bench [--quick] [ID…]` (the release profile). Writes
 //! `target/bench/report.json` (under `CARGO_TARGET_DIR` when set) and a table on stdout.
 //! A missed target is reported (`"met": false`) and does not fail the run; an error does:
 //! a wrong or missing delta, a missed edit, an IO failure.
@@ -19,6 +19,7 @@ mod bench {
     pub mod b5_footprint;
     pub mod b6_reconnect;
     pub mod b7_scale;
+    pub mod b8_probes;
     pub mod o2_restart;
     pub mod pods;
     pub mod report;
@@ -30,8 +31,8 @@ use std::process::ExitCode;
 
 use bench::report::Entry;
 use bench::{
-    b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, o2_restart,
-    pods, report, signal,
+    b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
+    o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -64,7 +65,7 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 8] = [
+    let benches: [(&str, Bench); 9] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         ("B5", b5_footprint::run),
         ("B6", b6_reconnect::run),
         ("B7", b7_scale::run),
+        ("B8", b8_probes::run),
         ("O2", o2_restart::run),
     ];
     let mut entries = Vec::new();

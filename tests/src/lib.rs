@@ -69,11 +69,26 @@ pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) {
         .unwrap_or_else(|e| panic!("cannot chmod 600 {}: {e}", path.display()));
 }
 
+/// Names an `outpost` binary built together with the program that runs it (`cargo xtask
+/// bench` builds the benchmarks and the agent in one cargo invocation), which is then run
+/// as it is rather than built again.
+pub const BIN_ENV: &str = "OUTPOST_TEST_BIN";
+
 /// The `outpost` binary, built (once per test process) next to this test binary with the
-/// same cargo, target directory and profile, so the tests never run a stale agent.
+/// same cargo, target directory and profile, so the tests never run a stale agent; or the
+/// one `$OUTPOST_TEST_BIN` names.
 pub fn outpost_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(build_outpost).clone()
+    BUILT
+        .get_or_init(|| match std::env::var_os(BIN_ENV).filter(|b| !b.is_empty()) {
+            Some(bin) => {
+                let bin = PathBuf::from(bin);
+                assert!(bin.is_file(), "{BIN_ENV}={} is not a file", bin.display());
+                bin
+            }
+            None => build_outpost(),
+        })
+        .clone()
 }
 
 fn build_outpost() -> PathBuf {

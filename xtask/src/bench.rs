@@ -1,15 +1,32 @@
-//! `cargo xtask bench [--quick]`: runs the benchmark program (`tests/benches/bench.rs`)
-//! with the release profile. It prints a table and writes `target/bench/report.json`; a
-//! missed target is reported there, only an error (a missed edit, a wrong delta, an IO
-//! failure) fails the task.
+//! `cargo xtask bench [--quick] [ID…]`: runs the benchmark program
+//! (`tests/benches/bench.rs`) with the release profile. It prints a table and writes
+//! `target/bench/report.json`; a missed target is reported there, only an error (a missed
+//! edit, a wrong delta, an IO failure) fails the task. IDs (`b8`) select benchmarks.
+//!
+//! The program and the `outpost` binary it runs are built by one cargo invocation, so
+//! that they share every dependency: the benchmarks' dependencies turn on features the
+//! agent's alone do not (serde's `alloc`, kube's `runtime`), and building the agent on
+//! its own, as the test support otherwise does, recompiled every crate that depends on
+//! them in a second release build. The program is then run directly, told where the
+//! agent is (`OUTPOST_TEST_BIN`).
 
-use anyhow::bail;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail, ensure};
+
+/// Tells the test support which `outpost` binary to run (`outpost_tests::BIN_ENV`).
+const BIN_ENV: &str = "OUTPOST_TEST_BIN";
+/// The profile of the benchmarks and the agent they measure.
+const PROFILE: &str = "release";
 
 /// Options of the `bench` task.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// A smaller sample of each benchmark (a check that finishes in about a minute).
     pub quick: bool,
+    /// The benchmarks to run (ID prefixes, `b8`); none: all.
+    pub only: Vec<String>,
 }
 
 impl Options {
@@ -18,8 +35,11 @@ impl Options {
         for arg in args {
             match arg.as_str() {
                 "--quick" => options.quick = true,
+                id if is_id(id) => options.only.push(id.to_owned()),
                 other => {
-                    bail!("`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick]")
+                    bail!(
+                        "`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick] [ID…] (ID: b1, B8, o2…)"
+                    )
                 }
             }
         }
@@ -27,14 +47,106 @@ impl Options {
     }
 }
 
-/// Runs the benchmarks with `env` added to their environment (`ci` passes the test
-/// containerd's socket and the test images' directory).
-pub fn run(options: &Options, env: &[(&str, std::path::PathBuf)]) -> anyhow::Result<()> {
-    let mut args = vec!["bench", "-p", "outpost-tests", "--bench", "bench", "--"];
+/// `b8`, `B5`, `o2`: a letter and digits.
+fn is_id(arg: &str) -> bool {
+    let mut chars = arg.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.clone().next().is_some()
+        && chars.all(|c| c.is_ascii_digit())
+}
+
+/// Builds and runs the benchmarks with `env` added to their environment (`ci` passes the
+/// test containerd's socket and the test images' directory).
+pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
+    let (program, agent) = build()?;
+    let mut command = Command::new(&program);
     if options.quick {
-        args.push("--quick");
+        command.arg("--quick");
     }
-    let mut command = crate::cargo(&args);
+    command.args(&options.only);
+    // Where `cargo bench` would run it: the package's directory.
+    command.current_dir(crate::project_root().join("tests"));
+    command.env(BIN_ENV, &agent);
     command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
     crate::run(command)
+}
+
+/// One release build of the benchmark program and the agent; their paths.
+fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let args = [
+        "build",
+        "--profile",
+        PROFILE,
+        "-p",
+        "outpost",
+        "-p",
+        "outpost-tests",
+        "--bin",
+        "outpost",
+        "--bench",
+        "bench",
+        "--message-format",
+        "json-render-diagnostics",
+    ];
+    let mut command = crate::cargo(&args);
+    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let shown = crate::show(&command);
+    println!("$ {shown}");
+    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
+    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
+    let messages = String::from_utf8_lossy(&out.stdout);
+    let program = executable(&messages, "bench", "bench")
+        .with_context(|| format!("`{shown}` named no benchmark program"))?;
+    let agent = executable(&messages, "outpost", "bin")
+        .with_context(|| format!("`{shown}` named no outpost binary"))?;
+    Ok((program, agent))
+}
+
+/// The executable of target `name` of `kind` in cargo's JSON messages.
+fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
+    messages.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find_map(
+        |message| {
+            let found = message["reason"] == "compiler-artifact"
+                && message["target"]["name"] == name
+                && message["target"]["kind"].as_array().is_some_and(|k| k.contains(&kind.into()));
+            if found {
+                message["executable"].as_str().map(Path::new).map(Path::to_path_buf)
+            } else {
+                None
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_select_benchmarks_and_anything_else_is_refused() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let options = Options::parse(&args(&["--quick", "b8", "O2"])).unwrap();
+        assert!(options.quick);
+        assert_eq!(options.only, ["b8", "O2"]);
+        assert!(Options::parse(&args(&["--slow"])).is_err());
+        assert!(Options::parse(&args(&["b"])).is_err());
+        assert!(Options::parse(&args(&["bench"])).is_err());
+    }
+
+    #[test]
+    fn executables_are_found_by_name_and_kind() {
+        let messages = r#"{"reason":"compiler-artifact","target":{"name":"outpost","kind":["lib"]},"executable":null}
+{"reason":"compiler-artifact","target":{"name":"bench","kind":["bench"]},"executable":"/t/release/deps/bench-1"}
+{"reason":"compiler-artifact","target":{"name":"outpost","kind":["bin"]},"executable":"/t/release/outpost"}
+{"reason":"build-finished","success":true}"#;
+        assert_eq!(
+            executable(messages, "bench", "bench"),
+            Some(PathBuf::from("/t/release/deps/bench-1"))
+        );
+        assert_eq!(
+            executable(messages, "outpost", "bin"),
+            Some(PathBuf::from("/t/release/outpost"))
+        );
+        assert_eq!(executable(messages, "outpost", "bench"), None);
+    }
 }

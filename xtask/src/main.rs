@@ -22,7 +22,9 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  bench [--quick]   run the benchmarks (BENCHMARKS.md); writes target/bench/report.json
+  bench [--quick] [ID…]
+                    run the benchmarks (BENCHMARKS.md), or those named (b8); writes
+                    target/bench/report.json
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test, the pods tests again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,

@@ -694,7 +694,8 @@ impl Current {
                         });
                         let grace = crate::lifecycle::grace_period(&pod);
                         let why = slot::KillReason::SpecChanged;
-                        kill::begin(&pod, Some(container), slot, why, grace, target, now, out);
+                        let hooks = kill::Hooks { pod: &pod, container: Some(container), target };
+                        hooks.kill(slot, why, grace, now, out);
                     }
                     continue;
                 }

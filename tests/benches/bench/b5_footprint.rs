@@ -20,7 +20,7 @@
 //! The pods are removed at the end and the agent must leave no container, task, network
 //! namespace or cgroup of theirs behind (an error otherwise).
 
-mod procfs;
+pub mod procfs;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -35,6 +35,8 @@ use crate::Options;
 use crate::report::{Entry, Stats};
 use procfs::{Delta, Memory, Sample};
 
+/// The names of this benchmark's pods start with it.
+const PREFIX: &str = "fp-";
 /// The pod counts measured without a kubeconfig, in order (the same pods carried over).
 const STEPS: [usize; 3] = [0, 10, 100];
 /// The pod count measured with a kubeconfig.
@@ -43,7 +45,7 @@ const TARGET_RSS_MIB: f64 = 20.0;
 const RSS_TARGET_PODS: usize = 100;
 const TARGET_WAKEUPS: f64 = 1.0;
 /// How long all pods may take to run, or to go.
-const PATIENCE: Duration = Duration::from_secs(300);
+pub const PATIENCE: Duration = Duration::from_secs(300);
 
 pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let window = Duration::from_secs(if options.quick { 10 } else { 60 });
@@ -66,7 +68,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         let measured = measure(&agent, &node.path("logs"), window)?;
         entries.extend(measured.entries(&format!("{count} pods"), count == RSS_TARGET_PODS));
     }
-    if let Err(error) = teardown(&node, agent, &uids) {
+    if let Err(error) = teardown(&node, agent, &uids, PREFIX) {
         return Ok(failed(entries, &error));
     }
     drop(node);
@@ -80,14 +82,14 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     std::thread::sleep(settle);
     let measured = measure(&agent, &cluster.node.path("logs"), window)?;
     entries.extend(measured.entries(&format!("{API_PODS} pods, kubeconfig"), false));
-    if let Err(error) = teardown(&cluster.node, agent, &uids) {
+    if let Err(error) = teardown(&cluster.node, agent, &uids, PREFIX) {
         return Ok(failed(entries, &error));
     }
     Ok(entries)
 }
 
 /// The figures measured so far, the last one marked with the teardown's failure.
-fn failed(mut entries: Vec<Entry>, error: &anyhow::Error) -> Vec<Entry> {
+pub fn failed(mut entries: Vec<Entry>, error: &anyhow::Error) -> Vec<Entry> {
     if let Some(last) = entries.pop() {
         entries.push(last.error(format!("teardown: {error:#}")));
     }
@@ -112,15 +114,15 @@ spec:
     )
 }
 
-/// The agent's pods (`/pods` items) named `fp-*`.
-fn bench_pods(agent: &Agent) -> anyhow::Result<Vec<serde_json::Value>> {
+/// The agent's pods (`/pods` items) whose names start with `prefix`.
+pub fn bench_pods(agent: &Agent, prefix: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     let (status, body) = agent.get("/pods");
     ensure!(status == 200, "GET /pods answered {status}: {body}");
     let list: serde_json::Value = serde_json::from_str(&body).context("/pods is not JSON")?;
     let items = list["items"].as_array().cloned().unwrap_or_default();
     Ok(items
         .into_iter()
-        .filter(|p| p["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("fp-")))
+        .filter(|p| p["metadata"]["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
         .collect())
 }
 
@@ -129,7 +131,7 @@ fn bench_pods(agent: &Agent) -> anyhow::Result<Vec<serde_json::Value>> {
 fn wait_running(agent: &Agent, count: usize) -> anyhow::Result<Vec<String>> {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let pods = bench_pods(agent)?;
+        let pods = bench_pods(agent, PREFIX)?;
         let running = pods
             .iter()
             .filter(|p| p["status"]["containerStatuses"][0]["state"]["running"].is_object())
@@ -239,8 +241,8 @@ impl Measured {
 
 /// Removes the pods, waits until the agent has torn them down, stops it, and checks that
 /// nothing of theirs is left: containers, tasks, pod dirs, network namespaces, CNI
-/// allocations, cgroups.
-fn teardown(node: &Node, agent: Agent, uids: &[String]) -> anyhow::Result<()> {
+/// allocations, cgroups. `prefix` names the benchmark's pods.
+pub fn teardown(node: &Node, agent: Agent, uids: &[String], prefix: &str) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(node.manifests())?.flatten() {
         std::fs::remove_file(entry.path())?;
     }
@@ -250,7 +252,7 @@ fn teardown(node: &Node, agent: Agent, uids: &[String]) -> anyhow::Result<()> {
     let deadline = Instant::now() + PATIENCE;
     let torn_down =
         || node.containers().is_empty() && uids.iter().all(|uid| node.leftovers(uid).is_empty());
-    while !(bench_pods(&agent)?.is_empty() && torn_down()) {
+    while !(bench_pods(&agent, prefix)?.is_empty() && torn_down()) {
         if Instant::now() > deadline {
             let containers = node.containers();
             let left: Vec<String> = uids.iter().flat_map(|uid| node.leftovers(uid)).collect();

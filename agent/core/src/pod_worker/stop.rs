@@ -49,8 +49,8 @@ impl PodWorker {
         self.begin_stop(StopTarget::Current(Box::new(current)), running, hooks, grace, now, out);
     }
 
-    /// Runs the preStop hooks of the pod's running containers (those not being killed on
-    /// their own already); the containers whose hook runs.
+    /// Runs the preStop hooks of the pod's running containers; the containers whose hook
+    /// runs (including one a container's own kill started).
     fn pre_stop_hooks(
         &self,
         current: &Current,
@@ -59,10 +59,19 @@ impl PodWorker {
     ) -> BTreeSet<String> {
         let target = current.target(self.settings.host_ip);
         let mut hooks = BTreeSet::new();
-        for slot in current.slots.iter().filter(|s| s.kill.is_none()) {
+        for slot in &current.slots {
             let Some(id) = slot.running_id() else { continue };
-            let container = current.container(&slot.name);
-            if kill::pre_stop(&current.pod, container, id, grace, target, out) {
+            let runs = match &slot.kill {
+                // Killed on its own already: its preStop hook may still run (SIGTERM
+                // waits for it as before), or it has had its SIGTERM.
+                Some(kill) => kill.pre_stop && !kill.killed,
+                None => {
+                    let container = current.container(&slot.name);
+                    let hooks = kill::Hooks { pod: &current.pod, container, target };
+                    hooks.pre_stop(id, grace, out)
+                }
+            };
+            if runs {
                 hooks.insert(id.to_owned());
             }
         }

@@ -377,12 +377,10 @@ fn hooks_resolve_like_probes_and_may_sleep() {
 }
 
 #[test]
-#[ignore = "bug: a tcpSocket lifecycle hook runs as a TCP connect; kubelet fails such a hook \
-            (\"invalid handler\", the API documents tcpSocket as unsupported in hooks)"]
 fn a_tcp_socket_hook_cannot_run() {
     // kubelet's handler runner knows exec, httpGet and sleep; a tcpSocket hook fails at
-    // runtime (a postStart kills the container) and the API documents it so. Outpost
-    // resolves it to a TCP connect instead, and check() does not refuse it (A1).
+    // runtime (a postStart kills the container) and the API documents it so; check()
+    // refuses it (A1).
     let tcp =
         LifecycleHandler { tcp_socket: Some(tcp_action(named("http"))), ..Default::default() };
     assert!(hook_handler(&tcp, &web(), target()).is_err());

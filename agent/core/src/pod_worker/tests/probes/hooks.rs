@@ -145,8 +145,6 @@ fn the_restart_policy_decides_after_a_failed_post_start() {
 }
 
 #[test]
-#[ignore = "bug: a restarted container whose postStart runs makes the pod Pending again \
-            (kubelet: a waiting container with a last termination counts as restarting)"]
 fn a_restarted_container_whose_post_start_runs_keeps_the_pod_running() {
     // kubelet's getPhase counts a waiting container that has a last termination as
     // stopped (restarting), so a pod whose container is restarted stays Running.
@@ -463,7 +461,6 @@ fn a_changed_container_runs_pre_stop_then_is_recreated_at_once() {
 }
 
 #[test]
-#[ignore = "bug: a pod stop SIGTERMs at once a container whose own kill's preStop still runs (L2)"]
 fn a_pod_stop_waits_for_a_pre_stop_already_running() {
     // L2: the stop signal comes after preStop returns. A liveness kill started c-1's
     // preStop; the pod is deleted while it runs.
