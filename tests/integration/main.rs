@@ -8,6 +8,7 @@ mod cli;
 mod cni;
 mod containerd;
 mod ebpf;
+mod exec_runtime;
 mod file_source;
 mod images;
 mod images_dir;
