@@ -8,6 +8,7 @@ mod cli;
 mod cni;
 mod containerd;
 mod ebpf;
+mod exec;
 mod exec_runtime;
 mod file_source;
 mod images;
