@@ -10,6 +10,7 @@ mod containerd;
 mod ebpf;
 mod etcd;
 mod exec;
+mod exec_runtime;
 mod file_source;
 mod images;
 mod images_dir;
