@@ -185,8 +185,10 @@ spec:
 }
 
 /// L2 (httpGet, sleep, exec): each container's preStop runs before its SIGTERM; one that
-/// hangs (an exec sleeping an hour) does not hold the pod past its grace period: the
-/// container still gets SIGTERM after the hook is cut off, and the pod is removed.
+/// hangs (an exec sleeping an hour) does not hold the pod past its grace period: it is cut
+/// off, and the container still gets SIGTERM, as kubelet's `killContainer` gives every
+/// container a last window (`minimumGracePeriodInSeconds`, 2 s) to act on SIGTERM when
+/// its preStop hook used up the grace period; then the pod is removed.
 #[test]
 #[cfg_attr(
     not(outpost_has_pods),
