@@ -10,14 +10,16 @@ use std::time::Duration;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{Node, eventually, pod, wait_pod};
 use outpost_tests::workload::{
-    Workload, find_event, host_dir, is_running, lines, pretty, restarts, status_of, text,
+    Workload, delete_and_wait, find_event, host_dir, is_running, lines, pretty, restarts,
+    status_of, text,
 };
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// The position of `line` in `lines`, with a message naming both when it is not there.
-fn position(lines: &[String], line: &str) -> usize {
-    lines.iter().position(|l| l == line).unwrap_or_else(|| panic!("no {line:?} in {lines:?}"))
+/// Whether `first` and then `second` are among `lines`, in that order.
+fn in_order(lines: &[String], first: &str, second: &str) -> bool {
+    let at = |line: &str| lines.iter().position(|l| l == line);
+    matches!((at(first), at(second)), (Some(a), Some(b)) if a < b)
 }
 
 /// L1, L2 (exec): the example's postStart file is there (read with `outpost exec`); on
@@ -84,9 +86,8 @@ spec:
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
     let order = lines(&hooks.join("order"));
     assert!(
-        position(&order, "preStop") < position(&order, "httpd-gone")
-            && position(&order, "httpd-gone") < position(&order, "TERM"),
-        "preStop ran to its end before SIGTERM: {order:?}"
+        in_order(&order, "preStop", "httpd-gone") && in_order(&order, "httpd-gone", "TERM"),
+        "expected preStop, httpd-gone (the hook's end), then TERM (the trap); seen {order:?}"
     );
     eventually("nothing is left on the host", LONG, || node.leftovers(&uid).is_empty());
 }
@@ -182,6 +183,8 @@ spec:
         "the container was killed: {}",
         pretty(&p)
     );
+    delete_and_wait(&node, &w.agent, "post-start-fails.yaml", failing);
+    delete_and_wait(&node, &w.agent, "post-start-waits.yaml", waiting);
 }
 
 /// L2 (httpGet, sleep, exec): each container's preStop runs before its SIGTERM; one that
@@ -292,14 +295,21 @@ spec:
     eventually("the pod is gone", LONG, || pod(&w.agent, name).is_none());
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
     let web = lines(&hooks.join("web"));
-    assert!(position(&web, "preStop") < position(&web, "TERM"), "web (httpGet): {web:?}");
+    assert!(
+        in_order(&web, "preStop", "TERM"),
+        "web: expected its httpGet preStop, then TERM; seen {web:?}"
+    );
     let sleeper = lines(&hooks.join("sleeper"));
     assert!(
         sleeper.contains(&"TERM".to_owned()),
         "sleeper got SIGTERM after its sleep hook: {sleeper:?}"
     );
     let hangs = lines(&hooks.join("hangs"));
-    assert!(position(&hangs, "preStop") < position(&hangs, "TERM"), "hangs (exec): {hangs:?}");
+    assert!(
+        in_order(&hangs, "preStop", "TERM"),
+        "hangs: expected its exec preStop to start, then SIGTERM once the grace period cut \
+         it off (kubelet's 2 s minimum window), not a bare SIGKILL; seen {hangs:?}"
+    );
     assert!(
         !hangs.contains(&"preStop-ended".to_owned()),
         "the hanging hook was cut off, not waited for: {hangs:?}"

@@ -20,8 +20,8 @@ use std::time::Duration;
 use outpost_tests::containerd::{BUSYBOX_IMAGE, ETCD_IMAGE, ETCD_OCI};
 use outpost_tests::pods::{Node, eventually, pod, wait_pod};
 use outpost_tests::workload::{
-    Workload, condition, container_id, event_count, find_event, host_dir, import, is_running,
-    lines, pretty, restarts, status_of,
+    Workload, condition, container_id, delete_and_wait, event_count, find_event, host_dir, import,
+    is_running, lines, pretty, restarts, status_of,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -133,6 +133,7 @@ spec:
         "nothing was killed: {}",
         pretty(&events)
     );
+    delete_and_wait(&node, &w.agent, "liveness-exec.yaml", name);
 }
 
 /// P1, P2, P3, P5 (httpGet): until the startup probe passes the container is neither
@@ -282,6 +283,7 @@ spec:
     std::fs::write(www.join("healthz"), "ok\n").unwrap();
     let p = wait_pod(&w.agent, name, LONG, |p| c(p)["started"] == true && c(p)["ready"] == true);
     assert_eq!(restarts(&c(&p)), 1, "{}", pretty(&p));
+    delete_and_wait(&node, &w.agent, "liveness-http.yaml", name);
 }
 
 /// P2, P4, P5 (tcpSocket): tcp-liveness-readiness (goproxy's TCP port 8080, readiness and
@@ -372,6 +374,7 @@ spec:
         "goproxy's probes all pass: {}",
         pretty(&events)
     );
+    delete_and_wait(&node, &w.agent, "goproxy.yaml", name);
 }
 
 /// P5 (grpc): kubernetes.io's grpc-liveness pod (etcd serving grpc.health.v1 on its
@@ -454,6 +457,7 @@ spec:
         "etcd's probes all pass: {}",
         pretty(&events)
     );
+    delete_and_wait(&node, &w.agent, "etcd-with-grpc.yaml", name);
 }
 
 fn set_executable(path: &std::path::Path) {

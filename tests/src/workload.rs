@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::agent::Agent;
 use crate::containerd::test_image;
-use crate::pods::Node;
+use crate::pods::{Node, eventually};
 use crate::{outpost_bin, write_private};
 
 /// An agent running pods on a node, with the token `outpost exec` sends.
@@ -57,6 +57,26 @@ impl Workload {
         let list: Value = serde_json::from_str(&body).expect("an EventList");
         list["items"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// Removes the manifest `file` and waits until the pod `name` is gone: from `/pods`,
+/// from containerd (no container left in the node's namespace) and from the host
+/// ([`Node::leftovers`]). Tests end this way rather than by dropping a busy agent.
+pub fn delete_and_wait(node: &Node, agent: &Agent, file: &str, name: &str) {
+    let uid = crate::pods::pod(agent, name)
+        .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no pod {name} to delete"));
+    node.remove(file);
+    let long = std::time::Duration::from_secs(60);
+    eventually(&format!("{name} is gone from /pods"), long, || {
+        crate::pods::pod(agent, name).is_none()
+    });
+    eventually(&format!("{name}: containerd has no container left"), long, || {
+        node.containers().is_empty()
+    });
+    eventually(&format!("{name}: nothing is left on the host"), long, || {
+        node.leftovers(&uid).is_empty()
+    });
 }
 
 /// Imports the test image tarball `name` (e.g. `etcd-oci.tar`) into the node's containerd
