@@ -183,8 +183,8 @@ spec:
         "the container was killed: {}",
         pretty(&p)
     );
-    delete_and_wait(&node, &w.agent, "post-start-fails.yaml", failing);
-    delete_and_wait(&node, &w.agent, "post-start-waits.yaml", waiting);
+    let pods = [("post-start-fails.yaml", failing), ("post-start-waits.yaml", waiting)];
+    delete_and_wait(&node, &w.agent, &pods);
 }
 
 /// L2 (httpGet, sleep, exec): each container's preStop runs before its SIGTERM; one that

@@ -133,7 +133,7 @@ spec:
         "nothing was killed: {}",
         pretty(&events)
     );
-    delete_and_wait(&node, &w.agent, "liveness-exec.yaml", name);
+    delete_and_wait(&node, &w.agent, &[("liveness-exec.yaml", name)]);
 }
 
 /// P1, P2, P3, P5 (httpGet): until the startup probe passes the container is neither
@@ -283,7 +283,7 @@ spec:
     std::fs::write(www.join("healthz"), "ok\n").unwrap();
     let p = wait_pod(&w.agent, name, LONG, |p| c(p)["started"] == true && c(p)["ready"] == true);
     assert_eq!(restarts(&c(&p)), 1, "{}", pretty(&p));
-    delete_and_wait(&node, &w.agent, "liveness-http.yaml", name);
+    delete_and_wait(&node, &w.agent, &[("liveness-http.yaml", name)]);
 }
 
 /// P2, P4, P5 (tcpSocket): tcp-liveness-readiness (goproxy's TCP port 8080, readiness and
@@ -374,7 +374,7 @@ spec:
         "goproxy's probes all pass: {}",
         pretty(&events)
     );
-    delete_and_wait(&node, &w.agent, "goproxy.yaml", name);
+    delete_and_wait(&node, &w.agent, &[("goproxy.yaml", name)]);
 }
 
 /// P5 (grpc): kubernetes.io's grpc-liveness pod (etcd serving grpc.health.v1 on its
@@ -457,7 +457,7 @@ spec:
         "etcd's probes all pass: {}",
         pretty(&events)
     );
-    delete_and_wait(&node, &w.agent, "etcd-with-grpc.yaml", name);
+    delete_and_wait(&node, &w.agent, &[("etcd-with-grpc.yaml", name)]);
 }
 
 fn set_executable(path: &std::path::Path) {

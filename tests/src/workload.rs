@@ -59,24 +59,29 @@ impl Workload {
     }
 }
 
-/// Removes the manifest `file` and waits until the pod `name` is gone: from `/pods`,
-/// from containerd (no container left in the node's namespace) and from the host
-/// ([`Node::leftovers`]). Tests end this way rather than by dropping a busy agent.
-pub fn delete_and_wait(node: &Node, agent: &Agent, file: &str, name: &str) {
-    let uid = crate::pods::pod(agent, name)
-        .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no pod {name} to delete"));
-    node.remove(file);
+/// Removes the manifests of `pods` (`(file, pod name)`) and waits until those pods are
+/// gone: from `/pods`, from containerd (no container left in the node's namespace: name
+/// every pod the node runs) and from the host ([`Node::leftovers`]). Tests end this way
+/// rather than by dropping a busy agent.
+pub fn delete_and_wait(node: &Node, agent: &Agent, pods: &[(&str, &str)]) {
     let long = std::time::Duration::from_secs(60);
-    eventually(&format!("{name} is gone from /pods"), long, || {
-        crate::pods::pod(agent, name).is_none()
-    });
-    eventually(&format!("{name}: containerd has no container left"), long, || {
-        node.containers().is_empty()
-    });
-    eventually(&format!("{name}: nothing is left on the host"), long, || {
-        node.leftovers(&uid).is_empty()
-    });
+    let mut uids = Vec::new();
+    for (file, name) in pods {
+        let pod = crate::pods::pod(agent, name).unwrap_or_else(|| panic!("no pod {name}"));
+        uids.push(pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned());
+        node.remove(file);
+    }
+    for (_, name) in pods {
+        eventually(&format!("{name} is gone from /pods"), long, || {
+            crate::pods::pod(agent, name).is_none()
+        });
+    }
+    eventually("containerd has no container left", long, || node.containers().is_empty());
+    for uid in uids {
+        eventually(&format!("nothing of pod {uid} is left on the host"), long, || {
+            node.leftovers(&uid).is_empty()
+        });
+    }
 }
 
 /// Imports the test image tarball `name` (e.g. `etcd-oci.tar`) into the node's containerd
