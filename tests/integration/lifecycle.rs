@@ -306,13 +306,14 @@ spec:
     );
     let hangs = lines(&hooks.join("hangs"));
     assert!(
+        hangs.first().is_some_and(|l| l == "preStop") && !hangs.contains(&"preStop-ended".into()),
+        "hangs: its preStop started and was cut off, not waited for: {hangs:?}"
+    );
+    eventually("nothing is left on the host", LONG, || node.leftovers(&uid).is_empty());
+    // Last, as it is about the signal rather than the pod's removal.
+    assert!(
         in_order(&hangs, "preStop", "TERM"),
         "hangs: expected its exec preStop to start, then SIGTERM once the grace period cut \
          it off (kubelet's 2 s minimum window), not a bare SIGKILL; seen {hangs:?}"
     );
-    assert!(
-        !hangs.contains(&"preStop-ended".to_owned()),
-        "the hanging hook was cut off, not waited for: {hangs:?}"
-    );
-    eventually("nothing is left on the host", LONG, || node.leftovers(&uid).is_empty());
 }
