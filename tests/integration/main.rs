@@ -9,6 +9,7 @@ mod cni;
 mod containerd;
 mod ebpf;
 mod exec;
+mod exec_runtime;
 mod file_source;
 mod images;
 mod images_dir;
