@@ -48,11 +48,13 @@ impl Running {
     /// `outpost exec <args>` against this agent, with the token unless `token` is false,
     /// `input` on its stdin.
     fn exec(&self, args: &[&str], token: bool, input: &[u8]) -> Output {
+        // The flags go before `--`: what follows it is the command.
         let mut command = Command::new(outpost_bin());
-        command.arg("exec").args(args).args(["--server", &format!("http://{}", self.agent.addr)]);
+        command.args(["exec", "--server", &format!("http://{}", self.agent.addr)]);
         if token {
             command.arg("--token-file").arg(&self.token);
         }
+        command.args(args);
         run_with_input(command, input)
     }
 

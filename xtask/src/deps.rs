@@ -9,7 +9,10 @@ use anyhow::{Context, bail};
 /// Debian packages the tests and `dist` use, and what for.
 const PACKAGES: &[(&str, &str)] = &[
     ("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)"),
-    ("python3-websockets", "a WebSocket client that is not Outpost's drives /exec (the exec tests)"),
+    (
+        "python3-websockets",
+        "a WebSocket client that is not Outpost's drives /exec (the exec tests)",
+    ),
     ("containerd", "the container runtime the agent drives (`cargo xtask containerd start`)"),
     ("runc", "the OCI runtime containerd's shims start containers with"),
     (

@@ -4,11 +4,14 @@
 //!
 //! The output pumps, the stdin pump and the socket writer are tasks of their own (in
 //! `JoinSet`s, so they end with the session); the session's own loop reads the socket,
-//! so a resize is applied before any stdin sent after it. While the command's output
-//! streams are open, resizes apply; once they have ended the loop waits for the exit.
-//! A client that goes away (its close, a broken connection, or silence past
-//! [`CLIENT_SILENCE`] despite pings) ends the session early: its stdin is closed, its
-//! output dropped, and the command waited for in the background.
+//! so a resize is applied before any stdin sent after it. Stdin is handed to its pump
+//! without waiting: when the pump has no room (the command does not read), the socket is
+//! read no further until it has, and the loop still sees the command end. While the
+//! command's output streams are open, resizes apply; once they have ended the loop waits
+//! for the exit. A client that goes away (its close, a broken connection, or silence
+//! past [`CLIENT_SILENCE`] despite pings) ends the session early: the session is
+//! dropped, which kills the command and removes it (as containerd's CRI does when an
+//! exec stream ends).
 
 use std::time::Duration;
 
@@ -19,13 +22,14 @@ use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug, info, warn};
 
 use super::channel::{self, Inbound, Protocol, Status};
 use crate::error_chain::describe;
-use crate::runtime::exec::{Execs, Request, Session};
+use crate::runtime::exec::{self, Execs, Request, Session};
 
 /// How often the agent pings a client.
 const PING_INTERVAL: Duration = Duration::from_secs(30);
@@ -82,7 +86,7 @@ pub async fn serve(socket: WebSocket, target: Target) {
 }
 
 /// Streams between the client and the command until it ends: its status, or `None` when
-/// the client went away first.
+/// the client went away first (the session is then dropped, which kills the command).
 async fn drive(
     mut session: Session,
     stream: &mut SplitStream<WebSocket>,
@@ -103,145 +107,136 @@ async fn drive(
         pumps.spawn(pump_stdin(pipe, rx).instrument(Span::current()));
         tx
     });
+    // While the command's output is open, resizes apply; then its exit is awaited.
+    let mut session = Some(session);
+    let mut exit = None;
+    // Stdin the pump has no room for: the socket is read no further until it has.
+    let mut pending: Option<Bytes> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
     let mut heard = Instant::now();
-    let protocol = target.protocol;
-    // While the command's output streams are open, resizes apply.
     loop {
         tokio::select! {
-            ended = outputs.join_next() => if ended.is_none() { break },
-            message = stream.next() => {
-                heard = Instant::now();
-                if on_message(message, protocol, &mut stdin, Some(&session)).await == Flow::Gone {
-                    drop(stdin);
-                    abandon(Box::pin(session.wait()));
-                    return None;
+            ended = outputs.join_next(), if session.is_some() => {
+                if ended.is_none() && let Some(session) = session.take() {
+                    exit = Some(Box::pin(session.wait()));
                 }
             }
-            _ = ping.tick() => if !keep_alive(frames, heard) {
-                drop(stdin);
-                abandon(Box::pin(session.wait()));
-                return None;
+            result = wait(&mut exit), if exit.is_some() => return Some(status(target, result)),
+            permit = reserve(&stdin), if pending.is_some() => match permit {
+                Some(permit) => drop(permit.send(pending.take().unwrap_or_default())),
+                None => (pending, stdin) = (None, None),
             },
+            message = stream.next(), if pending.is_none() => {
+                heard = Instant::now();
+                match read(message, target.protocol) {
+                    Read::Gone => break,
+                    Read::Stdin(data) => match stdin.as_ref().map(|tx| tx.try_send(data)) {
+                        Some(Err(TrySendError::Full(data))) => pending = Some(data),
+                        // The command closed its stdin (or ended): the rest goes nowhere.
+                        Some(Err(TrySendError::Closed(_))) => stdin = None,
+                        Some(Ok(())) | None => {}
+                    },
+                    Read::CloseStdin => {
+                        debug!("the exec client closed stdin");
+                        stdin = None;
+                    }
+                    Read::Resize(sizes) => resize(session.as_ref(), sizes).await,
+                    Read::Nothing => {}
+                }
+            }
+            _ = ping.tick() => {
+                // Not reading (stdin is backed up), the agent cannot hear the client.
+                if pending.is_none() && heard.elapsed() > CLIENT_SILENCE {
+                    info!(silent = ?heard.elapsed(), "the exec client stopped answering");
+                    break;
+                }
+                // A full queue means output is flowing: the client is there if it reads it.
+                let _ = frames.try_send(Message::Ping(Bytes::new()));
+            }
         }
     }
-    // The output has ended: wait for the exit, still taking stdin.
-    let mut wait = Box::pin(session.wait());
-    loop {
-        tokio::select! {
-            result = &mut wait => {
-                return Some(match result {
-                    Ok(code) => {
-                        info!(exit_code = code, "exec ended");
-                        Status::exited(&target.request.command, code)
-                    }
-                    Err(e) => {
-                        warn!(error = %describe(&e), "exec cannot learn how the command ended");
-                        Status::internal_error(&describe(&e))
-                    }
-                });
-            }
-            message = stream.next() => {
-                heard = Instant::now();
-                if on_message(message, protocol, &mut stdin, None).await == Flow::Gone {
-                    drop(stdin);
-                    abandon(wait);
-                    return None;
-                }
-            }
-            _ = ping.tick() => if !keep_alive(frames, heard) {
-                drop(stdin);
-                abandon(wait);
-                return None;
-            },
+    info!("the exec client went away; the command is killed");
+    None
+}
+
+/// How the command ended, for the error channel.
+fn status(target: &Target, result: Result<i32, exec::Error>) -> Status {
+    match result {
+        Ok(code) => {
+            info!(exit_code = code, "exec ended");
+            Status::exited(&target.request.command, code)
+        }
+        Err(e) => {
+            warn!(error = %describe(&e), "exec cannot learn how the command ended");
+            Status::internal_error(&describe(&e))
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
-    Continue,
+/// The command's exit, once it is awaited.
+async fn wait<F: Future + Unpin>(exit: &mut Option<F>) -> F::Output {
+    match exit {
+        Some(exit) => exit.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Room for one chunk of stdin; `None` when the command no longer takes any. (It holds
+/// a sender of its own, so the loop may drop `stdin` meanwhile.)
+fn reserve(
+    stdin: &Option<mpsc::Sender<Bytes>>,
+) -> impl Future<Output = Option<mpsc::OwnedPermit<Bytes>>> + use<> {
+    let stdin = stdin.clone();
+    async move { stdin?.reserve_owned().await.ok() }
+}
+
+async fn resize(session: Option<&Session>, sizes: Vec<channel::TerminalSize>) {
+    let Some(session) = session else {
+        debug!("a resize after the command's output ended is ignored");
+        return;
+    };
+    for size in sizes {
+        if let Err(e) = session.resize(size.width, size.height).await {
+            debug!(error = %describe(&e), "exec cannot resize the terminal");
+        }
+    }
+}
+
+/// What a client's message asks for.
+#[derive(Debug)]
+enum Read {
+    /// The connection ended (a close, an error, its end).
     Gone,
+    Stdin(Bytes),
+    CloseStdin,
+    Resize(Vec<channel::TerminalSize>),
+    Nothing,
 }
 
-/// Acts on one message from the client (`None`: the connection ended).
-async fn on_message(
-    message: Option<Result<Message, axum::Error>>,
-    protocol: Protocol,
-    stdin: &mut Option<mpsc::Sender<Bytes>>,
-    session: Option<&Session>,
-) -> Flow {
+/// Reads one message from the client (`None`: the connection ended).
+fn read(message: Option<Result<Message, axum::Error>>, protocol: Protocol) -> Read {
     let data = match message {
-        None => return Flow::Gone,
+        None | Some(Ok(Message::Close(_))) => return Read::Gone,
         Some(Err(e)) => {
             debug!(error = %e, "the exec client's connection failed");
-            return Flow::Gone;
+            return Read::Gone;
         }
-        Some(Ok(Message::Close(_))) => return Flow::Gone,
-        Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Flow::Continue,
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Read::Nothing,
         Some(Ok(Message::Binary(data))) => data,
         // The binary protocols take text messages as the same bytes (as kubelet does).
         Some(Ok(Message::Text(text))) => Bytes::copy_from_slice(text.as_str().as_bytes()),
     };
     match channel::parse(protocol, &data) {
-        Ok(Inbound::Stdin(bytes)) => {
-            if let Some(tx) = stdin
-                && !bytes.is_empty()
-                && tx.send(data.slice(1..)).await.is_err()
-            {
-                // The command closed its stdin (or ended): the rest goes nowhere.
-                *stdin = None;
-            }
+        Ok(Inbound::Stdin([])) => Read::Nothing,
+        Ok(Inbound::Stdin(_)) => Read::Stdin(data.slice(1..)),
+        Ok(Inbound::Close(channel::STDIN)) => Read::CloseStdin,
+        Ok(Inbound::Resize(sizes)) => Read::Resize(sizes),
+        Ok(Inbound::Close(_) | Inbound::Ignored) => Read::Nothing,
+        Err(e) => {
+            warn!(error = %e, "a malformed message from the exec client is ignored");
+            Read::Nothing
         }
-        Ok(Inbound::Close(channel::STDIN)) => {
-            debug!("the exec client closed stdin");
-            *stdin = None;
-        }
-        Ok(Inbound::Resize(sizes)) => {
-            for size in sizes {
-                match session {
-                    Some(session) => {
-                        if let Err(e) = session.resize(size.width, size.height).await {
-                            debug!(error = %describe(&e), "exec cannot resize the terminal");
-                        }
-                    }
-                    None => debug!("a resize after the command's output ended is ignored"),
-                }
-            }
-        }
-        Ok(Inbound::Close(_) | Inbound::Ignored) => {}
-        Err(e) => warn!(error = %e, "a malformed message from the exec client is ignored"),
     }
-    Flow::Continue
-}
-
-/// Pings the client; false when it has been silent too long.
-fn keep_alive(frames: &mpsc::Sender<Message>, heard: Instant) -> bool {
-    if heard.elapsed() > CLIENT_SILENCE {
-        info!(silent = ?heard.elapsed(), "the exec client stopped answering; ending the session");
-        return false;
-    }
-    // A full queue means output is flowing: the client is there if it reads it.
-    let _ = frames.try_send(Message::Ping(Bytes::new()));
-    true
-}
-
-/// The client is gone: the command's end is awaited in the background (which reaps it
-/// and removes its FIFOs).
-fn abandon<F>(wait: std::pin::Pin<Box<F>>)
-where
-    F: Future<Output = Result<i32, crate::runtime::exec::Error>> + Send + 'static,
-{
-    info!("the exec client went away; the command's stdin is closed and its output dropped");
-    tokio::spawn(
-        async move {
-            match wait.await {
-                Ok(code) => info!(exit_code = code, "exec ended after its client went away"),
-                Err(e) => warn!(error = %describe(&e), "exec cannot learn how the command ended"),
-            }
-        }
-        .instrument(Span::current()),
-    );
 }
 
 /// Copies one of the command's output streams to the client until it ends.

@@ -224,6 +224,7 @@ pub(super) async fn build(
                 labels: config.node_labels.clone(),
                 taints: config.register_with_taints.clone(),
                 node_ip: config.node_ip,
+                kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
                 state_dir: config.state_dir.clone(),
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
