@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use outpost_tests::containerd::ETCD_IMAGE;
 use outpost_tests::containerd::ETCD_OCI;
-use outpost_tests::pods::{Node, eventually, pod};
+use outpost_tests::pods::{Node, pod};
 use outpost_tests::workload::{
-    Workload, condition, container_id, find_event, free_ports, host_dir, import, is_running,
-    pretty, restarts, status_of, task_pid, text,
+    Workload, condition, container_id, delete_and_wait, find_event, free_ports, host_dir, import,
+    is_running, pretty, restarts, status_of, task_pid, text,
 };
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -340,10 +340,6 @@ fn kubeadm_etcd_is_gated_by_its_startup_probe_serves_mtls_and_liveness_restarts_
         text(&get)
     );
 
-    let uid = p["metadata"]["uid"].as_str().unwrap().to_owned();
-    node.remove("etcd.yaml");
-    eventually("the pod is gone", LONG, || pod(&w.agent, name).is_none());
-    eventually("containerd has no container left", LONG, || node.containers().is_empty());
-    eventually("nothing is left on the host", LONG, || node.leftovers(&uid).is_empty());
+    delete_and_wait(&node, &w.agent, &[("etcd.yaml", name)]);
     assert!(http_status(metrics, "/health").is_none(), "etcd no longer listens");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{Node, eventually, pod, wait_pod};
 use outpost_tests::workload::{
-    Workload, delete_and_wait, find_event, host_dir, is_running, lines, pretty, restarts,
+    Workload, delete_and_wait, find_event, host_dir, is_running, lines, pretty, restarts, shims,
     status_of, text,
 };
 
@@ -84,6 +84,7 @@ spec:
     node.remove("lifecycle-events.yaml");
     eventually("the pod is gone", LONG, || pod(&w.agent, name).is_none());
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
+    eventually("no shim is left", LONG, || shims(&node.namespace).is_empty());
     let order = lines(&hooks.join("order"));
     assert!(
         in_order(&order, "preStop", "httpd-gone") && in_order(&order, "httpd-gone", "TERM"),
@@ -294,6 +295,7 @@ spec:
     node.remove("pre-stop.yaml");
     eventually("the pod is gone", LONG, || pod(&w.agent, name).is_none());
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
+    eventually("no shim is left", LONG, || shims(&node.namespace).is_empty());
     let web = lines(&hooks.join("web"));
     assert!(
         in_order(&web, "preStop", "TERM"),

@@ -77,11 +77,31 @@ pub fn delete_and_wait(node: &Node, agent: &Agent, pods: &[(&str, &str)]) {
         });
     }
     eventually("containerd has no container left", long, || node.containers().is_empty());
+    eventually("no containerd shim is left for the node's namespace", long, || {
+        shims(&node.namespace).is_empty()
+    });
     for uid in uids {
         eventually(&format!("nothing of pod {uid} is left on the host"), long, || {
             node.leftovers(&uid).is_empty()
         });
     }
+}
+
+/// The PIDs of the containerd shims serving the containerd namespace `namespace`.
+pub fn shims(namespace: &str) -> Vec<u32> {
+    let wanted = format!("\0-namespace\0{namespace}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            (cmdline.starts_with("/usr/bin/containerd-shim") && cmdline.contains(&wanted))
+                .then_some(pid)
+        })
+        .collect()
 }
 
 /// Imports the test image tarball `name` (e.g. `etcd-oci.tar`) into the node's containerd
