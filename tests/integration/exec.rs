@@ -112,9 +112,44 @@ fn outpost_exec_passes_stdin_output_and_the_exit_code() {
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
 
+    // A command that reads no stdin ends while more is still coming: no hang.
+    let out = pod.exec(&args(&["-i"], &["true"]), true, &vec![b'x'; 4 << 20]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
     // No -i: the command's stdin is closed at once.
     let out = pod.exec(&args(&[], &["sh", "-c", "cat; echo after"]), true, b"ignored\n");
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "after\n".to_owned()));
+}
+
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn a_command_whose_client_went_away_is_killed() {
+    let pod = running();
+    let mut client = Command::new(outpost_bin())
+        .args(["exec", "--server", &format!("http://{}", pod.agent.addr)])
+        .arg("--token-file")
+        .arg(&pod.token)
+        .args([POD, "--", "sh", "-c", "echo started; exec sleep 7777"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut started = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(client.stdout.take().unwrap()),
+        &mut started,
+    )
+    .unwrap();
+    assert_eq!(started, "started\n");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    outpost_tests::pods::eventually("the command is killed", LONG, || {
+        let out = pod.exec(&args(&[], &["ps"]), true, b"");
+        out.status.success() && !text(&out.stdout).contains("sleep 7777")
+    });
+    pod.agent.wait_for_log("the exec client went away; the command is killed");
 }
 
 #[test]
