@@ -112,9 +112,44 @@ fn outpost_exec_passes_stdin_output_and_the_exit_code() {
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
 
+    // A command that reads no stdin ends while more is still coming: no hang.
+    let out = pod.exec(&args(&["-i"], &["true"]), true, &vec![b'x'; 4 << 20]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
     // No -i: the command's stdin is closed at once.
     let out = pod.exec(&args(&[], &["sh", "-c", "cat; echo after"]), true, b"ignored\n");
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "after\n".to_owned()));
+}
+
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn a_command_whose_client_went_away_is_killed() {
+    let pod = running();
+    let mut client = Command::new(outpost_bin())
+        .args(["exec", "--server", &format!("http://{}", pod.agent.addr)])
+        .arg("--token-file")
+        .arg(&pod.token)
+        .args([POD, "--", "sh", "-c", "echo started; exec sleep 7777"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut started = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(client.stdout.take().unwrap()),
+        &mut started,
+    )
+    .unwrap();
+    assert_eq!(started, "started\n");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    outpost_tests::pods::eventually("the command is killed", LONG, || {
+        let out = pod.exec(&args(&[], &["ps"]), true, b"");
+        out.status.success() && !text(&out.stdout).contains("sleep 7777")
+    });
+    pod.agent.wait_for_log("the exec client went away; the command is killed");
 }
 
 #[test]
@@ -298,7 +333,7 @@ async def session(target, protocols, send=(), headers=auth):
         ws = await websockets.connect(target, subprotocols=protocols, extra_headers=headers)
     except websockets.exceptions.InvalidStatusCode as refused:
         return refused.status_code
-    async with ws:
+    try:
         for message in send:
             await ws.send(message)
         got = {1: b"", 2: b"", 3: b""}
@@ -307,6 +342,8 @@ async def session(target, protocols, send=(), headers=auth):
                 message = message.encode()
             if message:
                 got[message[0]] = got.get(message[0], b"") + message[1:]
+    finally:
+        await ws.close()
     return {
         "protocol": ws.subprotocol,
         "stdout": got[1].decode(),
@@ -343,7 +380,7 @@ fn run_answers_the_output_of_a_command() {
     let pod = running();
     let (status, body) =
         pod.post("/run/default/talk-edge-1/main?cmd=echo%20hello%20run", Some(TOKEN));
-    assert_eq!((status, body.as_str()), (200, "hello\n"));
+    assert_eq!((status, body.as_str()), (200, "hello run\n"));
 
     let p = outpost_tests::pods::pod(&pod.agent, "talk-edge-1").unwrap();
     let uid = p["metadata"]["uid"].as_str().unwrap();
@@ -351,12 +388,15 @@ fn run_answers_the_output_of_a_command() {
         pod.post(&format!("/run/default/talk-edge-1/{uid}/main?cmd=echo%20by%20uid"), Some(TOKEN));
     assert_eq!((status, body.as_str()), (200, "by uid\n"));
 
+    // kubelet's split: `sh -c exit 7` would be `sh` `-c` `exit` `7`.
     let (status, body) =
-        pod.post("/run/default/talk-edge-1/main?cmd=sh%20-c%20exit%207", Some(TOKEN));
+        pod.post("/run/default/talk-edge-1/main?cmd=cat%20/nonexistent", Some(TOKEN));
     assert_eq!(status, 500, "{body}");
     let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["kind"], "Status");
-    assert!(answer["message"].as_str().unwrap().contains("exited with 7"), "{body}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.starts_with("command 'cat /nonexistent' exited with 1: "), "{message}");
+    assert!(message.contains("No such file or directory"), "the output: {message}");
 
     let (status, _) = pod.post("/run/default/talk-edge-1/nope?cmd=true", Some(TOKEN));
     assert_eq!(status, 404);
