@@ -8,7 +8,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::slot::{Kill, KillReason, Slot};
-use super::{Action, Exit, ExitSource, KILL_WAIT, Now, PodWorker, StopSignal, reason};
+use super::{
+    Action, Exit, ExitSource, KILL_WAIT, MIN_SHUTDOWN_WINDOW, Now, PodWorker, StopSignal, reason,
+};
 use crate::event_aggregate::EventType;
 use crate::probe::{Hook, Target, hook_handler};
 
@@ -116,6 +118,19 @@ impl PodWorker {
                     "container did not exit after SIGKILL; taking it as killed"
                 );
                 gone.push(id);
+                continue;
+            }
+            if kill.pre_stop {
+                // The grace period cut its preStop hook short: SIGTERM now, SIGKILL after
+                // kubelet's minimum shutdown window.
+                tracing::info!(
+                    container = slot.name,
+                    container_id = id,
+                    "grace period over with its preStop hook running; sending SIGTERM"
+                );
+                kill.pre_stop = false;
+                kill.deadline = now.at + MIN_SHUTDOWN_WINDOW;
+                term(&id, out);
                 continue;
             }
             tracing::info!(

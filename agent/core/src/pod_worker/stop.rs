@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::slot::{SlotState, Terminated, TerminatedReason};
 use super::{
-    Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, Now, PodWorker, Shutdown,
-    StopSignal, StopTarget, Stopping, kill, reason,
+    Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, MIN_SHUTDOWN_WINDOW, Now,
+    PodWorker, Shutdown, StopSignal, StopTarget, Stopping, kill, reason,
 };
 use crate::event_aggregate::EventType;
 use crate::lifecycle;
@@ -133,6 +133,25 @@ impl PodWorker {
     pub(super) fn continue_stop(&mut self, now: Now, out: &mut Vec<Action>) -> bool {
         let Some(stopping) = &mut self.stopping else { return true };
         if !stopping.waiting.is_empty() && now.at < stopping.deadline {
+            return false;
+        }
+        let cut: Vec<String> = stopping.hooks.intersection(&stopping.waiting).cloned().collect();
+        if !cut.is_empty() && !stopping.killed {
+            // The grace period cut these containers' preStop hooks short: SIGTERM now and
+            // kubelet's minimum shutdown window, SIGKILL for the others.
+            tracing::info!(
+                containers = cut.len(),
+                "grace period over with preStop hooks running; sending SIGTERM"
+            );
+            let others: Vec<String> =
+                stopping.waiting.iter().filter(|id| !cut.contains(*id)).cloned().collect();
+            if !others.is_empty() {
+                out.push(Action::Signal { container_ids: others, signal: StopSignal::Kill });
+            }
+            out.push(Action::Signal { container_ids: cut.clone(), signal: StopSignal::Term });
+            out.push(Action::CheckExited { container_ids: cut });
+            stopping.hooks.clear();
+            stopping.deadline = now.at + MIN_SHUTDOWN_WINDOW;
             return false;
         }
         if !stopping.waiting.is_empty() && !stopping.killed {

@@ -268,7 +268,7 @@ fn deletion_runs_pre_stop_then_sigterm_within_the_grace_period() {
 }
 
 #[test]
-fn a_hanging_pre_stop_does_not_extend_the_grace_period() {
+fn a_hanging_pre_stop_is_cut_at_the_grace_period_then_sigterm_gets_kubelets_window() {
     let p = web().hook("c", PreStop, exec("hang")).grace(10);
     let mut d = Driver::new();
     d.run(&p);
@@ -281,7 +281,13 @@ fn a_hanging_pre_stop_does_not_extend_the_grace_period() {
     );
     assert_eq!(d.wake_in(), Some(secs(10)));
     assert!(d.tick_at(secs(10) - NS).is_empty());
-    assert_eq!(shown(&d.tick_at(secs(10))), ["Signal Kill c-1"], "SIGKILL at the deadline");
+    assert_eq!(
+        shown(&d.tick_at(secs(10))),
+        ["Signal Term c-1", "CheckExited c-1"],
+        "the hook is cut at the grace period: SIGTERM, as kubelet"
+    );
+    assert_eq!(d.wake_in(), Some(MIN_SHUTDOWN_WINDOW), "kubelet's minimum shutdown window");
+    assert_eq!(shown(&d.tick_at(secs(12))), ["Signal Kill c-1"]);
     assert_eq!(d.wake_in(), Some(KILL_WAIT));
     // The hook returns after all: no SIGTERM after SIGKILL.
     assert!(d.step(hook_done("c-1", PreStop, Ok(()))).is_empty());
@@ -401,8 +407,13 @@ fn node_shutdown_runs_pre_stop_too() {
         ["Signal Term a-1", "CheckExited a-1"]
     );
     assert!(d.step(d.exit("a-1", 0)).is_empty());
-    assert_eq!(shown(&d.tick_at(secs(15))), ["Signal Kill b-2"], "b's hook hangs");
+    assert_eq!(
+        shown(&d.tick_at(secs(15))),
+        ["Signal Term b-2", "CheckExited b-2"],
+        "b's hook hangs: cut at the grace period"
+    );
     assert!(d.step(hook_done("b-2", PreStop, Ok(()))).is_empty());
+    assert_eq!(shown(&d.tick_at(secs(17))), ["Signal Kill b-2"]);
     assert!(d.step(d.exit("b-2", 137)).is_empty(), "left in place");
     assert!(d.w.is_done());
     assert_eq!(d.terminated("a").exit_code, 0);
@@ -429,12 +440,15 @@ fn a_liveness_kill_runs_pre_stop_within_the_probes_grace_period() {
     assert_eq!(d.wake, Some(d.at(secs(8))), "not extended by the hook");
     assert_eq!(shown(&d.drive(d.exit("c-1", 143)))[2], "StartContainer u1/c rc=1");
 
-    // The hook hangs: SIGKILL at the deadline, and nothing when it returns.
+    // The hook hangs: cut at the deadline, SIGTERM, then SIGKILL after kubelet's
+    // minimum window; nothing when the hook returns.
     d.step(failure("c-2", Liveness, "x"));
     let deadline = d.wake.unwrap();
     assert_eq!(deadline, d.now().at + secs(8));
     assert!(d.tick_at_instant(deadline - NS).is_empty());
-    assert_eq!(shown(&d.tick_at_instant(deadline)), ["Signal Kill c-2", "CheckExited c-2"]);
+    assert_eq!(shown(&d.tick_at_instant(deadline)), ["Signal Term c-2", "CheckExited c-2"]);
+    let window = deadline + MIN_SHUTDOWN_WINDOW;
+    assert_eq!(shown(&d.tick_at_instant(window)), ["Signal Kill c-2", "CheckExited c-2"]);
     assert!(d.step(hook_done("c-2", PreStop, Ok(()))).is_empty());
     assert!(d.step(hook_done("c-2", PreStop, Err("x"))).is_empty());
 }
