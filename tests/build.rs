@@ -25,6 +25,7 @@ const CFGS: &[(&str, &str)] = &[
     ("outpost_has_containerd_binary", "root and a containerd binary on PATH"),
     ("outpost_has_registry", "docker-registry, skopeo and htpasswd"),
     ("outpost_has_seccomp", "python3 with the seccomp module"),
+    ("outpost_has_python_websockets", "python3 with the websockets module (python3-websockets)"),
     ("outpost_has_systemd_analyze", "systemd-analyze"),
     ("outpost_has_bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
 ];
@@ -70,16 +71,22 @@ fn probe(cfg: &str) -> bool {
                 .iter()
                 .all(|tool| Path::new(tool).is_file())
         }
-        "outpost_has_seccomp" => Command::new("/usr/bin/python3")
-            .args(["-c", "import seccomp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success()),
+        "outpost_has_seccomp" => python_has("seccomp"),
+        "outpost_has_python_websockets" => python_has("websockets"),
         "outpost_has_systemd_analyze" => on_path("systemd-analyze"),
         "outpost_has_bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         _ => false,
     }
+}
+
+/// Whether Debian's python3 (not a pyenv one on PATH) imports `module`.
+fn python_has(module: &str) -> bool {
+    Command::new("/usr/bin/python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Whether the effective user is root (the build runs as the user who runs the tests).

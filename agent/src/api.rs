@@ -1,6 +1,6 @@
 //! The local HTTP API: kubelet-style read endpoints (`/pods`, `/containerLogs`,
-//! `/metrics`), health (`/healthz`, `/readyz`), the push source under `/manifests` and
-//! `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
+//! `/metrics`), kubelet's streaming `/exec` and `/run`, health (`/healthz`, `/readyz`), the
+//! push source under `/manifests` and `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
 //! health is open, reads and writes need credentials (reads from loopback may be
 //! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
 //! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
@@ -8,6 +8,7 @@
 //! - `audit`: `/manifests/audit`, who changed which manifest.
 //! - `auth`: who may do what; bearer token and client certificate checks.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
+//! - `exec`: `/exec/...` (WebSocket) and `/run/...`, commands in running containers.
 //! - `health`: `/healthz` and `/readyz` with their checks.
 //! - `log_level`: `/debug/log-level`.
 //! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
@@ -19,6 +20,7 @@
 mod audit;
 mod auth;
 mod container_logs;
+pub mod exec;
 mod health;
 mod log_level;
 mod pod;
@@ -105,6 +107,10 @@ struct AppState {
     events: crate::apiserver::Recorder,
     ebpf: crate::ebpf::Handle,
     audit: crate::audit::ManifestAudit,
+    /// The runtime's exec side (`None` in a dry run).
+    exec: Option<exec::ExecSlot>,
+    /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
+    exec_sessions: Arc<tokio::sync::Semaphore>,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -132,6 +138,7 @@ fn routes() -> Router<AppState> {
         .merge(pod::routes())
         .merge(audit::routes())
         .merge(push::routes())
+        .merge(exec::routes())
 }
 
 /// What the local API serves and how it authenticates.
@@ -162,6 +169,9 @@ pub struct Options {
     pub ebpf: crate::ebpf::Handle,
     /// The file source's audit log (`/manifests/audit`).
     pub audit: crate::audit::ManifestAudit,
+    /// Runs commands in containers (`/exec`, `/run`) once containerd is connected; `None`
+    /// in a dry run.
+    pub exec: Option<exec::ExecSlot>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -183,6 +193,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         info,
         ebpf,
         audit,
+        exec,
     } = options;
     let authenticator = Authenticator::load(&auth)?;
     let acceptor = match &auth.tls {
@@ -224,6 +235,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         events,
         ebpf,
         audit,
+        exec,
+        exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
     });
     Ok(async move {
         serve::serve(listener, acceptor, app).await;

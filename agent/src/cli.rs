@@ -46,13 +46,19 @@ containerd connected), 1 if it is not ready or cannot be reached.")]
     /// Print a container's logs, through the agent's local API; while the agent is down,
     /// from the files under the pod log directory.
     Logs(LogsCommand),
+    /// Run a command in a running container, through the agent's local API, as `kubectl
+    /// exec` does.
+    #[command(after_help = "Exit status: the command's own, or 1 if it could not be run \
+(agent unreachable, credentials refused, pod or container not found or not running).\n\n\
+Examples:\n  outpost exec default/web -- ls /\n  outpost exec web -c main -i -t -- sh")]
+    Exec(ExecArgs),
     /// The container logger containerd's shim runs (internal; see `runtime::logs`).
     #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
     ContainerLog(ContainerLogArgs),
 }
 
 /// Where the agent's local API is and how to authenticate to it (`pods`, `describe`,
-/// `status`, `logs`).
+/// `status`, `logs`, `exec`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ClientArgs {
     /// The agent's local API [default: from the agent's config (listen, or address and
@@ -185,6 +191,29 @@ pub struct LogsArgs {
     /// Where the pod logs are (read when the agent is down).
     #[arg(long, value_name = "DIR", default_value = crate::runtime::logs::DEFAULT_POD_LOG_DIR)]
     pub pod_log_dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// The pod, NAMESPACE/NAME (NAME alone: namespace default).
+    #[arg(value_name = "NAMESPACE/POD")]
+    pub pod: String,
+    /// The container [default: the pod's `kubectl.kubernetes.io/default-container`
+    /// annotation, else its first container].
+    #[arg(short, long)]
+    pub container: Option<String>,
+    /// Pass stdin to the command (closed at end of file).
+    #[arg(short = 'i', long)]
+    pub stdin: bool,
+    /// Give the command a terminal (stdin must be one); with -i the local terminal is put
+    /// in raw mode until the command ends, and its size follows the local window.
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]

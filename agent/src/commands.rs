@@ -3,6 +3,7 @@
 pub mod client;
 pub mod container_log;
 pub mod describe;
+pub mod exec;
 pub mod images;
 pub mod logs;
 pub mod manifests;

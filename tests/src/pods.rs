@@ -230,7 +230,17 @@ impl Drop for Node {
             ctr(&["tasks", "delete", "--force", id]);
             ctr(&["containers", "delete", id]);
         }
-        ctr(&["images", "remove", "--sync", crate::containerd::BUSYBOX_IMAGE]);
+        // Every image: the busybox one, and any a test imported as well.
+        let images = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", &self.namespace, "images", "list", "--quiet"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for image in images.lines() {
+            ctr(&["images", "remove", "--sync", image]);
+        }
         let _ = Command::new("ctr")
             .arg("--address")
             .arg(&self.socket)

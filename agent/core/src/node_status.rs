@@ -1,6 +1,7 @@
 //! The Node object and its status as kubelet registers and reports them, built from the
-//! machine's readings with no IO: capacity and allocatable, nodeInfo, addresses,
-//! conditions ([`conditions`]), the well-known labels, and when a status report is due.
+//! machine's readings with no IO: capacity and allocatable, nodeInfo, addresses, the
+//! kubelet endpoint and declared features, conditions ([`conditions`]), the well-known
+//! labels, and when a status report is due.
 //!
 //! Reporting follows kubelet: the status is computed every
 //! [`STATUS_UPDATE_FREQUENCY`], but sent only when it changed in a way that matters
@@ -18,7 +19,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -37,6 +39,12 @@ pub const MAX_PODS: u32 = 110;
 /// The Kubernetes release whose kubelet Outpost behaves as (the API types it is built
 /// with, k8s-openapi's `latest`).
 pub const KUBERNETES_VERSION: &str = "1.37.0";
+
+/// `status.declaredFeatures` (KEP-5328, sorted): what the agent does that an API server
+/// acts on. `ExtendWebSocketsToKubelet` (KEP-4006, 1.36+): the local API serves kubelet's
+/// `/exec` over WebSocket (`v5.channel.k8s.io`), so an API server proxies `kubectl exec`
+/// to it as WebSocket instead of translating it to SPDY, which the agent does not speak.
+pub const DECLARED_FEATURES: &[&str] = &["ExtendWebSocketsToKubelet"];
 
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const LABEL_OS: &str = "kubernetes.io/os";
@@ -84,6 +92,9 @@ pub struct Readings {
     pub shutting_down: bool,
     /// containerd's version, once known.
     pub runtime_version: Option<String>,
+    /// The local API's port: `status.daemonEndpoints.kubeletEndpoint`, where the API
+    /// server proxies `exec` to (`None`: not known, e.g. `--listen` with port 0).
+    pub kubelet_port: Option<u16>,
 }
 
 /// `v1.37.0+outpost-0.1.0` for Outpost 0.1.0: the Kubernetes version whose kubelet it
@@ -126,6 +137,10 @@ pub fn status(
         .push(NodeAddress { type_: "Hostname".to_owned(), address: readings.hostname.clone() });
     NodeStatus {
         addresses: Some(addresses),
+        daemon_endpoints: readings.kubelet_port.map(|port| NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: i32::from(port) }),
+        }),
+        declared_features: Some(DECLARED_FEATURES.iter().map(|f| (*f).to_owned()).collect()),
         capacity: Some(capacity),
         allocatable: Some(allocatable),
         conditions: Some(conditions),

@@ -46,6 +46,9 @@ use crate::probe::{Handler, Hook, Outcome, ProbeKind};
 
 /// After SIGKILL, how long to wait for the exits before giving up on them.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
+/// A container whose preStop hook the grace period cut short still gets SIGTERM and
+/// this long before SIGKILL (kubelet's `minimumGracePeriodInSeconds`).
+pub const MIN_SHUTDOWN_WINDOW: Duration = Duration::from_secs(2);
 /// The grace period of containers whose pod is gone and whose labels do not say.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
@@ -694,7 +697,8 @@ impl Current {
                         });
                         let grace = crate::lifecycle::grace_period(&pod);
                         let why = slot::KillReason::SpecChanged;
-                        kill::begin(&pod, Some(container), slot, why, grace, target, now, out);
+                        let hooks = kill::Hooks { pod: &pod, container: Some(container), target };
+                        hooks.kill(slot, why, grace, now, out);
                     }
                     continue;
                 }

@@ -252,7 +252,7 @@ pub fn probe_handler(
     target: Target,
 ) -> Result<Handler, String> {
     let handlers = [
-        probe.exec.as_ref().map(|e| exec(e)),
+        probe.exec.as_ref().map(exec),
         probe.http_get.as_ref().map(|h| http_get(h, container, target)),
         probe.tcp_socket.as_ref().map(|t| tcp_socket(t, container, target)),
         probe.grpc.as_ref().map(|g| grpc(g, target)),
@@ -267,9 +267,13 @@ pub fn hook_handler(
     target: Target,
 ) -> Result<Handler, String> {
     let handlers = [
-        hook.exec.as_ref().map(|e| exec(e)),
+        hook.exec.as_ref().map(exec),
         hook.http_get.as_ref().map(|h| http_get(h, container, target)),
-        hook.tcp_socket.as_ref().map(|t| tcp_socket(t, container, target)),
+        // The API keeps tcpSocket hooks for compatibility; kubelet runs none ("invalid
+        // handler"), and neither does Outpost.
+        hook.tcp_socket.as_ref().map(|_| {
+            Err("tcpSocket is not a lifecycle hook handler (kubelet runs none); use exec, httpGet or sleep".to_owned())
+        }),
         hook.sleep.as_ref().map(|s| {
             u64::try_from(s.seconds)
                 .map(|s| Handler::Sleep(Duration::from_secs(s)))

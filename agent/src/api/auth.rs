@@ -1,7 +1,9 @@
 //! Who may do what through the local API. Requests fall into three classes
 //! ([`Class`]): `/healthz` and `/readyz` are open to anyone (as kubelet's health port
 //! and the API server's default RBAC for health checks); other GETs read; everything
-//! else changes state. A write needs credentials: the bearer token of `--token-file`,
+//! else changes state, and so do `/exec/...` and `/run/...` whatever their method (a
+//! WebSocket upgrade is a GET, yet running a command in a container is the most
+//! powerful thing the API does). A write needs credentials: the bearer token of `--token-file`,
 //! or a client certificate the TLS handshake verified against `--client-ca-file`. A
 //! read needs the same, unless `--anonymous-loopback-reads` lets a caller on a loopback
 //! address read without any. [`guard`] applies the rule to every route, so a new route
@@ -63,9 +65,19 @@ pub enum Class {
 pub fn classify(method: &HttpMethod, path: &str) -> Class {
     match path {
         "/healthz" | "/readyz" => Class::Open,
+        _ if runs_commands(path) => Class::Write,
         _ if method == HttpMethod::GET || method == HttpMethod::HEAD => Class::Read,
         _ => Class::Write,
     }
+}
+
+/// Whether the path is one of kubelet's endpoints that run commands in containers
+/// (`/exec/...`, `/run/...`; `/exec` and `/run` alone too, so that no spelling of them
+/// is a read). Paths are matched as sent: a `..` segment or a doubled slash is no route.
+fn runs_commands(path: &str) -> bool {
+    ["/exec", "/run"].iter().any(|prefix| {
+        path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 /// How a caller proved who it is.
@@ -214,7 +226,7 @@ impl Authenticator {
             ),
             (Denied::Off, _) => Problem::new(
                 StatusCode::FORBIDDEN,
-                "changing state through the local API is off: configure --token-file or --client-ca-file (with --tls-cert-file and --tls-private-key-file) to enable /manifests and /refresh",
+                "changing state through the local API is off: configure --token-file or --client-ca-file (with --tls-cert-file and --tls-private-key-file) to enable /manifests, /refresh, /exec and /run",
             ),
             (Denied::Missing, _) => {
                 Problem::new(StatusCode::UNAUTHORIZED, format!("authentication required: {how}"))

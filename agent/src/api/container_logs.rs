@@ -121,7 +121,7 @@ fn container_names(pod: &Pod) -> Vec<String> {
 }
 
 /// A `metav1.Status` failure, as kubelet and the API server answer.
-fn status(code: StatusCode, reason: &str, message: String) -> Response {
+pub(super) fn status(code: StatusCode, reason: &str, message: String) -> Response {
     let body = serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",

@@ -155,7 +155,9 @@ where
         .max_header_list_size(MAX_HEADER_BYTES as u32)
         .keep_alive_interval(HTTP2_PING_INTERVAL)
         .keep_alive_timeout(HTTP2_PING_TIMEOUT);
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    // With upgrades: `/exec`'s WebSocket takes the connection over (the connection's
+    // future then ends, and the session lives on in its own task).
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
     let mut deadline = Instant::now() + IDLE_TIMEOUT;
     let result = loop {

@@ -1,5 +1,5 @@
 //! The operator commands' client of the agent's local API (`outpost pods`, `describe`,
-//! `status`, `logs`): where the agent listens and which credentials to send, from the
+//! `status`, `logs`, `exec`): where the agent listens and which credentials to send, from the
 //! flags or else the agent's own config file (`listen`/`address`/`port`, `tokenFile`,
 //! `tlsCertFile`). Credentials are always sent when there are any; errors say what was
 //! sent and where it came from, never the token itself.
@@ -81,6 +81,8 @@ pub struct Client {
     http: reqwest::Client,
     base: Url,
     credentials: Credentials,
+    /// The TLS client configuration (https), for connections made without `http`.
+    tls: std::sync::Arc<rustls::ClientConfig>,
     config: Option<Config>,
 }
 
@@ -114,12 +116,12 @@ impl Client {
         let credentials = Credentials::load(args, config.as_ref(), &config_file)?;
         let tls = credentials.tls_config(args, config.as_ref())?;
         let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
+            .tls_backend_preconfigured(tls.clone())
             .connect_timeout(std::time::Duration::from_secs(10))
             .user_agent(concat!("outpost/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(Error::Client)?;
-        Ok(Client { http, base, credentials, config })
+        Ok(Client { http, base, credentials, tls: std::sync::Arc::new(tls), config })
     }
 
     /// The agent's config, when one was read.
@@ -130,6 +132,38 @@ impl Client {
     /// The base URL requests go to.
     pub fn server(&self) -> &Url {
         &self.base
+    }
+
+    /// The bearer token sent, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.credentials.token()
+    }
+
+    /// The TLS configuration requests to an https server use.
+    pub fn tls_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        self.tls.clone()
+    }
+
+    /// The agent cannot be reached at all.
+    pub fn unreachable(&self, reason: String) -> Error {
+        Error::Unreachable { url: self.base.as_str().trim_end_matches('/').to_owned(), reason }
+    }
+
+    /// The error for an answer other than 2xx to a request of `url`: refused (401/403,
+    /// with what was sent), not found (a `metav1.Status` 404), or the agent's message.
+    pub fn refusal(&self, url: String, code: StatusCode, body: &str) -> Error {
+        let message = message(body)
+            .unwrap_or_else(|| "no explanation (an agent without this endpoint?)".to_owned());
+        match code {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Error::Denied {
+                url,
+                code: code.as_u16(),
+                message,
+                credentials: self.credentials.describe(),
+            },
+            StatusCode::NOT_FOUND if is_status(body) => Error::NotFound(message),
+            _ => Error::Status { url, code: code.as_u16(), message },
+        }
     }
 
     /// The URL of `segments` (each escaped) with `query`.
@@ -151,27 +185,13 @@ impl Client {
         if let Some(token) = self.credentials.token() {
             request = request.bearer_auth(token);
         }
-        let response = request.send().await.map_err(|e| Error::Unreachable {
-            url: self.base.as_str().trim_end_matches('/').to_owned(),
-            reason: reason(&e),
-        })?;
+        let response = request.send().await.map_err(|e| self.unreachable(reason(&e)))?;
         let code = response.status();
         if code.is_success() {
             return Ok(response);
         }
         let body = response.text().await.unwrap_or_default();
-        let message = message(&body)
-            .unwrap_or_else(|| "no explanation (an agent without this endpoint?)".to_owned());
-        Err(match code {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Error::Denied {
-                url: shown,
-                code: code.as_u16(),
-                message,
-                credentials: self.credentials.describe(),
-            },
-            StatusCode::NOT_FOUND if is_status(&body) => Error::NotFound(message),
-            _ => Error::Status { url: shown, code: code.as_u16(), message },
-        })
+        Err(self.refusal(shown, code, &body))
     }
 
     /// `GET` of a JSON document.

@@ -37,6 +37,8 @@ pub struct Config {
     pub taints: Vec<Taint>,
     /// `--node-ip` or the default route's address (status.addresses InternalIP).
     pub node_ip: Option<IpAddr>,
+    /// The local API's port (status.daemonEndpoints.kubeletEndpoint), if known.
+    pub kubelet_port: Option<u16>,
     /// The state dir: DiskPressure and ephemeral-storage are read from its filesystem.
     pub state_dir: PathBuf,
     /// Whether containerd is connected (the Ready condition).

@@ -10,13 +10,13 @@ mod grpc;
 mod http;
 mod tcp;
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use outpost_core::probe::{Handler, Outcome};
 use tokio::time::Instant;
 
 use super::pod_runtime::PodRuntime;
+use crate::error_chain::describe;
 use crate::runtime::exec;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +84,7 @@ async fn exec<R: PodRuntime>(
         Err(exec::Error::TimedOut { .. }) => {
             Outcome::Failure(format!("command {:?} timed out", command.join(" ")))
         }
-        Err(e) => Outcome::Failure(chain(&e)),
+        Err(e) => Outcome::Failure(describe(&e)),
     }
 }
 
@@ -97,17 +97,6 @@ async fn sleep(duration: Duration, timeout: Duration) -> Outcome {
         tokio::time::sleep(timeout).await;
         Outcome::Failure("container terminated before sleep hook finished".to_owned())
     }
-}
-
-/// An error and its causes, `: `-separated.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let _ = write!(text, ": {cause}");
-        source = cause.source();
-    }
-    text
 }
 
 /// An OS error as Go words it (`connection refused`): the C library's text with a

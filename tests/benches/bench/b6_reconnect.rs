@@ -131,6 +131,7 @@ async fn sample() -> anyhow::Result<Sample> {
             labels: Default::default(),
             taints: Vec::new(),
             node_ip: None,
+            kubelet_port: None,
             state_dir: dir.path().join("state"),
             runtime: Arc::new(true.into()),
             runtime_version: Arc::default(),

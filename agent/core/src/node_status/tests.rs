@@ -34,6 +34,7 @@ fn healthy() -> Readings {
         runtime_ready: true,
         shutting_down: false,
         runtime_version: Some("1.6.20".into()),
+        kubelet_port: Some(10250),
     }
 }
 
@@ -233,13 +234,23 @@ fn status_from_readings() {
     assert_eq!(info.architecture, "amd64");
     assert_eq!(info.kube_proxy_version, "");
     assert_eq!(status.conditions.unwrap().len(), TYPES.len());
+    let endpoint = status.daemon_endpoints.unwrap().kubelet_endpoint.unwrap();
+    assert_eq!(endpoint.port, 10250);
+    assert_eq!(status.declared_features.unwrap(), ["ExtendWebSocketsToKubelet"]);
 }
 
 #[test]
 fn status_without_optional_readings() {
-    let readings =
-        Readings { memory: None, nodefs: None, node_ip: None, runtime_version: None, ..healthy() };
+    let readings = Readings {
+        memory: None,
+        nodefs: None,
+        node_ip: None,
+        runtime_version: None,
+        kubelet_port: None,
+        ..healthy()
+    };
     let status = status(&readings, Vec::new(), "v");
+    assert_eq!(status.daemon_endpoints, None);
     let capacity = status.capacity.unwrap();
     assert_eq!(capacity.keys().collect::<Vec<_>>(), ["cpu", "pods"]);
     assert_eq!(status.addresses.unwrap().len(), 1, "Hostname only");

@@ -8,61 +8,74 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::slot::{Kill, KillReason, Slot};
-use super::{Action, Exit, ExitSource, KILL_WAIT, Now, PodWorker, StopSignal, reason};
+use super::{
+    Action, Exit, ExitSource, KILL_WAIT, MIN_SHUTDOWN_WINDOW, Now, PodWorker, StopSignal, reason,
+};
 use crate::event_aggregate::EventType;
 use crate::probe::{Hook, Target, hook_handler};
 
-/// Starts killing the running container of `slot` (`container` its spec) within `grace`.
-pub(super) fn begin(
-    pod: &std::sync::Arc<Pod>,
-    container: Option<&Container>,
-    slot: &mut Slot,
-    why: KillReason,
-    grace: Duration,
-    target: Target,
-    now: Now,
-    out: &mut Vec<Action>,
-) {
-    let Some(id) = slot.running_id().map(str::to_owned) else { return };
-    if slot.kill.is_some() {
-        return;
-    }
-    tracing::info!(container = slot.name, container_id = id, reason = ?why, ?grace, "killing container");
-    let pre_stop = pre_stop(pod, container, &id, grace, target, out);
-    if !pre_stop {
-        term(&id, out);
-    }
-    slot.kill = Some(Kill { reason: why, deadline: now.at + grace, pre_stop, killed: false });
+/// A container's spec in its pod, and where its hooks go: what its preStop hook and a
+/// kill need.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hooks<'a> {
+    pub pod: &'a std::sync::Arc<Pod>,
+    pub container: Option<&'a Container>,
+    pub target: Target,
 }
 
-/// Runs the container's preStop hook, if it has one that can run: true if it runs.
-pub(super) fn pre_stop(
-    pod: &std::sync::Arc<Pod>,
-    container: Option<&Container>,
-    container_id: &str,
-    grace: Duration,
-    target: Target,
-    out: &mut Vec<Action>,
-) -> bool {
-    let Some(container) = container else { return false };
-    let Some(handler) = Hook::PreStop.of(container) else { return false };
-    match hook_handler(handler, container, target) {
-        Ok(handler) => {
-            out.push(Action::RunHook {
-                pod: pod.clone(),
-                container: container.name.clone(),
-                container_id: container_id.to_owned(),
-                hook: Hook::PreStop,
-                handler,
-                // It shares the grace period with the signal's wait (L2).
-                timeout: Some(grace),
-            });
-            true
+impl Hooks<'_> {
+    /// Starts killing the running container of `slot` within `grace`.
+    pub(super) fn kill(
+        &self,
+        slot: &mut Slot,
+        why: KillReason,
+        grace: Duration,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(id) = slot.running_id().map(str::to_owned) else { return };
+        if slot.kill.is_some() {
+            return;
         }
-        Err(e) => {
-            tracing::warn!(container = container.name, error = e, "cannot run the preStop hook");
-            out.push(failed_pre_stop(pod, &container.name));
-            false
+        tracing::info!(container = slot.name, container_id = id, reason = ?why, ?grace, "killing container");
+        let pre_stop = self.pre_stop(&id, grace, out);
+        if !pre_stop {
+            term(&id, out);
+        }
+        slot.kill = Some(Kill { reason: why, deadline: now.at + grace, pre_stop, killed: false });
+    }
+
+    /// Runs the container's preStop hook, if it has one that can run: true if it runs.
+    pub(super) fn pre_stop(
+        &self,
+        container_id: &str,
+        grace: Duration,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some(container) = self.container else { return false };
+        let Some(handler) = Hook::PreStop.of(container) else { return false };
+        match hook_handler(handler, container, self.target) {
+            Ok(handler) => {
+                out.push(Action::RunHook {
+                    pod: self.pod.clone(),
+                    container: container.name.clone(),
+                    container_id: container_id.to_owned(),
+                    hook: Hook::PreStop,
+                    handler,
+                    // It shares the grace period with the signal's wait (L2).
+                    timeout: Some(grace),
+                });
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    container = container.name,
+                    error = e,
+                    "cannot run the preStop hook"
+                );
+                out.push(failed_pre_stop(self.pod, &container.name));
+                false
+            }
         }
     }
 }
@@ -105,6 +118,19 @@ impl PodWorker {
                     "container did not exit after SIGKILL; taking it as killed"
                 );
                 gone.push(id);
+                continue;
+            }
+            if kill.pre_stop {
+                // The grace period cut its preStop hook short: SIGTERM now, SIGKILL after
+                // kubelet's minimum shutdown window.
+                tracing::info!(
+                    container = slot.name,
+                    container_id = id,
+                    "grace period over with its preStop hook running; sending SIGTERM"
+                );
+                kill.pre_stop = false;
+                kill.deadline = now.at + MIN_SHUTDOWN_WINDOW;
+                term(&id, out);
                 continue;
             }
             tracing::info!(

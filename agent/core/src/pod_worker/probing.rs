@@ -141,7 +141,7 @@ impl PodWorker {
         if slot.kill.is_some() {
             return;
         }
-        let Some(probes) = &mut slot.probes else { return };
+        let Some(probes) = slot.probes.as_mut().filter(|p| p.awaits(kind)) else { return };
         let event = |kind_: EventType, reason: &'static str, message: String| Action::Event {
             pod: pod.clone(),
             container: Some(slot.name.clone()),
@@ -188,16 +188,8 @@ impl PodWorker {
                 let grace = grace.unwrap_or_else(|| lifecycle::grace_period(&pod));
                 let container =
                     pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
-                kill::begin(
-                    &pod,
-                    container,
-                    slot,
-                    KillReason::Probe(kind),
-                    grace,
-                    target,
-                    now,
-                    out,
-                );
+                let hooks = kill::Hooks { pod: &pod, container, target };
+                hooks.kill(slot, KillReason::Probe(kind), grace, now, out);
             }
         }
     }
@@ -257,6 +249,7 @@ impl PodWorker {
         });
         let grace = lifecycle::grace_period(&pod);
         let container = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
-        kill::begin(&pod, container, slot, KillReason::PostStartHook, grace, target, now, out);
+        let hooks = kill::Hooks { pod: &pod, container, target };
+        hooks.kill(slot, KillReason::PostStartHook, grace, now, out);
     }
 }

@@ -240,6 +240,9 @@ impl Slot {
 
     pub fn phase(&self) -> ContainerPhase {
         match &self.state {
+            SlotState::Running { .. } if self.post_start && self.last_termination.is_some() => {
+                ContainerPhase::Restarting
+            }
             SlotState::Running { .. } if self.post_start => ContainerPhase::Waiting,
             SlotState::Running { .. } => ContainerPhase::Running,
             SlotState::Terminated(t) => ContainerPhase::Exited { exit_code: t.exit_code },

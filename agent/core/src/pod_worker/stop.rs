@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::slot::{SlotState, Terminated, TerminatedReason};
 use super::{
-    Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, Now, PodWorker, Shutdown,
-    StopSignal, StopTarget, Stopping, kill, reason,
+    Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, MIN_SHUTDOWN_WINDOW, Now,
+    PodWorker, Shutdown, StopSignal, StopTarget, Stopping, kill, reason,
 };
 use crate::event_aggregate::EventType;
 use crate::lifecycle;
@@ -49,8 +49,8 @@ impl PodWorker {
         self.begin_stop(StopTarget::Current(Box::new(current)), running, hooks, grace, now, out);
     }
 
-    /// Runs the preStop hooks of the pod's running containers (those not being killed on
-    /// their own already); the containers whose hook runs.
+    /// Runs the preStop hooks of the pod's running containers; the containers whose hook
+    /// runs (including one a container's own kill started).
     fn pre_stop_hooks(
         &self,
         current: &Current,
@@ -59,10 +59,19 @@ impl PodWorker {
     ) -> BTreeSet<String> {
         let target = current.target(self.settings.host_ip);
         let mut hooks = BTreeSet::new();
-        for slot in current.slots.iter().filter(|s| s.kill.is_none()) {
+        for slot in &current.slots {
             let Some(id) = slot.running_id() else { continue };
-            let container = current.container(&slot.name);
-            if kill::pre_stop(&current.pod, container, id, grace, target, out) {
+            let runs = match &slot.kill {
+                // Killed on its own already: its preStop hook may still run (SIGTERM
+                // waits for it as before), or it has had its SIGTERM.
+                Some(kill) => kill.pre_stop && !kill.killed,
+                None => {
+                    let container = current.container(&slot.name);
+                    let hooks = kill::Hooks { pod: &current.pod, container, target };
+                    hooks.pre_stop(id, grace, out)
+                }
+            };
+            if runs {
                 hooks.insert(id.to_owned());
             }
         }
@@ -124,6 +133,25 @@ impl PodWorker {
     pub(super) fn continue_stop(&mut self, now: Now, out: &mut Vec<Action>) -> bool {
         let Some(stopping) = &mut self.stopping else { return true };
         if !stopping.waiting.is_empty() && now.at < stopping.deadline {
+            return false;
+        }
+        let cut: Vec<String> = stopping.hooks.intersection(&stopping.waiting).cloned().collect();
+        if !cut.is_empty() && !stopping.killed {
+            // The grace period cut these containers' preStop hooks short: SIGTERM now and
+            // kubelet's minimum shutdown window, SIGKILL for the others.
+            tracing::info!(
+                containers = cut.len(),
+                "grace period over with preStop hooks running; sending SIGTERM"
+            );
+            let others: Vec<String> =
+                stopping.waiting.iter().filter(|id| !cut.contains(*id)).cloned().collect();
+            if !others.is_empty() {
+                out.push(Action::Signal { container_ids: others, signal: StopSignal::Kill });
+            }
+            out.push(Action::Signal { container_ids: cut.clone(), signal: StopSignal::Term });
+            out.push(Action::CheckExited { container_ids: cut });
+            stopping.hooks.clear();
+            stopping.deadline = now.at + MIN_SHUTDOWN_WINDOW;
             return false;
         }
         if !stopping.waiting.is_empty() && !stopping.killed {

@@ -22,6 +22,8 @@ use crate::event_aggregate::EventType;
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
+mod probes;
+
 const SECOND: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);
 

@@ -136,6 +136,11 @@ impl Probes {
         self.states.iter().filter(|s| runnable(s, started)).map(|s| s.next_at).min()
     }
 
+    /// A run of the probe of `kind` is awaited (a result of it counts).
+    pub fn awaits(&self, kind: ProbeKind) -> bool {
+        self.state(kind).is_some_and(|s| s.in_flight && !s.on_hold && s.spec.is_ok())
+    }
+
     /// Records a result of the probe of `kind`; what it changed, if anything.
     pub fn record(&mut self, kind: ProbeKind, success: bool) -> Option<Verdict> {
         let was_started = self.started();

@@ -234,3 +234,43 @@ fn a_secret_file_of_another_user_is_refused() {
         assert!(error.to_string().contains("chown"), "{error}");
     }
 }
+
+#[test]
+fn exec_and_run_are_writes_whatever_the_method() {
+    use axum::http::Method as M;
+    for path in [
+        "/exec/default/web/main",
+        "/exec/default/web/0123-uid/main",
+        "/run/default/web/main",
+        "/run/default/web/0123-uid/main",
+        "/exec",
+        "/run/",
+    ] {
+        for method in [M::GET, M::HEAD, M::POST, M::OPTIONS] {
+            assert_eq!(classify(&method, path), Class::Write, "{method} {path}");
+        }
+    }
+    // Only those paths: a name that merely starts alike is what its method says.
+    for path in ["/executions", "/runtime", "/pods/default/exec"] {
+        assert_eq!(classify(&M::GET, path), Class::Read, "{path}");
+    }
+}
+
+#[test]
+fn an_anonymous_loopback_caller_cannot_exec() {
+    let auth = Authenticator::new(Some("s3cret"), false).with_anonymous_loopback_reads(true);
+    let class = classify(&axum::http::Method::GET, "/exec/default/web/main");
+    assert_eq!(auth.allow(class, &headers(None), Some(&LOCAL)), Err(Denied::Missing));
+    let problem = auth.problem(class, Denied::Missing);
+    assert_eq!(problem.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        auth.allow(class, &headers(Some("Bearer s3cret")), Some(&LOCAL)),
+        Ok(Caller::Authenticated(Method::Token))
+    );
+    // With nothing to authenticate with, nobody may exec, loopback or not.
+    let only_loopback = Authenticator::new(None, false).with_anonymous_loopback_reads(true);
+    assert_eq!(only_loopback.allow(class, &headers(None), Some(&LOCAL)), Err(Denied::Off));
+    let problem = only_loopback.problem(class, Denied::Off);
+    assert_eq!(problem.status, StatusCode::FORBIDDEN);
+    assert!(problem.error.contains("/exec"), "{}", problem.error);
+}

@@ -181,6 +181,8 @@ pub(super) async fn build(
         namespace: config.containerd_namespace.clone(),
         managed: *choice == Choice::Managed,
     });
+    // `/exec` and `/run`: the pod runtime fills it in once containerd answers.
+    let exec = (!dry_run).then(api::exec::ExecSlot::default);
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -202,6 +204,7 @@ pub(super) async fn build(
             sync: sync_health,
         },
         audit,
+        exec: exec.clone(),
     })
     .await?;
 
@@ -221,6 +224,7 @@ pub(super) async fn build(
                 labels: config.node_labels.clone(),
                 taints: config.register_with_taints.clone(),
                 node_ip: config.node_ip,
+                kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
                 state_dir: config.state_dir.clone(),
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
@@ -247,6 +251,7 @@ pub(super) async fn build(
                 images: image_metrics,
                 stop_pods: stop_pods.clone(),
                 ebpf,
+                exec: exec.unwrap_or_default(),
             },
         })),
     };

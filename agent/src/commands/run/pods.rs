@@ -12,12 +12,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Error;
+use crate::api::exec::ExecSlot;
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
 use crate::metrics::counted::{ImageImports, Metrics};
 use crate::podconfig::Batch;
 use crate::runtime::cni::{Cni, CniConfig};
+use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::PullOptions;
 use crate::runtime::image::watch::ImagesDir;
@@ -58,6 +60,8 @@ pub(super) struct RuntimeHandles {
     pub(super) stop_pods: CancellationToken,
     /// The BPF programs, if loaded.
     pub(super) ebpf: crate::ebpf::Handle,
+    /// Where the local API finds the runtime's exec side (`/exec`, `/run`).
+    pub(super) exec: ExecSlot,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -106,6 +110,7 @@ async fn run_pods(
         () = handles.stop_pods.cancelled() => return Ok(()),
     };
     handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    handles.exec.set(Execs::new(containerd.clone(), config.run_dir.join("exec")));
     match containerd.version().await {
         Ok(v) => {
             info!(socket = %socket.display(), version = v.version, "connected to containerd");

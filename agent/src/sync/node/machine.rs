@@ -46,6 +46,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         runtime_ready: config.runtime.load(Ordering::Relaxed),
         shutting_down: config.shutdown.is_cancelled(),
         runtime_version: config.runtime_version.get().cloned(),
+        kubelet_port: config.kubelet_port,
     }
 }
 

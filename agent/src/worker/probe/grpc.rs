@@ -30,7 +30,7 @@ pub(super) async fn check(
         Err(e) => {
             return Outcome::Failure(format!(
                 "error: failed to connect service at {address:?}: {}",
-                super::chain(&e)
+                crate::error_chain::describe(&e)
             ));
         }
     };
@@ -95,7 +95,7 @@ fn connect_error(error: &tonic::transport::Error, address: &str) -> String {
         }
         next = e.source();
     }
-    super::chain(error)
+    crate::error_chain::describe(error)
 }
 
 /// A status code as gRPC-Go prints it.

@@ -132,7 +132,7 @@ async fn l2_pre_stop_runs_before_sigterm_within_the_grace_period() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn l2_a_hanging_pre_stop_does_not_extend_the_grace_period() {
+async fn l2_a_hanging_pre_stop_is_cut_at_the_grace_period() {
     let h = Harness::new();
     let p = with_grace(hooks(web(), None, Some("hang")), 3);
     h.running(&p).await;
@@ -140,7 +140,9 @@ async fn l2_a_hanging_pre_stop_does_not_extend_the_grace_period() {
     h.send(Message::Desired(None)).await;
     assert_eq!(h.calls(), ["exec c1 hang"]);
     pass(secs(3)).await;
-    assert_eq!(h.calls(), ["kill c1 KILL"], "no SIGTERM: the hook never returned");
+    assert_eq!(h.calls(), ["kill c1 TERM", "task c1"], "the hook cut short, SIGTERM follows");
+    pass(pod_worker::MIN_SHUTDOWN_WINDOW).await;
+    assert_eq!(h.calls(), ["kill c1 KILL"], "after kubelet's minimum shutdown window");
     h.exit("c1", 137).await;
     assert_eq!(h.calls(), ["remove c1", "tear_down u1"]);
     assert!(h.ended(), "the abandoned hook does not keep the worker");
