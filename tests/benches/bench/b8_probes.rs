@@ -9,7 +9,8 @@
 //!   `outpost_prober_probe_duration_seconds` (Readiness is the httpGet probe, Liveness
 //!   the exec one): the buckets' counts gained over the window, scraped just before and
 //!   just after it. A percentile is the upper bound of the bucket it falls in (the
-//!   buckets go 1-2-5: 1 ms, 2 ms, 5 ms … 20 ms), so "p50 2" reads "p50 ≤ 2 ms".
+//!   buckets go 1-2-5: 1 ms, 2 ms, 5 ms … 20 ms), so "p50 2" reads "p50 ≤ 2 ms"; beside
+//!   it, the estimate within the bucket that Prometheus' `histogram_quantile` makes.
 //!
 //! Baseline for the httpGet figure, after the window: the same GET made by this process
 //! on a new connection to each pod, timed from connect to the response's end (what a
@@ -17,7 +18,8 @@
 //! container (`ctr tasks exec`) pays a process start of its own.
 //!
 //! Targets (BENCHMARKS.md): agent CPU < 1 % of a core; wakeups ≤ 1.1 × the probes' own
-//! rate (2 per pod per 10 s); exec p50 < 20 ms, httpGet p50 < 2 ms. A probe that failed
+//! rate (the probe runs counted in the window; 2 per pod per 10 s when all run); exec p50
+//! < 20 ms, httpGet p50 < 2 ms (met when the bucket holding the p50 ends at or below). A probe that failed
 //! during the window is reported beside the figures. The pods are removed at the end, and
 //! the agent must leave nothing of theirs behind (as B5 checks).
 
@@ -174,9 +176,9 @@ impl Measured {
         let secs = window.as_secs();
         let step = format!("{pods} pods");
         let round = |v: f64| (v * 1000.0).round() / 1000.0;
-        // Two probes per pod per period.
-        let probe_rate = 2.0 * pods as f64 / PERIOD_S as f64;
-        let ran = self.probes.runs();
+        // Two probes per pod per period, as configured; and as they ran.
+        let nominal_rate = 2.0 * pods as f64 / PERIOD_S as f64;
+        let probe_rate = self.probes.runs() / d.seconds;
         let cpu = Entry::new(
             "B8",
             format!("probes: agent CPU over {secs} s, {step}"),
@@ -194,16 +196,22 @@ impl Measured {
             "/s",
             Stats::of(vec![wakeups]),
         )
-        .target(&format!("<= 1.1 x {probe_rate} probes/s"), wakeups <= limit)
+        .target(&format!("<= 1.1 x {probe_rate:.1} probes/s"), wakeups <= limit)
         .detail("per_probe", round(wakeups / probe_rate))
-        .detail("probes_run_per_s", round(ran as f64 / d.seconds))
+        .detail("probes_run_per_s", round(probe_rate))
+        .detail("probes_configured_per_s", round(nominal_rate))
         .detail("voluntary_switches", d.voluntary)
         .detail("involuntary_switches", d.involuntary)
         .detail("by_thread", by_thread.join(" "))
         .detail("threads_born", (d.threads_end + d.threads_exited).saturating_sub(d.threads_start))
         .detail("log_lines", self.log_lines);
         let mut http = self.probes.latency("Readiness", "httpGet", &step, TARGET_HTTP_P50_MS);
-        http.baseline = baseline;
+        if let Some(direct) = baseline {
+            http = http
+                .detail("direct_get_p50_ms", direct.p50)
+                .detail("direct_get_p99_ms", direct.p99);
+            http.baseline = Some(direct);
+        }
         let exec = self.probes.latency("Liveness", "exec", &step, TARGET_EXEC_P50_MS);
         vec![cpu, wakeup_entry, http, exec]
     }
@@ -257,8 +265,8 @@ impl Probes {
         }
     }
 
-    fn runs(&self) -> u64 {
-        self.runs.values().sum::<f64>() as u64
+    fn runs(&self) -> f64 {
+        self.runs.values().sum()
     }
 
     fn runs_of(&self, probe_type: &str, result: &str) -> u64 {
@@ -268,6 +276,7 @@ impl Probes {
     /// `probe_type`'s latency over the window in ms, from its buckets; min and max are not
     /// known from buckets.
     fn latency(&self, probe_type: &str, handler: &str, step: &str, target_ms: f64) -> Entry {
+        let round = |v: f64| (v * 1000.0).round() / 1000.0;
         let mut bounds: Vec<(f64, f64)> = self
             .buckets
             .iter()
@@ -279,6 +288,21 @@ impl Probes {
         let at = |p: f64| {
             let rank = (p * total).ceil().max(1.0);
             bounds.iter().find(|(_, count)| *count >= rank).map_or(f64::NAN, |(le, _)| le * 1e3)
+        };
+        // histogram_quantile's estimate: linear within the bucket (from 0 in the first).
+        let interpolated = |p: f64| {
+            let rank = p * total;
+            let mut below = (0.0, 0.0);
+            for &(le, count) in &bounds {
+                if count >= rank && count > below.1 {
+                    if le.is_infinite() {
+                        return below.0 * 1e3;
+                    }
+                    return (below.0 + (le - below.0) * (rank - below.1) / (count - below.1)) * 1e3;
+                }
+                below = (le, count);
+            }
+            f64::NAN
         };
         let stats = Stats {
             samples: total as usize,
@@ -295,8 +319,10 @@ impl Probes {
             "ms",
             stats,
         )
-        .target(&format!("p50 < {target_ms} ms (bucket bounds)"), met)
-        .detail("mean_ms", (mean_ms * 1000.0).round() / 1000.0)
+        .target(&format!("p50 < {target_ms} ms (its bucket's bound)"), met)
+        .detail("p50_interpolated_ms", round(interpolated(0.50)))
+        .detail("p99_interpolated_ms", round(interpolated(0.99)))
+        .detail("mean_ms", round(mean_ms))
         .detail("successful", self.runs_of(probe_type, "successful"))
         .detail("failed", self.runs_of(probe_type, "failed"))
         .detail("unknown", self.runs_of(probe_type, "unknown"))
