@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 use std::io;
 use std::sync::{Arc, LazyLock};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use serde::Serialize;
 
 /// `kubernetes.io/config.source`: which source a pod came from (`file`, `http`, `api`).
@@ -89,6 +89,12 @@ impl fmt::Display for FullName {
 /// The pod's UID (empty when the pod has none; static pods always get one, S5).
 pub fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// The container or init container `name` of the pod's spec.
+pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers.iter().chain(spec.init_containers.iter().flatten()).find(|c| c.name == name)
 }
 
 /// An annotation's value, if present.

@@ -223,6 +223,12 @@ pub enum Input {
         hook: Hook,
         result: Result<(), String>,
     },
+    /// What an exited container left as its termination message (its
+    /// `terminationMessagePath` file, or its log's tail by `terminationMessagePolicy`).
+    TerminationMessage {
+        container_id: String,
+        message: String,
+    },
     /// The runtime's event stream had a gap: exits may have been missed.
     Resync,
     /// The node shuts down: stop the pod, report it, end.
@@ -313,6 +319,14 @@ pub enum Action {
     DeleteTask {
         container_id: String,
         reap: bool,
+    },
+    /// Read the termination message the exited container left → `TerminationMessage`
+    /// (nothing when it left none).
+    ReadTerminationMessage {
+        pod: Arc<Pod>,
+        container: String,
+        container_id: String,
+        exit_code: i32,
     },
     /// Record how the container ended in its labels, for a later run.
     RecordExit {
@@ -511,6 +525,9 @@ impl PodWorker {
             }
             Input::HookDone { container_id, hook, result } => {
                 self.hook_done(&container_id, hook, result, now, out);
+            }
+            Input::TerminationMessage { container_id, message } => {
+                self.termination_message(&container_id, message);
             }
             Input::Resync => {
                 let container_ids: Vec<String> = self

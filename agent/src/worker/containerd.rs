@@ -105,6 +105,17 @@ impl PodRuntime for Pods {
         ensure_image(self, container, &pod_ref(pod, Some(&container.name))).await
     }
 
+    async fn termination_message(
+        &self,
+        _pod: &Pod,
+        _container: &Container,
+        _id: &str,
+        _exit_code: i32,
+    ) -> Option<String> {
+        // Issue 17 (termination messages) fills this in; no file is mounted yet.
+        None
+    }
+
     async fn create_container(
         &self,
         new: NewContainer<'_, Sandbox, Image>,

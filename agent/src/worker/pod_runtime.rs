@@ -106,6 +106,17 @@ pub trait PodRuntime: Send + Sync + 'static {
         terminated: &Terminated,
     ) -> impl Future<Output = Result<(), container::Error>> + Send;
 
+    /// The termination message the exited container `id` of `pod` left: its
+    /// `terminationMessagePath` file, else by `terminationMessagePolicy` the tail of its
+    /// log after a failure; `None` when it left none (a failure to read is logged).
+    fn termination_message(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        exit_code: i32,
+    ) -> impl Future<Output = Option<String>> + Send;
+
     /// Removes the container: its task (killed if it runs), record and rootfs.
     fn remove_container(
         &self,

@@ -193,6 +193,12 @@ impl PodWorker {
             container_id: id.clone(),
             reap: exit.by == ExitSource::Kernel,
         });
+        out.push(Action::ReadTerminationMessage {
+            pod: pod.clone(),
+            container: slot.name.clone(),
+            container_id: id.clone(),
+            exit_code,
+        });
         let terminated = Terminated {
             container_id: id.clone(),
             exit_code,
@@ -252,6 +258,15 @@ impl PodWorker {
             retry_at: now.at + delay,
         };
         slot.last_termination = Some(terminated);
+    }
+
+    /// The message an exited container left: it is what `terminated.message` shows
+    /// (kubelet's), over what the OOM killer's record said.
+    pub(super) fn termination_message(&mut self, container_id: &str, message: String) {
+        let Some(current) = &mut self.current else { return };
+        if let Some(t) = current.slots.iter_mut().find_map(|s| s.terminated_mut(container_id)) {
+            t.message = Some(message);
+        }
     }
 
     /// The OOM killer acted in a container. Before its exit: the exit is OOMKilled. After

@@ -327,6 +327,9 @@ fn show(action: &Action) -> String {
             format!("DeleteTask {container_id} reap")
         }
         Action::DeleteTask { container_id, reap: false } => format!("DeleteTask {container_id}"),
+        Action::ReadTerminationMessage { container_id, .. } => {
+            format!("ReadTerminationMessage {container_id}")
+        }
         Action::RecordExit { container_id, terminated } => format!(
             "RecordExit {container_id} {} {}",
             terminated.exit_code,
@@ -363,8 +366,14 @@ fn show(action: &Action) -> String {
     }
 }
 
+/// The actions in short, without the termination message read that follows every exit
+/// (`an_exit_reads_the_termination_message_into_the_status` checks that one).
 fn shown(actions: &[Action]) -> Vec<String> {
-    actions.iter().map(show).collect()
+    actions
+        .iter()
+        .filter(|a| !matches!(a, Action::ReadTerminationMessage { .. }))
+        .map(show)
+        .collect()
 }
 
 fn starts(actions: &[Action]) -> usize {
@@ -416,6 +425,30 @@ fn sets_up_the_sandbox_then_starts_every_container() {
     assert_eq!(d.w.container_name("b-2"), Some("b"));
     assert_eq!(d.w.container_name("x"), None);
     assert!(!d.w.is_done());
+}
+
+#[test]
+fn an_exit_reads_the_termination_message_into_the_status() {
+    let mut d = Driver::new();
+    d.run(&web().policy("Never"));
+    let actions = d.step(d.exit("c-1", 2));
+    let asked: Vec<String> = actions
+        .iter()
+        .filter(|a| matches!(a, Action::ReadTerminationMessage { .. }))
+        .map(show)
+        .collect();
+    assert_eq!(asked, ["ReadTerminationMessage c-1"]);
+    assert_eq!(d.terminated("c").message, None, "nothing until it is read");
+    let message = Input::TerminationMessage {
+        container_id: "c-1".into(),
+        message: "config invalid: port".into(),
+    };
+    assert!(shown(&d.step(message)).is_empty());
+    assert_eq!(d.terminated("c").message.as_deref(), Some("config invalid: port"));
+    // A message for a container the pod no longer knows changes nothing.
+    let stray = Input::TerminationMessage { container_id: "c-9".into(), message: "x".into() };
+    assert!(shown(&d.step(stray)).is_empty());
+    assert_eq!(d.terminated("c").message.as_deref(), Some("config invalid: port"));
 }
 
 #[test]
@@ -1454,7 +1487,7 @@ fn a_changed_container_is_replaced() {
         shown(&actions),
         ["DeleteTask c-1", "RemoveContainer c-1", "StartContainer u1/c rc=1",]
     );
-    let Action::StartContainer { hash, .. } = &actions[2] else { unreachable!() };
+    let Some(Action::StartContainer { hash, .. }) = actions.last() else { unreachable!() };
     assert_eq!(hash, &changed.hash("c"));
     d.step(d.started("c", "c-2"));
     let c = d.container("c");

@@ -106,6 +106,14 @@ impl<R: PodRuntime> PodWorker<R> {
                     tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
                 }
             }
+            Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
+                let Some(spec) = outpost_core::pod::container(&pod, &container) else { return };
+                let message =
+                    runtime.termination_message(&pod, spec, &container_id, exit_code).await;
+                if let Some(message) = message {
+                    inputs.push_back(Input::TerminationMessage { container_id, message });
+                }
+            }
             Action::RecordExit { container_id, terminated } => {
                 if let Err(e) = runtime.record_exit(&container_id, &terminated).await {
                     tracing::debug!(container_id, error = %describe(&e), "cannot label the exited container");
@@ -149,7 +157,7 @@ impl<R: PodRuntime> PodWorker<R> {
     ) -> Result<Started, StartFailure> {
         let runtime = &self.shared.runtime;
         let events = &self.shared.events;
-        let spec = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == container);
+        let spec = outpost_core::pod::container(pod, container);
         let (Some(spec), Some((_, sandbox))) = (spec, &self.sandbox) else {
             let message = format!("container {container} has no spec or its pod no sandbox");
             return Err(StartFailure::new(WaitingReason::CreateContainerError, message));

@@ -76,6 +76,8 @@ struct FakeState {
     routes: Option<Routes>,
     /// What `exec` answers, by command (joined with spaces): exit codes in turn, then 0.
     exec_results: HashMap<String, std::collections::VecDeque<i32>>,
+    /// What `termination_message` answers, by container id.
+    termination_messages: HashMap<String, String>,
 }
 
 impl Fake {
@@ -182,6 +184,16 @@ impl PodRuntime for Fake {
             image_id: format!("sha256:{image}"),
             started_at: Timestamp::now(),
         })
+    }
+
+    async fn termination_message(
+        &self,
+        _pod: &Pod,
+        _container: &Container,
+        id: &str,
+        _exit_code: i32,
+    ) -> Option<String> {
+        self.state().termination_messages.get(id).cloned()
     }
 
     async fn start_container(&self, id: &str) -> Result<(), StartFailure> {

@@ -402,6 +402,9 @@ impl PodRuntime for Commands {
     async fn record_exit(&self, _: &str, _: &Terminated) -> Result<(), container::Error> {
         unreachable!()
     }
+    async fn termination_message(&self, _: &Pod, _: &Container, _: &str, _: i32) -> Option<String> {
+        unreachable!()
+    }
     async fn remove_container(&self, _: &str) -> Result<(), container::Error> {
         unreachable!()
     }
