@@ -24,6 +24,7 @@ mod probing;
 pub mod slot;
 pub mod status;
 mod stop;
+mod sync;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
@@ -192,9 +193,11 @@ pub struct Exit {
 pub enum Input {
     /// The desired pod of this name (`None`: no longer desired).
     Desired(Option<Desired>),
-    /// The sandbox is set up; the pod's addresses.
+    /// The sandbox is set up; the pod's addresses. `fresh`: it was made anew, not found
+    /// as an earlier run left it (a new sandbox runs the init containers again, I2).
     SandboxReady {
         ips: Vec<IpAddr>,
+        fresh: bool,
     },
     SandboxFailed(SandboxProblem),
     Started {
@@ -371,6 +374,18 @@ struct Current {
     /// `None` for a pod adopted with containers that already ran.
     seen: Option<Timestamp>,
     started: Timestamp,
+    /// When the worker took the pod on, on the monotonic clock (its active deadline
+    /// counts from then).
+    active_since: Instant,
+    /// Every init container completed and every sidecar started once (I1, I3): the app
+    /// containers run, and completed init containers do not run again while the sandbox
+    /// lives (I2).
+    initialized: bool,
+    /// `activeDeadlineSeconds` passed: the pod failed (DeadlineExceeded).
+    deadline_exceeded: bool,
+    /// Slots from this index on may not start yet (their turn has not come, I1, I3);
+    /// none may once the pod finished.
+    gate: usize,
     sandbox: Sandbox,
     problem: Option<SandboxProblem>,
     sandbox_backoff: Backoff,
@@ -398,6 +413,8 @@ struct Stopping {
     waiting: BTreeSet<String>,
     /// Containers whose preStop hook runs: their SIGTERM waits for it (L2).
     hooks: BTreeSet<String>,
+    /// Sidecars not signalled yet, in the order they stop (I3).
+    later: Vec<String>,
     deadline: Instant,
     killed: bool,
 }
@@ -485,6 +502,8 @@ impl PodWorker {
             started: current.started,
             sandbox_problem: current.problem.as_ref(),
             shut_down: current.shut_down,
+            initialized: current.initialized,
+            deadline_exceeded: current.deadline_exceeded,
         };
         Some((&current.uid, status::pod_status(&view, now)))
     }
@@ -504,11 +523,14 @@ impl PodWorker {
     fn apply(&mut self, input: Input, now: Now, out: &mut Vec<Action>) {
         match input {
             Input::Desired(desired) => self.desired = desired,
-            Input::SandboxReady { ips } => {
+            Input::SandboxReady { ips, fresh } => {
                 if let Some(current) = &mut self.current {
                     current.sandbox = Sandbox::Ready { ips };
                     current.problem = None;
                     current.sandbox_backoff.reset();
+                    if fresh {
+                        current.sandbox_made_anew(now, out);
+                    }
                 }
             }
             Input::SandboxFailed(problem) => self.sandbox_failed(problem, now, out),
@@ -629,7 +651,16 @@ impl PodWorker {
         match current.sandbox {
             Sandbox::Pending { retry_at } => Some(retry_at),
             Sandbox::SettingUp => None,
-            Sandbox::Ready { .. } => current.slots.iter().filter_map(Slot::wake).min(),
+            Sandbox::Ready { .. } => {
+                let deadline = current.active_deadline().filter(|_| !current.deadline_exceeded);
+                // A container that may not start yet has no wake of its own (its turn
+                // comes with another's result).
+                let wakes = current.slots.iter().enumerate().filter_map(|(i, slot)| {
+                    let waits_its_turn = i >= current.gate && slot.due().is_some();
+                    if waits_its_turn { None } else { slot.wake() }
+                });
+                wakes.chain(deadline).min()
+            }
         }
     }
 
@@ -665,87 +696,26 @@ impl Current {
             || self.slots.iter().any(|s| matches!(s.state, SlotState::Starting { .. }))
     }
 
-    /// Sets up the sandbox when due; then per container: one whose spec changed is
-    /// killed gracefully and recreated, a running one is probed when due, and one due to
-    /// (re)start is started.
-    fn sync(
-        &mut self,
-        now: Now,
-        host_ip: Option<IpAddr>,
-        jitter: &mut fastrand::Rng,
-        out: &mut Vec<Action>,
-    ) {
-        match self.sandbox {
-            Sandbox::Pending { retry_at } if retry_at <= now.at => {
-                self.sandbox = Sandbox::SettingUp;
-                out.push(Action::SetUpSandbox { pod: self.pod.clone() });
-                return;
+    /// The sandbox was made anew: init containers that completed in the old one run
+    /// again, and the app containers wait for them (I2).
+    fn sandbox_made_anew(&mut self, now: Now, out: &mut Vec<Action>) {
+        let completed = self.slots.iter_mut().filter(|s| s.kind.is_init() && !s.is_running());
+        let mut rerun = false;
+        for slot in completed.filter(|s| s.ran) {
+            if let Some(id) = slot.id.take() {
+                out.push(Action::RemoveContainer { container_id: id, background: false });
             }
-            Sandbox::Pending { .. } | Sandbox::SettingUp => return,
-            Sandbox::Ready { .. } => {}
+            slot.last_termination = None;
+            slot.state = creating(now.at);
+            rerun = true;
         }
-        let target = self.target(host_ip);
-        let pod = self.pod.clone();
-        for container in pod.spec.iter().flat_map(|s| &s.containers) {
-            let Some(slot) = self.slots.iter_mut().find(|s| s.name == container.name) else {
-                continue;
-            };
-            let hash = container_hash(container);
-            // A start under way finishes first (its result would stand for the new spec
-            // otherwise, and the container it makes would be left behind).
-            if slot.hash != hash && !matches!(slot.state, SlotState::Starting { .. }) {
-                if slot.is_running() {
-                    // The container's spec changed (an API pod's image, say): it stops
-                    // gracefully (preStop, SIGTERM, grace period) and is recreated.
-                    if slot.kill.is_none() {
-                        tracing::info!(
-                            container = slot.name,
-                            "container spec changed; replacing it"
-                        );
-                        out.push(Action::Event {
-                            pod: pod.clone(),
-                            container: Some(slot.name.clone()),
-                            kind: EventType::Normal,
-                            reason: reason::KILLING,
-                            message: format!(
-                                "Container {} definition changed, will be restarted",
-                                slot.name
-                            ),
-                        });
-                        let grace = crate::lifecycle::grace_period(&pod);
-                        let why = slot::KillReason::SpecChanged;
-                        let hooks = kill::Hooks { pod: &pod, container: Some(container), target };
-                        hooks.kill(slot, why, grace, now, out);
-                    }
-                    continue;
-                }
-                if let Some(id) = slot.id.take() {
-                    out.push(Action::RemoveContainer { container_id: id, background: false });
-                    slot.last_termination = None;
-                }
-                slot.hash.clone_from(&hash);
-                slot.state = creating(now.at);
-            }
-            if slot.is_running() {
-                probing::probe(&pod, container, slot, target, now, jitter, out);
-                continue;
-            }
-            if slot.due().is_none_or(|at| at > now.at) {
-                continue;
-            }
-            let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
-            // The container this start replaces goes afterwards, off the restart's path.
-            if let Some(old) = slot.id.take() {
-                out.push(Action::RemoveContainer { container_id: old, background: true });
-            }
-            slot.state = SlotState::Starting { restart_count };
-            out.push(Action::StartContainer {
-                pod: pod.clone(),
-                container: slot.name.clone(),
-                restart_count,
-                hash,
-            });
+        if rerun || self.initialized {
+            tracing::info!(
+                pod.uid = self.uid,
+                "new pod sandbox: running the init containers again"
+            );
         }
+        self.initialized = self.slots.iter().all(|s| !s.kind.is_init());
     }
 
     fn slot_mut(&mut self, name: &str) -> Option<&mut Slot> {

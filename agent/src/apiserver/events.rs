@@ -168,15 +168,24 @@ impl Recorder {
 }
 
 /// The reference to a pod (or, with `container`, to one of its containers, as kubelet's
-/// `spec.containers{name}` field path) that its events are about.
+/// `spec.containers{name}` or `spec.initContainers{name}` field path) that its events
+/// are about.
 pub fn pod_ref(pod: &Pod, container: Option<&str>) -> ObjectReference {
+    let init = |name: &str| {
+        let inits = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+        inits.into_iter().any(|c| c.name == name)
+    };
+    let field_path = container.map(|c| {
+        let list = if init(c) { "initContainers" } else { "containers" };
+        format!("spec.{list}{{{c}}}")
+    });
     ObjectReference {
         api_version: Some("v1".to_owned()),
         kind: Some("Pod".to_owned()),
         namespace: pod.metadata.namespace.clone(),
         name: pod.metadata.name.clone(),
         uid: pod.metadata.uid.clone(),
-        field_path: container.map(|c| format!("spec.containers{{{c}}}")),
+        field_path,
         ..ObjectReference::default()
     }
 }

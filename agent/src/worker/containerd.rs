@@ -20,7 +20,7 @@ use outpost_core::pod_worker::{
 
 pub use self::sandbox::remove_orphans;
 use self::sandbox::{Sandbox, cgroup_parent};
-use super::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
+use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
@@ -91,10 +91,10 @@ impl PodRuntime for Pods {
     type Sandbox = Sandbox;
     type Image = Image;
 
-    async fn set_up_sandbox(&self, pod: &Pod) -> Result<(Sandbox, Vec<IpAddr>), SandboxProblem> {
-        let sandbox = sandbox::set_up(self, pod).await?;
+    async fn set_up_sandbox(&self, pod: &Pod) -> Result<SetUp<Sandbox>, SandboxProblem> {
+        let (sandbox, fresh) = sandbox::set_up(self, pod).await?;
         let ips = sandbox.ips.clone();
-        Ok((sandbox, ips))
+        Ok(SetUp { sandbox, ips, fresh })
     }
 
     async fn tear_down_sandbox(&self, uid: &str) {

@@ -26,6 +26,16 @@ pub struct NewContainer<'a, S, I> {
     pub hash: &'a str,
 }
 
+/// A pod's sandbox, set up.
+#[derive(Debug)]
+pub struct SetUp<S> {
+    pub sandbox: S,
+    /// The pod's addresses.
+    pub ips: Vec<IpAddr>,
+    /// Made anew, not found as an earlier run left it.
+    pub fresh: bool,
+}
+
 /// A created container (its task made, not started).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
@@ -57,11 +67,11 @@ pub trait PodRuntime: Send + Sync + 'static {
     /// A resolved image.
     type Image: Send + Sync + 'static;
 
-    /// Creates (or finds) the pod's sandbox; its addresses.
+    /// Creates (or finds) the pod's sandbox.
     fn set_up_sandbox(
         &self,
         pod: &Pod,
-    ) -> impl Future<Output = Result<(Self::Sandbox, Vec<IpAddr>), SandboxProblem>> + Send;
+    ) -> impl Future<Output = Result<SetUp<Self::Sandbox>, SandboxProblem>> + Send;
 
     /// Removes everything [`PodRuntime::set_up_sandbox`] made for the pod `uid`.
     fn tear_down_sandbox(&self, uid: &str) -> impl Future<Output = ()> + Send;

@@ -2,7 +2,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::slot::{Slot, SlotState, Terminated, TerminatedReason, creating};
+use super::slot::{Slot, SlotKind, SlotState, Terminated, TerminatedReason, creating};
 use super::{Action, Current, Desired, Found, FoundTask, Now, PodWorker, Sandbox};
 use crate::backoff::Backoff;
 use crate::lifecycle::{CrashLoop, RestartPolicy};
@@ -23,9 +23,13 @@ impl PodWorker {
         out.push(Action::TrackPod { uid: uid.clone() });
         let crash_loop = CrashLoop::new(self.settings.crash_loop);
         let policy = RestartPolicy::of(pod);
-        let containers = pod.spec.iter().flat_map(|s| &s.containers);
-        let mut slots: Vec<Slot> = containers
-            .map(|c| Slot::new(&c.name, super::container_hash(c), crash_loop, now.at))
+        // Init containers and sidecars first, in their order, then the app containers.
+        let init = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+        let init = init.map(|c| (c, SlotKind::of_init(c)));
+        let app = pod.spec.iter().flat_map(|s| &s.containers).map(|c| (c, SlotKind::App));
+        let mut slots: Vec<Slot> = init
+            .chain(app)
+            .map(|(c, kind)| Slot::new(&c.name, kind, super::container_hash(c), crash_loop, now.at))
             .collect();
         found.sort_by_key(|f| f.restart_count);
         for container in found.into_iter().rev() {
@@ -46,7 +50,15 @@ impl PodWorker {
             .all(|s| !s.ran)
             .then(|| pod::annotation(pod, CONFIG_SEEN)?.parse::<Timestamp>().ok())
             .flatten();
+        // Init containers that completed do not run again while the sandbox lives (I2);
+        // a new sandbox runs them all again (`SandboxReady { fresh }`).
+        let initialized = slots.iter().all(|s| !s.kind.is_init())
+            || slots.iter().any(|s| s.kind == SlotKind::App && s.ran);
         Current {
+            initialized,
+            active_since: now.at,
+            deadline_exceeded: false,
+            gate: 0,
             pod: pod.clone(),
             source: desired.source,
             uid,
@@ -116,7 +128,7 @@ fn adopt_container(
         "adopted exited container"
     );
     slot.id = Some(found.id);
-    if policy.restarts(exit_code) {
+    if slot.kind.restarts(policy, exit_code) {
         slot.last_termination = Some(terminated);
         slot.state = creating(now.at);
     } else {

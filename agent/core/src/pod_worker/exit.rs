@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::slot::{KillReason, SlotState, Terminated, TerminatedReason, WaitingReason};
+use super::slot::{KillReason, SlotKind, SlotState, Terminated, TerminatedReason, WaitingReason};
 use super::{
     Action, Exit, ExitSource, Metric, Now, PodWorker, StartFailure, Started, StopTarget, probing,
     reason,
@@ -26,7 +26,7 @@ impl PodWorker {
         let seen = current.seen;
         let target = current.target(host_ip);
         let pod = current.pod.clone();
-        let spec = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == container);
+        let spec = crate::pod::container(&pod, container);
         let Some(slot) = current.slot_mut(container) else { return };
         let SlotState::Starting { restart_count } = slot.state else { return };
         tracing::info!(container, container_id = started.id, restart_count, "container started");
@@ -91,11 +91,7 @@ impl PodWorker {
             message,
         };
         if waiting == WaitingReason::ImagePullBackOff {
-            let image = pod
-                .spec
-                .iter()
-                .flat_map(|s| &s.containers)
-                .find(|c| c.name == container)
+            let image = crate::pod::container(&pod, container)
                 .and_then(|c| c.image.as_deref())
                 .unwrap_or_default();
             let message = format!("Back-off pulling image \"{image}\"");
@@ -131,6 +127,9 @@ impl PodWorker {
         let policy = RestartPolicy::of(&current.pod);
         let pod = current.pod.clone();
         let uid = current.uid.clone();
+        // A finished pod restarts nothing (a sidecar exiting after its app containers
+        // completed stays down).
+        let finished = current.finished();
         let Some(slot) =
             current.slots.iter_mut().find(|s| s.running_id() == Some(&exit.container_id))
         else {
@@ -154,11 +153,15 @@ impl PodWorker {
         let reason = TerminatedReason::of(exit_code, oom.is_some());
         // kubelet restarts a container killed for a failed probe unless the policy is
         // Never, and one whose spec changed in any case; other exits go by exit code.
-        let restarts = match killed_for {
-            Some(KillReason::Probe(_)) => policy != RestartPolicy::Never,
-            Some(KillReason::SpecChanged) => true,
-            Some(KillReason::PostStartHook) | None => policy.restarts(exit_code),
-        };
+        let restarts = !finished
+            && match killed_for {
+                Some(KillReason::Probe(_)) => {
+                    slot.kind == SlotKind::Sidecar || policy != RestartPolicy::Never
+                }
+                Some(KillReason::SpecChanged) => true,
+                Some(KillReason::PodFinished) => false,
+                Some(KillReason::PostStartHook) | None => slot.kind.restarts(policy, exit_code),
+            };
         tracing::info!(
             container = slot.name,
             container_id = id,

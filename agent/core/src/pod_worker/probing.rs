@@ -27,7 +27,7 @@ impl Current {
 
     /// The spec of the container `name`.
     pub(super) fn container(&self, name: &str) -> Option<&Container> {
-        self.pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == name)
+        crate::pod::container(&self.pod, name)
     }
 }
 
@@ -186,8 +186,7 @@ impl PodWorker {
                     format!("Container {} failed {probe} probe, will be restarted", slot.name),
                 ));
                 let grace = grace.unwrap_or_else(|| lifecycle::grace_period(&pod));
-                let container =
-                    pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
+                let container = crate::pod::container(&pod, &slot.name);
                 let hooks = kill::Hooks { pod: &pod, container, target };
                 hooks.kill(slot, KillReason::Probe(kind), grace, now, out);
             }
@@ -248,7 +247,7 @@ impl PodWorker {
             message: "PostStartHook failed".to_owned(),
         });
         let grace = lifecycle::grace_period(&pod);
-        let container = pod.spec.iter().flat_map(|s| &s.containers).find(|c| c.name == slot.name);
+        let container = crate::pod::container(&pod, &slot.name);
         let hooks = kill::Hooks { pod: &pod, container, target };
         hooks.kill(slot, KillReason::PostStartHook, grace, now, out);
     }

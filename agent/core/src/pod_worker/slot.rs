@@ -6,13 +6,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::backoff::Backoff;
-use crate::lifecycle::{ContainerPhase, CrashLoop};
+use crate::lifecycle::{ContainerPhase, CrashLoop, RestartPolicy};
 use crate::probe::{ProbeKind, Probes};
 
 /// kubelet's waiting reasons (`ContainerStateWaiting.reason`) that Outpost reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitingReason {
     ContainerCreating,
+    /// Waiting for the pod's init containers (I1).
+    PodInitializing,
     CrashLoopBackOff,
     ErrImagePull,
     ImagePullBackOff,
@@ -27,6 +29,7 @@ impl WaitingReason {
     pub fn as_str(self) -> &'static str {
         match self {
             WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::PodInitializing => "PodInitializing",
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::ErrImagePull => "ErrImagePull",
             WaitingReason::ImagePullBackOff => "ImagePullBackOff",
@@ -110,10 +113,50 @@ pub enum SlotState {
     Terminated(Terminated),
 }
 
+/// Which list of the pod spec a container is in, and how it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotKind {
+    /// `initContainers`: runs to success before the next starts (I1, I2).
+    Init,
+    /// `initContainers` with `restartPolicy: Always`: starts in its turn and runs beside
+    /// the app containers (I3).
+    Sidecar,
+    /// `containers`.
+    App,
+}
+
+impl SlotKind {
+    /// The kind of a container of `initContainers`.
+    pub fn of_init(container: &k8s_openapi::api::core::v1::Container) -> SlotKind {
+        if container.restart_policy.as_deref() == Some("Always") {
+            SlotKind::Sidecar
+        } else {
+            SlotKind::Init
+        }
+    }
+
+    /// Whether a container of this kind that exited with `exit_code` is started again,
+    /// under the pod's `policy`: an init container until it succeeds (unless the pod's
+    /// policy is Never, I2), a sidecar always (I3), an app container by the policy.
+    pub fn restarts(self, policy: RestartPolicy, exit_code: i32) -> bool {
+        match self {
+            SlotKind::Init => exit_code != 0 && policy != RestartPolicy::Never,
+            SlotKind::Sidecar => true,
+            SlotKind::App => policy.restarts(exit_code),
+        }
+    }
+
+    /// In `initContainerStatuses` rather than `containerStatuses`.
+    pub fn is_init(self) -> bool {
+        self != SlotKind::App
+    }
+}
+
 /// One container of the pod spec, across its restarts.
 #[derive(Debug, Clone)]
 pub struct Slot {
     pub name: String,
+    pub kind: SlotKind,
     /// The hash of the container's spec its current containerd container was made from.
     pub hash: String,
     pub restart_count: u32,
@@ -153,6 +196,9 @@ pub enum KillReason {
     PostStartHook,
     /// Its spec changed: it is recreated from the new one.
     SpecChanged,
+    /// Its pod is finished (its app containers completed, or its active deadline passed):
+    /// it is not restarted.
+    PodFinished,
 }
 
 /// A container kill under way: preStop, then SIGTERM, the grace period, SIGKILL.
@@ -169,9 +215,16 @@ pub struct Kill {
 
 impl Slot {
     /// A container not started yet, due at `now`.
-    pub fn new(name: &str, hash: String, crash_loop: CrashLoop, now: Instant) -> Slot {
+    pub fn new(
+        name: &str,
+        kind: SlotKind,
+        hash: String,
+        crash_loop: CrashLoop,
+        now: Instant,
+    ) -> Slot {
         Slot {
             name: name.to_owned(),
+            kind,
             hash,
             restart_count: 0,
             ran: false,
@@ -188,6 +241,11 @@ impl Slot {
             probes: None,
             kill: None,
         }
+    }
+
+    /// An init container that ran to success (I1).
+    pub fn is_completed(&self) -> bool {
+        matches!(&self.state, SlotState::Terminated(t) if t.exit_code == 0)
     }
 
     pub fn is_running(&self) -> bool {

@@ -1,6 +1,5 @@
 //! The `v1.PodStatus` a pod worker's slots add up to, as kubelet reports it.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{
@@ -11,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::SandboxProblem;
-use super::slot::{Slot, SlotState, Terminated, WaitingReason};
-use crate::lifecycle::{self, ContainerPhase, RestartPolicy};
+use super::slot::{Slot, SlotKind, SlotState, Terminated, WaitingReason};
+use crate::lifecycle::{self, ContainerPhase, Phase, RestartPolicy};
 
 /// What the status is made of besides the slots.
 #[derive(Debug, Clone, Copy)]
@@ -26,15 +25,20 @@ pub struct PodView<'a> {
     pub sandbox_problem: Option<&'a SandboxProblem>,
     /// Stopped by a node shutdown.
     pub shut_down: bool,
+    /// Its init containers completed and sidecars started (I1, I3).
+    pub initialized: bool,
+    /// Its `activeDeadlineSeconds` passed.
+    pub deadline_exceeded: bool,
 }
 
 /// The status kubelet would report for the pod, at `now`.
 pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
-    let PodView { pod, slots, ips, host_ip, started, sandbox_problem: sandbox, shut_down } = *view;
-    let policy = RestartPolicy::of(pod);
-    let phases: Vec<ContainerPhase> = slots.iter().map(Slot::phase).collect();
-    let phase = lifecycle::pod_phase(policy, &phases);
-    let containers_ready = !slots.is_empty() && slots.iter().all(Slot::is_ready);
+    let PodView { pod, slots, ips, host_ip, started, sandbox_problem: sandbox, .. } = *view;
+    let phase = phase(view);
+    let apps = || slots.iter().filter(|s| s.kind == SlotKind::App);
+    // Sidecars count for readiness beside the app containers; init containers do not.
+    let counted = || slots.iter().filter(|s| s.kind != SlotKind::Init);
+    let containers_ready = apps().next().is_some() && counted().all(Slot::is_ready);
     // Readiness gates are conditions others set through the API server (P4): none is
     // here, so a pod with gates is not ready, as kubelet reports it without them.
     let gates: Vec<&str> = pod
@@ -44,12 +48,6 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         .map(|g| g.condition_type.as_str())
         .collect();
     let ready = containers_ready && gates.is_empty();
-    let images: HashMap<&str, &str> = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .map(|c| (c.name.as_str(), c.image.as_deref().unwrap_or_default()))
-        .collect();
     let now = Time(now);
     let condition =
         |kind: &str, ok: bool, reason: Option<&str>, message: Option<&str>| PodCondition {
@@ -60,14 +58,11 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
             last_transition_time: Some(now.clone()),
             ..PodCondition::default()
         };
-    let not_ready = slots
-        .iter()
-        .filter(|s| !s.is_ready())
-        .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    // Go prints the names as a slice: `[a b]`.
+    let listed = |names: Vec<&str>| format!("[{}]", names.join(" "));
+    let not_ready = listed(counted().filter(|s| !s.is_ready()).map(|s| s.name.as_str()).collect());
     let not_ready_message =
-        (!containers_ready).then(|| format!("containers with unready status: [{not_ready}]"));
+        (!containers_ready).then(|| format!("containers with unready status: {not_ready}"));
     let (ready_reason, ready_message) = if !containers_ready {
         (Some("ContainersNotReady"), not_ready_message.clone())
     } else if let Some(gate) = gates.first() {
@@ -77,6 +72,19 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     } else {
         (None, None)
     };
+    let incomplete = listed(
+        slots
+            .iter()
+            .filter(|s| match s.kind {
+                SlotKind::Init => !s.is_completed(),
+                SlotKind::Sidecar => !s.is_started(),
+                SlotKind::App => false,
+            })
+            .map(|s| s.name.as_str())
+            .collect(),
+    );
+    let incomplete = format!("containers with incomplete status: {incomplete}");
+    let initialized = view.initialized;
     let mut conditions = vec![
         condition(
             "PodReadyToStartContainers",
@@ -84,7 +92,12 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
             sandbox.map(|p| p.reason.as_str()),
             sandbox.map(|p| p.message.as_str()),
         ),
-        condition("Initialized", true, None, None),
+        condition(
+            "Initialized",
+            initialized,
+            (!initialized).then_some("ContainersNotInitialized"),
+            (!initialized).then_some(incomplete.as_str()),
+        ),
         condition("Ready", ready, ready_reason, ready_message.as_deref()),
         condition(
             "ContainersReady",
@@ -94,6 +107,14 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         ),
         condition("PodScheduled", true, None, None),
     ];
+    let statuses = |init: bool| {
+        let list: Vec<ContainerStatus> = slots
+            .iter()
+            .filter(|s| s.kind.is_init() == init)
+            .map(|s| container_status(pod, s, !initialized))
+            .collect();
+        (!init || !list.is_empty()).then_some(list)
+    };
     let mut status = PodStatus {
         phase: Some(phase.as_str().to_owned()),
         host_ip: host_ip.map(|ip| ip.to_string()),
@@ -102,15 +123,15 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
             .then(|| ips.iter().map(|ip| PodIP { ip: ip.to_string() }).collect()),
         start_time: Some(Time(started)),
         qos_class: pod.status.as_ref().and_then(|s| s.qos_class.clone()),
-        container_statuses: Some(
-            slots
-                .iter()
-                .map(|s| container_status(s, images.get(s.name.as_str()).copied()))
-                .collect(),
-        ),
+        container_statuses: statuses(false),
+        init_container_statuses: statuses(true),
         ..PodStatus::default()
     };
-    if shut_down {
+    if view.deadline_exceeded {
+        status.reason = Some("DeadlineExceeded".to_owned());
+        status.message = Some(super::sync::DEADLINE_MESSAGE.to_owned());
+    }
+    if view.shut_down {
         // kubelet's graceful node shutdown: phase Failed, reason Terminated, and a
         // DisruptionTarget condition.
         const MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
@@ -128,16 +149,47 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     status
 }
 
-fn container_status(slot: &Slot, image: Option<&str>) -> ContainerStatus {
+/// kubelet's `getPhase`: Failed past the active deadline or once an init container
+/// failed for good (I2); Pending until initialized; then what the app containers add up
+/// to, sidecars aside (I3).
+fn phase(view: &PodView<'_>) -> Phase {
+    let init_failed = view.slots.iter().any(|s| {
+        s.kind == SlotKind::Init && matches!(&s.state, SlotState::Terminated(t) if t.exit_code != 0)
+    });
+    if view.deadline_exceeded || init_failed {
+        return Phase::Failed;
+    }
+    if !view.initialized {
+        return Phase::Pending;
+    }
+    let apps: Vec<ContainerPhase> =
+        view.slots.iter().filter(|s| s.kind == SlotKind::App).map(Slot::phase).collect();
+    lifecycle::pod_phase(RestartPolicy::of(view.pod), &apps)
+}
+
+/// A container's status; `initializing`: the pod's init containers are not done, so a
+/// container not started yet waits with PodInitializing.
+fn container_status(pod: &Pod, slot: &Slot, initializing: bool) -> ContainerStatus {
+    let image = crate::pod::container(pod, &slot.name).and_then(|c| c.image.clone());
+    let mut state = state(slot);
+    if initializing
+        && slot.kind != SlotKind::Sidecar
+        && !slot.ran
+        && let Some(waiting) = &mut state.waiting
+        && waiting.reason.as_deref() == Some(WaitingReason::ContainerCreating.as_str())
+    {
+        waiting.reason = Some(WaitingReason::PodInitializing.as_str().to_owned());
+    }
     ContainerStatus {
         name: slot.name.clone(),
-        image: image.unwrap_or_default().to_owned(),
+        image: image.unwrap_or_default(),
         image_id: slot.image_id.clone().unwrap_or_default(),
         container_id: slot.id.as_ref().map(|id| format!("containerd://{id}")),
-        ready: slot.is_ready(),
+        // An init container that completed counts as ready, as kubelet reports it.
+        ready: slot.is_ready() || (slot.kind == SlotKind::Init && slot.is_completed()),
         started: Some(slot.is_started()),
         restart_count: i32::try_from(slot.restart_count).unwrap_or(i32::MAX),
-        state: Some(state(slot)),
+        state: Some(state),
         last_state: slot.last_termination.as_ref().map(|t| ContainerState {
             terminated: Some(terminated(t)),
             ..ContainerState::default()

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::slot::{SlotState, Terminated, TerminatedReason};
+use super::slot::{SlotKind, SlotState, Terminated, TerminatedReason};
 use super::{
     Action, Current, DEFAULT_GRACE, Exit, Found, FoundTask, KILL_WAIT, MIN_SHUTDOWN_WINDOW, Now,
     PodWorker, Shutdown, StopSignal, StopTarget, Stopping, kill, reason,
@@ -23,7 +23,8 @@ impl PodWorker {
         for id in &running {
             out.push(Action::Watch { container_id: id.clone() });
         }
-        self.begin_stop(StopTarget::Stale(stale), running, BTreeSet::new(), grace, now, out);
+        let (target, hooks) = (StopTarget::Stale(stale), BTreeSet::new());
+        self.begin_stop(target, running, hooks, Vec::new(), grace, now, out);
     }
 
     /// The current pod, replaced or no longer desired: stopped gracefully (a deleting
@@ -46,7 +47,9 @@ impl PodWorker {
             });
         }
         let hooks = self.pre_stop_hooks(&current, grace, out);
-        self.begin_stop(StopTarget::Current(Box::new(current)), running, hooks, grace, now, out);
+        let later = sidecars_last_first(&current);
+        let target = StopTarget::Current(Box::new(current));
+        self.begin_stop(target, running, hooks, later, grace, now, out);
     }
 
     /// Runs the preStop hooks of the pod's running containers; the containers whose hook
@@ -59,7 +62,8 @@ impl PodWorker {
     ) -> BTreeSet<String> {
         let target = current.target(self.settings.host_ip);
         let mut hooks = BTreeSet::new();
-        for slot in &current.slots {
+        // Sidecars stop later, one at a time (I3): their hooks run in their turn.
+        for slot in current.slots.iter().filter(|s| s.kind != SlotKind::Sidecar) {
             let Some(id) = slot.running_id() else { continue };
             let runs = match &slot.kill {
                 // Killed on its own already: its preStop hook may still run (SIGTERM
@@ -95,22 +99,29 @@ impl PodWorker {
             "node shutdown: stopping pod"
         );
         let hooks = self.pre_stop_hooks(current, grace, out);
-        self.begin_stop(StopTarget::Shutdown, running, hooks, grace, now, out);
+        let later = sidecars_last_first(current);
+        self.begin_stop(StopTarget::Shutdown, running, hooks, later, grace, now, out);
     }
 
-    /// Signals the running containers (those whose preStop hook runs, once it returns)
-    /// and waits for their exits until the grace period is over.
+    /// Signals the running containers (those whose preStop hook runs, once it returns;
+    /// the sidecars in `later` once the others are gone, in that order) and waits for
+    /// their exits until the grace period is over.
+    #[allow(clippy::too_many_arguments)]
     fn begin_stop(
         &mut self,
         target: StopTarget,
         running: Vec<String>,
         hooks: BTreeSet<String>,
+        later: Vec<String>,
         grace: std::time::Duration,
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let signal_now: Vec<String> =
-            running.iter().filter(|id| !hooks.contains(*id)).cloned().collect();
+        let signal_now: Vec<String> = running
+            .iter()
+            .filter(|id| !hooks.contains(*id) && !later.contains(*id))
+            .cloned()
+            .collect();
         if !signal_now.is_empty() {
             out.push(Action::Signal {
                 container_ids: signal_now.clone(),
@@ -123,14 +134,52 @@ impl PodWorker {
             target,
             waiting: running.into_iter().collect::<BTreeSet<_>>(),
             hooks,
+            later,
             deadline: now.at + grace,
             killed: false,
         });
     }
 
+    /// When every container but the sidecars still to stop has exited, the next sidecar
+    /// (the last declared first) gets its preStop hook or SIGTERM (I3).
+    fn stop_next_sidecar(&mut self, now: Now, out: &mut Vec<Action>) {
+        let host_ip = self.settings.host_ip;
+        let Some(stopping) = &mut self.stopping else { return };
+        while !stopping.killed
+            && now.at < stopping.deadline
+            && stopping.waiting.iter().all(|id| stopping.later.contains(id))
+            && !stopping.later.is_empty()
+        {
+            let id = stopping.later.remove(0);
+            if !stopping.waiting.contains(&id) {
+                continue;
+            }
+            let current = match &stopping.target {
+                StopTarget::Current(current) => Some(current.as_ref()),
+                StopTarget::Shutdown => self.current.as_ref(),
+                StopTarget::Stale(_) => None,
+            };
+            let hooked = current.is_some_and(|current| {
+                let Some(slot) = current.slots.iter().find(|s| s.id.as_deref() == Some(&id)) else {
+                    return false;
+                };
+                let container = current.container(&slot.name);
+                let target = current.target(host_ip);
+                let hooks = kill::Hooks { pod: &current.pod, container, target };
+                hooks.pre_stop(&id, stopping.deadline - now.at, out)
+            });
+            if hooked {
+                stopping.hooks.insert(id);
+            } else {
+                kill::term(&id, out);
+            }
+        }
+    }
+
     /// Moves the stop under way on: true once it is finished (the worker goes on with
     /// the next thing), false while it waits for exits.
     pub(super) fn continue_stop(&mut self, now: Now, out: &mut Vec<Action>) -> bool {
+        self.stop_next_sidecar(now, out);
         let Some(stopping) = &mut self.stopping else { return true };
         if !stopping.waiting.is_empty() && now.at < stopping.deadline {
             return false;
@@ -235,6 +284,12 @@ impl PodWorker {
             message: None,
         });
     }
+}
+
+/// The pod's running sidecars, the last declared first: the order they stop in (I3).
+fn sidecars_last_first(current: &Current) -> Vec<String> {
+    let sidecars = current.slots.iter().filter(|s| s.kind == SlotKind::Sidecar);
+    sidecars.rev().filter_map(|s| s.running_id().map(str::to_owned)).collect()
 }
 
 impl Stopping {

@@ -22,6 +22,7 @@ use crate::event_aggregate::EventType;
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
+mod init;
 mod probes;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -201,7 +202,7 @@ impl Driver {
             for action in &actions {
                 match action {
                     Action::SetUpSandbox { .. } => {
-                        queue.push_back(Input::SandboxReady { ips: vec![pod_ip()] });
+                        queue.push_back(Input::SandboxReady { ips: vec![pod_ip()], fresh: false });
                     }
                     Action::StartContainer { container, .. } => {
                         let id = self.next_id(container);
@@ -394,7 +395,7 @@ fn sets_up_the_sandbox_then_starts_every_container() {
     assert_eq!(d.phase(), "Pending");
     assert_eq!(d.waiting("a").reason.as_deref(), Some("ContainerCreating"));
 
-    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()] });
+    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false });
     assert_eq!(shown(&actions), ["StartContainer u1/a rc=0", "StartContainer u1/b rc=0"]);
     let Action::StartContainer { hash, .. } = &actions[0] else { unreachable!() };
     assert_eq!(hash, &p.hash("a"), "the container's spec hash labels it");
@@ -617,7 +618,7 @@ fn start_failed(reason: WaitingReason, message: &str) -> Input {
 fn starting(p: &P) -> Driver {
     let mut d = Driver::new();
     d.step(p.input());
-    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()] });
+    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false });
     assert_eq!(starts(&actions), p.0.spec.as_ref().unwrap().containers.len());
     d
 }
@@ -761,7 +762,7 @@ fn sandbox_failures_back_off_and_show_in_the_status() {
     assert_eq!(base, secs(60), "capped at a minute");
     // Recovery: the containers start, the condition clears.
     assert_eq!(
-        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()] })),
+        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false })),
         ["StartContainer u1/c rc=0"]
     );
     let ready = d.condition("PodReadyToStartContainers");
@@ -775,7 +776,7 @@ fn sandbox_failures_back_off_and_show_in_the_status() {
 fn sandbox_results_without_a_pod_are_ignored() {
     let mut d = Driver::new();
     assert!(d.step(sandbox_failed("x")).is_empty());
-    assert!(d.step(Input::SandboxReady { ips: vec![] }).is_empty());
+    assert!(d.step(Input::SandboxReady { ips: vec![], fresh: false }).is_empty());
     assert!(d.step(Input::Tick).is_empty());
     assert!(d.w.is_done());
 }
@@ -926,7 +927,7 @@ fn a_stop_waits_for_the_sandbox_being_set_up() {
     assert!(d.step(undesired()).is_empty(), "the sandbox's result first");
     assert!(!d.w.is_done());
     assert_eq!(
-        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()] })),
+        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false })),
         ["TearDownSandbox u1", "RemoveStatus u1", "ForgetPod u1"]
     );
     assert!(d.w.is_done());
@@ -1058,7 +1059,10 @@ fn adopts_a_running_container_without_starting_it() {
     f.started_at = Some(wall_before(secs(3600)));
     let mut d = Driver::with_found(vec![f]);
     assert_eq!(shown(&d.step(p.input())), ["TrackPod u1", "Watch old-c", "SetUpSandbox u1"]);
-    assert!(d.step(Input::SandboxReady { ips: vec![pod_ip()] }).is_empty(), "no start, no metric");
+    assert!(
+        d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false }).is_empty(),
+        "no start, no metric"
+    );
     let c = d.container("c");
     assert_eq!(c.container_id.as_deref(), Some("containerd://old-c"));
     assert_eq!(c.restart_count, 3, "from its label");
@@ -1091,7 +1095,7 @@ fn adopts_an_exited_container_and_restarts_it_by_policy() {
     assert_eq!(last.finished_at, Some(Time(wall_before(secs(5)))));
     assert_eq!(d.restart_count("c"), 3);
     assert_eq!(
-        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()] })),
+        shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false })),
         ["RemoveContainer old-c (background)", "StartContainer u1/c rc=4"]
     );
     assert_eq!(shown(&d.step(d.started("c", "c-1"))), ["Count ContainerRestarted file"]);
@@ -1791,7 +1795,7 @@ fn run_ops(stale: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
                 let (uid, container) = m.pending.remove(pick % m.pending.len());
                 match (container, ok) {
-                    (None, true) => Input::SandboxReady { ips: vec![pod_ip()] },
+                    (None, true) => Input::SandboxReady { ips: vec![pod_ip()], fresh: false },
                     (None, false) => sandbox_failed("no"),
                     (Some(container), true) => {
                         let id = d.next_id(&container);

@@ -96,3 +96,19 @@ fn the_event_written_carries_what_kubectl_shows() {
     assert_eq!(event.reporting_component.as_deref(), Some("outpost"));
     assert_eq!(event.reporting_instance.as_deref(), Some("edge-1"));
 }
+
+#[test]
+fn an_init_containers_events_name_its_field_path_in_init_containers() {
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    let container = |name: &str| Container { name: name.into(), ..Container::default() };
+    let mut pod = pod();
+    pod.spec = Some(PodSpec {
+        containers: vec![container("main")],
+        init_containers: Some(vec![container("migrate")]),
+        ..PodSpec::default()
+    });
+    let path = |name| pod_ref(&pod, Some(name)).field_path;
+    assert_eq!(path("migrate").as_deref(), Some("spec.initContainers{migrate}"));
+    assert_eq!(path("main").as_deref(), Some("spec.containers{main}"));
+    assert_eq!(pod_ref(&pod, None).field_path, None);
+}

@@ -33,9 +33,18 @@ pub fn host_network(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
 }
 
-/// Creates (or finds) the pod's namespaces, network and files.
-pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
+/// Creates (or finds) the pod's namespaces, network and files; whether it made them
+/// anew. The pod's run directory (on the tmpfs `/run`: gone after a reboot, removed at
+/// tear-down) tells: it exists while the sandbox does.
+pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxProblem> {
     let uid = pod::uid(pod).to_owned();
+    let run_dir = pods.run_pods_dir().join(&uid);
+    let fresh = blocking(move || {
+        let fresh = !run_dir.exists();
+        std::fs::create_dir_all(&run_dir).map(|()| fresh)
+    })
+    .await
+    .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
     let spec = pod.spec.as_ref();
     let sharing = Sharing {
         host_network: host_network(pod),
@@ -79,7 +88,7 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
         .await
         .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
-    Ok(Sandbox { namespaces, ips, pod_dir })
+    Ok((Sandbox { namespaces, ips, pod_dir }, fresh))
 }
 
 /// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.
@@ -140,8 +149,12 @@ fn namespaces_dir(pods: &Pods, uid: &str) -> PathBuf {
     pods.run_pods_dir().join(uid).join("ns")
 }
 
+/// The host ports of the pod's containers and sidecars (init containers that run to
+/// completion serve nothing).
 fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
-    let containers = pod.spec.iter().flat_map(|s| &s.containers);
+    let sidecars = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+    let sidecars = sidecars.filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let containers = pod.spec.iter().flat_map(|s| &s.containers).chain(sidecars);
     containers
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| {

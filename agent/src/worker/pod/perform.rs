@@ -13,7 +13,7 @@ use outpost_core::pod_worker::{
 use super::PodWorker;
 use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
-use crate::worker::pod_runtime::{NewContainer, PodRuntime, TaskState};
+use crate::worker::pod_runtime::{NewContainer, PodRuntime, SetUp, TaskState};
 
 /// The exit code reported for a container whose task is gone without a word (as
 /// kubelet's ContainerStatusUnknown: 137).
@@ -28,9 +28,9 @@ impl<R: PodRuntime> PodWorker<R> {
             Action::ForgetPod { uid } => shared.ebpf.forget_pod(&uid),
             Action::Watch { container_id } => shared.routes.add(&container_id, &self.outbox),
             Action::SetUpSandbox { pod } => match runtime.set_up_sandbox(&pod).await {
-                Ok((sandbox, ips)) => {
+                Ok(SetUp { sandbox, ips, fresh }) => {
                     self.sandbox = Some((outpost_core::pod::uid(&pod).to_owned(), sandbox));
-                    inputs.push_back(Input::SandboxReady { ips });
+                    inputs.push_back(Input::SandboxReady { ips, fresh });
                 }
                 Err(problem) => inputs.push_back(Input::SandboxFailed(problem)),
             },

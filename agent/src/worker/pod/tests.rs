@@ -32,7 +32,7 @@ use crate::runtime::container;
 use crate::runtime::events::TaskEvent;
 use crate::runtime::exec::{self, ExecOutput};
 use crate::status::StatusStore;
-use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, TaskState};
+use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::worker::probe::Prober;
 use crate::worker::{
     Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, route, route_kernel,
@@ -132,7 +132,7 @@ impl PodRuntime for Fake {
     /// The image reference.
     type Image = String;
 
-    async fn set_up_sandbox(&self, pod: &Pod) -> Result<(String, Vec<IpAddr>), SandboxProblem> {
+    async fn set_up_sandbox(&self, pod: &Pod) -> Result<SetUp<String>, SandboxProblem> {
         let uid = outpost_core::pod::uid(pod).to_owned();
         self.call(format!("set_up_sandbox {uid}")).await;
         let mut state = self.state();
@@ -143,7 +143,7 @@ impl PodRuntime for Fake {
                 message: "cni: no route".into(),
             });
         }
-        Ok((uid, vec![pod_ip()]))
+        Ok(SetUp { sandbox: uid, ips: vec![pod_ip()], fresh: true })
     }
 
     async fn tear_down_sandbox(&self, uid: &str) {

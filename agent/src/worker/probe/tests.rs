@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use super::*;
 use crate::runtime::container;
 use crate::runtime::exec::ExecOutput;
-use crate::worker::pod_runtime::{Created, NewContainer, TaskState};
+use crate::worker::pod_runtime::{Created, NewContainer, SetUp, TaskState};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -375,7 +375,7 @@ impl PodRuntime for Commands {
     type Sandbox = ();
     type Image = ();
 
-    async fn set_up_sandbox(&self, _: &Pod) -> Result<((), Vec<IpAddr>), SandboxProblem> {
+    async fn set_up_sandbox(&self, _: &Pod) -> Result<SetUp<()>, SandboxProblem> {
         unreachable!("probes set up no sandbox")
     }
     async fn tear_down_sandbox(&self, _: &str) {

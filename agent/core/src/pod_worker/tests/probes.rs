@@ -285,7 +285,7 @@ fn an_adopted_containers_first_probe_is_within_one_period() {
     f.started_at = Some(wall_before(secs(3600)));
     let mut d = Driver::with_found(vec![f]);
     assert_eq!(shown(&d.step(p.input())), ["TrackPod u1", "Watch old-c", "SetUpSandbox u1"]);
-    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()] });
+    let actions = d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false });
     assert!(
         shown(&actions).iter().all(|a| !a.starts_with("RunHook")),
         "its postStart ran with the earlier agent"

@@ -1,0 +1,217 @@
+//! Bringing the current pod's containers where its spec wants them, once its sandbox is
+//! up: init containers one at a time, each to success (I1, I2); sidecars in their turn,
+//! each gating the next until it has started (I3); then the app containers. A finished
+//! pod (its app containers completed, an init container failed for good, or its active
+//! deadline passed) starts nothing more and stops its sidecars last, in reverse order.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::slot::{self, KillReason, Slot, SlotKind, SlotState, creating};
+use super::{Action, Current, Now, Sandbox, container_hash, kill, probing};
+use crate::event_aggregate::{EventType, reason};
+use crate::probe::Target;
+use crate::{lifecycle, pod};
+
+/// kubelet's word for a pod past its `activeDeadlineSeconds`.
+pub const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+impl Current {
+    /// Sets up the sandbox when due; then per container in its turn: one whose spec
+    /// changed is killed gracefully and recreated, a running one is probed when due, and
+    /// one due to (re)start is started.
+    pub(super) fn sync(
+        &mut self,
+        now: Now,
+        host_ip: Option<IpAddr>,
+        jitter: &mut fastrand::Rng,
+        out: &mut Vec<Action>,
+    ) {
+        match self.sandbox {
+            Sandbox::Pending { retry_at } if retry_at <= now.at => {
+                self.sandbox = Sandbox::SettingUp;
+                out.push(Action::SetUpSandbox { pod: self.pod.clone() });
+                return;
+            }
+            Sandbox::Pending { .. } | Sandbox::SettingUp => return,
+            Sandbox::Ready { .. } => {}
+        }
+        let target = self.target(host_ip);
+        let pod = self.pod.clone();
+        self.check_deadline(now, out);
+        if self.finished() {
+            self.gate = 0;
+            self.finish(&pod, target, now, out);
+            return;
+        }
+        let mut turn = Turn { pod: &pod, target, now, jitter, out };
+        // Init containers and sidecars, in order: each waits for the one before it; the
+        // app containers wait for them all.
+        let initialized = self.initialized;
+        let mut gate = None;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(container) = pod::container(&pod, &slot.name) else { continue };
+            let may_start = initialized || gate.is_none();
+            match slot.kind {
+                // Completed ones do not run again while the sandbox lives (I2).
+                SlotKind::Init if initialized || slot.is_completed() => {}
+                SlotKind::Init => {
+                    turn.sync_slot(container, slot, may_start);
+                    gate = gate.or(Some(i + 1));
+                }
+                SlotKind::Sidecar | SlotKind::App => {
+                    turn.sync_slot(container, slot, may_start);
+                    if slot.kind == SlotKind::Sidecar && !slot.is_started() {
+                        gate = gate.or(Some(i + 1));
+                    }
+                }
+            }
+        }
+        if gate.is_none() && !initialized {
+            tracing::info!(pod.uid = self.uid, "pod initialized");
+            self.initialized = true;
+        }
+        self.gate = if self.initialized { self.slots.len() } else { gate.unwrap_or(0) };
+    }
+
+    /// The instant `activeDeadlineSeconds` runs out, if the pod has one.
+    pub(super) fn active_deadline(&self) -> Option<Instant> {
+        let seconds = self.pod.spec.as_ref()?.active_deadline_seconds?;
+        let seconds = u64::try_from(seconds).unwrap_or(0);
+        Some(self.active_since + Duration::from_secs(seconds))
+    }
+
+    fn check_deadline(&mut self, now: Now, out: &mut Vec<Action>) {
+        if self.deadline_exceeded || self.active_deadline().is_none_or(|at| at > now.at) {
+            return;
+        }
+        tracing::warn!(pod.uid = self.uid, "{DEADLINE_MESSAGE}; stopping its containers");
+        self.deadline_exceeded = true;
+        out.push(Action::Event {
+            pod: self.pod.clone(),
+            container: None,
+            kind: EventType::Warning,
+            reason: reason::DEADLINE_EXCEEDED,
+            message: DEADLINE_MESSAGE.to_owned(),
+        });
+    }
+
+    /// Nothing more of the pod starts: its active deadline passed, an init container
+    /// failed under `restartPolicy: Never` (I2), or every app container completed and
+    /// is not restarted (sidecars do not keep a pod going, I3).
+    pub(super) fn finished(&self) -> bool {
+        let init_failed = self.slots.iter().any(|s| {
+            s.kind == SlotKind::Init
+                && matches!(&s.state, SlotState::Terminated(t) if t.exit_code != 0)
+        });
+        let apps_done = self.initialized
+            && self
+                .slots
+                .iter()
+                .filter(|s| s.kind == SlotKind::App)
+                .all(|s| matches!(s.state, SlotState::Terminated(_)));
+        self.deadline_exceeded || init_failed || apps_done
+    }
+
+    /// A finished pod's running containers stop: app and init containers first, then
+    /// the sidecars one at a time, the last declared first (I3).
+    fn finish(
+        &mut self,
+        pod: &std::sync::Arc<Pod>,
+        target: Target,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        let grace = lifecycle::grace_period(pod);
+        let kill = |slot: &mut Slot, out: &mut Vec<Action>| {
+            let container = pod::container(pod, &slot.name);
+            let hooks = kill::Hooks { pod, container, target };
+            hooks.kill(slot, KillReason::PodFinished, grace, now, out);
+        };
+        let mut others_running = false;
+        for slot in self.slots.iter_mut().filter(|s| s.kind != SlotKind::Sidecar) {
+            if slot.is_running() {
+                kill(slot, out);
+                others_running = true;
+            }
+        }
+        if others_running {
+            return;
+        }
+        if let Some(last) =
+            self.slots.iter_mut().filter(|s| s.kind == SlotKind::Sidecar).rfind(|s| s.is_running())
+        {
+            kill(last, out);
+        }
+    }
+}
+
+/// What syncing one container needs besides it.
+struct Turn<'a, 'o> {
+    pod: &'a std::sync::Arc<Pod>,
+    target: Target,
+    now: Now,
+    jitter: &'o mut fastrand::Rng,
+    out: &'o mut Vec<Action>,
+}
+
+impl Turn<'_, '_> {
+    /// One container: replaced when its spec changed, probed while it runs, started
+    /// when due and `may_start`.
+    fn sync_slot(&mut self, container: &Container, slot: &mut Slot, may_start: bool) {
+        let Turn { pod, target, now, .. } = *self;
+        let hash = container_hash(container);
+        // A start under way finishes first (its result would stand for the new spec
+        // otherwise, and the container it makes would be left behind).
+        if slot.hash != hash && !matches!(slot.state, SlotState::Starting { .. }) {
+            if slot.is_running() {
+                // The container's spec changed (an API pod's image, say): it stops
+                // gracefully (preStop, SIGTERM, grace period) and is recreated.
+                if slot.kill.is_none() {
+                    tracing::info!(container = slot.name, "container spec changed; replacing it");
+                    self.out.push(Action::Event {
+                        pod: pod.clone(),
+                        container: Some(slot.name.clone()),
+                        kind: EventType::Normal,
+                        reason: reason::KILLING,
+                        message: format!(
+                            "Container {} definition changed, will be restarted",
+                            slot.name
+                        ),
+                    });
+                    let grace = lifecycle::grace_period(pod);
+                    let hooks = kill::Hooks { pod, container: Some(container), target };
+                    hooks.kill(slot, slot::KillReason::SpecChanged, grace, now, self.out);
+                }
+                return;
+            }
+            if let Some(id) = slot.id.take() {
+                self.out.push(Action::RemoveContainer { container_id: id, background: false });
+                slot.last_termination = None;
+            }
+            slot.hash.clone_from(&hash);
+            slot.state = creating(now.at);
+        }
+        if slot.is_running() {
+            probing::probe(pod, container, slot, target, now, self.jitter, self.out);
+            return;
+        }
+        if !may_start || slot.due().is_none_or(|at| at > now.at) {
+            return;
+        }
+        let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
+        // The container this start replaces goes afterwards, off the restart's path.
+        if let Some(old) = slot.id.take() {
+            self.out.push(Action::RemoveContainer { container_id: old, background: true });
+        }
+        slot.state = SlotState::Starting { restart_count };
+        self.out.push(Action::StartContainer {
+            pod: pod.clone(),
+            container: slot.name.clone(),
+            restart_count,
+            hash,
+        });
+    }
+}
