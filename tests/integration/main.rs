@@ -14,6 +14,7 @@ mod exec_runtime;
 mod file_source;
 mod images;
 mod images_dir;
+mod init_containers;
 mod lifecycle;
 mod local_api;
 mod logs;

@@ -1645,8 +1645,19 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn model_pod(uid: u8, image: u8, policy: u8, grace: u8) -> P {
     let image = format!("img:{image}");
-    let p = pod(&format!("u{uid}"), &[("a", &image), ("b", &image)])
+    let mut p = pod(&format!("u{uid}"), &[("a", &image), ("b", &image)])
         .policy(["Always", "OnFailure", "Never"][usize::from(policy)]);
+    if uid == 2 {
+        // An init container, then a sidecar, before the app containers (I1, I3).
+        let init =
+            |name: &str, restart_policy: Option<&str>| k8s_openapi::api::core::v1::Container {
+                name: name.into(),
+                image: Some(image.clone()),
+                restart_policy: restart_policy.map(Into::into),
+                ..Default::default()
+            };
+        p.spec().init_containers = Some(vec![init("i", None), init("s", Some("Always"))]);
+    }
     match grace {
         0 => p,
         g => p.grace(i64::from(g) * 2),
@@ -1740,6 +1751,27 @@ impl Model {
         }
         Ok(())
     }
+}
+
+/// I1, I3: at most one init container runs or starts at a time, and app containers run
+/// or start only once the pod is initialized (every init container completed, every
+/// sidecar started once).
+fn check_init_order(d: &Driver) -> Result<(), TestCaseError> {
+    let Some(current) = &d.w.current else { return Ok(()) };
+    let active =
+        |s: &&Slot| matches!(s.state, SlotState::Starting { .. } | SlotState::Running { .. });
+    let inits = current.slots.iter().filter(|s| s.kind == slot::SlotKind::Init);
+    prop_assert!(inits.filter(active).count() <= 1, "two init containers at once");
+    let apps = current.slots.iter().filter(|s| s.kind == slot::SlotKind::App);
+    if apps.filter(active).count() > 0 {
+        prop_assert!(current.initialized, "an app container before the pod was initialized");
+    }
+    if current.initialized && !current.deadline_exceeded {
+        let pending_init =
+            current.slots.iter().any(|s| s.kind == slot::SlotKind::Init && !s.is_completed());
+        prop_assert!(!pending_init, "initialized with an init container not completed");
+    }
+    Ok(())
 }
 
 fn check_wake(d: &Driver) -> Result<(), TestCaseError> {
@@ -1866,6 +1898,7 @@ fn run_ops(stale: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
             continue;
         }
         check_wake(&d)?;
+        check_init_order(&d)?;
         if d.w.stopping.is_some() {
             prop_assert!(
                 !actions.iter().any(|a| matches!(a, Action::SetUpSandbox { .. })),
