@@ -4,16 +4,18 @@
 //! CRI plugin, so that a pod runs here as it would under kubelet.
 //!
 //! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
-//! applies the container's process (`process`, `env`, `expansion`), security context
-//! (`security`), resources (`resources`, `quantity`) and mounts (`mounts`). [`etc_hosts`]
-//! and [`resolv_conf`] make the pod's files (`hosts`, `dns`).
+//! applies the container's process (`process`, `env`, `expansion`), user and groups
+//! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
+//! context (`security`, `seccomp`, `apparmor`), resources (`resources`, `quantity`) and
+//! mounts (`mounts`). [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`,
+//! `dns`).
 //!
-//! Not done here, unlike kubelet with containerd's CRI plugin: the image's `/etc/passwd`
-//! and `/etc/group` are not read (a `runAsUser` without `runAsGroup` runs with group 0,
-//! supplementary groups are only the pod's), `oom_score_adj` is not set (the hosts this
-//! agent targets may withhold `CAP_SYS_RESOURCE`), no seccomp or AppArmor profile is
-//! applied (kubelet's default is `Unconfined`), a privileged container gets every device
-//! allowed in its cgroup but only the default device nodes in `/dev`,
+//! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
+//! (the hosts this agent targets may withhold `CAP_SYS_RESOURCE`), a container that names
+//! no AppArmor profile runs unconfined (containerd loads and applies its default profile
+//! itself), `runAsNonRoot` with an image USER that is a name checks the uid that name has
+//! in the image (kubelet refuses it, unable to check), a privileged container gets every
+//! device allowed in its cgroup but only the default device nodes in `/dev`,
 //! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
 //! refused, `shareProcessNamespace` is ignored (each container has its own pid
 //! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
