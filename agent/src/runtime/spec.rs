@@ -4,28 +4,31 @@
 //! CRI plugin, so that a pod runs here as it would under kubelet.
 //!
 //! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
-//! applies the container's process (`process`, `env`, `expansion`), security context
-//! (`security`), resources (`resources`, `quantity`) and mounts (`mounts`). [`etc_hosts`]
-//! and [`resolv_conf`] make the pod's files (`hosts`, `dns`).
+//! applies the container's process (`process`, `env`, `expansion`), user and groups
+//! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
+//! context (`security`, `seccomp`, `apparmor`), resources (`resources`, `quantity`) and
+//! mounts (`mounts`). [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`,
+//! `dns`).
 //!
-//! Not done here, unlike kubelet with containerd's CRI plugin: the image's `/etc/passwd`
-//! and `/etc/group` are not read (a `runAsUser` without `runAsGroup` runs with group 0,
-//! supplementary groups are only the pod's), `oom_score_adj` is not set (the hosts this
-//! agent targets may withhold `CAP_SYS_RESOURCE`), no seccomp or AppArmor profile is
-//! applied (kubelet's default is `Unconfined`), a privileged container gets every device
-//! allowed in its cgroup but only the default device nodes in `/dev`,
+//! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
+//! (the hosts this agent targets may withhold `CAP_SYS_RESOURCE`), a container that names
+//! no AppArmor profile runs unconfined (containerd loads and applies its default profile
+//! itself), `runAsNonRoot` with an image USER that is a name checks the uid that name has
+//! in the image (kubelet refuses it, unable to check), a privileged container gets every
+//! device allowed in its cgroup but only the default device nodes in `/dev`,
 //! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
 //! refused, `shareProcessNamespace` is ignored (each container has its own pid
 //! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{Capability, Linux, Root, Spec};
 
+pub mod apparmor;
 mod defaults;
 mod dns;
 mod env;
@@ -36,7 +39,9 @@ mod mounts;
 mod process;
 mod quantity;
 mod resources;
+pub mod seccomp;
 mod security;
+mod users;
 
 pub use self::dns::resolv_conf;
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
@@ -72,6 +77,20 @@ pub struct PodContext<'a> {
     /// what a privileged container, or `capabilities.add: [ALL]`, gets. runc cannot give
     /// a capability the agent does not have (some hosts withhold `CAP_SYS_RESOURCE`).
     pub host_capabilities: &'a [Capability],
+    /// Whether the host has AppArmor enabled ([`apparmor::enabled`]).
+    pub apparmor_enabled: bool,
+}
+
+/// What a container's spec takes from files outside the manifest, read by the caller:
+/// the image's user databases and the container's `Localhost` seccomp profile.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerFiles {
+    /// The image's `/etc/passwd`; `None` when it has none.
+    pub passwd: Option<String>,
+    /// The image's `/etc/group`; `None` when it has none.
+    pub group: Option<String>,
+    /// The file [`seccomp::profile`] names, when it is `Localhost`.
+    pub seccomp_profile: Option<seccomp::LocalhostProfile>,
 }
 
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
@@ -181,10 +200,78 @@ pub enum Error {
     NoCommand { at: Subject },
 
     #[error(
-        "{at}: the image runs as user {user:?}, which is not numeric, and Outpost does not read \
-         the image's /etc/passwd; set securityContext.runAsUser (and runAsGroup)"
+        "{at}: the image runs as user {user:?}, which is not in the image's /etc/passwd; set \
+         securityContext.runAsUser (and runAsGroup), or use a user the image has"
     )]
-    NonNumericUser { at: Subject, user: String },
+    UnknownUser { at: Subject, user: String },
+
+    #[error(
+        "{at}: the image runs as user {user:?} but has no /etc/passwd to find its uid in; set \
+         securityContext.runAsUser (and runAsGroup)"
+    )]
+    NoPasswd { at: Subject, user: String },
+
+    #[error("{at}: allowPrivilegeEscalation: false cannot be set with {with}; remove one of them")]
+    PrivilegeEscalation { at: Subject, with: &'static str },
+
+    #[error(
+        "{at}: securityContext.procMount: Unmasked needs a user namespace (hostUsers: false), \
+         which Outpost does not make; use procMount: Default"
+    )]
+    ProcMountUnmasked { at: Subject },
+
+    #[error("{at}: securityContext.procMount: {value:?} is not valid; use Default")]
+    ProcMount { at: Subject, value: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not a seccomp profile type; use RuntimeDefault, Localhost or Unconfined"
+    )]
+    SeccompType { at: Subject, field: String, value: String },
+
+    #[error(
+        "{at}: {field}: type Localhost needs localhostProfile, a file under the seccomp profile root"
+    )]
+    SeccompLocalhostMissing { at: Subject, field: String },
+
+    #[error(
+        "{at}: {field}: {path:?} must be a relative path without \"..\" (under the seccomp \
+         profile root)"
+    )]
+    SeccompLocalhostPath { at: Subject, field: String, path: String },
+
+    #[error(
+        "{at}: annotation {annotation}: {value:?} is not a seccomp profile; use runtime/default, \
+         unconfined or localhost/<path>"
+    )]
+    SeccompAnnotation { at: Subject, annotation: String, value: String },
+
+    #[error("{at}: the Localhost seccomp profile {} was not read", name.display())]
+    SeccompNotRead { at: Subject, name: PathBuf },
+
+    #[error("{at}: seccomp profile {}: {problem}", path.display())]
+    SeccompProfile { at: Subject, path: PathBuf, problem: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not an AppArmor profile type; use RuntimeDefault, Localhost or Unconfined"
+    )]
+    AppArmorType { at: Subject, field: String, value: String },
+
+    #[error(
+        "{at}: {field}: type Localhost needs localhostProfile, the name of a loaded AppArmor profile"
+    )]
+    AppArmorLocalhostMissing { at: Subject, field: String },
+
+    #[error(
+        "{at}: annotation {annotation}: {value:?} is not an AppArmor profile; use runtime/default, \
+         unconfined or localhost/<profile>"
+    )]
+    AppArmorAnnotation { at: Subject, annotation: String, value: String },
+
+    #[error(
+        "{at}: Cannot enforce AppArmor: AppArmor is not enabled on the host; use an \
+         appArmorProfile of type Unconfined, or run the pod on a host with AppArmor"
+    )]
+    AppArmorDisabled { at: Subject },
 
     #[error(
         "{at}: runAsNonRoot is set but the container would run as root (uid 0); set \
@@ -244,15 +331,33 @@ pub fn container_spec(
     ctx: &PodContext<'_>,
     container: &Container,
     image: &ImageConfiguration,
+    files: &ContainerFiles,
     container_id: &str,
 ) -> Result<Spec> {
     let at = Subject::container(ctx.pod, &container.name);
     let security = security::Security::of(ctx.pod, container);
+    security.check(&at)?;
     let image_config = image.config().as_ref();
 
     let environment = env::environment(ctx, container, image_config, &at)?;
-    let mut process = process::process(container, image_config, &environment, &security, &at)?;
-    process.set_capabilities(Some(security.capabilities(ctx.host_capabilities, &at)?));
+    let mut process =
+        process::process(container, image_config, &environment, &security, files, &at)?;
+    let capabilities = security.capabilities(ctx.host_capabilities, &at)?;
+    let bounding: Vec<Capability> = capabilities.bounding().iter().flatten().copied().collect();
+    let seccomp = seccomp::seccomp(
+        &seccomp::profile(ctx.pod, container)?,
+        files.seccomp_profile.as_ref(),
+        &bounding,
+        security.privileged,
+        &at,
+    )?;
+    let apparmor = apparmor::process_profile(
+        &apparmor::profile(ctx.pod, container)?,
+        ctx.apparmor_enabled,
+        security.privileged,
+        &at,
+    )?;
+    process.set_capabilities(Some(capabilities)).set_apparmor_profile(apparmor);
 
     let mut linux = Linux::default();
     linux
@@ -262,7 +367,8 @@ pub fn container_spec(
         .set_devices(None)
         .set_uid_mappings(None)
         .set_gid_mappings(None)
-        .set_sysctl(None);
+        .set_sysctl(None)
+        .set_seccomp(seccomp);
     if security.privileged {
         linux.set_masked_paths(None).set_readonly_paths(None);
     } else {

@@ -25,6 +25,7 @@ use super::spec::{self, Subject, layout};
 mod fs;
 mod host_path;
 mod mounts;
+mod ownership;
 
 pub use super::spec::layout::{EMPTY_DIR, ETC_HOSTS, RESOLV_CONF, is_plain_relative, source_path};
 /// The node's hosts file, the base of a `hostNetwork` pod's.
@@ -91,6 +92,9 @@ pub enum Error {
     )]
     StillMounted { pod_dir: PathBuf, mount: PathBuf },
 
+    #[error("{at}: securityContext.fsGroup: {value} is not a valid group id; use 0 to 4294967294")]
+    FsGroup { at: Subject, value: i64 },
+
     #[error("cannot write the pod's resolv.conf")]
     Dns(#[source] spec::Error),
 }
@@ -99,7 +103,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Makes the pod's directory (0750), writes its `etc-hosts` and `resolv.conf`
 /// atomically, and sets up its volumes: emptyDir directories (0777; a tmpfs with the
-/// `sizeLimit` for `medium: Memory`), hostPath checks per `type`, and the `subPath`
+/// `sizeLimit` for `medium: Memory`; given to the pod's `fsGroup`, see [`ownership`],
+/// as kubelet does for writable volumes, never for hostPath), hostPath checks per `type`, and the `subPath`
 /// directories the containers mount. Safe to call again: data and mounts are kept.
 pub fn prepare(
     pod_dir: &Path,
@@ -121,10 +126,24 @@ pub fn prepare(
         spec::resolv_conf(pod, &fs::read_or_empty(&at, host_resolv_conf)?).map_err(Error::Dns)?;
     fs::write_atomic(&at, &pod_dir.join(RESOLV_CONF), &resolv)?;
 
+    let security = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let fs_group = match security.and_then(|s| s.fs_group) {
+        Some(value) => Some(
+            u32::try_from(value)
+                .ok()
+                .filter(|gid| *gid != u32::MAX)
+                .ok_or(Error::FsGroup { at: at.clone(), value })?,
+        ),
+        None => None,
+    };
+    let change_policy = security.and_then(|s| s.fs_group_change_policy.as_deref());
     for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default() {
         if let Some(empty_dir) = &volume.empty_dir {
             let dir = pod_dir.join(EMPTY_DIR).join(&volume.name);
             mounts::empty_dir(&at, &volume.name, &dir, empty_dir)?;
+            if let Some(fs_group) = fs_group {
+                ownership::set(&at, &dir, fs_group, change_policy)?;
+            }
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
         } else {

@@ -31,6 +31,7 @@ use crate::runtime::container::{
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT,
     LABEL_STARTED_AT, Listed,
 };
+use crate::runtime::container_files;
 use crate::runtime::events::timestamp;
 use crate::runtime::exec::{self, ExecOutput, Execs};
 use crate::runtime::image::credentials::Keyring;
@@ -59,6 +60,10 @@ pub struct Settings {
     pub keyring: Keyring,
     pub pull: PullOptions,
     pub host_capabilities: Vec<Capability>,
+    /// `--seccomp-profile-root`: where `Localhost` seccomp profiles are.
+    pub seccomp_profile_root: PathBuf,
+    /// Whether the host has AppArmor enabled.
+    pub apparmor_enabled: bool,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -138,10 +143,21 @@ impl PodRuntime for Pods {
             pod_dir: &sandbox.pod_dir,
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
+            apparmor_enabled: self.settings.apparmor_enabled,
         };
-        let spec = spec::container_spec(&context, container, &image.config, &id).map_err(|e| {
-            StartFailure::new(WaitingReason::CreateContainerConfigError, describe(&e))
-        })?;
+        let config_error =
+            |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
+        let files = container_files::read(
+            &self.containerd,
+            &image.chain_id,
+            pod,
+            container,
+            &self.settings.seccomp_profile_root,
+        )
+        .await
+        .map_err(|e| config_error(describe(&e)))?;
+        let spec = spec::container_spec(&context, container, &image.config, &files, &id)
+            .map_err(|e| config_error(describe(&e)))?;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let log_path = logs::container_log_path(

@@ -179,6 +179,8 @@ async fn run_pods(
         host_capabilities: spec::host_capabilities(
             &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         ),
+        seccomp_profile_root: config.seccomp_profile_root.clone(),
+        apparmor_enabled: spec::apparmor::enabled(),
     };
     let runtime = Arc::new(Runtime::new(
         containerd,

@@ -7,13 +7,15 @@ use oci_spec::runtime::{Process, User};
 
 use super::env::Environment;
 use super::security::Security;
-use super::{Error, Result, Subject, expansion};
+use super::users::{self, Unresolved, UserRef};
+use super::{ContainerFiles, Error, Result, Subject, expansion};
 
 pub(super) fn process(
     container: &Container,
     image: Option<&Config>,
     env: &Environment,
     security: &Security,
+    files: &ContainerFiles,
     at: &Subject,
 ) -> Result<Process> {
     // oci_spec's default process has containerd's rlimits (RLIMIT_NOFILE 1024).
@@ -23,7 +25,7 @@ pub(super) fn process(
         .set_args(Some(args(container, image, env, at)?))
         .set_env(Some(env.entries.clone()))
         .set_cwd(working_dir(container, image).into())
-        .set_user(user(image, security, at)?)
+        .set_user(user(image, security, files, at)?)
         .set_no_new_privileges(Some(security.no_new_privileges))
         .set_oom_score_adj(None);
     Ok(process)
@@ -66,10 +68,15 @@ fn working_dir(container: &Container, image: Option<&Config>) -> String {
         .unwrap_or_else(|| "/".to_owned())
 }
 
-/// `runAsUser` and `runAsGroup`, else the image's numeric USER (`uid` or `uid:gid`),
-/// else root; supplementary groups are the pod's. A `runAsUser` without `runAsGroup`
-/// runs with group 0 (the image's `/etc/passwd` is not read).
-fn user(image: Option<&Config>, security: &Security, at: &Subject) -> Result<User> {
+/// `runAsUser`, else the image USER's user part (see [`users`] for the rest);
+/// `runAsGroup` over the user's primary group; supplementary groups are the image's for
+/// the user, then the pod's, sorted without duplicates (containerd CRI's `mergeGids`).
+fn user(
+    image: Option<&Config>,
+    security: &Security,
+    files: &ContainerFiles,
+    at: &Subject,
+) -> Result<User> {
     let id = |field: &'static str, value: i64| {
         u32::try_from(value).ok().filter(|v| *v != u32::MAX).ok_or(Error::Id {
             at: at.clone(),
@@ -77,40 +84,29 @@ fn user(image: Option<&Config>, security: &Security, at: &Subject) -> Result<Use
             value,
         })
     };
-    let (uid, gid) = match security.run_as_user {
-        Some(uid) => (id("securityContext.runAsUser", uid)?, 0),
-        None => {
-            let user = image.and_then(|c| c.user().as_deref()).unwrap_or_default();
-            image_user(user)
-                .ok_or_else(|| Error::NonNumericUser { at: at.clone(), user: user.to_owned() })?
-        }
+    let user = match security.run_as_user {
+        Some(uid) => UserRef::Id(id("securityContext.runAsUser", uid)?),
+        None => UserRef::of_image(image.and_then(|c| c.user().as_deref()).unwrap_or_default()),
     };
-    let gid = match security.run_as_group {
-        Some(gid) => id("securityContext.runAsGroup", gid)?,
-        None => gid,
-    };
-    if security.run_as_non_root && uid == 0 {
+    let gid = security.run_as_group.map(|gid| id("securityContext.runAsGroup", gid)).transpose()?;
+    let resolved = users::resolve(&user, gid, files.passwd.as_deref(), files.group.as_deref())
+        .map_err(|unresolved| match unresolved {
+            Unresolved::NoPasswd(user) => Error::NoPasswd { at: at.clone(), user },
+            Unresolved::UnknownUser(user) => Error::UnknownUser { at: at.clone(), user },
+        })?;
+    if security.run_as_non_root && resolved.uid == 0 {
         return Err(Error::RunAsRoot { at: at.clone() });
     }
-    let mut additional = Vec::with_capacity(security.supplemental_groups.len());
+    let mut additional = resolved.groups;
     for group in &security.supplemental_groups {
-        let group = id("securityContext.supplementalGroups", *group)?;
-        if !additional.contains(&group) {
-            additional.push(group);
-        }
+        additional.push(id("securityContext.supplementalGroups", *group)?);
     }
-    let mut user = User::default();
-    user.set_uid(uid)
-        .set_gid(gid)
+    additional.sort_unstable();
+    additional.dedup();
+    let mut oci_user = User::default();
+    oci_user
+        .set_uid(resolved.uid)
+        .set_gid(resolved.gid)
         .set_additional_gids((!additional.is_empty()).then_some(additional));
-    Ok(user)
-}
-
-/// An image USER of `""`, `uid` or `uid:gid`; `None` when a part is not numeric.
-fn image_user(user: &str) -> Option<(u32, u32)> {
-    if user.is_empty() {
-        return Some((0, 0));
-    }
-    let (uid, gid) = user.split_once(':').unwrap_or((user, "0"));
-    Some((uid.parse().ok()?, gid.parse().ok()?))
+    Ok(oci_user)
 }

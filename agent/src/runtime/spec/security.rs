@@ -22,6 +22,8 @@ pub(super) struct Security {
     pub(super) supplemental_groups: Vec<i64>,
     pub(super) add: Vec<String>,
     pub(super) drop: Vec<String>,
+    /// `procMount`: `Default` (or unset) masks `/proc` paths as containerd does.
+    pub(super) proc_mount: Option<String>,
 }
 
 impl Security {
@@ -49,6 +51,35 @@ impl Security {
             supplemental_groups,
             add: capabilities.and_then(|c| c.add.clone()).unwrap_or_default(),
             drop: capabilities.and_then(|c| c.drop.clone()).unwrap_or_default(),
+            proc_mount: context.and_then(|c| c.proc_mount.clone()),
+        }
+    }
+
+    /// The API's rules a static pod has not been checked against: no
+    /// `allowPrivilegeEscalation: false` with `privileged` or `CAP_SYS_ADMIN`, and a
+    /// `procMount` this runtime can give (`Unmasked` needs a user namespace,
+    /// `hostUsers: false`, which Outpost does not make).
+    pub(super) fn check(&self, at: &Subject) -> Result<()> {
+        if self.no_new_privileges {
+            let sys_admin = |name: &String| {
+                let upper = name.to_ascii_uppercase();
+                upper.strip_prefix("CAP_").unwrap_or(&upper) == "SYS_ADMIN"
+            };
+            let with = if self.privileged {
+                Some("privileged: true")
+            } else if self.add.iter().any(sys_admin) {
+                Some("capabilities.add CAP_SYS_ADMIN")
+            } else {
+                None
+            };
+            if let Some(with) = with {
+                return Err(Error::PrivilegeEscalation { at: at.clone(), with });
+            }
+        }
+        match self.proc_mount.as_deref() {
+            None | Some("Default") => Ok(()),
+            Some("Unmasked") => Err(Error::ProcMountUnmasked { at: at.clone() }),
+            Some(other) => Err(Error::ProcMount { at: at.clone(), value: other.to_owned() }),
         }
     }
 

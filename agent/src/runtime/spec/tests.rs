@@ -44,6 +44,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         pod_dir: Path::new("/var/lib/outpost/pods/0123"),
         cgroup_parent: "/outpost/pod0123",
         host_capabilities: &defaults::ALL_CAPABILITIES,
+        apparmor_enabled: false,
     }
 }
 
@@ -52,7 +53,7 @@ pub(super) fn first_container(pod: &Pod) -> &Container {
 }
 
 pub(super) fn spec_of(pod: &Pod, image: &ImageConfiguration) -> Result<Spec> {
-    container_spec(&context(pod), first_container(pod), image, "c1")
+    container_spec(&context(pod), first_container(pod), image, &ContainerFiles::default(), "c1")
 }
 
 pub(super) fn spec(yaml: &str) -> Spec {
@@ -151,7 +152,9 @@ fn namespaces_join_the_pods_or_the_hosts() {
     let pod = pod("spec: {hostPID: true, hostNetwork: true, containers: [{name: app, image: b}]}");
     let mut ctx = context(&pod);
     ctx.namespaces = Namespaces::default();
-    let spec = container_spec(&ctx, first_container(&pod), &busybox(), "c1").unwrap();
+    let spec =
+        container_spec(&ctx, first_container(&pod), &busybox(), &ContainerFiles::default(), "c1")
+            .unwrap();
     let namespaces = spec.linux().as_ref().unwrap().namespaces().as_ref().unwrap();
     let types: Vec<_> = namespaces.iter().map(|n| n.typ()).collect();
     assert_eq!(types, [LinuxNamespaceType::Mount]);
@@ -190,7 +193,11 @@ fn command_and_args_over_entrypoint_and_cmd() {
     let spec = spec_of(&pod(PLAIN), &image).unwrap();
     let process = spec.process().as_ref().unwrap();
     assert_eq!(process.cwd(), Path::new("/srv"));
-    assert_eq!((process.user().uid(), process.user().gid()), (1000, 2000));
+    assert_eq!(
+        (process.user().uid(), process.user().gid()),
+        (1000, 0),
+        "kubelet passes the image USER's uid alone: its gid comes from /etc/passwd, else 0"
+    );
 }
 
 #[test]
@@ -230,10 +237,10 @@ fn users_and_groups() {
     };
     assert_eq!(user(PLAIN, "").unwrap(), (0, 0, None));
     assert_eq!(user(PLAIN, "7").unwrap(), (7, 0, None));
-    assert_eq!(user(PLAIN, "7:8").unwrap(), (7, 8, None));
+    assert_eq!(user(PLAIN, "7:8").unwrap(), (7, 0, None), "kubelet drops the image's group");
     let error = user(PLAIN, "nobody").unwrap_err().to_string();
-    assert!(error.contains("\"nobody\"") && error.contains("runAsUser"), "{error}");
-    assert!(user(PLAIN, "7:staff").is_err());
+    assert!(error.contains("\"nobody\"") && error.contains("no /etc/passwd"), "{error}");
+    assert_eq!(user(PLAIN, "7:staff").unwrap(), (7, 0, None));
 
     let pod_level = "spec: {securityContext: {runAsUser: 100, runAsGroup: 200, supplementalGroups: [5, 6], fsGroup: 7}, containers: [{name: a, image: b}]}";
     assert_eq!(user(pod_level, "nobody").unwrap(), (100, 200, Some(vec![5, 6, 7])));
@@ -241,6 +248,9 @@ fn users_and_groups() {
     assert_eq!(user(container_level, "").unwrap(), (300, 200, None));
     let group_only = "spec: {containers: [{name: a, image: b, securityContext: {runAsGroup: 9}}]}";
     assert_eq!(user(group_only, "7:8").unwrap(), (7, 9, None));
+    let user_and_group =
+        "spec: {containers: [{name: a, image: b, securityContext: {runAsUser: 9, runAsGroup: 9}}]}";
+    assert_eq!(user(user_and_group, "").unwrap(), (9, 9, None));
     let user_only = "spec: {containers: [{name: a, image: b, securityContext: {runAsUser: 9}}]}";
     assert_eq!(user(user_only, "7:8").unwrap(), (9, 0, None));
 
@@ -248,8 +258,91 @@ fn users_and_groups() {
         "spec: {securityContext: {runAsNonRoot: true}, containers: [{name: a, image: b}]}";
     assert!(matches!(user(non_root, ""), Err(Error::RunAsRoot { .. })));
     assert_eq!(user(non_root, "1").unwrap(), (1, 0, None));
+    let groups = "spec: {securityContext: {supplementalGroups: [7, 5, 7], fsGroup: 5}, containers: [{name: a, image: b}]}";
+    assert_eq!(user(groups, "").unwrap(), (0, 0, Some(vec![5, 7])), "sorted, once each");
     let negative = "spec: {containers: [{name: a, image: b, securityContext: {runAsUser: -1}}]}";
     assert!(matches!(user(negative, ""), Err(Error::Id { value: -1, .. })));
+}
+
+const IMAGE_PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001::/home/app:/bin/sh\n";
+const IMAGE_GROUP: &str = "root:x:0:\napp:x:1001:\naudio:x:63:app\nwheel:x:10:root\n";
+
+/// uid, gid and supplementary groups for `yaml` with an image whose USER is `image_user`
+/// and whose /etc/passwd and /etc/group are the above.
+fn user_from_files(yaml: &str, image_user: &str) -> Result<(u32, u32, Option<Vec<u32>>)> {
+    let config = format!(
+        r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":[]}},"config":{{"User":"{image_user}","Cmd":["sh"]}}}}"#
+    );
+    let pod = pod(yaml);
+    let files = ContainerFiles {
+        passwd: Some(IMAGE_PASSWD.to_owned()),
+        group: Some(IMAGE_GROUP.to_owned()),
+        seccomp_profile: None,
+    };
+    let spec =
+        container_spec(&context(&pod), first_container(&pod), &image(&config), &files, "c1")?;
+    let user = spec.process().as_ref().unwrap().user().clone();
+    Ok((user.uid(), user.gid(), user.additional_gids().clone()))
+}
+
+#[test]
+fn users_from_the_images_files() {
+    assert_eq!(user_from_files(PLAIN, "app").unwrap(), (1000, 1001, Some(vec![63])));
+    assert_eq!(user_from_files(PLAIN, "app:wheel").unwrap(), (1000, 1001, Some(vec![63])));
+    assert_eq!(user_from_files(PLAIN, "").unwrap(), (0, 0, Some(vec![10])), "root's groups");
+    let run_as = "spec: {securityContext: {runAsUser: 1000, supplementalGroups: [5]}, containers: [{name: a, image: b}]}";
+    assert_eq!(user_from_files(run_as, "").unwrap(), (1000, 1001, Some(vec![5, 63])));
+    let error = user_from_files(PLAIN, "ghost").unwrap_err().to_string();
+    assert!(error.contains("\"ghost\", which is not in the image's /etc/passwd"), "{error}");
+
+    let non_root =
+        "spec: {securityContext: {runAsNonRoot: true}, containers: [{name: a, image: b}]}";
+    assert_eq!(user_from_files(non_root, "app").unwrap().0, 1000, "the resolved uid is checked");
+    assert!(matches!(user_from_files(non_root, "root"), Err(Error::RunAsRoot { .. })));
+}
+
+#[test]
+fn privilege_escalation_and_proc_mount_rules() {
+    let error = |security: &str| {
+        spec_of(
+            &pod(&format!(
+                "spec: {{containers: [{{name: a, image: b, securityContext: {security}}}]}}"
+            )),
+            &busybox(),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let message = error("{allowPrivilegeEscalation: false, privileged: true}");
+    assert!(
+        message.contains("allowPrivilegeEscalation: false cannot be set with privileged: true"),
+        "{message}"
+    );
+    let message = error("{allowPrivilegeEscalation: false, capabilities: {add: [SYS_ADMIN]}}");
+    assert!(message.contains("with capabilities.add CAP_SYS_ADMIN"), "{message}");
+    let message = error("{procMount: Unmasked}");
+    assert!(
+        message.contains("procMount: Unmasked needs a user namespace (hostUsers: false)"),
+        "{message}"
+    );
+    let message = error("{procMount: Raw}");
+    assert!(message.contains("procMount: \"Raw\" is not valid"), "{message}");
+    let default =
+        spec("spec: {containers: [{name: a, image: b, securityContext: {procMount: Default}}]}");
+    let linux = default.linux().as_ref().unwrap();
+    assert!(
+        linux.masked_paths().as_ref().is_some_and(|paths| paths.iter().any(|p| p == "/proc/kcore"))
+    );
+    let allowed = spec(
+        "spec: {containers: [{name: a, image: b, securityContext: {allowPrivilegeEscalation: true}}]}",
+    );
+    assert_eq!(allowed.process().as_ref().unwrap().no_new_privileges(), Some(false));
+    let unset = spec(PLAIN);
+    assert_eq!(
+        unset.process().as_ref().unwrap().no_new_privileges(),
+        Some(false),
+        "unset: allowed"
+    );
 }
 
 #[test]

@@ -8,7 +8,11 @@ use std::path::Path;
 use super::{Error, Result};
 use crate::runtime::spec::Subject;
 
-fn io_error(at: &Subject, operation: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
+pub(super) fn io_error(
+    at: &Subject,
+    operation: &'static str,
+    path: &Path,
+) -> impl FnOnce(io::Error) -> Error {
     let (at, path) = (at.clone(), path.to_path_buf());
     move |source| Error::Io { at, operation, path, source }
 }

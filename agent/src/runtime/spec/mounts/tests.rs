@@ -1,9 +1,9 @@
 use std::path::Path;
 
-use super::super::container_spec;
 use super::super::tests::{
     PLAIN, busybox, context, error, first_container, mount, options, pod, spec,
 };
+use super::super::{ContainerFiles, container_spec};
 
 #[test]
 fn pod_files_are_bound_from_the_pod_dir() {
@@ -21,7 +21,9 @@ fn pod_files_are_bound_from_the_pod_dir() {
     let pod = pod(PLAIN);
     let mut ctx = context(&pod);
     ctx.pod_ips = &[];
-    let spec = container_spec(&ctx, first_container(&pod), &busybox(), "c1").unwrap();
+    let spec =
+        container_spec(&ctx, first_container(&pod), &busybox(), &ContainerFiles::default(), "c1")
+            .unwrap();
     assert!(mount(&spec, "/etc/hosts").is_none(), "no hosts file before the pod has an IP");
 }
 

@@ -5,7 +5,7 @@ use oci_spec::runtime::Capability;
 use super::super::tests::{
     busybox, context, effective, error, first_container, mount, options, pod, spec,
 };
-use super::super::{container_spec, defaults, host_capabilities};
+use super::super::{ContainerFiles, container_spec, defaults, host_capabilities};
 
 #[test]
 fn capabilities_add_and_drop() {
@@ -41,7 +41,16 @@ fn privileged_and_all_get_only_the_hosts_capabilities() {
         ));
         let mut ctx = context(&pod);
         ctx.host_capabilities = &host;
-        effective(&container_spec(&ctx, first_container(&pod), &busybox(), "c").unwrap())
+        effective(
+            &container_spec(
+                &ctx,
+                first_container(&pod),
+                &busybox(),
+                &ContainerFiles::default(),
+                "c",
+            )
+            .unwrap(),
+        )
     };
     assert_eq!(caps("{privileged: true}"), host.into());
     let mut expected: HashSet<_> = defaults::CAPABILITIES.into_iter().collect();
