@@ -232,7 +232,7 @@ pub(super) fn resources(review: &mut Review<'_>, field: &str, value: &Value) {
         review.refuse(
             &format!("{field}.{name}"),
             UNSUPPORTED_FIELD,
-            format!("{field}.{name} is not supported: {why}; use cpu and memory"),
+            format!("{field}.{name}: not supported: {why}; use cpu and memory"),
         );
     }
 }

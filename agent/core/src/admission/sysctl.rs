@@ -29,17 +29,8 @@ pub(super) struct HostNamespaces {
 
 /// The namespace a sysctl lives in, as kubelet names it, if it is namespaced.
 fn namespace(name: &str) -> Option<&'static str> {
-    const IPC: &[&str] = &[
-        "kernel.sem",
-        "kernel.shmall",
-        "kernel.shmmax",
-        "kernel.shmmni",
-        "kernel.shm_rmid_forced",
-        "kernel.msgmax",
-        "kernel.msgmnb",
-        "kernel.msgmni",
-    ];
-    if IPC.contains(&name) || name.starts_with("fs.mqueue.") {
+    const IPC_PREFIXES: &[&str] = &["kernel.shm", "kernel.msg", "fs.mqueue."];
+    if name == "kernel.sem" || IPC_PREFIXES.iter().any(|p| name.starts_with(p)) {
         Some("ipc")
     } else if name.starts_with("net.") {
         Some("net")
@@ -47,6 +38,10 @@ fn namespace(name: &str) -> Option<&'static str> {
         None
     }
 }
+
+/// Patterns that allow every namespaced sysctl.
+pub(super) const ALL_NAMESPACED: &[&str] =
+    &["kernel.sem", "kernel.shm*", "kernel.msg*", "fs.mqueue.*", "net.*"];
 
 /// A sysctl name with `.` as separator: kubelet's `NormalizeName` turns `net/ipv4/x`
 /// (a `/` first) into `net.ipv4.x`, keeping a `.` inside a part as `/`.

@@ -2,7 +2,7 @@
 //!
 //! Paths are JSON names joined by `.`, a list's items as `[]`. A field without a line
 //! is walked into when lines exist under it, else refused as unknown. `Refused` texts
-//! follow "`<field>` is not supported: ", and say what to do instead.
+//! follow "`<field>`: not supported: ", and say what to do instead.
 
 use serde_json::Value;
 

@@ -83,7 +83,7 @@ fn a1_each_refused_field_is_refused_with_its_path() {
                 if let Some(finding) = review.findings.first() {
                     assert_eq!(finding.field, field);
                     assert_eq!(finding.severity, Severity::Refused);
-                    assert!(finding.message.starts_with(&format!("{field} is not supported: ")));
+                    assert!(finding.message.starts_with(&format!("{field}: not supported: ")));
                 }
             }
         }
@@ -499,4 +499,19 @@ fn fields_lists_each_path_once() {
     paths.sort();
     paths.dedup();
     assert_eq!(paths.len(), count);
+}
+
+#[test]
+fn a1_permissive_facts_leave_only_what_no_node_allows() {
+    let facts = NodeFacts::permissive();
+    let pod =
+        container_with("securityContext", json!({"appArmorProfile": {"type": "RuntimeDefault"}}));
+    assert_eq!(apparmor(&facts, &pod), vec![]);
+    for allowed in ["net.core.somaxconn", "kernel.msgmax", "kernel.sem", "fs.mqueue.msg_max"] {
+        assert_eq!(apparmor(&facts, &sysctl_pod(allowed, false)), vec![], "{allowed}");
+    }
+    let field = "spec.securityContext.sysctls[1].name".to_owned();
+    let forbidden = vec![(field, Severity::Refused, "SysctlForbidden")];
+    assert_eq!(apparmor(&facts, &sysctl_pod("vm.swappiness", false)), forbidden);
+    assert_eq!(apparmor(&facts, &sysctl_pod("net.core.somaxconn", true)), forbidden);
 }

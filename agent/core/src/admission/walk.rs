@@ -81,8 +81,8 @@ impl<'a> Review<'a> {
             field,
             UNSUPPORTED_FIELD,
             format!(
-                "{field} is not known to Outpost, so it cannot be honoured; remove it, or run \
-                 the pod under a kubelet"
+                "{field}: not known to Outpost, so it cannot be honoured; remove it, or run the \
+                 pod under a kubelet"
             ),
         );
     }
@@ -92,16 +92,12 @@ impl<'a> Review<'a> {
             Rule::Supported | Rule::Ignored => {}
             Rule::IgnoredWarning(why) => {
                 if !is_unset(value) {
-                    self.warn(field, format!("{field} is ignored: {why}"));
+                    self.warn(field, format!("{field}: ignored: {why}"));
                 }
             }
             Rule::Refused(why) => {
                 if !is_unset(value) {
-                    self.refuse(
-                        field,
-                        UNSUPPORTED_FIELD,
-                        format!("{field} is not supported: {why}"),
-                    );
+                    self.refuse(field, UNSUPPORTED_FIELD, format!("{field}: not supported: {why}"));
                 }
             }
             Rule::Check(_, check) => check(self, field, value),
