@@ -14,8 +14,8 @@
 //! agent targets may withhold `CAP_SYS_RESOURCE`), no seccomp or AppArmor profile is
 //! applied (kubelet's default is `Unconfined`), a privileged container gets every device
 //! allowed in its cgroup but only the default device nodes in `/dev`,
-//! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
-//! refused, `shareProcessNamespace` is ignored (each container has its own pid
+//! every volume mount is `rprivate` (admission refuses another `mountPropagation`),
+//! `subPathExpr` is refused, `shareProcessNamespace` is ignored (each container has its own pid
 //! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
 
 use std::fmt;

@@ -86,6 +86,19 @@ pub(super) fn priority_class(review: &mut Review<'_>, field: &str, value: &Value
     }
 }
 
+/// kubelet's behaviour, but a static pod's gates are never set: the pod is never Ready.
+pub(super) fn readiness_gates(review: &mut Review<'_>, field: &str, value: &Value) {
+    if value.as_array().is_some_and(|gates| !gates.is_empty()) {
+        review.warn(
+            field,
+            format!(
+                "{field}: nothing on this node sets readiness gate conditions, so the pod will \
+                 not be Ready (as under kubelet); remove them unless a controller sets them"
+            ),
+        );
+    }
+}
+
 pub(super) fn runtime_class(review: &mut Review<'_>, field: &str, value: &Value) {
     let class = text(value);
     if !class.is_empty() {

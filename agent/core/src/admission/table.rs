@@ -100,7 +100,7 @@ pub(super) const POD: Table = &[
     ("spec.preemptionPolicy", Ignored),
     ("spec.priority", Supported),
     ("spec.priorityClassName", Check(S, checks::priority_class)),
-    ("spec.readinessGates", Refused("no controller sets readiness gate conditions on this node, so the pod would never be Ready; remove them")),
+    ("spec.readinessGates", Check(S, checks::readiness_gates)),
     ("spec.resourceClaims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
     ("spec.resources", Refused(ISSUE_19)),
     ("spec.restartPolicy", Supported),

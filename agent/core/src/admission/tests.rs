@@ -147,6 +147,8 @@ fn a1_ignored_fields_a_user_may_rely_on_warn() {
         warned("spec.enableServiceLinks")
     );
     assert_eq!(findings(&pod_with("enableServiceLinks", json!(false))), vec![]);
+    let gates = json!([{"conditionType": "example.com/ready"}]);
+    assert_eq!(findings(&pod_with("readinessGates", gates)), warned("spec.readinessGates"));
 }
 
 fn pod_with(field: &str, value: Value) -> Pod {
