@@ -269,6 +269,11 @@ pub(super) fn container_restart_policy(review: &mut Review<'_>, field: &str, val
     );
 }
 
+/// `Merge` (the default: the image's groups of the user too); `Strict` is not implemented.
+pub(super) fn supplemental_groups_policy(review: &mut Review<'_>, field: &str, value: &Value) {
+    one_of(review, field, value, &["Merge"]);
+}
+
 pub(super) fn proc_mount(review: &mut Review<'_>, field: &str, value: &Value) {
     one_of(review, field, value, &["Default"]);
 }

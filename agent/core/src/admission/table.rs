@@ -118,7 +118,7 @@ pub(super) const POD: Table = &[
     ("spec.securityContext.seLinuxOptions", Refused("SELinux labels are not applied; remove seLinuxOptions")),
     ("spec.securityContext.seccompProfile", Check(S, checks::seccomp_profile)),
     ("spec.securityContext.supplementalGroups", Supported),
-    ("spec.securityContext.supplementalGroupsPolicy", Supported),
+    ("spec.securityContext.supplementalGroupsPolicy", Check(S, checks::supplemental_groups_policy)),
     ("spec.securityContext.sysctls", Check(S, checks::sysctls)),
     ("spec.securityContext.windowsOptions", Ignored),
     ("spec.serviceAccount", Supported),

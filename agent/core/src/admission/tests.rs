@@ -517,3 +517,11 @@ fn a1_permissive_facts_leave_only_what_no_node_allows() {
     assert_eq!(apparmor(&facts, &sysctl_pod("vm.swappiness", false)), forbidden);
     assert_eq!(apparmor(&facts, &sysctl_pod("net.core.somaxconn", true)), forbidden);
 }
+
+#[test]
+fn a1_supplemental_groups_policy_strict_is_refused() {
+    let strict = pod_with("securityContext", json!({"supplementalGroupsPolicy": "Strict"}));
+    assert_eq!(findings(&strict), refused("spec.securityContext.supplementalGroupsPolicy"));
+    let merge = pod_with("securityContext", json!({"supplementalGroupsPolicy": "Merge"}));
+    assert_eq!(findings(&merge), vec![]);
+}
