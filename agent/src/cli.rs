@@ -24,7 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent.
     Run(Box<RunArgs>),
-    /// Check manifests offline; prints `file:line:col: message` per problem, exits 1 if any.
+    /// Check manifests offline, against this host (AppArmor, allowed sysctls); prints
+    /// `file:line:col: message` per problem (and warnings), exits 1 if any problem.
     Validate(ValidateArgs),
     /// Manage the images in containerd's `outpost` namespace.
     #[command(subcommand)]
@@ -277,6 +278,13 @@ pub struct ValidateArgs {
     /// Node name used for defaulting (S2) [default: the hostname].
     #[arg(long)]
     pub node_name: Option<String>,
+    /// The agent's YAML config, read for allowedUnsafeSysctls [default:
+    /// /etc/outpost/config.yaml, if it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// As `outpost run --allowed-unsafe-sysctls` (over the config file's).
+    #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The node name for `validate` when none is given: the hostname, or a placeholder.

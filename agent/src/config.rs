@@ -60,6 +60,11 @@ pub enum Error {
         "taint {0:?}: expected key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute"
     )]
     Taint(String),
+    #[error(
+        "allowed unsafe sysctls: {0}; allow only namespaced sysctls (net.*, kernel.shm*, \
+         kernel.msg*, kernel.sem, fs.mqueue.*)"
+    )]
+    UnsafeSysctl(String),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
     NodeName(#[source] std::io::Error),
 }
@@ -310,6 +315,11 @@ settings! {
         /// and runs on containerd's events alone. `false`: never try.
         #[arg(long, value_name = "BOOL")]
         pub ebpf: Option<bool>,
+        /// Unsafe sysctls pods may set besides kubelet's safe set: names, or prefixes ending
+        /// in "*" ("net.core.*"), comma separated; repeatable. Only namespaced sysctls
+        /// (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*), as kubelet's flag.
+        #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
+        pub allowed_unsafe_sysctls: Vec<String>,
     }
 }
 
@@ -386,6 +396,8 @@ pub struct Config {
     pub allow_writable_manifest_dir: bool,
     /// `--ebpf`: load the BPF programs.
     pub ebpf: bool,
+    /// `--allowed-unsafe-sysctls`, checked to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// Authentication of the local API. Reads and writes need the token or a client
@@ -493,6 +505,7 @@ impl Config {
             stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
+            allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
         })
     }
 }
@@ -509,6 +522,15 @@ fn read_file(path: &Path) -> Result<Settings, Error> {
         return Ok(Settings::default());
     }
     serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse { path: path.into(), source })
+}
+
+/// `--allowed-unsafe-sysctls`, each checked to be namespaced as kubelet checks them.
+pub fn allowed_unsafe_sysctls(patterns: Vec<String>) -> Result<Vec<String>, Error> {
+    for pattern in &patterns {
+        outpost_core::admission::check_allowed_unsafe_sysctl(pattern)
+            .map_err(Error::UnsafeSysctl)?;
+    }
+    Ok(patterns)
 }
 
 /// kubelet's `--node-labels`: `key=value` pairs separated by commas (each flag value may

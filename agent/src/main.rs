@@ -35,10 +35,12 @@ fn main() -> ExitCode {
 
 fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
     let node = outpost::cli::validate_node_name(args.node_name.as_deref());
-    let summary = commands::validate::validate(&args.files, &node, &mut std::io::stdout().lock())?;
+    let facts = commands::validate::node_facts(&args)?;
+    let summary =
+        commands::validate::validate(&args.files, &node, &facts, &mut std::io::stdout().lock())?;
     eprintln!(
-        "{} file(s), {} pod(s), {} invalid",
-        summary.files, summary.pods, summary.invalid_files
+        "{} file(s), {} pod(s), {} invalid, {} warning(s)",
+        summary.files, summary.pods, summary.invalid_files, summary.warnings
     );
     Ok(if summary.invalid_files == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -41,6 +41,75 @@ fn validate_exits_zero_on_valid_and_one_with_file_line_col_on_invalid() {
     assert!(stdout.contains("metadata.name"), "S1 is reported: {stdout}");
 }
 
+/// A1: a field Outpost does not honour fails validation naming it; a warning is printed
+/// and counted, and leaves the exit status alone; what this host cannot do (an unsafe
+/// sysctl not allowed) fails, and passes once `--allowed-unsafe-sysctls` allows it.
+#[test]
+fn a1_validate_refuses_unsupported_fields_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let validate = |file: &std::path::Path, extra: &[&str]| {
+        let config = dir.path().join("no-config.yaml");
+        fs::write(&config, "").unwrap();
+        let out = Command::new(outpost_bin())
+            .args(["validate", "--node-name", "n1", "--config"])
+            .arg(&config)
+            .args(extra)
+            .arg(file)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    let warned = dir.path().join("warned.yaml");
+    fs::write(
+        &warned,
+        pod_yaml("web", "nginx").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = validate(&warned, &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{}:1:1: warning: spec.nodeSelector: ignored: ",
+            warned.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stderr.contains("0 invalid, 1 warning(s)"), "{stderr}");
+
+    let refused = dir.path().join("refused.yaml");
+    fs::write(
+        &refused,
+        pod_yaml("web", "nginx")
+            .replace("  - name: main\n", "  - name: main\n    stdinOnce: true\n"),
+    )
+    .unwrap();
+    let (code, stdout, _) = validate(&refused, &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{}:1:1: spec.containers[0].stdinOnce: not supported: ",
+            refused.display()
+        )),
+        "{stdout}"
+    );
+
+    let sysctl = dir.path().join("sysctl.yaml");
+    let with_sysctl =
+        "spec:\n  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: \"1024\"}]\n";
+    fs::write(&sysctl, pod_yaml("web", "nginx").replace("spec:\n", with_sysctl)).unwrap();
+    let (code, stdout, _) = validate(&sysctl, &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout
+            .contains("SysctlForbidden: forbidden sysctl: \"net.core.somaxconn\" not allowlisted"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = validate(&sysctl, &["--allowed-unsafe-sysctls", "net.core.*"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), ""));
+}
+
 #[test]
 fn dry_run_prints_deltas_and_serves_pods() {
     let dir = tempfile::tempdir().unwrap();

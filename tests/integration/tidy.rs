@@ -289,3 +289,37 @@ fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
     }
     found
 }
+
+/// A1: the README's pod-spec field table is admission's, field for field and class for
+/// class, and its counts are right.
+#[test]
+fn readme_pod_spec_fields_are_admissions() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let table = readme
+        .split("<!-- pod-spec-fields:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- pod-spec-fields:end -->").next())
+        .expect("README.md has the pod-spec-fields table between its markers");
+    let readme_rows: Vec<(String, String)> = table
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let field = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((field.to_owned(), (*cells.get(2)?).to_owned()))
+        })
+        .collect();
+    let module_rows: Vec<(String, String)> = outpost_core::admission::fields()
+        .map(|(field, class)| (field, class.as_str().to_owned()))
+        .collect();
+    assert_eq!(readme_rows, module_rows, "README.md's table differs from admission's");
+
+    let count = |class: &str| module_rows.iter().filter(|(_, c)| c == class).count();
+    let summary = format!(
+        "{} fields: {} supported, {} refused, {} ignored.",
+        module_rows.len(),
+        count("supported"),
+        count("refused"),
+        count("ignored")
+    );
+    assert!(readme.contains(&summary), "README.md should say: {summary}");
+}

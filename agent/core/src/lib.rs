@@ -1,6 +1,7 @@
 //! Outpost's pure core: everything between "bytes of a manifest" and "ordered pod deltas"
 //! that can be decided without IO.
 //!
+//! - [`admission`]: what of a pod Outpost would not honour (A1): refused fields, warnings, priority.
 //! - [`manifest`]: decode, default (SEMANTICS.md S1–S11) and validate static pod manifests.
 //! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
@@ -18,6 +19,7 @@
 //! compiler keeps that boundary.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod backoff;
 pub mod event_aggregate;
 pub mod lifecycle;

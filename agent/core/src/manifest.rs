@@ -8,13 +8,15 @@
 //! - `nesting`, `expansion`: bounds on YAML flow nesting and alias expansion, which
 //!   libyaml and serde_yaml_ng leave open.
 //! - `default`: kubelet's `applyDefaults` for static pods (S2–S7).
-//! - `validate`: a useful subset of kubelet's static pod validation (`ValidatePodCreate`).
+//! - `validate`: a useful subset of kubelet's static pod validation (`ValidatePodCreate`);
+//!   then [`admission`] refuses what Outpost would not honour (A1).
 
 use std::fmt;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::admission::{self, NodeFacts, Severity};
 use crate::pod::Source;
 
 mod default;
@@ -189,25 +191,87 @@ impl fmt::Display for Errors {
 
 impl std::error::Error for Errors {}
 
+/// A field of a valid pod that Outpost honours differently from what a user may expect,
+/// where kubelet would also run the pod (A1: an admission warning, e.g. a `nodeSelector`
+/// that is not checked).
+///
+/// Display is `L:C: warning: <field>: <what and why>`, the prefix only when the position
+/// (of the pod's document or list item) is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The full field path (`items[2].` first in a list).
+    pub field: String,
+    pub message: String,
+    pub position: Option<(usize, usize)>,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}warning: {}: {}", at(self.position), self.field, self.message)
+    }
+}
+
+/// A decoded manifest: its pods, and the warnings about them.
+#[derive(Debug)]
+pub struct Decoded {
+    pub pods: Vec<Pod>,
+    pub warnings: Vec<Warning>,
+}
+
 /// Decodes a static pod manifest: the size cap (S8) is checked before parsing, then the
 /// manifest is parsed (S9), defaulted (S1–S7) and validated.
 ///
 /// Returns every pod in it in document order (none for an empty manifest), or every error
 /// found: one invalid pod rejects the whole manifest.
 pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<Pod>, Errors> {
+    decode_with_warnings(bytes, origin, node_name).map(|decoded| decoded.pods)
+}
+
+/// [`decode`], with the admission warnings about the pods (`outpost validate` shows them).
+///
+/// Validation includes admission ([`admission::review`], A1): a field Outpost would not
+/// honour is an error naming it. The manifest alone is checked, against
+/// [`NodeFacts::permissive`]: what depends on the node (AppArmor, unsafe sysctls) is
+/// decided where the node is known.
+pub fn decode_with_warnings(
+    bytes: &[u8],
+    origin: Origin<'_>,
+    node_name: &str,
+) -> Result<Decoded, Errors> {
     let text = parse::text(bytes).map_err(|error| Errors(vec![error]))?;
     let parse::Parsed { format, pods: parsed, mut errors } = parse::parse(text);
 
+    let facts = NodeFacts::permissive();
     let mut pods = Vec::with_capacity(parsed.len());
+    let mut warnings = Vec::new();
     for (anchor, pod) in parsed {
         let ordinal = pods.len();
         let pod = default::apply(pod, origin, node_name, ordinal);
-        let problems = validate::validate(&pod, &anchor.field_prefix());
+        let prefix = anchor.field_prefix();
+        let problems = validate::validate(&pod, &prefix);
         errors.extend(problems.into_iter().map(|error| (anchor, error)));
+        for finding in admission::review(&pod, &facts) {
+            let field = format!("{prefix}{}", finding.field);
+            // The message names the field; the error's display already starts with it.
+            let message = finding
+                .message
+                .strip_prefix(&format!("{}: ", finding.field))
+                .unwrap_or(&finding.message)
+                .to_owned();
+            match finding.severity {
+                Severity::Refused => {
+                    errors.push((anchor, Error::Invalid { field, message, position: None }));
+                }
+                Severity::Warning => {
+                    warnings.push((anchor, Warning { field, message, position: None }))
+                }
+            }
+        }
         pods.push(pod);
     }
     if errors.is_empty() {
-        return Ok(pods);
+        let warnings = place_warnings(text, format, warnings);
+        return Ok(Decoded { pods, warnings });
     }
 
     // Problems found after parsing point at their document or list item; finding where
@@ -227,6 +291,24 @@ pub fn decode(bytes: &[u8], origin: Origin<'_>, node_name: &str) -> Result<Vec<P
     // they were found (parsing, then validation in field order).
     errors.sort_by_key(|(anchor, _)| *anchor);
     Err(Errors(errors.into_iter().map(|(_, error)| error).collect()))
+}
+
+/// The warnings with the positions of their pods, in document order.
+fn place_warnings(
+    text: &str,
+    format: Format,
+    mut warnings: Vec<(document::Anchor, Warning)>,
+) -> Vec<Warning> {
+    if warnings.is_empty() {
+        return Vec::new();
+    }
+    let anchors: Vec<_> = warnings.iter().map(|(anchor, _)| *anchor).collect();
+    for ((_, warning), position) in warnings.iter_mut().zip(locate::locate(text, format, &anchors))
+    {
+        warning.position = position;
+    }
+    warnings.sort_by_key(|(anchor, _)| *anchor);
+    warnings.into_iter().map(|(_, warning)| warning).collect()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Event, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use outpost_core::admission;
 use outpost_core::pod::{CONFIG_HASH, CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
 use super::client::{self, Client, split_pod};
@@ -60,6 +61,7 @@ impl Section {
 }
 
 const TOP: usize = 18;
+const TOP_WITH_PRIORITY_CLASS: usize = 22;
 const CONTAINER: usize = 16;
 const STATE: usize = 14;
 
@@ -71,40 +73,48 @@ pub fn render(pod: &Pod, events: &[Event], now: Timestamp) -> String {
     let status = pod.status.as_ref();
     let annotations = meta.annotations.clone().unwrap_or_default();
     let annotation = |key: &str| annotations.get(key).map_or("<none>", String::as_str);
-    s.field(0, TOP, "Name", meta.name.as_deref().unwrap_or_default());
-    s.field(0, TOP, "Namespace", meta.namespace.as_deref().unwrap_or("default"));
+    let priority_class =
+        spec.and_then(|s| s.priority_class_name.as_deref()).filter(|c| !c.is_empty());
+    // kubectl aligns the values to its longest label, "Priority Class Name:" when shown.
+    let top = if priority_class.is_some() { TOP_WITH_PRIORITY_CLASS } else { TOP };
+    s.field(0, top, "Name", meta.name.as_deref().unwrap_or_default());
+    s.field(0, top, "Namespace", meta.namespace.as_deref().unwrap_or("default"));
+    s.field(0, top, "Priority", admission::priority(pod));
+    if let Some(class) = priority_class {
+        s.field(0, top, "Priority Class Name", class);
+    }
     let node = spec.and_then(|s| s.node_name.as_deref()).unwrap_or("<none>");
     match status.and_then(|s| s.host_ip.as_deref()) {
-        Some(ip) => s.field(0, TOP, "Node", format!("{node}/{ip}")),
-        None => s.field(0, TOP, "Node", node),
+        Some(ip) => s.field(0, top, "Node", format!("{node}/{ip}")),
+        None => s.field(0, top, "Node", node),
     }
-    s.field(0, TOP, "Source", annotation(CONFIG_SOURCE));
-    s.field(0, TOP, "UID", meta.uid.as_deref().unwrap_or("<none>"));
+    s.field(0, top, "Source", annotation(CONFIG_SOURCE));
+    s.field(0, top, "UID", meta.uid.as_deref().unwrap_or("<none>"));
     let start = status.and_then(|s| s.start_time.as_ref()).map(|t| time(t.0));
-    s.field(0, TOP, "Start Time", start.as_deref().unwrap_or("<none>"));
-    s.field(0, TOP, "Config Hash", annotation(CONFIG_HASH));
-    s.field(0, TOP, "Config Seen", annotation(CONFIG_SEEN));
-    s.field(0, TOP, "Mirror", annotation(CONFIG_MIRROR));
+    s.field(0, top, "Start Time", start.as_deref().unwrap_or("<none>"));
+    s.field(0, top, "Config Hash", annotation(CONFIG_HASH));
+    s.field(0, top, "Config Seen", annotation(CONFIG_SEEN));
+    s.field(0, top, "Mirror", annotation(CONFIG_MIRROR));
     let labels = meta.labels.clone().unwrap_or_default();
     let labels: Vec<_> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     s.field(
         0,
-        TOP,
+        top,
         "Labels",
         if labels.is_empty() { "<none>".to_owned() } else { labels.join(",") },
     );
     if meta.deletion_timestamp.is_some() {
-        s.field(0, TOP, "Status", "Terminating");
+        s.field(0, top, "Status", "Terminating");
     } else {
-        s.field(0, TOP, "Status", status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"));
+        s.field(0, top, "Status", status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"));
     }
     if let Some(reason) = status.and_then(|s| s.reason.as_deref()) {
-        s.field(0, TOP, "Reason", reason);
+        s.field(0, top, "Reason", reason);
     }
     if let Some(message) = status.and_then(|s| s.message.as_deref()) {
-        s.field(0, TOP, "Message", message);
+        s.field(0, top, "Message", message);
     }
-    s.field(0, TOP, "IP", status.and_then(|s| s.pod_ip.as_deref()).unwrap_or("<none>"));
+    s.field(0, top, "IP", status.and_then(|s| s.pod_ip.as_deref()).unwrap_or("<none>"));
     let init = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or_default();
     let init_statuses =
         status.and_then(|s| s.init_container_statuses.as_deref()).unwrap_or_default();
@@ -121,7 +131,7 @@ pub fn render(pod: &Pod, events: &[Event], now: Timestamp) -> String {
     }
     let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
     if conditions.is_empty() {
-        s.field(0, TOP, "Conditions", "<none>");
+        s.field(0, top, "Conditions", "<none>");
     } else {
         s.line(0, "Conditions:");
         let mut rows = vec![vec!["Type".to_owned(), "Status".to_owned()]];
@@ -130,8 +140,8 @@ pub fn render(pod: &Pod, events: &[Event], now: Timestamp) -> String {
             s.line(2, line);
         }
     }
-    s.field(0, TOP, "QoS Class", status.and_then(|s| s.qos_class.as_deref()).unwrap_or("<none>"));
-    events_section(&mut s, events, now);
+    s.field(0, top, "QoS Class", status.and_then(|s| s.qos_class.as_deref()).unwrap_or("<none>"));
+    events_section(&mut s, events, now, top);
     s.out
 }
 
@@ -264,9 +274,9 @@ fn container_state(s: &mut Section, label: &str, state: &ContainerState) {
 }
 
 /// kubectl's Events table: oldest first, `AGE` as `5m (x3 over 10m)` for a repeat.
-fn events_section(s: &mut Section, events: &[Event], now: Timestamp) {
+fn events_section(s: &mut Section, events: &[Event], now: Timestamp, top: usize) {
     if events.is_empty() {
-        s.field(0, TOP, "Events", "<none>");
+        s.field(0, top, "Events", "<none>");
         return;
     }
     s.line(0, "Events:");

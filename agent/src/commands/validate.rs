@@ -1,14 +1,19 @@
-//! `outpost validate FILE...`: lint manifests offline, as the file source would read them.
+//! `outpost validate FILE...`: lint manifests offline, as the file source would read them,
+//! and as this node would admit their pods (A1: AppArmor, allowed unsafe sysctls).
 
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use outpost_core::admission::{self, NodeFacts, Severity};
 use outpost_core::manifest::{self, Origin};
 use outpost_core::pod::FullName;
 
-use crate::source::file::{diagnostic, is_manifest_name, read_manifest};
+use crate::cli::ValidateArgs;
+use crate::commands::client::DEFAULT_CONFIG;
+use crate::config::{self, Config, Settings};
+use crate::source::file::{diagnostic, is_manifest_name, located, read_manifest};
 
 /// What validation found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -16,11 +21,38 @@ pub struct Summary {
     pub files: usize,
     pub pods: usize,
     pub invalid_files: usize,
+    pub warnings: usize,
+}
+
+/// This host, as admission sees it: AppArmor from the kernel, the allowed unsafe sysctls
+/// from the flags over the agent's config file.
+pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
+    let config_file = args
+        .config
+        .clone()
+        .or_else(|| Path::new(DEFAULT_CONFIG).is_file().then(|| DEFAULT_CONFIG.into()));
+    let config = Config::resolve(Settings {
+        config: config_file,
+        // The node name is not needed: spare the hostname lookup.
+        node_name: Some("-".to_owned()),
+        allowed_unsafe_sysctls: args.allowed_unsafe_sysctls.clone(),
+        ..Settings::default()
+    })?;
+    Ok(NodeFacts {
+        apparmor_enabled: crate::host::apparmor_enabled(),
+        allowed_unsafe_sysctls: config.allowed_unsafe_sysctls,
+    })
 }
 
 /// Validates every file (directories: their manifests, S10), writing one
-/// `file:line:col: message` line per problem to `out`.
-pub fn validate(paths: &[PathBuf], node_name: &str, out: &mut impl Write) -> io::Result<Summary> {
+/// `file:line:col: message` line per problem or warning to `out`. Each pod is also
+/// reviewed against `facts`: what this node would refuse makes its file invalid.
+pub fn validate(
+    paths: &[PathBuf],
+    node_name: &str,
+    facts: &NodeFacts,
+    out: &mut impl Write,
+) -> io::Result<Summary> {
     let mut summary = Summary::default();
     let mut owners: HashMap<FullName, PathBuf> = HashMap::new();
     let (files, unlisted) = expand(paths, out)?;
@@ -35,12 +67,31 @@ pub fn validate(paths: &[PathBuf], node_name: &str, out: &mut impl Write) -> io:
                 continue;
             }
         };
-        match manifest::decode(&bytes, Origin::File(&file), node_name) {
-            Ok(pods) => {
+        match manifest::decode_with_warnings(&bytes, Origin::File(&file), node_name) {
+            Ok(manifest::Decoded { pods, warnings }) => {
                 summary.pods += pods.len();
+                summary.warnings += warnings.len();
+                for warning in &warnings {
+                    writeln!(out, "{}", located(&file, warning.position, warning))?;
+                }
+                let mut refused = false;
                 for pod in &pods {
                     let name = FullName::of(pod);
+                    // The manifest alone passed: what is refused now is this node's doing.
+                    for finding in admission::review(pod, facts) {
+                        if finding.severity == Severity::Refused {
+                            refused = true;
+                            writeln!(
+                                out,
+                                "{}: pod {name}: {}: {} (on this node)",
+                                file.display(),
+                                finding.reason,
+                                finding.message
+                            )?;
+                        }
+                    }
                     if let Some(first) = owners.get(&name) {
+                        summary.warnings += 1;
                         writeln!(
                             out,
                             "{}: warning: pod {name} is also defined in {}; only the first seen runs (M11)",
@@ -51,6 +102,7 @@ pub fn validate(paths: &[PathBuf], node_name: &str, out: &mut impl Write) -> io:
                         owners.insert(name, file.clone());
                     }
                 }
+                summary.invalid_files += usize::from(refused);
             }
             Err(errors) => {
                 summary.invalid_files += 1;

@@ -253,3 +253,26 @@ fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
         Path::new("/opt/profiles")
     );
 }
+
+#[test]
+fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
+    use clap::Parser as _;
+    let f = file("allowedUnsafeSysctls:\n- net.core.somaxconn\n- kernel.msg*\n");
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert_eq!(c.allowed_unsafe_sysctls, ["net.core.somaxconn", "kernel.msg*"]);
+    let cli = crate::cli::Cli::try_parse_from([
+        "outpost",
+        "run",
+        "--allowed-unsafe-sysctls",
+        "net.core.*,fs.mqueue.msg_max",
+    ])
+    .unwrap();
+    let crate::cli::Command::Run(args) = cli.command else { panic!("not run") };
+    assert_eq!(args.settings.allowed_unsafe_sysctls, ["net.core.*", "fs.mqueue.msg_max"]);
+
+    let f = file("allowedUnsafeSysctls: [vm.swappiness]\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("\"vm.swappiness\" is not known to be namespaced"), "{err}");
+    let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
+    assert!(defaults.unwrap().allowed_unsafe_sysctls.is_empty());
+}

@@ -16,7 +16,8 @@
 //! itself), `runAsNonRoot` with an image USER that is a name checks the uid that name has
 //! in the image (kubelet refuses it, unable to check), a privileged container gets every
 //! device allowed in its cgroup but only the default device nodes in `/dev`,
-//! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
+//! every volume mount is `rprivate` (admission refuses another `mountPropagation`),
+//! `subPathExpr` is
 //! refused, `shareProcessNamespace` is ignored (each container has its own pid
 //! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
 

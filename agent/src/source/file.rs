@@ -569,9 +569,19 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// One manifest problem as compilers print them: `file:line:col: message`, or
 /// `file: message` when the position is unknown.
 pub fn diagnostic(path: &Path, error: &outpost_core::manifest::Error) -> String {
-    match error.position() {
-        Some(_) => format!("{}:{error}", path.display()),
-        None => format!("{}: {error}", path.display()),
+    located(path, error.position(), error)
+}
+
+/// `file:` before a message that starts with its `line:col: ` when `position` is known,
+/// else `file: `.
+pub fn located(
+    path: &Path,
+    position: Option<(usize, usize)>,
+    message: &dyn std::fmt::Display,
+) -> String {
+    match position {
+        Some(_) => format!("{}:{message}", path.display()),
+        None => format!("{}: {message}", path.display()),
     }
 }
 

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Pod, Toleration};
 use super::*;
 use crate::pod::{self, CONFIG_HASH, CONFIG_SOURCE};
 
+mod admission;
 mod hostile;
 mod positions;
 mod validation;

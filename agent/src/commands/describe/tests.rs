@@ -162,6 +162,7 @@ fn a_pod_is_described_as_kubectl_does() {
     let text = render(&fixture(), &events, t(0));
     let want = r#"Name:             web-edge-1
 Namespace:        default
+Priority:         0
 Node:             edge-1/192.0.2.10
 Source:           file
 UID:              0123abcd
@@ -232,4 +233,25 @@ fn a_pod_without_status_or_events_says_so() {
         assert!(text.contains(line), "{line:?} in:\n{text}");
     }
     assert!(!text.contains("Last State"), "{text}");
+}
+
+#[test]
+fn priority_and_its_class_are_shown_as_kubectl_does() {
+    let mut pod = fixture();
+    let spec = pod.spec.as_mut().unwrap();
+    spec.priority_class_name = Some("system-node-critical".to_owned());
+    let text = render(&pod, &[], t(0));
+    let top: Vec<&str> = text.lines().take(5).collect();
+    assert_eq!(
+        top,
+        [
+            "Name:                 web-edge-1",
+            "Namespace:            default",
+            "Priority:             2000001000",
+            "Priority Class Name:  system-node-critical",
+            "Node:                 edge-1/192.0.2.10",
+        ],
+        "{text}"
+    );
+    assert!(text.contains("\nEvents:               <none>\n"), "{text}");
 }

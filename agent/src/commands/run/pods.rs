@@ -180,7 +180,7 @@ async fn run_pods(
             &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         ),
         seccomp_profile_root: config.seccomp_profile_root.clone(),
-        apparmor_enabled: spec::apparmor::enabled(),
+        apparmor_enabled: crate::host::apparmor_enabled(),
     };
     let runtime = Arc::new(Runtime::new(
         containerd,

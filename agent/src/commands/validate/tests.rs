@@ -5,8 +5,12 @@ use super::*;
 const GOOD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx:1\n";
 
 fn run(paths: &[PathBuf]) -> (Summary, String) {
+    run_on(paths, &NodeFacts::default())
+}
+
+fn run_on(paths: &[PathBuf], facts: &NodeFacts) -> (Summary, String) {
     let mut out = Vec::new();
-    let summary = validate(paths, "node-a", &mut out).unwrap();
+    let summary = validate(paths, "node-a", facts, &mut out).unwrap();
     (summary, String::from_utf8(out).unwrap())
 }
 
@@ -16,7 +20,7 @@ fn valid_files_report_nothing() {
     let f = dir.path().join("web.yaml");
     fs::write(&f, GOOD).unwrap();
     let (summary, out) = run(&[f]);
-    assert_eq!(summary, Summary { files: 1, pods: 1, invalid_files: 0 });
+    assert_eq!(summary, Summary { files: 1, pods: 1, invalid_files: 0, warnings: 0 });
     assert_eq!(out, "");
 }
 
@@ -45,7 +49,7 @@ fn s10_directories_expand_to_their_manifests_and_m11_duplicates_warn() {
     fs::write(dir.path().join(".a.yaml.swp"), "garbage: [").unwrap();
     fs::write(dir.path().join("notes.txt"), "garbage: [").unwrap();
     let (summary, out) = run(&[dir.path().to_path_buf()]);
-    assert_eq!(summary, Summary { files: 2, pods: 2, invalid_files: 0 });
+    assert_eq!(summary, Summary { files: 2, pods: 2, invalid_files: 0, warnings: 1 });
     assert!(out.contains("b.json: warning: pod default/web-node-a is also defined in"), "{out}");
 }
 
@@ -55,4 +59,92 @@ fn missing_and_unreadable_files_are_invalid() {
     let (summary, out) = run(&[dir.path().join("nope.yaml")]);
     assert_eq!(summary.invalid_files, 1);
     assert!(out.contains("nope.yaml: cannot read"), "{out}");
+}
+
+#[test]
+fn a1_admission_warnings_are_printed_and_counted_not_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("web.yaml");
+    fs::write(&f, GOOD.replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n")).unwrap();
+    let (summary, out) = run(std::slice::from_ref(&f));
+    assert_eq!(summary, Summary { files: 1, pods: 1, invalid_files: 0, warnings: 1 });
+    assert_eq!(
+        out,
+        format!(
+            "{}:1:1: warning: spec.nodeSelector: ignored: node labels are not checked; a static \
+             pod runs where its manifest is\n",
+            f.display()
+        )
+    );
+}
+
+#[test]
+fn a1_an_unsupported_field_is_an_error_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("web.yaml");
+    fs::write(&f, GOOD.replace("    image: nginx:1\n", "    image: nginx:1\n    resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]\n")).unwrap();
+    let (summary, out) = run(std::slice::from_ref(&f));
+    assert_eq!(summary.invalid_files, 1);
+    assert!(
+        out.starts_with(&format!(
+            "{}:1:1: spec.containers[0].resizePolicy: not supported: ",
+            f.display()
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn a1_what_this_node_refuses_makes_the_file_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("web.yaml");
+    let pod = GOOD.replace(
+        "spec:\n",
+        "spec:\n  securityContext:\n    appArmorProfile: {type: RuntimeDefault}\n    sysctls: [{name: net.core.somaxconn, value: \"1024\"}]\n",
+    );
+    fs::write(&f, pod).unwrap();
+    let (summary, out) = run(std::slice::from_ref(&f));
+    assert_eq!(summary.invalid_files, 1);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let prefix = format!("{}: pod default/web-node-a: ", f.display());
+    assert!(
+        lines[0].starts_with(&format!(
+            "{prefix}AppArmor: Cannot enforce AppArmor: AppArmor is not enabled on the host"
+        )),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{prefix}SysctlForbidden: forbidden sysctl: \"net.core.somaxconn\" not allowlisted"
+        )),
+        "{out}"
+    );
+
+    let able =
+        NodeFacts { apparmor_enabled: true, allowed_unsafe_sysctls: vec!["net.core.*".into()] };
+    let (summary, out) = run_on(std::slice::from_ref(&f), &able);
+    assert_eq!((summary.invalid_files, out.as_str()), (0, ""));
+}
+
+#[test]
+fn node_facts_take_allowed_sysctls_from_the_flags_over_the_config_file() {
+    use clap::Parser as _;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    fs::write(&config, "allowedUnsafeSysctls: [kernel.msgmax]\n").unwrap();
+    let args = |extra: &[&str]| {
+        let mut argv = vec!["outpost", "validate", "--config", config.to_str().unwrap()];
+        argv.extend(extra);
+        argv.push("web.yaml");
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Validate(args) => args,
+            _ => panic!("not validate"),
+        }
+    };
+    assert_eq!(node_facts(&args(&[])).unwrap().allowed_unsafe_sysctls, ["kernel.msgmax"]);
+    let flagged = node_facts(&args(&["--allowed-unsafe-sysctls", "net.core.*"])).unwrap();
+    assert_eq!(flagged.allowed_unsafe_sysctls, ["net.core.*"]);
+    let err = node_facts(&args(&["--allowed-unsafe-sysctls", "vm.swappiness"])).unwrap_err();
+    assert!(err.to_string().contains("vm.swappiness"), "{err}");
 }

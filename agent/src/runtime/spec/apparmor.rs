@@ -12,7 +12,6 @@
 //! containerd's CRI plugin loads its default profile into the kernel itself, which
 //! Outpost does not do, so it is applied only when asked for.
 
-use std::path::Path;
 
 use k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod};
 
@@ -22,8 +21,6 @@ use super::{Error, Result, Subject};
 pub const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 /// containerd CRI's default profile.
 pub const RUNTIME_DEFAULT: &str = "cri-containerd.apparmor.d";
-/// Where the kernel says whether AppArmor is enabled (`Y`).
-const ENABLED_PARAMETER: &str = "/sys/module/apparmor/parameters/enabled";
 
 /// The AppArmor profile a container asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,15 +31,6 @@ pub enum Profile {
     RuntimeDefault,
     /// A profile loaded in the kernel, by name.
     Localhost(String),
-}
-
-/// Whether the host's kernel has AppArmor enabled, as runc and kubelet check it.
-pub fn enabled() -> bool {
-    enabled_in(Path::new(ENABLED_PARAMETER))
-}
-
-fn enabled_in(parameter: &Path) -> bool {
-    std::fs::read_to_string(parameter).is_ok_and(|value| value.trim_start().starts_with('Y'))
 }
 
 /// The container's profile (see the module doc for the precedence).

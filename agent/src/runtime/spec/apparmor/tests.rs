@@ -126,14 +126,3 @@ fn the_spec_carries_the_profile() {
     .unwrap_err();
     assert!(matches!(error, Error::AppArmorDisabled { .. }));
 }
-
-#[test]
-fn enabled_reads_the_kernel_parameter() {
-    let dir = tempfile::tempdir().unwrap();
-    let parameter = dir.path().join("enabled");
-    assert!(!enabled_in(&parameter), "absent: not enabled");
-    std::fs::write(&parameter, "Y\n").unwrap();
-    assert!(enabled_in(&parameter));
-    std::fs::write(&parameter, "N\n").unwrap();
-    assert!(!enabled_in(&parameter));
-}

@@ -1,0 +1,288 @@
+//! Fields decided by their value, and by the node: the table's `Check`s.
+
+use serde_json::Value;
+
+use super::walk::Review;
+use super::{UNSUPPORTED_FIELD, builtin_priority, sysctl};
+
+/// kubelet's reason and message when a pod asks for AppArmor on a host without it.
+const APPARMOR: &str = "AppArmor";
+const APPARMOR_DISABLED: &str = "Cannot enforce AppArmor: AppArmor is not enabled on the host";
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+/// A string field that is not one of `allowed` is refused, listing them.
+fn one_of(review: &mut Review<'_>, field: &str, value: &Value, allowed: &[&str]) {
+    let value = text(value);
+    if !value.is_empty() && !allowed.contains(&value) {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!("{field}: {value:?} is not supported; use {}", allowed.join(" or ")),
+        );
+    }
+}
+
+pub(super) fn dns_policy(review: &mut Review<'_>, field: &str, value: &Value) {
+    match text(value) {
+        policy @ ("ClusterFirst" | "ClusterFirstWithHostNet") => review.warn(
+            field,
+            format!(
+                "{field}: {policy} asks for cluster DNS, which this node does not have: the pod \
+                 uses the node's resolver (as dnsPolicy Default), as kubelet does without \
+                 clusterDNS; set dnsPolicy Default to say so"
+            ),
+        ),
+        _ => one_of(
+            review,
+            field,
+            value,
+            &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+        ),
+    }
+}
+
+pub(super) fn host_users(review: &mut Review<'_>, field: &str, value: &Value) {
+    if value.as_bool() == Some(false) {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: false (a user namespace) is not supported; remove it to run in the \
+                 host's user namespace"
+            ),
+        );
+    }
+}
+
+pub(super) fn os(review: &mut Review<'_>, field: &str, value: &Value) {
+    let name = text(value);
+    if name != "linux" {
+        review.refuse(
+            field,
+            "PodOSNotSupported",
+            format!(
+                "Failed to admit pod as the OS field doesn't match node OS ({field} is {name:?}, \
+                 this node runs linux)"
+            ),
+        );
+    }
+}
+
+pub(super) fn priority_class(review: &mut Review<'_>, field: &str, value: &Value) {
+    let class = text(value);
+    let has_priority = review.pod.spec.as_ref().is_some_and(|s| s.priority.is_some());
+    if !class.is_empty() && !has_priority && builtin_priority(class).is_none() {
+        review.warn(
+            field,
+            format!(
+                "{field}: priority class {class:?} is not known without an API server: the pod \
+                 has priority 0; set spec.priority, or use system-node-critical or \
+                 system-cluster-critical"
+            ),
+        );
+    }
+}
+
+/// kubelet's behaviour, but a static pod's gates are never set: the pod is never Ready.
+pub(super) fn readiness_gates(review: &mut Review<'_>, field: &str, value: &Value) {
+    if value.as_array().is_some_and(|gates| !gates.is_empty()) {
+        review.warn(
+            field,
+            format!(
+                "{field}: nothing on this node sets readiness gate conditions, so the pod will \
+                 not be Ready (as under kubelet); remove them unless a controller sets them"
+            ),
+        );
+    }
+}
+
+pub(super) fn runtime_class(review: &mut Review<'_>, field: &str, value: &Value) {
+    let class = text(value);
+    if !class.is_empty() {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: runtime class {class:?} is not supported: Outpost runs every pod with \
+                 runc, containerd's default handler; remove runtimeClassName"
+            ),
+        );
+    }
+}
+
+/// `appArmorProfile`, the pod's or a container's: Unconfined always; RuntimeDefault and
+/// Localhost only where AppArmor is enabled.
+pub(super) fn apparmor_profile(review: &mut Review<'_>, field: &str, value: &Value) {
+    let kind = text(&value["type"]);
+    let localhost = text(&value["localhostProfile"]);
+    match kind {
+        "Unconfined" => {}
+        "RuntimeDefault" | "Localhost" => {
+            if kind == "Localhost" && localhost.is_empty() {
+                return review.refuse(
+                    &format!("{field}.localhostProfile"),
+                    UNSUPPORTED_FIELD,
+                    format!("{field}.localhostProfile: required with type Localhost; name the loaded profile"),
+                );
+            }
+            apparmor_enabled(review, field, kind);
+        }
+        _ => one_of(
+            review,
+            &format!("{field}.type"),
+            &value["type"],
+            &["RuntimeDefault", "Localhost", "Unconfined"],
+        ),
+    }
+}
+
+/// The legacy `container.apparmor.security.beta.kubernetes.io/<container>` annotation.
+pub(super) fn apparmor_annotation(review: &mut Review<'_>, field: &str, value: &Value) {
+    match text(value) {
+        "unconfined" => {}
+        profile if profile == "runtime/default" || profile.strip_prefix("localhost/").is_some_and(|p| !p.is_empty()) => {
+            apparmor_enabled(review, field, profile);
+        }
+        profile => review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!("{field}: {profile:?} is not a profile; use runtime/default, localhost/<profile> or unconfined"),
+        ),
+    }
+}
+
+fn apparmor_enabled(review: &mut Review<'_>, field: &str, profile: &str) {
+    if !review.facts.apparmor_enabled {
+        review.refuse(
+            field,
+            APPARMOR,
+            format!(
+                "{APPARMOR_DISABLED} ({field} asks for {profile}); enable AppArmor on the host, \
+                 or use Unconfined"
+            ),
+        );
+    }
+}
+
+/// `seccompProfile`, the pod's or a container's.
+pub(super) fn seccomp_profile(review: &mut Review<'_>, field: &str, value: &Value) {
+    match text(&value["type"]) {
+        "RuntimeDefault" | "Unconfined" => {}
+        "Localhost" => {
+            if text(&value["localhostProfile"]).is_empty() {
+                review.refuse(
+                    &format!("{field}.localhostProfile"),
+                    UNSUPPORTED_FIELD,
+                    format!(
+                        "{field}.localhostProfile: required with type Localhost; name the \
+                         profile's file, relative to the seccomp profile root"
+                    ),
+                );
+            }
+        }
+        _ => one_of(
+            review,
+            &format!("{field}.type"),
+            &value["type"],
+            &["RuntimeDefault", "Localhost", "Unconfined"],
+        ),
+    }
+}
+
+/// The legacy `seccomp.security.alpha.kubernetes.io/pod` and
+/// `container.seccomp.security.alpha.kubernetes.io/<container>` annotations.
+pub(super) fn seccomp_annotation(review: &mut Review<'_>, field: &str, value: &Value) {
+    let profile = text(value);
+    let valid = matches!(profile, "runtime/default" | "docker/default" | "unconfined")
+        || profile.strip_prefix("localhost/").is_some_and(|p| !p.is_empty());
+    if !valid {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: {profile:?} is not a profile; use runtime/default, localhost/<file> or \
+                 unconfined"
+            ),
+        );
+    }
+}
+
+/// `spec.securityContext.sysctls`, as kubelet's sysctl admission decides them.
+pub(super) fn sysctls(review: &mut Review<'_>, field: &str, value: &Value) {
+    let spec = review.pod.spec.as_ref();
+    let host = sysctl::HostNamespaces {
+        network: spec.and_then(|s| s.host_network).unwrap_or(false),
+        ipc: spec.and_then(|s| s.host_ipc).unwrap_or(false),
+    };
+    for (i, item) in value.as_array().into_iter().flatten().enumerate() {
+        let name = text(&item["name"]);
+        if let Err(why) = sysctl::admit(name, host, &review.facts.allowed_unsafe_sysctls) {
+            let field = format!("{field}[{i}].name");
+            let message = format!(
+                "forbidden sysctl: {why} ({field}; allow it on this node with \
+                 --allowed-unsafe-sysctls, or remove it)"
+            );
+            review.refuse(&field, sysctl::FORBIDDEN, message);
+        }
+    }
+}
+
+/// A container's `resources.limits` or `resources.requests`: cpu and memory;
+/// ephemeral-storage as a request (scheduling only). Anything else is refused.
+pub(super) fn resources(review: &mut Review<'_>, field: &str, value: &Value) {
+    let limits = field.ends_with(".limits");
+    for name in value.as_object().into_iter().flatten().map(|(name, _)| name) {
+        let why = match name.as_str() {
+            "cpu" | "memory" => continue,
+            "ephemeral-storage" if !limits => continue,
+            "ephemeral-storage" => "ephemeral-storage limits come with eviction (issue 19)",
+            hugepages if hugepages.starts_with("hugepages-") => "huge pages are not implemented",
+            _ => "this node has no device plugins or extended resources",
+        };
+        review.refuse(
+            &format!("{field}.{name}"),
+            UNSUPPORTED_FIELD,
+            format!("{field}.{name}: not supported: {why}; use cpu and memory"),
+        );
+    }
+}
+
+/// A container's `restartPolicy`: `Always` on an init container makes it a sidecar (I3);
+/// container restart rules are not implemented.
+pub(super) fn container_restart_policy(review: &mut Review<'_>, field: &str, value: &Value) {
+    let policy = text(value);
+    if policy.is_empty() || (review.in_init_container && policy == "Always") {
+        return;
+    }
+    let what =
+        if review.in_init_container { "on an init container" } else { "on an app container" };
+    review.refuse(
+        field,
+        UNSUPPORTED_FIELD,
+        format!(
+            "{field}: {policy:?} {what} is not supported; only Always on an init container (a \
+             sidecar) is; use spec.restartPolicy"
+        ),
+    );
+}
+
+/// `Merge` (the default: the image's groups of the user too); `Strict` is not implemented.
+pub(super) fn supplemental_groups_policy(review: &mut Review<'_>, field: &str, value: &Value) {
+    one_of(review, field, value, &["Merge"]);
+}
+
+pub(super) fn proc_mount(review: &mut Review<'_>, field: &str, value: &Value) {
+    one_of(review, field, value, &["Default"]);
+}
+
+pub(super) fn mount_propagation(review: &mut Review<'_>, field: &str, value: &Value) {
+    one_of(review, field, value, &["None"]);
+}
+
+pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &Value) {
+    // IfPossible falls back to a plain read-only mount, as on a runtime without it.
+    one_of(review, field, value, &["Disabled", "IfPossible"]);
+}

@@ -1,0 +1,95 @@
+//! kubelet's sysctl admission: the safe sysctls, those allowed by
+//! `--allowed-unsafe-sysctls`, and the namespaces they live in.
+
+/// kubelet's pod status reason for a refused sysctl.
+pub(super) const FORBIDDEN: &str = "SysctlForbidden";
+
+/// kubelet's safe sysctls: namespaced, and without effect on other pods.
+pub(super) const SAFE: &[&str] = &[
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+];
+
+/// The host namespaces a pod shares.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HostNamespaces {
+    pub(super) network: bool,
+    pub(super) ipc: bool,
+}
+
+/// The namespace a sysctl lives in, as kubelet names it, if it is namespaced.
+fn namespace(name: &str) -> Option<&'static str> {
+    const IPC_PREFIXES: &[&str] = &["kernel.shm", "kernel.msg", "fs.mqueue."];
+    if name == "kernel.sem" || IPC_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        Some("ipc")
+    } else if name.starts_with("net.") {
+        Some("net")
+    } else {
+        None
+    }
+}
+
+/// Patterns that allow every namespaced sysctl.
+pub(super) const ALL_NAMESPACED: &[&str] =
+    &["kernel.sem", "kernel.shm*", "kernel.msg*", "fs.mqueue.*", "net.*"];
+
+/// A sysctl name with `.` as separator: kubelet's `NormalizeName` turns `net/ipv4/x`
+/// (a `/` first) into `net.ipv4.x`, keeping a `.` inside a part as `/`.
+pub(super) fn normalize(name: &str) -> String {
+    match name.find(['.', '/']) {
+        Some(i) if name.as_bytes()[i] == b'/' => name
+            .chars()
+            .map(|c| match c {
+                '/' => '.',
+                '.' => '/',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_owned(),
+    }
+}
+
+/// Whether `--allowed-unsafe-sysctls` may hold `pattern` (a name, or a prefix ending in
+/// `*`): kubelet allows only namespaced sysctls there.
+pub fn check_allowed_pattern(pattern: &str) -> Result<(), String> {
+    let name = normalize(pattern);
+    let probe = name.strip_suffix('*').map_or(name.clone(), |prefix| format!("{prefix}x"));
+    if namespace(&probe).is_some() {
+        Ok(())
+    } else {
+        Err(format!("the sysctl {pattern:?} is not known to be namespaced"))
+    }
+}
+
+/// Admits one sysctl of a pod, or says why not in kubelet's words (after
+/// "forbidden sysctl: ").
+pub(super) fn admit(name: &str, host: HostNamespaces, allowed: &[String]) -> Result<(), String> {
+    let name = normalize(name);
+    let matches = |pattern: &String| {
+        let pattern = normalize(pattern);
+        match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pattern,
+        }
+    };
+    if !SAFE.contains(&name.as_str()) && !allowed.iter().any(matches) {
+        return Err(format!("{name:?} not allowlisted"));
+    }
+    match namespace(&name) {
+        Some(ns @ "net") if host.network => {
+            Err(format!("{name:?} not allowed with host {ns} enabled"))
+        }
+        Some(ns @ "ipc") if host.ipc => Err(format!("{name:?} not allowed with host {ns} enabled")),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,233 @@
+//! The pod spec, field by field: what Outpost does with each. Adding a field is one line.
+//!
+//! Paths are JSON names joined by `.`, a list's items as `[]`. A field without a line
+//! is walked into when lines exist under it, else refused as unknown. `Refused` texts
+//! follow "`<field>`: not supported: ", and say what to do instead.
+
+use serde_json::Value;
+
+use super::Class;
+use super::checks;
+use super::walk::Review;
+
+/// What Outpost does with a field.
+#[derive(Clone, Copy)]
+pub(super) enum Rule {
+    /// Honoured as kubelet honours it.
+    Supported,
+    /// Ignored, as kubelet ignores it.
+    Ignored,
+    /// Ignored as kubelet ignores it, but a user may rely on it: a warning says so.
+    IgnoredWarning(&'static str),
+    /// Refused when set: why, and what to do.
+    Refused(&'static str),
+    /// Decided by its value (and the node); the class is the README's.
+    Check(Class, CheckFn),
+    /// A list of containers, each walked against [`CONTAINER`].
+    Containers { init: bool },
+    /// The pod's annotations, each looked up in [`ANNOTATIONS`].
+    Annotations,
+}
+
+/// A check of a field's value: adds findings to the review.
+pub(super) type CheckFn = fn(&mut Review<'_>, &str, &Value);
+
+pub(super) type Table = &'static [(&'static str, Rule)];
+
+impl Rule {
+    pub(super) fn class(self) -> Class {
+        match self {
+            Rule::Supported | Rule::Containers { .. } | Rule::Annotations => Class::Supported,
+            Rule::Ignored | Rule::IgnoredWarning(_) => Class::Ignored,
+            Rule::Refused(_) => Class::Refused,
+            Rule::Check(class, _) => class,
+        }
+    }
+}
+
+use Class::{Refused as R, Supported as S};
+use Rule::{Check, Ignored, IgnoredWarning, Refused, Supported};
+
+const ISSUE_18: &str = "ConfigMaps, Secrets and service accounts are not available to pods \
+on this node yet (issue 18), and static pods may never refer to them (V2); put the data in a \
+hostPath file or in the manifest";
+const ISSUE_19: &str = "pod-level resources and ephemeral-storage limits come with pod \
+cgroups and eviction (issue 19); set cpu and memory on each container";
+const VOLUME: &str = "Outpost mounts no network or cloud storage; mount it on the host and \
+use a hostPath volume";
+/// The pod, outside its containers.
+#[rustfmt::skip]
+pub(super) const POD: Table = &[
+    ("apiVersion", Supported),
+    ("kind", Supported),
+    ("metadata.annotations", Rule::Annotations),
+    ("metadata.creationTimestamp", Ignored),
+    ("metadata.deletionGracePeriodSeconds", Ignored),
+    ("metadata.deletionTimestamp", Ignored),
+    ("metadata.finalizers", Ignored),
+    ("metadata.generateName", Ignored),
+    ("metadata.generation", Ignored),
+    ("metadata.labels", Supported),
+    ("metadata.managedFields", Ignored),
+    ("metadata.name", Supported),
+    ("metadata.namespace", Supported),
+    ("metadata.ownerReferences", Ignored),
+    ("metadata.resourceVersion", Ignored),
+    ("metadata.selfLink", Ignored),
+    ("metadata.uid", Supported),
+    ("spec.activeDeadlineSeconds", Supported),
+    ("spec.affinity", IgnoredWarning("node affinity is not checked against this node's labels")),
+    ("spec.automountServiceAccountToken", Ignored),
+    ("spec.containers", Rule::Containers { init: false }),
+    ("spec.dnsConfig", Supported),
+    ("spec.dnsPolicy", Check(S, checks::dns_policy)),
+    ("spec.enableServiceLinks", IgnoredWarning("this node has no Services to make variables of")),
+    ("spec.ephemeralContainers", Refused("ephemeral containers (kubectl debug) are not run; use `outpost exec`")),
+    ("spec.evictionResponders", Refused("eviction responders are not implemented; remove them")),
+    ("spec.hostAliases", Supported),
+    ("spec.hostIPC", Supported),
+    ("spec.hostNetwork", Supported),
+    ("spec.hostPID", Supported),
+    ("spec.hostUsers", Check(R, checks::host_users)),
+    ("spec.hostname", Supported),
+    ("spec.hostnameOverride", Refused("set spec.hostname (and spec.subdomain) instead")),
+    ("spec.imagePullSecrets", Refused(ISSUE_18)),
+    ("spec.initContainers", Rule::Containers { init: true }),
+    ("spec.nodeName", Supported),
+    ("spec.nodeSelector", IgnoredWarning("node labels are not checked; a static pod runs where its manifest is")),
+    ("spec.os.name", Check(S, checks::os)),
+    ("spec.overhead", Ignored),
+    ("spec.preemptionPolicy", Ignored),
+    ("spec.priority", Supported),
+    ("spec.priorityClassName", Check(S, checks::priority_class)),
+    ("spec.readinessGates", Check(S, checks::readiness_gates)),
+    ("spec.resourceClaims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
+    ("spec.resources", Refused(ISSUE_19)),
+    ("spec.restartPolicy", Supported),
+    ("spec.runtimeClassName", Check(R, checks::runtime_class)),
+    ("spec.schedulerName", Ignored),
+    ("spec.schedulingGates", Ignored),
+    ("spec.schedulingGroup", Ignored),
+    ("spec.securityContext.appArmorProfile", Check(S, checks::apparmor_profile)),
+    ("spec.securityContext.fsGroup", Supported),
+    ("spec.securityContext.fsGroupChangePolicy", Supported),
+    ("spec.securityContext.runAsGroup", Supported),
+    ("spec.securityContext.runAsNonRoot", Supported),
+    ("spec.securityContext.runAsUser", Supported),
+    ("spec.securityContext.seLinuxChangePolicy", Ignored),
+    ("spec.securityContext.seLinuxOptions", Refused("SELinux labels are not applied; remove seLinuxOptions")),
+    ("spec.securityContext.seccompProfile", Check(S, checks::seccomp_profile)),
+    ("spec.securityContext.supplementalGroups", Supported),
+    ("spec.securityContext.supplementalGroupsPolicy", Check(S, checks::supplemental_groups_policy)),
+    ("spec.securityContext.sysctls", Check(S, checks::sysctls)),
+    ("spec.securityContext.windowsOptions", Ignored),
+    ("spec.serviceAccount", Supported),
+    ("spec.serviceAccountName", Supported),
+    ("spec.setHostnameAsFQDN", Supported),
+    ("spec.shareProcessNamespace", Supported),
+    ("spec.subdomain", Supported),
+    ("spec.terminationGracePeriodSeconds", Supported),
+    ("spec.tolerations", Ignored),
+    ("spec.topologySpreadConstraints", Ignored),
+    ("spec.volumes[].awsElasticBlockStore", Refused(VOLUME)),
+    ("spec.volumes[].azureDisk", Refused(VOLUME)),
+    ("spec.volumes[].azureFile", Refused(VOLUME)),
+    ("spec.volumes[].cephfs", Refused(VOLUME)),
+    ("spec.volumes[].cinder", Refused(VOLUME)),
+    ("spec.volumes[].configMap", Refused(ISSUE_18)),
+    ("spec.volumes[].csi", Refused(VOLUME)),
+    ("spec.volumes[].downwardAPI", Refused("downwardAPI volumes come with issue 18; use env fieldRef")),
+    ("spec.volumes[].emptyDir", Supported),
+    ("spec.volumes[].ephemeral", Refused("generic ephemeral volumes need PersistentVolumeClaims; use emptyDir")),
+    ("spec.volumes[].fc", Refused(VOLUME)),
+    ("spec.volumes[].flexVolume", Refused(VOLUME)),
+    ("spec.volumes[].flocker", Refused(VOLUME)),
+    ("spec.volumes[].gcePersistentDisk", Refused(VOLUME)),
+    ("spec.volumes[].gitRepo", Refused("gitRepo volumes are deprecated; clone into an emptyDir with an init container")),
+    ("spec.volumes[].glusterfs", Refused(VOLUME)),
+    ("spec.volumes[].hostPath", Supported),
+    ("spec.volumes[].image", Refused("image volumes are not implemented; copy the files into an emptyDir with an init container")),
+    ("spec.volumes[].iscsi", Refused(VOLUME)),
+    ("spec.volumes[].name", Supported),
+    ("spec.volumes[].nfs", Refused(VOLUME)),
+    ("spec.volumes[].persistentVolumeClaim", Refused("there are no PersistentVolumes on this node; use a hostPath volume")),
+    ("spec.volumes[].photonPersistentDisk", Refused(VOLUME)),
+    ("spec.volumes[].portworxVolume", Refused(VOLUME)),
+    ("spec.volumes[].projected", Refused(ISSUE_18)),
+    ("spec.volumes[].quobyte", Refused(VOLUME)),
+    ("spec.volumes[].rbd", Refused(VOLUME)),
+    ("spec.volumes[].scaleIO", Refused(VOLUME)),
+    ("spec.volumes[].secret", Refused(ISSUE_18)),
+    ("spec.volumes[].storageos", Refused(VOLUME)),
+    ("spec.volumes[].vsphereVolume", Refused(VOLUME)),
+    ("status", Ignored),
+];
+
+/// A container's (and init container's) fields, relative to it.
+#[rustfmt::skip]
+pub(super) const CONTAINER: Table = &[
+    ("args", Supported),
+    ("command", Supported),
+    ("env[].name", Supported),
+    ("env[].value", Supported),
+    ("env[].valueFrom.configMapKeyRef", Refused(ISSUE_18)),
+    ("env[].valueFrom.fieldRef", Supported),
+    ("env[].valueFrom.fileKeyRef", Refused("variables from files are not implemented; set `value`")),
+    ("env[].valueFrom.resourceFieldRef", Supported),
+    ("env[].valueFrom.secretKeyRef", Refused(ISSUE_18)),
+    ("envFrom", Refused(ISSUE_18)),
+    ("image", Supported),
+    ("imagePullPolicy", Supported),
+    ("lifecycle", Supported),
+    ("livenessProbe", Supported),
+    ("name", Supported),
+    ("ports[].containerPort", Supported),
+    ("ports[].hostIP", Supported),
+    ("ports[].hostPort", Supported),
+    ("ports[].name", Supported),
+    ("ports[].protocol", Supported),
+    ("readinessProbe", Supported),
+    ("resizePolicy", Refused("in-place resize is not implemented; remove resizePolicy (a changed manifest recreates the pod)")),
+    ("resources.claims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
+    ("resources.limits", Check(S, checks::resources)),
+    ("resources.requests", Check(S, checks::resources)),
+    ("restartPolicy", Check(S, checks::container_restart_policy)),
+    ("restartPolicyRules", Refused("container restart rules are not implemented; use spec.restartPolicy")),
+    ("securityContext.allowPrivilegeEscalation", Supported),
+    ("securityContext.appArmorProfile", Check(S, checks::apparmor_profile)),
+    ("securityContext.capabilities.add", Supported),
+    ("securityContext.capabilities.drop", Supported),
+    ("securityContext.privileged", Supported),
+    ("securityContext.procMount", Check(S, checks::proc_mount)),
+    ("securityContext.readOnlyRootFilesystem", Supported),
+    ("securityContext.runAsGroup", Supported),
+    ("securityContext.runAsNonRoot", Supported),
+    ("securityContext.runAsUser", Supported),
+    ("securityContext.seLinuxOptions", Refused("SELinux labels are not applied; remove seLinuxOptions")),
+    ("securityContext.seccompProfile", Check(S, checks::seccomp_profile)),
+    ("securityContext.windowsOptions", Ignored),
+    ("startupProbe", Supported),
+    ("stdin", Supported),
+    ("stdinOnce", Refused("attaching to a container is not implemented; remove stdinOnce")),
+    ("terminationMessagePath", Supported),
+    ("terminationMessagePolicy", Supported),
+    ("tty", Supported),
+    ("volumeDevices", Refused("raw block volumes need PersistentVolumeClaims; mount the device with a hostPath volume")),
+    ("volumeMounts[].bindMountOptions", Refused("bind mount options are not implemented; remove them")),
+    ("volumeMounts[].mountPath", Supported),
+    ("volumeMounts[].mountPropagation", Check(R, checks::mount_propagation)),
+    ("volumeMounts[].name", Supported),
+    ("volumeMounts[].readOnly", Supported),
+    ("volumeMounts[].recursiveReadOnly", Check(R, checks::recursive_read_only)),
+    ("volumeMounts[].subPath", Supported),
+    ("volumeMounts[].subPathExpr", Refused("use subPath with a fixed path")),
+    ("workingDir", Supported),
+];
+
+/// Annotations that change what runs (a key ending in `*` is a prefix); others are data.
+#[rustfmt::skip]
+pub(super) const ANNOTATIONS: Table = &[
+    ("container.apparmor.security.beta.kubernetes.io/*", Check(S, checks::apparmor_annotation)),
+    ("container.seccomp.security.alpha.kubernetes.io/*", Check(S, checks::seccomp_annotation)),
+    ("seccomp.security.alpha.kubernetes.io/pod", Check(S, checks::seccomp_annotation)),
+];

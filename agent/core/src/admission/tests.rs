@@ -1,0 +1,527 @@
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::table::{CONTAINER, POD, Rule};
+use super::walk::Review;
+use super::*;
+
+mod inventory;
+
+/// A pod from JSON: `spec` and the first container's fields merged over a minimal pod.
+fn pod(spec: Value, container: Value) -> Pod {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+    });
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        pod["spec"][key] = value.clone();
+    }
+    for (key, value) in container.as_object().into_iter().flatten() {
+        pod["spec"]["containers"][0][key] = value.clone();
+    }
+    serde_json::from_value(pod).expect("a valid pod")
+}
+
+fn findings(pod: &Pod) -> Vec<(String, Severity, &'static str)> {
+    review(pod, &NodeFacts::default())
+        .into_iter()
+        .map(|f| (f.field, f.severity, f.reason))
+        .collect()
+}
+
+fn refused(field: &str) -> Vec<(String, Severity, &'static str)> {
+    vec![(field.to_owned(), Severity::Refused, UNSUPPORTED_FIELD)]
+}
+
+fn warned(field: &str) -> Vec<(String, Severity, &'static str)> {
+    vec![(field.to_owned(), Severity::Warning, UNSUPPORTED_FIELD)]
+}
+
+#[test]
+fn a1_a_plain_pod_has_no_findings() {
+    let pod = pod(
+        json!({
+            "restartPolicy": "Always",
+            "hostPID": true,
+            "tolerations": [{"operator": "Exists", "effect": "NoExecute"}],
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "etc", "hostPath": {"path": "/etc"}}],
+            "securityContext": {"runAsUser": 1000, "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]},
+        }),
+        json!({
+            "env": [{"name": "A", "value": "1"}, {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "resources": {"limits": {"cpu": "1", "memory": "64Mi"}, "requests": {"ephemeral-storage": "1Gi"}},
+            "volumeMounts": [{"name": "data", "mountPath": "/data", "mountPropagation": "None"}],
+            "securityContext": {"procMount": "Default", "seccompProfile": {"type": "RuntimeDefault"}},
+        }),
+    );
+    assert_eq!(findings(&pod), vec![]);
+}
+
+/// Every `Refused` line of the table refuses a set value at its path, with the path
+/// (list indexes filled in) as the field; an unset value (false, "", [] or {}) is fine.
+#[test]
+fn a1_each_refused_field_is_refused_with_its_path() {
+    let refused_paths = |table: &[(&str, Rule)]| -> Vec<String> {
+        table
+            .iter()
+            .filter(|(_, rule)| matches!(rule, Rule::Refused(_)))
+            .map(|(path, _)| (*path).to_owned())
+            .collect()
+    };
+    let pod = Pod::default();
+    let facts = NodeFacts::default();
+    for (table, paths) in [(POD, refused_paths(POD)), (CONTAINER, refused_paths(CONTAINER))] {
+        for path in paths {
+            for (value, expected) in [(json!({"set": 1}), 1), (json!(false), 0), (json!([]), 0)] {
+                let object = nested(&path, value);
+                let mut review = Review::new(&pod, &facts);
+                review.walk(table, "", "", &object);
+                let field = path.replace("[]", "[0]");
+                assert_eq!(review.findings.len(), expected, "{path}: {:?}", review.findings);
+                if let Some(finding) = review.findings.first() {
+                    assert_eq!(finding.field, field);
+                    assert_eq!(finding.severity, Severity::Refused);
+                    assert!(finding.message.starts_with(&format!("{field}: not supported: ")));
+                }
+            }
+        }
+    }
+}
+
+/// `{"a": [{"b": value}]}` for `a[].b`.
+fn nested(path: &str, value: Value) -> serde_json::Map<String, Value> {
+    let mut value = value;
+    for part in path.rsplit('.') {
+        let (key, list) = match part.strip_suffix("[]") {
+            Some(key) => (key, true),
+            None => (part, false),
+        };
+        let mut object = serde_json::Map::new();
+        object.insert(key.to_owned(), if list { json!([value]) } else { value });
+        value = Value::Object(object);
+    }
+    match value {
+        Value::Object(object) => object,
+        _ => serde_json::Map::new(),
+    }
+}
+
+#[test]
+fn a1_an_unknown_field_is_refused() {
+    let pod = Pod::default();
+    let facts = NodeFacts::default();
+    let mut review = Review::new(&pod, &facts);
+    let object = nested("spec.volumes[].newVolumeType", json!({"path": "/x"}));
+    review.walk(POD, "", "", &object);
+    assert_eq!(review.findings.len(), 1);
+    assert_eq!(review.findings[0].field, "spec.volumes[0].newVolumeType");
+    assert!(review.findings[0].message.contains("not known to Outpost"));
+}
+
+#[test]
+fn a1_ignored_fields_are_silent() {
+    let pod = pod(
+        json!({
+            "schedulerName": "custom",
+            "preemptionPolicy": "Never",
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+            "automountServiceAccountToken": false,
+            "securityContext": {"windowsOptions": {"runAsUserName": "x"}},
+        }),
+        json!({}),
+    );
+    assert_eq!(findings(&pod), vec![]);
+}
+
+#[test]
+fn a1_ignored_fields_a_user_may_rely_on_warn() {
+    let pod = pod(json!({"nodeSelector": {"disk": "ssd"}}), json!({}));
+    assert_eq!(findings(&pod), warned("spec.nodeSelector"));
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}});
+    assert_eq!(findings(&pod_with("affinity", affinity)), warned("spec.affinity"));
+    assert_eq!(
+        findings(&pod_with("enableServiceLinks", json!(true))),
+        warned("spec.enableServiceLinks")
+    );
+    assert_eq!(findings(&pod_with("enableServiceLinks", json!(false))), vec![]);
+    let gates = json!([{"conditionType": "example.com/ready"}]);
+    assert_eq!(findings(&pod_with("readinessGates", gates)), warned("spec.readinessGates"));
+}
+
+fn pod_with(field: &str, value: Value) -> Pod {
+    pod(json!({ field: value }), json!({}))
+}
+
+fn container_with(field: &str, value: Value) -> Pod {
+    pod(json!({}), json!({ field: value }))
+}
+
+#[test]
+fn a1_dns_policy_cluster_first_warns_that_it_falls_back() {
+    for policy in ["ClusterFirst", "ClusterFirstWithHostNet"] {
+        let pod = pod_with("dnsPolicy", json!(policy));
+        let found = review(&pod, &NodeFacts::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].severity, Severity::Warning);
+        assert!(found[0].message.contains("node's resolver"), "{}", found[0].message);
+    }
+    assert_eq!(findings(&pod_with("dnsPolicy", json!("Default"))), vec![]);
+    assert_eq!(findings(&pod_with("dnsPolicy", json!("None"))), vec![]);
+    assert_eq!(findings(&pod_with("dnsPolicy", json!("Cluster"))), refused("spec.dnsPolicy"));
+}
+
+#[test]
+fn a1_host_users_false_is_refused_true_is_fine() {
+    assert_eq!(findings(&pod_with("hostUsers", json!(false))), refused("spec.hostUsers"));
+    assert_eq!(findings(&pod_with("hostUsers", json!(true))), vec![]);
+}
+
+#[test]
+fn a1_os_other_than_linux_is_refused_with_kubelets_reason() {
+    assert_eq!(findings(&pod_with("os", json!({"name": "linux"}))), vec![]);
+    assert_eq!(
+        findings(&pod_with("os", json!({"name": "windows"}))),
+        vec![("spec.os.name".to_owned(), Severity::Refused, "PodOSNotSupported")]
+    );
+}
+
+#[test]
+fn a1_runtime_class_is_refused_unless_empty() {
+    assert_eq!(
+        findings(&pod_with("runtimeClassName", json!("kata"))),
+        refused("spec.runtimeClassName")
+    );
+    assert_eq!(findings(&pod_with("runtimeClassName", json!(""))), vec![]);
+}
+
+#[test]
+fn a1_an_unknown_priority_class_warns_unless_priority_is_set() {
+    assert_eq!(findings(&pod_with("priorityClassName", json!("system-node-critical"))), vec![]);
+    assert_eq!(
+        findings(&pod_with("priorityClassName", json!("high"))),
+        warned("spec.priorityClassName")
+    );
+    let pod = pod(json!({"priorityClassName": "high", "priority": 1000}), json!({}));
+    assert_eq!(findings(&pod), vec![]);
+}
+
+#[test]
+fn priority_is_spec_priority_else_the_builtin_class_else_zero() {
+    assert_eq!(priority(&Pod::default()), 0);
+    assert_eq!(
+        priority(&pod_with("priorityClassName", json!("system-node-critical"))),
+        2_000_001_000
+    );
+    assert_eq!(
+        priority(&pod_with("priorityClassName", json!("system-cluster-critical"))),
+        2_000_000_000
+    );
+    assert_eq!(priority(&pod_with("priorityClassName", json!("high"))), 0);
+    let pod = pod(json!({"priorityClassName": "system-node-critical", "priority": 7}), json!({}));
+    assert_eq!(priority(&pod), 7);
+}
+
+fn apparmor(facts: &NodeFacts, pod: &Pod) -> Vec<(String, Severity, &'static str)> {
+    review(pod, facts).into_iter().map(|f| (f.field, f.severity, f.reason)).collect()
+}
+
+#[test]
+fn a1_apparmor_is_refused_with_kubelets_reason_where_it_is_not_enabled() {
+    let off = NodeFacts::default();
+    let on = NodeFacts { apparmor_enabled: true, ..NodeFacts::default() };
+    let field = "spec.containers[0].securityContext.appArmorProfile";
+    let refused_apparmor = vec![(field.to_owned(), Severity::Refused, "AppArmor")];
+    for profile in [
+        json!({"type": "RuntimeDefault"}),
+        json!({"type": "Localhost", "localhostProfile": "k8s-x"}),
+    ] {
+        let pod = container_with("securityContext", json!({"appArmorProfile": profile}));
+        assert_eq!(apparmor(&off, &pod), refused_apparmor);
+        assert_eq!(apparmor(&on, &pod), vec![]);
+    }
+    let unconfined =
+        container_with("securityContext", json!({"appArmorProfile": {"type": "Unconfined"}}));
+    assert_eq!(apparmor(&off, &unconfined), vec![]);
+    let message = &review(
+        &container_with("securityContext", json!({"appArmorProfile": {"type": "RuntimeDefault"}})),
+        &off,
+    )[0]
+    .message;
+    assert!(
+        message.starts_with("Cannot enforce AppArmor: AppArmor is not enabled on the host"),
+        "{message}"
+    );
+
+    let pod_level =
+        pod_with("securityContext", json!({"appArmorProfile": {"type": "RuntimeDefault"}}));
+    assert_eq!(apparmor(&off, &pod_level)[0].0, "spec.securityContext.appArmorProfile");
+    let no_profile =
+        container_with("securityContext", json!({"appArmorProfile": {"type": "Localhost"}}));
+    assert_eq!(apparmor(&on, &no_profile), refused(&format!("{field}.localhostProfile")));
+    let bad = container_with("securityContext", json!({"appArmorProfile": {"type": "Strict"}}));
+    assert_eq!(apparmor(&on, &bad), refused(&format!("{field}.type")));
+}
+
+fn annotated(key: &str, value: &str) -> Pod {
+    let mut pod = pod(json!({}), json!({}));
+    pod.metadata.annotations = Some([(key.to_owned(), value.to_owned())].into());
+    pod
+}
+
+#[test]
+fn a1_legacy_apparmor_annotation_is_checked_as_the_field() {
+    let off = NodeFacts::default();
+    let on = NodeFacts { apparmor_enabled: true, ..NodeFacts::default() };
+    let key = "container.apparmor.security.beta.kubernetes.io/app";
+    let field = format!("metadata.annotations[{key}]");
+    for profile in ["runtime/default", "localhost/k8s-x"] {
+        assert_eq!(
+            apparmor(&off, &annotated(key, profile)),
+            vec![(field.clone(), Severity::Refused, "AppArmor")]
+        );
+        assert_eq!(apparmor(&on, &annotated(key, profile)), vec![]);
+    }
+    assert_eq!(apparmor(&off, &annotated(key, "unconfined")), vec![]);
+    assert_eq!(apparmor(&on, &annotated(key, "localhost/")), refused(&field));
+    assert_eq!(apparmor(&on, &annotated("example.com/other", "anything")), vec![]);
+}
+
+#[test]
+fn a1_seccomp_profiles_and_legacy_annotations() {
+    let field = "spec.containers[0].securityContext.seccompProfile";
+    for profile in [
+        json!({"type": "RuntimeDefault"}),
+        json!({"type": "Unconfined"}),
+        json!({"type": "Localhost", "localhostProfile": "p.json"}),
+    ] {
+        assert_eq!(
+            findings(&container_with("securityContext", json!({"seccompProfile": profile}))),
+            vec![]
+        );
+    }
+    let no_file =
+        container_with("securityContext", json!({"seccompProfile": {"type": "Localhost"}}));
+    assert_eq!(findings(&no_file), refused(&format!("{field}.localhostProfile")));
+    let bad = pod_with("securityContext", json!({"seccompProfile": {"type": "Strict"}}));
+    assert_eq!(findings(&bad), refused("spec.securityContext.seccompProfile.type"));
+
+    for key in [
+        "seccomp.security.alpha.kubernetes.io/pod",
+        "container.seccomp.security.alpha.kubernetes.io/app",
+    ] {
+        for profile in ["runtime/default", "docker/default", "unconfined", "localhost/p.json"] {
+            assert_eq!(findings(&annotated(key, profile)), vec![]);
+        }
+        assert_eq!(
+            findings(&annotated(key, "strict")),
+            refused(&format!("metadata.annotations[{key}]"))
+        );
+    }
+}
+
+fn sysctl_pod(name: &str, host_network: bool) -> Pod {
+    pod(
+        json!({"hostNetwork": host_network, "securityContext": {"sysctls": [
+            {"name": "kernel.shm_rmid_forced", "value": "1"}, {"name": name, "value": "1"}]}}),
+        json!({}),
+    )
+}
+
+#[test]
+fn a1_sysctls_outside_the_safe_set_are_forbidden_unless_allowed() {
+    let field = "spec.securityContext.sysctls[1].name";
+    let forbidden = vec![(field.to_owned(), Severity::Refused, "SysctlForbidden")];
+    let default = NodeFacts::default();
+    let check = |facts: &NodeFacts, pod: &Pod| apparmor(facts, pod);
+    for safe in super::sysctl::SAFE {
+        assert_eq!(check(&default, &sysctl_pod(safe, false)), vec![], "{safe}");
+    }
+    assert_eq!(check(&default, &sysctl_pod("net/ipv4/tcp_syncookies", false)), vec![]);
+    let unsafe_pod = sysctl_pod("net.core.somaxconn", false);
+    assert_eq!(check(&default, &unsafe_pod), forbidden);
+    let message = &review(&unsafe_pod, &default)[0].message;
+    assert!(
+        message.starts_with("forbidden sysctl: \"net.core.somaxconn\" not allowlisted"),
+        "{message}"
+    );
+
+    let by_name = NodeFacts {
+        allowed_unsafe_sysctls: vec!["net.core.somaxconn".into()],
+        ..NodeFacts::default()
+    };
+    let by_prefix =
+        NodeFacts { allowed_unsafe_sysctls: vec!["net.core.*".into()], ..NodeFacts::default() };
+    assert_eq!(check(&by_name, &unsafe_pod), vec![]);
+    assert_eq!(check(&by_prefix, &unsafe_pod), vec![]);
+    assert_eq!(check(&by_prefix, &sysctl_pod("net.ipv4.ip_forward", false)), forbidden);
+
+    // kubelet: a net sysctl with the host's network, an ipc one with the host's IPC.
+    let message = &review(&sysctl_pod("net.ipv4.tcp_syncookies", true), &default)[0].message;
+    assert!(message.starts_with(
+        "forbidden sysctl: \"net.ipv4.tcp_syncookies\" not allowed with host net enabled"
+    ));
+    let host_ipc = pod(
+        json!({"hostIPC": true, "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}}),
+        json!({}),
+    );
+    assert_eq!(check(&default, &host_ipc)[0].2, "SysctlForbidden");
+}
+
+#[test]
+fn allowed_unsafe_sysctls_must_be_namespaced() {
+    for pattern in
+        ["net.core.somaxconn", "net.*", "kernel.msgmax", "fs.mqueue.*", "kernel.shm_rmid_forced"]
+    {
+        assert_eq!(check_allowed_unsafe_sysctl(pattern), Ok(()), "{pattern}");
+    }
+    for pattern in ["vm.swappiness", "kernel.*", "fs.file-max"] {
+        assert!(check_allowed_unsafe_sysctl(pattern).is_err(), "{pattern}");
+    }
+}
+
+#[test]
+fn a1_resources_other_than_cpu_and_memory_are_refused() {
+    let at = "spec.containers[0].resources";
+    let pod = |resources: Value| container_with("resources", resources);
+    assert_eq!(
+        findings(&pod(json!({"limits": {"ephemeral-storage": "1Gi"}}))),
+        refused(&format!("{at}.limits.ephemeral-storage"))
+    );
+    assert_eq!(
+        findings(&pod(json!({"limits": {"hugepages-2Mi": "2Mi"}}))),
+        refused(&format!("{at}.limits.hugepages-2Mi"))
+    );
+    assert_eq!(
+        findings(&pod(json!({"requests": {"nvidia.com/gpu": "1"}}))),
+        refused(&format!("{at}.requests.nvidia.com/gpu"))
+    );
+    assert_eq!(
+        findings(&pod(json!({"claims": [{"name": "gpu"}]}))),
+        refused(&format!("{at}.claims"))
+    );
+    assert_eq!(
+        findings(&pod_with("resources", json!({"limits": {"cpu": "1"}}))),
+        refused("spec.resources")
+    );
+}
+
+#[test]
+fn a1_mount_options_other_than_the_defaults_are_refused() {
+    let at = "spec.containers[0].volumeMounts[0]";
+    let pod = |mount: Value| {
+        let mut mount_json = json!({"name": "data", "mountPath": "/data"});
+        for (key, value) in mount.as_object().into_iter().flatten() {
+            mount_json[key] = value.clone();
+        }
+        pod(
+            json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
+            json!({"volumeMounts": [mount_json]}),
+        )
+    };
+    assert_eq!(
+        findings(&pod(json!({"mountPropagation": "HostToContainer"}))),
+        refused(&format!("{at}.mountPropagation"))
+    );
+    assert_eq!(
+        findings(&pod(json!({"recursiveReadOnly": "Enabled", "readOnly": true}))),
+        refused(&format!("{at}.recursiveReadOnly"))
+    );
+    assert_eq!(
+        findings(&pod(json!({"recursiveReadOnly": "IfPossible", "readOnly": true}))),
+        vec![]
+    );
+    assert_eq!(
+        findings(&pod(json!({"subPathExpr": "$(POD)"}))),
+        refused(&format!("{at}.subPathExpr"))
+    );
+    assert_eq!(
+        findings(&container_with("securityContext", json!({"procMount": "Unmasked"}))),
+        refused("spec.containers[0].securityContext.procMount")
+    );
+}
+
+#[test]
+fn a1_init_containers_are_reviewed_with_their_index_and_may_be_sidecars() {
+    let init = |restart_policy: Option<&str>, extra: Value| {
+        let mut container = json!({"name": "init", "image": "busybox"});
+        if let Some(policy) = restart_policy {
+            container["restartPolicy"] = json!(policy);
+        }
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            container[key] = value.clone();
+        }
+        pod(
+            json!({"initContainers": [{"name": "first", "image": "busybox"}, container]}),
+            json!({}),
+        )
+    };
+    assert_eq!(findings(&init(Some("Always"), json!({}))), vec![]);
+    assert_eq!(
+        findings(&init(Some("OnFailure"), json!({}))),
+        refused("spec.initContainers[1].restartPolicy")
+    );
+    assert_eq!(
+        findings(&init(
+            None,
+            json!({"resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]})
+        )),
+        refused("spec.initContainers[1].resizePolicy")
+    );
+    // An app container may not be a sidecar.
+    assert_eq!(
+        findings(&container_with("restartPolicy", json!("Always"))),
+        refused("spec.containers[0].restartPolicy")
+    );
+}
+
+#[test]
+fn a1_api_objects_are_refused_naming_the_issue_that_adds_them() {
+    let pod = pod(
+        json!({"volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
+        json!({"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
+    );
+    let found = review(&pod, &NodeFacts::default());
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["spec.containers[0].env[0].valueFrom.secretKeyRef", "spec.volumes[0].configMap"]
+    );
+    assert!(found.iter().all(|f| f.message.contains("issue 18")));
+    assert!(refuses(&found));
+    assert!(!refuses(&review(&pod_with("nodeSelector", json!({"a": "b"})), &NodeFacts::default())));
+}
+
+#[test]
+fn fields_lists_each_path_once() {
+    let mut paths: Vec<String> = fields().map(|(path, _)| path).collect();
+    let count = paths.len();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), count);
+}
+
+#[test]
+fn a1_permissive_facts_leave_only_what_no_node_allows() {
+    let facts = NodeFacts::permissive();
+    let pod =
+        container_with("securityContext", json!({"appArmorProfile": {"type": "RuntimeDefault"}}));
+    assert_eq!(apparmor(&facts, &pod), vec![]);
+    for allowed in ["net.core.somaxconn", "kernel.msgmax", "kernel.sem", "fs.mqueue.msg_max"] {
+        assert_eq!(apparmor(&facts, &sysctl_pod(allowed, false)), vec![], "{allowed}");
+    }
+    let field = "spec.securityContext.sysctls[1].name".to_owned();
+    let forbidden = vec![(field, Severity::Refused, "SysctlForbidden")];
+    assert_eq!(apparmor(&facts, &sysctl_pod("vm.swappiness", false)), forbidden);
+    assert_eq!(apparmor(&facts, &sysctl_pod("net.core.somaxconn", true)), forbidden);
+}
+
+#[test]
+fn a1_supplemental_groups_policy_strict_is_refused() {
+    let strict = pod_with("securityContext", json!({"supplementalGroupsPolicy": "Strict"}));
+    assert_eq!(findings(&strict), refused("spec.securityContext.supplementalGroupsPolicy"));
+    let merge = pod_with("securityContext", json!({"supplementalGroupsPolicy": "Merge"}));
+    assert_eq!(findings(&merge), vec![]);
+}
