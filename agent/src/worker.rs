@@ -72,6 +72,7 @@ impl Runtime {
             crash_loop: settings.crash_loop,
             host_ip: settings.host_ip,
             seed: fastrand::u64(..),
+            facts: settings.facts.clone(),
         };
         let execs = Execs::new(containerd.clone(), settings.run_dir.join("exec"));
         let pods = Pods {

@@ -39,6 +39,7 @@ use k8s_openapi::jiff::Timestamp;
 use self::slot::{Slot, SlotState, creating};
 pub use self::slot::{Terminated, TerminatedReason, WaitingReason};
 use self::status::PodView;
+use crate::admission::{self, NodeFacts, Severity};
 use crate::backoff::Backoff;
 use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
@@ -67,13 +68,15 @@ pub struct Now {
 }
 
 /// What every worker is configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub crash_loop: CrashLoopConfig,
     /// The node's address (status.hostIP).
     pub host_ip: Option<IpAddr>,
     /// Seeds the jitter of the backoffs.
     pub seed: u64,
+    /// What the node can do: a pod asking for more is refused (A1).
+    pub facts: Arc<NodeFacts>,
 }
 
 /// The pod the merge wants under this name, and its source.
@@ -449,6 +452,18 @@ pub struct PodWorker {
     found: Vec<Found>,
     stopping: Option<Stopping>,
     shutdown: Shutdown,
+    /// The desired pod, refused by admission (A1): nothing of it runs.
+    refused: Option<Refused>,
+}
+
+/// A pod admission refused, and why (kubelet's rejected pod: phase Failed, a reason and a
+/// message, and a Warning Event).
+#[derive(Debug, Clone)]
+struct Refused {
+    uid: String,
+    started: Timestamp,
+    reason: &'static str,
+    message: String,
 }
 
 impl PodWorker {
@@ -462,6 +477,7 @@ impl PodWorker {
             found,
             stopping: None,
             shutdown: Shutdown::No,
+            refused: None,
         }
     }
 
@@ -489,7 +505,11 @@ impl PodWorker {
 
     /// The current pod's UID and status, as kubelet would report it at `now`.
     pub fn status(&self, now: Timestamp) -> Option<(&str, PodStatus)> {
-        let current = self.current.as_ref()?;
+        let Some(current) = self.current.as_ref() else {
+            let refused = self.refused.as_ref()?;
+            let status = status::refused(refused.reason, &refused.message, refused.started);
+            return Some((&refused.uid, status));
+        };
         let ips = match &current.sandbox {
             Sandbox::Ready { ips } => ips.as_slice(),
             _ => &[],
@@ -508,9 +528,10 @@ impl PodWorker {
         Some((&current.uid, status::pod_status(&view, now)))
     }
 
-    /// The current pod's UID.
+    /// The current pod's UID (or the refused one's).
     pub fn uid(&self) -> Option<&str> {
-        self.current.as_ref().map(|c| c.uid.as_str())
+        let refused = self.refused.as_ref().map(|r| r.uid.as_str());
+        self.current.as_ref().map(|c| c.uid.as_str()).or(refused)
     }
 
     /// The name of the container `container_id` stands for, if it is the current pod's.
@@ -522,7 +543,10 @@ impl PodWorker {
 
     fn apply(&mut self, input: Input, now: Now, out: &mut Vec<Action>) {
         match input {
-            Input::Desired(desired) => self.desired = desired,
+            Input::Desired(desired) => {
+                self.desired = desired;
+                self.admit(now, out);
+            }
             Input::SandboxReady { ips, fresh } => {
                 if let Some(current) = &mut self.current {
                     current.sandbox = Sandbox::Ready { ips };
@@ -630,9 +654,46 @@ impl PodWorker {
         }
     }
 
-    /// The desired pod, unless it is being deleted.
+    /// The desired pod, unless it is being deleted or was refused.
     fn live_desired(&self) -> Option<&Desired> {
-        self.desired.as_ref().filter(|d| d.pod.metadata.deletion_timestamp.is_none())
+        let refused = self.refused.as_ref().map(|r| r.uid.as_str());
+        self.desired
+            .as_ref()
+            .filter(|d| d.pod.metadata.deletion_timestamp.is_none())
+            .filter(|d| Some(pod::uid(&d.pod)) != refused)
+    }
+
+    /// Admission (A1): a desired pod asking for what this node does not do is refused,
+    /// once per pod UID, with a Warning Event and a log line; a refused pod no longer
+    /// desired (or replaced) takes its status with it.
+    fn admit(&mut self, now: Now, out: &mut Vec<Action>) {
+        let desired = self.desired.as_ref();
+        let uid = desired.map(|d| pod::uid(&d.pod).to_owned());
+        if let Some(refused) = self.refused.take_if(|r| Some(&r.uid) != uid.as_ref()) {
+            out.push(Action::RemoveStatus { uid: refused.uid });
+        }
+        let (Some(desired), Some(uid)) = (desired, uid) else { return };
+        let known = self.refused.is_some() || self.current.as_ref().is_some_and(|c| c.uid == uid);
+        if known {
+            return;
+        }
+        let findings = admission::review(&desired.pod, &self.settings.facts);
+        let mut refusals = findings.iter().filter(|f| f.severity == Severity::Refused);
+        let Some(first) = refusals.next() else { return };
+        let message = std::iter::once(first)
+            .chain(refusals)
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::warn!(pod.uid = uid, reason = first.reason, message, "pod refused");
+        out.push(Action::Event {
+            pod: desired.pod.clone(),
+            container: None,
+            kind: EventType::Warning,
+            reason: first.reason,
+            message: message.clone(),
+        });
+        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message });
     }
 
     fn next_wake(&self) -> Option<Instant> {

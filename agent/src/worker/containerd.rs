@@ -63,7 +63,8 @@ pub struct Settings {
     /// `--seccomp-profile-root`: where `Localhost` seccomp profiles are.
     pub seccomp_profile_root: PathBuf,
     /// Whether the host has AppArmor enabled.
-    pub apparmor_enabled: bool,
+    /// What the node can do (admission's facts; AppArmor for the spec).
+    pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -143,7 +144,7 @@ impl PodRuntime for Pods {
             pod_dir: &sandbox.pod_dir,
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
-            apparmor_enabled: self.settings.apparmor_enabled,
+            apparmor_enabled: self.settings.facts.apparmor_enabled,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);

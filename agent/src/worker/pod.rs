@@ -60,7 +60,7 @@ impl<R: PodRuntime> PodWorker<R> {
         outbox: Outbox,
         found: Vec<Found>,
     ) -> PodWorker<R> {
-        let core = pod_worker::PodWorker::new(name, shared.settings, found);
+        let core = pod_worker::PodWorker::new(name, shared.settings.clone(), found);
         PodWorker {
             shared,
             outbox,

@@ -149,6 +149,18 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     status
 }
 
+/// The status of a pod admission refused (A1), as kubelet reports a rejected pod: Failed,
+/// with the reason and message, and nothing else.
+pub fn refused(reason: &str, message: &str, started: Timestamp) -> PodStatus {
+    PodStatus {
+        phase: Some(Phase::Failed.as_str().to_owned()),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        start_time: Some(Time(started)),
+        ..PodStatus::default()
+    }
+}
+
 /// kubelet's `getPhase`: Failed past the active deadline or once an init container
 /// failed for good (I2); Pending until initialized; then what the app containers add up
 /// to, sidecars aside (I3).

@@ -22,6 +22,7 @@ use crate::event_aggregate::EventType;
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
+mod admission;
 mod init;
 mod probes;
 
@@ -150,8 +151,12 @@ impl Driver {
     }
 
     fn with_found(found: Vec<Found>) -> Driver {
-        let settings =
-            Settings { crash_loop: CrashLoopConfig::default(), host_ip: Some(host_ip()), seed: 7 };
+        let settings = Settings {
+            crash_loop: CrashLoopConfig::default(),
+            host_ip: Some(host_ip()),
+            seed: 7,
+            facts: Arc::default(),
+        };
         let name = FullName { namespace: "default".into(), name: "web".into() };
         Driver {
             w: PodWorker::new(name, settings, found),

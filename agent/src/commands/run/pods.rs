@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use outpost_core::admission::NodeFacts;
 use outpost_core::backoff::Backoff;
 use outpost_core::lifecycle::CrashLoopConfig;
 use tokio::sync::mpsc;
@@ -180,7 +181,10 @@ async fn run_pods(
             &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         ),
         seccomp_profile_root: config.seccomp_profile_root.clone(),
-        apparmor_enabled: crate::host::apparmor_enabled(),
+        facts: Arc::new(NodeFacts {
+            apparmor_enabled: crate::host::apparmor_enabled(),
+            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+        }),
     };
     let runtime = Arc::new(Runtime::new(
         containerd,

@@ -12,7 +12,6 @@
 //! containerd's CRI plugin loads its default profile into the kernel itself, which
 //! Outpost does not do, so it is applied only when asked for.
 
-
 use k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod};
 
 use super::{Error, Result, Subject};

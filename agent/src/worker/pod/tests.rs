@@ -305,6 +305,7 @@ fn shared() -> Arc<Shared<Fake>> {
         crash_loop: CrashLoopConfig::default(),
         host_ip: Some(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))),
         seed: 7,
+        facts: Arc::default(),
     };
     let shared = Arc::new(Shared::with_runtime(
         Fake::default(),
