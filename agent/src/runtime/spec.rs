@@ -37,6 +37,7 @@ mod process;
 mod quantity;
 mod resources;
 mod security;
+mod sysctl;
 
 pub use self::dns::resolv_conf;
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
@@ -62,6 +63,9 @@ pub struct PodContext<'a> {
     pub host_ip: Option<IpAddr>,
     /// The pod's bind-mounted namespaces.
     pub namespaces: Namespaces<'a>,
+    /// What every container gets at `/dev/shm`: the pod's tmpfs (containerd CRI's
+    /// sandbox shm, 64 MiB), or the host's `/dev/shm` with `hostIPC`.
+    pub dev_shm: &'a Path,
     /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
     /// [`volumes::prepare`].
     pub pod_dir: &'a Path,
@@ -77,6 +81,9 @@ pub struct PodContext<'a> {
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Namespaces<'a> {
+    /// The pod's shared pid namespace (`shareProcessNamespace`); `None` gives each
+    /// container a new one (or the host's, with `hostPID`).
+    pub pid: Option<&'a Path>,
     pub network: Option<&'a Path>,
     pub ipc: Option<&'a Path>,
     pub uts: Option<&'a Path>,
@@ -231,6 +238,18 @@ pub enum Error {
     )]
     DnsNoNameserver { at: Subject },
 
+    #[error(
+        "{at}: securityContext.sysctls: {name:?} not allowed with host {namespace} enabled; \
+         remove the sysctl, or run the pod without hostNetwork/hostIPC"
+    )]
+    SysctlHostNamespace { at: Subject, name: String, namespace: &'static str },
+
+    #[error(
+        "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
+         it too); remove one"
+    )]
+    SharedAndHostPid { at: Subject },
+
     #[error("{at}: dnsConfig.{field} has {count} entries, over the limit of {limit}; remove some")]
     DnsLimit { at: Subject, field: &'static str, count: usize, limit: usize },
 }
@@ -247,6 +266,12 @@ pub fn container_spec(
     container_id: &str,
 ) -> Result<Spec> {
     let at = Subject::container(ctx.pod, &container.name);
+    let pod_spec = ctx.pod.spec.as_ref();
+    if pod_spec.and_then(|s| s.share_process_namespace).unwrap_or(false)
+        && pod_spec.and_then(|s| s.host_pid).unwrap_or(false)
+    {
+        return Err(Error::SharedAndHostPid { at });
+    }
     let security = security::Security::of(ctx.pod, container);
     let image_config = image.config().as_ref();
 
@@ -262,7 +287,7 @@ pub fn container_spec(
         .set_devices(None)
         .set_uid_mappings(None)
         .set_gid_mappings(None)
-        .set_sysctl(None);
+        .set_sysctl(sysctl::sysctls(ctx.pod, &at)?);
     if security.privileged {
         linux.set_masked_paths(None).set_readonly_paths(None);
     } else {

@@ -131,10 +131,12 @@ impl PodRuntime for Pods {
             pod_ips: &sandbox.ips,
             host_ip: self.settings.host_ip,
             namespaces: Namespaces {
+                pid: sandbox.pid_namespace.as_deref(),
                 network: ns.network.as_deref(),
                 ipc: ns.ipc.as_deref(),
                 uts: ns.uts.as_deref(),
             },
+            dev_shm: &sandbox.dev_shm,
             pod_dir: &sandbox.pod_dir,
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
