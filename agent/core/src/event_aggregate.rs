@@ -65,6 +65,7 @@ pub mod reason {
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
+    pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
 }
 
 /// The object an event is about (its involvedObject, without the field path).

@@ -39,7 +39,7 @@ mod resources;
 mod security;
 mod sysctl;
 
-pub use self::dns::resolv_conf;
+pub use self::dns::{missing_cluster_dns, resolv_conf};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::quantity::Error as QuantityError;
 pub(crate) use self::quantity::Quantity;
@@ -245,6 +245,14 @@ pub enum Error {
     SysctlHostNamespace { at: Subject, name: String, namespace: &'static str },
 
     #[error(
+        "{at}: failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is \
+         too long ({max} characters is the max, {length} characters requested); shorten \
+         hostname or subdomain, or unset setHostnameAsFQDN",
+        max = hosts::MAX_KERNEL_HOSTNAME
+    )]
+    FqdnTooLong { at: Subject, fqdn: String, length: usize },
+
+    #[error(
         "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
          it too); remove one"
     )]
@@ -304,7 +312,7 @@ pub fn container_spec(
         .set_root(Some(root))
         .set_mounts(Some(mounts::mounts(ctx, container, &security, &at)?))
         .set_process(Some(process))
-        .set_hostname(hosts::container_hostname(ctx))
+        .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)
         .set_linux(Some(linux));
     Ok(spec)

@@ -15,10 +15,11 @@ use outpost_core::pod;
 use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 
 use super::Pods;
+use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
-use crate::runtime::{cgroups, volumes};
+use crate::runtime::{cgroups, spec, volumes};
 
 /// What the pod's containers join.
 #[derive(Debug, Clone)]
@@ -109,11 +110,18 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<Sandbox, SandboxProblem> {
         }
     };
     let pod_dir = pods.pods_dir().join(&uid);
+    let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
         .await
         .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
+    // Said once per pod (its resolv.conf is written first), not at every set-up.
+    if let Some(message) = spec::missing_cluster_dns(pod).filter(|_| first_resolv_conf) {
+        tracing::warn!(pod.uid = %uid, "{message}");
+        let object = pod_ref(pod, None);
+        pods.events.emit(&object, EventType::Warning, reason::MISSING_CLUSTER_DNS, message);
+    }
     Ok(Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir })
 }
 
