@@ -310,7 +310,7 @@ pub fn container_spec(
     let mut spec = Spec::default();
     spec.set_version(OCI_VERSION.to_owned())
         .set_root(Some(root))
-        .set_mounts(Some(mounts::mounts(ctx, container, &security, &at)?))
+        .set_mounts(Some(mounts::mounts(ctx, container, container_id, &security, &at)?))
         .set_process(Some(process))
         .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)

@@ -57,7 +57,8 @@ pub fn ensure(dir: &Path, exe: &Path) -> Result<PathBuf> {
     }
     // A namespace whose init died (or a set-up cut short): start again.
     remove(dir)?;
-    fs::create_dir_all(dir).map_err(|source| Error::CreateDir { dir: dir.to_path_buf(), source })?;
+    fs::create_dir_all(dir)
+        .map_err(|source| Error::CreateDir { dir: dir.to_path_buf(), source })?;
     share_dir(dir)?;
     fs::File::create(&file).map_err(|source| Error::CreateFile { file: file.clone(), source })?;
     let init = spawn_init(dir, exe)?;

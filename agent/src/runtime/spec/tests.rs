@@ -115,6 +115,7 @@ fn defaults_follow_containerd() {
         "/sys/fs/cgroup",
         "/etc/hosts",
         "/etc/resolv.conf",
+        "/dev/termination-log",
         "/dev/shm",
     ];
     assert_eq!(destinations, expected.map(PathBuf::from));
@@ -299,7 +300,9 @@ fn share_process_namespace_joins_the_pods_pid_namespace() {
     assert_eq!(pid.path().as_deref(), Some(Path::new("/run/outpost/pods/0123/ns/pid")));
 
     assert_eq!(
-        error("spec: {shareProcessNamespace: true, hostPID: true, containers: [{name: app, image: b}]}"),
+        error(
+            "spec: {shareProcessNamespace: true, hostPID: true, containers: [{name: app, image: b}]}"
+        ),
         "pod default/web-node1 container app: shareProcessNamespace and hostPID cannot both be \
          set (the API server rejects it too); remove one"
     );
@@ -312,7 +315,8 @@ fn dev_shm_is_the_pods() {
     assert_eq!(shm.source().as_deref(), Some(Path::new("/run/outpost/pods/0123/shm")));
     assert_eq!(shm.typ().as_deref(), Some("bind"));
     assert_eq!(options(shm), ["rbind", "rprivate", "rw"]);
-    let count = plain.mounts().iter().flatten().filter(|m| m.destination() == Path::new("/dev/shm"));
+    let count =
+        plain.mounts().iter().flatten().filter(|m| m.destination() == Path::new("/dev/shm"));
     assert_eq!(count.count(), 1, "the default tmpfs is replaced");
 
     // A volume at /dev/shm wins, as in containerd.

@@ -110,7 +110,10 @@ fn cluster_first_says_it_falls_back_to_default() {
          \"Default\" policy."
     );
     assert!(message("spec: {dnsPolicy: ClusterFirst, containers: []}").is_some());
-    assert!(message("spec: {dnsPolicy: ClusterFirstWithHostNet, hostNetwork: true, containers: []}").is_some());
+    assert!(
+        message("spec: {dnsPolicy: ClusterFirstWithHostNet, hostNetwork: true, containers: []}")
+            .is_some()
+    );
     assert_eq!(message("spec: {hostNetwork: true, containers: []}"), None);
     assert_eq!(message("spec: {dnsPolicy: Default, containers: []}"), None);
     assert_eq!(message("spec: {dnsPolicy: None, containers: []}"), None);

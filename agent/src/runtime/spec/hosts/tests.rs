@@ -85,7 +85,10 @@ fn set_hostname_as_fqdn_needs_a_subdomain_and_fits_the_kernel() {
     );
     let error = hostname(&long).unwrap_err();
     assert!(error.contains("FQDN hhhh"), "{error}");
-    assert!(error.contains("too long (64 characters is the max, 65 characters requested)"), "{error}");
+    assert!(
+        error.contains("too long (64 characters is the max, 65 characters requested)"),
+        "{error}"
+    );
     let fits = long.replace(&"h".repeat(40), &"h".repeat(39));
     assert_eq!(hostname(&fits).unwrap().unwrap().len(), 64);
 }
