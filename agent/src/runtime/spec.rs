@@ -253,6 +253,13 @@ pub enum Error {
     FqdnTooLong { at: Subject, fqdn: String, length: usize },
 
     #[error(
+        "{at}: stdin is not supported: Outpost does not attach to containers, so stdin would \
+         read end-of-file at once instead of staying open as under kubelet; remove stdin and \
+         stdinOnce"
+    )]
+    Stdin { at: Subject },
+
+    #[error(
         "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
          it too); remove one"
     )]
@@ -279,6 +286,9 @@ pub fn container_spec(
         && pod_spec.and_then(|s| s.host_pid).unwrap_or(false)
     {
         return Err(Error::SharedAndHostPid { at });
+    }
+    if container.stdin.unwrap_or(false) {
+        return Err(Error::Stdin { at });
     }
     let security = security::Security::of(ctx.pod, container);
     let image_config = image.config().as_ref();

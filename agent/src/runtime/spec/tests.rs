@@ -326,3 +326,15 @@ fn dev_shm_is_the_pods() {
     let shm = mount(&with_volume, "/dev/shm").unwrap();
     assert!(shm.source().as_ref().unwrap().ends_with("kubernetes.io~empty-dir/s"));
 }
+
+#[test]
+fn tty_gives_a_terminal_and_stdin_is_refused() {
+    let tty = spec("spec: {containers: [{name: app, image: b, tty: true}]}");
+    assert_eq!(tty.process().as_ref().unwrap().terminal(), Some(true));
+    assert_eq!(
+        error("spec: {containers: [{name: app, image: b, stdin: true, stdinOnce: true, tty: true}]}"),
+        "pod default/web-node1 container app: stdin is not supported: Outpost does not attach to \
+         containers, so stdin would read end-of-file at once instead of staying open as under \
+         kubelet; remove stdin and stdinOnce"
+    );
+}
