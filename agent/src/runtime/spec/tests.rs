@@ -332,7 +332,9 @@ fn tty_gives_a_terminal_and_stdin_is_refused() {
     let tty = spec("spec: {containers: [{name: app, image: b, tty: true}]}");
     assert_eq!(tty.process().as_ref().unwrap().terminal(), Some(true));
     assert_eq!(
-        error("spec: {containers: [{name: app, image: b, stdin: true, stdinOnce: true, tty: true}]}"),
+        error(
+            "spec: {containers: [{name: app, image: b, stdin: true, stdinOnce: true, tty: true}]}"
+        ),
         "pod default/web-node1 container app: stdin is not supported: Outpost does not attach to \
          containers, so stdin would read end-of-file at once instead of staying open as under \
          kubelet; remove stdin and stdinOnce"
