@@ -5,8 +5,9 @@
 //!
 //! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
 //! applies the container's process (`process`, `env`, `expansion`), security context
-//! (`security`), resources (`resources`, `quantity`) and mounts (`mounts`). [`etc_hosts`]
-//! and [`resolv_conf`] make the pod's files (`hosts`, `dns`).
+//! (`security`), the pod's sysctls (`sysctl`), resources (`resources`, `quantity`) and
+//! mounts (`mounts`: the pod's files and `/dev/shm`, the termination-message file,
+//! volumes). [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`).
 //!
 //! Not done here, unlike kubelet with containerd's CRI plugin: the image's `/etc/passwd`
 //! and `/etc/group` are not read (a `runAsUser` without `runAsGroup` runs with group 0,
@@ -15,8 +16,9 @@
 //! applied (kubelet's default is `Unconfined`), a privileged container gets every device
 //! allowed in its cgroup but only the default device nodes in `/dev`,
 //! `mountPropagation` is ignored (every volume mount is `rprivate`), `subPathExpr` is
-//! refused, `shareProcessNamespace` is ignored (each container has its own pid
-//! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
+//! refused, the pod's sysctls are set by each container's spec (there is no sandbox
+//! container to hold them; they land in the same pod namespaces), and `stdin` is refused
+//! (nothing attaches to hold a container's stdin open, as containerd's CRI does).
 
 use std::fmt;
 use std::net::IpAddr;
