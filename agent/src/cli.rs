@@ -56,6 +56,9 @@ Examples:\n  outpost exec default/web -- ls /\n  outpost exec web -c main -i -t 
     /// The container logger containerd's shim runs (internal; see `runtime::logs`).
     #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
     ContainerLog(ContainerLogArgs),
+    /// The pid 1 of a pod's shared pid namespace (internal; see `runtime::netns::pid`).
+    #[command(name = crate::runtime::netns::pid::INIT_SUBCOMMAND, hide = true)]
+    PodInit(PodInitArgs),
 }
 
 /// Where the agent's local API is and how to authenticate to it (`pods`, `describe`,
@@ -217,6 +220,15 @@ pub struct ExecArgs {
     pub client: ClientArgs,
 }
 
+/// `outpost pod-init`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PodInitArgs {
+    /// The pod's namespace directory (only names the pod, e.g. in `ps`).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// `outpost container-log`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ContainerLogArgs {
     /// The live log file to write (`.../<restartCount>.log`).

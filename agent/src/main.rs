@@ -26,6 +26,9 @@ fn main() -> ExitCode {
         Command::ContainerLog(args) => {
             commands::container_log::container_log(&args).map_err(Into::into)
         }
+        Command::PodInit(_) => {
+            outpost::runtime::netns::pid::run_init().map(|()| ExitCode::SUCCESS).map_err(Into::into)
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("outpost: {e:#}");

@@ -15,6 +15,7 @@ pub mod logs;
 pub mod managed;
 pub mod netns;
 pub mod spec;
+pub mod termination;
 pub mod volumes;
 
 pub use self::containerd::Containerd;

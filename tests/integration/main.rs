@@ -23,6 +23,7 @@ mod manifest_audit;
 mod metrics;
 mod operator_cli;
 mod packaging;
+mod pod_spec;
 mod pods;
 mod probes;
 mod pull;

@@ -11,8 +11,9 @@ use std::process::{Command, Output};
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::image::ImageConfiguration;
 use outpost::runtime::spec::{
-    ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities,
+    ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities, layout,
 };
+use outpost::runtime::termination;
 use outpost::runtime::volumes;
 
 const BUSYBOX: &str = "/bin/busybox";
@@ -64,6 +65,7 @@ impl Bundle {
             pod_ips: &ips,
             host_ip: None,
             namespaces: Namespaces::default(),
+            dev_shm: Path::new("/dev/shm"),
             pod_dir: &self.pod_dir(),
             cgroup_parent: &self.cgroup_parent,
             host_capabilities: &capabilities,
@@ -76,6 +78,9 @@ impl Bundle {
         let container = &pod.spec.as_ref().unwrap().containers[0];
         let spec =
             container_spec(&ctx, container, &image, &ContainerFiles::default(), &self.id).unwrap();
+        let message_file =
+            layout::termination_message_file(&self.pod_dir(), &container.name, &self.id);
+        termination::create(&message_file).unwrap();
         spec.save(self.dir.path().join("config.json")).unwrap();
         Command::new("runc")
             .arg("--root")

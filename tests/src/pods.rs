@@ -246,6 +246,21 @@ impl Drop for Node {
             .arg(&self.socket)
             .args(["namespaces", "remove", &self.namespace])
             .output();
+        // The init of a shared pid namespace (`outpost pod-init <node>/run/pods/<uid>/ns`)
+        // that a test ended before the agent killed.
+        let root_dir = self.dir.path().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let ours = args.windows(2).any(|w| w[0] == "pod-init" && w[1].starts_with(&root_dir));
+            if ours {
+                let pid = entry.file_name().to_string_lossy().into_owned();
+                let _ = Command::new("kill").args(["-KILL", &pid]).output();
+            }
+        }
         // Namespaces held by bind mounts under run/ (a test may end before the agent
         // removed them).
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();

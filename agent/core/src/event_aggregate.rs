@@ -66,6 +66,7 @@ pub mod reason {
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
 }
 
 /// The object an event is about (its involvedObject, without the field path).

@@ -139,11 +139,15 @@ async fn create_task(containerd: &Containerd, new: &NewContainer<'_>) -> Result<
         .map_err(|source| failed(id, "preparing the rootfs snapshot", source))?
         .into_inner()
         .mounts;
+    // A container with a terminal (`tty: true`) has the shim make a console; its output,
+    // stdout and stderr alike, goes to the logger as stdout (as with containerd's CRI).
+    let terminal = new.spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
     let request = CreateTaskRequest {
         container_id: id.to_owned(),
         rootfs: mounts,
         stdout: new.log_uri.to_owned(),
-        stderr: new.log_uri.to_owned(),
+        stderr: if terminal { String::new() } else { new.log_uri.to_owned() },
+        terminal,
         ..CreateTaskRequest::default()
     };
     let created = containerd

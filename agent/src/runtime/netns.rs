@@ -11,6 +11,9 @@
 //! containers then receive the unmounts of [`PodNamespaces::remove`] instead of keeping
 //! copies that would hold the namespaces alive.
 //!
+//! The pid namespace of a pod with `shareProcessNamespace` needs a live pid 1 besides the
+//! bind mount: see [`pid`].
+//!
 //! Everything here blocks (system calls, a thread join): call it from `spawn_blocking`.
 
 use std::fs;
@@ -21,6 +24,8 @@ use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::statfs::{NSFS_MAGIC, statfs};
+
+pub mod pid;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -74,6 +79,34 @@ pub enum Error {
         file: PathBuf,
         #[source]
         source: Errno,
+    },
+    #[error(
+        "starting {} {} as the pod's pid 1 (shareProcessNamespace)",
+        exe.display(),
+        pid::INIT_SUBCOMMAND
+    )]
+    SpawnInit {
+        exe: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("bind-mounting the pod's new pid namespace onto {}", file.display())]
+    MountPid {
+        file: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("recording the pod's init in {}", file.display())]
+    WritePid {
+        file: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading the pod's init from {}", file.display())]
+    ReadPid {
+        file: PathBuf,
+        #[source]
+        source: io::Error,
     },
     #[error("unmounting {}", path.display())]
     Unmount {
@@ -178,10 +211,12 @@ impl PodNamespaces {
         Ok(namespaces)
     }
 
-    /// Unmounts (lazily) and deletes the namespace files under `dir`, then `dir` itself.
+    /// Unmounts (lazily) and deletes the namespace files under `dir` (and stops the pid
+    /// namespace's init, [`pid::remove`]), then `dir` itself.
     /// Idempotent; a missing `dir` is fine. The namespaces end when nothing else holds
     /// them (a container still running in one keeps it).
     pub fn remove(dir: &Path) -> Result<()> {
+        pid::remove(dir)?;
         for kind in Kind::ALL {
             let file = dir.join(kind.name());
             unmount_all(&file)?;

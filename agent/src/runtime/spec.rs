@@ -6,20 +6,21 @@
 //! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
 //! applies the container's process (`process`, `env`, `expansion`), user and groups
 //! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
-//! context (`security`, `seccomp`, `apparmor`), resources (`resources`, `quantity`) and
-//! mounts (`mounts`). [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`,
-//! `dns`).
+//! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
+//! (`resources`, `quantity`) and mounts (`mounts`: the pod's files and `/dev/shm`, the
+//! termination-message file, volumes). [`etc_hosts`] and [`resolv_conf`] make the pod's
+//! files (`hosts`, `dns`).
 //!
 //! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
 //! (the hosts this agent targets may withhold `CAP_SYS_RESOURCE`), a container that names
 //! no AppArmor profile runs unconfined (containerd loads and applies its default profile
 //! itself), `runAsNonRoot` with an image USER that is a name checks the uid that name has
 //! in the image (kubelet refuses it, unable to check), a privileged container gets every
-//! device allowed in its cgroup but only the default device nodes in `/dev`,
-//! every volume mount is `rprivate` (admission refuses another `mountPropagation`),
-//! `subPathExpr` is
-//! refused, `shareProcessNamespace` is ignored (each container has its own pid
-//! namespace), `/dev/shm` is per container, and no termination-log file is mounted.
+//! device allowed in its cgroup but only the default device nodes in `/dev`, every volume
+//! mount is `rprivate` (admission refuses another `mountPropagation`), `subPathExpr` is
+//! refused, the pod's sysctls are set by each container's spec (there is no sandbox
+//! container to hold them; they land in the same pod namespaces), and `stdin` is refused
+//! (nothing attaches to hold a container's stdin open, as containerd's CRI does).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -42,9 +43,10 @@ mod quantity;
 mod resources;
 pub mod seccomp;
 mod security;
+mod sysctl;
 mod users;
 
-pub use self::dns::resolv_conf;
+pub use self::dns::{missing_cluster_dns, resolv_conf};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::quantity::Error as QuantityError;
 pub(crate) use self::quantity::Quantity;
@@ -68,6 +70,9 @@ pub struct PodContext<'a> {
     pub host_ip: Option<IpAddr>,
     /// The pod's bind-mounted namespaces.
     pub namespaces: Namespaces<'a>,
+    /// What every container gets at `/dev/shm`: the pod's tmpfs (containerd CRI's
+    /// sandbox shm, 64 MiB), or the host's `/dev/shm` with `hostIPC`.
+    pub dev_shm: &'a Path,
     /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
     /// [`volumes::prepare`].
     pub pod_dir: &'a Path,
@@ -97,6 +102,9 @@ pub struct ContainerFiles {
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Namespaces<'a> {
+    /// The pod's shared pid namespace (`shareProcessNamespace`); `None` gives each
+    /// container a new one (or the host's, with `hostPID`).
+    pub pid: Option<&'a Path>,
     pub network: Option<&'a Path>,
     pub ipc: Option<&'a Path>,
     pub uts: Option<&'a Path>,
@@ -319,6 +327,33 @@ pub enum Error {
     )]
     DnsNoNameserver { at: Subject },
 
+    #[error(
+        "{at}: securityContext.sysctls: {name:?} not allowed with host {namespace} enabled; \
+         remove the sysctl, or run the pod without hostNetwork/hostIPC"
+    )]
+    SysctlHostNamespace { at: Subject, name: String, namespace: &'static str },
+
+    #[error(
+        "{at}: failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is \
+         too long ({max} characters is the max, {length} characters requested); shorten \
+         hostname or subdomain, or unset setHostnameAsFQDN",
+        max = hosts::MAX_KERNEL_HOSTNAME
+    )]
+    FqdnTooLong { at: Subject, fqdn: String, length: usize },
+
+    #[error(
+        "{at}: stdin is not supported: Outpost does not attach to containers, so stdin would \
+         read end-of-file at once instead of staying open as under kubelet; remove stdin and \
+         stdinOnce"
+    )]
+    Stdin { at: Subject },
+
+    #[error(
+        "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
+         it too); remove one"
+    )]
+    SharedAndHostPid { at: Subject },
+
     #[error("{at}: dnsConfig.{field} has {count} entries, over the limit of {limit}; remove some")]
     DnsLimit { at: Subject, field: &'static str, count: usize, limit: usize },
 }
@@ -336,6 +371,15 @@ pub fn container_spec(
     container_id: &str,
 ) -> Result<Spec> {
     let at = Subject::container(ctx.pod, &container.name);
+    let pod_spec = ctx.pod.spec.as_ref();
+    if pod_spec.and_then(|s| s.share_process_namespace).unwrap_or(false)
+        && pod_spec.and_then(|s| s.host_pid).unwrap_or(false)
+    {
+        return Err(Error::SharedAndHostPid { at });
+    }
+    if container.stdin.unwrap_or(false) {
+        return Err(Error::Stdin { at });
+    }
     let security = security::Security::of(ctx.pod, container);
     security.check(&at)?;
     let image_config = image.config().as_ref();
@@ -368,7 +412,7 @@ pub fn container_spec(
         .set_devices(None)
         .set_uid_mappings(None)
         .set_gid_mappings(None)
-        .set_sysctl(None)
+        .set_sysctl(sysctl::sysctls(ctx.pod, &at)?)
         .set_seccomp(seccomp);
     if security.privileged {
         linux.set_masked_paths(None).set_readonly_paths(None);
@@ -384,9 +428,9 @@ pub fn container_spec(
     let mut spec = Spec::default();
     spec.set_version(OCI_VERSION.to_owned())
         .set_root(Some(root))
-        .set_mounts(Some(mounts::mounts(ctx, container, &security, &at)?))
+        .set_mounts(Some(mounts::mounts(ctx, container, container_id, &security, &at)?))
         .set_process(Some(process))
-        .set_hostname(hosts::container_hostname(ctx))
+        .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)
         .set_linux(Some(linux));
     Ok(spec)

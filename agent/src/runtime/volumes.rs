@@ -174,6 +174,13 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
     Ok(())
 }
 
+/// Mounts the pod's `/dev/shm` tmpfs on `dir` (in its run directory), as containerd's
+/// CRI plugin does for a sandbox; the containers bind it. Safe to call again: a mounted
+/// one (and its data) is kept. [`cleanup`] of the run directory unmounts it.
+pub fn dev_shm(pod: &Pod, dir: &Path) -> Result<()> {
+    mounts::dev_shm(&Subject::pod(pod), dir)
+}
+
 /// Unmounts everything mounted under `pod_dir` (deepest first), then removes it. Safe to
 /// call again, and on a directory that does not exist.
 pub fn cleanup(pod_dir: &Path) -> Result<()> {

@@ -38,7 +38,8 @@ use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
-use crate::runtime::spec::{self, Namespaces, PodContext};
+use crate::runtime::spec::{self, Namespaces, PodContext, layout};
+use crate::runtime::termination;
 
 /// What the runtime is configured with.
 #[derive(Debug, Clone)]
@@ -113,13 +114,34 @@ impl PodRuntime for Pods {
 
     async fn termination_message(
         &self,
-        _pod: &Pod,
-        _container: &Container,
-        _id: &str,
-        _exit_code: i32,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        exit_code: i32,
     ) -> Option<String> {
-        // Issue 17 (termination messages) fills this in; no file is mounted yet.
-        None
+        let uid = pod::uid(pod);
+        let file =
+            layout::termination_message_file(&self.pods_dir().join(uid), &container.name, id);
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let log_dir = logs::pod_log_dir(&self.settings.pod_log_dir, &namespace, &name, uid)
+            .join(&container.name);
+        let container = container.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let pod = format!("{namespace}/{name}");
+            let exited = termination::Exited {
+                container: &container,
+                exit_code,
+                file: &file,
+                log_dir: &log_dir,
+                pod: &pod,
+            };
+            termination::message(&exited)
+        });
+        read.await.unwrap_or_else(|e| {
+            tracing::warn!(container_id = id, error = %describe(&e), "reading the termination message failed");
+            None
+        })
     }
 
     async fn create_container(
@@ -137,10 +159,12 @@ impl PodRuntime for Pods {
             pod_ips: &sandbox.ips,
             host_ip: self.settings.host_ip,
             namespaces: Namespaces {
+                pid: sandbox.pid_namespace.as_deref(),
                 network: ns.network.as_deref(),
                 ipc: ns.ipc.as_deref(),
                 uts: ns.uts.as_deref(),
             },
+            dev_shm: &sandbox.dev_shm,
             pod_dir: &sandbox.pod_dir,
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
@@ -159,6 +183,9 @@ impl PodRuntime for Pods {
         .map_err(|e| config_error(describe(&e)))?;
         let spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| config_error(describe(&e)))?;
+        let message_file = layout::termination_message_file(&sandbox.pod_dir, &container.name, &id);
+        termination::create(&message_file)
+            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let log_path = logs::container_log_path(

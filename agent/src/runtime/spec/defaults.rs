@@ -153,14 +153,19 @@ pub(super) fn mount(destination: &str, typ: &str, source: &str, options: &[&str]
     mount
 }
 
-/// New pid (unless `hostPID`) and mount namespaces; network, IPC and UTS from the pod's
-/// paths, or the host's when there is none.
+/// A new mount namespace; the pod's pid namespace (`shareProcessNamespace`), else a new
+/// one unless `hostPID`; network, IPC and UTS from the pod's paths, or the host's when
+/// there is none.
 pub(super) fn namespaces(ctx: &PodContext<'_>) -> Vec<LinuxNamespace> {
     let host_pid = ctx.pod.spec.as_ref().and_then(|s| s.host_pid).unwrap_or(false);
     let new = |typ| Some((typ, None));
     let joined = |typ, path: Option<&Path>| path.map(|p| (typ, Some(p.to_path_buf())));
     [
-        if host_pid { None } else { new(LinuxNamespaceType::Pid) },
+        match ctx.namespaces.pid {
+            Some(pid) => joined(LinuxNamespaceType::Pid, Some(pid)),
+            None if host_pid => None,
+            None => new(LinuxNamespaceType::Pid),
+        },
         joined(LinuxNamespaceType::Ipc, ctx.namespaces.ipc),
         joined(LinuxNamespaceType::Uts, ctx.namespaces.uts),
         new(LinuxNamespaceType::Mount),

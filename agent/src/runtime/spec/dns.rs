@@ -1,6 +1,7 @@
 //! The pod's `/etc/resolv.conf`, as kubelet's DNS configurer and containerd's CRI plugin
 //! make it. This agent has no cluster DNS, so `ClusterFirst` falls back to the node's
-//! resolver as kubelet does when `clusterDNS` is empty.
+//! resolver as kubelet does when `clusterDNS` is empty, saying so
+//! ([`missing_cluster_dns`]).
 
 use std::fmt::Write as _;
 
@@ -52,6 +53,29 @@ pub fn resolv_conf(pod: &Pod, host_resolv_conf: &str) -> Result<String> {
     }
     fit_limits(&mut resolver, &at);
     Ok(format(&resolver))
+}
+
+/// kubelet's warning (Event `MissingClusterDNS`) for a pod that asks for cluster DNS
+/// (`ClusterFirst` without `hostNetwork`, or `ClusterFirstWithHostNet`) and gets the
+/// node's resolver instead; `None` for a pod that does not ask for it.
+pub fn missing_cluster_dns(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("ClusterFirst");
+    let cluster = match policy {
+        "" | "ClusterFirst" => !host_network,
+        "ClusterFirstWithHostNet" => true,
+        _ => false,
+    };
+    cluster.then(|| {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        format!(
+            "pod: \"{name}_{namespace}({uid})\". kubelet does not have ClusterDNS IP configured \
+             and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy."
+        )
+    })
 }
 
 fn check_config(config: Option<&PodDNSConfig>, at: &Subject) -> Result<()> {

@@ -5,10 +5,12 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{HostAlias, Pod};
 
-use super::PodContext;
+use super::{Error, PodContext, Result, Subject};
 
 /// The longest hostname (a DNS label).
 const MAX_HOSTNAME: usize = 63;
+/// The longest name the kernel's `nodename` holds (kubelet's `fqdnMaxLen`).
+pub(super) const MAX_KERNEL_HOSTNAME: usize = 64;
 
 /// kubelet's `GeneratePodHostNameAndDomain` without a cluster domain: `spec.hostname`,
 /// else the pod's name cut to 63 characters (without a trailing `-` or `.`); the domain
@@ -31,10 +33,28 @@ pub(super) fn pod_hostname(pod: &Pod) -> (String, Option<String>) {
 }
 
 /// The hostname a container sets: the pod's, when the container has a UTS namespace of
-/// its own (runc cannot set one in the host's); none for a `hostNetwork` pod.
-pub(super) fn container_hostname(ctx: &PodContext<'_>) -> Option<String> {
-    let host_network = ctx.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
-    (!host_network && ctx.namespaces.uts.is_some()).then(|| pod_hostname(ctx.pod).0)
+/// its own (runc cannot set one in the host's); none for a `hostNetwork` pod. With
+/// `setHostnameAsFQDN` and a `subdomain` it is the fully qualified name, which must fit
+/// the kernel's 64 characters (kubelet's `GetNodenameForKernel`).
+pub(super) fn container_hostname(ctx: &PodContext<'_>, at: &Subject) -> Result<Option<String>> {
+    let spec = ctx.pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    if host_network || ctx.namespaces.uts.is_none() {
+        return Ok(None);
+    }
+    let (hostname, domain) = pod_hostname(ctx.pod);
+    let as_fqdn = spec.and_then(|s| s.set_hostname_as_fqdn).unwrap_or(false);
+    match domain.filter(|_| as_fqdn) {
+        None => Ok(Some(hostname)),
+        Some(domain) => {
+            let fqdn = format!("{hostname}.{domain}");
+            if fqdn.len() > MAX_KERNEL_HOSTNAME {
+                let length = fqdn.len();
+                return Err(Error::FqdnTooLong { at: at.clone(), fqdn, length });
+            }
+            Ok(Some(fqdn))
+        }
+    }
 }
 
 /// kubelet's managed hosts file: localhost entries, each pod IP with the pod's hostname

@@ -4,7 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
 use super::Subject;
 
@@ -12,6 +12,12 @@ use super::Subject;
 pub const ETC_HOSTS: &str = "etc-hosts";
 /// The pod's resolv.conf, in its directory.
 pub const RESOLV_CONF: &str = "resolv.conf";
+/// Where each container instance's termination-message file lives, under the pod's
+/// directory: `containers/<container name>/<container id>` (kubelet's layout, with the
+/// container's ID for kubelet's random one).
+pub const CONTAINERS: &str = "containers";
+/// `terminationMessagePath`'s default (the API server's).
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// Where emptyDir volumes live, under the pod's directory.
 pub const EMPTY_DIR: &str = "volumes/kubernetes.io~empty-dir";
 
@@ -58,6 +64,21 @@ pub fn unsupported(pod: &Pod, volume: &Volume) -> Error {
         .and_then(|value| value.as_object()?.keys().find(|k| *k != "name").cloned())
         .unwrap_or_else(|| "(none)".to_owned());
     Error::Unsupported { at: Subject::pod(pod), volume: volume.name.clone(), kind }
+}
+
+/// The host file bound at the container's `terminationMessagePath`, for the container
+/// instance `container_id`.
+pub fn termination_message_file(pod_dir: &Path, container: &str, container_id: &str) -> PathBuf {
+    pod_dir.join(CONTAINERS).join(container).join(container_id)
+}
+
+/// The container's `terminationMessagePath`, defaulted as the API server does.
+pub fn termination_message_path(container: &Container) -> &str {
+    container
+        .termination_message_path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .unwrap_or(DEFAULT_TERMINATION_MESSAGE_PATH)
 }
 
 /// Whether a `subPath` is a relative path made only of names (no `..`, no root).

@@ -1,5 +1,5 @@
-//! The container's mounts: containerd's defaults, the pod's `/etc/hosts` and
-//! `/etc/resolv.conf`, and the container's volume mounts, combined as containerd's CRI
+//! The container's mounts: containerd's defaults, the pod's `/etc/hosts`,
+//! `/etc/resolv.conf` and `/dev/shm`, the container's termination-message file, and the container's volume mounts, combined as containerd's CRI
 //! plugin does (a mount replaces a default at the same path, a `/dev` mount replaces
 //! every default under `/dev`, parents before children).
 
@@ -14,6 +14,7 @@ use super::{Error, PodContext, Result, Subject, defaults, layout};
 pub(super) fn mounts(
     ctx: &PodContext<'_>,
     container: &Container,
+    container_id: &str,
     security: &Security,
     at: &Subject,
 ) -> Result<Vec<Mount>> {
@@ -32,6 +33,15 @@ pub(super) fn mounts(
     if !taken(&added, "/etc/resolv.conf") {
         let source = ctx.pod_dir.join(layout::RESOLV_CONF);
         added.push(bind(&source, Path::new("/etc/resolv.conf"), security.read_only_root));
+    }
+    // kubelet's termination-message file, one per container instance, read-write.
+    let message_file = layout::termination_message_file(ctx.pod_dir, &container.name, container_id);
+    let message_path = absolute(layout::termination_message_path(container));
+    added.push(bind(&message_file, &message_path, false));
+    // containerd CRI's sandbox shm, shared by the pod's containers (replaces the default
+    // tmpfs per container).
+    if !taken(&added, "/dev/shm") {
+        added.push(bind(ctx.dev_shm, Path::new("/dev/shm"), false));
     }
     // Parents before children; a stable sort keeps the manifest's order otherwise.
     added.sort_by_key(|m| m.destination().components().count());

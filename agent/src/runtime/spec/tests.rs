@@ -37,10 +37,12 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         pod_ips: IPS,
         host_ip: Some("192.168.1.10".parse().unwrap()),
         namespaces: Namespaces {
+            pid: None,
             network: Some(Path::new("/run/outpost/netns/p")),
             ipc: Some(Path::new("/run/outpost/ipc/p")),
             uts: Some(Path::new("/run/outpost/uts/p")),
         },
+        dev_shm: Path::new("/run/outpost/pods/0123/shm"),
         pod_dir: Path::new("/var/lib/outpost/pods/0123"),
         cgroup_parent: "/outpost/pod0123",
         host_capabilities: &defaults::ALL_CAPABILITIES,
@@ -109,12 +111,13 @@ fn defaults_follow_containerd() {
         "/proc",
         "/dev",
         "/dev/pts",
-        "/dev/shm",
         "/dev/mqueue",
         "/sys",
         "/sys/fs/cgroup",
         "/etc/hosts",
         "/etc/resolv.conf",
+        "/dev/termination-log",
+        "/dev/shm",
     ];
     assert_eq!(destinations, expected.map(PathBuf::from));
     assert!(options(mount(&spec, "/sys").unwrap()).contains(&"ro"));
@@ -376,5 +379,59 @@ fn errors_name_pod_and_container() {
         "pod default/web-node1 container app: resources.limits.memory: \"12XB\" is not a valid \
          quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\"): unknown suffix \"XB\"; use one of n u m \
          k M G T P E Ki Mi Gi Ti Pi Ei, or e<exponent>"
+    );
+}
+
+#[test]
+fn share_process_namespace_joins_the_pods_pid_namespace() {
+    let pod = pod("spec: {shareProcessNamespace: true, containers: [{name: app, image: b}]}");
+    let mut ctx = context(&pod);
+    ctx.namespaces.pid = Some(Path::new("/run/outpost/pods/0123/ns/pid"));
+    let spec =
+        container_spec(&ctx, first_container(&pod), &busybox(), &ContainerFiles::default(), "c1")
+            .unwrap();
+    let namespaces = spec.linux().as_ref().unwrap().namespaces().as_ref().unwrap();
+    let pid = namespaces.iter().find(|n| n.typ() == LinuxNamespaceType::Pid).unwrap();
+    assert_eq!(pid.path().as_deref(), Some(Path::new("/run/outpost/pods/0123/ns/pid")));
+
+    assert_eq!(
+        error(
+            "spec: {shareProcessNamespace: true, hostPID: true, containers: [{name: app, image: b}]}"
+        ),
+        "pod default/web-node1 container app: shareProcessNamespace and hostPID cannot both be \
+         set (the API server rejects it too); remove one"
+    );
+}
+
+#[test]
+fn dev_shm_is_the_pods() {
+    let plain = spec(PLAIN);
+    let shm = mount(&plain, "/dev/shm").unwrap();
+    assert_eq!(shm.source().as_deref(), Some(Path::new("/run/outpost/pods/0123/shm")));
+    assert_eq!(shm.typ().as_deref(), Some("bind"));
+    assert_eq!(options(shm), ["rbind", "rprivate", "rw"]);
+    let count =
+        plain.mounts().iter().flatten().filter(|m| m.destination() == Path::new("/dev/shm"));
+    assert_eq!(count.count(), 1, "the default tmpfs is replaced");
+
+    // A volume at /dev/shm wins, as in containerd.
+    let with_volume = spec(
+        "spec: {volumes: [{name: s, emptyDir: {medium: Memory}}], containers: [{name: app, image: b, volumeMounts: [{name: s, mountPath: /dev/shm}]}]}",
+    );
+    let shm = mount(&with_volume, "/dev/shm").unwrap();
+    assert!(shm.source().as_ref().unwrap().ends_with("kubernetes.io~empty-dir/s"));
+}
+
+#[test]
+fn tty_gives_a_terminal_and_stdin_is_refused() {
+    let tty = spec("spec: {containers: [{name: app, image: b, tty: true}]}");
+    assert_eq!(tty.process().as_ref().unwrap().terminal(), Some(true));
+    assert_eq!(
+        error(
+            "spec: {containers: [{name: app, image: b, stdin: true, stdinOnce: true, tty: true}]}"
+        ),
+        "pod default/web-node1 container app: stdin is not supported: Outpost does not attach to \
+         containers, so stdin would read end-of-file at once instead of staying open as under \
+         kubelet; remove stdin and stdinOnce"
     );
 }

@@ -60,6 +60,24 @@ pub(super) fn empty_dir(
     Ok(())
 }
 
+/// containerd CRI's sandbox `/dev/shm`: a tmpfs of 64 MiB (`size=65536k`, mode 1777,
+/// nosuid, nodev, noexec) on `dir` (0700), unless one already is.
+pub(super) fn dev_shm(at: &Subject, dir: &Path) -> Result<()> {
+    pod_fs::make_dir(at, dir, 0o700)?;
+    if mounted(dir)? {
+        return Ok(());
+    }
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    nix::mount::mount(Some("shm"), dir, Some("tmpfs"), flags, Some("mode=1777,size=65536k"))
+        .map_err(|source| Error::Mount {
+            operation: "mount the pod's /dev/shm tmpfs on",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    tracing::debug!(pod = %at.pod, path = %dir.display(), "mounted the pod's /dev/shm");
+    Ok(())
+}
+
 /// Whether something is mounted on `dir` itself.
 fn mounted(dir: &Path) -> Result<bool> {
     let dir = dir.canonicalize().map_err(|source| Error::Cleanup {

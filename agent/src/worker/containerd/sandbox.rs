@@ -1,5 +1,7 @@
-//! A pod's sandbox without a pause container: namespaces held by bind mounts, the
-//! network wired by CNI, the pod directory with /etc/hosts, resolv.conf and volumes.
+//! A pod's sandbox without a pause container: namespaces held by bind mounts (and the
+//! shared pid namespace by a tiny init, `netns::pid`), the network wired by CNI, the
+//! pod's `/dev/shm` tmpfs in its run directory, the pod directory with /etc/hosts,
+//! resolv.conf and volumes.
 //! Setting up is idempotent, so after an agent restart the same call finds what exists
 //! (the network is taken from the CNI cache, not added twice).
 
@@ -13,24 +15,41 @@ use outpost_core::pod;
 use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 
 use super::Pods;
+use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
-use crate::runtime::netns::{PodNamespaces, Sharing};
-use crate::runtime::{cgroups, volumes};
+use crate::runtime::netns::{PodNamespaces, Sharing, pid};
+use crate::runtime::{cgroups, spec, volumes};
 
 /// What the pod's containers join.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     pub namespaces: PodNamespaces,
+    /// The pod's pid namespace (`shareProcessNamespace`), held by its init.
+    pub pid_namespace: Option<PathBuf>,
+    /// What the containers get at `/dev/shm`: the pod's tmpfs, or the host's (`hostIPC`).
+    pub dev_shm: PathBuf,
     pub ips: Vec<IpAddr>,
     pub pod_dir: PathBuf,
 }
+
+/// The host's shm, which a `hostIPC` pod's containers get.
+const HOST_DEV_SHM: &str = "/dev/shm";
+/// The pod's shm tmpfs, in its run directory.
+const DEV_SHM: &str = "shm";
 
 /// The interface CNI wires in every pod.
 const INTERFACE: &str = "eth0";
 
 pub fn host_network(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
+}
+
+/// `shareProcessNamespace` (without `hostPID`, which the spec refuses alongside it).
+fn shares_process_namespace(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    spec.and_then(|s| s.share_process_namespace).unwrap_or(false)
+        && !spec.and_then(|s| s.host_pid).unwrap_or(false)
 }
 
 /// Creates (or finds) the pod's namespaces, network and files; whether it made them
@@ -54,6 +73,23 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     let namespaces = blocking(move || PodNamespaces::create(&ns_dir, sharing))
         .await
         .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+    let pid_namespace = if shares_process_namespace(pod) {
+        let (dir, exe) = (namespaces_dir(pods, &uid), pods.settings.exe.clone());
+        let file = blocking(move || pid::ensure(&dir, &exe))
+            .await
+            .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+        Some(file)
+    } else {
+        None
+    };
+    let dev_shm = if sharing.host_ipc {
+        PathBuf::from(HOST_DEV_SHM)
+    } else {
+        let (dir, owned) = (pods.run_pods_dir().join(&uid).join(DEV_SHM), pod.clone());
+        blocking(move || volumes::dev_shm(&owned, &dir).map(|()| dir))
+            .await
+            .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?
+    };
     let ips = match &namespaces.network {
         None => pods.settings.host_ip.into_iter().collect(),
         Some(netns) => {
@@ -83,12 +119,19 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
         }
     };
     let pod_dir = pods.pods_dir().join(&uid);
+    let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
         .await
         .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
-    Ok((Sandbox { namespaces, ips, pod_dir }, fresh))
+    // Said once per pod (its resolv.conf is written first), not at every set-up.
+    if let Some(message) = spec::missing_cluster_dns(pod).filter(|_| first_resolv_conf) {
+        tracing::warn!(pod.uid = %uid, "{message}");
+        let object = pod_ref(pod, None);
+        pods.events.emit(&object, EventType::Warning, reason::MISSING_CLUSTER_DNS, message);
+    }
+    Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir }, fresh))
 }
 
 /// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.
@@ -101,7 +144,7 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
     }
     let run_dir = pods.run_pods_dir().join(uid);
-    if let Err(message) = blocking(move || remove_dir_all(&run_dir)).await {
+    if let Err(message) = blocking(move || volumes::cleanup(&run_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
     }
     let pod_dir = pods.pods_dir().join(uid);
@@ -111,13 +154,6 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     let parent = cgroup_parent(uid);
     if let Err(message) = blocking(move || cgroups::remove(&parent)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's cgroup");
-    }
-}
-
-fn remove_dir_all(path: &std::path::Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
     }
 }
 

@@ -99,3 +99,22 @@ fn empty_host_config_gives_an_empty_file() {
     let pod = pod("spec: {containers: [{name: a, image: b}]}");
     assert_eq!(resolv_conf(&pod, "").unwrap(), "");
 }
+
+#[test]
+fn cluster_first_says_it_falls_back_to_default() {
+    let message = |yaml: &str| missing_cluster_dns(&pod(yaml));
+    assert_eq!(
+        message("spec: {containers: []}").unwrap(),
+        "pod: \"web-node1_default(0123456789abcdef)\". kubelet does not have ClusterDNS IP \
+         configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \
+         \"Default\" policy."
+    );
+    assert!(message("spec: {dnsPolicy: ClusterFirst, containers: []}").is_some());
+    assert!(
+        message("spec: {dnsPolicy: ClusterFirstWithHostNet, hostNetwork: true, containers: []}")
+            .is_some()
+    );
+    assert_eq!(message("spec: {hostNetwork: true, containers: []}"), None);
+    assert_eq!(message("spec: {dnsPolicy: Default, containers: []}"), None);
+    assert_eq!(message("spec: {dnsPolicy: None, containers: []}"), None);
+}

@@ -55,10 +55,40 @@ fn long_names_are_cut_to_a_label() {
 fn container_hostname_needs_its_own_uts_namespace() {
     let pod = pod("spec: {containers: [{name: a, image: b}]}");
     let mut ctx = context(&pod);
-    assert_eq!(container_hostname(&ctx).as_deref(), Some("web-node1"));
+    let at = Subject::pod(&pod);
+    assert_eq!(container_hostname(&ctx, &at).unwrap().as_deref(), Some("web-node1"));
     ctx.namespaces.uts = None;
-    assert_eq!(container_hostname(&ctx), None);
+    assert_eq!(container_hostname(&ctx, &at).unwrap(), None);
     let host =
         super::super::tests::pod("spec: {hostNetwork: true, containers: [{name: a, image: b}]}");
-    assert_eq!(container_hostname(&context(&host)), None);
+    assert_eq!(container_hostname(&context(&host), &at).unwrap(), None);
+}
+
+#[test]
+fn set_hostname_as_fqdn_needs_a_subdomain_and_fits_the_kernel() {
+    let hostname = |yaml: &str| {
+        let pod = pod(yaml);
+        container_hostname(&context(&pod), &Subject::pod(&pod)).map_err(|e| e.to_string())
+    };
+    let fqdn = "spec: {hostname: db, subdomain: backend, setHostnameAsFQDN: true, containers: []}";
+    assert_eq!(hostname(fqdn).unwrap().as_deref(), Some("db.backend.default.svc"));
+    let plain = "spec: {hostname: db, subdomain: backend, containers: []}";
+    assert_eq!(hostname(plain).unwrap().as_deref(), Some("db"));
+    let no_domain = "spec: {hostname: db, setHostnameAsFQDN: true, containers: []}";
+    assert_eq!(hostname(no_domain).unwrap().as_deref(), Some("db"));
+
+    // 40 + 1 + 12 + 1 + 7 + 4 = 65 characters.
+    let long = format!(
+        "spec: {{hostname: {}, subdomain: {}, setHostnameAsFQDN: true, containers: []}}",
+        "h".repeat(40),
+        "s".repeat(12)
+    );
+    let error = hostname(&long).unwrap_err();
+    assert!(error.contains("FQDN hhhh"), "{error}");
+    assert!(
+        error.contains("too long (64 characters is the max, 65 characters requested)"),
+        "{error}"
+    );
+    let fits = long.replace(&"h".repeat(40), &"h".repeat(39));
+    assert_eq!(hostname(&fits).unwrap().unwrap().len(), 64);
 }

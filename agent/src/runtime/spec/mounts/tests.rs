@@ -60,6 +60,7 @@ fn volume_mounts() {
             "/dev/shm",
             "/etc/hosts",
             "/etc/resolv.conf",
+            "/dev/termination-log",
         ],
         "a volume replaces the default /dev/shm; parents first"
     );
@@ -104,9 +105,11 @@ fn a_user_dev_mount_replaces_all_of_dev() {
         .iter()
         .flatten()
         .filter(|m| m.destination().starts_with("/dev"))
-        .map(|m| m.typ().clone().unwrap())
+        .map(|m| m.destination().to_str().unwrap().to_owned())
         .collect();
-    assert_eq!(under_dev, ["bind"]);
+    // The defaults under /dev go; the pod's /dev/shm is not a default (containerd adds
+    // the sandbox's shm unless a volume is mounted there).
+    assert_eq!(under_dev, ["/dev", "/dev/termination-log", "/dev/shm"]);
 }
 
 #[test]
@@ -122,4 +125,19 @@ fn user_mounts_of_pod_files_win() {
         .collect();
     assert_eq!(hosts.len(), 1);
     assert_eq!(hosts[0].source().as_deref(), Some(Path::new("/etc/hosts")));
+}
+
+#[test]
+fn the_termination_message_file_is_bound_per_instance() {
+    let default = spec("spec: {containers: [{name: app, image: b}]}");
+    let file = mount(&default, "/dev/termination-log").unwrap();
+    assert_eq!(
+        file.source().as_deref(),
+        Some(Path::new("/var/lib/outpost/pods/0123/containers/app/c1"))
+    );
+    assert_eq!(options(file), ["rbind", "rprivate", "rw"]);
+    let custom =
+        spec("spec: {containers: [{name: app, image: b, terminationMessagePath: /tmp/../msg}]}");
+    assert!(mount(&custom, "/msg").is_some());
+    assert!(mount(&custom, "/dev/termination-log").is_none());
 }
