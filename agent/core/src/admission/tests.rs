@@ -525,3 +525,25 @@ fn a1_supplemental_groups_policy_strict_is_refused() {
     let merge = pod_with("securityContext", json!({"supplementalGroupsPolicy": "Merge"}));
     assert_eq!(findings(&merge), vec![]);
 }
+
+#[test]
+fn a1_stdin_and_a_process_namespace_shared_with_the_host_are_refused() {
+    let refused = |spec: serde_json::Value| {
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
+        review(&pod, &NodeFacts::permissive())
+            .into_iter()
+            .filter(|f| f.severity == Severity::Refused)
+            .map(|f| f.field)
+            .collect::<Vec<_>>()
+    };
+    let stdin = |value: bool| json!({"containers": [{"name": "c", "image": "i", "stdin": value}]});
+    assert_eq!(refused(stdin(true)), ["spec.containers[0].stdin"]);
+    assert!(refused(stdin(false)).is_empty());
+    let shared = |host_pid: bool| {
+        json!({"shareProcessNamespace": true, "hostPID": host_pid,
+               "containers": [{"name": "c", "image": "i"}]})
+    };
+    assert_eq!(refused(shared(true)), ["spec.shareProcessNamespace"]);
+    assert!(refused(shared(false)).is_empty());
+}
