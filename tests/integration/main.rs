@@ -31,6 +31,7 @@ mod push;
 mod runtime_spec;
 mod security;
 mod security_context;
+mod static_pods;
 mod sync_events;
 mod sync_mirror;
 mod sync_node;
