@@ -23,11 +23,9 @@ fn init_status<'a>(pod: &'a Value, name: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// What the container wrote to its log, through the agent's `/containerLogs`.
+/// What the container wrote to its log.
 fn logs(w: &Workload, pod: &str, container: &str) -> String {
-    let (status, body) = w.agent.get(&format!("/containerLogs/default/{pod}/{container}"));
-    assert_eq!(status, 200, "GET /containerLogs/default/{pod}/{container}: {body}");
-    body
+    w.logs("default", pod, container)
 }
 
 /// The STATUS column `outpost pods` shows for `name`.

@@ -13,12 +13,9 @@ use outpost_tests::workload::{Workload, delete_and_wait, free_ports, host_dir, s
 
 const LONG: Duration = Duration::from_secs(90);
 
-/// What the container wrote to its log, through the agent's `/containerLogs`.
+/// What the container wrote to its log.
 fn logs(w: &Workload, pod: &str, container: &str) -> String {
-    let path = format!("/containerLogs/kube-system/{pod}/{container}");
-    let (status, body) = w.agent.get(&path);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    body
+    w.logs("kube-system", pod, container)
 }
 
 /// A stand-in that reports what the pod gave it, then serves `/healthz` on the host's

@@ -50,6 +50,14 @@ impl Workload {
         exec.output().expect("run outpost exec")
     }
 
+    /// What a container wrote to its log, through the agent's `/containerLogs`.
+    pub fn logs(&self, namespace: &str, pod: &str, container: &str) -> String {
+        let path = format!("/containerLogs/{namespace}/{pod}/{container}");
+        let (status, body) = self.agent.get(&path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
     /// The Events the agent recorded about a pod (`/pods/{ns}/{name}/events`), oldest first.
     pub fn events(&self, namespace: &str, name: &str) -> Vec<Value> {
         let (status, body) = self.agent.get(&format!("/pods/{namespace}/{name}/events"));
