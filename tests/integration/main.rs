@@ -3,6 +3,7 @@
 // Test code fails by panicking; the no-unwrap rule is for the agent's own code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod admission;
 mod api_source;
 mod cli;
 mod cni;
