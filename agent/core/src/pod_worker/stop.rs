@@ -24,7 +24,7 @@ impl PodWorker {
             out.push(Action::Watch { container_id: id.clone() });
         }
         let (target, hooks) = (StopTarget::Stale(stale), BTreeSet::new());
-        self.begin_stop(target, running, hooks, Vec::new(), grace, now, out);
+        self.begin_stop(target, running, hooks, Vec::new(), now.at + grace, out);
     }
 
     /// The current pod, replaced or no longer desired: stopped gracefully (a deleting
@@ -49,7 +49,7 @@ impl PodWorker {
         let hooks = self.pre_stop_hooks(&current, grace, out);
         let later = sidecars_last_first(&current);
         let target = StopTarget::Current(Box::new(current));
-        self.begin_stop(target, running, hooks, later, grace, now, out);
+        self.begin_stop(target, running, hooks, later, now.at + grace, out);
     }
 
     /// Runs the preStop hooks of the pod's running containers; the containers whose hook
@@ -100,21 +100,19 @@ impl PodWorker {
         );
         let hooks = self.pre_stop_hooks(current, grace, out);
         let later = sidecars_last_first(current);
-        self.begin_stop(StopTarget::Shutdown, running, hooks, later, grace, now, out);
+        self.begin_stop(StopTarget::Shutdown, running, hooks, later, now.at + grace, out);
     }
 
     /// Signals the running containers (those whose preStop hook runs, once it returns;
     /// the sidecars in `later` once the others are gone, in that order) and waits for
-    /// their exits until the grace period is over.
-    #[allow(clippy::too_many_arguments)]
+    /// their exits until `deadline`, the end of the grace period.
     fn begin_stop(
         &mut self,
         target: StopTarget,
         running: Vec<String>,
         hooks: BTreeSet<String>,
         later: Vec<String>,
-        grace: std::time::Duration,
-        now: Now,
+        deadline: std::time::Instant,
         out: &mut Vec<Action>,
     ) {
         let signal_now: Vec<String> = running
@@ -135,7 +133,7 @@ impl PodWorker {
             waiting: running.into_iter().collect::<BTreeSet<_>>(),
             hooks,
             later,
-            deadline: now.at + grace,
+            deadline,
             killed: false,
         });
     }
