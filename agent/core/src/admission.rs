@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 mod checks;
-mod sysctl;
+pub mod sysctl;
 mod table;
 mod walk;
 

@@ -27,13 +27,37 @@ pub(super) struct HostNamespaces {
     pub(super) ipc: bool,
 }
 
-/// The namespace a sysctl lives in, as kubelet names it, if it is namespaced.
-fn namespace(name: &str) -> Option<&'static str> {
+/// The namespace a (normalized) sysctl lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Namespace {
+    Ipc,
+    Network,
+    /// `kernel.hostname` and `kernel.domainname`: the pod's UTS namespace, the host's with
+    /// `hostNetwork` here. Not something `--allowed-unsafe-sysctls` may list.
+    Uts,
+}
+
+impl Namespace {
+    /// kubelet's word for it in its errors ("not allowed with host net enabled").
+    pub fn host_word(self) -> &'static str {
+        match self {
+            Namespace::Ipc => "ipc",
+            Namespace::Network => "net",
+            Namespace::Uts => "uts",
+        }
+    }
+}
+
+/// kubelet's `NamespacedBy`: IPC and network by kubelet's names and prefixes, and UTS for
+/// the host and domain names; `None` for a sysctl that is not namespaced.
+pub fn namespace(name: &str) -> Option<Namespace> {
     const IPC_PREFIXES: &[&str] = &["kernel.shm", "kernel.msg", "fs.mqueue."];
     if name == "kernel.sem" || IPC_PREFIXES.iter().any(|p| name.starts_with(p)) {
-        Some("ipc")
+        Some(Namespace::Ipc)
     } else if name.starts_with("net.") {
-        Some("net")
+        Some(Namespace::Network)
+    } else if name == "kernel.hostname" || name == "kernel.domainname" {
+        Some(Namespace::Uts)
     } else {
         None
     }
@@ -45,7 +69,7 @@ pub(super) const ALL_NAMESPACED: &[&str] =
 
 /// A sysctl name with `.` as separator: kubelet's `NormalizeName` turns `net/ipv4/x`
 /// (a `/` first) into `net.ipv4.x`, keeping a `.` inside a part as `/`.
-pub(super) fn normalize(name: &str) -> String {
+pub fn normalize(name: &str) -> String {
     match name.find(['.', '/']) {
         Some(i) if name.as_bytes()[i] == b'/' => name
             .chars()
@@ -64,7 +88,7 @@ pub(super) fn normalize(name: &str) -> String {
 pub fn check_allowed_pattern(pattern: &str) -> Result<(), String> {
     let name = normalize(pattern);
     let probe = name.strip_suffix('*').map_or(name.clone(), |prefix| format!("{prefix}x"));
-    if namespace(&probe).is_some() {
+    if matches!(namespace(&probe), Some(Namespace::Ipc | Namespace::Network)) {
         Ok(())
     } else {
         Err(format!("the sysctl {pattern:?} is not known to be namespaced"))
@@ -86,10 +110,12 @@ pub(super) fn admit(name: &str, host: HostNamespaces, allowed: &[String]) -> Res
         return Err(format!("{name:?} not allowlisted"));
     }
     match namespace(&name) {
-        Some(ns @ "net") if host.network => {
-            Err(format!("{name:?} not allowed with host {ns} enabled"))
-        }
-        Some(ns @ "ipc") if host.ipc => Err(format!("{name:?} not allowed with host {ns} enabled")),
+        Some(ns @ Namespace::Network) if host.network => Err(host_enabled(&name, ns)),
+        Some(ns @ Namespace::Ipc) if host.ipc => Err(host_enabled(&name, ns)),
         _ => Ok(()),
     }
+}
+
+fn host_enabled(name: &str, namespace: Namespace) -> String {
+    format!("{name:?} not allowed with host {} enabled", namespace.host_word())
 }

@@ -547,3 +547,30 @@ fn a1_stdin_and_a_process_namespace_shared_with_the_host_are_refused() {
     assert_eq!(refused(shared(true)), ["spec.shareProcessNamespace"]);
     assert!(refused(shared(false)).is_empty());
 }
+
+#[test]
+fn names_are_normalized_as_kubelet_does() {
+    assert_eq!(sysctl::normalize("net.ipv4.ip_local_port_range"), "net.ipv4.ip_local_port_range");
+    assert_eq!(sysctl::normalize("net/ipv4/ip_local_port_range"), "net.ipv4.ip_local_port_range");
+    assert_eq!(
+        sysctl::normalize("net/ipv4/conf/eno2.100/rp_filter"),
+        "net.ipv4.conf.eno2/100.rp_filter"
+    );
+    assert_eq!(
+        sysctl::normalize("net.ipv4.conf.eno2/100.rp_filter"),
+        "net.ipv4.conf.eno2/100.rp_filter"
+    );
+    assert_eq!(sysctl::normalize("kernel"), "kernel");
+}
+
+#[test]
+fn namespaces_by_kubelets_prefixes() {
+    for ipc in ["kernel.shmmax", "kernel.msgmax", "kernel.sem", "fs.mqueue.msg_max"] {
+        assert_eq!(sysctl::namespace(ipc), Some(sysctl::Namespace::Ipc), "{ipc}");
+    }
+    assert_eq!(sysctl::namespace("net.ipv4.ip_forward"), Some(sysctl::Namespace::Network));
+    assert_eq!(sysctl::namespace("kernel.hostname"), Some(sysctl::Namespace::Uts));
+    assert_eq!(sysctl::namespace("kernel.domainname"), Some(sysctl::Namespace::Uts));
+    assert_eq!(sysctl::namespace("vm.swappiness"), None);
+    assert_eq!(sysctl::namespace("kernel.shm_rmid_forced"), Some(sysctl::Namespace::Ipc));
+}

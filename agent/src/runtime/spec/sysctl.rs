@@ -7,59 +7,9 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use outpost_core::admission::sysctl::{Namespace, namespace, normalize};
 
 use super::{Error, Result, Subject};
-
-/// The namespace a sysctl belongs to, by kubelet's prefixes; `None` for one that is not
-/// namespaced (runc refuses it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Namespace {
-    Ipc,
-    Network,
-    Uts,
-}
-
-impl Namespace {
-    /// kubelet's word for it in its error ("host ipc", "host net").
-    fn host_word(self) -> &'static str {
-        match self {
-            Namespace::Ipc => "ipc",
-            Namespace::Network => "net",
-            Namespace::Uts => "uts",
-        }
-    }
-}
-
-/// kubelet's `NamespacedBy`.
-fn namespace_of(name: &str) -> Option<Namespace> {
-    const IPC: [&str; 4] = ["kernel.shm", "kernel.msg", "kernel.sem", "fs.mqueue."];
-    if IPC.iter().any(|prefix| name.starts_with(prefix)) {
-        Some(Namespace::Ipc)
-    } else if name.starts_with("net.") {
-        Some(Namespace::Network)
-    } else if name == "kernel.hostname" || name == "kernel.domainname" {
-        Some(Namespace::Uts)
-    } else {
-        None
-    }
-}
-
-/// kubelet's `NormalizeName`: a name written with `/` as its first separator
-/// (`net/ipv4/ip_local_port_range`, `net/ipv4/conf/eno2.100/rp_filter`) has its `/` and
-/// `.` swapped.
-fn normalize(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(first) if name.as_bytes()[first] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                other => other,
-            })
-            .collect(),
-        _ => name.to_owned(),
-    }
-}
 
 /// The pod's sysctls by normalized name; `None` when it sets none. A network sysctl
 /// with `hostNetwork`, an IPC one with `hostIPC` or a UTS one with `hostNetwork` (which
@@ -78,7 +28,7 @@ pub(super) fn sysctls(pod: &Pod, at: &Subject) -> Result<Option<HashMap<String, 
     let mut sysctls = HashMap::with_capacity(listed.len());
     for sysctl in listed {
         let name = normalize(&sysctl.name);
-        let refused = match namespace_of(&name) {
+        let refused = match namespace(&name) {
             Some(namespace @ (Namespace::Network | Namespace::Uts)) if host_network => {
                 Some(namespace)
             }

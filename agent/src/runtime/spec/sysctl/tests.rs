@@ -7,27 +7,6 @@ fn sysctls_of(yaml: &str) -> Option<HashMap<String, String>> {
 }
 
 #[test]
-fn names_are_normalized_as_kubelet_does() {
-    assert_eq!(normalize("net.ipv4.ip_local_port_range"), "net.ipv4.ip_local_port_range");
-    assert_eq!(normalize("net/ipv4/ip_local_port_range"), "net.ipv4.ip_local_port_range");
-    assert_eq!(normalize("net/ipv4/conf/eno2.100/rp_filter"), "net.ipv4.conf.eno2/100.rp_filter");
-    assert_eq!(normalize("net.ipv4.conf.eno2/100.rp_filter"), "net.ipv4.conf.eno2/100.rp_filter");
-    assert_eq!(normalize("kernel"), "kernel");
-}
-
-#[test]
-fn namespaces_by_kubelets_prefixes() {
-    for ipc in ["kernel.shmmax", "kernel.msgmax", "kernel.sem", "fs.mqueue.msg_max"] {
-        assert_eq!(namespace_of(ipc), Some(Namespace::Ipc), "{ipc}");
-    }
-    assert_eq!(namespace_of("net.ipv4.ip_forward"), Some(Namespace::Network));
-    assert_eq!(namespace_of("kernel.hostname"), Some(Namespace::Uts));
-    assert_eq!(namespace_of("kernel.domainname"), Some(Namespace::Uts));
-    assert_eq!(namespace_of("vm.swappiness"), None);
-    assert_eq!(namespace_of("kernel.shm_rmid_forced"), Some(Namespace::Ipc));
-}
-
-#[test]
 fn none_without_sysctls() {
     assert_eq!(sysctls_of(PLAIN), None);
     assert_eq!(sysctls_of("spec: {securityContext: {sysctls: []}, containers: []}"), None);
