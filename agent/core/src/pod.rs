@@ -97,6 +97,11 @@ pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     spec.containers.iter().chain(spec.init_containers.iter().flatten()).find(|c| c.name == name)
 }
 
+/// An init container with `restartPolicy: Always`: a sidecar (I3).
+pub fn is_sidecar(init_container: &Container) -> bool {
+    init_container.restart_policy.as_deref() == Some("Always")
+}
+
 /// An annotation's value, if present.
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)

@@ -91,9 +91,8 @@ fn summarize(pod: &Pod) -> Summary {
     let status = pod.status.as_ref();
     let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
     let init_specs = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or_default();
-    let sidecar = |name: &str| {
-        init_specs.iter().any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
-    };
+    let sidecar =
+        |name: &str| init_specs.iter().any(|c| c.name == name && outpost_core::pod::is_sidecar(c));
     let containers = spec.map_or(0, |s| s.containers.len());
     let mut summary = Summary {
         reason: status

@@ -128,11 +128,7 @@ pub enum SlotKind {
 impl SlotKind {
     /// The kind of a container of `initContainers`.
     pub fn of_init(container: &k8s_openapi::api::core::v1::Container) -> SlotKind {
-        if container.restart_policy.as_deref() == Some("Always") {
-            SlotKind::Sidecar
-        } else {
-            SlotKind::Init
-        }
+        if crate::pod::is_sidecar(container) { SlotKind::Sidecar } else { SlotKind::Init }
     }
 
     /// Whether a container of this kind that exited with `exit_code` is started again,
@@ -246,6 +242,12 @@ impl Slot {
     /// An init container that ran to success (I1).
     pub fn is_completed(&self) -> bool {
         matches!(&self.state, SlotState::Terminated(t) if t.exit_code == 0)
+    }
+
+    /// An init container that failed and is not retried: its pod fails (I2).
+    pub fn is_failed_init(&self) -> bool {
+        self.kind == SlotKind::Init
+            && matches!(&self.state, SlotState::Terminated(t) if t.exit_code != 0)
     }
 
     pub fn is_running(&self) -> bool {

@@ -165,9 +165,7 @@ pub fn refused(reason: &str, message: &str, started: Timestamp) -> PodStatus {
 /// failed for good (I2); Pending until initialized; then what the app containers add up
 /// to, sidecars aside (I3).
 fn phase(view: &PodView<'_>) -> Phase {
-    let init_failed = view.slots.iter().any(|s| {
-        s.kind == SlotKind::Init && matches!(&s.state, SlotState::Terminated(t) if t.exit_code != 0)
-    });
+    let init_failed = view.slots.iter().any(Slot::is_failed_init);
     if view.deadline_exceeded || init_failed {
         return Phase::Failed;
     }

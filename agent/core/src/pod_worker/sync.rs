@@ -102,10 +102,7 @@ impl Current {
     /// failed under `restartPolicy: Never` (I2), or every app container completed and
     /// is not restarted (sidecars do not keep a pod going, I3).
     pub(super) fn finished(&self) -> bool {
-        let init_failed = self.slots.iter().any(|s| {
-            s.kind == SlotKind::Init
-                && matches!(&s.state, SlotState::Terminated(t) if t.exit_code != 0)
-        });
+        let init_failed = self.slots.iter().any(Slot::is_failed_init);
         let apps_done = self.initialized
             && self
                 .slots

@@ -189,7 +189,7 @@ fn namespaces_dir(pods: &Pods, uid: &str) -> PathBuf {
 /// completion serve nothing).
 fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
     let sidecars = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
-    let sidecars = sidecars.filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let sidecars = sidecars.filter(|c| pod::is_sidecar(c));
     let containers = pod.spec.iter().flat_map(|s| &s.containers).chain(sidecars);
     containers
         .flat_map(|c| c.ports.iter().flatten())
