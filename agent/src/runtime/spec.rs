@@ -39,6 +39,7 @@ mod hosts;
 pub mod layout;
 mod mounts;
 mod process;
+pub mod projection;
 mod quantity;
 mod resources;
 pub mod seccomp;
