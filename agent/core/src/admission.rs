@@ -13,6 +13,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
+use crate::pod::Source;
+
 mod checks;
 pub mod sysctl;
 mod table;
@@ -84,9 +86,10 @@ impl Class {
 }
 
 /// Every field of the pod Outpost would not honour (Refused) or honours differently from
-/// what a user may expect where kubelet would also run the pod (Warning).
-pub fn review(pod: &Pod, facts: &NodeFacts) -> Vec<Finding> {
-    let mut review = walk::Review::new(pod, facts);
+/// what a user may expect where kubelet would also run the pod (Warning). A static pod
+/// (`source`) that refers to an API object is refused (V2).
+pub fn review(pod: &Pod, facts: &NodeFacts, source: Source) -> Vec<Finding> {
+    let mut review = walk::Review::new(pod, facts, source);
     // A k8s-openapi value always serializes (string keys, no non-finite floats).
     if let Ok(Value::Object(fields)) = serde_json::to_value(pod) {
         review.walk(table::POD, "", "", &fields);

@@ -64,6 +64,7 @@ pub mod reason {
     pub const INSPECT_FAILED: &str = "InspectFailed";
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const FAILED_MOUNT: &str = "FailedMount";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";

@@ -250,7 +250,7 @@ pub fn decode_with_warnings(
         let prefix = anchor.field_prefix();
         let problems = validate::validate(&pod, &prefix);
         errors.extend(problems.into_iter().map(|error| (anchor, error)));
-        for finding in admission::review(&pod, &facts) {
+        for finding in admission::review(&pod, &facts, origin.source()) {
             let field = format!("{prefix}{}", finding.field);
             // The message names the field; the error's display already starts with it.
             let message = finding

@@ -235,6 +235,10 @@ pub enum Input {
         container_id: String,
         message: String,
     },
+    /// An API object the pod refers to changed (or came, or went), or a token of its
+    /// service account is due for refresh (V1): its volumes are written again, and what
+    /// waits for the objects (the sandbox's volumes, a container's env) is retried now.
+    ObjectsChanged,
     /// The runtime's event stream had a gap: exits may have been missed.
     Resync,
     /// The node shuts down: stop the pod, report it, end.
@@ -334,6 +338,11 @@ pub enum Action {
         container_id: String,
         exit_code: i32,
     },
+    /// Write the pod's configMap, secret, downwardAPI and projected volumes again from
+    /// the objects as they are now (V1); nothing comes back (a failure is an Event).
+    RefreshVolumes {
+        pod: Arc<Pod>,
+    },
     /// Record how the container ended in its labels, for a later run.
     RecordExit {
         container_id: String,
@@ -390,6 +399,9 @@ struct Current {
     /// none may once the pod finished.
     gate: usize,
     sandbox: Sandbox,
+    /// An object changed while the sandbox was being set up: its volumes are written
+    /// again once it is ready.
+    refresh_volumes: bool,
     problem: Option<SandboxProblem>,
     sandbox_backoff: Backoff,
     slots: Vec<Slot>,
@@ -555,6 +567,9 @@ impl PodWorker {
                     if fresh {
                         current.sandbox_made_anew(now, out);
                     }
+                    if std::mem::take(&mut current.refresh_volumes) {
+                        out.push(Action::RefreshVolumes { pod: current.pod.clone() });
+                    }
                 }
             }
             Input::SandboxFailed(problem) => self.sandbox_failed(problem, now, out),
@@ -575,6 +590,7 @@ impl PodWorker {
             Input::TerminationMessage { container_id, message } => {
                 self.termination_message(&container_id, message);
             }
+            Input::ObjectsChanged => self.objects_changed(now, out),
             Input::Resync => {
                 let container_ids: Vec<String> = self
                     .current
@@ -646,6 +662,11 @@ impl PodWorker {
             self.kill_deadlines(now, out);
             let host_ip = self.settings.host_ip;
             if let Some(current) = &mut self.current {
+                // The downward API's labels and annotations are in its volumes (V1).
+                let relabelled = !same_labels_and_annotations(&current.pod, &desired.pod);
+                if relabelled && matches!(current.sandbox, Sandbox::Ready { .. }) {
+                    out.push(Action::RefreshVolumes { pod: desired.pod.clone() });
+                }
                 current.pod = desired.pod;
                 current.source = desired.source;
                 current.sync(now, host_ip, &mut self.jitter, out);
@@ -677,7 +698,7 @@ impl PodWorker {
         if known {
             return;
         }
-        let findings = admission::review(&desired.pod, &self.settings.facts);
+        let findings = admission::review(&desired.pod, &self.settings.facts, desired.source);
         let mut refusals = findings.iter().filter(|f| f.severity == Severity::Refused);
         let Some(first) = refusals.next() else { return };
         let message = std::iter::once(first)
@@ -725,16 +746,43 @@ impl PodWorker {
         }
     }
 
+    /// V1: what waits for the pod's API objects goes on now; a set-up sandbox's volumes
+    /// are written again.
+    fn objects_changed(&mut self, now: Now, out: &mut Vec<Action>) {
+        let Some(current) = &mut self.current else { return };
+        match &mut current.sandbox {
+            Sandbox::Pending { retry_at } => *retry_at = now.at,
+            Sandbox::SettingUp => current.refresh_volumes = true,
+            Sandbox::Ready { .. } => out.push(Action::RefreshVolumes { pod: current.pod.clone() }),
+        }
+        for slot in &mut current.slots {
+            if let SlotState::Waiting {
+                reason: WaitingReason::CreateContainerConfigError, retry_at, ..
+            } = &mut slot.state
+            {
+                *retry_at = now.at;
+            }
+        }
+    }
+
     fn sandbox_failed(&mut self, problem: SandboxProblem, now: Now, out: &mut Vec<Action>) {
         let Some(current) = &mut self.current else { return };
         let delay = current.sandbox_backoff.next_delay(self.jitter.f64());
         tracing::warn!(reason = problem.reason.as_str(), error = problem.message, retry_in = ?delay, "cannot set up the pod sandbox");
+        // kubelet's volume manager says FailedMount (its message is the runtime's).
+        let (reason, message) = match problem.reason {
+            SandboxReason::VolumesNotReady => (reason::FAILED_MOUNT, problem.message.clone()),
+            _ => (
+                reason::FAILED_CREATE_POD_SANDBOX,
+                format!("Failed to create pod sandbox: {}", problem.message),
+            ),
+        };
         out.push(Action::Event {
             pod: current.pod.clone(),
             container: None,
             kind: EventType::Warning,
-            reason: reason::FAILED_CREATE_POD_SANDBOX,
-            message: format!("Failed to create pod sandbox: {}", problem.message),
+            reason,
+            message,
         });
         for slot in current.slots.iter_mut().filter(|s| !s.is_running()) {
             if let SlotState::Waiting { retry_at, .. } = slot.state {
@@ -782,6 +830,11 @@ impl Current {
     fn slot_mut(&mut self, name: &str) -> Option<&mut Slot> {
         self.slots.iter_mut().find(|s| s.name == name)
     }
+}
+
+/// Whether two versions of a pod have the same labels and annotations.
+fn same_labels_and_annotations(a: &Pod, b: &Pod) -> bool {
+    a.metadata.labels == b.metadata.labels && a.metadata.annotations == b.metadata.annotations
 }
 
 /// The hash of a container's spec, as kubelet labels containers with it: a different

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use outpost_core::admission::{self, NodeFacts, Severity};
 use outpost_core::manifest::{self, Origin};
-use outpost_core::pod::FullName;
+use outpost_core::pod::{FullName, Source};
 
 use crate::cli::ValidateArgs;
 use crate::commands::client::DEFAULT_CONFIG;
@@ -78,7 +78,7 @@ pub fn validate(
                 for pod in &pods {
                     let name = FullName::of(pod);
                     // The manifest alone passed: what is refused now is this node's doing.
-                    for finding in admission::review(pod, facts) {
+                    for finding in admission::review(pod, facts, Source::File) {
                         if finding.severity == Severity::Refused {
                             refused = true;
                             writeln!(

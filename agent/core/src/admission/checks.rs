@@ -313,3 +313,34 @@ pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &
     // IfPossible falls back to a plain read-only mount, as on a runtime without it.
     one_of(review, field, value, &["Disabled", "IfPossible"]);
 }
+
+/// A projected volume's sources: the downward API is the pod's own; configMap, secret and
+/// serviceAccountToken are API objects (refused for static pods, V2); clusterTrustBundle
+/// is not implemented. A source the API does not define is refused as unknown fields are.
+pub(super) fn projected(review: &mut Review<'_>, field: &str, value: &Value) {
+    let sources = value.get("sources").and_then(Value::as_array);
+    for (i, source) in sources.into_iter().flatten().enumerate() {
+        for (kind, value) in source.as_object().into_iter().flatten() {
+            let at = format!("{field}.sources[{i}].{kind}");
+            match kind.as_str() {
+                "downwardAPI" => {}
+                "configMap" | "secret" | "serviceAccountToken" => review.api_object(&at),
+                "clusterTrustBundle" if !super::walk::is_unset(value) => review.refuse(
+                    &at,
+                    UNSUPPORTED_FIELD,
+                    format!(
+                        "{at}: not supported: ClusterTrustBundles are not projected; put the \
+                         bundle in a ConfigMap and project that"
+                    ),
+                ),
+                "clusterTrustBundle" => {}
+                _ if super::walk::is_unset(value) => {}
+                _ => review.refuse(
+                    &at,
+                    UNSUPPORTED_FIELD,
+                    format!("{at}: not a projected volume source Outpost knows; remove it"),
+                ),
+            }
+        }
+    }
+}

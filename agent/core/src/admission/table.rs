@@ -23,6 +23,9 @@ pub(super) enum Rule {
     Refused(&'static str),
     /// Decided by its value (and the node); the class is the README's.
     Check(Class, CheckFn),
+    /// A reference to an API object (ConfigMap, Secret, service-account token): honoured
+    /// for pods from the API server, refused for static pods (V2).
+    ApiObject,
     /// A list of containers, each walked against [`CONTAINER`].
     Containers { init: bool },
     /// The pod's annotations, each looked up in [`ANNOTATIONS`].
@@ -37,7 +40,9 @@ pub(super) type Table = &'static [(&'static str, Rule)];
 impl Rule {
     pub(super) fn class(self) -> Class {
         match self {
-            Rule::Supported | Rule::Containers { .. } | Rule::Annotations => Class::Supported,
+            Rule::Supported | Rule::ApiObject | Rule::Containers { .. } | Rule::Annotations => {
+                Class::Supported
+            }
             Rule::Ignored | Rule::IgnoredWarning(_) => Class::Ignored,
             Rule::Refused(_) => Class::Refused,
             Rule::Check(class, _) => class,
@@ -46,11 +51,8 @@ impl Rule {
 }
 
 use Class::{Refused as R, Supported as S};
-use Rule::{Check, Ignored, IgnoredWarning, Refused, Supported};
+use Rule::{ApiObject, Check, Ignored, IgnoredWarning, Refused, Supported};
 
-const ISSUE_18: &str = "ConfigMaps, Secrets and service accounts are not available to pods \
-on this node yet (issue 18), and static pods may never refer to them (V2); put the data in a \
-hostPath file or in the manifest";
 const ISSUE_19: &str = "pod-level resources and ephemeral-storage limits come with pod \
 cgroups and eviction (issue 19); set cpu and memory on each container";
 const VOLUME: &str = "Outpost mounts no network or cloud storage; mount it on the host and \
@@ -91,7 +93,7 @@ pub(super) const POD: Table = &[
     ("spec.hostUsers", Check(R, checks::host_users)),
     ("spec.hostname", Supported),
     ("spec.hostnameOverride", Refused("set spec.hostname (and spec.subdomain) instead")),
-    ("spec.imagePullSecrets", Refused(ISSUE_18)),
+    ("spec.imagePullSecrets", ApiObject),
     ("spec.initContainers", Rule::Containers { init: true }),
     ("spec.nodeName", Supported),
     ("spec.nodeSelector", IgnoredWarning("node labels are not checked; a static pod runs where its manifest is")),
@@ -134,9 +136,9 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].azureFile", Refused(VOLUME)),
     ("spec.volumes[].cephfs", Refused(VOLUME)),
     ("spec.volumes[].cinder", Refused(VOLUME)),
-    ("spec.volumes[].configMap", Refused(ISSUE_18)),
+    ("spec.volumes[].configMap", ApiObject),
     ("spec.volumes[].csi", Refused(VOLUME)),
-    ("spec.volumes[].downwardAPI", Refused("downwardAPI volumes come with issue 18; use env fieldRef")),
+    ("spec.volumes[].downwardAPI", Supported),
     ("spec.volumes[].emptyDir", Supported),
     ("spec.volumes[].ephemeral", Refused("generic ephemeral volumes need PersistentVolumeClaims; use emptyDir")),
     ("spec.volumes[].fc", Refused(VOLUME)),
@@ -153,11 +155,11 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].persistentVolumeClaim", Refused("there are no PersistentVolumes on this node; use a hostPath volume")),
     ("spec.volumes[].photonPersistentDisk", Refused(VOLUME)),
     ("spec.volumes[].portworxVolume", Refused(VOLUME)),
-    ("spec.volumes[].projected", Refused(ISSUE_18)),
+    ("spec.volumes[].projected", Check(S, checks::projected)),
     ("spec.volumes[].quobyte", Refused(VOLUME)),
     ("spec.volumes[].rbd", Refused(VOLUME)),
     ("spec.volumes[].scaleIO", Refused(VOLUME)),
-    ("spec.volumes[].secret", Refused(ISSUE_18)),
+    ("spec.volumes[].secret", ApiObject),
     ("spec.volumes[].storageos", Refused(VOLUME)),
     ("spec.volumes[].vsphereVolume", Refused(VOLUME)),
     ("status", Ignored),
@@ -170,12 +172,12 @@ pub(super) const CONTAINER: Table = &[
     ("command", Supported),
     ("env[].name", Supported),
     ("env[].value", Supported),
-    ("env[].valueFrom.configMapKeyRef", Refused(ISSUE_18)),
+    ("env[].valueFrom.configMapKeyRef", ApiObject),
     ("env[].valueFrom.fieldRef", Supported),
     ("env[].valueFrom.fileKeyRef", Refused("variables from files are not implemented; set `value`")),
     ("env[].valueFrom.resourceFieldRef", Supported),
-    ("env[].valueFrom.secretKeyRef", Refused(ISSUE_18)),
-    ("envFrom", Refused(ISSUE_18)),
+    ("env[].valueFrom.secretKeyRef", ApiObject),
+    ("envFrom", ApiObject),
     ("image", Supported),
     ("imagePullPolicy", Supported),
     ("lifecycle", Supported),

@@ -25,7 +25,7 @@ fn pod(spec: Value, container: Value) -> Pod {
 }
 
 fn findings(pod: &Pod) -> Vec<(String, Severity, &'static str)> {
-    review(pod, &NodeFacts::default())
+    review(pod, &NodeFacts::default(), Source::File)
         .into_iter()
         .map(|f| (f.field, f.severity, f.reason))
         .collect()
@@ -76,7 +76,7 @@ fn a1_each_refused_field_is_refused_with_its_path() {
         for path in paths {
             for (value, expected) in [(json!({"set": 1}), 1), (json!(false), 0), (json!([]), 0)] {
                 let object = nested(&path, value);
-                let mut review = Review::new(&pod, &facts);
+                let mut review = Review::new(&pod, &facts, Source::Api);
                 review.walk(table, "", "", &object);
                 let field = path.replace("[]", "[0]");
                 assert_eq!(review.findings.len(), expected, "{path}: {:?}", review.findings);
@@ -112,7 +112,7 @@ fn nested(path: &str, value: Value) -> serde_json::Map<String, Value> {
 fn a1_an_unknown_field_is_refused() {
     let pod = Pod::default();
     let facts = NodeFacts::default();
-    let mut review = Review::new(&pod, &facts);
+    let mut review = Review::new(&pod, &facts, Source::Api);
     let object = nested("spec.volumes[].newVolumeType", json!({"path": "/x"}));
     review.walk(POD, "", "", &object);
     assert_eq!(review.findings.len(), 1);
@@ -163,7 +163,7 @@ fn container_with(field: &str, value: Value) -> Pod {
 fn a1_dns_policy_cluster_first_warns_that_it_falls_back() {
     for policy in ["ClusterFirst", "ClusterFirstWithHostNet"] {
         let pod = pod_with("dnsPolicy", json!(policy));
-        let found = review(&pod, &NodeFacts::default());
+        let found = review(&pod, &NodeFacts::default(), Source::File);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].severity, Severity::Warning);
         assert!(found[0].message.contains("node's resolver"), "{}", found[0].message);
@@ -225,7 +225,7 @@ fn priority_is_spec_priority_else_the_builtin_class_else_zero() {
 }
 
 fn apparmor(facts: &NodeFacts, pod: &Pod) -> Vec<(String, Severity, &'static str)> {
-    review(pod, facts).into_iter().map(|f| (f.field, f.severity, f.reason)).collect()
+    review(pod, facts, Source::File).into_iter().map(|f| (f.field, f.severity, f.reason)).collect()
 }
 
 #[test]
@@ -248,6 +248,7 @@ fn a1_apparmor_is_refused_with_kubelets_reason_where_it_is_not_enabled() {
     let message = &review(
         &container_with("securityContext", json!({"appArmorProfile": {"type": "RuntimeDefault"}})),
         &off,
+        Source::File,
     )[0]
     .message;
     assert!(
@@ -342,7 +343,7 @@ fn a1_sysctls_outside_the_safe_set_are_forbidden_unless_allowed() {
     assert_eq!(check(&default, &sysctl_pod("net/ipv4/tcp_syncookies", false)), vec![]);
     let unsafe_pod = sysctl_pod("net.core.somaxconn", false);
     assert_eq!(check(&default, &unsafe_pod), forbidden);
-    let message = &review(&unsafe_pod, &default)[0].message;
+    let message = &review(&unsafe_pod, &default, Source::File)[0].message;
     assert!(
         message.starts_with("forbidden sysctl: \"net.core.somaxconn\" not allowlisted"),
         "{message}"
@@ -359,7 +360,8 @@ fn a1_sysctls_outside_the_safe_set_are_forbidden_unless_allowed() {
     assert_eq!(check(&by_prefix, &sysctl_pod("net.ipv4.ip_forward", false)), forbidden);
 
     // kubelet: a net sysctl with the host's network, an ipc one with the host's IPC.
-    let message = &review(&sysctl_pod("net.ipv4.tcp_syncookies", true), &default)[0].message;
+    let message =
+        &review(&sysctl_pod("net.ipv4.tcp_syncookies", true), &default, Source::File)[0].message;
     assert!(message.starts_with(
         "forbidden sysctl: \"net.ipv4.tcp_syncookies\" not allowed with host net enabled"
     ));
@@ -478,20 +480,73 @@ fn a1_init_containers_are_reviewed_with_their_index_and_may_be_sidecars() {
 }
 
 #[test]
-fn a1_api_objects_are_refused_naming_the_issue_that_adds_them() {
+fn v2_static_pods_may_not_refer_to_api_objects_and_api_pods_may() {
     let pod = pod(
-        json!({"volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
-        json!({"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
+        json!({
+            "imagePullSecrets": [{"name": "registry"}],
+            "volumes": [
+                {"name": "c", "configMap": {"name": "c"}},
+                {"name": "s", "secret": {"secretName": "s"}},
+                {"name": "d", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                {"name": "kube-api-access-x2k9p", "projected": {"sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+                ]}},
+            ],
+        }),
+        json!({
+            "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            "envFrom": [{"configMapRef": {"name": "c"}}],
+        }),
     );
-    let found = review(&pod, &NodeFacts::default());
+    let found = review(&pod, &NodeFacts::default(), Source::File);
     let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
     assert_eq!(
         fields,
-        ["spec.containers[0].env[0].valueFrom.secretKeyRef", "spec.volumes[0].configMap"]
+        [
+            "spec.containers[0].env[0].valueFrom.secretKeyRef",
+            "spec.containers[0].envFrom",
+            "spec.imagePullSecrets",
+            "spec.volumes[0].configMap",
+            "spec.volumes[1].secret",
+            "spec.volumes[3].projected.sources[0].serviceAccountToken",
+            "spec.volumes[3].projected.sources[1].configMap",
+        ]
     );
-    assert!(found.iter().all(|f| f.message.contains("issue 18")));
+    assert!(found.iter().all(|f| f.message.contains("static pods may not refer to API objects")));
+    for source in [Source::File, Source::Url, Source::Push] {
+        assert!(refuses(&review(&pod, &NodeFacts::default(), source)), "{source:?}");
+    }
+    assert_eq!(review(&pod, &NodeFacts::default(), Source::Api), vec![], "API pods may");
+    // The downward API is the pod's own: static pods may project it.
+    let downward = pod_with(
+        "volumes",
+        json!([{"name": "p", "projected": {"sources": [{"downwardAPI": {"items": [
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}}]),
+    );
+    assert_eq!(review(&downward, &NodeFacts::default(), Source::File), vec![]);
+}
+
+#[test]
+fn projected_sources_outpost_does_not_make_are_refused_for_every_pod() {
+    let pod = pod_with(
+        "volumes",
+        json!([{"name": "p", "projected": {"sources": [
+            {"clusterTrustBundle": {"signerName": "example.com/x", "path": "b.pem"}},
+            {"podCertificate": {"signerName": "example.com/x", "keyType": "ED25519"}},
+        ]}}]),
+    );
+    let found = review(&pod, &NodeFacts::default(), Source::Api);
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.volumes[0].projected.sources[0].clusterTrustBundle",
+            "spec.volumes[0].projected.sources[1].podCertificate",
+        ]
+    );
     assert!(refuses(&found));
-    assert!(!refuses(&review(&pod_with("nodeSelector", json!({"a": "b"})), &NodeFacts::default())));
 }
 
 #[test]
@@ -531,7 +586,7 @@ fn a1_stdin_and_a_process_namespace_shared_with_the_host_are_refused() {
     let refused = |spec: serde_json::Value| {
         let pod: Pod =
             serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
-        review(&pod, &NodeFacts::permissive())
+        review(&pod, &NodeFacts::permissive(), Source::File)
             .into_iter()
             .filter(|f| f.severity == Severity::Refused)
             .map(|f| f.field)

@@ -6,19 +6,35 @@ use serde_json::{Map, Value};
 
 use super::table::{ANNOTATIONS, CONTAINER, Rule, Table};
 use super::{Finding, NodeFacts, Severity, UNSUPPORTED_FIELD};
+use crate::pod::Source;
+
+/// Why a static pod may not refer to an API object (V2).
+const STATIC_POD_API_OBJECT: &str = "static pods may not refer to API objects (ConfigMaps, \
+Secrets, service-account tokens exist only for pods from the API server, V2); put the data in \
+the manifest or in a hostPath file";
 
 /// A review in progress: the pod, the node, where the walk is, and what it found.
 pub(super) struct Review<'a> {
     pub(super) pod: &'a Pod,
     pub(super) facts: &'a NodeFacts,
+    /// Where the pod comes from: static pods may not refer to API objects (V2).
+    pub(super) source: Source,
     /// Whether the walk is in an init container.
     pub(super) in_init_container: bool,
     pub(super) findings: Vec<Finding>,
 }
 
 impl<'a> Review<'a> {
-    pub(super) fn new(pod: &'a Pod, facts: &'a NodeFacts) -> Self {
-        Review { pod, facts, in_init_container: false, findings: Vec::new() }
+    pub(super) fn new(pod: &'a Pod, facts: &'a NodeFacts, source: Source) -> Self {
+        Review { pod, facts, source, in_init_container: false, findings: Vec::new() }
+    }
+
+    /// A reference to an API object at `field`: refused for a static pod (V2).
+    pub(super) fn api_object(&mut self, field: &str) {
+        if self.source.is_static() {
+            let why = STATIC_POD_API_OBJECT;
+            self.refuse(field, UNSUPPORTED_FIELD, format!("{field}: not supported: {why}"));
+        }
     }
 
     pub(super) fn refuse(&mut self, field: &str, reason: &'static str, message: String) {
@@ -98,6 +114,11 @@ impl<'a> Review<'a> {
             Rule::Refused(why) => {
                 if !is_unset(value) {
                     self.refuse(field, UNSUPPORTED_FIELD, format!("{field}: not supported: {why}"));
+                }
+            }
+            Rule::ApiObject => {
+                if !is_unset(value) {
+                    self.api_object(field);
                 }
             }
             Rule::Check(_, check) => check(self, field, value),

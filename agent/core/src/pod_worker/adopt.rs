@@ -65,6 +65,7 @@ impl PodWorker {
             seen,
             started: now.wall,
             sandbox: Sandbox::Pending { retry_at: now.at },
+            refresh_volumes: false,
             problem: None,
             sandbox_backoff: Backoff::new(
                 std::time::Duration::from_secs(1),

@@ -24,6 +24,7 @@ use crate::pod::{CONFIG_SEEN, FullName, Source};
 
 mod admission;
 mod init;
+mod objects;
 mod probes;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -359,6 +360,7 @@ fn show(action: &Action) -> String {
             format!("Count PodStarted {source} {latency:?}")
         }
         Action::RemoveStatus { uid } => format!("RemoveStatus {uid}"),
+        Action::RefreshVolumes { pod: p } => format!("RefreshVolumes {}", pod::uid(p)),
         Action::Probe { container, container_id, kind, handler, timeout, .. } => format!(
             "Probe {} {container}/{container_id} {} {timeout:?}",
             kind.as_str(),
