@@ -12,8 +12,9 @@
 //! {"pods":[...]}
 //! ```
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -22,6 +23,9 @@ use serde::de::DeserializeOwned;
 use crate::metrics::counted::CheckpointWrites;
 
 const MAGIC: &str = "outpost-checkpoint v1";
+/// The mode of a checkpoint file, and of one that holds secrets.
+const PUBLIC: u32 = 0o644;
+const PRIVATE: u32 = 0o600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -76,21 +80,35 @@ impl Checkpoints {
         self.dir.join(format!("{name}.json"))
     }
 
-    /// Writes checkpoint `name` atomically and durably (temp + fsync + rename + dir fsync).
+    /// Writes checkpoint `name` atomically and durably (temp + fsync + rename + dir fsync),
+    /// readable by all (mode 0644).
     pub fn write<T: Serialize>(&self, name: &'static str, value: &T) -> Result<(), Error> {
-        let written = self.write_file(name, value);
+        let written = self.write_file(name, value, PUBLIC);
         self.metrics.checkpoint_written(name, written.is_ok());
         written
     }
 
-    fn write_file<T: Serialize>(&self, name: &str, value: &T) -> Result<(), Error> {
+    /// [`Checkpoints::write`] for a checkpoint that holds secrets: readable by root only
+    /// (mode 0600, V3).
+    pub fn write_private<T: Serialize>(&self, name: &'static str, value: &T) -> Result<(), Error> {
+        let written = self.write_file(name, value, PRIVATE);
+        self.metrics.checkpoint_written(name, written.is_ok());
+        written
+    }
+
+    fn write_file<T: Serialize>(&self, name: &str, value: &T, mode: u32) -> Result<(), Error> {
         let path = self.path(name);
         let body = serde_json::to_vec(value)
             .map_err(|source| Error::Encode { path: path.clone(), source })?;
         let write = || -> io::Result<()> {
             fs::create_dir_all(&self.dir)?;
             let tmp = self.dir.join(format!(".{name}.json.tmp"));
-            let mut file = File::create(&tmp)?;
+            // A leftover temporary file may have another mode: start afresh.
+            match fs::remove_file(&tmp) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
             file.write_all(header(&body).as_bytes())?;
             file.write_all(&body)?;
             file.sync_all()?;

@@ -13,6 +13,7 @@ pub mod error_chain;
 pub mod host;
 pub mod logging;
 pub mod metrics;
+pub mod objects;
 pub mod permissions;
 pub mod podconfig;
 pub mod runtime;

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use outpost_core::merge::DeltaOp;
-use outpost_core::pod::FullName;
+use outpost_core::pod::{FullName, Source};
 use outpost_core::pod_worker::{self, Desired, Found};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -30,6 +30,7 @@ use self::probe::Prober;
 use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::metrics::counted::Metrics;
+use crate::objects;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
@@ -67,6 +68,7 @@ impl Runtime {
         events: Recorder,
         metrics: Metrics,
         ebpf: ebpf::Handle,
+        objects: objects::Objects,
     ) -> Result<Runtime, probe::Error> {
         let core = pod_worker::Settings {
             crash_loop: settings.crash_loop,
@@ -82,6 +84,7 @@ impl Runtime {
             events: events.clone(),
             metrics: metrics.clone(),
             execs,
+            objects,
         };
         let prober = Prober::new()?;
         Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober))
@@ -119,6 +122,8 @@ enum Message {
     Task(TaskEvent),
     /// What the kernel saw in one of the pod's containers (eBPF).
     Kernel(ebpf::Observed),
+    /// An API object the pod refers to changed, or its token is due (V1).
+    ObjectsChanged,
     /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
     /// gracefully, report it terminated, and end.
     Shutdown,
@@ -164,12 +169,15 @@ struct Workers<R: PodRuntime> {
 /// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
 /// until `shutdown` is cancelled: then every pod is stopped as for a node shutdown, and
 /// this returns once all are stopped. Either way every worker has ended, its background
-/// work done, when this returns.
+/// work done, when this returns. API pods claim the objects they refer to as they come
+/// and release them as they go; `changes` of those objects go to the pods' workers.
 pub async fn run(
     runtime: Arc<Runtime>,
     mut batches: mpsc::Receiver<Batch>,
+    mut changes: objects::Changes,
     shutdown: CancellationToken,
 ) {
+    let objects = runtime.runtime.objects.clone();
     let (events_tx, mut events_rx) = mpsc::channel(256);
     let watcher = tokio::spawn(events::watch(runtime.runtime.containerd.clone(), events_tx));
     // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
@@ -191,11 +199,19 @@ pub async fn run(
                     let name = FullName::of(&delta.pod);
                     let pod = match delta.op {
                         DeltaOp::Remove => {
-                            desired.remove(&name);
+                            if let Some(uid) = desired.remove(&name) {
+                                objects.release(&uid);
+                            }
                             None
                         }
                         _ => {
-                            desired.insert(name.clone(), outpost_core::pod::uid(&delta.pod).to_owned());
+                            let uid = outpost_core::pod::uid(&delta.pod).to_owned();
+                            if let Some(replaced) = desired.insert(name.clone(), uid.clone()).filter(|old| *old != uid) {
+                                objects.release(&replaced);
+                            }
+                            if delta.source == Source::Api {
+                                objects.claim(&delta.pod);
+                            }
                             Some(Desired { source: delta.source, pod: delta.pod })
                         }
                     };
@@ -207,10 +223,12 @@ pub async fn run(
                     owned.extend(workers.found.values().flatten().filter_map(|c| c.pod_uid.clone()));
                     containerd::remove_orphans(&runtime.runtime, &owned).await;
                     workers.collect_garbage();
+                    objects.collect_garbage();
                 }
             }
             Some(event) = events_rx.recv() => route(&runtime, &workers.outboxes, event),
             Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
+            Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
             () = shutdown.cancelled() => {
                 tracing::info!(pods = workers.outboxes.len(), "node shutdown: stopping every pod");
                 break Message::Shutdown;
@@ -254,7 +272,10 @@ impl<R: PodRuntime> Workers<R> {
                 }
             }
         }
-        if matches!(message, Message::Task(_) | Message::Kernel(_) | Message::Leave) {
+        if matches!(
+            message,
+            Message::Task(_) | Message::Kernel(_) | Message::ObjectsChanged | Message::Leave
+        ) {
             return;
         }
         let (outbox, inbox) = mpsc::unbounded_channel();

@@ -65,6 +65,8 @@ pub mod reason {
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
     pub const FAILED_MOUNT: &str = "FailedMount";
+    pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
+    pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";

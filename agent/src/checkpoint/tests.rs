@@ -107,3 +107,25 @@ fn writes_and_failed_writes_are_counted() {
     }
     assert!(!text.contains("write_failures_total{source=\"url\"}"), "{text}");
 }
+
+#[test]
+fn v3_a_private_checkpoint_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let cps = Checkpoints::new(dir.path());
+    let mode = |name: &str| fs::metadata(cps.path(name)).unwrap().permissions().mode() & 0o777;
+    cps.write_private("api-objects", &sample()).unwrap();
+    assert_eq!(mode("api-objects"), 0o600);
+    assert_eq!(cps.read::<Pods>("api-objects").unwrap(), Some(sample()));
+    // A leftover temporary file made readable by all does not lend its mode.
+    fs::write(dir.path().join("checkpoints/.api-objects.json.tmp"), b"x").unwrap();
+    fs::set_permissions(
+        dir.path().join("checkpoints/.api-objects.json.tmp"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    cps.write_private("api-objects", &Pods::new()).unwrap();
+    assert_eq!(mode("api-objects"), 0o600);
+    cps.write("api", &sample()).unwrap();
+    assert_eq!(mode("api") & 0o600, 0o600);
+}

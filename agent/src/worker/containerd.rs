@@ -38,7 +38,9 @@ use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
-use crate::runtime::spec::{self, Namespaces, PodContext, layout};
+use crate::runtime::spec::projection::{Object, Reference, Resolution};
+use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
+use crate::objects::Objects;
 use crate::runtime::termination;
 
 /// What the runtime is configured with.
@@ -80,6 +82,8 @@ pub struct Pods {
     pub metrics: Metrics,
     /// Runs probes' and hooks' commands in containers.
     pub execs: Execs,
+    /// The API objects API pods refer to (their volumes, env and pull secrets).
+    pub objects: Objects,
 }
 
 impl Pods {
@@ -104,12 +108,16 @@ impl PodRuntime for Pods {
         Ok(SetUp { sandbox, ips, fresh })
     }
 
+    async fn refresh_volumes(&self, pod: &Pod) {
+        sandbox::refresh_volumes(self, pod).await;
+    }
+
     async fn tear_down_sandbox(&self, uid: &str) {
         sandbox::tear_down(self, uid).await;
     }
 
     async fn ensure_image(&self, pod: &Pod, container: &Container) -> Result<Image, StartFailure> {
-        ensure_image(self, container, &pod_ref(pod, Some(&container.name))).await
+        ensure_image(self, pod, container, &pod_ref(pod, Some(&container.name))).await
     }
 
     async fn termination_message(
@@ -153,6 +161,7 @@ impl PodRuntime for Pods {
         let uid = pod::uid(pod);
         let parent = cgroup_parent(uid);
         let ns = &sandbox.namespaces;
+        let resolved = self.objects.resolve(pod, &projection::container_references(container)).await;
         let context = PodContext {
             pod,
             node_name: &self.settings.node_name,
@@ -169,6 +178,7 @@ impl PodRuntime for Pods {
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
             apparmor_enabled: self.settings.facts.apparmor_enabled,
+            resolved: &resolved,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
@@ -342,6 +352,7 @@ fn found(listed: Listed) -> Option<(FullName, Found)> {
 /// kubelet's image events on `object` (the container).
 async fn ensure_image(
     pods: &Pods,
+    pod: &Pod,
     container: &Container,
     object: &ObjectReference,
 ) -> Result<Image, StartFailure> {
@@ -369,13 +380,63 @@ async fn ensure_image(
             );
             Ok(image)
         }
-        (_, present) => pull_image(pods, reference, present, object).await,
+        (_, present) => {
+            let keyring = pull_keyring(pods, pod).await;
+            pull_image(pods, reference, &keyring, present, object).await
+        }
     }
+}
+
+/// The credentials a pull for `pod` tries: its `imagePullSecrets` (which the API server
+/// filled from its service account's when it had none), then the node's credentials
+/// file, as kubelet does. Secrets that cannot be had are skipped, with kubelet's
+/// FailedToRetrieveImagePullSecret warning.
+async fn pull_keyring(pods: &Pods, pod: &Pod) -> Keyring {
+    let references = projection::pull_secret_references(pod);
+    if references.is_empty() {
+        return pods.settings.keyring.clone();
+    }
+    let resolved = pods.objects.resolve(pod, &references).await;
+    let mut keyring = Keyring::default();
+    let mut missing = Vec::new();
+    for (reference, resolution) in resolved.0 {
+        let Reference::Secret(name) = reference else { continue };
+        let secret = match resolution {
+            Resolution::Found(Object::Secret(secret)) => secret,
+            _ => {
+                missing.push(name);
+                continue;
+            }
+        };
+        let data = secret.data.as_ref();
+        let config = [".dockerconfigjson", ".dockercfg"]
+            .into_iter()
+            .find_map(|key| data.and_then(|d| d.get(key)));
+        match config.map(|bytes| Keyring::from_docker_config(&bytes.0)) {
+            Some(Ok(found)) => keyring.merge(found),
+            Some(Err(e)) => {
+                tracing::warn!(pod.uid = pod::uid(pod), secret = name, error = %describe(&e), "cannot read an image pull secret");
+                missing.push(name);
+            }
+            None => missing.push(name),
+        }
+    }
+    if !missing.is_empty() {
+        let message = format!(
+            "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+            missing.join(", ")
+        );
+        let object = pod_ref(pod, None);
+        pods.events.emit(&object, EventType::Warning, reason::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET, message);
+    }
+    keyring.merge(pods.settings.keyring.clone());
+    keyring
 }
 
 async fn pull_image(
     pods: &Pods,
     reference: &str,
+    keyring: &Keyring,
     present: Option<Image>,
     object: &ObjectReference,
 ) -> Result<Image, StartFailure> {
@@ -387,8 +448,7 @@ async fn pull_image(
         format!("Pulling image \"{reference}\""),
     );
     let began = std::time::Instant::now();
-    let pulled =
-        pull::pull(&pods.containerd, reference, &pods.settings.keyring, &pods.settings.pull).await;
+    let pulled = pull::pull(&pods.containerd, reference, keyring, &pods.settings.pull).await;
     match (pulled, present) {
         (Ok(_), _) => {
             pods.metrics.image_pulled(began.elapsed());

@@ -157,6 +157,7 @@ impl<R: PodRuntime> PodWorker<R> {
                 self.audit(&observed);
                 inputs.extend(kernel_input(observed));
             }
+            Message::ObjectsChanged => inputs.push_back(Input::ObjectsChanged),
             Message::Shutdown => inputs.push_back(Input::Shutdown),
             Message::Leave => return true,
         }

@@ -73,6 +73,11 @@ pub trait PodRuntime: Send + Sync + 'static {
         pod: &Pod,
     ) -> impl Future<Output = Result<SetUp<Self::Sandbox>, SandboxProblem>> + Send;
 
+    /// Writes the pod's configMap, secret, downwardAPI and projected volumes again from
+    /// the objects as they are now (V1), if its sandbox is set up; a failure is logged
+    /// and told in an Event.
+    fn refresh_volumes(&self, pod: &Pod) -> impl Future<Output = ()> + Send;
+
     /// Removes everything [`PodRuntime::set_up_sandbox`] made for the pod `uid`.
     fn tear_down_sandbox(&self, uid: &str) -> impl Future<Output = ()> + Send;
 

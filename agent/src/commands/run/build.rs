@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use super::Error;
 use super::pods::{PodRuntime, RuntimeHandles, containerd_choice, managed_options};
 use crate::api;
+use crate::objects::Objects;
 use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
@@ -141,6 +142,10 @@ pub(super) async fn build(
         }
         None => None,
     };
+    let (objects, changes) = match &client {
+        Some(client) => Objects::start(client.clone(), checkpoints.clone()).await,
+        None => (Objects::default(), tokio::sync::mpsc::unbounded_channel().1),
+    };
 
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
     let ebpf = if dry_run {
@@ -252,6 +257,8 @@ pub(super) async fn build(
                 stop_pods: stop_pods.clone(),
                 ebpf,
                 exec: exec.unwrap_or_default(),
+                objects,
+                changes,
             },
         })),
     };

@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::Error;
 use crate::api::exec::ExecSlot;
+use crate::objects::{Changes, Objects};
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
@@ -63,6 +64,9 @@ pub(super) struct RuntimeHandles {
     pub(super) ebpf: crate::ebpf::Handle,
     /// Where the local API finds the runtime's exec side (`/exec`, `/run`).
     pub(super) exec: ExecSlot,
+    /// The API objects API pods refer to, and their changes.
+    pub(super) objects: Objects,
+    pub(super) changes: Changes,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -194,8 +198,9 @@ async fn run_pods(
         handles.events,
         handles.metrics,
         handles.ebpf,
+        handles.objects,
     )?);
-    worker::run(runtime, batches, handles.stop_pods).await;
+    worker::run(runtime, batches, handles.changes, handles.stop_pods).await;
     if let Some(images) = images {
         images.abort();
     }

@@ -19,6 +19,7 @@ use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
+use crate::runtime::spec::projection;
 use crate::runtime::{cgroups, spec, volumes};
 
 /// What the pod's containers join.
@@ -120,9 +121,10 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     };
     let pod_dir = pods.pods_dir().join(&uid);
     let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
+    let resolved = pods.objects.resolve(pod, &projection::volume_references(pod)).await;
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
-    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
+    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved))
         .await
         .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
     // Said once per pod (its resolv.conf is written first), not at every set-up.
@@ -132,6 +134,27 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
         pods.events.emit(&object, EventType::Warning, reason::MISSING_CLUSTER_DNS, message);
     }
     Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir }, fresh))
+}
+
+/// Writes the pod's API-object and downward API volumes again, from the objects as they
+/// are now (V1); what cannot be written is logged and told as kubelet's FailedMount.
+pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    if !volumes.iter().any(|v| projection::kind(v).is_some()) {
+        return;
+    }
+    let resolved = pods.objects.resolve(pod, &projection::volume_references(pod)).await;
+    let (dir, owned) = (pods.pods_dir().join(pod::uid(pod)), pod.clone());
+    let errors = match tokio::task::spawn_blocking(move || volumes::refresh(&dir, &owned, &resolved)).await {
+        Ok(Ok(())) => return,
+        Ok(Err(errors)) => errors.iter().map(|e| describe(e)).collect(),
+        Err(e) => vec![describe(&e)],
+    };
+    let object = pod_ref(pod, None);
+    for message in errors {
+        tracing::warn!(pod.uid = pod::uid(pod), error = message, "cannot update the pod's volumes");
+        pods.events.emit(&object, EventType::Warning, reason::FAILED_MOUNT, message);
+    }
 }
 
 /// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.

@@ -146,6 +146,10 @@ impl PodRuntime for Fake {
         Ok(SetUp { sandbox: uid, ips: vec![pod_ip()], fresh: true })
     }
 
+    async fn refresh_volumes(&self, pod: &Pod) {
+        self.call(format!("refresh_volumes {}", outpost_core::pod::uid(pod))).await;
+    }
+
     async fn tear_down_sandbox(&self, uid: &str) {
         self.call(format!("tear_down {uid}")).await;
     }

@@ -378,6 +378,9 @@ impl PodRuntime for Commands {
     async fn set_up_sandbox(&self, _: &Pod) -> Result<SetUp<()>, SandboxProblem> {
         unreachable!("probes set up no sandbox")
     }
+    async fn refresh_volumes(&self, _: &Pod) {
+        unreachable!("probes write no volumes")
+    }
     async fn tear_down_sandbox(&self, _: &str) {
         unreachable!()
     }

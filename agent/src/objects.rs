@@ -1,0 +1,342 @@
+//! The API objects API pods refer to (SEMANTICS.md V1, V3): ConfigMaps and Secrets, each
+//! watched alone while a pod refers to it, and tokens of the pods' service accounts.
+//!
+//! As kubelet's watch-based managers do, every referenced object gets its own list+watch
+//! (`fieldSelector=metadata.name=<name>` in its namespace): no polling, no cluster-wide
+//! list. A pod [`Objects::claim`]s its references when the merge hands it over (and again
+//! before each use) and [`Objects::release`]s them when it is gone; an object nobody
+//! claims any more is no longer watched, nor kept.
+//!
+//! What is known of each object, present or known absent, and the tokens, are kept in
+//! the private checkpoint `api-objects` (mode 0600: it holds Secrets), written before
+//! anyone is told of a change, so that after a reboot without the API server the pods
+//! come back with the same volumes and variables (V3). The checkpoint's entries nobody
+//! claims once every source has been seen are dropped ([`Objects::collect_garbage`]).
+//!
+//! A change (an object came, changed, or went; a token is due for refresh) is told to
+//! the pods that claim it through the [`Changes`] stream, by pod full name; the pod
+//! workers write the volumes again, and retry what waited for the object.
+
+mod saved;
+mod token;
+mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::pod::{self, FullName};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::AbortHandle;
+
+use self::token::{Token, TokenKey};
+use crate::apiserver::{ApiClient, lock};
+use crate::checkpoint::Checkpoints;
+use crate::runtime::spec::projection::{self, Object, Reference, Resolution, Resolved};
+
+/// How long a lookup of an object not yet answered waits for its first list, when the
+/// API server is reachable (kubelet's watch-based manager waits a second; a little more
+/// here, since the list starts only when the pod claims it).
+const FIRST_ANSWER: Duration = Duration::from_secs(5);
+
+/// The kinds of object watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    ConfigMap,
+    Secret,
+}
+
+impl Kind {
+    /// As kubelet's messages name it (`configmap "x" not found`).
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "configmap",
+            Kind::Secret => "secret",
+        }
+    }
+}
+
+/// A watched object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Key {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// What is known of an object.
+#[derive(Debug, Clone, PartialEq)]
+enum Known {
+    /// No answer yet (never listed, not in the checkpoint).
+    Unknown,
+    Present(Object),
+    Absent,
+}
+
+#[derive(Debug)]
+struct Entry {
+    known: Known,
+    /// The pods (by UID) that refer to it.
+    claimants: BTreeSet<String>,
+    /// Its list+watch, while claimed.
+    watch: Option<AbortHandle>,
+}
+
+/// A pod's claim: its full name (changes are told by name) and what it refers to.
+#[derive(Debug)]
+struct Claim {
+    name: FullName,
+    keys: BTreeSet<Key>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    objects: BTreeMap<Key, Entry>,
+    claims: HashMap<String, Claim>,
+    tokens: BTreeMap<TokenKey, Token>,
+    /// The refresh timer of each token.
+    timers: HashMap<TokenKey, AbortHandle>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: ApiClient,
+    checkpoints: Checkpoints,
+    state: Mutex<State>,
+    /// Woken at every answer of a watch (lookups wait for first answers on it).
+    answered: Notify,
+    /// One checkpoint write at a time, each of the state as it is then.
+    saving: tokio::sync::Mutex<()>,
+    changes: mpsc::UnboundedSender<FullName>,
+}
+
+/// The objects service; cheap to clone. Without an API server it knows nothing, and
+/// nothing refers to it (static pods may not, V2).
+#[derive(Debug, Clone, Default)]
+pub struct Objects(Option<Arc<Inner>>);
+
+/// The pods whose objects changed, by full name.
+pub type Changes = mpsc::UnboundedReceiver<FullName>;
+
+impl Objects {
+    /// The service of the API server behind `client`, with what the checkpoint kept of an
+    /// earlier run of the same server. Makes no request.
+    pub async fn start(client: ApiClient, checkpoints: Checkpoints) -> (Objects, Changes) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let state = saved::restore(&checkpoints, client.server()).await;
+        let inner = Inner {
+            client,
+            checkpoints,
+            state: Mutex::new(state),
+            answered: Notify::new(),
+            saving: tokio::sync::Mutex::new(()),
+            changes: tx,
+        };
+        (Objects(Some(Arc::new(inner))), rx)
+    }
+
+    /// Takes note of what `pod` refers to (watching what is new, dropping what it no
+    /// longer refers to). Cheap when nothing changed.
+    pub fn claim(&self, pod: &Pod) {
+        let Some(inner) = &self.0 else { return };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let keys: BTreeSet<Key> = projection::references(pod)
+            .into_iter()
+            .filter_map(|reference| key(namespace, &reference))
+            .collect();
+        let uid = pod::uid(pod).to_owned();
+        let mut state = lock(&inner.state);
+        let before = match state.claims.get(&uid) {
+            Some(claim) if claim.keys == keys => return,
+            Some(claim) => claim.keys.clone(),
+            None => BTreeSet::new(),
+        };
+        for key in keys.difference(&before) {
+            let entry = state.objects.entry(key.clone()).or_insert_with(|| Entry {
+                known: Known::Unknown,
+                claimants: BTreeSet::new(),
+                watch: None,
+            });
+            entry.claimants.insert(uid.clone());
+            if entry.watch.is_none() {
+                let task = tokio::spawn(watch::follow(inner.clone(), key.clone()));
+                entry.watch = Some(task.abort_handle());
+            }
+        }
+        let dropped: Vec<Key> = before.difference(&keys).cloned().collect();
+        unclaim(&mut state, &uid, &dropped);
+        state.claims.insert(uid, Claim { name: FullName::of(pod), keys });
+    }
+
+    /// The pod `uid` is gone: what only it referred to is no longer watched nor kept,
+    /// its tokens are forgotten.
+    pub fn release(&self, uid: &str) {
+        let Some(inner) = &self.0 else { return };
+        let mut state = lock(&inner.state);
+        let Some(claim) = state.claims.remove(uid) else { return };
+        let keys: Vec<Key> = claim.keys.into_iter().collect();
+        unclaim(&mut state, uid, &keys);
+        let tokens: Vec<TokenKey> = state.tokens.keys().filter(|k| k.uid == uid).cloned().collect();
+        for key in tokens {
+            state.tokens.remove(&key);
+            if let Some(timer) = state.timers.remove(&key) {
+                timer.abort();
+            }
+        }
+        drop(state);
+        inner.save_later();
+    }
+
+    /// Every source has been seen (M9): what the checkpoint kept that no pod claimed is
+    /// dropped.
+    pub fn collect_garbage(&self) {
+        let Some(inner) = &self.0 else { return };
+        let mut state = lock(&inner.state);
+        let before = state.objects.len();
+        state.objects.retain(|_, entry| !entry.claimants.is_empty());
+        let claimed: BTreeSet<String> = state.claims.keys().cloned().collect();
+        state.tokens.retain(|key, _| claimed.contains(&key.uid));
+        let dropped = before - state.objects.len();
+        drop(state);
+        if dropped > 0 {
+            tracing::info!(objects = dropped, "dropped cached objects no pod refers to any more");
+            inner.save_later();
+        }
+    }
+
+    /// What `references` of `pod` resolve to now. An object not answered yet is waited
+    /// for (a few seconds) when the API server is reachable; a token is requested when
+    /// there is none or it is due for refresh (the old one is kept if that fails).
+    pub async fn resolve(&self, pod: &Pod, references: &BTreeSet<Reference>) -> Resolved {
+        let Some(inner) = &self.0 else {
+            let why = "no API server is configured (--kubeconfig)";
+            return Resolved(
+                references.iter().map(|r| (r.clone(), Resolution::Unavailable(why.into()))).collect(),
+            );
+        };
+        self.claim(pod);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let mut resolved = BTreeMap::new();
+        for reference in references {
+            let resolution = match key(namespace, reference) {
+                Some(key) => inner.object(&key).await,
+                None => token::resolve(inner, pod, reference).await,
+            };
+            resolved.insert(reference.clone(), resolution);
+        }
+        Resolved(resolved)
+    }
+}
+
+impl Inner {
+    /// What is known of `key`, waiting a little for its first answer.
+    async fn object(&self, key: &Key) -> Resolution {
+        let deadline = tokio::time::Instant::now() + FIRST_ANSWER;
+        loop {
+            let answered = self.answered.notified();
+            let known = lock(&self.state).objects.get(key).map(|e| e.known.clone());
+            match known {
+                Some(Known::Present(object)) => return Resolution::Found(object),
+                Some(Known::Absent) => return Resolution::Absent,
+                _ => {}
+            }
+            let reachable = self.client.connectivity().is_reachable();
+            if !reachable || tokio::time::timeout_at(deadline, answered).await.is_err() {
+                let why = if reachable {
+                    "the API server has not answered yet"
+                } else {
+                    "the API server is unreachable and the object is not cached"
+                };
+                return Resolution::Unavailable(why.to_owned());
+            }
+        }
+    }
+
+    /// A watch's answer for `key`: kept, checkpointed, then told to the claimants.
+    async fn answer(self: &Arc<Self>, key: &Key, known: Known) {
+        let claimants = {
+            let mut state = lock(&self.state);
+            let Some(entry) = state.objects.get_mut(key) else { return };
+            if entry.known == known {
+                return;
+            }
+            entry.known = known;
+            let uids: Vec<String> = entry.claimants.iter().cloned().collect();
+            let names = uids.iter().filter_map(|uid| state.claims.get(uid));
+            names.map(|claim| claim.name.clone()).collect::<Vec<FullName>>()
+        };
+        self.save().await;
+        self.answered.notify_waiters();
+        for name in claimants {
+            let _ = self.changes.send(name);
+        }
+    }
+
+    /// Writes the checkpoint of the state as it is now.
+    async fn save(&self) {
+        let _one = self.saving.lock().await;
+        let snapshot = saved::snapshot(self.client.server(), &lock(&self.state));
+        let checkpoints = self.checkpoints.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            checkpoints.write_private(saved::CHECKPOINT, &snapshot)
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %crate::error_chain::describe(&e), "cannot checkpoint the API pods' objects; they will not survive a reboot without network");
+            }
+            Err(e) => tracing::warn!(error = %e, "the objects' checkpoint write did not finish"),
+        }
+    }
+
+    /// [`Inner::save`] off the caller's path (from synchronous code).
+    fn save_later(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move { this.save().await });
+    }
+
+    /// Tells the pod `uid` that something it refers to changed.
+    fn tell(&self, uid: &str) {
+        if let Some(claim) = lock(&self.state).claims.get(uid) {
+            let _ = self.changes.send(claim.name.clone());
+        }
+    }
+}
+
+/// The watched object a reference names (`None` for a token).
+fn key(namespace: &str, reference: &Reference) -> Option<Key> {
+    let (kind, name) = match reference {
+        Reference::ConfigMap(name) => (Kind::ConfigMap, name),
+        Reference::Secret(name) => (Kind::Secret, name),
+        Reference::ServiceAccountToken { .. } => return None,
+    };
+    Some(Key { kind, namespace: namespace.to_owned(), name: name.clone() })
+}
+
+/// The pod `uid` no longer refers to `keys`: those nobody else claims stop being watched
+/// and kept.
+fn unclaim(state: &mut State, uid: &str, keys: &[Key]) {
+    for key in keys {
+        let Some(entry) = state.objects.get_mut(key) else { continue };
+        entry.claimants.remove(uid);
+        if entry.claimants.is_empty() {
+            if let Some(watch) = entry.watch.take() {
+                watch.abort();
+            }
+            state.objects.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
