@@ -35,9 +35,19 @@ impl ApiNode {
         Node::try_new().map(ApiNode::with)
     }
 
+    /// A node and a test API server started from `config` (a plain-HTTP one unless it
+    /// says otherwise).
+    pub fn with_server(config: crate::apiserver::Config) -> ApiNode {
+        ApiNode::start_server(Node::new(), config)
+    }
+
     fn with(node: Node) -> ApiNode {
+        ApiNode::start_server(node, TestApiServer::builder())
+    }
+
+    fn start_server(node: Node, config: crate::apiserver::Config) -> ApiNode {
         let rt = Runtime::new().expect("tokio runtime");
-        let server = rt.block_on(TestApiServer::start()).expect("test API server");
+        let server = rt.block_on(config.start()).expect("test API server");
         let kubeconfig = server.kubeconfig(node.dir.path()).expect("kubeconfig");
         ApiNode { rt, server, node, kubeconfig }
     }

@@ -174,6 +174,47 @@ impl Node {
             .collect()
     }
 
+    /// What a reboot does to the node, the agent being stopped: every task is killed and
+    /// deleted (the containers stay, as containerd keeps them), everything mounted under
+    /// the node's directory is unmounted (the pods' namespaces and shm, tmpfs volumes),
+    /// and the run dir (on the tmpfs `/run`) is gone.
+    pub fn reboot(&self) {
+        for (id, _) in self.tasks() {
+            let _ = self.ctr_quiet(&["tasks", "kill", "--all", "--signal", "SIGKILL", &id]);
+        }
+        eventually("every task stopped", Duration::from_secs(30), || {
+            self.tasks().iter().all(|(_, status)| status == "STOPPED")
+        });
+        for (id, _) in self.tasks() {
+            self.ctr(&["tasks", "delete", "--force", &id]);
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let root = self.dir.path().to_string_lossy().into_owned();
+        let mut targets: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter(|t| t.starts_with(&root))
+            .collect();
+        targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
+        for target in targets {
+            let out = Command::new("umount").arg(target).output().expect("run umount");
+            assert!(out.status.success(), "umount {target}: {}", text(&out));
+        }
+        let run = self.path("run");
+        if run.exists() {
+            std::fs::remove_dir_all(&run).expect("remove the run dir");
+        }
+    }
+
+    fn ctr_quiet(&self, args: &[&str]) -> std::io::Result<Output> {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", &self.namespace])
+            .args(args)
+            .output()
+    }
+
     /// What is left on the host for the pod `uid`: run dir, pod dir, CNI cache, IPAM
     /// allocations, cgroups (empty when the pod is fully removed).
     pub fn leftovers(&self, uid: &str) -> Vec<String> {

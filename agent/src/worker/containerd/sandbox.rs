@@ -98,6 +98,19 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
                 .cni
                 .network(&uid)
                 .map_err(|e| problem(SandboxReason::NetworkNotReady, describe(&e)))?;
+            // A cached attachment of a sandbox made anew (after a reboot) is of a network
+            // namespace that is gone: release it, and attach the new one.
+            let cached = match cached {
+                Some(_) if fresh => {
+                    tracing::info!(pod.uid = %uid, "new network namespace: attaching the pod again");
+                    pods.cni
+                        .del(&uid)
+                        .await
+                        .map_err(|e| problem(SandboxReason::NetworkNotReady, describe(&e)))?;
+                    None
+                }
+                cached => cached,
+            };
             match cached {
                 Some(network) => network.ips,
                 None => {
