@@ -1,5 +1,5 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
-//! footprint, B6 reconnect, B7 scale (merge only), B8 probes; and
+//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B11 config; and
 //! O2 restart from checkpoint (asked for by the sources issue).
 //!
 //! Run with `cargo xtask bench [--quick] [ID…]` (the release profile). Writes
@@ -12,6 +12,7 @@
 
 // An inline module so that the benchmarks live in `bench/` beside this crate root.
 mod bench {
+    pub mod b11_config;
     pub mod b1_detect;
     pub mod b2_start;
     pub mod b3_restart;
@@ -31,7 +32,7 @@ use std::process::ExitCode;
 
 use bench::report::Entry;
 use bench::{
-    b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
+    b11_config, b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
     o2_restart, pods, report, signal,
 };
 
@@ -56,8 +57,14 @@ impl Options {
         options
     }
 
+    /// Whether benchmark `id` is selected: by its id (`B1` is B1, not B11), or by a
+    /// prefix that ends in a letter (`B` is every B).
     fn selects(&self, id: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| id.starts_with(o.as_str()))
+        let by = |o: &String| {
+            id == o.as_str()
+                || (id.starts_with(o.as_str()) && !o.ends_with(|c: char| c.is_ascii_digit()))
+        };
+        self.only.is_empty() || self.only.iter().any(by)
     }
 }
 
@@ -65,7 +72,7 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 9] = [
+    let benches: [(&str, Bench); 10] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -74,6 +81,7 @@ fn main() -> ExitCode {
         ("B6", b6_reconnect::run),
         ("B7", b7_scale::run),
         ("B8", b8_probes::run),
+        ("B11", b11_config::run),
         ("O2", o2_restart::run),
     ];
     let mut entries = Vec::new();
