@@ -32,7 +32,9 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod audit;
+mod cluster;
 mod discovery;
 mod error;
 mod fault;
@@ -46,6 +48,7 @@ mod selector;
 mod store;
 mod strategy;
 mod tls;
+mod token;
 mod watch;
 
 #[cfg(test)]
@@ -63,7 +66,9 @@ use serde_json::json;
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use patch::Patch;
+pub use token::{ISSUER, KubernetesClaims, ObjectRef, TokenClaims, TokenError};
 
+use cluster::Cluster;
 use http::Shared;
 use net::Listener;
 use store::Store;
@@ -80,6 +85,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Tls(#[from] tls::Error),
+    #[error(transparent)]
+    SigningKey(#[from] token::KeyError),
 }
 
 /// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
@@ -91,6 +98,7 @@ pub struct Config {
     history_limit: usize,
     port: u16,
     down: bool,
+    min_token_expiration: Duration,
 }
 
 impl Default for Config {
@@ -102,6 +110,7 @@ impl Default for Config {
             history_limit: 1000,
             port: 0,
             down: false,
+            min_token_expiration: Duration::from_secs(600),
         }
     }
 }
@@ -145,11 +154,29 @@ impl Config {
         self
     }
 
+    /// The shortest lifetime (`expirationSeconds`) a TokenRequest may ask for (default
+    /// 600 s, as on the real server). A test-only deviation: shorter lifetimes let
+    /// tests see tokens refreshed.
+    pub fn min_token_expiration(mut self, lifetime: Duration) -> Config {
+        self.min_token_expiration = lifetime;
+        self
+    }
+
     /// Starts the server.
     pub async fn start(self) -> Result<TestApiServer, Error> {
         let material = if self.tls { Some(tls::generate()?) } else { None };
+        let root_ca = match &material {
+            Some(material) => material.ca_pem.clone(),
+            None => tls::ca_pem()?,
+        };
+        let store = Arc::new(Store::new(self.history_limit));
+        let min_token_expiration =
+            i64::try_from(self.min_token_expiration.as_secs()).unwrap_or(i64::MAX);
+        let cluster =
+            Cluster::new(store.clone(), token::Signer::generate()?, root_ca, min_token_expiration);
         let shared = Arc::new(Shared {
-            store: Arc::new(Store::new(self.history_limit)),
+            store,
+            cluster,
             watchers: Arc::new(Watchers::default()),
             audit: audit::Audit::default(),
             faults: fault::Faults::default(),
@@ -325,5 +352,11 @@ impl TestApiServer {
     /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).
     pub async fn wait_for_watchers(&self, resource: &str, n: usize) {
         self.shared.watchers.wait_for(resource, n).await;
+    }
+
+    /// The claims of a service account token this server issued, if its signature is
+    /// the server's, its issuer is [`ISSUER`] and it is valid now.
+    pub fn verify_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        self.shared.cluster.signer.verify(token)
     }
 }

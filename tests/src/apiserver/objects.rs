@@ -1,7 +1,7 @@
 //! Object access for tests, without HTTP: the same store operations (and the same
 //! rules) as the API, as the rest of a cluster (a scheduler, kubectl) would apply them.
-//! Resources are named by plural (`pods`, `nodes`, `leases`, `events`, or
-//! `events.events.k8s.io`).
+//! Resources are named by plural (`pods`, `nodes`, `leases`, `events`, `configmaps`,
+//! `secrets`, `serviceaccounts`, or `events.events.k8s.io`).
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
@@ -54,7 +54,7 @@ impl TestApiServer {
     pub fn create(&self, object: Value) -> Result<Value> {
         let resource = resource_of(&object)?;
         let namespace = namespace_of(resource, &object).map(str::to_string);
-        self.shared.store.create(resource, namespace.as_deref(), object)
+        self.shared.cluster.create(resource, namespace.as_deref(), object)
     }
 
     /// The object, as a GET would return it.
@@ -106,7 +106,7 @@ impl TestApiServer {
         grace: Option<i64>,
     ) -> Result<Value> {
         let options = DeleteOptions { grace_period_seconds: grace, ..DeleteOptions::default() };
-        match self.shared.store.delete(self::resource(resource)?, namespace, name, &options)? {
+        match self.shared.cluster.delete(self::resource(resource)?, namespace, name, &options)? {
             Deleted::Gone(object) | Deleted::Pending(object) => Ok(object),
         }
     }
