@@ -2,19 +2,33 @@
 //! what kube-rs expects, for tests of the agent's API source and status sync.
 //!
 //! It serves core/v1 `pods` (and `pods/status`), `nodes` (and `nodes/status`),
-//! `events`, `coordination.k8s.io/v1` `leases` and `events.k8s.io/v1` `events` over
-//! HTTP or HTTPS on `127.0.0.1`, following the real API's conventions: one global
-//! `resourceVersion`, list and watch with resourceVersion semantics, bookmarks, 410
-//! `Expired` for a resourceVersion older than the kept history, field and label
-//! selectors, `metav1.Status` errors (404, 409 `AlreadyExists`/`Conflict`, 422, 415),
-//! merge, strategic merge and JSON patches, graceful pod deletion and delete
-//! preconditions.
+//! `events`, `configmaps`, `secrets`, `serviceaccounts` (and their `token`
+//! subresource, a `TokenRequest`), `coordination.k8s.io/v1` `leases` and
+//! `events.k8s.io/v1` `events` over HTTP or HTTPS on `127.0.0.1`, following the real
+//! API's conventions: one global `resourceVersion`, list and watch with
+//! resourceVersion semantics, bookmarks, 410 `Expired` for a resourceVersion older than
+//! the kept history, field and label selectors (`metadata.name` on every resource, so
+//! one object can be watched alone), `metav1.Status` errors (403, 404, 409
+//! `AlreadyExists`/`Conflict`, 422, 415), merge, strategic merge and JSON patches,
+//! graceful pod deletion and delete preconditions.
+//!
+//! It also plays the parts of the control plane that API pods need (module `cluster`): the
+//! ServiceAccount admission plugin on pod create (a default service account, the
+//! `kube-api-access-*` projected volume, the service account's pull secrets, and what
+//! mirror pods may not refer to), the controllers' `default` ServiceAccount and
+//! `kube-root-ca.crt` ConfigMap in every namespace (the CA of the server's TLS, or a
+//! generated one), and service account tokens: ES256 JWTs with the real claims, bound
+//! to pods, that [`TestApiServer::verify_token`] checks. A Secret's `stringData` is
+//! merged into `data`, and immutable ConfigMaps and Secrets keep their data.
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
-//! gzip); no defaulting beyond a new pod's `Pending` status and QoS class; validation
-//! of names and pod containers only; namespaces always exist; no `managedFields`;
+//! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
+//! ServiceAccount plugin's and a Secret's `type`; validation of names, pod containers,
+//! config keys and immutability only; namespaces always exist; no `managedFields`;
 //! server-side apply and `dryRun` are refused (415, 400) rather than served wrongly;
-//! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart.
+//! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart; tokens
+//! bind to pods only. Test-only deviation: [`Config::min_token_expiration`] can lower
+//! the shortest token lifetime (600 s on a real server) so tests see refreshes.
 //!
 //! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
 //! and write objects without HTTP, compact the history, cut and restore the network,

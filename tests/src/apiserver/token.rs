@@ -54,8 +54,9 @@ pub struct KubernetesClaims {
     /// The node of the bound pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<ObjectRef>,
-    /// When a token with an extended lifetime (see [`create`]) should have been
-    /// refreshed: the end of the lifetime that was asked for.
+    /// When a token with an extended lifetime (a pod-bound 3607 s one, extended to a
+    /// year as the real server does) should have been refreshed: the end of the
+    /// lifetime that was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warnafter: Option<i64>,
 }
