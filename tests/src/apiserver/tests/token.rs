@@ -162,3 +162,21 @@ async fn tests_may_lower_the_minimum_lifetime_to_see_refreshes() {
         422
     );
 }
+
+#[tokio::test]
+async fn discovery_lists_the_token_subresource_and_it_takes_only_posts() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = client(&server).await;
+    let gvk = kube::api::GroupVersionKind::gvk("", "v1", "ServiceAccount");
+    let (_, capabilities) = kube::discovery::pinned_kind(&client, &gvk).await.unwrap();
+    let token = capabilities.subresources.iter().find(|(r, _)| r.plural == "token");
+    let (resource, token) = token.expect("a token subresource");
+    assert_eq!(
+        (resource.group.as_str(), resource.kind.as_str()),
+        ("authentication.k8s.io", "TokenRequest")
+    );
+    assert_eq!(token.operations, ["create"]);
+    let api: Api<ServiceAccount> = Api::namespaced(client, "default");
+    let got = api.get_subresource("token", "default").await;
+    assert_eq!(super::api_error(got).0, 405);
+}
