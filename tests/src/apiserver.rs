@@ -324,8 +324,9 @@ impl TestApiServer {
     }
 
     /// Requests by (verb, resource): verbs as the audit log names them (`get`, `list`,
-    /// `watch`, `create`, `update`, `patch`, `delete`), resources as `pods` or
-    /// `pods/status`; other paths under their HTTP method and path.
+    /// `watch`, `create`, `update`, `patch`, `delete`), resources as `pods`,
+    /// `pods/status` or `serviceaccounts/token` (a TokenRequest is a `create`); other
+    /// paths under their HTTP method and path.
     pub fn requests(&self) -> std::collections::BTreeMap<(String, String), u64> {
         self.shared.audit.snapshot()
     }

@@ -50,7 +50,9 @@ fn from_value<K: DeserializeOwned>(object: Value) -> Result<K> {
 
 impl TestApiServer {
     /// Creates an object (its `apiVersion` and `kind` say of which resource), as a POST
-    /// would: the stored object, with uid, creationTimestamp and resourceVersion.
+    /// would (pods through admission, see [`TestApiServer::create_pod`]; the namespace's
+    /// `default` ServiceAccount and `kube-root-ca.crt` made first if missing): the
+    /// stored object, with uid, creationTimestamp and resourceVersion.
     pub fn create(&self, object: Value) -> Result<Value> {
         let resource = resource_of(&object)?;
         let namespace = namespace_of(resource, &object).map(str::to_string);
@@ -151,7 +153,10 @@ impl TestApiServer {
     }
 
     /// Creates a pod (its namespace, or `default`). As on the real server, the status
-    /// is reset to `Pending`; set one with [`TestApiServer::update_status`].
+    /// is reset to `Pending` (set one with [`TestApiServer::update_status`]), and the
+    /// ServiceAccount admission plugin runs: the pod gets `serviceAccountName:
+    /// default` and the `kube-api-access-*` volume unless it opts out
+    /// (`automountServiceAccountToken: false`).
     pub fn create_pod(&self, pod: &Pod) -> Result<Pod> {
         self.create_typed(pod)
     }

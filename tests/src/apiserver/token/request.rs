@@ -55,7 +55,13 @@ pub fn create(
         }
     }
     let account = store.get(&SERVICEACCOUNTS, Some(namespace), name)?;
-    let spec = request.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let spec = match request.get("spec") {
+        None | Some(Value::Null) => json!({}),
+        Some(spec) if spec.is_object() => spec.clone(),
+        Some(_) => {
+            return Err(Error::BadRequest("the TokenRequest's spec is not an object".into()));
+        }
+    };
     let audiences: Vec<String> = match spec.get("audiences").and_then(Value::as_array) {
         Some(list) if !list.is_empty() => {
             list.iter().map(|a| a.as_str().unwrap_or_default().to_string()).collect()
@@ -142,6 +148,9 @@ pub fn create(
 }
 
 fn check_type(request: &Value) -> Result<()> {
+    if !request.is_object() {
+        return Err(Error::BadRequest("the TokenRequest is not a JSON object".into()));
+    }
     let field = |name: &str| request.get(name).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if (api_version.is_empty() || api_version == "authentication.k8s.io/v1")
