@@ -122,6 +122,20 @@ impl Signer {
     /// The claims of `token` if this key signed it, its issuer is [`ISSUER`] and it is
     /// valid now.
     pub fn verify(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        let claims = self.decode(token)?;
+        let now = jiff::Timestamp::now().as_second();
+        if now >= claims.exp {
+            return Err(TokenError::Expired { exp: claims.exp, now });
+        }
+        if now < claims.nbf {
+            return Err(TokenError::NotYetValid { nbf: claims.nbf, now });
+        }
+        Ok(claims)
+    }
+
+    /// The claims of `token` if this key signed it and its issuer is [`ISSUER`],
+    /// whether or not it is valid now.
+    pub fn decode(&self, token: &str) -> Result<TokenClaims, TokenError> {
         let malformed = |what: &str| TokenError::Malformed(what.to_string());
         let (signed, signature) = token.rsplit_once('.').ok_or_else(|| malformed("no dots"))?;
         let (header, claims) = signed.split_once('.').ok_or_else(|| malformed("one dot"))?;
@@ -140,13 +154,6 @@ impl Signer {
             serde_json::from_slice(&decode(claims)?).map_err(|e| malformed(&e.to_string()))?;
         if claims.iss != ISSUER {
             return Err(TokenError::Issuer(claims.iss));
-        }
-        let now = jiff::Timestamp::now().as_second();
-        if now >= claims.exp {
-            return Err(TokenError::Expired { exp: claims.exp, now });
-        }
-        if now < claims.nbf {
-            return Err(TokenError::NotYetValid { nbf: claims.nbf, now });
         }
         Ok(claims)
     }

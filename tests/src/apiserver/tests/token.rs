@@ -10,7 +10,10 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{client, pod, pods};
-use crate::apiserver::{ISSUER, TestApiServer, TokenError};
+use crate::apiserver::token::Signer;
+use crate::apiserver::{
+    ISSUER, KubernetesClaims, ObjectRef, TestApiServer, TokenClaims, TokenError,
+};
 
 /// POSTs a TokenRequest for `account` in `default`; the answer, or its code and message.
 async fn request(
@@ -155,8 +158,10 @@ async fn tests_may_lower_the_minimum_lifetime_to_see_refreshes() {
         .unwrap();
     let client = client(&server).await;
     let answer = request(&client, "default", json!({ "expirationSeconds": 5 })).await.unwrap();
-    let claims = server.verify_token(&token_of(answer)).unwrap();
+    let token = token_of(answer);
+    let claims = server.verify_token(&token).unwrap();
     assert_eq!(claims.exp - claims.iat, 5);
+    assert_eq!(server.decode_token(&token).unwrap(), claims);
     assert_eq!(
         request(&client, "default", json!({ "expirationSeconds": 4 })).await.unwrap_err().0,
         422
@@ -179,4 +184,34 @@ async fn discovery_lists_the_token_subresource_and_it_takes_only_posts() {
     let api: Api<ServiceAccount> = Api::namespaced(client, "default");
     let got = api.get_subresource("token", "default").await;
     assert_eq!(super::api_error(got).0, 405);
+}
+
+#[test]
+fn an_expired_token_decodes_but_does_not_verify() {
+    let signer = Signer::generate().unwrap();
+    let now = jiff::Timestamp::now().as_second();
+    let claims = TokenClaims {
+        iss: ISSUER.into(),
+        sub: "system:serviceaccount:default:default".into(),
+        aud: vec![ISSUER.into()],
+        exp: now - 10,
+        iat: now - 20,
+        nbf: now - 20,
+        jti: "0".into(),
+        kubernetes: KubernetesClaims {
+            namespace: "default".into(),
+            serviceaccount: ObjectRef { name: "default".into(), uid: String::new() },
+            pod: None,
+            node: None,
+            warnafter: None,
+        },
+    };
+    let token = signer.sign(&claims).unwrap();
+    assert!(
+        matches!(signer.verify(&token), Err(TokenError::Expired { exp, .. }) if exp == now - 10)
+    );
+    assert_eq!(signer.decode(&token).unwrap(), claims);
+    let early = signer.sign(&TokenClaims { nbf: now + 60, exp: now + 120, ..claims }).unwrap();
+    assert!(matches!(signer.verify(&early), Err(TokenError::NotYetValid { .. })));
+    assert!(matches!(signer.verify("a.b"), Err(TokenError::Malformed(_))));
 }
