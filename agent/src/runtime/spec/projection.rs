@@ -22,11 +22,7 @@ pub enum Reference {
     Secret(String),
     /// A token of the pod's service account (`spec.serviceAccountName`), bound to the pod,
     /// for `audience` (empty: the API server's own), valid `expiration_seconds`.
-    ServiceAccountToken {
-        service_account: String,
-        audience: String,
-        expiration_seconds: i64,
-    },
+    ServiceAccountToken { service_account: String, audience: String, expiration_seconds: i64 },
 }
 
 /// A resolved API object.
