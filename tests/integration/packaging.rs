@@ -259,12 +259,25 @@ fn rbac_grants_what_the_agent_does() {
         ("", "nodes/status", &["patch"]),
         ("", "events", &["create", "patch"]),
         ("events.k8s.io", "events", &["create", "patch"]),
+        ("", "configmaps", &["get", "list", "watch"]),
+        ("", "secrets", &["get", "list", "watch"]),
+        ("", "serviceaccounts", &["get"]),
+        ("", "serviceaccounts/token", &["create"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb), "{verb} {group}/{resource}");
         }
     }
-    assert!(!allows(&rules, "", "secrets", "get"), "no more than needed");
+    // No more than the Node authorizer gives a node.
+    for (resource, verb) in [
+        ("secrets", "create"),
+        ("secrets", "update"),
+        ("configmaps", "patch"),
+        ("serviceaccounts", "list"),
+        ("serviceaccounts", "create"),
+    ] {
+        assert!(!allows(&rules, "", resource, verb), "{verb} {resource}: no more than needed");
+    }
     let role = role.expect("a Role for the Lease");
     assert_eq!(role.metadata.namespace.as_deref(), Some("kube-node-lease"));
     let rules = role.rules.unwrap_or_default();

@@ -2,19 +2,33 @@
 //! what kube-rs expects, for tests of the agent's API source and status sync.
 //!
 //! It serves core/v1 `pods` (and `pods/status`), `nodes` (and `nodes/status`),
-//! `events`, `coordination.k8s.io/v1` `leases` and `events.k8s.io/v1` `events` over
-//! HTTP or HTTPS on `127.0.0.1`, following the real API's conventions: one global
-//! `resourceVersion`, list and watch with resourceVersion semantics, bookmarks, 410
-//! `Expired` for a resourceVersion older than the kept history, field and label
-//! selectors, `metav1.Status` errors (404, 409 `AlreadyExists`/`Conflict`, 422, 415),
-//! merge, strategic merge and JSON patches, graceful pod deletion and delete
-//! preconditions.
+//! `events`, `configmaps`, `secrets`, `serviceaccounts` (and their `token`
+//! subresource, a `TokenRequest`), `coordination.k8s.io/v1` `leases` and
+//! `events.k8s.io/v1` `events` over HTTP or HTTPS on `127.0.0.1`, following the real
+//! API's conventions: one global `resourceVersion`, list and watch with
+//! resourceVersion semantics, bookmarks, 410 `Expired` for a resourceVersion older than
+//! the kept history, field and label selectors (`metadata.name` on every resource, so
+//! one object can be watched alone), `metav1.Status` errors (403, 404, 409
+//! `AlreadyExists`/`Conflict`, 422, 415), merge, strategic merge and JSON patches,
+//! graceful pod deletion and delete preconditions.
+//!
+//! It also plays the parts of the control plane that API pods need (module `cluster`): the
+//! ServiceAccount admission plugin on pod create (a default service account, the
+//! `kube-api-access-*` projected volume, the service account's pull secrets, and what
+//! mirror pods may not refer to), the controllers' `default` ServiceAccount and
+//! `kube-root-ca.crt` ConfigMap in every namespace (the CA of the server's TLS, or a
+//! generated one), and service account tokens: ES256 JWTs with the real claims, bound
+//! to pods, that [`TestApiServer::verify_token`] checks. A Secret's `stringData` is
+//! merged into `data`, and immutable ConfigMaps and Secrets keep their data.
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
-//! gzip); no defaulting beyond a new pod's `Pending` status and QoS class; validation
-//! of names and pod containers only; namespaces always exist; no `managedFields`;
+//! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
+//! ServiceAccount plugin's and a Secret's `type`; validation of names, pod containers,
+//! config keys and immutability only; namespaces always exist; no `managedFields`;
 //! server-side apply and `dryRun` are refused (415, 400) rather than served wrongly;
-//! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart.
+//! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart; tokens
+//! bind to pods only. Test-only deviation: [`Config::min_token_expiration`] can lower
+//! the shortest token lifetime (600 s on a real server) so tests see refreshes.
 //!
 //! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
 //! and write objects without HTTP, compact the history, cut and restore the network,
@@ -32,7 +46,9 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod audit;
+mod cluster;
 mod discovery;
 mod error;
 mod fault;
@@ -46,6 +62,7 @@ mod selector;
 mod store;
 mod strategy;
 mod tls;
+mod token;
 mod watch;
 
 #[cfg(test)]
@@ -63,7 +80,9 @@ use serde_json::json;
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use patch::Patch;
+pub use token::{ISSUER, KubernetesClaims, ObjectRef, TokenClaims, TokenError};
 
+use cluster::Cluster;
 use http::Shared;
 use net::Listener;
 use store::Store;
@@ -80,6 +99,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Tls(#[from] tls::Error),
+    #[error(transparent)]
+    SigningKey(#[from] token::KeyError),
 }
 
 /// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
@@ -91,6 +112,7 @@ pub struct Config {
     history_limit: usize,
     port: u16,
     down: bool,
+    min_token_expiration: Duration,
 }
 
 impl Default for Config {
@@ -102,6 +124,7 @@ impl Default for Config {
             history_limit: 1000,
             port: 0,
             down: false,
+            min_token_expiration: Duration::from_secs(600),
         }
     }
 }
@@ -145,11 +168,29 @@ impl Config {
         self
     }
 
+    /// The shortest lifetime (`expirationSeconds`) a TokenRequest may ask for (default
+    /// 600 s, as on the real server). A test-only deviation: shorter lifetimes let
+    /// tests see tokens refreshed.
+    pub fn min_token_expiration(mut self, lifetime: Duration) -> Config {
+        self.min_token_expiration = lifetime;
+        self
+    }
+
     /// Starts the server.
     pub async fn start(self) -> Result<TestApiServer, Error> {
         let material = if self.tls { Some(tls::generate()?) } else { None };
+        let root_ca = match &material {
+            Some(material) => material.ca_pem.clone(),
+            None => tls::ca_pem()?,
+        };
+        let store = Arc::new(Store::new(self.history_limit));
+        let min_token_expiration =
+            i64::try_from(self.min_token_expiration.as_secs()).unwrap_or(i64::MAX);
+        let cluster =
+            Cluster::new(store.clone(), token::Signer::generate()?, root_ca, min_token_expiration);
         let shared = Arc::new(Shared {
-            store: Arc::new(Store::new(self.history_limit)),
+            store,
+            cluster,
             watchers: Arc::new(Watchers::default()),
             audit: audit::Audit::default(),
             faults: fault::Faults::default(),
@@ -283,8 +324,9 @@ impl TestApiServer {
     }
 
     /// Requests by (verb, resource): verbs as the audit log names them (`get`, `list`,
-    /// `watch`, `create`, `update`, `patch`, `delete`), resources as `pods` or
-    /// `pods/status`; other paths under their HTTP method and path.
+    /// `watch`, `create`, `update`, `patch`, `delete`), resources as `pods`,
+    /// `pods/status` or `serviceaccounts/token` (a TokenRequest is a `create`); other
+    /// paths under their HTTP method and path.
     pub fn requests(&self) -> std::collections::BTreeMap<(String, String), u64> {
         self.shared.audit.snapshot()
     }
@@ -325,5 +367,17 @@ impl TestApiServer {
     /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).
     pub async fn wait_for_watchers(&self, resource: &str, n: usize) {
         self.shared.watchers.wait_for(resource, n).await;
+    }
+
+    /// The claims of a service account token this server issued, if its signature is
+    /// the server's, its issuer is [`ISSUER`] and it is valid now.
+    pub fn verify_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        self.shared.cluster.signer.verify(token)
+    }
+
+    /// The claims of a service account token this server issued (its signature and
+    /// issuer checked), expired or not: to compare an old token with its refresh.
+    pub fn decode_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        self.shared.cluster.signer.decode(token)
     }
 }

@@ -1,8 +1,8 @@
 //! Request counts, keyed as the real server's audit log names requests: a verb (`get`,
 //! `list`, `watch`, `create`, `update`, `patch`, `delete`) and a resource with its
-//! subresource (`pods`, `pods/status`, `leases`). Requests for other paths (discovery,
-//! `/version`) are counted under the verb `get` and their path. Requests on a named
-//! object are also counted per object.
+//! subresource (`pods`, `pods/status`, `serviceaccounts/token`, `leases`). Requests for
+//! other paths (discovery, `/version`) are counted under the verb `get` and their path.
+//! Requests on a named object are also counted per object.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::resource::{RESOURCES, ResourceType};
+use super::resource::{RESOURCES, ResourceType, SERVICEACCOUNTS};
 
 /// The Kubernetes version the server claims (the newest k8s-openapi knows).
 pub const VERSION: (&str, &str) = ("1", "37");
@@ -73,6 +73,17 @@ fn resource_list(group: &str, version: &str) -> Value {
                 &format!("{}/status", resource.plural),
                 &["get", "patch", "update"],
             ));
+        }
+        if *resource == &SERVICEACCOUNTS {
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
         }
     }
     let group_version =

@@ -18,8 +18,11 @@ pub enum Error {
     /// 409: a stale `resourceVersion` or a failed delete precondition.
     #[error("Operation cannot be fulfilled on {} \"{name}\": {problem}", resource.qualified())]
     Conflict { resource: GroupResource, name: String, problem: String },
+    /// 403: an admission plugin refuses the request.
+    #[error("{} \"{name}\" is forbidden: {problem}", resource.qualified())]
+    Forbidden { resource: GroupResource, name: String, problem: String },
     /// 422: the object fails validation.
-    #[error("{kind} \"{name}\" is invalid: {}", describe(causes))]
+    #[error("{}{} \"{name}\" is invalid: {}", kind, group_suffix(group), describe(causes))]
     Invalid { kind: String, group: String, name: String, causes: Vec<Cause> },
     /// 400: the request itself is malformed.
     #[error("{0}")]
@@ -101,6 +104,11 @@ impl Cause {
     }
 }
 
+/// `.group` after a kind, as a qualified kind is written (`Lease.coordination.k8s.io`).
+fn group_suffix(group: &str) -> String {
+    if group.is_empty() { String::new() } else { format!(".{group}") }
+}
+
 fn describe(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
     if parts.len() == 1 { parts.concat() } else { format!("[{}]", parts.join(", ")) }
@@ -112,6 +120,7 @@ impl Error {
         match self {
             Error::NotFound { .. } | Error::NoRoute => 404,
             Error::AlreadyExists { .. } | Error::Conflict { .. } => 409,
+            Error::Forbidden { .. } => 403,
             Error::Invalid { .. } => 422,
             Error::BadRequest(_) => 400,
             Error::Unauthorized => 401,
@@ -132,6 +141,7 @@ impl Error {
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::AlreadyExists { .. } => "AlreadyExists",
             Error::Conflict { .. } => "Conflict",
+            Error::Forbidden { .. } => "Forbidden",
             Error::Invalid { .. } => "Invalid",
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
@@ -184,7 +194,8 @@ impl Error {
         match self {
             Error::NotFound { resource, name }
             | Error::AlreadyExists { resource, name }
-            | Error::Conflict { resource, name, .. } => Some(for_resource(resource, name)),
+            | Error::Conflict { resource, name, .. }
+            | Error::Forbidden { resource, name, .. } => Some(for_resource(resource, name)),
             Error::Invalid { kind, group, name, causes } => {
                 let causes: Vec<Value> = causes
                     .iter()

@@ -3,7 +3,8 @@
 //!
 //! Only JSON is spoken (`application/json`; `application/yaml` is also read for create
 //! and update bodies). Simplified: `dryRun` is refused (400) rather than served,
-//! `deletecollection` is not served (405), and the only subresource is `status`.
+//! `deletecollection` is not served (405), and the only subresources are `status` and
+//! a service account's `token` (POST only).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use super::audit::Audit;
+use super::cluster::Cluster;
 use super::discovery;
 use super::error::{self, Error, Result};
 use super::fault::Faults;
@@ -38,6 +40,8 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 #[derive(Debug)]
 pub struct Shared {
     pub store: Arc<Store>,
+    /// The store with admission, controllers and tokens: every create and delete.
+    pub cluster: Cluster,
     pub watchers: Arc<Watchers>,
     pub audit: Audit,
     pub faults: Faults,
@@ -119,6 +123,7 @@ async fn serve(
     query: &[(String, String)],
 ) -> Result<Response<Body>> {
     let store = &shared.store;
+    let cluster = &shared.cluster;
     let resource = target.resource;
     let namespace = target.namespace.as_deref();
     let status_only = target.subresource.is_some();
@@ -127,6 +132,13 @@ async fn serve(
     }
     let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let ok = |object: Value| Ok(json_response(StatusCode::OK, &object));
+    if target.subresource.as_deref() == Some("token") {
+        let (&Method::POST, Some(namespace), Some(name)) = (method, namespace, &target.name) else {
+            return Err(Error::MethodNotAllowed);
+        };
+        let request = decode_object(content_type, &read_body(body).await?)?;
+        return Ok(json_response(StatusCode::CREATED, &cluster.token(namespace, name, request)?));
+    }
     match (method, target.name.as_deref()) {
         (&Method::GET, Some(name)) => ok(store.get(resource, namespace, name)?),
         (&Method::GET, None) => {
@@ -145,14 +157,14 @@ async fn serve(
                 return Err(Error::MethodNotAllowed);
             }
             let object = decode_object(content_type, &read_body(body).await?)?;
-            Ok(json_response(StatusCode::CREATED, &store.create(resource, namespace, object)?))
+            Ok(json_response(StatusCode::CREATED, &cluster.create(resource, namespace, object)?))
         }
         (&Method::PUT, Some(name)) => {
             let object = decode_object(content_type, &read_body(body).await?)?;
             let sent = object.clone();
             match store.update(resource, namespace, name, status_only, |_| Ok(object)) {
                 Err(Error::NotFound { .. }) if resource.create_on_update && !status_only => Ok(
-                    json_response(StatusCode::CREATED, &store.create(resource, namespace, sent)?),
+                    json_response(StatusCode::CREATED, &cluster.create(resource, namespace, sent)?),
                 ),
                 result => ok(result?),
             }
@@ -164,7 +176,7 @@ async fn serve(
         }
         (&Method::DELETE, Some(name)) if !status_only => {
             let options = delete_options(&read_body(body).await?, query)?;
-            match store.delete(resource, namespace, name, &options)? {
+            match cluster.delete(resource, namespace, name, &options)? {
                 Deleted::Gone(object) if !resource.returns_deleted => {
                     let uid =
                         object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();

@@ -1,7 +1,7 @@
 //! Object access for tests, without HTTP: the same store operations (and the same
 //! rules) as the API, as the rest of a cluster (a scheduler, kubectl) would apply them.
-//! Resources are named by plural (`pods`, `nodes`, `leases`, `events`, or
-//! `events.events.k8s.io`).
+//! Resources are named by plural (`pods`, `nodes`, `leases`, `events`, `configmaps`,
+//! `secrets`, `serviceaccounts`, or `events.events.k8s.io`).
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
@@ -50,11 +50,13 @@ fn from_value<K: DeserializeOwned>(object: Value) -> Result<K> {
 
 impl TestApiServer {
     /// Creates an object (its `apiVersion` and `kind` say of which resource), as a POST
-    /// would: the stored object, with uid, creationTimestamp and resourceVersion.
+    /// would (pods through admission, see [`TestApiServer::create_pod`]; the namespace's
+    /// `default` ServiceAccount and `kube-root-ca.crt` made first if missing): the
+    /// stored object, with uid, creationTimestamp and resourceVersion.
     pub fn create(&self, object: Value) -> Result<Value> {
         let resource = resource_of(&object)?;
         let namespace = namespace_of(resource, &object).map(str::to_string);
-        self.shared.store.create(resource, namespace.as_deref(), object)
+        self.shared.cluster.create(resource, namespace.as_deref(), object)
     }
 
     /// The object, as a GET would return it.
@@ -106,7 +108,7 @@ impl TestApiServer {
         grace: Option<i64>,
     ) -> Result<Value> {
         let options = DeleteOptions { grace_period_seconds: grace, ..DeleteOptions::default() };
-        match self.shared.store.delete(self::resource(resource)?, namespace, name, &options)? {
+        match self.shared.cluster.delete(self::resource(resource)?, namespace, name, &options)? {
             Deleted::Gone(object) | Deleted::Pending(object) => Ok(object),
         }
     }
@@ -151,7 +153,10 @@ impl TestApiServer {
     }
 
     /// Creates a pod (its namespace, or `default`). As on the real server, the status
-    /// is reset to `Pending`; set one with [`TestApiServer::update_status`].
+    /// is reset to `Pending` (set one with [`TestApiServer::update_status`]), and the
+    /// ServiceAccount admission plugin runs: the pod gets `serviceAccountName:
+    /// default` and the `kube-api-access-*` volume unless it opts out
+    /// (`automountServiceAccountToken: false`).
     pub fn create_pod(&self, pod: &Pod) -> Result<Pod> {
         self.create_typed(pod)
     }

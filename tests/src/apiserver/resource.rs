@@ -116,8 +116,46 @@ pub static EVENTS_V1: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+pub static CONFIGMAPS: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "configmaps",
+    kind: "ConfigMap",
+    namespaced: true,
+    status: false,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
+pub static SECRETS: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    kind: "Secret",
+    namespaced: true,
+    status: false,
+    fields: &["type"],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
+/// Also serves the `token` subresource (a `TokenRequest`, POST only).
+pub static SERVICEACCOUNTS: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "serviceaccounts",
+    kind: "ServiceAccount",
+    namespaced: true,
+    status: false,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 5] = [&PODS, &NODES, &LEASES, &EVENTS, &EVENTS_V1];
+pub static RESOURCES: [&ResourceType; 8] =
+    [&PODS, &NODES, &LEASES, &EVENTS, &EVENTS_V1, &CONFIGMAPS, &SECRETS, &SERVICEACCOUNTS];
 
 impl ResourceType {
     /// `v1` or `group/version`.
@@ -194,7 +232,7 @@ pub struct Target {
     pub namespace: Option<String>,
     /// `None` for the collection.
     pub name: Option<String>,
-    /// `status`, the only subresource served.
+    /// `status`, or `token` of a service account.
     pub subresource: Option<String>,
 }
 
@@ -238,6 +276,7 @@ pub fn parse_path(path: &str) -> Result<Target, PathError> {
     }
     match subresource {
         Some("status") if resource.status => {}
+        Some("token") if resource == &SERVICEACCOUNTS && name.is_some() => {}
         Some(_) => return Err(PathError::Subresource),
         None => {}
     }

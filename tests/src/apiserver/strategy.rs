@@ -3,10 +3,13 @@
 //! deletion. Pure functions on JSON values.
 //!
 //! Simplified: no defaulting (a pod keeps the fields it was sent with, except that
-//! create resets its status to `Pending` with a QoS class), validation covers names
-//! and pod containers only, no `managedFields`, and a status-subresource write takes
+//! create resets its status to `Pending` with a QoS class and the deprecated
+//! `spec.serviceAccount` mirrors `spec.serviceAccountName`), validation covers names,
+//! pod containers and the data of ConfigMaps and Secrets only (see [`data`]), no `managedFields`, and a status-subresource write takes
 //! only `.status` from the request (the real one also takes label and annotation
 //! changes).
+
+mod data;
 
 use serde_json::{Map, Value, json};
 
@@ -29,6 +32,35 @@ pub fn uid() -> String {
     let hex = |n: usize| (0..n).map(|_| format!("{:x}", fastrand::u8(0..16))).collect::<String>();
     let variant = ['8', '9', 'a', 'b'][fastrand::usize(0..4)];
     format!("{}-{}-4{}-{variant}{}-{}", hex(8), hex(4), hex(3), hex(3), hex(12))
+}
+
+/// Five random characters for a generated name (`generateName`, the
+/// `kube-api-access-` volume), from the real name generator's alphabet.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect()
+}
+
+/// The v1 conversion of a pod's deprecated `spec.serviceAccount`: it stands in for an
+/// empty `spec.serviceAccountName`, and is written back as its copy.
+pub fn mirror_service_account(pod: &mut Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let name = ["serviceAccountName", "serviceAccount"]
+        .iter()
+        .find_map(|field| spec.get(*field).and_then(Value::as_str).filter(|n| !n.is_empty()))
+        .map(str::to_string);
+    if let Some(name) = name {
+        spec.insert("serviceAccountName".into(), json!(name));
+        spec.insert("serviceAccount".into(), json!(name));
+    }
+}
+
+/// Conversion and defaulting every write of an object goes through.
+fn convert(resource: &ResourceType, object: &mut Value) -> Result<()> {
+    if resource == &PODS {
+        mirror_service_account(object);
+    }
+    data::convert(resource, object)
 }
 
 /// The kind and apiVersion check, and filling them in when absent.
@@ -90,6 +122,7 @@ pub fn prepare_create(
     mut object: Value,
 ) -> Result<Value> {
     check_type(resource, &mut object)?;
+    convert(resource, &mut object)?;
     let meta = metadata(&mut object)?;
     match (resource.namespaced, namespace, meta.get("namespace").and_then(Value::as_str)) {
         (true, Some(want), Some(got)) if !got.is_empty() && got != want => {
@@ -116,10 +149,7 @@ pub fn prepare_create(
     let name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
     let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or_default();
     if name.is_empty() && !generate.is_empty() {
-        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        let suffix: String =
-            (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect();
-        meta.insert("name".into(), json!(format!("{generate}{suffix}")));
+        meta.insert("name".into(), json!(format!("{generate}{}", random_suffix())));
     }
     meta.insert("uid".into(), json!(uid()));
     meta.insert("creationTimestamp".into(), json!(now()));
@@ -131,7 +161,7 @@ pub fn prepare_create(
         let qos = qos_class(&object);
         set_field(&mut object, "status", Some(&json!({ "phase": "Pending", "qosClass": qos })));
     }
-    validate(resource, &object)?;
+    validate(resource, &object, Vec::new())?;
     Ok(object)
 }
 
@@ -163,6 +193,7 @@ pub fn prepare_update(
         set_field(&mut updated, "status", new.get("status"));
         return Ok(updated);
     }
+    convert(resource, &mut new)?;
     let old_meta = old.get("metadata").cloned().unwrap_or_default();
     let meta = metadata(&mut new)?;
     for field in [
@@ -187,7 +218,9 @@ pub fn prepare_update(
         let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
         metadata(&mut new)?.insert("generation".into(), json!(generation + 1));
     }
-    validate(resource, &new)?;
+    let mut causes = Vec::new();
+    data::check_update(resource, old, &new, &mut causes);
+    validate(resource, &new, causes)?;
     Ok(new)
 }
 
@@ -217,9 +250,9 @@ fn invalid(resource: &ResourceType, name: &str, cause: Cause) -> Error {
     }
 }
 
-fn validate(resource: &ResourceType, object: &Value) -> Result<()> {
+/// Validation of a written object; `causes` are those found before (by update checks).
+fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> Result<()> {
     let name = meta(object, "name").unwrap_or_default();
-    let mut causes = Vec::new();
     if name.is_empty() {
         causes.push(Cause {
             message: "Required value: name or generateName is required".into(),
@@ -250,6 +283,7 @@ fn validate(resource: &ResourceType, object: &Value) -> Result<()> {
             }
         }
     }
+    data::validate(resource, object, &mut causes);
     if causes.is_empty() {
         return Ok(());
     }

@@ -1,10 +1,13 @@
 //! Tests of the test API server, with kube-rs (the agent's client) as the client, so
 //! they prove compatibility as well as behaviour.
 
+mod admission;
 mod crud;
+mod data;
 mod fault;
 mod net;
 mod parts;
+mod token;
 mod watch;
 
 use std::time::Duration;

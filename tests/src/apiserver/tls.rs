@@ -22,15 +22,25 @@ pub struct Material {
     pub server_config: Arc<rustls::ServerConfig>,
 }
 
-/// Makes a new CA and a server certificate it signs.
-pub fn generate() -> Result<Material, Error> {
+/// A new self-signed CA: its certificate and the issuer that signs with it.
+fn ca() -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(DnType::CommonName, "outpost-test-apiserver-ca");
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    Ok((ca_cert, Issuer::new(ca_params, ca_key)))
+}
+
+/// The PEM of a new CA, for a server without TLS to publish as its cluster's CA.
+pub fn ca_pem() -> Result<String, Error> {
+    Ok(ca()?.0.pem())
+}
+
+/// Makes a new CA and a server certificate it signs.
+pub fn generate() -> Result<Material, Error> {
+    let (ca_cert, issuer) = ca()?;
 
     let server_key = KeyPair::generate()?;
     let mut server_params =

@@ -80,6 +80,10 @@ fn paths_name_served_resources_only() {
     assert!(parse_path("/api/v1/namespaces/default/pods/web/log").is_err());
     assert!(parse_path("/api/v1/namespaces/default/nodes/n").is_err());
     assert!(parse_path("/api/v1/leases").is_err());
+    let token = parse_path("/api/v1/namespaces/default/serviceaccounts/default/token").unwrap();
+    assert_eq!(token.subresource.as_deref(), Some("token"));
+    assert!(parse_path("/api/v1/namespaces/default/pods/web/token").is_err());
+    assert!(parse_path("/api/v1/namespaces/default/serviceaccounts/default/status").is_err());
 }
 
 #[test]
