@@ -175,6 +175,10 @@ impl Objects {
         let dropped: Vec<Key> = before.difference(&keys).cloned().collect();
         unclaim(&mut state, &uid, &dropped);
         state.claims.insert(uid, Claim { name: FullName::of(pod), keys });
+        drop(state);
+        if !dropped.is_empty() {
+            inner.save_later();
+        }
     }
 
     /// The pod `uid` is gone: what only it referred to is no longer watched nor kept,

@@ -78,6 +78,11 @@ pub(super) async fn resolve(inner: &Arc<Inner>, pod: &Pod, reference: &Reference
     if let Some(token) = kept.as_ref().filter(|t| t.refresh_at() > now) {
         return Resolution::Found(Object::Token(token.token.clone()));
     }
+    // Offline, a kept token is all there is: no request that would wait for a timeout.
+    if let Some(token) = kept.as_ref().filter(|_| !inner.client.connectivity().is_reachable()) {
+        schedule(inner, &key, now);
+        return Resolution::Found(Object::Token(token.token.clone()));
+    }
     match request(inner, pod, &key).await {
         Ok(token) => {
             schedule(inner, &key, token.refresh_at());
