@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::spec::{self, Subject, layout};
 
+mod atomic_writer;
 mod fs;
 mod host_path;
 mod mounts;
@@ -142,7 +143,7 @@ pub fn prepare(
             let dir = pod_dir.join(EMPTY_DIR).join(&volume.name);
             mounts::empty_dir(&at, &volume.name, &dir, empty_dir)?;
             if let Some(fs_group) = fs_group {
-                ownership::set(&at, &dir, fs_group, change_policy)?;
+                ownership::set(&at, &dir, fs_group, change_policy, ownership::Access::ReadWrite)?;
             }
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
