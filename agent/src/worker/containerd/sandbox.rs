@@ -122,7 +122,10 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
-    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv))
+    // Until the objects service resolves the pod's references (issue 18, the lead's
+    // wiring), API-object volumes fail their set-up as unavailable.
+    let resolved = spec::projection::Resolved::default();
+    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved))
         .await
         .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
     // Said once per pod (its resolv.conf is written first), not at every set-up.
