@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::image::ImageConfiguration;
+use outpost::runtime::spec::projection::Resolved;
 use outpost::runtime::spec::{
     ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities, layout,
 };
@@ -56,7 +57,7 @@ impl Bundle {
         let ips: [IpAddr; 1] = ["10.88.0.5".parse().unwrap()];
         let resolv = self.dir.path().join("host-resolv.conf");
         std::fs::write(&resolv, "nameserver 192.0.2.53\n").unwrap();
-        volumes::prepare(&self.pod_dir(), pod, &ips, &resolv).unwrap();
+        volumes::prepare(&self.pod_dir(), pod, &ips, &resolv, &Resolved::default()).unwrap();
         let capabilities =
             host_capabilities(&std::fs::read_to_string("/proc/self/status").unwrap());
         let ctx = PodContext {

@@ -175,22 +175,22 @@ pub enum Error {
     FieldPath { at: Subject, name: String, path: String },
 
     #[error(
-        "{at}: env {name}: resourceFieldRef {resource:?} is not supported; use limits.cpu, \
+        "{at}: {field}: resourceFieldRef {resource:?} is not supported; use limits.cpu, \
          limits.memory, limits.ephemeral-storage, requests.cpu, requests.memory or \
          requests.ephemeral-storage"
     )]
-    ResourceField { at: Subject, name: String, resource: String },
+    ResourceField { at: Subject, field: String, resource: String },
 
     #[error(
-        "{at}: env {name}: resourceFieldRef names container {container:?}, which the pod does not have"
+        "{at}: {field}: resourceFieldRef names container {container:?}, which the pod does not have"
     )]
-    ResourceContainer { at: Subject, name: String, container: String },
+    ResourceContainer { at: Subject, field: String, container: String },
 
     #[error(
-        "{at}: env {name}: resourceFieldRef {resource} is not set on the container, and Outpost \
+        "{at}: {field}: resourceFieldRef {resource} is not set on the container, and Outpost \
          does not publish the node's allocatable resources; set resources.{resource}"
     )]
-    LimitNotSet { at: Subject, name: String, resource: String },
+    LimitNotSet { at: Subject, field: String, resource: String },
 
     #[error(
         "{at}: {field}: {value:?} is not a valid quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\")"

@@ -4,24 +4,32 @@
 //! <state>/pods/<uid>/                                   0750
 //!     etc-hosts, resolv.conf                            the pod's files (spec::etc_hosts, spec::resolv_conf)
 //!     volumes/kubernetes.io~empty-dir/<name>/           emptyDir, 0777 (a tmpfs for medium: Memory)
+//!     volumes/kubernetes.io~configmap/<name>/           configMap, 0777
+//!     volumes/kubernetes.io~downward-api/<name>/        downwardAPI, 0777
+//!     volumes/kubernetes.io~secret/<name>/              secret, a tmpfs (1777)
+//!     volumes/kubernetes.io~projected/<name>/           projected, a tmpfs (1777)
 //! ```
 //!
-//! `hostPath` volumes are the host's paths, checked (or created) per their `type`. Other
-//! volume types (configMap, secret, projected, persistentVolumeClaim, ...) need API
-//! objects that static pods do not have here: they are refused, naming the volume.
+//! `hostPath` volumes are the host's paths, checked (or created) per their `type`. The
+//! content of configMap, secret, downwardAPI and projected volumes
+//! (`spec::projection`) is written by kubelet's atomic writer ([`atomic_writer`]), and
+//! rewritten in place by [`refresh`] when the objects change (SEMANTICS.md V1). Other
+//! volume types (persistentVolumeClaim, nfs, ...) are refused, naming the volume.
 //!
 //! [`prepare`] is idempotent: after an agent restart it keeps the volumes' data and
-//! their tmpfs mounts. [`cleanup`] unmounts whatever is mounted under the pod's directory
-//! and removes it.
+//! their tmpfs mounts (after a reboot it mounts and writes them again). [`cleanup`]
+//! unmounts whatever is mounted under the pod's directory and removes it.
 
 use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Volume};
 
+use super::spec::projection::{self, Kind, Resolved};
 use super::spec::{self, Subject, layout};
 
+mod atomic_writer;
 mod fs;
 mod host_path;
 mod mounts;
@@ -97,6 +105,37 @@ pub enum Error {
 
     #[error("cannot write the pod's resolv.conf")]
     Dns(#[source] spec::Error),
+
+    /// kubelet's `FailedMount` message.
+    #[error("MountVolume.SetUp failed for volume {volume:?} : {source}")]
+    SetUp {
+        at: Subject,
+        volume: String,
+        #[source]
+        source: Box<projection::Error>,
+    },
+
+    #[error("MountVolume.SetUp failed for volume {volume:?} : {source}")]
+    Write {
+        at: Subject,
+        volume: String,
+        #[source]
+        source: atomic_writer::Error,
+    },
+}
+
+impl Error {
+    /// The volume the error is about, when it is one volume's set-up.
+    pub fn volume(&self) -> Option<&str> {
+        match self {
+            Error::SetUp { volume, .. } | Error::Write { volume, .. } => Some(volume),
+            Error::Medium { volume, .. }
+            | Error::SizeLimit { volume, .. }
+            | Error::HostPathType { volume, .. }
+            | Error::HostPath { volume, .. } => Some(volume),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -104,13 +143,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Makes the pod's directory (0750), writes its `etc-hosts` and `resolv.conf`
 /// atomically, and sets up its volumes: emptyDir directories (0777; a tmpfs with the
 /// `sizeLimit` for `medium: Memory`; given to the pod's `fsGroup`, see [`ownership`],
-/// as kubelet does for writable volumes, never for hostPath), hostPath checks per `type`, and the `subPath`
+/// as kubelet does for writable volumes, never for hostPath), hostPath checks per `type`,
+/// configMap, secret, downwardAPI and projected volumes from `resolved` (secret and
+/// projected ones on a tmpfs; given to the `fsGroup` read-only), and the `subPath`
 /// directories the containers mount. Safe to call again: data and mounts are kept.
 pub fn prepare(
     pod_dir: &Path,
     pod: &Pod,
     pod_ips: &[IpAddr],
     host_resolv_conf: &Path,
+    resolved: &Resolved,
 ) -> Result<()> {
     let at = Subject::pod(pod);
     fs::make_dir(&at, pod_dir, 0o750)?;
@@ -126,26 +168,27 @@ pub fn prepare(
         spec::resolv_conf(pod, &fs::read_or_empty(&at, host_resolv_conf)?).map_err(Error::Dns)?;
     fs::write_atomic(&at, &pod_dir.join(RESOLV_CONF), &resolv)?;
 
+    let fs_group = fs_group(&at, pod)?;
     let security = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-    let fs_group = match security.and_then(|s| s.fs_group) {
-        Some(value) => Some(
-            u32::try_from(value)
-                .ok()
-                .filter(|gid| *gid != u32::MAX)
-                .ok_or(Error::FsGroup { at: at.clone(), value })?,
-        ),
-        None => None,
-    };
     let change_policy = security.and_then(|s| s.fs_group_change_policy.as_deref());
-    for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default() {
+    for volume in volumes(pod) {
         if let Some(empty_dir) = &volume.empty_dir {
             let dir = pod_dir.join(EMPTY_DIR).join(&volume.name);
             mounts::empty_dir(&at, &volume.name, &dir, empty_dir)?;
             if let Some(fs_group) = fs_group {
-                ownership::set(&at, &dir, fs_group, change_policy)?;
+                let access = ownership::Access::ReadWrite;
+                ownership::set(&at, &dir, fs_group, change_policy, access)?;
             }
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
+        } else if let Some(kind) = projection::kind(volume) {
+            let dir = source_path(pod_dir, pod, &volume.name)?;
+            if in_memory(kind) {
+                mounts::memory_volume(&at, &volume.name, &dir)?;
+            } else {
+                fs::make_dir(&at, &dir, 0o777)?;
+            }
+            write_volume(&at, pod, volume, &dir, resolved, fs_group)?;
         } else {
             return Err(layout::unsupported(pod, volume).into());
         }
@@ -153,9 +196,95 @@ pub fn prepare(
     sub_paths(pod_dir, pod, &at)
 }
 
+/// Writes again the configMap, secret, downwardAPI and projected volumes of a pod that
+/// is set up, from `resolved` (SEMANTICS.md V1): what changed is swapped in atomically,
+/// an optional object now absent empties its volume, and a volume whose objects cannot
+/// be had (a required one absent, or unavailable) keeps its content, as kubelet keeps
+/// it, and is reported. Nothing is done for a pod whose directory does not exist, nor
+/// for a volume not set up yet (a secret or projected volume with no tmpfs after a
+/// reboot is left to [`prepare`]: its content must not reach the disk).
+pub fn refresh(pod_dir: &Path, pod: &Pod, resolved: &Resolved) -> Result<(), Vec<Error>> {
+    if !pod_dir.is_dir() {
+        return Ok(());
+    }
+    let at = Subject::pod(pod);
+    let fs_group = fs_group(&at, pod).map_err(|error| vec![error])?;
+    let mut errors = Vec::new();
+    for volume in volumes(pod) {
+        let Some(kind) = projection::kind(volume) else { continue };
+        let refreshed =
+            source_path(pod_dir, pod, &volume.name).map_err(Error::from).and_then(|dir| {
+                let set_up = dir.is_dir() && (!in_memory(kind) || mounts::mounted(&dir)?);
+                if set_up {
+                    write_volume(&at, pod, volume, &dir, resolved, fs_group)?;
+                }
+                Ok(())
+            });
+        if let Err(error) = refreshed {
+            errors.push(error);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+/// Whether volumes of `kind` live on a tmpfs (kubelet's secret and projected volumes).
+fn in_memory(kind: Kind) -> bool {
+    matches!(kind, Kind::Secret | Kind::Projected)
+}
+
+/// Writes `volume`'s payload into `dir` with the atomic writer, and gives it to the
+/// pod's `fsGroup` as kubelet gives a read-only volume.
+fn write_volume(
+    at: &Subject,
+    pod: &Pod,
+    volume: &Volume,
+    dir: &Path,
+    resolved: &Resolved,
+    fs_group: Option<u32>,
+) -> Result<()> {
+    let name = || volume.name.clone();
+    let payload = projection::payload(pod, volume, resolved)
+        .map_err(|source| Error::SetUp {
+            at: at.clone(),
+            volume: name(),
+            source: Box::new(source),
+        })?
+        .unwrap_or_default();
+    let written = atomic_writer::write(dir, &payload, fs_group).map_err(|source| Error::Write {
+        at: at.clone(),
+        volume: name(),
+        source,
+    })?;
+    if written {
+        tracing::info!(pod = %at.pod, volume = %volume.name, files = payload.len(), "volume written");
+    }
+    if let Some(fs_group) = fs_group {
+        ownership::set(at, dir, fs_group, None, ownership::Access::ReadOnly)?;
+    }
+    Ok(())
+}
+
+/// The pod's `securityContext.fsGroup`, checked.
+fn fs_group(at: &Subject, pod: &Pod) -> Result<Option<u32>> {
+    let security = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    match security.and_then(|s| s.fs_group) {
+        Some(value) => u32::try_from(value)
+            .ok()
+            .filter(|gid| *gid != u32::MAX)
+            .map(Some)
+            .ok_or(Error::FsGroup { at: at.clone(), value }),
+        None => Ok(None),
+    }
+}
+
+fn volumes(pod: &Pod) -> impl Iterator<Item = &Volume> {
+    pod.spec.iter().flat_map(|s| s.volumes.iter().flatten())
+}
+
 /// Creates the missing `subPath` directories of the containers' volume mounts, with the
-/// mode of their volume's directory, as kubelet does before starting a container. A
-/// `subPath` that is not a plain relative path is left to the spec to refuse.
+/// mode of their volume's directory, as kubelet does before starting a container (not in
+/// configMap, secret, downwardAPI and projected volumes: only their writer writes
+/// there). A `subPath` that is not a plain relative path is left to the spec to refuse.
 fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
     let spec = pod.spec.iter();
     let containers =
@@ -164,6 +293,9 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
         let Some(sub_path) = mount.sub_path.as_deref().filter(|p| is_plain_relative(p)) else {
             continue;
         };
+        if layout::is_projection(pod, &mount.name) {
+            continue;
+        }
         let volume = source_path(pod_dir, pod, &mount.name)?;
         let path = volume.join(sub_path);
         if !path.exists() {

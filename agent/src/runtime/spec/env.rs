@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, ResourceFieldSelector,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, ResourceFieldSelector,
 };
 use oci_spec::image::Config;
 
@@ -89,7 +89,8 @@ fn value_from(
             path: field.field_path.clone(),
         })
     } else if let Some(resource) = &source.resource_field_ref {
-        resource_field_ref(ctx, container, &var.name, resource, at)
+        let field = format!("env {}", var.name);
+        resource_field_ref(ctx.pod, Some(container), &field, resource, at)
     } else if source.secret_key_ref.is_some() {
         unsupported("secretKeyRef")
     } else if source.config_map_key_ref.is_some() {
@@ -132,34 +133,36 @@ fn field_ref(ctx: &PodContext<'_>, field: &ObjectFieldSelector) -> Option<String
 }
 
 /// `KEY` of `<map>['KEY']`.
-fn subscript<'p>(path: &'p str, map: &str) -> Option<&'p str> {
+pub(super) fn subscript<'p>(path: &'p str, map: &str) -> Option<&'p str> {
     path.strip_prefix(map)?.strip_prefix("['")?.strip_suffix("']")
 }
 
 /// A container's resource, as kubelet's `ExtractContainerResourceValue`: in units of the
 /// divisor (CPU compared in thousandths), rounded up. An unset request is the limit, else
-/// 0; an unset limit is an error (kubelet would give the node's allocatable).
-fn resource_field_ref(
-    ctx: &PodContext<'_>,
-    container: &Container,
-    name: &str,
+/// 0; an unset limit is an error (kubelet would give the node's allocatable). The
+/// container is the one the selector names, else `container`; `field` names what asks
+/// (`env X`, a downward API volume's file) in errors.
+pub(super) fn resource_field_ref(
+    pod: &Pod,
+    container: Option<&Container>,
+    field: &str,
     selector: &ResourceFieldSelector,
     at: &Subject,
 ) -> Result<String> {
-    let target = match selector.container_name.as_deref().filter(|n| !n.is_empty()) {
+    let named = selector.container_name.as_deref().filter(|n| !n.is_empty());
+    let target = match named {
         None => container,
-        Some(other) => ctx
-            .pod
+        Some(other) => pod
             .spec
             .iter()
             .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
-            .find(|c| c.name == other)
-            .ok_or_else(|| Error::ResourceContainer {
-                at: at.clone(),
-                name: name.to_owned(),
-                container: other.to_owned(),
-            })?,
+            .find(|c| c.name == other),
     };
+    let target = target.ok_or_else(|| Error::ResourceContainer {
+        at: at.clone(),
+        field: field.to_owned(),
+        container: named.unwrap_or_default().to_owned(),
+    })?;
     let resource = selector.resource.as_str();
     let (kind, resource_name) = resource.split_once('.').unwrap_or(("", resource));
     if !matches!(kind, "limits" | "requests")
@@ -167,13 +170,13 @@ fn resource_field_ref(
     {
         return Err(Error::ResourceField {
             at: at.clone(),
-            name: name.to_owned(),
+            field: field.to_owned(),
             resource: resource.to_owned(),
         });
     }
-    let quantity_error = |field: String, value: &str| {
+    let quantity_error = |name: String, value: &str| {
         let value = value.to_owned();
-        move |source| Error::Quantity { at: at.clone(), field, value, source }
+        move |source| Error::Quantity { at: at.clone(), field: name, value, source }
     };
     let Some(set) = resources::quantity_of(target, kind, resource_name) else {
         if kind == "requests" {
@@ -181,14 +184,14 @@ fn resource_field_ref(
         }
         return Err(Error::LimitNotSet {
             at: at.clone(),
-            name: name.to_owned(),
+            field: field.to_owned(),
             resource: resource.to_owned(),
         });
     };
-    let field = format!("resources.{resource}");
-    let quantity = Quantity::parse(&set.0).map_err(quantity_error(field.clone(), &set.0))?;
+    let set_field = format!("resources.{resource}");
+    let quantity = Quantity::parse(&set.0).map_err(quantity_error(set_field.clone(), &set.0))?;
     let divisor_text = selector.divisor.as_ref().map_or("1", |d| d.0.as_str());
-    let divisor_field = format!("env {name}: resourceFieldRef.divisor");
+    let divisor_field = format!("{field}: resourceFieldRef.divisor");
     let divisor = Quantity::parse(divisor_text)
         .map_err(quantity_error(divisor_field.clone(), divisor_text))?;
     let (amount, unit) = if resource_name == "cpu" {
@@ -196,7 +199,7 @@ fn resource_field_ref(
     } else {
         (quantity.value(), divisor.value())
     };
-    let amount = amount.map_err(quantity_error(field, &set.0))?;
+    let amount = amount.map_err(quantity_error(set_field, &set.0))?;
     let unit = unit.map_err(quantity_error(divisor_field, divisor_text))?.max(1);
     Ok((amount / unit + i64::from(amount % unit != 0)).to_string())
 }

@@ -7,6 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
 use super::Subject;
+use super::projection::{self, Kind};
 
 /// The pod's hosts file, in its directory.
 pub const ETC_HOSTS: &str = "etc-hosts";
@@ -20,6 +21,12 @@ pub const CONTAINERS: &str = "containers";
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// Where emptyDir volumes live, under the pod's directory.
 pub const EMPTY_DIR: &str = "volumes/kubernetes.io~empty-dir";
+/// Where configMap, secret, downwardAPI and projected volumes live, under the pod's
+/// directory (kubelet's plugin names).
+pub const CONFIG_MAP: &str = "volumes/kubernetes.io~configmap";
+pub const SECRET: &str = "volumes/kubernetes.io~secret";
+pub const DOWNWARD_API: &str = "volumes/kubernetes.io~downward-api";
+pub const PROJECTED: &str = "volumes/kubernetes.io~projected";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,25 +34,45 @@ pub enum Error {
     NotDeclared { at: Subject, volume: String },
 
     #[error(
-        "{at}: volume {volume:?} is of type {kind}, which static pods in Outpost cannot use \
-         (no API objects on this node); use emptyDir or hostPath"
+        "{at}: volume {volume:?} is of type {kind}, which Outpost does not support; use \
+         emptyDir, hostPath, configMap, secret, downwardAPI or projected"
     )]
     Unsupported { at: Subject, volume: String, kind: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The host path of the pod's volume `volume_name`: an emptyDir's directory under
-/// `pod_dir`, or a hostPath's path. Pure: nothing is checked on disk.
+/// The host path of the pod's volume `volume_name`: an emptyDir's, configMap's,
+/// secret's, downwardAPI's or projected volume's directory under `pod_dir`, or a
+/// hostPath's path. Pure: nothing is checked on disk.
 pub fn source_path(pod_dir: &Path, pod: &Pod, volume_name: &str) -> Result<PathBuf> {
     let volume = find(pod, volume_name)?;
     if volume.empty_dir.is_some() {
         Ok(pod_dir.join(EMPTY_DIR).join(&volume.name))
     } else if let Some(host_path) = &volume.host_path {
         Ok(PathBuf::from(&host_path.path))
+    } else if let Some(kind) = projection::kind(volume) {
+        Ok(pod_dir.join(kind_dir(kind)).join(&volume.name))
     } else {
         Err(unsupported(pod, volume))
     }
+}
+
+/// Where the volumes of `kind` live, under the pod's directory.
+pub fn kind_dir(kind: Kind) -> &'static str {
+    match kind {
+        Kind::ConfigMap => CONFIG_MAP,
+        Kind::Secret => SECRET,
+        Kind::DownwardApi => DOWNWARD_API,
+        Kind::Projected => PROJECTED,
+    }
+}
+
+/// Whether the pod's volume `volume_name` is made from API objects or the pod
+/// (configMap, secret, downwardAPI, projected): kubelet mounts those read-only and
+/// makes no `subPath` directory in them.
+pub fn is_projection(pod: &Pod, volume_name: &str) -> bool {
+    find(pod, volume_name).ok().and_then(projection::kind).is_some()
 }
 
 fn find<'p>(pod: &'p Pod, name: &str) -> Result<&'p Volume> {
@@ -56,8 +83,8 @@ fn find<'p>(pod: &'p Pod, name: &str) -> Result<&'p Volume> {
         .ok_or_else(|| Error::NotDeclared { at: Subject::pod(pod), volume: name.to_owned() })
 }
 
-/// The error for a volume that is neither emptyDir nor hostPath, naming its type as the
-/// manifest does (`configMap`, `secret`, ...).
+/// The error for a volume of a type Outpost does not support, naming its type as the
+/// manifest does (`persistentVolumeClaim`, `nfs`, ...).
 pub fn unsupported(pod: &Pod, volume: &Volume) -> Error {
     let kind = serde_json::to_value(volume)
         .ok()

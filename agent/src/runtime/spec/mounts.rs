@@ -21,7 +21,10 @@ pub(super) fn mounts(
     let mut added = Vec::new();
     for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
         let source = volume_source(ctx, mount, index, at)?;
-        let read_only = mount.read_only.unwrap_or(false);
+        // kubelet mounts the volumes it writes from API objects read-only, whatever
+        // `readOnly` says.
+        let read_only =
+            mount.read_only.unwrap_or(false) || layout::is_projection(ctx.pod, &mount.name);
         added.push(bind(&source, &absolute(&mount.mount_path), read_only));
     }
     let taken =

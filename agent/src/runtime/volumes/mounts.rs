@@ -1,5 +1,5 @@
-//! emptyDir volumes, their tmpfs mounts, and finding and undoing the mounts under a
-//! pod's directory.
+//! emptyDir volumes, the tmpfs mounts of memory-backed ones and of secret and projected
+//! volumes, and finding and undoing the mounts under a pod's directory.
 
 use std::path::{Path, PathBuf};
 
@@ -44,19 +44,26 @@ pub(super) fn empty_dir(
             options.push_str(&format!(",size={bytes}"));
         }
     }
-    nix::mount::mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(options.as_str()),
-    )
-    .map_err(|source| Error::Mount {
-        operation: "mount a tmpfs on",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    tracing::info!(pod = %at.pod, volume, path = %dir.display(), %options, "mounted emptyDir tmpfs");
+    tmpfs(at, volume, dir, &options)
+}
+
+/// A secret's or projected volume's directory: a tmpfs (kubelet's memory-backed
+/// emptyDir under them: mode 1777, as the kernel makes it), mounted unless one already
+/// is.
+pub(super) fn memory_volume(at: &Subject, volume: &str, dir: &Path) -> Result<()> {
+    if dir.exists() && mounted(dir)? {
+        return Ok(());
+    }
+    pod_fs::make_dir(at, dir, 0o777)?;
+    tmpfs(at, volume, dir, "mode=1777")
+}
+
+fn tmpfs(at: &Subject, volume: &str, dir: &Path, options: &str) -> Result<()> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    nix::mount::mount(Some("tmpfs"), dir, Some("tmpfs"), flags, Some(options)).map_err(
+        |source| Error::Mount { operation: "mount a tmpfs on", path: dir.to_path_buf(), source },
+    )?;
+    tracing::info!(pod = %at.pod, volume, path = %dir.display(), %options, "mounted volume tmpfs");
     Ok(())
 }
 
@@ -79,7 +86,7 @@ pub(super) fn dev_shm(at: &Subject, dir: &Path) -> Result<()> {
 }
 
 /// Whether something is mounted on `dir` itself.
-fn mounted(dir: &Path) -> Result<bool> {
+pub(super) fn mounted(dir: &Path) -> Result<bool> {
     let dir = dir.canonicalize().map_err(|source| Error::Cleanup {
         operation: "resolve",
         path: dir.to_path_buf(),

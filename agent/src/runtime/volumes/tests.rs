@@ -43,7 +43,7 @@ fn dirs() -> Dirs {
 #[test]
 fn source_paths() {
     let pod = pod(
-        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}], containers: []}",
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, persistentVolumeClaim: {claimName: x}}], containers: []}",
     );
     let dir = Path::new("/state/pods/u");
     assert_eq!(
@@ -52,9 +52,13 @@ fn source_paths() {
     );
     assert_eq!(source_path(dir, &pod, "h").unwrap(), Path::new("/srv"));
     assert_eq!(
-        source_path(dir, &pod, "s").unwrap_err().to_string(),
-        "pod default/web-node1: volume \"s\" is of type secret, which static pods in Outpost \
-         cannot use (no API objects on this node); use emptyDir or hostPath"
+        source_path(dir, &pod, "s").unwrap(),
+        Path::new("/state/pods/u/volumes/kubernetes.io~secret/s")
+    );
+    assert_eq!(
+        source_path(dir, &pod, "c").unwrap_err().to_string(),
+        "pod default/web-node1: volume \"c\" is of type persistentVolumeClaim, which Outpost \
+         does not support; use emptyDir, hostPath, configMap, secret, downwardAPI or projected"
     );
     assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
@@ -67,7 +71,7 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
         dirs.host.display()
     ));
     let ips = ["10.88.0.7".parse().unwrap()];
-    prepare(&dirs.pod_dir, &pod, &ips, &dirs.resolv).unwrap();
+    prepare(&dirs.pod_dir, &pod, &ips, &dirs.resolv, &Resolved::default()).unwrap();
 
     assert_eq!(mode(&dirs.pod_dir), 0o750);
     let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
@@ -81,7 +85,7 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
     assert!(!dirs.host.parent().unwrap().join("no").exists(), "a subPath with .. is not made");
 
     std::fs::write(cache.join("data"), "kept").unwrap();
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(cache.join("data")).unwrap(), "kept");
     let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
     assert!(!hosts.contains("10.88.0.7"), "rewritten: {hosts}");
@@ -101,7 +105,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     let pod = pod(
         "spec: {volumes: [{name: mem, emptyDir: {medium: Memory, sizeLimit: 4Mi}}, {name: disk, emptyDir: {}}], containers: []}",
     );
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
     let mem = dirs.pod_dir.join(EMPTY_DIR).join("mem").canonicalize().unwrap();
     let tmpfs = |path: &Path| {
         std::fs::read_to_string("/proc/self/mountinfo")
@@ -120,7 +124,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     assert_eq!(mode(&mem), 0o777);
     std::fs::write(mem.join("data"), "in memory").unwrap();
 
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
     assert_eq!(tmpfs(&mem).len(), 1, "not mounted twice");
     assert_eq!(std::fs::read_to_string(mem.join("data")).unwrap(), "in memory");
 
@@ -144,14 +148,16 @@ fn empty_dir_errors() {
     let dirs = dirs();
     let prepare_with = |volume: &str| {
         let pod = pod(&format!("spec: {{volumes: [{volume}], containers: []}}"));
-        prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap_err().to_string()
+        prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default())
+            .unwrap_err()
+            .to_string()
     };
     let error = prepare_with("{name: huge, emptyDir: {medium: HugePages}}");
     assert!(error.contains("volume \"huge\": emptyDir medium \"HugePages\""), "{error}");
     let error = prepare_with("{name: m, emptyDir: {medium: Memory, sizeLimit: lots}}");
     assert!(error.contains("sizeLimit \"lots\""), "{error}");
-    let error = prepare_with("{name: cm, configMap: {name: c}}");
-    assert!(error.contains("volume \"cm\" is of type configMap"), "{error}");
+    let error = prepare_with("{name: nfs, nfs: {server: s, path: /p}}");
+    assert!(error.contains("volume \"nfs\" is of type nfs"), "{error}");
 }
 
 fn check_host_path(path: &Path, kind: &str) -> Result<()> {
@@ -160,7 +166,7 @@ fn check_host_path(path: &Path, kind: &str) -> Result<()> {
         "spec: {{volumes: [{{name: h, hostPath: {{path: '{}', type: '{kind}'}}}}], containers: []}}",
         path.display()
     ));
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv)
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default())
 }
 
 #[test]
@@ -205,7 +211,7 @@ fn host_path_types() {
 fn missing_host_resolv_conf_gives_an_empty_file() {
     let dirs = dirs();
     let pod = pod("spec: {containers: []}");
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.pod_dir.join("absent")).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.pod_dir.join("absent"), &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(), "");
 }
 
@@ -213,7 +219,7 @@ fn missing_host_resolv_conf_gives_an_empty_file() {
 fn resolv_conf_errors_are_reported() {
     let dirs = dirs();
     let pod = pod("spec: {dnsPolicy: None, containers: []}");
-    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv).unwrap_err();
+    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap_err();
     assert!(matches!(error, Error::Dns(spec::Error::DnsNoNameserver { .. })));
 }
 
@@ -226,3 +232,5 @@ fn plain_relative_paths() {
     assert!(!is_plain_relative("a/../b"));
     assert!(!is_plain_relative(".."));
 }
+
+mod objects;

@@ -32,6 +32,7 @@ const VOLUMES: &str = r#"spec:
   - {name: cache, emptyDir: {}}
   - {name: host, hostPath: {path: /srv/data}}
   - {name: config, configMap: {name: c}}
+  - {name: claim, persistentVolumeClaim: {claimName: c}}
   containers:
   - name: app
     image: b
@@ -74,6 +75,21 @@ fn volume_mounts() {
 }
 
 #[test]
+fn v1_api_object_volumes_are_mounted_read_only() {
+    let spec = spec(&VOLUMES.replace(
+        "    - {name: cache, mountPath: /data}\n",
+        "    - {name: config, mountPath: /etc/app, readOnly: false}\n    - {name: config, mountPath: /etc/one.conf, subPath: one.conf}\n",
+    ));
+    let config = mount(&spec, "/etc/app").unwrap();
+    let dir = "/var/lib/outpost/pods/0123/volumes/kubernetes.io~configmap/config";
+    assert_eq!(config.source().as_deref(), Some(Path::new(dir)));
+    assert_eq!(options(config), ["rbind", "rprivate", "ro"]);
+    let file = mount(&spec, "/etc/one.conf").unwrap();
+    assert_eq!(file.source().as_deref(), Some(Path::new(&format!("{dir}/one.conf"))));
+    assert_eq!(options(file), ["rbind", "rprivate", "ro"]);
+}
+
+#[test]
 fn volume_mount_errors() {
     let with_mount = |mount: &str| {
         error(
@@ -81,9 +97,9 @@ fn volume_mount_errors() {
                 .replace("    - {name: cache, mountPath: /data}\n", &format!("    - {mount}\n")),
         )
     };
-    let error = with_mount("{name: config, mountPath: /etc/app}");
+    let error = with_mount("{name: claim, mountPath: /etc/app}");
     assert!(error.starts_with("pod default/web-node1 container app: volumeMounts[1]"), "{error}");
-    assert!(error.contains("is of type configMap"), "{error}");
+    assert!(error.contains("is of type persistentVolumeClaim"), "{error}");
     assert!(
         with_mount("{name: cache, mountPath: /x, subPath: ../escape}")
             .contains("subPath \"../escape\"")

@@ -38,7 +38,7 @@ fn every_file_gets_the_group_and_directories_setgid() {
         return;
     }
     let (scratch, dir) = volume();
-    set(&at(), &dir, 4242, None).unwrap();
+    set(&at(), &dir, 4242, None, Access::ReadWrite).unwrap();
     assert_eq!(stat(&dir), (4242, 0o2777));
     assert_eq!(stat(&dir.join("sub")), (4242, 0o2770));
     assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660));
@@ -52,12 +52,12 @@ fn on_root_mismatch_skips_a_volume_whose_root_matches() {
         return;
     }
     let (_scratch, dir) = volume();
-    set(&at(), &dir, 4242, Some("OnRootMismatch")).unwrap();
+    set(&at(), &dir, 4242, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
     assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660), "a mismatched root: changed");
     fs::set_permissions(dir.join("sub/data"), fs::Permissions::from_mode(0o600)).unwrap();
-    set(&at(), &dir, 4242, Some("OnRootMismatch")).unwrap();
+    set(&at(), &dir, 4242, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
     assert_eq!(stat(&dir.join("sub/data")), (4242, 0o600), "the root matches: left alone");
-    set(&at(), &dir, 4242, Some("Always")).unwrap();
+    set(&at(), &dir, 4242, Some("Always"), Access::ReadWrite).unwrap();
     assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660));
 }
 
@@ -72,4 +72,18 @@ fn root_mismatch_checks_group_bits_and_setgid() {
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o2750)).unwrap();
     assert!(root_mismatch(&dir, gid), "group cannot write");
     assert!(root_mismatch(&dir.join("missing"), gid));
+}
+
+#[test]
+fn v1_a_read_only_volume_gets_read_bits_only() {
+    if !root() {
+        return;
+    }
+    let (_scratch, dir) = volume();
+    set(&at(), &dir, 4242, None, Access::ReadOnly).unwrap();
+    assert_eq!(stat(&dir.join("sub")), (4242, 0o2750));
+    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o640));
+    assert_eq!(read_only_mode(0o400, false), 0o440);
+    assert_eq!(read_only_mode(0o755, true), 0o2755);
+    assert_eq!(read_only_mode(0o700, true), 0o2750);
 }
