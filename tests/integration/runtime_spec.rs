@@ -71,6 +71,7 @@ impl Bundle {
             cgroup_parent: &self.cgroup_parent,
             host_capabilities: &capabilities,
             apparmor_enabled: false,
+            resolved: &Resolved::default(),
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

@@ -169,6 +169,9 @@ impl PodRuntime for Pods {
             cgroup_parent: &parent,
             host_capabilities: &self.settings.host_capabilities,
             apparmor_enabled: self.settings.facts.apparmor_enabled,
+            // Until the objects service resolves the pod's references (issue 18, the
+            // lead's wiring), env from ConfigMaps and Secrets fails as unavailable.
+            resolved: &spec::projection::Resolved::default(),
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
