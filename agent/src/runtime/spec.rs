@@ -8,8 +8,10 @@
 //! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
 //! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
 //! (`resources`, `quantity`) and mounts (`mounts`: the pod's files and `/dev/shm`, the
-//! termination-message file, volumes). [`etc_hosts`] and [`resolv_conf`] make the pod's
-//! files (`hosts`, `dns`).
+//! termination-message file, volumes; those made from API objects read-only).
+//! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
+//! says what an API pod refers to and what its configMap, secret, downwardAPI and
+//! projected volumes hold.
 //!
 //! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
 //! (the hosts this agent targets may withhold `CAP_SYS_RESOURCE`), a container that names
@@ -19,8 +21,12 @@
 //! device allowed in its cgroup but only the default device nodes in `/dev`, every volume
 //! mount is `rprivate` (admission refuses another `mountPropagation`), `subPathExpr` is
 //! refused, the pod's sysctls are set by each container's spec (there is no sandbox
-//! container to hold them; they land in the same pod namespaces), and `stdin` is refused
-//! (nothing attaches to hold a container's stdin open, as containerd's CRI does).
+//! container to hold them; they land in the same pod namespaces), `stdin` is refused
+//! (nothing attaches to hold a container's stdin open, as containerd's CRI does),
+//! `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
+//! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
+//! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
+//! points, which Go escapes and Outpost keeps (`projection`).
 
 use std::fmt;
 use std::net::IpAddr;
