@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMapKeySelector, Container, Pod, SecretKeySelector};
+use k8s_openapi::api::core::v1::{
+    ConfigMapKeySelector, Container, EnvFromSource, Pod, SecretKeySelector,
+};
 
 use crate::runtime::spec::projection::{self, Resolved};
 use crate::runtime::spec::{Error, Result, Subject};
@@ -30,25 +32,7 @@ pub(super) fn env_from(
     let mut env = EnvFrom::default();
     for source in container.env_from.iter().flatten() {
         let prefix = source.prefix.as_deref().unwrap_or_default();
-        let (kind, name, data): (&str, &str, BTreeMap<&str, String>) = if let Some(config_map) =
-            &source.config_map_ref
-        {
-            let found = resolved.config_map(namespace, &config_map.name).map_err(object(at))?;
-            let data = match found {
-                Some(found) => found.data.iter().flatten().map(|(k, v)| (k.as_str(), v.clone())),
-                None if config_map.optional == Some(true) => continue,
-                None => return Err(not_found(at, "configmap", &config_map.name)),
-            };
-            ("configMap", &config_map.name, data.collect())
-        } else if let Some(secret) = &source.secret_ref {
-            let found = resolved.secret(namespace, &secret.name).map_err(object(at))?;
-            let data = match found {
-                Some(found) => found.data.iter().flatten().map(|(k, v)| (k.as_str(), text(&v.0))),
-                None if secret.optional == Some(true) => continue,
-                None => return Err(not_found(at, "secret", &secret.name)),
-            };
-            ("secret", &secret.name, data.collect())
-        } else {
+        let Some((kind, name, data)) = source_data(namespace, source, resolved, at)? else {
             continue;
         };
         let mut invalid = Vec::new();
@@ -69,6 +53,38 @@ pub(super) fn env_from(
         }
     }
     Ok(env)
+}
+
+/// An `envFrom` source's kind (as kubelet's warning names it), name and data.
+type Source<'s> = (&'static str, &'s str, BTreeMap<&'s str, String>);
+
+/// The [`Source`] of `source`; `None` for an optional object that is missing (or a
+/// source of neither kind).
+fn source_data<'s>(
+    namespace: &str,
+    source: &'s EnvFromSource,
+    resolved: &'s Resolved,
+    at: &Subject,
+) -> Result<Option<Source<'s>>> {
+    if let Some(config_map) = &source.config_map_ref {
+        let name = config_map.name.as_str();
+        let data = match resolved.config_map(namespace, name).map_err(object(at))? {
+            Some(found) => found.data.iter().flatten().map(|(k, v)| (k.as_str(), v.clone())),
+            None if config_map.optional == Some(true) => return Ok(None),
+            None => return Err(not_found(at, "configmap", name)),
+        };
+        Ok(Some(("configMap", name, data.collect())))
+    } else if let Some(secret) = &source.secret_ref {
+        let name = secret.name.as_str();
+        let data = match resolved.secret(namespace, name).map_err(object(at))? {
+            Some(found) => found.data.iter().flatten().map(|(k, v)| (k.as_str(), text(&v.0))),
+            None if secret.optional == Some(true) => return Ok(None),
+            None => return Err(not_found(at, "secret", name)),
+        };
+        Ok(Some(("secret", name, data.collect())))
+    } else {
+        Ok(None)
+    }
 }
 
 /// The warnings of [`env_from`], none when it fails.
