@@ -7,10 +7,12 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use oci_spec::image::ImageConfiguration;
-use outpost::runtime::spec::projection::Resolved;
+use outpost::runtime::spec::projection::{Object, Reference, Resolution, Resolved};
 use outpost::runtime::spec::{
     ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities, layout,
 };
@@ -18,7 +20,7 @@ use outpost::runtime::termination;
 use outpost::runtime::volumes;
 
 const BUSYBOX: &str = "/bin/busybox";
-const APPLETS: &[&str] = &["sh", "id", "cat", "echo", "touch", "grep"];
+const APPLETS: &[&str] = &["sh", "id", "cat", "echo", "touch", "grep", "sleep"];
 
 /// Fails the test without root, runc or busybox-static (tests carry `outpost_has_runc`).
 fn prerequisites() {
@@ -54,10 +56,15 @@ impl Bundle {
 
     /// Prepares the pod's files, writes config.json for its first container, runs it.
     fn run(&self, pod: &Pod) -> Output {
+        self.run_with(pod, &Resolved::default())
+    }
+
+    /// [`Bundle::run`] with the API objects the pod refers to.
+    fn run_with(&self, pod: &Pod, resolved: &Resolved) -> Output {
         let ips: [IpAddr; 1] = ["10.88.0.5".parse().unwrap()];
         let resolv = self.dir.path().join("host-resolv.conf");
         std::fs::write(&resolv, "nameserver 192.0.2.53\n").unwrap();
-        volumes::prepare(&self.pod_dir(), pod, &ips, &resolv, &Resolved::default()).unwrap();
+        volumes::prepare(&self.pod_dir(), pod, &ips, &resolv, resolved).unwrap();
         let capabilities =
             host_capabilities(&std::fs::read_to_string("/proc/self/status").unwrap());
         let ctx = PodContext {
@@ -71,6 +78,7 @@ impl Bundle {
             cgroup_parent: &self.cgroup_parent,
             host_capabilities: &capabilities,
             apparmor_enabled: false,
+            resolved,
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,
@@ -216,4 +224,67 @@ spec:
     let out = stdout(&bundle.run(&pod));
     assert!(out.contains("done"), "{out}");
     assert!(!out.contains("CapEff:\t0000000000000000"), "{out}");
+}
+
+fn config_map(name: &str, key: &str, value: &str) -> Resolved {
+    let data = [(key.to_owned(), value.to_owned())].into();
+    let object = ConfigMap { data: Some(data), ..ConfigMap::default() };
+    let found = Resolution::Found(Object::ConfigMap(Arc::new(object)));
+    Resolved([(Reference::ConfigMap(name.to_owned()), found)].into())
+}
+
+/// Waits for `path` to exist: the container's sign that it got there.
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(outpost_has_runc),
+    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
+)]
+fn v1_runc_sees_a_config_map_change_but_not_in_a_sub_path_mount() {
+    prerequisites();
+    let bundle = Bundle::new("configmap");
+    let pod = pod(r#"
+metadata: {name: spec-configmap-node1}
+spec:
+  volumes:
+  - {name: cfg, configMap: {name: app}}
+  - {name: sync, emptyDir: {}}
+  containers:
+  - name: app
+    image: busybox
+    command:
+    - sh
+    - -c
+    - |
+      echo "start $(cat /etc/app/mode) $(cat /etc/mode) $MODE"
+      touch /sync/started
+      while [ ! -e /sync/go ]; do sleep 0.05; done
+      echo "later $(cat /etc/app/mode) $(cat /etc/mode)"
+      touch /etc/app/x 2>/dev/null && echo volume-writable || echo volume-read-only
+    env:
+    - {name: MODE, valueFrom: {configMapKeyRef: {name: app, key: mode}}}
+    volumeMounts:
+    - {name: cfg, mountPath: /etc/app, readOnly: false}
+    - {name: cfg, mountPath: /etc/mode, subPath: mode}
+    - {name: sync, mountPath: /sync}
+"#);
+    let sync = bundle.pod_dir().join(volumes::EMPTY_DIR).join("sync");
+    let output = std::thread::scope(|scope| {
+        let run = scope.spawn(|| bundle.run_with(&pod, &config_map("app", "mode", "fast")));
+        wait_for(&sync.join("started"));
+        volumes::refresh(&bundle.pod_dir(), &pod, &config_map("app", "mode", "slow")).unwrap();
+        std::fs::write(sync.join("go"), "").unwrap();
+        run.join().unwrap()
+    });
+    let out = stdout(&output);
+    assert!(out.contains("start fast fast fast\n"), "{out}");
+    assert!(out.contains("later slow fast\n"), "V1: updated in place, not in subPath: {out}");
+    assert!(out.contains("volume-read-only\n"), "{out}");
 }

@@ -8,8 +8,10 @@
 //! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
 //! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
 //! (`resources`, `quantity`) and mounts (`mounts`: the pod's files and `/dev/shm`, the
-//! termination-message file, volumes). [`etc_hosts`] and [`resolv_conf`] make the pod's
-//! files (`hosts`, `dns`).
+//! termination-message file, volumes; those made from API objects read-only).
+//! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
+//! says what an API pod refers to and what its configMap, secret, downwardAPI and
+//! projected volumes hold.
 //!
 //! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
 //! (the hosts this agent targets may withhold `CAP_SYS_RESOURCE`), a container that names
@@ -19,14 +21,20 @@
 //! device allowed in its cgroup but only the default device nodes in `/dev`, every volume
 //! mount is `rprivate` (admission refuses another `mountPropagation`), `subPathExpr` is
 //! refused, the pod's sysctls are set by each container's spec (there is no sandbox
-//! container to hold them; they land in the same pod namespaces), and `stdin` is refused
-//! (nothing attaches to hold a container's stdin open, as containerd's CRI does).
+//! container to hold them; they land in the same pod namespaces), `stdin` is refused
+//! (nothing attaches to hold a container's stdin open, as containerd's CRI does),
+//! `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
+//! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
+//! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
+//! points, which Go escapes and Outpost keeps (`projection`).
 
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+
+use self::projection::Resolved;
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{Capability, Linux, Root, Spec};
 
@@ -86,6 +94,8 @@ pub struct PodContext<'a> {
     pub host_capabilities: &'a [Capability],
     /// Whether the host has AppArmor enabled ([`apparmor::enabled`]).
     pub apparmor_enabled: bool,
+    /// The ConfigMaps and Secrets the pod's containers refer to (`env`, `envFrom`).
+    pub resolved: &'a Resolved,
 }
 
 /// What a container's spec takes from files outside the manifest, read by the caller:
@@ -149,22 +159,29 @@ impl fmt::Display for Subject {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "{at}: env {name}: valueFrom.{source_kind} is not available to static pods in Outpost \
-         (there are no ConfigMaps or Secrets on this node); put the value in `value`, or mount \
-         a hostPath file"
+        "{at}: env {name}: valueFrom.{source_kind} is not supported by Outpost; put the value \
+         in `value`, or mount the file as a volume"
     )]
     UnsupportedEnvSource { at: Subject, name: String, source_kind: &'static str },
 
     #[error(
-        "{at}: envFrom[{index}]: ConfigMaps and Secrets are not available to static pods in \
-         Outpost; list the variables under `env` instead"
-    )]
-    UnsupportedEnvFrom { at: Subject, index: usize },
-
-    #[error(
-        "{at}: env {name}: valueFrom has no source; set fieldRef or resourceFieldRef, or use `value`"
+        "{at}: env {name}: valueFrom has no source; set fieldRef, resourceFieldRef, \
+         configMapKeyRef or secretKeyRef, or use `value`"
     )]
     EmptyEnvSource { at: Subject, name: String },
+
+    /// kubelet's words (`configmap "x" not found`, `couldn't get secret ns/x: ...`).
+    #[error("{source}")]
+    EnvObject {
+        at: Subject,
+        #[source]
+        source: Box<projection::Error>,
+    },
+
+    /// kubelet's words: `couldn't find key k in ConfigMap ns/x` (`object` is
+    /// `ConfigMap ns/x`).
+    #[error("couldn't find key {key} in {object}")]
+    EnvKey { at: Subject, key: String, object: String },
 
     #[error(
         "{at}: env {name}: fieldRef {path:?} is not supported; use metadata.name, \
@@ -435,6 +452,13 @@ pub fn container_spec(
         .set_annotations(None)
         .set_linux(Some(linux));
     Ok(spec)
+}
+
+/// kubelet's `InvalidEnvironmentVariableNames` warnings for the container: one per
+/// `envFrom` source some of whose keys are not valid variable names, and so are left out
+/// of its environment. None when the environment cannot be made (its spec says why).
+pub fn invalid_env_var_names(pod: &Pod, container: &Container, resolved: &Resolved) -> Vec<String> {
+    env::invalid_names(pod, container, resolved)
 }
 
 /// `<parent>/<id>`, with one slash between them.

@@ -193,6 +193,11 @@ impl PodRuntime for Pods {
         .map_err(|e| config_error(describe(&e)))?;
         let spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| config_error(describe(&e)))?;
+        let object = pod_ref(pod, Some(&container.name));
+        for message in spec::invalid_env_var_names(pod, container, &resolved) {
+            let kind = EventType::Warning;
+            self.events.emit(&object, kind, reason::INVALID_ENVIRONMENT_VARIABLE_NAMES, message);
+        }
         let message_file = layout::termination_message_file(&sandbox.pod_dir, &container.name, &id);
         termination::create(&message_file)
             .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;

@@ -1,7 +1,8 @@
 //! The container's environment: the image's (with containerd's default `PATH` when it
-//! has none), then the container's `env` (later wins,
-//! in place), with kubelet's `$(VAR)` expansion and the downward API (`fieldRef`,
-//! `resourceFieldRef`).
+//! has none), then the container's `envFrom` (ConfigMaps and Secrets, see `objects`),
+//! then its `env` (later wins, in place), with kubelet's `$(VAR)` expansion, the
+//! downward API (`fieldRef`, `resourceFieldRef`) and the keys of ConfigMaps and Secrets
+//! (`configMapKeyRef`, `secretKeyRef`).
 
 use std::collections::HashMap;
 
@@ -15,6 +16,10 @@ use super::{Error, PodContext, Result, Subject, expansion, resources};
 
 /// containerd's `PATH` for an image that sets none.
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+mod objects;
+
+pub(super) use self::objects::invalid_names;
 
 /// The container's environment as `NAME=value` strings, and the values of the
 /// container's own variables (what `$(VAR)` in command and args refers to).
@@ -37,22 +42,28 @@ pub(super) fn environment(
     image: Option<&Config>,
     at: &Subject,
 ) -> Result<Environment> {
-    // Every envFrom source is a ConfigMap or a Secret.
-    if container.env_from.as_ref().is_some_and(|sources| !sources.is_empty()) {
-        return Err(Error::UnsupportedEnvFrom { at: at.clone(), index: 0 });
-    }
     let mut entries: Vec<String> = image.and_then(|c| c.env().clone()).unwrap_or_default();
     if !entries.iter().any(|e| e.starts_with("PATH=")) {
         entries.insert(0, DEFAULT_PATH.to_owned());
     }
     let mut container_vars: HashMap<String, String> = HashMap::new();
+    // kubelet: envFrom first (a later source wins), then env, which wins over envFrom;
+    // `$(VAR)` in env sees both.
+    for (name, value) in objects::env_from(ctx.pod, container, ctx.resolved, at)?.vars {
+        set(&mut entries, &name, &value);
+        container_vars.insert(name, value);
+    }
     for var in container.env.iter().flatten() {
         let value = match var.value.as_deref() {
             Some(value) if !value.is_empty() => {
                 expansion::expand(value, |name| container_vars.get(name).map(String::as_str))
             }
             _ => match &var.value_from {
-                Some(source) => value_from(ctx, container, var, source, at)?,
+                Some(source) => match value_from(ctx, container, var, source, at)? {
+                    Some(value) => value,
+                    // An optional key or object that is missing: no variable.
+                    None => continue,
+                },
                 None => String::new(),
             },
         };
@@ -72,31 +83,31 @@ fn set(entries: &mut Vec<String>, name: &str, value: &str) {
     }
 }
 
+/// The value of a `valueFrom`; `None` for an optional key (or object) that is missing.
 fn value_from(
     ctx: &PodContext<'_>,
     container: &Container,
     var: &EnvVar,
     source: &EnvVarSource,
     at: &Subject,
-) -> Result<String> {
-    let unsupported = |source_kind| {
-        Err(Error::UnsupportedEnvSource { at: at.clone(), name: var.name.clone(), source_kind })
-    };
+) -> Result<Option<String>> {
     if let Some(field) = &source.field_ref {
-        field_ref(ctx, field).ok_or_else(|| Error::FieldPath {
+        let value = field_ref(ctx, field).ok_or_else(|| Error::FieldPath {
             at: at.clone(),
             name: var.name.clone(),
             path: field.field_path.clone(),
-        })
+        })?;
+        Ok(Some(value))
     } else if let Some(resource) = &source.resource_field_ref {
         let field = format!("env {}", var.name);
-        resource_field_ref(ctx.pod, Some(container), &field, resource, at)
-    } else if source.secret_key_ref.is_some() {
-        unsupported("secretKeyRef")
-    } else if source.config_map_key_ref.is_some() {
-        unsupported("configMapKeyRef")
+        resource_field_ref(ctx.pod, Some(container), &field, resource, at).map(Some)
+    } else if let Some(key) = &source.config_map_key_ref {
+        objects::config_map_key(ctx.pod, ctx.resolved, key, at)
+    } else if let Some(key) = &source.secret_key_ref {
+        objects::secret_key(ctx.pod, ctx.resolved, key, at)
     } else if source.file_key_ref.is_some() {
-        unsupported("fileKeyRef")
+        let source_kind = "fileKeyRef";
+        Err(Error::UnsupportedEnvSource { at: at.clone(), name: var.name.clone(), source_kind })
     } else {
         Err(Error::EmptyEnvSource { at: at.clone(), name: var.name.clone() })
     }

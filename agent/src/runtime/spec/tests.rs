@@ -47,8 +47,11 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         cgroup_parent: "/outpost/pod0123",
         host_capabilities: &defaults::ALL_CAPABILITIES,
         apparmor_enabled: false,
+        resolved: &NO_OBJECTS,
     }
 }
+
+static NO_OBJECTS: Resolved = Resolved(std::collections::BTreeMap::new());
 
 pub(super) fn first_container(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]

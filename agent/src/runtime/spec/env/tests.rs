@@ -99,16 +99,11 @@ fn unsupported_field_paths() {
 }
 
 #[test]
-fn secrets_and_config_maps_are_refused() {
-    let error = env_error("[{name: P, valueFrom: {secretKeyRef: {name: s, key: k}}}]");
-    assert!(error.contains("env P: valueFrom.secretKeyRef is not available"), "{error}");
-    let error = env_error("[{name: P, valueFrom: {configMapKeyRef: {name: c, key: k}}}]");
-    assert!(error.contains("valueFrom.configMapKeyRef"), "{error}");
+fn sources_outpost_does_not_have() {
+    let error = env_error("[{name: P, valueFrom: {fileKeyRef: {volumeName: v, path: p, key: k}}}]");
+    assert!(error.contains("env P: valueFrom.fileKeyRef is not supported by Outpost"), "{error}");
     let error = env_error("[{name: P, valueFrom: {}}]");
     assert!(error.contains("valueFrom has no source"), "{error}");
-    let yaml = "spec: {containers: [{name: app, image: b, envFrom: [{configMapRef: {name: c}}]}]}";
-    let error = env_of(yaml, "[]").unwrap_err().to_string();
-    assert!(error.contains("envFrom[0]"), "{error}");
 }
 
 fn resource_env(resources: &str, field: &str) -> Result<Vec<String>> {
@@ -148,3 +143,5 @@ fn resource_field_ref_errors() {
     let bad_divisor = resource_env("{limits: {cpu: 1}}", "{resource: limits.cpu, divisor: x}");
     assert!(matches!(bad_divisor, Err(Error::Quantity { .. })));
 }
+
+mod objects;
