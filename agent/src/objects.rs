@@ -224,7 +224,10 @@ impl Objects {
         let Some(inner) = &self.0 else {
             let why = "no API server is configured (--kubeconfig)";
             return Resolved(
-                references.iter().map(|r| (r.clone(), Resolution::Unavailable(why.into()))).collect(),
+                references
+                    .iter()
+                    .map(|r| (r.clone(), Resolution::Unavailable(why.into())))
+                    .collect(),
             );
         };
         self.claim(pod);

@@ -68,7 +68,6 @@ impl Runtime {
         events: Recorder,
         metrics: Metrics,
         ebpf: ebpf::Handle,
-        objects: objects::Objects,
     ) -> Result<Runtime, probe::Error> {
         let core = pod_worker::Settings {
             crash_loop: settings.crash_loop,
@@ -84,7 +83,6 @@ impl Runtime {
             events: events.clone(),
             metrics: metrics.clone(),
             execs,
-            objects,
         };
         let prober = Prober::new()?;
         Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober))
@@ -177,7 +175,7 @@ pub async fn run(
     mut changes: objects::Changes,
     shutdown: CancellationToken,
 ) {
-    let objects = runtime.runtime.objects.clone();
+    let objects = runtime.runtime.settings.objects.clone();
     let (events_tx, mut events_rx) = mpsc::channel(256);
     let watcher = tokio::spawn(events::watch(runtime.runtime.containerd.clone(), events_tx));
     // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an

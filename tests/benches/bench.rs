@@ -32,8 +32,8 @@ use std::process::ExitCode;
 
 use bench::report::Entry;
 use bench::{
-    b11_config, b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    o2_restart, pods, report, signal,
+    b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
+    b11_config, o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]

@@ -249,9 +249,8 @@ fn v1_an_api_pod_with_every_volume_kind_reads_its_files_and_env() {
     // secret: on tmpfs, defaultMode.
     assert_eq!(read(pid, "/etc/secret/password"), "s3cr3t");
     assert_eq!(mode(pid, "/etc/secret/password"), 0o400);
-    let secret_dir = c.api.node.path(&format!(
-        "state/pods/{uid}/volumes/kubernetes.io~secret/secret"
-    ));
+    let secret_dir =
+        c.api.node.path(&format!("state/pods/{uid}/volumes/kubernetes.io~secret/secret"));
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let tmpfs = mountinfo.lines().find(|l| l.contains(secret_dir.to_str().unwrap()));
     assert!(tmpfs.is_some_and(|l| l.contains(" - tmpfs ")), "secrets on tmpfs: {tmpfs:?}");
@@ -286,8 +285,10 @@ fn v1_an_api_pod_with_every_volume_kind_reads_its_files_and_env() {
 
     // Only the referenced objects are watched, each alone (no cluster-wide list).
     let requests = c.server().requests();
-    let lists: Vec<_> =
-        requests.keys().filter(|(verb, resource)| verb == "list" && resource == "secrets").collect();
+    let lists: Vec<_> = requests
+        .keys()
+        .filter(|(verb, resource)| verb == "list" && resource == "secrets")
+        .collect();
     assert!(!lists.is_empty(), "the referenced secret was listed: {requests:?}");
 }
 
@@ -344,7 +345,8 @@ fn v1_a_short_lived_token_is_refreshed_in_place() {
     c.create_pod(pod);
     let pid = c.pid("short");
     let first = read(pid, "/var/run/token/token");
-    let decoded = |token: &str| serde_json::to_value(c.server().decode_token(token).unwrap()).unwrap();
+    let decoded =
+        |token: &str| serde_json::to_value(c.server().decode_token(token).unwrap()).unwrap();
     let first_claims = decoded(&first);
     // Refreshed at 80 % of its lifetime (8 s), before it expires.
     eventually("a new token", LONG, || {

@@ -757,7 +757,9 @@ impl PodWorker {
         }
         for slot in &mut current.slots {
             if let SlotState::Waiting {
-                reason: WaitingReason::CreateContainerConfigError, retry_at, ..
+                reason: WaitingReason::CreateContainerConfigError,
+                retry_at,
+                ..
             } = &mut slot.state
             {
                 *retry_at = now.at;

@@ -71,7 +71,10 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
         }
     };
     if saved.server != server {
-        tracing::warn!(checkpoint_server = saved.server, "the objects' checkpoint is of another API server; not using it");
+        tracing::warn!(
+            checkpoint_server = saved.server,
+            "the objects' checkpoint is of another API server; not using it"
+        );
         return State::default();
     }
     let mut state = State::default();

@@ -123,7 +123,9 @@ async fn v3_restored_objects_answer_offline_and_unclaimed_ones_go_at_garbage_col
     let mut state = State::default();
     for name in ["kept", "stale"] {
         let known = Known::Present(config_map(name, "v1"));
-        state.objects.insert(cm_key(name), Entry { known, claimants: BTreeSet::new(), watch: None });
+        state
+            .objects
+            .insert(cm_key(name), Entry { known, claimants: BTreeSet::new(), watch: None });
     }
     checkpoints.write_private(saved::CHECKPOINT, &saved::snapshot(SERVER, &state)).unwrap();
     let (objects, _changes) = Objects::start(client(SERVER), checkpoints).await;

@@ -24,6 +24,7 @@ use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
+use crate::objects::Objects;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
 use crate::runtime::container::{
@@ -40,7 +41,6 @@ use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
 use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
-use crate::objects::Objects;
 use crate::runtime::termination;
 
 /// What the runtime is configured with.
@@ -65,9 +65,10 @@ pub struct Settings {
     pub host_capabilities: Vec<Capability>,
     /// `--seccomp-profile-root`: where `Localhost` seccomp profiles are.
     pub seccomp_profile_root: PathBuf,
-    /// Whether the host has AppArmor enabled.
     /// What the node can do (admission's facts; AppArmor for the spec).
     pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
+    /// The API objects API pods refer to (their volumes, env and pull secrets).
+    pub objects: Objects,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -82,8 +83,6 @@ pub struct Pods {
     pub metrics: Metrics,
     /// Runs probes' and hooks' commands in containers.
     pub execs: Execs,
-    /// The API objects API pods refer to (their volumes, env and pull secrets).
-    pub objects: Objects,
 }
 
 impl Pods {
@@ -161,7 +160,8 @@ impl PodRuntime for Pods {
         let uid = pod::uid(pod);
         let parent = cgroup_parent(uid);
         let ns = &sandbox.namespaces;
-        let resolved = self.objects.resolve(pod, &projection::container_references(container)).await;
+        let resolved =
+            self.settings.objects.resolve(pod, &projection::container_references(container)).await;
         let context = PodContext {
             pod,
             node_name: &self.settings.node_name,
@@ -401,7 +401,7 @@ async fn pull_keyring(pods: &Pods, pod: &Pod) -> Keyring {
     if references.is_empty() {
         return pods.settings.keyring.clone();
     }
-    let resolved = pods.objects.resolve(pod, &references).await;
+    let resolved = pods.settings.objects.resolve(pod, &references).await;
     let mut keyring = Keyring::default();
     let mut missing = Vec::new();
     for (reference, resolution) in resolved.0 {
@@ -432,7 +432,12 @@ async fn pull_keyring(pods: &Pods, pod: &Pod) -> Keyring {
             missing.join(", ")
         );
         let object = pod_ref(pod, None);
-        pods.events.emit(&object, EventType::Warning, reason::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET, message);
+        pods.events.emit(
+            &object,
+            EventType::Warning,
+            reason::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+            message,
+        );
     }
     keyring.merge(pods.settings.keyring.clone());
     keyring

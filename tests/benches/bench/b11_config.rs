@@ -54,9 +54,14 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let stats = Stats::millis(&samples);
     let met = stats.p50 < TARGET_P50_MS;
     Ok(vec![
-        Entry::new("B11", "config: a referenced ConfigMap changes → the file in the container", "ms", stats)
-            .target("p50 < 1 s", met)
-            .detail("samples", samples.len()),
+        Entry::new(
+            "B11",
+            "config: a referenced ConfigMap changes → the file in the container",
+            "ms",
+            stats,
+        )
+        .target("p50 < 1 s", met)
+        .detail("samples", samples.len()),
     ])
 }
 

@@ -14,11 +14,11 @@ use tracing::{info, warn};
 
 use super::Error;
 use crate::api::exec::ExecSlot;
-use crate::objects::{Changes, Objects};
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
 use crate::metrics::counted::{ImageImports, Metrics};
+use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
@@ -189,6 +189,7 @@ async fn run_pods(
             apparmor_enabled: crate::host::apparmor_enabled(),
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
+        objects: handles.objects,
     };
     let runtime = Arc::new(Runtime::new(
         containerd,
@@ -198,7 +199,6 @@ async fn run_pods(
         handles.events,
         handles.metrics,
         handles.ebpf,
-        handles.objects,
     )?);
     worker::run(runtime, batches, handles.changes, handles.stop_pods).await;
     if let Some(images) = images {

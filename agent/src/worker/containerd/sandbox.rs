@@ -134,7 +134,7 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     };
     let pod_dir = pods.pods_dir().join(&uid);
     let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
-    let resolved = pods.objects.resolve(pod, &projection::volume_references(pod)).await;
+    let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
     blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved))
@@ -156,9 +156,13 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
     if !volumes.iter().any(|v| projection::kind(v).is_some()) {
         return;
     }
-    let resolved = pods.objects.resolve(pod, &projection::volume_references(pod)).await;
+    let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
     let (dir, owned) = (pods.pods_dir().join(pod::uid(pod)), pod.clone());
-    let errors = match tokio::task::spawn_blocking(move || volumes::refresh(&dir, &owned, &resolved)).await {
+    let errors = match tokio::task::spawn_blocking(move || {
+        volumes::refresh(&dir, &owned, &resolved)
+    })
+    .await
+    {
         Ok(Ok(())) => return,
         Ok(Err(errors)) => errors.iter().map(|e| describe(e)).collect(),
         Err(e) => vec![describe(&e)],

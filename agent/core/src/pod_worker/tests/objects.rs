@@ -10,7 +10,8 @@ fn volumes_not_ready(message: &str) -> Input {
     })
 }
 
-const NOT_FOUND: &str = "MountVolume.SetUp failed for volume \"config\" : configmap \"app\" not found";
+const NOT_FOUND: &str =
+    "MountVolume.SetUp failed for volume \"config\" : configmap \"app\" not found";
 
 #[test]
 fn v1_a_missing_object_is_a_failed_mount_retried_as_soon_as_it_comes() {
