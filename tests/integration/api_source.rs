@@ -337,8 +337,11 @@ fn a_corrupt_checkpoint_is_reported_and_ignored() {
     let agent = cluster.agent();
     let line = agent.wait_for_log("corrupt");
     assert!(line.contains("api.json"), "the report names the file: {line}");
-    let body = wait_readyz(&agent, "api", "never seen");
-    assert!(body.contains("corrupt") || body.contains("failing"), "{body}");
+    // The log line comes first; the failure reaches readiness a moment later.
+    let (_, body) = agent.poll("/readyz?verbose", |_, body| {
+        body.contains("never seen") && (body.contains("corrupt") || body.contains("failing"))
+    });
+    assert!(body.contains("source-api"), "{body}");
 
     cluster.restore();
     assert_eq!(deltas(&agent, 1)[0].1, "web");
