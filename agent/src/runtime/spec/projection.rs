@@ -256,30 +256,43 @@ const MAX_NAME_LENGTH: usize = 255;
 impl Resolved {
     /// The ConfigMap `name`: `Ok(None)` when the API server says it does not exist.
     pub fn config_map(&self, namespace: &str, name: &str) -> Result<Option<&ConfigMap>, Error> {
-        let unavailable = |why| Error::Unavailable {
-            kind: "configMap",
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            why,
-        };
-        match lookup(self, &Reference::ConfigMap(name.to_owned())).map_err(unavailable)? {
-            Some(Object::ConfigMap(config_map)) => Ok(Some(config_map)),
-            Some(other) => Err(unavailable(wrong_kind(other))),
-            None => Ok(None),
-        }
+        let reference = Reference::ConfigMap(name.to_owned());
+        self.object(namespace, name, "configMap", &reference, |object| match object {
+            Object::ConfigMap(config_map) => Some(config_map),
+            _ => None,
+        })
     }
 
     /// The Secret `name`: `Ok(None)` when the API server says it does not exist.
     pub fn secret(&self, namespace: &str, name: &str) -> Result<Option<&Secret>, Error> {
+        let reference = Reference::Secret(name.to_owned());
+        self.object(namespace, name, "secret", &reference, |object| match object {
+            Object::Secret(secret) => Some(secret),
+            _ => None,
+        })
+    }
+
+    /// The object `reference` (of `kind`, `namespace/name`) as `pick` takes it from its
+    /// resolution: `Ok(None)` when absent, an error when unknown or of another kind.
+    fn object<'r, T>(
+        &'r self,
+        namespace: &str,
+        name: &str,
+        kind: &'static str,
+        reference: &Reference,
+        pick: impl FnOnce(&'r Object) -> Option<&'r Arc<T>>,
+    ) -> Result<Option<&'r T>, Error> {
         let unavailable = |why| Error::Unavailable {
-            kind: "secret",
+            kind,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             why,
         };
-        match lookup(self, &Reference::Secret(name.to_owned())).map_err(unavailable)? {
-            Some(Object::Secret(secret)) => Ok(Some(secret)),
-            Some(other) => Err(unavailable(wrong_kind(other))),
+        match lookup(self, reference).map_err(unavailable)? {
+            Some(object) => match pick(object) {
+                Some(found) => Ok(Some(found)),
+                None => Err(unavailable(wrong_kind(object))),
+            },
             None => Ok(None),
         }
     }
