@@ -83,7 +83,7 @@ fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
     node.remove("gone.yaml");
     eventually("the pod is gone from /pods", LONG, || pod(&agent, "gone-edge-1").is_none());
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
-    agent.wait_for_log("pod stopped and removed");
+    agent.wait_for_log(&format!("pod sandbox removed pod.uid=\"{uid}\""));
     assert!(node.tasks().is_empty(), "tasks: {:?}", node.tasks());
     let snapshots = node.ctr(&["snapshots", "list"]);
     assert!(!snapshots.contains("Active"), "no active snapshot is left: {snapshots}");
@@ -109,9 +109,12 @@ fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
     node.put("app.yaml", &manifest("app", &format!("echo v2; {SERVE}"), ""));
     let new = wait_pod(&agent, "app-edge-1", LONG, |p| running(p) && uid(p) != uid(&old));
     assert_ne!(container_id(&new), old_id);
-    // M10: the old pod was stopped and removed before the new one's container started.
+    // M10: the old pod was stopped and its sandbox removed before the new one's
+    // container started.
+    let removed = format!("pod sandbox removed pod.uid=\"{}\"", uid(&old));
+    agent.wait_for_log(&removed);
     let log = agent.log();
-    let stopped = log.find(&format!("pod stopped and removed pod.uid=\"{}\"", uid(&old)));
+    let stopped = log.find(&removed);
     let started = log.rfind("container started");
     assert!(
         stopped.is_some() && started.is_some() && stopped < started,

@@ -236,7 +236,7 @@ impl PodWorker {
                     out.push(Action::RemoveContainer { container_id: id, background: false });
                 }
                 let uid = current.uid;
-                tracing::info!(pod.uid = uid, "pod stopped and removed");
+                tracing::info!(pod.uid = uid, "pod stopped; removing it");
                 out.push(Action::TearDownSandbox { uid: uid.clone() });
                 out.push(Action::RemoveStatus { uid: uid.clone() });
                 out.push(Action::ForgetPod { uid });

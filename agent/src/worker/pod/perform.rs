@@ -40,6 +40,8 @@ impl<R: PodRuntime> PodWorker<R> {
                     self.sandbox = None;
                 }
                 runtime.tear_down_sandbox(&uid).await;
+                // Said once it is done: tests and operators wait for this line.
+                tracing::info!(pod.uid = uid, "pod sandbox removed");
             }
             Action::StartContainer { pod, container, restart_count, hash } => {
                 let result = self.start(&pod, &container, restart_count, &hash).await;
