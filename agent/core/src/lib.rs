@@ -9,6 +9,7 @@
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
+//! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
@@ -31,4 +32,6 @@ pub mod pace;
 pub mod pod;
 pub mod pod_worker;
 pub mod probe;
+pub mod qos;
+pub mod quantity;
 pub mod status_queue;

@@ -1,10 +1,22 @@
-//! The cgroups runc leaves behind. runc removes a container's own cgroup when the
-//! container is deleted, but not the parents it created for it; a pod's parent
-//! (`/outpost/pod<uid>`, cgroupfs driver) is removed here once its containers are gone,
-//! in every hierarchy: each cgroup v1 controller and the v2 (unified) one.
+//! Pods' cgroups, as kubelet lays them out (Q2): one cgroup for all pods (`kubepods`
+//! under `--cgroup-root`), a cgroup per QoS class under it (Guaranteed pods sit right
+//! under the pods cgroup), then `pod<uid>`, then each container (runc makes the last
+//! level from the container's `cgroupsPath`). [`Layout`] names them for the cgroupfs and
+//! systemd drivers; [`Hierarchy`] is where this machine mounts them (cgroup v1, one tree
+//! per controller, or the v2 unified tree) and reads a cgroup's usage.
+//!
+//! runc removes a container's own cgroup when the container is deleted, but not the
+//! parents it created for it; a pod's cgroup is removed here ([`remove`]) once its
+//! containers are gone, in every hierarchy: each cgroup v1 controller and the v2 one.
+
+mod layout;
+mod usage;
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+pub use self::layout::{CgroupName, Driver, Layout};
+pub use self::usage::{Hierarchy, Usage};
 
 /// Where cgroup hierarchies are mounted.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";

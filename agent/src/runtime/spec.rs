@@ -48,7 +48,6 @@ pub mod layout;
 mod mounts;
 mod process;
 pub mod projection;
-mod quantity;
 mod resources;
 pub mod seccomp;
 mod security;
@@ -57,9 +56,9 @@ mod users;
 
 pub use self::dns::{missing_cluster_dns, resolv_conf};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
-pub use self::quantity::Error as QuantityError;
-pub(crate) use self::quantity::Quantity;
 pub use self::security::host_capabilities;
+pub use outpost_core::quantity::Error as QuantityError;
+pub(crate) use outpost_core::quantity::{self, Quantity};
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
 const OCI_VERSION: &str = "1.0.2-dev";

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use oci_spec::image::Config;
 
-use super::quantity::Quantity;
+use super::Quantity;
 use super::{Error, PodContext, Result, Subject, expansion, resources};
 
 /// containerd's `PATH` for an image that sets none.

@@ -5,9 +5,9 @@ use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxResources};
 
-use super::quantity::{self, Quantity};
 use super::security::Security;
 use super::{Error, Result, Subject, defaults};
+use super::{Quantity, quantity};
 
 /// The CFS period, in microseconds (kubelet's default 100 ms).
 pub(super) const CPU_PERIOD: u64 = 100_000;

@@ -4,7 +4,7 @@
 
 /// A non-negative quantity: `mantissa × 10^exp10 × 2^exp2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Quantity {
+pub struct Quantity {
     mantissa: u128,
     exp10: i32,
     exp2: u32,
@@ -29,7 +29,7 @@ const MAX_EXPONENT: i32 = 100;
 impl Quantity {
     /// Parses `[+]<digits>[.<digits>]<suffix>`, as Kubernetes does (without the sign `-`,
     /// which no resource or size here may have).
-    pub(crate) fn parse(text: &str) -> Result<Self, Error> {
+    pub fn parse(text: &str) -> Result<Self, Error> {
         let unsigned = text.strip_prefix('+').unwrap_or(text);
         if unsigned.starts_with('-') {
             return Err(Error::Negative);
@@ -55,7 +55,7 @@ impl Quantity {
 
     /// The quantity times `10^scale`, rounded up: `ceil_scaled(0)` is Kubernetes'
     /// `Value()`, `ceil_scaled(3)` its `MilliValue()`.
-    pub(crate) fn ceil_scaled(&self, scale: i32) -> Result<u128, Error> {
+    pub fn ceil_scaled(&self, scale: i32) -> Result<u128, Error> {
         let scaled =
             self.mantissa.checked_shl(self.exp2).filter(|v| v >> self.exp2 == self.mantissa);
         let value = scaled.ok_or(Error::TooLarge)?;
@@ -73,17 +73,17 @@ impl Quantity {
     }
 
     /// The quantity rounded up to an integer, as an `i64` (saturating).
-    pub(crate) fn value(&self) -> Result<i64, Error> {
+    pub fn value(&self) -> Result<i64, Error> {
         self.ceil_scaled(0).map(saturate)
     }
 
     /// The quantity in thousandths, rounded up, as an `i64` (saturating).
-    pub(crate) fn milli_value(&self) -> Result<i64, Error> {
+    pub fn milli_value(&self) -> Result<i64, Error> {
         self.ceil_scaled(3).map(saturate)
     }
 
     /// Whether the quantity is zero.
-    pub(crate) fn is_zero(&self) -> bool {
+    pub fn is_zero(&self) -> bool {
         self.mantissa == 0
     }
 }
