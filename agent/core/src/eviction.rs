@@ -1,0 +1,31 @@
+//! Node-pressure eviction as kubelet's eviction manager does it (E1–E2), with no IO:
+//!
+//! - [`signal`]: the eviction signals (`memory.available`, `nodefs.inodesFree`, …), the
+//!   resource each one starves and the node condition it drives; observations of them.
+//! - [`threshold`]: thresholds parsed from kubelet's flags and config fields
+//!   (`--eviction-hard memory.available<100Mi`, `evictionSoft`, grace periods, minimum
+//!   reclaims), kubelet's defaults, and the resolved [`Config`].
+//! - [`manager`]: observations over time → the thresholds met (soft ones after their
+//!   grace period, met ones until their minimum reclaim), the node's pressure conditions
+//!   (held for `evictionPressureTransitionPeriod`), and the resource to reclaim.
+//! - [`rank`]: the pods ranked as kubelet ranks them for the starved resource, the one
+//!   victim of a pass (never a static, mirror or system-critical pod), its grace period
+//!   and kubelet's message.
+//! - [`format`]: quantities printed as Kubernetes prints them (`100Mi`, `43008Ki`, `5k`).
+
+pub mod format;
+pub mod manager;
+pub mod rank;
+pub mod signal;
+pub mod threshold;
+
+#[cfg(test)]
+mod tests;
+
+pub use self::manager::{Manager, Outcome, Pressure, Reclaim};
+pub use self::rank::{Candidate, Eviction, PodStats, rank, victim};
+pub use self::signal::{Observation, Observations, Resource, Signal};
+pub use self::threshold::{Config, Error, Settings, Threshold, ThresholdValue};
+
+/// The reason an evicted pod's status carries (`status.reason`) and its Event's reason.
+pub const REASON: &str = "Evicted";
