@@ -65,6 +65,8 @@ pub enum Error {
          kernel.msg*, kernel.sem, fs.mqueue.*)"
     )]
     UnsafeSysctl(String),
+    #[error(transparent)]
+    Eviction(#[from] outpost_core::eviction::Error),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
     NodeName(#[source] std::io::Error),
 }
@@ -320,6 +322,36 @@ settings! {
         /// (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*), as kubelet's flag.
         #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
         pub allowed_unsafe_sysctls: Vec<String>,
+        /// Hard eviction thresholds, "signal<quantity or percentage[,…]" (kubelet's
+        /// --eviction-hard); repeatable. Giving any replaces kubelet's defaults
+        /// (memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
+        /// imagefs.available<15%, imagefs.inodesFree<5%) unless
+        /// --merge-default-eviction-settings.
+        #[arg(long, value_name = "THRESHOLDS")]
+        #[serde(deserialize_with = "one")]
+        pub eviction_hard: Vec<eviction::Thresholds>,
+        /// Soft eviction thresholds, as --eviction-hard; each needs a grace period.
+        #[arg(long, value_name = "THRESHOLDS")]
+        #[serde(deserialize_with = "one")]
+        pub eviction_soft: Vec<eviction::Thresholds>,
+        /// How long each soft threshold must hold before eviction, "signal=duration[,…]".
+        #[arg(long, value_name = "PERIODS")]
+        #[serde(deserialize_with = "one")]
+        pub eviction_soft_grace_period: Vec<eviction::SignalValues>,
+        /// How much to reclaim beyond a threshold once it is met, "signal=quantity[,…]".
+        #[arg(long, value_name = "RECLAIMS")]
+        #[serde(deserialize_with = "one")]
+        pub eviction_minimum_reclaim: Vec<eviction::SignalValues>,
+        /// How long a pressure condition stays after its last threshold met [default: 5m].
+        #[arg(long, value_name = "DURATION")]
+        pub eviction_pressure_transition_period: Option<String>,
+        /// The longest grace period (seconds) of a pod evicted for a soft threshold
+        /// [default: 0].
+        #[arg(long, value_name = "SECONDS")]
+        pub eviction_max_pod_grace_period: Option<i64>,
+        /// Keep kubelet's default hard thresholds for the signals --eviction-hard leaves out.
+        #[arg(long, value_name = "BOOL")]
+        pub merge_default_eviction_settings: Option<bool>,
     }
 }
 
@@ -398,6 +430,8 @@ pub struct Config {
     pub ebpf: bool,
     /// `--allowed-unsafe-sysctls`, checked to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// The eviction thresholds and periods (`--eviction-*`, kubelet's defaults).
+    pub eviction: outpost_core::eviction::Config,
 }
 
 /// Authentication of the local API. Reads and writes need the token or a client
@@ -431,6 +465,7 @@ impl Config {
             None => Settings::default(),
         };
         let s = flags.or(file);
+        let eviction = eviction::resolve(&s)?;
         let node_name = match s.node_name {
             Some(name) => name,
             None => hostname().map_err(Error::NodeName)?,
@@ -506,6 +541,7 @@ impl Config {
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
             allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
+            eviction,
         })
     }
 }
@@ -595,6 +631,8 @@ pub fn hostname() -> std::io::Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
     Ok(name.trim().to_owned())
 }
+
+pub mod eviction;
 
 #[cfg(test)]
 mod tests;

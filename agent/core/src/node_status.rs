@@ -90,6 +90,8 @@ pub struct Readings {
     pub runtime_ready: bool,
     /// The node shuts down and its pods are being stopped (Ready is False then).
     pub shutting_down: bool,
+    /// The pressure conditions as the eviction manager holds them.
+    pub pressure: crate::eviction::Pressure,
     /// containerd's version, once known.
     pub runtime_version: Option<String>,
     /// The local API's port: `status.daemonEndpoints.kubeletEndpoint`, where the API

@@ -358,3 +358,32 @@ impl ImageImports {
         self.duration.observe(took.as_secs_f64());
     }
 }
+
+/// The eviction manager's: `outpost_evictions_total{signal}` (kubelet's
+/// `kubelet_evictions{eviction_signal}`).
+#[derive(Debug, Clone, Default)]
+pub struct Evictions {
+    evictions: Family<[(&'static str, &'static str); 1], Counter>,
+}
+
+impl Evictions {
+    pub fn register(outpost: &mut Registry) -> Evictions {
+        let metrics = Evictions::default();
+        outpost.register(
+            "evictions",
+            "Pods evicted by the eviction manager, by the signal whose threshold was met",
+            metrics.evictions.clone(),
+        );
+        metrics
+    }
+
+    /// A pod was evicted for `signal`.
+    pub fn evicted(&self, signal: outpost_core::eviction::Signal) {
+        self.evictions.get_or_create(&[("signal", signal.as_str())]).inc();
+    }
+
+    /// How many pods were evicted for `signal` (tests).
+    pub fn count(&self, signal: outpost_core::eviction::Signal) -> u64 {
+        self.evictions.get_or_create(&[("signal", signal.as_str())]).get()
+    }
+}

@@ -48,6 +48,9 @@ pub struct Config {
     /// Cancelled when the node shuts down with `--stop-pods-on-shutdown`: Ready turns
     /// False ("node is shutting down") and is reported at once.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The pressure conditions as the eviction manager holds them; a change is reported
+    /// at once.
+    pub pressure: watch::Receiver<outpost_core::eviction::Pressure>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,11 +134,13 @@ pub async fn run(context: Arc<Context>) {
         retry: RETRY,
     };
     let mut reported_shutdown = false;
+    let mut pressure = node.context.node_config.pressure.clone();
     loop {
         let delay = node.pass().await;
         let shutdown = node.context.node_config.shutdown.clone();
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
+            Ok(()) = pressure.changed() => {}
             () = reconnected(&mut connectivity) => node.offline_since_report = true,
             // Once: after it, the flag is read with the machine on every pass.
             () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,

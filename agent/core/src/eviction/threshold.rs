@@ -188,9 +188,7 @@ impl Config {
         };
         let mut thresholds = statements(Field::Hard, &hard)?;
         let mut soft = statements(Field::Soft, &settings.soft)?;
-        let grace = per_signal(Field::SoftGracePeriod, &settings.soft_grace_period, |s, v| {
-            grace_period(s, v)
-        })?;
+        let grace = per_signal(Field::SoftGracePeriod, &settings.soft_grace_period, grace_period)?;
         for threshold in &mut soft {
             threshold.grace_period = grace
                 .iter()
@@ -199,8 +197,7 @@ impl Config {
                 .ok_or(Error::NoGracePeriod { signal: threshold.signal })?;
         }
         thresholds.extend(soft);
-        let reclaims =
-            per_signal(Field::MinimumReclaim, &settings.minimum_reclaim, |s, v| min_reclaim(s, v))?;
+        let reclaims = per_signal(Field::MinimumReclaim, &settings.minimum_reclaim, min_reclaim)?;
         for threshold in &mut thresholds {
             threshold.min_reclaim =
                 reclaims.iter().find(|(s, _)| *s == threshold.signal).map(|(_, v)| *v);

@@ -7,9 +7,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::conditions::{self, Conditions, TYPES};
+use super::conditions::{Conditions, TYPES};
 use super::machine::{self, MemInfo};
 use super::*;
+use crate::eviction::Pressure;
 
 const GI: u64 = 1024 * 1024 * 1024;
 
@@ -33,6 +34,7 @@ fn healthy() -> Readings {
         hostname: "edge-1".into(),
         runtime_ready: true,
         shutting_down: false,
+        pressure: Pressure::default(),
         runtime_version: Some("1.6.20".into()),
         kubelet_port: Some(10250),
     }
@@ -146,25 +148,44 @@ fn a_node_shutting_down_is_not_ready_whatever_the_runtime() {
     }
 }
 
+// E1: the pressure conditions are the eviction manager's, with kubelet's reasons.
 #[test]
-fn thresholds_are_kubelets_defaults() {
-    let mib = 1024 * 1024;
-    let low_memory =
-        Readings { memory: Some(MemInfo { total: GI, available: 100 * mib - 1 }), ..healthy() };
-    let enough_memory =
-        Readings { memory: Some(MemInfo { total: GI, available: 100 * mib }), ..healthy() };
-    assert_eq!(conditions::pressures(&low_memory), [true, false, false]);
-    assert_eq!(conditions::pressures(&enough_memory), [false, false, false]);
-    let full_disk =
-        Readings { nodefs: Some(FsStats { capacity: 1000, available: 99 }), ..healthy() };
-    let disk_at_ten =
-        Readings { nodefs: Some(FsStats { capacity: 1000, available: 100 }), ..healthy() };
-    assert_eq!(conditions::pressures(&full_disk), [false, true, false]);
-    assert_eq!(conditions::pressures(&disk_at_ten), [false, false, false]);
-    let pids = Readings { pids: Some(PidStats { max: 1000, running: 901 }), ..healthy() };
-    assert_eq!(conditions::pressures(&pids), [false, false, true]);
-    let unknown = Readings { memory: None, nodefs: None, pids: None, ..healthy() };
-    assert_eq!(conditions::pressures(&unknown), [false, false, false]);
+fn pressure_conditions_follow_the_eviction_manager() {
+    let pressed = |pressure| {
+        let readings = Readings { pressure, ..healthy() };
+        let conditions = Conditions::default().observe(&readings, at(0));
+        ["MemoryPressure", "DiskPressure", "PIDPressure"].map(|t| {
+            let c = condition(&conditions, t);
+            (c.status.clone(), c.reason.clone().unwrap())
+        })
+    };
+    let none = pressed(Pressure::default());
+    assert_eq!(
+        none,
+        [
+            ("False".into(), "KubeletHasSufficientMemory".into()),
+            ("False".into(), "KubeletHasNoDiskPressure".into()),
+            ("False".into(), "KubeletHasSufficientPID".into()),
+        ]
+    );
+    let all = pressed(Pressure { memory: true, disk: true, pid: true });
+    assert_eq!(
+        all,
+        [
+            ("True".into(), "KubeletHasInsufficientMemory".into()),
+            ("True".into(), "KubeletHasDiskPressure".into()),
+            ("True".into(), "KubeletHasInsufficientPID".into()),
+        ]
+    );
+    // Low readings alone do not make a condition: the manager's thresholds decide.
+    let low = Readings {
+        memory: Some(MemInfo { total: GI, available: 1 }),
+        nodefs: Some(FsStats { capacity: 1000, available: 1 }),
+        pids: Some(PidStats { max: 1000, running: 999 }),
+        ..healthy()
+    };
+    let conditions = Conditions::default().observe(&low, at(0));
+    assert_eq!(condition(&conditions, "MemoryPressure").status, "False");
 }
 
 #[test]
@@ -192,14 +213,17 @@ fn adopted_conditions_keep_their_transition_times() {
 }
 
 #[test]
-fn pressure_holds_for_the_transition_period() {
+fn a_pressure_flip_moves_its_transition_time() {
     let mut conditions = Conditions::default();
-    let full = Readings { nodefs: Some(FsStats { capacity: 1000, available: 1 }), ..healthy() };
-    conditions.observe(&full, at(0));
-    let cleared = conditions.observe(&healthy(), at(10));
-    assert_eq!(condition(&cleared, "DiskPressure").status, "True", "still within 5 minutes");
-    let cleared = conditions.observe(&healthy(), at(299));
-    assert_eq!(condition(&cleared, "DiskPressure").status, "True");
+    conditions.observe(&healthy(), at(0));
+    let disk = Pressure { disk: true, ..Pressure::default() };
+    let pressed = conditions.observe(&Readings { pressure: disk, ..healthy() }, at(10));
+    let condition_now = condition(&pressed, "DiskPressure");
+    assert_eq!(
+        (condition_now.status.as_str(), condition_now.last_transition_time.clone()),
+        ("True", Some(Time(at(10))))
+    );
+    assert_eq!(condition(&pressed, "MemoryPressure").last_transition_time, Some(Time(at(0))));
     let cleared = conditions.observe(&healthy(), at(300));
     let disk = condition(&cleared, "DiskPressure");
     assert_eq!(

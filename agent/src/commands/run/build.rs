@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
+use outpost_core::eviction::Pressure;
 use outpost_core::pod::Source;
 use prometheus_client::registry::Registry;
 use tokio::signal::unix::{Signal, SignalKind, signal as unix_signal};
@@ -15,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Error;
-use super::pods::{PodRuntime, RuntimeHandles, containerd_choice, managed_options};
+use super::pods::{
+    EvictionHandles, PodRuntime, RuntimeHandles, containerd_choice, managed_options,
+};
 use crate::api;
 use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
@@ -148,7 +151,10 @@ pub(super) async fn build(
     };
 
     // The eviction manager's choices reach the pod workers through this channel.
-    let (_evict, evictions) = tokio::sync::mpsc::unbounded_channel();
+    let (evict, evictions) = tokio::sync::mpsc::unbounded_channel();
+    // The node's pressure conditions, as the eviction manager holds them.
+    let (pressure, pressure_seen) = tokio::sync::watch::channel(Pressure::default());
+    let eviction_metrics = counted::Evictions::register(outpost);
 
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
     let ebpf = if dry_run {
@@ -237,6 +243,7 @@ pub(super) async fn build(
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
                 shutdown: stop_pods.clone(),
+                pressure: pressure_seen,
             },
             status_backlog,
         }),
@@ -263,6 +270,12 @@ pub(super) async fn build(
                 objects,
                 changes,
                 evictions,
+                eviction: EvictionHandles {
+                    evict,
+                    pressure,
+                    metrics: eviction_metrics,
+                    snapshot: snapshot.clone(),
+                },
             },
         })),
     };

@@ -6,20 +6,25 @@ use std::sync::{Arc, OnceLock};
 
 use outpost_core::admission::NodeFacts;
 use outpost_core::backoff::Backoff;
+use outpost_core::eviction::Pressure;
 use outpost_core::lifecycle::CrashLoopConfig;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 use super::Error;
 use crate::api::exec::ExecSlot;
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
+use crate::eviction;
+use crate::metrics::counted;
 use crate::metrics::counted::{ImageImports, Metrics};
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
+use crate::podconfig::SnapshotHandle;
+use crate::runtime::cgroups::{Driver, Hierarchy, Layout};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -29,6 +34,40 @@ use crate::runtime::managed::{self, Choice, ManagedContainerd};
 use crate::runtime::{Containerd, spec};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::worker::{self, Runtime, Settings};
+
+/// The eviction manager's options: the pods cgroup of kubelet's cgroupfs layout at the
+/// hierarchy's root, the state dir as nodefs, containerd's snapshotter root as imagefs.
+fn eviction_options(
+    config: &Config,
+    handles: EvictionHandles,
+    statuses: StatusStore,
+    containerd: Containerd,
+) -> eviction::Options {
+    let hierarchy = Hierarchy::detect();
+    let layout = Layout::new(Driver::Cgroupfs, "/");
+    eviction::Options {
+        config: config.eviction.clone(),
+        sources: eviction::Sources {
+            hierarchy: hierarchy.clone(),
+            pods_cgroup: layout.pods().path(layout.driver),
+            nodefs: config.state_dir.clone(),
+            imagefs: None,
+            proc: PathBuf::from("/proc"),
+        },
+        places: eviction::PodPlaces {
+            hierarchy,
+            layout,
+            state_dir: config.state_dir.clone(),
+            pod_log_dir: config.pod_log_dir.clone(),
+        },
+        snapshot: handles.snapshot,
+        statuses,
+        evict: handles.evict,
+        pressure: handles.pressure,
+        metrics: handles.metrics,
+        containerd: Some(containerd),
+    }
+}
 
 /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
 pub(super) fn containerd_choice(config: &Config) -> (Choice, PathBuf) {
@@ -69,6 +108,17 @@ pub(super) struct RuntimeHandles {
     pub(super) changes: Changes,
     /// The eviction manager's choices (E2).
     pub(super) evictions: worker::Evictions,
+    /// What the eviction manager works with.
+    pub(super) eviction: EvictionHandles,
+}
+
+/// The eviction manager's ends of its channels.
+#[derive(Debug)]
+pub(super) struct EvictionHandles {
+    pub(super) evict: mpsc::UnboundedSender<worker::Eviction>,
+    pub(super) pressure: tokio::sync::watch::Sender<Pressure>,
+    pub(super) metrics: counted::Evictions,
+    pub(super) snapshot: SnapshotHandle,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -118,6 +168,8 @@ async fn run_pods(
     };
     handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
     handles.exec.set(Execs::new(containerd.clone(), config.run_dir.join("exec")));
+    let containerd_for_eviction = containerd.clone();
+    let statuses = handles.statuses.clone();
     match containerd.version().await {
         Ok(v) => {
             info!(socket = %socket.display(), version = v.version, "connected to containerd");
@@ -202,7 +254,17 @@ async fn run_pods(
         handles.metrics,
         handles.ebpf,
     )?);
+    let eviction = tokio::spawn(
+        eviction::run(eviction_options(
+            &config,
+            handles.eviction,
+            statuses,
+            containerd_for_eviction,
+        ))
+        .instrument(info_span!("eviction")),
+    );
     worker::run(runtime, batches, handles.changes, handles.evictions, handles.stop_pods).await;
+    eviction.abort();
     if let Some(images) = images {
         images.abort();
     }

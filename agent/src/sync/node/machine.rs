@@ -45,6 +45,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         hostname: hostname.to_owned(),
         runtime_ready: config.runtime.load(Ordering::Relaxed),
         shutting_down: config.shutdown.is_cancelled(),
+        pressure: *config.pressure.borrow(),
         runtime_version: config.runtime_version.get().cloned(),
         kubelet_port: config.kubelet_port,
     }

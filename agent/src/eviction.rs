@@ -1,0 +1,348 @@
+//! The eviction manager (E1–E2): watches the node's memory, disk and PIDs against the
+//! configured thresholds, reports the pressure conditions, and when a threshold is met
+//! asks the pod workers to evict one pod at a time, chosen as kubelet chooses.
+//!
+//! The decisions are [`outpost_core::eviction`]'s; this task reads the machine and waits
+//! on the kernel between passes instead of polling every 10 s as kubelet does:
+//!
+//! - memory: cgroup v1 usage thresholds on the root memory cgroup (`memory.available`)
+//!   and on the pods cgroup (`allocatableMemory.available`), armed again after each pass,
+//!   and a PSI trigger on `/proc/pressure/memory` (and the pods cgroup's
+//!   `memory.pressure` on v2);
+//! - disk: a fanotify filesystem mark on nodefs and imagefs, read at most once per
+//!   [`DISK_CHECK_INTERVAL`];
+//! - a pass also runs when a soft threshold's grace period or a condition's transition
+//!   period ends, when an evicted pod's status changes, and as a backstop every
+//!   [`BACKSTOP`] (what PIDs and a slow working-set drift within the page cache rely on).
+//!
+//! After an eviction the next pod is only chosen once the victim stopped (its status is
+//! Failed) or after [`POD_CLEANUP_TIMEOUT`], as kubelet waits for the pod's cleanup.
+
+mod candidates;
+mod imagefs;
+mod notify;
+mod signals;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use outpost_core::eviction::{Config, Eviction, Manager, Pressure, Signal, rank, victim};
+use outpost_core::pod::FullName;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+pub use self::candidates::PodPlaces;
+use self::notify::{FsWrites, Psi};
+use self::signals::Reading;
+pub use self::signals::Sources;
+use crate::metrics::counted;
+use crate::podconfig::SnapshotHandle;
+use crate::runtime::Containerd;
+use crate::status::StatusStore;
+use crate::worker;
+
+/// Disk signals are read at most this often when the filesystems are being written.
+pub const DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest time between two passes.
+pub const BACKSTOP: Duration = Duration::from_secs(60);
+/// How long to wait for an evicted pod to stop before choosing another (kubelet's
+/// `podCleanupTimeout`).
+pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the eviction manager needs.
+#[derive(Debug)]
+pub struct Options {
+    pub config: Config,
+    pub sources: Sources,
+    pub places: PodPlaces,
+    pub snapshot: SnapshotHandle,
+    pub statuses: StatusStore,
+    /// To the pod workers.
+    pub evict: mpsc::UnboundedSender<worker::Eviction>,
+    /// The pressure conditions, for the Node status.
+    pub pressure: watch::Sender<Pressure>,
+    pub metrics: counted::Evictions,
+    /// Where to find the image filesystem (containerd's snapshotter root).
+    pub containerd: Option<Containerd>,
+}
+
+/// The manager's task: runs until the agent ends.
+pub async fn run(options: Options) {
+    let Options {
+        config,
+        mut sources,
+        places,
+        snapshot,
+        statuses,
+        evict,
+        pressure,
+        metrics,
+        containerd,
+    } = options;
+    if let Some(containerd) = &containerd {
+        sources.imagefs = imagefs::root(containerd).await;
+    }
+    info!(
+        thresholds = %describe_thresholds(&config),
+        imagefs = ?sources.imagefs,
+        "eviction manager started"
+    );
+    let kernel = Kernel::open(&sources);
+    let mut manager = Manager::new(config.clone());
+    let mut allocatable = false;
+    let mut status_changes = statuses.subscribe();
+    let mut victim_pending: Option<(String, Instant)> = None;
+    let mut armed: Vec<Armed> = Vec::new();
+    loop {
+        let pass_at = Instant::now();
+        let reading = {
+            let sources = sources.clone();
+            match tokio::task::spawn_blocking(move || signals::read(&sources)).await {
+                Ok(reading) => reading,
+                Err(e) => {
+                    warn!(error = %e, "reading the eviction signals failed");
+                    Reading::default()
+                }
+            }
+        };
+        if reading.pods.is_some() && !allocatable {
+            // Node allocatable is enforced on the pods cgroup: kubelet's
+            // allocatableMemory.available thresholds apply.
+            allocatable = true;
+            manager = Manager::new(config.clone().with_allocatable());
+        }
+        let outcome = manager.observe(&reading.observations, pass_at.into_std());
+        pressure.send_if_modified(|current| {
+            let changed = *current != outcome.pressure;
+            if changed {
+                info!(
+                    memory = outcome.pressure.memory,
+                    disk = outcome.pressure.disk,
+                    pid = outcome.pressure.pid,
+                    "node pressure changed"
+                );
+                *current = outcome.pressure;
+            }
+            changed
+        });
+        if let Some((uid, deadline)) = &victim_pending {
+            let stopped = statuses.get(uid).is_none_or(|s| s.phase.as_deref() == Some("Failed"));
+            if stopped || Instant::now() >= *deadline {
+                victim_pending = None;
+            }
+        }
+        if let (Some(reclaim), None) = (&outcome.reclaim, &victim_pending) {
+            info!(
+                signal = %reclaim.signal(),
+                available = reclaim.available,
+                threshold = reclaim.threshold_quantity,
+                to_reclaim = reclaim.to_reclaim,
+                "eviction threshold met; attempting to reclaim {}",
+                reclaim.resource
+            );
+            let pods = snapshot.load().pods.clone();
+            let all = statuses.all();
+            let places = places.clone();
+            let resource = reclaim.resource;
+            let ranked = tokio::task::spawn_blocking(move || {
+                let mut candidates = candidates::candidates(&pods, &all, &places, resource);
+                rank(&mut candidates, resource);
+                candidates
+            })
+            .await
+            .unwrap_or_default();
+            let max_grace = manager.config().max_pod_grace_period;
+            match victim(&ranked, reclaim, &outcome.met, &reading.observations, max_grace) {
+                Some(eviction) => {
+                    victim_pending =
+                        Some((eviction.uid.clone(), Instant::now() + POD_CLEANUP_TIMEOUT));
+                    send(&evict, &metrics, eviction);
+                }
+                None => warn!(
+                    resource = %reclaim.resource,
+                    pods = ranked.len(),
+                    "eviction thresholds are met, but no pod may be evicted (static and critical pods never are)"
+                ),
+            }
+        }
+        armed = kernel.arm(&reading, manager.config(), armed);
+        let mut deadline = pass_at + BACKSTOP;
+        if let Some(next) = outcome.next_pass {
+            deadline = deadline.min(Instant::from_std(next));
+        }
+        if let Some((_, cleanup)) = &victim_pending {
+            deadline = deadline.min(*cleanup);
+        }
+        let disk_ready = pass_at + DISK_CHECK_INTERVAL;
+        tokio::select! {
+            signal = crossed(&armed) => debug!(%signal, "memory threshold crossed"),
+            () = kernel.stalled() => debug!("memory stall (PSI)"),
+            () = kernel.written(disk_ready) => debug!("filesystem written"),
+            Ok(()) = status_changes.changed(), if victim_pending.is_some() => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// Hands `eviction` to the pod workers.
+fn send(
+    evict: &mpsc::UnboundedSender<worker::Eviction>,
+    metrics: &counted::Evictions,
+    eviction: Eviction,
+) {
+    info!(
+        pod.namespace = %eviction.namespace,
+        pod.name = %eviction.name,
+        pod.uid = %eviction.uid,
+        signal = %eviction.signal,
+        grace = ?eviction.grace_period,
+        message = %eviction.message,
+        "evicting pod"
+    );
+    metrics.evicted(eviction.signal);
+    let sent = evict.send(worker::Eviction {
+        pod: FullName { namespace: eviction.namespace, name: eviction.name },
+        uid: eviction.uid,
+        message: eviction.message,
+        grace: eviction.grace_period,
+    });
+    if sent.is_err() {
+        warn!("the pod workers are gone; cannot evict");
+    }
+}
+
+fn describe_thresholds(config: &Config) -> String {
+    let items: Vec<String> = config
+        .thresholds
+        .iter()
+        .map(|t| {
+            let value = match t.value {
+                outpost_core::eviction::ThresholdValue::Quantity(q) => q.to_string(),
+                outpost_core::eviction::ThresholdValue::Percentage(p) => format!("{}%", p * 100.0),
+            };
+            let kind =
+                if t.is_hard() { String::new() } else { format!(" (soft, {:?})", t.grace_period) };
+            format!("{}<{value}{kind}", t.signal)
+        })
+        .collect();
+    items.join(",")
+}
+
+/// The first of the armed thresholds to be crossed (never, if none is armed).
+async fn crossed(armed: &[Armed]) -> Signal {
+    if armed.is_empty() {
+        return std::future::pending().await;
+    }
+    let waits = armed.iter().map(|t| {
+        Box::pin(async move {
+            if let Err(e) = t.threshold.crossed().await {
+                warn!(error = %e, "cannot read a memory threshold's eventfd");
+                std::future::pending::<()>().await;
+            }
+            t.signal
+        })
+    });
+    futures::future::select_all(waits).await.0
+}
+
+/// The kernel's notifications this task waits on; those that could not be set up are
+/// `None` (said once in the log).
+struct Kernel {
+    v1_root: Option<PathBuf>,
+    v1_pods: Option<PathBuf>,
+    psi: Vec<Psi>,
+    writes: Option<FsWrites>,
+}
+
+impl Kernel {
+    fn open(sources: &Sources) -> Kernel {
+        let v1 = !sources.hierarchy.is_v2();
+        let mut psi = Vec::new();
+        let mut psi_files = vec![sources.proc.join("pressure/memory")];
+        if !v1 {
+            psi_files.push(
+                sources.hierarchy.dir("memory", &sources.pods_cgroup).join("memory.pressure"),
+            );
+        }
+        for path in psi_files {
+            match Psi::open(&path) {
+                Ok(trigger) => {
+                    info!(path = %path.display(), trigger = trigger.trigger, "memory stalls watched (PSI)");
+                    psi.push(trigger);
+                }
+                Err(e) => info!(path = %path.display(), error = %e, "no PSI trigger"),
+            }
+        }
+        let mut filesystems = vec![sources.nodefs.as_path()];
+        filesystems.extend(sources.imagefs.as_deref());
+        let writes = match FsWrites::open(&filesystems) {
+            Ok(writes) => Some(writes),
+            Err(e) => {
+                warn!(error = %e, "cannot watch nodefs and imagefs for writes (fanotify); disk is checked every {BACKSTOP:?}");
+                None
+            }
+        };
+        Kernel {
+            v1_root: v1.then(|| sources.hierarchy.dir("memory", "/")),
+            v1_pods: v1.then(|| sources.hierarchy.dir("memory", &sources.pods_cgroup)),
+            psi,
+            writes,
+        }
+    }
+
+    /// The usage thresholds for this reading: for each memory threshold, the usage at
+    /// which the working set reaches it (kubelet's `capacity - threshold + inactive`).
+    fn arm(&self, reading: &Reading, config: &Config, old: Vec<Armed>) -> Vec<Armed> {
+        drop(old);
+        let mut armed = Vec::new();
+        for threshold in &config.thresholds {
+            let (dir, memcg) = match threshold.signal {
+                Signal::MemoryAvailable => (&self.v1_root, reading.root),
+                Signal::AllocatableMemoryAvailable => (&self.v1_pods, reading.pods),
+                _ => continue,
+            };
+            let (Some(dir), Some(memcg)) = (dir, memcg) else { continue };
+            let capacity = i64::try_from(memcg.capacity).unwrap_or(i64::MAX);
+            let quantity = u64::try_from(threshold.value.quantity(capacity)).unwrap_or(0);
+            let bytes = memcg.capacity.saturating_sub(quantity).saturating_add(memcg.inactive);
+            match notify::Threshold::arm(dir, bytes) {
+                Ok(t) => {
+                    debug!(signal = %threshold.signal, usage = bytes, "memory threshold armed");
+                    armed.push(Armed { threshold: t, signal: threshold.signal });
+                }
+                Err(e) => warn!(dir = %dir.display(), error = %e, "cannot arm a memory threshold"),
+            }
+        }
+        armed
+    }
+
+    async fn stalled(&self) {
+        if self.psi.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = self.psi.iter().map(|p| Box::pin(p.stalled()));
+        if let (Err(e), _, _) = futures::future::select_all(waits).await {
+            warn!(error = %e, "PSI trigger failed");
+            std::future::pending::<()>().await;
+        }
+    }
+
+    async fn written(&self, not_before: Instant) {
+        let Some(writes) = &self.writes else { return std::future::pending().await };
+        tokio::time::sleep_until(not_before).await;
+        if let Err(e) = writes.written().await {
+            warn!(error = %e, "cannot read filesystem write events");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// An armed usage threshold and the signal it stands for.
+struct Armed {
+    threshold: notify::Threshold,
+    signal: Signal,
+}

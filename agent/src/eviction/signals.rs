@@ -1,0 +1,157 @@
+//! Reads the eviction signals (blocking: a few small files and two `statvfs`), as kubelet
+//! computes them:
+//!
+//! - `memory.available`: `MemTotal` less the root memory cgroup's working set (usage
+//!   less inactive file cache); on cgroup v2, whose root has no usage file, `MemTotal`
+//!   less `MemAvailable`.
+//! - `allocatableMemory.available`: the pods cgroup's memory limit less its working set,
+//!   when the pods cgroup exists and is limited (node allocatable enforced on pods).
+//! - `nodefs.*`: the filesystem of the state dir (emptyDir volumes, pod files); the pod
+//!   logs are there too unless `--pod-log-dir` is elsewhere.
+//! - `imagefs.*`: the filesystem of containerd's snapshotter root (images, writable
+//!   layers).
+//! - `pid.available`: the lower of `pid_max` and `threads-max`, less the tasks running.
+
+use std::path::{Path, PathBuf};
+
+use outpost_core::eviction::{Observation, Observations, Signal};
+use outpost_core::node_status::machine;
+
+use crate::runtime::cgroups::Hierarchy;
+
+/// Where the signals are read.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    pub hierarchy: Hierarchy,
+    /// The pods cgroup (`Layout::pods()`), as a path below the hierarchy's root.
+    pub pods_cgroup: String,
+    /// The state dir (nodefs).
+    pub nodefs: PathBuf,
+    /// containerd's snapshotter root (imagefs), once known.
+    pub imagefs: Option<PathBuf>,
+    /// Where `/proc` is (tests point it elsewhere).
+    pub proc: PathBuf,
+}
+
+/// A memory cgroup as the threshold notifications need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memcg {
+    /// What its usage file counts, bytes.
+    pub usage: u64,
+    /// The inactive file cache within it (usage less working set), bytes.
+    pub inactive: u64,
+    /// Its capacity: `MemTotal` for the root, the limit for the pods cgroup.
+    pub capacity: u64,
+}
+
+/// One reading of the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub observations: Observations,
+    /// The root memory cgroup (v1 only: v2's root has no usage file).
+    pub root: Option<Memcg>,
+    /// The pods cgroup, when it exists and is limited.
+    pub pods: Option<Memcg>,
+}
+
+/// cgroup v1's "no limit" (`PAGE_COUNTER_MAX` pages, rounded): anything this large is
+/// unlimited.
+const UNLIMITED: u64 = 1 << 62;
+
+/// Reads every signal it can; one that cannot be read is left out.
+pub fn read(sources: &Sources) -> Reading {
+    let mut reading = Reading::default();
+    let meminfo = std::fs::read_to_string(sources.proc.join("meminfo"))
+        .ok()
+        .and_then(|text| machine::meminfo(&text));
+    if let Some(mem) = meminfo {
+        let root = sources.hierarchy.usage("/").ok();
+        let root_usage = root.and_then(|u| Some((u.memory_bytes?, u.working_set_bytes?)));
+        let working_set = match root_usage {
+            Some((usage, working_set)) => {
+                reading.root = Some(Memcg {
+                    usage,
+                    inactive: usage.saturating_sub(working_set),
+                    capacity: mem.total,
+                });
+                working_set
+            }
+            None => mem.total.saturating_sub(mem.available),
+        };
+        let available = signed(mem.total) - signed(working_set);
+        reading
+            .observations
+            .set(Signal::MemoryAvailable, Observation { available, capacity: signed(mem.total) });
+    }
+    if let Some(pods) = pods_cgroup(sources) {
+        let available = signed(pods.capacity) - signed(pods.usage - pods.inactive);
+        reading.observations.set(
+            Signal::AllocatableMemoryAvailable,
+            Observation { available, capacity: signed(pods.capacity) },
+        );
+        reading.pods = Some(pods);
+    }
+    if let Some((bytes, inodes)) = filesystem(&sources.nodefs) {
+        reading.observations.set(Signal::NodeFsAvailable, bytes);
+        reading.observations.set(Signal::NodeFsInodesFree, inodes);
+    }
+    if let Some((bytes, inodes)) = sources.imagefs.as_deref().and_then(filesystem) {
+        reading.observations.set(Signal::ImageFsAvailable, bytes);
+        reading.observations.set(Signal::ImageFsInodesFree, inodes);
+    }
+    if let Some(pids) = pids(&sources.proc) {
+        reading.observations.set(Signal::PidAvailable, pids);
+    }
+    reading
+}
+
+fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The pods cgroup's usage and limit (`None`: no such cgroup, or not limited).
+fn pods_cgroup(sources: &Sources) -> Option<Memcg> {
+    let dir = sources.hierarchy.dir("memory", &sources.pods_cgroup);
+    let limit_file = if sources.hierarchy.is_v2() { "memory.max" } else { "memory.limit_in_bytes" };
+    let limit: u64 = std::fs::read_to_string(dir.join(limit_file)).ok()?.trim().parse().ok()?;
+    if limit >= UNLIMITED {
+        return None;
+    }
+    let usage = sources.hierarchy.usage(&sources.pods_cgroup).ok()?;
+    let (used, working_set) = (usage.memory_bytes?, usage.working_set_bytes?);
+    Some(Memcg { usage: used, inactive: used.saturating_sub(working_set), capacity: limit })
+}
+
+/// The filesystem holding `path` (or its nearest existing parent): free bytes for
+/// unprivileged users of the size, and free inodes of the total.
+#[allow(
+    clippy::useless_conversion,
+    reason = "fsblkcnt_t and fsfilcnt_t are 32 bits wide on some targets (armv7)"
+)]
+pub fn filesystem(path: &Path) -> Option<(Observation, Observation)> {
+    let dir = path.ancestors().find(|dir| dir.exists())?;
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    let fragment = u64::from(stats.fragment_size());
+    let bytes = Observation {
+        available: signed(u64::from(stats.blocks_available()).saturating_mul(fragment)),
+        capacity: signed(u64::from(stats.blocks()).saturating_mul(fragment)),
+    };
+    let inodes = Observation {
+        available: signed(u64::from(stats.files_free())),
+        capacity: signed(u64::from(stats.files())),
+    };
+    Some((bytes, inodes))
+}
+
+/// PIDs as kubelet counts them: the limit less the tasks `/proc/loadavg` counts.
+fn pids(proc: &Path) -> Option<Observation> {
+    let number =
+        |file: &str| std::fs::read_to_string(proc.join(file)).ok()?.trim().parse::<u64>().ok();
+    let max = match (number("sys/kernel/pid_max"), number("sys/kernel/threads-max")) {
+        (Some(pid_max), Some(threads_max)) => pid_max.min(threads_max),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => return None,
+    };
+    let running = machine::loadavg_tasks(&std::fs::read_to_string(proc.join("loadavg")).ok()?)?;
+    Some(Observation { available: signed(max) - signed(running), capacity: signed(max) })
+}
