@@ -11,6 +11,7 @@ mod cni;
 mod containerd;
 mod ebpf;
 mod etcd;
+mod eviction;
 mod exec;
 mod exec_runtime;
 mod file_source;

@@ -72,11 +72,16 @@ fn stats(
         .into_iter()
         .chain(places.layout.pod_candidates(uid))
         .map(|name| name.path(places.layout.driver))
-        .find(|path| places.hierarchy.dir("memory", path).is_dir())?;
-    let usage = places.hierarchy.usage(&cgroup).ok()?;
+        .find(|path| places.hierarchy.dir("memory", path).is_dir());
+    let usage = cgroup.as_ref().and_then(|path| places.hierarchy.usage(path).ok());
+    let on_disk = matches!(resource, Resource::EphemeralStorage | Resource::Inodes);
+    // Memory and PIDs come from the cgroup only; disk from the pod's files.
+    if usage.is_none() && !on_disk {
+        return None;
+    }
     let mut stats = PodStats {
-        memory: usage.working_set_bytes.unwrap_or(0),
-        processes: usage.pids.unwrap_or(0),
+        memory: usage.and_then(|u| u.working_set_bytes).unwrap_or(0),
+        processes: usage.and_then(|u| u.pids).unwrap_or(0),
         ..PodStats::default()
     };
     let meta = &pod.metadata;
@@ -98,13 +103,13 @@ fn stats(
             .and_then(|id| id.rsplit_once("://"))
             .map(|(_, id)| id);
         let memory = id.filter(|_| places.layout.driver == Driver::Cgroupfs).and_then(|id| {
+            let cgroup = cgroup.as_ref()?;
             places.hierarchy.usage(&format!("{cgroup}/{id}")).ok()?.working_set_bytes
         });
-        let disk = matches!(resource, Resource::EphemeralStorage | Resource::Inodes)
-            .then(|| walk(&logs.join(&container.name), None).0);
+        let disk = on_disk.then(|| walk(&logs.join(&container.name), None).0);
         stats.containers.push(ContainerStats { name: container.name.clone(), memory, disk });
     }
-    if matches!(resource, Resource::EphemeralStorage | Resource::Inodes) {
+    if on_disk {
         let volumes =
             places.state_dir.join("pods").join(uid).join("volumes").join("kubernetes.io~empty-dir");
         let device = std::fs::metadata(&places.state_dir).ok().map(|m| m.dev());
