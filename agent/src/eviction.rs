@@ -9,8 +9,10 @@
 //!   and on the pods cgroup (`allocatableMemory.available`), armed again after each pass,
 //!   and a PSI trigger on `/proc/pressure/memory` (and the pods cgroup's
 //!   `memory.pressure` on v2);
-//! - disk: a fanotify filesystem mark on nodefs and imagefs, read at most once per
-//!   [`DISK_CHECK_INTERVAL`];
+//! - disk: a fanotify filesystem mark on nodefs and imagefs; a write wakes a check of
+//!   their free space (two `statvfs`) at most once per [`DISK_CHECK_INTERVAL`] when one
+//!   is within twice its threshold, once per [`DISK_CHECK_INTERVAL_FAR`] otherwise, and
+//!   a full pass when one is near;
 //! - a pass also runs when a soft threshold's grace period or a condition's transition
 //!   period ends, when an evicted pod's status changes, and as a backstop every
 //!   [`BACKSTOP`] (what PIDs and a slow working-set drift within the page cache rely on).
@@ -45,8 +47,11 @@ use crate::runtime::Containerd;
 use crate::status::StatusStore;
 use crate::worker;
 
-/// Disk signals are read at most this often when the filesystems are being written.
+/// Disk signals are read at most this often when the filesystems are being written and
+/// one of them is within twice its threshold...
 pub const DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// ...and this often when all are further (kubelet reads them every 10 s, written or not).
+pub const DISK_CHECK_INTERVAL_FAR: Duration = Duration::from_secs(10);
 /// The longest time between two passes.
 pub const BACKSTOP: Duration = Duration::from_secs(60);
 /// How long to wait for an evicted pod to stop before choosing another (kubelet's
@@ -97,6 +102,8 @@ pub async fn run(options: Options) {
     let mut status_changes = statuses.subscribe();
     let mut victim_pending: Option<(String, Instant)> = None;
     let mut armed: Vec<Armed> = Vec::new();
+    // The signal last reclaimed for, so that a pressure that lasts is logged once.
+    let mut reclaiming: Option<Signal> = None;
     loop {
         let pass_at = Instant::now();
         let reading = {
@@ -135,15 +142,19 @@ pub async fn run(options: Options) {
                 victim_pending = None;
             }
         }
+        let newly = outcome.reclaim.map(|r| r.signal()) != reclaiming;
+        reclaiming = outcome.reclaim.map(|r| r.signal());
         if let (Some(reclaim), None) = (&outcome.reclaim, &victim_pending) {
-            info!(
-                signal = %reclaim.signal(),
-                available = reclaim.available,
-                threshold = reclaim.threshold_quantity,
-                to_reclaim = reclaim.to_reclaim,
-                "eviction threshold met; attempting to reclaim {}",
-                reclaim.resource
-            );
+            if newly {
+                info!(
+                    signal = %reclaim.signal(),
+                    available = reclaim.available,
+                    threshold = reclaim.threshold_quantity,
+                    to_reclaim = reclaim.to_reclaim,
+                    "eviction threshold met; attempting to reclaim {}",
+                    reclaim.resource
+                );
+            }
             let pods = snapshot.load().pods.clone();
             let all = statuses.all();
             let places = places.clone();
@@ -162,11 +173,12 @@ pub async fn run(options: Options) {
                         Some((eviction.uid.clone(), Instant::now() + POD_CLEANUP_TIMEOUT));
                     send(&evict, &metrics, eviction);
                 }
-                None => warn!(
+                None if newly => warn!(
                     resource = %reclaim.resource,
                     pods = ranked.len(),
                     "eviction thresholds are met, but no pod may be evicted (static and critical pods never are)"
                 ),
+                None => debug!(resource = %reclaim.resource, "still no pod may be evicted"),
             }
         }
         armed = kernel.arm(&reading, manager.config(), armed);
@@ -177,15 +189,48 @@ pub async fn run(options: Options) {
         if let Some((_, cleanup)) = &victim_pending {
             deadline = deadline.min(*cleanup);
         }
-        let disk_ready = pass_at + DISK_CHECK_INTERVAL;
-        tokio::select! {
-            signal = crossed(&armed) => debug!(%signal, "memory threshold crossed"),
-            () = kernel.stalled() => debug!("memory stall (PSI)"),
-            () = kernel.written(disk_ready) => debug!("filesystem written"),
-            Ok(()) = status_changes.changed(), if victim_pending.is_some() => {}
-            () = tokio::time::sleep_until(deadline) => {}
+        // Disk: a write wakes a cheap check (two statvfs, inline); a full pass follows
+        // only when a disk signal is near its threshold.
+        let near = outcome.pressure.disk || near_disk(&reading.observations, manager.config());
+        kernel.disk_interval(near);
+        loop {
+            tokio::select! {
+                signal = crossed(&armed) => {
+                    debug!(%signal, "memory threshold crossed");
+                    break;
+                }
+                () = kernel.stalled() => {
+                    debug!("memory stall (PSI)");
+                    break;
+                }
+                () = kernel.written() => {
+                    let disk = signals::disk(&sources);
+                    let now_near = near_disk(&disk, manager.config());
+                    if near || now_near {
+                        debug!("filesystem written near a disk threshold");
+                        break;
+                    }
+                }
+                Ok(()) = status_changes.changed(), if victim_pending.is_some() => break,
+                () = tokio::time::sleep_until(deadline) => break,
+            }
         }
     }
+}
+
+/// Whether a disk signal is within twice its threshold (plus its minimum reclaim).
+fn near_disk(observations: &outpost_core::eviction::Observations, config: &Config) -> bool {
+    config
+        .thresholds
+        .iter()
+        .filter(|t| !t.signal.is_memory() && t.signal != Signal::PidAvailable)
+        .any(|t| {
+            observations.get(t.signal).is_some_and(|o| {
+                let quantity = t.value.quantity(o.capacity);
+                let min = t.min_reclaim.map_or(0, |m| m.quantity(o.capacity));
+                o.available < quantity.saturating_add(min).saturating_mul(2)
+            })
+        })
 }
 
 /// Hands `eviction` to the pod workers.
@@ -222,7 +267,9 @@ fn describe_thresholds(config: &Config) -> String {
         .map(|t| {
             let value = match t.value {
                 outpost_core::eviction::ThresholdValue::Quantity(q) => q.to_string(),
-                outpost_core::eviction::ThresholdValue::Percentage(p) => format!("{}%", p * 100.0),
+                outpost_core::eviction::ThresholdValue::Percentage(p) => {
+                    format!("{}%", (f64::from(p) * 10_000.0).round() / 100.0)
+                }
             };
             let kind =
                 if t.is_hard() { String::new() } else { format!(" (soft, {:?})", t.grace_period) };
@@ -279,7 +326,7 @@ impl Kernel {
         }
         let mut filesystems = vec![sources.nodefs.as_path()];
         filesystems.extend(sources.imagefs.as_deref());
-        let writes = match FsWrites::open(&filesystems) {
+        let writes = match FsWrites::open(&filesystems, DISK_CHECK_INTERVAL_FAR) {
             Ok(writes) => Some(writes),
             Err(e) => {
                 warn!(error = %e, "cannot watch nodefs and imagefs for writes (fanotify); disk is checked every {BACKSTOP:?}");
@@ -331,12 +378,16 @@ impl Kernel {
         }
     }
 
-    async fn written(&self, not_before: Instant) {
-        let Some(writes) = &self.writes else { return std::future::pending().await };
-        tokio::time::sleep_until(not_before).await;
-        if let Err(e) = writes.written().await {
-            warn!(error = %e, "cannot read filesystem write events");
-            std::future::pending::<()>().await;
+    async fn written(&self) {
+        match &self.writes {
+            Some(writes) => writes.written().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn disk_interval(&self, near: bool) {
+        if let Some(writes) = &self.writes {
+            writes.set_interval(if near { DISK_CHECK_INTERVAL } else { DISK_CHECK_INTERVAL_FAR });
         }
     }
 }

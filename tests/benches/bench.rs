@@ -1,5 +1,5 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
-//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B11 config; and
+//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B11 config; and
 //! O2 restart from checkpoint (asked for by the sources issue).
 //!
 //! Run with `cargo xtask bench [--quick] [ID…]` (the release profile). Writes
@@ -21,6 +21,7 @@ mod bench {
     pub mod b6_reconnect;
     pub mod b7_scale;
     pub mod b8_probes;
+    pub mod b9_pressure;
     pub mod o2_restart;
     pub mod pods;
     pub mod report;
@@ -33,7 +34,7 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b11_config, o2_restart, pods, report, signal,
+    b9_pressure, b11_config, o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -72,7 +73,7 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 10] = [
+    let benches: [(&str, Bench); 11] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
         ("B6", b6_reconnect::run),
         ("B7", b7_scale::run),
         ("B8", b8_probes::run),
+        ("B9", b9_pressure::run),
         ("B11", b11_config::run),
         ("O2", o2_restart::run),
     ];

@@ -99,6 +99,10 @@ impl Node {
         arg("--pod-log-dir", &self.path("logs"));
         arg("--cni-conf-dir", &self.path("cni"));
         arg("--cni-bin-dir", Path::new(CNI_BIN_DIR));
+        // Only kubelet's memory threshold: the disk ones (imagefs.available<15%,
+        // nodefs.available<10%) would evict the tests' API pods on a machine whose disk
+        // is that full. The eviction tests set their own thresholds after these.
+        arg("--eviction-hard", Path::new("memory.available<100Mi"));
         args
     }
 

@@ -11,24 +11,29 @@
 //!   kernel only takes windows in whole multiples of 2 s and stalls of 500 ms or more,
 //!   so the finer trigger is tried first.
 //! - [`FsWrites`]: a fanotify filesystem mark (`FAN_MARK_FILESYSTEM`, `FAN_MODIFY`) on
-//!   nodefs and imagefs: a write anywhere on them makes the descriptor readable. The
-//!   caller reads it at most once per [`super::DISK_CHECK_INTERVAL`], draining what
-//!   queued meanwhile (the kernel merges repeated writes to one file).
+//!   nodefs and imagefs: a write anywhere on them wakes a thread blocked on the group,
+//!   at most once per interval (the kernel queues and merges what comes meanwhile).
 //!
 //! All of it is safe code over `nix` and tokio's `AsyncFd`, but for the registration of
 //! the descriptors with tokio's reactor ([`sys`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::fanotify::{EventFFlags, Fanotify, InitFlags, MarkFlags, MaskFlags};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
+use tracing::warn;
 
 /// A memory usage threshold on a v1 cgroup, armed once.
 #[derive(Debug)]
@@ -102,63 +107,100 @@ impl Psi {
     }
 }
 
-/// Writes to one or more filesystems.
+/// Writes to one or more filesystems, seen by a thread of its own that blocks on the
+/// fanotify group: it wakes on a write, takes every event queued, tells the eviction
+/// manager, and sleeps for the current interval, while the kernel queues (and merges)
+/// what comes meanwhile. No descriptor is registered with tokio's reactor, so writes
+/// between two checks cost the agent nothing.
 #[derive(Debug)]
 pub struct FsWrites {
-    group: AsyncFd<Fanotify>,
+    written: Arc<Notify>,
+    interval_ms: Arc<AtomicU64>,
 }
 
 impl FsWrites {
-    /// Marks the filesystems of `paths` (their nearest existing ancestors) for writes.
-    /// File identifiers are asked for first (no descriptor opened per event), plain
-    /// events where the filesystem cannot give them.
-    pub fn open(paths: &[&Path]) -> io::Result<FsWrites> {
-        let base = InitFlags::FAN_CLASS_NOTIF | InitFlags::FAN_CLOEXEC | InitFlags::FAN_NONBLOCK;
+    /// Marks the filesystems of `paths` (their nearest existing ancestors) for writes and
+    /// starts the thread. File identifiers are asked for first (no descriptor opened per
+    /// event), plain events where the filesystem cannot give them.
+    pub fn open(paths: &[&Path], interval: Duration) -> io::Result<FsWrites> {
+        let base = InitFlags::FAN_CLASS_NOTIF | InitFlags::FAN_CLOEXEC;
         let with_fid = base | InitFlags::from_bits_retain(libc::FAN_REPORT_FID);
-        match Self::marked(with_fid, paths) {
-            Ok(group) => Ok(group),
+        let (group, fid) = match marked(with_fid, paths) {
+            Ok(group) => (group, true),
             Err(Errno::EINVAL | Errno::EXDEV | Errno::EOPNOTSUPP | Errno::ENODEV) => {
-                Self::marked(base, paths).map_err(io::Error::from)
+                (marked(base, paths)?, false)
             }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    fn marked(flags: InitFlags, paths: &[&Path]) -> Result<FsWrites, Errno> {
-        let group = Fanotify::init(flags, EventFFlags::O_RDONLY | EventFFlags::O_CLOEXEC)?;
-        for path in paths {
-            let Some(dir) = path.ancestors().find(|dir| dir.exists()) else { continue };
-            group.mark(
-                MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM,
-                MaskFlags::FAN_MODIFY | MaskFlags::FAN_CLOSE_WRITE,
-                nix::fcntl::AT_FDCWD,
-                Some(dir),
-            )?;
-        }
-        let group = sys::register(group, Interest::READABLE)
-            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
-        Ok(FsWrites { group })
-    }
-
-    /// Resolves when something was written, after draining every event queued.
-    pub async fn written(&self) -> io::Result<usize> {
-        loop {
-            let mut guard = self.group.readable().await?;
-            let mut count = 0;
+            Err(e) => return Err(e.into()),
+        };
+        let written = Arc::new(Notify::new());
+        let interval_ms = Arc::new(AtomicU64::new(millis(interval)));
+        let (notify, sleep) = (written.clone(), interval_ms.clone());
+        std::thread::Builder::new().name("eviction-fs".to_owned()).spawn(move || {
             loop {
-                match guard.get_inner().read_events() {
-                    Ok(events) if events.is_empty() => break,
-                    Ok(events) => count += events.len(),
-                    Err(Errno::EAGAIN) => break,
-                    Err(e) => return Err(e.into()),
+                if let Err(e) = take_events(&group, fid) {
+                    warn!(error = %e, "cannot read filesystem write events; disk is checked by the backstop only");
+                    return;
                 }
+                notify.notify_one();
+                std::thread::sleep(Duration::from_millis(sleep.load(Ordering::Relaxed)));
             }
-            guard.clear_ready();
-            if count > 0 {
-                return Ok(count);
-            }
+        })?;
+        Ok(FsWrites { written, interval_ms })
+    }
+
+    /// Resolves when something was written since the last time.
+    pub async fn written(&self) {
+        self.written.notified().await;
+    }
+
+    /// The least time between two wake-ups from now on.
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval_ms.store(millis(interval), Ordering::Relaxed);
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn marked(flags: InitFlags, paths: &[&Path]) -> Result<Fanotify, Errno> {
+    let group = Fanotify::init(flags, EventFFlags::O_RDONLY | EventFFlags::O_CLOEXEC)?;
+    for path in paths {
+        let Some(dir) = path.ancestors().find(|dir| dir.exists()) else { continue };
+        group.mark(
+            MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM,
+            MaskFlags::FAN_MODIFY | MaskFlags::FAN_CLOSE_WRITE,
+            nix::fcntl::AT_FDCWD,
+            Some(dir),
+        )?;
+    }
+    Ok(group)
+}
+
+/// Blocks until there are events, then takes every one queued. With file identifiers
+/// the bytes are only read; plain events are parsed, which closes their descriptors.
+fn take_events(group: &Fanotify, fid: bool) -> Result<(), Errno> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut first = true;
+    while first || readable(group)? {
+        first = false;
+        let read = if fid {
+            nix::unistd::read(group, &mut buffer).map(drop)
+        } else {
+            group.read_events().map(drop)
+        };
+        match read {
+            Ok(()) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
+
+/// Whether more events are queued now.
+fn readable(group: &Fanotify) -> Result<bool, Errno> {
+    let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
+    Ok(poll(&mut fds, PollTimeout::ZERO)? > 0)
 }
 
 /// The only `unsafe` code of the eviction manager.
@@ -169,7 +211,6 @@ mod sys {
     use std::os::fd::AsRawFd;
 
     use nix::sys::eventfd::EventFd;
-    use nix::sys::fanotify::Fanotify;
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
 
@@ -180,7 +221,6 @@ mod sys {
     // Each wraps an `OwnedFd` it never replaces or closes before its own drop.
     impl OwnsFd for EventFd {}
     impl OwnsFd for File {}
-    impl OwnsFd for Fanotify {}
 
     /// Registers `value`'s descriptor with the reactor.
     pub(super) fn register<T: OwnsFd>(value: T, interest: Interest) -> io::Result<AsyncFd<T>> {

@@ -91,18 +91,27 @@ pub fn read(sources: &Sources) -> Reading {
         );
         reading.pods = Some(pods);
     }
-    if let Some((bytes, inodes)) = filesystem(&sources.nodefs) {
-        reading.observations.set(Signal::NodeFsAvailable, bytes);
-        reading.observations.set(Signal::NodeFsInodesFree, inodes);
-    }
-    if let Some((bytes, inodes)) = sources.imagefs.as_deref().and_then(filesystem) {
-        reading.observations.set(Signal::ImageFsAvailable, bytes);
-        reading.observations.set(Signal::ImageFsInodesFree, inodes);
+    for (signal, observation) in disk(sources).iter() {
+        reading.observations.set(signal, observation);
     }
     if let Some(pids) = pids(&sources.proc) {
         reading.observations.set(Signal::PidAvailable, pids);
     }
     reading
+}
+
+/// The nodefs and imagefs signals alone.
+pub fn disk(sources: &Sources) -> Observations {
+    let mut observations = Observations::new();
+    if let Some((bytes, inodes)) = filesystem(&sources.nodefs) {
+        observations.set(Signal::NodeFsAvailable, bytes);
+        observations.set(Signal::NodeFsInodesFree, inodes);
+    }
+    if let Some((bytes, inodes)) = sources.imagefs.as_deref().and_then(filesystem) {
+        observations.set(Signal::ImageFsAvailable, bytes);
+        observations.set(Signal::ImageFsInodesFree, inodes);
+    }
+    observations
 }
 
 fn signed(value: u64) -> i64 {
