@@ -592,3 +592,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn signals_are_named_as_kubelet_names_them() {
+    for signal in Signal::ALL {
+        assert_eq!(Signal::parse(signal.as_str()), Some(signal));
+    }
+    assert_eq!(Signal::parse("memory.Available"), None, "names are exact");
+    let condition = |s: Signal| s.condition();
+    use super::signal::Condition;
+    assert_eq!(condition(Signal::AllocatableMemoryAvailable), Condition::MemoryPressure);
+    assert_eq!(condition(Signal::ImageFsInodesFree), Condition::DiskPressure);
+    assert_eq!(condition(Signal::PidAvailable), Condition::PidPressure);
+    assert_eq!(Signal::NodeFsInodesFree.resource(), Resource::Inodes);
+    assert_eq!(Resource::EphemeralStorage.as_str(), "ephemeral-storage");
+    let observations =
+        Observations::new().with(Signal::PidAvailable, 1, 2).with(Signal::PidAvailable, 3, 4);
+    assert_eq!(observations.iter().count(), 1, "a later reading replaces the earlier");
+    assert_eq!(
+        observations.get(Signal::PidAvailable),
+        Some(Observation { available: 3, capacity: 4 })
+    );
+}
