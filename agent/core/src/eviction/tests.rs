@@ -192,6 +192,14 @@ fn allocatable_thresholds_copy_the_hard_memory_ones() {
 }
 
 #[test]
+fn hard_quantities_are_what_allocatable_holds_back() {
+    let config = Config::default();
+    assert_eq!(config.hard_quantity(Signal::MemoryAvailable, 8192 * MI), 100 * MI);
+    assert_eq!(config.hard_quantity(Signal::NodeFsAvailable, 1000), 100);
+    assert_eq!(config.hard_quantity(Signal::PidAvailable, 1000), 0);
+}
+
+#[test]
 fn percentages_apply_to_the_capacity() {
     assert_eq!(ThresholdValue::Percentage(0.1).quantity(1000), 100);
     assert_eq!(ThresholdValue::Quantity(7).quantity(1000), 7);

@@ -236,6 +236,12 @@ impl Config {
     pub fn hard(&self, signal: Signal) -> Option<&Threshold> {
         self.thresholds.iter().find(|t| t.signal == signal && t.is_hard())
     }
+
+    /// What the hard threshold of `signal` holds back of `capacity` (0 without one):
+    /// node allocatable is capacity less this, less the reservations.
+    pub fn hard_quantity(&self, signal: Signal, capacity: i64) -> i64 {
+        self.hard(signal).map_or(0, |t| t.value.quantity(capacity))
+    }
 }
 
 /// Splits a flag's value (`memory.available<100Mi,nodefs.available<10%` with `<`, or
