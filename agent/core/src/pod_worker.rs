@@ -45,6 +45,7 @@ use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{self, FullName, Source};
 use crate::probe::{Handler, Hook, Outcome, ProbeKind};
+use crate::qos::{QosClass, qos_class};
 
 /// After SIGKILL, how long to wait for the exits before giving up on them.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -476,6 +477,7 @@ struct Refused {
     started: Timestamp,
     reason: &'static str,
     message: String,
+    qos: QosClass,
 }
 
 impl PodWorker {
@@ -519,7 +521,8 @@ impl PodWorker {
     pub fn status(&self, now: Timestamp) -> Option<(&str, PodStatus)> {
         let Some(current) = self.current.as_ref() else {
             let refused = self.refused.as_ref()?;
-            let status = status::refused(refused.reason, &refused.message, refused.started);
+            let status =
+                status::refused(refused.reason, &refused.message, refused.started, refused.qos);
             return Some((&refused.uid, status));
         };
         let ips = match &current.sandbox {
@@ -714,7 +717,8 @@ impl PodWorker {
             reason: first.reason,
             message: message.clone(),
         });
-        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message });
+        let qos = qos_class(&desired.pod);
+        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message, qos });
     }
 
     fn next_wake(&self) -> Option<Instant> {

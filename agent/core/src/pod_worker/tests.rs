@@ -26,6 +26,7 @@ mod admission;
 mod init;
 mod objects;
 mod probes;
+mod qos;
 
 const SECOND: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);
