@@ -129,6 +129,9 @@ pub enum SandboxReason {
     NamespacesFailed,
     NetworkNotReady,
     VolumesNotReady,
+    /// The pod's cgroup could not be made or limited (kubelet's
+    /// `FailedCreatePodContainer`).
+    PodCgroupFailed,
 }
 
 impl SandboxReason {
@@ -137,6 +140,7 @@ impl SandboxReason {
             SandboxReason::NamespacesFailed => "NamespacesFailed",
             SandboxReason::NetworkNotReady => "NetworkNotReady",
             SandboxReason::VolumesNotReady => "VolumesNotReady",
+            SandboxReason::PodCgroupFailed => "FailedCreatePodContainer",
         }
     }
 }
@@ -778,6 +782,10 @@ impl PodWorker {
         // kubelet's volume manager says FailedMount (its message is the runtime's).
         let (reason, message) = match problem.reason {
             SandboxReason::VolumesNotReady => (reason::FAILED_MOUNT, problem.message.clone()),
+            SandboxReason::PodCgroupFailed => (
+                reason::FAILED_CREATE_POD_CONTAINER,
+                format!("unable to ensure pod container exists: {}", problem.message),
+            ),
             _ => (
                 reason::FAILED_CREATE_POD_SANDBOX,
                 format!("Failed to create pod sandbox: {}", problem.message),

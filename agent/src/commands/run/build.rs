@@ -74,6 +74,10 @@ pub(super) async fn build(
     // The node's address: given, or the default route's interface's, looked up once.
     config.node_ip = config.node_ip.or_else(host::default_address);
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
+    if !dry_run {
+        let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+        config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
+    }
     secure_dirs(&config)?;
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
     let exe = std::env::current_exe().map_err(Error::Exe)?;
@@ -151,7 +155,7 @@ pub(super) async fn build(
     let ebpf = if dry_run {
         crate::ebpf::Handle::default()
     } else {
-        crate::ebpf::Handle::start(config.ebpf)
+        crate::ebpf::Handle::start(config.ebpf, &config.node_resources.layout)
     };
     if ebpf.is_loaded() {
         audit.set_exec_history(Some(Arc::new(ebpf.clone())));
@@ -234,6 +238,7 @@ pub(super) async fn build(
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
                 shutdown: stop_pods.clone(),
+                reservation: config.node_resources.reservation,
             },
             status_backlog,
         }),

@@ -20,6 +20,7 @@ use crate::error_chain::describe;
 use crate::metrics::counted::{ImageImports, Metrics};
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
+use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -100,6 +101,26 @@ impl PodRuntime {
     }
 }
 
+/// The pods' cgroups (Q2), with the pods cgroup and its QoS classes made: limited to
+/// node allocatable with `enforceNodeAllocatable: [pods]`.
+fn pod_cgroups(config: &Config) -> Result<PodCgroups, Error> {
+    let resources = &config.node_resources;
+    let cgroups =
+        PodCgroups::new(resources.layout.clone(), Hierarchy::detect(), resources.pod_pids_limit);
+    let capacity = crate::host::capacity::capacity();
+    let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
+    cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
+    info!(
+        cgroup = cgroups.path(&resources.layout.pods()),
+        enforce_node_allocatable = resources.enforce_pods,
+        memory_limit = ?pods.memory_limit,
+        cpu_shares = pods.cpu_shares,
+        pids_limit = ?pods.pids_limit,
+        "pods cgroup ready"
+    );
+    Ok(cgroups)
+}
+
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
 async fn run_pods(
     config: Config,
@@ -170,6 +191,7 @@ async fn run_pods(
         }
         None => Keyring::default(),
     };
+    let cgroups = Arc::new(pod_cgroups(&config)?);
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip,
@@ -190,6 +212,7 @@ async fn run_pods(
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
         objects: handles.objects,
+        cgroups,
     };
     let runtime = Arc::new(Runtime::new(
         containerd,

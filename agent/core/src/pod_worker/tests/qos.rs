@@ -51,6 +51,15 @@ fn q1_the_class_comes_from_the_spec_not_the_status_the_pod_came_with() {
 }
 
 #[test]
+fn q1_pod_level_resources_decide_the_class() {
+    let mut p = web();
+    let limited = [("cpu", "1"), ("memory", "1Gi")];
+    p.spec().resources =
+        Some(ResourceRequirements { limits: list(&limited), ..ResourceRequirements::default() });
+    assert_eq!(qos_of(p).as_deref(), Some("Guaranteed"));
+}
+
+#[test]
 fn q1_a_refused_pod_reports_its_class_too() {
     let mut p = web().resources(&[("memory", "10Mi")], &[]);
     p.spec().host_users = Some(false);

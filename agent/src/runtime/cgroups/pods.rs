@@ -1,0 +1,171 @@
+//! The node's pod cgroups, kept as kubelet's pod and QoS container managers keep them:
+//! the pods cgroup and the BestEffort and Burstable ones made at start
+//! ([`PodCgroups::ensure_node`]); each pod's made with its limits when its sandbox is set
+//! up ([`PodCgroups::ensure_pod`], again for an adopted pod: the same limits) and
+//! removed at tear-down, wherever a pod of that UID may have it, also an older agent's
+//! `/outpost/pod<uid>` ([`PodCgroups::remove_pod`]); the Burstable cgroup's cpu shares
+//! follow its pods' cpu requests as they come and go.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::pod;
+use outpost_core::qos::{QosClass, qos_class};
+use outpost_core::resource_config::{self, ResourceConfig};
+
+use super::tree::{self, Error};
+use super::{CgroupName, Driver, Hierarchy, Layout};
+
+/// Where agents before the kubepods hierarchy put a pod's cgroup.
+const LEGACY_POD_ROOT: &str = "/outpost";
+
+/// The pods' cgroups, under one layout.
+#[derive(Debug)]
+pub struct PodCgroups {
+    layout: Layout,
+    hierarchy: Hierarchy,
+    /// `podPidsLimit` (`None`: unlimited).
+    pod_pids_limit: Option<i64>,
+    /// The Burstable pods set up, by UID: their cpu requests size the Burstable cgroup.
+    burstable: Mutex<BTreeMap<String, Pod>>,
+}
+
+impl PodCgroups {
+    pub fn new(layout: Layout, hierarchy: Hierarchy, pod_pids_limit: Option<i64>) -> PodCgroups {
+        PodCgroups {
+            layout,
+            hierarchy,
+            pod_pids_limit: pod_pids_limit.filter(|l| *l > 0),
+            burstable: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn hierarchy(&self) -> &Hierarchy {
+        &self.hierarchy
+    }
+
+    /// A cgroup's path below each hierarchy's root, as the layout's driver names it.
+    pub fn path(&self, name: &CgroupName) -> String {
+        name.path(self.layout.driver)
+    }
+
+    /// Makes the pods cgroup with `pods` (node allocatable, or unlimited) and the
+    /// BestEffort and Burstable cgroups under it.
+    pub fn ensure_node(&self, pods: &ResourceConfig) -> Result<(), Error> {
+        let path = self.path(&self.layout.pods());
+        tree::create(&self.hierarchy, &path)?;
+        tree::apply(&self.hierarchy, &path, pods)?;
+        for class in [QosClass::BestEffort, QosClass::Burstable] {
+            tree::create(&self.hierarchy, &self.path(&self.layout.qos(class)))?;
+        }
+        self.update_qos(QosClass::BestEffort)?;
+        self.update_qos(QosClass::Burstable)
+    }
+
+    /// Makes the pod's cgroup under its QoS class's with kubelet's limits for it; the
+    /// pod's cgroup name (its containers go under it).
+    pub fn ensure_pod(&self, pod: &Pod) -> Result<CgroupName, Error> {
+        let class = qos_class(pod);
+        let uid = pod::uid(pod);
+        let name = self.layout.pod(class, uid);
+        let path = self.path(&name);
+        tree::create(&self.hierarchy, &path)?;
+        tree::apply(&self.hierarchy, &path, &resource_config::for_pod(pod, self.pod_pids_limit))?;
+        if class == QosClass::Burstable {
+            let added = match self.burstable.lock() {
+                Ok(mut pods) => pods.insert(uid.to_owned(), pod.clone()).is_none(),
+                Err(_) => false,
+            };
+            if added {
+                self.update_qos(QosClass::Burstable)?;
+            }
+        }
+        Ok(name)
+    }
+
+    /// The name of the cgroup pod `pod` has under this layout.
+    pub fn pod_name(&self, pod: &Pod) -> CgroupName {
+        self.layout.pod(qos_class(pod), pod::uid(pod))
+    }
+
+    /// runc's `cgroupsPath` of container `id` of the pod whose cgroup is `pod`.
+    pub fn container_path(&self, pod: &CgroupName, id: &str) -> String {
+        self.layout.container_path(pod, id)
+    }
+
+    /// Removes pod `uid`'s cgroup wherever it is (each QoS class, and where older agents
+    /// put it), in every hierarchy; then sizes the Burstable cgroup to the pods left.
+    /// Every place is tried; the first failure is returned.
+    pub fn remove_pod(&self, uid: &str) -> Result<(), Error> {
+        let mut paths: Vec<String> =
+            self.layout.pod_candidates(uid).iter().map(|name| self.path(name)).collect();
+        paths.push(format!("{LEGACY_POD_ROOT}/pod{uid}"));
+        let mut first = None;
+        for path in paths {
+            if let Err(e) = tree::remove(&self.hierarchy, &path) {
+                first.get_or_insert(e);
+            }
+        }
+        let removed = self.burstable.lock().map(|mut pods| pods.remove(uid).is_some());
+        if removed.unwrap_or(false)
+            && let Err(e) = self.update_qos(QosClass::Burstable)
+        {
+            first.get_or_insert(e);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The UIDs of the pods that have a cgroup under this layout (not under the legacy
+    /// root, which other agents on the host may share).
+    pub fn pod_uids(&self) -> Vec<String> {
+        let mut uids = Vec::new();
+        for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
+            let dir = self.hierarchy.dir("memory", &self.path(&self.layout.qos(class)));
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(uid) = pod_uid_of(&name, self.layout.driver) {
+                    uids.push(uid);
+                }
+            }
+        }
+        uids.sort();
+        uids.dedup();
+        uids
+    }
+
+    /// Sets a QoS class's cgroup to what its pods add up to now.
+    fn update_qos(&self, class: QosClass) -> Result<(), Error> {
+        let config = match self.burstable.lock() {
+            Ok(pods) => resource_config::for_qos(class, pods.values()),
+            Err(_) => return Ok(()),
+        };
+        match config {
+            Some(config) => {
+                tree::apply(&self.hierarchy, &self.path(&self.layout.qos(class)), &config)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// The pod UID in a pod cgroup's directory name: `pod<uid>` (cgroupfs), or
+/// `…-pod<uid with underscores>.slice` (systemd).
+fn pod_uid_of(dir_name: &str, driver: Driver) -> Option<String> {
+    let uid = match driver {
+        Driver::Cgroupfs => dir_name.strip_prefix("pod")?.to_owned(),
+        Driver::Systemd => {
+            let slice = dir_name.strip_suffix(".slice")?;
+            let (_, escaped) = slice.rsplit_once("-pod")?;
+            escaped.replace('_', "-")
+        }
+    };
+    (!uid.is_empty() && !uid.contains('/')).then_some(uid)
+}
+
+#[cfg(test)]
+mod tests;
