@@ -26,6 +26,7 @@ use crate::metrics::counted;
 use crate::objects::Objects;
 use crate::permissions;
 use crate::podconfig::{self, Batch, Snapshot, SnapshotHandle};
+use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::host;
 use crate::runtime::managed::Choice;
 use crate::source::api::ApiSource;
@@ -170,6 +171,8 @@ pub(super) async fn build(
         connectivity: client.connectivity().clone(),
         status_backlog: status_backlog.subscribe(),
     });
+    // The pods' cgroups (made once containerd answers); their usage is a metric.
+    let cgroups = (!dry_run).then(|| Arc::new(pod_cgroups(&config)));
     crate::metrics::register(
         &mut registry,
         snapshot.clone(),
@@ -178,6 +181,7 @@ pub(super) async fn build(
             events: events.clone(),
             statuses: statuses.clone(),
             ebpf: ebpf.clone(),
+            cgroups: cgroups.clone(),
         },
     );
     // Chosen before the API starts, so that `/status` can say where the runtime is.
@@ -264,6 +268,7 @@ pub(super) async fn build(
                 exec: exec.unwrap_or_default(),
                 objects,
                 changes,
+                cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_cgroups(&config))),
             },
         })),
     };
@@ -280,6 +285,12 @@ pub(super) async fn build(
         runtime_ready,
         stop_pods,
     })
+}
+
+/// The pods' cgroups under the configured layout, in this host's hierarchy.
+fn pod_cgroups(config: &Config) -> PodCgroups {
+    let resources = &config.node_resources;
+    PodCgroups::new(resources.layout.clone(), Hierarchy::detect(), resources.pod_pids_limit)
 }
 
 /// The security defaults (see [`permissions`]), before any source reads a manifest.

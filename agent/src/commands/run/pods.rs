@@ -20,7 +20,7 @@ use crate::error_chain::describe;
 use crate::metrics::counted::{ImageImports, Metrics};
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
-use crate::runtime::cgroups::{Hierarchy, PodCgroups};
+use crate::runtime::cgroups::PodCgroups;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -68,6 +68,8 @@ pub(super) struct RuntimeHandles {
     /// The API objects API pods refer to, and their changes.
     pub(super) objects: Objects,
     pub(super) changes: Changes,
+    /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
+    pub(super) cgroups: Arc<PodCgroups>,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -101,12 +103,10 @@ impl PodRuntime {
     }
 }
 
-/// The pods' cgroups (Q2), with the pods cgroup and its QoS classes made: limited to
-/// node allocatable with `enforceNodeAllocatable: [pods]`.
-fn pod_cgroups(config: &Config) -> Result<PodCgroups, Error> {
+/// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node
+/// allocatable with `enforceNodeAllocatable: [pods]`.
+fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Error> {
     let resources = &config.node_resources;
-    let cgroups =
-        PodCgroups::new(resources.layout.clone(), Hierarchy::detect(), resources.pod_pids_limit);
     let capacity = crate::host::capacity::capacity();
     let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
     cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
@@ -118,7 +118,7 @@ fn pod_cgroups(config: &Config) -> Result<PodCgroups, Error> {
         pids_limit = ?pods.pids_limit,
         "pods cgroup ready"
     );
-    Ok(cgroups)
+    Ok(())
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -191,7 +191,8 @@ async fn run_pods(
         }
         None => Keyring::default(),
     };
-    let cgroups = Arc::new(pod_cgroups(&config)?);
+    let cgroups = handles.cgroups;
+    ensure_node_cgroups(&config, &cgroups)?;
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip,

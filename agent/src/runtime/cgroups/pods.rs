@@ -15,7 +15,7 @@ use outpost_core::qos::{QosClass, qos_class};
 use outpost_core::resource_config::{self, ResourceConfig};
 
 use super::tree::{self, Error};
-use super::{CgroupName, Driver, Hierarchy, Layout};
+use super::{CgroupName, Driver, Hierarchy, Layout, Usage};
 
 /// Where agents before the kubepods hierarchy put a pod's cgroup.
 const LEGACY_POD_ROOT: &str = "/outpost";
@@ -91,6 +91,22 @@ impl PodCgroups {
     /// The name of the cgroup pod `pod` has under this layout.
     pub fn pod_name(&self, pod: &Pod) -> CgroupName {
         self.layout.pod(qos_class(pod), pod::uid(pod))
+    }
+
+    /// What pod `pod` (its cgroup) and its containers `ids` use now, each `None` where
+    /// its cgroup is gone.
+    pub fn usage<'i>(
+        &self,
+        pod: &Pod,
+        ids: impl IntoIterator<Item = &'i str>,
+    ) -> (Option<Usage>, Vec<(&'i str, Option<Usage>)>) {
+        let name = self.pod_name(pod);
+        let own = self.hierarchy.usage(&self.path(&name)).ok();
+        let containers = ids
+            .into_iter()
+            .map(|id| (id, self.hierarchy.usage(&self.layout.container_cgroup(&name, id)).ok()))
+            .collect();
+        (own, containers)
     }
 
     /// runc's `cgroupsPath` of container `id` of the pod whose cgroup is `pod`.
