@@ -166,6 +166,20 @@ fn q2_a_busy_loop_stays_within_its_cpu_limit() {
     assert!(share <= 0.25, "the loop used {share:.3} CPU over {window:?}, above its 0.2 limit");
     assert!(share > 0.0, "the loop ran");
     eventually("the kernel throttles the loop", LONG, || throttled() > 0);
+    // What it used, read from its cgroups at scrape time.
+    let (status, metrics) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    let sample = |prefix: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| {
+            panic!("no {prefix} in /metrics:\n{metrics}");
+        });
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let pod = "namespace=\"default\",pod=\"spin-edge-1\"";
+    assert!(sample(&format!("outpost_pod_cpu_usage_seconds_total{{{pod}}}")) > 0.0);
+    assert!(sample(&format!("outpost_pod_memory_working_set_bytes{{{pod}}}")) > 0.0);
+    let main = format!("outpost_container_cpu_usage_seconds_total{{{pod},container=\"main\"}}");
+    assert!(sample(&main) > 0.0);
 }
 
 /// Q2: after `kill -9` of the agent, the adopted pod keeps its container in its cgroup

@@ -126,7 +126,11 @@ pub fn status(
 ) -> NodeStatus {
     let ki = |bytes: u64| Quantity(format!("{}Ki", bytes / 1024));
     let cpu = |milli: u64| {
-        Quantity(if milli.is_multiple_of(1000) { (milli / 1000).to_string() } else { format!("{milli}m") })
+        Quantity(if milli.is_multiple_of(1000) {
+            (milli / 1000).to_string()
+        } else {
+            format!("{milli}m")
+        })
     };
     let node = capacity(readings);
     let free = reservation.allocatable(&node);
