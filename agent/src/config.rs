@@ -328,7 +328,8 @@ settings! {
         pub allowed_unsafe_sysctls: Vec<String>,
         #[arg(long, value_enum, value_name = "DRIVER", help = with_default(
             "Who manages the pods' cgroups: cgroupfs (the agent and runc write the cgroup \
-             files), or systemd (slices; needs systemd as PID 1)", "cgroupfs"))]
+             files), or systemd (slices set through systemctl; needs systemd as PID 1)",
+            "cgroupfs"))]
         pub cgroup_driver: Option<node_resources::CgroupDriver>,
         #[arg(long, value_name = "CGROUP", help = with_default(
             "The cgroup the pods' cgroups go under (<cgroup-root>/kubepods/…)",

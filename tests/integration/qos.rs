@@ -339,3 +339,42 @@ fn cpus() -> u32 {
         })
         .sum()
 }
+
+/// `--cgroup-driver systemd` where systemd is not PID 1 (as on this machine): the agent
+/// refuses to start and says why.
+#[test]
+fn the_systemd_driver_is_refused_where_systemd_is_not_pid_1() {
+    let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+    if pid1.trim() == "systemd" {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(outpost_tests::outpost_bin())
+        .args(["run", "--node-name", "edge-1", "--listen", "127.0.0.1:0", "--ebpf", "false"])
+        .arg("--manifest-dir")
+        .arg(dir.path())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["--containerd", "external", "--containerd-socket"])
+        .arg(dir.path().join("no.sock"))
+        .args(["--cgroup-driver", "systemd"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the agent started with --cgroup-driver systemd and no systemd");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("needs systemd as PID 1"), "{stderr}");
+    assert!(stderr.contains(&format!("{:?}", pid1.trim())), "names PID 1: {stderr}");
+}

@@ -9,10 +9,12 @@
 //! (`outpost_core::resource_config`) through [`tree`]'s cgroupfs writes, in every
 //! hierarchy (each cgroup v1 controller's and the v2 one). runc makes a container's own
 //! cgroup and removes it when the container is deleted; a pod's cgroup is removed once
-//! its containers are gone.
+//! its containers are gone. Under the systemd driver systemd makes and removes them
+//! ([`systemd`]: the slices' unit properties through `systemctl`).
 
 mod layout;
 mod pods;
+pub mod systemd;
 pub mod tree;
 mod usage;
 

@@ -26,7 +26,7 @@ use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
 use crate::objects::Objects;
 use crate::runtime::Containerd;
-use crate::runtime::cgroups::PodCgroups;
+use crate::runtime::cgroups::{Driver, PodCgroups};
 use crate::runtime::cni::Cni;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
@@ -238,6 +238,7 @@ impl PodRuntime for Pods {
             spec: &spec,
             labels,
             log_uri: &log_uri,
+            systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
         };
         container::create(&self.containerd, &new)
             .await

@@ -4,7 +4,9 @@
 //! up ([`PodCgroups::ensure_pod`], again for an adopted pod: the same limits) and
 //! removed at tear-down, wherever a pod of that UID may have it, also an older agent's
 //! `/outpost/pod<uid>` ([`PodCgroups::remove_pod`]); the Burstable cgroup's cpu shares
-//! follow its pods' cpu requests as they come and go.
+//! follow its pods' cpu requests as they come and go. Under the cgroupfs driver the
+//! agent writes the cgroups ([`tree`]); under systemd's, slices are set and started
+//! through `systemctl` ([`systemd`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -14,6 +16,7 @@ use outpost_core::pod;
 use outpost_core::qos::{QosClass, qos_class};
 use outpost_core::resource_config::{self, ResourceConfig};
 
+use super::systemd::{self, Systemctl, SystemctlCommand};
 use super::tree::{self, Error};
 use super::{CgroupName, Driver, Hierarchy, Layout, Usage};
 
@@ -29,6 +32,8 @@ pub struct PodCgroups {
     pod_pids_limit: Option<i64>,
     /// The Burstable pods set up, by UID: their cpu requests size the Burstable cgroup.
     burstable: Mutex<BTreeMap<String, Pod>>,
+    /// How slices are made under the systemd driver.
+    systemctl: std::sync::Arc<dyn Systemctl>,
 }
 
 impl PodCgroups {
@@ -38,6 +43,36 @@ impl PodCgroups {
             hierarchy,
             pod_pids_limit: pod_pids_limit.filter(|l| *l > 0),
             burstable: Mutex::new(BTreeMap::new()),
+            systemctl: std::sync::Arc::new(SystemctlCommand),
+        }
+    }
+
+    /// Runs `systemctl` through `systemctl` (the tests' recording one).
+    pub fn with_systemctl(mut self, systemctl: std::sync::Arc<dyn Systemctl>) -> PodCgroups {
+        self.systemctl = systemctl;
+        self
+    }
+
+    /// Makes cgroup `name` (and its parents) with `config`'s limits, if given.
+    fn make(&self, name: &CgroupName, config: Option<&ResourceConfig>) -> Result<(), Error> {
+        match self.layout.driver {
+            Driver::Cgroupfs => {
+                let path = self.path(name);
+                tree::create(&self.hierarchy, &path)?;
+                config.map_or(Ok(()), |config| tree::apply(&self.hierarchy, &path, config))
+            }
+            Driver::Systemd => {
+                let v2 = self.hierarchy.is_v2();
+                systemd::ensure(self.systemctl.as_ref(), &unit(name), config, v2)
+            }
+        }
+    }
+
+    /// Removes cgroup `name` (empty of processes).
+    fn unmake(&self, name: &CgroupName) -> Result<(), Error> {
+        match self.layout.driver {
+            Driver::Cgroupfs => tree::remove(&self.hierarchy, &self.path(name)),
+            Driver::Systemd => systemd::stop(self.systemctl.as_ref(), &unit(name)),
         }
     }
 
@@ -57,11 +92,9 @@ impl PodCgroups {
     /// Makes the pods cgroup with `pods` (node allocatable, or unlimited) and the
     /// BestEffort and Burstable cgroups under it.
     pub fn ensure_node(&self, pods: &ResourceConfig) -> Result<(), Error> {
-        let path = self.path(&self.layout.pods());
-        tree::create(&self.hierarchy, &path)?;
-        tree::apply(&self.hierarchy, &path, pods)?;
+        self.make(&self.layout.pods(), Some(pods))?;
         for class in [QosClass::BestEffort, QosClass::Burstable] {
-            tree::create(&self.hierarchy, &self.path(&self.layout.qos(class)))?;
+            self.make(&self.layout.qos(class), None)?;
         }
         self.update_qos(QosClass::BestEffort)?;
         self.update_qos(QosClass::Burstable)
@@ -73,9 +106,7 @@ impl PodCgroups {
         let class = qos_class(pod);
         let uid = pod::uid(pod);
         let name = self.layout.pod(class, uid);
-        let path = self.path(&name);
-        tree::create(&self.hierarchy, &path)?;
-        tree::apply(&self.hierarchy, &path, &resource_config::for_pod(pod, self.pod_pids_limit))?;
+        self.make(&name, Some(&resource_config::for_pod(pod, self.pod_pids_limit)))?;
         if class == QosClass::Burstable {
             let added = match self.burstable.lock() {
                 Ok(mut pods) => pods.insert(uid.to_owned(), pod.clone()).is_none(),
@@ -118,14 +149,14 @@ impl PodCgroups {
     /// put it), in every hierarchy; then sizes the Burstable cgroup to the pods left.
     /// Every place is tried; the first failure is returned.
     pub fn remove_pod(&self, uid: &str) -> Result<(), Error> {
-        let mut paths: Vec<String> =
-            self.layout.pod_candidates(uid).iter().map(|name| self.path(name)).collect();
-        paths.push(format!("{LEGACY_POD_ROOT}/pod{uid}"));
         let mut first = None;
-        for path in paths {
-            if let Err(e) = tree::remove(&self.hierarchy, &path) {
+        for name in self.layout.pod_candidates(uid) {
+            if let Err(e) = self.unmake(&name) {
                 first.get_or_insert(e);
             }
+        }
+        if let Err(e) = tree::remove(&self.hierarchy, &format!("{LEGACY_POD_ROOT}/pod{uid}")) {
+            first.get_or_insert(e);
         }
         let removed = self.burstable.lock().map(|mut pods| pods.remove(uid).is_some());
         if removed.unwrap_or(false)
@@ -160,13 +191,20 @@ impl PodCgroups {
             Ok(pods) => resource_config::for_qos(class, pods.values()),
             Err(_) => return Ok(()),
         };
-        match config {
-            Some(config) => {
+        match (config, self.layout.driver) {
+            (Some(config), Driver::Cgroupfs) => {
                 tree::apply(&self.hierarchy, &self.path(&self.layout.qos(class)), &config)
             }
-            None => Ok(()),
+            (Some(config), Driver::Systemd) => self.make(&self.layout.qos(class), Some(&config)),
+            (None, _) => Ok(()),
         }
     }
+}
+
+/// The systemd unit of a cgroup named under the systemd driver: its last slice.
+fn unit(name: &CgroupName) -> String {
+    let path = name.path(Driver::Systemd);
+    path.rsplit('/').next().unwrap_or_default().to_owned()
 }
 
 /// The pod UID in a pod cgroup's directory name: `pod<uid>` (cgroupfs), or

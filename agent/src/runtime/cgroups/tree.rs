@@ -37,6 +37,8 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    #[error("systemctl {args}: {message}")]
+    Systemctl { args: String, message: String },
 }
 
 /// The cgroup hierarchies under the cgroup mount point: the v2 root itself, or (v1)

@@ -107,3 +107,57 @@ fn pod_uids_are_read_from_either_drivers_names() {
     );
     assert_eq!(pod_uid_of("kubepods-burstable.slice", Driver::Systemd), None);
 }
+
+#[test]
+fn q2_under_systemd_slices_are_set_and_started_through_systemctl() {
+    use std::sync::Arc;
+
+    use crate::runtime::cgroups::systemd::Recording;
+    let (_root, h) = v1();
+    let systemctl = Arc::new(Recording::default());
+    let cgroups = PodCgroups::new(Layout::new(Driver::Systemd, "/"), h, Some(64))
+        .with_systemctl(systemctl.clone());
+    cgroups.ensure_node(&ResourceConfig::unlimited(2048)).unwrap();
+    let unlimited = |shares: u64| {
+        format!(
+            "CPUShares={shares} CPUQuotaPeriodSec=100ms CPUQuota= MemoryLimit=infinity TasksMax=infinity"
+        )
+    };
+    assert_eq!(
+        systemctl.take(),
+        [
+            format!("set-property --runtime kubepods.slice {}", unlimited(2048)),
+            "start kubepods.slice".to_owned(),
+            "start kubepods-besteffort.slice".to_owned(),
+            "start kubepods-burstable.slice".to_owned(),
+            format!("set-property --runtime kubepods-besteffort.slice {}", unlimited(2)),
+            "start kubepods-besteffort.slice".to_owned(),
+            format!("set-property --runtime kubepods-burstable.slice {}", unlimited(2)),
+            "start kubepods-burstable.slice".to_owned(),
+        ]
+    );
+    let p = pod("1-2", json!({ "requests": { "cpu": "100m" }, "limits": { "memory": "32Mi" } }));
+    let name = cgroups.ensure_pod(&p).unwrap();
+    assert_eq!(cgroups.container_path(&name, "c1"), "kubepods-burstable-pod1_2.slice:outpost:c1");
+    assert_eq!(
+        systemctl.take(),
+        [
+            "set-property --runtime kubepods-burstable-pod1_2.slice CPUShares=102 \
+             CPUQuotaPeriodSec=100ms CPUQuota= MemoryLimit=33554432 TasksMax=64",
+            "start kubepods-burstable-pod1_2.slice",
+            &format!("set-property --runtime kubepods-burstable.slice {}", unlimited(102)),
+            "start kubepods-burstable.slice",
+        ]
+    );
+    cgroups.remove_pod("1-2").unwrap();
+    let calls = systemctl.take();
+    assert_eq!(
+        calls[..3],
+        [
+            "stop kubepods-pod1_2.slice",
+            "stop kubepods-burstable-pod1_2.slice",
+            "stop kubepods-besteffort-pod1_2.slice"
+        ]
+    );
+    assert!(calls[3].ends_with(&unlimited(2)), "the Burstable slice shrinks: {calls:?}");
+}
