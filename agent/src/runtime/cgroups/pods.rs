@@ -9,7 +9,7 @@
 //! through `systemctl` ([`systemd`]).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod;
@@ -108,12 +108,9 @@ impl PodCgroups {
         let name = self.layout.pod(class, uid);
         self.make(&name, Some(&resource_config::for_pod(pod, self.pod_pids_limit)))?;
         if class == QosClass::Burstable {
-            let added = match self.burstable.lock() {
-                Ok(mut pods) => pods.insert(uid.to_owned(), pod.clone()).is_none(),
-                Err(_) => false,
-            };
-            if added {
-                self.update_qos(QosClass::Burstable)?;
+            let mut pods = self.burstable.lock().unwrap_or_else(PoisonError::into_inner);
+            if pods.insert(uid.to_owned(), pod.clone()).is_none() {
+                self.apply_qos(QosClass::Burstable, &pods)?;
             }
         }
         Ok(name)
@@ -158,9 +155,9 @@ impl PodCgroups {
         if let Err(e) = tree::remove(&self.hierarchy, &format!("{LEGACY_POD_ROOT}/pod{uid}")) {
             first.get_or_insert(e);
         }
-        let removed = self.burstable.lock().map(|mut pods| pods.remove(uid).is_some());
-        if removed.unwrap_or(false)
-            && let Err(e) = self.update_qos(QosClass::Burstable)
+        let mut pods = self.burstable.lock().unwrap_or_else(PoisonError::into_inner);
+        if pods.remove(uid).is_some()
+            && let Err(e) = self.apply_qos(QosClass::Burstable, &pods)
         {
             first.get_or_insert(e);
         }
@@ -187,10 +184,14 @@ impl PodCgroups {
 
     /// Sets a QoS class's cgroup to what its pods add up to now.
     fn update_qos(&self, class: QosClass) -> Result<(), Error> {
-        let config = match self.burstable.lock() {
-            Ok(pods) => resource_config::for_qos(class, pods.values()),
-            Err(_) => return Ok(()),
-        };
+        let pods = self.burstable.lock().unwrap_or_else(PoisonError::into_inner);
+        self.apply_qos(class, &pods)
+    }
+
+    /// Sets a QoS class's cgroup to what `burstable` adds up to; called with the lock on
+    /// them held, so that two pods coming at once never leave the older sum written.
+    fn apply_qos(&self, class: QosClass, burstable: &BTreeMap<String, Pod>) -> Result<(), Error> {
+        let config = resource_config::for_qos(class, burstable.values());
         match (config, self.layout.driver) {
             (Some(config), Driver::Cgroupfs) => {
                 tree::apply(&self.hierarchy, &self.path(&self.layout.qos(class)), &config)
