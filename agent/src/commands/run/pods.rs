@@ -20,6 +20,7 @@ use crate::error_chain::describe;
 use crate::metrics::counted::{ImageImports, Metrics};
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
+use crate::runtime::cgroups::PodCgroups;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -69,6 +70,8 @@ pub(super) struct RuntimeHandles {
     pub(super) changes: Changes,
     /// The eviction manager's choices (E2).
     pub(super) evictions: worker::Evictions,
+    /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
+    pub(super) cgroups: Arc<PodCgroups>,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -100,6 +103,24 @@ impl PodRuntime {
         };
         Ok((tokio::spawn(run_pods(config, socket, exe, batches, handles)), managed))
     }
+}
+
+/// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node
+/// allocatable with `enforceNodeAllocatable: [pods]`.
+fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Error> {
+    let resources = &config.node_resources;
+    let capacity = crate::host::capacity::capacity();
+    let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
+    cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
+    info!(
+        cgroup = cgroups.path(&resources.layout.pods()),
+        enforce_node_allocatable = resources.enforce_pods,
+        memory_limit = ?pods.memory_limit,
+        cpu_shares = pods.cpu_shares,
+        pids_limit = ?pods.pids_limit,
+        "pods cgroup ready"
+    );
+    Ok(())
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -172,6 +193,8 @@ async fn run_pods(
         }
         None => Keyring::default(),
     };
+    let cgroups = handles.cgroups;
+    ensure_node_cgroups(&config, &cgroups)?;
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip,
@@ -192,6 +215,7 @@ async fn run_pods(
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
         objects: handles.objects,
+        cgroups,
     };
     let runtime = Arc::new(Runtime::new(
         containerd,
