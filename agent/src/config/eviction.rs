@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use outpost_core::eviction::{self, Settings as EvictionSettings};
+use outpost_core::eviction::{self, Settings as EvictionSettings, Signal, ThresholdValue};
+use outpost_core::node_status::allocatable::{HardEviction, Threshold};
 use serde::Deserialize;
 
 use super::Settings;
@@ -62,6 +63,21 @@ fn merged<'a>(
     maps: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
 ) -> BTreeMap<String, String> {
     maps.into_iter().flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone()))).collect()
+}
+
+/// The hard `memory.available` and `nodefs.available` thresholds, as node allocatable
+/// takes them.
+pub fn hard_eviction(config: &eviction::Config) -> HardEviction {
+    let threshold = |signal| {
+        config.hard(signal).map(|t| match t.value {
+            ThresholdValue::Quantity(bytes) => Threshold::Bytes(u64::try_from(bytes).unwrap_or(0)),
+            ThresholdValue::Percentage(share) => Threshold::Percentage(f64::from(share) * 100.0),
+        })
+    };
+    HardEviction {
+        memory_available: threshold(Signal::MemoryAvailable),
+        nodefs_available: threshold(Signal::NodeFsAvailable),
+    }
 }
 
 /// The eviction manager's configuration from the settings (flags over file), with
@@ -161,6 +177,28 @@ mod tests {
         assert_eq!(resolve(&Settings::default()).unwrap(), eviction::Config::default());
         let disabled: Settings = serde_yaml_ng::from_str("evictionHard: {}\n").unwrap();
         assert!(resolve(&disabled).unwrap().thresholds.is_empty());
+    }
+
+    // Node allocatable is reduced by the configured hard thresholds, not the defaults.
+    #[test]
+    fn allocatable_takes_the_configured_hard_thresholds() {
+        let s = flags(&["--eviction-hard", "memory.available<1Gi,nodefs.available<5%"]);
+        let hard = hard_eviction(&resolve(&s).unwrap());
+        assert_eq!(hard.memory_available, Some(Threshold::Bytes(1 << 30)));
+        assert_eq!(hard.nodefs_available.map(|t| t.amount(1000)), Some(50));
+        let none = flags(&["--eviction-hard", "pid.available<10%"]);
+        assert_eq!(hard_eviction(&resolve(&none).unwrap()).memory_available, None);
+        // The defaults hold back what the eviction manager's thresholds are, computed as
+        // kubelet computes them (its float32 percentages).
+        let config = resolve(&Settings::default()).unwrap();
+        let defaults = hard_eviction(&config);
+        let capacity: i64 = 1 << 40;
+        let nodefs = defaults.nodefs_available.unwrap().amount(capacity.unsigned_abs());
+        assert_eq!(
+            i64::try_from(nodefs).unwrap(),
+            config.hard_quantity(Signal::NodeFsAvailable, capacity)
+        );
+        assert_eq!(defaults.memory_available, Some(Threshold::Bytes(100 << 20)));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Config {
     /// The pressure conditions as the eviction manager holds them; a change is reported
     /// at once.
     pub pressure: watch::Receiver<outpost_core::eviction::Pressure>,
+    /// What allocatable keeps from pods (`--system-reserved`, `--kube-reserved`, hard
+    /// eviction thresholds).
+    pub reservation: node_status::Reservation,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +169,8 @@ impl NodeSync {
         };
         let now = now();
         let conditions = self.conditions.observe(&readings, now);
-        let status = node_status::status(&readings, conditions, &self.kubelet_version);
+        let reservation = &self.context.node_config.reservation;
+        let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
             return STATUS_UPDATE_FREQUENCY;

@@ -137,6 +137,7 @@ async fn sample() -> anyhow::Result<Sample> {
             runtime_version: Arc::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             pressure: tokio::sync::watch::channel(Default::default()).1,
+            reservation: Default::default(),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });

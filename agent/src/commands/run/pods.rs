@@ -24,7 +24,7 @@ use crate::metrics::counted::{ImageImports, Metrics};
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::podconfig::SnapshotHandle;
-use crate::runtime::cgroups::{Driver, Hierarchy, Layout};
+use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -35,8 +35,9 @@ use crate::runtime::{Containerd, spec};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::worker::{self, Runtime, Settings};
 
-/// The eviction manager's options: the pods cgroup of kubelet's cgroupfs layout at the
-/// hierarchy's root, the state dir as nodefs, containerd's snapshotter root as imagefs.
+/// The eviction manager's options: the pods' cgroups where `--cgroup-root` and
+/// `--cgroup-driver` put them, the state dir as nodefs, containerd's snapshotter root as
+/// imagefs.
 fn eviction_options(
     config: &Config,
     handles: EvictionHandles,
@@ -44,7 +45,7 @@ fn eviction_options(
     containerd: Containerd,
 ) -> eviction::Options {
     let hierarchy = Hierarchy::detect();
-    let layout = Layout::new(Driver::Cgroupfs, "/");
+    let layout = config.node_resources.layout.clone();
     eviction::Options {
         config: config.eviction.clone(),
         sources: eviction::Sources {
@@ -110,6 +111,8 @@ pub(super) struct RuntimeHandles {
     pub(super) evictions: worker::Evictions,
     /// What the eviction manager works with.
     pub(super) eviction: EvictionHandles,
+    /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
+    pub(super) cgroups: Arc<PodCgroups>,
 }
 
 /// The eviction manager's ends of its channels.
@@ -150,6 +153,24 @@ impl PodRuntime {
         };
         Ok((tokio::spawn(run_pods(config, socket, exe, batches, handles)), managed))
     }
+}
+
+/// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node
+/// allocatable with `enforceNodeAllocatable: [pods]`.
+fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Error> {
+    let resources = &config.node_resources;
+    let capacity = crate::host::capacity::capacity();
+    let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
+    cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
+    info!(
+        cgroup = cgroups.path(&resources.layout.pods()),
+        enforce_node_allocatable = resources.enforce_pods,
+        memory_limit = ?pods.memory_limit,
+        cpu_shares = pods.cpu_shares,
+        pids_limit = ?pods.pids_limit,
+        "pods cgroup ready"
+    );
+    Ok(())
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -224,6 +245,8 @@ async fn run_pods(
         }
         None => Keyring::default(),
     };
+    let cgroups = handles.cgroups;
+    ensure_node_cgroups(&config, &cgroups)?;
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip,
@@ -244,6 +267,7 @@ async fn run_pods(
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
         objects: handles.objects,
+        cgroups,
     };
     let runtime = Arc::new(Runtime::new(
         containerd,
