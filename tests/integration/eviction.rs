@@ -5,9 +5,10 @@
 //! small tmpfs state dir through its emptyDir is evicted for nodefs and the Node shows
 //! DiskPressure, the writer ranked before a quiet pod beside it.
 //!
-//! Thresholds are set per test from what the machine has when it starts, so that the
-//! tests run safely on a shared machine: the memory threshold sits a few hundred MiB
-//! below the memory available then, and the hog writes until it is evicted.
+//! The thresholds are the test node's own, so that the tests run safely on a shared
+//! machine whatever the other tests do: the memory test reserves all but 600 MiB for the
+//! system and enforces node allocatable on the node's pods cgroup (the signal is then
+//! `allocatableMemory.available`); the disk test mounts a 64 MiB tmpfs state dir.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -107,36 +108,24 @@ fn message(pod: &Pod) -> String {
     pod.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default()
 }
 
-/// memory.available as kubelet computes it, in bytes: MemTotal less the root memory
-/// cgroup's working set (on v2: MemAvailable).
-fn memory_available() -> u64 {
+/// MemTotal, bytes.
+fn mem_total() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let field = |name: &str| {
-        meminfo
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    let root = Path::new("/sys/fs/cgroup/memory");
-    let usage = std::fs::read_to_string(root.join("memory.usage_in_bytes")).ok();
-    match usage.and_then(|u| u.trim().parse::<u64>().ok()) {
-        Some(usage) => {
-            let stat = std::fs::read_to_string(root.join("memory.stat")).unwrap();
-            let inactive = stat
-                .lines()
-                .find_map(|l| l.strip_prefix("total_inactive_file "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            field("MemTotal") - (usage - inactive)
-        }
-        None => field("MemAvailable"),
-    }
+    let kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        .unwrap();
+    kib * 1024
 }
 
-// E1, E2: memory.available below its hard threshold evicts the BestEffort API pod using
-// the memory, never the static pod beside it.
+/// The test node's pods get 600 MiB: all but that is system-reserved, and node
+/// allocatable is enforced on its pods cgroup.
+const PODS_MEMORY: u64 = 600 << 20;
+
+// E1, E2: the pods' working set within 100Mi of node allocatable
+// (allocatableMemory.available, kubelet's memory.available<100Mi copied to the pods
+// cgroup) evicts the BestEffort API pod using the memory, never the static pod beside it.
 #[test]
 #[cfg_attr(
     not(outpost_has_pods),
@@ -144,28 +133,36 @@ fn memory_available() -> u64 {
 )]
 fn a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
     let api = ApiNode::new();
-    // A few hundred MiB below what is available now; the hog writes until evicted.
-    let threshold = memory_available().saturating_sub(300 << 20);
-    let flag = format!("memory.available<{threshold}");
+    let reserved = format!("memory={}", mem_total() - PODS_MEMORY);
     api.node.put("keeper.yaml", &static_pod("keeper"));
-    let c = Cluster::start(api, None, &["--eviction-hard", &flag]);
+    let c = Cluster::start(
+        api,
+        None,
+        &["--system-reserved", &reserved, "--enforce-node-allocatable", "pods"],
+    );
     wait_pod(&c.agent, "keeper-edge-1", LONG, running);
-    let hog = "i=0; while [ $i -lt 60 ]; do \
+    // 50 MiB at a time, up to 700 MiB: past 500 MiB the threshold is met (past 600 MiB
+    // the kernel would kill it instead).
+    let hog = "i=0; while [ $i -lt 14 ]; do \
                dd if=/dev/zero of=/data/f$i bs=1M count=50 2>/dev/null; i=$((i+1)); sleep 0.2; \
                done; sleep 3600";
     c.create("hog", hog, json!({ "name": "data", "emptyDir": { "medium": "Memory" } }));
     let evicted = c.evicted("hog");
     let text = message(&evicted);
     assert!(
-        text.starts_with("The node was low on resource: memory. Threshold quantity: "),
+        text.starts_with(
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+        ),
         "{text}"
     );
+    assert!(text.contains("Container hog was using "), "{text}");
+    assert!(text.ends_with(", request is 0, has larger consumption of memory. "), "{text}");
     let events = c.events("hog", "Evicted");
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0]["type"], "Warning");
     assert_eq!(events[0]["message"].as_str(), Some(text.as_str()));
     eventually("MemoryPressure on the Node", LONG, || c.condition("MemoryPressure"));
-    assert_eq!(c.metric("memory.available").as_deref(), Some("1"));
+    assert_eq!(c.metric("allocatableMemory.available").as_deref(), Some("1"));
     // The static pod is never a victim, even with the pressure still on.
     let keeper = wait_pod(&c.agent, "keeper-edge-1", LONG, running);
     assert_eq!(keeper["status"]["containerStatuses"][0]["restartCount"], 0);
