@@ -9,6 +9,7 @@
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
+//! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
@@ -23,6 +24,7 @@
 pub mod admission;
 pub mod backoff;
 pub mod event_aggregate;
+pub mod gc;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
