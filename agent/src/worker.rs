@@ -112,6 +112,19 @@ impl<R: PodRuntime> Shared<R> {
     }
 }
 
+/// The eviction manager's word to the workers (E2): evict pod `pod` (UID `uid`) with
+/// `message`, its containers stopped within `grace`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    pub pod: FullName,
+    pub uid: String,
+    pub message: String,
+    pub grace: std::time::Duration,
+}
+
+/// Where evictions reach the workers.
+pub type Evictions = mpsc::UnboundedReceiver<Eviction>;
+
 /// A worker's inbox.
 #[derive(Debug)]
 enum Message {
@@ -122,6 +135,12 @@ enum Message {
     Kernel(ebpf::Observed),
     /// An API object the pod refers to changed, or its token is due (V1).
     ObjectsChanged,
+    /// The eviction manager chose the pod (E2).
+    Evict {
+        uid: String,
+        message: String,
+        grace: std::time::Duration,
+    },
     /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
     /// gracefully, report it terminated, and end.
     Shutdown,
@@ -168,11 +187,13 @@ struct Workers<R: PodRuntime> {
 /// until `shutdown` is cancelled: then every pod is stopped as for a node shutdown, and
 /// this returns once all are stopped. Either way every worker has ended, its background
 /// work done, when this returns. API pods claim the objects they refer to as they come
-/// and release them as they go; `changes` of those objects go to the pods' workers.
+/// and release them as they go; `changes` of those objects go to the pods' workers, and
+/// so do the eviction manager's `evictions`.
 pub async fn run(
     runtime: Arc<Runtime>,
     mut batches: mpsc::Receiver<Batch>,
     mut changes: objects::Changes,
+    mut evictions: Evictions,
     shutdown: CancellationToken,
 ) {
     let objects = runtime.runtime.settings.objects.clone();
@@ -227,6 +248,9 @@ pub async fn run(
             Some(event) = events_rx.recv() => route(&runtime, &workers.outboxes, event),
             Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
             Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
+            Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
+                workers.send(pod, Message::Evict { uid, message, grace });
+            }
             () = shutdown.cancelled() => {
                 tracing::info!(pods = workers.outboxes.len(), "node shutdown: stopping every pod");
                 break Message::Shutdown;
@@ -272,7 +296,11 @@ impl<R: PodRuntime> Workers<R> {
         }
         if matches!(
             message,
-            Message::Task(_) | Message::Kernel(_) | Message::ObjectsChanged | Message::Leave
+            Message::Task(_)
+                | Message::Kernel(_)
+                | Message::ObjectsChanged
+                | Message::Evict { .. }
+                | Message::Leave
         ) {
             return;
         }

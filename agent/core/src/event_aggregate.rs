@@ -69,6 +69,7 @@ pub mod reason {
     pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    pub const EVICTED: &str = "Evicted";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
 }
 

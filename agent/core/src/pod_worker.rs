@@ -241,6 +241,14 @@ pub enum Input {
     ObjectsChanged,
     /// The runtime's event stream had a gap: exits may have been missed.
     Resync,
+    /// The node is under resource pressure and the eviction manager chose this pod
+    /// (E2): its containers are killed within `grace` and not restarted; the pod is
+    /// Failed with reason `Evicted` and `message`.
+    Evict {
+        uid: String,
+        message: String,
+        grace: Duration,
+    },
     /// The node shuts down: stop the pod, report it, end.
     Shutdown,
     /// A wake-up time came due.
@@ -384,6 +392,32 @@ pub struct Step {
     pub wake: Option<Instant>,
 }
 
+/// Why a pod failed as a whole: kubelet's pod-level reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFailure {
+    pub reason: PodFailureReason,
+    pub message: String,
+    /// The grace period its containers get (`None`: the pod's own).
+    pub grace: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodFailureReason {
+    /// `activeDeadlineSeconds` passed.
+    DeadlineExceeded,
+    /// The eviction manager reclaimed a resource with it (E2).
+    Evicted,
+}
+
+impl PodFailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodFailureReason::DeadlineExceeded => "DeadlineExceeded",
+            PodFailureReason::Evicted => "Evicted",
+        }
+    }
+}
+
 /// The pod whose sandbox and containers exist (or are being made).
 #[derive(Debug, Clone)]
 struct Current {
@@ -401,8 +435,9 @@ struct Current {
     /// containers run, and completed init containers do not run again while the sandbox
     /// lives (I2).
     initialized: bool,
-    /// `activeDeadlineSeconds` passed: the pod failed (DeadlineExceeded).
-    deadline_exceeded: bool,
+    /// The pod failed as a whole (its active deadline passed, or it was evicted):
+    /// nothing more of it starts.
+    failed: Option<PodFailure>,
     /// Slots from this index on may not start yet (their turn has not come, I1, I3);
     /// none may once the pod finished.
     gate: usize,
@@ -543,7 +578,7 @@ impl PodWorker {
             sandbox_problem: current.problem.as_ref(),
             shut_down: current.shut_down,
             initialized: current.initialized,
-            deadline_exceeded: current.deadline_exceeded,
+            failed: current.failed.as_ref(),
         };
         Some((&current.uid, status::pod_status(&view, now)))
     }
@@ -608,6 +643,11 @@ impl PodWorker {
                     .collect();
                 if !container_ids.is_empty() {
                     out.push(Action::CheckExited { container_ids });
+                }
+            }
+            Input::Evict { uid, message, grace } => {
+                if let Some(current) = self.current.as_mut().filter(|c| c.uid == uid) {
+                    current.evict(message, grace, out);
                 }
             }
             Input::Shutdown => {
@@ -742,7 +782,7 @@ impl PodWorker {
             Sandbox::Pending { retry_at } => Some(retry_at),
             Sandbox::SettingUp => None,
             Sandbox::Ready { .. } => {
-                let deadline = current.active_deadline().filter(|_| !current.deadline_exceeded);
+                let deadline = current.active_deadline().filter(|_| current.failed.is_none());
                 // A container that may not start yet has no wake of its own (its turn
                 // comes with another's result).
                 let wakes = current.slots.iter().enumerate().filter_map(|(i, slot)| {

@@ -158,6 +158,9 @@ impl<R: PodRuntime> PodWorker<R> {
                 inputs.extend(kernel_input(observed));
             }
             Message::ObjectsChanged => inputs.push_back(Input::ObjectsChanged),
+            Message::Evict { uid, message, grace } => {
+                inputs.push_back(Input::Evict { uid, message, grace });
+            }
             Message::Shutdown => inputs.push_back(Input::Shutdown),
             Message::Leave => return true,
         }

@@ -3,7 +3,12 @@
 use k8s_openapi::jiff::Timestamp;
 
 use super::slot::{Slot, SlotKind, SlotState, Terminated, TerminatedReason, creating};
-use super::{Action, Current, Desired, Found, FoundTask, Now, PodWorker, Sandbox};
+use k8s_openapi::api::core::v1::Pod;
+
+use super::{
+    Action, Current, Desired, Found, FoundTask, Now, PodFailure, PodFailureReason, PodWorker,
+    Sandbox,
+};
 use crate::backoff::Backoff;
 use crate::lifecycle::{CrashLoop, RestartPolicy};
 use crate::pod::{self, CONFIG_SEEN};
@@ -67,7 +72,7 @@ impl PodWorker {
         Current {
             initialized,
             active_since: now.at,
-            deadline_exceeded: false,
+            failed: evicted_before(pod),
             gate: 0,
             pod: pod.clone(),
             source: desired.source,
@@ -145,4 +150,17 @@ fn adopt_container(
     } else {
         slot.state = SlotState::Terminated(terminated);
     }
+}
+
+/// An API pod the API server already has as evicted (an earlier run of the agent evicted
+/// it): it stays so, and nothing of it starts again.
+fn evicted_before(pod: &Pod) -> Option<PodFailure> {
+    let status = pod.status.as_ref()?;
+    let evicted = status.phase.as_deref() == Some("Failed")
+        && status.reason.as_deref() == Some(PodFailureReason::Evicted.as_str());
+    evicted.then(|| PodFailure {
+        reason: PodFailureReason::Evicted,
+        message: status.message.clone().unwrap_or_default(),
+        grace: None,
+    })
 }

@@ -27,8 +27,8 @@ pub struct PodView<'a> {
     pub shut_down: bool,
     /// Its init containers completed and sidecars started (I1, I3).
     pub initialized: bool,
-    /// Its `activeDeadlineSeconds` passed.
-    pub deadline_exceeded: bool,
+    /// It failed as a whole (deadline, eviction).
+    pub failed: Option<&'a super::PodFailure>,
 }
 
 /// The status kubelet would report for the pod, at `now`.
@@ -127,9 +127,18 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         init_container_statuses: statuses(true),
         ..PodStatus::default()
     };
-    if view.deadline_exceeded {
-        status.reason = Some("DeadlineExceeded".to_owned());
-        status.message = Some(super::sync::DEADLINE_MESSAGE.to_owned());
+    if let Some(failed) = view.failed {
+        status.reason = Some(failed.reason.as_str().to_owned());
+        status.message = Some(failed.message.clone());
+        if failed.reason == super::PodFailureReason::Evicted {
+            // kubelet marks an evicted pod as disrupted by itself.
+            conditions.push(condition(
+                "DisruptionTarget",
+                true,
+                Some("TerminationByKubelet"),
+                Some(&failed.message),
+            ));
+        }
     }
     if view.shut_down {
         // kubelet's graceful node shutdown: phase Failed, reason Terminated, and a
@@ -166,7 +175,7 @@ pub fn refused(reason: &str, message: &str, started: Timestamp) -> PodStatus {
 /// to, sidecars aside (I3).
 fn phase(view: &PodView<'_>) -> Phase {
     let init_failed = view.slots.iter().any(Slot::is_failed_init);
-    if view.deadline_exceeded || init_failed {
+    if view.failed.is_some() || init_failed {
         return Phase::Failed;
     }
     if !view.initialized {

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::slot::{self, KillReason, Slot, SlotKind, SlotState, creating};
-use super::{Action, Current, Now, Sandbox, container_hash, kill, probing};
+use super::{
+    Action, Current, Now, PodFailure, PodFailureReason, Sandbox, container_hash, kill, probing,
+};
 use crate::event_aggregate::{EventType, reason};
 use crate::probe::Target;
 use crate::{lifecycle, pod};
@@ -84,11 +86,15 @@ impl Current {
     }
 
     fn check_deadline(&mut self, now: Now, out: &mut Vec<Action>) {
-        if self.deadline_exceeded || self.active_deadline().is_none_or(|at| at > now.at) {
+        if self.failed.is_some() || self.active_deadline().is_none_or(|at| at > now.at) {
             return;
         }
         tracing::warn!(pod.uid = self.uid, "{DEADLINE_MESSAGE}; stopping its containers");
-        self.deadline_exceeded = true;
+        self.failed = Some(PodFailure {
+            reason: PodFailureReason::DeadlineExceeded,
+            message: DEADLINE_MESSAGE.to_owned(),
+            grace: None,
+        });
         out.push(Action::Event {
             pod: self.pod.clone(),
             container: None,
@@ -98,7 +104,25 @@ impl Current {
         });
     }
 
-    /// Nothing more of the pod starts: its active deadline passed, an init container
+    /// The eviction manager chose the pod (E2): nothing more of it starts, its containers
+    /// stop within `grace`, and it is Failed with reason `Evicted`.
+    pub(super) fn evict(&mut self, message: String, grace: Duration, out: &mut Vec<Action>) {
+        if self.failed.as_ref().is_some_and(|f| f.reason == PodFailureReason::Evicted) {
+            return;
+        }
+        tracing::warn!(pod.uid = self.uid, message, "pod evicted; stopping its containers");
+        out.push(Action::Event {
+            pod: self.pod.clone(),
+            container: None,
+            kind: EventType::Warning,
+            reason: reason::EVICTED,
+            message: message.clone(),
+        });
+        self.failed =
+            Some(PodFailure { reason: PodFailureReason::Evicted, message, grace: Some(grace) });
+    }
+
+    /// Nothing more of the pod starts: it was evicted, its active deadline passed, an init container
     /// failed under `restartPolicy: Never` (I2), or every app container completed and
     /// is not restarted (sidecars do not keep a pod going, I3).
     pub(super) fn finished(&self) -> bool {
@@ -109,7 +133,7 @@ impl Current {
                 .iter()
                 .filter(|s| s.kind == SlotKind::App)
                 .all(|s| matches!(s.state, SlotState::Terminated(_)));
-        self.deadline_exceeded || init_failed || apps_done
+        self.failed.is_some() || init_failed || apps_done
     }
 
     /// A finished pod's running containers stop: app and init containers first, then
@@ -121,7 +145,8 @@ impl Current {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let grace = lifecycle::grace_period(pod);
+        let grace = self.failed.as_ref().and_then(|f| f.grace);
+        let grace = grace.unwrap_or_else(|| lifecycle::grace_period(pod));
         let kill = |slot: &mut Slot, out: &mut Vec<Action>| {
             let container = pod::container(pod, &slot.name);
             let hooks = kill::Hooks { pod, container, target };

@@ -23,6 +23,7 @@ use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{CONFIG_SEEN, FullName, Source};
 
 mod admission;
+mod evict;
 mod init;
 mod objects;
 mod probes;
@@ -382,6 +383,30 @@ fn shown(actions: &[Action]) -> Vec<String> {
         .iter()
         .filter(|a| !matches!(a, Action::ReadTerminationMessage { .. }))
         .map(show)
+        .collect()
+}
+
+/// The containers started by `actions`, by name.
+fn started(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StartContainer { container, .. } => Some(container.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The containers signalled by `actions`, with the signal.
+fn signalled(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Signal { container_ids, signal } => {
+                Some(format!("{signal:?} {}", container_ids.join(",")))
+            }
+            _ => None,
+        })
         .collect()
 }
 
@@ -1787,7 +1812,7 @@ fn check_init_order(d: &Driver) -> Result<(), TestCaseError> {
     if apps.filter(active).count() > 0 {
         prop_assert!(current.initialized, "an app container before the pod was initialized");
     }
-    if current.initialized && !current.deadline_exceeded {
+    if current.initialized && current.failed.is_none() {
         let pending_init =
             current.slots.iter().any(|s| s.kind == slot::SlotKind::Init && !s.is_completed());
         prop_assert!(!pending_init, "initialized with an init container not completed");

@@ -147,6 +147,9 @@ pub(super) async fn build(
         None => (Objects::default(), tokio::sync::mpsc::unbounded_channel().1),
     };
 
+    // The eviction manager's choices reach the pod workers through this channel.
+    let (_evict, evictions) = tokio::sync::mpsc::unbounded_channel();
+
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
     let ebpf = if dry_run {
         crate::ebpf::Handle::default()
@@ -259,6 +262,7 @@ pub(super) async fn build(
                 exec: exec.unwrap_or_default(),
                 objects,
                 changes,
+                evictions,
             },
         })),
     };

@@ -67,6 +67,8 @@ pub(super) struct RuntimeHandles {
     /// The API objects API pods refer to, and their changes.
     pub(super) objects: Objects,
     pub(super) changes: Changes,
+    /// The eviction manager's choices (E2).
+    pub(super) evictions: worker::Evictions,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -200,7 +202,7 @@ async fn run_pods(
         handles.metrics,
         handles.ebpf,
     )?);
-    worker::run(runtime, batches, handles.changes, handles.stop_pods).await;
+    worker::run(runtime, batches, handles.changes, handles.evictions, handles.stop_pods).await;
     if let Some(images) = images {
         images.abort();
     }

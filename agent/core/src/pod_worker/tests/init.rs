@@ -57,30 +57,6 @@ impl Driver {
     }
 }
 
-/// The containers started by `actions`, by name.
-fn started(actions: &[Action]) -> Vec<String> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::StartContainer { container, .. } => Some(container.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The containers signalled by `actions`, with the signal.
-fn signalled(actions: &[Action]) -> Vec<String> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Signal { container_ids, signal } => {
-                Some(format!("{signal:?} {}", container_ids.join(",")))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 /// `web` with init containers `a` and `b` before its app container `c`.
 fn two_inits() -> P {
     web().init("a", false).init("b", false)
