@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod ebpf;
 pub mod error_chain;
+pub mod gc;
 pub mod host;
 pub mod logging;
 pub mod metrics;

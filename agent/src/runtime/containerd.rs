@@ -13,6 +13,7 @@ use containerd_client::services::v1::content_client::ContentClient;
 use containerd_client::services::v1::diff_client::DiffClient;
 use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::images_client::ImagesClient;
+use containerd_client::services::v1::introspection_client::IntrospectionClient;
 use containerd_client::services::v1::leases_client::LeasesClient;
 use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
 use containerd_client::services::v1::tasks_client::TasksClient;
@@ -259,6 +260,10 @@ impl Containerd {
 
     pub fn events(&self) -> EventsClient<Service> {
         EventsClient::new(self.service())
+    }
+
+    pub fn introspection(&self) -> IntrospectionClient<Service> {
+        IntrospectionClient::new(self.service())
     }
 }
 

@@ -69,6 +69,8 @@ pub struct Settings {
     pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
     /// The API objects API pods refer to (their volumes, env and pull secrets).
     pub objects: Objects,
+    /// The garbage collector (image GC runs after a pull; dead containers are its).
+    pub gc: crate::gc::Handle,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -462,6 +464,7 @@ async fn pull_image(
     match (pulled, present) {
         (Ok(_), _) => {
             pods.metrics.image_pulled(began.elapsed());
+            pods.settings.gc.collect_images_now();
             events.emit(
                 object,
                 EventType::Normal,

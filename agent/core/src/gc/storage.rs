@@ -48,6 +48,16 @@ pub struct Exceeded {
     pub message: String,
 }
 
+/// kubelet's `IsCriticalPod`: a static pod, a mirror pod, or one of priority
+/// system-cluster-critical or more. Local storage limits never evict it (it would not be
+/// admitted again); they are logged instead.
+pub fn is_critical(pod: &Pod) -> bool {
+    let source = crate::pod::annotation(pod, crate::pod::CONFIG_SOURCE);
+    source.is_some_and(|s| s != crate::pod::Source::Api.config_source())
+        || crate::pod::annotation(pod, crate::pod::CONFIG_MIRROR).is_some()
+        || crate::admission::priority(pod) >= crate::admission::SYSTEM_CLUSTER_CRITICAL.1
+}
+
 /// Whether the pod has any limit this module checks: only such pods are measured.
 pub fn is_limited(pod: &Pod) -> bool {
     let Some(spec) = &pod.spec else { return false };

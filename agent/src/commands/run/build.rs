@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Error;
-use super::pods::{PodRuntime, RuntimeHandles, containerd_choice, managed_options};
+use super::pods::{GcHandles, PodRuntime, RuntimeHandles, containerd_choice, managed_options};
 use crate::api;
 use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
@@ -87,6 +87,7 @@ pub(super) async fn build(
     let merge_metrics = counted::Merge::register(outpost);
     let worker_metrics = counted::Metrics::register(outpost);
     let image_metrics = counted::ImageImports::register(outpost);
+    let gc_metrics = crate::metrics::gc::GarbageCollection::register(outpost);
 
     let events = Recorder::default();
     // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
@@ -149,6 +150,11 @@ pub(super) async fn build(
 
     // The eviction manager's choices reach the pod workers through this channel.
     let (_evict, evictions) = tokio::sync::mpsc::unbounded_channel();
+    // Ephemeral-storage limits evict through the same path (G1).
+    let storage_evictions = _evict.clone();
+    // The garbage collector: the eviction manager may ask it to collect images now
+    // (`collect_images_now`) on image filesystem pressure.
+    let gc = crate::gc::Handle::default();
 
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
     let ebpf = if dry_run {
@@ -263,6 +269,12 @@ pub(super) async fn build(
                 objects,
                 changes,
                 evictions,
+                gc: GcHandles {
+                    handle: gc,
+                    metrics: gc_metrics,
+                    desired: snapshot.clone(),
+                    evictions: storage_evictions,
+                },
             },
         })),
     };

@@ -17,9 +17,12 @@ use crate::api::exec::ExecSlot;
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
+use crate::gc::{self, Collector};
 use crate::metrics::counted::{ImageImports, Metrics};
+use crate::metrics::gc::GarbageCollection;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
+use crate::podconfig::SnapshotHandle;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -69,6 +72,19 @@ pub(super) struct RuntimeHandles {
     pub(super) changes: Changes,
     /// The eviction manager's choices (E2).
     pub(super) evictions: worker::Evictions,
+    /// The garbage collector's side (G1).
+    pub(super) gc: GcHandles,
+}
+
+/// What the garbage collector and the ephemeral-storage monitor share with the agent.
+#[derive(Debug)]
+pub(super) struct GcHandles {
+    pub(super) handle: gc::Handle,
+    pub(super) metrics: GarbageCollection,
+    /// The desired pods: their images are in use; those with storage limits are measured.
+    pub(super) desired: SnapshotHandle,
+    /// Where a pod past its storage limits is evicted.
+    pub(super) evictions: tokio::sync::mpsc::UnboundedSender<worker::Eviction>,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -130,7 +146,8 @@ async fn run_pods(
         Some(dir) => {
             let record = config.state_dir.join("images-imported.json");
             let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?
-                .with_metrics(handles.images);
+                .with_metrics(handles.images)
+                .with_imported(handles.gc.handle.images_notify());
             match images.import_present().await {
                 Ok(summary) => info!(
                     imported = summary.imported.len(),
@@ -192,7 +209,31 @@ async fn run_pods(
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
         objects: handles.objects,
+        gc: handles.gc.handle.clone(),
     };
+    let collector = Collector::new(
+        containerd.clone(),
+        gc::Settings {
+            policy: config.gc,
+            pod_log_dir: config.pod_log_dir.clone(),
+            images_dir: config
+                .images_dir
+                .clone()
+                .map(|dir| (dir, config.state_dir.join("images-imported.json"))),
+        },
+        handles.gc.desired.clone(),
+        handles.gc.metrics,
+        handles.gc.handle,
+    );
+    let collector = tokio::spawn(collector.run());
+    let storage = gc::storage::Monitor {
+        containerd: containerd.clone(),
+        pods_dir: config.state_dir.join("pods"),
+        pod_log_dir: config.pod_log_dir.clone(),
+        desired: handles.gc.desired,
+        evictions: handles.gc.evictions,
+    };
+    let storage = tokio::spawn(storage.run());
     let runtime = Arc::new(Runtime::new(
         containerd,
         cni,
@@ -206,5 +247,7 @@ async fn run_pods(
     if let Some(images) = images {
         images.abort();
     }
+    collector.abort();
+    storage.abort();
     Ok(())
 }

@@ -177,7 +177,7 @@ proptest! {
             units.entry((i.pod_uid.as_str(), i.container.as_str())).or_default().push(i);
         }
         for list in units.values_mut() {
-            list.sort_by(|a, b| (b.restart_count, b.created_at).cmp(&(a.restart_count, a.created_at)));
+            list.sort_by_key(|i| std::cmp::Reverse((i.restart_count, i.created_at)));
             prop_assert!(!chosen.contains(&list[0].id), "the newest of a unit");
             let dead_newest_first: Vec<&&Instance> = list.iter().filter(|i| !i.running).collect();
             for (rank, instance) in dead_newest_first.iter().enumerate() {

@@ -1,7 +1,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
-use super::{Exceeded, Signal, Usage, canonical, check, is_limited};
+use super::{Exceeded, Signal, Usage, canonical, check, is_critical, is_limited};
 
 const MI: u64 = 1 << 20;
 
@@ -133,4 +133,25 @@ fn limits_print_as_kubernetes_prints_them() {
     assert_eq!(canonical(1000, true), "1000");
     assert_eq!(canonical(0, true), "0");
     assert_eq!(canonical(3 << 30, true), "3Gi");
+}
+
+#[test]
+fn static_mirror_and_critical_pods_are_critical() {
+    let with = |annotations: serde_json::Value, priority: Option<i32>| -> Pod {
+        let mut p = pod(json!({"containers": [limited("c", "1Mi")], "priority": priority}));
+        p.metadata.annotations = serde_json::from_value(annotations).unwrap();
+        p
+    };
+    assert!(is_critical(&with(json!({"kubernetes.io/config.source": "file"}), None)));
+    assert!(is_critical(&with(json!({"kubernetes.io/config.source": "http"}), None)));
+    assert!(!is_critical(&with(json!({"kubernetes.io/config.source": "api"}), None)));
+    assert!(is_critical(&with(
+        json!({"kubernetes.io/config.source": "api", "kubernetes.io/config.mirror": "h"}),
+        None
+    )));
+    assert!(is_critical(&with(json!({"kubernetes.io/config.source": "api"}), Some(2_000_000_000))));
+    assert!(!is_critical(&with(
+        json!({"kubernetes.io/config.source": "api"}),
+        Some(1_999_999_999)
+    )));
 }

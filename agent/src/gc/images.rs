@@ -1,0 +1,236 @@
+//! Image GC: the images of the agent's containerd namespace, when each was first seen and
+//! last used (in memory, as kubelet keeps it), which are in use, pinned or kept, and the
+//! image filesystem's usage (statvfs of containerd's snapshotter root, found through its
+//! introspection API); `outpost_core::gc::images::plan` chooses, this removes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use containerd_client::services::v1::{DeleteImageRequest, ListImagesRequest, PluginsRequest};
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::gc::images::{Disk, Image, Policy, plan};
+
+use crate::error_chain::describe;
+use crate::metrics::gc::GarbageCollection;
+use crate::podconfig::Snapshot;
+use crate::runtime::Containerd;
+use crate::runtime::container;
+use crate::runtime::image::layout::Descriptor;
+use crate::runtime::image::{SNAPSHOTTER, reference, resolve, watch};
+
+/// containerd's (CRI's) label on images that must never be garbage-collected.
+pub const PINNED_LABEL: &str = "io.cri-containerd.pinned";
+
+/// What a run looks at.
+pub(super) struct Context<'a> {
+    pub containerd: &'a Containerd,
+    pub policy: &'a Policy,
+    pub images_dir: Option<&'a (PathBuf, PathBuf)>,
+    pub desired: &'a Snapshot,
+    pub metrics: &'a GarbageCollection,
+}
+
+/// When each image was first seen and last used, and its size (by image name).
+#[derive(Debug)]
+pub(super) struct Tracker {
+    started: Timestamp,
+    seen: HashMap<String, Seen>,
+    /// containerd's snapshotter root (the image filesystem), once found.
+    root: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    first_detected: Timestamp,
+    last_used: Timestamp,
+    /// The content size, for the target digest it was measured for.
+    size: Option<(String, u64)>,
+}
+
+impl Tracker {
+    pub fn new(started: Timestamp) -> Tracker {
+        Tracker { started, seen: HashMap::new(), root: None }
+    }
+
+    /// One pass: records what is used now, then removes what the policy chooses.
+    pub async fn collect(&mut self, cx: Context<'_>) {
+        let now = Timestamp::now();
+        let Some(disk) = self.disk(cx.containerd).await else { return };
+        let records = match cx.containerd.images().list(ListImagesRequest { filters: vec![] }).await
+        {
+            Ok(response) => response.into_inner().images,
+            Err(e) => {
+                tracing::warn!(error = %e, "image GC: cannot list images");
+                return;
+            }
+        };
+        let in_use = match in_use(cx.containerd, cx.desired).await {
+            Some(in_use) => in_use,
+            None => return,
+        };
+        let kept = match cx.images_dir {
+            Some((dir, record)) => watch::images_of_present_tarballs(dir, record),
+            None => BTreeSet::new(),
+        };
+        self.seen.retain(|name, _| records.iter().any(|r| &r.name == name));
+        let mut images = Vec::new();
+        for record in &records {
+            let seen = self.seen.entry(record.name.clone()).or_insert_with(|| Seen {
+                first_detected: now,
+                last_used: now,
+                size: None,
+            });
+            let used = in_use.contains(&record.name);
+            if used {
+                seen.last_used = now;
+            }
+            let pinned = record.labels.get(PINNED_LABEL).is_some_and(|v| v == "pinned");
+            let kept = kept.contains(&record.name);
+            let size = match (&record.target, &seen.size) {
+                (Some(target), Some((digest, size))) if *digest == target.digest => *size,
+                (Some(target), _) if !(used || pinned || kept) => {
+                    let size = content_size(cx.containerd, &record.name, target).await;
+                    seen.size = Some((target.digest.clone(), size));
+                    size
+                }
+                _ => 0,
+            };
+            images.push(Image {
+                id: record.name.clone(),
+                size,
+                first_detected: seen.first_detected,
+                last_used: seen.last_used,
+                in_use: used,
+                pinned,
+                kept,
+            });
+        }
+        let plan = plan(&images, disk, cx.policy, self.started, now);
+        if plan.to_free > 0 {
+            tracing::info!(
+                usage = disk.usage_percent(),
+                high = cx.policy.high_threshold_percent,
+                low = cx.policy.low_threshold_percent,
+                to_free = plan.to_free,
+                "image filesystem over the high threshold; removing unused images"
+            );
+        }
+        let mut freed = 0u64;
+        for (name, reason) in &plan.remove {
+            let request = DeleteImageRequest { name: name.clone(), sync: true, target: None };
+            if let Err(e) = cx.containerd.images().delete(request).await {
+                tracing::warn!(image = name, error = %e, "image GC: cannot remove an image");
+                continue;
+            }
+            let size = images.iter().find(|i| &i.id == name).map_or(0, |i| i.size);
+            cx.metrics.image_removed(*reason, size);
+            freed = freed.saturating_add(size);
+            self.seen.remove(name);
+            tracing::info!(image = name, size, ?reason, "image GC: removed an unused image");
+        }
+        if plan.to_free > 0 && plan.freeing < plan.to_free {
+            tracing::warn!(
+                to_free = plan.to_free,
+                freed,
+                "image GC: not enough unused images to get below the low threshold"
+            );
+        }
+    }
+
+    /// The image filesystem's size and free space.
+    async fn disk(&mut self, containerd: &Containerd) -> Option<Disk> {
+        if self.root.is_none() {
+            self.root = snapshotter_root(containerd).await;
+        }
+        let root = self.root.clone()?;
+        let stats = tokio::task::spawn_blocking(move || filesystem(&root)).await.ok()?;
+        if stats.is_none() {
+            tracing::warn!(root = ?self.root, "image GC: cannot read the image filesystem's usage");
+        }
+        stats
+    }
+}
+
+/// The images containers of the namespace (running or dead) were made from, and those
+/// the desired pods name (normalized); `None` if the containers cannot be listed.
+async fn in_use(containerd: &Containerd, desired: &Snapshot) -> Option<BTreeSet<String>> {
+    let listed = match container::list(containerd).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(error = %describe(&e), "image GC: cannot list containers");
+            return None;
+        }
+    };
+    let mut in_use: BTreeSet<String> = listed.into_iter().map(|c| c.image).collect();
+    for (_, pod) in &desired.pods {
+        let Some(spec) = &pod.spec else { continue };
+        let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+        for image in containers.filter_map(|c| c.image.as_deref()) {
+            if let Ok(name) = reference::normalize(image) {
+                in_use.insert(name);
+            }
+        }
+    }
+    Some(in_use)
+}
+
+/// An image's content size; 0 (with a warning) if it cannot be read.
+async fn content_size(
+    containerd: &Containerd,
+    name: &str,
+    target: &containerd_client::types::Descriptor,
+) -> u64 {
+    let descriptor = Descriptor {
+        media_type: target.media_type.clone(),
+        digest: target.digest.clone(),
+        size: target.size,
+        annotations: Default::default(),
+        platform: None,
+    };
+    match resolve::content_size(containerd, name, &descriptor).await {
+        Ok(size) => size,
+        Err(e) => {
+            tracing::warn!(image = name, error = %describe(&e), "image GC: cannot size an image");
+            0
+        }
+    }
+}
+
+/// containerd's overlayfs snapshotter root, from its introspection API (the same for a
+/// managed or an external containerd).
+async fn snapshotter_root(containerd: &Containerd) -> Option<PathBuf> {
+    let filter = format!("type==io.containerd.snapshotter.v1,id=={SNAPSHOTTER}");
+    let request = PluginsRequest { filters: vec![filter] };
+    match containerd.introspection().plugins(request).await {
+        Ok(response) => {
+            let root = response
+                .into_inner()
+                .plugins
+                .into_iter()
+                .find_map(|p| p.exports.get("root").cloned());
+            if root.is_none() {
+                tracing::warn!(
+                    "image GC: containerd does not say where its {SNAPSHOTTER} snapshotter keeps its data"
+                );
+            }
+            root.map(PathBuf::from)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "image GC: cannot ask containerd for its snapshotter's root");
+            None
+        }
+    }
+}
+
+#[allow(
+    clippy::useless_conversion,
+    reason = "c_ulong and fsblkcnt_t are 32 bits wide on some targets (armv7)"
+)]
+fn filesystem(path: &Path) -> Option<Disk> {
+    let stats = nix::sys::statvfs::statvfs(path).ok()?;
+    let fragment = u64::from(stats.fragment_size());
+    Some(Disk {
+        capacity: u64::from(stats.blocks()).saturating_mul(fragment),
+        available: u64::from(stats.blocks_available()).saturating_mul(fragment),
+    })
+}
