@@ -14,6 +14,7 @@ mod etcd;
 mod exec;
 mod exec_runtime;
 mod file_source;
+mod gc;
 mod images;
 mod images_dir;
 mod init_containers;
