@@ -4,9 +4,9 @@
 //! (`outpost_core::gc`); this task lists, measures and removes.
 //!
 //! When it runs (nothing on a busy poll):
-//! - dead containers: when a pod worker keeps one (a restart), at start (what an earlier
-//!   run kept counts), and when one kept too young for `--minimum-container-ttl-duration`
-//!   comes of age;
+//! - dead containers: when a container exits and when a pod worker keeps one (a
+//!   restart), at start (what an earlier run kept counts), and when one kept too young
+//!   for `--minimum-container-ttl-duration` comes of age;
 //! - images: after an image pull or import, every 5 minutes (kubelet's period), and when
 //!   asked through [`Handle::collect_images_now`] (the eviction manager, on imagefs
 //!   pressure); only once every source has been seen (M9), since an image a desired pod

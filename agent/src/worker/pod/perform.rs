@@ -99,6 +99,8 @@ impl<R: PodRuntime> PodWorker<R> {
             Action::DeleteTask { container_id, reap } => {
                 // Its events stay routed here: the other side's late word about this exit
                 // (the kernel's signal or OOM victim) still counts.
+                // Either way the garbage collector looks then: the container is dead now,
+                // and the one before it may be one too many (G1).
                 if reap {
                     // containerd may not have reaped it yet: delete it once it has, off
                     // the path of this status update and restart decision.
@@ -107,9 +109,13 @@ impl<R: PodRuntime> PodWorker<R> {
                         if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
                             tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
                         }
+                        shared.gc.collect_containers_now();
                     });
-                } else if let Err(e) = runtime.delete_task(&container_id, false).await {
-                    tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                } else {
+                    if let Err(e) = runtime.delete_task(&container_id, false).await {
+                        tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                    }
+                    shared.gc.collect_containers_now();
                 }
             }
             Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
