@@ -185,3 +185,35 @@ fn g1_an_empty_dir_past_its_size_limit_evicts_its_pod() {
         api.node.tasks().iter().all(|(_, status)| status != "RUNNING")
     });
 }
+
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn g1_an_earlier_runs_leases_and_orphaned_snapshots_are_removed_at_start() {
+    let node = Node::new();
+    // What a crash mid-import and mid-create leaves: the import's lease, and an active
+    // snapshot no container uses (on the image's top layer).
+    node.ctr(&["leases", "create", "--id", "outpost-import-42", "--expires", "1h"]);
+    node.ctr(&["leases", "create", "--id", "someone-else", "--expires", "1h"]);
+    let committed = node.ctr(&["snapshots", "list"]);
+    let parent = committed
+        .lines()
+        .skip(1)
+        .find(|l| l.contains("Committed"))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the test image's layer")
+        .to_owned();
+    node.ctr(&["snapshots", "prepare", "orphan-rootfs", &parent]);
+    let leases = || node.ctr(&["leases", "list", "--quiet"]);
+    let snapshots = || node.ctr(&["snapshots", "list"]);
+    assert!(leases().contains("outpost-import-42") && snapshots().contains("orphan-rootfs"));
+    let agent = node.start();
+    agent.wait_for_log("removed a snapshot no container uses");
+    assert!(!leases().contains("outpost-import-42"), "{}", leases());
+    assert!(leases().contains("someone-else"), "not Outpost's: left alone");
+    assert!(!snapshots().contains("orphan-rootfs"), "{}", snapshots());
+    assert!(snapshots().contains(&parent), "the image's layers stay");
+    node.ctr(&["leases", "delete", "someone-else"]);
+}
