@@ -56,6 +56,8 @@ fn g1_image_gc_frees_an_unused_image_and_keeps_the_running_pods() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(images(&node).iter().any(|i| i == BUSYBOX_USER_IMAGE), "{:?}", images(&node));
+    // Another name of the pod's image is the same image: it stays too.
+    node.ctr(&["images", "tag", BUSYBOX_IMAGE, "outpost.test/alias:1"]);
     // The machine's disk is far above 1 %: with these thresholds GC runs, and frees
     // whatever it may.
     node.put(
@@ -80,6 +82,7 @@ fn g1_image_gc_frees_an_unused_image_and_keeps_the_running_pods() {
     let p = wait_pod(&agent, "web-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
     assert_eq!(container(&p)["restartCount"], 0);
     assert!(images(&node).iter().any(|i| i == BUSYBOX_IMAGE), "the pod's image stays");
+    assert!(images(&node).iter().any(|i| i == "outpost.test/alias:1"), "under all its names");
     agent.wait_for_log("image GC: removed an unused image");
     assert!(metric(&agent, "outpost_image_gc_freed_bytes_total") > 0.0);
     assert_eq!(metric(&agent, "outpost_image_gc_removed_total{reason=\"space\"}"), 1.0);

@@ -3,7 +3,7 @@
 //! image filesystem's usage (statvfs of containerd's snapshotter root, found through its
 //! introspection API); `outpost_core::gc::images::plan` chooses, this removes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use containerd_client::services::v1::{DeleteImageRequest, ListImagesRequest, PluginsRequest};
@@ -30,7 +30,7 @@ pub(super) struct Context<'a> {
     pub metrics: &'a GarbageCollection,
 }
 
-/// When each image was first seen and last used, and its size (by image name).
+/// When each image was first seen and last used, and its size (by target digest).
 #[derive(Debug)]
 pub(super) struct Tracker {
     started: Timestamp,
@@ -43,8 +43,17 @@ pub(super) struct Tracker {
 struct Seen {
     first_detected: Timestamp,
     last_used: Timestamp,
-    /// The content size, for the target digest it was measured for.
-    size: Option<(String, u64)>,
+    /// Its content size, once measured.
+    size: Option<u64>,
+}
+
+/// The names of one image (target digest) and what they say about it.
+struct Named<'a> {
+    names: Vec<&'a str>,
+    target: &'a containerd_client::types::Descriptor,
+    used: bool,
+    pinned: bool,
+    kept: bool,
 }
 
 impl Tracker {
@@ -72,37 +81,51 @@ impl Tracker {
             Some((dir, record)) => watch::images_of_present_tarballs(dir, record),
             None => BTreeSet::new(),
         };
-        self.seen.retain(|name, _| records.iter().any(|r| &r.name == name));
-        let mut images = Vec::new();
+        // An image is its content (the target digest), under one name or several: it
+        // is in use, pinned or kept if any of its names is, and goes with all of them.
+        let mut by_digest: BTreeMap<&str, Named<'_>> = BTreeMap::new();
         for record in &records {
-            let seen = self.seen.entry(record.name.clone()).or_insert_with(|| Seen {
+            let Some(target) = &record.target else { continue };
+            let named = by_digest.entry(target.digest.as_str()).or_insert_with(|| Named {
+                names: Vec::new(),
+                target,
+                used: false,
+                pinned: false,
+                kept: false,
+            });
+            named.names.push(record.name.as_str());
+            named.used |= in_use.contains(&record.name);
+            named.pinned |= record.labels.get(PINNED_LABEL).is_some_and(|v| v == "pinned");
+            named.kept |= kept.contains(&record.name);
+        }
+        self.seen.retain(|digest, _| by_digest.contains_key(digest.as_str()));
+        let mut images = Vec::new();
+        for (digest, named) in &by_digest {
+            let seen = self.seen.entry((*digest).to_owned()).or_insert_with(|| Seen {
                 first_detected: now,
                 last_used: now,
                 size: None,
             });
-            let used = in_use.contains(&record.name);
-            if used {
+            if named.used {
                 seen.last_used = now;
             }
-            let pinned = record.labels.get(PINNED_LABEL).is_some_and(|v| v == "pinned");
-            let kept = kept.contains(&record.name);
-            let size = match (&record.target, &seen.size) {
-                (Some(target), Some((digest, size))) if *digest == target.digest => *size,
-                (Some(target), _) if !(used || pinned || kept) => {
-                    let size = content_size(cx.containerd, &record.name, target).await;
-                    seen.size = Some((target.digest.clone(), size));
+            let size = match seen.size {
+                Some(size) => size,
+                None if !(named.used || named.pinned || named.kept) => {
+                    let size = content_size(cx.containerd, named.names[0], named.target).await;
+                    seen.size = Some(size);
                     size
                 }
-                _ => 0,
+                None => 0,
             };
             images.push(Image {
-                id: record.name.clone(),
+                id: (*digest).to_owned(),
                 size,
                 first_detected: seen.first_detected,
                 last_used: seen.last_used,
-                in_use: used,
-                pinned,
-                kept,
+                in_use: named.used,
+                pinned: named.pinned,
+                kept: named.kept,
             });
         }
         let plan = plan(&images, disk, cx.policy, self.started, now);
@@ -116,17 +139,16 @@ impl Tracker {
             );
         }
         let mut freed = 0u64;
-        for (name, reason) in &plan.remove {
-            let request = DeleteImageRequest { name: name.clone(), sync: true, target: None };
-            if let Err(e) = cx.containerd.images().delete(request).await {
-                tracing::warn!(image = name, error = %e, "image GC: cannot remove an image");
+        for (digest, reason) in &plan.remove {
+            let Some(named) = by_digest.get(digest.as_str()) else { continue };
+            if !remove(cx.containerd, &named.names).await {
                 continue;
             }
-            let size = images.iter().find(|i| &i.id == name).map_or(0, |i| i.size);
+            let size = images.iter().find(|i| &i.id == digest).map_or(0, |i| i.size);
             cx.metrics.image_removed(*reason, size);
             freed = freed.saturating_add(size);
-            self.seen.remove(name);
-            tracing::info!(image = name, size, ?reason, "image GC: removed an unused image");
+            self.seen.remove(digest);
+            tracing::info!(images = ?named.names, digest, size, ?reason, "image GC: removed an unused image");
         }
         if plan.to_free > 0 && plan.freeing < plan.to_free {
             tracing::warn!(
@@ -149,6 +171,21 @@ impl Tracker {
         }
         stats
     }
+}
+
+/// Deletes every name of an image (the last deletion waits for containerd's collection,
+/// so the space is free when it returns); whether all went.
+async fn remove(containerd: &Containerd, names: &[&str]) -> bool {
+    let mut all = true;
+    for (i, name) in names.iter().enumerate() {
+        let sync = i + 1 == names.len();
+        let request = DeleteImageRequest { name: (*name).to_owned(), sync, target: None };
+        if let Err(e) = containerd.images().delete(request).await {
+            tracing::warn!(image = name, error = %e, "image GC: cannot remove an image");
+            all = false;
+        }
+    }
+    all
 }
 
 /// The images containers of the namespace (running or dead) were made from, and those

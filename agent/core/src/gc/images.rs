@@ -103,7 +103,7 @@ impl Disk {
 /// An image as the agent knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
-    /// What identifies it (its name in containerd).
+    /// What identifies it (its content digest: all its names go together).
     pub id: String,
     /// Bytes its removal frees (its content).
     pub size: u64,
