@@ -220,3 +220,44 @@ fn g1_an_earlier_runs_leases_and_orphaned_snapshots_are_removed_at_start() {
     assert!(snapshots().contains(&parent), "the image's layers stay");
     node.ctr(&["leases", "delete", "someone-else"]);
 }
+
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn g1_a_container_writing_past_its_ephemeral_storage_limit_evicts_its_pod() {
+    let api = ApiNode::new();
+    let agent = api.start(&[]);
+    let serve = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+    let container = |name: &str, limit: &str, script: &str| {
+        json!({
+            "name": name,
+            "image": BUSYBOX_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["sh", "-c", script],
+            "resources": { "limits": { "ephemeral-storage": limit } },
+        })
+    };
+    // Its writable layer (not a volume) grows past 1Mi; the pod's total (101Mi) does not.
+    let fill = format!("dd if=/dev/zero of=/fill bs=1024 count=3072; {serve}");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": "writer", "namespace": "default" },
+        "spec": {
+            "nodeName": "edge-1",
+            "terminationGracePeriodSeconds": 5,
+            "containers": [container("small", "1Mi", &fill), container("big", "100Mi", serve)],
+        },
+    }))
+    .unwrap();
+    api.server.create_pod(&pod).unwrap();
+    let message = "Container small exceeded its local ephemeral storage limit \"1Mi\". ";
+    let local = wait_pod(&agent, "writer", LONG, |p| p["status"]["reason"] == "Evicted");
+    assert_eq!(local["status"]["message"], message);
+    assert_eq!(local["status"]["phase"], "Failed");
+    eventually("its containers are stopped", LONG, || {
+        api.node.tasks().iter().all(|(_, status)| status != "RUNNING")
+    });
+}
