@@ -13,9 +13,10 @@
 //!   names counts as used;
 //! - leases and orphaned snapshots: once at start.
 //!
-//! "Last used" is kept in memory, as kubelet keeps it: an image first seen by this run
-//! counts as used then, an image a container (running or kept dead) or a desired pod
-//! uses counts as used at every run.
+//! "Last used": an image first seen counts as used then, an image a container (running
+//! or kept dead) or a desired pod uses counts as used at every run. kubelet keeps this in
+//! memory; Outpost also keeps it in `<state-dir>/image-gc.json`, so that an agent
+//! restart (frequent on an edge box) does not make every image new again.
 
 mod containers;
 mod images;
@@ -74,6 +75,9 @@ pub struct Settings {
     pub pod_log_dir: PathBuf,
     /// `--images-dir` and the record of its imports: images of tarballs still there stay.
     pub images_dir: Option<(PathBuf, PathBuf)>,
+    /// Where when each image was first seen and last used is kept across restarts
+    /// (`<state-dir>/image-gc.json`; `None`: in memory only).
+    pub image_record: Option<PathBuf>,
 }
 
 /// The collector, ready to run.
@@ -100,15 +104,8 @@ impl Collector {
         handle: Handle,
     ) -> Collector {
         let started = Timestamp::now();
-        Collector {
-            containerd,
-            settings,
-            desired,
-            metrics,
-            handle,
-            images: images::Tracker::new(started),
-            started,
-        }
+        let images = images::Tracker::new(started, settings.image_record.clone());
+        Collector { containerd, settings, desired, metrics, handle, images, started }
     }
 
     /// Runs until the task is aborted.

@@ -10,6 +10,7 @@ use containerd_client::services::v1::{DeleteImageRequest, ListImagesRequest, Plu
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::gc::images::{Disk, Image, Policy, plan};
 
+use self::record::{Record, Times};
 use crate::error_chain::describe;
 use crate::metrics::gc::GarbageCollection;
 use crate::podconfig::Snapshot;
@@ -17,6 +18,8 @@ use crate::runtime::Containerd;
 use crate::runtime::container;
 use crate::runtime::image::layout::Descriptor;
 use crate::runtime::image::{SNAPSHOTTER, reference, resolve, watch};
+
+mod record;
 
 /// containerd's (CRI's) label on images that must never be garbage-collected.
 pub const PINNED_LABEL: &str = "io.cri-containerd.pinned";
@@ -33,16 +36,21 @@ pub(super) struct Context<'a> {
 /// When each image was first seen and last used, and its size (by target digest).
 #[derive(Debug)]
 pub(super) struct Tracker {
+    /// When tracking began (this run, or the record's first).
     started: Timestamp,
     seen: HashMap<String, Seen>,
     /// containerd's snapshotter root (the image filesystem), once found.
     root: Option<PathBuf>,
+    /// Where the times are kept across restarts.
+    record: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
 struct Seen {
     first_detected: Timestamp,
     last_used: Timestamp,
+    /// The last use as the record has it (`None`: not recorded yet).
+    recorded_use: Option<Timestamp>,
     /// Its content size, once measured.
     size: Option<u64>,
 }
@@ -57,8 +65,53 @@ struct Named<'a> {
 }
 
 impl Tracker {
-    pub fn new(started: Timestamp) -> Tracker {
-        Tracker { started, seen: HashMap::new(), root: None }
+    /// Tracking from `started`, or from what the record at `record` says.
+    pub fn new(started: Timestamp, record: Option<PathBuf>) -> Tracker {
+        let loaded = record.as_deref().map(Record::load).unwrap_or_default();
+        let seen = loaded
+            .images
+            .into_iter()
+            .map(|(digest, times)| {
+                let seen = Seen {
+                    first_detected: times.first_detected,
+                    last_used: times.last_used,
+                    recorded_use: Some(times.last_used),
+                    size: None,
+                };
+                (digest, seen)
+            })
+            .collect();
+        let started = loaded.since.map_or(started, |since| since.min(started));
+        Tracker { started, seen, root: None, record }
+    }
+
+    /// Writes the record if an image came or went, or a use is newer than recorded by
+    /// more than [`record::USE_PRECISION`].
+    fn save(&mut self, changed: bool) {
+        let Some(path) = &self.record else { return };
+        let stale = |s: &Seen| {
+            s.recorded_use.is_none_or(|at| {
+                s.last_used.duration_since(at).unsigned_abs() > record::USE_PRECISION
+            })
+        };
+        if !changed && !self.seen.values().any(stale) {
+            return;
+        }
+        let images = self
+            .seen
+            .iter()
+            .map(|(digest, s)| {
+                let times = Times { first_detected: s.first_detected, last_used: s.last_used };
+                (digest.clone(), times)
+            })
+            .collect();
+        let content = Record { since: Some(self.started), images };
+        match content.save(path) {
+            Ok(()) => self.seen.values_mut().for_each(|s| s.recorded_use = Some(s.last_used)),
+            Err(e) => {
+                tracing::warn!(record = %path.display(), error = %e, "cannot write the image GC record");
+            }
+        }
     }
 
     /// One pass: records what is used now, then removes what the policy chooses.
@@ -98,13 +151,14 @@ impl Tracker {
             named.pinned |= record.labels.get(PINNED_LABEL).is_some_and(|v| v == "pinned");
             named.kept |= kept.contains(&record.name);
         }
+        let before = self.seen.len();
         self.seen.retain(|digest, _| by_digest.contains_key(digest.as_str()));
+        let mut changed = self.seen.len() != before;
         let mut images = Vec::new();
         for (digest, named) in &by_digest {
-            let seen = self.seen.entry((*digest).to_owned()).or_insert_with(|| Seen {
-                first_detected: now,
-                last_used: now,
-                size: None,
+            let seen = self.seen.entry((*digest).to_owned()).or_insert_with(|| {
+                changed = true;
+                Seen { first_detected: now, last_used: now, recorded_use: None, size: None }
             });
             if named.used {
                 seen.last_used = now;
@@ -148,8 +202,10 @@ impl Tracker {
             cx.metrics.image_removed(*reason, size);
             freed = freed.saturating_add(size);
             self.seen.remove(digest);
+            changed = true;
             tracing::info!(images = ?named.names, digest, size, ?reason, "image GC: removed an unused image");
         }
+        self.save(changed);
         if plan.to_free > 0 && plan.freeing < plan.to_free {
             tracing::warn!(
                 to_free = plan.to_free,
@@ -271,3 +327,6 @@ fn filesystem(path: &Path) -> Option<Disk> {
         available: u64::from(stats.blocks_available()).saturating_mul(fragment),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -220,6 +220,7 @@ async fn run_pods(
                 .images_dir
                 .clone()
                 .map(|dir| (dir, config.state_dir.join("images-imported.json"))),
+            image_record: Some(config.state_dir.join("image-gc.json")),
         },
         handles.gc.desired.clone(),
         handles.gc.metrics,
