@@ -112,10 +112,16 @@ fn g1_dead_containers_beyond_the_count_go_with_their_logs() {
         let mut counts: Vec<String> = node
             .containers()
             .iter()
-            .map(|id| {
-                let info: serde_json::Value =
-                    serde_json::from_str(&node.ctr(&["containers", "info", id])).unwrap();
-                info["Labels"]["io.kubernetes.container.restartCount"].as_str().unwrap().to_owned()
+            .filter_map(|id| {
+                // Gone since the list: not counted.
+                let out = Command::new("ctr")
+                    .arg("--address")
+                    .arg(&node.socket)
+                    .args(["--namespace", &node.namespace, "containers", "info", id])
+                    .output()
+                    .unwrap();
+                let info: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+                Some(info["Labels"]["io.kubernetes.container.restartCount"].as_str()?.to_owned())
             })
             .collect();
         counts.sort();
@@ -140,7 +146,17 @@ fn g1_dead_containers_beyond_the_count_go_with_their_logs() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "run-2\n");
-    // The pod goes: everything goes, the kept dead container too.
+    // A new agent counts what the earlier one kept: keeping none, it removes run 2.
+    agent.stop();
+    let mut args = node.args();
+    args.extend(["--maximum-dead-containers-per-container".into(), "0".into()]);
+    let agent = Agent::start_pods(&node.manifests(), &args);
+    eventually("the earlier run's dead container is removed", LONG, || restart_counts() == ["3"]);
+    eventually("with its log", LONG, || files() == ["3.log"]);
+    let p =
+        wait_pod(&agent, "crash-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
+    assert_eq!(container(&p)["restartCount"], 3, "adopted, not restarted");
+    // The pod goes: everything goes.
     node.remove("crash.yaml");
     agent.wait_for_log("pod sandbox removed");
     eventually("no container is left", LONG, || node.containers().is_empty());
