@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use outpost_core::backoff::Backoff;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -38,8 +39,9 @@ use crate::runtime::Containerd;
 
 /// kubelet's `ImageGCPeriod`.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
-/// How soon image GC looks again when the sources have not all been seen yet.
-const SOURCES_WAIT: Duration = Duration::from_secs(1);
+/// How soon image GC looks again when the sources have not all been seen yet: 1 s,
+/// doubling up to a minute (a source may stay unseen long, offline with no checkpoint).
+const SOURCES_WAIT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// Asks the collector to run now; clones reach the same collector. A default handle
 /// reaches none (until [`Collector::new`] takes it).
@@ -93,6 +95,8 @@ pub struct Collector {
     /// When this run of the agent started: leases and snapshots from before are an
     /// earlier run's.
     started: Timestamp,
+    /// Image GC waiting for the sources to be seen.
+    sources_wait: Backoff,
 }
 
 impl Collector {
@@ -105,7 +109,16 @@ impl Collector {
     ) -> Collector {
         let started = Timestamp::now();
         let images = images::Tracker::new(started, settings.image_record.clone());
-        Collector { containerd, settings, desired, metrics, handle, images, started }
+        Collector {
+            containerd,
+            settings,
+            desired,
+            metrics,
+            handle,
+            images,
+            started,
+            sources_wait: SOURCES_WAIT,
+        }
     }
 
     /// Runs until the task is aborted.
@@ -147,7 +160,7 @@ impl Collector {
     async fn collect_images(&mut self) -> Instant {
         let desired = self.desired.load();
         if !desired.synced() {
-            return Instant::now() + SOURCES_WAIT;
+            return Instant::now() + self.sources_wait.next_delay(fastrand::f64());
         }
         let context = images::Context {
             containerd: &self.containerd,
