@@ -16,10 +16,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Set by the agent at load: the cgroup v2 id of the pod root cgroup (/outpost) and its
- * depth below the cgroup2 root. Zero: nothing is a pod. */
+/* Set by the agent at load: the cgroup v2 id of the pods cgroup (<cgroup-root>/kubepods)
+ * and its depth below the cgroup2 root, and the ids of its Burstable and BestEffort QoS
+ * cgroups (a Guaranteed pod's cgroup is right under the pods cgroup, the others' one
+ * level deeper). Zero: nothing is a pod. */
 const volatile __u64 pod_root_cgroup_id = 0;
 const volatile __u32 pod_root_level = 0;
+const volatile __u64 burstable_cgroup_id = 0;
+const volatile __u64 besteffort_cgroup_id = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -165,6 +169,8 @@ int BPF_PROG(oom_mark_victim, struct task_struct *task)
 static __always_inline int count_packet(struct __sk_buff *skb, bool ingress)
 {
 	__u64 pod = bpf_skb_ancestor_cgroup_id(skb, pod_root_level + 1);
+	if (pod != 0 && (pod == burstable_cgroup_id || pod == besteffort_cgroup_id))
+		pod = bpf_skb_ancestor_cgroup_id(skb, pod_root_level + 2);
 	if (pod == 0)
 		return 1;
 	struct outpost_traffic *t = bpf_map_lookup_elem(&POD_TRAFFIC, &pod);

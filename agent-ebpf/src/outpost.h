@@ -57,7 +57,7 @@ struct outpost_oom_kill_event {
 	__u32 _pad;
 };
 
-/* Per pod cgroup (the cgroup two levels below the cgroup2 root: /outpost/pod<uid>),
+/* Per pod cgroup (<pods cgroup>/pod<uid>, or a level deeper under its QoS class's),
  * in the POD_TRAFFIC per-CPU hash map, keyed by that cgroup's id. */
 struct outpost_traffic {
 	__u64 rx_bytes;

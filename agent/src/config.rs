@@ -13,6 +13,10 @@ use serde::{Deserialize, Deserializer};
 
 pub use k8s_openapi::api::core::v1::Taint;
 
+pub use self::node_resources::NodeResources;
+
+pub mod node_resources;
+
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
@@ -69,6 +73,8 @@ pub enum Error {
     NodeName(#[source] std::io::Error),
     #[error(transparent)]
     Gc(#[from] gc::Error),
+    #[error(transparent)]
+    NodeResources(#[from] node_resources::Error),
 }
 
 /// `--containerd`: who runs containerd.
@@ -352,6 +358,35 @@ settings! {
              (0: never)", "0s"))]
         #[serde(alias = "imageMaximumGCAge")]
         pub image_maximum_gc_age: Option<String>,
+        #[arg(long, value_enum, value_name = "DRIVER", help = with_default(
+            "Who manages the pods' cgroups: cgroupfs (the agent and runc write the cgroup \
+             files), or systemd (slices set through systemctl; needs systemd as PID 1)",
+            "cgroupfs"))]
+        pub cgroup_driver: Option<node_resources::CgroupDriver>,
+        #[arg(long, value_name = "CGROUP", help = with_default(
+            "The cgroup the pods' cgroups go under (<cgroup-root>/kubepods/…)",
+            node_resources::DEFAULT_CGROUP_ROOT))]
+        pub cgroup_root: Option<String>,
+        #[arg(long, value_name = "N", allow_negative_numbers = true, help = with_default(
+            "The most processes and threads a pod may have (its cgroup's pids.max); -1: unlimited",
+            node_resources::DEFAULT_POD_PIDS_LIMIT))]
+        #[serde(rename = "podPidsLimit", alias = "podMaxPids")]
+        pub pod_max_pids: Option<i64>,
+        /// Resources reserved for the system, kept out of node allocatable:
+        /// "cpu=100m,memory=100Mi,ephemeral-storage=1Gi,pid=1000"; repeatable.
+        #[arg(long, value_name = "RESOURCES")]
+        #[serde(deserialize_with = "one")]
+        pub system_reserved: Vec<node_resources::ReservedList>,
+        /// Resources reserved for Kubernetes' daemons (the agent, containerd), kept out of
+        /// node allocatable: as --system-reserved; repeatable.
+        #[arg(long, value_name = "RESOURCES")]
+        #[serde(deserialize_with = "one")]
+        pub kube_reserved: Vec<node_resources::ReservedList>,
+        #[arg(long, value_name = "LEVELS", value_delimiter = ',', help = with_default(
+            "Where node allocatable is enforced: \"pods\" limits the pods' cgroup (kubepods) to \
+             it, \"none\" does not",
+            node_resources::DEFAULT_ENFORCE_NODE_ALLOCATABLE))]
+        pub enforce_node_allocatable: Option<Vec<String>>,
     }
 }
 
@@ -432,6 +467,8 @@ pub struct Config {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// Garbage collection of dead containers and images (G1).
     pub gc: gc::GcConfig,
+    /// The pods' cgroups and node allocatable.
+    pub node_resources: NodeResources,
 }
 
 /// Authentication of the local API. Reads and writes need the token or a client
@@ -548,6 +585,14 @@ impl Config {
                 image_gc_low_threshold: s.image_gc_low_threshold,
                 minimum_image_ttl_duration: s.minimum_image_ttl_duration,
                 image_maximum_gc_age: s.image_maximum_gc_age,
+            })?,
+            node_resources: NodeResources::resolve(node_resources::Given {
+                cgroup_driver: s.cgroup_driver,
+                cgroup_root: s.cgroup_root,
+                pod_max_pids: s.pod_max_pids,
+                system_reserved: s.system_reserved,
+                kube_reserved: s.kube_reserved,
+                enforce_node_allocatable: s.enforce_node_allocatable,
             })?,
         })
     }

@@ -34,6 +34,8 @@ use self::audit::{AuditLog, Entry};
 use self::cgroups::Cgroups;
 pub use self::reader::Observed;
 use self::records::{ExecInfoValue, ExecRecord, Traffic, TrafficValue};
+use crate::runtime::cgroups::Layout;
+use outpost_core::qos::QosClass;
 
 /// The compiled programs (`cargo xtask ebpf` rebuilds them).
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../agent-ebpf/outpost.bpf.o");
@@ -56,7 +58,7 @@ const SKB_PROGRAMS: [(&str, CgroupSkbAttachType); 2] =
 pub enum Error {
     #[error(transparent)]
     Mounts(#[from] mounts::Error),
-    #[error("cannot read the pod root cgroup {}", path.display())]
+    #[error("cannot read the pods cgroup {}", path.display())]
     PodRoot {
         path: PathBuf,
         #[source]
@@ -106,16 +108,23 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// Mounts what is missing, loads the programs and attaches them.
-    pub fn load() -> Result<Kernel, Error> {
-        let mounts = mounts::ensure()?;
+    /// Mounts what is missing, loads the programs and attaches them to the pods cgroup
+    /// of `layout`.
+    pub fn load(layout: &Layout) -> Result<Kernel, Error> {
+        let pods = layout.pods().path(layout.driver);
+        let burstable = layout.qos(QosClass::Burstable).path(layout.driver);
+        let besteffort = layout.qos(QosClass::BestEffort).path(layout.driver);
+        let mounts = mounts::ensure(&pods, [&burstable, &besteffort])?;
         let pod_root = &mounts.pod_root;
-        let root_id = std::fs::metadata(pod_root)
-            .map_err(|source| Error::PodRoot { path: pod_root.clone(), source })?
-            .ino();
+        let id = |path: &PathBuf| {
+            std::fs::metadata(path)
+                .map(|m| m.ino())
+                .map_err(|source| Error::PodRoot { path: path.clone(), source })
+        };
+        let root_id = id(pod_root)?;
+        let [burstable_id, besteffort_id] = [id(&mounts.qos[0])?, id(&mounts.qos[1])?];
         // Its depth below the cgroup2 root.
-        let root_level =
-            u32::try_from(Path::new(mounts::POD_ROOT).components().count()).unwrap_or(1);
+        let root_level = u32::try_from(layout.pods().components().len()).unwrap_or(1);
         std::fs::create_dir_all(PIN_DIR).map_err(Error::PinDir)?;
         let btf = Btf::from_sys_fs().map_err(Error::Btf)?;
         let pin = Path::new(PIN_DIR).join(TRAFFIC_MAP);
@@ -128,6 +137,8 @@ impl Kernel {
                 .btf(Some(btf))
                 .override_global("pod_root_cgroup_id", &root_id, true)
                 .override_global("pod_root_level", &root_level, true)
+                .override_global("burstable_cgroup_id", &burstable_id, true)
+                .override_global("besteffort_cgroup_id", &besteffort_id, true)
                 .map_pin_path(TRAFFIC_MAP, pin.as_path())
                 .load(OBJECT)
         };
@@ -179,7 +190,7 @@ impl Kernel {
             traffic: Mutex::new(traffic),
             exec_history: Mutex::new(exec_history),
             events: Mutex::new(Some(events)),
-            cgroups: Arc::new(Cgroups::new(pod_root.clone())),
+            cgroups: Arc::new(Cgroups::new(mounts.cgroup2.clone(), layout.clone())),
             mounts,
         })
     }
@@ -256,14 +267,14 @@ struct Shared {
 
 impl Handle {
     /// Loads the programs (`enabled`: `--ebpf`), or says once why the agent runs without.
-    pub fn start(enabled: bool) -> Handle {
+    pub fn start(enabled: bool, layout: &Layout) -> Handle {
         if !enabled {
             tracing::info!(
                 "eBPF disabled (--ebpf=false): container exits come from containerd's events alone"
             );
             return Handle::default();
         }
-        let loaded = Kernel::load();
+        let loaded = Kernel::load(layout);
         // Loading parses the kernel's BTF (twice: aya's loader reads it too), megabytes
         // the allocator would otherwise keep for the agent's whole life.
         release_free_memory();

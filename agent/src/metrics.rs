@@ -46,6 +46,12 @@
 //! pod cgroups' packet counters, read at scrape time; and
 //! `outpost_pod_process_execs_total{namespace,pod,container}` from the exec events.
 //!
+//! The pods' cgroups (`usage`), read at scrape time: `outpost_pod_cpu_usage_seconds_total`
+//! and `outpost_pod_memory_working_set_bytes{namespace,pod}`,
+//! `outpost_container_cpu_usage_seconds_total` and
+//! `outpost_container_memory_working_set_bytes{namespace,pod,container}` (kubelet's
+//! resource metrics).
+//!
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
@@ -55,6 +61,7 @@ mod kernel;
 mod pods;
 mod process;
 mod sync;
+mod usage;
 
 use prometheus_client::registry::Registry;
 
@@ -74,6 +81,8 @@ pub struct Sources {
     pub statuses: StatusStore,
     /// The BPF side: pod traffic and exec counts.
     pub ebpf: crate::ebpf::Handle,
+    /// The pods' cgroups (what pods and containers use), when pods run.
+    pub cgroups: Option<std::sync::Arc<crate::runtime::cgroups::PodCgroups>>,
 }
 
 /// Registers on `registry` (the root: the process metrics have no `outpost_` prefix) the
@@ -84,8 +93,15 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
     outpost.register_collector(Box::new(pods::PodSources(snapshot.clone())));
     outpost.register_collector(Box::new(pods::Running {
         snapshot: snapshot.clone(),
-        statuses: sources.statuses,
+        statuses: sources.statuses.clone(),
     }));
+    if let Some(cgroups) = sources.cgroups {
+        outpost.register_collector(Box::new(usage::Usage {
+            snapshot: snapshot.clone(),
+            statuses: sources.statuses,
+            cgroups,
+        }));
+    }
     outpost
         .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
     outpost.register_collector(Box::new(kernel::Kernel { snapshot, ebpf: sources.ebpf }));

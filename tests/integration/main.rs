@@ -31,6 +31,7 @@ mod pods;
 mod probes;
 mod pull;
 mod push;
+mod qos;
 mod runtime_spec;
 mod security;
 mod security_context;

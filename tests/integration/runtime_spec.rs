@@ -67,6 +67,7 @@ impl Bundle {
         volumes::prepare(&self.pod_dir(), pod, &ips, &resolv, resolved).unwrap();
         let capabilities =
             host_capabilities(&std::fs::read_to_string("/proc/self/status").unwrap());
+        let cgroups_path = format!("{}/{}", self.cgroup_parent, self.id);
         let ctx = PodContext {
             pod,
             node_name: "node1",
@@ -75,7 +76,7 @@ impl Bundle {
             namespaces: Namespaces::default(),
             dev_shm: Path::new("/dev/shm"),
             pod_dir: &self.pod_dir(),
-            cgroup_parent: &self.cgroup_parent,
+            cgroups_path: &cgroups_path,
             host_capabilities: &capabilities,
             apparmor_enabled: false,
             resolved,

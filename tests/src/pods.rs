@@ -31,6 +31,9 @@ pub struct Node {
     pub bridge: String,
     /// The pod subnet, e.g. `10.214.7.0/24`.
     pub subnet: String,
+    /// The node's `--cgroup-root` (`/outpost-test-<pid>-<n>`): its kubepods is its own,
+    /// and dropping the node removes it.
+    pub cgroup_root: String,
 }
 
 impl Node {
@@ -62,6 +65,7 @@ impl Node {
             namespace: format!("outpost-test-{pid}-{n}"),
             bridge: format!("otb{}x{n}", pid % 100_000),
             subnet: format!("10.{}.{}.0/24", 214 + (pid % 20), n % 250),
+            cgroup_root: format!("/outpost-test-{pid}-{n}"),
             dir,
         };
         node.write_cni(&node.bridge_conflist());
@@ -99,7 +103,23 @@ impl Node {
         arg("--pod-log-dir", &self.path("logs"));
         arg("--cni-conf-dir", &self.path("cni"));
         arg("--cni-bin-dir", Path::new(CNI_BIN_DIR));
+        arg("--cgroup-root", Path::new(&self.cgroup_root));
         args
+    }
+
+    /// The node's pods cgroup (`<cgroup-root>/kubepods`), below a hierarchy's root.
+    pub fn kubepods(&self) -> String {
+        format!("{}/kubepods", self.cgroup_root)
+    }
+
+    /// Where pod `uid`'s cgroup may be, below a hierarchy's root (each QoS class).
+    pub fn pod_cgroups(&self, uid: &str) -> [String; 3] {
+        let pods = self.kubepods();
+        [
+            format!("{pods}/pod{uid}"),
+            format!("{pods}/burstable/pod{uid}"),
+            format!("{pods}/besteffort/pod{uid}"),
+        ]
     }
 
     /// `outpost run` on this node.
@@ -237,9 +257,12 @@ impl Node {
             }
         }
         for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-            let p = hierarchy.path().join("outpost").join(format!("pod{uid}"));
-            if p.exists() {
-                left.push(p.display().to_string());
+            let legacy = format!("/outpost/pod{uid}");
+            for cgroup in self.pod_cgroups(uid).iter().chain([&legacy]) {
+                let p = hierarchy.path().join(cgroup.trim_start_matches('/'));
+                if p.exists() {
+                    left.push(p.display().to_string());
+                }
             }
         }
         left
@@ -312,6 +335,27 @@ impl Drop for Node {
             }
         }
         let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
+        remove_cgroup_tree(&self.cgroup_root);
+    }
+}
+
+/// Removes cgroup `path` and everything below it from every hierarchy, deepest first
+/// (a cgroup goes only once it has no children; its processes are gone with the
+/// containers).
+pub fn remove_cgroup_tree(path: &str) {
+    fn remove(dir: &Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        let dir = hierarchy.path().join(path.trim_start_matches('/'));
+        if dir.is_dir() {
+            remove(&dir);
+        }
     }
 }
 

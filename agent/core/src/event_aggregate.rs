@@ -64,6 +64,7 @@ pub mod reason {
     pub const INSPECT_FAILED: &str = "InspectFailed";
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const FAILED_CREATE_POD_CONTAINER: &str = "FailedCreatePodContainer";
     pub const FAILED_MOUNT: &str = "FailedMount";
     pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
     pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";

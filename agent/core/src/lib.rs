@@ -11,6 +11,7 @@
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
 //! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
+//! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
@@ -36,4 +37,5 @@ pub mod pod_worker;
 pub mod probe;
 pub mod qos;
 pub mod quantity;
+pub mod resource_config;
 pub mod status_queue;

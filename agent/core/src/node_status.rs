@@ -8,6 +8,7 @@
 //! (anything but the conditions' heartbeat times) or when [`STATUS_REPORT_FREQUENCY`]
 //! passed since the last report.
 
+pub mod allocatable;
 pub mod conditions;
 pub mod machine;
 
@@ -27,6 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+pub use self::allocatable::{Capacity, Reservation};
 pub use self::conditions::Conditions;
 pub use self::machine::MemInfo;
 
@@ -104,28 +106,45 @@ pub fn kubelet_version(outpost_version: &str) -> String {
     format!("v{KUBERNETES_VERSION}+outpost-{outpost_version}")
 }
 
-/// The status of the node, with the conditions already computed.
+/// The node's capacity as the readings give it.
+pub fn capacity(readings: &Readings) -> Capacity {
+    Capacity {
+        cpu_milli: u64::from(readings.cpus) * 1000,
+        memory: readings.memory.map(|m| m.total),
+        ephemeral_storage: readings.nodefs.map(|fs| fs.capacity),
+        pids: readings.pids.map(|p| p.max),
+    }
+}
+
+/// The status of the node, with the conditions already computed; allocatable is the
+/// capacity less `reservation` ([`allocatable`]).
 pub fn status(
     readings: &Readings,
     conditions: Vec<NodeCondition>,
+    reservation: &Reservation,
     kubelet_version: &str,
 ) -> NodeStatus {
     let ki = |bytes: u64| Quantity(format!("{}Ki", bytes / 1024));
+    let cpu = |milli: u64| {
+        Quantity(if milli.is_multiple_of(1000) {
+            (milli / 1000).to_string()
+        } else {
+            format!("{milli}m")
+        })
+    };
+    let node = capacity(readings);
+    let free = reservation.allocatable(&node);
     let mut capacity = BTreeMap::new();
     let mut allocatable = BTreeMap::new();
-    capacity.insert("cpu".to_owned(), Quantity(readings.cpus.to_string()));
-    allocatable.insert("cpu".to_owned(), Quantity(readings.cpus.to_string()));
-    if let Some(memory) = readings.memory {
-        capacity.insert("memory".to_owned(), ki(memory.total));
-        let reserved = conditions::MEMORY_AVAILABLE_MIN;
-        allocatable.insert("memory".to_owned(), ki(memory.total.saturating_sub(reserved)));
+    capacity.insert("cpu".to_owned(), cpu(node.cpu_milli));
+    allocatable.insert("cpu".to_owned(), cpu(free.cpu_milli));
+    if let (Some(total), Some(free)) = (node.memory, free.memory) {
+        capacity.insert("memory".to_owned(), ki(total));
+        allocatable.insert("memory".to_owned(), ki(free));
     }
-    if let Some(fs) = readings.nodefs {
-        capacity.insert("ephemeral-storage".to_owned(), ki(fs.capacity));
-        // Allocatable is capacity less the hard eviction threshold, as kubelet has it.
-        let reserved = fs.capacity / 100 * conditions::NODEFS_AVAILABLE_MIN_PERCENT;
-        let allocatable_bytes = fs.capacity.saturating_sub(reserved);
-        allocatable.insert("ephemeral-storage".to_owned(), Quantity(allocatable_bytes.to_string()));
+    if let (Some(size), Some(free)) = (node.ephemeral_storage, free.ephemeral_storage) {
+        capacity.insert("ephemeral-storage".to_owned(), ki(size));
+        allocatable.insert("ephemeral-storage".to_owned(), Quantity(free.to_string()));
     }
     capacity.insert("pods".to_owned(), Quantity(MAX_PODS.to_string()));
     allocatable.insert("pods".to_owned(), Quantity(MAX_PODS.to_string()));

@@ -45,6 +45,7 @@ use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{self, FullName, Source};
 use crate::probe::{Handler, Hook, Outcome, ProbeKind};
+use crate::qos::{QosClass, qos_class};
 
 /// After SIGKILL, how long to wait for the exits before giving up on them.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -128,6 +129,9 @@ pub enum SandboxReason {
     NamespacesFailed,
     NetworkNotReady,
     VolumesNotReady,
+    /// The pod's cgroup could not be made or limited (kubelet's
+    /// `FailedCreatePodContainer`).
+    PodCgroupFailed,
 }
 
 impl SandboxReason {
@@ -136,6 +140,7 @@ impl SandboxReason {
             SandboxReason::NamespacesFailed => "NamespacesFailed",
             SandboxReason::NetworkNotReady => "NetworkNotReady",
             SandboxReason::VolumesNotReady => "VolumesNotReady",
+            SandboxReason::PodCgroupFailed => "FailedCreatePodContainer",
         }
     }
 }
@@ -519,6 +524,7 @@ struct Refused {
     started: Timestamp,
     reason: &'static str,
     message: String,
+    qos: QosClass,
 }
 
 impl PodWorker {
@@ -562,7 +568,8 @@ impl PodWorker {
     pub fn status(&self, now: Timestamp) -> Option<(&str, PodStatus)> {
         let Some(current) = self.current.as_ref() else {
             let refused = self.refused.as_ref()?;
-            let status = status::refused(refused.reason, &refused.message, refused.started);
+            let status =
+                status::refused(refused.reason, &refused.message, refused.started, refused.qos);
             return Some((&refused.uid, status));
         };
         let ips = match &current.sandbox {
@@ -762,7 +769,8 @@ impl PodWorker {
             reason: first.reason,
             message: message.clone(),
         });
-        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message });
+        let qos = qos_class(&desired.pod);
+        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message, qos });
     }
 
     fn next_wake(&self) -> Option<Instant> {
@@ -822,6 +830,10 @@ impl PodWorker {
         // kubelet's volume manager says FailedMount (its message is the runtime's).
         let (reason, message) = match problem.reason {
             SandboxReason::VolumesNotReady => (reason::FAILED_MOUNT, problem.message.clone()),
+            SandboxReason::PodCgroupFailed => (
+                reason::FAILED_CREATE_POD_CONTAINER,
+                format!("unable to ensure pod container exists: {}", problem.message),
+            ),
             _ => (
                 reason::FAILED_CREATE_POD_SANDBOX,
                 format!("Failed to create pod sandbox: {}", problem.message),

@@ -1,13 +1,16 @@
 //! `outpost describe NAMESPACE/POD`: one pod in detail, laid out as `kubectl describe
 //! pod` does, from the local API (`/pods/{ns}/{name}` and its `/events`): identity and
 //! Outpost's annotations (source, config hash, mirror), each container's image, state,
-//! last state, readiness, restarts, ports and mounts, the conditions, and the events.
+//! last state, readiness, restarts, limits and requests, ports and mounts, the
+//! conditions, the QoS class, and the events.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Event, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::admission;
@@ -180,6 +183,13 @@ fn container(s: &mut Section, c: &Container, status: Option<&ContainerStatus>) {
         if status.is_some_and(|st| st.ready) { "True" } else { "False" },
     );
     s.field(4, CONTAINER, "Restart Count", status.map_or(0, |st| st.restart_count));
+    let resources = c.resources.as_ref();
+    for (label, list) in [
+        ("Limits", resources.and_then(|r| r.limits.as_ref())),
+        ("Requests", resources.and_then(|r| r.requests.as_ref())),
+    ] {
+        resource_list(s, label, list);
+    }
     for (label, probe) in [
         ("Liveness", &c.liveness_probe),
         ("Readiness", &c.readiness_probe),
@@ -199,6 +209,17 @@ fn container(s: &mut Section, c: &Container, status: Option<&ContainerStatus>) {
             let sub = m.sub_path.as_deref().map(|p| format!(",path=\"{p}\"")).unwrap_or_default();
             s.line(6, format!("{} from {} ({mode}{sub})", m.mount_path, m.name));
         }
+    }
+}
+
+/// `Limits:` or `Requests:` and a line per resource, sorted, the quantities aligned (as
+/// kubectl's `describeContainerResources`); nothing for an empty list.
+fn resource_list(s: &mut Section, label: &str, list: Option<&BTreeMap<String, Quantity>>) {
+    let Some(list) = list.filter(|l| !l.is_empty()) else { return };
+    s.line(4, format!("{label}:"));
+    let width = list.keys().map(|name| name.len() + 1).max().unwrap_or(0) + 2;
+    for (name, quantity) in list {
+        s.field(6, width, name, &quantity.0);
     }
 }
 

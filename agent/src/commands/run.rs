@@ -78,6 +78,11 @@ pub enum Error {
     Systemd(#[from] systemd::Error),
     #[error("cannot write deltas to stdout: {0}")]
     Stdout(#[source] io::Error),
+    #[error(
+        "cannot set up the pods' cgroups (the pods cgroup and its QoS classes); the agent needs \
+         root and the cgroup hierarchies mounted under /sys/fs/cgroup"
+    )]
+    Cgroups(#[source] crate::runtime::cgroups::Error),
 }
 
 /// When the agent exits and leaves the pods running, how long the pod workers may take

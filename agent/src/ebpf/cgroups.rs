@@ -1,14 +1,17 @@
 //! Which pod and container a cgroup v2 id belongs to. runc (cgroupfs driver) puts a
-//! container at `<cgroup2>/outpost/pod<uid>/<container id>`, and a cgroup's id is its
-//! directory's inode number. The cache is filled on a miss by reading the directories of
-//! the pods this agent runs (a cgroup still exists when its last process exits, so an
-//! exit resolves too; other agents' pods under the same root are never read), and
+//! container at `<cgroup2><cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid>/
+//! <container id>` (kubelet's layout, [`Layout`]), and a cgroup's id is its directory's
+//! inode number. The cache is filled on a miss by reading the directories of the pods
+//! this agent runs, wherever their class put them (a cgroup still exists when its last
+//! process exits, so an exit resolves too; other agents' pods are never read), and
 //! emptied of a pod's entries when the pod is gone; it never grows past [`MAX_ENTRIES`].
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::runtime::cgroups::{Driver, Layout, PODS};
 
 /// More entries than this and the cache starts over (it refills on the next misses).
 pub const MAX_ENTRIES: usize = 16_384;
@@ -17,7 +20,7 @@ pub const MAX_ENTRIES: usize = 16_384;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     pub pod_uid: String,
-    /// `None`: the pod's own cgroup (`/outpost/pod<uid>`).
+    /// `None`: the pod's own cgroup (`…/kubepods/[burstable/]pod<uid>`).
     pub container_id: Option<String>,
 }
 
@@ -26,33 +29,45 @@ pub fn pod_uid(dir_name: &str) -> Option<&str> {
     dir_name.strip_prefix("pod").filter(|uid| !uid.is_empty() && !uid.contains('/'))
 }
 
-/// What a cgroup's path below the cgroup2 root says about its owner:
-/// `/outpost/pod<uid>` or `/outpost/pod<uid>/<container id>`.
+/// What a cgroup's path below the cgroup2 root says about its owner (cgroupfs names, any
+/// cgroup root): `…/kubepods/pod<uid>`, `…/kubepods/burstable/pod<uid>` or
+/// `…/kubepods/besteffort/pod<uid>`, each with an optional `/<container id>`.
 pub fn owner_of_path(path: &str) -> Option<Owner> {
-    let mut parts = path.trim_start_matches('/').split('/');
-    if parts.next()? != super::mounts::POD_ROOT {
-        return None;
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let pods = parts.iter().rposition(|p| *p == PODS)?;
+    let mut rest = &parts[pods + 1..];
+    if let [class, tail @ ..] = rest
+        && (*class == "burstable" || *class == "besteffort")
+    {
+        rest = tail;
     }
-    let pod_uid = pod_uid(parts.next()?)?.to_owned();
-    let container_id = parts.next().filter(|c| !c.is_empty()).map(str::to_owned);
-    if parts.next().is_some() {
-        return None;
-    }
-    Some(Owner { pod_uid, container_id })
+    let (pod, container) = match rest {
+        [pod] => (*pod, None),
+        [pod, container] => (*pod, Some((*container).to_owned())),
+        _ => return None,
+    };
+    Some(Owner { pod_uid: pod_uid(pod)?.to_owned(), container_id: container })
 }
 
-/// cgroup id → owner, for the pods under one pod root.
+/// cgroup id → owner, for the pods of one layout in the cgroup2 hierarchy.
 #[derive(Debug)]
 pub struct Cgroups {
-    pod_root: PathBuf,
+    /// The cgroup2 hierarchy's root.
+    cgroup2: PathBuf,
+    layout: Layout,
     cache: Mutex<HashMap<u64, Owner>>,
     /// The UIDs of the pods this agent runs: the directories a miss reads.
     pods: Mutex<HashSet<String>>,
 }
 
 impl Cgroups {
-    pub fn new(pod_root: PathBuf) -> Cgroups {
-        Cgroups { pod_root, cache: Mutex::new(HashMap::new()), pods: Mutex::new(HashSet::new()) }
+    pub fn new(cgroup2: PathBuf, layout: Layout) -> Cgroups {
+        Cgroups {
+            cgroup2,
+            layout,
+            cache: Mutex::new(HashMap::new()),
+            pods: Mutex::new(HashSet::new()),
+        }
     }
 
     /// The agent runs pod `uid`: its cgroups resolve from now on.
@@ -88,7 +103,7 @@ impl Cgroups {
     fn rescan(&self) {
         let pods: Vec<String> =
             self.pods.lock().map(|p| p.iter().cloned().collect()).unwrap_or_default();
-        let found = scan(&self.pod_root, &pods);
+        let found = scan(&self.cgroup2, &self.layout, &pods);
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() + found.len() > MAX_ENTRIES {
                 cache.clear();
@@ -116,24 +131,43 @@ impl Cgroups {
     }
 }
 
-/// The cgroups of `pods` (and their containers) under `pod_root`, by id (unreadable ones
-/// are skipped: a pod being torn down meanwhile).
-fn scan(pod_root: &Path, pods: &[String]) -> Vec<(u64, Owner)> {
+/// The cgroups of `pods` (and their containers) in the cgroup2 hierarchy at `cgroup2`,
+/// by id (unreadable ones are skipped: a pod being torn down meanwhile).
+fn scan(cgroup2: &Path, layout: &Layout, pods: &[String]) -> Vec<(u64, Owner)> {
     let mut found = Vec::new();
     for uid in pods {
-        let dir = pod_root.join(format!("pod{uid}"));
-        let Ok(meta) = std::fs::metadata(&dir) else { continue };
-        found.push((meta.ino(), Owner { pod_uid: uid.clone(), container_id: None }));
-        let Ok(containers) = std::fs::read_dir(&dir) else { continue };
-        for container in containers.flatten() {
-            let Ok(meta) = container.metadata() else { continue };
-            let Some(id) = container.file_name().to_str().map(str::to_owned) else { continue };
-            if meta.is_dir() {
-                found.push((meta.ino(), Owner { pod_uid: uid.clone(), container_id: Some(id) }));
+        for candidate in layout.pod_candidates(uid) {
+            let relative = candidate.path(layout.driver);
+            let dir = cgroup2.join(relative.trim_start_matches('/'));
+            let Ok(meta) = std::fs::metadata(&dir) else { continue };
+            found.push((meta.ino(), Owner { pod_uid: uid.clone(), container_id: None }));
+            let Ok(containers) = std::fs::read_dir(&dir) else { continue };
+            for container in containers.flatten() {
+                let Ok(meta) = container.metadata() else { continue };
+                let Some(name) = container.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let Some(id) = container_id(&name, layout.driver) else { continue };
+                if meta.is_dir() {
+                    let owner = Owner { pod_uid: uid.clone(), container_id: Some(id) };
+                    found.push((meta.ino(), owner));
+                }
             }
         }
     }
     found
+}
+
+/// The container id a container cgroup's directory is named after: the id itself
+/// (cgroupfs), or runc's systemd scope `<prefix>-<id>.scope`.
+fn container_id(dir_name: &str, driver: Driver) -> Option<String> {
+    match driver {
+        Driver::Cgroupfs => Some(dir_name.to_owned()),
+        Driver::Systemd => {
+            let unit = dir_name.strip_suffix(".scope")?;
+            Some(unit.split_once('-')?.1.to_owned())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -145,48 +179,56 @@ mod tests {
         assert_eq!(pod_uid("pod1234-ab"), Some("1234-ab"));
         assert_eq!(pod_uid("pod"), None);
         assert_eq!(pod_uid("cpu.max"), None);
-        assert_eq!(
-            owner_of_path("/outpost/podu1/c1"),
-            Some(Owner { pod_uid: "u1".into(), container_id: Some("c1".into()) })
-        );
-        assert_eq!(
-            owner_of_path("/outpost/podu1"),
-            Some(Owner { pod_uid: "u1".into(), container_id: None })
-        );
-        assert_eq!(owner_of_path("/outpost"), None);
+        let owner = |uid: &str, container: Option<&str>| {
+            Some(Owner { pod_uid: uid.into(), container_id: container.map(str::to_owned) })
+        };
+        assert_eq!(owner_of_path("/kubepods/podu1/c1"), owner("u1", Some("c1")));
+        assert_eq!(owner_of_path("/kubepods/podu1"), owner("u1", None));
+        assert_eq!(owner_of_path("/kubepods/burstable/podu1/c1"), owner("u1", Some("c1")));
+        assert_eq!(owner_of_path("/kubepods/besteffort/podu2"), owner("u2", None));
+        assert_eq!(owner_of_path("/edge/test/kubepods/besteffort/podu2/c"), owner("u2", Some("c")));
+        assert_eq!(owner_of_path("/kubepods"), None);
+        assert_eq!(owner_of_path("/kubepods/burstable"), None);
         assert_eq!(owner_of_path("/system.slice/podu1/c1"), None);
-        assert_eq!(owner_of_path("/outpost/podu1/c1/deeper"), None);
+        assert_eq!(owner_of_path("/outpost/podu1/c1"), None);
+        assert_eq!(owner_of_path("/kubepods/podu1/c1/deeper"), None);
+        assert_eq!(owner_of_path("/kubepods/guaranteed/podu1"), None);
+        assert_eq!(container_id("outpost-c1.scope", Driver::Systemd).as_deref(), Some("c1"));
+        assert_eq!(container_id("c1", Driver::Cgroupfs).as_deref(), Some("c1"));
+        assert_eq!(container_id("cgroup.procs", Driver::Systemd), None);
     }
 
     #[test]
     fn resolves_directory_inodes_lazily_and_forgets_pods() {
         let root = tempfile::tempdir().unwrap();
-        let container = root.path().join("podu1/c1");
+        let pods = root.path().join("edge/kubepods");
+        let container = pods.join("podu1/c1");
         std::fs::create_dir_all(&container).unwrap();
-        std::fs::create_dir_all(root.path().join("not-a-pod/c2")).unwrap();
-        let cgroups = Cgroups::new(root.path().to_owned());
+        std::fs::create_dir_all(pods.join("not-a-pod/c2")).unwrap();
+        let layout = Layout::new(Driver::Cgroupfs, "/edge");
+        let cgroups = Cgroups::new(root.path().to_owned(), layout);
         cgroups.track("u1");
         cgroups.track("u2");
         assert!(cgroups.is_empty());
         let ino = std::fs::metadata(&container).unwrap().ino();
-        let pod_ino = std::fs::metadata(root.path().join("podu1")).unwrap().ino();
+        let pod_ino = std::fs::metadata(pods.join("podu1")).unwrap().ino();
         assert_eq!(
             cgroups.resolve(ino),
             Some(Owner { pod_uid: "u1".into(), container_id: Some("c1".into()) })
         );
         assert_eq!(cgroups.resolve(pod_ino).map(|o| o.container_id), Some(None));
         assert_eq!(cgroups.len(), 2);
-        // Created after the first scan: found on its miss.
-        std::fs::create_dir_all(root.path().join("podu2/c3")).unwrap();
-        let late = std::fs::metadata(root.path().join("podu2/c3")).unwrap().ino();
+        // Created after the first scan, under its QoS class: found on its miss.
+        std::fs::create_dir_all(pods.join("burstable/podu2/c3")).unwrap();
+        let late = std::fs::metadata(pods.join("burstable/podu2/c3")).unwrap().ino();
         assert_eq!(cgroups.resolve(late).map(|o| o.pod_uid), Some("u2".into()));
         cgroups.forget_pod("u1");
         assert_eq!(cgroups.len(), 2);
         assert_eq!(cgroups.resolve(u64::MAX), None);
         assert_eq!(cgroups.resolve(ino), None, "a forgotten pod is not read again");
-        // Another agent's pod under the same root is never read.
-        std::fs::create_dir_all(root.path().join("podother/c9")).unwrap();
-        let other = std::fs::metadata(root.path().join("podother/c9")).unwrap().ino();
+        // Another agent's pod (even under the same root) is never read.
+        std::fs::create_dir_all(pods.join("besteffort/podother/c9")).unwrap();
+        let other = std::fs::metadata(pods.join("besteffort/podother/c9")).unwrap().ino();
         assert_eq!(cgroups.resolve(other), None);
     }
 }

@@ -1,8 +1,9 @@
 //! The filesystems the BPF side needs: tracefs (tracepoint attach), bpffs (the pinned
-//! traffic map) and a cgroup2 hierarchy (the `cgroup_skb` programs attach to the pod root
-//! cgroup `/outpost` in it; runc, cgroupfs driver, puts containers at
-//! `<cgroup2>/outpost/pod<uid>/<container id>`). Mounted if absent. Finding them is a pure
-//! reading of `/proc/self/mountinfo` ([`proc::mounts`]).
+//! traffic map) and a cgroup2 hierarchy (the `cgroup_skb` programs attach to the pods
+//! cgroup `<cgroup-root>/kubepods` in it; runc, cgroupfs driver, puts containers at
+//! `<cgroup2><cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid>/<container id>`).
+//! Mounted if absent. Finding them is a pure reading of `/proc/self/mountinfo`
+//! ([`proc::mounts`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -15,8 +16,6 @@ pub const TRACEFS: &str = "/sys/kernel/tracing";
 pub const BPFFS: &str = "/sys/fs/bpf";
 /// Where a cgroup2 hierarchy is mounted when there is none (on a hybrid host's tmpfs).
 pub const UNIFIED: &str = "/sys/fs/cgroup/unified";
-/// The pod root cgroup, below the cgroup2 root.
-pub const POD_ROOT: &str = "outpost";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -62,12 +61,15 @@ fn mounted(mounts: &[Mount], path: &str, fstype: &str) -> bool {
 pub struct Mounts {
     /// The cgroup2 hierarchy's root.
     pub cgroup2: PathBuf,
-    /// `<cgroup2>/outpost`, created if missing.
+    /// The pods cgroup (`<cgroup2><cgroup-root>/kubepods`), created if missing.
     pub pod_root: PathBuf,
+    /// Its Burstable and BestEffort cgroups, created if missing.
+    pub qos: [PathBuf; 2],
 }
 
-/// Mounts tracefs, bpffs and cgroup2 where absent, and creates the pod root cgroup.
-pub fn ensure() -> Result<Mounts, Error> {
+/// Mounts tracefs, bpffs and cgroup2 where absent, and creates the pods cgroup and its
+/// QoS classes' (`pods`, `qos`: their paths below the cgroup2 root).
+pub fn ensure(pods: &str, qos: [&str; 2]) -> Result<Mounts, Error> {
     let mounts = read()?;
     if !mounted(&mounts, TRACEFS, "tracefs") {
         mount_fs("tracefs", Path::new(TRACEFS))?;
@@ -88,10 +90,14 @@ pub fn ensure() -> Result<Mounts, Error> {
         }
         None => return Err(Error::NoCgroup2),
     };
-    let pod_root = cgroup2.join(POD_ROOT);
-    std::fs::create_dir_all(&pod_root)
-        .map_err(|source| Error::Create { path: pod_root.clone(), source })?;
-    Ok(Mounts { cgroup2, pod_root })
+    let below = |path: &str| cgroup2.join(path.trim_start_matches('/'));
+    let pod_root = below(pods);
+    let qos = qos.map(below);
+    for dir in std::iter::once(&pod_root).chain(&qos) {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| Error::Create { path: dir.clone(), source })?;
+    }
+    Ok(Mounts { cgroup2, pod_root, qos })
 }
 
 fn read() -> Result<Vec<Mount>, Error> {

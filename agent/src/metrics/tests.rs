@@ -317,3 +317,56 @@ fn kernel_metrics_say_whether_bpf_is_loaded_and_count_execs_per_container() {
     ebpf.forget_pod("u1");
     assert!(!render(&registry).unwrap().contains("pod=\"web\""));
 }
+
+#[test]
+fn pods_and_containers_usage_is_read_from_their_cgroups_at_scrape_time() {
+    use crate::runtime::cgroups::{Driver, Hierarchy, Layout, PodCgroups};
+    let root = tempfile::tempdir().unwrap();
+    let write = |file: &str, text: &str| {
+        let path = root.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    // Pod `a` (BestEffort: no resources) and its container `id1`, cgroup v1.
+    let pod_cgroup = "kubepods/besteffort/poda";
+    for (cgroup, cpu_ns, usage, inactive) in [
+        (pod_cgroup.to_owned(), 2_500_000_000u64, 4096u64, 1024u64),
+        (format!("{pod_cgroup}/id1"), 1_000_000_000, 3000, 0),
+    ] {
+        write(&format!("cpuacct/{cgroup}/cpuacct.usage"), &cpu_ns.to_string());
+        write(&format!("memory/{cgroup}/memory.usage_in_bytes"), &usage.to_string());
+        write(
+            &format!("memory/{cgroup}/memory.stat"),
+            &format!("total_inactive_file {inactive}\n"),
+        );
+    }
+    let cgroups =
+        PodCgroups::new(Layout::new(Driver::Cgroupfs, "/"), Hierarchy::at(root.path()), None);
+    let snapshot = Snapshot {
+        pods: vec![(Source::File, pod("a", "web")), (Source::File, pod("b", "gone"))],
+        sources: vec![live(Source::File)],
+        ..Snapshot::default()
+    };
+    let statuses = StatusStore::default();
+    let mut running = status("Running", &[true, false]);
+    let containers = running.container_statuses.as_mut().unwrap();
+    containers[0].container_id = Some("containerd://id1".to_owned());
+    containers[1].container_id = Some("containerd://id2".to_owned());
+    statuses.set("a", running);
+    // Pod `b` has a status but no cgroup (torn down meanwhile): left out.
+    statuses.set("b", status("Running", &[true]));
+    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let sources = Sources { statuses, cgroups: Some(Arc::new(cgroups)), ..Sources::default() };
+    let text = render(&registry(handle, sources)).unwrap();
+    has_lines(
+        &text,
+        &[
+            "outpost_pod_cpu_usage_seconds_total{namespace=\"default\",pod=\"web\"} 2.5",
+            "outpost_pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\"} 3072",
+            "outpost_container_cpu_usage_seconds_total{namespace=\"default\",pod=\"web\",container=\"c0\"} 1.0",
+            "outpost_container_memory_working_set_bytes{namespace=\"default\",pod=\"web\",container=\"c0\"} 3000",
+        ],
+    );
+    assert!(!text.contains("pod=\"gone\""), "{text}");
+    assert!(!text.contains("container=\"c1\""), "not running: {text}");
+}

@@ -74,6 +74,21 @@ pub struct NewContainer<'a> {
     pub labels: HashMap<String, String>,
     /// stdout/stderr URI (a `binary://` logger).
     pub log_uri: &'a str,
+    /// runc manages its cgroup through systemd (`--cgroup-driver systemd`: its
+    /// `cgroupsPath` is `slice:prefix:name`).
+    pub systemd_cgroup: bool,
+}
+
+/// The type URL of the runc shim's options (`containerd.runc.v1.Options`).
+const RUNC_OPTIONS_TYPE_URL: &str = "containerd.runc.v1.Options";
+
+/// The runc shim's options: `SystemdCgroup` (field 9, a bool) when asked, else none.
+fn runtime_options(systemd_cgroup: bool) -> Option<prost_types::Any> {
+    // Protobuf: the key (field 9, varint: 9 << 3 | 0 = 0x48), then the value 1.
+    systemd_cgroup.then(|| prost_types::Any {
+        type_url: RUNC_OPTIONS_TYPE_URL.to_owned(),
+        value: vec![0x48, 0x01],
+    })
 }
 
 /// A container Outpost made, as containerd lists it.
@@ -108,7 +123,10 @@ pub async fn create(containerd: &Containerd, new: &NewContainer<'_>) -> Result<u
         id: id.to_owned(),
         labels: new.labels.clone(),
         image: new.image.to_owned(),
-        runtime: Some(Runtime { name: RUNTIME.to_owned(), options: None }),
+        runtime: Some(Runtime {
+            name: RUNTIME.to_owned(),
+            options: runtime_options(new.systemd_cgroup),
+        }),
         spec: Some(prost_types::Any { type_url: SPEC_TYPE_URL.to_owned(), value: spec }),
         snapshotter: SNAPSHOTTER.to_owned(),
         snapshot_key: id.to_owned(),
@@ -325,4 +343,25 @@ pub async fn list(containerd: &Containerd) -> Result<Vec<Listed>> {
 
 fn failed(id: &str, step: &'static str, source: tonic::Status) -> Error {
     Error::Containerd { id: id.to_owned(), step, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runc shim's `Options`, the field that matters here.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Options {
+        #[prost(bool, tag = "9")]
+        systemd_cgroup: bool,
+    }
+
+    #[test]
+    fn the_systemd_cgroup_option_is_runcs() {
+        assert_eq!(runtime_options(false), None);
+        let any = runtime_options(true).unwrap();
+        assert_eq!(any.type_url, "containerd.runc.v1.Options");
+        let decoded = <Options as prost::Message>::decode(any.value.as_slice()).unwrap();
+        assert!(decoded.systemd_cgroup);
+    }
 }

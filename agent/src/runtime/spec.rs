@@ -84,9 +84,10 @@ pub struct PodContext<'a> {
     /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
     /// [`volumes::prepare`].
     pub pod_dir: &'a Path,
-    /// The pod's cgroup (cgroupfs driver), e.g. `/outpost/pod<uid>`; each container's is
-    /// `<cgroup_parent>/<container id>`.
-    pub cgroup_parent: &'a str,
+    /// The container's runc `cgroupsPath`, in its pod's cgroup (Q2): under the cgroupfs
+    /// driver `<cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid>/<container id>`
+    /// ([`crate::runtime::cgroups::Layout::container_path`]).
+    pub cgroups_path: &'a str,
     /// The capabilities the agent holds ([`host_capabilities`] of `/proc/self/status`):
     /// what a privileged container, or `capabilities.add: [ALL]`, gets. runc cannot give
     /// a capability the agent does not have (some hosts withhold `CAP_SYS_RESOURCE`).
@@ -424,7 +425,7 @@ pub fn container_spec(
     let mut linux = Linux::default();
     linux
         .set_namespaces(Some(defaults::namespaces(ctx)))
-        .set_cgroups_path(Some(cgroups_path(ctx.cgroup_parent, container_id).into()))
+        .set_cgroups_path(Some(ctx.cgroups_path.into()))
         .set_resources(Some(resources::resources(container, &security, &at)?))
         .set_devices(None)
         .set_uid_mappings(None)
@@ -458,11 +459,6 @@ pub fn container_spec(
 /// of its environment. None when the environment cannot be made (its spec says why).
 pub fn invalid_env_var_names(pod: &Pod, container: &Container, resolved: &Resolved) -> Vec<String> {
     env::invalid_names(pod, container, resolved)
-}
-
-/// `<parent>/<id>`, with one slash between them.
-fn cgroups_path(parent: &str, container_id: &str) -> String {
-    format!("{}/{container_id}", parent.trim_end_matches('/'))
 }
 
 #[cfg(test)]

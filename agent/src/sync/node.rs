@@ -48,6 +48,9 @@ pub struct Config {
     /// Cancelled when the node shuts down with `--stop-pods-on-shutdown`: Ready turns
     /// False ("node is shutting down") and is reported at once.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// What allocatable keeps from pods (`--system-reserved`, `--kube-reserved`, hard
+    /// eviction thresholds).
+    pub reservation: node_status::Reservation,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +164,8 @@ impl NodeSync {
         };
         let now = now();
         let conditions = self.conditions.observe(&readings, now);
-        let status = node_status::status(&readings, conditions, &self.kubelet_version);
+        let reservation = &self.context.node_config.reservation;
+        let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
             return STATUS_UPDATE_FREQUENCY;

@@ -18,14 +18,15 @@ use outpost_core::pod_worker::{
     WaitingReason, exit_code,
 };
 
+use self::sandbox::Sandbox;
 pub use self::sandbox::remove_orphans;
-use self::sandbox::{Sandbox, cgroup_parent};
 use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::metrics::counted::Metrics;
 use crate::objects::Objects;
 use crate::runtime::Containerd;
+use crate::runtime::cgroups::{Driver, PodCgroups};
 use crate::runtime::cni::Cni;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
@@ -71,6 +72,9 @@ pub struct Settings {
     pub objects: Objects,
     /// The garbage collector (image GC runs after a pull; dead containers are its).
     pub gc: crate::gc::Handle,
+    /// The pods' cgroups (Q2): each pod's is made at sandbox set-up, its containers go
+    /// under it.
+    pub cgroups: std::sync::Arc<PodCgroups>,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -160,7 +164,7 @@ impl PodRuntime for Pods {
         let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
         let id = new_container_id();
         let uid = pod::uid(pod);
-        let parent = cgroup_parent(uid);
+        let cgroups_path = self.settings.cgroups.container_path(&sandbox.cgroup, &id);
         let ns = &sandbox.namespaces;
         let resolved =
             self.settings.objects.resolve(pod, &projection::container_references(container)).await;
@@ -177,7 +181,7 @@ impl PodRuntime for Pods {
             },
             dev_shm: &sandbox.dev_shm,
             pod_dir: &sandbox.pod_dir,
-            cgroup_parent: &parent,
+            cgroups_path: &cgroups_path,
             host_capabilities: &self.settings.host_capabilities,
             apparmor_enabled: self.settings.facts.apparmor_enabled,
             resolved: &resolved,
@@ -236,6 +240,7 @@ impl PodRuntime for Pods {
             spec: &spec,
             labels,
             log_uri: &log_uri,
+            systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
         };
         container::create(&self.containerd, &new)
             .await

@@ -136,6 +136,7 @@ async fn sample() -> anyhow::Result<Sample> {
             runtime: Arc::new(true.into()),
             runtime_version: Arc::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            reservation: Default::default(),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });

@@ -248,6 +248,25 @@ pub(super) fn resources(review: &mut Review<'_>, field: &str, value: &Value) {
     }
 }
 
+/// Pod-level `spec.resources` (Q2): cpu and memory size the pod's cgroup (and decide its
+/// QoS class); Kubernetes allows nothing else there but huge pages, which are not
+/// implemented.
+pub(super) fn pod_resources(review: &mut Review<'_>, field: &str, value: &Value) {
+    for name in value.as_object().into_iter().flatten().map(|(name, _)| name) {
+        if name == "cpu" || name == "memory" {
+            continue;
+        }
+        review.refuse(
+            &format!("{field}.{name}"),
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}.{name}: not supported: pod-level resources are cpu and memory; set \
+                 {name} on each container"
+            ),
+        );
+    }
+}
+
 /// A container's `restartPolicy`: `Always` on an init container makes it a sidecar (I3);
 /// container restart rules are not implemented.
 pub(super) fn container_restart_policy(review: &mut Review<'_>, field: &str, value: &Value) {

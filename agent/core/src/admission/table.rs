@@ -53,8 +53,6 @@ impl Rule {
 use Class::{Refused as R, Supported as S};
 use Rule::{ApiObject, Check, Ignored, IgnoredWarning, Refused, Supported};
 
-const ISSUE_19: &str = "pod-level resources and ephemeral-storage limits come with pod \
-cgroups and eviction (issue 19); set cpu and memory on each container";
 const VOLUME: &str = "Outpost mounts no network or cloud storage; mount it on the host and \
 use a hostPath volume";
 /// The pod, outside its containers.
@@ -104,7 +102,9 @@ pub(super) const POD: Table = &[
     ("spec.priorityClassName", Check(S, checks::priority_class)),
     ("spec.readinessGates", Check(S, checks::readiness_gates)),
     ("spec.resourceClaims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
-    ("spec.resources", Refused(ISSUE_19)),
+    ("spec.resources.claims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
+    ("spec.resources.limits", Check(S, checks::pod_resources)),
+    ("spec.resources.requests", Check(S, checks::pod_resources)),
     ("spec.restartPolicy", Supported),
     ("spec.runtimeClassName", Check(R, checks::runtime_class)),
     ("spec.schedulerName", Ignored),

@@ -403,9 +403,24 @@ fn a1_resources_other_than_cpu_memory_and_ephemeral_storage_are_refused() {
         findings(&pod(json!({"claims": [{"name": "gpu"}]}))),
         refused(&format!("{at}.claims"))
     );
+}
+
+#[test]
+fn q2_pod_level_cpu_and_memory_are_supported_and_nothing_else() {
+    let resources = json!({"requests": {"cpu": "100m", "memory": "64Mi"},
+        "limits": {"cpu": "1", "memory": "128Mi"}});
+    assert_eq!(findings(&pod_with("resources", resources)), []);
     assert_eq!(
-        findings(&pod_with("resources", json!({"limits": {"cpu": "1"}}))),
-        refused("spec.resources")
+        findings(&pod_with("resources", json!({"limits": {"ephemeral-storage": "1Gi"}}))),
+        refused("spec.resources.limits.ephemeral-storage")
+    );
+    assert_eq!(
+        findings(&pod_with("resources", json!({"requests": {"hugepages-2Mi": "2Mi"}}))),
+        refused("spec.resources.requests.hugepages-2Mi")
+    );
+    assert_eq!(
+        findings(&pod_with("resources", json!({"claims": [{"name": "gpu"}]}))),
+        refused("spec.resources.claims")
     );
 }
 

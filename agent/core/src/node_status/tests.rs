@@ -209,10 +209,30 @@ fn pressure_holds_for_the_transition_period() {
 }
 
 #[test]
+fn allocatable_is_capacity_less_the_reservations_and_hard_thresholds() {
+    use super::allocatable::{HardEviction, Reserved, Threshold};
+    let reservation = Reservation {
+        system_reserved: Reserved { cpu_milli: 100, memory: 100 << 20, ..Reserved::default() },
+        kube_reserved: Reserved { cpu_milli: 150, ephemeral_storage: GI, ..Reserved::default() },
+        eviction_hard: HardEviction {
+            memory_available: Some(Threshold::Bytes(200 << 20)),
+            nodefs_available: Some(Threshold::Percentage(5.0)),
+        },
+    };
+    let status = status(&healthy(), Vec::new(), &reservation, "v");
+    let q = |map: &Option<BTreeMap<String, Quantity>>, k: &str| map.as_ref().unwrap()[k].0.clone();
+    assert_eq!(q(&status.capacity, "cpu"), "4");
+    assert_eq!(q(&status.allocatable, "cpu"), "3750m");
+    assert_eq!(q(&status.capacity, "memory"), "16777216Ki");
+    assert_eq!(q(&status.allocatable, "memory"), format!("{}Ki", 16_777_216 - 300 * 1024));
+    assert_eq!(q(&status.allocatable, "ephemeral-storage"), (100 * GI - GI - 5 * GI).to_string());
+}
+
+#[test]
 fn status_from_readings() {
     let readings = healthy();
     let conditions = Conditions::default().observe(&readings, at(0));
-    let status = status(&readings, conditions, &kubelet_version("0.1.0"));
+    let status = status(&readings, conditions, &Reservation::default(), &kubelet_version("0.1.0"));
     let q = |map: &Option<BTreeMap<String, Quantity>>, k: &str| map.as_ref().unwrap()[k].0.clone();
     assert_eq!(q(&status.capacity, "cpu"), "4");
     assert_eq!(q(&status.capacity, "memory"), "16777216Ki");
@@ -249,7 +269,7 @@ fn status_without_optional_readings() {
         kubelet_port: None,
         ..healthy()
     };
-    let status = status(&readings, Vec::new(), "v");
+    let status = status(&readings, Vec::new(), &Reservation::default(), "v");
     assert_eq!(status.daemon_endpoints, None);
     let capacity = status.capacity.unwrap();
     assert_eq!(capacity.keys().collect::<Vec<_>>(), ["cpu", "pods"]);
@@ -260,7 +280,7 @@ fn status_without_optional_readings() {
 #[test]
 fn node_to_register() {
     let readings = healthy();
-    let status = status(&readings, Vec::new(), "v");
+    let status = status(&readings, Vec::new(), &Reservation::default(), "v");
     let labels = BTreeMap::from([
         ("role".to_owned(), "edge".to_owned()),
         (LABEL_OS.to_owned(), "windows".to_owned()),
@@ -299,25 +319,29 @@ fn default_labels_are_reconciled_on_an_existing_node() {
 fn report_only_on_change_or_after_the_report_period() {
     let readings = healthy();
     let mut conditions = Conditions::default();
-    let first = status(&readings, conditions.observe(&readings, at(0)), "v");
+    let first =
+        status(&readings, conditions.observe(&readings, at(0)), &Reservation::default(), "v");
     assert!(report_due(None, &first, at(0)), "never reported");
-    let same = status(&readings, conditions.observe(&readings, at(10)), "v");
+    let same =
+        status(&readings, conditions.observe(&readings, at(10)), &Reservation::default(), "v");
     assert!(!report_due(Some((&first, at(0))), &same, at(10)), "only heartbeats moved");
     assert!(!report_due(Some((&first, at(0))), &same, at(299)));
     assert!(report_due(Some((&first, at(0))), &same, at(300)), "5 minutes passed");
     let down = Readings { runtime_ready: false, ..readings.clone() };
-    let flipped = status(&down, conditions.observe(&down, at(20)), "v");
+    let flipped = status(&down, conditions.observe(&down, at(20)), &Reservation::default(), "v");
     assert!(report_due(Some((&first, at(0))), &flipped, at(20)), "Ready flipped");
     let versioned = Readings { runtime_version: Some("1.7.0".into()), ..readings.clone() };
-    let other = status(&versioned, conditions.observe(&readings, at(30)), "v");
+    let other =
+        status(&versioned, conditions.observe(&readings, at(30)), &Reservation::default(), "v");
     assert!(report_due(Some((&first, at(0))), &other, at(30)), "nodeInfo changed");
 }
 
 #[test]
 fn status_patch_deletes_addresses_that_went() {
     let readings = healthy();
-    let server = status(&readings, Vec::new(), "v");
-    let now = status(&Readings { node_ip: None, ..readings }, Vec::new(), "v");
+    let server = status(&readings, Vec::new(), &Reservation::default(), "v");
+    let now =
+        status(&Readings { node_ip: None, ..readings }, Vec::new(), &Reservation::default(), "v");
     let patch = status_patch(Some(&server), &now);
     assert_eq!(
         patch["status"]["addresses"],
@@ -369,9 +393,9 @@ proptest! {
     fn report_due_ignores_heartbeats(gap in 0i64..1000, ready in any::<bool>()) {
         let readings = healthy();
         let mut conditions = Conditions::default();
-        let first = status(&readings, conditions.observe(&readings, at(0)), "v");
+        let first = status(&readings, conditions.observe(&readings, at(0)), &Reservation::default(), "v");
         let next = Readings { runtime_ready: ready, ..readings };
-        let current = status(&next, conditions.observe(&next, at(gap)), "v");
+        let current = status(&next, conditions.observe(&next, at(gap)), &Reservation::default(), "v");
         let due = report_due(Some((&first, at(0))), &current, at(gap));
         prop_assert_eq!(due, !ready || gap >= 300);
     }

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::SandboxProblem;
 use super::slot::{Slot, SlotKind, SlotState, Terminated, WaitingReason};
 use crate::lifecycle::{self, ContainerPhase, Phase, RestartPolicy};
+use crate::qos::{QosClass, qos_class};
 
 /// What the status is made of besides the slots.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +123,8 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         pod_ips: (!ips.is_empty())
             .then(|| ips.iter().map(|ip| PodIP { ip: ip.to_string() }).collect()),
         start_time: Some(Time(started)),
-        qos_class: pod.status.as_ref().and_then(|s| s.qos_class.clone()),
+        // Q1: computed from the spec, as kubelet does (a pod's class never changes).
+        qos_class: Some(qos_class(pod).as_str().to_owned()),
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
         ..PodStatus::default()
@@ -159,10 +161,11 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
 }
 
 /// The status of a pod admission refused (A1), as kubelet reports a rejected pod: Failed,
-/// with the reason and message, and nothing else.
-pub fn refused(reason: &str, message: &str, started: Timestamp) -> PodStatus {
+/// with the reason and message, and its QoS class (Q1), nothing else.
+pub fn refused(reason: &str, message: &str, started: Timestamp, qos: QosClass) -> PodStatus {
     PodStatus {
         phase: Some(Phase::Failed.as_str().to_owned()),
+        qos_class: Some(qos.as_str().to_owned()),
         reason: Some(reason.to_owned()),
         message: Some(message.to_owned()),
         start_time: Some(Time(started)),

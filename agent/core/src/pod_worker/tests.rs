@@ -27,6 +27,7 @@ mod evict;
 mod init;
 mod objects;
 mod probes;
+mod qos;
 
 const SECOND: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);

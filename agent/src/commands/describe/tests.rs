@@ -255,3 +255,33 @@ fn priority_and_its_class_are_shown_as_kubectl_does() {
     );
     assert!(text.contains("\nEvents:               <none>\n"), "{text}");
 }
+
+#[test]
+fn limits_requests_and_the_qos_class_are_shown_as_kubectl_does() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let list = |items: &[(&str, &str)]| {
+        Some(items.iter().map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned()))).collect())
+    };
+    let mut pod = fixture();
+    let spec = pod.spec.as_mut().unwrap();
+    spec.containers[0].resources = Some(ResourceRequirements {
+        limits: list(&[("memory", "64Mi"), ("cpu", "200m")]),
+        requests: list(&[("cpu", "100m")]),
+        ..ResourceRequirements::default()
+    });
+    spec.containers[1].resources = Some(ResourceRequirements::default());
+    pod.status.as_mut().unwrap().qos_class = Some("Burstable".to_owned());
+    let text = render(&pod, &[], t(0));
+    let want = "    Restart Count:  1
+    Limits:
+      cpu:     200m
+      memory:  64Mi
+    Requests:
+      cpu:  100m
+    Liveness:";
+    assert!(text.contains(want), "got:\n{text}");
+    let side = text.split("  side:\n").nth(1).unwrap();
+    assert!(!side.contains("Limits:") && !side.contains("Requests:"), "none set: {side}");
+    assert!(text.contains("\nQoS Class:        Burstable\n"), "got:\n{text}");
+}

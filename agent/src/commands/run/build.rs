@@ -26,6 +26,7 @@ use crate::metrics::counted;
 use crate::objects::Objects;
 use crate::permissions;
 use crate::podconfig::{self, Batch, Snapshot, SnapshotHandle};
+use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::host;
 use crate::runtime::managed::Choice;
 use crate::source::api::ApiSource;
@@ -74,6 +75,10 @@ pub(super) async fn build(
     // The node's address: given, or the default route's interface's, looked up once.
     config.node_ip = config.node_ip.or_else(host::default_address);
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
+    if !dry_run {
+        let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+        config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
+    }
     secure_dirs(&config)?;
     // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
     let exe = std::env::current_exe().map_err(Error::Exe)?;
@@ -160,7 +165,7 @@ pub(super) async fn build(
     let ebpf = if dry_run {
         crate::ebpf::Handle::default()
     } else {
-        crate::ebpf::Handle::start(config.ebpf)
+        crate::ebpf::Handle::start(config.ebpf, &config.node_resources.layout)
     };
     if ebpf.is_loaded() {
         audit.set_exec_history(Some(Arc::new(ebpf.clone())));
@@ -175,6 +180,8 @@ pub(super) async fn build(
         connectivity: client.connectivity().clone(),
         status_backlog: status_backlog.subscribe(),
     });
+    // The pods' cgroups (made once containerd answers); their usage is a metric.
+    let cgroups = (!dry_run).then(|| Arc::new(pod_cgroups(&config)));
     crate::metrics::register(
         &mut registry,
         snapshot.clone(),
@@ -183,6 +190,7 @@ pub(super) async fn build(
             events: events.clone(),
             statuses: statuses.clone(),
             ebpf: ebpf.clone(),
+            cgroups: cgroups.clone(),
         },
     );
     // Chosen before the API starts, so that `/status` can say where the runtime is.
@@ -243,6 +251,7 @@ pub(super) async fn build(
                 runtime: runtime.clone(),
                 runtime_version: runtime_version.clone(),
                 shutdown: stop_pods.clone(),
+                reservation: config.node_resources.reservation,
             },
             status_backlog,
         }),
@@ -275,6 +284,7 @@ pub(super) async fn build(
                     desired: snapshot.clone(),
                     evictions: storage_evictions,
                 },
+                cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_cgroups(&config))),
             },
         })),
     };
@@ -291,6 +301,12 @@ pub(super) async fn build(
         runtime_ready,
         stop_pods,
     })
+}
+
+/// The pods' cgroups under the configured layout, in this host's hierarchy.
+fn pod_cgroups(config: &Config) -> PodCgroups {
+    let resources = &config.node_resources;
+    PodCgroups::new(resources.layout.clone(), Hierarchy::detect(), resources.pod_pids_limit)
 }
 
 /// The security defaults (see [`permissions`]), before any source reads a manifest.

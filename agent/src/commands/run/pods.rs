@@ -23,6 +23,7 @@ use crate::metrics::gc::GarbageCollection;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::podconfig::SnapshotHandle;
+use crate::runtime::cgroups::PodCgroups;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
 use crate::runtime::image::credentials::Keyring;
@@ -74,6 +75,8 @@ pub(super) struct RuntimeHandles {
     pub(super) evictions: worker::Evictions,
     /// The garbage collector's side (G1).
     pub(super) gc: GcHandles,
+    /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
+    pub(super) cgroups: Arc<PodCgroups>,
 }
 
 /// What the garbage collector and the ephemeral-storage monitor share with the agent.
@@ -116,6 +119,24 @@ impl PodRuntime {
         };
         Ok((tokio::spawn(run_pods(config, socket, exe, batches, handles)), managed))
     }
+}
+
+/// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node
+/// allocatable with `enforceNodeAllocatable: [pods]`.
+fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Error> {
+    let resources = &config.node_resources;
+    let capacity = crate::host::capacity::capacity();
+    let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
+    cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
+    info!(
+        cgroup = cgroups.path(&resources.layout.pods()),
+        enforce_node_allocatable = resources.enforce_pods,
+        memory_limit = ?pods.memory_limit,
+        cpu_shares = pods.cpu_shares,
+        pids_limit = ?pods.pids_limit,
+        "pods cgroup ready"
+    );
+    Ok(())
 }
 
 /// Connects to containerd (retrying until it answers), then runs the pod workers.
@@ -189,6 +210,8 @@ async fn run_pods(
         }
         None => Keyring::default(),
     };
+    let cgroups = handles.cgroups;
+    ensure_node_cgroups(&config, &cgroups)?;
     let settings = Settings {
         node_name: config.node_name.clone(),
         host_ip: config.node_ip,
@@ -210,6 +233,7 @@ async fn run_pods(
         }),
         objects: handles.objects,
         gc: handles.gc.handle.clone(),
+        cgroups,
     };
     let collector = Collector::new(
         containerd.clone(),

@@ -114,6 +114,18 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The directory of container `id`'s cgroup below a hierarchy's root (what runc
+    /// makes of [`Layout::container_path`]): `<pod>/<id>`, or under systemd
+    /// `<pod slices>/<prefix>-<id>.scope`.
+    pub fn container_cgroup(&self, pod: &CgroupName, id: &str) -> String {
+        match self.driver {
+            Driver::Cgroupfs => self.container_path(pod, id),
+            Driver::Systemd => format!("{}/{SCOPE_PREFIX}-{id}.scope", pod.path(Driver::Systemd)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +138,7 @@ mod tests {
         let pod = layout.pod(QosClass::Burstable, "1-2");
         assert_eq!(pod.path(Driver::Cgroupfs), "/kubepods/burstable/pod1-2");
         assert_eq!(layout.container_path(&pod, "c1"), "/kubepods/burstable/pod1-2/c1");
+        assert_eq!(layout.container_cgroup(&pod, "c1"), "/kubepods/burstable/pod1-2/c1");
         let nested = Layout::new(Driver::Cgroupfs, "/edge/test/");
         let pod = nested.pod(QosClass::BestEffort, "u");
         assert_eq!(pod.path(Driver::Cgroupfs), "/edge/test/kubepods/besteffort/podu");
@@ -143,6 +156,11 @@ mod tests {
         assert_eq!(
             layout.container_path(&pod, "c1"),
             "kubepods-burstable-pod12ab_34cd.slice:outpost:c1"
+        );
+        assert_eq!(
+            layout.container_cgroup(&pod, "c1"),
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12ab_34cd.slice/\
+             outpost-c1.scope"
         );
         let guaranteed = layout.pod(QosClass::Guaranteed, "u");
         assert_eq!(guaranteed.path(Driver::Systemd), "/kubepods.slice/kubepods-podu.slice");

@@ -11,10 +11,6 @@ use super::{Quantity, quantity};
 
 /// The CFS period, in microseconds (kubelet's default 100 ms).
 pub(super) const CPU_PERIOD: u64 = 100_000;
-/// kubelet's bounds on CPU shares, and the shares of one CPU.
-const MIN_SHARES: i64 = 2;
-const MAX_SHARES: i64 = 262_144;
-const SHARES_PER_CPU: i64 = 1024;
 /// The smallest CFS quota, in microseconds.
 const MIN_QUOTA: i64 = 1_000;
 
@@ -79,8 +75,7 @@ pub(super) fn resources(
 
 /// kubelet's `MilliCPUToShares`: 1024 shares per CPU, between 2 and 262144.
 pub(super) fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
-    let shares = milli_cpu.saturating_mul(SHARES_PER_CPU) / 1000;
-    shares.clamp(MIN_SHARES, MAX_SHARES).unsigned_abs()
+    outpost_core::resource_config::milli_cpu_to_shares(milli_cpu)
 }
 
 /// kubelet's `milliCPUToQuota` over [`CPU_PERIOD`]: at least 1 ms.

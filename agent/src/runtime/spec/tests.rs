@@ -44,7 +44,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         },
         dev_shm: Path::new("/run/outpost/pods/0123/shm"),
         pod_dir: Path::new("/var/lib/outpost/pods/0123"),
-        cgroup_parent: "/outpost/pod0123",
+        cgroups_path: "/kubepods/besteffort/pod0123/c1",
         host_capabilities: &defaults::ALL_CAPABILITIES,
         apparmor_enabled: false,
         resolved: &NO_OBJECTS,
@@ -130,7 +130,7 @@ fn defaults_follow_containerd() {
     assert_eq!(linux.masked_paths().as_ref().unwrap().len(), 10);
     assert!(linux.masked_paths().as_ref().unwrap().contains(&"/proc/kcore".to_owned()));
     assert_eq!(linux.readonly_paths().as_ref().unwrap().len(), 5);
-    assert_eq!(linux.cgroups_path().as_deref(), Some(Path::new("/outpost/pod0123/c1")));
+    assert_eq!(linux.cgroups_path().as_deref(), Some(Path::new("/kubepods/besteffort/pod0123/c1")));
     let devices = linux.resources().as_ref().unwrap().devices().as_ref().unwrap();
     assert_eq!(devices.len(), 1);
     assert!(!devices[0].allow());
@@ -165,12 +165,6 @@ fn namespaces_join_the_pods_or_the_hosts() {
     let types: Vec<_> = namespaces.iter().map(|n| n.typ()).collect();
     assert_eq!(types, [LinuxNamespaceType::Mount]);
     assert_eq!(spec.hostname(), &None, "no hostname without a UTS namespace of its own");
-}
-
-#[test]
-fn cgroups_path_has_one_slash() {
-    assert_eq!(cgroups_path("/outpost/podX/", "c"), "/outpost/podX/c");
-    assert_eq!(cgroups_path("/outpost/podX", "c"), "/outpost/podX/c");
 }
 
 #[test]

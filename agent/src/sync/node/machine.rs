@@ -20,12 +20,7 @@ fn read_line(path: &str) -> String {
 
 /// The readings now (blocking: small reads of `/proc`, `/sys` and `/etc`).
 pub fn readings(config: &Config, hostname: &str) -> Readings {
-    let cpus = read("/sys/devices/system/cpu/online")
-        .and_then(|text| machine::cpu_list_count(&text))
-        .or_else(|| {
-            std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok())
-        })
-        .unwrap_or(1);
+    let cpus = crate::host::capacity::cpus();
     let os_image = ["/etc/os-release", "/usr/lib/os-release"]
         .into_iter()
         .find_map(|path| machine::os_release_pretty_name(&read(path)?))
@@ -69,12 +64,7 @@ fn nodefs(state_dir: &Path) -> Option<FsStats> {
 /// PIDs as kubelet counts them: the limit is the lower of `pid_max` and `threads-max`,
 /// those in use the tasks `/proc/loadavg` counts.
 fn pids() -> Option<PidStats> {
-    let number = |path: &str| read(path)?.trim().parse::<u64>().ok();
-    let max = match (number("/proc/sys/kernel/pid_max"), number("/proc/sys/kernel/threads-max")) {
-        (Some(pid_max), Some(threads_max)) => pid_max.min(threads_max),
-        (Some(one), None) | (None, Some(one)) => one,
-        (None, None) => return None,
-    };
+    let max = crate::host::capacity::pid_max()?;
     let running = machine::loadavg_tasks(&read("/proc/loadavg")?)?;
     Some(PidStats { max, running })
 }

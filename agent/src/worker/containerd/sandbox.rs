@@ -17,10 +17,11 @@ use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 use super::Pods;
 use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
+use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
 use crate::runtime::spec::projection;
-use crate::runtime::{cgroups, container, spec, volumes};
+use crate::runtime::{container, spec, volumes};
 
 /// What the pod's containers join.
 #[derive(Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct Sandbox {
     pub dev_shm: PathBuf,
     pub ips: Vec<IpAddr>,
     pub pod_dir: PathBuf,
+    /// The pod's cgroup (Q2): its containers' go under it.
+    pub cgroup: CgroupName,
 }
 
 /// The host's shm, which a `hostIPC` pod's containers get.
@@ -65,6 +68,11 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     })
     .await
     .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+    // The pod's cgroup with its limits, again for an adopted pod (the same limits).
+    let (cgroups, owned) = (pods.settings.cgroups.clone(), pod.clone());
+    let cgroup = blocking(move || cgroups.ensure_pod(&owned))
+        .await
+        .map_err(|message| problem(SandboxReason::PodCgroupFailed, message))?;
     let spec = pod.spec.as_ref();
     let sharing = Sharing {
         host_network: host_network(pod),
@@ -146,7 +154,7 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
         let object = pod_ref(pod, None);
         pods.events.emit(&object, EventType::Warning, reason::MISSING_CLUSTER_DNS, message);
     }
-    Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir }, fresh))
+    Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup }, fresh))
 }
 
 /// Writes the pod's API-object and downward API volumes again, from the objects as they
@@ -193,8 +201,8 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     if let Err(message) = blocking(move || volumes::cleanup(&pod_dir)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
     }
-    let parent = cgroup_parent(uid);
-    if let Err(message) = blocking(move || cgroups::remove(&parent)).await {
+    let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
+    if let Err(message) = blocking(move || cgroups.remove_pod(&owned)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's cgroup");
     }
 }
@@ -216,7 +224,7 @@ async fn remove_dead_containers(pods: &Pods, uid: &str) {
     }
 }
 
-/// Tears down sandboxes (namespaces, CNI attachments, pod dirs) of pods not in `owned`:
+/// Tears down sandboxes (namespaces, CNI attachments, pod dirs, cgroups) of pods not in `owned`:
 /// what a start cut short by a crash left behind.
 pub async fn remove_orphans(pods: &Pods, owned: &HashSet<String>) {
     let mut uids: HashSet<String> = HashSet::new();
@@ -225,6 +233,7 @@ pub async fn remove_orphans(pods: &Pods, owned: &HashSet<String>) {
             uids.extend(entries.flatten().filter_map(|e| e.file_name().into_string().ok()));
         }
     }
+    uids.extend(pods.settings.cgroups.pod_uids());
     match pods.cni.attached() {
         Ok(ids) => uids.extend(ids),
         Err(e) => tracing::warn!(error = %describe(&e), "cannot list CNI attachments"),
@@ -233,11 +242,6 @@ pub async fn remove_orphans(pods: &Pods, owned: &HashSet<String>) {
         tracing::info!(pod.uid = %uid, "removing the sandbox of a pod that is no longer desired");
         tear_down(pods, uid).await;
     }
-}
-
-/// The cgroup (cgroupfs driver path) a pod's containers are placed under.
-pub fn cgroup_parent(uid: &str) -> String {
-    format!("/outpost/pod{uid}")
 }
 
 fn namespaces_dir(pods: &Pods, uid: &str) -> PathBuf {

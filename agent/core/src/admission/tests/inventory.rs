@@ -54,6 +54,7 @@ fn structs() -> Vec<(&'static [&'static str], Table, &'static str)> {
         (field_names::<PodSpec>(), POD, "spec."),
         (field_names::<PodOS>(), POD, "spec.os."),
         (field_names::<PodSecurityContext>(), POD, "spec.securityContext."),
+        (field_names::<ResourceRequirements>(), POD, "spec.resources."),
         (field_names::<Volume>(), POD, "spec.volumes[]."),
         (field_names::<Container>(), CONTAINER, ""),
         (field_names::<EnvVar>(), CONTAINER, "env[]."),
