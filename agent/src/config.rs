@@ -74,6 +74,8 @@ pub enum Error {
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]
     NodeName(#[source] std::io::Error),
     #[error(transparent)]
+    Gc(#[from] gc::Error),
+    #[error(transparent)]
     NodeResources(#[from] node_resources::Error),
 }
 
@@ -358,6 +360,36 @@ settings! {
         /// Keep kubelet's default hard thresholds for the signals --eviction-hard leaves out.
         #[arg(long, value_name = "BOOL")]
         pub merge_default_eviction_settings: Option<bool>,
+        #[arg(long, value_name = "N", allow_negative_numbers = true, help = with_default(
+            "Dead containers kept per container of a pod (negative: no limit), as kubelet's",
+            gc::DEFAULT_MAX_PER_POD_CONTAINER))]
+        pub maximum_dead_containers_per_container: Option<i32>,
+        #[arg(long, value_name = "N", allow_negative_numbers = true, help = with_default(
+            "Dead containers kept on the node (negative: no limit)", gc::DEFAULT_MAX_CONTAINERS))]
+        pub maximum_dead_containers: Option<i32>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "A dead container younger than this is not garbage-collected", "0s"))]
+        pub minimum_container_ttl_duration: Option<String>,
+        #[arg(long, value_name = "PERCENT", allow_negative_numbers = true, help = with_default(
+            "Image filesystem usage at or above which unused images are garbage-collected \
+             (100: never)",
+            gc::DEFAULT_HIGH_THRESHOLD_PERCENT))]
+        #[serde(alias = "imageGCHighThresholdPercent")]
+        pub image_gc_high_threshold: Option<i64>,
+        #[arg(long, value_name = "PERCENT", allow_negative_numbers = true, help = with_default(
+            "Image garbage collection frees space down to below this usage",
+            gc::DEFAULT_LOW_THRESHOLD_PERCENT))]
+        #[serde(alias = "imageGCLowThresholdPercent")]
+        pub image_gc_low_threshold: Option<i64>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "An image first seen less than this long ago is not garbage-collected", "2m"))]
+        #[serde(alias = "imageMinimumGCAge")]
+        pub minimum_image_ttl_duration: Option<String>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "Images unused for longer than this are garbage-collected whatever the disk \
+             (0: never)", "0s"))]
+        #[serde(alias = "imageMaximumGCAge")]
+        pub image_maximum_gc_age: Option<String>,
         #[arg(long, value_enum, value_name = "DRIVER", help = with_default(
             "Who manages the pods' cgroups: cgroupfs (the agent and runc write the cgroup \
              files), or systemd (slices set through systemctl; needs systemd as PID 1)",
@@ -467,6 +499,8 @@ pub struct Config {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// The eviction thresholds and periods (`--eviction-*`, kubelet's defaults).
     pub eviction: outpost_core::eviction::Config,
+    /// Garbage collection of dead containers and images (G1).
+    pub gc: gc::GcConfig,
     /// The pods' cgroups and node allocatable.
     pub node_resources: NodeResources,
 }
@@ -580,6 +614,15 @@ impl Config {
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
             allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
             eviction,
+            gc: gc::GcConfig::resolve(gc::Given {
+                maximum_dead_containers_per_container: s.maximum_dead_containers_per_container,
+                maximum_dead_containers: s.maximum_dead_containers,
+                minimum_container_ttl_duration: s.minimum_container_ttl_duration,
+                image_gc_high_threshold: s.image_gc_high_threshold,
+                image_gc_low_threshold: s.image_gc_low_threshold,
+                minimum_image_ttl_duration: s.minimum_image_ttl_duration,
+                image_maximum_gc_age: s.image_maximum_gc_age,
+            })?,
             node_resources: NodeResources::resolve(node_resources::Given {
                 cgroup_driver: s.cgroup_driver,
                 cgroup_root: s.cgroup_root,
@@ -681,5 +724,6 @@ pub fn hostname() -> std::io::Result<String> {
 
 pub mod eviction;
 
+pub mod gc;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,10 @@
 //!   period ends, when an evicted pod's status changes, and as a backstop every
 //!   [`BACKSTOP`] (what PIDs and a slow working-set drift within the page cache rely on).
 //!
+//! On disk pressure the garbage collector is first asked to collect dead containers and
+//! unused images (kubelet's node-level reclaim); pods are evicted for it only if the
+//! pressure is still there [`NODE_RECLAIM_WAIT`] later.
+//!
 //! After an eviction the next pod is only chosen once the victim stopped (its status is
 //! Failed) or after [`POD_CLEANUP_TIMEOUT`], as kubelet waits for the pod's cleanup.
 
@@ -54,6 +58,8 @@ pub const DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 pub const DISK_CHECK_INTERVAL_FAR: Duration = Duration::from_secs(10);
 /// The longest time between two passes.
 pub const BACKSTOP: Duration = Duration::from_secs(60);
+/// How long disk evictions wait for the garbage collector once it was asked to collect.
+pub const NODE_RECLAIM_WAIT: Duration = Duration::from_secs(5);
 /// How long to wait for an evicted pod to stop before choosing another (kubelet's
 /// `podCleanupTimeout`).
 pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,6 +79,9 @@ pub struct Options {
     pub metrics: counted::Evictions,
     /// Where to find the image filesystem (containerd's snapshotter root).
     pub containerd: Option<Containerd>,
+    /// The garbage collector, asked to collect dead containers and unused images on disk
+    /// pressure before any pod is evicted for it (kubelet's node-level reclaim).
+    pub gc: Option<crate::gc::Handle>,
 }
 
 /// The manager's task: runs until the agent ends.
@@ -87,6 +96,7 @@ pub async fn run(options: Options) {
         pressure,
         metrics,
         containerd,
+        gc,
     } = options;
     if let Some(containerd) = &containerd {
         sources.imagefs = imagefs::root(containerd).await;
@@ -104,6 +114,8 @@ pub async fn run(options: Options) {
     let mut armed: Vec<Armed> = Vec::new();
     // The signal last reclaimed for, so that a pressure that lasts is logged once.
     let mut reclaiming: Option<Signal> = None;
+    // Until when disk evictions wait for the garbage collector's node-level reclaim.
+    let mut node_reclaim: Option<Instant> = None;
     loop {
         let pass_at = Instant::now();
         let reading = {
@@ -144,7 +156,22 @@ pub async fn run(options: Options) {
         }
         let newly = outcome.reclaim.map(|r| r.signal()) != reclaiming;
         reclaiming = outcome.reclaim.map(|r| r.signal());
-        if let (Some(reclaim), None) = (&outcome.reclaim, &victim_pending) {
+        let disk = outcome
+            .reclaim
+            .is_some_and(|r| !r.signal().is_memory() && r.signal() != Signal::PidAvailable);
+        if !disk {
+            node_reclaim = None;
+        } else if newly && let Some(gc) = &gc {
+            info!(
+                "disk pressure: collecting dead containers and unused images before evicting pods"
+            );
+            gc.collect_containers_now();
+            gc.collect_images_now();
+            node_reclaim = Some(Instant::now() + NODE_RECLAIM_WAIT);
+        }
+        let reclaiming_nodes = node_reclaim.is_some_and(|until| Instant::now() < until);
+        if let (Some(reclaim), None, false) = (&outcome.reclaim, &victim_pending, reclaiming_nodes)
+        {
             if newly {
                 info!(
                     signal = %reclaim.signal(),
@@ -188,6 +215,9 @@ pub async fn run(options: Options) {
         }
         if let Some((_, cleanup)) = &victim_pending {
             deadline = deadline.min(*cleanup);
+        }
+        if let Some(until) = node_reclaim.filter(|_| reclaiming_nodes) {
+            deadline = deadline.min(until);
         }
         // Disk: a write wakes a cheap check (two statvfs, inline); a full pass follows
         // only when a disk signal is near its threshold.

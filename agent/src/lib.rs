@@ -11,6 +11,7 @@ pub mod config;
 pub mod ebpf;
 pub mod error_chain;
 pub mod eviction;
+pub mod gc;
 pub mod host;
 pub mod logging;
 pub mod metrics;

@@ -56,6 +56,7 @@
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
 pub mod counted;
+pub mod gc;
 mod kernel;
 mod pods;
 mod process;

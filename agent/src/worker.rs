@@ -29,6 +29,7 @@ pub use self::pod_runtime::PodRuntime;
 use self::probe::Prober;
 use crate::apiserver::Recorder;
 use crate::ebpf;
+use crate::gc;
 use crate::metrics::counted::Metrics;
 use crate::objects;
 use crate::podconfig::Batch;
@@ -52,6 +53,8 @@ pub struct Shared<R> {
     pub ebpf: ebpf::Handle,
     /// Runs probes' and hooks' handlers.
     pub prober: Prober,
+    /// The garbage collector: told when a dead container is kept, and after a pull.
+    pub gc: gc::Handle,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -76,6 +79,7 @@ impl Runtime {
             facts: settings.facts.clone(),
         };
         let execs = Execs::new(containerd.clone(), settings.run_dir.join("exec"));
+        let gc = settings.gc.clone();
         let pods = Pods {
             containerd,
             cni,
@@ -85,7 +89,7 @@ impl Runtime {
             execs,
         };
         let prober = Prober::new()?;
-        Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober))
+        Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober).with_gc(gc))
     }
 }
 
@@ -106,9 +110,16 @@ impl<R: PodRuntime> Shared<R> {
             metrics,
             ebpf,
             prober,
+            gc: gc::Handle::default(),
             settings,
             routes: Routes::default(),
         }
+    }
+
+    /// Tells `gc` about kept dead containers and pulls.
+    pub fn with_gc(mut self, gc: gc::Handle) -> Shared<R> {
+        self.gc = gc;
+        self
     }
 }
 

@@ -15,6 +15,7 @@ mod eviction;
 mod exec;
 mod exec_runtime;
 mod file_source;
+mod gc;
 mod images;
 mod images_dir;
 mod init_containers;

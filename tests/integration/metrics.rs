@@ -174,12 +174,14 @@ fn check_family(name: &str, family: &Declared, problems: &mut Vec<String>) {
     if name.ends_with("_total") {
         problems.push(format!("{name}: a family name ends in _total (only counter samples do)"));
     }
-    // Base units in the name where a unit applies.
-    let timed = ["duration", "latency", "time", "cpu", "age"].iter().any(|w| name.contains(w));
+    // Base units in the name where a unit applies (whole words: `image` is no `age`).
+    let words: Vec<&str> = name.split('_').collect();
+    let has = |w: &&str| words.contains(w);
+    let timed = ["duration", "latency", "time", "cpu", "age"].iter().any(has);
     if timed && !name.ends_with("_seconds") {
         problems.push(format!("{name}: a time without _seconds"));
     }
-    let sized = ["memory", "size", "bytes"].iter().any(|w| name.contains(w));
+    let sized = ["memory", "size", "bytes"].iter().any(has);
     if sized && !name.ends_with("_bytes") {
         problems.push(format!("{name}: a size without _bytes"));
     }

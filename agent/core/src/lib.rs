@@ -10,6 +10,7 @@
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
 //! - [`eviction`]: node-pressure eviction (E1–E2): signals, thresholds, pressure conditions, ranking.
+//! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
@@ -26,6 +27,7 @@ pub mod admission;
 pub mod backoff;
 pub mod event_aggregate;
 pub mod eviction;
+pub mod gc;
 pub mod lifecycle;
 pub mod manifest;
 pub mod merge;

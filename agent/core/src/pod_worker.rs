@@ -299,6 +299,7 @@ pub enum Action {
     SetUpSandbox {
         pod: Arc<Pod>,
     },
+    /// Remove what `SetUpSandbox` made for the pod, and the dead containers it kept.
     TearDownSandbox {
         uid: String,
     },
@@ -360,6 +361,13 @@ pub enum Action {
     RecordExit {
         container_id: String,
         terminated: Terminated,
+    },
+    /// The exited container is replaced (restarted, its spec changed, or run again in a
+    /// new sandbox): it stays as a dead container, which the garbage collector removes
+    /// with its logs by kubelet's dead-container policy (G1), or the pod's removal with
+    /// the pod. Its events no longer come to the worker.
+    KeepDead {
+        container_id: String,
     },
     /// Remove the container (its task, record and snapshot); `background`: off the
     /// worker's path.
@@ -866,7 +874,7 @@ impl Current {
         let mut rerun = false;
         for slot in completed.filter(|s| s.ran) {
             if let Some(id) = slot.id.take() {
-                out.push(Action::RemoveContainer { container_id: id, background: false });
+                out.push(Action::KeepDead { container_id: id });
             }
             slot.last_termination = None;
             slot.state = creating(now.at);

@@ -97,6 +97,8 @@ pub struct Listed {
     pub id: String,
     pub labels: HashMap<String, String>,
     pub created_at: Option<prost_types::Timestamp>,
+    /// The image it was made from (its name in containerd).
+    pub image: String,
     /// Its task, if it has one.
     pub task: Option<Process>,
 }
@@ -334,6 +336,7 @@ pub async fn list(containerd: &Containerd) -> Result<Vec<Listed>> {
             id: c.id,
             labels: c.labels,
             created_at: c.created_at,
+            image: c.image,
         })
         .collect())
 }

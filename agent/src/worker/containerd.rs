@@ -70,6 +70,8 @@ pub struct Settings {
     pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
     /// The API objects API pods refer to (their volumes, env and pull secrets).
     pub objects: Objects,
+    /// The garbage collector (image GC runs after a pull; dead containers are its).
+    pub gc: crate::gc::Handle,
     /// The pods' cgroups (Q2): each pod's is made at sandbox set-up, its containers go
     /// under it.
     pub cgroups: std::sync::Arc<PodCgroups>,
@@ -467,6 +469,7 @@ async fn pull_image(
     match (pulled, present) {
         (Ok(_), _) => {
             pods.metrics.image_pulled(began.elapsed());
+            pods.settings.gc.collect_images_now();
             events.emit(
                 object,
                 EventType::Normal,

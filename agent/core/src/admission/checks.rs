@@ -230,22 +230,20 @@ pub(super) fn sysctls(review: &mut Review<'_>, field: &str, value: &Value) {
     }
 }
 
-/// A container's `resources.limits` or `resources.requests`: cpu and memory;
-/// ephemeral-storage as a request (scheduling only). Anything else is refused.
+/// A container's `resources.limits` or `resources.requests`: cpu, memory and
+/// ephemeral-storage (a limit evicts the pod past it, as kubelet's local storage
+/// eviction does; see `gc::storage`). Anything else is refused.
 pub(super) fn resources(review: &mut Review<'_>, field: &str, value: &Value) {
-    let limits = field.ends_with(".limits");
     for name in value.as_object().into_iter().flatten().map(|(name, _)| name) {
         let why = match name.as_str() {
-            "cpu" | "memory" => continue,
-            "ephemeral-storage" if !limits => continue,
-            "ephemeral-storage" => "ephemeral-storage limits come with eviction (issue 19)",
+            "cpu" | "memory" | "ephemeral-storage" => continue,
             hugepages if hugepages.starts_with("hugepages-") => "huge pages are not implemented",
             _ => "this node has no device plugins or extended resources",
         };
         review.refuse(
             &format!("{field}.{name}"),
             UNSUPPORTED_FIELD,
-            format!("{field}.{name}: not supported: {why}; use cpu and memory"),
+            format!("{field}.{name}: not supported: {why}; use cpu, memory and ephemeral-storage"),
         );
     }
 }

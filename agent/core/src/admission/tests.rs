@@ -385,13 +385,12 @@ fn allowed_unsafe_sysctls_must_be_namespaced() {
 }
 
 #[test]
-fn a1_resources_other_than_cpu_and_memory_are_refused() {
+fn a1_resources_other_than_cpu_memory_and_ephemeral_storage_are_refused() {
     let at = "spec.containers[0].resources";
     let pod = |resources: Value| container_with("resources", resources);
-    assert_eq!(
-        findings(&pod(json!({"limits": {"ephemeral-storage": "1Gi"}}))),
-        refused(&format!("{at}.limits.ephemeral-storage"))
-    );
+    let storage =
+        json!({"limits": {"ephemeral-storage": "1Gi"}, "requests": {"ephemeral-storage": "1Mi"}});
+    assert_eq!(findings(&pod(storage)), vec![]);
     assert_eq!(
         findings(&pod(json!({"limits": {"hugepages-2Mi": "2Mi"}}))),
         refused(&format!("{at}.limits.hugepages-2Mi"))

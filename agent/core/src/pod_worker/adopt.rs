@@ -15,7 +15,8 @@ use crate::pod::{self, CONFIG_SEEN};
 
 impl PodWorker {
     /// The desired pod, with what an earlier run left of it adopted: per container, the
-    /// newest of its containers (others removed); running ones are kept running.
+    /// newest of its containers; running ones are kept running. Its earlier exits stay as
+    /// dead containers for the garbage collector; anything else is removed.
     pub(super) fn adopt(
         &self,
         desired: &Desired,
@@ -39,10 +40,19 @@ impl PodWorker {
         found.sort_by_key(|f| f.restart_count);
         for container in found.into_iter().rev() {
             let name = container.container.as_deref().unwrap_or_default();
-            match slots.iter_mut().find(|s| s.name == name && s.id.is_none()) {
-                Some(slot) if container.hash.as_deref() == Some(slot.hash.as_str()) => {
+            match slots.iter_mut().find(|s| s.name == name) {
+                Some(slot)
+                    if slot.id.is_none()
+                        && container.hash.as_deref() == Some(slot.hash.as_str()) =>
+                {
                     adopt_container(policy, slot, container, now, out);
                 }
+                // An earlier exit of an adopted container: a dead container, left to the
+                // garbage collector's count (G1).
+                Some(slot)
+                    if slot.id.is_some()
+                        && container.restart_count < slot.restart_count
+                        && container.task != FoundTask::Running => {}
                 _ => out.push(Action::RemoveContainer {
                     container_id: container.id,
                     background: false,

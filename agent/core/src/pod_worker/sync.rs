@@ -210,7 +210,7 @@ impl Turn<'_, '_> {
                 return;
             }
             if let Some(id) = slot.id.take() {
-                self.out.push(Action::RemoveContainer { container_id: id, background: false });
+                self.out.push(Action::KeepDead { container_id: id });
                 slot.last_termination = None;
             }
             slot.hash.clone_from(&hash);
@@ -224,9 +224,10 @@ impl Turn<'_, '_> {
             return;
         }
         let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
-        // The container this start replaces goes afterwards, off the restart's path.
+        // The container this start replaces stays as a dead container (G1): the garbage
+        // collector keeps the newest ones, as kubelet does (`logs --previous` reads its log).
         if let Some(old) = slot.id.take() {
-            self.out.push(Action::RemoveContainer { container_id: old, background: true });
+            self.out.push(Action::KeepDead { container_id: old });
         }
         slot.state = SlotState::Starting { restart_count };
         self.out.push(Action::StartContainer {

@@ -344,8 +344,9 @@ fn show(action: &Action) -> String {
             terminated.exit_code,
             terminated.reason.as_str()
         ),
+        Action::KeepDead { container_id } => format!("KeepDead {container_id}"),
         Action::RemoveContainer { container_id, background: true } => {
-            format!("RemoveContainer {container_id} (background)")
+            format!("KeepDead {container_id}")
         }
         Action::RemoveContainer { container_id, background: false } => {
             format!("RemoveContainer {container_id}")
@@ -506,7 +507,7 @@ fn restart_policy_decides_on_every_exit() {
             // The first restart is immediate: no record of the exit, no BackOff event.
             assert_eq!(
                 shown(&actions),
-                ["DeleteTask c-1", "RemoveContainer c-1 (background)", "StartContainer u1/c rc=1"],
+                ["DeleteTask c-1", "KeepDead c-1", "StartContainer u1/c rc=1"],
                 "{case}"
             );
             assert_eq!(d.waiting("c").reason.as_deref(), Some("ContainerCreating"), "{case}");
@@ -566,8 +567,7 @@ fn crash_loop_waits_longer_after_every_exit_up_to_the_max() {
     for (n, delay) in (1u32..).zip(delays) {
         let delay = secs(delay);
         let actions = d.step(d.exit(&id, 1));
-        let restart =
-            [format!("RemoveContainer {id} (background)"), format!("StartContainer u1/c rc={n}")];
+        let restart = [format!("KeepDead {id}"), format!("StartContainer u1/c rc={n}")];
         if delay.is_zero() {
             assert_eq!(shown(&actions)[1..], restart, "the first restart is at once");
             assert_eq!(shown(&actions)[0], format!("DeleteTask {id}"));
@@ -624,7 +624,7 @@ fn crash_loop_starts_over_after_a_container_ran_ten_minutes() {
     d.pass(secs(600));
     assert_eq!(
         shown(&d.step(d.exit("c-5", 1))),
-        ["DeleteTask c-5", "RemoveContainer c-5 (background)", "StartContainer u1/c rc=5"]
+        ["DeleteTask c-5", "KeepDead c-5", "StartContainer u1/c rc=5"]
     );
     assert_eq!(d.waiting("c").reason.as_deref(), Some("ContainerCreating"));
     d.step(d.started("c", "c-6"));
@@ -1108,7 +1108,7 @@ fn adopts_a_running_container_without_starting_it() {
         shown(&d.drive(d.exit("old-c", 1))),
         [
             "DeleteTask old-c",
-            "RemoveContainer old-c (background)",
+            "KeepDead old-c",
             "StartContainer u1/c rc=4",
             "Count ContainerRestarted file",
         ]
@@ -1129,7 +1129,7 @@ fn adopts_an_exited_container_and_restarts_it_by_policy() {
     assert_eq!(d.restart_count("c"), 3);
     assert_eq!(
         shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false })),
-        ["RemoveContainer old-c (background)", "StartContainer u1/c rc=4"]
+        ["KeepDead old-c", "StartContainer u1/c rc=4"]
     );
     assert_eq!(shown(&d.step(d.started("c", "c-1"))), ["Count ContainerRestarted file"]);
     assert_eq!(d.restart_count("c"), 4);
@@ -1161,10 +1161,7 @@ fn adopts_how_a_container_without_its_task_ended_from_its_labels() {
         let actions = shown(&d.drive(p.input()));
         assert_eq!(actions[..2], ["TrackPod u1", "SetUpSandbox u1"], "no task to delete");
         let t = if restarted {
-            assert_eq!(
-                actions[2..4],
-                ["RemoveContainer old-c (background)", "StartContainer u1/c rc=1"]
-            );
+            assert_eq!(actions[2..4], ["KeepDead old-c", "StartContainer u1/c rc=1"]);
             d.last_terminated("c")
         } else {
             assert_eq!(actions.len(), 2);
@@ -1201,6 +1198,25 @@ fn adoption_removes_changed_duplicate_and_unknown_containers() {
     );
     assert_eq!(d.restart_count("d"), 2);
     assert_eq!(d.container("c").container_id.as_deref(), Some("containerd://c-1"));
+}
+
+#[test]
+fn g1_adoption_leaves_earlier_exits_to_the_garbage_collector() {
+    // The dead instances an earlier run kept stay (the collector counts them); a newer
+    // one than the adopted, or a running older one, does not.
+    let p = pod("u1", &[("c", "img:c")]);
+    let hash = p.hash("c");
+    let exited = FoundTask::NotRunning { exit_code: 1, exited_at: None };
+    let dead = |id: &str, restart_count| Found {
+        task: exited.clone(),
+        ..found(id, "u1", "c", restart_count, &hash)
+    };
+    let found = vec![dead("c-0", 0), dead("c-1", 1), found("c-2", "u1", "c", 2, &hash)];
+    let mut d = Driver::with_found(found);
+    let shown = shown(&d.drive(p.seen(wall0()).input()));
+    assert!(shown.contains(&"Watch c-2".to_owned()), "{shown:?}");
+    assert!(!shown.iter().any(|a| a.contains("c-0") || a.contains("c-1")), "{shown:?}");
+    assert_eq!(d.restart_count("c"), 2);
 }
 
 #[test]
@@ -1300,11 +1316,7 @@ fn the_kernels_exit_first_decides_once() {
     assert_eq!(d.last_terminated("c").signal, Some(9));
     assert_eq!(
         shown(&d.tick_at(secs(2))),
-        [
-            "RemoveContainer c-2 (background)",
-            "StartContainer u1/c rc=2",
-            "Count ContainerRestarted file"
-        ]
+        ["KeepDead c-2", "StartContainer u1/c rc=2", "Count ContainerRestarted file"]
     );
 }
 
@@ -1314,7 +1326,7 @@ fn containerds_exit_first_then_the_kernel_only_adds_the_signal() {
     d.run(&web());
     assert_eq!(
         shown(&d.step(d.exit("c-1", 137))),
-        ["DeleteTask c-1", "RemoveContainer c-1 (background)", "StartContainer u1/c rc=1"]
+        ["DeleteTask c-1", "KeepDead c-1", "StartContainer u1/c rc=1"]
     );
     assert_eq!(d.last_terminated("c").signal, None);
     assert!(d.step(d.kernel_exit("c-1", 137, Some(9))).is_empty());
@@ -1520,10 +1532,7 @@ fn a_changed_container_is_replaced() {
     );
     assert_eq!(d.wake_in(), Some(secs(30)), "the pod's grace period");
     let actions = d.step(d.exit("c-1", 143));
-    assert_eq!(
-        shown(&actions),
-        ["DeleteTask c-1", "RemoveContainer c-1", "StartContainer u1/c rc=1",]
-    );
+    assert_eq!(shown(&actions), ["DeleteTask c-1", "KeepDead c-1", "StartContainer u1/c rc=1",]);
     let Some(Action::StartContainer { hash, .. }) = actions.last() else { unreachable!() };
     assert_eq!(hash, &changed.hash("c"));
     d.step(d.started("c", "c-2"));
@@ -1557,7 +1566,7 @@ fn a_change_while_backing_off_starts_the_new_spec_at_once() {
     assert_eq!(d.wake_in(), Some(SECOND));
     assert_eq!(
         shown(&d.step(web().image("c", "img:2").input())),
-        ["RemoveContainer c-2", "StartContainer u1/c rc=2"],
+        ["KeepDead c-2", "StartContainer u1/c rc=2"],
         "no Killing event: nothing ran"
     );
 }
@@ -1778,6 +1787,11 @@ impl Model {
                 Action::RemoveContainer { container_id, .. } => {
                     self.existing.remove(container_id);
                     self.running.remove(container_id);
+                }
+                // A dead container kept: the garbage collector's, or the sandbox
+                // teardown's with its pod.
+                Action::KeepDead { container_id } => {
+                    self.existing.remove(container_id);
                 }
                 _ => {}
             }

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use super::Error;
 use super::pods::{
-    EvictionHandles, PodRuntime, RuntimeHandles, containerd_choice, managed_options,
+    EvictionHandles, GcHandles, PodRuntime, RuntimeHandles, containerd_choice, managed_options,
 };
 use crate::api;
 use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
@@ -95,6 +95,7 @@ pub(super) async fn build(
     let merge_metrics = counted::Merge::register(outpost);
     let worker_metrics = counted::Metrics::register(outpost);
     let image_metrics = counted::ImageImports::register(outpost);
+    let gc_metrics = crate::metrics::gc::GarbageCollection::register(outpost);
 
     let events = Recorder::default();
     // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
@@ -160,6 +161,11 @@ pub(super) async fn build(
     // The node's pressure conditions, as the eviction manager holds them.
     let (pressure, pressure_seen) = tokio::sync::watch::channel(Pressure::default());
     let eviction_metrics = counted::Evictions::register(outpost);
+    // Ephemeral-storage limits evict through the same path (G1).
+    let storage_evictions = evict.clone();
+    // The garbage collector: the eviction manager may ask it to collect images now
+    // (`collect_images_now`) on image filesystem pressure.
+    let gc = crate::gc::Handle::default();
 
     // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
     let ebpf = if dry_run {
@@ -284,6 +290,13 @@ pub(super) async fn build(
                     pressure,
                     metrics: eviction_metrics,
                     snapshot: snapshot.clone(),
+                    gc: gc.clone(),
+                },
+                gc: GcHandles {
+                    handle: gc,
+                    metrics: gc_metrics,
+                    desired: snapshot.clone(),
+                    evictions: storage_evictions,
                 },
                 cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_cgroups(&config))),
             },

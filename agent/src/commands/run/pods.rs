@@ -19,11 +19,14 @@ use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
 use crate::eviction;
+use crate::gc::{self, Collector};
 use crate::metrics::counted;
 use crate::metrics::counted::{ImageImports, Metrics};
+use crate::metrics::gc::GarbageCollection;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::podconfig::SnapshotHandle;
+
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::exec::Execs;
@@ -67,6 +70,7 @@ fn eviction_options(
         pressure: handles.pressure,
         metrics: handles.metrics,
         containerd: Some(containerd),
+        gc: Some(handles.gc),
     }
 }
 
@@ -111,6 +115,8 @@ pub(super) struct RuntimeHandles {
     pub(super) evictions: worker::Evictions,
     /// What the eviction manager works with.
     pub(super) eviction: EvictionHandles,
+    /// The garbage collector's side (G1).
+    pub(super) gc: GcHandles,
     /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
     pub(super) cgroups: Arc<PodCgroups>,
 }
@@ -122,6 +128,19 @@ pub(super) struct EvictionHandles {
     pub(super) pressure: tokio::sync::watch::Sender<Pressure>,
     pub(super) metrics: counted::Evictions,
     pub(super) snapshot: SnapshotHandle,
+    /// Asked to collect containers and images on disk pressure, before pods are evicted.
+    pub(super) gc: gc::Handle,
+}
+
+/// What the garbage collector and the ephemeral-storage monitor share with the agent.
+#[derive(Debug)]
+pub(super) struct GcHandles {
+    pub(super) handle: gc::Handle,
+    pub(super) metrics: GarbageCollection,
+    /// The desired pods: their images are in use; those with storage limits are measured.
+    pub(super) desired: SnapshotHandle,
+    /// Where a pod past its storage limits is evicted.
+    pub(super) evictions: tokio::sync::mpsc::UnboundedSender<worker::Eviction>,
 }
 
 /// The pod runtime, built: who runs containerd, and what the pod workers need.
@@ -203,7 +222,8 @@ async fn run_pods(
         Some(dir) => {
             let record = config.state_dir.join("images-imported.json");
             let mut images = ImagesDir::open(dir.clone(), containerd.clone(), record)?
-                .with_metrics(handles.images);
+                .with_metrics(handles.images)
+                .with_imported(handles.gc.handle.images_notify());
             match images.import_present().await {
                 Ok(summary) => info!(
                     imported = summary.imported.len(),
@@ -267,8 +287,33 @@ async fn run_pods(
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
         }),
         objects: handles.objects,
+        gc: handles.gc.handle.clone(),
         cgroups,
     };
+    let collector = Collector::new(
+        containerd.clone(),
+        gc::Settings {
+            policy: config.gc,
+            pod_log_dir: config.pod_log_dir.clone(),
+            images_dir: config
+                .images_dir
+                .clone()
+                .map(|dir| (dir, config.state_dir.join("images-imported.json"))),
+            image_record: Some(config.state_dir.join("image-gc.json")),
+        },
+        handles.gc.desired.clone(),
+        handles.gc.metrics,
+        handles.gc.handle,
+    );
+    let collector = tokio::spawn(collector.run());
+    let storage = gc::storage::Monitor {
+        containerd: containerd.clone(),
+        pods_dir: config.state_dir.join("pods"),
+        pod_log_dir: config.pod_log_dir.clone(),
+        desired: handles.gc.desired,
+        evictions: handles.gc.evictions,
+    };
+    let storage = tokio::spawn(storage.run());
     let runtime = Arc::new(Runtime::new(
         containerd,
         cni,
@@ -292,5 +337,7 @@ async fn run_pods(
     if let Some(images) = images {
         images.abort();
     }
+    collector.abort();
+    storage.abort();
     Ok(())
 }

@@ -108,6 +108,17 @@ pub async fn resolve(containerd: &Containerd, name: &str) -> Result<Option<Image
     Ok(Some(Image { name: normalized, digest: descriptor.digest, config, chain_id }))
 }
 
+/// The bytes of content the image record `name` holds for this host: its target (the
+/// manifest, or the index), the config and the layers (what removing it frees in the
+/// content store, when no other image shares them).
+pub async fn content_size(containerd: &Containerd, name: &str, target: &Descriptor) -> Result<u64> {
+    let resolver = Resolver { containerd, image: name };
+    let manifest = resolver.manifest(target).await?;
+    let size = |d: &Descriptor| u64::try_from(d.size).unwrap_or(0);
+    let layers: u64 = manifest.layers.iter().map(size).sum();
+    Ok(size(target).saturating_add(size(&manifest.config)).saturating_add(layers))
+}
+
 struct Resolver<'a> {
     containerd: &'a Containerd,
     image: &'a str,

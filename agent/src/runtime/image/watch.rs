@@ -110,6 +110,8 @@ pub struct ImagesDir {
     watch: Option<WatchDescriptor>,
     /// Times the imports.
     metrics: ImageImports,
+    /// Told after each import (the image garbage collector runs then).
+    imported: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 enum Wake {
@@ -139,6 +141,7 @@ impl ImagesDir {
             events,
             watch: None,
             metrics: ImageImports::default(),
+            imported: None,
         };
         images.add_watch()?;
         Ok(images)
@@ -147,6 +150,12 @@ impl ImagesDir {
     /// Times each successful import in `metrics`.
     pub fn with_metrics(mut self, metrics: ImageImports) -> ImagesDir {
         self.metrics = metrics;
+        self
+    }
+
+    /// Notifies `imported` after each import.
+    pub fn with_imported(mut self, imported: std::sync::Arc<tokio::sync::Notify>) -> ImagesDir {
+        self.imported = Some(imported);
         self
     }
 
@@ -296,6 +305,9 @@ impl ImagesDir {
                 self.failed.remove(name);
                 self.record.insert(name, stamp, images);
                 self.write_record();
+                if let Some(imported) = &self.imported {
+                    imported.notify_one();
+                }
                 Outcome::Imported
             }
             Err(e) if super::Error::is_unavailable(&e) => {
@@ -326,6 +338,21 @@ enum Outcome {
     Imported,
     Unchanged,
     Failed,
+}
+
+/// The images imported from tarballs still in `dir`, by the record at `record`: the
+/// garbage collector keeps them (G1).
+pub fn images_of_present_tarballs(dir: &Path, record: &Path) -> BTreeSet<String> {
+    let record = match std::fs::read(record) {
+        Ok(bytes) => Record::parse(&bytes).unwrap_or_default(),
+        Err(_) => Record::default(),
+    };
+    record
+        .files
+        .into_iter()
+        .filter(|(name, _)| dir.join(name).exists())
+        .flat_map(|(_, entry)| entry.images)
+        .collect()
 }
 
 /// The record, or an empty one (and a warning) if it is missing or unreadable.

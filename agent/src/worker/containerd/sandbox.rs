@@ -21,7 +21,7 @@ use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
 use crate::runtime::spec::projection;
-use crate::runtime::{spec, volumes};
+use crate::runtime::{container, spec, volumes};
 
 /// What the pod's containers join.
 #[derive(Debug, Clone)]
@@ -182,8 +182,10 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
     }
 }
 
-/// Removes everything [`set_up`] made for the pod `uid`; logs what it cannot remove.
+/// Removes everything [`set_up`] made for the pod `uid`, and the dead containers kept
+/// for it (G1: the pod takes them with it); logs what it cannot remove.
 pub async fn tear_down(pods: &Pods, uid: &str) {
+    remove_dead_containers(pods, uid).await;
     if let Err(e) = pods.cni.del(uid).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
     }
@@ -202,6 +204,23 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
     if let Err(message) = blocking(move || cgroups.remove_pod(&owned)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's cgroup");
+    }
+}
+
+/// The pod's containers still in containerd once its worker removed its own: the dead
+/// ones the garbage collector kept.
+async fn remove_dead_containers(pods: &Pods, uid: &str) {
+    let listed = match container::list(&pods.containerd).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot list the pod's dead containers to remove them");
+            return;
+        }
+    };
+    for dead in listed.iter().filter(|c| c.label(container::LABEL_POD_UID) == Some(uid)) {
+        if let Err(e) = container::remove(&pods.containerd, &dead.id).await {
+            tracing::warn!(pod.uid = uid, container_id = dead.id, error = %describe(&e), "cannot remove a dead container of the pod");
+        }
     }
 }
 

@@ -18,6 +18,9 @@ use crate::worker::pod_runtime::{NewContainer, PodRuntime, SetUp, TaskState};
 /// The exit code reported for a container whose task is gone without a word (as
 /// kubelet's ContainerStatusUnknown: 137).
 const UNKNOWN_EXIT: i32 = 137;
+/// How long a replaced container's events still reach the worker: the kernel and
+/// containerd report an exit milliseconds apart.
+const LATE_EXIT_WORD: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<R: PodRuntime> PodWorker<R> {
     pub(super) async fn perform(&mut self, action: Action, inputs: &mut VecDeque<Input>) {
@@ -96,6 +99,8 @@ impl<R: PodRuntime> PodWorker<R> {
             Action::DeleteTask { container_id, reap } => {
                 // Its events stay routed here: the other side's late word about this exit
                 // (the kernel's signal or OOM victim) still counts.
+                // Either way the garbage collector looks then: the container is dead now,
+                // and the one before it may be one too many (G1).
                 if reap {
                     // containerd may not have reaped it yet: delete it once it has, off
                     // the path of this status update and restart decision.
@@ -104,9 +109,13 @@ impl<R: PodRuntime> PodWorker<R> {
                         if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
                             tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
                         }
+                        shared.gc.collect_containers_now();
                     });
-                } else if let Err(e) = runtime.delete_task(&container_id, false).await {
-                    tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                } else {
+                    if let Err(e) = runtime.delete_task(&container_id, false).await {
+                        tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                    }
+                    shared.gc.collect_containers_now();
                 }
             }
             Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
@@ -121,6 +130,18 @@ impl<R: PodRuntime> PodWorker<R> {
                 if let Err(e) = runtime.record_exit(&container_id, &terminated).await {
                     tracing::debug!(container_id, error = %describe(&e), "cannot label the exited container");
                 }
+            }
+            Action::KeepDead { container_id } => {
+                // The garbage collector's from now on (G1). Its events stay routed here a
+                // moment: the other side's late word about its exit (the kernel's signal
+                // or OOM victim) still counts.
+                self.abandon_runs(&container_id);
+                shared.gc.collect_containers_now();
+                let shared = shared.clone();
+                self.cleanup.spawn(async move {
+                    tokio::time::sleep(LATE_EXIT_WORD).await;
+                    shared.routes.remove(&container_id);
+                });
             }
             Action::RemoveContainer { container_id, background } => {
                 self.abandon_runs(&container_id);

@@ -538,14 +538,11 @@ async fn an_exit_restarts_at_once_then_the_crash_loop_waits() {
     let p = with_grace(web(), 5);
     h.running(&p).await;
 
-    // The first restart is immediate; the old container goes in the background, after
-    // the new one started.
+    // The first restart is immediate; the old container stays as a dead container (the
+    // garbage collector's), its events routed here a moment longer.
     h.exit("c1", 1).await;
-    assert_eq!(
-        h.calls(),
-        ["delete_task c1", "ensure_image img:1", "create c#1", "start c2", "remove c1"]
-    );
-    assert!(!h.routed("c1"));
+    assert_eq!(h.calls(), ["delete_task c1", "ensure_image img:1", "create c#1", "start c2"]);
+    assert!(h.routed("c1"));
     assert_eq!(h.phase(&p), "Running");
     assert_eq!(h.container(&p, "c").restart_count, 1);
     assert_eq!(h.container(&p, "c").container_id.as_deref(), Some("containerd://c2"));
@@ -561,27 +558,21 @@ async fn an_exit_restarts_at_once_then_the_crash_loop_waits() {
     assert!(h.has_event(
         "Warning BackOff: Back-off restarting failed container c in pod web_default(u1)"
     ));
-    // The old container's removal, at the restart, is still under way when the pod goes.
-    let removal = h.fake().hold("remove c2");
     pass(secs(1) - MS).await;
     assert!(h.calls().is_empty(), "no start before the backoff");
     pass(MS).await;
-    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3", "remove c2"]);
+    assert!(!h.routed("c1"), "no longer, a second later");
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3"]);
     assert_eq!(h.container(&p, "c").restart_count, 2);
     assert_eq!(h.phase(&p), "Running");
 
-    // The pod goes: stopped and removed, but the worker ends only once the background
-    // removal of c2 is done.
+    // The pod goes: its containers are removed, the dead ones with its sandbox.
     h.send(Message::Desired(None)).await;
     assert_eq!(h.calls(), ["kill c3 TERM", "task c3"]);
     h.exit("c3", 143).await;
     assert_eq!(h.calls(), ["remove c3", "tear_down u1"]);
     assert!(h.shared.statuses.get("u1").is_none());
-    assert!(!h.ended(), "c2's removal is awaited");
-    pass(secs(60)).await;
-    assert!(!h.ended());
-    removal.open();
-    settle().await;
+    pass(secs(1)).await;
     assert!(h.ended());
     assert!(h.calls().is_empty());
 }
@@ -602,7 +593,7 @@ async fn a_resync_finds_an_exit_that_was_missed() {
     assert!(matches!(rx.try_recv(), Ok(Message::Task(TaskEvent::Resync))), "to every worker");
     assert_eq!(
         h.calls(),
-        ["task c1", "delete_task c1", "ensure_image img:1", "create c#1", "start c2", "remove c1"]
+        ["task c1", "delete_task c1", "ensure_image img:1", "create c#1", "start c2"]
     );
     assert_eq!(h.last_terminated(&p, "c").exit_code, 3);
     assert_eq!(h.container(&p, "c").restart_count, 1);
@@ -785,10 +776,7 @@ async fn adopts_running_containers_without_starting_them() {
     assert!(!h.events().iter().any(|e| e.contains("Started")));
     // Its exit is the worker's like any other.
     h.exit("old-c", 1).await;
-    assert_eq!(
-        h.calls(),
-        ["delete_task old-c", "ensure_image img:1", "create c#4", "start c1", "remove old-c"]
-    );
+    assert_eq!(h.calls(), ["delete_task old-c", "ensure_image img:1", "create c#4", "start c1"]);
     assert_eq!(h.container(&p, "c").restart_count, 4);
 }
 
@@ -893,7 +881,7 @@ async fn the_kernels_exit_first_restarts_once_and_reaps_in_the_background() {
     assert!(h.calls().is_empty());
     // One restart, after the backoff, while the reaping is still under way.
     pass(secs(1)).await;
-    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3", "remove c2"]);
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3"]);
     assert_eq!(h.container(&p, "c").restart_count, 2);
     pass(secs(60)).await;
     assert!(h.calls().is_empty(), "exactly one restart");
@@ -915,16 +903,14 @@ async fn the_kernels_word_after_containerds_exit_still_reaches_the_worker() {
     let h = Harness::new();
     let p = web();
     h.running(&p).await;
-    // Restarted at once: c1 is routed to the worker while its removal is under way.
-    let removal = h.fake().hold("remove c1");
+    // Restarted at once: c1 stays routed to the worker a moment.
     h.exit("c1", 137).await;
     assert_eq!(h.last_terminated(&p, "c").signal, None, "containerd knows no signal");
     h.kernel_exit("u1", "c1", 9).await;
     assert_eq!(h.last_terminated(&p, "c").signal, Some(9), "the kernel does");
-    removal.open();
-    settle().await;
-    assert!(!h.routed("c1"), "no longer once removed");
-    // Backing off: c2 stays routed until its restart removes it.
+    pass(secs(1)).await;
+    assert!(!h.routed("c1"), "no longer once kept dead a while");
+    // Backing off: c2 stays routed until its restart keeps it dead.
     h.exit("c2", 137).await;
     assert_eq!(h.waiting(&p, "c").reason.as_deref(), Some("CrashLoopBackOff"));
     h.calls();
@@ -946,7 +932,8 @@ async fn the_kernels_word_after_containerds_exit_still_reaches_the_worker() {
     assert_eq!(last.reason.as_deref(), Some("OOMKilled"));
     assert_eq!(last.message.as_deref(), Some("The OOM killer chose pid 4243 (tail)"));
     pass(secs(1)).await;
-    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3", "remove c2"]);
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#2", "start c3"]);
+    pass(secs(1)).await;
     assert!(!h.routed("c2"));
 }
 
@@ -985,17 +972,14 @@ async fn leaving_kills_nothing_and_awaits_the_cleanup_under_way() {
     let h = Harness::new();
     let p = web();
     h.running(&p).await;
-    let removal = h.fake().hold("remove c1");
-    h.exit("c1", 1).await;
-    assert_eq!(
-        h.calls(),
-        ["delete_task c1", "ensure_image img:1", "create c#1", "start c2", "remove c1"]
-    );
+    let reaped = h.fake().hold("delete_task c1 wait");
+    h.kernel_exit("u1", "c1", 9).await;
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#1", "start c2", "delete_task c1 wait"]);
     h.send(Message::Leave).await;
-    assert!(!h.ended(), "the removal of c1 is under way");
+    assert!(!h.ended(), "the reaping of c1 is under way");
     pass(secs(3600)).await;
     assert!(!h.ended());
-    removal.open();
+    reaped.open();
     settle().await;
     assert!(h.ended());
     assert!(h.calls().is_empty(), "no kill, no removal: c2 is left running");

@@ -171,8 +171,8 @@ fn i2_a_new_sandbox_runs_every_init_container_again() {
     assert!(shown(&actions).contains(&"SetUpSandbox u1".to_owned()));
     let actions = d.drive(Input::SandboxReady { ips: vec![pod_ip()], fresh: true });
     let shown = shown(&actions);
-    assert!(shown.contains(&"RemoveContainer old-a".to_owned()), "{shown:?}");
-    assert!(shown.contains(&"RemoveContainer old-b".to_owned()), "{shown:?}");
+    assert!(shown.contains(&"KeepDead old-a".to_owned()), "{shown:?}");
+    assert!(shown.contains(&"KeepDead old-b".to_owned()), "{shown:?}");
     assert_eq!(started(&actions), ["a"], "the init containers first, the app waits");
     assert_eq!(d.condition("Initialized").status, "False");
 }

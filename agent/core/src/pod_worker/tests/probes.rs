@@ -158,7 +158,7 @@ fn a_container_that_is_not_running_is_not_probed() {
     d.set_time(secs(1));
     assert_eq!(
         shown(&d.step(d.exit("c-1", 1))),
-        ["DeleteTask c-1", "RemoveContainer c-1 (background)", "StartContainer u1/c rc=1"]
+        ["DeleteTask c-1", "KeepDead c-1", "StartContainer u1/c rc=1"]
     );
     assert_eq!(d.wake, None);
     assert!(d.tick_at(secs(60)).is_empty());
@@ -177,10 +177,7 @@ fn a_container_that_is_not_running_is_not_probed() {
     assert_eq!(d.wake_in(), Some(SECOND));
     assert!(d.tick_at(secs(61) - NS).is_empty());
     d.set_time(secs(61));
-    assert_eq!(
-        shown(&d.step(Input::Tick)),
-        ["RemoveContainer c-2 (background)", "StartContainer u1/c rc=2"]
-    );
+    assert_eq!(shown(&d.step(Input::Tick)), ["KeepDead c-2", "StartContainer u1/c rc=2"]);
     assert_eq!(d.wake, None);
     assert!(d.tick_at(secs(100)).is_empty(), "still starting: not probed");
 
@@ -435,7 +432,7 @@ fn a_failed_startup_probe_kills_the_container() {
         shown(&d.drive(d.exit("c-1", 143))),
         [
             "DeleteTask c-1",
-            "RemoveContainer c-1 (background)",
+            "KeepDead c-1",
             "StartContainer u1/c rc=1",
             "Count ContainerRestarted file",
             "Probe Startup c/c-2 exec [check] 1s",
@@ -482,7 +479,7 @@ fn a_failed_liveness_probe_kills_and_restarts_the_container() {
         shown(&d.drive(d.exit("c-1", 143))),
         [
             "DeleteTask c-1",
-            "RemoveContainer c-1 (background)",
+            "KeepDead c-1",
             "StartContainer u1/c rc=1",
             "Count ContainerRestarted file",
             "Probe Liveness c/c-2 exec [check] 1s",
@@ -530,7 +527,7 @@ fn a_container_deaf_to_sigterm_is_killed_at_the_probes_grace_period() {
         actions[..4],
         [
             "DeleteTask c-1",
-            "RemoveContainer c-1 (background)",
+            "KeepDead c-1",
             "StartContainer u1/c rc=1",
             "Count ContainerRestarted file",
         ]

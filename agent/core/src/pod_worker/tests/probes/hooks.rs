@@ -90,7 +90,7 @@ fn a_failed_post_start_kills_the_container_and_it_is_restarted() {
         shown(&d.drive(d.exit("c-1", 143))),
         [
             "DeleteTask c-1",
-            "RemoveContainer c-1 (background)",
+            "KeepDead c-1",
             "StartContainer u1/c rc=1",
             "Count ContainerRestarted file",
             "RunHook PostStart c/c-2 exec [warm-up] None",
@@ -469,7 +469,7 @@ fn a_changed_container_runs_pre_stop_then_is_recreated_at_once() {
     assert_eq!(shown(&d.step(hook_done("c-1", PreStop, Ok(())))), KILL);
     assert_eq!(
         shown(&d.step(d.exit("c-1", 143))),
-        ["DeleteTask c-1", "RemoveContainer c-1", "StartContainer u1/c rc=1"],
+        ["DeleteTask c-1", "KeepDead c-1", "StartContainer u1/c rc=1"],
         "no back-off"
     );
 }

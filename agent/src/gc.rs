@@ -1,0 +1,175 @@
+//! The garbage collector (G1): dead containers and their logs by kubelet's container GC
+//! policy, unused images by its image GC policy, and what an earlier run left in
+//! containerd (leases, snapshots no container references). The choices are the core's
+//! (`outpost_core::gc`); this task lists, measures and removes.
+//!
+//! When it runs (nothing on a busy poll):
+//! - dead containers: when a container exits and when a pod worker keeps one (a
+//!   restart), at start (what an earlier run kept counts), and when one kept too young
+//!   for `--minimum-container-ttl-duration` comes of age;
+//! - images: after an image pull or import, every 5 minutes (kubelet's period), and when
+//!   asked through [`Handle::collect_images_now`] (the eviction manager, on imagefs
+//!   pressure); only once every source has been seen (M9), since an image a desired pod
+//!   names counts as used;
+//! - leases and orphaned snapshots: once at start.
+//!
+//! "Last used": an image first seen counts as used then, an image a container (running
+//! or kept dead) or a desired pod uses counts as used at every run. kubelet keeps this in
+//! memory; Outpost also keeps it in `<state-dir>/image-gc.json`, so that an agent
+//! restart (frequent on an edge box) does not make every image new again.
+
+mod containers;
+mod images;
+mod leftovers;
+pub mod storage;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::backoff::Backoff;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::config::gc::GcConfig;
+use crate::metrics::gc::GarbageCollection;
+use crate::podconfig::SnapshotHandle;
+use crate::runtime::Containerd;
+
+/// kubelet's `ImageGCPeriod`.
+pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+/// How soon image GC looks again when the sources have not all been seen yet: 1 s,
+/// doubling up to a minute (a source may stay unseen long, offline with no checkpoint).
+const SOURCES_WAIT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+
+/// Asks the collector to run now; clones reach the same collector. A default handle
+/// reaches none (until [`Collector::new`] takes it).
+#[derive(Debug, Clone, Default)]
+pub struct Handle {
+    containers: Arc<Notify>,
+    images: Arc<Notify>,
+}
+
+impl Handle {
+    /// A pod worker kept a dead container: the dead-container policy applies now.
+    pub fn collect_containers_now(&self) {
+        self.containers.notify_one();
+    }
+
+    /// Image GC runs now (after a pull, or on image filesystem pressure): it removes
+    /// images only if the disk is over the high threshold, or for their age.
+    pub fn collect_images_now(&self) {
+        self.images.notify_one();
+    }
+
+    /// What an image import notifies (see `ImagesDir::with_imported`).
+    pub fn images_notify(&self) -> Arc<Notify> {
+        self.images.clone()
+    }
+}
+
+/// What the collector needs to know.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub policy: GcConfig,
+    /// `--pod-log-dir`: dead containers' logs go with them.
+    pub pod_log_dir: PathBuf,
+    /// `--images-dir` and the record of its imports: images of tarballs still there stay.
+    pub images_dir: Option<(PathBuf, PathBuf)>,
+    /// Where when each image was first seen and last used is kept across restarts
+    /// (`<state-dir>/image-gc.json`; `None`: in memory only).
+    pub image_record: Option<PathBuf>,
+}
+
+/// The collector, ready to run.
+#[derive(Debug)]
+pub struct Collector {
+    containerd: Containerd,
+    settings: Settings,
+    /// The desired pods (their images are in use) and whether every source was seen.
+    desired: SnapshotHandle,
+    metrics: GarbageCollection,
+    handle: Handle,
+    images: images::Tracker,
+    /// When this run of the agent started: leases and snapshots from before are an
+    /// earlier run's.
+    started: Timestamp,
+    /// Image GC waiting for the sources to be seen.
+    sources_wait: Backoff,
+}
+
+impl Collector {
+    pub fn new(
+        containerd: Containerd,
+        settings: Settings,
+        desired: SnapshotHandle,
+        metrics: GarbageCollection,
+        handle: Handle,
+    ) -> Collector {
+        let started = Timestamp::now();
+        let images = images::Tracker::new(started, settings.image_record.clone());
+        Collector {
+            containerd,
+            settings,
+            desired,
+            metrics,
+            handle,
+            images,
+            started,
+            sources_wait: SOURCES_WAIT,
+        }
+    }
+
+    /// Runs until the task is aborted.
+    pub async fn run(mut self) {
+        leftovers::remove(&self.containerd, self.started).await;
+        let mut revisit = self.collect_containers().await;
+        let mut images_at = Instant::now();
+        loop {
+            let containers_due = async {
+                match revisit {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = self.handle.containers.notified() => revisit = self.collect_containers().await,
+                () = containers_due => revisit = self.collect_containers().await,
+                () = self.handle.images.notified() => images_at = self.collect_images().await,
+                () = tokio::time::sleep_until(images_at) => images_at = self.collect_images().await,
+            }
+        }
+    }
+
+    /// One pass over the dead containers; when to look again.
+    async fn collect_containers(&self) -> Option<Instant> {
+        let revisit = containers::collect(
+            &self.containerd,
+            &self.settings.policy.containers,
+            &self.settings.pod_log_dir,
+            &self.metrics,
+        )
+        .await?;
+        let wait = revisit.duration_since(Timestamp::now());
+        let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+        Some(Instant::now() + wait)
+    }
+
+    /// One pass over the images (once the sources are seen); when to run the next.
+    async fn collect_images(&mut self) -> Instant {
+        let desired = self.desired.load();
+        if !desired.synced() {
+            return Instant::now() + self.sources_wait.next_delay(fastrand::f64());
+        }
+        let context = images::Context {
+            containerd: &self.containerd,
+            policy: &self.settings.policy.images,
+            images_dir: self.settings.images_dir.as_ref(),
+            desired: &desired,
+            metrics: &self.metrics,
+        };
+        self.images.collect(context).await;
+        Instant::now() + IMAGE_GC_PERIOD
+    }
+}
