@@ -162,9 +162,7 @@ pub async fn run(options: Options) {
         if !disk {
             node_reclaim = None;
         } else if newly && let Some(gc) = &gc {
-            info!(
-                "disk pressure: collecting dead containers and unused images before evicting pods"
-            );
+            info!("disk pressure: collecting dead containers and unused images first");
             gc.collect_containers_now();
             gc.collect_images_now();
             node_reclaim = Some(Instant::now() + NODE_RECLAIM_WAIT);
