@@ -48,6 +48,8 @@ pub struct Monitor {
     pub desired: SnapshotHandle,
     /// The pod workers' eviction path.
     pub evictions: UnboundedSender<Eviction>,
+    /// `outpost_evictions_total{signal}`.
+    pub metrics: crate::metrics::counted::Evictions,
 }
 
 impl Monitor {
@@ -96,6 +98,7 @@ impl Monitor {
                 if self.evictions.send(eviction).is_err() {
                     return;
                 }
+                self.metrics.evicted_for(exceeded.signal.as_str());
             }
             done.retain(|uid| snapshot.pods.iter().any(|(_, p)| pod::uid(p) == uid));
         }

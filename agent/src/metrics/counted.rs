@@ -379,7 +379,13 @@ impl Evictions {
 
     /// A pod was evicted for `signal`.
     pub fn evicted(&self, signal: outpost_core::eviction::Signal) {
-        self.evictions.get_or_create(&[("signal", signal.as_str())]).inc();
+        self.evicted_for(signal.as_str());
+    }
+
+    /// A pod was evicted for a signal of kubelet's named `signal` (the ephemeral-storage
+    /// limits': `ephemeralpodfs.limit`, `ephemeralcontainerfs.limit`, `emptydirfs.limit`).
+    pub fn evicted_for(&self, signal: &'static str) {
+        self.evictions.get_or_create(&[("signal", signal)]).inc();
     }
 
     /// How many pods were evicted for `signal` (tests).

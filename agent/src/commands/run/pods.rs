@@ -312,6 +312,7 @@ async fn run_pods(
         pod_log_dir: config.pod_log_dir.clone(),
         desired: handles.gc.desired,
         evictions: handles.gc.evictions,
+        metrics: handles.eviction.metrics.clone(),
     };
     let storage = tokio::spawn(storage.run());
     let runtime = Arc::new(Runtime::new(
