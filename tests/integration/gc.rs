@@ -200,6 +200,7 @@ fn g1_an_empty_dir_past_its_size_limit_evicts_its_pod() {
     });
     let local = wait_pod(&agent, "filler", LONG, |p| p["status"]["reason"] == "Evicted");
     assert_eq!(local["status"]["message"], message);
+    assert_eq!(metric(&agent, "outpost_evictions_total{signal=\"emptydirfs.limit\"}"), 1.0);
     eventually("its container is stopped", LONG, || {
         api.node.tasks().iter().all(|(_, status)| status != "RUNNING")
     });
