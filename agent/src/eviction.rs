@@ -149,7 +149,7 @@ pub async fn run(options: Options) {
             changed
         });
         if let Some((uid, deadline)) = &victim_pending {
-            let stopped = statuses.get(uid).is_none_or(|s| s.phase.as_deref() == Some("Failed"));
+            let stopped = statuses.get(uid).is_none_or(|s| has_stopped(&s));
             if stopped || Instant::now() >= *deadline {
                 victim_pending = None;
             }
@@ -424,4 +424,13 @@ impl Kernel {
 struct Armed {
     threshold: notify::Threshold,
     signal: Signal,
+}
+
+/// Whether an evicted pod's status shows it stopped: Failed (set as soon as the worker
+/// takes the eviction) and none of its containers running any more (its emptyDirs are
+/// given back by then, so the next pass sees what the eviction reclaimed).
+fn has_stopped(status: &k8s_openapi::api::core::v1::PodStatus) -> bool {
+    let containers = status.container_statuses.iter().chain(&status.init_container_statuses);
+    status.phase.as_deref() == Some("Failed")
+        && containers.flatten().all(|c| c.state.as_ref().is_none_or(|s| s.running.is_none()))
 }

@@ -209,6 +209,20 @@ fn a_pod_filling_the_state_dir_is_evicted_with_disk_pressure() {
     let log = c.agent.log();
     let first = log.lines().find(|l| l.contains("evicting pod")).unwrap_or_default();
     assert!(first.contains("writer"), "{first}");
+    // Once it stopped, its emptyDir is given back (kubelet tears down a terminated pod's
+    // volumes): the pressure goes, and the quiet pod is not evicted for what it filled.
+    let uid = evicted.metadata.uid.clone().unwrap_or_default();
+    let empty_dirs =
+        c.api.node.path("state/pods").join(&uid).join("volumes/kubernetes.io~empty-dir");
+    eventually("the writer's emptyDir removed", LONG, || !empty_dirs.exists());
+    eventually("DiskPressure gone", LONG, || !c.condition("DiskPressure"));
+    let quiet = c.get("quiet").and_then(|p| p.status).and_then(|s| s.phase);
+    let log = c.agent.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("evict") || l.contains("emptyDir") || l.contains("pressure"))
+        .collect();
+    assert_eq!(quiet.as_deref(), Some("Running"), "the quiet pod stays: {lines:#?}");
 }
 
 fn static_pod(name: &str) -> String {

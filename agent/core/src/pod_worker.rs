@@ -357,6 +357,12 @@ pub enum Action {
     RefreshVolumes {
         pod: Arc<Pod>,
     },
+    /// The pod finished and nothing of it runs any more: its emptyDir volumes go now
+    /// (kubelet tears down a terminated pod's volumes), so an evicted pod gives back the
+    /// disk or memory it filled. Its sandbox and dead containers stay until it is removed.
+    ReleaseVolumes {
+        uid: String,
+    },
     /// Record how the container ended in its labels, for a later run.
     RecordExit {
         container_id: String,
@@ -450,6 +456,8 @@ struct Current {
     /// An object changed while the sandbox was being set up: its volumes are written
     /// again once it is ready.
     refresh_volumes: bool,
+    /// The pod finished and its emptyDir volumes were released.
+    volumes_released: bool,
     problem: Option<SandboxProblem>,
     sandbox_backoff: Backoff,
     slots: Vec<Slot>,

@@ -243,3 +243,35 @@ async fn a_write_on_the_filesystem_is_seen() {
     writer.await.unwrap();
     assert!(seen.is_ok(), "no write seen");
 }
+
+#[test]
+fn e2_an_evicted_pod_has_stopped_only_once_no_container_runs() {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    };
+    let with = |phase: &str, running: bool| PodStatus {
+        phase: Some(phase.into()),
+        container_statuses: Some(vec![ContainerStatus {
+            name: "c".into(),
+            state: Some(if running {
+                ContainerState {
+                    running: Some(ContainerStateRunning::default()),
+                    ..Default::default()
+                }
+            } else {
+                ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 137,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }
+            }),
+            ..Default::default()
+        }]),
+        ..PodStatus::default()
+    };
+    assert!(!super::has_stopped(&with("Failed", true)), "Failed at once, still stopping");
+    assert!(!super::has_stopped(&with("Running", false)));
+    assert!(super::has_stopped(&with("Failed", false)));
+}

@@ -117,6 +117,10 @@ impl PodRuntime for Pods {
         sandbox::refresh_volumes(self, pod).await;
     }
 
+    async fn release_volumes(&self, uid: &str) {
+        sandbox::release_volumes(self, uid).await;
+    }
+
     async fn tear_down_sandbox(&self, uid: &str) {
         sandbox::tear_down(self, uid).await;
     }

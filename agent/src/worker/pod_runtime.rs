@@ -78,6 +78,10 @@ pub trait PodRuntime: Send + Sync + 'static {
     /// and told in an Event.
     fn refresh_volumes(&self, pod: &Pod) -> impl Future<Output = ()> + Send;
 
+    /// Removes the emptyDir volumes of the finished pod `uid` (kubelet tears down a
+    /// terminated pod's volumes); a failure is logged.
+    fn release_volumes(&self, uid: &str) -> impl Future<Output = ()> + Send;
+
     /// Removes everything [`PodRuntime::set_up_sandbox`] made for the pod `uid`.
     fn tear_down_sandbox(&self, uid: &str) -> impl Future<Output = ()> + Send;
 

@@ -81,6 +81,7 @@ impl PodWorker {
             started: now.wall,
             sandbox: Sandbox::Pending { retry_at: now.at },
             refresh_volumes: false,
+            volumes_released: false,
             problem: None,
             sandbox_backoff: Backoff::new(
                 std::time::Duration::from_secs(1),

@@ -166,6 +166,11 @@ impl Current {
             self.slots.iter_mut().filter(|s| s.kind == SlotKind::Sidecar).rfind(|s| s.is_running())
         {
             kill(last, out);
+            return;
+        }
+        let starting = self.slots.iter().any(|s| matches!(s.state, SlotState::Starting { .. }));
+        if !starting && !std::mem::replace(&mut self.volumes_released, true) {
+            out.push(Action::ReleaseVolumes { uid: self.uid.clone() });
         }
     }
 }

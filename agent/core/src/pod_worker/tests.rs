@@ -364,6 +364,7 @@ fn show(action: &Action) -> String {
         }
         Action::RemoveStatus { uid } => format!("RemoveStatus {uid}"),
         Action::RefreshVolumes { pod: p } => format!("RefreshVolumes {}", pod::uid(p)),
+        Action::ReleaseVolumes { uid } => format!("ReleaseVolumes {uid}"),
         Action::Probe { container, container_id, kind, handler, timeout, .. } => format!(
             "Probe {} {container}/{container_id} {} {timeout:?}",
             kind.as_str(),
@@ -525,7 +526,11 @@ fn restart_policy_decides_on_every_exit() {
         } else {
             assert_eq!(
                 shown(&actions),
-                ["DeleteTask c-1".to_owned(), format!("RecordExit c-1 {code} {reason}")],
+                [
+                    "DeleteTask c-1".to_owned(),
+                    format!("RecordExit c-1 {code} {reason}"),
+                    "ReleaseVolumes u1".to_owned()
+                ],
                 "{case}"
             );
             let t = d.terminated("c");
@@ -1164,7 +1169,8 @@ fn adopts_how_a_container_without_its_task_ended_from_its_labels() {
             assert_eq!(actions[2..4], ["KeepDead old-c", "StartContainer u1/c rc=1"]);
             d.last_terminated("c")
         } else {
-            assert_eq!(actions.len(), 2);
+            // It finished: nothing of it runs, its emptyDirs go.
+            assert_eq!(actions[2..], ["ReleaseVolumes u1"]);
             d.terminated("c")
         };
         assert_eq!((t.exit_code, t.reason.as_deref()), (137, Some("OOMKilled")), "{policy}");
@@ -1358,7 +1364,7 @@ fn an_oom_kill_before_the_exit_names_the_victim() {
     assert!(d.step(oom("c-1", Some("pid 42 (tail)"))).is_empty());
     assert_eq!(
         shown(&d.step(d.exit("c-1", 137))),
-        [OOM_EVENT, "DeleteTask c-1", "RecordExit c-1 137 OOMKilled"]
+        [OOM_EVENT, "DeleteTask c-1", "RecordExit c-1 137 OOMKilled", "ReleaseVolumes u1"]
     );
     let t = d.terminated("c");
     assert_eq!(t.reason.as_deref(), Some("OOMKilled"));

@@ -207,6 +207,22 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     }
 }
 
+/// The finished pod's emptyDir volumes go (memory-backed ones unmounted), so what an
+/// evicted pod filled is given back; the rest of its sandbox stays until it is removed.
+pub async fn release_volumes(pods: &Pods, uid: &str) {
+    let empty_dirs = pods.pods_dir().join(uid).join(volumes::EMPTY_DIR);
+    match blocking(move || volumes::cleanup(&empty_dirs)).await {
+        Ok(()) => tracing::info!(pod.uid = uid, "the finished pod's emptyDir volumes are removed"),
+        Err(message) => {
+            tracing::warn!(
+                pod.uid = uid,
+                error = message,
+                "cannot remove the finished pod's emptyDir volumes"
+            );
+        }
+    }
+}
+
 /// The pod's containers still in containerd once its worker removed its own: the dead
 /// ones the garbage collector kept.
 async fn remove_dead_containers(pods: &Pods, uid: &str) {

@@ -38,6 +38,7 @@ impl<R: PodRuntime> PodWorker<R> {
                 Err(problem) => inputs.push_back(Input::SandboxFailed(problem)),
             },
             Action::RefreshVolumes { pod } => runtime.refresh_volumes(&pod).await,
+            Action::ReleaseVolumes { uid } => runtime.release_volumes(&uid).await,
             Action::TearDownSandbox { uid } => {
                 if self.sandbox.as_ref().is_some_and(|(owner, _)| *owner == uid) {
                     self.sandbox = None;

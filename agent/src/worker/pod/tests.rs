@@ -150,6 +150,10 @@ impl PodRuntime for Fake {
         self.call(format!("refresh_volumes {}", outpost_core::pod::uid(pod))).await;
     }
 
+    async fn release_volumes(&self, uid: &str) {
+        self.call(format!("release_volumes {uid}")).await;
+    }
+
     async fn tear_down_sandbox(&self, uid: &str) {
         self.call(format!("tear_down {uid}")).await;
     }

@@ -381,6 +381,9 @@ impl PodRuntime for Commands {
     async fn refresh_volumes(&self, _: &Pod) {
         unreachable!("probes write no volumes")
     }
+    async fn release_volumes(&self, _: &str) {
+        unreachable!()
+    }
     async fn tear_down_sandbox(&self, _: &str) {
         unreachable!()
     }

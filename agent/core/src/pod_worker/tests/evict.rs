@@ -17,8 +17,8 @@ fn e2_an_evicted_pod_stops_within_the_given_grace_and_fails() {
     let mut d = Driver::new();
     d.run(&web().grace(30).policy("Always"));
     let actions = d.drive(evict("u1", secs(1)));
-    let shown = shown(&actions);
-    assert!(shown.contains(&format!("Event Warning Evicted -: {MESSAGE}")), "{shown:?}");
+    let listed = shown(&actions);
+    assert!(listed.contains(&format!("Event Warning Evicted -: {MESSAGE}")), "{listed:?}");
     assert_eq!(signalled(&actions), ["Term c-1"]);
     assert_eq!(d.wake_in(), Some(secs(1)), "the eviction's grace, not the pod's 30 s");
     let status = d.status();
@@ -32,6 +32,8 @@ fn e2_an_evicted_pod_stops_within_the_given_grace_and_fails() {
     assert_eq!(signalled(&d.step(Input::Tick)), ["Kill c-1"]);
     let after = d.drive(d.exit("c-1", 137));
     assert!(started(&after).is_empty(), "restartPolicy Always does not bring it back");
+    // What it filled (an emptyDir) is given back once nothing of it runs.
+    assert_eq!(shown(&after).last().map(String::as_str), Some("ReleaseVolumes u1"));
     d.pass(secs(600));
     assert!(started(&d.drive(Input::Tick)).is_empty());
     assert_eq!(d.phase(), "Failed");

@@ -184,7 +184,10 @@ fn a_container_that_is_not_running_is_not_probed() {
     // Never restarted: never probed again.
     let mut d = Driver::new();
     d.run(&p.clone().policy("Never"));
-    assert_eq!(shown(&d.step(d.exit("c-1", 0))), ["DeleteTask c-1", "RecordExit c-1 0 Completed"]);
+    assert_eq!(
+        shown(&d.step(d.exit("c-1", 0))),
+        ["DeleteTask c-1", "RecordExit c-1 0 Completed", "ReleaseVolumes u1"]
+    );
     assert_eq!(d.wake, None);
     assert!(d.tick_at(secs(3600)).is_empty());
     assert!(d.step(success("c-1", Readiness)).is_empty(), "its results are not asked for");
@@ -566,7 +569,8 @@ fn the_restart_policy_decides_after_a_probe_kill() {
                         format!(
                             "RecordExit c-1 {code} {}",
                             if code == 0 { "Completed" } else { "Error" }
-                        )
+                        ),
+                        "ReleaseVolumes u1".to_owned(),
                     ],
                     "{case}"
                 );
