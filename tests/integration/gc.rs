@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use outpost_tests::agent::Agent;
 use outpost_tests::cluster::ApiNode;
-use outpost_tests::containerd::{BUSYBOX_IMAGE, BUSYBOX_USER_IMAGE, BUSYBOX_USER_OCI, find_image};
+use outpost_tests::containerd::{BUSYBOX_IMAGE, BUSYBOX_USER_IMAGE, BUSYBOX_USER_OCI};
 use outpost_tests::outpost_bin;
 use outpost_tests::pods::{Node, container, eventually, wait_pod};
 use serde_json::json;
@@ -46,15 +46,7 @@ fn metric(agent: &Agent, name: &str) -> f64 {
 )]
 fn g1_image_gc_frees_an_unused_image_and_keeps_the_running_pods() {
     let node = Node::new();
-    let tarball = find_image(BUSYBOX_USER_OCI).unwrap_or_else(|what| outpost_tests::missing(&what));
-    let out = Command::new(outpost_bin())
-        .args(["images", "import", "--containerd-socket"])
-        .arg(&node.socket)
-        .args(["--containerd-namespace", &node.namespace])
-        .arg(&tarball)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    outpost_tests::workload::import(&node, BUSYBOX_USER_OCI);
     assert!(images(&node).iter().any(|i| i == BUSYBOX_USER_IMAGE), "{:?}", images(&node));
     // Another name of the pod's image is the same image: it stays too.
     node.ctr(&["images", "tag", BUSYBOX_IMAGE, "outpost.test/alias:1"]);
