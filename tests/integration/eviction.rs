@@ -131,7 +131,7 @@ const PODS_MEMORY: u64 = 600 << 20;
     not(outpost_has_pods),
     ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
 )]
-fn a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
+fn e1_e2_a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
     let api = ApiNode::new();
     let reserved = format!("memory={}", mem_total() - PODS_MEMORY);
     api.node.put("keeper.yaml", &static_pod("keeper"));
@@ -176,7 +176,7 @@ fn a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
     not(outpost_has_pods),
     ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
 )]
-fn a_pod_filling_the_state_dir_is_evicted_with_disk_pressure() {
+fn e1_e2_a_pod_filling_the_state_dir_is_evicted_with_disk_pressure() {
     let api = ApiNode::new();
     let state = Tmpfs::mount(&api.node.path("state"), "64m");
     let c = Cluster::start(
