@@ -131,24 +131,12 @@ fn pods_cgroup(sources: &Sources) -> Option<Memcg> {
     Some(Memcg { usage: used, inactive: used.saturating_sub(working_set), capacity: limit })
 }
 
-/// The filesystem holding `path` (or its nearest existing parent): free bytes for
-/// unprivileged users of the size, and free inodes of the total.
-#[allow(
-    clippy::useless_conversion,
-    reason = "fsblkcnt_t and fsfilcnt_t are 32 bits wide on some targets (armv7)"
-)]
+/// The filesystem holding `path`: free bytes for unprivileged users of the size, and
+/// free inodes of the total.
 pub fn filesystem(path: &Path) -> Option<(Observation, Observation)> {
-    let dir = path.ancestors().find(|dir| dir.exists())?;
-    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
-    let fragment = u64::from(stats.fragment_size());
-    let bytes = Observation {
-        available: signed(u64::from(stats.blocks_available()).saturating_mul(fragment)),
-        capacity: signed(u64::from(stats.blocks()).saturating_mul(fragment)),
-    };
-    let inodes = Observation {
-        available: signed(u64::from(stats.files_free())),
-        capacity: signed(u64::from(stats.files())),
-    };
+    let fs = crate::host::capacity::filesystem(path)?;
+    let bytes = Observation { available: signed(fs.available), capacity: signed(fs.capacity) };
+    let inodes = Observation { available: signed(fs.inodes_free), capacity: signed(fs.inodes) };
     Some((bytes, inodes))
 }
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use containerd_client::services::v1::{DeleteImageRequest, ListImagesRequest, PluginsRequest};
+use containerd_client::services::v1::{DeleteImageRequest, ListImagesRequest};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::gc::images::{Disk, Image, Policy, plan};
 
@@ -17,7 +17,7 @@ use crate::podconfig::Snapshot;
 use crate::runtime::Containerd;
 use crate::runtime::container;
 use crate::runtime::image::layout::Descriptor;
-use crate::runtime::image::{SNAPSHOTTER, reference, resolve, watch};
+use crate::runtime::image::{reference, resolve, watch};
 
 mod record;
 
@@ -218,7 +218,18 @@ impl Tracker {
     /// The image filesystem's size and free space.
     async fn disk(&mut self, containerd: &Containerd) -> Option<Disk> {
         if self.root.is_none() {
-            self.root = snapshotter_root(containerd).await;
+            self.root = match containerd.snapshotter_root().await {
+                Ok(root) => root,
+                Err(e) => {
+                    tracing::warn!(error = %e, "image GC: cannot ask containerd for its snapshotter's root");
+                    None
+                }
+            };
+            if self.root.is_none() {
+                tracing::warn!(
+                    "image GC: containerd does not say where its snapshotter keeps its data"
+                );
+            }
         }
         let root = self.root.clone()?;
         let stats = tokio::task::spawn_blocking(move || filesystem(&root)).await.ok()?;
@@ -289,43 +300,9 @@ async fn content_size(
     }
 }
 
-/// containerd's overlayfs snapshotter root, from its introspection API (the same for a
-/// managed or an external containerd).
-async fn snapshotter_root(containerd: &Containerd) -> Option<PathBuf> {
-    let filter = format!("type==io.containerd.snapshotter.v1,id=={SNAPSHOTTER}");
-    let request = PluginsRequest { filters: vec![filter] };
-    match containerd.introspection().plugins(request).await {
-        Ok(response) => {
-            let root = response
-                .into_inner()
-                .plugins
-                .into_iter()
-                .find_map(|p| p.exports.get("root").cloned());
-            if root.is_none() {
-                tracing::warn!(
-                    "image GC: containerd does not say where its {SNAPSHOTTER} snapshotter keeps its data"
-                );
-            }
-            root.map(PathBuf::from)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "image GC: cannot ask containerd for its snapshotter's root");
-            None
-        }
-    }
-}
-
-#[allow(
-    clippy::useless_conversion,
-    reason = "c_ulong and fsblkcnt_t are 32 bits wide on some targets (armv7)"
-)]
 fn filesystem(path: &Path) -> Option<Disk> {
-    let stats = nix::sys::statvfs::statvfs(path).ok()?;
-    let fragment = u64::from(stats.fragment_size());
-    Some(Disk {
-        capacity: u64::from(stats.blocks()).saturating_mul(fragment),
-        available: u64::from(stats.blocks_available()).saturating_mul(fragment),
-    })
+    let fs = crate::host::capacity::filesystem(path)?;
+    Some(Disk { capacity: fs.capacity, available: fs.available })
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! The node's capacity as the kernel tells it: online CPUs, memory, the PID limit (what
-//! the node status reports and node allocatable is enforced from).
+//! the node status reports and node allocatable is enforced from), and a filesystem's
+//! size and free space (nodefs, imagefs).
+
+use std::path::Path;
 
 use outpost_core::node_status::Capacity;
 use outpost_core::node_status::machine;
@@ -36,4 +39,31 @@ pub fn capacity() -> Capacity {
         ephemeral_storage: None,
         pids: pid_max(),
     }
+}
+
+/// A filesystem's size and what is free of it: bytes (free for unprivileged users) and
+/// inodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filesystem {
+    pub capacity: u64,
+    pub available: u64,
+    pub inodes: u64,
+    pub inodes_free: u64,
+}
+
+/// The filesystem holding `path` (or its nearest existing parent, before it is made).
+#[allow(
+    clippy::useless_conversion,
+    reason = "c_ulong, fsblkcnt_t and fsfilcnt_t are 32 bits wide on some targets (armv7)"
+)]
+pub fn filesystem(path: &Path) -> Option<Filesystem> {
+    let dir = path.ancestors().find(|dir| dir.exists())?;
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    let fragment = u64::from(stats.fragment_size());
+    Some(Filesystem {
+        capacity: u64::from(stats.blocks()).saturating_mul(fragment),
+        available: u64::from(stats.blocks_available()).saturating_mul(fragment),
+        inodes: u64::from(stats.files()),
+        inodes_free: u64::from(stats.files_free()),
+    })
 }

@@ -266,6 +266,25 @@ impl Containerd {
     pub fn introspection(&self) -> IntrospectionClient<Service> {
         IntrospectionClient::new(self.service())
     }
+
+    /// Where containerd keeps images and writable layers (imagefs): the root its
+    /// snapshotter exports, the agent's ([`super::image::SNAPSHOTTER`]) first, as its
+    /// introspection service reports it (the same for a managed or an external
+    /// containerd); `None` when no snapshotter exports one.
+    pub async fn snapshotter_root(&self) -> Result<Option<std::path::PathBuf>, tonic::Status> {
+        use containerd_client::services::v1::PluginsRequest;
+        let request =
+            PluginsRequest { filters: vec!["type==io.containerd.snapshotter.v1".to_owned()] };
+        let plugins = self.introspection().plugins(request).await?.into_inner().plugins;
+        let ours = super::image::SNAPSHOTTER;
+        let root = plugins
+            .iter()
+            .filter(|p| p.id == ours)
+            .chain(plugins.iter().filter(|p| p.id != ours))
+            .find_map(|p| p.exports.get("root"))
+            .map(std::path::PathBuf::from);
+        Ok(root)
+    }
 }
 
 #[cfg(test)]

@@ -48,18 +48,9 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
 
 /// The filesystem holding `state_dir` (or its nearest existing parent, before the agent
 /// made it).
-#[allow(
-    clippy::useless_conversion,
-    reason = "c_ulong and fsblkcnt_t are 32 bits wide on some targets (armv7)"
-)]
 fn nodefs(state_dir: &Path) -> Option<FsStats> {
-    let dir = state_dir.ancestors().find(|dir| dir.exists())?;
-    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
-    let fragment = u64::from(stats.fragment_size());
-    Some(FsStats {
-        capacity: u64::from(stats.blocks()).saturating_mul(fragment),
-        available: u64::from(stats.blocks_available()).saturating_mul(fragment),
-    })
+    let fs = crate::host::capacity::filesystem(state_dir)?;
+    Some(FsStats { capacity: fs.capacity, available: fs.available })
 }
 
 /// PIDs as kubelet counts them: the limit is the lower of `pid_max` and `threads-max`,
