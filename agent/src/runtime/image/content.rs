@@ -34,11 +34,13 @@ impl Store {
         if self.stored.contains(digest) {
             return Ok(true);
         }
+        // Into the lease before the lookup: protected after it, a blob found could be
+        // collected in between (its last image record removed meanwhile).
+        self.protect("content", digest).await?;
         let info = self.containerd.content().info(InfoRequest { digest: digest.to_owned() }).await;
         match info {
             Ok(_) => {
                 tracing::debug!(digest, "blob already in the content store");
-                self.protect("content", digest).await?;
                 self.stored.insert(digest.to_owned());
                 Ok(true)
             }

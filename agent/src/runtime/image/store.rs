@@ -110,9 +110,10 @@ impl Store {
         }
     }
 
-    /// Adds something that already existed (`content`, or `snapshots/<snapshotter>`) to
+    /// Adds something that may already exist (`content`, or `snapshots/<snapshotter>`) to
     /// the lease, so that the garbage collector cannot take it (another image record
-    /// removed meanwhile) before this session's image record and labels hold it.
+    /// removed meanwhile) before this session's image record and labels hold it. Call it
+    /// before looking the thing up: containerd keeps a reference to what is missing too.
     pub(super) async fn protect(&self, kind: &str, id: &str) -> Result<()> {
         let request = AddResourceRequest {
             id: self.lease.clone(),

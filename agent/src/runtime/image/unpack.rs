@@ -43,11 +43,10 @@ impl Store {
     async fn snapshot_exists(&self, chain_id: &str) -> Result<bool> {
         let request =
             StatSnapshotRequest { snapshotter: SNAPSHOTTER.to_owned(), key: chain_id.to_owned() };
+        // Into the lease first, as for blobs (`has_blob`).
+        self.protect(&format!("snapshots/{SNAPSHOTTER}"), chain_id).await?;
         match self.containerd.snapshots().stat(request).await {
-            Ok(_) => {
-                self.protect(&format!("snapshots/{SNAPSHOTTER}"), chain_id).await?;
-                Ok(true)
-            }
+            Ok(_) => Ok(true),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
             Err(status) => Err(Error::containerd("looking up snapshot", chain_id, status)),
         }
