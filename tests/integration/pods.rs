@@ -305,8 +305,15 @@ fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
     drop(agent);
     let agent = node.start();
     let p = wait_pod(&agent, "mid-edge-1", LONG, running);
-    eventually("one container", LONG, || node.containers().len() == 1);
-    assert_eq!(node.tasks().len(), 1);
+    // One task runs. A container the killed agent had created but not started is adopted
+    // as exited and replaced; it stays as the container's one dead container (G1's
+    // per-container limit), so there are one or two containers, never more.
+    eventually("one running task", LONG, || {
+        let tasks = node.tasks();
+        tasks.len() == 1 && tasks[0].1 == "RUNNING"
+    });
+    let containers = node.containers();
+    assert!((1..=2).contains(&containers.len()), "{containers:?}");
     // A pod removed while the agent is down is cleaned up once the sources are seen (M9).
     agent.signal("KILL");
     drop(agent);

@@ -273,40 +273,42 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Everything of this node's on the machine: its containerd namespace, cgroup root,
+    /// directory (mounts, helper processes) and bridge.
+    pub fn scope(&self) -> outpost_leaks::Scope {
+        outpost_leaks::Scope::agent(
+            &self.namespace,
+            &self.cgroup_root,
+            vec![self.dir.path().to_path_buf()],
+            &self.bridge,
+            self.socket.clone(),
+        )
+    }
+}
+
+/// Whatever a test left, also after a panic: shims, helpers (loggers, pod-init),
+/// containers, tasks, leases, active snapshots, mounts, the bridge and its veths, CNI
+/// state, the cgroup root; then the node's images and containerd namespace.
 impl Drop for Node {
     fn drop(&mut self) {
+        report_orphaned_shims(&self.scope());
+        let left = outpost_leaks::clean(&self.scope());
+        if !left.is_empty() {
+            eprintln!("test node {}: cannot remove {left:?}", self.namespace);
+        }
         let ctr = |args: &[&str]| {
-            let _ = Command::new("ctr")
+            Command::new("ctr")
                 .arg("--address")
                 .arg(&self.socket)
                 .args(["--namespace", &self.namespace])
                 .args(args)
-                .output();
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
         };
-        let ids = Command::new("ctr")
-            .arg("--address")
-            .arg(&self.socket)
-            .args(["--namespace", &self.namespace, "containers", "list", "--quiet"])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for id in ids.lines() {
-            ctr(&["tasks", "kill", "--all", "--signal", "SIGKILL", id]);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        for id in ids.lines() {
-            ctr(&["tasks", "delete", "--force", id]);
-            ctr(&["containers", "delete", id]);
-        }
         // Every image: the busybox one, and any a test imported as well.
-        let images = Command::new("ctr")
-            .arg("--address")
-            .arg(&self.socket)
-            .args(["--namespace", &self.namespace, "images", "list", "--quiet"])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for image in images.lines() {
+        for image in ctr(&["images", "list", "--quiet"]).lines() {
             ctr(&["images", "remove", "--sync", image]);
         }
         let _ = Command::new("ctr")
@@ -314,51 +316,29 @@ impl Drop for Node {
             .arg(&self.socket)
             .args(["namespaces", "remove", &self.namespace])
             .output();
-        // The init of a shared pid namespace (`outpost pod-init <node>/run/pods/<uid>/ns`)
-        // that a test ended before the agent killed.
-        let root_dir = self.dir.path().to_string_lossy().into_owned();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let args: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            let ours = args.windows(2).any(|w| w[0] == "pod-init" && w[1].starts_with(&root_dir));
-            if ours {
-                let pid = entry.file_name().to_string_lossy().into_owned();
-                let _ = Command::new("kill").args(["-KILL", &pid]).output();
-            }
-        }
-        // Namespaces held by bind mounts under run/ (a test may end before the agent
-        // removed them).
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let root = self.dir.path().to_string_lossy().into_owned();
-        for target in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
-            if target.starts_with(&root) {
-                let _ = Command::new("umount").args(["--lazy", target]).output();
-            }
-        }
-        let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
-        remove_cgroup_tree(&self.cgroup_root);
     }
 }
 
-/// Removes cgroup `path` and everything below it from every hierarchy, deepest first
-/// (a cgroup goes only once it has no children; its processes are gone with the
-/// containers).
-pub fn remove_cgroup_tree(path: &str) {
-    fn remove(dir: &Path) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove(&entry.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-        let dir = hierarchy.path().join(path.trim_start_matches('/'));
-        if dir.is_dir() {
-            remove(&dir);
+/// Names, on stderr, the shims left serving a container that has no task any more: a
+/// leak of the agent's (or of containerd's), which the node's drop then removes.
+fn report_orphaned_shims(scope: &outpost_leaks::Scope) {
+    use outpost_leaks::Leftover;
+    let left = scope.inventory();
+    let tasks: Vec<&str> = left
+        .iter()
+        .filter_map(|l| match l {
+            Leftover::Containerd(_, "task", id) => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    for leftover in &left {
+        let Leftover::Process(pid, cmdline) = leftover else { continue };
+        let id = cmdline.split(' ').skip_while(|a| *a != "-id").nth(1);
+        if let Some(id) = id.filter(|id| !tasks.contains(id)) {
+            let test = std::thread::current().name().unwrap_or("?").to_owned();
+            eprintln!(
+                "orphaned shim: test {test}: shim {pid} serves container {id}, which has no task"
+            );
         }
     }
 }

@@ -138,7 +138,13 @@ struct CtrCni {
     linked_bin_dir: bool,
     /// `ctr run --cni` leaves its network namespaces mounted here; those it adds go.
     netns_before: Vec<String>,
+    /// The bench network's name: ctr never runs CNI DEL, so libcni's cached results
+    /// (`<network>-<namespace>-<container>-<ifname>`) go by hand.
+    network: String,
 }
+
+/// libcni's cache of ADD results.
+const CNI_RESULTS_DIR: &str = "/var/lib/cni/results";
 
 const CTR_NETNS_DIR: &str = "/run/netns";
 
@@ -165,7 +171,8 @@ impl CtrCni {
             std::fs::create_dir_all("/opt/cni")?;
             std::os::unix::fs::symlink(CNI_BIN_DIR, CTR_BIN_DIR)?;
         }
-        Ok(CtrCni { conf, linked_bin_dir, netns_before: netns_names() })
+        let network = format!("net-{}", node.bridge);
+        Ok(CtrCni { conf, linked_bin_dir, netns_before: netns_names(), network })
     }
 }
 
@@ -179,6 +186,12 @@ impl Drop for CtrCni {
             let path = Path::new(CTR_NETNS_DIR).join(name);
             let _ = std::process::Command::new("umount").arg("--lazy").arg(&path).output();
             let _ = std::fs::remove_file(&path);
+        }
+        let prefix = format!("{}-", self.network);
+        for entry in std::fs::read_dir(CNI_RESULTS_DIR).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 }
