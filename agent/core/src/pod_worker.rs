@@ -650,12 +650,16 @@ impl PodWorker {
             }
             Input::ObjectsChanged => self.objects_changed(now, out),
             Input::Resync => {
-                let container_ids: Vec<String> = self
+                // Running containers, and those a stop under way waits for: their exits
+                // may have gone by while containerd was away.
+                let mut container_ids: BTreeSet<String> = self
                     .current
                     .iter()
                     .flat_map(|c| &c.slots)
                     .filter_map(|s| s.running_id().map(str::to_owned))
                     .collect();
+                container_ids.extend(self.stopping.iter().flat_map(|s| s.waiting.iter().cloned()));
+                let container_ids: Vec<String> = container_ids.into_iter().collect();
                 if !container_ids.is_empty() {
                     out.push(Action::CheckExited { container_ids });
                 }

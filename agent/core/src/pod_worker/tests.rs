@@ -1618,6 +1618,17 @@ fn resync_checks_the_running_containers_only() {
     assert!(Driver::new().step(Input::Resync).is_empty());
 }
 
+/// containerd restarted while a pod stops: the containers the stop still waits for are
+/// looked at again (their exits may have been missed), and their exits finish the stop.
+#[test]
+fn resync_during_a_stop_checks_the_containers_it_waits_for() {
+    let (mut d, _) = running_pair(Some(20));
+    assert_eq!(shown(&d.step(undesired())), STOP_PAIR);
+    assert!(d.step(d.exit("a-1", 143)).is_empty());
+    assert_eq!(shown(&d.step(Input::Resync)), ["CheckExited b-2"]);
+    assert_eq!(shown(&d.step(d.exit("b-2", 143))), REMOVE_PAIR);
+}
+
 #[test]
 fn events_name_the_pod_object() {
     let mut d = Driver::new();

@@ -3,8 +3,10 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use outpost_core::backoff::Backoff;
 use outpost_core::pod_worker::{
     Action, Exit, ExitSource, Input, Metric, StartFailure, Started, StopSignal, WaitingReason,
     exit_code,
@@ -18,9 +20,12 @@ use crate::worker::pod_runtime::{NewContainer, PodRuntime, SetUp, TaskState};
 /// The exit code reported for a container whose task is gone without a word (as
 /// kubelet's ContainerStatusUnknown: 137).
 const UNKNOWN_EXIT: i32 = 137;
+/// A removal containerd could not take is tried again 0.2 s to 5 s apart, for 5 min.
+const REMOVE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+const REMOVE_RETRY_FOR: Duration = Duration::from_secs(300);
 /// How long a replaced container's events still reach the worker: the kernel and
 /// containerd report an exit milliseconds apart.
-const LATE_EXIT_WORD: std::time::Duration = std::time::Duration::from_secs(1);
+const LATE_EXIT_WORD: Duration = Duration::from_secs(1);
 
 impl<R: PodRuntime> PodWorker<R> {
     pub(super) async fn perform(&mut self, action: Action, inputs: &mut VecDeque<Input>) {
@@ -83,6 +88,11 @@ impl<R: PodRuntime> PodWorker<R> {
                             (exit_code(exit_status), exited_at)
                         }
                         Ok(TaskState::Missing) => (UNKNOWN_EXIT, None),
+                        // Looked at again when containerd is back (Resync).
+                        Err(e) if e.is_unreachable() => {
+                            tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task: containerd is unreachable");
+                            continue;
+                        }
                         Err(e) => {
                             tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task; taking it as exited");
                             (UNKNOWN_EXIT, None)
@@ -213,8 +223,24 @@ impl<R: PodRuntime> PodWorker<R> {
     }
 }
 
+/// Removes a container; while containerd is unreachable (restarting), tries again with
+/// backoff for up to [`REMOVE_RETRY_FOR`]: given up, the container would run on with no
+/// pod behind it until the next start's sweep.
 async fn remove<R: PodRuntime>(runtime: &R, container_id: &str) {
-    if let Err(e) = runtime.remove_container(container_id).await {
-        tracing::warn!(container_id, error = %describe(&e), "cannot remove container");
+    let started = tokio::time::Instant::now();
+    let mut backoff = REMOVE_BACKOFF;
+    loop {
+        match runtime.remove_container(container_id).await {
+            Ok(()) => return,
+            Err(e) if e.is_unreachable() && started.elapsed() < REMOVE_RETRY_FOR => {
+                let delay = backoff.next_delay(fastrand::f64());
+                tracing::warn!(container_id, error = %describe(&e), retry_in = ?delay, "cannot remove container: containerd is unreachable");
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => {
+                tracing::warn!(container_id, error = %describe(&e), "cannot remove container");
+                return;
+            }
+        }
     }
 }
