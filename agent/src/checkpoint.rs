@@ -98,6 +98,7 @@ impl Checkpoints {
 
     fn write_file<T: Serialize>(&self, name: &str, value: &T, mode: u32) -> Result<(), Error> {
         let path = self.path(name);
+        tracing::debug!(checkpoint = name, "writing checkpoint");
         let body = serde_json::to_vec(value)
             .map_err(|source| Error::Encode { path: path.clone(), source })?;
         let write = || -> io::Result<()> {

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail, ensure};
 
 /// Tells the test support which `outpost` binary to run (`outpost_tests::BIN_ENV`).
-const BIN_ENV: &str = "OUTPOST_TEST_BIN";
+pub(crate) const BIN_ENV: &str = "OUTPOST_TEST_BIN";
 /// The profile of the benchmarks and the agent they measure.
 const PROFILE: &str = "release";
 
@@ -103,7 +103,7 @@ fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
 }
 
 /// The executable of target `name` of `kind` in cargo's JSON messages.
-fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
+pub(crate) fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
     messages.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find_map(
         |message| {
             let found = message["reason"] == "compiler-artifact"

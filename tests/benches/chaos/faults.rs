@@ -1,0 +1,276 @@
+//! The faults, each injected while the churn goes on, and what each must leave true on
+//! top of the common invariants (`check`).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::churn::{Model, Op};
+use super::rig::Rig;
+
+/// A kind of change: an [`Op`] for a pod index.
+type OpKind = fn(u32) -> Op;
+
+/// Where in the agent's work a `kill -9` lands: the debug log line it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// A CNI plugin running (ADD of a new pod).
+    Cni,
+    /// Just after the pod's network is up: the sandbox and container being created.
+    Create,
+    /// A container being stopped (a pod deleted or edited).
+    Stop,
+    /// A checkpoint being written (an API pod created or deleted).
+    Checkpoint,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    KillAgent(Phase),
+    /// `kill -9` of the managed containerd.
+    KillContainerd,
+    /// `kill -9` of the managed containerd, and again as soon as the agent starts it.
+    KillContainerdMidStart,
+    /// The API server cut and restored every few seconds.
+    ApiFlap,
+    /// The state dir full: a checkpoint write fails, the old one stays, pods run on.
+    FillState,
+    /// Everything but the state dir lost, and the API server unreachable at the start.
+    OfflineReboot,
+}
+
+/// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
+pub const ALL: [Fault; 9] = [
+    Fault::KillAgent(Phase::Cni),
+    Fault::KillAgent(Phase::Create),
+    Fault::KillAgent(Phase::Stop),
+    Fault::KillAgent(Phase::Checkpoint),
+    Fault::KillContainerd,
+    Fault::KillContainerdMidStart,
+    Fault::ApiFlap,
+    Fault::FillState,
+    Fault::OfflineReboot,
+];
+
+impl Fault {
+    pub fn name(self) -> String {
+        match self {
+            Fault::KillAgent(phase) => format!("kill -9 agent mid-{phase:?}").to_lowercase(),
+            Fault::KillContainerd => "kill -9 containerd".into(),
+            Fault::KillContainerdMidStart => "kill -9 containerd mid-start".into(),
+            Fault::ApiFlap => "API server flapping".into(),
+            Fault::FillState => "state dir full".into(),
+            Fault::OfflineReboot => "offline reboot".into(),
+        }
+    }
+}
+
+/// What a trial's fault brought about, besides the common invariants.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Fault-specific invariants broken.
+    pub violations: Vec<String>,
+    /// Notes (e.g. a phase the kill missed and where it landed instead).
+    pub notes: Vec<String>,
+}
+
+/// Injects `fault` into the running rig (with churn `model`), and brings the rig back to
+/// a state that should settle: the agent running, the API server up, space returned.
+pub fn inject(
+    rig: &mut Rig,
+    model: &mut Model,
+    fault: Fault,
+    rng: &mut fastrand::Rng,
+    flap: Duration,
+) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::default();
+    match fault {
+        Fault::KillAgent(phase) => {
+            let (ops, needle): (&[OpKind], &str) = match phase {
+                Phase::Cni => (&[Op::PutFile, Op::CreateApi], "running CNI plugin"),
+                Phase::Create => (&[Op::PutFile, Op::CreateApi], "attached pod to CNI network"),
+                Phase::Stop => {
+                    (&[Op::EditFile, Op::DeleteFile, Op::DeleteApi], "killing container")
+                }
+                Phase::Checkpoint => (&[Op::CreateApi, Op::DeleteApi], "writing checkpoint"),
+            };
+            let lines = rig.log_lines();
+            let op = model.pick_among(ops, rng);
+            model.apply(rig, op)?;
+            match rig.wait_for_log(needle, lines, Duration::from_secs(15)) {
+                Some(_) => {
+                    if phase == Phase::Create {
+                        std::thread::sleep(Duration::from_millis(rng.u64(..30)));
+                    }
+                }
+                None => outcome.notes.push(format!("{op:?}: no {needle:?} within 15 s")),
+            }
+            rig.kill_agent();
+            rig.start()?;
+        }
+        Fault::KillContainerd | Fault::KillContainerdMidStart => {
+            let pid = rig.containerd_pid().context("the managed containerd is not running")?;
+            super::rig::kill(pid);
+            let op = model.pick(rng);
+            model.apply(rig, op)?;
+            if fault == Fault::KillContainerdMidStart {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    match rig.containerd_pid() {
+                        Some(new) if new != pid => {
+                            super::rig::kill(new);
+                            break;
+                        }
+                        _ if Instant::now() > deadline => {
+                            outcome.notes.push("containerd was not restarted within 30 s".into());
+                            break;
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+            }
+        }
+        Fault::ApiFlap => {
+            let end = Instant::now() + flap;
+            while Instant::now() < end {
+                rig.rt.block_on(rig.server.cut());
+                std::thread::sleep(Duration::from_millis(rng.u64(1_000..3_000)));
+                let op = model.pick(rng);
+                model.apply(rig, op)?;
+                rig.rt.block_on(rig.server.restore()).context("restore the API server")?;
+                std::thread::sleep(Duration::from_millis(rng.u64(1_000..3_000)));
+            }
+        }
+        Fault::FillState => fill_state(rig, model, rng, &mut outcome)?,
+        Fault::OfflineReboot => offline_reboot(rig, model, &mut outcome)?,
+    }
+    Ok(outcome)
+}
+
+/// Fills the state dir's tmpfs, changes an API pod (so the API pods' checkpoint is
+/// written), and checks that the write fails with a clear error, the checkpoint on disk
+/// stays as it was and the running containers run on; then frees the space.
+fn fill_state(
+    rig: &mut Rig,
+    model: &mut Model,
+    rng: &mut fastrand::Rng,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let checkpoints = rig.path("state/checkpoints");
+    let before = read_dir_files(&checkpoints);
+    let running_before = running_tasks(rig);
+    let filler = rig.path("state/filler");
+    let free = free_bytes(&rig.path("state"))?;
+    let out = std::process::Command::new("fallocate")
+        .args(["-l", &free.to_string()])
+        .arg(&filler)
+        .output()
+        .context("run fallocate")?;
+    anyhow::ensure!(out.status.success(), "fallocate: {}", String::from_utf8_lossy(&out.stderr));
+    let lines = rig.log_lines();
+    let op = model.pick_among(&[Op::CreateApi, Op::DeleteApi], rng);
+    model.apply(rig, op)?;
+    let error = rig.wait_for_log("No space left on device", lines, Duration::from_secs(15));
+    let log = rig.agent()?.log();
+    let named =
+        log.lines().skip(lines).any(|l| l.contains("No space left") && l.contains("checkpoint"));
+    if error.is_none() || !named {
+        outcome.violations.push(format!(
+            "{op:?} with the state dir full: no error naming the checkpoint and the full disk"
+        ));
+    }
+    let after = read_dir_files(&checkpoints);
+    for (name, bytes) in &before {
+        if after.get(name) != Some(bytes) {
+            outcome.violations.push(format!("checkpoint {name} changed while the disk was full"));
+        }
+    }
+    for (id, _) in running_before {
+        if !running_tasks(rig).iter().any(|(i, _)| *i == id) {
+            outcome.violations.push(format!("container {id} stopped while the disk was full"));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::remove_file(&filler).context("free the state dir")?;
+    Ok(())
+}
+
+/// A reboot with no network: every pod must come back from the state dir with the UID
+/// it had, before the API server is reachable again.
+fn offline_reboot(rig: &mut Rig, model: &Model, outcome: &mut Outcome) -> anyhow::Result<()> {
+    let uids = pod_uids(rig)?;
+    rig.rt.block_on(rig.server.cut());
+    rig.reboot()?;
+    rig.start()?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = pod_uids(rig).unwrap_or_default();
+        let back = model.desired_names().iter().all(|name| {
+            now.get(name).is_some_and(|(uid, phase)| {
+                phase == "Running" && uids.get(name).is_none_or(|(before, _)| before == uid)
+            })
+        });
+        if back {
+            break;
+        }
+        if Instant::now() > deadline {
+            outcome.violations.push(format!(
+                "offline after the reboot, the pods did not all come back with their UIDs: before {uids:?}, now {now:?}"
+            ));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rig.rt.block_on(rig.server.restore()).context("restore the API server")?;
+    Ok(())
+}
+
+/// Pod name → (UID, phase), from the agent's `/pods`.
+fn pod_uids(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<String, (String, String)>> {
+    let (_, body) = rig.agent()?.get("/pods");
+    let list: serde_json::Value = serde_json::from_str(&body)?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["metadata"]["name"].as_str()?.to_owned(),
+                (
+                    p["metadata"]["uid"].as_str()?.to_owned(),
+                    p["status"]["phase"].as_str().unwrap_or_default().to_owned(),
+                ),
+            ))
+        })
+        .collect())
+}
+
+fn running_tasks(rig: &Rig) -> Vec<(String, String)> {
+    rig.ctr(&["tasks", "list"])
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"RUNNING")).then(|| (f[0].to_owned(), f[2].to_owned()))
+        })
+        .collect()
+}
+
+fn read_dir_files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| {
+            Some((e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).ok()?))
+        })
+        .collect()
+}
+
+/// The bytes an unprivileged writer can still put in the filesystem at `path`.
+fn free_bytes(path: &std::path::Path) -> anyhow::Result<u64> {
+    let stat = nix::sys::statvfs::statvfs(path).context("statvfs of the state dir")?;
+    Ok(stat.blocks_available() * stat.fragment_size())
+}

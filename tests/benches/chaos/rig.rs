@@ -1,0 +1,267 @@
+//! The chaos rig: one agent with everything of its own — a managed containerd (data on a
+//! small tmpfs state dir, so the disk can be filled), a bridge network, a cgroup root,
+//! the test API server — and the means to hurt it: `kill -9` of the agent or its
+//! containerd, a cut API server, a full state dir, an offline reboot.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::containerd::{BUSYBOX_OCI, find_image};
+use outpost_tests::pods::CNI_BIN_DIR;
+
+/// The containerd namespace of the rig's agent.
+pub const NAMESPACE: &str = "outpost-chaos";
+/// The node the agent registers (its pods' `spec.nodeName`).
+pub const NODE: &str = "edge-1";
+/// The state dir's tmpfs: room for the test image, its snapshots and the pods.
+const STATE_SIZE: &str = "192m";
+
+#[derive(Debug)]
+pub struct Rig {
+    pub rt: tokio::runtime::Runtime,
+    pub server: TestApiServer,
+    pub dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    pub cgroup_root: String,
+    pub bridge: String,
+    pub agent: Option<Agent>,
+}
+
+impl Rig {
+    pub fn new() -> anyhow::Result<Rig> {
+        ensure!(outpost_tests::is_root(), "chaos needs root (pods, mounts, cgroups)");
+        ensure!(
+            Path::new(CNI_BIN_DIR).join("bridge").is_file(),
+            "chaos needs the CNI plugins in {CNI_BIN_DIR}"
+        );
+        let image =
+            find_image(BUSYBOX_OCI).map_err(|what| anyhow::anyhow!("chaos needs {what}"))?;
+        let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+        let server = rt.block_on(TestApiServer::start()).context("test API server")?;
+        let dir = tempfile::Builder::new().prefix("opn-chaos").tempdir_in("/tmp")?;
+        let pid = std::process::id();
+        let rig = Rig {
+            kubeconfig: server.kubeconfig(dir.path())?,
+            rt,
+            server,
+            cgroup_root: format!("/outpost-chaos-{pid}"),
+            bridge: format!("otbc{}", pid % 100_000),
+            agent: None,
+            dir,
+        };
+        for sub in ["manifests", "state", "run", "logs", "cni", "images"] {
+            std::fs::create_dir_all(rig.path(sub))?;
+        }
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={STATE_SIZE},mode=0700"), "tmpfs"])
+            .arg(rig.path("state")))?;
+        std::fs::copy(&image, rig.path("images").join(BUSYBOX_OCI))?;
+        std::fs::write(rig.path("cni/10-chaos.conflist"), rig.conflist())?;
+        Ok(rig)
+    }
+
+    pub fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    fn conflist(&self) -> String {
+        serde_json::json!({
+            "cniVersion": "1.0.0",
+            "name": format!("net-{}", self.bridge),
+            "plugins": [{
+                "type": "bridge",
+                "bridge": self.bridge,
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{ "subnet": format!("10.{}.{}.0/24", 234 + std::process::id() % 10, std::process::id() % 250) }]],
+                    "dataDir": self.path("state/ipam"),
+                }
+            }]
+        })
+        .to_string()
+    }
+
+    /// Starts the agent (debug logs: the faults wait for its phases).
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        ensure!(self.agent.is_none(), "the agent already runs");
+        let mut args: Vec<OsString> = Vec::new();
+        let mut arg = |flag: &str, value: &Path| {
+            args.push(flag.into());
+            args.push(value.into());
+        };
+        arg("--containerd", Path::new("managed"));
+        arg("--containerd-namespace", Path::new(NAMESPACE));
+        arg("--state-dir", &self.path("state"));
+        arg("--run-dir", &self.path("run"));
+        arg("--pod-log-dir", &self.path("logs"));
+        arg("--cni-conf-dir", &self.path("cni"));
+        arg("--cni-bin-dir", Path::new(CNI_BIN_DIR));
+        arg("--images-dir", &self.path("images"));
+        arg("--kubeconfig", &self.kubeconfig);
+        arg("--cgroup-root", Path::new(&self.cgroup_root));
+        // No disk thresholds (this machine's disk may be fuller than kubelet's defaults
+        // allow) and no image GC: the image cannot be pulled again here.
+        arg("--eviction-hard", Path::new("memory.available<100Mi"));
+        arg("--image-gc-high-threshold", Path::new("100"));
+        let mut command = Command::new(outpost_tests::outpost_bin());
+        command.env("OUTPOST_LOG", "info,outpost=debug");
+        let agent = Agent::start_pods_with(command, &self.path("manifests"), &args);
+        self.agent = Some(agent);
+        Ok(())
+    }
+
+    pub fn agent(&self) -> anyhow::Result<&Agent> {
+        self.agent.as_ref().context("the agent is not running")
+    }
+
+    /// `kill -9` of the agent.
+    pub fn kill_agent(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            agent.signal("KILL");
+            drop(agent);
+        }
+    }
+
+    /// Waits up to `timeout` for a line of the agent's log, after the first `skip` lines,
+    /// containing `needle`; returns how many lines it has logged.
+    pub fn wait_for_log(&self, needle: &str, skip: usize, timeout: Duration) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let agent = self.agent.as_ref()?;
+            let log = agent.log();
+            let lines: Vec<&str> = log.lines().collect();
+            if lines.iter().skip(skip).any(|l| l.contains(needle)) {
+                return Some(lines.len());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        None
+    }
+
+    pub fn log_lines(&self) -> usize {
+        self.agent.as_ref().map_or(0, |a| a.log().lines().count())
+    }
+
+    /// The managed containerd's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.path("run/containerd/containerd.sock")
+    }
+
+    /// The managed containerd's pid (its pid file), if it runs.
+    pub fn containerd_pid(&self) -> Option<u32> {
+        let pid: u32 = std::fs::read_to_string(self.path("run/containerd/containerd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    }
+
+    /// `ctr` against the managed containerd in the agent's namespace; stdout, or an error.
+    pub fn ctr(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(self.socket())
+            .args(["--namespace", NAMESPACE])
+            .args(args)
+            .output()
+            .context("run ctr")?;
+        if !out.status.success() {
+            bail!("ctr {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Everything of the rig's on the machine (see `outpost_leaks`).
+    pub fn scope(&self) -> outpost_leaks::Scope {
+        outpost_leaks::Scope::agent(
+            NAMESPACE,
+            &self.cgroup_root,
+            vec![self.dir.path().to_path_buf()],
+            &self.bridge,
+            self.socket(),
+        )
+    }
+
+    /// What an offline reboot does: the agent, every shim and container and containerd
+    /// die; the pods' namespace and tmpfs mounts go, the run dir is wiped (a tmpfs at
+    /// boot). The state dir (a disk) stays. The API server is not touched here.
+    pub fn reboot(&mut self) -> anyhow::Result<()> {
+        self.kill_agent();
+        let scope = self.scope();
+        for leftover in scope.inventory() {
+            if let outpost_leaks::Leftover::Process(pid, _) = leftover {
+                kill(pid);
+            }
+        }
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            kill_cgroup(&hierarchy.path().join(self.cgroup_root.trim_start_matches('/')));
+        }
+        if let Some(pid) = self.containerd_pid() {
+            kill(pid);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let run = self.path("run").to_string_lossy().into_owned();
+        let mut targets: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter(|t| t.starts_with(&run))
+            .collect();
+        targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
+        for target in targets {
+            let _ = Command::new("umount").arg("--lazy").arg(target).output();
+        }
+        // A reboot loses the links and the bridge too.
+        let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
+        std::fs::remove_dir_all(self.path("run")).context("wipe the run dir")?;
+        std::fs::create_dir_all(self.path("run"))?;
+        Ok(())
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.kill_agent();
+        let left = outpost_leaks::clean(&self.scope());
+        if let Some(pid) = self.containerd_pid() {
+            kill(pid);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let left: Vec<_> = left.into_iter().chain(outpost_leaks::clean(&self.scope())).collect();
+        let _ = Command::new("umount").arg("--lazy").arg(self.path("state")).output();
+        if !left.is_empty() {
+            eprintln!("chaos: could not remove {left:?}");
+        }
+    }
+}
+
+pub fn kill(pid: u32) {
+    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).output();
+}
+
+/// SIGKILLs every process in a cgroup tree.
+fn kill_cgroup(dir: &Path) {
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse().ok()) {
+        kill(pid);
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            kill_cgroup(&entry.path());
+        }
+    }
+}
+
+fn run(command: &mut Command) -> anyhow::Result<()> {
+    let out = command.output().with_context(|| format!("run {command:?}"))?;
+    ensure!(out.status.success(), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
