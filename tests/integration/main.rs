@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admission;
+mod admission_policy;
 mod api_objects;
 mod api_source;
 mod cli;
