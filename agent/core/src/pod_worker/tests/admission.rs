@@ -102,3 +102,15 @@ fn the_same_pod_from_the_manifest_directory_runs() {
     assert!(actions.contains(&"StartContainer u1/c rc=0".to_owned()), "{actions:?}");
     assert_eq!(d.phase(), "Running");
 }
+
+#[test]
+fn a_running_pod_the_policy_now_forbids_is_stopped_after_a_restart() {
+    // An agent restarted with a stricter policy finds the pod's container running.
+    let mut p = web();
+    p.spec().host_network = Some(true);
+    let mut d = Driver::with_found(vec![found("old-c", "u1", "c", 0, &p.hash("c"))]);
+    let input = Input::Desired(Some(Desired { source: Source::Url, pod: Arc::new(p.0) }));
+    let actions = shown(&d.step(input));
+    assert!(actions.contains(&"Signal Term old-c".to_owned()), "{actions:?}");
+    assert_eq!(d.status().reason.as_deref(), Some("CapabilitiesForbidden"));
+}
