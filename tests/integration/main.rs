@@ -17,6 +17,7 @@ mod exec;
 mod exec_runtime;
 mod file_source;
 mod gc;
+mod hardening;
 mod images;
 mod images_dir;
 mod init_containers;

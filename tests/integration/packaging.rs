@@ -43,66 +43,6 @@ fn unit_passes_systemd_analyze_verify() {
     assert!(complaints.is_empty(), "systemd-analyze verify complains: {complaints:#?}");
 }
 
-/// `systemd-analyze security --offline=yes` of the unit in `dir`: its exposure (0-10).
-fn exposure(dir: &Path) -> f64 {
-    let out = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes"])
-        .arg(dir.join("outpost.service"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find(|l| l.contains("Overall exposure level for outpost.service"));
-    let level = line.and_then(|l| l.split(": ").nth(1)?.split_whitespace().next()?.parse().ok());
-    level.unwrap_or_else(|| {
-        panic!("no exposure level: {stdout}{}", String::from_utf8_lossy(&out.stderr))
-    })
-}
-
-/// The unit with ExecStart pointed at the binary just built (verify checks it exists).
-fn unit_in(dir: &Path) {
-    let unit = std::fs::read_to_string(deploy().join("outpost.service")).unwrap();
-    let unit = unit.replace(
-        "ExecStart=/usr/local/bin/outpost ",
-        &format!("ExecStart={} ", outpost_bin().display()),
-    );
-    std::fs::write(dir.join("outpost.service"), unit).unwrap();
-}
-
-/// The README's hardening drop-in for an external containerd verifies with the unit, is
-/// read (the exposure goes down), and keeps the unit's own settings.
-#[test]
-#[cfg_attr(not(outpost_has_systemd_analyze), ignore = "needs systemd-analyze (cargo xtask deps)")]
-fn the_readme_hardening_drop_in_verifies_and_lowers_the_exposure() {
-    let readme = std::fs::read_to_string(deploy().join("../README.md")).unwrap();
-    let block = readme
-        .split("<!-- hardening-drop-in:begin -->\n```ini\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```\n<!-- hardening-drop-in:end -->").next())
-        .expect("the drop-in between the README's hardening-drop-in markers");
-    assert!(block.starts_with("[Service]\n"), "{block}");
-    let dir = tempfile::tempdir().unwrap();
-    unit_in(dir.path());
-    let bare = exposure(dir.path());
-    let dropins = dir.path().join("outpost.service.d");
-    std::fs::create_dir(&dropins).unwrap();
-    std::fs::write(dropins.join("hardening.conf"), block).unwrap();
-    let out = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(dir.path().join("outpost.service"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "systemd-analyze verify failed: {stderr}");
-    let complaints: Vec<&str> = stderr.lines().filter(|l| l.contains("outpost")).collect();
-    assert!(complaints.is_empty(), "systemd-analyze verify complains: {complaints:#?}");
-    let hardened = exposure(dir.path());
-    assert!(hardened < bare, "the drop-in is not applied: {hardened} (without it {bare})");
-    // It adds to the unit: nothing the unit must keep is set again.
-    for kept in ["Delegate=", "KillMode=", "ProtectSystem=", "PrivateTmp=", "PrivateDevices="] {
-        assert!(!block.contains(kept), "the drop-in sets {kept}: {block}");
-    }
-}
-
 /// Receives datagrams until one contains `wanted`; returns them all.
 fn receive_until(socket: &UnixDatagram, wanted: &str) -> Vec<String> {
     let mut seen = Vec::new();

@@ -57,13 +57,22 @@ impl Agent {
     /// (CI runs the pod tests that way too: containerd's events alone must do), unless
     /// `extra` says `--ebpf=...` itself.
     pub fn start_pods<S: AsRef<OsStr>>(manifests: &Path, extra: &[S]) -> Agent {
+        Agent::start_pods_with(Command::new(outpost_bin()), manifests, extra)
+    }
+
+    /// As [`Agent::start_pods`], through `command` (a wrapper running the binary).
+    pub fn start_pods_with<S: AsRef<OsStr>>(
+        command: Command,
+        manifests: &Path,
+        extra: &[S],
+    ) -> Agent {
         let chosen = extra.iter().any(|a| a.as_ref().to_string_lossy().starts_with("--ebpf"));
         let mode: &[&str] = if ebpf_off() && !chosen {
             &[ANONYMOUS_READS, "--ebpf=false"]
         } else {
             &[ANONYMOUS_READS]
         };
-        Agent::spawn(Command::new(outpost_bin()), mode, manifests, extra)
+        Agent::spawn(command, mode, manifests, extra)
     }
 
     fn spawn<S: AsRef<OsStr>>(
