@@ -101,12 +101,8 @@ async fn put(
     let (summary, change) = handle.put(&key, body).await.map_err(problem)?;
     let pods = handle.pods(&key);
     let refusals = state.audit.refusals(ManifestSource::Push, pods.iter().map(|p| &**p));
-    let (status, change) = match change {
-        Change::Created => (StatusCode::CREATED, "created"),
-        Change::Replaced => (StatusCode::OK, "replaced"),
-        Change::Unchanged => (StatusCode::OK, "unchanged"),
-    };
-    if change != "unchanged" {
+    // A manifest pushed again unchanged was audited when it changed.
+    if change != Change::Unchanged {
         let remote = peer.map_or_else(|| "?".to_owned(), |Extension(p)| p.remote.to_string());
         let manifest = Manifest {
             source: ManifestSource::Push,
@@ -118,6 +114,11 @@ async fn put(
         };
         state.audit.refused(manifest, &refusals);
     }
+    let (status, change) = match change {
+        Change::Created => (StatusCode::CREATED, "created"),
+        Change::Replaced => (StatusCode::OK, "replaced"),
+        Change::Unchanged => (StatusCode::OK, "unchanged"),
+    };
     let refused = refusals.lines;
     Ok((status, Json(Stored { summary, change, refused })).into_response())
 }
