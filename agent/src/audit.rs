@@ -1,7 +1,8 @@
 //! The manifest audit: every change the file source acts on (a manifest added, changed,
-//! removed or rejected), with the process that wrote it, kept in memory (the newest
-//! [`CAPACITY`] entries) and served at `GET /manifests/audit`, so that an operator can
-//! answer "who changed this static pod".
+//! removed or rejected), with the process that wrote it, and every manifest of a static
+//! source (file, URL, push) whose pods the node's admission policy refuses, kept in
+//! memory (the newest [`CAPACITY`] entries) and served at `GET /manifests/audit`, so that
+//! an operator can answer "who changed this static pod" and "why does it not run".
 //!
 //! The writer's PID comes from fanotify (inotify has none); its command line, uid and
 //! executable are read from `/proc/<pid>` when the change is handled. A writer such as
@@ -12,13 +13,16 @@
 //!
 //! - `ring`: the bounded log itself (pure).
 //! - `writer`: who wrote a file (`/proc` and exec history).
+//! - `admission`: the admission policy's refusals of a manifest's pods.
 
+pub mod admission;
 pub mod ring;
 pub mod writer;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use outpost_core::admission::Policy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -57,6 +61,9 @@ pub enum Action {
     Removed,
     /// The content is not a valid manifest; the file's last good pods (if any) stay.
     Rejected,
+    /// The manifest is valid, but the admission policy refuses some of its pods: they
+    /// are Failed (`CapabilitiesForbidden`) and do not run; the others run.
+    Refused,
 }
 
 impl fmt::Display for Action {
@@ -66,6 +73,7 @@ impl fmt::Display for Action {
             Action::Changed => "changed",
             Action::Removed => "removed",
             Action::Rejected => "rejected",
+            Action::Refused => "refused",
         })
     }
 }
@@ -79,6 +87,20 @@ pub enum Cause {
     /// A full rescan: at start, after the kernel's queue overflowed, or when the
     /// directory was replaced.
     Rescan,
+    /// A PUT to the local API (the push source).
+    Push,
+    /// A new document from the manifest URL.
+    Fetch,
+}
+
+/// The static source a manifest belongs to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ManifestSource {
+    #[default]
+    File,
+    Url,
+    Push,
 }
 
 /// One audited change.
@@ -87,8 +109,11 @@ pub enum Cause {
 pub struct Entry {
     /// When the source handled it (RFC 3339, UTC).
     pub time: String,
-    /// The manifest's name in the directory.
+    #[serde(default)]
+    pub source: ManifestSource,
+    /// The manifest's name in the directory (the push key; the URL).
     pub file: String,
+    /// Its path (`/manifests/<key>` for a pushed one; the URL).
     pub path: String,
     pub action: Action,
     pub cause: Cause,
@@ -96,7 +121,7 @@ pub struct Entry {
     pub pods: Vec<String>,
     /// `sha256:` and the first 16 hex digits of the bytes read (none for a removal).
     pub sha256: Option<String>,
-    /// Why the content was rejected.
+    /// Why the content was rejected, or its pods refused (one line per refused field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub writer: Writer,
@@ -143,6 +168,8 @@ pub struct ManifestAudit(Arc<Shared>);
 struct Shared {
     ring: Mutex<Ring<Arc<Entry>>>,
     exec: RwLock<Option<Arc<dyn ExecHistory>>>,
+    /// The node's admission policy, which [`ManifestAudit::refusals`] applies.
+    policy: RwLock<Arc<Policy>>,
 }
 
 impl Default for ManifestAudit {
@@ -157,7 +184,17 @@ impl ManifestAudit {
         ManifestAudit(Arc::new(Shared {
             ring: Mutex::new(Ring::new(capacity)),
             exec: RwLock::new(exec),
+            policy: RwLock::new(Arc::new(Policy::default())),
         }))
+    }
+
+    /// Sets (or replaces) the admission policy for every clone (the default until then).
+    pub fn set_policy(&self, policy: Policy) {
+        *self.0.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    fn policy(&self) -> Arc<Policy> {
+        self.0.policy.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Sets (or replaces) the exec history for every clone, e.g. once BPF is loaded.

@@ -297,6 +297,10 @@ pub struct ValidateArgs {
     /// As `outpost run --allowed-unsafe-sysctls` (over the config file's).
     #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// Review the pods against this source's admission policy (the config file's
+    /// admissionPolicy): the source they are meant for.
+    #[arg(long, default_value = "file", value_parser = ["file", "url", "push", "api"])]
+    pub source: String,
 }
 
 /// The node name for `validate` when none is given: the hostname, or a placeholder.

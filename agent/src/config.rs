@@ -77,6 +77,8 @@ pub enum Error {
     Gc(#[from] gc::Error),
     #[error(transparent)]
     NodeResources(#[from] node_resources::Error),
+    #[error(transparent)]
+    Admission(#[from] admission::Error),
 }
 
 /// `--containerd`: who runs containerd.
@@ -330,6 +332,10 @@ settings! {
         /// (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*), as kubelet's flag.
         #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
         pub allowed_unsafe_sysctls: Vec<String>,
+        /// What each source's pods may do to the host (the file only; see
+        /// `config::admission`).
+        #[arg(skip)]
+        pub admission_policy: Option<admission::PolicySettings>,
         /// Hard eviction thresholds, "signal<quantity or percentage[,…]" (kubelet's
         /// --eviction-hard); repeatable. Giving any replaces kubelet's defaults
         /// (memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
@@ -497,6 +503,8 @@ pub struct Config {
     pub ebpf: bool,
     /// `--allowed-unsafe-sysctls`, checked to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// What each source's pods may do to the host (`admissionPolicy`).
+    pub admission_policy: outpost_core::admission::Policy,
     /// The eviction thresholds and periods (`--eviction-*`, kubelet's defaults).
     pub eviction: outpost_core::eviction::Config,
     /// Garbage collection of dead containers and images (G1).
@@ -613,6 +621,7 @@ impl Config {
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
             allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
+            admission_policy: admission::resolve(s.admission_policy)?,
             eviction,
             gc: gc::GcConfig::resolve(gc::Given {
                 maximum_dead_containers_per_container: s.maximum_dead_containers_per_container,
@@ -722,6 +731,7 @@ pub fn hostname() -> std::io::Result<String> {
     Ok(name.trim().to_owned())
 }
 
+pub mod admission;
 pub mod eviction;
 
 pub mod gc;

@@ -39,8 +39,9 @@ fn main() -> ExitCode {
 fn validate(args: outpost::cli::ValidateArgs) -> anyhow::Result<ExitCode> {
     let node = outpost::cli::validate_node_name(args.node_name.as_deref());
     let facts = commands::validate::node_facts(&args)?;
-    let summary =
-        commands::validate::validate(&args.files, &node, &facts, &mut std::io::stdout().lock())?;
+    let source = commands::validate::source(&args.source);
+    let mut out = std::io::stdout().lock();
+    let summary = commands::validate::validate(&args.files, &node, &facts, source, &mut out)?;
     eprintln!(
         "{} file(s), {} pod(s), {} invalid, {} warning(s)",
         summary.files, summary.pods, summary.invalid_files, summary.warnings

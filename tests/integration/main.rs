@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admission;
+mod admission_policy;
 mod api_objects;
 mod api_source;
 mod cli;
@@ -16,6 +17,7 @@ mod exec;
 mod exec_runtime;
 mod file_source;
 mod gc;
+mod hardening;
 mod images;
 mod images_dir;
 mod init_containers;

@@ -60,8 +60,8 @@ impl Agent {
         Agent::start_pods_with(Command::new(outpost_bin()), manifests, extra)
     }
 
-    /// [`Agent::start_pods`] through `command` (the binary, with an environment of its
-    /// own: `OUTPOST_LOG`...).
+    /// As [`Agent::start_pods`], through `command` (a wrapper running the binary, or the
+    /// binary with an environment of its own: `OUTPOST_LOG`...).
     pub fn start_pods_with<S: AsRef<OsStr>>(
         command: Command,
         manifests: &Path,

@@ -60,6 +60,17 @@ pub fn without_fanotify() -> std::process::Command {
     command
 }
 
+/// `outpost` run through `support/as-hardened` with the systemd drop-in `dropin` (its
+/// `[Service]` settings): the capability bounding set, no_new_privs and libseccomp's
+/// rendering of its seccomp settings, as systemd would start the agent. Needs
+/// python3-seccomp (tests using it carry `outpost_has_seccomp`).
+pub fn as_hardened(dropin: &Path) -> std::process::Command {
+    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/as-hardened");
+    let mut command = std::process::Command::new(launcher);
+    command.arg(dropin).arg(outpost_bin());
+    command
+}
+
 /// Writes a secret (a token, a private key) the way the agent accepts it: mode 600.
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) {
     use std::os::unix::fs::PermissionsExt;

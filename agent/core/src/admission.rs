@@ -8,6 +8,9 @@
 //! table does not know is refused: a newer pod spec cannot slip through. [`fields`] lists
 //! the table for the README's field table, which a test keeps in step with it.
 //!
+//! [`policy`] then decides what the pod's source may do to the host (privileged
+//! containers, host namespaces, hostPath volumes), per source, as the node's config says.
+//!
 //! [`priority`] is the pod's priority as the eviction issue ranks pods by it.
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,10 +19,12 @@ use serde_json::Value;
 use crate::pod::Source;
 
 mod checks;
+pub mod policy;
 pub mod sysctl;
 mod table;
 mod walk;
 
+pub use self::policy::{Policy, SourcePolicy};
 pub use self::sysctl::check_allowed_pattern as check_allowed_unsafe_sysctl;
 
 /// What the node can do, as admission needs to know it.
@@ -28,16 +33,20 @@ pub struct NodeFacts {
     pub apparmor_enabled: bool,
     /// kubelet's --allowed-unsafe-sysctls: names or prefixes ending in `*` ("net.core.*").
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// What each source's pods may do to the host.
+    pub policy: Policy,
 }
 
 impl NodeFacts {
     /// A node that allows all a node can: AppArmor enabled, every namespaced sysctl
-    /// allowed. What a manifest alone is checked against, before the node is known
-    /// (`outpost_core::manifest`): the host-dependent refusals are left to the node.
+    /// allowed, every source allowed everything. What a manifest alone is checked against,
+    /// before the node is known (`outpost_core::manifest`): the host-dependent refusals
+    /// and the node's policy are left to the node.
     pub fn permissive() -> Self {
         NodeFacts {
             apparmor_enabled: true,
             allowed_unsafe_sysctls: sysctl::ALL_NAMESPACED.iter().map(|&p| p.to_owned()).collect(),
+            policy: Policy::unrestricted(),
         }
     }
 }
@@ -87,14 +96,17 @@ impl Class {
 
 /// Every field of the pod Outpost would not honour (Refused) or honours differently from
 /// what a user may expect where kubelet would also run the pod (Warning). A static pod
-/// (`source`) that refers to an API object is refused (V2).
+/// (`source`) that refers to an API object is refused (V2); so is what the node's policy
+/// does not allow `source` ([`policy::review`]).
 pub fn review(pod: &Pod, facts: &NodeFacts, source: Source) -> Vec<Finding> {
     let mut review = walk::Review::new(pod, facts, source);
     // A k8s-openapi value always serializes (string keys, no non-finite floats).
     if let Ok(Value::Object(fields)) = serde_json::to_value(pod) {
         review.walk(table::POD, "", "", &fields);
     }
-    review.findings
+    let mut findings = review.findings;
+    findings.extend(policy::review(pod, source, &facts.policy));
+    findings
 }
 
 /// Whether any finding refuses the pod.

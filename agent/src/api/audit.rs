@@ -1,6 +1,6 @@
 //! `GET /manifests/audit`: the manifest audit log ([`crate::audit`]), every change the
-//! file source acted on with the process that wrote it, oldest first (newest last, as
-//! a log reads). `?file=NAME` keeps one manifest's entries (its name or full path);
+//! file source acted on with the process that wrote it, and every manifest whose pods
+//! the admission policy refuses, oldest first (newest last, as a log reads). `?file=NAME` keeps one manifest's entries (its name or full path);
 //! `?limit=N` keeps the newest N of those. The answer:
 //! `{"kind": "ManifestAuditList", "capacity": 1000, "dropped": 0, "items": [...]}`.
 //!

@@ -3,7 +3,9 @@
 //! refused request is answered before its body is read, and changes nothing.
 //!
 //! - `PUT /manifests/{key}`: body a Pod or PodList, YAML or JSON, at most 10 MiB (S8).
-//!   201 for a new key, 200 for a replaced or identical one.
+//!   201 for a new key, 200 for a replaced or identical one. Pods the admission policy
+//!   refuses are stored (they show as Failed in `/pods`), listed under `refused`, and
+//!   recorded in the manifest audit.
 //! - `DELETE /manifests/{key}`: 200 with what was removed; 404 for an unknown key.
 //! - `GET /manifests`, `GET /manifests/{key}`: what is pushed (keys, pods, UIDs, when).
 //! - `POST /refresh`: fetch the manifest URL now (202); 404 without `--manifest-url`.
@@ -12,15 +14,17 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
 use serde::Serialize;
 
-use super::auth::Authorized;
+use super::auth::{Authorized, Method as Credential, Peer};
 use super::{AppState, Problem};
+use crate::audit::admission::Manifest;
+use crate::audit::{self, ManifestSource, Writer};
 use crate::source::push::{self, Change, PushHandle, Summary};
 
 pub(super) fn routes() -> Router<AppState> {
@@ -60,6 +64,10 @@ struct Stored {
     summary: Summary,
     /// `created`, `replaced` or `unchanged`.
     change: &'static str,
+    /// What the admission policy refuses of its pods, one line per field (they are
+    /// stored, and Failed with reason CapabilitiesForbidden).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    refused: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,7 +76,8 @@ struct List {
 }
 
 async fn put(
-    _: Authorized,
+    Authorized(by): Authorized,
+    peer: Option<Extension<Peer>>,
     State(state): State<AppState>,
     key: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
@@ -88,13 +97,30 @@ async fn put(
         };
         Problem::new(status, error)
     })?;
+    let sha256 = audit::short_sha256(&body);
     let (summary, change) = handle.put(&key, body).await.map_err(problem)?;
+    let pods = handle.pods(&key);
+    let refusals = state.audit.refusals(ManifestSource::Push, pods.iter().map(|p| &**p));
+    // A manifest pushed again unchanged was audited when it changed.
+    if change != Change::Unchanged {
+        let remote = peer.map_or_else(|| "?".to_owned(), |Extension(p)| p.remote.to_string());
+        let manifest = Manifest {
+            source: ManifestSource::Push,
+            path: format!("/manifests/{key}"),
+            file: key,
+            cause: audit::Cause::Push,
+            sha256: Some(sha256),
+            writer: Writer::remote(&format!("PUT from {remote} with {}", credential(by))),
+        };
+        state.audit.refused(manifest, &refusals);
+    }
     let (status, change) = match change {
         Change::Created => (StatusCode::CREATED, "created"),
         Change::Replaced => (StatusCode::OK, "replaced"),
         Change::Unchanged => (StatusCode::OK, "unchanged"),
     };
-    Ok((status, Json(Stored { summary, change })).into_response())
+    let refused = refusals.lines;
+    Ok((status, Json(Stored { summary, change, refused })).into_response())
 }
 
 async fn delete(
@@ -135,6 +161,13 @@ async fn refresh(_: Authorized, State(state): State<AppState>) -> Result<Respons
     refresh.request();
     tracing::info!("manifest URL refresh requested through the local API");
     Ok((StatusCode::ACCEPTED, Json(Requested { refresh: "requested" })).into_response())
+}
+
+fn credential(method: Credential) -> &'static str {
+    match method {
+        Credential::Token => "the bearer token",
+        Credential::ClientCert => "a client certificate",
+    }
 }
 
 /// The push source's handle; absent only when the agent runs without it.

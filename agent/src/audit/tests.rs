@@ -25,6 +25,7 @@ fn event(pid: i32) -> Origin {
 fn entry(file: &str, action: Action) -> Entry {
     Entry {
         time: "2026-01-01T00:00:00Z".into(),
+        source: ManifestSource::File,
         file: file.into(),
         path: format!("/etc/outpost/manifests/{file}"),
         action,
@@ -199,4 +200,71 @@ fn a_command_line_is_shown_on_one_line() {
     assert_eq!(quoted("kind: Pod\nmetadata: {}"), "\"kind: Pod\\nmetadata: {}\"");
     assert_eq!(quoted(""), "\"\"");
     assert_eq!(quoted("say \"hi\""), "\"say \\\"hi\\\"\"");
+}
+
+fn pod_json(name: &str, spec: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+    let mut pod = serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    });
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        pod["spec"][key] = value.clone();
+    }
+    serde_json::from_value(pod).unwrap()
+}
+
+#[test]
+fn refusals_follow_the_policy_of_the_manifests_source() {
+    let audit = ManifestAudit::default();
+    let plain = pod_json("plain", serde_json::json!({}));
+    let host = pod_json("host", serde_json::json!({"hostNetwork": true, "hostPID": true}));
+    let pods = [&plain, &host];
+    let refused = audit.refusals(ManifestSource::Push, pods);
+    assert_eq!(refused.pods, ["default/host"]);
+    assert_eq!(refused.lines.len(), 2, "{refused:?}");
+    assert!(refused.lines[0].starts_with("pod default/host: spec.hostNetwork: "), "{refused:?}");
+    assert!(audit.refusals(ManifestSource::File, pods).is_empty());
+
+    let mut policy = outpost_core::admission::Policy::default();
+    policy.push.host_network = true;
+    policy.push.host_pid = true;
+    audit.set_policy(policy);
+    assert!(audit.refusals(ManifestSource::Push, pods).is_empty());
+    assert_eq!(audit.refusals(ManifestSource::Url, pods).pods, ["default/host"]);
+}
+
+#[test]
+fn a_refused_manifest_is_recorded_with_its_source_and_every_refused_field() {
+    let audit = ManifestAudit::default();
+    let host = pod_json("host", serde_json::json!({"hostIPC": true}));
+    let manifest = || admission::Manifest {
+        source: ManifestSource::Push,
+        file: "web".into(),
+        path: "/manifests/web".into(),
+        cause: Cause::Push,
+        sha256: Some(short_sha256(b"x")),
+        writer: Writer::remote("PUT from 127.0.0.1:1 with the bearer token"),
+    };
+    // Nothing refused: nothing recorded.
+    let plain = pod_json("plain", serde_json::json!({}));
+    audit.refused(manifest(), &audit.refusals(ManifestSource::Push, [&plain]));
+    assert!(audit.list(&Filter::default()).items.is_empty());
+
+    audit.refused(manifest(), &audit.refusals(ManifestSource::Push, [&plain, &host]));
+    let listing = audit.list(&Filter { file: Some("/manifests/web".into()), limit: None });
+    let [entry] = &listing.items[..] else { panic!("one entry: {listing:?}") };
+    assert_eq!(entry.action, Action::Refused);
+    assert_eq!(entry.pods, ["default/host"]);
+    let json = serde_json::to_value(&**entry).unwrap();
+    assert_eq!(json["source"], "push");
+    assert_eq!(json["action"], "refused");
+    assert_eq!(json["cause"], "push");
+    assert_eq!(json["writer"]["summary"], "PUT from 127.0.0.1:1 with the bearer token");
+    let error = json["error"].as_str().unwrap();
+    assert!(error.contains("admissionPolicy.push.hostIPC: true"), "{error}");
+    // Entries from before `source` existed read as the file source's.
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("source");
+    let old: Entry = serde_json::from_value(old).unwrap();
+    assert_eq!(old.source, ManifestSource::File);
 }

@@ -83,6 +83,12 @@ impl KernelExec {
 }
 
 impl Writer {
+    /// Who made a change that no local process wrote (a client of the local API, the
+    /// manifest URL's server), as `summary` says.
+    pub fn remote(summary: &str) -> Writer {
+        Writer::unknown(None, summary)
+    }
+
     fn unknown(pid: Option<i32>, why: &str) -> Writer {
         Writer {
             pid,

@@ -98,6 +98,7 @@ mod tests {
     fn the_table_has_one_row_per_change_and_says_what_was_dropped() {
         let entry = Entry {
             time: "2026-01-01T00:00:00Z".into(),
+            source: crate::audit::ManifestSource::File,
             file: "web.yaml".into(),
             path: "/etc/outpost/manifests/web.yaml".into(),
             action: Action::Removed,

@@ -1,5 +1,6 @@
 //! `outpost validate FILE...`: lint manifests offline, as the file source would read them,
-//! and as this node would admit their pods (A1: AppArmor, allowed unsafe sysctls).
+//! and as this node would admit their pods (A1: AppArmor, allowed unsafe sysctls; the
+//! admission policy of `--source`, file unless given).
 
 use std::collections::HashMap;
 use std::fs;
@@ -25,7 +26,7 @@ pub struct Summary {
 }
 
 /// This host, as admission sees it: AppArmor from the kernel, the allowed unsafe sysctls
-/// from the flags over the agent's config file.
+/// from the flags over the agent's config file, the admission policy from the file.
 pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
     let config_file = args
         .config
@@ -41,16 +42,29 @@ pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
     Ok(NodeFacts {
         apparmor_enabled: crate::host::apparmor_enabled(),
         allowed_unsafe_sysctls: config.allowed_unsafe_sysctls,
+        policy: config.admission_policy,
     })
+}
+
+/// `--source`'s value as a source (its names are [`Source::as_str`]'s).
+pub fn source(name: &str) -> Source {
+    match name {
+        "url" => Source::Url,
+        "push" => Source::Push,
+        "api" => Source::Api,
+        _ => Source::File,
+    }
 }
 
 /// Validates every file (directories: their manifests, S10), writing one
 /// `file:line:col: message` line per problem or warning to `out`. Each pod is also
-/// reviewed against `facts`: what this node would refuse makes its file invalid.
+/// reviewed against `facts`, as a pod of `source`: what this node would refuse makes its
+/// file invalid.
 pub fn validate(
     paths: &[PathBuf],
     node_name: &str,
     facts: &NodeFacts,
+    source: Source,
     out: &mut impl Write,
 ) -> io::Result<Summary> {
     let mut summary = Summary::default();
@@ -78,7 +92,7 @@ pub fn validate(
                 for pod in &pods {
                     let name = FullName::of(pod);
                     // The manifest alone passed: what is refused now is this node's doing.
-                    for finding in admission::review(pod, facts, Source::File) {
+                    for finding in admission::review(pod, facts, source) {
                         if finding.severity == Severity::Refused {
                             refused = true;
                             writeln!(

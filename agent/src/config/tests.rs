@@ -276,3 +276,41 @@ fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
     let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
     assert!(defaults.unwrap().allowed_unsafe_sysctls.is_empty());
 }
+
+#[test]
+fn the_admission_policy_is_read_from_the_file_over_the_defaults() {
+    use outpost_core::admission::{Policy, SourcePolicy};
+    let defaults =
+        Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
+    assert_eq!(defaults.admission_policy, Policy::default());
+
+    let f = file(
+        "admissionPolicy:\n  push:\n    privileged: true\n    hostPID: true\n    allowedHostPaths: [/var/log/, /srv//data/./x/..]\n  file:\n    hostNetwork: false\n",
+    );
+    let policy = Config::resolve(flags(f.path())).unwrap().admission_policy;
+    assert_eq!(
+        policy.push,
+        SourcePolicy {
+            privileged: true,
+            host_pid: true,
+            allowed_host_paths: vec!["/var/log".into(), "/srv/data".into()],
+            ..SourcePolicy::restricted()
+        }
+    );
+    assert_eq!(policy.file, SourcePolicy { host_network: false, ..SourcePolicy::unrestricted() });
+    assert_eq!(policy.url, SourcePolicy::restricted());
+    assert_eq!(policy.api, SourcePolicy::unrestricted());
+
+    let f = file("admissionPolicy:\n  url:\n    allowedHostPaths: [var/log]\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(
+        err.contains("admissionPolicy.url.allowedHostPaths: \"var/log\" is not an absolute path"),
+        "{err}"
+    );
+    for unknown in ["admissionPolicy:\n  http: {}\n", "admissionPolicy:\n  push: {hostPid: true}\n"]
+    {
+        let f = file(unknown);
+        let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+        assert!(err.contains("unknown field"), "{unknown}: {err}");
+    }
+}

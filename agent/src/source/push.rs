@@ -321,6 +321,12 @@ impl PushHandle {
         self.inner.current.load().iter().map(|(key, pushed)| Summary::of(key, pushed)).collect()
     }
 
+    /// The pods of the manifest pushed under `key`, in manifest order.
+    pub fn pods(&self, key: &str) -> Vec<Arc<k8s_openapi::api::core::v1::Pod>> {
+        let current = self.inner.current.load();
+        current.get(key).map(|p| p.pods.iter().map(|p| p.pod.clone()).collect()).unwrap_or_default()
+    }
+
     /// The manifest pushed under `key`.
     pub fn summary(&self, key: &str) -> Option<Summary> {
         self.inner.current.load().get(key).map(|pushed| Summary::of(key, pushed))

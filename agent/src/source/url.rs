@@ -30,6 +30,8 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info, warn};
 
 use self::client::{Client, Fetched, Validators};
+use crate::audit::admission::Manifest;
+use crate::audit::{self, ManifestAudit, ManifestSource, Writer};
 use crate::checkpoint::{self, Checkpoints};
 use crate::metrics::counted::SourceMetrics;
 use crate::source::{EventStream, Freshness, Refresh, SourceEvent};
@@ -193,6 +195,8 @@ pub struct UrlSource {
     last_failure: Option<String>,
     /// Counts rejected documents.
     metrics: SourceMetrics,
+    /// Where a document whose pods the admission policy refuses is recorded.
+    audit: ManifestAudit,
 }
 
 impl UrlSource {
@@ -218,7 +222,15 @@ impl UrlSource {
             next_fetch: Instant::now(),
             last_failure: None,
             metrics: SourceMetrics::default(),
+            audit: ManifestAudit::default(),
         })
+    }
+
+    /// Records documents whose pods the admission policy refuses in `audit` (else in a
+    /// log of its own).
+    pub fn with_audit(mut self, audit: ManifestAudit) -> UrlSource {
+        self.audit = audit;
+        self
     }
 
     /// Counts rejected documents (empty, undecodable or invalid) in `metrics`.
@@ -321,6 +333,7 @@ impl UrlSource {
             return;
         }
         let (url, node) = (self.url.clone(), self.node_name.clone());
+        let sha256 = audit::short_sha256(&body);
         // Up to 10 MiB of YAML: decoded off the async workers.
         let decoded =
             tokio::task::spawn_blocking(move || manifest::decode(&body, Origin::Url(&url), &node))
@@ -339,6 +352,16 @@ impl UrlSource {
         };
         let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
         info!(pods = pods.len(), "manifest URL document changed");
+        let refusals = self.audit.refusals(ManifestSource::Url, pods.iter().map(|p| &**p));
+        let manifest = Manifest {
+            source: ManifestSource::Url,
+            file: self.shown.clone(),
+            path: self.shown.clone(),
+            cause: audit::Cause::Fetch,
+            sha256: Some(sha256),
+            writer: Writer::remote("the manifest URL's server"),
+        };
+        self.audit.refused(manifest, &refusals);
         debug!(etag = ?validators.etag, last_modified = ?validators.last_modified, "validators");
         self.recovered();
         let record = Record {

@@ -100,6 +100,7 @@ pub(super) async fn build(
     let events = Recorder::default();
     // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
     let audit = ManifestAudit::default();
+    audit.set_policy(config.admission_policy.clone());
     let files = FileSource::new(file::Config {
         path: config.manifest_dir.clone(),
         node_name: config.node_name.clone(),
@@ -121,7 +122,8 @@ pub(super) async fn build(
             checkpoints: checkpoints.clone(),
             refresh: refresh.clone(),
         })?
-        .with_metrics(manifests.clone());
+        .with_metrics(manifests.clone())
+        .with_audit(audit.clone());
         sources.push((Source::Url, source.into_stream()));
     }
     // The push endpoint changes state, so it exists only when callers can authenticate.

@@ -285,6 +285,7 @@ async fn run_pods(
         facts: Arc::new(NodeFacts {
             apparmor_enabled: crate::host::apparmor_enabled(),
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            policy: config.admission_policy.clone(),
         }),
         objects: handles.objects,
         gc: handles.gc.handle.clone(),

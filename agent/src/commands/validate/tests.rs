@@ -10,7 +10,7 @@ fn run(paths: &[PathBuf]) -> (Summary, String) {
 
 fn run_on(paths: &[PathBuf], facts: &NodeFacts) -> (Summary, String) {
     let mut out = Vec::new();
-    let summary = validate(paths, "node-a", facts, &mut out).unwrap();
+    let summary = validate(paths, "node-a", facts, Source::File, &mut out).unwrap();
     (summary, String::from_utf8(out).unwrap())
 }
 
@@ -121,8 +121,11 @@ fn a1_what_this_node_refuses_makes_the_file_invalid() {
         "{out}"
     );
 
-    let able =
-        NodeFacts { apparmor_enabled: true, allowed_unsafe_sysctls: vec!["net.core.*".into()] };
+    let able = NodeFacts {
+        apparmor_enabled: true,
+        allowed_unsafe_sysctls: vec!["net.core.*".into()],
+        ..NodeFacts::default()
+    };
     let (summary, out) = run_on(std::slice::from_ref(&f), &able);
     assert_eq!((summary.invalid_files, out.as_str()), (0, ""));
 }
@@ -147,4 +150,28 @@ fn node_facts_take_allowed_sysctls_from_the_flags_over_the_config_file() {
     assert_eq!(flagged.allowed_unsafe_sysctls, ["net.core.*"]);
     let err = node_facts(&args(&["--allowed-unsafe-sysctls", "vm.swappiness"])).unwrap_err();
     assert!(err.to_string().contains("vm.swappiness"), "{err}");
+}
+
+#[test]
+fn the_admission_policy_of_the_given_source_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("host.yaml");
+    fs::write(&f, format!("{GOOD}  hostNetwork: true\n")).unwrap();
+    let check = |source: Source| {
+        let mut out = Vec::new();
+        let summary =
+            validate(std::slice::from_ref(&f), "node-a", &NodeFacts::default(), source, &mut out);
+        (summary.unwrap().invalid_files, String::from_utf8(out).unwrap())
+    };
+    assert_eq!(check(Source::File), (0, String::new()));
+    let (invalid, out) = check(Source::Push);
+    assert_eq!(invalid, 1, "{out}");
+    assert!(
+        out.contains("pod default/web-node-a: CapabilitiesForbidden: spec.hostNetwork: the host's network namespace is not allowed for pods from the push endpoint (source push); allow it with admissionPolicy.push.hostNetwork: true"),
+        "{out}"
+    );
+    assert_eq!(source("push"), Source::Push);
+    assert_eq!(source("url"), Source::Url);
+    assert_eq!(source("api"), Source::Api);
+    assert_eq!(source("file"), Source::File);
 }

@@ -1,5 +1,6 @@
 //! The file source's side of the manifest audit: each change it acts on is identified
-//! (who wrote it), logged once and recorded in the [`crate::audit`] log.
+//! (who wrote it), logged once and recorded in the [`crate::audit`] log, followed by a
+//! `refused` entry when the admission policy refuses pods of the file.
 
 use std::ffi::OsStr;
 
@@ -7,10 +8,12 @@ use k8s_openapi::jiff::Timestamp;
 use tracing::{info, warn};
 
 use super::{Cause, FileSource};
-use crate::audit::{Action, Entry, Origin};
+use crate::audit::admission::Manifest;
+use crate::audit::{Action, Entry, ManifestSource, Origin};
 
 impl FileSource {
     /// Records one change (and logs it, with its writer). `error` is a rejection's report.
+    /// Pods added or changed that the admission policy refuses are recorded next.
     pub(super) fn audited(
         &self,
         name: &OsStr,
@@ -49,10 +52,27 @@ impl FileSource {
                 "manifest rejected; its last good pods (if any) keep running:\n{report}"
             ),
         }
+        let path = self.manifests.path_of(name).display().to_string();
+        let refusals = match action {
+            Action::Added | Action::Changed => self.audit.refusals(
+                ManifestSource::File,
+                self.manifests.pods_of(name).iter().map(|p| &*p.pod),
+            ),
+            _ => Default::default(),
+        };
+        let refused = (!refusals.is_empty()).then(|| Manifest {
+            source: ManifestSource::File,
+            file: file.clone().into_owned(),
+            path: path.clone(),
+            cause: cause_kind,
+            sha256: sha256.clone(),
+            writer: writer.clone(),
+        });
         self.audit.record(Entry {
             time: Timestamp::now().to_string(),
+            source: ManifestSource::File,
             file: file.into_owned(),
-            path: self.manifests.path_of(name).display().to_string(),
+            path,
             action,
             cause: cause_kind,
             pods,
@@ -60,5 +80,8 @@ impl FileSource {
             error: error.map(str::to_owned),
             writer,
         });
+        if let Some(manifest) = refused {
+            self.audit.refused(manifest, &refusals);
+        }
     }
 }

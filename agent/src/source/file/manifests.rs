@@ -136,6 +136,11 @@ impl Manifests {
             .unwrap_or_default()
     }
 
+    /// The last good pods of `name`, in document order.
+    pub fn pods_of(&self, name: &OsStr) -> &[SourcePod] {
+        self.entries.get(name).map(|e| e.pods.as_slice()).unwrap_or_default()
+    }
+
     /// Every pod of every file, in file-name order then document order: the SET.
     pub fn pods(&self) -> Vec<SourcePod> {
         self.entries.values().flat_map(|e| e.pods.iter().cloned()).collect()

@@ -72,3 +72,45 @@ fn a1_containers_left_for_a_pod_now_refused_are_stopped() {
     assert!(actions.contains(&"Signal Term old-c".to_owned()), "{actions:?}");
     assert_eq!(d.status().reason.as_deref(), Some("UnsupportedField"));
 }
+
+/// `web` on the host's network, from `source`.
+fn host_network_from(source: Source) -> Input {
+    let mut p = web();
+    p.spec().host_network = Some(true);
+    Input::Desired(Some(Desired { source, pod: Arc::new(p.0) }))
+}
+
+#[test]
+fn a_pushed_pod_the_policy_forbids_is_refused_naming_the_source_and_the_config_key() {
+    let mut d = Driver::new();
+    let said = shown(&d.drive(host_network_from(Source::Push)));
+    assert_eq!(said.len(), 1, "only the Event: {said:?}");
+    assert!(said[0].starts_with("Event Warning CapabilitiesForbidden -: "), "{said:?}");
+    let status = d.status();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("CapabilitiesForbidden"));
+    let message = status.message.unwrap();
+    for part in ["spec.hostNetwork", "the push endpoint", "admissionPolicy.push.hostNetwork"] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+}
+
+#[test]
+fn the_same_pod_from_the_manifest_directory_runs() {
+    let mut d = Driver::new();
+    let actions = shown(&d.drive(host_network_from(Source::File)));
+    assert!(actions.contains(&"StartContainer u1/c rc=0".to_owned()), "{actions:?}");
+    assert_eq!(d.phase(), "Running");
+}
+
+#[test]
+fn a_running_pod_the_policy_now_forbids_is_stopped_after_a_restart() {
+    // An agent restarted with a stricter policy finds the pod's container running.
+    let mut p = web();
+    p.spec().host_network = Some(true);
+    let mut d = Driver::with_found(vec![found("old-c", "u1", "c", 0, &p.hash("c"))]);
+    let input = Input::Desired(Some(Desired { source: Source::Url, pod: Arc::new(p.0) }));
+    let actions = shown(&d.step(input));
+    assert!(actions.contains(&"Signal Term old-c".to_owned()), "{actions:?}");
+    assert_eq!(d.status().reason.as_deref(), Some("CapabilitiesForbidden"));
+}
