@@ -54,8 +54,9 @@ impl Options {
                 "--trials" => options.trials = value("--trials")?.parse()?,
                 "--seed" => options.seed = value("--seed")?.parse()?,
                 "--quick" => options.flap = Duration::from_secs(10),
+                "--fault" => options.only = Some(value("--fault")?),
                 other => bail!(
-                    "unknown argument {other:?}; usage: chaos [--trials N] [--seed S] [--quick]"
+                    "unknown argument {other:?}; usage: chaos [--trials N] [--seed S] [--quick] [--fault NAME]"
                 ),
             }
         }
@@ -164,6 +165,7 @@ fn one_trial(
     let outcome = faults::inject(rig, model, fault, rng, options.flap)?;
     let (mut violations, settle) = settle(rig, model, true);
     violations.extend(outcome.violations);
+    violations.extend(faults::after_settle(rig, model, fault));
     Ok(Trial {
         trial: 0,
         fault: fault.name(),
@@ -176,7 +178,7 @@ fn one_trial(
 
 /// Polls the invariants until they hold (the time it took) or [`SETTLE_TIMEOUT`] passes
 /// (what is still broken).
-fn settle(rig: &Rig, model: &Model, api_up: bool) -> (Vec<String>, Option<Duration>) {
+pub fn settle(rig: &Rig, model: &Model, api_up: bool) -> (Vec<String>, Option<Duration>) {
     let start = Instant::now();
     loop {
         let violations = check::violations(rig, model, api_up);

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use outpost_tests::containerd::{
-    BUSYBOX_DOCKER, BUSYBOX_IMAGE, BUSYBOX_OCI, test_containerd, test_image,
+    BUSYBOX_DOCKER, BUSYBOX_IMAGE, BUSYBOX_OCI, CtrCgroupParent, test_containerd, test_image,
 };
 
 const NAMESPACE: &str = "outpost-test";
@@ -53,6 +53,7 @@ fn test_images_import_into_the_test_containerd_and_run() {
         // The task's exit status is what ctr exits with: a status the image's shell can
         // only give by running (ctr 1.6 may lose a short task's stdout: its copy is not
         // awaited before the task is deleted).
+        let _cgroups = CtrCgroupParent(NAMESPACE);
         let id = format!("plumbing-{}-{n}", std::process::id());
         let run = ["run", "--rm", BUSYBOX_IMAGE, &id, "/bin/sh", "-c", "test -x /bin/sh && exit 7"];
         let status = Command::new("ctr")

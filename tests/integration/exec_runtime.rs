@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use containerd_client::services::v1::GetRequest;
 use outpost::runtime::Containerd;
 use outpost::runtime::exec::{self, Execs, MAX_OUTPUT, Request};
-use outpost_tests::containerd::{BUSYBOX_IMAGE, BUSYBOX_OCI, test_containerd, test_image};
+use outpost_tests::containerd::{
+    BUSYBOX_IMAGE, BUSYBOX_OCI, CtrCgroupParent, test_containerd, test_image,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NAMESPACE: &str = "outpost-test-exec";
@@ -110,6 +112,7 @@ impl Drop for Container {
         let _ = ctr(&self.socket, &["tasks", "kill", "--signal", "SIGKILL", &self.id]);
         let _ = ctr(&self.socket, &["tasks", "delete", "--force", &self.id]);
         let _ = ctr(&self.socket, &["containers", "delete", &self.id]);
+        drop(CtrCgroupParent(NAMESPACE));
     }
 }
 

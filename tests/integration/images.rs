@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use outpost_tests::containerd::{
-    BUSYBOX_DOCKER, BUSYBOX_IMAGE, BUSYBOX_OCI, test_containerd, test_image,
+    BUSYBOX_DOCKER, BUSYBOX_IMAGE, BUSYBOX_OCI, CtrCgroupParent, test_containerd, test_image,
 };
 use outpost_tests::outpost_bin;
 
@@ -87,6 +87,7 @@ fn import_and_run(socket: &Path, tarball: &Path, media_type: &str) {
     );
 
     let id = format!("outpost-images-test-{}-{}", std::process::id(), digest.get(7..15).unwrap());
+    let _cgroups = CtrCgroupParent(NAMESPACE);
     let ran = ctr(socket, &["run", "--rm", BUSYBOX_IMAGE, &id, "/bin/sh", "-c", "echo ok"]);
     assert_eq!(ran.trim(), "ok");
 }

@@ -13,7 +13,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use outpost::runtime::logs::{container_log_path, logger_uri};
-use outpost_tests::containerd::{BUSYBOX_IMAGE, BUSYBOX_OCI, test_containerd, test_image};
+use outpost_tests::containerd::{
+    BUSYBOX_IMAGE, BUSYBOX_OCI, CtrCgroupParent, test_containerd, test_image,
+};
 use outpost_tests::outpost_bin;
 
 /// A namespace of its own: the image tests replace and delete images in theirs.
@@ -60,6 +62,7 @@ fn log_path(root: &Path, pod: &str) -> PathBuf {
 /// Runs `script` in a container logging through `logger` to `log`, to its end
 /// (`ctr run --rm`: the task is deleted before ctr returns).
 fn run_logged(socket: &Path, id: &str, logger: &Path, log: &Path, script: &str) {
+    let _cgroups = CtrCgroupParent(NAMESPACE);
     let uri = logger_uri(logger, log).unwrap();
     let args = ["run", "--rm", "--log-uri", &uri, BUSYBOX_IMAGE, id, "sh", "-c", script];
     ctr_ok(socket, &args);
@@ -193,6 +196,7 @@ fn the_logger_outlives_the_process_that_started_the_container() {
                   i=0; while [ $i -lt 100 ]; do echo line $i; i=$((i+1)); done; printf end";
     let args =
         ["run", "-d", "--mount", &mount, "--log-uri", &uri, BUSYBOX_IMAGE, &id, "sh", "-c", script];
+    let _cgroups = CtrCgroupParent(NAMESPACE);
     ctr_ok(&socket, &args);
     wait_for("the first line", || fs::read_to_string(&log).is_ok_and(|t| t.contains("started")));
     fs::write(&go, "").unwrap();

@@ -324,6 +324,32 @@ fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
     eventually("nothing is left on the host", LONG, || node.leftovers(&uid(&p)).is_empty());
 }
 
+/// The agent killed (SIGKILL) while it stops a pod, then started again: the pod's
+/// container is gone and so is its shim. (containerd 1.6 leaves a shim running when the
+/// caller of its task's deletion goes away mid-call; the next start ends such shims.)
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn kill_9_mid_stop_then_restart_leaves_no_container_and_no_shim() {
+    let node = Node::new();
+    let agent = node.start();
+    node.put("stop.yaml", &manifest("stop", SERVE, ""));
+    let p = wait_pod(&agent, "stop-edge-1", LONG, running);
+    node.remove("stop.yaml");
+    agent.wait_for_log("stopping pod");
+    agent.signal("KILL");
+    drop(agent);
+    let agent = node.start();
+    eventually("the pod's containers are removed", LONG, || node.containers().is_empty());
+    eventually("no shim is left for the node's namespace", LONG, || {
+        outpost_tests::workload::shims(&node.namespace).is_empty()
+    });
+    eventually("nothing is left on the host", LONG, || node.leftovers(&uid(&p)).is_empty());
+    drop(agent);
+}
+
 /// `--containerd managed`: the agent's own containerd is killed under it; the agent
 /// restarts it, reconnects, and the pod keeps running (the same container; its exits are
 /// still seen afterwards).

@@ -90,3 +90,18 @@ pub fn answers(socket: &Path) -> bool {
             .status()
             .is_ok_and(|s| s.success())
 }
+
+/// `ctr run` puts a container's cgroup at `/<namespace>/<id>` in each hierarchy; runc
+/// removes the container's, never the namespace's. Dropped (also in a panic), this
+/// removes `/<namespace>` where it is empty: the last test of a module running
+/// containers that way leaves nothing.
+#[derive(Debug)]
+pub struct CtrCgroupParent(pub &'static str);
+
+impl Drop for CtrCgroupParent {
+    fn drop(&mut self) {
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir(hierarchy.path().join(self.0));
+        }
+    }
+}

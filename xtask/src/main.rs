@@ -35,7 +35,8 @@ tasks:
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test, the pods tests again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
-                    then `bench --quick`
+                    `bench --quick`, a short `chaos`, and `leaks` (after the tests
+                    and last)
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)

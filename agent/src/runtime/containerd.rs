@@ -207,6 +207,11 @@ impl Containerd {
         Ok(containerd)
     }
 
+    /// The socket it connects to (the shims it starts name it as `-address`).
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
     /// The containerd namespace requests go to.
     pub fn namespace(&self) -> &str {
         self.metadata.namespace.to_str().unwrap_or(NAMESPACE)

@@ -147,6 +147,30 @@ pub fn inject(
     Ok(outcome)
 }
 
+/// What must hold once a trial settled, for its fault: after a full disk, the API pods'
+/// checkpoint catches up (within 30 s) once space returns, with no further change.
+pub fn after_settle(rig: &Rig, model: &Model, fault: Fault) -> Vec<String> {
+    if fault != Fault::FillState {
+        return Vec::new();
+    }
+    let path = rig.path("state/checkpoints/api.json");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let saved = std::fs::read_to_string(&path).unwrap_or_default();
+        let missing: Vec<&String> =
+            model.api.keys().filter(|name| !saved.contains(&format!("\"{name}\""))).collect();
+        if missing.is_empty() {
+            return Vec::new();
+        }
+        if Instant::now() > deadline {
+            return vec![format!(
+                "space returned, but the API pods' checkpoint still lacks {missing:?}"
+            )];
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Fills the state dir's tmpfs, changes an API pod (so the API pods' checkpoint is
 /// written), and checks that the write fails with a clear error, the checkpoint on disk
 /// stays as it was and the running containers run on; then frees the space.
@@ -156,9 +180,14 @@ fn fill_state(
     rng: &mut fastrand::Rng,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
+    // From a settled rig: what changes then is the fault's doing.
+    let (unsettled, _) = super::super::settle(rig, model, true);
+    if !unsettled.is_empty() {
+        outcome.notes.push(format!("filled the disk before the rig settled: {unsettled:?}"));
+    }
     let checkpoints = rig.path("state/checkpoints");
     let before = read_dir_files(&checkpoints);
-    let running_before = running_tasks(rig);
+    let running_before = running_containers(rig)?;
     let filler = rig.path("state/filler");
     let free = free_bytes(&rig.path("state"))?;
     let out = std::process::Command::new("fallocate")
@@ -185,9 +214,18 @@ fn fill_state(
             outcome.violations.push(format!("checkpoint {name} changed while the disk was full"));
         }
     }
-    for (id, _) in running_before {
-        if !running_tasks(rig).iter().any(|(i, _)| *i == id) {
-            outcome.violations.push(format!("container {id} stopped while the disk was full"));
+    // Every pod but the one changed runs on in the same container.
+    let changed = match op {
+        Op::CreateApi(i) | Op::DeleteApi(i) => format!("a-{i}"),
+        _ => String::new(),
+    };
+    let running_after = running_containers(rig)?;
+    for (pod, container) in running_before.iter().filter(|(pod, _)| **pod != changed) {
+        if running_after.get(pod) != Some(container) {
+            outcome.violations.push(format!(
+                "pod {pod}'s container {container} did not run on while the disk was full (now {:?})",
+                running_after.get(pod)
+            ));
         }
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -245,16 +283,23 @@ fn pod_uids(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<String, (Str
         .collect())
 }
 
-fn running_tasks(rig: &Rig) -> Vec<(String, String)> {
-    rig.ctr(&["tasks", "list"])
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"RUNNING")).then(|| (f[0].to_owned(), f[2].to_owned()))
+/// Pod name → the container ID `/pods` reports running.
+fn running_containers(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let (_, body) = rig.agent()?.get("/pods");
+    let list: serde_json::Value = serde_json::from_str(&body)?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            status["state"]["running"].is_object().then_some(())?;
+            Some((
+                p["metadata"]["name"].as_str()?.to_owned(),
+                status["containerID"].as_str()?.to_owned(),
+            ))
         })
-        .collect()
+        .collect())
 }
 
 fn read_dir_files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
