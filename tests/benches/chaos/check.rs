@@ -2,9 +2,9 @@
 //! what is wrong):
 //! - every desired pod runs exactly once: in `/pods` as Running, in its current
 //!   generation, with one running task for its container in containerd;
-//! - nothing undesired is left: no task, container, shim, logger, pod cgroup, pod mount,
-//!   veth, IP allocation or active snapshot beyond what the desired pods hold, and no
-//!   lease;
+//! - nothing undesired is left: no task, container, shim, logger, pod cgroup, pod dir,
+//!   pod mount, veth, IP allocation or active snapshot beyond what the desired pods hold,
+//!   and no lease;
 //! - `/pods` names the container containerd runs;
 //! - once the API server is up, it shows every pod's current status (API pods, and the
 //!   mirror pods of static pods).
@@ -182,6 +182,14 @@ fn host(rig: &Rig, containers: &[Container], uids: &BTreeSet<String>, bad: &mut 
                 bad.push(format!("active snapshot {id} has no container"));
             }
             _ => {}
+        }
+    }
+    for dir in ["state/pods", "run/pods"] {
+        for entry in std::fs::read_dir(rig.path(dir)).into_iter().flatten().flatten() {
+            let uid = entry.file_name().to_string_lossy().into_owned();
+            if !uids.contains(&uid) {
+                bad.push(format!("pod dir {dir}/{uid} of a pod not desired is left"));
+            }
         }
     }
     if veths != uids.len() {
