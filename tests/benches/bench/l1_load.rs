@@ -1,12 +1,13 @@
 //! L1 load: the real `outpost` binary (against the external test containerd) running 5
-//! pods whose container writes a log line every 5 ms, while its local API is driven on
-//! loopback for 60 s (`--quick`: 15 s):
+//! pods whose container writes a backlog of 20,000 lines (about 3 MiB of log) and then a
+//! line every 5 ms, while its local API is driven on loopback for 60 s (`--quick`: 15 s):
 //!
 //! - about 1,000 requests/s, six in ten `GET /healthz`, two `/pods`, two `/metrics`, in
 //!   an open loop over a pool of 64 connections (kept alive, every fourth request on a
 //!   new one): see `client`;
-//! - 50 `GET /containerLogs/default/<pod>/main?follow=true` streams (ten per pod),
-//!   opened before the load and held to its end.
+//! - 50 `GET /containerLogs/default/<pod>/main?follow=true` streams (ten per pod, half
+//!   of them with `tailLines=10`, half from the log's start), opened before the load and
+//!   held to its end.
 //!
 //! The agent is watched from `/proc` every 250 ms: RSS (`VmRSS`) and open file
 //! descriptors (`/proc/<pid>/fd`). "Start" is after the pods run and the agent settled,
@@ -43,8 +44,11 @@ use crate::report::{Entry, Stats};
 /// The names of this benchmark's pods start with it.
 const PREFIX: &str = "ld-";
 const PODS: usize = 5;
-/// Following log streams, spread evenly over the pods.
+/// Following log streams, spread evenly over the pods; every other one asks for the
+/// last 10 lines first, the others for the whole log (as `kubectl logs -f` does).
 const STREAMS: usize = 50;
+/// Lines each pod writes at once at its start.
+const BACKLOG_LINES: usize = 20_000;
 const RATE: u32 = 1000;
 const POOL: usize = 64;
 const CLOSE_EVERY: u64 = 4;
@@ -92,8 +96,11 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     })
 }
 
-/// A pod whose one container writes a numbered line every 5 ms.
+/// A pod whose one container first writes a backlog of [`BACKLOG_LINES`] lines of about
+/// 100 bytes (a log of a few MiB, as a box's long-running pod has), then a numbered line
+/// every 5 ms.
 fn manifest(i: usize) -> String {
+    let pad = "x".repeat(70);
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -105,7 +112,7 @@ spec:
   - name: main
     image: {BUSYBOX_IMAGE}
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "n=0; while true; do echo \"{PREFIX}{i} line $n\"; n=$((n+1)); sleep 0.005; done"]
+    command: ["sh", "-c", "n=0; while [ $n -lt {BACKLOG_LINES} ]; do echo \"{PREFIX}{i} backlog $n {pad}\"; n=$((n+1)); done; while true; do echo \"{PREFIX}{i} line $n\"; n=$((n+1)); sleep 0.005; done"]
 "#
     )
 }
