@@ -25,6 +25,7 @@ mod client;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::client::{Driven, Followed, Kind, Plan};
 use crate::Options;
-use crate::bench::b5_footprint::procfs::memory_mib;
+use crate::bench::b5_footprint::procfs::{self, memory_mib};
 use crate::bench::b5_footprint::{PATIENCE, bench_pods, failed, teardown};
 use crate::report::{Entry, Stats};
 
@@ -87,7 +88,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         }
     };
     std::thread::sleep(SETTLE);
-    let measured = measure(&agent, duration);
+    let measured = measure(&agent, &node.path("logs"), duration);
     let torn_down = teardown(&node, agent, &uids, PREFIX);
     let entries = measured?.entries(duration);
     Ok(match torn_down {
@@ -198,11 +199,17 @@ struct Measured {
     streams: Vec<Followed>,
     log_lines: usize,
     warnings: usize,
+    /// The pods' log files' total size when the streams opened, MiB.
+    logs_mib: f64,
+    /// The agent's CPU over the whole run, % of one core.
+    cpu_percent: f64,
 }
 
 /// Opens the streams, drives the load, closes everything, and reads `/proc` around it.
-fn measure(agent: &Agent, duration: Duration) -> anyhow::Result<Measured> {
+fn measure(agent: &Agent, log_dir: &Path, duration: Duration) -> anyhow::Result<Measured> {
     let pid = agent.pid();
+    let logs_mib = file_bytes(log_dir) as f64 / (1024.0 * 1024.0);
+    let cpu_before = procfs::Sample::take(pid)?;
     let addr: SocketAddr = agent.addr.parse().context("the agent's address")?;
     let logged = agent.log().lines().count();
     let start = Resources::take(pid)?;
@@ -219,10 +226,9 @@ fn measure(agent: &Agent, duration: Duration) -> anyhow::Result<Measured> {
         let stop = CancellationToken::new();
         let mut followers = tokio::task::JoinSet::new();
         for i in 0..STREAMS {
-            let path = format!(
-                "/containerLogs/default/{PREFIX}{}-edge-1/main?follow=true&tailLines=10",
-                i % PODS
-            );
+            let tail = if i % 2 == 0 { "&tailLines=10" } else { "" };
+            let pod = format!("{PREFIX}{}-edge-1", i % PODS);
+            let path = format!("/containerLogs/default/{pod}/main?follow=true{tail}");
             followers.spawn(client::follow(addr, path, i, stop.clone()));
         }
         // Let the streams open (and send their tails) before the load starts.
@@ -242,6 +248,7 @@ fn measure(agent: &Agent, duration: Duration) -> anyhow::Result<Measured> {
         (driven, streams)
     });
     drop(rt);
+    let cpu = procfs::Delta::between(&cpu_before, &procfs::Sample::take(pid)?).cpu_percent;
     std::thread::sleep(AFTER);
     let samples = sampler.finish();
     let end = Resources::take(pid)?;
@@ -256,7 +263,22 @@ fn measure(agent: &Agent, duration: Duration) -> anyhow::Result<Measured> {
         streams,
         log_lines: log.len(),
         warnings: log.iter().filter(|l| l.contains("WARN") || l.contains("ERROR")).count(),
+        logs_mib,
+        cpu_percent: cpu,
     })
+}
+
+/// The size of every file under `dir`, in bytes.
+fn file_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => file_bytes(&entry.path()),
+            Ok(_) => entry.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 impl Measured {
@@ -278,7 +300,8 @@ impl Measured {
         .detail("answered", answered as u64)
         .detail("connections_opened", d.connects as u64)
         .detail("pool", POOL as u64)
-        .detail("new_connection_every", CLOSE_EVERY);
+        .detail("new_connection_every", CLOSE_EVERY)
+        .detail("agent_cpu_percent_of_a_core", round(self.cpu_percent));
 
         let latencies = |kind: Kind, f: fn(&client::Outcome) -> Duration| -> Vec<Duration> {
             d.outcomes.iter().filter(|o| o.kind == kind && o.result.is_ok()).map(f).collect()
@@ -351,6 +374,12 @@ impl Measured {
             .take(3)
             .collect();
         let bytes: u64 = self.streams.iter().map(|s| s.bytes).sum();
+        // The least a stream of each kind received: the whole-log ones start with the
+        // backlog, the tail ones with 10 lines.
+        let least = |whole: bool| {
+            let of_kind = self.streams.iter().filter(|s| s.path.contains("tailLines") != whole);
+            of_kind.map(|s| s.bytes).min().unwrap_or(0)
+        };
         let streams = Entry::new(
             "L1",
             format!(
@@ -364,6 +393,9 @@ impl Measured {
         .detail("opened", STREAMS as u64)
         .detail("held", held as u64)
         .detail("log_bytes_received", bytes)
+        .detail("pod_logs_mib_at_open", round(self.logs_mib))
+        .detail("least_bytes_whole_log_stream", least(true))
+        .detail("least_bytes_tail_stream", least(false))
         .detail("first_broken", broken.join("; "));
 
         let rss: Vec<f64> = self.samples.iter().map(|(_, r)| r.rss_mib).collect();
