@@ -299,6 +299,7 @@ impl Measured {
         .detail("planned", planned)
         .detail("answered", answered as u64)
         .detail("connections_opened", d.connects as u64)
+        .detail("retried_after_idle_close", d.retries as u64)
         .detail("pool", POOL as u64)
         .detail("new_connection_every", CLOSE_EVERY)
         .detail("agent_cpu_percent_of_a_core", round(self.cpu_percent));

@@ -94,6 +94,8 @@ pub struct Driven {
     pub elapsed: Duration,
     /// Connections the pool opened.
     pub connects: usize,
+    /// Requests retried on a new connection (see [`Slot::get`]).
+    pub retries: usize,
 }
 
 /// One slot of the pool: its index (which source address) and its kept-alive connection.
@@ -102,6 +104,8 @@ struct Slot {
     index: usize,
     conn: Option<BufReader<TcpStream>>,
     connects: usize,
+    /// Requests sent again after the agent closed their idle kept-alive connection.
+    retries: usize,
 }
 
 /// Sends `plan.rate × plan.duration` GETs on schedule and collects their outcomes.
@@ -109,7 +113,7 @@ pub async fn drive(plan: &Plan) -> Driven {
     let total = u64::from(plan.rate) * plan.duration.as_secs();
     let interval = Duration::from_secs(1) / plan.rate;
     let slots: Vec<Slot> =
-        (0..plan.pool).map(|index| Slot { index, conn: None, connects: 0 }).collect();
+        (0..plan.pool).map(|index| Slot { index, conn: None, connects: 0, retries: 0 }).collect();
     let slots = Arc::new(Mutex::new(slots));
     let permits = Arc::new(Semaphore::new(plan.pool));
     let mut tasks = JoinSet::new();
@@ -163,6 +167,7 @@ pub async fn drive(plan: &Plan) -> Driven {
     // Dropping the slots closes their connections: the agent sees every client go.
     if let Ok(mut slots) = slots.lock() {
         driven.connects = slots.iter().map(|s| s.connects).sum();
+        driven.retries = slots.iter().map(|s| s.retries).sum();
         slots.clear();
     }
     driven
@@ -170,26 +175,77 @@ pub async fn drive(plan: &Plan) -> Driven {
 
 impl Slot {
     /// One GET on this slot's connection (connecting first if it has none); the status.
+    /// A kept-alive connection the agent closed as idle just as the request went out
+    /// (no byte of an answer) is retried once on a new one, as HTTP clients retry an
+    /// idempotent request; the retry counts in the latency.
     async fn get(&mut self, addr: SocketAddr, kind: Kind, close: bool) -> Result<u16, String> {
+        let reused = self.conn.is_some();
+        match self.exchange(addr, kind, close).await {
+            Err(Failure::Closed) if reused => {
+                self.retries += 1;
+                self.conn = None;
+                self.exchange(addr, kind, close).await.map_err(Failure::into_message)
+            }
+            result => result.map_err(Failure::into_message),
+        }
+    }
+
+    async fn exchange(
+        &mut self,
+        addr: SocketAddr,
+        kind: Kind,
+        close: bool,
+    ) -> Result<u16, Failure> {
         if self.conn.is_none() {
             let local = Ipv4Addr::new(127, 0, 0, 2 + (self.index % POOL_SOURCES) as u8);
-            let stream = connect(local, addr).await.map_err(|e| format!("connect: {e}"))?;
+            let stream =
+                connect(local, addr).await.map_err(|e| Failure::Other(format!("connect: {e}")))?;
             self.connects += 1;
             self.conn = Some(BufReader::new(stream));
         }
-        let Some(conn) = self.conn.as_mut() else { return Err("no connection".into()) };
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Failure::Other("no connection".into()));
+        };
         let head = format!(
             "GET {} HTTP/1.1\r\nHost: {addr}\r\n{}\r\n",
             kind.path(),
             if close { "Connection: close\r\n" } else { "" }
         );
-        conn.get_mut().write_all(head.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
-        let head = read_head(conn).await.map_err(|e| format!("read: {e}"))?;
-        let ended = read_body(conn, &head).await.map_err(|e| format!("read body: {e}"))?;
+        if let Err(e) = conn.get_mut().write_all(head.as_bytes()).await {
+            return Err(Failure::of("write", e));
+        }
+        let head = read_head(conn).await.map_err(|e| Failure::of("read", e))?;
+        let ended =
+            read_body(conn, &head).await.map_err(|e| Failure::Other(format!("read body: {e}")))?;
         if close || head.close || ended {
             self.conn = None;
         }
         Ok(head.status)
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+enum Failure {
+    /// The connection was closed (or reset) before any byte of an answer.
+    Closed,
+    Other(String),
+}
+
+impl Failure {
+    fn of(step: &str, error: std::io::Error) -> Failure {
+        use std::io::ErrorKind as K;
+        match error.kind() {
+            K::UnexpectedEof | K::ConnectionReset | K::BrokenPipe => Failure::Closed,
+            _ => Failure::Other(format!("{step}: {error}")),
+        }
+    }
+
+    fn into_message(self) -> String {
+        match self {
+            Failure::Closed => "the connection closed before an answer".to_owned(),
+            Failure::Other(message) => message,
+        }
     }
 }
 
