@@ -1,6 +1,7 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
-//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B11 config; and
-//! O2 restart from checkpoint (asked for by the sources issue).
+//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B11 config; O2
+//! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
+//! (asked for by the reliability issue).
 //!
 //! Run with `cargo xtask bench [--quick] [ID…]` (the release profile). Writes
 //! `target/bench/report.json` (under `CARGO_TARGET_DIR` when set) and a table on stdout.
@@ -22,6 +23,7 @@ mod bench {
     pub mod b7_scale;
     pub mod b8_probes;
     pub mod b9_pressure;
+    pub mod l1_load;
     pub mod o2_restart;
     pub mod pods;
     pub mod report;
@@ -34,7 +36,7 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b11_config, o2_restart, pods, report, signal,
+    b9_pressure, b11_config, l1_load, o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -73,7 +75,7 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
-    let benches: [(&str, Bench); 11] = [
+    let benches: [(&str, Bench); 12] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         ("B9", b9_pressure::run),
         ("B11", b11_config::run),
         ("O2", o2_restart::run),
+        ("L1", l1_load::run),
     ];
     let mut entries = Vec::new();
     let mut failed = Vec::new();

@@ -34,6 +34,7 @@ mod pods;
 mod probes;
 mod pull;
 mod push;
+mod push_load;
 mod qos;
 mod runtime_spec;
 mod security;

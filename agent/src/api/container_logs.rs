@@ -26,10 +26,12 @@ use crate::runtime::logs::read::{self, ContainerLog, Options};
 use crate::runtime::logs::{self, locate};
 
 /// Chunks of output in flight between the reader and the client: the reader blocks
-/// (so a slow client slows it, and memory stays bounded) when they are all taken.
-const CHANNEL_CHUNKS: usize = 16;
+/// (so a slow client slows it, and memory stays bounded) when they are all taken. With
+/// [`CHUNK_BYTES`], at most 128 KiB per stream wait for a client; 50 streams catching up
+/// on whole logs at once hold 6 MiB, not the 50 MiB that 16 chunks of up to 64 KiB held.
+const CHANNEL_CHUNKS: usize = 4;
 /// The reader sends what it has once it holds this much (or when it has read all
-/// there is for now).
+/// there is for now); a chunk never holds more.
 const CHUNK_BYTES: usize = 32 * 1024;
 
 /// Parses the query into read options; `now` anchors `sinceSeconds`. The error says
@@ -252,7 +254,15 @@ impl ChannelWriter {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let chunk = Bytes::from(std::mem::take(&mut self.buffer));
+        // A full chunk goes as it is; a small one (a line, following) as a copy of its
+        // size, the chunk's buffer kept for the next.
+        let chunk = if self.buffer.len() * 2 < self.buffer.capacity() {
+            let small = Bytes::copy_from_slice(&self.buffer);
+            self.buffer.clear();
+            small
+        } else {
+            Bytes::from(std::mem::take(&mut self.buffer))
+        };
         self.tx
             .blocking_send(chunk)
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
@@ -260,12 +270,19 @@ impl ChannelWriter {
 }
 
 impl Write for ChannelWriter {
+    /// Takes what fits in the chunk being filled (allocated once, at its full size, so
+    /// it never grows past [`CHUNK_BYTES`]), sending it when full.
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.buffer.extend_from_slice(bytes);
+        if self.buffer.capacity() == 0 {
+            self.buffer.reserve_exact(CHUNK_BYTES);
+        }
+        let room = CHUNK_BYTES.saturating_sub(self.buffer.len());
+        let taken = bytes.len().min(room);
+        self.buffer.extend_from_slice(&bytes[..taken]);
         if self.buffer.len() >= CHUNK_BYTES {
             self.send()?;
         }
-        Ok(bytes.len())
+        Ok(taken)
     }
 
     fn flush(&mut self) -> io::Result<()> {

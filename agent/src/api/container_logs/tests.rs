@@ -93,3 +93,24 @@ fn the_channel_writer_sends_on_flush_and_fails_once_the_client_is_gone() {
     let error = writer.flush().unwrap_err();
     assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
 }
+
+#[test]
+fn output_goes_in_chunks_of_at_most_chunk_bytes() {
+    // The chunks waiting for a client bound a stream's memory (CHANNEL_CHUNKS of them).
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut out = ChannelWriter { tx, buffer: Vec::new() };
+    let output: Vec<u8> = (0..100 * 1024).map(|i| (i % 251) as u8).collect();
+    for piece in output.chunks(7_000) {
+        out.write_all(piece).unwrap();
+    }
+    out.write_all(b"").unwrap();
+    out.flush().unwrap();
+    drop(out);
+    let mut chunks = Vec::new();
+    while let Ok(chunk) = rx.try_recv() {
+        chunks.push(chunk);
+    }
+    let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
+    assert_eq!(sizes, [CHUNK_BYTES, CHUNK_BYTES, CHUNK_BYTES, 100 * 1024 - 3 * CHUNK_BYTES]);
+    assert_eq!(chunks.concat(), output);
+}

@@ -4,6 +4,10 @@
 //! bytes, the previous run, and following appends, rotations and restarts through
 //! inotify until the container's directory goes away or the caller stops it.
 //! Blocking IO: run it on a thread of its own (or `spawn_blocking`).
+//!
+//! Memory stays bounded whatever the log's size (10 MiB a file, by default): the file is
+//! read a piece at a time, and lines already there are printed as they are read, only a
+//! tail's lines being held.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -90,20 +94,28 @@ impl ContainerLog {
             mid_line: [false; 2],
             failed: None,
         };
+        // What is there already: line by line as read, or (for a tail) only the last
+        // lines kept, so memory stays bounded by the tail, not by the file.
         let mut joiner = Joiner::new();
         let mut lines = VecDeque::new();
         let since = options.since;
-        self.reader.read_records(|record| {
-            if let Some(line) = joiner.push(record)
-                && at_or_after(&line.timestamp, since)
-            {
-                keep_last(&mut lines, line, options.tail);
+        let mut take = |line: Line, printer: &mut Printer<'_, _>| {
+            if !at_or_after(&line.timestamp, since) {
+                return;
             }
+            match options.tail {
+                Some(tail) => keep_last(&mut lines, line, tail),
+                None => printer.emit(&line),
+            }
+        };
+        self.reader.read_records(|record| {
+            if let Some(line) = joiner.push(record) {
+                take(line, &mut printer);
+            }
+            printer.wants_more()
         })?;
         for line in joiner.finish() {
-            if at_or_after(&line.timestamp, since) {
-                keep_last(&mut lines, line, options.tail);
-            }
+            take(line, &mut printer);
         }
         for line in &lines {
             printer.line(line)?;
@@ -116,7 +128,10 @@ impl ContainerLog {
             if printer.exhausted() {
                 return Ok(());
             }
-            self.reader.read_records(|record| printer.record(record))?;
+            self.reader.read_records(|record| {
+                printer.record(record);
+                printer.wants_more()
+            })?;
             printer.flush()?;
             if self.reader.replaced()? {
                 // Rotated (and the old file read to its end): the new file from its start.
@@ -178,9 +193,9 @@ fn watch(dir: &Path) -> Result<Inotify> {
     Ok(inotify)
 }
 
-fn keep_last(lines: &mut VecDeque<Line>, line: Line, tail: Option<usize>) {
+fn keep_last(lines: &mut VecDeque<Line>, line: Line, tail: usize) {
     lines.push_back(line);
-    if tail.is_some_and(|n| lines.len() > n) {
+    if lines.len() > tail {
         lines.pop_front();
     }
 }
@@ -193,40 +208,75 @@ pub fn at_or_after(timestamp: &str, since: Option<Timestamp>) -> bool {
     }
 }
 
-/// A log file read from where the last read stopped, record by record.
+/// A log file read from where the last read stopped, record by record, a bounded piece
+/// at a time: what it holds is at most [`READ_BYTES`] and the record being read (itself at
+/// most [`MAX_RECORD_BYTES`]), whatever the file's size.
 #[derive(Debug)]
 struct FileReader {
     path: PathBuf,
     file: File,
     /// Bytes read after the last complete record (a record being written).
     carry: Vec<u8>,
+    /// Within a record over [`MAX_RECORD_BYTES`]: its bytes are dropped up to its end.
+    skipping: bool,
 }
+
+/// How much of a log file is read at once.
+const READ_BYTES: usize = 64 * 1024;
+/// The longest record kept: the logger writes at most [`cri::MAX_RECORD_CONTENT`] bytes of
+/// content per record, plus its prefix; anything longer is not the logger's and is skipped.
+const MAX_RECORD_BYTES: usize = cri::MAX_RECORD_CONTENT + 1024;
 
 impl FileReader {
     fn open(path: &Path) -> Result<Self> {
         let file =
             File::open(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
-        Ok(Self { path: path.to_path_buf(), file, carry: Vec::new() })
+        Ok(Self { path: path.to_path_buf(), file, carry: Vec::new(), skipping: false })
     }
 
-    /// Reads to the current end of the file and hands `f` each complete record; skips (and
-    /// logs) malformed ones, as kubelet does.
-    fn read_records(&mut self, mut f: impl FnMut(Record<'_>)) -> Result<()> {
-        self.file
-            .read_to_end(&mut self.carry)
-            .map_err(|source| Error::Read { path: self.path.clone(), source })?;
-        let mut start = 0;
-        while let Some(end) = self.carry[start..].iter().position(|&b| b == b'\n') {
-            let line = &self.carry[start..start + end];
-            match cri::decode(line) {
-                Ok(record) => f(record),
-                Err(e) => {
-                    tracing::warn!(file = %self.path.display(), error = %e, "skipping a log record")
-                }
+    /// Reads to the current end of the file and hands `f` each complete record, until `f`
+    /// returns false; skips (and logs) malformed ones, as kubelet does.
+    fn read_records(&mut self, mut f: impl FnMut(Record<'_>) -> bool) -> Result<()> {
+        let mut more = true;
+        while more {
+            let before = self.carry.len();
+            let read = (&mut self.file)
+                .take(READ_BYTES as u64)
+                .read_to_end(&mut self.carry)
+                .map_err(|source| Error::Read { path: self.path.clone(), source })?;
+            if read == 0 {
+                break;
             }
-            start += end + 1;
+            let mut start = 0;
+            // Only the bytes just read can hold the newline that ends the carried record.
+            let mut from = before;
+            while let Some(end) = self.carry[from..].iter().position(|&b| b == b'\n') {
+                let end = from + end;
+                if std::mem::take(&mut self.skipping) {
+                    // The end of a record too long to keep.
+                } else if more {
+                    match cri::decode(&self.carry[start..end]) {
+                        Ok(record) => more = f(record),
+                        Err(e) => {
+                            tracing::warn!(file = %self.path.display(), error = %e, "skipping a log record")
+                        }
+                    }
+                }
+                start = end + 1;
+                from = start;
+            }
+            self.carry.drain(..start);
+            if self.carry.len() > MAX_RECORD_BYTES {
+                tracing::warn!(
+                    file = %self.path.display(), limit = MAX_RECORD_BYTES,
+                    "skipping a log record longer than the logger writes"
+                );
+                self.carry.clear();
+                self.skipping = true;
+            }
         }
-        self.carry.drain(..start);
+        // A burst read once does not stay allocated for the rest of a follow.
+        self.carry.shrink_to(MAX_RECORD_BYTES);
         Ok(())
     }
 
@@ -312,9 +362,24 @@ impl<W: Write> Printer<'_, W> {
         self.out.write_all(bytes).map_err(Error::Output)
     }
 
+    /// Prints a whole line (catching up), a failed write kept as [`Printer::record`] does.
+    fn emit(&mut self, line: &Line) {
+        if self.failed.is_some() {
+            return;
+        }
+        if let Err(Error::Output(e)) = self.line(line) {
+            self.failed = Some(e);
+        }
+    }
+
     /// Whether the byte limit is reached.
     fn exhausted(&self) -> bool {
         self.remaining == Some(0)
+    }
+
+    /// Whether more output can go anywhere: no write failed and the limit is not reached.
+    fn wants_more(&self) -> bool {
+        self.failed.is_none() && !self.exhausted()
     }
 
     /// Ends the lines a finished run left without a newline.
