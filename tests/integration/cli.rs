@@ -184,6 +184,9 @@ fn run_without_containerd_retries_and_is_not_ready() {
             socket.as_os_str(),
             "--state-dir".as_ref(),
             state.as_os_str(),
+            // Nothing of the node's: its BPF programs would make the default pods cgroup
+            // (`/kubepods`) in the cgroup2 hierarchy.
+            "--ebpf=false".as_ref(),
         ],
     );
     let line = agent.wait_for_log("containerd is not reachable; retrying with backoff");
