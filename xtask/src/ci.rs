@@ -5,7 +5,8 @@
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, the pods' end-to-end tests run
-//! once more with the agent's BPF programs off; then `dist` cross-builds the arm64
+//! once more with the agent's BPF programs off, and each fuzz target runs for half a
+//! minute over its corpus (`fuzz --no-merge`); then `dist` cross-builds the arm64
 //! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
 //! under qemu, and makes its `.deb`. Each step's time is printed
 //! when it ends, and a table of all steps' times at the end (also after a failure).
@@ -13,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{bench, containerd, deps, dist, ebpf, images};
+use crate::{bench, containerd, deps, dist, ebpf, fuzz, images};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -40,7 +41,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 7);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 8);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -99,6 +100,15 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         let mut command = crate::cargo(WITHOUT_EBPF);
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
         crate::run(command)
+    })?;
+    // The short fuzz run over the committed corpus, which it leaves as it is.
+    let short = fuzz::Options {
+        minutes: fuzz::DEFAULT_MINUTES,
+        targets: fuzz::TARGETS.map(str::to_owned).into(),
+        merge: false,
+    };
+    steps.run(&format!("cargo xtask fuzz --minutes {} --no-merge", short.minutes), || {
+        fuzz::run(&short)
     })?;
     let arm64 = dist::Options {
         target: Some(DIST_TARGET.to_owned()),

@@ -1,0 +1,449 @@
+//! `cargo xtask fuzz [--minutes M] [--target T]... [--no-merge]`: coverage-guided fuzzing
+//! with cargo-fuzz (libFuzzer).
+//!
+//! Installs what it needs (a nightly toolchain with rustup, cargo-fuzz with `cargo
+//! install`; without nightly, the stable toolchain with `RUSTC_BOOTSTRAP=1`), builds every
+//! target of `fuzz/` once, then runs each for M minutes over its committed corpus
+//! (`fuzz/corpus/<target>/`). New inputs go to a scratch directory under `fuzz/target/`;
+//! unless `--no-merge`, they are merged into the committed corpus, minimized with `cargo
+//! fuzz cmin`. Prints each target's executions, exec/s, corpus size and crashes (from
+//! libFuzzer's final stats). A crash fails the command: its input is copied to
+//! `fuzz/regressions/<target>/`, which `cargo test` replays, and named.
+//!
+//! Built without a sanitizer (`-s none`): the harnesses look for panics and broken
+//! invariants in safe Rust, and AddressSanitizer would halve the executions; with
+//! debug assertions (`-a`), so an arithmetic overflow is a crash.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+/// The targets, in the order they run (`fuzz/fuzz_targets/<target>.rs`).
+pub const TARGETS: [&str; 6] =
+    ["manifest", "merge", "checkpoint", "cri_log", "bpf_record", "local_api"];
+
+/// CI's run: half a minute per target. Six targets and their corpus minimization take
+/// about four minutes with the build cached, and each still makes tens of thousands of
+/// executions over the corpus, enough to catch a change that breaks a harness's
+/// invariants on inputs the corpus already holds; long runs find new ones.
+pub const DEFAULT_MINUTES: f64 = 0.5;
+
+/// The largest input libFuzzer makes, per target: manifests, log files and request
+/// sequences need room (a CRI log line is cut at 16 KiB); the others are small.
+fn max_len(target: &str) -> usize {
+    match target {
+        "manifest" | "local_api" => 16 * 1024,
+        "cri_log" => 40 * 1024,
+        _ => 4096,
+    }
+}
+
+/// No corpus file over this size is committed.
+const MAX_CORPUS_FILE: u64 = 64 * 1024;
+/// A single input running longer than this is a hang (a crash).
+const TIMEOUT_SECONDS: u32 = 10;
+/// libFuzzer's memory limit per process.
+const RSS_LIMIT_MB: u32 = 2048;
+
+#[derive(Debug)]
+pub struct Options {
+    pub minutes: f64,
+    pub targets: Vec<String>,
+    pub merge: bool,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut options = Options { minutes: DEFAULT_MINUTES, targets: Vec::new(), merge: true };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--minutes" => {
+                    let value = args.next().context("--minutes needs a number")?;
+                    options.minutes = value
+                        .parse()
+                        .ok()
+                        .filter(|m: &f64| m.is_finite() && *m > 0.0)
+                        .with_context(|| format!("--minutes {value:?}: not a positive number"))?;
+                }
+                "--target" => {
+                    let target = args.next().context("--target needs a target name")?;
+                    if !TARGETS.contains(&target.as_str()) {
+                        bail!("no fuzz target {target:?}; the targets are {}", TARGETS.join(", "));
+                    }
+                    options.targets.push(target.clone());
+                }
+                "--no-merge" => options.merge = false,
+                other => bail!("`fuzz` does not take {other:?}"),
+            }
+        }
+        if options.targets.is_empty() {
+            options.targets = TARGETS.iter().map(|t| (*t).to_owned()).collect();
+        }
+        Ok(options)
+    }
+}
+
+/// How one target's run went.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Outcome {
+    pub executions: u64,
+    pub exec_per_second: u64,
+    pub new_units: u64,
+    pub peak_rss_mb: u64,
+    /// Inputs that crashed, hung or ran out of memory, as libFuzzer wrote them.
+    pub crashes: Vec<PathBuf>,
+    pub corpus_files: usize,
+    pub seconds: f64,
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let fuzz_dir = crate::project_root().join("fuzz");
+    let toolchain = Toolchain::ensure()?;
+    ensure_cargo_fuzz(&toolchain)?;
+    let started = Instant::now();
+    crate::run(toolchain.cargo_fuzz(&fuzz_dir, &["build", "-s", "none", "-a"]))?;
+    println!("fuzz: built the targets in {:.0} s", started.elapsed().as_secs_f64());
+
+    let mut outcomes = Vec::new();
+    for target in &options.targets {
+        let outcome = run_target(&toolchain, &fuzz_dir, target, options)?;
+        outcomes.push((target.clone(), outcome));
+    }
+    println!("\n{}", table(&outcomes));
+    let crashed: Vec<String> = outcomes
+        .iter()
+        .flat_map(|(target, o)| o.crashes.iter().map(move |c| format!("{target}: {}", c.display())))
+        .collect();
+    if !crashed.is_empty() {
+        bail!(
+            "fuzzing found {} crash(es), copied to fuzz/regressions/<target>/ (replayed by \
+             `cargo test -p outpost-fuzz`); fix them:\n  {}",
+            crashed.len(),
+            crashed.join("\n  ")
+        );
+    }
+    println!("fuzz: no crashes in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
+    Ok(())
+}
+
+/// Runs one target over its corpus, then (unless `--no-merge`) minimizes the corpus with
+/// what it found.
+fn run_target(
+    toolchain: &Toolchain,
+    fuzz_dir: &Path,
+    target: &str,
+    options: &Options,
+) -> anyhow::Result<Outcome> {
+    let corpus = fuzz_dir.join("corpus").join(target);
+    let scratch = fuzz_dir.join("target/fuzz-scratch").join(target);
+    let artifacts = fuzz_dir.join("artifacts").join(target);
+    for dir in [&corpus, &artifacts] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    reset_dir(&scratch)?;
+    let before = files(&artifacts)?;
+
+    let seconds = (options.minutes * 60.0).round().max(1.0) as u64;
+    println!("==> fuzz {target}: {seconds} s");
+    let started = Instant::now();
+    let mut command = toolchain.cargo_fuzz(
+        fuzz_dir,
+        &["run", "-s", "none", "-a", target, path_str(&scratch)?, path_str(&corpus)?, "--"],
+    );
+    command.args([
+        format!("-max_total_time={seconds}"),
+        format!("-max_len={}", max_len(target)),
+        format!("-timeout={TIMEOUT_SECONDS}"),
+        format!("-rss_limit_mb={RSS_LIMIT_MB}"),
+        "-print_final_stats=1".to_owned(),
+        format!("-artifact_prefix={}/", artifacts.display()),
+    ]);
+    command.stdout(Stdio::inherit()).stderr(Stdio::piped());
+    let output =
+        command.output().with_context(|| format!("cannot run `{}`", crate::show(&command)))?;
+    let log = String::from_utf8_lossy(&output.stderr);
+    let mut outcome = parse_stats(&log);
+    outcome.seconds = started.elapsed().as_secs_f64();
+    outcome.crashes = files(&artifacts)?.into_iter().filter(|f| !before.contains(f)).collect();
+    if !output.status.success() && outcome.crashes.is_empty() {
+        eprintln!("{}", tail(&log, 40));
+        bail!("fuzz target {target} failed ({}) without leaving a crash input", output.status);
+    }
+    if !outcome.crashes.is_empty() {
+        eprintln!("{}", tail(&log, 60));
+    }
+    for crash in &outcome.crashes {
+        let regressions = fuzz_dir.join("regressions").join(target);
+        std::fs::create_dir_all(&regressions)?;
+        let name = crash.file_name().context("a crash input without a file name")?;
+        std::fs::copy(crash, regressions.join(name)).with_context(|| {
+            format!("cannot copy {} to {}", crash.display(), regressions.display())
+        })?;
+    }
+
+    if options.merge && outcome.crashes.is_empty() {
+        merge_corpus(toolchain, fuzz_dir, target, &corpus, &scratch)?;
+    }
+    outcome.corpus_files = files(&corpus)?.len();
+    Ok(outcome)
+}
+
+/// Puts the new inputs with the committed ones and keeps the smallest set that covers
+/// what they all cover (`cargo fuzz cmin`), without files over [`MAX_CORPUS_FILE`].
+fn merge_corpus(
+    toolchain: &Toolchain,
+    fuzz_dir: &Path,
+    target: &str,
+    corpus: &Path,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    let staging = fuzz_dir.join("target/fuzz-staging").join(target);
+    reset_dir(&staging)?;
+    for file in files(corpus)?.into_iter().chain(files(scratch)?) {
+        let Some(name) = file.file_name() else { continue };
+        if std::fs::metadata(&file)?.len() <= MAX_CORPUS_FILE {
+            std::fs::copy(&file, staging.join(name))?;
+        }
+    }
+    let mut command = toolchain
+        .cargo_fuzz(fuzz_dir, &["cmin", "-s", "none", "-a", target, path_str(&staging)?, "--"]);
+    command.arg(format!("-max_len={}", max_len(target)));
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    let output =
+        command.output().with_context(|| format!("cannot run `{}`", crate::show(&command)))?;
+    if !output.status.success() {
+        eprintln!("{}", tail(&String::from_utf8_lossy(&output.stderr), 40));
+        bail!("`{}` failed: {}", crate::show(&command), output.status);
+    }
+    let kept = files(&staging)?;
+    if kept.is_empty() {
+        bail!("cargo fuzz cmin left nothing of the {target} corpus in {}", staging.display());
+    }
+    reset_dir(corpus)?;
+    for file in kept {
+        if let Some(name) = file.file_name() {
+            std::fs::copy(&file, corpus.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+/// libFuzzer's final stats (`-print_final_stats=1`):
+/// `stat::number_of_executed_units: 1234` and the like.
+pub fn parse_stats(log: &str) -> Outcome {
+    let mut outcome = Outcome::default();
+    for line in log.lines() {
+        let Some((key, value)) = line.strip_prefix("stat::").and_then(|l| l.split_once(':')) else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u64>() else { continue };
+        match key {
+            "number_of_executed_units" => outcome.executions = value,
+            "average_exec_per_sec" => outcome.exec_per_second = value,
+            "new_units_added" => outcome.new_units = value,
+            "peak_rss_mb" => outcome.peak_rss_mb = value,
+            _ => {}
+        }
+    }
+    outcome
+}
+
+/// The per-target summary.
+pub fn table(outcomes: &[(String, Outcome)]) -> String {
+    let mut out = format!(
+        "{:<12} {:>12} {:>8} {:>6} {:>8} {:>8} {:>8}\n",
+        "target", "executions", "exec/s", "new", "corpus", "rss MB", "crashes"
+    );
+    for (target, o) in outcomes {
+        out.push_str(&format!(
+            "{:<12} {:>12} {:>8} {:>6} {:>8} {:>8} {:>8}\n",
+            target,
+            o.executions,
+            o.exec_per_second,
+            o.new_units,
+            o.corpus_files,
+            o.peak_rss_mb,
+            o.crashes.len()
+        ));
+    }
+    out
+}
+
+/// The toolchain the targets build with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Toolchain {
+    /// `cargo +nightly`.
+    Nightly,
+    /// The default (stable) toolchain with `RUSTC_BOOTSTRAP=1`, when nightly cannot be
+    /// installed: cargo-fuzz's `-Z` flags are accepted, at the risk of an unstable
+    /// feature behaving differently than on nightly.
+    StableBootstrap,
+}
+
+impl Toolchain {
+    /// Nightly if rustup has it or can install it, else stable with `RUSTC_BOOTSTRAP=1`.
+    fn ensure() -> anyhow::Result<Toolchain> {
+        if succeeds(Command::new("cargo").args(["+nightly", "--version"])) {
+            return Ok(Toolchain::Nightly);
+        }
+        println!("fuzz: no nightly toolchain; installing it with rustup");
+        if succeeds(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ])) {
+            return Ok(Toolchain::Nightly);
+        }
+        println!(
+            "fuzz: cannot install nightly; building with the stable toolchain and \
+             RUSTC_BOOTSTRAP=1 (unstable flags accepted on stable)"
+        );
+        Ok(Toolchain::StableBootstrap)
+    }
+
+    /// `cargo [+nightly] fuzz <args>` for the targets in `fuzz_dir`. Runs the
+    /// rustup proxy from `PATH` (not `$CARGO`, the toolchain xtask runs on) and leaves out
+    /// what the outer cargo set, so the nested build has its own target directory.
+    fn cargo_fuzz(self, fuzz_dir: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new("cargo");
+        if self == Toolchain::Nightly {
+            command.arg("+nightly");
+        } else {
+            command.env("RUSTC_BOOTSTRAP", "1");
+        }
+        command.arg("fuzz").args(args);
+        // cargo-fuzz finds `fuzz/` in the project it is run from.
+        command.current_dir(fuzz_dir.parent().unwrap_or(fuzz_dir));
+        for name in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR"] {
+            command.env_remove(name);
+        }
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(crate::is_cargo_run_env) {
+                command.env_remove(&name);
+            }
+        }
+        command
+    }
+}
+
+/// cargo-fuzz, installed from crates.io if `cargo fuzz` is missing.
+fn ensure_cargo_fuzz(toolchain: &Toolchain) -> anyhow::Result<()> {
+    let mut probe = Command::new("cargo");
+    probe.args(["fuzz", "--version"]);
+    if succeeds(&mut probe) {
+        return Ok(());
+    }
+    println!("fuzz: installing cargo-fuzz");
+    let mut install = Command::new("cargo");
+    if *toolchain == Toolchain::StableBootstrap {
+        install.env("RUSTC_BOOTSTRAP", "1");
+    }
+    install.args(["install", "cargo-fuzz", "--locked"]);
+    crate::run(install)
+}
+
+fn succeeds(command: &mut Command) -> bool {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The files directly in `dir`, sorted; none if it does not exist.
+fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.with_context(|| format!("cannot list {}", dir.display()))?.path();
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// An empty `dir`.
+fn reset_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot remove {}", dir.display()));
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
+}
+
+fn path_str(path: &Path) -> anyhow::Result<&str> {
+    path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))
+}
+
+/// The last `n` lines of `log`.
+fn tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libfuzzers_final_stats_are_read() {
+        let log = "#65536\tpulse  cov: 1 ft: 2 corp: 3/4b exec/s: 5 rss: 6Mb\n\
+                   Done 120000 runs in 31 second(s)\n\
+                   stat::number_of_executed_units: 120000\n\
+                   stat::average_exec_per_sec:     3870\n\
+                   stat::new_units_added:          17\n\
+                   stat::slowest_unit_time_sec:    0\n\
+                   stat::peak_rss_mb:              88\n";
+        let outcome = parse_stats(log);
+        assert_eq!(
+            outcome,
+            Outcome {
+                executions: 120_000,
+                exec_per_second: 3870,
+                new_units: 17,
+                peak_rss_mb: 88,
+                ..Outcome::default()
+            }
+        );
+        assert_eq!(parse_stats("no stats here"), Outcome::default());
+    }
+
+    #[test]
+    fn options_default_to_every_target_for_the_ci_time() {
+        let options = Options::parse(&[]).unwrap();
+        assert_eq!(options.minutes, DEFAULT_MINUTES);
+        assert_eq!(options.targets, TARGETS);
+        assert!(options.merge);
+        let args: Vec<String> =
+            ["--minutes", "10", "--target", "merge", "--no-merge"].map(String::from).into();
+        let options = Options::parse(&args).unwrap();
+        assert_eq!(
+            (options.minutes, options.targets, options.merge),
+            (10.0, vec!["merge".into()], false)
+        );
+        assert!(Options::parse(&["--target".into(), "nope".into()]).is_err());
+        assert!(Options::parse(&["--minutes".into(), "-1".into()]).is_err());
+    }
+
+    #[test]
+    fn every_target_has_a_fuzz_target_and_a_corpus() {
+        let fuzz = crate::project_root().join("fuzz");
+        for target in TARGETS {
+            assert!(fuzz.join("fuzz_targets").join(format!("{target}.rs")).is_file(), "{target}");
+            assert!(fuzz.join("corpus").join(target).is_dir(), "{target}");
+        }
+    }
+}
