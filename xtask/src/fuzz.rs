@@ -15,10 +15,14 @@
 //! debug assertions (`-a`), so an arithmetic overflow is a crash.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+
+use self::toolchain::{Toolchain, ensure_cargo_fuzz};
+
+mod toolchain;
 
 /// The targets, in the order they run (`fuzz/fuzz_targets/<target>.rs`).
 pub const TARGETS: [&str; 6] =
@@ -272,89 +276,6 @@ pub fn table(outcomes: &[(String, Outcome)]) -> String {
     out
 }
 
-/// The toolchain the targets build with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Toolchain {
-    /// `cargo +nightly`.
-    Nightly,
-    /// The default (stable) toolchain with `RUSTC_BOOTSTRAP=1`, when nightly cannot be
-    /// installed: cargo-fuzz's `-Z` flags are accepted, at the risk of an unstable
-    /// feature behaving differently than on nightly.
-    StableBootstrap,
-}
-
-impl Toolchain {
-    /// Nightly if rustup has it or can install it, else stable with `RUSTC_BOOTSTRAP=1`.
-    fn ensure() -> anyhow::Result<Toolchain> {
-        if succeeds(Command::new("cargo").args(["+nightly", "--version"])) {
-            return Ok(Toolchain::Nightly);
-        }
-        println!("fuzz: no nightly toolchain; installing it with rustup");
-        if succeeds(Command::new("rustup").args([
-            "toolchain",
-            "install",
-            "nightly",
-            "--profile",
-            "minimal",
-        ])) {
-            return Ok(Toolchain::Nightly);
-        }
-        println!(
-            "fuzz: cannot install nightly; building with the stable toolchain and \
-             RUSTC_BOOTSTRAP=1 (unstable flags accepted on stable)"
-        );
-        Ok(Toolchain::StableBootstrap)
-    }
-
-    /// `cargo [+nightly] fuzz <args>` for the targets in `fuzz_dir`. Runs the
-    /// rustup proxy from `PATH` (not `$CARGO`, the toolchain xtask runs on) and leaves out
-    /// what the outer cargo set, so the nested build has its own target directory.
-    fn cargo_fuzz(self, fuzz_dir: &Path, args: &[&str]) -> Command {
-        let mut command = Command::new("cargo");
-        if self == Toolchain::Nightly {
-            command.arg("+nightly");
-        } else {
-            command.env("RUSTC_BOOTSTRAP", "1");
-        }
-        command.arg("fuzz").args(args);
-        // cargo-fuzz finds `fuzz/` in the project it is run from.
-        command.current_dir(fuzz_dir.parent().unwrap_or(fuzz_dir));
-        for name in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR"] {
-            command.env_remove(name);
-        }
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_some_and(crate::is_cargo_run_env) {
-                command.env_remove(&name);
-            }
-        }
-        command
-    }
-}
-
-/// cargo-fuzz, installed from crates.io if `cargo fuzz` is missing.
-fn ensure_cargo_fuzz(toolchain: &Toolchain) -> anyhow::Result<()> {
-    let mut probe = Command::new("cargo");
-    probe.args(["fuzz", "--version"]);
-    if succeeds(&mut probe) {
-        return Ok(());
-    }
-    println!("fuzz: installing cargo-fuzz");
-    let mut install = Command::new("cargo");
-    if *toolchain == Toolchain::StableBootstrap {
-        install.env("RUSTC_BOOTSTRAP", "1");
-    }
-    install.args(["install", "cargo-fuzz", "--locked"]);
-    crate::run(install)
-}
-
-fn succeeds(command: &mut Command) -> bool {
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
 /// The files directly in `dir`, sorted; none if it does not exist.
 fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
@@ -395,55 +316,4 @@ fn tail(log: &str, n: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn libfuzzers_final_stats_are_read() {
-        let log = "#65536\tpulse  cov: 1 ft: 2 corp: 3/4b exec/s: 5 rss: 6Mb\n\
-                   Done 120000 runs in 31 second(s)\n\
-                   stat::number_of_executed_units: 120000\n\
-                   stat::average_exec_per_sec:     3870\n\
-                   stat::new_units_added:          17\n\
-                   stat::slowest_unit_time_sec:    0\n\
-                   stat::peak_rss_mb:              88\n";
-        let outcome = parse_stats(log);
-        assert_eq!(
-            outcome,
-            Outcome {
-                executions: 120_000,
-                exec_per_second: 3870,
-                new_units: 17,
-                peak_rss_mb: 88,
-                ..Outcome::default()
-            }
-        );
-        assert_eq!(parse_stats("no stats here"), Outcome::default());
-    }
-
-    #[test]
-    fn options_default_to_every_target_for_the_ci_time() {
-        let options = Options::parse(&[]).unwrap();
-        assert_eq!(options.minutes, DEFAULT_MINUTES);
-        assert_eq!(options.targets, TARGETS);
-        assert!(options.merge);
-        let args: Vec<String> =
-            ["--minutes", "10", "--target", "merge", "--no-merge"].map(String::from).into();
-        let options = Options::parse(&args).unwrap();
-        assert_eq!(
-            (options.minutes, options.targets, options.merge),
-            (10.0, vec!["merge".into()], false)
-        );
-        assert!(Options::parse(&["--target".into(), "nope".into()]).is_err());
-        assert!(Options::parse(&["--minutes".into(), "-1".into()]).is_err());
-    }
-
-    #[test]
-    fn every_target_has_a_fuzz_target_and_a_corpus() {
-        let fuzz = crate::project_root().join("fuzz");
-        for target in TARGETS {
-            assert!(fuzz.join("fuzz_targets").join(format!("{target}.rs")).is_file(), "{target}");
-            assert!(fuzz.join("corpus").join(target).is_dir(), "{target}");
-        }
-    }
-}
+mod tests;
