@@ -71,7 +71,9 @@ fn check(store: &PodStore, workers: &Workers, seen_set: &BTreeSet<Source>) {
             "M1: config.source is not the pod's source"
         );
     }
-    // M11: static sources win over the API server; a conflict names the pod that runs.
+    // M11: static sources win over the API server; a conflict between sources names the
+    // pod that runs. (An M2 duplicate names the pod its own update kept, which may have
+    // gone since or lost to another source's.)
     let running: HashMap<String, (Source, String)> = store
         .pods()
         .map(|(source, name, p)| (name.to_string(), (source, pod::uid(p).to_owned())))
@@ -82,6 +84,9 @@ fn check(store: &PodStore, workers: &Workers, seen_set: &BTreeSet<Source>) {
             !(conflict.source.is_static() && conflict.winner_source == Source::Api),
             "M11: an API pod runs as {name} while a static pod claims it"
         );
+        if conflict.source == conflict.winner_source {
+            continue;
+        }
         if let Some((source, uid)) = running.get(&name) {
             assert_eq!((*source, uid.as_str()), (conflict.winner_source, &*conflict.winner_uid));
         }
