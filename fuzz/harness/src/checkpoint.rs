@@ -5,7 +5,6 @@
 //! restored pods. The restored pods are not validated again, so the merge must take
 //! whatever a checkpoint holds.
 
-use std::cell::RefCell;
 use std::path::Path;
 
 use futures::StreamExt as _;
@@ -17,11 +16,6 @@ use outpost::source::push;
 use outpost_core::merge::PodStore;
 use outpost_core::pod::{self, FullName, Source};
 use serde_json::Value;
-
-thread_local! {
-    /// The state directory the push source restores from; one per thread, reused.
-    static STATE_DIR: RefCell<Option<tempfile::TempDir>> = const { RefCell::new(None) };
-}
 
 /// Reads `data` as a whole checkpoint file, then as the body of a good one.
 pub fn checkpoint(data: &[u8]) {
@@ -36,14 +30,9 @@ pub fn checkpoint(data: &[u8]) {
         serde_json::from_slice::<Value>(data).is_ok(),
         "a framed body decodes differently from the body itself"
     );
-    STATE_DIR.with_borrow_mut(|dir| {
-        if dir.is_none() {
-            *dir = tempfile::tempdir().ok();
-        }
-        if let Some(dir) = dir {
-            restore_push(dir.path(), &framed);
-        }
-    });
+    if let Ok(state_dir) = crate::scratch_dir() {
+        restore_push(state_dir.path(), &framed);
+    }
 }
 
 /// Writes `file` as the push source's checkpoint, opens the source over it and merges
@@ -55,8 +44,6 @@ fn restore_push(state_dir: &Path, file: &[u8]) {
     if std::fs::create_dir_all(dir).is_err() || std::fs::write(&path, file).is_err() {
         return;
     }
-    // What the last input left: the source moves a corrupt checkpoint aside.
-    let _ = std::fs::remove_file(path.with_extension("json.corrupt"));
     let config = push::Config {
         node_name: "fuzz-node".to_owned(),
         checkpoints,

@@ -14,6 +14,18 @@ pub mod local_api;
 pub mod manifest;
 pub mod merge;
 
+/// A temporary directory for a harness's files, in memory (`/dev/shm`) where there is
+/// one: the checkpoints a harness writes are fsynced, which costs nothing there.
+pub fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new().prefix("outpost-fuzz-").tempdir_in(shm)
+    {
+        return Ok(dir);
+    }
+    tempfile::Builder::new().prefix("outpost-fuzz-").tempdir()
+}
+
 /// A harness: the fuzz input in, a panic when an invariant breaks.
 pub type Harness = fn(&[u8]);
 

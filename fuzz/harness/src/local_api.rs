@@ -36,12 +36,10 @@ pub const MAX_REQUESTS: usize = 8;
 /// A response body is read up to this many bytes.
 const MAX_RESPONSE: usize = 1 << 20;
 
-/// What stays from one input to the next, per thread: the runtime, the token file, and
-/// the detached logger `/debug/log-level` changes.
+/// What stays from one input to the next, per thread: the runtime and the detached
+/// logger `/debug/log-level` changes.
 struct Fixture {
     runtime: tokio::runtime::Runtime,
-    /// Holds the token file.
-    dir: tempfile::TempDir,
     log_level: outpost::logging::LogLevel,
     _logger: Box<dyn tracing::Subscriber + Send + Sync>,
 }
@@ -65,18 +63,13 @@ pub fn local_api(data: &[u8]) {
 fn setup() -> Fixture {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let runtime = runtime.unwrap_or_else(|e| panic!("cannot start a tokio runtime: {e}"));
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot make a temporary dir: {e}"));
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN)
-        .and_then(|()| std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)))
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", token.display()));
     let (log_level, logger) = outpost::logging::detached("info")
         .unwrap_or_else(|e| panic!("cannot make the detached logger: {e}"));
-    Fixture { runtime, dir, log_level, _logger: Box::new(logger) }
+    Fixture { runtime, log_level, _logger: Box::new(logger) }
 }
 
 async fn run(fixture: &Fixture, data: &[u8]) {
-    let Ok(state_dir) = tempfile::tempdir() else { return };
+    let Ok(state_dir) = crate::scratch_dir() else { return };
     let Some((app, mut events)) = app(fixture, state_dir.path()) else { return };
     for request in data.split(|&b| b == 0).take(MAX_REQUESTS).filter_map(request) {
         let response = app.clone().oneshot(request).await;
@@ -95,8 +88,13 @@ async fn run(fixture: &Fixture, data: &[u8]) {
     }
 }
 
-/// The API over a snapshot with one pod and a push source over `state_dir`.
+/// The API over a snapshot with one pod and a push source over `state_dir`, which also
+/// holds the token file.
 fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
+    let token = state_dir.join("token");
+    std::fs::write(&token, TOKEN)
+        .and_then(|()| std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)))
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", token.display()));
     let checkpoints = Checkpoints::new(state_dir);
     let config = push::Config {
         node_name: "fuzz-node".to_owned(),
@@ -108,7 +106,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
     let options = api::Options {
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         auth: Auth {
-            token_file: Some(fixture.dir.path().join("token")),
+            token_file: Some(token),
             tls: None,
             client_ca_file: None,
             anonymous_loopback_reads: false,
