@@ -5,8 +5,8 @@
 //! install`; without nightly, the stable toolchain with `RUSTC_BOOTSTRAP=1`), builds every
 //! target of `fuzz/` once, then runs each for M minutes over its committed corpus
 //! (`fuzz/corpus/<target>/`). New inputs go to a scratch directory under `fuzz/target/`;
-//! unless `--no-merge`, they are merged into the committed corpus, minimized with `cargo
-//! fuzz cmin`. Prints each target's executions, exec/s, corpus size and crashes (from
+//! unless `--no-merge`, they are merged into the committed corpus, minimized as `cargo
+//! fuzz cmin` does (libFuzzer's `-merge=1`). Prints each target's executions, exec/s, corpus size and crashes (from
 //! libFuzzer's final stats). A crash fails the command: its input is copied to
 //! `fuzz/regressions/<target>/`, which `cargo test` replays, and named.
 //!
@@ -15,7 +15,7 @@
 //! debug assertions (`-a`), so an arithmetic overflow is a crash.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -113,7 +113,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
     let mut outcomes = Vec::new();
     for target in &options.targets {
-        let outcome = run_target(&toolchain, &fuzz_dir, target, options)?;
+        let outcome = run_target(&fuzz_dir, target, options)?;
         outcomes.push((target.clone(), outcome));
     }
     println!("\n{}", table(&outcomes));
@@ -135,12 +135,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
 /// Runs one target over its corpus, then (unless `--no-merge`) minimizes the corpus with
 /// what it found.
-fn run_target(
-    toolchain: &Toolchain,
-    fuzz_dir: &Path,
-    target: &str,
-    options: &Options,
-) -> anyhow::Result<Outcome> {
+fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Result<Outcome> {
     let corpus = fuzz_dir.join("corpus").join(target);
     let scratch = fuzz_dir.join("target/fuzz-scratch").join(target);
     let artifacts = fuzz_dir.join("artifacts").join(target);
@@ -153,10 +148,8 @@ fn run_target(
     let seconds = (options.minutes * 60.0).round().max(1.0) as u64;
     println!("==> fuzz {target}: {seconds} s");
     let started = Instant::now();
-    let mut command = toolchain.cargo_fuzz(
-        fuzz_dir,
-        &["run", "-s", "none", "-a", target, path_str(&scratch)?, path_str(&corpus)?, "--"],
-    );
+    let mut command = Command::new(binary(fuzz_dir, target));
+    command.args([&scratch, &corpus]);
     command.args([
         format!("-max_total_time={seconds}"),
         format!("-max_len={}", max_len(target)),
@@ -189,16 +182,16 @@ fn run_target(
     }
 
     if options.merge && outcome.crashes.is_empty() {
-        merge_corpus(toolchain, fuzz_dir, target, &corpus, &scratch)?;
+        merge_corpus(fuzz_dir, target, &corpus, &scratch)?;
     }
     outcome.corpus_files = files(&corpus)?.len();
     Ok(outcome)
 }
 
 /// Puts the new inputs with the committed ones and keeps the smallest set that covers
-/// what they all cover (`cargo fuzz cmin`), without files over [`MAX_CORPUS_FILE`].
+/// what they all cover, without files over [`MAX_CORPUS_FILE`]: libFuzzer's `-merge=1`
+/// into an empty directory, which is what `cargo fuzz cmin` runs.
 fn merge_corpus(
-    toolchain: &Toolchain,
     fuzz_dir: &Path,
     target: &str,
     corpus: &Path,
@@ -212,9 +205,11 @@ fn merge_corpus(
             std::fs::copy(&file, staging.join(name))?;
         }
     }
-    let mut command = toolchain
-        .cargo_fuzz(fuzz_dir, &["cmin", "-s", "none", "-a", target, path_str(&staging)?, "--"]);
-    command.arg(format!("-max_len={}", max_len(target)));
+    let minimized = fuzz_dir.join("target/fuzz-minimized").join(target);
+    reset_dir(&minimized)?;
+    let mut command = Command::new(binary(fuzz_dir, target));
+    command.arg("-merge=1").arg(format!("-max_len={}", max_len(target)));
+    command.args([&minimized, &staging]);
     command.stdout(Stdio::null()).stderr(Stdio::piped());
     let output =
         command.output().with_context(|| format!("cannot run `{}`", crate::show(&command)))?;
@@ -222,9 +217,9 @@ fn merge_corpus(
         eprintln!("{}", tail(&String::from_utf8_lossy(&output.stderr), 40));
         bail!("`{}` failed: {}", crate::show(&command), output.status);
     }
-    let kept = files(&staging)?;
+    let kept = files(&minimized)?;
     if kept.is_empty() {
-        bail!("cargo fuzz cmin left nothing of the {target} corpus in {}", staging.display());
+        bail!("minimizing left nothing of the {target} corpus in {}", minimized.display());
     }
     reset_dir(corpus)?;
     for file in kept {
@@ -233,6 +228,14 @@ fn merge_corpus(
         }
     }
     Ok(())
+}
+
+/// The target's binary as `cargo fuzz build` leaves it. Every run and merge uses the
+/// binary built at the start: `cargo fuzz run` and `cmin` would rebuild it after a source
+/// change, in the middle of a long run.
+fn binary(fuzz_dir: &Path, target: &str) -> PathBuf {
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    fuzz_dir.join("target").join(triple).join("release").join(target)
 }
 
 /// libFuzzer's final stats (`-print_final_stats=1`):
@@ -303,10 +306,6 @@ fn reset_dir(dir: &Path) -> anyhow::Result<()> {
         _ => {}
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
-}
-
-fn path_str(path: &Path) -> anyhow::Result<&str> {
-    path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
 /// The last `n` lines of `log`.
