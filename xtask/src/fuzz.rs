@@ -44,6 +44,8 @@ fn max_len(target: &str) -> usize {
     }
 }
 
+/// A corpus larger than this is minimized again on edge coverage alone.
+const MAX_CORPUS_FILES: usize = 300;
 /// No corpus file over this size is committed.
 const MAX_CORPUS_FILE: u64 = 64 * 1024;
 /// A single input running longer than this is a hang (a crash).
@@ -206,18 +208,11 @@ fn merge_corpus(
         }
     }
     let minimized = fuzz_dir.join("target/fuzz-minimized").join(target);
-    reset_dir(&minimized)?;
-    let mut command = Command::new(binary(fuzz_dir, target));
-    command.arg("-merge=1").arg(format!("-max_len={}", max_len(target)));
-    command.args([&minimized, &staging]);
-    command.stdout(Stdio::null()).stderr(Stdio::piped());
-    let output =
-        command.output().with_context(|| format!("cannot run `{}`", crate::show(&command)))?;
-    if !output.status.success() {
-        eprintln!("{}", tail(&String::from_utf8_lossy(&output.stderr), 40));
-        bail!("`{}` failed: {}", crate::show(&command), output.status);
+    let mut kept = minimize(fuzz_dir, target, &staging, &minimized, &[])?;
+    if kept.len() > MAX_CORPUS_FILES {
+        // Hit counts make many inputs distinct; keep those that add edges.
+        kept = minimize(fuzz_dir, target, &staging, &minimized, &["-use_counters=0"])?;
     }
-    let kept = files(&minimized)?;
     if kept.is_empty() {
         bail!("minimizing left nothing of the {target} corpus in {}", minimized.display());
     }
@@ -228,6 +223,28 @@ fn merge_corpus(
         }
     }
     Ok(())
+}
+
+/// libFuzzer's `-merge=1` of `from` into an empty `into`: the files kept.
+fn minimize(
+    fuzz_dir: &Path,
+    target: &str,
+    from: &Path,
+    into: &Path,
+    flags: &[&str],
+) -> anyhow::Result<Vec<PathBuf>> {
+    reset_dir(into)?;
+    let mut command = Command::new(binary(fuzz_dir, target));
+    command.arg("-merge=1").arg(format!("-max_len={}", max_len(target))).args(flags);
+    command.args([into, from]);
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    let output =
+        command.output().with_context(|| format!("cannot run `{}`", crate::show(&command)))?;
+    if !output.status.success() {
+        eprintln!("{}", tail(&String::from_utf8_lossy(&output.stderr), 40));
+        bail!("`{}` failed: {}", crate::show(&command), output.status);
+    }
+    files(into)
 }
 
 /// The target's binary as `cargo fuzz build` leaves it. Every run and merge uses the
