@@ -187,6 +187,14 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
         merge_corpus(fuzz_dir, target, &corpus, &scratch)?;
     }
     outcome.corpus_files = files(&corpus)?.len();
+    println!(
+        "fuzz {target}: {} executions ({}/s), {} new inputs, corpus {} files, {} crash(es)",
+        outcome.executions,
+        outcome.exec_per_second,
+        outcome.new_units,
+        outcome.corpus_files,
+        outcome.crashes.len()
+    );
     Ok(outcome)
 }
 
