@@ -69,10 +69,11 @@ fn check_errors(data: &[u8], errors: &Errors) {
 }
 
 /// A 1-based line and column inside the text (the column counted in characters, at most
-/// one past a line's end).
+/// one past a line's end). YAML also breaks lines at a lone `\r`, and libyaml's positions
+/// count them: a line is at most one past every `\n` and `\r`.
 fn check_position(data: &[u8], position: Option<(usize, usize)>, what: &str) {
     let Some((line, column)) = position else { return };
-    let lines = data.split(|&b| b == b'\n').count();
+    let lines = data.split(|&b| b == b'\n').count() + data.iter().filter(|&&b| b == b'\r').count();
     assert!(line >= 1 && line <= lines, "{what}: line {line} outside 1..={lines}");
     let longest = data.split(|&b| b == b'\n').map(<[u8]>::len).max().unwrap_or(0);
     assert!(column >= 1 && column <= longest + 1, "{what}: column {column} past every line");
