@@ -178,32 +178,16 @@ pub struct Options {
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let Options {
-        listen: addr,
-        auth,
-        snapshot,
-        push,
-        refresh,
-        statuses,
-        runtime,
-        metrics,
-        events,
-        pod_log_dir,
-        log_level,
-        info,
-        ebpf,
-        audit,
-        exec,
-    } = options;
-    let authenticator = Authenticator::load(&auth)?;
-    let acceptor = match &auth.tls {
-        Some(files) => Some(tls::acceptor(files, auth.client_ca_file.as_deref())?),
+    let authenticator = Authenticator::load(&options.auth)?;
+    let acceptor = match &options.auth.tls {
+        Some(files) => Some(tls::acceptor(files, options.auth.client_ca_file.as_deref())?),
         None => None,
     };
+    let addr = options.listen;
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
-    if auth.token_file.is_some() && acceptor.is_none() && !addr.ip().is_loopback() {
+    if options.auth.token_file.is_some() && acceptor.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
             "the local API takes bearer tokens over plain HTTP on a non-loopback address; \
@@ -220,10 +204,43 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     }
     let tls = acceptor.is_some();
     tracing::info!(%addr, tls, "local API listening");
-    let metrics = Arc::new(metrics);
-    let app = router(AppState {
+    let app = router(state(options, authenticator));
+    Ok(async move {
+        serve::serve(listener, acceptor, app).await;
+        Ok(())
+    })
+}
+
+/// The local API's routes over `options`, with its authentication and request timeout
+/// but no listener (`options.listen` and the TLS files are not used): what [`bind`]
+/// serves, for a caller that drives it in-process (the fuzz harness). Reads the token
+/// file.
+pub fn app(options: Options) -> Result<Router, Error> {
+    let authenticator = Authenticator::load(&options.auth)?;
+    Ok(router(state(options, authenticator)))
+}
+
+fn state(options: Options, authenticator: Authenticator) -> AppState {
+    let Options {
+        listen: _,
+        auth: _,
         snapshot,
+        push,
+        refresh,
+        statuses,
+        runtime,
         metrics,
+        events,
+        pod_log_dir,
+        log_level,
+        info,
+        ebpf,
+        audit,
+        exec,
+    } = options;
+    AppState {
+        snapshot,
+        metrics: Arc::new(metrics),
         auth: Arc::new(authenticator),
         push,
         refresh,
@@ -237,11 +254,7 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
         audit,
         exec,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
-    });
-    Ok(async move {
-        serve::serve(listener, acceptor, app).await;
-        Ok(())
-    })
+    }
 }
 
 /// An error answer, the same shape on every state-changing endpoint:

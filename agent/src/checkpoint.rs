@@ -110,8 +110,7 @@ impl Checkpoints {
                 _ => {}
             }
             let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-            file.write_all(header(&body).as_bytes())?;
-            file.write_all(&body)?;
+            file.write_all(&frame(&body))?;
             file.sync_all()?;
             drop(file);
             fs::rename(&tmp, &path)?;
@@ -128,12 +127,7 @@ impl Checkpoints {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(Error::Read { path, source }),
         };
-        let body =
-            verify(&bytes).map_err(|reason| Error::Corrupt { path: path.clone(), reason })?;
-        serde_json::from_slice(body).map(Some).map_err(|e| Error::Corrupt {
-            path,
-            reason: format!("checksum matches but content does not decode: {e}"),
-        })
+        decode(&bytes).map(Some).map_err(|reason| Error::Corrupt { path, reason })
     }
 
     /// [`Checkpoints::write`] on the blocking pool.
@@ -148,6 +142,21 @@ impl Checkpoints {
             .await
             .map_err(|e| Error::Write { path, source: io::Error::other(e) })?
     }
+}
+
+/// A checkpoint file's bytes for the JSON `body`: the header line, then the body.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut bytes = header(body).into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Reads a checkpoint file's bytes: checks the header against the body and decodes the
+/// body. The error is why the file is corrupt ([`Error::Corrupt`]'s reason).
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let body = verify(bytes)?;
+    serde_json::from_slice(body)
+        .map_err(|e| format!("checksum matches but content does not decode: {e}"))
 }
 
 fn header(body: &[u8]) -> String {

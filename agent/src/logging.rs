@@ -86,5 +86,14 @@ pub fn init(format: Option<LogFormat>) -> LogLevel {
     LogLevel { handle }
 }
 
+/// A logger that is not installed and writes nothing, with the handle that changes its
+/// filter: for a local API driven in-process (the fuzz harness), whose `/debug/log-level`
+/// must not change the process's own logger. The handle fails once the returned
+/// subscriber is dropped: keep it.
+pub fn detached(spec: &str) -> Result<(LogLevel, impl tracing::Subscriber + Send + Sync), Error> {
+    let (filter, handle) = reload::Layer::new(parse(spec)?);
+    Ok((LogLevel { handle }, tracing_subscriber::registry().with(filter)))
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,8 @@
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, the pods' end-to-end tests run
-//! once more with the agent's BPF programs off; then `dist` cross-builds the arm64
+//! once more with the agent's BPF programs off (the fuzz corpus is replayed by the tests);
+//! then `dist` cross-builds the arm64
 //! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
 //! under qemu, and makes its `.deb`. After the quick benchmarks, a short seeded chaos run
 //! (every fault at least once). `leaks` checks after the tests, and again last, that

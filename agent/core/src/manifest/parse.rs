@@ -108,9 +108,9 @@ pub(super) fn parse(text: &str) -> Parsed {
                 {
                     return parse_yaml(text);
                 }
-                return Parsed::failed(Format::Json, json_error(&error));
+                return Parsed::failed(Format::Json, json_error(text, &error));
             }
-            Err(error) => return Parsed::failed(Format::Json, json_error(&error)),
+            Err(error) => return Parsed::failed(Format::Json, json_error(text, &error)),
         }
     }
     parse_yaml(text)
@@ -129,7 +129,7 @@ fn parse_json(text: &str, kind: Result<Kind, Error>) -> Parsed {
                 Ok(pods) => parsed
                     .pods
                     .extend(pods.into_iter().map(|(item, pod)| (Anchor { document, item }, pod))),
-                Err(error) => parsed.errors.push((Anchor::document(0), json_error(&error))),
+                Err(error) => parsed.errors.push((Anchor::document(0), json_error(text, &error))),
             }
         }
         Err(error) => parsed.errors.push((Anchor::document(0), error)),
@@ -178,7 +178,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
                 kinds.push(kind);
             }
             Err(error) => {
-                parsed.errors.push((Anchor::document(document), yaml_error(&error)));
+                parsed.errors.push((Anchor::document(document), yaml_error(text, &error)));
                 break;
             }
         }
@@ -194,7 +194,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
                 continue;
             }
             if let Err(error) = budget.walk(deserializer) {
-                parsed.errors.push((Anchor::document(document), yaml_error(&error)));
+                parsed.errors.push((Anchor::document(document), yaml_error(text, &error)));
                 kinds.clear();
                 break;
             }
@@ -208,7 +208,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
         let anchor = Anchor::document(document);
         let pods = match pods_of(deserializer, kind) {
             Err(error) => {
-                parsed.errors.push((anchor, yaml_error(&error)));
+                parsed.errors.push((anchor, yaml_error(text, &error)));
                 continue;
             }
             Ok(pods) if !merges => pods,
@@ -218,7 +218,7 @@ pub(super) fn two_pass_yaml(text: &str) -> Parsed {
             Ok(_) => match merged(text, document, kind) {
                 Ok(pods) => pods,
                 Err(error) => {
-                    parsed.errors.push((anchor, yaml_error(&error)));
+                    parsed.errors.push((anchor, yaml_error(text, &error)));
                     continue;
                 }
             },
@@ -257,22 +257,40 @@ pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (before.iter().filter(|&&b| b == b'\n').count() + 1, column)
 }
 
-fn yaml_error(error: &serde_yaml_ng::Error) -> Error {
+fn yaml_error(text: &str, error: &serde_yaml_ng::Error) -> Error {
     let position = error.location().map(|l| (l.line(), l.column()));
     Error::Parse {
         format: Format::Yaml,
         message: without_position(error.to_string(), position),
-        position,
+        position: position.map(|position| inside(text, position)),
     }
 }
 
-fn json_error(error: &serde_json::Error) -> Error {
+fn json_error(text: &str, error: &serde_json::Error) -> Error {
     let position = (error.line() > 0).then(|| (error.line(), error.column()));
     Error::Parse {
         format: Format::Json,
         message: without_position(error.to_string(), position),
-        position,
+        position: position.map(|position| inside(text, position)),
     }
+}
+
+/// A parser's position moved inside the text: libyaml puts an error at the end of a text
+/// without a final newline on the line after the last, and serde_json one right after a
+/// newline in column 0; both mean the end of the last character before.
+fn inside(text: &str, (line, column): (usize, usize)) -> (usize, usize) {
+    let end = line_column(text, text.len());
+    if (line, column) > end {
+        return end;
+    }
+    if column == 0 {
+        let previous = text.split('\n').nth(line.saturating_sub(2)).unwrap_or_default();
+        return match line {
+            0 | 1 => (1, 1),
+            _ => (line - 1, previous.chars().count() + 1),
+        };
+    }
+    (line, column)
 }
 
 /// The parser's message without the ` at line L column C` it adds: [`Error`] shows the

@@ -28,6 +28,23 @@ fn a_json_error_has_its_line_and_column() {
     assert!(error.to_string().contains("cannot decode JSON"), "{error}");
 }
 
+/// fuzz/regressions/manifest/crash-8989de03...: libyaml put an error at the end of a text
+/// without a final newline on line 4 of 3.
+#[test]
+fn an_error_at_the_end_of_the_text_points_inside_it() {
+    let text = "# two containers\napiVersion: v1\nkind:#  ";
+    let error = error(text);
+    assert_eq!(error.position(), Some((3, 9)));
+    assert!(error.to_string().starts_with("3:9: cannot decode YAML: "), "{error}");
+}
+
+/// serde_json says column 0 for an error right after a newline: the end of the line before.
+#[test]
+fn a_json_error_after_a_newline_points_at_the_end_of_the_line_before() {
+    assert_eq!(error("{\"apiVersion\": \"v1\",\n").position(), Some((1, 21)));
+    assert_eq!(error("{\"kind\": \"Pod\",\n\n").position(), Some((2, 1)));
+}
+
 #[test]
 fn invalid_utf8_has_its_line_and_column() {
     let mut bytes = manifest("wéb").into_bytes();
