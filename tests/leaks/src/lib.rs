@@ -144,8 +144,17 @@ impl Scope {
             if pid == me {
                 continue;
             }
+            let flag = |name: &str| args.windows(2).find(|w| w[0] == name).map(|w| w[1].as_str());
+            // One agent's shims also serve its containerd (another agent's may use the
+            // same namespace name on another containerd).
+            let our_containerd = self.machine
+                || self.socket.as_ref().is_none_or(|socket| {
+                    flag("-address").map(|a| a.trim_start_matches("unix://"))
+                        == Some(socket.to_string_lossy().as_ref())
+                });
             let shim = args.first().is_some_and(|a| a.contains("containerd-shim"))
-                && args.windows(2).any(|w| w[0] == "-namespace" && self.namespace_is_ours(&w[1]));
+                && flag("-namespace").is_some_and(|ns| self.namespace_is_ours(ns))
+                && our_containerd;
             let helper = args.first().is_some_and(|a| a.ends_with("/outpost") || a == "outpost")
                 && args
                     .get(1)
