@@ -10,10 +10,6 @@ use anyhow::{Context, ensure};
 
 use crate::bench::{BIN_ENV, executable};
 
-/// The trials and seed CI runs: every fault at least once (there are nine), the same
-/// sequence each time.
-pub const CI_ARGS: [&str; 5] = ["--trials", "10", "--seed", "20", "--quick"];
-
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let (program, agent) = build()?;
     let dir = crate::project_root().join("target").join("chaos");

@@ -8,15 +8,14 @@
 //! once more with the agent's BPF programs off (the fuzz corpus is replayed by the tests);
 //! then `dist` cross-builds the arm64
 //! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
-//! under qemu, and makes its `.deb`. After the quick benchmarks, a short seeded chaos run
-//! (every fault at least once). `leaks` checks after the tests, and again last, that
+//! under qemu, and makes its `.deb`. `leaks` checks after the tests, and again last, that
 //! nothing Outpost-made is left on the machine. Each step's time is printed
 //! when it ends, and a table of all steps' times at the end (also after a failure).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{bench, chaos, containerd, deps, dist, ebpf, images, leaks};
+use crate::{bench, containerd, deps, dist, ebpf, images, leaks};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -43,7 +42,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 10);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 9);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -113,10 +112,6 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     steps.run(&what, || dist::run(&arm64))?;
     steps.run("cargo xtask bench --quick", || {
         bench::run(&bench::Options { quick: true, only: Vec::new() }, &env)
-    })?;
-    let chaos_args: Vec<String> = chaos::CI_ARGS.iter().map(|a| (*a).to_owned()).collect();
-    steps.run(&format!("cargo xtask chaos {}", chaos::CI_ARGS.join(" ")), || {
-        chaos::run(&chaos_args)
     })?;
     steps.run("cargo xtask leaks", || leaks_check(paths))
 }

@@ -28,7 +28,7 @@ tasks:
   bench [--quick] [ID…]
                     run the benchmarks (BENCHMARKS.md), or those named (b8); writes
                     target/bench/report.json
-  chaos [--trials N] [--seed S] [--quick]
+  chaos [--trials N] [--seed S] [--quick] [--fault NAME]
                     chaos trials: one agent (managed containerd, pod network, test API
                     server) under churn, killed (-9) mid-CNI/create/stop/checkpoint, its
                     containerd killed, the API server flapping, the state dir full, an
@@ -37,8 +37,7 @@ tasks:
                     clippy, build, test (the fuzz corpus replayed), the pods tests
                     again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
-                    `bench --quick`, a short `chaos`, and `leaks` (after the tests
-                    and last)
+                    `bench --quick`, and `leaks` (after the tests and last)
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
