@@ -73,10 +73,16 @@ pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
 
 /// One release build of the benchmark program and the agent; their paths.
 fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
+    build_program(PROFILE, "bench")
+}
+
+/// One build, in cargo profile `profile`, of the `outpost-tests` bench target `program`
+/// and the agent (so that they share every dependency); their paths.
+pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     let args = [
         "build",
         "--profile",
-        PROFILE,
+        profile,
         "-p",
         "outpost",
         "-p",
@@ -84,7 +90,7 @@ fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
         "--bin",
         "outpost",
         "--bench",
-        "bench",
+        program,
         "--message-format",
         "json-render-diagnostics",
     ];
@@ -95,15 +101,15 @@ fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
     let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
     ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
     let messages = String::from_utf8_lossy(&out.stdout);
-    let program = executable(&messages, "bench", "bench")
-        .with_context(|| format!("`{shown}` named no benchmark program"))?;
+    let program = executable(&messages, program, "bench")
+        .with_context(|| format!("`{shown}` named no {program} program"))?;
     let agent = executable(&messages, "outpost", "bin")
         .with_context(|| format!("`{shown}` named no outpost binary"))?;
     Ok((program, agent))
 }
 
 /// The executable of target `name` of `kind` in cargo's JSON messages.
-pub(crate) fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
+fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
     messages.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find_map(
         |message| {
             let found = message["reason"] == "compiler-artifact"

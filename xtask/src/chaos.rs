@@ -6,12 +6,12 @@
 use std::fs::File;
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 
-use crate::bench::{BIN_ENV, executable};
+use crate::bench::{BIN_ENV, build_program};
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let (program, agent) = build()?;
+    let (program, agent) = build_program("dev", "chaos")?;
     let dir = crate::project_root().join("target").join("chaos");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("agent.log");
@@ -21,33 +21,4 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     command.args(args).env(BIN_ENV, &agent).stderr(Stdio::from(stderr));
     command.current_dir(crate::project_root().join("tests"));
     crate::run(command)
-}
-
-/// One dev-profile build of the chaos program and the agent; their paths.
-fn build() -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
-    let args = [
-        "build",
-        "-p",
-        "outpost",
-        "-p",
-        "outpost-tests",
-        "--bin",
-        "outpost",
-        "--bench",
-        "chaos",
-        "--message-format",
-        "json-render-diagnostics",
-    ];
-    let mut command = crate::cargo(&args);
-    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let shown = crate::show(&command);
-    println!("$ {shown}");
-    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
-    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
-    let messages = String::from_utf8_lossy(&out.stdout);
-    let program = executable(&messages, "chaos", "bench")
-        .with_context(|| format!("`{shown}` named no chaos program"))?;
-    let agent = executable(&messages, "outpost", "bin")
-        .with_context(|| format!("`{shown}` named no outpost binary"))?;
-    Ok((program, agent))
 }

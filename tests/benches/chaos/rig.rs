@@ -14,6 +14,9 @@ use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::containerd::{BUSYBOX_OCI, find_image};
 use outpost_tests::pods::CNI_BIN_DIR;
 
+/// `kill -9` of a process (the agent's containerd, a shim).
+pub use outpost_leaks::kill;
+
 /// The containerd namespace of the rig's agent.
 pub const NAMESPACE: &str = "outpost-chaos";
 /// The node the agent registers (its pods' `spec.nodeName`).
@@ -202,7 +205,9 @@ impl Rig {
             }
         }
         for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-            kill_cgroup(&hierarchy.path().join(self.cgroup_root.trim_start_matches('/')));
+            outpost_leaks::kill_members(
+                &hierarchy.path().join(self.cgroup_root.trim_start_matches('/')),
+            );
         }
         if let Some(pid) = self.containerd_pid() {
             kill(pid);
@@ -239,23 +244,6 @@ impl Drop for Rig {
         let _ = Command::new("umount").arg("--lazy").arg(self.path("state")).output();
         if !left.is_empty() {
             eprintln!("chaos: could not remove {left:?}");
-        }
-    }
-}
-
-pub fn kill(pid: u32) {
-    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).output();
-}
-
-/// SIGKILLs every process in a cgroup tree.
-fn kill_cgroup(dir: &Path) {
-    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-    for pid in procs.lines().filter_map(|l| l.trim().parse().ok()) {
-        kill(pid);
-    }
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            kill_cgroup(&entry.path());
         }
     }
 }

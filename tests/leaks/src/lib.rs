@@ -338,12 +338,13 @@ fn clean_containerd(socket: &Path, left: &[Leftover]) {
     }
 }
 
-fn kill(pid: u32) {
+/// SIGKILLs process `pid` (gone already is fine).
+pub fn kill(pid: u32) {
     let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).output();
 }
 
 /// SIGKILLs every process in the cgroup `dir` and below it.
-fn kill_members(dir: &Path) {
+pub fn kill_members(dir: &Path) {
     let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
     for pid in procs.lines().filter_map(|l| l.trim().parse().ok()) {
         kill(pid);
