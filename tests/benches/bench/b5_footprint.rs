@@ -63,7 +63,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
             node.put(&format!("fp-{i:03}.yaml"), &manifest(i));
         }
         present = count;
-        uids = wait_running(&agent, count)?;
+        uids = wait_running(&agent, PREFIX, count)?;
         std::thread::sleep(settle);
         let measured = measure(&agent, &node.path("logs"), window)?;
         entries.extend(measured.entries(&format!("{count} pods"), count == RSS_TARGET_PODS));
@@ -78,7 +78,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     for i in 0..API_PODS {
         cluster.node.put(&format!("fp-{i:03}.yaml"), &manifest(i));
     }
-    let uids = wait_running(&agent, API_PODS)?;
+    let uids = wait_running(&agent, PREFIX, API_PODS)?;
     std::thread::sleep(settle);
     let measured = measure(&agent, &cluster.node.path("logs"), window)?;
     entries.extend(measured.entries(&format!("{API_PODS} pods, kubeconfig"), false));
@@ -126,21 +126,27 @@ pub fn bench_pods(agent: &Agent, prefix: &str) -> anyhow::Result<Vec<serde_json:
         .collect())
 }
 
-/// Polls `/pods` until exactly `count` bench pods are there and all of their containers
-/// run; their UIDs.
-fn wait_running(agent: &Agent, count: usize) -> anyhow::Result<Vec<String>> {
+/// The UIDs of the bench pods (names starting with `prefix`) in `/pods`.
+pub fn bench_uids(agent: &Agent, prefix: &str) -> anyhow::Result<Vec<String>> {
+    Ok(uids(&bench_pods(agent, prefix)?))
+}
+
+fn uids(pods: &[serde_json::Value]) -> Vec<String> {
+    pods.iter().filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned)).collect()
+}
+
+/// Polls `/pods` until exactly `count` bench pods (names starting with `prefix`) are there
+/// and all of their containers run; their UIDs.
+pub fn wait_running(agent: &Agent, prefix: &str, count: usize) -> anyhow::Result<Vec<String>> {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let pods = bench_pods(agent, PREFIX)?;
+        let pods = bench_pods(agent, prefix)?;
         let running = pods
             .iter()
             .filter(|p| p["status"]["containerStatuses"][0]["state"]["running"].is_object())
             .count();
         if pods.len() == count && running == count {
-            return Ok(pods
-                .iter()
-                .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
-                .collect());
+            return Ok(uids(&pods));
         }
         if Instant::now() > deadline {
             bail!("{running} of {count} pods running after {PATIENCE:?} ({} present)", pods.len());

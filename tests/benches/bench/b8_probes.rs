@@ -35,7 +35,7 @@ use outpost_tests::pods::Node;
 
 use crate::Options;
 use crate::bench::b5_footprint::procfs::{Delta, Sample};
-use crate::bench::b5_footprint::{PATIENCE, bench_pods, failed, teardown};
+use crate::bench::b5_footprint::{PATIENCE, bench_pods, bench_uids, failed, teardown};
 use crate::report::{Entry, Stats};
 
 /// The names of this benchmark's pods start with it.
@@ -67,10 +67,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let ready = match wait_ready(&agent, pods) {
         Ok(ready) => ready,
         Err(error) => {
-            let uids: Vec<String> = bench_pods(&agent, PREFIX)?
-                .iter()
-                .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
-                .collect();
+            let uids = bench_uids(&agent, PREFIX)?;
             if let Err(e) = teardown(&node, agent, &uids, PREFIX) {
                 eprintln!("bench: B8: teardown after a failed start: {e:#}");
             }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use outpost_tests::agent::Agent;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::Node;
@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use self::client::{Driven, Followed, Plan};
 use crate::Options;
 use crate::bench::b5_footprint::procfs::{self, memory_mib};
-use crate::bench::b5_footprint::{PATIENCE, bench_pods, failed, teardown};
+use crate::bench::b5_footprint::{bench_uids, failed, teardown, wait_running};
 use crate::report::Entry;
 
 /// The names of this benchmark's pods start with it.
@@ -77,13 +77,10 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     for i in 0..PODS {
         node.put(&format!("{PREFIX}{i}.yaml"), &manifest(i));
     }
-    let uids = match wait_running(&agent) {
+    let uids = match wait_running(&agent, PREFIX, PODS) {
         Ok(uids) => uids,
         Err(error) => {
-            let uids: Vec<String> = bench_pods(&agent, PREFIX)?
-                .iter()
-                .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
-                .collect();
+            let uids = bench_uids(&agent, PREFIX)?;
             if let Err(e) = teardown(&node, agent, &uids, PREFIX) {
                 eprintln!("bench: L1: teardown after a failed start: {e:#}");
             }
@@ -119,28 +116,6 @@ spec:
     command: ["sh", "-c", "n=0; while [ $n -lt {BACKLOG_LINES} ]; do echo \"{PREFIX}{i} backlog $n {pad}\"; n=$((n+1)); done; while true; do echo \"{PREFIX}{i} line $n\"; n=$((n+1)); sleep 0.005; done"]
 "#
     )
-}
-
-/// Polls `/pods` until every bench pod's container runs; their UIDs.
-fn wait_running(agent: &Agent) -> anyhow::Result<Vec<String>> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let pods = bench_pods(agent, PREFIX)?;
-        let running = pods
-            .iter()
-            .filter(|p| p["status"]["containerStatuses"][0]["state"]["running"].is_object())
-            .count();
-        if pods.len() == PODS && running == PODS {
-            return Ok(pods
-                .iter()
-                .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
-                .collect());
-        }
-        if Instant::now() > deadline {
-            bail!("{running} of {PODS} pods running after {PATIENCE:?} ({} present)", pods.len());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The agent's RSS (MiB) and open file descriptors at one instant.
