@@ -212,17 +212,9 @@ impl Node {
         for (id, _) in self.tasks() {
             self.ctr(&["tasks", "delete", "--force", &id]);
         }
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let root = self.dir.path().to_string_lossy().into_owned();
-        let mut targets: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .filter(|t| t.starts_with(&root))
-            .collect();
-        targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
-        for target in targets {
-            let out = Command::new("umount").arg(target).output().expect("run umount");
-            assert!(out.status.success(), "umount {target}: {}", text(&out));
+        for target in outpost_leaks::mounts_under(self.dir.path()) {
+            let out = Command::new("umount").arg(&target).output().expect("run umount");
+            assert!(out.status.success(), "umount {}: {}", target.display(), text(&out));
         }
         let run = self.path("run");
         if run.exists() {

@@ -213,15 +213,7 @@ impl Rig {
             kill(pid);
         }
         std::thread::sleep(Duration::from_millis(300));
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let run = self.path("run").to_string_lossy().into_owned();
-        let mut targets: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .filter(|t| t.starts_with(&run))
-            .collect();
-        targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
-        for target in targets {
+        for target in outpost_leaks::mounts_under(&self.path("run")) {
             let _ = Command::new("umount").arg("--lazy").arg(target).output();
         }
         // A reboot loses the links and the bridge too.

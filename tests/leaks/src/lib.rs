@@ -184,11 +184,8 @@ impl Scope {
     }
 
     fn mounts(&self) -> Vec<Leftover> {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .map(unescape_mount_path)
+        mount_points()
+            .into_iter()
             .filter(|target| self.under_roots(target))
             .map(|target| Leftover::Mount(PathBuf::from(target)))
             .collect()
@@ -402,6 +399,21 @@ fn processes() -> Vec<(u32, Vec<String>)> {
             (!args.is_empty()).then_some((pid, args))
         })
         .collect()
+}
+
+/// Every mount point of this mount namespace (`/proc/self/mountinfo`).
+fn mount_points() -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts.lines().filter_map(|line| line.split(' ').nth(4)).map(unescape_mount_path).collect()
+}
+
+/// The mount points at or below `root`, deepest first (the order to unmount them in).
+pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
+    let root = root.to_string_lossy();
+    let mut found: Vec<String> =
+        mount_points().into_iter().filter(|t| t.starts_with(root.as_ref())).collect();
+    found.sort_by_key(|t| std::cmp::Reverse(t.len()));
+    found.into_iter().map(PathBuf::from).collect()
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
