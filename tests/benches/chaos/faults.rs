@@ -236,6 +236,12 @@ fn fill_state(
 /// A reboot with no network: every pod must come back from the state dir with the UID
 /// it had, before the API server is reachable again.
 fn offline_reboot(rig: &mut Rig, model: &Model, outcome: &mut Outcome) -> anyhow::Result<()> {
+    // From a settled rig: a pod the trial's churn just created may still wait for its API
+    // objects, which it cannot get offline.
+    let (unsettled, _) = super::super::settle(rig, model, true);
+    if !unsettled.is_empty() {
+        outcome.notes.push(format!("rebooted before the rig settled: {unsettled:?}"));
+    }
     let uids = pod_uids(rig)?;
     rig.rt.block_on(rig.server.cut());
     rig.reboot()?;
