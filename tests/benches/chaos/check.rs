@@ -30,17 +30,10 @@ struct Container {
 /// The violations now (none: the trial has settled).
 pub fn violations(rig: &Rig, model: &Model, api_up: bool) -> Vec<String> {
     let mut bad = Vec::new();
-    let Ok(agent) = rig.agent() else { return vec!["the agent is not running".into()] };
-    let (status, body) = agent.get("/pods");
-    let Ok(list) = serde_json::from_str::<Value>(&body).map_err(|e| e.to_string()) else {
-        return vec![format!("GET /pods: {status} {body}")];
+    let pods = match rig.pods() {
+        Ok(pods) => pods,
+        Err(e) => return vec![format!("cannot read the agent's /pods: {e:#}")],
     };
-    let pods: BTreeMap<String, Value> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p["metadata"]["name"].as_str()?.to_owned(), p.clone())))
-        .collect();
     let containers = match containers(rig) {
         Ok(containers) => containers,
         Err(e) => return vec![format!("cannot list containerd's containers: {e:#}")],

@@ -271,39 +271,25 @@ fn offline_reboot(rig: &mut Rig, model: &Model, outcome: &mut Outcome) -> anyhow
 
 /// Pod name → (UID, phase), from the agent's `/pods`.
 fn pod_uids(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<String, (String, String)>> {
-    let (_, body) = rig.agent()?.get("/pods");
-    let list: serde_json::Value = serde_json::from_str(&body)?;
-    Ok(list["items"]
-        .as_array()
+    let pods = rig.pods()?;
+    Ok(pods
         .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            Some((
-                p["metadata"]["name"].as_str()?.to_owned(),
-                (
-                    p["metadata"]["uid"].as_str()?.to_owned(),
-                    p["status"]["phase"].as_str().unwrap_or_default().to_owned(),
-                ),
-            ))
+        .filter_map(|(name, p)| {
+            let uid = p["metadata"]["uid"].as_str()?.to_owned();
+            Some((name, (uid, p["status"]["phase"].as_str().unwrap_or_default().to_owned())))
         })
         .collect())
 }
 
 /// Pod name → the container ID `/pods` reports running.
 fn running_containers(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-    let (_, body) = rig.agent()?.get("/pods");
-    let list: serde_json::Value = serde_json::from_str(&body)?;
-    Ok(list["items"]
-        .as_array()
+    let pods = rig.pods()?;
+    Ok(pods
         .into_iter()
-        .flatten()
-        .filter_map(|p| {
+        .filter_map(|(name, p)| {
             let status = &p["status"]["containerStatuses"][0];
             status["state"]["running"].is_object().then_some(())?;
-            Some((
-                p["metadata"]["name"].as_str()?.to_owned(),
-                status["containerID"].as_str()?.to_owned(),
-            ))
+            Some((name, status["containerID"].as_str()?.to_owned()))
         })
         .collect())
 }

@@ -152,6 +152,18 @@ impl Rig {
         self.agent.as_ref().map_or(0, |a| a.log().lines().count())
     }
 
+    /// The agent's `/pods`, by pod name.
+    pub fn pods(&self) -> anyhow::Result<std::collections::BTreeMap<String, serde_json::Value>> {
+        let (status, body) = self.agent()?.get("/pods");
+        let list: serde_json::Value =
+            serde_json::from_str(&body).with_context(|| format!("GET /pods: {status} {body}"))?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        Ok(items
+            .into_iter()
+            .filter_map(|p| Some((p["metadata"]["name"].as_str()?.to_owned(), p)))
+            .collect())
+    }
+
     /// The managed containerd's socket.
     pub fn socket(&self) -> PathBuf {
         self.path("run/containerd/containerd.sock")
