@@ -11,7 +11,9 @@
 //!   asked through [`Handle::collect_images_now`] (the eviction manager, on imagefs
 //!   pressure); only once every source has been seen (M9), since an image a desired pod
 //!   names counts as used;
-//! - leases and orphaned snapshots: once at start.
+//! - leases and orphaned snapshots: once at start;
+//! - shims serving no task: at start, and each time the containerd event stream is
+//!   subscribed again (containerd restarted: [`Handle::containerd_reconnected`]).
 //!
 //! "Last used": an image first seen counts as used then, an image a container (running
 //! or kept dead) or a desired pod uses counts as used at every run. kubelet keeps this in
@@ -49,6 +51,7 @@ const SOURCES_WAIT: Backoff = Backoff::new(Duration::from_secs(1), Duration::fro
 pub struct Handle {
     containers: Arc<Notify>,
     images: Arc<Notify>,
+    reconnected: Arc<Notify>,
 }
 
 impl Handle {
@@ -61,6 +64,12 @@ impl Handle {
     /// images only if the disk is over the high threshold, or for their age.
     pub fn collect_images_now(&self) {
         self.images.notify_one();
+    }
+
+    /// The containerd connection came back after a gap (containerd may have restarted):
+    /// shims the earlier containerd left serving no task are ended.
+    pub fn containerd_reconnected(&self) {
+        self.reconnected.notify_one();
     }
 
     /// What an image import notifies (see `ImagesDir::with_imported`).
@@ -137,6 +146,7 @@ impl Collector {
                 () = self.handle.containers.notified() => revisit = self.collect_containers().await,
                 () = containers_due => revisit = self.collect_containers().await,
                 () = self.handle.images.notified() => images_at = self.collect_images().await,
+                () = self.handle.reconnected.notified() => leftovers::end_orphaned_shims(&self.containerd).await,
                 () = tokio::time::sleep_until(images_at) => images_at = self.collect_images().await,
             }
         }

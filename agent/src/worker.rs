@@ -358,6 +358,8 @@ fn route<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>, event: Tas
             }
         }
         None => {
+            // A resubscription: containerd may have restarted and lost track of shims.
+            runtime.gc.containerd_reconnected();
             for outbox in workers.values() {
                 let _ = outbox.send(Message::Task(event.clone()));
             }

@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -352,7 +353,8 @@ fn kill_9_mid_stop_then_restart_leaves_no_container_and_no_shim() {
 
 /// `--containerd managed`: the agent's own containerd is killed under it; the agent
 /// restarts it, reconnects, and the pod keeps running (the same container; its exits are
-/// still seen afterwards).
+/// still seen afterwards). A shim the killed containerd had started but the new one does
+/// not know (a task deletion or creation cut short by the kill) is ended on reconnect.
 #[test]
 #[cfg_attr(
     not(outpost_has_pods),
@@ -396,6 +398,7 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     node.put("steady.yaml", &manifest("steady", SERVE, ""));
     let before = wait_pod(&agent, "steady-edge-1", LONG, running);
 
+    let (lost_shim, lost_socket, _log) = start_lost_shim(&node, &socket);
     let pid_file = node.path("run/containerd/containerd.pid");
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
@@ -405,6 +408,11 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     assert!(tasks.contains(&container_id(&before)) && tasks.contains("RUNNING"), "{tasks}");
     let after = wait_pod(&agent, "steady-edge-1", LONG, running);
     assert_eq!(container_id(&after), container_id(&before), "the pod kept running");
+    eventually("the shim the new containerd does not know has ended", LONG, || {
+        !outpost_tests::workload::shims(&node.namespace).contains(&lost_shim)
+    });
+    agent.wait_for_log("ended a shim left serving no task");
+    assert!(!lost_socket.exists(), "a shim ended by SIGTERM removes its socket");
 
     // Exits still reach the agent through the new event stream.
     ctr(&["tasks", "kill", "--signal", "SIGKILL", &container_id(&before)]);
@@ -418,6 +426,37 @@ fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     agent.stop();
     let alive = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
     eventually("the managed containerd has exited", LONG, || !alive());
+}
+
+/// Starts a runc shim for the node's namespace at containerd `socket` the way containerd
+/// does (`start` in a bundle dir holding a spec and the `log` fifo), but with no task: what a
+/// containerd killed mid-delete or mid-create leaves. Returns its pid, its socket, and
+/// the fifo's reading end (kept open for the shim's writes).
+fn start_lost_shim(node: &Node, socket: &Path) -> (u32, PathBuf, std::fs::File) {
+    let bundle = node.path("lost-shim");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(bundle.join("config.json"), "{}").unwrap();
+    nix::unistd::mkfifo(&bundle.join("log"), nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .unwrap();
+    let log = std::fs::OpenOptions::new().read(true).write(true).open(bundle.join("log")).unwrap();
+    let out = std::process::Command::new("containerd-shim-runc-v2")
+        .args(["-namespace", &node.namespace, "-id", "lost-shim", "-address"])
+        .arg(socket)
+        .args(["-publish-binary", "containerd", "start"])
+        .current_dir(&bundle)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "containerd-shim-runc-v2 start: {out:?}");
+    let address = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let lost_socket = PathBuf::from(address.trim_start_matches("unix://"));
+    assert!(lost_socket.exists(), "{address}");
+    let shims = outpost_tests::workload::shims(&node.namespace);
+    let pid = shims.into_iter().find(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).contains("\0lost-shim\0")
+    });
+    (pid.expect("the lost shim runs"), lost_socket, log)
 }
 
 /// Node shutdown: by default SIGTERM ends the agent and leaves its pods

@@ -8,12 +8,22 @@
 //! references that were made before this run (a container create cut short between its
 //! snapshot and its record), then has containerd collect at once.
 //!
-//! It also ends the shims an earlier run left serving no task: containerd 1.6 does not
-//! shut a shim down when the client that asked for its task's deletion goes away in the
-//! middle of the call (an agent killed by SIGKILL while it stopped a pod). The task is
-//! gone from containerd's list, so no API reaches that shim; SIGTERM ends it.
+//! It also ends the shims left serving no task, at start and whenever containerd's event
+//! stream comes back (containerd restarted). Two ways leave one:
+//! - containerd 1.6 does not shut a shim down when the client that asked for its task's
+//!   deletion goes away in the middle of the call (an agent killed by SIGKILL while it
+//!   stopped a pod);
+//! - a containerd killed between its task deletion and the shim's shutdown, or between a
+//!   shim's start and the task's record, does not find that shim again when it restarts.
+//!
+//! The task is gone from containerd's list, so no API reaches that shim; SIGTERM ends it.
+//! A shim counts as left only if it started before both this agent and the containerd
+//! now serving (found by the socket's peer credentials): containerd loads the tasks of
+//! the shims it knows before it serves, and a shim of a task this agent is creating now
+//! is younger than both.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use containerd_client::services::v1::ListRequest as ListLeases;
 use containerd_client::services::v1::ListTasksRequest;
@@ -112,9 +122,13 @@ async fn orphaned_snapshots(containerd: &Containerd, started: Timestamp) -> Vec<
     orphaned
 }
 
-/// SIGTERMs the shims of this containerd and namespace, started before this process, that
-/// serve a container containerd lists no task for.
-async fn end_orphaned_shims(containerd: &Containerd) {
+/// SIGTERMs the shims of this containerd and namespace, started before this process and
+/// before the containerd now serving, that serve a container containerd lists no task for.
+pub(super) async fn end_orphaned_shims(containerd: &Containerd) {
+    let socket = containerd.socket().to_path_buf();
+    let Some(agent) = start_time("self") else { return };
+    let serving = containerd_pid(&socket).await.and_then(|pid| start_time(&pid.to_string()));
+    let before = serving.map_or(agent, |serving| serving.max(agent));
     let request = ListTasksRequest { filter: String::new() };
     let tasks: HashSet<String> = match containerd.tasks().list(request).await {
         Ok(response) => response.into_inner().tasks.into_iter().map(|t| t.id).collect(),
@@ -123,25 +137,26 @@ async fn end_orphaned_shims(containerd: &Containerd) {
             return;
         }
     };
-    let socket = containerd.socket().to_string_lossy().into_owned();
-    let Some(me) = start_time("self") else { return };
+    let socket = socket.to_string_lossy();
     for (pid, id) in shims(containerd.namespace(), &socket) {
-        let older = start_time(&pid.to_string()).is_some_and(|at| at < me);
+        let older = start_time(&pid.to_string()).is_some_and(|at| at < before);
         if tasks.contains(&id) || !older {
             continue;
         }
         let Ok(raw) = i32::try_from(pid) else { continue };
         match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::SIGTERM) {
-            Ok(()) => tracing::info!(
-                pid,
-                container_id = id,
-                "ended a shim an earlier run left serving no task"
-            ),
+            Ok(()) => tracing::info!(pid, container_id = id, "ended a shim left serving no task"),
             Err(e) => {
                 tracing::warn!(pid, container_id = id, error = %e, "cannot end a shim serving no task")
             }
         }
     }
+}
+
+/// The pid of the process serving containerd's socket (its peer credentials).
+async fn containerd_pid(socket: &Path) -> Option<i32> {
+    let stream = tokio::net::UnixStream::connect(socket).await.ok()?;
+    stream.peer_cred().ok()?.pid()
 }
 
 /// `(pid, container id)` of the runc shims serving `namespace` of the containerd at

@@ -140,9 +140,10 @@ fn host(rig: &Rig, containers: &[Container], uids: &BTreeSet<String>, bad: &mut 
     let names_uid = |text: &str| uids.iter().any(|uid| text.contains(uid.as_str()));
     let mut veths = 0;
     let agent = rig.agent().map(|a| a.pid()).ok();
+    let containerd = rig.containerd_pid();
     for leftover in rig.scope().inventory() {
         match &leftover {
-            Leftover::Process(pid, _) if Some(*pid) == agent => {}
+            Leftover::Process(pid, _) if Some(*pid) == agent || Some(*pid) == containerd => {}
             Leftover::Process(_, cmdline) if cmdline.contains("containerd-shim") => {
                 let id = cmdline.split(' ').skip_while(|a| *a != "-id").nth(1).unwrap_or("");
                 if !with_task.contains(id) {

@@ -5,15 +5,18 @@
 //! An inventory of [`Scope`]: the whole machine's Outpost-made things for CI
 //! ([`Scope::machine`]), or one agent's (its containerd namespace, cgroup root and
 //! directories) for `chaos`. What counts:
-//! - processes: containerd shims serving an Outpost namespace, and `outpost` helpers
-//!   (`container-log`, `pod-init`) and agents (`run`);
+//! - processes: containerd shims serving an Outpost namespace, `outpost` helpers
+//!   (`container-log`, `pod-init`) and agents (`run`), and managed containerds (their
+//!   config under Outpost's directories);
 //! - cgroups named after an Outpost root (`outpost*`, `kubepods*`) in every hierarchy;
 //! - mounts under Outpost's directories (pod netns and tmpfs mounts);
 //! - network links: the test bridges (`otb*`), Outpost's bridge, and veths on them;
 //! - CNI state: libcni results and host-local allocations of Outpost's networks;
-//! - in the containerd at `socket`: containers, tasks, leases and active snapshots.
+//! - in the containerd at `socket`: containers, tasks, leases and active snapshots;
+//! - for the machine: shim sockets in `/run/containerd/s` no process has bound (what a
+//!   SIGKILLed shim leaves: a shim ended by SIGTERM or by containerd removes its own).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -55,6 +58,8 @@ pub enum Leftover {
     /// In containerd: `(namespace, kind, id)`, kind one of container, task, lease,
     /// snapshot.
     Containerd(String, &'static str, String),
+    /// A shim socket file nobody has bound.
+    Socket(PathBuf),
 }
 
 impl std::fmt::Display for Leftover {
@@ -66,6 +71,7 @@ impl std::fmt::Display for Leftover {
             Leftover::Link(name) => write!(f, "link {name}"),
             Leftover::Cni(path) => write!(f, "CNI state {}", path.display()),
             Leftover::Containerd(ns, kind, id) => write!(f, "containerd {kind} {ns}/{id}"),
+            Leftover::Socket(path) => write!(f, "stale shim socket {}", path.display()),
         }
     }
 }
@@ -74,6 +80,8 @@ impl std::fmt::Display for Leftover {
 const CNI_RESULTS: &str = "/var/lib/cni/results";
 const CNI_NETWORKS: &str = "/var/lib/cni/networks";
 const CGROUP_FS: &str = "/sys/fs/cgroup";
+/// Where containerd 1.6's shims bind their sockets, whatever containerd's state dir.
+const SHIM_SOCKETS: &str = "/run/containerd/s";
 
 impl Scope {
     /// Everything any Outpost agent, test or bench makes on this machine.
@@ -117,6 +125,9 @@ impl Scope {
         left.extend(self.links());
         left.extend(self.cni());
         left.extend(self.containerd());
+        if self.machine {
+            left.extend(stale_shim_sockets().into_iter().map(Leftover::Socket));
+        }
         left.into_iter().collect()
     }
 
@@ -145,22 +156,29 @@ impl Scope {
                 continue;
             }
             let flag = |name: &str| args.windows(2).find(|w| w[0] == name).map(|w| w[1].as_str());
-            // One agent's shims also serve its containerd (another agent's may use the
-            // same namespace name on another containerd).
+            // One agent's shims also serve its containerd: the scope's, or the agent's
+            // managed one under its roots (another agent's may use the same namespace
+            // name on another containerd).
+            let address = flag("-address").map(|a| a.trim_start_matches("unix://"));
             let our_containerd = self.machine
-                || self.socket.as_ref().is_none_or(|socket| {
-                    flag("-address").map(|a| a.trim_start_matches("unix://"))
-                        == Some(socket.to_string_lossy().as_ref())
-                });
+                || address.is_some_and(|a| self.under_roots(a))
+                || self
+                    .socket
+                    .as_ref()
+                    .is_none_or(|socket| address == Some(socket.to_string_lossy().as_ref()));
             let shim = args.first().is_some_and(|a| a.contains("containerd-shim"))
                 && flag("-namespace").is_some_and(|ns| self.namespace_is_ours(ns))
                 && our_containerd;
+            // `--containerd managed`: a containerd whose config is under the roots.
+            let managed =
+                args.first().is_some_and(|a| a.ends_with("/containerd") || a == "containerd")
+                    && flag("--config").is_some_and(|config| self.under_roots(config));
             let helper = args.first().is_some_and(|a| a.ends_with("/outpost") || a == "outpost")
                 && args
                     .get(1)
                     .is_some_and(|a| ["container-log", "pod-init", "run"].contains(&a.as_str()))
                 && (self.machine || args.iter().any(|a| self.under_roots(a)));
-            if shim || helper {
+            if shim || helper || managed {
                 found.push(Leftover::Process(pid, args.join(" ")));
             }
         }
@@ -300,6 +318,9 @@ pub fn clean(scope: &Scope) -> Vec<Leftover> {
                 let _ = std::fs::remove_file(path);
             }
             Leftover::Cgroup(path) => remove_cgroup_tree(path),
+            Leftover::Socket(path) => {
+                let _ = std::fs::remove_file(path);
+            }
             Leftover::Process(..) | Leftover::Containerd(..) => {}
         }
     }
@@ -335,9 +356,60 @@ fn clean_containerd(socket: &Path, left: &[Leftover]) {
     }
 }
 
-/// SIGKILLs process `pid` (gone already is fine).
+/// SIGKILLs process `pid` (gone already is fine), and removes the shim sockets it had
+/// bound: a SIGKILLed shim cannot, and a reboot's fresh `/run` would not have them.
 pub fn kill(pid: u32) {
+    let sockets = shim_sockets_of(pid);
     let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).output();
+    for socket in sockets {
+        let _ = std::fs::remove_file(socket);
+    }
+}
+
+/// The bound unix sockets of this network namespace: inode to path (`/proc/net/unix`:
+/// `Num RefCount Protocol Flags Type St Inode Path`).
+fn bound_sockets() -> HashMap<u64, PathBuf> {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            Some((fields.get(6)?.parse().ok()?, PathBuf::from(fields.get(7)?)))
+        })
+        .collect()
+}
+
+/// The sockets under [`SHIM_SOCKETS`] that process `pid` holds.
+fn shim_sockets_of(pid: u32) -> Vec<PathBuf> {
+    let bound = bound_sockets();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
+    fds.filter_map(|fd| {
+        let target = std::fs::read_link(fd.path()).ok()?;
+        let inode = target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()?;
+        bound.get(&inode).filter(|path| path.starts_with(SHIM_SOCKETS)).cloned()
+    })
+    .collect()
+}
+
+/// The socket files under [`SHIM_SOCKETS`] no process has bound.
+fn stale_shim_sockets() -> Vec<PathBuf> {
+    stale_sockets_in(Path::new(SHIM_SOCKETS))
+}
+
+/// The socket files in `dir` no process has bound.
+fn stale_sockets_in(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|entry| entry.path())
+        .collect();
+    // Listed after the files: a socket bound meanwhile is among them.
+    let bound: HashSet<PathBuf> = bound_sockets().into_values().collect();
+    files.into_iter().filter(|file| !bound.contains(file)).collect()
 }
 
 /// SIGKILLs every process in the cgroup `dir` and below it.
@@ -500,6 +572,18 @@ mod tests {
         assert_eq!(unescape_mount_path(r"/tmp/x\011y\134z"), "/tmp/x\ty\\z");
         assert_eq!(unescape_mount_path(r"/plain"), "/plain");
         assert_eq!(unescape_mount_path(r"/bad\0"), r"/bad\0");
+    }
+
+    #[test]
+    fn a_socket_file_nobody_binds_is_stale() {
+        let dir = std::env::temp_dir().join(format!("outpost-leaks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bound = std::os::unix::net::UnixListener::bind(dir.join("bound")).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(dir.join("stale")).unwrap());
+        std::fs::write(dir.join("not-a-socket"), "").unwrap();
+        assert_eq!(stale_sockets_in(&dir), [dir.join("stale")]);
+        drop(bound);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
