@@ -67,11 +67,7 @@ impl Error {
     /// containerd could not be reached (it is restarting, or the connection broke under
     /// the call): the same call may succeed once it is back.
     pub fn is_unreachable(&self) -> bool {
-        matches!(
-            self,
-            Error::Containerd { source, .. }
-                if matches!(source.code(), tonic::Code::Unavailable | tonic::Code::Cancelled)
-        )
+        matches!(self, Error::Containerd { source, .. } if super::containerd::unreachable(source))
     }
 }
 

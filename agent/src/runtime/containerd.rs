@@ -89,6 +89,19 @@ pub enum Error {
     },
 }
 
+/// Whether a call failed because containerd could not be reached (it is restarting, or
+/// the connection broke under the call), rather than containerd refusing it: the same
+/// call may succeed once containerd is back. tonic reports a connection that breaks
+/// under a call as `Unknown`, a transport error its source.
+pub fn unreachable(status: &tonic::Status) -> bool {
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::Cancelled => true,
+        tonic::Code::Unknown => std::error::Error::source(status)
+            .is_some_and(|source| source.is::<tonic::transport::Error>()),
+        _ => false,
+    }
+}
+
 /// The metadata every request carries.
 #[derive(Debug, Clone)]
 pub struct Metadata {

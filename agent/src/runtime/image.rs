@@ -116,7 +116,8 @@ impl Error {
     /// containerd did not answer (rather than the tarball being bad): worth retrying.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Store { source: store::Error::Containerd { source, .. }, .. }
-            if matches!(source.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded))
+            if source.code() == tonic::Code::DeadlineExceeded
+                || super::containerd::unreachable(source))
     }
 }
 
