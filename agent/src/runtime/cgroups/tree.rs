@@ -120,22 +120,37 @@ fn max_or(limit: Option<i64>) -> String {
     limit.map_or_else(|| "max".to_owned(), |l| l.to_string())
 }
 
-/// Removes the (empty) cgroup `path` from every hierarchy; missing ones are fine. All
-/// are tried; the first failure is returned.
+/// Removes the cgroup `path` from every hierarchy, with the empty cgroups below it
+/// (deepest first): a container's, left in one v1 hierarchy when runc's own removal was
+/// cut short. A cgroup that still holds a process cannot go. Missing ones are fine. All
+/// hierarchies are tried; the first failure is returned.
 pub fn remove(hierarchy: &Hierarchy, path: &str) -> Result<(), Error> {
     let relative = path.trim_start_matches('/');
     let mut first = None;
     for tree in hierarchies(hierarchy) {
-        let dir = tree.join(relative);
-        match std::fs::remove_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => {
-                first.get_or_insert(Error::Remove { path: dir, source });
-            }
+        if let Err(e) = remove_tree(&tree.join(relative)) {
+            first.get_or_insert(e);
         }
     }
     first.map_or(Ok(()), Err)
+}
+
+/// Removes cgroup `dir` and the cgroups below it, deepest first.
+fn remove_tree(dir: &Path) -> Result<(), Error> {
+    let children = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(Error::Remove { path: dir.to_owned(), source }),
+    };
+    for child in children {
+        remove_tree(&child.path())?;
+        tracing::info!(cgroup = %child.path().display(), "removed a cgroup left below a pod's");
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(Error::Remove { path: dir.to_owned(), source }),
+    }
 }
 
 /// Whether cgroup `path` exists in the hierarchy that holds the memory controller.

@@ -97,6 +97,23 @@ fn q2_teardown_removes_an_older_agents_pod_cgroup_too() {
 }
 
 #[test]
+fn teardown_removes_a_container_cgroup_runc_left_in_one_hierarchy() {
+    let (root, h) = v1();
+    let cgroups = PodCgroups::new(Layout::new(Driver::Cgroupfs, "/"), h, None);
+    let name = cgroups.layout.pod(QosClass::BestEffort, "u1");
+    let pod = cgroups.path(&name);
+    let pod = pod.trim_start_matches('/');
+    for tree in ["cpu", "memory", "pids"] {
+        std::fs::create_dir_all(root.path().join(tree).join(pod)).unwrap();
+    }
+    std::fs::create_dir_all(root.path().join("cpu").join(pod).join("c1")).unwrap();
+    cgroups.remove_pod("u1").unwrap();
+    for tree in ["cpu", "memory", "pids"] {
+        assert!(!root.path().join(tree).join(pod).exists(), "{tree}");
+    }
+}
+
+#[test]
 fn pod_uids_are_read_from_either_drivers_names() {
     assert_eq!(pod_uid_of("pod12-ab", Driver::Cgroupfs).as_deref(), Some("12-ab"));
     assert_eq!(pod_uid_of("burstable", Driver::Cgroupfs), None);

@@ -116,9 +116,11 @@ fn q2_v2_enables_controllers_down_the_path_and_writes_v2_files() {
 #[test]
 fn q2_a_cgroup_still_in_use_is_reported_after_trying_every_tree() {
     let (root, h) = v1(&["cpu", "memory"]);
+    // A directory that cannot go stands for a container cgroup with a process in it.
     std::fs::create_dir_all(root.path().join("memory/kubepods/podu/container")).unwrap();
-    std::fs::create_dir_all(root.path().join("cpu/kubepods/podu")).unwrap();
+    std::fs::write(root.path().join("memory/kubepods/podu/container/cgroup.procs"), "7").unwrap();
+    std::fs::create_dir_all(root.path().join("cpu/kubepods/podu/left")).unwrap();
     let e = remove(&h, "/kubepods/podu").unwrap_err();
     assert!(e.to_string().contains("memory/kubepods/podu"), "{e}");
-    assert!(!root.path().join("cpu/kubepods/podu").exists(), "the others are removed");
+    assert!(!root.path().join("cpu/kubepods/podu").exists(), "the others go, empty children too");
 }
