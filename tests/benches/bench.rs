@@ -3,8 +3,9 @@
 //! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
 //! (asked for by the reliability issue).
 //!
-//! Run with `cargo xtask bench [--quick] [ID…]` (the release profile). Writes
-//! `target/bench/report.json` (under `CARGO_TARGET_DIR` when set) and a table on stdout.
+//! Run with `cargo xtask bench [--quick] [ID…]` (the release profile; CI's check uses
+//! `--profile dev`). Writes `target/bench/report.json` (under `CARGO_TARGET_DIR` when
+//! set) and a table on stdout.
 //! A missed target is reported (`"met": false`) and does not fail the run; an error does:
 //! a wrong or missing delta, a missed edit, an IO failure.
 //!
@@ -75,6 +76,9 @@ type Bench = fn(&Options) -> anyhow::Result<Vec<Entry>>;
 
 fn main() -> ExitCode {
     let options = Options::from_args();
+    if cfg!(debug_assertions) {
+        println!("bench: an unoptimized build: a check that the benchmarks run, not their figures");
+    }
     let benches: [(&str, Bench); 12] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),

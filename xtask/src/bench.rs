@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--quick] [ID…]`: runs the benchmark program
+//! `cargo xtask bench [--quick] [--profile P] [ID…]`: runs the benchmark program
 //! (`tests/benches/bench.rs`) with the release profile. It prints a table and writes
 //! `target/bench/report.json`; a missed target is reported there, only an error (a missed
 //! edit, a wrong delta, an IO failure) fails the task. IDs (`b8`) select benchmarks.
@@ -17,28 +17,44 @@ use anyhow::{Context, bail, ensure};
 
 /// Tells the test support which `outpost` binary to run (`outpost_tests::BIN_ENV`).
 pub(crate) const BIN_ENV: &str = "OUTPOST_TEST_BIN";
-/// The profile of the benchmarks and the agent they measure.
+/// The profile of the benchmarks and the agent they measure: the figures are the
+/// release build's.
 const PROFILE: &str = "release";
 
 /// Options of the `bench` task.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// A smaller sample of each benchmark (a check that finishes in about a minute).
     pub quick: bool,
     /// The benchmarks to run (ID prefixes, `b8`); none: all.
     pub only: Vec<String>,
+    /// The cargo profile to build with: `release` for figures; CI checks that the
+    /// benchmarks run with the `dev` build the tests already made (their figures are then
+    /// not the release's, and the report says so).
+    pub profile: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { quick: false, only: Vec::new(), profile: PROFILE.to_owned() }
+    }
 }
 
 impl Options {
     pub fn parse(args: &[String]) -> anyhow::Result<Options> {
         let mut options = Options::default();
-        for arg in args {
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--quick" => options.quick = true,
+                "--profile" => {
+                    options.profile =
+                        args.next().context("--profile needs a cargo profile")?.clone();
+                }
                 id if is_id(id) => options.only.push(id.to_owned()),
                 other => {
                     bail!(
-                        "`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick] [ID…] (ID: b1, B8, o2…)"
+                        "`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick] [--profile P] [ID…] (ID: b1, B8, o2…)"
                     )
                 }
             }
@@ -58,7 +74,7 @@ fn is_id(arg: &str) -> bool {
 /// Builds and runs the benchmarks with `env` added to their environment (`ci` passes the
 /// test containerd's socket and the test images' directory).
 pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
-    let (program, agent) = build()?;
+    let (program, agent) = build_program(&options.profile, "bench")?;
     let mut command = Command::new(&program);
     if options.quick {
         command.arg("--quick");
@@ -69,11 +85,6 @@ pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
     command.env(BIN_ENV, &agent);
     command.envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
     crate::run(command)
-}
-
-/// One release build of the benchmark program and the agent; their paths.
-fn build() -> anyhow::Result<(PathBuf, PathBuf)> {
-    build_program(PROFILE, "bench")
 }
 
 /// One build, in cargo profile `profile`, of the `outpost-tests` bench target `program`
@@ -134,6 +145,10 @@ mod tests {
         let options = Options::parse(&args(&["--quick", "b8", "O2"])).unwrap();
         assert!(options.quick);
         assert_eq!(options.only, ["b8", "O2"]);
+        assert_eq!(options.profile, "release");
+        let dev = Options::parse(&args(&["--quick", "--profile", "dev"])).unwrap();
+        assert_eq!(dev.profile, "dev");
+        assert!(Options::parse(&args(&["--profile"])).is_err());
         assert!(Options::parse(&args(&["--slow"])).is_err());
         assert!(Options::parse(&args(&["b"])).is_err());
         assert!(Options::parse(&args(&["bench"])).is_err());

@@ -5,17 +5,25 @@
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
 //! was already running is left running. After the tests, the pods' end-to-end tests run
-//! once more with the agent's BPF programs off (the fuzz corpus is replayed by the tests);
-//! then `dist` cross-builds the arm64
-//! agent (the `ci-dist` profile: a release without LTO, cheaper to build), smoke-tests it
-//! under qemu, and makes its `.deb`. `leaks` checks after the tests, and again last, that
-//! nothing Outpost-made is left on the machine. Each step's time is printed
-//! when it ends, and a table of all steps' times at the end (also after a failure).
+//! once more with the agent's BPF programs off (the fuzz corpus is replayed by the tests).
+//! Then, each in its short form:
+//! - `fuzz` runs every fuzz target for 15 s over the committed corpus (an unoptimized
+//!   build, the corpus left as it is);
+//! - `dist` cross-builds the arm64 agent (the `ci-dist` profile: a release without LTO,
+//!   cheaper to build), smoke-tests it under qemu, and makes its `.deb`;
+//! - `bench --quick` checks that the benchmarks run, with the tests' `dev` build (the
+//!   figures come from `cargo xtask bench` on the release build);
+//! - `chaos` runs ten seeded trials, one per fault and one more, and fails on a broken
+//!   invariant.
+//!
+//! `leaks` checks after the tests, and again last, that nothing Outpost-made is left on
+//! the machine. Each step's time is printed when it ends, and a table of all steps' times
+//! at the end (also after a failure).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{bench, containerd, deps, dist, ebpf, images, leaks};
+use crate::{bench, chaos, containerd, deps, dist, ebpf, fuzz, images, leaks};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -32,6 +40,11 @@ const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 /// `opt-level` 1 (the workspace Cargo.toml), several times cheaper to build. What the step
 /// checks does not depend on them: the cross build, the binary under qemu, the `.deb`.
 const DIST_PROFILE: &str = "ci-dist";
+/// CI's chaos run: ten trials (each fault once, the first again), with a fixed seed so
+/// that a failure can be replayed, and the API server flapping for 10 s, not a minute.
+const CHAOS: &[&str] = &["--quick", "--trials", "10", "--seed", "2026"];
+/// Minutes per fuzz target in CI.
+const FUZZ_MINUTES: f64 = 0.25;
 
 /// The cargo steps, run while the private containerd (if any) is up.
 const CARGO_STEPS: [&[&str]; 4] = [
@@ -42,7 +55,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 9);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 11);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -103,6 +116,11 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         crate::run(command)
     })?;
     steps.run("cargo xtask leaks (after the tests)", || leaks_check(paths))?;
+    let short =
+        fuzz::Options { minutes: FUZZ_MINUTES, targets: Vec::new(), merge: false, dev: true };
+    steps.run(&format!("cargo xtask fuzz --dev --minutes {FUZZ_MINUTES} --no-merge"), || {
+        fuzz::run(&short)
+    })?;
     let arm64 = dist::Options {
         target: Some(DIST_TARGET.to_owned()),
         deb: true,
@@ -110,9 +128,10 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     };
     let what = format!("cargo xtask dist --target {DIST_TARGET} --deb --profile {DIST_PROFILE}");
     steps.run(&what, || dist::run(&arm64))?;
-    steps.run("cargo xtask bench --quick", || {
-        bench::run(&bench::Options { quick: true, only: Vec::new() }, &env)
-    })?;
+    let quick = bench::Options { quick: true, only: Vec::new(), profile: "dev".to_owned() };
+    steps.run("cargo xtask bench --quick --profile dev", || bench::run(&quick, &env))?;
+    let chaos_args: Vec<String> = CHAOS.iter().map(|a| (*a).to_owned()).collect();
+    steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&chaos_args))?;
     steps.run("cargo xtask leaks", || leaks_check(paths))
 }
 
