@@ -256,8 +256,19 @@ fn traffic_between_two_pods_moves_both_pods_counters() {
         "outpost_pod_network_transmit_bytes_total",
         "outpost_pod_network_transmit_packets_total",
     ];
-    eventually("all four counters move on both pods", LONG, || {
+    // The last reading names the traffic samples and the pods: this failed once,
+    // unexplained, under a full suite's load.
+    let read = || {
         let (_, metrics) = agent.get("/metrics");
+        let traffic: Vec<String> = metrics
+            .lines()
+            .filter(|l| l.starts_with("outpost_pod_network_"))
+            .map(str::to_owned)
+            .collect();
+        (traffic, agent.get("/pods").1)
+    };
+    eventually_with("all four counters move on both pods", read, |(traffic, _)| {
+        let metrics = traffic.join("\n");
         ["recv-edge-1", "send-edge-1"]
             .iter()
             .all(|pod| families.iter().all(|f| sample(&metrics, f, pod).is_some_and(|v| v > 0.0)))

@@ -185,9 +185,14 @@ fn fill_state(
     if !unsettled.is_empty() {
         outcome.notes.push(format!("filled the disk before the rig settled: {unsettled:?}"));
     }
+    // Settled is not idle: churn that ends where it began (an edit, then the file put
+    // back) leaves the pod's UID as it was while its worker still replaces its container.
+    let Some(running_before) = steady_containers(rig)? else {
+        outcome.notes.push("the running containers never held still for the fill".into());
+        return Ok(());
+    };
     let checkpoints = rig.path("state/checkpoints");
     let before = read_dir_files(&checkpoints);
-    let running_before = running_containers(rig)?;
     let filler = rig.path("state/filler");
     let free = free_bytes(&rig.path("state"))?;
     let out = std::process::Command::new("fallocate")
@@ -293,6 +298,27 @@ fn running_containers(rig: &Rig) -> anyhow::Result<std::collections::BTreeMap<St
         })
         .collect())
 }
+
+/// The running containers once they stay the same for [`STEADY`]; `None` if they do not
+/// within half a minute.
+fn steady_containers(
+    rig: &Rig,
+) -> anyhow::Result<Option<std::collections::BTreeMap<String, String>>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = running_containers(rig)?;
+    while Instant::now() < deadline {
+        std::thread::sleep(STEADY);
+        let now = running_containers(rig)?;
+        if now == last {
+            return Ok(Some(now));
+        }
+        last = now;
+    }
+    Ok(None)
+}
+
+/// Longer than a chaos pod's stop (its grace period is 2 s).
+const STEADY: Duration = Duration::from_secs(3);
 
 fn read_dir_files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir)
