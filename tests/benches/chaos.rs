@@ -123,6 +123,10 @@ fn run() -> anyhow::Result<bool> {
         for violation in &record.violations {
             println!("chaos:     violation: {violation}");
         }
+        // A fault that did not land where it was aimed (its trigger never logged).
+        for note in &record.notes {
+            println!("chaos:     note: {note}");
+        }
         trials.push(Trial { trial, ..record });
     }
     drop(rig);

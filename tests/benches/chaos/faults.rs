@@ -89,9 +89,7 @@ pub fn inject(
             let (ops, needle): (&[OpKind], &str) = match phase {
                 Phase::Cni => (&[Op::PutFile, Op::CreateApi], "running CNI plugin"),
                 Phase::Create => (&[Op::PutFile, Op::CreateApi], "attached pod to CNI network"),
-                Phase::Stop => {
-                    (&[Op::EditFile, Op::DeleteFile, Op::DeleteApi], "killing container")
-                }
+                Phase::Stop => (&[Op::EditFile, Op::DeleteFile, Op::DeleteApi], "stopping pod"),
                 Phase::Checkpoint => (&[Op::CreateApi, Op::DeleteApi], "writing checkpoint"),
             };
             let lines = rig.log_lines();
