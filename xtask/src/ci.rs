@@ -43,8 +43,9 @@ const DIST_PROFILE: &str = "ci-dist";
 /// CI's chaos run: ten trials (each fault once, the first again), with a fixed seed so
 /// that a failure can be replayed, and the API server flapping for 10 s, not a minute.
 const CHAOS: &[&str] = &["--quick", "--trials", "10", "--seed", "2026"];
-/// Minutes per fuzz target in CI.
-const FUZZ_MINUTES: f64 = 0.25;
+/// CI's fuzzing: every target for 15 s over the committed corpus, built unoptimized, the
+/// corpus left as it is.
+const FUZZ: &[&str] = &["--dev", "--minutes", "0.25", "--no-merge"];
 
 /// The cargo steps, run while the private containerd (if any) is up.
 const CARGO_STEPS: [&[&str]; 4] = [
@@ -116,11 +117,8 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         crate::run(command)
     })?;
     steps.run("cargo xtask leaks (after the tests)", || leaks_check(paths))?;
-    let short =
-        fuzz::Options { minutes: FUZZ_MINUTES, targets: Vec::new(), merge: false, dev: true };
-    steps.run(&format!("cargo xtask fuzz --dev --minutes {FUZZ_MINUTES} --no-merge"), || {
-        fuzz::run(&short)
-    })?;
+    let short = fuzz::Options::parse(&strings(FUZZ))?;
+    steps.run(&format!("cargo xtask fuzz {}", FUZZ.join(" ")), || fuzz::run(&short))?;
     let arm64 = dist::Options {
         target: Some(DIST_TARGET.to_owned()),
         deb: true,
@@ -130,9 +128,12 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     steps.run(&what, || dist::run(&arm64))?;
     let quick = bench::Options { quick: true, only: Vec::new(), profile: "dev".to_owned() };
     steps.run("cargo xtask bench --quick --profile dev", || bench::run(&quick, &env))?;
-    let chaos_args: Vec<String> = CHAOS.iter().map(|a| (*a).to_owned()).collect();
-    steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&chaos_args))?;
+    steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&strings(CHAOS)))?;
     steps.run("cargo xtask leaks", || leaks_check(paths))
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
 }
 
 /// Fails when the tests or benches left anything Outpost-made on the machine.
@@ -225,6 +226,14 @@ fn minutes(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ci_fuzzes_every_target_briefly_and_leaves_the_corpus() {
+        let options = fuzz::Options::parse(&strings(FUZZ)).unwrap();
+        assert_eq!(options.targets, fuzz::TARGETS);
+        assert!(options.dev && !options.merge);
+        assert!((options.minutes - 0.25).abs() < f64::EPSILON);
+    }
 
     #[test]
     fn minutes_and_seconds() {

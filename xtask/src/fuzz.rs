@@ -110,6 +110,7 @@ pub struct Outcome {
 }
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
+    anyhow::ensure!(!options.targets.is_empty(), "no fuzz target to run");
     let fuzz_dir = crate::project_root().join("fuzz");
     let toolchain = Toolchain::ensure()?;
     ensure_cargo_fuzz(&toolchain)?;
