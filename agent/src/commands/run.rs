@@ -50,7 +50,9 @@ pub enum Error {
     ApiClient(#[from] crate::apiserver::client::ConfigError),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
-    #[error("cannot find this executable (containerd's shims run it as the container logger)")]
+    #[error(
+        "cannot find this executable (pod-init runs it, and the container logger where outpost-container-log is not installed)"
+    )]
     Exe(#[source] io::Error),
     #[error(transparent)]
     Managed(#[from] managed::Error),
