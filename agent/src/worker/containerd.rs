@@ -255,13 +255,10 @@ impl PodRuntime for Pods {
     }
 
     async fn start_container(&self, id: &str) -> Result<(), StartFailure> {
-        if let Err(e) = container::start(&self.containerd, id).await {
-            if let Err(removal) = container::remove(&self.containerd, id).await {
-                tracing::warn!(container_id = id, error = %describe(&removal), "cannot remove a container that failed to start");
-            }
-            return Err(StartFailure::new(WaitingReason::RunContainerError, describe(&e)));
-        }
-        Ok(())
+        container::start(&self.containerd, id)
+            .await
+            .map(|_pid| ())
+            .map_err(|e| StartFailure::new(WaitingReason::RunContainerError, describe(&e)))
     }
 
     async fn kill(&self, id: &str, signal: StopSignal) -> Result<(), container::Error> {
