@@ -7,6 +7,7 @@
 //! container after a restart.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveSnapshotRequest};
@@ -17,13 +18,14 @@ use containerd_client::services::v1::{
 };
 use containerd_client::types::v1::{Process, Status};
 use oci_spec::runtime::Spec;
+use outpost_core::backoff::Backoff;
 use prost_types::FieldMask;
 
 use super::Containerd;
 use super::image::SNAPSHOTTER;
 
 /// How long to wait for containerd to see a killed or exited task stop before deleting it.
-pub const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const REAP_WAIT: Duration = Duration::from_secs(10);
 
 /// containerd's runc shim.
 pub const RUNTIME: &str = "io.containerd.runc.v2";
@@ -61,6 +63,34 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// A call containerd could not take is tried again 0.2 s to 5 s apart, for 5 min.
+const UNREACHABLE_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(300);
+
+/// Calls `call` until it succeeds or fails for another reason than an unreachable
+/// containerd (restarting, or the connection broken under the call), trying again with
+/// backoff for up to 5 min: what must not be given up while containerd restarts (a
+/// removal given up leaves a container with no pod behind it).
+pub async fn retry_while_unreachable<T, F, Fut>(what: &str, mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut backoff = UNREACHABLE_BACKOFF;
+    loop {
+        match call().await {
+            Err(e) if e.is_unreachable() && started.elapsed() < UNREACHABLE_RETRY_FOR => {
+                let delay = backoff.next_delay(fastrand::f64());
+                tracing::warn!(error = %crate::error_chain::describe(&e), retry_in = ?delay, "cannot {what}: containerd is unreachable");
+                tokio::time::sleep(delay).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 impl Error {

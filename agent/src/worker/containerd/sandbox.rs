@@ -226,7 +226,8 @@ pub async fn release_volumes(pods: &Pods, uid: &str) {
 /// The pod's containers still in containerd once its worker removed its own: the dead
 /// ones the garbage collector kept.
 async fn remove_dead_containers(pods: &Pods, uid: &str) {
-    let listed = match container::list(&pods.containerd).await {
+    let list = || container::list(&pods.containerd);
+    let listed = match container::retry_while_unreachable("list containers", list).await {
         Ok(listed) => listed,
         Err(e) => {
             tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot list the pod's dead containers to remove them");
@@ -234,7 +235,8 @@ async fn remove_dead_containers(pods: &Pods, uid: &str) {
         }
     };
     for dead in listed.iter().filter(|c| c.label(container::LABEL_POD_UID) == Some(uid)) {
-        if let Err(e) = container::remove(&pods.containerd, &dead.id).await {
+        let remove = || container::remove(&pods.containerd, &dead.id);
+        if let Err(e) = container::retry_while_unreachable("remove a container", remove).await {
             tracing::warn!(pod.uid = uid, container_id = dead.id, error = %describe(&e), "cannot remove a dead container of the pod");
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use outpost_core::backoff::Backoff;
+
 use outpost_core::pod_worker::{
     Action, Exit, ExitSource, Input, Metric, StartFailure, Started, StopSignal, WaitingReason,
     exit_code,
@@ -15,14 +15,12 @@ use outpost_core::pod_worker::{
 use super::PodWorker;
 use crate::apiserver::events::{EventType, pod_ref, reason};
 use crate::error_chain::describe;
+use crate::runtime::container;
 use crate::worker::pod_runtime::{NewContainer, PodRuntime, SetUp, TaskState};
 
 /// The exit code reported for a container whose task is gone without a word (as
 /// kubelet's ContainerStatusUnknown: 137).
 const UNKNOWN_EXIT: i32 = 137;
-/// A removal containerd could not take is tried again 0.2 s to 5 s apart, for 5 min.
-const REMOVE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
-const REMOVE_RETRY_FOR: Duration = Duration::from_secs(300);
 /// How long a replaced container's events still reach the worker: the kernel and
 /// containerd report an exit milliseconds apart.
 const LATE_EXIT_WORD: Duration = Duration::from_secs(1);
@@ -226,25 +224,15 @@ impl<R: PodRuntime> PodWorker<R> {
     }
 }
 
-/// Removes a container (killing its task first if it runs); while containerd is
-/// unreachable (restarting), tries again with
-/// backoff for up to [`REMOVE_RETRY_FOR`]: given up, the container would run on with no
-/// pod behind it until the next start's sweep.
+/// Removes a container (killing its task first if it runs), also across a containerd
+/// restart ([`container::retry_while_unreachable`]): given up, the container would run on
+/// with no pod behind it until the next start's sweep.
 async fn remove<R: PodRuntime>(runtime: &R, container_id: &str) {
-    let started = tokio::time::Instant::now();
-    let mut backoff = REMOVE_BACKOFF;
-    loop {
-        match runtime.remove_container(container_id).await {
-            Ok(()) => return,
-            Err(e) if e.is_unreachable() && started.elapsed() < REMOVE_RETRY_FOR => {
-                let delay = backoff.next_delay(fastrand::f64());
-                tracing::warn!(container_id, error = %describe(&e), retry_in = ?delay, "cannot remove container: containerd is unreachable");
-                tokio::time::sleep(delay).await;
-            }
-            Err(e) => {
-                tracing::warn!(container_id, error = %describe(&e), "cannot remove container");
-                return;
-            }
-        }
+    let removed = container::retry_while_unreachable("remove a container", || {
+        runtime.remove_container(container_id)
+    })
+    .await;
+    if let Err(e) = removed {
+        tracing::warn!(container_id, error = %describe(&e), "cannot remove container");
     }
 }
