@@ -34,6 +34,12 @@ const PACKAGES: &[(&str, &str)] = &[
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
     ("bpftool", "writes vmlinux.h from the kernel's BTF for the CO-RE build"),
     ("libbpf-dev", "bpf_helpers.h and the CO-RE read macros the BPF programs include"),
+    (
+        "podman",
+        "the side-by-side baseline of B2, B5 and B10 (`cargo xtask bench`): podman 4.3 with \
+         its CNI backend and its network `87-podman-bridge.conflist`",
+    ),
+    ("catatonit", "podman's infra containers run it (`podman pod create`)"),
     ("gcc-aarch64-linux-gnu", "`dist --target aarch64-unknown-linux-gnu`: linker and C compiler"),
     ("libc6-dev-arm64-cross", "the arm64 glibc that the cross build links against"),
     (

@@ -103,12 +103,18 @@ impl Entry {
     }
 
     /// Target: p50 at most `max_ratio` × the p50 of `baseline`, measured in the same run.
-    pub fn against(mut self, baseline: Stats, max_ratio: f64, text: &str) -> Entry {
-        let ratio = (self.stats.p50 / baseline.p50 * 1000.0).round() / 1000.0;
-        self.target = text.to_owned();
-        self.met = ratio <= max_ratio;
+    pub fn against(self, baseline: Stats, max_ratio: f64, text: &str) -> Entry {
+        let mut entry = self.beside(baseline);
+        entry.target = text.to_owned();
+        entry.met = entry.ratio.is_some_and(|ratio| ratio <= max_ratio);
+        entry
+    }
+
+    /// The baseline measured side by side, and p50 / its p50, shown beside a target that
+    /// is not a ratio (e.g. an absolute bound already set).
+    pub fn beside(mut self, baseline: Stats) -> Entry {
+        self.ratio = Some((self.stats.p50 / baseline.p50 * 1000.0).round() / 1000.0);
         self.baseline = Some(baseline);
-        self.ratio = Some(ratio);
         self
     }
 
