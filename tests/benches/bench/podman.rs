@@ -18,7 +18,8 @@
 //!
 //! Dropping it removes every pod and container of its storage (and so their network
 //! namespaces and CNI allocations), kills any conmon of its left, unmounts what is left
-//! under its directory, and deletes the `cni-podman0` bridge if it was not there before.
+//! under its directory, and deletes the `cni-podman0` bridge and the `libpod_parent`
+//! cgroups if they were not there before.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -34,6 +35,9 @@ const ULIMITS: [&str; 2] = ["nproc=4096:4096", "nofile=1024:1024"];
 const SYSTEM_CONF: &str = "/usr/share/containers/containers.conf";
 /// The bridge of podman's default network.
 const BRIDGE: &str = "cni-podman0";
+/// The cgroup podman (cgroupfs manager) puts its pods and containers under, in each
+/// hierarchy.
+const CGROUP_PARENT: &str = "libpod_parent";
 
 /// A podman with storage of its own, and the busybox test image in it.
 #[derive(Debug)]
@@ -42,6 +46,8 @@ pub struct Podman {
     conf: PathBuf,
     /// Whether `cni-podman0` was there before this podman's first pod.
     bridge_existed: bool,
+    /// The `libpod_parent` cgroups that were not there before (podman leaves them).
+    new_cgroups: Vec<PathBuf>,
 }
 
 impl Podman {
@@ -60,7 +66,14 @@ impl Podman {
         std::fs::write(&conf, with_ulimits(&system))
             .with_context(|| format!("cannot write {}", conf.display()))?;
         let bridge_existed = Path::new("/sys/class/net").join(BRIDGE).exists();
-        let podman = Podman { dir: dir.to_owned(), conf, bridge_existed };
+        let new_cgroups = std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|hierarchy| hierarchy.path().join(CGROUP_PARENT))
+            .filter(|cgroup| !cgroup.exists())
+            .collect();
+        let podman = Podman { dir: dir.to_owned(), conf, bridge_existed, new_cgroups };
         let source = format!("oci-archive:{}", image.display());
         let id = podman.run(&["pull", "--quiet", &source])?;
         podman.run(&["tag", id.trim(), BUSYBOX_IMAGE])?;
@@ -141,12 +154,20 @@ impl Podman {
     }
 
     /// Removes every pod and container (killed at once: `sleep` ignores SIGTERM); how
-    /// long that took.
+    /// long that took. Podman 4.3 leaves each pod's cgroup in the `systemd` and
+    /// `unified` hierarchies of a hybrid cgroup setup (empty): those go too.
     pub fn remove_all(&self) -> anyhow::Result<Duration> {
+        let pods = self.run(&["pod", "ps", "--quiet", "--no-trunc"])?;
         let start = Instant::now();
         self.run(&["pod", "rm", "--all", "--force", "--time", "0"])?;
         self.run(&["rm", "--all", "--force", "--time", "0"])?;
-        Ok(start.elapsed())
+        let took = start.elapsed();
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            for pod in pods.lines() {
+                remove_cgroup_tree(&hierarchy.path().join(CGROUP_PARENT).join(pod));
+            }
+        }
+        Ok(took)
     }
 
     /// Names of the pods and containers left in this podman's storage.
@@ -195,7 +216,24 @@ impl Drop for Podman {
         if !self.bridge_existed {
             let _ = Command::new("ip").args(["link", "delete", BRIDGE]).output();
         }
+        // Empty once the pods are gone; a cgroup with members stays, and shows.
+        for cgroup in &self.new_cgroups {
+            remove_cgroup_tree(cgroup);
+            if cgroup.exists() {
+                eprintln!("podman baseline: cannot remove the cgroup {}", cgroup.display());
+            }
+        }
     }
+}
+
+/// Removes the empty cgroup `dir` and the empty ones below it, deepest first.
+fn remove_cgroup_tree(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroup_tree(&entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// `containers.conf` text `system` with [`ULIMITS`] as the containers' default ulimits.

@@ -147,10 +147,23 @@ pub fn write(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
     std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The human table.
+/// The human table (a side-by-side entry shows its baseline's p50 and the ratio).
 pub fn table(entries: &[Entry]) -> String {
-    let header = ["id", "benchmark", "unit", "n", "min", "p50", "p99", "max", "target", "met"];
-    let rows: Vec<[String; 10]> = entries
+    let header = [
+        "id",
+        "benchmark",
+        "unit",
+        "n",
+        "min",
+        "p50",
+        "p99",
+        "max",
+        "base p50",
+        "ratio",
+        "target",
+        "met",
+    ];
+    let rows: Vec<[String; 12]> = entries
         .iter()
         .map(|e| {
             [
@@ -162,6 +175,8 @@ pub fn table(entries: &[Entry]) -> String {
                 number(e.stats.p50),
                 number(e.stats.p99),
                 number(e.stats.max),
+                e.baseline.map_or_else(|| "-".to_owned(), |b| number(b.p50)),
+                e.ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}")),
                 e.target.clone(),
                 match (&e.error, e.met) {
                     (Some(_), _) => "ERROR",
@@ -182,7 +197,7 @@ pub fn table(entries: &[Entry]) -> String {
     let mut line = |cells: &[String]| {
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
             // Text columns left-aligned, numbers right-aligned.
-            let _ = if matches!(i, 0..=2 | 8 | 9) {
+            let _ = if matches!(i, 0..=2 | 10 | 11) {
                 write!(out, "{cell:<w$}  ")
             } else {
                 write!(out, "{cell:>w$}  ")

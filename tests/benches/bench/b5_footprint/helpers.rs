@@ -100,10 +100,7 @@ fn same_file(address: &str, socket: &Path) -> bool {
 pub fn memory(pids: &[u32]) -> Vec<Memory> {
     pids.iter()
         .filter_map(|&pid| {
-            Some(Memory {
-                rss: memory_mib(pid, "VmRSS").ok()?,
-                pss: pss_mib(pid).ok()?,
-            })
+            Some(Memory { rss: memory_mib(pid, "VmRSS").ok()?, pss: pss_mib(pid).ok()? })
         })
         .collect()
 }
