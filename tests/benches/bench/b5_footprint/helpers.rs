@@ -107,5 +107,6 @@ pub fn memory(pids: &[u32]) -> Vec<Memory> {
 
 /// The sum of one figure over processes, in MiB.
 pub fn total(memory: &[Memory], figure: fn(&Memory) -> f64) -> f64 {
-    memory.iter().map(figure).sum()
+    // From 0.0: an empty `sum` of floats is -0.0.
+    memory.iter().map(figure).fold(0.0, |sum, value| sum + value)
 }
