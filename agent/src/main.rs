@@ -24,7 +24,13 @@ fn main() -> ExitCode {
         Command::Logs(args) => commands::pod_logs::logs(&args).map_err(Into::into),
         Command::Exec(args) => commands::exec::exec(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
-            commands::container_log::container_log(&args).map_err(Into::into)
+            let limits = outpost::runtime::logs::rotation::Limits {
+                max_size: args.max_size,
+                max_files: args.max_files,
+            };
+            outpost_container_log::shim::container_log(&args.path, limits)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into)
         }
         Command::PodInit(_) => {
             outpost::runtime::netns::pid::run_init().map(|()| ExitCode::SUCCESS).map_err(Into::into)

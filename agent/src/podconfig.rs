@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use outpost_core::merge::{Conflict, Op, PodDelta, PodStore};
 use outpost_core::pod::{FullName, Source};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::error_chain::describe;
@@ -136,8 +136,40 @@ impl Snapshot {
     }
 }
 
-/// A cheap, lock-free handle on the latest [`Snapshot`].
-pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
+/// A cheap, lock-free handle on the latest [`Snapshot`], and its change feed: a task
+/// that must act when the desired pods change waits on [`SnapshotHandle::subscribe`]
+/// instead of polling.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotHandle {
+    current: Arc<ArcSwap<Snapshot>>,
+    /// How many snapshots were published (the feed's value).
+    published: Arc<watch::Sender<u64>>,
+}
+
+impl SnapshotHandle {
+    /// The latest snapshot (lock-free).
+    pub fn load(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.current.load()
+    }
+
+    /// Makes `snapshot` the latest, and tells the subscribers.
+    pub fn publish(&self, snapshot: Snapshot) {
+        self.current.store(Arc::new(snapshot));
+        self.published.send_modify(|count| *count = count.wrapping_add(1));
+    }
+
+    /// Changes with every snapshot published from now on.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+}
+
+impl From<Snapshot> for SnapshotHandle {
+    fn from(snapshot: Snapshot) -> SnapshotHandle {
+        let current = Arc::new(ArcSwap::from_pointee(snapshot));
+        SnapshotHandle { current, published: Arc::default() }
+    }
+}
 
 /// What the merge hands the pod workers: deltas in order, and whether every source has
 /// been seen by then (M9: only then may what no source wants be removed).
@@ -159,7 +191,7 @@ pub async fn run(
     let mut store = PodStore::new(sources.iter().map(|(s, _)| *s));
     let mut health: Vec<SourceHealth> =
         sources.iter().map(|(s, _)| SourceHealth::new(*s)).collect();
-    snapshot.store(Arc::new(Snapshot::of(&store, &health)));
+    snapshot.publish(Snapshot::of(&store, &health));
     let mut merged = futures::stream::select_all(
         sources.into_iter().enumerate().map(|(i, (_, stream))| stream.map(move |event| (i, event))),
     );
@@ -167,7 +199,7 @@ pub async fn run(
     while let Some((i, event)) = merged.next().await {
         let now = Timestamp::now();
         let Some(update) = health[i].record(event, now) else {
-            snapshot.store(Arc::new(Snapshot::of(&store, &health)));
+            snapshot.publish(Snapshot::of(&store, &health));
             continue;
         };
         let source = update.source;
@@ -181,7 +213,7 @@ pub async fn run(
         // Published before the deltas go out, so whoever has seen a delta finds it in
         // the snapshot too. Rebuilt on every update: conflicts and source readiness can
         // change without any delta.
-        snapshot.store(Arc::new(Snapshot::of(&store, &health)));
+        snapshot.publish(Snapshot::of(&store, &health));
         let newly_synced = store.synced() && !was_synced;
         if newly_synced {
             was_synced = true;

@@ -21,12 +21,11 @@ pub mod pod_status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tracing::{Instrument, info_span};
 
 use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog};
-use crate::podconfig::Snapshot;
+use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 
 /// The Node object's identity once it is registered (mirror pods' ownerReference).
@@ -42,7 +41,7 @@ pub struct Context {
     pub client: ApiClient,
     pub node_name: String,
     /// The merged desired pods (static and API) and their sources.
-    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub snapshot: SnapshotHandle,
     /// The runtime's status of every pod it runs, by UID.
     pub statuses: StatusStore,
     pub mirrors: MirrorView,

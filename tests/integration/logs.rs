@@ -1,6 +1,7 @@
-//! Container logs: containerd's shim runs `outpost container-log` from the `binary://` log
-//! URI and it writes CRI files that `outpost logs` reads; `outpost logs` on hand-written
-//! files for its options and errors.
+//! Container logs: containerd's shim runs `outpost-container-log container-log` (or, where
+//! that is not installed, `outpost container-log`) from the `binary://` log URI and it
+//! writes CRI files that `outpost logs` reads; `outpost logs` on hand-written files for its
+//! options and errors.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -16,7 +17,7 @@ use outpost::runtime::logs::{container_log_path, logger_uri};
 use outpost_tests::containerd::{
     BUSYBOX_IMAGE, BUSYBOX_OCI, CtrCgroupParent, test_containerd, test_image,
 };
-use outpost_tests::outpost_bin;
+use outpost_tests::{container_log_bin, outpost_bin};
 
 /// A namespace of its own: the image tests replace and delete images in theirs.
 const NAMESPACE: &str = "outpost-test-logs";
@@ -113,11 +114,18 @@ fn logs_ok(root: &Path, args: &[&str]) -> String {
     ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
 )]
 fn stdout_and_stderr_land_as_cri_records_and_read_back() {
+    // The small logger, and the agent's own subcommand where that is not installed.
+    for (logger, pod) in [(container_log_bin(), "streams"), (outpost_bin(), "streams-agent")] {
+        stdout_and_stderr_land_as_cri_records_and_read_back_with(&logger, pod);
+    }
+}
+
+fn stdout_and_stderr_land_as_cri_records_and_read_back_with(logger: &Path, pod: &str) {
     let socket = containerd();
     let root = tempfile::tempdir().unwrap();
-    let log = log_path(root.path(), "streams");
+    let log = log_path(root.path(), pod);
     let script = "echo out one; echo err one >&2; echo out two; printf 'last words'";
-    run_logged(&socket, &container_id("streams"), &outpost_bin(), &log, script);
+    run_logged(&socket, &container_id(pod), logger, &log, script);
 
     let all = records(&log);
     let stdout: Vec<_> = all.iter().filter(|r| r.0 == "stdout").cloned().collect();
@@ -132,7 +140,7 @@ fn stdout_and_stderr_land_as_cri_records_and_read_back() {
     );
     assert_eq!(stderr, [record("stderr", "F", "err one")]);
 
-    let printed = logs_ok(root.path(), &["default/streams"]);
+    let printed = logs_ok(root.path(), &[&format!("default/{pod}")]);
     assert!(
         printed.ends_with("last words"),
         "the last line is kept, without a newline: {printed:?}"
@@ -152,7 +160,7 @@ fn a_long_line_is_split_into_partial_records_and_joined_back() {
     let root = tempfile::tempdir().unwrap();
     let log = log_path(root.path(), "long");
     let script = "head -c 40960 /dev/zero | tr '\\0' x; echo; echo short";
-    run_logged(&socket, &container_id("long"), &outpost_bin(), &log, script);
+    run_logged(&socket, &container_id("long"), &container_log_bin(), &log, script);
 
     let all = records(&log);
     let shape: Vec<(&str, usize)> = all.iter().map(|r| (r.1.as_str(), r.2.len())).collect();
@@ -161,7 +169,7 @@ fn a_long_line_is_split_into_partial_records_and_joined_back() {
     assert_eq!(printed, format!("{}\nshort\n", "x".repeat(40960)));
 }
 
-/// Whether a process runs `outpost container-log` for `log`.
+/// Whether a logger process runs for `log`.
 fn logger_running(log: &Path) -> bool {
     let needle = log.as_os_str().as_encoded_bytes();
     fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
@@ -189,7 +197,7 @@ fn the_logger_outlives_the_process_that_started_the_container() {
     let log = log_path(root.path(), "detached");
     let id = container_id("detached");
     let go = root.path().join("go");
-    let uri = logger_uri(&outpost_bin(), &log).unwrap();
+    let uri = logger_uri(&container_log_bin(), &log).unwrap();
     // The container waits for `go` (mounted in), so all it prints comes after ctr is gone.
     let mount = format!("type=bind,src={},dst=/signal,options=rbind:rw", root.path().display());
     let script = "echo started; while [ ! -e /signal/go ]; do sleep 0.05; done; \
@@ -230,7 +238,7 @@ fn the_log_rotates_at_its_size_limit() {
         &wrapper,
         format!(
             "#!/bin/sh\nexec {} \"$1\" --max-size 20000 --max-files 3 \"$2\"\n",
-            outpost_bin().display()
+            container_log_bin().display()
         ),
     )
     .unwrap();

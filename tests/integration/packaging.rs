@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use outpost_tests::agent::Agent;
-use outpost_tests::{outpost_bin, prerequisite};
+use outpost_tests::{container_log_bin, outpost_bin, prerequisite};
 use serde::Deserialize;
 
 fn deploy() -> PathBuf {
@@ -145,6 +145,12 @@ fn install_is_idempotent_and_keeps_an_edited_config() {
 
     let mode = |p: &str| first[Path::new(p)].0 & 0o7777;
     assert_eq!(mode("usr/local/bin/outpost"), 0o755);
+    // The container logger, from beside the --binary.
+    assert_eq!(mode("usr/local/bin/outpost-container-log"), 0o755);
+    assert_eq!(
+        first[Path::new("usr/local/bin/outpost-container-log")].1.as_deref(),
+        Some(std::fs::read(container_log_bin()).unwrap().as_slice())
+    );
     assert_eq!(mode("etc/outpost/manifests"), 0o755, "manifests: root-writable only");
     assert_eq!(mode("var/lib/outpost"), 0o700);
     assert!(first.contains_key(Path::new("var/lib/outpost/images")));
@@ -189,6 +195,7 @@ fn install_from_a_release_layout_uses_the_binary_beside_it() {
     let release = release.path();
     std::fs::create_dir_all(release.join("bin")).unwrap();
     std::fs::copy(outpost_bin(), release.join("bin/outpost")).unwrap();
+    std::fs::copy(container_log_bin(), release.join("bin/outpost-container-log")).unwrap();
     for name in ["install.sh", "outpost.service", "outpost.yaml"] {
         std::fs::copy(deploy().join(name), release.join(name)).unwrap();
     }
@@ -209,6 +216,8 @@ fn install_from_a_release_layout_uses_the_binary_beside_it() {
     assert!(out.status.success(), "install.sh from the release layout failed: {stderr}");
     let installed = std::fs::read(root.join("usr/local/bin/outpost")).unwrap();
     assert!(installed == std::fs::read(outpost_bin()).unwrap(), "not the release's bin/outpost");
+    let logger = std::fs::read(root.join("usr/local/bin/outpost-container-log")).unwrap();
+    assert!(logger == std::fs::read(container_log_bin()).unwrap(), "not the release's logger");
     assert_eq!(
         std::fs::read(root.join("etc/systemd/system/outpost.service")).unwrap(),
         std::fs::read(deploy().join("outpost.service")).unwrap()

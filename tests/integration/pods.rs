@@ -67,6 +67,32 @@ fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
     eventually("the container log is written", LONG, || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains(" stdout F serving"))
     });
+    // Written by the small logger beside the agent, not by the agent's own binary.
+    assert_eq!(
+        loggers_of(&log),
+        [vec![
+            outpost_tests::container_log_bin().display().to_string(),
+            "container-log".to_owned(),
+            log.display().to_string(),
+        ]]
+    );
+}
+
+/// The command lines of the processes whose arguments name `log`.
+fn loggers_of(log: &Path) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| Path::new(a) == log) {
+            found.push(args);
+        }
+    }
+    found
 }
 
 #[test]

@@ -85,9 +85,9 @@ pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) {
 /// as it is rather than built again.
 pub const BIN_ENV: &str = "OUTPOST_TEST_BIN";
 
-/// The `outpost` binary, built (once per test process) next to this test binary with the
-/// same cargo, target directory and profile, so the tests never run a stale agent; or the
-/// one `$OUTPOST_TEST_BIN` names.
+/// The `outpost` binary, built (once per test process, with `outpost-container-log` beside
+/// it) next to this test binary with the same cargo, target directory and profile, so the
+/// tests never run a stale agent; or the one `$OUTPOST_TEST_BIN` names.
 pub fn outpost_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -138,6 +138,10 @@ fn build_outpost() -> PathBuf {
             "outpost",
             "--bin",
             "outpost",
+            "--package",
+            "outpost-container-log",
+            "--bin",
+            "outpost-container-log",
             "--profile",
             profile,
         ])
@@ -150,6 +154,13 @@ fn build_outpost() -> PathBuf {
     );
     let bin = profile_dir.join("outpost");
     assert!(bin.is_file(), "{} was not built", bin.display());
+    bin
+}
+
+/// The small container logger beside [`outpost_bin`], which the agent's shims run.
+pub fn container_log_bin() -> PathBuf {
+    let bin = outpost_bin().with_file_name("outpost-container-log");
+    assert!(bin.is_file(), "{} is not a file (built beside the agent)", bin.display());
     bin
 }
 

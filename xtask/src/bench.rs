@@ -88,7 +88,8 @@ pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
 }
 
 /// One build, in cargo profile `profile`, of the `outpost-tests` bench target `program`
-/// and the agent (so that they share every dependency); their paths.
+/// and the agent with its container logger beside it (so that they share every
+/// dependency); the paths of the program and the agent.
 pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     let args = [
         "build",
@@ -97,9 +98,13 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
         "-p",
         "outpost",
         "-p",
+        "outpost-container-log",
+        "-p",
         "outpost-tests",
         "--bin",
         "outpost",
+        "--bin",
+        "outpost-container-log",
         "--bench",
         program,
         "--message-format",
@@ -116,11 +121,17 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
         .with_context(|| format!("`{shown}` named no {program} program"))?;
     let agent = executable(&messages, "outpost", "bin")
         .with_context(|| format!("`{shown}` named no outpost binary"))?;
+    let logger = executable(&messages, "outpost-container-log", "bin");
+    ensure!(
+        logger.as_deref() == Some(agent.with_file_name("outpost-container-log").as_path()),
+        "`{shown}` built no outpost-container-log beside {} (the agent's shims would run the agent's own logger)",
+        agent.display()
+    );
     Ok((program, agent))
 }
 
 /// The executable of target `name` of `kind` in cargo's JSON messages.
-fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
+pub(crate) fn executable(messages: &str, name: &str, kind: &str) -> Option<PathBuf> {
     messages.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find_map(
         |message| {
             let found = message["reason"] == "compiler-artifact"

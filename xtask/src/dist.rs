@@ -1,7 +1,7 @@
 //! `cargo xtask dist [--target TRIPLE] [--deb] [--profile NAME]`: a release of `outpost`
 //! for one platform.
 //!
-//! 1. Builds `outpost` with the `distribution` profile (release without debug info) for
+//! 1. Builds `outpost` and `outpost-container-log` with the `distribution` profile (release without debug info) for
 //!    the target (default: the host's). `--profile ci-dist` builds a cheaper binary for
 //!    CI's check of the whole path (no LTO, `opt-level` 1; see the workspace Cargo.toml):
 //!    everything else is the same, but it goes to `target/dist/ci-dist/`, not where
@@ -98,19 +98,22 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let mtime = source_date_epoch()?;
     let profile = options.profile.as_deref().unwrap_or(RELEASE_PROFILE);
     let started = Instant::now();
-    let binary = build(&platform, profile)?;
-    let built = started.elapsed();
-    let binary_bytes =
-        std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
-    println!(
-        "dist: built {} ({}, profile {profile}, {} bytes) in {:.0}s",
-        binary.display(),
-        platform.triple,
-        binary_bytes.len(),
-        built.as_secs_f64()
-    );
+    let built = build(&platform, profile)?;
+    let read = |path: &Path| {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        println!(
+            "dist: built {} ({}, profile {profile}, {} bytes)",
+            path.display(),
+            platform.triple,
+            bytes.len()
+        );
+        anyhow::Ok(bytes)
+    };
+    let binaries = layout::Binaries { agent: read(&built.agent)?, logger: read(&built.logger)? };
+    println!("dist: built in {:.0}s", started.elapsed().as_secs_f64());
 
-    let files = layout::collect(&crate::project_root(), binary_bytes)?;
+    let files = layout::collect(&crate::project_root(), binaries)?;
     let tar = tarball::archive(layout::entries(version, &files), mtime)?;
     let mut gzip = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
     gzip.write_all(&tar).context("cannot gzip the tarball")?;
@@ -153,10 +156,18 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the agent for `platform` with the cargo `profile` ([`RELEASE_PROFILE`]: release,
-/// without debug info); returns the binary's path.
-fn build(platform: &Platform, profile: &str) -> anyhow::Result<PathBuf> {
+/// Where [`build`] put the two executables.
+#[derive(Debug)]
+struct Built {
+    agent: PathBuf,
+    logger: PathBuf,
+}
+
+/// Builds the agent and the container logger for `platform` with the cargo `profile`
+/// ([`RELEASE_PROFILE`]: release, without debug info); returns their paths.
+fn build(platform: &Platform, profile: &str) -> anyhow::Result<Built> {
     let mut args = vec!["build", "--profile", profile, "-p", "outpost", "--bin", "outpost"];
+    args.extend(["-p", "outpost-container-log", "--bin", "outpost-container-log"]);
     args.extend(["--message-format", "json-render-diagnostics"]);
     let mut command = crate::cargo(&args);
     if platform.cross {
@@ -169,20 +180,12 @@ fn build(platform: &Platform, profile: &str) -> anyhow::Result<PathBuf> {
     println!("$ {shown}");
     let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
     ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
-    executable(&String::from_utf8_lossy(&out.stdout))
-        .with_context(|| format!("`{shown}` named no outpost binary"))
-}
-
-/// The `outpost` executable in cargo's JSON messages.
-fn executable(messages: &str) -> Option<PathBuf> {
-    messages.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find_map(
-        |message| {
-            let is_bin = message["reason"] == "compiler-artifact"
-                && message["target"]["name"] == "outpost"
-                && message["target"]["kind"].as_array().is_some_and(|k| k.contains(&"bin".into()));
-            if is_bin { message["executable"].as_str().map(PathBuf::from) } else { None }
-        },
-    )
+    let messages = String::from_utf8_lossy(&out.stdout);
+    let executable = |name: &str| {
+        crate::bench::executable(&messages, name, "bin")
+            .with_context(|| format!("`{shown}` named no {name} binary"))
+    };
+    Ok(Built { agent: executable("outpost")?, logger: executable("outpost-container-log")? })
 }
 
 /// Checks the cross toolchain is there and adds the Rust target if rustup lacks it.
@@ -268,15 +271,5 @@ mod tests {
         assert_eq!(dir(RELEASE_PROFILE), crate::project_root().join("target/dist"));
         assert_eq!(dir("ci-dist"), crate::project_root().join("target/dist/ci-dist"));
         assert!(parse(&["--static"]).unwrap_err().to_string().contains("--static"));
-    }
-
-    #[test]
-    fn executable_is_found_in_cargo_messages() {
-        let messages = r#"{"reason":"compiler-artifact","target":{"name":"outpost","kind":["lib"]},"executable":null}
-{"reason":"build-script-executed","package_id":"x"}
-{"reason":"compiler-artifact","target":{"name":"outpost","kind":["bin"]},"executable":"/w/target/release/outpost"}
-{"reason":"build-finished","success":true}"#;
-        assert_eq!(executable(messages), Some(PathBuf::from("/w/target/release/outpost")));
-        assert_eq!(executable(&messages.replace("[\"bin\"]", "[\"lib\"]")), None);
     }
 }

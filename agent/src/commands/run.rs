@@ -10,9 +10,7 @@ mod pods;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
 use serde::Serialize;
@@ -23,7 +21,7 @@ use self::build::{Agent, Pods};
 use crate::config::{self, Settings};
 use crate::error_chain::describe;
 use crate::logging::LogLevel;
-use crate::podconfig::{Batch, Snapshot};
+use crate::podconfig::{Batch, SnapshotHandle};
 use crate::runtime::image::credentials;
 use crate::runtime::managed;
 use crate::source::file;
@@ -50,7 +48,9 @@ pub enum Error {
     ApiClient(#[from] crate::apiserver::client::ConfigError),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
-    #[error("cannot find this executable (containerd's shims run it as the container logger)")]
+    #[error(
+        "cannot find this executable (pod-init runs it, and the container logger where outpost-container-log is not installed)"
+    )]
     Exe(#[source] io::Error),
     #[error(transparent)]
     Managed(#[from] managed::Error),
@@ -220,7 +220,7 @@ pub async fn run(
 /// Ready (systemd's `READY=1`) once every pod source was seen (M9) and, unless in a dry
 /// run (`runtime` is `None`), containerd is connected.
 fn ready_check(
-    snapshot: Arc<ArcSwap<Snapshot>>,
+    snapshot: SnapshotHandle,
     runtime: Option<RuntimeReady>,
 ) -> Box<dyn Fn() -> Option<String> + Send> {
     Box::new(move || {

@@ -1,7 +1,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodStatus,
 };
@@ -48,7 +47,7 @@ fn source_health_is_exported() {
         ],
         ..Snapshot::default()
     };
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let handle = SnapshotHandle::from(snapshot);
     let text = render(&registry(handle, Sources::default())).unwrap();
     for line in [
         "outpost_source_state{source=\"url\",state=\"checkpoint\"} 1",
@@ -79,7 +78,7 @@ fn sync_and_events_are_exported() {
         events,
         ..Sources::default()
     };
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let handle = SnapshotHandle::default();
     let text = render(&registry(handle, sources)).unwrap();
     for line in [
         "outpost_apiserver_reachable 1",
@@ -91,7 +90,7 @@ fn sync_and_events_are_exported() {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
     }
     // Without a kubeconfig there is no API server to report on.
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let handle = SnapshotHandle::default();
     let text = render(&registry(handle, Sources::default())).unwrap();
     assert!(!text.contains("outpost_apiserver_reachable"), "{text}");
 }
@@ -149,7 +148,7 @@ fn running_pods_and_containers_join_statuses_with_sources() {
     statuses.set("c", status("Pending", &[false]));
     // A status of a pod no longer desired is not counted.
     statuses.set("gone", status("Running", &[true]));
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let handle = SnapshotHandle::from(snapshot);
     let sources = Sources { statuses, ..Sources::default() };
     let text = render(&registry(handle, sources)).unwrap();
     has_lines(
@@ -166,7 +165,7 @@ fn running_pods_and_containers_join_statuses_with_sources() {
 
 #[test]
 fn counted_metrics_are_exported() {
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let handle = SnapshotHandle::default();
     let mut registry = registry(handle, Sources::default());
     let outpost = registry.sub_registry_with_prefix("outpost");
     let merge = counted::Merge::register(outpost);
@@ -298,7 +297,7 @@ fn kernel_metrics_say_whether_bpf_is_loaded_and_count_execs_per_container() {
     ebpf.record("u1", "default", "web", entry("main", Kind::Exec));
     ebpf.record("u1", "default", "web", entry("main", Kind::Exit));
     ebpf.record("u1", "default", "web", entry("side", Kind::Exec));
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let handle = SnapshotHandle::default();
     let sources = Sources { ebpf: ebpf.clone(), ..Sources::default() };
     let registry = registry(handle, sources);
     let text = render(&registry).unwrap();
@@ -355,7 +354,7 @@ fn pods_and_containers_usage_is_read_from_their_cgroups_at_scrape_time() {
     statuses.set("a", running);
     // Pod `b` has a status but no cgroup (torn down meanwhile): left out.
     statuses.set("b", status("Running", &[true]));
-    let handle: SnapshotHandle = Arc::new(ArcSwap::from_pointee(snapshot));
+    let handle = SnapshotHandle::from(snapshot);
     let sources = Sources { statuses, cgroups: Some(Arc::new(cgroups)), ..Sources::default() };
     let text = render(&registry(handle, sources)).unwrap();
     has_lines(

@@ -1,32 +1,29 @@
 //! Container logs, as kubelet keeps them: CRI-format files at
 //! `/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restartCount>.log`.
 //!
-//! They are written by `outpost container-log PATH`, a process that containerd's shim
-//! starts for each container from the `binary://` log URI of [`logger_uri`] (so logging
-//! does not depend on the agent staying up), and read ([`read`]) by `outpost logs` and the
-//! local API.
+//! They are written by `outpost-container-log container-log PATH` (the
+//! `outpost-container-log` crate, installed beside `outpost`; see [`logger_binary`]), a
+//! process that containerd's shim starts for each container from the `binary://` log URI
+//! of [`logger_uri`] (so logging does not depend on the agent staying up), and read
+//! ([`read`]) by `outpost logs` and the local API.
 //!
 //! Rotation limits are kubelet's defaults ([`DEFAULT_MAX_SIZE`], [`DEFAULT_MAX_FILES`]):
 //! the shim passes the logger exactly the arguments of the URI's query, one key (several
 //! would arrive in random order, the query being a Go map), and that key carries the path.
 
-pub mod cri;
 pub mod locate;
-pub mod logger;
 pub mod read;
-pub mod rotation;
+
+pub use outpost_container_log::rotation::{DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE};
+pub use outpost_container_log::{cri, rotation, time};
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Where kubelet (and so `outpost logs`, by default) keeps pod logs.
 pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
-/// kubelet's `containerLogMaxSize` default: 10 MiB per file before rotation.
-pub const DEFAULT_MAX_SIZE: u64 = 10 * 1024 * 1024;
-/// kubelet's `containerLogMaxFiles` default: the live file and up to 4 rotated ones.
-pub const DEFAULT_MAX_FILES: usize = 5;
 /// The query key of the logger URI; it is also the hidden subcommand's name.
-pub const LOGGER_SUBCOMMAND: &str = "container-log";
+pub const LOGGER_SUBCOMMAND: &str = outpost_container_log::SUBCOMMAND;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -62,9 +59,19 @@ pub fn log_file_name(restart_count: u32) -> String {
     format!("{restart_count}.log")
 }
 
+/// The container logger the shims run for an agent whose executable is `exe`: the small
+/// `outpost-container-log` beside it, or else `exe` itself, whose hidden `container-log`
+/// subcommand runs the same logger at the cost of the agent's much larger process image
+/// (about 1.4 MiB more proportional memory per container).
+pub fn logger_binary(exe: &Path) -> PathBuf {
+    let small = exe.with_file_name(outpost_container_log::BINARY);
+    if small.is_file() { small } else { exe.to_path_buf() }
+}
+
 /// The `binary://` log URI that makes containerd's shim run `exe container-log LOG_PATH`
-/// with the container's stdout and stderr (`binary://<exe>?container-log=<log_path>`,
-/// both percent-encoded). Both paths must be absolute.
+/// (`exe` is either logger of [`logger_binary`]) with the container's stdout and stderr
+/// (`binary://<exe>?container-log=<log_path>`, both percent-encoded). Both paths must be
+/// absolute.
 pub fn logger_uri(exe: &Path, log_path: &Path) -> Result<String> {
     for path in [exe, log_path] {
         if !path.is_absolute() {

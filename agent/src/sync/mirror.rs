@@ -4,9 +4,10 @@
 //! [`MirrorView`](crate::apiserver::MirrorView)), plans and writes, only while the API
 //! server is reachable (O3), backing off on errors.
 //!
-//! It wakes on every change of the mirror view, of the runtime's statuses and of
-//! connectivity, and on kubelet's housekeeping period (the merge snapshot publishes no
-//! change feed; a source's first SET with no pods changes nothing else).
+//! It wakes on every change of the mirror view, of the merge snapshot (its change feed),
+//! of the runtime's statuses and of connectivity, and when something it remembers for a
+//! while expires (a write the view has not shown yet, a name held by another pod); never
+//! on a period, so an idle node costs it nothing (kubelet polls on its 2 s housekeeping).
 
 mod pending;
 mod write;
@@ -26,9 +27,6 @@ use self::pending::Pending;
 use self::write::Created;
 use super::{Context, NodeRef};
 use crate::error_chain::describe;
-
-/// kubelet's housekeeping period (its orphaned mirror pod cleanup runs on it).
-const HOUSEKEEPING: Duration = Duration::from_secs(2);
 
 /// How long a pod that is not a mirror is believed to hold a name after a create met it
 /// (it may be on another node, out of the API source's sight).
@@ -75,11 +73,13 @@ impl Mirrors {
 
     async fn run(mut self) {
         let mut view = self.context.mirrors.subscribe();
+        let mut snapshot = self.context.snapshot.subscribe();
         let mut statuses = self.context.statuses.subscribe();
         let connectivity = self.context.client.connectivity().clone();
         let mut reachable = connectivity.subscribe();
         loop {
             view.borrow_and_update();
+            snapshot.borrow_and_update();
             statuses.borrow_and_update();
             reachable.borrow_and_update();
             if connectivity.is_reachable()
@@ -88,13 +88,23 @@ impl Mirrors {
                 tokio::time::sleep(delay).await;
                 continue;
             }
+            let expiry = self.next_expiry();
             tokio::select! {
                 _ = view.changed() => {}
+                _ = snapshot.changed() => {}
                 _ = statuses.changed() => {}
                 _ = reachable.changed() => {}
-                () = tokio::time::sleep(HOUSEKEEPING) => {}
+                () = sleep_until(expiry), if expiry.is_some() => {}
             }
         }
+    }
+
+    /// When the first thing remembered for a while expires: a pending write (the view is
+    /// believed again) or a held name (it may be free again).
+    fn next_expiry(&self) -> Option<Instant> {
+        let held = self.held.values().map(|at| *at + BLOCKED_FOR);
+        // Just past the expiry: an entry is dropped once older than its limit.
+        held.chain(self.pending.next_expiry()).min().map(|at| at + Duration::from_millis(1))
     }
 
     /// One pass: plan and write. Returns the delay before the next pass after an error.
@@ -258,5 +268,11 @@ impl Mirrors {
             .collect();
         world.mirrors = self.pending.overlay(seen, now);
         Some(Observation { world, desired })
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
     }
 }

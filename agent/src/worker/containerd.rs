@@ -56,8 +56,10 @@ pub struct Settings {
     pub run_dir: PathBuf,
     /// `/var/log/pods`.
     pub pod_log_dir: PathBuf,
-    /// This binary, run by containerd's shims as the container logger.
+    /// This binary (a pod's shared pid namespace's init runs it).
     pub exe: PathBuf,
+    /// The container logger containerd's shims run (`runtime::logs::logger_binary`).
+    pub logger: PathBuf,
     /// The resolv.conf pods with dnsPolicy Default (or ClusterFirst, without cluster DNS) get.
     pub host_resolv_conf: PathBuf,
     pub crash_loop: CrashLoopConfig,
@@ -221,7 +223,7 @@ impl PodRuntime for Pods {
             &container.name,
             restart_count,
         );
-        let log_uri = logs::logger_uri(&self.settings.exe, &log_path)
+        let log_uri = logs::logger_uri(&self.settings.logger, &log_path)
             .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
         let started_at = Timestamp::now();
         let labels: HashMap<String, String> = [
@@ -253,13 +255,10 @@ impl PodRuntime for Pods {
     }
 
     async fn start_container(&self, id: &str) -> Result<(), StartFailure> {
-        if let Err(e) = container::start(&self.containerd, id).await {
-            if let Err(removal) = container::remove(&self.containerd, id).await {
-                tracing::warn!(container_id = id, error = %describe(&removal), "cannot remove a container that failed to start");
-            }
-            return Err(StartFailure::new(WaitingReason::RunContainerError, describe(&e)));
-        }
-        Ok(())
+        container::start(&self.containerd, id)
+            .await
+            .map(|_pid| ())
+            .map_err(|e| StartFailure::new(WaitingReason::RunContainerError, describe(&e)))
     }
 
     async fn kill(&self, id: &str, signal: StopSignal) -> Result<(), container::Error> {

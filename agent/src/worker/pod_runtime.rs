@@ -98,7 +98,8 @@ pub trait PodRuntime: Send + Sync + 'static {
         new: NewContainer<'_, Self::Sandbox, Self::Image>,
     ) -> impl Future<Output = Result<Created, StartFailure>> + Send;
 
-    /// Starts a created container's task; on failure the container is removed again.
+    /// Starts a created container's task. On failure the worker removes the container: a
+    /// start cut by containerd's death may have started the task all the same.
     fn start_container(&self, id: &str) -> impl Future<Output = Result<(), StartFailure>> + Send;
 
     fn kill(

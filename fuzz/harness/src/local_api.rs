@@ -102,7 +102,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         metrics: SourceMetrics::default(),
     };
     let (push, events) = push::open(config).ok()?;
-    let snapshot: SnapshotHandle = Arc::new(arc_swap_snapshot());
+    let snapshot = snapshot();
     let options = api::Options {
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         auth: Auth {
@@ -136,7 +136,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
 }
 
 /// A snapshot holding `default/web-fuzz-node` from the file source.
-fn arc_swap_snapshot() -> arc_swap::ArcSwap<Snapshot> {
+fn snapshot() -> SnapshotHandle {
     let mut pod = Pod::default();
     pod.metadata.namespace = Some("default".to_owned());
     pod.metadata.name = Some("web-fuzz-node".to_owned());
@@ -150,7 +150,7 @@ fn arc_swap_snapshot() -> arc_swap::ArcSwap<Snapshot> {
         ..Default::default()
     });
     let snapshot = Snapshot { pods: vec![(Source::File, Arc::new(pod))], ..Default::default() };
-    arc_swap::ArcSwap::from_pointee(snapshot)
+    SnapshotHandle::from(snapshot)
 }
 
 /// One request of the input: `METHOD TARGET\nName: value\n...\n\nbody`.

@@ -21,14 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodStatus,
 };
 use outpost::apiserver::{ApiClient, Connectivity, MirrorView, Recorder};
 use outpost::checkpoint::Checkpoints;
-use outpost::podconfig::Snapshot;
+use outpost::podconfig::{Snapshot, SnapshotHandle};
 use outpost::source::api::{self, ApiSource};
 use outpost::status::StatusStore;
 use outpost::sync;
@@ -122,7 +121,7 @@ async fn sample() -> anyhow::Result<Sample> {
     let tasks = sync::spawn(sync::Context {
         client,
         node_name: NODE.to_owned(),
-        snapshot: Arc::new(ArcSwap::from_pointee(snapshot)),
+        snapshot: SnapshotHandle::from(snapshot),
         statuses: statuses.clone(),
         mirrors,
         node: tokio::sync::watch::Sender::new(None),

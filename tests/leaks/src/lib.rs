@@ -6,8 +6,8 @@
 //! ([`Scope::machine`]), or one agent's (its containerd namespace, cgroup root and
 //! directories) for `chaos`. What counts:
 //! - processes: containerd shims serving an Outpost namespace, `outpost` helpers
-//!   (`container-log`, `pod-init`) and agents (`run`), and managed containerds (their
-//!   config under Outpost's directories);
+//!   (`container-log`, `pod-init`), `outpost-container-log` loggers, agents (`run`), and
+//!   managed containerds (their config under Outpost's directories);
 //! - cgroups named after an Outpost root (`outpost*`, `kubepods*`) in every hierarchy;
 //! - mounts under Outpost's directories (pod netns and tmpfs mounts);
 //! - network links: the test bridges (`otb*`), Outpost's bridge, and veths on them;
@@ -173,10 +173,13 @@ impl Scope {
             let managed =
                 args.first().is_some_and(|a| a.ends_with("/containerd") || a == "containerd")
                     && flag("--config").is_some_and(|config| self.under_roots(config));
-            let helper = args.first().is_some_and(|a| a.ends_with("/outpost") || a == "outpost")
-                && args
-                    .get(1)
-                    .is_some_and(|a| ["container-log", "pod-init", "run"].contains(&a.as_str()))
+            let helper = args.first().is_some_and(|a| {
+                ["outpost", "outpost-container-log"]
+                    .iter()
+                    .any(|bin| a == bin || a.ends_with(&format!("/{bin}")))
+            }) && args
+                .get(1)
+                .is_some_and(|a| ["container-log", "pod-init", "run"].contains(&a.as_str()))
                 && (self.machine || args.iter().any(|a| self.under_roots(a)));
             if shim || helper || managed {
                 found.push(Leftover::Process(pid, args.join(" ")));

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! /usr/bin/outpost
+//! /usr/bin/outpost-container-log             the container logger (found beside outpost)
 //! /lib/systemd/system/outpost.service       ExecStart=/usr/bin/outpost ...
 //! /etc/outpost/outpost.yaml                 a conffile: dpkg keeps the admin's edits
 //! /etc/outpost/manifests/                   empty: the package runs no pod by itself
@@ -132,9 +133,12 @@ pub fn entries(version: &str, arch: &str, files: &Files) -> anyhow::Result<Vec<E
     let service =
         String::from_utf8(file("outpost.service")?).context("outpost.service is not UTF-8")?;
     let binary = file("bin/outpost")?;
-    let glibc = glibc_needed(&binary);
+    let logger = file("bin/outpost-container-log")?;
+    // The newer of the two executables' needs.
+    let glibc = glibc_needed(&[binary.as_slice(), &logger].concat());
     let mut entries = vec![
         Entry::executable("usr/bin/outpost", binary),
+        Entry::executable("usr/bin/outpost-container-log", logger),
         Entry::file(UNIT, unit(&service)?.into_bytes()),
         Entry::file(CONFIG, file("outpost.yaml")?),
         Entry::dir("etc/outpost/manifests"),
@@ -227,7 +231,8 @@ pub fn build(
             out.display()
         );
     }
-    for path in ["usr/bin/outpost", UNIT, CONFIG, "etc/outpost/manifests/"] {
+    let binaries = ["usr/bin/outpost", "usr/bin/outpost-container-log"];
+    for path in binaries.into_iter().chain([UNIT, CONFIG, "etc/outpost/manifests/"]) {
         let listed = contents.lines().any(|l| l.ends_with(&format!(" ./{path}")));
         ensure!(listed, "{} does not contain /{path}:\n{contents}", out.display());
     }
@@ -317,6 +322,7 @@ mod tests {
     fn the_tree_puts_each_file_in_its_debian_place() {
         let mut files = Files::new();
         files.insert("bin/outpost".into(), (0o755, b"\0GLIBC_2.28\0".to_vec()));
+        files.insert("bin/outpost-container-log".into(), (0o755, b"\0GLIBC_2.34\0".to_vec()));
         let service =
             "[Service]\nExecStart=/usr/local/bin/outpost run --config /etc/outpost/outpost.yaml\n";
         files.insert("outpost.service".into(), (0o644, service.as_bytes().to_vec()));
@@ -349,6 +355,7 @@ mod tests {
                 ("usr", 0o755, true),
                 ("usr/bin", 0o755, true),
                 ("usr/bin/outpost", 0o755, false),
+                ("usr/bin/outpost-container-log", 0o755, false),
                 ("usr/share", 0o755, true),
                 ("usr/share/doc", 0o755, true),
                 ("usr/share/doc/outpost", 0o755, true),
@@ -369,7 +376,7 @@ mod tests {
             String::from_utf8(data.clone()).unwrap()
         };
         assert_eq!(text("DEBIAN/conffiles"), "/etc/outpost/outpost.yaml\n");
-        assert!(text("DEBIAN/control").contains("\nDepends: libc6 (>= 2.28)\n"));
+        assert!(text("DEBIAN/control").contains("\nDepends: libc6 (>= 2.34)\n"));
         assert!(text("DEBIAN/control").contains("\nArchitecture: arm64\n"));
         assert!(
             text("lib/systemd/system/outpost.service").contains("ExecStart=/usr/bin/outpost run")

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! bin/outpost       the agent (0755)
-//! install.sh        deploy/install.sh (0755), which finds bin/outpost beside itself
+//! bin/outpost-container-log
+//!                   the container logger containerd's shims run, one per container (0755)
+//! install.sh        deploy/install.sh (0755), which finds bin/ beside itself
 //! outpost.service   the systemd unit
 //! outpost.yaml      the example config
 //! rbac.yaml         the RBAC objects for an API server
@@ -22,8 +24,9 @@ use crate::tarball::{Entry, Kind, Listing};
 pub const SUMS: &str = "SHA256SUMS";
 
 /// The files besides `manifests/*.yaml` and [`SUMS`], with their modes.
-const REQUIRED: [(&str, u32); 6] = [
+const REQUIRED: [(&str, u32); 7] = [
     ("bin/outpost", 0o755),
+    ("bin/outpost-container-log", 0o755),
     ("install.sh", 0o755),
     ("outpost.service", 0o644),
     ("outpost.yaml", 0o644),
@@ -34,14 +37,16 @@ const REQUIRED: [(&str, u32); 6] = [
 /// The files of a release by their path inside `outpost-<version>/`, with their modes.
 pub type Files = BTreeMap<String, (u32, Vec<u8>)>;
 
-/// Reads the release's files from the checkout at `root`, with `binary` as `bin/outpost`.
-pub fn collect(root: &Path, binary: Vec<u8>) -> anyhow::Result<Files> {
+/// Reads the release's files from the checkout at `root`, with the built binaries: the
+/// agent as `bin/outpost` and the container logger as `bin/outpost-container-log`.
+pub fn collect(root: &Path, binaries: Binaries) -> anyhow::Result<Files> {
     let read = |relative: &str| {
         let path = root.join(relative);
         std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
     };
     let mut files = Files::new();
-    files.insert("bin/outpost".into(), (0o755, binary));
+    files.insert("bin/outpost".into(), (0o755, binaries.agent));
+    files.insert("bin/outpost-container-log".into(), (0o755, binaries.logger));
     files.insert("install.sh".into(), (0o755, read("deploy/install.sh")?));
     for name in ["outpost.service", "outpost.yaml", "rbac.yaml"] {
         files.insert(name.into(), (0o644, read(&format!("deploy/{name}"))?));
@@ -66,6 +71,13 @@ pub fn collect(root: &Path, binary: Vec<u8>) -> anyhow::Result<Files> {
         manifests.display()
     );
     Ok(files)
+}
+
+/// The contents of the release's two executables.
+#[derive(Debug)]
+pub struct Binaries {
+    pub agent: Vec<u8>,
+    pub logger: Vec<u8>,
 }
 
 /// `sha256sum`'s output for `files` (sorted by path).
@@ -154,6 +166,7 @@ mod tests {
     fn files() -> Files {
         let mut files = Files::new();
         files.insert("bin/outpost".into(), (0o755, b"\x7fELF".to_vec()));
+        files.insert("bin/outpost-container-log".into(), (0o755, b"\x7fELF-log".to_vec()));
         files.insert("install.sh".into(), (0o755, b"#!/bin/sh\n".to_vec()));
         for name in ["outpost.service", "outpost.yaml", "rbac.yaml", "README.md"] {
             files.insert(name.into(), (0o644, name.as_bytes().to_vec()));
@@ -174,6 +187,7 @@ mod tests {
                 "outpost-1.2.3/SHA256SUMS",
                 "outpost-1.2.3/bin",
                 "outpost-1.2.3/bin/outpost",
+                "outpost-1.2.3/bin/outpost-container-log",
                 "outpost-1.2.3/install.sh",
                 "outpost-1.2.3/manifests",
                 "outpost-1.2.3/manifests/hello.yaml",
@@ -185,7 +199,7 @@ mod tests {
         let sums = entries.iter().find(|e| e.path.ends_with(SUMS)).unwrap();
         let Kind::File(sums) = &sums.kind else { panic!("{sums:?}") };
         let sums = String::from_utf8(sums.clone()).unwrap();
-        assert_eq!(sums.lines().count(), 7);
+        assert_eq!(sums.lines().count(), 8);
         assert!(sums.contains(&format!("{}  bin/outpost\n", crate::sha256(b"\x7fELF"))));
     }
 
@@ -201,7 +215,7 @@ mod tests {
 
         let error = |listing: &Listing| verify("1.2.3", listing, 7).unwrap_err().to_string();
         assert!(
-            error(&Listing { mtimes: vec![8; 11], ..listing(good.entries.clone()) })
+            error(&Listing { mtimes: vec![8; 12], ..listing(good.entries.clone()) })
                 .contains("mtime 8")
         );
         let not_root = vec![("outpost-1.2.3/install.sh".to_owned(), 1000, 1000)];

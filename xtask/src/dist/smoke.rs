@@ -1,7 +1,8 @@
-//! The smoke test of an unpacked release: its binary is of the platform's architecture
-//! (ELF `e_machine`) and, run natively or under qemu user-mode emulation, prints its
-//! version, validates the example pods, and in a dry run prints one JSON delta line per
-//! example pod; `install.sh` installs from the unpacked directory.
+//! The smoke test of an unpacked release: its binaries are of the platform's architecture
+//! (ELF `e_machine`) and, run natively or under qemu user-mode emulation, the agent prints
+//! its version, validates the example pods, and in a dry run prints one JSON delta line
+//! per example pod, and the container logger answers a call without arguments with its
+//! usage; `install.sh` installs both from the unpacked directory.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -26,32 +27,37 @@ pub fn run(
     scratch: &Path,
 ) -> anyhow::Result<()> {
     let binary = release.join("bin/outpost");
-    let bytes =
-        std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
-    let machine = platform::elf_machine(&bytes).with_context(|| binary.display().to_string())?;
-    ensure!(
-        machine == platform.elf_machine(),
-        "{} is for ELF machine {machine}, not {} ({}): the build used the wrong target",
-        binary.display(),
-        platform.elf_machine(),
-        platform.triple
-    );
-    println!(
-        "smoke: {} is an ELF binary for {} (e_machine {machine})",
-        binary.display(),
-        platform.triple
-    );
-    let outpost = |args: &[&str]| {
+    let logger = release.join("bin/outpost-container-log");
+    for binary in [&binary, &logger] {
+        let bytes =
+            std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+        let machine =
+            platform::elf_machine(&bytes).with_context(|| binary.display().to_string())?;
+        ensure!(
+            machine == platform.elf_machine(),
+            "{} is for ELF machine {machine}, not {} ({}): the build used the wrong target",
+            binary.display(),
+            platform.elf_machine(),
+            platform.triple
+        );
+        println!(
+            "smoke: {} is an ELF binary for {} (e_machine {machine})",
+            binary.display(),
+            platform.triple
+        );
+    }
+    let run = |binary: &Path, args: &[&str]| {
         let mut command = if platform.cross {
             let mut command = Command::new(platform.qemu());
-            command.arg("-L").arg(platform.cross_sysroot()).arg(&binary);
+            command.arg("-L").arg(platform.cross_sysroot()).arg(binary);
             command
         } else {
-            Command::new(&binary)
+            Command::new(binary)
         };
         command.args(args).stdin(Stdio::null());
         command
     };
+    let outpost = |args: &[&str]| run(&binary, args);
     if platform.cross {
         let probe = Command::new(platform.qemu()).arg("--version").output();
         ensure!(
@@ -99,6 +105,21 @@ pub fn run(
     for line in &lines {
         println!("smoke: dry run: {line}");
     }
+
+    // Run by hand, without the shim's fds or a path, the logger says how it is run.
+    let mut logger = run(&logger, &[]);
+    let shown = crate::show(&logger);
+    let out = logger.output().with_context(|| format!("cannot run `{shown}`"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(2) && stderr.contains("usage: outpost-container-log"),
+        "`{shown}` ({}) did not print its usage:\n{stderr}",
+        out.status
+    );
+    println!(
+        "smoke: outpost-container-log without arguments: {}",
+        stderr.lines().next().unwrap_or_default()
+    );
 
     install(release, scratch)?;
     println!("smoke: passed");
@@ -173,21 +194,27 @@ fn pods_in_summary(stderr: &str) -> Option<usize> {
 }
 
 /// `install.sh --root` from the unpacked release (no `--binary`: it finds `bin/outpost`
-/// beside itself) installs that binary.
+/// beside itself) installs that binary and the container logger beside it.
 fn install(release: &Path, scratch: &Path) -> anyhow::Result<()> {
     let root = scratch.join("root");
     std::fs::create_dir(&root).with_context(|| format!("cannot create {}", root.display()))?;
     let mut command = Command::new("sh");
     command.arg(release.join("install.sh")).arg("--root").arg(&root);
     output(command)?;
-    let installed = root.join("usr/local/bin/outpost");
-    let same = std::fs::read(&installed).ok() == std::fs::read(release.join("bin/outpost")).ok();
-    ensure!(
-        same,
-        "install.sh did not install the release's bin/outpost as {}",
-        installed.display()
+    for name in ["outpost", "outpost-container-log"] {
+        let installed = root.join("usr/local/bin").join(name);
+        let shipped = release.join("bin").join(name);
+        let same = std::fs::read(&installed).ok() == std::fs::read(&shipped).ok();
+        ensure!(
+            same,
+            "install.sh did not install the release's bin/{name} as {}",
+            installed.display()
+        );
+    }
+    println!(
+        "smoke: install.sh --root {}: installed bin/outpost and bin/outpost-container-log",
+        root.display()
     );
-    println!("smoke: install.sh --root {}: installed bin/outpost", root.display());
     Ok(())
 }
 

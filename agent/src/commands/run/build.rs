@@ -5,7 +5,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use outpost_core::eviction::Pressure;
 use outpost_core::pod::Source;
@@ -28,7 +27,7 @@ use crate::logging::LogLevel;
 use crate::metrics::counted;
 use crate::objects::Objects;
 use crate::permissions;
-use crate::podconfig::{self, Batch, Snapshot, SnapshotHandle};
+use crate::podconfig::{self, Batch, SnapshotHandle};
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::host;
 use crate::runtime::managed::Choice;
@@ -178,7 +177,7 @@ pub(super) async fn build(
     if ebpf.is_loaded() {
         audit.set_exec_history(Some(Arc::new(ebpf.clone())));
     }
-    let snapshot: SnapshotHandle = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let snapshot = SnapshotHandle::default();
     let statuses = StatusStore::default();
     let runtime_ready = (!dry_run).then(RuntimeReady::default);
     let runtime_version = Arc::new(OnceLock::new());

@@ -49,6 +49,11 @@ impl Pending {
         self.0.remove(name);
     }
 
+    /// When the oldest write is given up on ([`PATIENCE`] after it).
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.0.values().map(|write| write.at + PATIENCE).min()
+    }
+
     /// The view with the writes it does not show yet; writes it shows (or that a third
     /// party overtook, or that are older than [`PATIENCE`]) are dropped.
     pub fn overlay(
@@ -91,6 +96,22 @@ mod tests {
 
     fn view(uid: Option<&str>) -> BTreeMap<FullName, Observed> {
         uid.map(|u| (name(), mirror(u))).into_iter().collect()
+    }
+
+    #[test]
+    fn the_oldest_write_expires_first_and_nothing_pending_never_expires() {
+        let now = Instant::now();
+        let mut p = Pending::default();
+        assert_eq!(p.next_expiry(), None, "no timer while nothing is pending");
+        p.created(&name(), None, mirror("new"), now + Duration::from_secs(5));
+        let other = FullName { namespace: "default".into(), name: "db".into() };
+        p.deleted(&other, "old", now);
+        assert_eq!(p.next_expiry(), Some(now + PATIENCE));
+        // Past it, the overlay drops the write; the next one is the other write's.
+        p.overlay(view(None), now + PATIENCE + Duration::from_millis(1));
+        assert_eq!(p.next_expiry(), Some(now + Duration::from_secs(5) + PATIENCE));
+        p.forget(&name());
+        assert_eq!(p.next_expiry(), None);
     }
 
     #[test]

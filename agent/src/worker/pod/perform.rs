@@ -211,6 +211,9 @@ impl<R: PodRuntime> PodWorker<R> {
         self.shared.routes.add(&created.id, &self.outbox);
         if let Err(failure) = runtime.start_container(&created.id).await {
             self.shared.routes.remove(&created.id);
+            // Retried while containerd is unreachable: a start whose answer was lost with
+            // containerd may have left the task running, with no pod to stop it.
+            remove(runtime, &created.id).await;
             return Err(failure);
         }
         events.emit(
@@ -223,7 +226,8 @@ impl<R: PodRuntime> PodWorker<R> {
     }
 }
 
-/// Removes a container; while containerd is unreachable (restarting), tries again with
+/// Removes a container (killing its task first if it runs); while containerd is
+/// unreachable (restarting), tries again with
 /// backoff for up to [`REMOVE_RETRY_FOR`]: given up, the container would run on with no
 /// pod behind it until the next start's sweep.
 async fn remove<R: PodRuntime>(runtime: &R, container_id: &str) {

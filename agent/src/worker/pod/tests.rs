@@ -66,6 +66,8 @@ struct FakeState {
     pull_failures: HashMap<String, u32>,
     /// Starts still to fail.
     start_failures: u32,
+    /// Removals still to fail as if containerd were unreachable.
+    unreachable_removals: u32,
     /// What `task()` answers, by container id (Running when not scripted).
     tasks: HashMap<String, TaskState>,
     /// Calls that wait until their gate is opened (by log line).
@@ -241,6 +243,12 @@ impl PodRuntime for Fake {
 
     async fn remove_container(&self, id: &str) -> Result<(), container::Error> {
         self.call(format!("remove {id}")).await;
+        let mut state = self.state();
+        if state.unreachable_removals > 0 {
+            state.unreachable_removals -= 1;
+            let source = tonic::Status::unavailable("connection refused");
+            return Err(container::Error::Containerd { id: id.into(), step: "removing", source });
+        }
         Ok(())
     }
 
@@ -521,6 +529,7 @@ async fn a_failed_start_is_unrouted_and_retried_at_once() {
             "ensure_image img:1",
             "create c#0",
             "start c1",
+            "remove c1",
             "ensure_image img:1",
             "create c#0",
             "start c2",
@@ -531,6 +540,38 @@ async fn a_failed_start_is_unrouted_and_retried_at_once() {
     assert!(h.has_event("Warning Failed: Error: exec format error"));
     assert_eq!(h.phase(&p), "Running");
     assert_eq!(h.container(&p, "c").restart_count, 0);
+}
+
+/// A start cut by containerd's death (chaos, seed 2026, trial 49: the task ran, its
+/// answer was lost) is removed once containerd is back, not left running podless.
+#[tokio::test(start_paused = true)]
+async fn a_failed_start_is_removed_even_while_containerd_is_unreachable() {
+    let h = Harness::new();
+    {
+        let mut state = h.fake().state();
+        state.start_failures = 1;
+        state.unreachable_removals = 2;
+    }
+    let p = web();
+    h.send(desired(&p)).await;
+    pass(secs(10)).await;
+    let calls = h.calls();
+    assert_eq!(
+        calls,
+        [
+            "set_up_sandbox u1",
+            "ensure_image img:1",
+            "create c#0",
+            "start c1",
+            "remove c1",
+            "remove c1",
+            "remove c1",
+            "ensure_image img:1",
+            "create c#0",
+            "start c2",
+        ]
+    );
+    assert_eq!(h.phase(&p), "Running");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,11 +13,11 @@ use std::os::fd::OwnedFd;
 use std::sync::{Mutex, PoisonError};
 use std::thread;
 
-use jiff::Timestamp;
 use nix::sys::signal::{SigSet, Signal};
 
-use super::cri::{self, LineSplitter, Stream, Tag};
-use super::rotation::{self, LogFile};
+use crate::cri::{self, LineSplitter, Stream, Tag};
+use crate::rotation::{self, LogFile};
+use crate::time::Time;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -35,7 +35,7 @@ const THREAD_STACK: usize = 64 * 1024;
 const READ_SIZE: usize = 16 * 1024;
 
 /// Copies `stdout` and `stderr` into `file` as CRI records until both reach their end.
-/// A failure to read a pipe ends that stream; a failure to write is reported (tracing, on
+/// A failure to read a pipe ends that stream; a failure to write is reported (on
 /// stderr: containerd 1.6's shim gives its logger /dev/null there, so this shows only when
 /// run by hand) once per run of failures, and the output is dropped meanwhile, so the
 /// container is never blocked on a full pipe.
@@ -61,19 +61,22 @@ fn copy(stream: Stream, mut pipe: File, writer: &Mutex<Writer<'_>>) {
         match pipe.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                let now = Timestamp::now();
+                let now = Time::now();
                 let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
                 splitter.push(&buf[..n], |tag, content| writer.write(now, stream, tag, content));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                tracing::error!(stream = stream.as_str(), error = %e, "cannot read the container's output; ending this stream");
+                eprintln!(
+                    "outpost-container-log: cannot read the container's {}: {e}; ending this stream",
+                    stream.as_str()
+                );
                 break;
             }
         }
     }
     let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
-    splitter.finish(|tag, content| writer.write(Timestamp::now(), stream, tag, content));
+    splitter.finish(|tag, content| writer.write(Time::now(), stream, tag, content));
 }
 
 #[derive(Debug)]
@@ -85,7 +88,7 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    fn write(&mut self, now: Timestamp, stream: Stream, tag: Tag, content: &[u8]) {
+    fn write(&mut self, now: Time, stream: Stream, tag: Tag, content: &[u8]) {
         self.record.clear();
         cri::encode(&mut self.record, now, stream, tag, content);
         match self.file.write_record(&self.record, now) {
@@ -101,9 +104,9 @@ impl Writer<'_> {
 }
 
 fn report(e: &rotation::Error) {
-    tracing::error!(
-        error = %crate::error_chain::describe(e),
-        "cannot write the container's log; dropping its output until writes succeed again"
+    let cause = std::error::Error::source(e).map(|c| format!(": {c}")).unwrap_or_default();
+    eprintln!(
+        "outpost-container-log: {e}{cause}; dropping the container's output until writes succeed again"
     );
 }
 

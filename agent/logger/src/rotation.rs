@@ -9,9 +9,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
+use crate::time::Time;
 
-use super::{DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE};
+/// kubelet's `containerLogMaxSize` default: 10 MiB per file before rotation.
+pub const DEFAULT_MAX_SIZE: u64 = 10 * 1024 * 1024;
+/// kubelet's `containerLogMaxFiles` default: the live file and up to 4 rotated ones.
+pub const DEFAULT_MAX_FILES: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -35,8 +38,8 @@ pub fn must_rotate(size: u64, next: u64, limits: Limits) -> bool {
 /// The name the live file `live` (e.g. `0.log`) gets when rotated at `now`, given the
 /// `names` in its directory: `<live>.<YYYYMMDD-HHMMSS>`, or with `.<k>` appended when
 /// files rotated within the same second exist (k above theirs, so names keep their order).
-pub fn rotated_name(live: &str, now: Timestamp, names: &[String]) -> String {
-    let time = now.strftime("%Y%m%d-%H%M%S").to_string();
+pub fn rotated_name(live: &str, now: Time, names: &[String]) -> String {
+    let time = now.rotation_stamp();
     let last = names
         .iter()
         .filter_map(|n| rotation_key(live, n))
@@ -127,7 +130,7 @@ impl LogFile {
     }
 
     /// Appends one whole record (one `write`), rotating first if it would not fit.
-    pub fn write_record(&mut self, record: &[u8], now: Timestamp) -> Result<()> {
+    pub fn write_record(&mut self, record: &[u8], now: Time) -> Result<()> {
         if must_rotate(self.size, record.len() as u64, self.limits) {
             self.rotate(now)?;
         }
@@ -138,7 +141,7 @@ impl LogFile {
         Ok(())
     }
 
-    fn rotate(&mut self, now: Timestamp) -> Result<()> {
+    fn rotate(&mut self, now: Time) -> Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let live =
             self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

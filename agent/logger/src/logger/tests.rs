@@ -1,7 +1,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::runtime::logs::rotation::Limits;
+use crate::rotation::Limits;
 
 /// Runs the logger on two pipes fed by `feed` (which gets their write ends and drops
 /// them), returns the log file's records without their timestamps.

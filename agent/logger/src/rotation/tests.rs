@@ -26,7 +26,7 @@ fn rotates_only_what_would_grow_past_the_limit() {
 
 #[test]
 fn rotated_names_carry_the_time_and_a_sequence_on_collision() {
-    let now: Timestamp = "2026-03-04T05:06:07.999Z".parse().unwrap();
+    let now = Time::from_unix(1_772_600_767, 999_000_000);
     assert_eq!(
         rotated_name("0.log", now, &names(&["0.log", "1.log.20260304-050607"])),
         "0.log.20260304-050607"
@@ -88,7 +88,7 @@ fn log_file_rotates_and_keeps_at_most_max_files() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("pod/c/0.log");
     let mut file = LogFile::open(&path, limits(25, 3)).unwrap();
-    let now: Timestamp = "2026-03-04T05:06:07Z".parse().unwrap();
+    let now = Time::from_unix(1_772_600_767, 0);
     for i in 0..10 {
         file.write_record(format!("record number {i}\n").as_bytes(), now).unwrap();
     }
@@ -106,7 +106,7 @@ fn log_file_appends_to_an_existing_file_and_counts_it() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("0.log");
     fs::write(&path, "0123456789\n").unwrap();
-    let now: Timestamp = "2026-03-04T05:06:07Z".parse().unwrap();
+    let now = Time::from_unix(1_772_600_767, 0);
     let mut file = LogFile::open(&path, limits(20, 2)).unwrap();
     file.write_record(b"abcdefgh\n", now).unwrap();
     assert_eq!(fs::read_to_string(&path).unwrap(), "0123456789\nabcdefgh\n");
@@ -120,7 +120,7 @@ fn a_single_file_is_truncated_instead() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("0.log");
     let mut file = LogFile::open(&path, limits(10, 1)).unwrap();
-    let now = Timestamp::UNIX_EPOCH;
+    let now = Time::UNIX_EPOCH;
     file.write_record(b"12345678\n", now).unwrap();
     file.write_record(b"abc\n", now).unwrap();
     assert_eq!(files(tmp.path()), ["0.log"]);

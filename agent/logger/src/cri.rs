@@ -7,7 +7,7 @@
 //! [`LineSplitter`] turns a stream's bytes into records, [`encode`] writes one, [`decode`]
 //! reads one and [`Joiner`] puts the parts of a line back together. No IO here.
 
-use jiff::Timestamp;
+use crate::time::Time;
 
 /// containerd CRI's maximum record content (`max_container_log_line_size`): longer lines
 /// are split into `P` parts of this size.
@@ -59,8 +59,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Appends the record `<time> <stream> <tag> <content>\n` to `out`; the time in UTC with
 /// nine fractional digits (fixed width, so records sort by their text).
-pub fn encode(out: &mut Vec<u8>, time: Timestamp, stream: Stream, tag: Tag, content: &[u8]) {
-    out.extend_from_slice(time.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string().as_bytes());
+pub fn encode(out: &mut Vec<u8>, time: Time, stream: Stream, tag: Tag, content: &[u8]) {
+    time.write_rfc3339_nanos(out);
     out.push(b' ');
     out.extend_from_slice(stream.as_str().as_bytes());
     out.push(b' ');
