@@ -6,8 +6,10 @@
 //! `--runroot`, `--tmpdir` under a benchmark's directory): the test image is loaded from
 //! the same OCI tarball the tests import into containerd, without a network, and
 //! whatever podman keeps on the machine is left as it was. Its network is podman's
-//! default one (`87-podman-bridge.conflist`, bridge `cni-podman0`, 10.88.0.0/16), as
-//! a user would get.
+//! default one (bridge `cni-podman0`, 10.88.0.0/16), as a user would get, made by podman
+//! in memory: its CNI config directory is one of its own (`network_config_dir`), so
+//! nothing of podman's is in `/etc/cni/net.d`, where an agent would take it for the pod
+//! network (`cargo xtask deps` removes the package's `87-podman-bridge.conflist`).
 //!
 //! `podman kube play` cannot start a pod on these VMs: podman gives containers
 //! `RLIMIT_NOFILE` 1048576 by default, above the hard limit here, and raising it needs
@@ -63,7 +65,10 @@ impl Podman {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let conf = dir.join("containers.conf");
         let system = std::fs::read_to_string(SYSTEM_CONF).unwrap_or_default();
-        std::fs::write(&conf, with_ulimits(&system))
+        let cni = dir.join("cni");
+        std::fs::create_dir_all(&cni)
+            .with_context(|| format!("cannot create {}", cni.display()))?;
+        std::fs::write(&conf, with_settings(&system, &cni))
             .with_context(|| format!("cannot write {}", conf.display()))?;
         let bridge_existed = Path::new("/sys/class/net").join(BRIDGE).exists();
         let new_cgroups = std::fs::read_dir("/sys/fs/cgroup")
@@ -236,22 +241,30 @@ fn remove_cgroup_tree(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// `containers.conf` text `system` with [`ULIMITS`] as the containers' default ulimits.
-fn with_ulimits(system: &str) -> String {
-    let ulimits = format!("default_ulimits = {ULIMITS:?}");
+/// `containers.conf` text `system` with [`ULIMITS`] as the containers' default ulimits
+/// and `cni` as the network config directory.
+fn with_settings(system: &str, cni: &Path) -> String {
+    let settings = [
+        ("[containers]", format!("default_ulimits = {ULIMITS:?}")),
+        ("[network]", format!("network_config_dir = {:?}", cni.display().to_string())),
+    ];
     let mut out = String::new();
-    let mut added = false;
+    let mut added = [false; 2];
     for line in system.lines() {
         out.push_str(line);
         out.push('\n');
-        if !added && line.trim() == "[containers]" {
-            out.push_str(&ulimits);
-            out.push('\n');
-            added = true;
+        for (i, (table, setting)) in settings.iter().enumerate() {
+            if !added[i] && line.trim() == *table {
+                out.push_str(setting);
+                out.push('\n');
+                added[i] = true;
+            }
         }
     }
-    if !added {
-        out = format!("[containers]\n{ulimits}\n{out}");
+    for (i, (table, setting)) in settings.iter().enumerate() {
+        if !added[i] {
+            out.push_str(&format!("{table}\n{setting}\n"));
+        }
     }
     out
 }
