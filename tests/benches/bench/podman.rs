@@ -169,7 +169,7 @@ impl Podman {
         let took = start.elapsed();
         for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
             for pod in pods.lines() {
-                remove_cgroup_tree(&hierarchy.path().join(CGROUP_PARENT).join(pod));
+                outpost_leaks::remove_cgroup_tree(&hierarchy.path().join(CGROUP_PARENT).join(pod));
             }
         }
         Ok(took)
@@ -190,7 +190,7 @@ impl Podman {
     /// line names the container's directories in this podman's storage).
     pub fn conmons(&self) -> Vec<u32> {
         let dir = self.dir.to_string_lossy().into_owned();
-        crate::bench::b5_footprint::helpers::processes()
+        outpost_leaks::processes()
             .into_iter()
             .filter(|p| p.name() == "conmon" && p.args.iter().any(|a| a.contains(&dir)))
             .map(|p| p.pid)
@@ -223,22 +223,12 @@ impl Drop for Podman {
         }
         // Empty once the pods are gone; a cgroup with members stays, and shows.
         for cgroup in &self.new_cgroups {
-            remove_cgroup_tree(cgroup);
+            outpost_leaks::remove_cgroup_tree(cgroup);
             if cgroup.exists() {
                 eprintln!("podman baseline: cannot remove the cgroup {}", cgroup.display());
             }
         }
     }
-}
-
-/// Removes the empty cgroup `dir` and the empty ones below it, deepest first.
-fn remove_cgroup_tree(dir: &Path) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_cgroup_tree(&entry.path());
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
 }
 
 /// `containers.conf` text `system` with [`ULIMITS`] as the containers' default ulimits

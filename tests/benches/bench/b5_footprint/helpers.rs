@@ -4,50 +4,9 @@
 
 use std::path::Path;
 
+use outpost_leaks::processes;
+
 use super::procfs::{Memory, memory_mib, pss_mib};
-
-/// A process: its PID, parent and command line.
-#[derive(Debug, Clone)]
-pub struct Process {
-    pub pid: u32,
-    pub ppid: u32,
-    pub args: Vec<String>,
-}
-
-impl Process {
-    /// The base name of `argv[0]` (`/usr/bin/conmon` → `conmon`).
-    pub fn name(&self) -> &str {
-        let first = self.args.first().map_or("", String::as_str);
-        first.rsplit('/').next().unwrap_or(first)
-    }
-
-    /// The value after `flag` (`-namespace ns` → `ns`).
-    fn flag(&self, flag: &str) -> Option<&str> {
-        self.args.windows(2).find(|w| w[0] == flag).map(|w| w[1].as_str())
-    }
-}
-
-/// Every process with a command line (kernel threads have none).
-pub fn processes() -> Vec<Process> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let args: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            // After the parenthesized command name: state, then the parent's PID.
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            (!args.is_empty()).then_some(Process { pid, ppid, args })
-        })
-        .collect()
-}
 
 /// The agent's containers' helpers, by kind.
 #[derive(Debug, Clone, Default)]
