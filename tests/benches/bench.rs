@@ -1,5 +1,6 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
-//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B11 config; O2
+//! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B10 burst, B11
+//! config (B2, B5 and B10 with podman beside, `bench/podman.rs`); O2
 //! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
 //! (asked for by the reliability issue).
 //!
@@ -14,6 +15,7 @@
 
 // An inline module so that the benchmarks live in `bench/` beside this crate root.
 mod bench {
+    pub mod b10_burst;
     pub mod b11_config;
     pub mod b1_detect;
     pub mod b2_start;
@@ -26,6 +28,7 @@ mod bench {
     pub mod b9_pressure;
     pub mod l1_load;
     pub mod o2_restart;
+    pub mod podman;
     pub mod pods;
     pub mod report;
     pub mod signal;
@@ -37,7 +40,7 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b11_config, l1_load, o2_restart, pods, report, signal,
+    b9_pressure, b10_burst, b11_config, l1_load, o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -79,7 +82,7 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) {
         println!("bench: an unoptimized build: a check that the benchmarks run, not their figures");
     }
-    let benches: [(&str, Bench); 12] = [
+    let benches: [(&str, Bench); 13] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         ("B7", b7_scale::run),
         ("B8", b8_probes::run),
         ("B9", b9_pressure::run),
+        ("B10", b10_burst::run),
         ("B11", b11_config::run),
         ("O2", o2_restart::run),
         ("L1", l1_load::run),

@@ -41,6 +41,11 @@ impl ApiNode {
         ApiNode::start_server(Node::new(), config)
     }
 
+    /// [`ApiNode::with_server`], or what is missing (for the benchmarks, which report it).
+    pub fn try_with_server(config: crate::apiserver::Config) -> Result<ApiNode, String> {
+        Node::try_new().map(|node| ApiNode::start_server(node, config))
+    }
+
     fn with(node: Node) -> ApiNode {
         ApiNode::start_server(node, TestApiServer::builder())
     }

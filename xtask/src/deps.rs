@@ -34,6 +34,12 @@ const PACKAGES: &[(&str, &str)] = &[
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
     ("bpftool", "writes vmlinux.h from the kernel's BTF for the CO-RE build"),
     ("libbpf-dev", "bpf_helpers.h and the CO-RE read macros the BPF programs include"),
+    (
+        "podman",
+        "the side-by-side baseline of B2, B5 and B10 (`cargo xtask bench`): podman 4.3 with \
+         its CNI backend (its network config kept out of /etc/cni/net.d: see below)",
+    ),
+    ("catatonit", "podman's infra containers run it (`podman pod create`)"),
     ("gcc-aarch64-linux-gnu", "`dist --target aarch64-unknown-linux-gnu`: linker and C compiler"),
     ("libc6-dev-arm64-cross", "the arm64 glibc that the cross build links against"),
     (
@@ -42,7 +48,28 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The network config podman's package puts in the CNI config directory, where it would
+/// become the pod network of any agent run with the default `--cni-conf-dir` (the first
+/// config in lexical order wins, as for kubelet). The benchmarks give podman a config
+/// directory of its own; `deps` removes this file (podman makes the same default network
+/// in memory without it).
+const PODMAN_CNI_CONFIG: &str = "/etc/cni/net.d/87-podman-bridge.conflist";
+
 pub fn run() -> anyhow::Result<()> {
+    install()?;
+    let podman_config = std::path::Path::new(PODMAN_CNI_CONFIG);
+    if podman_config.exists() {
+        std::fs::remove_file(podman_config).with_context(|| {
+            format!("cannot remove {PODMAN_CNI_CONFIG} (run cargo xtask deps as root)")
+        })?;
+        println!(
+            "deps: removed {PODMAN_CNI_CONFIG}: Outpost's pods would join podman's network (the benchmarks give podman its own config directory)"
+        );
+    }
+    Ok(())
+}
+
+fn install() -> anyhow::Result<()> {
     let missing: Vec<&str> =
         PACKAGES.iter().map(|(name, _)| *name).filter(|name| !installed(name)).collect();
     if missing.is_empty() {

@@ -1,12 +1,16 @@
 //! B2 start: a manifest written → its container's process running, 30 pods one at a
 //! time with pod networking (and 10 hostNetwork pods), against `ctr run -d --cni` (and
-//! plain `ctr run -d`) of the same image and command in the same run.
+//! plain `ctr run -d`) of the same image and command in the same run, and against podman
+//! doing the same pods one at a time (`podman pod create` + `podman run -d --pod`, see
+//! [`Podman`]).
 //!
 //! "Running" is the container's first command writing to a FIFO the benchmark reads
 //! ([`Signals`]): the same signal for both sides, with no polling. `ctr run --cni` reads
 //! the CNI config from `/etc/cni/net.d` and plugins from `/opt/cni/bin`: the benchmark
 //! puts a config of its own first there (the same bridge network as the agent's) and
-//! links the plugins, and removes both afterwards.
+//! links the plugins, and removes both afterwards. Podman runs after that, on its own
+//! network (`87-podman-bridge.conflist`, chosen by name, not by order), and its pods are
+//! removed when it is dropped.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,6 +20,7 @@ use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{CNI_BIN_DIR, Node, eventually, pod};
 
 use crate::Options;
+use crate::bench::podman::Podman;
 use crate::report::{Entry, Stats};
 use crate::signal::{Signals, announce};
 
@@ -46,6 +51,9 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         .map(|i| ctr_run(&node, &signals, &format!("ctr-host-{i}"), false))
         .collect::<anyhow::Result<Vec<_>>>()?;
     drop(cni);
+    // After the ctr baseline: `CtrCni` unmounts every network namespace added while it
+    // was installed, podman's (`/run/netns/cni-…`) too.
+    let podman_times = podman_pods(&node, &signals, networked);
 
     // The pods go again; what the agent leaves is checked by the tests, not here.
     for entry in std::fs::read_dir(node.manifests())?.flatten() {
@@ -54,6 +62,20 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     eventually("the benchmark's pods are removed", TIMEOUT, || {
         pod(&agent, "warm-edge-1").is_none()
     });
+    let pod_net_stats = Stats::millis(&pod_net);
+    let podman = Entry::new(
+        "B2",
+        format!(
+            "start: manifest → container running, pod network, {networked} pods, against podman"
+        ),
+        "ms",
+        pod_net_stats,
+    );
+    let podman_target = "p50 ≤ 0.3 × podman pod create + run -d --pod";
+    let podman = match podman_times {
+        Ok(times) => podman.against(Stats::millis(&times), 0.3, podman_target),
+        Err(error) => podman.target(podman_target, false).error(format!("podman: {error:#}")),
+    };
     Ok(vec![
         Entry::new(
             "B2",
@@ -61,9 +83,10 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
                 "start: manifest → container running, pod network, {networked} pods one at a time"
             ),
             "ms",
-            Stats::millis(&pod_net),
+            pod_net_stats,
         )
         .against(Stats::millis(&ctr_net), 0.8, "p50 ≤ 0.8 × `ctr run -d --cni`"),
+        podman,
         Entry::new(
             "B2",
             format!("start: manifest → container running, hostNetwork, {host} pods"),
@@ -87,6 +110,21 @@ fn start_pod(
     node.put(&format!("{name}.yaml"), &yaml);
     let running = signals.wait_for(name, TIMEOUT).with_context(|| format!("pod {name}"))?;
     Ok(running - start)
+}
+
+/// podman doing the same pods as the agent, one at a time after an unmeasured one: the
+/// time from `podman pod create` to the announcement. The pods go with the podman.
+fn podman_pods(node: &Node, signals: &Signals, count: usize) -> anyhow::Result<Vec<Duration>> {
+    let podman = Podman::new(&node.path("podman"))?;
+    let volume = format!("{}:/signal", signals.dir.display());
+    let start = |name: &str| -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        podman.pod(name, &[volume.as_str()], &announce(name))?;
+        let running = signals.wait_for(name, TIMEOUT).with_context(|| format!("podman {name}"))?;
+        Ok(running - start)
+    };
+    start("podman-warm")?;
+    (0..count).map(|i| start(&format!("podman-net-{i}"))).collect()
 }
 
 /// `ctr run -d [--cni]` of the same image and command; the time from spawning ctr to
@@ -166,6 +204,18 @@ impl CtrCni {
         // First in lexical order: the one gocni loads.
         let conf = Path::new(CTR_CONF_DIR).join("00-outpost-bench.conflist");
         std::fs::write(&conf, node.bridge_conflist())?;
+        // gocni (`ctr run --cni`) loads the first config by name of the dir's `.conf`,
+        // `.conflist` and `.json` files: podman's `87-podman-bridge.conflist`, or any
+        // other, must not come first.
+        let first = first_config(Path::new(CTR_CONF_DIR));
+        if first.as_deref() != Some(conf.as_path()) {
+            let _ = std::fs::remove_file(&conf);
+            anyhow::bail!(
+                "{} sorts before the bench's {} in {CTR_CONF_DIR}: `ctr run --cni` would use it",
+                first.unwrap_or_default().display(),
+                conf.display()
+            );
+        }
         let linked_bin_dir = !Path::new(CTR_BIN_DIR).exists();
         if linked_bin_dir {
             std::fs::create_dir_all("/opt/cni")?;
@@ -174,6 +224,22 @@ impl CtrCni {
         let network = format!("net-{}", node.bridge);
         Ok(CtrCni { conf, linked_bin_dir, netns_before: netns_names(), network })
     }
+}
+
+/// The network config libcni's `ConfFiles` + sort picks first in `dir`.
+fn first_config(dir: &Path) -> Option<PathBuf> {
+    let mut configs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            let ext = path.extension().and_then(|e| e.to_str());
+            path.is_file() && matches!(ext, Some("conf" | "conflist" | "json"))
+        })
+        .collect();
+    configs.sort();
+    configs.into_iter().next()
 }
 
 impl Drop for CtrCni {

@@ -13,26 +13,39 @@
 //!   `/proc/<pid>/task/*/schedstat`, summed) per second, with the voluntary and
 //!   involuntary context switches of each thread's `status` and the wakeups per thread
 //!   name beside it (what woke the agent);
-//! - the total RSS of the `outpost container-log` processes the shims run for the pods'
-//!   containers (Outpost's footprint too, outside the agent's process).
+//! - everything Outpost adds: the PSS (`smaps_rollup`) of the agent, of the container
+//!   loggers and of containerd's shims serving the agent's namespace ([`helpers`]); and
+//!   per container, the loggers' and shims' PSS over the number of containers.
 //!
-//! Targets (BENCHMARKS.md): RSS < 20 MiB at 100 pods; < 1 wakeup/s idle at every step.
+//! Side by side, after Outpost's pods are gone: podman ([`Podman`]) runs the same number
+//! of pods (10, then 100: pod create + run, each an infra and an app container), and
+//! its conmon processes' PSS per container is the baseline of Outpost's per-container
+//! figures.
+//!
+//! Targets (BENCHMARKS.md): agent RSS < 20 MiB and everything Outpost adds < 30 MiB PSS
+//! at 100 pods; per-container overhead (loggers + shims) ≤ 2 MiB PSS; the logger's PSS
+//! per container ≤ conmon's; < 1 wakeup/s idle at every step.
 //! The pods are removed at the end and the agent must leave no container, task, network
-//! namespace or cgroup of theirs behind (an error otherwise).
+//! namespace or cgroup of theirs behind (an error otherwise); podman's are removed too.
 
+pub mod helpers;
 pub mod procfs;
 
-use std::path::Path;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::Node;
 
 use crate::Options;
+use crate::bench::b10_burst::PODMAN_PARALLELISM;
+use crate::bench::podman::Podman;
 use crate::report::{Entry, Stats};
+use helpers::{Helpers, total};
 use procfs::{Delta, Memory, Sample};
 
 /// The names of this benchmark's pods start with it.
@@ -41,7 +54,12 @@ const PREFIX: &str = "fp-";
 const STEPS: [usize; 3] = [0, 10, 100];
 /// The pod count measured with a kubeconfig.
 const API_PODS: usize = 10;
+/// How often the test API server sends a watch BOOKMARK in the kubeconfig step:
+/// kube-apiserver's watch cache sends one about every minute.
+const API_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 const TARGET_RSS_MIB: f64 = 20.0;
+const TARGET_EVERYTHING_MIB: f64 = 30.0;
+const TARGET_PER_CONTAINER_MIB: f64 = 2.0;
 const RSS_TARGET_PODS: usize = 100;
 const TARGET_WAKEUPS: f64 = 1.0;
 /// How long all pods may take to run, or to go.
@@ -52,7 +70,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     // Past the agent's work for the last change, and past tokio's 10 s keep-alive of idle
     // blocking threads, whose exits would otherwise fall into the window.
     let settle = Duration::from_secs(if options.quick { 5 } else { 15 });
-    let mut entries = Vec::new();
+    let mut steps = Vec::new();
 
     let node = Node::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
     let agent = node.start();
@@ -65,27 +83,81 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         present = count;
         uids = wait_running(&agent, PREFIX, count)?;
         std::thread::sleep(settle);
-        let measured = measure(&agent, &node.path("logs"), window)?;
-        entries.extend(measured.entries(&format!("{count} pods"), count == RSS_TARGET_PODS));
+        steps.push((format!("{count} pods"), count, measure(&agent, &node, window)?));
     }
-    if let Err(error) = teardown(&node, agent, &uids, PREFIX) {
-        return Ok(failed(entries, &error));
-    }
+    let torn_down = teardown(&node, agent, &uids, PREFIX);
     drop(node);
 
-    let cluster = ApiNode::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
+    // podman's pods only once Outpost's are gone: the two never share a page.
+    let conmons = conmon_footprint(&podman_dir()?, settle);
+    let mut entries = Vec::new();
+    for (step, count, measured) in &steps {
+        entries.extend(measured.entries(step, *count, *count == RSS_TARGET_PODS, &conmons));
+    }
+    if let Err(error) = torn_down {
+        return Ok(failed(entries, &error));
+    }
+    if let Err(error) = &conmons {
+        entries.push(
+            Entry::new("B5", "footprint: podman's conmon per container", "MiB", Stats::of(vec![]))
+                .error(format!("{error:#}")),
+        );
+    }
+
+    // The test API server sends a watch BOOKMARK every second (what the tests want: a
+    // bookmark is how the agent sees the server reachable again); kube-apiserver's watch
+    // cache sends one about every minute, and an idle agent is measured against that.
+    let server = TestApiServer::builder().bookmark_interval(API_BOOKMARK_INTERVAL);
+    let cluster =
+        ApiNode::try_with_server(server).map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
     let agent = cluster.start(&[]);
     for i in 0..API_PODS {
         cluster.node.put(&format!("fp-{i:03}.yaml"), &manifest(i));
     }
     let uids = wait_running(&agent, PREFIX, API_PODS)?;
     std::thread::sleep(settle);
-    let measured = measure(&agent, &cluster.node.path("logs"), window)?;
-    entries.extend(measured.entries(&format!("{API_PODS} pods, kubeconfig"), false));
+    let measured = measure(&agent, &cluster.node, window)?;
+    let step = format!("{API_PODS} pods, kubeconfig");
+    entries.extend(measured.entries(&step, API_PODS, false, &conmons));
     if let Err(error) = teardown(&cluster.node, agent, &uids, PREFIX) {
         return Ok(failed(entries, &error));
     }
     Ok(entries)
+}
+
+/// A directory for podman's storage, removed with the returned guard.
+fn podman_dir() -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("opn-podman").tempdir_in("/tmp").context("podman's temp dir")
+}
+
+/// The memory of podman's conmon processes with as many pods running as each step with
+/// pods: pod count → one `Memory` per conmon.
+fn conmon_footprint(
+    dir: &tempfile::TempDir,
+    settle: Duration,
+) -> anyhow::Result<BTreeMap<usize, Vec<Memory>>> {
+    let podman = Podman::new(dir.path())?;
+    let mut found = BTreeMap::new();
+    let mut present = 0;
+    for count in STEPS.into_iter().filter(|&c| c > 0) {
+        let names: Vec<String> = (present..count).map(|i| format!("fp-{i:03}")).collect();
+        podman.pods(&names, PODMAN_PARALLELISM, &[], |_| "exec sleep 1000000".to_owned())?;
+        present = count;
+        std::thread::sleep(settle);
+        let conmons = podman.conmons();
+        // An infra and an app container per pod.
+        ensure!(
+            conmons.len() == 2 * count,
+            "{} conmon processes for {count} podman pods, not {}",
+            conmons.len(),
+            2 * count
+        );
+        found.insert(count, helpers::memory(&conmons));
+    }
+    podman.remove_all()?;
+    let left = podman.leftovers()?;
+    ensure!(left.is_empty(), "podman left {left:?}");
+    Ok(found)
 }
 
 /// The figures measured so far, the last one marked with the teardown's failure.
@@ -164,17 +236,19 @@ struct Measured {
     hwm_mib: f64,
     anon_mib: f64,
     pss_mib: f64,
-    logs: Vec<Memory>,
+    loggers: Vec<Memory>,
+    shims: Vec<Memory>,
     log_lines: usize,
 }
 
 /// Samples `/proc` at the start and the end of `window`, touching nothing else.
-fn measure(agent: &Agent, log_dir: &Path, window: Duration) -> anyhow::Result<Measured> {
+fn measure(agent: &Agent, node: &Node, window: Duration) -> anyhow::Result<Measured> {
     let pid = agent.pid();
     let logged = agent.log().lines().count();
     let start = Sample::take(pid)?;
     std::thread::sleep(window);
     let end = Sample::take(pid)?;
+    let helpers = Helpers::find(&node.namespace, &node.socket, &node.path("logs"));
     Ok(Measured {
         window,
         delta: Delta::between(&start, &end),
@@ -182,16 +256,27 @@ fn measure(agent: &Agent, log_dir: &Path, window: Duration) -> anyhow::Result<Me
         hwm_mib: procfs::memory_mib(pid, "VmHWM")?,
         anon_mib: procfs::memory_mib(pid, "RssAnon")?,
         pss_mib: procfs::pss_mib(pid)?,
-        logs: procfs::log_processes(log_dir),
+        loggers: helpers::memory(&helpers.loggers),
+        shims: helpers::memory(&helpers.shims),
         log_lines: agent.log().lines().count() - logged,
     })
 }
 
+fn round(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
 impl Measured {
-    fn entries(&self, step: &str, rss_target: bool) -> Vec<Entry> {
+    /// The step's entries; `conmons` is podman's conmon memory by pod count.
+    fn entries(
+        &self,
+        step: &str,
+        pods: usize,
+        at_target: bool,
+        conmons: &anyhow::Result<BTreeMap<usize, Vec<Memory>>>,
+    ) -> Vec<Entry> {
         let d = &self.delta;
         let secs = self.window.as_secs();
-        let round = |v: f64| (v * 1000.0).round() / 1000.0;
         let rss = Entry::new(
             "B5",
             format!("footprint: agent RSS, {step}"),
@@ -202,7 +287,7 @@ impl Measured {
         .detail("anon_mib", round(self.anon_mib))
         .detail("pss_mib", round(self.pss_mib))
         .detail("threads", d.threads_end);
-        let rss = if rss_target {
+        let rss = if at_target {
             rss.p99_below(TARGET_RSS_MIB, "< 20 MiB")
         } else {
             rss.target("(target at 100 pods)", true)
@@ -230,18 +315,78 @@ impl Measured {
         .detail("threads_exited", d.threads_exited)
         .detail("threads_born", (d.threads_end + d.threads_exited).saturating_sub(d.threads_start))
         .detail("log_lines", self.log_lines);
-        let sum = |f: fn(&Memory) -> f64| round(self.logs.iter().map(f).sum());
-        let logs = Entry::new(
+        let mut entries = vec![rss, cpu, wakeups, self.everything(step, at_target)];
+        if pods > 0 {
+            let conmon = conmons.as_ref().ok().and_then(|c| c.get(&pods)).map(Vec::as_slice);
+            entries.extend(self.per_container(step, pods, conmon));
+        }
+        entries
+    }
+
+    /// Everything Outpost adds: the agent's, the loggers' and the shims' PSS.
+    fn everything(&self, step: &str, at_target: bool) -> Entry {
+        let loggers = total(&self.loggers, |m| m.pss);
+        let shims = total(&self.shims, |m| m.pss);
+        let entry = Entry::new(
             "B5",
-            format!("footprint: container-log processes RSS (total), {step}"),
+            format!("footprint: everything Outpost adds (PSS: agent + loggers + shims), {step}"),
             "MiB",
-            Stats::of(vec![sum(|m| m.rss)]),
+            Stats::of(vec![round(self.pss_mib + loggers + shims)]),
         )
-        .target("(none; outside the agent's process)", true)
-        .detail("processes", self.logs.len())
-        .detail("pss_total_mib", sum(|m| m.pss))
-        .detail("anon_total_mib", sum(|m| m.anon));
-        vec![rss, cpu, wakeups, logs]
+        .detail("agent_pss_mib", round(self.pss_mib))
+        .detail("loggers", self.loggers.len())
+        .detail("loggers_pss_mib", round(loggers))
+        .detail("loggers_rss_mib", round(total(&self.loggers, |m| m.rss)))
+        .detail("shims", self.shims.len())
+        .detail("shims_pss_mib", round(shims))
+        .detail("shims_rss_mib", round(total(&self.shims, |m| m.rss)));
+        if at_target {
+            entry.p99_below(TARGET_EVERYTHING_MIB, "< 30 MiB")
+        } else {
+            entry.target("(target at 100 pods)", true)
+        }
+    }
+
+    /// Per container (one per pod here): loggers + shims, and the logger alone, beside
+    /// podman's conmon per container (`conmon`: one per podman container, infra ones
+    /// included) for as many pods.
+    fn per_container(&self, step: &str, pods: usize, conmon: Option<&[Memory]>) -> Vec<Entry> {
+        let containers = pods as f64;
+        let loggers = total(&self.loggers, |m| m.pss) / containers;
+        let shims = total(&self.shims, |m| m.pss) / containers;
+        let overhead = Entry::new(
+            "B5",
+            format!("footprint: per-container overhead (PSS: loggers + shims), {step}"),
+            "MiB",
+            Stats::of(vec![round(loggers + shims)]),
+        )
+        .p99_below(TARGET_PER_CONTAINER_MIB, "≤ 2 MiB (conmon: the baseline)")
+        .detail("logger_pss_mib", round(loggers))
+        .detail("shim_pss_mib", round(shims))
+        .detail("logger_rss_mib", round(total(&self.loggers, |m| m.rss) / containers))
+        .detail("shim_rss_mib", round(total(&self.shims, |m| m.rss) / containers));
+        let logger = Entry::new(
+            "B5",
+            format!("footprint: logger PSS per container, {step}"),
+            "MiB",
+            Stats::of(vec![round(loggers)]),
+        );
+        let Some(conmon) = conmon.filter(|c| !c.is_empty()) else {
+            let missing = "podman's conmon was not measured";
+            return vec![overhead.detail("baseline", missing), logger.target(missing, false)];
+        };
+        let processes = conmon.len() as f64;
+        let per_conmon = Stats::of(vec![round(total(conmon, |m| m.pss) / processes)]);
+        let baseline = |entry: Entry| {
+            entry
+                .detail("conmon_processes", conmon.len())
+                .detail("conmon_rss_mib", round(total(conmon, |m| m.rss) / processes))
+                .detail("conmon_pss_per_pod_mib", round(total(conmon, |m| m.pss) / containers))
+        };
+        vec![
+            baseline(overhead.beside(per_conmon)),
+            baseline(logger.against(per_conmon, 1.0, "≤ podman's conmon per container")),
+        ]
     }
 }
 

@@ -103,12 +103,18 @@ impl Entry {
     }
 
     /// Target: p50 at most `max_ratio` × the p50 of `baseline`, measured in the same run.
-    pub fn against(mut self, baseline: Stats, max_ratio: f64, text: &str) -> Entry {
-        let ratio = (self.stats.p50 / baseline.p50 * 1000.0).round() / 1000.0;
-        self.target = text.to_owned();
-        self.met = ratio <= max_ratio;
+    pub fn against(self, baseline: Stats, max_ratio: f64, text: &str) -> Entry {
+        let mut entry = self.beside(baseline);
+        entry.target = text.to_owned();
+        entry.met = entry.ratio.is_some_and(|ratio| ratio <= max_ratio);
+        entry
+    }
+
+    /// The baseline measured side by side, and p50 / its p50, shown beside a target that
+    /// is not a ratio (e.g. an absolute bound already set).
+    pub fn beside(mut self, baseline: Stats) -> Entry {
+        self.ratio = Some((self.stats.p50 / baseline.p50 * 1000.0).round() / 1000.0);
         self.baseline = Some(baseline);
-        self.ratio = Some(ratio);
         self
     }
 
@@ -141,10 +147,23 @@ pub fn write(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
     std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The human table.
+/// The human table (a side-by-side entry shows its baseline's p50 and the ratio).
 pub fn table(entries: &[Entry]) -> String {
-    let header = ["id", "benchmark", "unit", "n", "min", "p50", "p99", "max", "target", "met"];
-    let rows: Vec<[String; 10]> = entries
+    let header = [
+        "id",
+        "benchmark",
+        "unit",
+        "n",
+        "min",
+        "p50",
+        "p99",
+        "max",
+        "base p50",
+        "ratio",
+        "target",
+        "met",
+    ];
+    let rows: Vec<[String; 12]> = entries
         .iter()
         .map(|e| {
             [
@@ -156,6 +175,8 @@ pub fn table(entries: &[Entry]) -> String {
                 number(e.stats.p50),
                 number(e.stats.p99),
                 number(e.stats.max),
+                e.baseline.map_or_else(|| "-".to_owned(), |b| number(b.p50)),
+                e.ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}")),
                 e.target.clone(),
                 match (&e.error, e.met) {
                     (Some(_), _) => "ERROR",
@@ -176,7 +197,7 @@ pub fn table(entries: &[Entry]) -> String {
     let mut line = |cells: &[String]| {
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
             // Text columns left-aligned, numbers right-aligned.
-            let _ = if matches!(i, 0..=2 | 8 | 9) {
+            let _ = if matches!(i, 0..=2 | 10 | 11) {
                 write!(out, "{cell:<w$}  ")
             } else {
                 write!(out, "{cell:>w$}  ")

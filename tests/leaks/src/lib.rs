@@ -151,7 +151,7 @@ impl Scope {
     fn processes(&self) -> Vec<Leftover> {
         let me = std::process::id();
         let mut found = Vec::new();
-        for (pid, args) in processes() {
+        for Process { pid, args, .. } in processes() {
             if pid == me {
                 continue;
             }
@@ -445,8 +445,8 @@ fn hierarchies() -> Vec<PathBuf> {
 }
 
 /// Removes a cgroup and everything below it, deepest first (a cgroup with children or
-/// processes cannot go).
-fn remove_cgroup_tree(path: &Path) {
+/// processes cannot go); what cannot go stays.
+pub fn remove_cgroup_tree(path: &Path) {
     if let Ok(entries) = std::fs::read_dir(path) {
         for entry in entries.flatten() {
             if entry.path().is_dir() {
@@ -457,8 +457,29 @@ fn remove_cgroup_tree(path: &Path) {
     let _ = std::fs::remove_dir(path);
 }
 
-/// `(pid, argv)` of every process.
-fn processes() -> Vec<(u32, Vec<String>)> {
+/// A process: its PID, parent and command line.
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    pub args: Vec<String>,
+}
+
+impl Process {
+    /// The base name of `argv[0]` (`/usr/bin/conmon` → `conmon`).
+    pub fn name(&self) -> &str {
+        let first = self.args.first().map_or("", String::as_str);
+        first.rsplit('/').next().unwrap_or(first)
+    }
+
+    /// The value after `flag` (`-namespace ns` → `ns`).
+    pub fn flag(&self, flag: &str) -> Option<&str> {
+        self.args.windows(2).find(|w| w[0] == flag).map(|w| w[1].as_str())
+    }
+}
+
+/// Every process with a command line (kernel threads have none).
+pub fn processes() -> Vec<Process> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -471,7 +492,10 @@ fn processes() -> Vec<(u32, Vec<String>)> {
                 .filter(|a| !a.is_empty())
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            (!args.is_empty()).then_some((pid, args))
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // After the parenthesized command name: state, then the parent's PID.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            (!args.is_empty()).then_some(Process { pid, ppid, args })
         })
         .collect()
 }

@@ -2,8 +2,6 @@
 //! wakes the process read.
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 use std::time::Instant;
 
@@ -97,8 +95,8 @@ pub fn memory_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
 }
 
 /// The proportional set size (`Pss` of `/proc/<pid>/smaps_rollup`, in MiB): the RSS with
-/// each page shared by n processes counted 1/n (the binary's pages, shared by the agent
-/// and every container-log process).
+/// each page shared by n processes counted 1/n (the pages of a binary or library that
+/// several processes map).
 pub fn pss_mib(pid: u32) -> anyhow::Result<f64> {
     kib_field(&format!("/proc/{pid}/smaps_rollup"), "Pss")
 }
@@ -166,35 +164,4 @@ impl Delta {
 pub struct Memory {
     pub rss: f64,
     pub pss: f64,
-    pub anon: f64,
-}
-
-/// The memory of the container-log processes (`outpost container-log PATH`) that write
-/// logs under `log_dir`. The shims start them, so they are not the agent's children;
-/// their command line names them.
-pub fn log_processes(log_dir: &Path) -> Vec<Memory> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let logs_here = args.iter().any(|a| Path::new(OsStr::from_bytes(a)).starts_with(log_dir));
-        if !(logs_here && args.contains(&b"container-log".as_slice())) {
-            continue;
-        }
-        let memory = || -> anyhow::Result<Memory> {
-            Ok(Memory {
-                rss: memory_mib(pid, "VmRSS")?,
-                pss: pss_mib(pid)?,
-                anon: memory_mib(pid, "RssAnon")?,
-            })
-        };
-        // One that exits meanwhile is not there any more.
-        if let Ok(memory) = memory() {
-            found.push(memory);
-        }
-    }
-    found
 }
