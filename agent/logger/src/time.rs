@@ -34,18 +34,7 @@ impl Time {
     /// Appends `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`: fixed width for years 0 to 9999, so
     /// records sort by their text.
     pub fn write_rfc3339_nanos(self, out: &mut Vec<u8>) {
-        let c = Civil::of(self);
-        write_year(out, c.year);
-        out.push(b'-');
-        write_digits(out, c.month.into(), 2);
-        out.push(b'-');
-        write_digits(out, c.day.into(), 2);
-        out.push(b'T');
-        write_digits(out, c.hour.into(), 2);
-        out.push(b':');
-        write_digits(out, c.minute.into(), 2);
-        out.push(b':');
-        write_digits(out, c.second.into(), 2);
+        Civil::of(self).write(out, [Some(b'-'), Some(b'T'), Some(b':')]);
         out.push(b'.');
         write_digits(out, self.nanos.into(), 9);
         out.push(b'Z');
@@ -53,15 +42,8 @@ impl Time {
 
     /// `YYYYMMDD-HHMMSS`, the time in a rotated log's name (kubelet's `20060102-150405`).
     pub fn rotation_stamp(self) -> String {
-        let c = Civil::of(self);
         let mut out = Vec::with_capacity(15);
-        write_year(&mut out, c.year);
-        write_digits(&mut out, c.month.into(), 2);
-        write_digits(&mut out, c.day.into(), 2);
-        out.push(b'-');
-        write_digits(&mut out, c.hour.into(), 2);
-        write_digits(&mut out, c.minute.into(), 2);
-        write_digits(&mut out, c.second.into(), 2);
+        Civil::of(self).write(&mut out, [None, Some(b'-'), None]);
         String::from_utf8_lossy(&out).into_owned()
     }
 }
@@ -97,6 +79,22 @@ struct Civil {
 }
 
 impl Civil {
+    /// Year, month, day, then hour, minute, second, with `separators`: between the
+    /// date's fields, between date and time, between the time's fields.
+    fn write(self, out: &mut Vec<u8>, [date, between, time]: [Option<u8>; 3]) {
+        write_year(out, self.year);
+        for (separator, field) in [
+            (date, self.month),
+            (date, self.day),
+            (between, self.hour),
+            (time, self.minute),
+            (time, self.second),
+        ] {
+            out.extend(separator);
+            write_digits(out, field.into(), 2);
+        }
+    }
+
     fn of(time: Time) -> Civil {
         let days = time.secs.div_euclid(SECONDS_PER_DAY);
         let of_day = time.secs.rem_euclid(SECONDS_PER_DAY);
