@@ -80,19 +80,11 @@ fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
 
 /// The command lines of the processes whose arguments name `log`.
 fn loggers_of(log: &Path) -> Vec<Vec<String>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if args.iter().any(|a| Path::new(a) == log) {
-            found.push(args);
-        }
-    }
-    found
+    outpost_leaks::processes()
+        .into_iter()
+        .filter(|p| p.args.iter().any(|a| Path::new(a) == log))
+        .map(|p| p.args)
+        .collect()
 }
 
 #[test]

@@ -38,11 +38,6 @@ pub fn own_limits() -> io::Result<String> {
     fs::read_to_string("/proc/self/limits")
 }
 
-/// `/proc/self/fdinfo/<fd>`.
-pub fn own_fdinfo(fd: i32) -> io::Result<String> {
-    fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
-}
-
 /// How many file descriptors this process has open.
 pub fn own_open_fds() -> io::Result<usize> {
     // The directory handle being read is one of the entries: not counted.
