@@ -8,8 +8,8 @@
 //! ([`Signals`]): the same signal for both sides, with no polling. `ctr run --cni` reads
 //! the CNI config from `/etc/cni/net.d` and plugins from `/opt/cni/bin`: the benchmark
 //! puts a config of its own first there (the same bridge network as the agent's) and
-//! links the plugins, and removes both afterwards. Podman runs after that, on its own
-//! network (`87-podman-bridge.conflist`, chosen by name, not by order), and its pods are
+//! links the plugins, and removes both afterwards. Podman runs after that, on its default
+//! network from a CNI config directory of its own (see [`Podman`]), and its pods are
 //! removed when it is dropped.
 
 use std::path::{Path, PathBuf};
@@ -205,8 +205,9 @@ impl CtrCni {
         let conf = Path::new(CTR_CONF_DIR).join("00-outpost-bench.conflist");
         std::fs::write(&conf, node.bridge_conflist())?;
         // gocni (`ctr run --cni`) loads the first config by name of the dir's `.conf`,
-        // `.conflist` and `.json` files: podman's `87-podman-bridge.conflist`, or any
-        // other, must not come first.
+        // `.conflist` and `.json` files: another config there (podman's package installs
+        // `87-podman-bridge.conflist`, which `cargo xtask deps` removes) must not come
+        // first.
         let first = first_config(Path::new(CTR_CONF_DIR));
         if first.as_deref() != Some(conf.as_path()) {
             let _ = std::fs::remove_file(&conf);
