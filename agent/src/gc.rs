@@ -23,6 +23,7 @@
 mod containers;
 mod images;
 mod leftovers;
+mod shims;
 pub mod storage;
 
 use std::path::PathBuf;
@@ -146,7 +147,7 @@ impl Collector {
                 () = self.handle.containers.notified() => revisit = self.collect_containers().await,
                 () = containers_due => revisit = self.collect_containers().await,
                 () = self.handle.images.notified() => images_at = self.collect_images().await,
-                () = self.handle.reconnected.notified() => leftovers::end_orphaned_shims(&self.containerd).await,
+                () = self.handle.reconnected.notified() => shims::end_orphaned(&self.containerd).await,
                 () = tokio::time::sleep_until(images_at) => images_at = self.collect_images().await,
             }
         }

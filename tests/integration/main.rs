@@ -39,6 +39,7 @@ mod qos;
 mod runtime_spec;
 mod security;
 mod security_context;
+mod shims;
 mod static_pods;
 mod sync_events;
 mod sync_mirror;

@@ -311,27 +311,20 @@ impl Drop for Node {
     }
 }
 
-/// Names, on stderr, the shims left serving a container that has no task any more: a
-/// leak of the agent's (or of containerd's), which the node's drop then removes.
+/// Names, on stderr, the shims left with no process to serve (no container process nor
+/// logger is their child): a leak of the agent's (or of containerd's), which the node's
+/// drop then removes. (A shim serves a group of containers: the container its command
+/// line names may be gone while it serves the others.)
 fn report_orphaned_shims(scope: &outpost_leaks::Scope) {
     use outpost_leaks::Leftover;
-    let left = scope.inventory();
-    let tasks: Vec<&str> = left
-        .iter()
-        .filter_map(|l| match l {
-            Leftover::Containerd(_, "task", id) => Some(id.as_str()),
-            _ => None,
-        })
-        .collect();
-    for leftover in &left {
+    let processes = outpost_leaks::processes();
+    for leftover in scope.inventory() {
         let Leftover::Process(pid, cmdline) = leftover else { continue };
-        let id = cmdline.split(' ').skip_while(|a| *a != "-id").nth(1);
-        if let Some(id) = id.filter(|id| !tasks.contains(id)) {
-            let test = std::thread::current().name().unwrap_or("?").to_owned();
-            eprintln!(
-                "orphaned shim: test {test}: shim {pid} serves container {id}, which has no task"
-            );
+        if !cmdline.contains("containerd-shim") || processes.iter().any(|p| p.ppid == pid) {
+            continue;
         }
+        let test = std::thread::current().name().unwrap_or("?").to_owned();
+        eprintln!("orphaned shim: test {test}: shim {pid} serves no process: {cmdline}");
     }
 }
 

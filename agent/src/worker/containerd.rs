@@ -31,7 +31,7 @@ use crate::runtime::cni::Cni;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT,
-    LABEL_STARTED_AT, Listed,
+    LABEL_STARTED_AT, Listed, ShimGrouping,
 };
 use crate::runtime::container_files;
 use crate::runtime::events::timestamp;
@@ -77,6 +77,8 @@ pub struct Settings {
     /// The pods' cgroups (Q2): each pod's is made at sandbox set-up, its containers go
     /// under it.
     pub cgroups: std::sync::Arc<PodCgroups>,
+    /// Which containers share a runc shim.
+    pub shim_grouping: ShimGrouping,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -203,8 +205,13 @@ impl PodRuntime for Pods {
         )
         .await
         .map_err(|e| config_error(describe(&e)))?;
-        let spec = spec::container_spec(&context, container, &image.config, &files, &id)
+        let mut spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| config_error(describe(&e)))?;
+        let group = self.settings.shim_grouping.group(uid).to_owned();
+        spec.set_annotations(Some(HashMap::from([(
+            container::ANNOTATION_SHIM_GROUP.to_owned(),
+            group,
+        )])));
         let object = pod_ref(pod, Some(&container.name));
         for message in spec::invalid_env_var_names(pod, container, &resolved) {
             let kind = EventType::Warning;

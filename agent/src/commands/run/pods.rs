@@ -306,6 +306,7 @@ async fn run_pods(
         objects: handles.objects,
         gc: handles.gc.handle.clone(),
         cgroups,
+        shim_grouping: config.shim_grouping,
     };
     let collector = Collector::new(
         containerd.clone(),
