@@ -87,6 +87,9 @@ impl Runtime {
             events: events.clone(),
             metrics: metrics.clone(),
             execs,
+            starts: tokio::sync::Semaphore::new(containerd::start_parallelism(
+                crate::host::capacity::cpus(),
+            )),
         };
         let prober = Prober::new()?;
         Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober).with_gc(gc))

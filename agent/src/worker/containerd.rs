@@ -93,9 +93,27 @@ pub struct Pods {
     pub metrics: Metrics,
     /// Runs probes' and hooks' commands in containers.
     pub execs: Execs,
+    /// Bounds the CNI ADDs and DELs and the container creations and starts that run at
+    /// once ([`start_parallelism`]).
+    pub starts: tokio::sync::Semaphore,
+}
+
+/// How many CNI ADDs and DELs, container creations and starts run at once: a
+/// burst of pods (a reboot, 100 manifests dropped together) is neither a serial queue nor
+/// hundreds of runc and CNI plugin processes fighting for the CPU and containerd's
+/// metadata lock. Twice the CPUs keeps every core busy while some calls wait on disk.
+pub fn start_parallelism(cpus: u32) -> usize {
+    usize::try_from(cpus).unwrap_or(usize::MAX).saturating_mul(2).clamp(4, 16)
 }
 
 impl Pods {
+    /// Waits for a turn among the [`start_parallelism`] heavy calls, then makes `call`.
+    async fn limited<T>(&self, call: impl Future<Output = T>) -> T {
+        // Never closed; were it, the call would go unbounded rather than fail.
+        let _permit = self.starts.acquire().await.ok();
+        call.await
+    }
+
     /// `<state-dir>/pods`: each pod's files and volumes, by UID.
     pub fn pods_dir(&self) -> PathBuf {
         self.settings.state_dir.join("pods")
@@ -255,14 +273,14 @@ impl PodRuntime for Pods {
             log_uri: &log_uri,
             systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
         };
-        container::create(&self.containerd, &new)
+        self.limited(container::create(&self.containerd, &new))
             .await
             .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
         Ok(Created { id, image_id: image.digest.clone(), started_at })
     }
 
     async fn start_container(&self, id: &str) -> Result<(), StartFailure> {
-        container::start(&self.containerd, id)
+        self.limited(container::start(&self.containerd, id))
             .await
             .map(|_pid| ())
             .map_err(|e| StartFailure::new(WaitingReason::RunContainerError, describe(&e)))

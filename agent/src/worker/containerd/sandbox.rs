@@ -131,8 +131,7 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
                         pod_uid: uid.clone(),
                         ports: port_mappings(pod),
                     };
-                    pods.cni
-                        .add(&attachment)
+                    pods.limited(pods.cni.add(&attachment))
                         .await
                         .map_err(|e| problem(SandboxReason::NetworkNotReady, describe(&e)))?
                         .ips
@@ -186,7 +185,7 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
 /// for it (G1: the pod takes them with it); logs what it cannot remove.
 pub async fn tear_down(pods: &Pods, uid: &str) {
     remove_dead_containers(pods, uid).await;
-    if let Err(e) = pods.cni.del(uid).await {
+    if let Err(e) = pods.limited(pods.cni.del(uid)).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
     }
     let ns_dir = namespaces_dir(pods, uid);
