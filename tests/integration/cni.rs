@@ -245,6 +245,7 @@ fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
     assert_ne!(host, inside);
     let links = in_netns(&net, &["ip", "-o", "link"]);
     assert_eq!(links.lines().count(), 1, "a new netns has only lo: {links}");
+    assert!(links.contains(",UP"), "lo is up from the start, without the loopback plugin: {links}");
     run("nsenter", &[&format!("--ipc={}", ipc.display()), "true"]);
     run("nsenter", &[&format!("--uts={}", uts.display()), "hostname"]);
     assert_eq!(run("findmnt", &["-no", "PROPAGATION", ns_dir.to_str().unwrap()]).trim(), "shared");

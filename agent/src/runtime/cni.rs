@@ -1,9 +1,9 @@
 //! A CNI client: wires a pod's network namespace with the standard plugin binaries, as
 //! libcni and containerd's CRI do (spec 1.0.0; 0.3.x and 0.4.0 configs work too).
 //!
-//! The network is the first config file of the conf dir (see [`conf`]). ADD brings up
-//! `lo` with the `loopback` plugin, then runs the list's plugins in order, each getting
-//! the previous one's result; DEL runs them in reverse with what ADD used, which the
+//! The network is the first config file of the conf dir (see [`conf`]). ADD runs the
+//! list's plugins in order, each getting the previous one's result (`lo` is up already:
+//! the pod's network namespace is made with it up, [`crate::runtime::netns`]); DEL runs them in reverse with what ADD used, which the
 //! [`cache`] keeps, so a changed config or a restarted agent still tears down exactly
 //! what was set up.
 
@@ -17,17 +17,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
 
 use self::cache::{Cache, Record};
 use self::conf::{DefaultNetwork, NetworkList};
-use self::protocol::{Call, Command};
+use self::protocol::Command;
 
 /// How long one plugin call may take before it is killed.
 const PLUGIN_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// Where `lo`'s config comes from, for errors.
-const LOOPBACK_ORIGIN: &str = "Outpost's built-in loopback config";
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -194,7 +190,7 @@ impl Cni {
         Ok(Some(file))
     }
 
-    /// Attaches a pod: `lo` up, then the network's plugins in order. An earlier
+    /// Attaches a pod: the network's plugins in order. An earlier
     /// attachment of the same id is deleted first. If a plugin fails, the plugins that
     /// ran (the failed one included) get a DEL before the error is returned.
     pub async fn add(&self, attachment: &Attachment) -> Result<PodNetwork> {
@@ -223,7 +219,6 @@ impl Cni {
             }
         }
         let list = self.load()?;
-        self.loopback(attachment, &args, &pod).await?;
         let mut record = Record {
             id: attachment.id.clone(),
             conf_file: list.file.clone(),
@@ -243,6 +238,13 @@ impl Cni {
             Ok((result, ips)) => {
                 record.result = Some(result);
                 self.cache.write(&record)?;
+                // Durable a moment later, off the pod's start (see `Cache::write`).
+                let (cache, id) = (self.cache.clone(), record.id.clone());
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = cache.persist(&id) {
+                        tracing::warn!(id, error = %crate::error_chain::describe(&e), "cannot make the CNI cache record durable");
+                    }
+                });
                 tracing::info!(pod, id = attachment.id, ip = %ips[0], "attached pod to CNI network");
                 Ok(PodNetwork { ips })
             }
@@ -319,29 +321,6 @@ impl Cni {
         let bytes = std::fs::read(&file)
             .map_err(|source| Error::ReadConf { file: file.clone(), source })?;
         NetworkList::parse(&file, &bytes).map_err(Error::Conf)
-    }
-
-    async fn loopback(&self, attachment: &Attachment, args: &str, pod: &str) -> Result<()> {
-        let list = NetworkList {
-            file: PathBuf::from(LOOPBACK_ORIGIN),
-            name: "cni-loopback".to_owned(),
-            cni_version: "0.3.1".to_owned(),
-            plugins: vec![conf::Plugin {
-                kind: "loopback".to_owned(),
-                conf: Map::from_iter([("type".to_owned(), Value::from("loopback"))]),
-            }],
-        };
-        let call = Call {
-            command: Command::Add,
-            container_id: &attachment.id,
-            netns: &attachment.netns,
-            ifname: "lo",
-            args,
-            bin_dirs: &self.config.bin_dirs,
-        };
-        let stdin = protocol::stdin(&list, &list.plugins[0], None, &Map::new());
-        self.invoke(&call, &list.plugins[0], &stdin, pod, LOOPBACK_ORIGIN).await?;
-        Ok(())
     }
 }
 

@@ -73,6 +73,11 @@ pub enum Error {
         #[source]
         source: Errno,
     },
+    #[error("bringing lo up in the pod's new network namespace")]
+    Loopback {
+        #[source]
+        source: Errno,
+    },
     #[error("bind-mounting the new {} namespace onto {}", kind.name(), file.display())]
     Mount {
         kind: Kind,
@@ -270,6 +275,9 @@ fn make_namespaces(dir: &Path, missing: Vec<(Kind, PathBuf)>) -> Result<()> {
                 kinds: missing.iter().map(|(kind, _)| kind.name()).collect::<Vec<_>>().join("+"),
                 source,
             })?;
+            if missing.iter().any(|(kind, _)| *kind == Kind::Network) {
+                loopback_up().map_err(|source| Error::Loopback { source })?;
+            }
             for (kind, file) in missing {
                 let own = format!("/proc/thread-self/ns/{}", kind.name());
                 mount(Some(own.as_str()), &file, None::<&str>, MsFlags::MS_BIND, None::<&str>)
@@ -280,6 +288,29 @@ fn make_namespaces(dir: &Path, missing: Vec<(Kind, PathBuf)>) -> Result<()> {
         })
         .map_err(|source| Error::Thread { dir: dir.to_path_buf(), source })?;
     thread.join().map_err(|_| Error::ThreadPanicked { dir: dir.to_path_buf() })?
+}
+
+/// Brings `lo` up in the calling thread's network namespace, as CNI's `loopback` plugin
+/// would (the kernel then gives it 127.0.0.1/8 and ::1): one plugin process less on every
+/// pod start.
+#[allow(unsafe_code)]
+fn loopback_up() -> nix::Result<()> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    use std::os::fd::AsRawFd as _;
+    let socket = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+    // SAFETY: `ifreq` is plain data, for which all zeroes is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(c"lo".to_bytes_with_nul()) {
+        *to = libc::c_char::from_ne_bytes([*from]);
+    }
+    // SAFETY: SIOCGIFFLAGS reads the flags of the interface `request` names into its
+    // `ifru_flags`, and SIOCSIFFLAGS sets them from it; `request` outlives both calls.
+    unsafe {
+        Errno::result(libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request))?;
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        Errno::result(libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request))?;
+    }
+    Ok(())
 }
 
 /// Lazily unmounts everything mounted on `path` (a racing create may have stacked two

@@ -152,7 +152,7 @@ pub fn pick<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
 }
 
 /// Outpost's default network: a bridge with host-local IPAM, masquerading, and portmap
-/// for `hostPort`s (`lo` is brought up separately, by the loopback plugin).
+/// for `hostPort`s (`lo` is up already: the pod's network namespace is made with it up).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DefaultNetwork {
     /// Network name (host-local keeps its allocations in `<data_dir>/<name>`).

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command as Process;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -139,7 +139,7 @@ fn ip(text: &str) -> IpAddr {
 
 #[tokio::test]
 async fn add_chains_the_plugins_and_del_replays_the_cache_in_reverse() {
-    let fake = Fake::new(&["loopback", "first", "second"]);
+    let fake = Fake::new(&["first", "second"]);
     let file = fake.conf(
         "10-fake.conflist",
         &list(json!([
@@ -147,7 +147,6 @@ async fn add_chains_the_plugins_and_del_replays_the_cache_in_reverse() {
             {"type": "second", "capabilities": {"portMappings": true}},
         ])),
     );
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("first", "ADD", &result("10.9.0.5"), 0);
     fake.output("second", "ADD", &result("10.9.0.7"), 0);
 
@@ -158,17 +157,15 @@ async fn add_chains_the_plugins_and_del_replays_the_cache_in_reverse() {
 
     let log = fake.log();
     let calls: Vec<_> = log.iter().map(|l| (l.plugin.as_str(), l.command.as_str())).collect();
-    assert_eq!(calls, [("loopback", "ADD"), ("first", "ADD"), ("second", "ADD")]);
-    assert!(log[0].env.contains(&"CNI_IFNAME=lo".to_owned()), "{:?}", log[0].env);
-    assert_eq!(log[0].stdin["type"], "loopback");
-    assert_eq!(log[1].stdin, json!({"type": "first", "name": "fake", "cniVersion": "1.0.0"}));
+    assert_eq!(calls, [("first", "ADD"), ("second", "ADD")], "lo is up already: no loopback");
+    assert_eq!(log[0].stdin, json!({"type": "first", "name": "fake", "cniVersion": "1.0.0"}));
     let first_result: Value = serde_json::from_str(&result("10.9.0.5")).unwrap();
-    assert_eq!(log[2].stdin["prevResult"], first_result);
-    assert_eq!(log[2].stdin["runtimeConfig"]["portMappings"][0]["hostPort"], 8080);
+    assert_eq!(log[1].stdin["prevResult"], first_result);
+    assert_eq!(log[1].stdin["runtimeConfig"]["portMappings"][0]["hostPort"], 8080);
     let bin = fake.path("bin");
     let cni_path = format!("CNI_PATH={}:{}", fake.path("missing-bin").display(), bin.display());
     assert_eq!(
-        log[1].env,
+        log[0].env,
         [
             "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;\
              K8S_POD_INFRA_CONTAINER_ID=pod-1;K8S_POD_UID=pod-1"
@@ -185,21 +182,20 @@ async fn add_chains_the_plugins_and_del_replays_the_cache_in_reverse() {
     fs::remove_file(&file).unwrap();
     fake.cni.del("pod-1").await.unwrap();
     let log = fake.log();
-    let calls: Vec<_> = log[3..].iter().map(|l| (l.plugin.as_str(), l.command.as_str())).collect();
+    let calls: Vec<_> = log[2..].iter().map(|l| (l.plugin.as_str(), l.command.as_str())).collect();
     assert_eq!(calls, [("second", "DEL"), ("first", "DEL")]);
     let final_result: Value = serde_json::from_str(&result("10.9.0.7")).unwrap();
+    assert_eq!(log[2].stdin["prevResult"], final_result);
     assert_eq!(log[3].stdin["prevResult"], final_result);
-    assert_eq!(log[4].stdin["prevResult"], final_result);
-    assert!(log[4].env.contains(&"CNI_NETNS=/proc/self/ns/net".to_owned()));
+    assert!(log[3].env.contains(&"CNI_NETNS=/proc/self/ns/net".to_owned()));
     assert_eq!(fake.cni.attached().unwrap(), Vec::<String>::new());
     assert_eq!(fake.cni.network("pod-1").unwrap(), None);
 }
 
 #[tokio::test]
 async fn del_of_a_gone_netns_passes_an_empty_one_and_0_3_gets_no_prev_result() {
-    let fake = Fake::new(&["loopback", "only"]);
+    let fake = Fake::new(&["only"]);
     fake.conf("a.conf", &json!({"cniVersion": "0.3.1", "name": "old", "type": "only"}));
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("only", "ADD", &result("10.9.0.8"), 0);
     let mut pod = attachment("pod-2");
     pod.netns = fake.path("gone-netns");
@@ -214,9 +210,8 @@ async fn del_of_a_gone_netns_passes_an_empty_one_and_0_3_gets_no_prev_result() {
 
 #[tokio::test]
 async fn a_failing_plugin_is_named_and_what_ran_before_it_is_deleted() {
-    let fake = Fake::new(&["loopback", "first", "second"]);
+    let fake = Fake::new(&["first", "second"]);
     let file = fake.conf("10-fake.conflist", &list(json!([{"type": "first"}, {"type": "second"}])));
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("first", "ADD", &result("10.9.0.5"), 0);
     fake.output("second", "ADD", r#"{"code": 7, "msg": "boom", "details": "no space"}"#, 1);
     let error = fake.cni.add(&attachment("pod-3")).await.unwrap_err();
@@ -230,26 +225,25 @@ async fn a_failing_plugin_is_named_and_what_ran_before_it_is_deleted() {
     );
     let calls: Vec<_> =
         fake.log().into_iter().map(|l| format!("{}-{}", l.plugin, l.command)).collect();
-    assert_eq!(calls, ["loopback-ADD", "first-ADD", "second-ADD", "second-DEL", "first-DEL"]);
+    assert_eq!(calls, ["first-ADD", "second-ADD", "second-DEL", "first-DEL"]);
     assert_eq!(fake.cni.attached().unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn a_crash_without_error_document_shows_stderr() {
-    let fake = Fake::new(&["loopback"]);
-    fake.conf("10.conflist", &list(json!([{"type": "loopback"}])));
-    fake.output("loopback", "ADD", "", 2);
+    let fake = Fake::new(&["first"]);
+    let file = fake.conf("10.conflist", &list(json!([{"type": "first"}])));
+    fake.output("first", "ADD", "", 2);
     let error = fake.cni.add(&attachment("pod-4")).await.unwrap_err();
     let text = error.to_string();
-    assert!(text.starts_with(&format!("CNI plugin loopback (from {LOOPBACK_ORIGIN}) failed ADD")));
+    assert!(text.starts_with(&format!("CNI plugin first (from {}) failed ADD", file.display())));
     assert!(text.contains("exit status: 2"), "{text}");
 }
 
 #[tokio::test]
 async fn an_unusable_result_is_an_error() {
-    let fake = Fake::new(&["loopback", "first"]);
+    let fake = Fake::new(&["first"]);
     fake.conf("10.conflist", &list(json!([{"type": "first"}])));
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("first", "ADD", "not json", 0);
     let error = fake.cni.add(&attachment("pod-5")).await.unwrap_err();
     assert!(matches!(error, Error::PluginResult { .. }), "{error:?}");
@@ -261,22 +255,20 @@ async fn an_unusable_result_is_an_error() {
 
 #[tokio::test]
 async fn adding_again_deletes_the_previous_attachment_first() {
-    let fake = Fake::new(&["loopback", "first"]);
+    let fake = Fake::new(&["first"]);
     fake.conf("10.conflist", &list(json!([{"type": "first"}])));
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("first", "ADD", &result("10.9.0.5"), 0);
     fake.cni.add(&attachment("pod-6")).await.unwrap();
     fake.cni.add(&attachment("pod-6")).await.unwrap();
     let calls: Vec<_> =
         fake.log().into_iter().map(|l| format!("{}-{}", l.plugin, l.command)).collect();
-    assert_eq!(calls, ["loopback-ADD", "first-ADD", "first-DEL", "loopback-ADD", "first-ADD"]);
+    assert_eq!(calls, ["first-ADD", "first-DEL", "first-ADD"]);
 }
 
 #[tokio::test]
 async fn a_missing_plugin_names_the_file_and_the_bin_dirs_and_only_what_ran_is_deleted() {
-    let fake = Fake::new(&["loopback", "first"]);
+    let fake = Fake::new(&["first"]);
     let file = fake.conf("10.conflist", &list(json!([{"type": "first"}, {"type": "nothere"}])));
-    fake.output("loopback", "ADD", &result("127.0.0.1"), 0);
     fake.output("first", "ADD", &result("10.9.0.5"), 0);
     let error = fake.cni.add(&attachment("pod-7")).await.unwrap_err();
     let text = error.to_string();
@@ -286,13 +278,13 @@ async fn a_missing_plugin_names_the_file_and_the_bin_dirs_and_only_what_ran_is_d
     assert!(text.contains(&fake.path("bin").display().to_string()), "{text}");
     let calls: Vec<_> =
         fake.log().into_iter().map(|l| format!("{}-{}", l.plugin, l.command)).collect();
-    assert_eq!(calls, ["loopback-ADD", "first-ADD", "first-DEL"]);
+    assert_eq!(calls, ["first-ADD", "first-DEL"]);
     assert_eq!(fake.cni.attached().unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn no_config_and_a_broken_config_are_clear_errors() {
-    let fake = Fake::new(&["loopback"]);
+    let fake = Fake::new(&["first"]);
     let error = fake.cni.add(&attachment("pod-8")).await.unwrap_err();
     assert!(matches!(error, Error::NoConfig { .. }), "{error:?}");
     assert!(error.to_string().contains(&fake.path("net.d").display().to_string()));

@@ -28,11 +28,15 @@ fn records_round_trip_and_are_listed() {
     let mut updated = record("a");
     updated.result = None;
     cache.write(&updated).unwrap();
-    assert_eq!(cache.read("a").unwrap(), Some(updated));
+    assert_eq!(cache.read("a").unwrap(), Some(updated.clone()));
     assert_eq!(cache.ids().unwrap(), ["a", "b"]);
+    cache.persist("a").unwrap();
+    assert_eq!(cache.read("a").unwrap(), Some(updated));
     cache.remove("a").unwrap();
     cache.remove("a").unwrap();
     assert_eq!(cache.ids().unwrap(), ["b"]);
+    // A record removed before it was made durable.
+    cache.persist("a").unwrap();
 }
 
 #[test]
