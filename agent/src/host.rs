@@ -2,6 +2,7 @@
 //! sources, the runtime, BPF, the audit and the metrics may all import it.
 
 pub mod capacity;
+pub mod netlink;
 pub mod proc;
 
 /// Where the kernel says whether AppArmor is enabled (`Y`).

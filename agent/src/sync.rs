@@ -6,7 +6,9 @@
 //! server is unreachable the writers send nothing: they keep the latest state of each
 //! object (coalesced) and send it once the flag turns back, paced by the client's token
 //! bucket and backing off on errors (honouring `Retry-After`), so that a fleet coming
-//! back online does not storm its API server.
+//! back online does not storm its API server. While it is unreachable, a network change
+//! the kernel reports makes the probes (the lease, the API source's watch) try at once
+//! ([`network`]).
 //!
 //! The client, the flag, the mirror view and the Events recorder are
 //! [`crate::apiserver`]'s: what the writers send is recorded there by the tasks below
@@ -24,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{Instrument, info_span};
 
-use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog};
+use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog, network};
 use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 
@@ -107,5 +109,7 @@ pub fn spawn(context: Context) -> Sync {
     tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
     tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
     tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
+    let connectivity = context.client.connectivity().clone();
+    tasks.spawn(network::run(connectivity).instrument(info_span!("network_changes", %node)));
     Sync { context, _tasks: tasks }
 }

@@ -5,9 +5,14 @@
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the
 //! renewal is then the agent's probe, retried with jittered backoff (1 s up to 10 s), so
-//! the agent notices the server coming back even with no watch open. As soon as anything
-//! finds it reachable again (the API source's watch, another writer) the lease is
-//! renewed at once.
+//! the agent notices the server coming back even with no watch open. It tries at once
+//! when the kernel reports a network change (the uplink back), and the lease is renewed
+//! at once as soon as anything else finds the server reachable again (the API source's
+//! watch, another writer).
+//!
+//! A renewal that gets no answer in 10 s (kubelet's heartbeat client timeout: the
+//! status update frequency, at most the lease duration) counts as the server being
+//! unreachable: a connection that died with the uplink gives no error of its own.
 
 #[cfg(test)]
 mod tests;
@@ -23,7 +28,6 @@ use kube::core::params::{GetParams, PostParams};
 use outpost_core::backoff::Backoff;
 use tracing::{debug, info, warn};
 
-use super::node::reconnected;
 use super::{Context, NodeRef};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
@@ -35,6 +39,8 @@ pub const DURATION_SECONDS: i32 = 40;
 pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// The probe's backoff while the server is unreachable.
 const PROBE: Backoff = Backoff::new(Duration::from_secs(1), RENEW_INTERVAL);
+/// How long a renewal may wait for its answers (kubelet's heartbeat client timeout).
+const TIMEOUT: Duration = RENEW_INTERVAL;
 /// Updates tried in a row after conflicts (kubelet's `maxUpdateRetries`).
 const MAX_UPDATE_TRIES: usize = 5;
 
@@ -59,13 +65,19 @@ pub enum Error {
         "the Lease {NAMESPACE}/{lease} kept changing under the agent ({MAX_UPDATE_TRIES} conflicts in a row)"
     )]
     Conflicts { lease: String },
+    #[error(
+        "the API server did not answer the renewal of the Lease {NAMESPACE}/{lease} within {TIMEOUT:?}"
+    )]
+    Timeout { lease: String },
 }
 
 impl Error {
     fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
         match self {
             Error::Call { source, .. } => source.retry_delay(backoff),
-            Error::Encode { .. } | Error::Conflicts { .. } => backoff.next_delay(fastrand::f64()),
+            Error::Encode { .. } | Error::Conflicts { .. } | Error::Timeout { .. } => {
+                backoff.next_delay(fastrand::f64())
+            }
         }
     }
 }
@@ -110,12 +122,15 @@ struct LeaseSync {
 }
 
 pub async fn run(context: Arc<Context>) {
-    let mut connectivity = context.client.connectivity().subscribe();
+    let mut wakeups = context.client.connectivity().wakeups();
     let mut node = context.node.subscribe();
     let mut lease = LeaseSync { context, latest: None };
     let mut probe = PROBE;
     loop {
-        let delay = match lease.renew().await {
+        let renewal = tokio::time::timeout(TIMEOUT, lease.renew());
+        let result = renewal.await.unwrap_or_else(|_| Err(lease.timed_out()));
+        let probing = result.is_err();
+        let delay = match result {
             Ok(()) => {
                 probe.reset();
                 RENEW_INTERVAL
@@ -133,7 +148,9 @@ pub async fn run(context: Arc<Context>) {
         node.mark_unchanged();
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = reconnected(&mut connectivity) => {}
+            // Found back by another request; or, while probing, the uplink may be back:
+            // the probe goes now rather than at its backoff's end.
+            _ = wakeups.woken(probing) => {}
             // A (new) Node UID: the ownerReference is set at once.
             Ok(()) = node.changed() => {}
         }
@@ -141,6 +158,15 @@ pub async fn run(context: Arc<Context>) {
 }
 
 impl LeaseSync {
+    /// A renewal that got no answer in time: the server is taken as unreachable, and
+    /// the Lease is read again before the next update (the lost one may have landed).
+    fn timed_out(&mut self) -> Error {
+        let error = Error::Timeout { lease: self.context.node_name.clone() };
+        self.latest = None;
+        self.context.client.connectivity().unreachable(&error.to_string());
+        error
+    }
+
     async fn renew(&mut self) -> Result<(), Error> {
         let name = self.context.node_name.clone();
         for _ in 0..MAX_UPDATE_TRIES {

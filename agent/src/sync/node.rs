@@ -126,7 +126,7 @@ struct NodeSync {
 }
 
 pub async fn run(context: Arc<Context>) {
-    let mut connectivity = context.client.connectivity().subscribe();
+    let mut wakeups = context.client.connectivity().wakeups();
     let mut node = NodeSync {
         context,
         kubelet_version: node_status::kubelet_version(env!("CARGO_PKG_VERSION")),
@@ -144,7 +144,7 @@ pub async fn run(context: Arc<Context>) {
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             Ok(()) = pressure.changed() => {}
-            () = reconnected(&mut connectivity) => node.offline_since_report = true,
+            _ = wakeups.woken(false) => node.offline_since_report = true,
             // Once: after it, the flag is read with the machine on every pass.
             () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,
         }
@@ -239,21 +239,4 @@ impl NodeSync {
 /// Now, in whole seconds (the API server keeps condition times to the second).
 fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
-}
-
-/// Resolves when the API server turns reachable after being unreachable (at the call or
-/// later): the writers send what they kept at once instead of at their next tick.
-pub(super) async fn reconnected(connectivity: &mut watch::Receiver<bool>) {
-    let mut was_down = !*connectivity.borrow_and_update();
-    loop {
-        if connectivity.changed().await.is_err() {
-            // The flag's sender is gone with the agent: nothing more to wait for.
-            return std::future::pending().await;
-        }
-        let up = *connectivity.borrow_and_update();
-        if up && was_down {
-            return;
-        }
-        was_down |= !up;
-    }
 }
