@@ -4,6 +4,7 @@
 pub mod capacity;
 pub mod netlink;
 pub mod proc;
+pub mod reactor;
 
 /// Where the kernel says whether AppArmor is enabled (`Y`).
 const APPARMOR_ENABLED: &str = "/sys/module/apparmor/parameters/enabled";

@@ -14,6 +14,7 @@
 //! [`crate::apiserver`]'s: what the writers send is recorded there by the tasks below
 //! them, which never import this module.
 
+pub mod beat;
 pub mod events;
 pub mod lease;
 pub mod mirror;
@@ -104,8 +105,15 @@ pub fn spawn(context: Context) -> Sync {
     let context = Arc::new(context);
     let mut tasks = tokio::task::JoinSet::new();
     let node = context.node_name.clone();
-    tasks.spawn(node::run(context.clone()).instrument(info_span!("node_status", %node)));
-    tasks.spawn(lease::run(context.clone()).instrument(info_span!("node_lease", %node)));
+    // The lease's renewals and the node's readings share a wakeup every 10 s.
+    let beats = watch::Sender::new(0);
+    let (node_beats, lease_beats) = (beats.subscribe(), beats.subscribe());
+    tasks.spawn(beat::run(beats).instrument(info_span!("writers_beat", %node)));
+    tasks
+        .spawn(node::run(context.clone(), node_beats).instrument(info_span!("node_status", %node)));
+    tasks.spawn(
+        lease::run(context.clone(), lease_beats).instrument(info_span!("node_lease", %node)),
+    );
     tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
     tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
     tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));

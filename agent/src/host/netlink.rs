@@ -6,7 +6,7 @@
 //! The messages are counted, not parsed: the reader only needs to know that something
 //! changed. That takes a socket, a bind and a read loop, over nix's calls (already a
 //! dependency), rather than netlink-sys and netlink-packet-route, whose message types
-//! this would not use; the one `unsafe` block registers the socket with tokio.
+//! this would not use.
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -18,7 +18,10 @@ use nix::errno::Errno;
 use nix::sys::socket::{
     AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, recv, socket,
 };
+use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+
+use super::reactor;
 
 /// `RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR |
 /// RTMGRP_IPV6_ROUTE`.
@@ -45,16 +48,6 @@ pub enum Error {
     Read(#[source] io::Error),
 }
 
-/// Registers the socket with tokio's reactor, for reading.
-#[allow(unsafe_code)]
-fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an `OwnedFd` keeps its descriptor open, and `as_raw_fd` returns that same
-    // descriptor, until it is dropped; the `AsyncFd` owns it (and deregisters before
-    // dropping it), so the descriptor stays open and the same while registered.
-    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
-}
-
 /// A subscription to the kernel's link, address and route changes.
 #[derive(Debug)]
 pub struct RouteChanges {
@@ -73,7 +66,7 @@ impl RouteChanges {
         )
         .map_err(Error::Socket)?;
         bind(fd.as_raw_fd(), &NetlinkAddr::new(0, GROUPS)).map_err(Error::Subscribe)?;
-        let socket = register(fd).map_err(Error::Register)?;
+        let socket = reactor::register(fd, Interest::READABLE).map_err(Error::Register)?;
         Ok(RouteChanges { socket, buffer: vec![0; BUFFER].into_boxed_slice() })
     }
 

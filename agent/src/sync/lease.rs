@@ -1,7 +1,7 @@
 //! The node Lease in `kube-node-lease`, as kubelet's lease controller keeps it: holder
-//! and name = the node, 40 s duration, renewed every 10 s by an update of the latest
-//! Lease it has (a 409 Conflict reads it again, a 404 creates it), with an
-//! ownerReference to the Node once its UID is known.
+//! and name = the node, 40 s duration, renewed every 10 s (on the writers' [beat](super::beat)) by
+//! an update of the latest Lease it has (a 409 Conflict reads it again, a 404 creates
+//! it), with an ownerReference to the Node once its UID is known.
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the
 //! renewal is then the agent's probe, retried with jittered backoff (1 s up to 10 s), so
@@ -26,8 +26,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::Request;
 use kube::core::params::{GetParams, PostParams};
 use outpost_core::backoff::Backoff;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::beat::Beats;
 use super::{Context, NodeRef};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
@@ -121,19 +123,23 @@ struct LeaseSync {
     latest: Option<Lease>,
 }
 
-pub async fn run(context: Arc<Context>) {
+pub async fn run(context: Arc<Context>, mut beats: Beats) {
     let mut wakeups = context.client.connectivity().wakeups();
     let mut node = context.node.subscribe();
     let mut lease = LeaseSync { context, latest: None };
     let mut probe = PROBE;
     loop {
-        let renewal = tokio::time::timeout(TIMEOUT, lease.renew());
-        let result = renewal.await.unwrap_or_else(|_| Err(lease.timed_out()));
+        let result = match tokio::time::timeout(TIMEOUT, lease.renew()).await {
+            Ok(result) => result,
+            Err(_) => Err(lease.timed_out()),
+        };
+        let renewed = Instant::now();
         let probing = result.is_err();
-        let delay = match result {
+        // `None`: renewed; the next renewal is on the writers' beat.
+        let retry = match result {
             Ok(()) => {
                 probe.reset();
-                RENEW_INTERVAL
+                None
             }
             Err(e) => {
                 let delay = e.retry_delay(&mut probe);
@@ -142,18 +148,33 @@ pub async fn run(context: Arc<Context>) {
                 } else {
                     debug!(error = %describe(&e), retry_in = ?delay, "the API server is still unreachable");
                 }
-                delay
+                Some(renewed + delay)
             }
         };
         node.mark_unchanged();
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            // Found back by another request; or, while probing, the uplink may be back:
-            // the probe goes now rather than at its backoff's end.
-            _ = wakeups.woken(probing) => {}
-            // A (new) Node UID: the ownerReference is set at once.
-            Ok(()) = node.changed() => {}
+        loop {
+            tokio::select! {
+                () = sleep_until(retry), if retry.is_some() => break,
+                // Every 10 s; a beat that comes less than 5 s after a renewal off the beat
+                // (after a retry) is left to the next.
+                Ok(()) = beats.changed(), if retry.is_none() => {
+                    if renewed.elapsed() >= RENEW_INTERVAL / 2 {
+                        break;
+                    }
+                }
+                // Found back by another request; or, while probing, the uplink may be
+                // back: the probe goes now rather than at its backoff's end.
+                _ = wakeups.woken(probing) => break,
+                // A (new) Node UID: the ownerReference is set at once.
+                Ok(()) = node.changed() => break,
+            }
         }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! Once the API server is reachable the Node is created (or, if it exists, adopted with
 //! its well-known labels set right) and its identity published in [`Context::node`].
-//! The machine is read every [`STATUS_UPDATE_FREQUENCY`] (local files, no requests); the
-//! status is patched only when it changed in a way that matters or when
-//! [`node_status::STATUS_REPORT_FREQUENCY`] passed, and once after a time offline (O3).
+//! The machine is read every [`node_status::STATUS_UPDATE_FREQUENCY`] (local files, no
+//! requests; on the writers' [beat](super::beat)); the status is patched only when it
+//! changed in a way that matters or when [`node_status::STATUS_REPORT_FREQUENCY`]
+//! passed, and once after a time offline (O3).
 //! Nothing is sent while the server is unreachable. A 404 on the status (someone deleted
 //! the Node) registers it again, with a new UID.
 
@@ -20,11 +21,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
-use outpost_core::node_status::{self, Conditions, STATUS_UPDATE_FREQUENCY};
+use outpost_core::node_status::{self, Conditions};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::Context;
+use super::beat::Beats;
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
@@ -125,7 +128,14 @@ struct NodeSync {
     retry: Backoff,
 }
 
-pub async fn run(context: Arc<Context>) {
+/// When the node task passes again.
+enum Next {
+    /// On the writers' beat (every [`node_status::STATUS_UPDATE_FREQUENCY`]).
+    Beat,
+    After(Duration),
+}
+
+pub async fn run(context: Arc<Context>, mut beats: Beats) {
     let mut wakeups = context.client.connectivity().wakeups();
     let mut node = NodeSync {
         context,
@@ -139,10 +149,17 @@ pub async fn run(context: Arc<Context>) {
     let mut reported_shutdown = false;
     let mut pressure = node.context.node_config.pressure.clone();
     loop {
-        let delay = node.pass().await;
+        let next = node.pass().await;
+        // A beat that came during the pass is not a reason to pass again at once.
+        beats.mark_unchanged();
+        let retry = match next {
+            Next::Beat => None,
+            Next::After(delay) => Some(Instant::now() + delay),
+        };
         let shutdown = node.context.node_config.shutdown.clone();
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            Ok(()) = beats.changed(), if retry.is_none() => {}
+            () = sleep_until(retry), if retry.is_some() => {}
             Ok(()) = pressure.changed() => {}
             _ = wakeups.woken(false) => node.offline_since_report = true,
             // Once: after it, the flag is read with the machine on every pass.
@@ -152,44 +169,35 @@ pub async fn run(context: Arc<Context>) {
 }
 
 impl NodeSync {
-    /// Reads the machine, registers or reports if due; returns when to pass again.
-    async fn pass(&mut self) -> Duration {
-        let context = self.context.clone();
-        let hostname = context.node_name.clone();
-        let readings = match tokio::task::spawn_blocking(move || {
-            machine::readings(&context.node_config, &hostname)
-        })
-        .await
-        {
-            Ok(readings) => readings,
-            Err(e) => {
-                warn!(error = %e, "reading the machine failed; trying again");
-                return STATUS_UPDATE_FREQUENCY;
-            }
-        };
+    /// Reads the machine, registers or reports if due; returns when to pass again. The
+    /// machine is read inline: a few small files of /proc and one statfs, every 10 s,
+    /// cost less than handing them to a blocking thread (two more wakeups, and at this
+    /// period a thread made and ended each time, as tokio's idle out after 10 s).
+    async fn pass(&mut self) -> Next {
+        let readings = machine::readings(&self.context.node_config, &self.context.node_name);
         let now = now();
         let conditions = self.conditions.observe(&readings, now);
         let reservation = &self.context.node_config.reservation;
         let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
-            return STATUS_UPDATE_FREQUENCY;
+            return Next::Beat;
         }
         let result = if self.server.is_none() {
-            self.register(status).await.map(|()| Duration::ZERO)
+            self.register(status).await.map(|()| Next::After(Duration::ZERO))
         } else {
-            self.report(status, now).await.map(|()| STATUS_UPDATE_FREQUENCY)
+            self.report(status, now).await.map(|()| Next::Beat)
         };
         match result {
-            Ok(delay) => {
+            Ok(next) => {
                 self.retry.reset();
-                delay
+                next
             }
             Err(e) if e.call().is_some_and(CallError::is_not_found) => {
                 warn!("the Node was deleted; registering it again");
                 self.server = None;
                 self.reported = None;
-                Duration::ZERO
+                Next::After(Duration::ZERO)
             }
             Err(e) => {
                 let delay = match e.call() {
@@ -197,7 +205,7 @@ impl NodeSync {
                     None => self.retry.next_delay(fastrand::f64()),
                 };
                 warn!(error = %describe(&e), retry_in = ?delay, "node sync failed");
-                delay
+                Next::After(delay)
             }
         }
     }
@@ -233,6 +241,12 @@ impl NodeSync {
 
     fn adopt(&mut self, node: Node) {
         self.server = Some(node.status.unwrap_or_default());
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
     }
 }
 
