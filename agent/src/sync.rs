@@ -100,6 +100,13 @@ impl Sync {
     }
 }
 
+/// Sleeps until `at`, or forever without one (a disabled `select!` arm's wait).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
 /// Starts the sync tasks; they run until the returned [`Sync`] is dropped.
 pub fn spawn(context: Context) -> Sync {
     let context = Arc::new(context);

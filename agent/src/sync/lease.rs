@@ -1,7 +1,7 @@
 //! The node Lease in `kube-node-lease`, as kubelet's lease controller keeps it: holder
-//! and name = the node, 40 s duration, renewed every 10 s (on the writers' [beat](super::beat)) by
-//! an update of the latest Lease it has (a 409 Conflict reads it again, a 404 creates
-//! it), with an ownerReference to the Node once its UID is known.
+//! and name = the node, 40 s duration, renewed every 10 s (on the writers'
+//! [beat](super::beat)) by an update of the latest Lease it has (a 409 Conflict reads it
+//! again, a 404 creates it), with an ownerReference to the Node once its UID is known.
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the
 //! renewal is then the agent's probe, retried with jittered backoff (1 s up to 10 s), so
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::beat::Beats;
-use super::{Context, NodeRef};
+use super::{Context, NodeRef, sleep_until};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
@@ -169,12 +169,6 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
                 Ok(()) = node.changed() => break,
             }
         }
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    if let Some(at) = at {
-        tokio::time::sleep_until(at).await;
     }
 }
 

@@ -26,8 +26,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::Context;
 use super::beat::Beats;
+use super::{Context, sleep_until};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
@@ -241,12 +241,6 @@ impl NodeSync {
 
     fn adopt(&mut self, node: Node) {
         self.server = Some(node.status.unwrap_or_default());
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    if let Some(at) = at {
-        tokio::time::sleep_until(at).await;
     }
 }
 

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use self::target::{LastSeen, Target};
-use super::Context;
+use super::{Context, sleep_until};
 use crate::apiserver::CallError;
 
 /// Each pod's retries: from 800 ms doubling to 30 s, jittered.
@@ -93,20 +93,14 @@ pub async fn run(context: Arc<Context>) {
         mirrors.mark_unchanged();
         snapshot.mark_unchanged();
         connectivity.mark_unchanged();
-        let wait = manager.sync().await;
+        let wake = manager.sync().await.map(|wait| Instant::now() + wait);
         tokio::select! {
             Ok(()) = statuses.changed() => {}
             Ok(()) = mirrors.changed() => {}
             Ok(()) = snapshot.changed() => {}
             Ok(()) = connectivity.changed() => {}
-            () = sleep(wait), if wait.is_some() => {}
+            () = sleep_until(wake), if wake.is_some() => {}
         }
-    }
-}
-
-async fn sleep(wait: Option<Duration>) {
-    if let Some(wait) = wait {
-        tokio::time::sleep(wait).await;
     }
 }
 
