@@ -1,5 +1,6 @@
 //! The shared services of the API server, below every task that talks to it: the
-//! [`ApiClient`] (one token bucket, one [`Connectivity`] flag), the [`MirrorView`] the
+//! [`ApiClient`] (one token bucket, one [`Connectivity`] flag, woken by the kernel's
+//! network changes through [`network`]), the [`MirrorView`] the
 //! API source feeds, the emit side of Kubernetes Events ([`events::Recorder`]), and
 //! [`Health`], how the sync fares, for the metrics and `GET /status`.
 //!
@@ -8,7 +9,9 @@
 //! which reads this module and is never read by it.
 
 pub mod client;
+pub mod connectivity;
 pub mod events;
+pub mod network;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,59 +19,10 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod::{self, CONFIG_MIRROR, FullName};
 use tokio::sync::watch;
-use tracing::info;
 
 pub use self::client::{ApiClient, CallError, ConfigError};
+pub use self::connectivity::{Connectivity, Wakeups, Woken};
 pub use self::events::Recorder;
-
-/// Whether the API server answers. Set by every request the agent makes to it (the
-/// writers' through [`ApiClient`], the API source's list and watch); writers wait on it
-/// instead of retrying into a dead network.
-#[derive(Debug, Clone)]
-pub struct Connectivity(Arc<watch::Sender<bool>>);
-
-impl Default for Connectivity {
-    fn default() -> Connectivity {
-        Connectivity(Arc::new(watch::Sender::new(false)))
-    }
-}
-
-impl Connectivity {
-    /// A request was answered (any HTTP response: the server is there).
-    pub fn reachable(&self) {
-        if self.0.send_if_modified(|up| !std::mem::replace(up, true)) {
-            info!("the API server is reachable");
-        }
-    }
-
-    /// A request could not reach the server (connect error, timeout, broken stream).
-    pub fn unreachable(&self, error: &str) {
-        if self.0.send_if_modified(|up| std::mem::replace(up, false)) {
-            info!(error, "the API server is unreachable; status is kept until it is back");
-        }
-    }
-
-    pub fn is_reachable(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the server is (or becomes) reachable.
-    pub async fn wait_reachable(&self) {
-        let mut rx = self.0.subscribe();
-        // The sender lives in self, so this cannot fail while we wait.
-        let _ = rx.wait_for(|up| *up).await;
-    }
-
-    /// Resolves once the server is (or becomes) unreachable.
-    pub async fn wait_unreachable(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|up| !*up).await;
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.0.subscribe()
-    }
-}
 
 /// A mirror pod as the API server has it (R1–R5).
 #[derive(Debug, Clone, PartialEq)]
@@ -215,21 +169,5 @@ mod tests {
         view.deleted(&pod("a", "4", Some("h3")));
         let now = view.current().unwrap_or_default();
         assert_eq!(now.keys().cloned().collect::<Vec<_>>(), [full("b")]);
-    }
-
-    #[tokio::test]
-    async fn connectivity_wakes_waiters_on_each_turn() {
-        let connectivity = Connectivity::default();
-        assert!(!connectivity.is_reachable(), "unknown counts as unreachable");
-        let waiter = tokio::spawn({
-            let c = connectivity.clone();
-            async move { c.wait_reachable().await }
-        });
-        connectivity.reachable();
-        waiter.await.unwrap_or_default();
-        assert!(connectivity.is_reachable());
-        connectivity.unreachable("connection refused");
-        assert!(!connectivity.is_reachable());
-        connectivity.wait_unreachable().await;
     }
 }

@@ -2,7 +2,9 @@
 //! sources, the runtime, BPF, the audit and the metrics may all import it.
 
 pub mod capacity;
+pub mod netlink;
 pub mod proc;
+pub mod reactor;
 
 /// Where the kernel says whether AppArmor is enabled (`Y`).
 const APPARMOR_ENABLED: &str = "/sys/module/apparmor/parameters/enabled";

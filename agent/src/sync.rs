@@ -6,12 +6,15 @@
 //! server is unreachable the writers send nothing: they keep the latest state of each
 //! object (coalesced) and send it once the flag turns back, paced by the client's token
 //! bucket and backing off on errors (honouring `Retry-After`), so that a fleet coming
-//! back online does not storm its API server.
+//! back online does not storm its API server. While it is unreachable, a network change
+//! the kernel reports makes the probes (the lease, the API source's watch) try at once
+//! ([`network`]).
 //!
 //! The client, the flag, the mirror view and the Events recorder are
 //! [`crate::apiserver`]'s: what the writers send is recorded there by the tasks below
 //! them, which never import this module.
 
+pub mod beat;
 pub mod events;
 pub mod lease;
 pub mod mirror;
@@ -24,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{Instrument, info_span};
 
-use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog};
+use crate::apiserver::{ApiClient, MirrorView, Recorder, StatusBacklog, network};
 use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 
@@ -97,15 +100,31 @@ impl Sync {
     }
 }
 
+/// Sleeps until `at`, or forever without one (a disabled `select!` arm's wait).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
 /// Starts the sync tasks; they run until the returned [`Sync`] is dropped.
 pub fn spawn(context: Context) -> Sync {
     let context = Arc::new(context);
     let mut tasks = tokio::task::JoinSet::new();
     let node = context.node_name.clone();
-    tasks.spawn(node::run(context.clone()).instrument(info_span!("node_status", %node)));
-    tasks.spawn(lease::run(context.clone()).instrument(info_span!("node_lease", %node)));
+    // The lease's renewals and the node's readings share a wakeup every 10 s.
+    let beats = watch::Sender::new(0);
+    let (node_beats, lease_beats) = (beats.subscribe(), beats.subscribe());
+    tasks.spawn(beat::run(beats).instrument(info_span!("writers_beat", %node)));
+    tasks
+        .spawn(node::run(context.clone(), node_beats).instrument(info_span!("node_status", %node)));
+    tasks.spawn(
+        lease::run(context.clone(), lease_beats).instrument(info_span!("node_lease", %node)),
+    );
     tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
     tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
     tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
+    let connectivity = context.client.connectivity().clone();
+    tasks.spawn(network::run(connectivity).instrument(info_span!("network_changes", %node)));
     Sync { context, _tasks: tasks }
 }

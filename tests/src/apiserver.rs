@@ -91,8 +91,9 @@ use watch::Watchers;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    #[error("cannot listen on {ip}:{port}: {source}")]
     Bind {
+        ip: std::net::Ipv4Addr,
         port: u16,
         #[source]
         source: io::Error,
@@ -110,6 +111,7 @@ pub struct Config {
     token: Option<String>,
     bookmark_interval: Duration,
     history_limit: usize,
+    place: net::Place,
     port: u16,
     down: bool,
     min_token_expiration: Duration,
@@ -122,6 +124,7 @@ impl Default for Config {
             token: None,
             bookmark_interval: Duration::from_secs(1),
             history_limit: 1000,
+            place: net::Place::default(),
             port: 0,
             down: false,
             min_token_expiration: Duration::from_secs(600),
@@ -158,6 +161,14 @@ impl Config {
     /// Listen on this port (default: any free port).
     pub fn port(mut self, port: u16) -> Config {
         self.port = port;
+        self
+    }
+
+    /// Listen on `ip` inside the network namespace `netns` (`/run/netns/NAME`) instead
+    /// of on `127.0.0.1`: the test reaches it over a link of its own, and can take that
+    /// link down.
+    pub fn listen_in(mut self, netns: &Path, ip: std::net::Ipv4Addr) -> Config {
+        self.place = net::Place { ip, netns: Some(netns.to_owned()) };
         self
     }
 
@@ -199,9 +210,10 @@ impl Config {
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
-        let listener = Listener::bind(self.port, acceptor, shared.clone(), self.down)
-            .await
-            .map_err(|source| Error::Bind { port: self.port, source })?;
+        let listener =
+            Listener::bind(self.place.clone(), self.port, acceptor, shared.clone(), self.down)
+                .await
+                .map_err(|source| Error::Bind { ip: self.place.ip, port: self.port, source })?;
         Ok(TestApiServer {
             shared,
             listener,
@@ -250,7 +262,7 @@ impl TestApiServer {
         self.listener.addr()
     }
 
-    /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    /// `http://IP:PORT` or `https://IP:PORT` (`127.0.0.1` unless listening elsewhere).
     pub fn url(&self) -> String {
         let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr())

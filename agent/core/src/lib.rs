@@ -14,6 +14,7 @@
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
+//! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
@@ -25,6 +26,7 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod debounce;
 pub mod event_aggregate;
 pub mod eviction;
 pub mod gc;

@@ -14,8 +14,8 @@
 //!   nodefs and imagefs: a write anywhere on them wakes a thread blocked on the group,
 //!   at most once per interval (the kernel queues and merges what comes meanwhile).
 //!
-//! All of it is safe code over `nix` and tokio's `AsyncFd`, but for the registration of
-//! the descriptors with tokio's reactor ([`sys`]).
+//! All of it is safe code over `nix` and tokio's `AsyncFd`; the descriptors are registered
+//! with tokio's reactor by [`crate::host::reactor`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -50,7 +50,7 @@ impl Threshold {
         let eventfd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
         let line = format!("{} {} {bytes}", eventfd.as_raw_fd(), usage.as_raw_fd());
         std::fs::write(dir.join("cgroup.event_control"), line)?;
-        let eventfd = sys::register(eventfd, Interest::READABLE)?;
+        let eventfd = crate::host::reactor::register(eventfd, Interest::READABLE)?;
         Ok(Threshold { eventfd, _usage: usage })
     }
 
@@ -90,7 +90,7 @@ impl Psi {
                 .open(path)?;
             match file.write_all(format!("{trigger}\0").as_bytes()) {
                 Ok(()) => {
-                    let file = sys::register(file, Interest::PRIORITY)?;
+                    let file = crate::host::reactor::register(file, Interest::PRIORITY)?;
                     return Ok(Psi { file, trigger });
                 }
                 Err(e) => last = e,
@@ -201,32 +201,4 @@ fn take_events(group: &Fanotify, fid: bool) -> Result<(), Errno> {
 fn readable(group: &Fanotify) -> Result<bool, Errno> {
     let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
     Ok(poll(&mut fds, PollTimeout::ZERO)? > 0)
-}
-
-/// The only `unsafe` code of the eviction manager.
-#[allow(unsafe_code)]
-mod sys {
-    use std::fs::File;
-    use std::io;
-    use std::os::fd::AsRawFd;
-
-    use nix::sys::eventfd::EventFd;
-    use tokio::io::Interest;
-    use tokio::io::unix::AsyncFd;
-
-    /// A value that owns its descriptor: it keeps it open, and `as_raw_fd` returns that
-    /// same descriptor, until the value is dropped.
-    pub(super) trait OwnsFd: AsRawFd {}
-
-    // Each wraps an `OwnedFd` it never replaces or closes before its own drop.
-    impl OwnsFd for EventFd {}
-    impl OwnsFd for File {}
-
-    /// Registers `value`'s descriptor with the reactor.
-    pub(super) fn register<T: OwnsFd>(value: T, interest: Interest) -> io::Result<AsyncFd<T>> {
-        // SAFETY: `T: OwnsFd` owns its descriptor and closes it only when dropped, and the
-        // `AsyncFd` owns `value` (it deregisters before dropping it), so the descriptor
-        // stays open, and the same, for as long as it is registered.
-        unsafe { AsyncFd::register_with_interest(value, interest) }.map_err(|e| e.into_parts().1)
-    }
 }

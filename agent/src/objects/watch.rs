@@ -2,7 +2,8 @@
 //! list with `fieldSelector=metadata.name=<name>` (one object or none), then watch from
 //! the list's resourceVersion with bookmarks; a broken watch resumes from the last
 //! version seen, `410 Gone` lists again, failures back off with jitter (so that many
-//! watches coming back after an outage do not arrive together).
+//! watches coming back after an outage do not arrive together), cut short by a network
+//! change or the server found back.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use outpost_core::backoff::Backoff;
 use serde::de::DeserializeOwned;
 
 use super::{Inner, Key, Kind, Known};
+use crate::apiserver::Wakeups;
 use crate::runtime::spec::projection::Object;
 
 /// Server-side watch timeout; kube-rs's client reads for 295 s, so stay under it.
@@ -55,17 +57,18 @@ async fn follow_kind<K: Watched>(inner: Arc<Inner>, key: Key) {
     let api: Api<K> = Api::namespaced(inner.client.kube().clone(), &key.namespace);
     let selector = format!("metadata.name={}", key.name);
     let mut backoff = Backoff::WATCH;
+    let mut wakeups = inner.client.connectivity().wakeups();
     loop {
         let version = match list(&inner, &api, &key, &selector).await {
             Ok(version) => version,
             Err(error) => {
-                pause(&mut backoff, &key, &error).await;
+                pause(&mut backoff, &mut wakeups, &key, &error).await;
                 continue;
             }
         };
         backoff.reset();
         if let Err(error) = watch(&inner, &api, &key, &selector, version).await {
-            pause(&mut backoff, &key, &error).await;
+            pause(&mut backoff, &mut wakeups, &key, &error).await;
         }
     }
 }
@@ -126,8 +129,9 @@ async fn watch<K: Watched>(
     }
 }
 
-async fn pause(backoff: &mut Backoff, key: &Key, error: &kube::Error) {
+/// Waits out the backoff, or less: a network change, the server found back.
+async fn pause(backoff: &mut Backoff, wakeups: &mut Wakeups, key: &Key, error: &kube::Error) {
     let delay = backoff.next_delay(fastrand::f64());
     tracing::debug!(object = %key, error = %error, retry_in = ?delay, "cannot watch the object");
-    tokio::time::sleep(delay).await;
+    wakeups.pause(delay).await;
 }

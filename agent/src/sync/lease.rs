@@ -1,13 +1,18 @@
 //! The node Lease in `kube-node-lease`, as kubelet's lease controller keeps it: holder
-//! and name = the node, 40 s duration, renewed every 10 s by an update of the latest
-//! Lease it has (a 409 Conflict reads it again, a 404 creates it), with an
-//! ownerReference to the Node once its UID is known.
+//! and name = the node, 40 s duration, renewed every 10 s (on the writers'
+//! [beat](super::beat)) by an update of the latest Lease it has (a 409 Conflict reads it
+//! again, a 404 creates it), with an ownerReference to the Node once its UID is known.
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the
 //! renewal is then the agent's probe, retried with jittered backoff (1 s up to 10 s), so
-//! the agent notices the server coming back even with no watch open. As soon as anything
-//! finds it reachable again (the API source's watch, another writer) the lease is
-//! renewed at once.
+//! the agent notices the server coming back even with no watch open. It tries at once
+//! when the kernel reports a network change (the uplink back), and the lease is renewed
+//! at once as soon as anything else finds the server reachable again (the API source's
+//! watch, another writer).
+//!
+//! A renewal that gets no answer in 10 s (kubelet's heartbeat client timeout: the
+//! status update frequency, at most the lease duration) counts as the server being
+//! unreachable: a connection that died with the uplink gives no error of its own.
 
 #[cfg(test)]
 mod tests;
@@ -21,10 +26,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::Request;
 use kube::core::params::{GetParams, PostParams};
 use outpost_core::backoff::Backoff;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::node::reconnected;
-use super::{Context, NodeRef};
+use super::beat::Beats;
+use super::{Context, NodeRef, sleep_until};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
@@ -35,6 +41,8 @@ pub const DURATION_SECONDS: i32 = 40;
 pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// The probe's backoff while the server is unreachable.
 const PROBE: Backoff = Backoff::new(Duration::from_secs(1), RENEW_INTERVAL);
+/// How long a renewal may wait for its answers (kubelet's heartbeat client timeout).
+const TIMEOUT: Duration = RENEW_INTERVAL;
 /// Updates tried in a row after conflicts (kubelet's `maxUpdateRetries`).
 const MAX_UPDATE_TRIES: usize = 5;
 
@@ -59,13 +67,19 @@ pub enum Error {
         "the Lease {NAMESPACE}/{lease} kept changing under the agent ({MAX_UPDATE_TRIES} conflicts in a row)"
     )]
     Conflicts { lease: String },
+    #[error(
+        "the API server did not answer the renewal of the Lease {NAMESPACE}/{lease} within {TIMEOUT:?}"
+    )]
+    Timeout { lease: String },
 }
 
 impl Error {
     fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
         match self {
             Error::Call { source, .. } => source.retry_delay(backoff),
-            Error::Encode { .. } | Error::Conflicts { .. } => backoff.next_delay(fastrand::f64()),
+            Error::Encode { .. } | Error::Conflicts { .. } | Error::Timeout { .. } => {
+                backoff.next_delay(fastrand::f64())
+            }
         }
     }
 }
@@ -109,16 +123,23 @@ struct LeaseSync {
     latest: Option<Lease>,
 }
 
-pub async fn run(context: Arc<Context>) {
-    let mut connectivity = context.client.connectivity().subscribe();
+pub async fn run(context: Arc<Context>, mut beats: Beats) {
+    let mut wakeups = context.client.connectivity().wakeups();
     let mut node = context.node.subscribe();
     let mut lease = LeaseSync { context, latest: None };
     let mut probe = PROBE;
     loop {
-        let delay = match lease.renew().await {
+        let result = match tokio::time::timeout(TIMEOUT, lease.renew()).await {
+            Ok(result) => result,
+            Err(_) => Err(lease.timed_out()),
+        };
+        let renewed = Instant::now();
+        let probing = result.is_err();
+        // `None`: renewed; the next renewal is on the writers' beat.
+        let retry = match result {
             Ok(()) => {
                 probe.reset();
-                RENEW_INTERVAL
+                None
             }
             Err(e) => {
                 let delay = e.retry_delay(&mut probe);
@@ -127,20 +148,40 @@ pub async fn run(context: Arc<Context>) {
                 } else {
                     debug!(error = %describe(&e), retry_in = ?delay, "the API server is still unreachable");
                 }
-                delay
+                Some(renewed + delay)
             }
         };
         node.mark_unchanged();
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = reconnected(&mut connectivity) => {}
-            // A (new) Node UID: the ownerReference is set at once.
-            Ok(()) = node.changed() => {}
+        loop {
+            tokio::select! {
+                () = sleep_until(retry), if retry.is_some() => break,
+                // Every 10 s; a beat that comes less than 5 s after a renewal off the beat
+                // (after a retry) is left to the next.
+                Ok(()) = beats.changed(), if retry.is_none() => {
+                    if renewed.elapsed() >= RENEW_INTERVAL / 2 {
+                        break;
+                    }
+                }
+                // Found back by another request; or, while probing, the uplink may be
+                // back: the probe goes now rather than at its backoff's end.
+                _ = wakeups.woken(probing) => break,
+                // A (new) Node UID: the ownerReference is set at once.
+                Ok(()) = node.changed() => break,
+            }
         }
     }
 }
 
 impl LeaseSync {
+    /// A renewal that got no answer in time: the server is taken as unreachable, and
+    /// the Lease is read again before the next update (the lost one may have landed).
+    fn timed_out(&mut self) -> Error {
+        let error = Error::Timeout { lease: self.context.node_name.clone() };
+        self.latest = None;
+        self.context.client.connectivity().unreachable(&error.to_string());
+        error
+    }
+
     async fn renew(&mut self) -> Result<(), Error> {
         let name = self.context.node_name.clone();
         for _ in 0..MAX_UPDATE_TRIES {

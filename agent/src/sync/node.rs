@@ -2,9 +2,10 @@
 //!
 //! Once the API server is reachable the Node is created (or, if it exists, adopted with
 //! its well-known labels set right) and its identity published in [`Context::node`].
-//! The machine is read every [`STATUS_UPDATE_FREQUENCY`] (local files, no requests); the
-//! status is patched only when it changed in a way that matters or when
-//! [`node_status::STATUS_REPORT_FREQUENCY`] passed, and once after a time offline (O3).
+//! The machine is read every [`node_status::STATUS_UPDATE_FREQUENCY`] (local files, no
+//! requests; on the writers' [beat](super::beat)); the status is patched only when it
+//! changed in a way that matters or when [`node_status::STATUS_REPORT_FREQUENCY`]
+//! passed, and once after a time offline (O3).
 //! Nothing is sent while the server is unreachable. A 404 on the status (someone deleted
 //! the Node) registers it again, with a new UID.
 
@@ -20,11 +21,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
-use outpost_core::node_status::{self, Conditions, STATUS_UPDATE_FREQUENCY};
+use outpost_core::node_status::{self, Conditions};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::Context;
+use super::beat::Beats;
+use super::{Context, sleep_until};
 use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
@@ -125,8 +128,15 @@ struct NodeSync {
     retry: Backoff,
 }
 
-pub async fn run(context: Arc<Context>) {
-    let mut connectivity = context.client.connectivity().subscribe();
+/// When the node task passes again.
+enum Next {
+    /// On the writers' beat (every [`node_status::STATUS_UPDATE_FREQUENCY`]).
+    Beat,
+    After(Duration),
+}
+
+pub async fn run(context: Arc<Context>, mut beats: Beats) {
+    let mut wakeups = context.client.connectivity().wakeups();
     let mut node = NodeSync {
         context,
         kubelet_version: node_status::kubelet_version(env!("CARGO_PKG_VERSION")),
@@ -139,12 +149,19 @@ pub async fn run(context: Arc<Context>) {
     let mut reported_shutdown = false;
     let mut pressure = node.context.node_config.pressure.clone();
     loop {
-        let delay = node.pass().await;
+        let next = node.pass().await;
+        // A beat that came during the pass is not a reason to pass again at once.
+        beats.mark_unchanged();
+        let retry = match next {
+            Next::Beat => None,
+            Next::After(delay) => Some(Instant::now() + delay),
+        };
         let shutdown = node.context.node_config.shutdown.clone();
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            Ok(()) = beats.changed(), if retry.is_none() => {}
+            () = sleep_until(retry), if retry.is_some() => {}
             Ok(()) = pressure.changed() => {}
-            () = reconnected(&mut connectivity) => node.offline_since_report = true,
+            _ = wakeups.woken(false) => node.offline_since_report = true,
             // Once: after it, the flag is read with the machine on every pass.
             () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,
         }
@@ -152,44 +169,35 @@ pub async fn run(context: Arc<Context>) {
 }
 
 impl NodeSync {
-    /// Reads the machine, registers or reports if due; returns when to pass again.
-    async fn pass(&mut self) -> Duration {
-        let context = self.context.clone();
-        let hostname = context.node_name.clone();
-        let readings = match tokio::task::spawn_blocking(move || {
-            machine::readings(&context.node_config, &hostname)
-        })
-        .await
-        {
-            Ok(readings) => readings,
-            Err(e) => {
-                warn!(error = %e, "reading the machine failed; trying again");
-                return STATUS_UPDATE_FREQUENCY;
-            }
-        };
+    /// Reads the machine, registers or reports if due; returns when to pass again. The
+    /// machine is read inline: a few small files of /proc and one statfs, every 10 s,
+    /// cost less than handing them to a blocking thread (two more wakeups, and at this
+    /// period a thread made and ended each time, as tokio's idle out after 10 s).
+    async fn pass(&mut self) -> Next {
+        let readings = machine::readings(&self.context.node_config, &self.context.node_name);
         let now = now();
         let conditions = self.conditions.observe(&readings, now);
         let reservation = &self.context.node_config.reservation;
         let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
-            return STATUS_UPDATE_FREQUENCY;
+            return Next::Beat;
         }
         let result = if self.server.is_none() {
-            self.register(status).await.map(|()| Duration::ZERO)
+            self.register(status).await.map(|()| Next::After(Duration::ZERO))
         } else {
-            self.report(status, now).await.map(|()| STATUS_UPDATE_FREQUENCY)
+            self.report(status, now).await.map(|()| Next::Beat)
         };
         match result {
-            Ok(delay) => {
+            Ok(next) => {
                 self.retry.reset();
-                delay
+                next
             }
             Err(e) if e.call().is_some_and(CallError::is_not_found) => {
                 warn!("the Node was deleted; registering it again");
                 self.server = None;
                 self.reported = None;
-                Duration::ZERO
+                Next::After(Duration::ZERO)
             }
             Err(e) => {
                 let delay = match e.call() {
@@ -197,7 +205,7 @@ impl NodeSync {
                     None => self.retry.next_delay(fastrand::f64()),
                 };
                 warn!(error = %describe(&e), retry_in = ?delay, "node sync failed");
-                delay
+                Next::After(delay)
             }
         }
     }
@@ -239,21 +247,4 @@ impl NodeSync {
 /// Now, in whole seconds (the API server keeps condition times to the second).
 fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
-}
-
-/// Resolves when the API server turns reachable after being unreachable (at the call or
-/// later): the writers send what they kept at once instead of at their next tick.
-pub(super) async fn reconnected(connectivity: &mut watch::Receiver<bool>) {
-    let mut was_down = !*connectivity.borrow_and_update();
-    loop {
-        if connectivity.changed().await.is_err() {
-            // The flag's sender is gone with the agent: nothing more to wait for.
-            return std::future::pending().await;
-        }
-        let up = *connectivity.borrow_and_update();
-        if up && was_down {
-            return;
-        }
-        was_down |= !up;
-    }
 }

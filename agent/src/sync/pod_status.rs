@@ -35,12 +35,8 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use self::target::{LastSeen, Target};
-use super::Context;
+use super::{Context, sleep_until};
 use crate::apiserver::CallError;
-
-/// kubelet's status manager also goes over every pod this often, in case a change
-/// came with no wake-up (a snapshot change alone).
-const RESYNC: Duration = Duration::from_secs(10);
 
 /// Each pod's retries: from 800 ms doubling to 30 s, jittered.
 const BACKOFF: Backoff = Backoff::WATCH;
@@ -81,22 +77,29 @@ impl Error {
     }
 }
 
-/// Runs until aborted.
+/// Runs until aborted. Wakes on a change of what it reads (the runtime's statuses, the
+/// mirror view, the merge snapshot's change feed, connectivity) and when something it
+/// waits for falls due (a retry, a grace period); never on a period: kubelet's status
+/// manager also goes over every pod every 10 s, in case a change came with no wake-up,
+/// which the snapshot's feed rules out here.
 pub async fn run(context: Arc<Context>) {
     let mut manager = Manager::new(context.clone());
     let mut statuses = context.statuses.subscribe();
     let mut mirrors = context.mirrors.subscribe();
+    let mut snapshot = context.snapshot.subscribe();
     let mut connectivity = context.client.connectivity().subscribe();
     loop {
         statuses.mark_unchanged();
         mirrors.mark_unchanged();
+        snapshot.mark_unchanged();
         connectivity.mark_unchanged();
-        let wait = manager.sync().await.map_or(RESYNC, |w| w.min(RESYNC));
+        let wake = manager.sync().await.map(|wait| Instant::now() + wait);
         tokio::select! {
             Ok(()) = statuses.changed() => {}
             Ok(()) = mirrors.changed() => {}
+            Ok(()) = snapshot.changed() => {}
             Ok(()) = connectivity.changed() => {}
-            () = tokio::time::sleep(wait) => {}
+            () = sleep_until(wake), if wake.is_some() => {}
         }
     }
 }

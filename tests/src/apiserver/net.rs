@@ -2,11 +2,13 @@
 //! network: [`Listener::cut`] stops accepting (the socket is closed, so connects are
 //! refused) and aborts every connection task, so in-flight requests and watch streams
 //! end abruptly, with no clean end of the response; [`Listener::restore`] binds the
-//! same port again.
+//! same port again. The socket is on `127.0.0.1`, or on an address in a network
+//! namespace the test made ([`Place`]), reached over a link the test can take down.
 
 use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -19,8 +21,23 @@ use tokio_rustls::TlsAcceptor;
 
 use super::http::{self, Shared};
 
-/// The server's socket on `127.0.0.1`, up or cut.
+/// Where the server listens: an IPv4 address, in the test's network namespace or in
+/// another one (the path of a namespace file, `/run/netns/NAME`).
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub ip: Ipv4Addr,
+    pub netns: Option<PathBuf>,
+}
+
+impl Default for Place {
+    fn default() -> Place {
+        Place { ip: Ipv4Addr::LOCALHOST, netns: None }
+    }
+}
+
+/// The server's socket, up or cut.
 pub struct Listener {
+    place: Place,
     port: u16,
     tls: Option<TlsAcceptor>,
     shared: Arc<Shared>,
@@ -30,6 +47,7 @@ pub struct Listener {
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener")
+            .field("place", &self.place)
             .field("port", &self.port)
             .field("tls", &self.tls.is_some())
             .field("up", &self.is_up())
@@ -48,17 +66,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Listener {
-    /// Binds `127.0.0.1:port` (`0`: any free port) and serves, unless `down`, in which
+    /// Binds `place` on `port` (`0`: any free port) and serves, unless `down`, in which
     /// case the port is picked and then closed until [`Listener::restore`].
     pub async fn bind(
+        place: Place,
         port: u16,
         tls: Option<TlsAcceptor>,
         shared: Arc<Shared>,
         down: bool,
     ) -> io::Result<Listener> {
-        let socket = bind(port)?;
+        let socket = bind(&place, port)?;
         let port = socket.local_addr()?.port();
-        let listener = Listener { port, tls, shared, serving: Mutex::new(None) };
+        let listener = Listener { place, port, tls, shared, serving: Mutex::new(None) };
         if !down {
             listener.serve(socket);
         }
@@ -66,7 +85,7 @@ impl Listener {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+        SocketAddr::from((self.place.ip, self.port))
     }
 
     /// Whether the server accepts connections.
@@ -105,7 +124,7 @@ impl Listener {
         // The port can linger briefly after the cut; retry for a moment.
         let mut attempts = 0;
         let socket = loop {
-            match bind(self.port) {
+            match bind(&self.place, self.port) {
                 Ok(socket) => break socket,
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts < 50 => {
                     attempts += 1;
@@ -128,11 +147,31 @@ impl Drop for Listener {
     }
 }
 
-fn bind(port: u16) -> io::Result<TcpListener> {
-    let socket = TcpSocket::new_v4()?;
-    socket.set_reuseaddr(true)?;
-    socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
-    socket.listen(1024)
+fn bind(place: &Place, port: u16) -> io::Result<TcpListener> {
+    let addr = SocketAddr::from((place.ip, port));
+    let Some(netns) = &place.netns else {
+        let socket = TcpSocket::new_v4()?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        return socket.listen(1024);
+    };
+    // A socket belongs to the network namespace of the thread that makes it: a thread of
+    // its own enters the namespace, and the socket outlives the thread.
+    let made = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let namespace = std::fs::File::open(netns)?;
+                nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNET)?;
+                // Sets SO_REUSEADDR, as above.
+                let socket = std::net::TcpListener::bind(addr)?;
+                socket.set_nonblocking(true)?;
+                Ok::<_, io::Error>(socket)
+            })
+            .join()
+    });
+    let socket =
+        made.map_err(|_| io::Error::other("the thread binding in the namespace panicked"))?;
+    TcpListener::from_std(socket?)
 }
 
 async fn accept_loop(

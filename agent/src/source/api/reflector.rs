@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{ApiSource, BATCH, CHECKPOINT, Checkpoint, Error, PAGE, WATCH_TIMEOUT_SECS};
+use crate::apiserver::{Wakeups, Woken};
 use crate::source::{Freshness, Op, SourceEvent, SourceUpdate};
 
 /// Why a watch ended.
@@ -33,6 +34,8 @@ pub(super) struct Reflector {
     /// Digest of (UID, desired content) of what the checkpoint holds.
     checkpointed: Option<u128>,
     backoff: Backoff,
+    /// What cuts the backoff short: a network change, the server found back.
+    wakeups: Wakeups,
     /// A failure was reported and nothing has confirmed the connection since.
     failing: bool,
 }
@@ -40,6 +43,7 @@ pub(super) struct Reflector {
 impl Reflector {
     pub(super) fn new(source: ApiSource, tx: mpsc::Sender<SourceEvent>) -> Reflector {
         let selector = format!("spec.nodeName={}", source.node_name);
+        let wakeups = source.connectivity.wakeups();
         Reflector {
             source,
             tx,
@@ -47,6 +51,7 @@ impl Reflector {
             pods: BTreeMap::new(),
             checkpointed: None,
             backoff: Backoff::WATCH,
+            wakeups,
             failing: false,
         }
     }
@@ -193,7 +198,7 @@ impl Reflector {
             if let Some(end) = end {
                 if self.failing {
                     let delay = self.backoff.next_delay(fastrand::f64());
-                    tokio::time::sleep(delay).await;
+                    self.wakeups.pause(delay).await;
                 }
                 return end;
             }
@@ -315,7 +320,8 @@ impl Reflector {
         true
     }
 
-    /// Reports a failure and waits out the backoff. Returns false when the merge is gone.
+    /// Reports a failure and waits out the backoff (or less: a network change, the
+    /// server found back by another request). Returns false when the merge is gone.
     async fn failed(&mut self, error: Error) -> bool {
         self.failing = true;
         if let Error::List { source, .. } | Error::Watch { source, .. } = &error
@@ -328,7 +334,10 @@ impl Reflector {
         if !self.send(SourceEvent::Failed(Box::new(error))).await {
             return false;
         }
-        tokio::time::sleep(delay).await;
+        let woken = self.wakeups.pause(delay).await;
+        if woken != Woken::Backoff {
+            debug!(?woken, "retrying before the backoff's end");
+        }
         true
     }
 

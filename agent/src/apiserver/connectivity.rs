@@ -1,0 +1,214 @@
+//! Whether the API server answers, and what wakes the requests that wait for it.
+//!
+//! Every request the agent makes to the API server sets the flag (the writers' through
+//! [`ApiClient`](super::ApiClient), the API source's list and watch); writers wait on it
+//! instead of retrying into a dead network. The few requests that find out whether the
+//! server is back (the lease's renewal, the API source's list and watch, the watches of
+//! configMaps and secrets: the probes) retry on a jittered backoff, and [`Wakeups`]
+//! cuts that wait short when there is reason to believe the server may answer now: the
+//! kernel reported a network change ([`super::network`]), or another request found the
+//! server back. The backoff stays the floor for outages the kernel does not see (a
+//! server that restarts).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::info;
+
+/// The shared flag; cloning shares it.
+#[derive(Debug, Clone)]
+pub struct Connectivity {
+    reachable: Arc<watch::Sender<bool>>,
+    /// Counts the network changes the kernel reported while the server was unreachable
+    /// (after the debounce: one per change, not per message).
+    network: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Connectivity {
+    fn default() -> Connectivity {
+        Connectivity {
+            reachable: Arc::new(watch::Sender::new(false)),
+            network: Arc::new(watch::Sender::new(0)),
+        }
+    }
+}
+
+impl Connectivity {
+    /// A request was answered (any HTTP response: the server is there).
+    pub fn reachable(&self) {
+        if self.reachable.send_if_modified(|up| !std::mem::replace(up, true)) {
+            info!("the API server is reachable");
+        }
+    }
+
+    /// A request could not reach the server (connect error, timeout, broken stream).
+    pub fn unreachable(&self, error: &str) {
+        if self.reachable.send_if_modified(|up| std::mem::replace(up, false)) {
+            info!(error, "the API server is unreachable; status is kept until it is back");
+        }
+    }
+
+    pub fn is_reachable(&self) -> bool {
+        *self.reachable.borrow()
+    }
+
+    /// Resolves once the server is (or becomes) reachable.
+    pub async fn wait_reachable(&self) {
+        let mut rx = self.reachable.subscribe();
+        // The sender lives in self, so this cannot fail while we wait.
+        let _ = rx.wait_for(|up| *up).await;
+    }
+
+    /// Resolves once the server is (or becomes) unreachable.
+    pub async fn wait_unreachable(&self) {
+        let mut rx = self.reachable.subscribe();
+        let _ = rx.wait_for(|up| !*up).await;
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.reachable.subscribe()
+    }
+
+    /// The kernel reported a network change while the server was unreachable: every
+    /// waiting probe tries at once.
+    pub fn network_changed(&self) {
+        self.network.send_modify(|changes| *changes = changes.wrapping_add(1));
+    }
+
+    /// What cuts a probe's backoff short, from now on.
+    pub fn wakeups(&self) -> Wakeups {
+        Wakeups { reachable: self.reachable.subscribe(), network: self.network.subscribe() }
+    }
+}
+
+/// Why a probe's wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// Its backoff delay passed.
+    Backoff,
+    /// The kernel reported a network change.
+    Network,
+    /// Another request found the server back.
+    Reconnected,
+}
+
+/// One probe's view of what should make it try again before its backoff passed. A
+/// network change that came while the probe was busy (its request in flight) wakes its
+/// next wait at once: the request may have failed just before the network came back.
+#[derive(Debug)]
+pub struct Wakeups {
+    reachable: watch::Receiver<bool>,
+    network: watch::Receiver<u64>,
+}
+
+impl Wakeups {
+    /// Waits `delay`, or less if woken first.
+    pub async fn pause(&mut self, delay: Duration) -> Woken {
+        tokio::select! {
+            () = tokio::time::sleep(delay) => Woken::Backoff,
+            woken = self.woken(true) => woken,
+        }
+    }
+
+    /// Resolves when the server turns reachable after being unreachable (at the call or
+    /// later), or, with `network`, on the next network change the kernel reports (at
+    /// once if one came since the last wakeup). A server that is reachable at the call,
+    /// answering errors, does not wake the probe: its backoff holds.
+    pub async fn woken(&mut self, network: bool) -> Woken {
+        tokio::select! {
+            () = network_changed(&mut self.network), if network => Woken::Network,
+            () = reconnected(&mut self.reachable) => Woken::Reconnected,
+        }
+    }
+}
+
+async fn network_changed(network: &mut watch::Receiver<u64>) {
+    if network.changed().await.is_err() {
+        // The sender lives in the Connectivity, gone with the agent.
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn reconnected(reachable: &mut watch::Receiver<bool>) {
+    let mut was_down = !*reachable.borrow_and_update();
+    loop {
+        if reachable.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let up = *reachable.borrow_and_update();
+        if up && was_down {
+            return;
+        }
+        was_down |= !up;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connectivity_wakes_waiters_on_each_turn() {
+        let connectivity = Connectivity::default();
+        assert!(!connectivity.is_reachable(), "unknown counts as unreachable");
+        let waiter = tokio::spawn({
+            let c = connectivity.clone();
+            async move { c.wait_reachable().await }
+        });
+        connectivity.reachable();
+        waiter.await.unwrap_or_default();
+        assert!(connectivity.is_reachable());
+        connectivity.unreachable("connection refused");
+        assert!(!connectivity.is_reachable());
+        connectivity.wait_unreachable().await;
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_probe_goes_at_once_on_a_network_change() {
+        let connectivity = Connectivity::default();
+        let mut wakeups = connectivity.wakeups();
+        let probe = tokio::spawn(async move { wakeups.pause(LONG).await });
+        tokio::task::yield_now().await;
+        connectivity.network_changed();
+        assert_eq!(probe.await.ok(), Some(Woken::Network));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_probe_goes_at_once_when_the_server_is_found_back() {
+        let connectivity = Connectivity::default();
+        let mut wakeups = connectivity.wakeups();
+        let probe = tokio::spawn(async move { wakeups.pause(LONG).await });
+        tokio::task::yield_now().await;
+        connectivity.unreachable("refused");
+        connectivity.reachable();
+        assert_eq!(probe.await.ok(), Some(Woken::Reconnected));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_during_the_request_wakes_the_next_wait_once() {
+        let connectivity = Connectivity::default();
+        let mut wakeups = connectivity.wakeups();
+        // While the probe's request was in flight.
+        connectivity.network_changed();
+        connectivity.network_changed();
+        assert_eq!(wakeups.pause(LONG).await, Woken::Network, "not lost");
+        // Seen: the next wait is the backoff's (the paused clock jumps to it).
+        assert_eq!(wakeups.pause(LONG).await, Woken::Backoff);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_stays_reachable_does_not_cut_the_backoff() {
+        let connectivity = Connectivity::default();
+        connectivity.reachable();
+        let mut wakeups = connectivity.wakeups();
+        // Answers (errors, say) keep it reachable: no turn, no wakeup.
+        connectivity.reachable();
+        assert_eq!(wakeups.pause(LONG).await, Woken::Backoff);
+        // A turn to unreachable alone does not wake it either.
+        connectivity.unreachable("refused");
+        assert_eq!(wakeups.pause(LONG).await, Woken::Backoff);
+    }
+}
