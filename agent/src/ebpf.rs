@@ -40,6 +40,8 @@ use outpost_core::qos::QosClass;
 /// The compiled programs (`cargo xtask ebpf` rebuilds them).
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../agent-ebpf/outpost.bpf.o");
 
+/// The kernel's BTF: aya relocates the programs against it, and tracepoints are found in it.
+const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Where the traffic counters are pinned, so that they survive an agent restart.
 pub const PIN_DIR: &str = "/sys/fs/bpf/outpost";
 const TRAFFIC_MAP: &str = "POD_TRAFFIC";
@@ -66,7 +68,9 @@ pub enum Error {
     },
     #[error("cannot create the BPF pin directory {PIN_DIR}")]
     PinDir(#[source] std::io::Error),
-    #[error("the kernel offers no BTF (/sys/kernel/btf/vmlinux): it needs CONFIG_DEBUG_INFO_BTF")]
+    #[error("the kernel offers no BTF ({KERNEL_BTF}): it needs CONFIG_DEBUG_INFO_BTF")]
+    NoBtf(#[source] std::io::Error),
+    #[error("cannot parse the kernel's BTF ({KERNEL_BTF})")]
     Btf(#[source] aya::BtfError),
     #[error(
         "cannot load the BPF programs and maps (needs root or CAP_BPF+CAP_PERFMON, and no kernel lockdown)"
@@ -126,15 +130,16 @@ impl Kernel {
         // Its depth below the cgroup2 root.
         let root_level = u32::try_from(layout.pods().components().len()).unwrap_or(1);
         std::fs::create_dir_all(PIN_DIR).map_err(Error::PinDir)?;
-        let btf = Btf::from_sys_fs().map_err(Error::Btf)?;
+        // aya's loader parses the kernel's BTF itself (it cannot be handed one without
+        // having parsed its own first), and without one it relocates nothing.
+        std::fs::metadata(KERNEL_BTF).map_err(Error::NoBtf)?;
         let pin = Path::new(PIN_DIR).join(TRAFFIC_MAP);
         if pin.exists() && !compatible_traffic_pin(&pin) {
             tracing::info!(pin = %pin.display(), "the pinned traffic map has another layout; starting it anew");
             let _ = std::fs::remove_file(&pin);
         }
-        let load = |btf: &Btf| {
+        let load = || {
             EbpfLoader::new()
-                .btf(Some(btf))
                 .override_global("pod_root_cgroup_id", &root_id, true)
                 .override_global("pod_root_level", &root_level, true)
                 .override_global("burstable_cgroup_id", &burstable_id, true)
@@ -142,27 +147,23 @@ impl Kernel {
                 .map_pin_path(TRAFFIC_MAP, pin.as_path())
                 .load(OBJECT)
         };
-        let mut programs = match load(&btf) {
+        let mut programs = match load() {
             Ok(programs) => programs,
             // A pin this check could not judge: start it anew, once.
             Err(EbpfError::MapError(e)) if pin.exists() => {
                 tracing::info!(error = %e, pin = %pin.display(), "cannot use the pinned traffic map; starting it anew");
                 let _ = std::fs::remove_file(&pin);
-                load(&btf).map_err(Error::Load)?
+                load().map_err(Error::Load)?
             }
             Err(e) => return Err(Error::Load(e)),
         };
-        for (name, tracepoint) in TRACEPOINTS {
-            let program: &mut BtfTracePoint = programs
-                .program_mut(name)
-                .ok_or(Error::NoProgram(name))?
-                .try_into()
-                .map_err(|source| program_error(name, tracepoint, source))?;
-            program
-                .load(tracepoint, &btf)
-                .map_err(|source| program_error(name, tracepoint, source))?;
-            program.attach().map_err(|source| program_error(name, tracepoint, source))?;
-        }
+        // The loader's parsed BTF went with it. The tracepoints' types are looked up in a
+        // second parse made only now, so that the two (each several times the 5 MB file)
+        // are never held at once: together they were the agent's peak memory.
+        crate::host::allocator::release_free_memory();
+        let btf = Btf::from_sys_fs().map_err(Error::Btf)?;
+        attach_tracepoints(&mut programs, &btf)?;
+        drop(btf);
         let cgroup = File::open(pod_root)
             .map_err(|source| Error::PodRoot { path: pod_root.clone(), source })?;
         let mode = skb_attach_mode();
@@ -237,6 +238,21 @@ fn skb_attach_mode() -> CgroupAttachMode {
     if links { CgroupAttachMode::Single } else { CgroupAttachMode::AllowMultiple }
 }
 
+/// Loads and attaches the BTF tracepoint programs; `btf` is the kernel's, where each
+/// tracepoint's type is.
+fn attach_tracepoints(programs: &mut Ebpf, btf: &Btf) -> Result<(), Error> {
+    for (name, tracepoint) in TRACEPOINTS {
+        let program: &mut BtfTracePoint = programs
+            .program_mut(name)
+            .ok_or(Error::NoProgram(name))?
+            .try_into()
+            .map_err(|source| program_error(name, tracepoint, source))?;
+        program.load(tracepoint, btf).map_err(|source| program_error(name, tracepoint, source))?;
+        program.attach().map_err(|source| program_error(name, tracepoint, source))?;
+    }
+    Ok(())
+}
+
 fn program_error(name: &'static str, attach: &str, source: aya::programs::ProgramError) -> Error {
     Error::Program { name, attach: attach.to_owned(), source }
 }
@@ -277,7 +293,7 @@ impl Handle {
         let loaded = Kernel::load(layout);
         // Loading parses the kernel's BTF (twice: aya's loader reads it too), megabytes
         // the allocator would otherwise keep for the agent's whole life.
-        release_free_memory();
+        crate::host::allocator::release_free_memory();
         match loaded {
             Ok(kernel) => {
                 tracing::info!(
@@ -396,17 +412,3 @@ impl crate::audit::ExecHistory for Handle {
         })
     }
 }
-
-/// Hands the allocator's free memory back to the kernel (glibc's `malloc_trim`).
-#[cfg(target_env = "gnu")]
-#[allow(unsafe_code)]
-fn release_free_memory() {
-    // SAFETY: malloc_trim only walks glibc's own heap state under its locks; it takes no
-    // pointers and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(target_env = "gnu"))]
-fn release_free_memory() {}

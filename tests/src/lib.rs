@@ -7,6 +7,7 @@ pub mod containerd;
 pub mod manifest_server;
 pub mod pods;
 pub mod registry;
+pub mod smaps;
 pub mod workload;
 
 use std::path::{Path, PathBuf};

@@ -7,7 +7,11 @@
 //! polling, stopped before the window), lets the agent settle, then measures over an
 //! idle window (60 s, `--quick` 10 s) without a request to the agent, from `/proc` only:
 //!
-//! - RSS: `VmRSS` (and `VmHWM`) of `/proc/<pid>/status` at the end of the window;
+//! - RSS: `VmRSS` (and `VmHWM`) of `/proc/<pid>/status` at the end of the window, with
+//!   where it is (`smaps`: the binary's code, the heap, malloc's arenas, stacks;
+//!   [`outpost_tests::smaps`]);
+//! - the peak at start: `VmHWM` at the 0-pod step, before any pod, with the BPF programs
+//!   loaded (the agent's log says whether they were);
 //! - CPU: the `utime + stime` delta of `/proc/<pid>/stat`, as % of one core;
 //! - wakeups/s: the delta of the times each thread was scheduled (third field of
 //!   `/proc/<pid>/task/*/schedstat`, summed) per second, with the voluntary and
@@ -17,6 +21,9 @@
 //!   loggers and of containerd's shims serving the agent's namespace ([`helpers`]); and
 //!   per container, the loggers' and shims' PSS over the number of containers.
 //!
+//! The arm64 distribution binary's size is read from what `cargo xtask dist` built
+//! ([`binary`]): building it here would take longer than the rest of the benchmark.
+//!
 //! Side by side, after Outpost's pods are gone: podman ([`Podman`]) runs the same number
 //! of pods (10, then 100: pod create + run, each an infra and an app container), and
 //! its conmon processes' PSS per container is the baseline of Outpost's per-container
@@ -24,10 +31,12 @@
 //!
 //! Targets (BENCHMARKS.md): agent RSS < 20 MiB and everything Outpost adds < 30 MiB PSS
 //! at 100 pods; per-container overhead (loggers + shims) ≤ 2 MiB PSS; the logger's PSS
-//! per container ≤ conmon's; < 1 wakeup/s idle at every step.
+//! per container ≤ conmon's; < 1 wakeup/s idle at every step; VmHWM at start < 30 MiB
+//! with BPF; the arm64 distribution binary ≤ 20 MiB.
 //! The pods are removed at the end and the agent must leave no container, task, network
 //! namespace or cgroup of theirs behind (an error otherwise); podman's are removed too.
 
+pub mod binary;
 pub mod helpers;
 pub mod procfs;
 
@@ -40,6 +49,7 @@ use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::Node;
+use outpost_tests::smaps::Breakdown;
 
 use crate::Options;
 use crate::bench::b10_burst::PODMAN_PARALLELISM;
@@ -62,6 +72,9 @@ const TARGET_EVERYTHING_MIB: f64 = 30.0;
 const TARGET_PER_CONTAINER_MIB: f64 = 2.0;
 const RSS_TARGET_PODS: usize = 100;
 const TARGET_WAKEUPS: f64 = 1.0;
+const TARGET_START_HWM_MIB: f64 = 30.0;
+/// What the agent logs once its BPF programs are loaded (`ebpf::Handle::start`).
+const BPF_LOADED: &str = "eBPF programs loaded";
 /// How long all pods may take to run, or to go.
 pub const PATIENCE: Duration = Duration::from_secs(300);
 
@@ -90,7 +103,10 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
 
     // podman's pods only once Outpost's are gone: the two never share a page.
     let conmons = conmon_footprint(&podman_dir()?, settle);
-    let mut entries = Vec::new();
+    let mut entries = vec![binary::size_entry(&outpost_tests::outpost_bin())];
+    if let Some((_, _, at_start)) = steps.first() {
+        entries.push(at_start.start_peak());
+    }
     for (step, count, measured) in &steps {
         entries.extend(measured.entries(step, *count, *count == RSS_TARGET_PODS, &conmons));
     }
@@ -236,6 +252,8 @@ struct Measured {
     hwm_mib: f64,
     anon_mib: f64,
     pss_mib: f64,
+    breakdown: Breakdown,
+    bpf_loaded: bool,
     loggers: Vec<Memory>,
     shims: Vec<Memory>,
     log_lines: usize,
@@ -256,6 +274,9 @@ fn measure(agent: &Agent, node: &Node, window: Duration) -> anyhow::Result<Measu
         hwm_mib: procfs::memory_mib(pid, "VmHWM")?,
         anon_mib: procfs::memory_mib(pid, "RssAnon")?,
         pss_mib: procfs::pss_mib(pid)?,
+        breakdown: Breakdown::of(pid)
+            .with_context(|| format!("cannot read /proc/{pid}/smaps or /proc/{pid}/exe"))?,
+        bpf_loaded: agent.log().contains(BPF_LOADED),
         loggers: helpers::memory(&helpers.loggers),
         shims: helpers::memory(&helpers.shims),
         log_lines: agent.log().lines().count() - logged,
@@ -286,7 +307,13 @@ impl Measured {
         .detail("hwm_mib", round(self.hwm_mib))
         .detail("anon_mib", round(self.anon_mib))
         .detail("pss_mib", round(self.pss_mib))
-        .detail("threads", d.threads_end);
+        .detail("threads", d.threads_end)
+        .detail("arenas", self.breakdown.arenas);
+        let rss = self
+            .breakdown
+            .rss_mib
+            .iter()
+            .fold(rss, |entry, (kind, mib)| entry.detail(kind.key(), round(*mib)));
         let rss = if at_target {
             rss.p99_below(TARGET_RSS_MIB, "< 20 MiB")
         } else {
@@ -321,6 +348,23 @@ impl Measured {
             entries.extend(self.per_container(step, pods, conmon));
         }
         entries
+    }
+
+    /// The agent's peak resident memory at start (`VmHWM` before any pod), which the BPF
+    /// programs' loading sets.
+    fn start_peak(&self) -> Entry {
+        let entry = Entry::new(
+            "B5",
+            "footprint: agent VmHWM at start (BPF loaded)",
+            "MiB",
+            Stats::of(vec![round(self.hwm_mib)]),
+        )
+        .detail("bpf_loaded", self.bpf_loaded);
+        if self.bpf_loaded {
+            entry.p99_below(TARGET_START_HWM_MIB, "< 30 MiB")
+        } else {
+            entry.target("< 30 MiB with BPF: the BPF programs were not loaded", false)
+        }
     }
 
     /// Everything Outpost adds: the agent's, the loggers' and the shims' PSS.
