@@ -17,7 +17,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-
 use self::cache::{Cache, Record};
 use self::conf::{DefaultNetwork, NetworkList};
 use self::protocol::Command;
