@@ -90,11 +90,6 @@ impl Debounce {
         self.last_round = Some(now);
         true
     }
-
-    /// Drops the pending burst, if any (nobody needs its round any more).
-    pub fn forget(&mut self) {
-        self.burst = None;
-    }
 }
 
 #[cfg(test)]
@@ -153,9 +148,8 @@ mod tests {
         assert!(d.round(ms(2_200)));
         d.message(ms(9_000), 1.5);
         assert_eq!(d.due(), Some(ms(9_300)), "a random value past 1 is clamped");
-        d.forget();
+        assert!(d.round(ms(9_300)));
         assert_eq!(d.due(), None);
-        assert!(!d.round(ms(10_000)));
     }
 
     proptest! {
