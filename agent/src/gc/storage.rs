@@ -9,8 +9,8 @@
 //! What is measured (bytes on disk, as `du` counts them): a container's writable layer
 //! (containerd's usage of its active snapshot) plus its log directory; each emptyDir's
 //! directory; the pod's own files (hosts file, resolv.conf) and configMap and
-//! downwardAPI volumes. Only pods with limits are measured, so with none the check costs
-//! one read of the desired pods every 10 s.
+//! downwardAPI volumes. Only pods with limits are measured; with none, the monitor sleeps
+//! until the desired pods change.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
@@ -53,14 +53,18 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Checks every [`CHECK_PERIOD`] until the task is aborted.
+    /// Checks every [`CHECK_PERIOD`] while a pod sets a limit, until the task is aborted;
+    /// with none, it sleeps until the desired pods change (no timer wakes an idle agent).
     pub async fn run(self) {
         // Pods already evicted, or critical ones already reported, by UID.
         let mut done: HashSet<String> = HashSet::new();
-        let mut interval = tokio::time::interval(CHECK_PERIOD);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = self.desired.subscribe();
+        let mut measured = false;
         loop {
-            interval.tick().await;
+            if measured {
+                tokio::time::sleep(CHECK_PERIOD).await;
+            }
+            measured = false;
             let snapshot = self.desired.load();
             let pods: Vec<&Arc<Pod>> = snapshot
                 .pods
@@ -69,8 +73,13 @@ impl Monitor {
                 .filter(|pod| is_limited(pod) && !done.contains(pod::uid(pod)))
                 .collect();
             if pods.is_empty() {
+                done.retain(|uid| snapshot.pods.iter().any(|(_, p)| pod::uid(p) == uid));
+                if changes.changed().await.is_err() {
+                    return;
+                }
                 continue;
             }
+            measured = true;
             let listed = match container::list(&self.containerd).await {
                 Ok(listed) => listed,
                 Err(e) => {

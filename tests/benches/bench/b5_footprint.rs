@@ -1,7 +1,9 @@
 //! B5 footprint: the real `outpost` binary (its own process, against the external test
 //! containerd) with 0, then 10, then 100 running pods (the same pods kept across the
 //! steps, each with pod networking), and once more at 10 pods with a kubeconfig to the
-//! test API server (the sync's lease, node status, pod status and mirror timers).
+//! test API server (the sync's lease, node status, pod status and mirror timers), and
+//! last at 100 pods (`--quick`: 10) with `--shim-grouping node` (one runc shim for the
+//! node's containers instead of one per pod: the per-container figures that change).
 //!
 //! Each step waits until every pod runs (polling the agent's `/pods`: the benchmark's
 //! polling, stopped before the window), lets the agent settle, then measures over an
@@ -136,6 +138,29 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let step = format!("{API_PODS} pods, kubeconfig");
     entries.extend(measured.entries(&step, API_PODS, false, &conmons));
     if let Err(error) = teardown(&cluster.node, agent, &uids, PREFIX) {
+        return Ok(failed(entries, &error));
+    }
+    drop(cluster);
+
+    // The same pods with one runc shim for the whole node instead of one per pod.
+    let count = if options.quick { API_PODS } else { RSS_TARGET_PODS };
+    let node = Node::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
+    let mut args = node.args();
+    args.extend(["--shim-grouping".into(), "node".into()]);
+    let agent = Agent::start_pods(&node.manifests(), &args);
+    for i in 0..count {
+        node.put(&format!("fp-{i:03}.yaml"), &manifest(i));
+    }
+    let uids = wait_running(&agent, PREFIX, count)?;
+    std::thread::sleep(settle);
+    let measured = measure(&agent, &node, window)?;
+    entries.extend(measured.entries(
+        &format!("{count} pods, shim grouping node"),
+        count,
+        false,
+        &conmons,
+    ));
+    if let Err(error) = teardown(&node, agent, &uids, PREFIX) {
         return Ok(failed(entries, &error));
     }
     Ok(entries)
