@@ -18,7 +18,10 @@ const NAME: &str = "footprint: arm64 distribution binary (outpost)";
 /// The entry for the arm64 binary; `agent` is the `outpost` the benchmark runs
 /// (`<target dir>/<profile>/outpost`), which says where the target directory is.
 pub fn size_entry(agent: &Path) -> Entry {
-    let target_dir = agent.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let target_dir = agent
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()));
     let this_agent = std::fs::metadata(agent).map(|m| m.len()).unwrap_or_default();
     let found = target_dir.as_deref().and_then(|dir| {
         PROFILES.iter().find_map(|profile| {
