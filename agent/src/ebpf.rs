@@ -327,13 +327,17 @@ impl Handle {
         self.0.kernel.is_some()
     }
 
-    /// Starts reading the ring buffer (once): the events of pod containers, resolved to
-    /// their pod and container, in the order the kernel wrote them.
-    pub fn events(&self) -> Option<tokio::sync::mpsc::Receiver<Observed>> {
+    /// Starts reading the ring buffer (once): `deliver` gets the events of pod
+    /// containers, resolved to their pod and container, in the order the kernel wrote
+    /// them, until the returned task is aborted.
+    pub fn watch(
+        &self,
+        deliver: impl FnMut(Observed) + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let kernel = self.kernel()?;
         let ring = kernel.events.lock().ok()?.take()?;
-        match reader::spawn(ring, kernel.cgroups.clone()) {
-            Ok(events) => Some(events),
+        match reader::spawn(ring, kernel.cgroups.clone(), deliver) {
+            Ok(reader) => Some(reader),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the BPF ring buffer; running on containerd's events alone");
                 None

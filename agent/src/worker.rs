@@ -165,7 +165,9 @@ enum Message {
 type Inbox = mpsc::UnboundedReceiver<Message>;
 type Outbox = mpsc::UnboundedSender<Message>;
 
-/// Which worker a container's task events go to.
+/// Which worker a container's task events go to. The event streams deliver through it
+/// themselves: an exit reaches its worker without waiting on the dispatch loop, which
+/// may be busy with a batch (or with removing orphans after the first sync).
 #[derive(Debug, Default, Clone)]
 struct Routes(Arc<Mutex<HashMap<String, Outbox>>>);
 
@@ -184,6 +186,26 @@ impl Routes {
 
     fn get(&self, container_id: &str) -> Option<Outbox> {
         self.0.lock().ok().and_then(|map| map.get(container_id).cloned())
+    }
+
+    /// To the worker whose container it happened in (others' containers are not ours).
+    fn send(&self, container_id: &str, message: Message) {
+        if let Some(outbox) = self.get(container_id) {
+            let _ = outbox.send(message);
+        }
+    }
+
+    /// containerd's word on one container (an exit, an OOM kill).
+    fn task(&self, event: TaskEvent) {
+        if let Some(id) = event.container_id().map(str::to_owned) {
+            self.send(&id, Message::Task(event));
+        }
+    }
+
+    /// What the kernel saw in a container (eBPF).
+    fn kernel(&self, observed: ebpf::Observed) {
+        let id = observed.container_id.clone();
+        self.send(&id, Message::Kernel(observed));
     }
 }
 
@@ -211,11 +233,22 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let objects = runtime.runtime.settings.objects.clone();
-    let (events_tx, mut events_rx) = mpsc::channel(256);
-    let watcher = tokio::spawn(events::watch(runtime.runtime.containerd.clone(), events_tx));
+    // Exits go straight to their workers; only a resubscription, which concerns every
+    // worker, comes through here.
+    let (resync_tx, mut resyncs) = mpsc::unbounded_channel();
+    let routes = runtime.routes.clone();
+    let watcher =
+        tokio::spawn(events::watch(runtime.runtime.containerd.clone(), move |event| match event {
+            TaskEvent::Resync => resync_tx.send(()).is_ok(),
+            event => {
+                routes.task(event);
+                true
+            }
+        }));
     // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
     // exit first wins, the other finds the container no longer running.
-    let mut kernel = runtime.ebpf.events();
+    let routes = runtime.routes.clone();
+    let kernel = runtime.ebpf.watch(move |observed| routes.kernel(observed));
     let mut workers = Workers {
         found: adoptable(&runtime.runtime).await,
         shared: runtime.clone(),
@@ -259,8 +292,7 @@ pub async fn run(
                     objects.collect_garbage();
                 }
             }
-            Some(event) = events_rx.recv() => route(&runtime, &workers.outboxes, event),
-            Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
+            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
             Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
             Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
                 workers.send(pod, Message::Evict { uid, message, grace });
@@ -281,8 +313,7 @@ pub async fn run(
     }
     loop {
         tokio::select! {
-            Some(event) = events_rx.recv() => route(&runtime, &workers.outboxes, event),
-            Some(observed) = next_kernel_event(&mut kernel) => route_kernel(&runtime, observed),
+            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
             done = workers.running.join_next() => {
                 let Some(done) = done else { break };
                 if let Ok((name, _)) = done {
@@ -295,6 +326,9 @@ pub async fn run(
         tracing::info!("node shutdown: every pod is stopped");
     }
     watcher.abort();
+    if let Some(kernel) = kernel {
+        kernel.abort();
+    }
 }
 
 impl<R: PodRuntime> Workers<R> {
@@ -353,37 +387,12 @@ impl<R: PodRuntime> Workers<R> {
     }
 }
 
-fn route<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>, event: TaskEvent) {
-    match event.container_id() {
-        Some(id) => {
-            if let Some(outbox) = runtime.routes.get(id) {
-                let _ = outbox.send(Message::Task(event));
-            }
-        }
-        None => {
-            // A resubscription: containerd may have restarted and lost track of shims.
-            runtime.gc.containerd_reconnected();
-            for outbox in workers.values() {
-                let _ = outbox.send(Message::Task(event.clone()));
-            }
-        }
-    }
-}
-
-/// The next kernel event, or never when BPF is not loaded.
-async fn next_kernel_event(
-    kernel: &mut Option<mpsc::Receiver<ebpf::Observed>>,
-) -> Option<ebpf::Observed> {
-    match kernel {
-        Some(events) => events.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// To the worker whose container it happened in (others' containers are not ours).
-fn route_kernel<R>(runtime: &Shared<R>, observed: ebpf::Observed) {
-    if let Some(outbox) = runtime.routes.get(&observed.container_id) {
-        let _ = outbox.send(Message::Kernel(observed));
+/// containerd's event stream was subscribed again: containerd may have restarted and lost
+/// track of shims, and exits may have been missed; every worker looks at its tasks once.
+fn resync<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>) {
+    runtime.gc.containerd_reconnected();
+    for outbox in workers.values() {
+        let _ = outbox.send(Message::Task(TaskEvent::Resync));
     }
 }
 

@@ -1,20 +1,18 @@
 //! The EVENTS ring buffer, read when epoll says it is readable (no polling, no timers):
 //! each record parsed, its cgroup resolved to a pod container, and handed on in the
-//! order the kernel wrote it (an OOM victim before its exit).
+//! order the kernel wrote it (an OOM victim before its exit), straight to whoever acts on
+//! it: no queue or task between the ring and the pod worker.
 
 use std::sync::Arc;
 
 use aya::maps::{MapData, RingBuf};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
 use super::cgroups::Cgroups;
 use super::records::{self, KernelEvent};
-
-/// How many resolved events may wait for the pod workers.
-const QUEUE: usize = 1024;
 
 /// A kernel event of a pod container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,16 +22,16 @@ pub struct Observed {
     pub event: KernelEvent,
 }
 
-/// Starts the reader task ("ebpf events"); it ends when the receiver is dropped.
+/// Starts the reader task ("ebpf events"), which hands each event to `deliver`; it runs
+/// until aborted.
 pub fn spawn(
     ring: RingBuf<MapData>,
     cgroups: Arc<Cgroups>,
-) -> std::io::Result<mpsc::Receiver<Observed>> {
+    deliver: impl FnMut(Observed) + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
     let fd = register(ring)?;
-    let (tx, rx) = mpsc::channel(QUEUE);
     let span = tracing::info_span!("ebpf events");
-    tokio::spawn(read(fd, cgroups, tx).instrument(span));
-    Ok(rx)
+    Ok(tokio::spawn(read(fd, cgroups, deliver).instrument(span)))
 }
 
 /// The only `unsafe` of the BPF side: registering the ring buffer with tokio's reactor.
@@ -48,7 +46,7 @@ fn register(ring: RingBuf<MapData>) -> std::io::Result<AsyncFd<RingBuf<MapData>>
 async fn read(
     mut fd: AsyncFd<RingBuf<MapData>>,
     cgroups: Arc<Cgroups>,
-    to: mpsc::Sender<Observed>,
+    mut deliver: impl FnMut(Observed),
 ) {
     let mut batch = Vec::new();
     loop {
@@ -73,9 +71,8 @@ async fn read(
         }
         drop(guard);
         for event in batch.drain(..) {
-            let Some(observed) = resolve(&cgroups, event) else { continue };
-            if to.send(observed).await.is_err() {
-                return;
+            if let Some(observed) = resolve(&cgroups, event) {
+                deliver(observed);
             }
         }
     }

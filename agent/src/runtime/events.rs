@@ -10,7 +10,6 @@ use containerd_client::services::v1::SubscribeRequest;
 use futures::StreamExt as _;
 use outpost_core::backoff::Backoff;
 use prost::Message as _;
-use tokio::sync::mpsc;
 
 use super::Containerd;
 use crate::error_chain::describe;
@@ -40,14 +39,15 @@ impl TaskEvent {
     }
 }
 
-/// Subscribes and forwards events to `events` until the receiver is dropped; resubscribes
-/// with backoff when the stream breaks (containerd restarting), sending `Resync` after
-/// every subscription but the first.
+/// Subscribes and hands each event to `deliver` as it arrives, until `deliver` returns
+/// false (nobody listens any more) or the task is aborted; resubscribes with backoff
+/// when the stream breaks (containerd restarting), delivering `Resync` after every
+/// subscription but the first.
 ///
 /// containerd answers a Subscribe call only with its first event, so the call itself
 /// cannot say when the subscription stands. It counts as standing once containerd
 /// answers a Version call sent after it on the same connection.
-pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
+pub async fn watch(containerd: Containerd, mut deliver: impl FnMut(TaskEvent) -> bool) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     let mut first = true;
     let mut last_failure: Option<String> = None;
@@ -67,7 +67,7 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
                 answered = answers(&containerd), if !standing => {
                     if answered {
                         standing = true;
-                        if !subscribed(&events, &mut first, &mut last_failure, &mut backoff).await {
+                        if !subscribed(&mut deliver, &mut first, &mut last_failure, &mut backoff) {
                             return;
                         }
                     }
@@ -77,7 +77,7 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
         match response {
             Ok(response) => {
                 if !standing
-                    && !subscribed(&events, &mut first, &mut last_failure, &mut backoff).await
+                    && !subscribed(&mut deliver, &mut first, &mut last_failure, &mut backoff)
                 {
                     return;
                 }
@@ -93,7 +93,7 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
                     let Some(event) = decode(&envelope.topic, envelope.event.as_ref()) else {
                         continue;
                     };
-                    if events.send(event).await.is_err() {
+                    if !deliver(event) {
                         return;
                     }
                 }
@@ -105,9 +105,6 @@ pub async fn watch(containerd: Containerd, events: mpsc::Sender<TaskEvent>) {
                     last_failure = Some(failure);
                 }
             }
-        }
-        if events.is_closed() {
-            return;
         }
         tokio::time::sleep(backoff.next_delay(fastrand::f64())).await;
     }
@@ -122,8 +119,8 @@ async fn answers(containerd: &Containerd) -> bool {
 
 /// The subscription stands: say so after a gap, and tell the workers to look at their
 /// tasks once (exits may have been missed). False when nobody listens any more.
-async fn subscribed(
-    events: &mpsc::Sender<TaskEvent>,
+fn subscribed(
+    deliver: &mut impl FnMut(TaskEvent) -> bool,
     first: &mut bool,
     last_failure: &mut Option<String>,
     backoff: &mut Backoff,
@@ -133,7 +130,7 @@ async fn subscribed(
     }
     backoff.reset();
     let resync = !std::mem::replace(first, false);
-    !resync || events.send(TaskEvent::Resync).await.is_ok()
+    !resync || deliver(TaskEvent::Resync)
 }
 
 /// The event in an envelope, if it is one workers act on.

@@ -169,6 +169,9 @@ impl PodWorker {
             signal = exit.signal,
             reason = reason.as_str(),
             restarts,
+            // How long after the exit's own stamp (the kernel's tracepoint, the shim's
+            // reap) the worker took it: B3 reads it to split its figure.
+            after_us = exit.finished_at.map(|at| now.wall.duration_since(at).as_micros()),
             source = match exit.by {
                 ExitSource::Kernel => "kernel",
                 ExitSource::Containerd => "containerd",

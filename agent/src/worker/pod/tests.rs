@@ -34,9 +34,7 @@ use crate::runtime::exec::{self, ExecOutput};
 use crate::status::StatusStore;
 use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::worker::probe::Prober;
-use crate::worker::{
-    Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, route, route_kernel,
-};
+use crate::worker::{Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, resync};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -386,7 +384,7 @@ impl Harness {
             exit_status,
             exited_at: Some(Timestamp::now()),
         };
-        route(&self.shared, &HashMap::new(), event);
+        self.shared.routes.task(event);
         settle().await;
     }
 
@@ -405,7 +403,7 @@ impl Harness {
             container_id: id.into(),
             event: KernelEvent::Exit { task, exit_code: wait_status },
         };
-        route_kernel(&self.shared, observed);
+        self.shared.routes.kernel(observed);
         settle().await;
     }
 
@@ -633,7 +631,7 @@ async fn a_resync_finds_an_exit_that_was_missed() {
         (name(), h.outbox.clone()),
         (FullName { namespace: "default".into(), name: "other".into() }, tx),
     ]);
-    route(&h.shared, &workers, TaskEvent::Resync);
+    resync(&h.shared, &workers);
     settle().await;
     assert!(matches!(rx.try_recv(), Ok(Message::Task(TaskEvent::Resync))), "to every worker");
     assert_eq!(
@@ -884,7 +882,7 @@ async fn m9_the_dispatcher_stops_what_no_source_wants_then_serves_the_name_anew(
     let calls = || std::mem::take(&mut shared.runtime.state().log);
     assert_eq!(calls(), ["kill s1 TERM", "task s1"]);
     let exit = TaskEvent::Exit { container_id: "s1".into(), exit_status: 143, exited_at: None };
-    route(&shared, &workers.outboxes, exit);
+    shared.routes.task(exit);
     settle().await;
     assert_eq!(calls(), ["remove s1", "tear_down u0"]);
     // The worker ended; a pod desired before the dispatcher saw it end goes to a new one.
@@ -962,14 +960,11 @@ async fn the_kernels_word_after_containerds_exit_still_reaches_the_worker() {
     h.kernel_exit("u1", "c2", 9).await;
     let task =
         Task { tgid: 4243, pid: 4243, ns_tgid: 7, cgroup_id: 77, ktime_ns: 0, comm: "tail".into() };
-    route_kernel(
-        &h.shared,
-        ebpf::Observed {
-            pod_uid: "u1".into(),
-            container_id: "c2".into(),
-            event: KernelEvent::OomKill { task, uid: 0 },
-        },
-    );
+    h.shared.routes.kernel(ebpf::Observed {
+        pod_uid: "u1".into(),
+        container_id: "c2".into(),
+        event: KernelEvent::OomKill { task, uid: 0 },
+    });
     settle().await;
     assert!(h.calls().is_empty(), "no second restart");
     let last = h.last_terminated(&p, "c");
