@@ -1,8 +1,9 @@
-//! Chaos trials (`cargo xtask chaos [--trials N] [--seed S] [--quick] [--fault NAME]`): one real agent
-//! (managed containerd, pod network, test API server) under a churn of static and API
-//! pods, hurt once per trial — `kill -9` of the agent mid-CNI, mid-create, mid-stop or
-//! mid-checkpoint, `kill -9` of containerd (also mid-start), a flapping API server, a
-//! full state dir, an offline reboot — and checked once the trial settles (`check`).
+//! Chaos trials (`cargo xtask chaos [--trials N] [--seed S] [--quick] [--fault NAME]
+//! [--shim-grouping pod|node]`): one real agent (managed containerd, pod network, test
+//! API server) under a churn of static and API pods, hurt once per trial — `kill -9` of
+//! the agent mid-CNI, mid-create, mid-stop or mid-checkpoint, `kill -9` of containerd
+//! (also mid-start) or of a shim, a flapping API server, a full state dir, an offline
+//! reboot — and checked once the trial settles (`check`).
 //!
 //! Writes `target/chaos/report.json` (trials, faults, violations, time to settle) and
 //! exits non-zero when an invariant is broken. The agent's log goes to stderr.
@@ -36,6 +37,8 @@ struct Options {
     flap: Duration,
     /// Only the faults whose name contains this (`--fault reboot`).
     only: Option<String>,
+    /// The agent's `--shim-grouping` (its default when not given).
+    shim_grouping: Option<String>,
 }
 
 impl Options {
@@ -45,6 +48,7 @@ impl Options {
             seed: fastrand::u64(..),
             flap: Duration::from_secs(60),
             only: None,
+            shim_grouping: None,
         };
         let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
         while let Some(arg) = args.next() {
@@ -55,8 +59,9 @@ impl Options {
                 "--seed" => options.seed = value("--seed")?.parse()?,
                 "--quick" => options.flap = Duration::from_secs(10),
                 "--fault" => options.only = Some(value("--fault")?),
+                "--shim-grouping" => options.shim_grouping = Some(value("--shim-grouping")?),
                 other => bail!(
-                    "unknown argument {other:?}; usage: chaos [--trials N] [--seed S] [--quick] [--fault NAME]"
+                    "unknown argument {other:?}; usage: chaos [--trials N] [--seed S] [--quick] [--fault NAME] [--shim-grouping pod|node]"
                 ),
             }
         }
@@ -89,9 +94,10 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<bool> {
     let options = Options::parse()?;
-    println!("chaos: {} trials, seed {}", options.trials, options.seed);
+    let grouping = options.shim_grouping.as_deref().unwrap_or("the agent's default");
+    println!("chaos: {} trials, seed {}, shim grouping {grouping}", options.trials, options.seed);
     let mut rng = fastrand::Rng::with_seed(options.seed);
-    let mut rig = Rig::new()?;
+    let mut rig = Rig::new(options.shim_grouping.clone())?;
     let mut model = Model::default();
     rig.start()?;
     for _ in 0..3 {
@@ -208,6 +214,7 @@ fn report(options: &Options, trials: &[Trial]) -> serde_json::Value {
     }
     serde_json::json!({
         "seed": options.seed,
+        "shim_grouping": options.shim_grouping,
         "trials": trials.len(),
         "faults": faults,
         "violations": trials.iter().map(|t| t.violations.len()).sum::<usize>(),

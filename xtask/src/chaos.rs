@@ -1,4 +1,5 @@
-//! `cargo xtask chaos [--trials N] [--seed S] [--quick]`: builds and runs the chaos
+//! `cargo xtask chaos [--trials N] [--seed S] [--quick] [--fault NAME] [--shim-grouping
+//! pod|node]`: builds and runs the chaos
 //! program (`tests/benches/chaos.rs`) against the debug build of the agent (what the
 //! tests use; CI has built it by then). The agent's log goes to `target/chaos/agent.log`,
 //! the report to `target/chaos/report.json`; a broken invariant fails the task.

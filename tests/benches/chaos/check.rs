@@ -141,12 +141,16 @@ fn host(rig: &Rig, containers: &[Container], uids: &BTreeSet<String>, bad: &mut 
     let mut veths = 0;
     let agent = rig.agent().map(|a| a.pid()).ok();
     let containerd = rig.containerd_pid();
+    let processes = outpost_leaks::processes();
     for leftover in rig.scope().inventory() {
         match &leftover {
             Leftover::Process(pid, _) if Some(*pid) == agent || Some(*pid) == containerd => {}
-            Leftover::Process(_, cmdline) if cmdline.contains("containerd-shim") => {
+            Leftover::Process(pid, cmdline) if cmdline.contains("containerd-shim") => {
+                // A grouped shim's -id names the first container of its group, which may
+                // be gone while the shim serves the others (its children).
                 let id = cmdline.split(' ').skip_while(|a| *a != "-id").nth(1).unwrap_or("");
-                if !with_task.contains(id) {
+                let serves = processes.iter().any(|p| p.ppid == *pid);
+                if !with_task.contains(id) && !serves {
                     bad.push(format!("orphaned {leftover}"));
                 }
             }

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use outpost_leaks::Leftover;
 
 use super::churn::{Model, Op};
 use super::rig::Rig;
@@ -31,6 +32,9 @@ pub enum Fault {
     KillContainerd,
     /// `kill -9` of the managed containerd, and again as soon as the agent starts it.
     KillContainerdMidStart,
+    /// `kill -9` of one runc shim: every container it serves dies with it (with
+    /// `--shim-grouping node`, every container on the node).
+    KillShim,
     /// The API server cut and restored every few seconds.
     ApiFlap,
     /// The state dir full: a checkpoint write fails, the old one stays, pods run on.
@@ -40,13 +44,14 @@ pub enum Fault {
 }
 
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 9] = [
+pub const ALL: [Fault; 10] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
     Fault::KillAgent(Phase::Checkpoint),
     Fault::KillContainerd,
     Fault::KillContainerdMidStart,
+    Fault::KillShim,
     Fault::ApiFlap,
     Fault::FillState,
     Fault::OfflineReboot,
@@ -58,6 +63,7 @@ impl Fault {
             Fault::KillAgent(phase) => format!("kill -9 agent mid-{phase:?}").to_lowercase(),
             Fault::KillContainerd => "kill -9 containerd".into(),
             Fault::KillContainerdMidStart => "kill -9 containerd mid-start".into(),
+            Fault::KillShim => "kill -9 a shim".into(),
             Fault::ApiFlap => "API server flapping".into(),
             Fault::FillState => "state dir full".into(),
             Fault::OfflineReboot => "offline reboot".into(),
@@ -127,6 +133,25 @@ pub fn inject(
                     }
                 }
             }
+        }
+        Fault::KillShim => {
+            let shims: Vec<u32> = rig
+                .scope()
+                .inventory()
+                .into_iter()
+                .filter_map(|leftover| match leftover {
+                    Leftover::Process(pid, cmdline) if cmdline.contains("containerd-shim") => {
+                        Some(pid)
+                    }
+                    _ => None,
+                })
+                .collect();
+            match rng.choice(shims) {
+                Some(pid) => super::rig::kill(pid),
+                None => outcome.notes.push("no shim ran to kill".into()),
+            }
+            let op = model.pick(rng);
+            model.apply(rig, op)?;
         }
         Fault::ApiFlap => {
             let end = Instant::now() + flap;

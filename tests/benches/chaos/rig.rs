@@ -33,10 +33,12 @@ pub struct Rig {
     pub cgroup_root: String,
     pub bridge: String,
     pub agent: Option<Agent>,
+    /// The agent's `--shim-grouping`, when given.
+    shim_grouping: Option<String>,
 }
 
 impl Rig {
-    pub fn new() -> anyhow::Result<Rig> {
+    pub fn new(shim_grouping: Option<String>) -> anyhow::Result<Rig> {
         ensure!(outpost_tests::is_root(), "chaos needs root (pods, mounts, cgroups)");
         ensure!(
             Path::new(CNI_BIN_DIR).join("bridge").is_file(),
@@ -55,6 +57,7 @@ impl Rig {
             cgroup_root: format!("/outpost-chaos-{pid}"),
             bridge: format!("otbc{}", pid % 100_000),
             agent: None,
+            shim_grouping,
             dir,
         };
         for sub in ["manifests", "state", "run", "logs", "cni", "images"] {
@@ -113,6 +116,9 @@ impl Rig {
         // allow) and no image GC: the image cannot be pulled again here.
         arg("--eviction-hard", Path::new("memory.available<100Mi"));
         arg("--image-gc-high-threshold", Path::new("100"));
+        if let Some(grouping) = &self.shim_grouping {
+            args.extend(["--shim-grouping".into(), grouping.into()]);
+        }
         let mut command = Command::new(outpost_tests::outpost_bin());
         command.env("OUTPOST_LOG", "info,outpost=debug");
         let agent = Agent::start_pods_with(command, &self.path("manifests"), &args);
