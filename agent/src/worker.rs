@@ -90,6 +90,7 @@ impl Runtime {
             starts: tokio::sync::Semaphore::new(containerd::start_parallelism(
                 crate::host::capacity::cpus(),
             )),
+            prefetched: containerd::Prefetched::default(),
         };
         let prober = Prober::new()?;
         Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober).with_gc(gc))

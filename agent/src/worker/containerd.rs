@@ -1,6 +1,7 @@
 //! The pod runtime the agent runs on: containerd for images, containers and tasks, CNI
 //! for the network, the pod's namespaces and files for the rest of its sandbox.
 
+mod prefetch;
 mod sandbox;
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use outpost_core::pod_worker::{
     WaitingReason, exit_code,
 };
 
+pub use self::prefetch::Prefetched;
 use self::sandbox::Sandbox;
 pub use self::sandbox::remove_orphans;
 use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
@@ -96,6 +98,8 @@ pub struct Pods {
     /// Bounds the CNI ADDs and DELs and the container creations and starts that run at
     /// once ([`start_parallelism`]).
     pub starts: tokio::sync::Semaphore,
+    /// New pods' images, resolved while their sandboxes are set up.
+    pub prefetched: Prefetched,
 }
 
 /// How many CNI ADDs and DELs, container creations and starts run at once: a
@@ -398,7 +402,12 @@ async fn ensure_image(
 ) -> Result<Image, StartFailure> {
     let events = &pods.events;
     let reference = container.image.as_deref().unwrap_or_default();
-    let present = resolve::resolve(&pods.containerd, reference).await.map_err(|e| {
+    let prefetched = pods.prefetched.take(pod::uid(pod), reference);
+    let present = match prefetched {
+        Some(image) => Ok(Some(image)),
+        None => resolve::resolve(&pods.containerd, reference).await,
+    };
+    let present = present.map_err(|e| {
         let message = format!("Failed to inspect image \"{reference}\": {}", describe(&e));
         events.emit(object, EventType::Warning, reason::INSPECT_FAILED, message.clone());
         StartFailure::new(WaitingReason::InspectFailed, message)

@@ -59,6 +59,9 @@ fn shares_process_namespace(pod: &Pod) -> bool {
 /// Creates (or finds) the pod's namespaces, network and files; whether it made them
 /// anew. The pod's run directory (on the tmpfs `/run`: gone after a reboot, removed at
 /// tear-down) tells: it exists while the sandbox does.
+///
+/// A new sandbox's images are resolved meanwhile (`Prefetched`), for its containers'
+/// starts.
 pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxProblem> {
     let uid = pod::uid(pod).to_owned();
     let run_dir = pods.run_pods_dir().join(&uid);
@@ -68,6 +71,24 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     })
     .await
     .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+    if !fresh {
+        return make(pods, pod, uid, fresh).await;
+    }
+    let prefetch = pods.prefetched.resolve(&pods.containerd, &uid, pod);
+    let (made, ()) = tokio::join!(make(pods, pod, uid.clone(), fresh), prefetch);
+    if made.is_err() {
+        pods.prefetched.forget(&uid);
+    }
+    made
+}
+
+/// The rest of [`set_up`], once its run directory is there.
+async fn make(
+    pods: &Pods,
+    pod: &Pod,
+    uid: String,
+    fresh: bool,
+) -> Result<(Sandbox, bool), SandboxProblem> {
     // The pod's cgroup with its limits, again for an adopted pod (the same limits).
     let (cgroups, owned) = (pods.settings.cgroups.clone(), pod.clone());
     let cgroup = blocking(move || cgroups.ensure_pod(&owned))
@@ -184,6 +205,7 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
 /// Removes everything [`set_up`] made for the pod `uid`, and the dead containers kept
 /// for it (G1: the pod takes them with it); logs what it cannot remove.
 pub async fn tear_down(pods: &Pods, uid: &str) {
+    pods.prefetched.forget(uid);
     remove_dead_containers(pods, uid).await;
     if let Err(e) = pods.limited(pods.cni.del(uid)).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
