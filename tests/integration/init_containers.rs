@@ -151,7 +151,11 @@ spec:
     assert!(init_status(&p, "init-mydb")["state"]["waiting"].is_object(), "init-mydb waits");
     let last = &init_status(&p, "init-myservice")["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 1, "{last}");
-    assert!(logs(&w, name, "init-myservice").contains("waiting for myservice"));
+    // The run that ended (its successor may be running and not have printed yet).
+    let path = format!("/containerLogs/default/{name}/init-myservice?previous=true");
+    let (status, previous) = w.agent.get(&path);
+    assert_eq!(status, 200, "GET {path}: {previous}");
+    assert!(previous.contains("waiting for myservice"), "{previous}");
     let initialized = p["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == "Initialized").cloned())
