@@ -13,6 +13,7 @@
 //! - `log_level`: `/debug/log-level`.
 //! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
 //! - `push`: the `/manifests` and `/refresh` handlers.
+//! - `runtime`: the container runtime as the handlers reach it, once connected.
 //! - `serve`: the accept loop and its limits.
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
@@ -25,6 +26,7 @@ mod health;
 mod log_level;
 mod pod;
 mod push;
+pub mod runtime;
 mod serve;
 pub mod status;
 mod tls;
@@ -107,8 +109,8 @@ struct AppState {
     events: crate::apiserver::Recorder,
     ebpf: crate::ebpf::Handle,
     audit: crate::audit::ManifestAudit,
-    /// The runtime's exec side (`None` in a dry run).
-    exec: Option<exec::ExecSlot>,
+    /// The container runtime (`None` in a dry run).
+    runtime_slot: Option<runtime::RuntimeSlot>,
     /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
     exec_sessions: Arc<tokio::sync::Semaphore>,
 }
@@ -169,9 +171,9 @@ pub struct Options {
     pub ebpf: crate::ebpf::Handle,
     /// The file source's audit log (`/manifests/audit`).
     pub audit: crate::audit::ManifestAudit,
-    /// Runs commands in containers (`/exec`, `/run`) once containerd is connected; `None`
-    /// in a dry run.
-    pub exec: Option<exec::ExecSlot>,
+    /// The container runtime once containerd is connected (`/exec`, `/run`, and which run
+    /// a container is for `/containerLogs`); `None` in a dry run.
+    pub runtime_slot: Option<runtime::RuntimeSlot>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -236,7 +238,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         info,
         ebpf,
         audit,
-        exec,
+        runtime_slot,
     } = options;
     AppState {
         snapshot,
@@ -252,7 +254,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         events,
         ebpf,
         audit,
-        exec,
+        runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! When it runs (nothing on a busy poll):
 //! - dead containers: when a container exits and when a pod worker keeps one (a
-//!   restart), at start (what an earlier run kept counts), and when one kept too young
-//!   for `--minimum-container-ttl-duration` comes of age;
+//!   restart), at start (what an earlier run kept counts), when one kept too young
+//!   for `--minimum-container-ttl-duration` comes of age, and when a pod's status moves
+//!   on from a container the last pass kept only because the status named it;
 //! - images: after an image pull or import, every 5 minutes (kubelet's period), and when
 //!   asked through [`Handle::collect_images_now`] (the eviction manager, on imagefs
 //!   pressure); only once every source has been seen (M9), since an image a desired pod
@@ -39,6 +40,7 @@ use crate::config::gc::GcConfig;
 use crate::metrics::gc::GarbageCollection;
 use crate::podconfig::SnapshotHandle;
 use crate::runtime::Containerd;
+use crate::status::StatusStore;
 
 /// kubelet's `ImageGCPeriod`.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
@@ -79,6 +81,15 @@ impl Handle {
     }
 }
 
+/// When the dead-container policy applies again, besides its triggers.
+#[derive(Debug, Clone, Copy)]
+struct ContainersLater {
+    /// A dead container too young to be chosen comes of age.
+    revisit_at: Option<Instant>,
+    /// One stays only because a pod's status names it: at the statuses' next change.
+    held: bool,
+}
+
 /// What the collector needs to know.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -99,6 +110,8 @@ pub struct Collector {
     settings: Settings,
     /// The desired pods (their images are in use) and whether every source was seen.
     desired: SnapshotHandle,
+    /// The pods' published statuses: the containers they name stay.
+    statuses: StatusStore,
     metrics: GarbageCollection,
     handle: Handle,
     images: images::Tracker,
@@ -114,6 +127,7 @@ impl Collector {
         containerd: Containerd,
         settings: Settings,
         desired: SnapshotHandle,
+        statuses: StatusStore,
         metrics: GarbageCollection,
         handle: Handle,
     ) -> Collector {
@@ -123,6 +137,7 @@ impl Collector {
             containerd,
             settings,
             desired,
+            statuses,
             metrics,
             handle,
             images,
@@ -134,18 +149,20 @@ impl Collector {
     /// Runs until the task is aborted.
     pub async fn run(mut self) {
         leftovers::remove(&self.containerd, self.started).await;
-        let mut revisit = self.collect_containers().await;
+        let mut status_changes = self.statuses.subscribe();
+        let mut later = self.collect_containers(&mut status_changes).await;
         let mut images_at = Instant::now();
         loop {
             let containers_due = async {
-                match revisit {
+                match later.revisit_at {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = self.handle.containers.notified() => revisit = self.collect_containers().await,
-                () = containers_due => revisit = self.collect_containers().await,
+                () = self.handle.containers.notified() => later = self.collect_containers(&mut status_changes).await,
+                () = containers_due => later = self.collect_containers(&mut status_changes).await,
+                Ok(()) = status_changes.changed(), if later.held => later = self.collect_containers(&mut status_changes).await,
                 () = self.handle.images.notified() => images_at = self.collect_images().await,
                 () = self.handle.reconnected.notified() => shims::end_orphaned(&self.containerd).await,
                 () = tokio::time::sleep_until(images_at) => images_at = self.collect_images().await,
@@ -153,18 +170,26 @@ impl Collector {
         }
     }
 
-    /// One pass over the dead containers; when to look again.
-    async fn collect_containers(&self) -> Option<Instant> {
-        let revisit = containers::collect(
+    /// One pass over the dead containers; when to look again. The statuses' changes
+    /// until now are taken as seen: the pass read them.
+    async fn collect_containers(
+        &self,
+        status_changes: &mut tokio::sync::watch::Receiver<u64>,
+    ) -> ContainersLater {
+        status_changes.mark_unchanged();
+        let later = containers::collect(
             &self.containerd,
             &self.settings.policy.containers,
+            &self.statuses,
             &self.settings.pod_log_dir,
             &self.metrics,
         )
-        .await?;
-        let wait = revisit.duration_since(Timestamp::now());
-        let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
-        Some(Instant::now() + wait)
+        .await;
+        let revisit_at = later.revisit_at.map(|at| {
+            let wait = at.duration_since(Timestamp::now());
+            Instant::now() + Duration::try_from(wait).unwrap_or(Duration::ZERO)
+        });
+        ContainersLater { revisit_at, held: later.held }
     }
 
     /// One pass over the images (once the sources are seen); when to run the next.

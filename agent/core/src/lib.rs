@@ -13,6 +13,7 @@
 //! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
+//! - [`container_log`]: which container instance a log request reads (kubelet's choice from the status).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
@@ -26,6 +27,7 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod container_log;
 pub mod debounce;
 pub mod event_aggregate;
 pub mod eviction;

@@ -3,7 +3,14 @@
 //! query parameters `follow`, `tailLines`, `sinceSeconds`, `sinceTime` (RFC 3339),
 //! `timestamps`, `previous` and `limitBytes`. The pod's directory is the one of its
 //! current UID in the merged snapshot (a pod recreated with a new UID has its own).
-//! An unknown pod or container is 404 and a bad parameter 400, both a `metav1.Status`.
+//! The run read is the one the pod's status names, as kubelet chooses it
+//! ([`outpost_core::container_log::choose`]): `previous` is `lastState.terminated`; else
+//! the running instance, or the last run that ended. Its containerd record says which
+//! log file is its run. A dry-run agent runs no containers and has no statuses: it reads
+//! the files there are, the newest run (or the one before it, `previous`), as `outpost
+//! logs` does while the agent is down. An unknown pod or container is 404, a bad
+//! parameter or a container with no such run 400 (kubelet's message), all a
+//! `metav1.Status`.
 //!
 //! The reading is blocking IO on a `spawn_blocking` thread that feeds a bounded channel
 //! the response body streams from; when the client goes away the channel closes, and
@@ -22,6 +29,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, oneshot};
 
 use super::AppState;
+use crate::error_chain::describe;
+use crate::runtime::container;
 use crate::runtime::logs::read::{self, ContainerLog, Options};
 use crate::runtime::logs::{self, locate};
 
@@ -169,17 +178,46 @@ pub async fn container_logs(
         );
     }
     let uid = outpost_core::pod::uid(pod).to_owned();
+    // The worker's status; before it has one (the agent just started), the pod's own, as
+    // kubelet falls back to the API server's.
+    let pod_status =
+        state.statuses.get(&uid).or_else(|| pod.status.clone().map(std::sync::Arc::new));
     drop(snapshot);
     let dir: PathBuf =
         logs::pod_log_dir(&state.pod_log_dir, &namespace, &name, &uid).join(&container);
+    let run = if state.runtime_slot.is_none() {
+        None
+    } else {
+        let pod_status = pod_status.unwrap_or_default();
+        let chosen = outpost_core::container_log::choose(
+            &pod_status,
+            &pod_name,
+            &container,
+            options.previous,
+        );
+        let id = match chosen {
+            Ok(id) => id,
+            Err(unavailable) => {
+                return status(StatusCode::BAD_REQUEST, "BadRequest", unavailable.to_string());
+            }
+        };
+        match run_of(&state, &id).await {
+            Ok(run) => Some((id, run)),
+            Err(response) => return *response,
+        }
+    };
     let follow = options.follow;
-    let span = tracing::debug_span!("container logs", namespace = %namespace, pod = %name, uid = %uid, container = %container, follow);
+    let span = tracing::debug_span!("container logs", pod.namespace = %namespace, pod.name = %name, pod.uid = %uid, container = %container, container_id = run.as_ref().map(|(id, _)| id.as_str()), run = run.as_ref().map(|(_, n)| *n), follow);
+    let target = pod_name.clone();
     let (opened_tx, opened_rx) = oneshot::channel();
     let (chunks_tx, mut chunks_rx) = mpsc::channel::<Bytes>(CHANNEL_CHUNKS);
-    let target = (pod_name.clone(), container.clone());
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let log = match ContainerLog::open(&dir, &target.0, options) {
+        let opened = match run {
+            Some((_, run)) => ContainerLog::open_run(&dir, run, options),
+            None => ContainerLog::open(&dir, &target, options),
+        };
+        let log = match opened {
             Ok(log) => {
                 let _ = opened_tx.send(Ok(()));
                 log
@@ -216,6 +254,28 @@ pub async fn container_logs(
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response()
 }
 
+/// The run (log file) of container instance `id`, from its containerd record.
+async fn run_of(state: &AppState, id: &str) -> Result<u32, Box<Response>> {
+    let runtime = super::runtime::unavailable(state.runtime_slot.as_ref())
+        .map_err(|(code, reason, message)| Box::new(status(code, reason, message)))?;
+    match container::run_of(&runtime.containerd, id).await {
+        Ok(Some(run)) => Ok(run),
+        Ok(None) => Err(Box::new(status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("container {id} is gone from the runtime, and its logs with it"),
+        ))),
+        Err(e) => {
+            let (code, reason) = if e.is_unreachable() {
+                (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable")
+            } else {
+                (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
+            };
+            Err(Box::new(status(code, reason, describe(&e))))
+        }
+    }
+}
+
 /// The answer when the log cannot be opened.
 fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
     match error {
@@ -229,6 +289,14 @@ fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
             StatusCode::BAD_REQUEST,
             "BadRequest",
             format!("container {container:?} in pod {pod} is waiting to start: it has no logs yet"),
+        ),
+        read::Error::Read { path, source } if source.kind() == io::ErrorKind::NotFound => status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!(
+                "container {container:?} in pod {pod} has no log file {} (yet)",
+                path.display()
+            ),
         ),
         other => {
             tracing::warn!(pod, container, error = %other, "cannot open container logs");

@@ -20,8 +20,6 @@ pub mod channel;
 mod run;
 mod session;
 
-use std::sync::{Arc, OnceLock};
-
 use axum::Router;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -41,22 +39,6 @@ use crate::runtime::exec::{Execs, Request};
 /// Exec sessions open at once: each holds a process in a container, its FIFOs and a few
 /// tasks; an operator's box needs a handful.
 pub const MAX_SESSIONS: usize = 16;
-
-/// The runtime's exec side, set once containerd is connected (the local API starts
-/// before it is).
-#[derive(Debug, Clone, Default)]
-pub struct ExecSlot(Arc<OnceLock<Execs>>);
-
-impl ExecSlot {
-    /// Makes exec available; later calls change nothing.
-    pub fn set(&self, execs: Execs) {
-        let _ = self.0.set(execs);
-    }
-
-    fn get(&self) -> Option<&Execs> {
-        self.0.get()
-    }
-}
 
 /// The routes of this module.
 pub(super) fn routes() -> Router<AppState> {
@@ -240,20 +222,9 @@ fn flag(key: &str, value: &str) -> Result<bool, String> {
 
 /// The runtime's exec side, or why there is none.
 fn available(state: &AppState) -> Result<&Execs, Refusal> {
-    match &state.exec {
-        None => Err(Refusal::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "this agent runs no containers (--dry-run), so nothing can be run in one".into(),
-        )),
-        Some(slot) => slot.get().ok_or_else(|| {
-            Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailable",
-                "the agent has not connected to containerd yet; retry in a moment (outpost status shows the runtime)".into(),
-            )
-        }),
-    }
+    let runtime = super::runtime::unavailable(state.runtime_slot.as_ref())
+        .map_err(|(code, reason, message)| Refusal::new(code, reason, message))?;
+    Ok(&runtime.execs)
 }
 
 /// The running container the path names.

@@ -1,10 +1,15 @@
 //! Dead containers: listed from containerd (their labels say whose they are), chosen by
-//! kubelet's policy (`outpost_core::gc::containers`), removed with their log files.
+//! kubelet's policy (`outpost_core::gc::containers`), removed with their log files. What
+//! the pods' published statuses name stays (read before and after the listing, so a
+//! status that moved on meanwhile still protects what it named when the listing was
+//! taken).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use containerd_client::types::v1::Status;
 use k8s_openapi::jiff::Timestamp;
+use outpost_core::container_log::named_instances;
 use outpost_core::gc::containers::{Instance, Policy, plan};
 
 use crate::error_chain::describe;
@@ -16,25 +21,41 @@ use crate::runtime::container::{
 };
 use crate::runtime::events::timestamp;
 use crate::runtime::logs;
+use crate::status::StatusStore;
 
-/// Removes the dead containers the policy chooses, with their logs; returns when a dead
-/// container too young to be chosen comes of age (`None` on a failure to list: the next
-/// trigger tries again).
+/// What a pass leaves for later.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Later {
+    /// When a dead container too young to be chosen comes of age.
+    pub revisit_at: Option<Timestamp>,
+    /// A container stays only because a pod's status names it: look again when the
+    /// statuses change.
+    pub held: bool,
+}
+
+/// Removes the dead containers the policy chooses, with their logs, keeping those the
+/// pods' `statuses` name; returns what is left for later (nothing on a failure to list:
+/// the next trigger tries again).
 pub(super) async fn collect(
     containerd: &Containerd,
     policy: &Policy,
+    statuses: &StatusStore,
     pod_log_dir: &Path,
     metrics: &GarbageCollection,
-) -> Option<Timestamp> {
+) -> Later {
+    let before = statuses.all();
     let listed = match container::list(containerd).await {
         Ok(listed) => listed,
         Err(e) => {
             tracing::warn!(error = %describe(&e), "container GC: cannot list containers");
-            return None;
+            return Later::default();
         }
     };
+    let after = statuses.all();
+    let named: BTreeSet<&str> =
+        before.values().chain(after.values()).flat_map(|s| named_instances(s)).collect();
     let instances: Vec<Instance> = listed.iter().filter_map(instance).collect();
-    let plan = plan(&instances, policy, Timestamp::now());
+    let plan = plan(&instances, &named, policy, Timestamp::now());
     for id in &plan.remove {
         let Some(listed) = listed.iter().find(|l| &l.id == id) else { continue };
         if let Err(e) = container::remove(containerd, id).await {
@@ -55,7 +76,7 @@ pub(super) async fn collect(
             "removed a dead container and its logs"
         );
     }
-    plan.revisit_at
+    Later { revisit_at: plan.revisit_at, held: plan.held }
 }
 
 /// A listed container as the policy sees it (`None`: not one of a pod's containers).

@@ -13,8 +13,8 @@ use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveSnapshotRequest};
 use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
-    DeleteTaskRequest, GetRequest, KillRequest, ListContainersRequest, ListTasksRequest,
-    StartRequest, UpdateContainerRequest, WaitRequest,
+    DeleteTaskRequest, GetContainerRequest, GetRequest, KillRequest, ListContainersRequest,
+    ListTasksRequest, StartRequest, UpdateContainerRequest, WaitRequest,
 };
 use containerd_client::types::v1::{Process, Status};
 use oci_spec::runtime::Spec;
@@ -363,6 +363,19 @@ pub async fn remove(containerd: &Containerd, id: &str) -> Result<()> {
         Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
         Err(source) => Err(failed(id, "removing the rootfs snapshot", source)),
     }
+}
+
+/// The run of container `id` (its restart count label, as its log file `<n>.log` is
+/// named); `None`: containerd has no such container.
+pub async fn run_of(containerd: &Containerd, id: &str) -> Result<Option<u32>> {
+    let request = GetContainerRequest { id: id.to_owned() };
+    let container = match containerd.containers().get(request).await {
+        Ok(response) => response.into_inner().container,
+        Err(s) if s.code() == tonic::Code::NotFound => return Ok(None),
+        Err(source) => return Err(failed(id, "reading the container record", source)),
+    };
+    Ok(container
+        .map(|c| c.labels.get(LABEL_RESTART_COUNT).and_then(|n| n.parse().ok()).unwrap_or(0)))
 }
 
 /// Every container Outpost made (those carrying a pod UID label), with its task.

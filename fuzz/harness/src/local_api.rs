@@ -20,7 +20,7 @@ use futures::{FutureExt as _, StreamExt as _};
 use http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use outpost::api::{self, exec::ExecSlot, status::Info};
+use outpost::api::{self, runtime::RuntimeSlot, status::Info};
 use outpost::checkpoint::Checkpoints;
 use outpost::config::Auth;
 use outpost::metrics::counted::SourceMetrics;
@@ -129,7 +129,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         },
         ebpf: outpost::ebpf::Handle::default(),
         audit: outpost::audit::ManifestAudit::new(64, None),
-        exec: Some(ExecSlot::default()),
+        runtime_slot: Some(RuntimeSlot::default()),
     };
     let app = api::app(options).unwrap_or_else(|e| panic!("cannot build the local API: {e}"));
     Some((app, events))

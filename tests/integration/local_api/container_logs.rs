@@ -167,3 +167,60 @@ fn container_logs_of_a_real_pod_follow_its_output() {
     drop(stream);
     assert_eq!(agent.get("/healthz").0, 200);
 }
+
+/// Issue 31: through a crash loop, `previous=true` reads the run the status names as
+/// `lastState.terminated` (kubelet's `validateContainerLogStatus`), and the plain read the
+/// running run or, during the back-off, the run that ended; the container GC, which runs
+/// on every exit, never removes the run the status still names. Both reads are polled
+/// as fast as they answer, through restarts 1 to 4 and the back-offs between them, and
+/// each must answer 200 with one run's line.
+#[test]
+#[cfg_attr(
+    not(outpost_has_pods),
+    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
+)]
+fn previous_follows_the_status_through_a_crash_loop() {
+    let node = Node::new();
+    let agent = node.start();
+    // Each run prints its number (kept in an emptyDir, which outlives the container's
+    // runs) and fails.
+    let script =
+        "n=$(cat /data/n 2>/dev/null || echo 0); echo $((n+1)) > /data/n; echo run-$n; exit 1";
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: crash\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes:\n  - name: data\n    emptyDir: {{}}\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n    volumeMounts:\n    - name: data\n      mountPath: /data\n",
+        serde_json::to_string(script).unwrap()
+    );
+    node.put("crash.yaml", &manifest);
+    let base = "/containerLogs/default/crash-edge-1/main";
+    let run_of = |body: &str| -> Option<u32> { body.strip_prefix("run-")?.trim_end().parse().ok() };
+    let (mut reads, mut in_back_off, mut last_previous) = (0, 0, 0);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "the pod did not restart 4 times");
+        let Some(p) = outpost_tests::pods::pod(&agent, "crash-edge-1") else { continue };
+        let c = container(&p);
+        let restarts = c["restartCount"].as_i64().unwrap_or(0);
+        if !c["lastState"]["terminated"].is_object() {
+            continue;
+        }
+        let waiting = c["state"]["waiting"]["reason"] == "CrashLoopBackOff";
+        let (status, previous) = agent.get(&format!("{base}?previous=true"));
+        assert_eq!(status, 200, "previous, restart count {restarts}: {previous}");
+        let run = run_of(&previous).unwrap_or_else(|| panic!("previous: {previous:?}"));
+        assert!(run >= last_previous, "previous went back from run {last_previous} to {run}");
+        last_previous = run;
+        let (status, current) = agent.get(base);
+        assert_eq!(status, 200, "current, restart count {restarts}: {current}");
+        // A run that has just started may not have printed yet.
+        assert!(current.is_empty() || run_of(&current).is_some(), "current: {current:?}");
+        reads += 1;
+        in_back_off += usize::from(waiting);
+        if restarts >= 4 && in_back_off > 0 {
+            break;
+        }
+    }
+    eprintln!(
+        "{reads} reads of both, {in_back_off} during a back-off; previous reached run {last_previous}"
+    );
+    assert!(last_previous >= 2, "previous followed the restarts");
+}

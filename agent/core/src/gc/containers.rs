@@ -4,13 +4,23 @@
 //! `maximum-dead-containers`, and none goes before it is `minimum-container-ttl-duration`
 //! old (counted from its creation, as kubelet does). The rest go, oldest first.
 //!
-//! One rule beyond kubelet's: the newest instance of each unit is never chosen while its
-//! pod is there. It is the one the pod worker stands on (running, starting, or the last
-//! exit waiting for its restart, whose status and termination message it reports); with
-//! `maximum-dead-containers-per-container` 0, kubelet would remove it, Outpost keeps it
-//! until the pod goes (and the pod takes all its containers with it).
+//! Two rules beyond kubelet's:
+//! - The newest instance of each unit is never chosen while its pod is there. It is the
+//!   one the pod worker stands on (running, starting, or the last exit waiting for its
+//!   restart, whose status and termination message it reports); with
+//!   `maximum-dead-containers-per-container` 0, kubelet would remove it, Outpost keeps it
+//!   until the pod goes (and the pod takes all its containers with it).
+//! - An instance the pod's published status names (`containerID`, `state.terminated`,
+//!   `lastState.terminated`) is never chosen while the status names it. kubelet collects
+//!   once a minute; Outpost collects on every exit, which is before the worker's next
+//!   status names the run that just ended. Without this rule the run the status still
+//!   shows as `lastState` (what `kubectl logs --previous` reads, with its termination
+//!   message) went at every crash-loop restart. Such an instance is held, not counted
+//!   out: once the status moves on, the next pass removes it ([`Plan::held`]). With
+//!   `maximum-dead-containers-per-container` 0 no dead container is wanted, and this rule
+//!   does not apply (the last termination goes, as on kubelet).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -74,23 +84,34 @@ pub struct Plan {
     /// When a dead container still too young to be removed comes of age (and the policy
     /// may then choose it): look again then.
     pub revisit_at: Option<Timestamp>,
+    /// A container the policy would remove stays because a pod's status names it: look
+    /// again when the statuses change.
+    pub held: bool,
 }
 
-/// kubelet's choice among `instances` at `now` under `policy` (see the module's rules).
-pub fn plan(instances: &[Instance], policy: &Policy, now: Timestamp) -> Plan {
+/// kubelet's choice among `instances` at `now` under `policy`, keeping the instances
+/// `named` by the pods' statuses (see the module's rules).
+pub fn plan(
+    instances: &[Instance],
+    named: &BTreeSet<&str>,
+    policy: &Policy,
+    now: Timestamp,
+) -> Plan {
     let oldest_allowed = now.checked_sub(policy.min_age).unwrap_or(Timestamp::MIN);
+    let none: BTreeSet<&str> = BTreeSet::new();
+    let named = if policy.max_per_pod_container == 0 { &none } else { named };
     let mut units: BTreeMap<(&str, &str), Vec<&Instance>> = BTreeMap::new();
     for instance in instances {
         units.entry(instance.unit()).or_default().push(instance);
     }
     let mut revisit_at: Option<Timestamp> = None;
-    // Per unit, newest first: its evictable instances (dead and old enough), and whether
-    // the first of them is the unit's newest instance (protected).
+    // Per unit, newest first: its evictable instances (dead and old enough), and which of
+    // them are protected (the unit's newest, those a status names).
     let mut evictable: Vec<Unit<'_>> = Vec::new();
     for list in units.values_mut() {
         list.sort_by(Instance::newer_first);
         let newest = list.first().map(|i| i.id.as_str());
-        let mut unit = Unit { protected: None, dead: Vec::new() };
+        let mut unit = Unit { newest, protected: BTreeSet::new(), dead: Vec::new() };
         for instance in list.iter().filter(|i| !i.running) {
             if instance.created_at > oldest_allowed {
                 let due = instance.created_at.checked_add(policy.min_age).ok();
@@ -100,8 +121,8 @@ pub fn plan(instances: &[Instance], policy: &Policy, now: Timestamp) -> Plan {
                 };
                 continue;
             }
-            if Some(instance.id.as_str()) == newest {
-                unit.protected = Some(instance.id.as_str());
+            if Some(instance.id.as_str()) == newest || named.contains(instance.id.as_str()) {
+                unit.protected.insert(instance.id.as_str());
             }
             unit.dead.push(instance);
         }
@@ -110,9 +131,10 @@ pub fn plan(instances: &[Instance], policy: &Policy, now: Timestamp) -> Plan {
         }
     }
     let mut remove: Vec<&Instance> = Vec::new();
+    let mut held = false;
     if let Ok(keep) = usize::try_from(policy.max_per_pod_container) {
         for unit in &mut evictable {
-            remove.extend(unit.trim(keep));
+            remove.extend(unit.trim(keep, named, &mut held));
         }
     }
     if let Ok(max) = usize::try_from(policy.max_containers) {
@@ -122,39 +144,58 @@ pub fn plan(instances: &[Instance], policy: &Policy, now: Timestamp) -> Plan {
             // across the node.
             let share = (max / evictable.len().max(1)).max(1);
             for unit in &mut evictable {
-                remove.extend(unit.trim(share));
+                remove.extend(unit.trim(share, named, &mut held));
             }
             let mut rest: Vec<(&Instance, bool)> = evictable
                 .iter()
-                .flat_map(|u| u.dead.iter().map(|i| (*i, u.protected == Some(i.id.as_str()))))
+                .flat_map(|u| u.dead.iter().map(|i| (*i, u.protected.contains(i.id.as_str()))))
                 .collect();
             let excess = rest.len().saturating_sub(max);
             rest.sort_by_key(|(i, _)| (i.created_at, i.restart_count));
-            remove.extend(
-                rest.into_iter().filter(|(_, protected)| !protected).map(|(i, _)| i).take(excess),
-            );
+            let mut chosen = 0;
+            for (instance, protected) in rest {
+                if chosen == excess {
+                    break;
+                }
+                if protected {
+                    held |= unit_holds(instance, named, &evictable);
+                    continue;
+                }
+                remove.push(instance);
+                chosen += 1;
+            }
         }
     }
     remove.sort_by_key(|i| (i.created_at, i.restart_count));
-    Plan { remove: remove.into_iter().map(|i| i.id.clone()).collect(), revisit_at }
+    Plan { remove: remove.into_iter().map(|i| i.id.clone()).collect(), revisit_at, held }
+}
+
+/// Whether `instance` is kept only because a status names it (not as its unit's newest).
+fn unit_holds(instance: &Instance, named: &BTreeSet<&str>, units: &[Unit<'_>]) -> bool {
+    let newest = units.iter().any(|u| u.newest == Some(instance.id.as_str()));
+    named.contains(instance.id.as_str()) && !newest
 }
 
 /// One container of a pod: its evictable dead instances, newest first.
 struct Unit<'a> {
-    /// The unit's newest instance, if it is among them: never removed.
-    protected: Option<&'a str>,
+    /// The unit's newest instance (dead or not).
+    newest: Option<&'a str>,
+    /// Among the dead, the unit's newest instance and those a status names: never removed.
+    protected: BTreeSet<&'a str>,
     dead: Vec<&'a Instance>,
 }
 
 impl<'a> Unit<'a> {
-    /// Keeps the newest `keep` (and the protected one); returns the others.
-    fn trim(&mut self, keep: usize) -> Vec<&'a Instance> {
+    /// Keeps the newest `keep` (and the protected ones); returns the others. `held` is set
+    /// when one of those kept beyond `keep` is kept only because a status names it.
+    fn trim(&mut self, keep: usize, named: &BTreeSet<&str>, held: &mut bool) -> Vec<&'a Instance> {
         if self.dead.len() <= keep {
             return Vec::new();
         }
         let beyond = self.dead.split_off(keep);
         let (kept, removed): (Vec<&Instance>, Vec<&Instance>) =
-            beyond.into_iter().partition(|i| self.protected == Some(i.id.as_str()));
+            beyond.into_iter().partition(|i| self.protected.contains(i.id.as_str()));
+        *held |= kept.iter().any(|i| named.contains(i.id.as_str()) && self.newest != Some(&i.id));
         self.dead.extend(kept);
         removed
     }

@@ -25,6 +25,7 @@ use crate::pod::{CONFIG_SEEN, FullName, Source};
 mod admission;
 mod evict;
 mod init;
+mod logs;
 mod objects;
 mod probes;
 mod qos;

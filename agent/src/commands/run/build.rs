@@ -210,8 +210,8 @@ pub(super) async fn build(
         namespace: config.containerd_namespace.clone(),
         managed: *choice == Choice::Managed,
     });
-    // `/exec` and `/run`: the pod runtime fills it in once containerd answers.
-    let exec = (!dry_run).then(api::exec::ExecSlot::default);
+    // `/exec`, `/run`, `/containerLogs`: the pod runtime fills it in once containerd answers.
+    let runtime_slot = (!dry_run).then(api::runtime::RuntimeSlot::default);
     let server = api::bind(api::Options {
         listen: config.listen,
         auth: config.auth.clone(),
@@ -233,7 +233,7 @@ pub(super) async fn build(
             sync: sync_health,
         },
         audit,
-        exec: exec.clone(),
+        runtime_slot: runtime_slot.clone(),
     })
     .await?;
 
@@ -282,7 +282,7 @@ pub(super) async fn build(
                 images: image_metrics,
                 stop_pods: stop_pods.clone(),
                 ebpf,
-                exec: exec.unwrap_or_default(),
+                runtime_slot: runtime_slot.unwrap_or_default(),
                 objects,
                 changes,
                 evictions,

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::Error;
-use crate::api::exec::ExecSlot;
+use crate::api::runtime::{self as api_runtime, RuntimeSlot};
 use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
@@ -106,8 +106,8 @@ pub(super) struct RuntimeHandles {
     pub(super) stop_pods: CancellationToken,
     /// The BPF programs, if loaded.
     pub(super) ebpf: crate::ebpf::Handle,
-    /// Where the local API finds the runtime's exec side (`/exec`, `/run`).
-    pub(super) exec: ExecSlot,
+    /// Where the local API finds the container runtime (`/exec`, `/run`, `/containerLogs`).
+    pub(super) runtime_slot: RuntimeSlot,
     /// The API objects API pods refer to, and their changes.
     pub(super) objects: Objects,
     pub(super) changes: Changes,
@@ -222,7 +222,10 @@ async fn run_pods(
         () = handles.stop_pods.cancelled() => return Ok(()),
     };
     handles.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-    handles.exec.set(Execs::new(containerd.clone(), config.run_dir.join("exec")));
+    handles.runtime_slot.set(api_runtime::Runtime {
+        execs: Execs::new(containerd.clone(), config.run_dir.join("exec")),
+        containerd: containerd.clone(),
+    });
     let containerd_for_eviction = containerd.clone();
     let statuses = handles.statuses.clone();
     match containerd.version().await {
@@ -320,6 +323,7 @@ async fn run_pods(
             image_record: Some(config.state_dir.join("image-gc.json")),
         },
         handles.gc.desired.clone(),
+        handles.statuses.clone(),
         handles.gc.metrics,
         handles.gc.handle,
     );

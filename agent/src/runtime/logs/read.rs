@@ -69,14 +69,23 @@ pub struct ContainerLog {
 }
 
 impl ContainerLog {
-    /// Opens the log of the container whose directory is `dir` (`.../<pod dir>/<name>`);
-    /// `pod` (`namespace/name`) names it in errors.
+    /// Opens the log of the container whose directory is `dir` (`.../<pod dir>/<name>`),
+    /// choosing the run from the files there (the agent's status is not at hand: `outpost
+    /// logs` while the agent is down); `pod` (`namespace/name`) names it in errors.
     pub fn open(dir: &Path, pod: &str, options: Options) -> Result<ContainerLog> {
         let container =
             dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         // Watch before the first read, so no change after it goes unseen.
         let inotify = if options.follow { Some(watch(dir)?) } else { None };
         let run = locate::run(dir, pod, &container, options.previous)?;
+        let reader = FileReader::open(&dir.join(log_file_name(run)))?;
+        Ok(ContainerLog { dir: dir.to_path_buf(), run, reader, inotify, options })
+    }
+
+    /// Opens run `run` of the container whose directory is `dir`: the run the pod's
+    /// status chose (`previous` in `options` is then already decided).
+    pub fn open_run(dir: &Path, run: u32, options: Options) -> Result<ContainerLog> {
+        let inotify = if options.follow { Some(watch(dir)?) } else { None };
         let reader = FileReader::open(&dir.join(log_file_name(run)))?;
         Ok(ContainerLog { dir: dir.to_path_buf(), run, reader, inotify, options })
     }

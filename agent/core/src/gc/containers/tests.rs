@@ -36,7 +36,7 @@ fn policy(per_container: i32, node: i32, min_age: u64) -> Policy {
 }
 
 fn removed(instances: &[Instance], policy: Policy, now: i64) -> Vec<String> {
-    plan(instances, &policy, at(now)).remove
+    plan(instances, &BTreeSet::new(), &policy, at(now)).remove
 }
 
 #[test]
@@ -94,8 +94,8 @@ fn young_dead_containers_stay_and_do_not_count() {
     // Created at 0, 50 and 90; the TTL is 30 s at 100: the one of 90 is too young, and
     // of the others (which are old enough) the newest stays.
     let instances = [dead("u", "c", 0, 0), dead("u", "c", 1, 50), dead("u", "c", 2, 90)];
-    let plan = plan(&instances, &policy(1, -1, 30), at(100));
-    assert_eq!(plan, Plan { remove: vec!["u-c-0".into()], revisit_at: Some(at(120)) });
+    let plan = plan(&instances, &BTreeSet::new(), &policy(1, -1, 30), at(100));
+    assert_eq!(plan, Plan { remove: vec!["u-c-0".into()], revisit_at: Some(at(120)), held: false });
     // Once it comes of age, the one of 50 goes too.
     assert_eq!(removed(&instances, policy(1, -1, 30), 120), ["u-c-0", "u-c-1"]);
 }
@@ -103,7 +103,7 @@ fn young_dead_containers_stay_and_do_not_count() {
 #[test]
 fn nothing_to_revisit_without_a_ttl() {
     let instances = [dead("u", "c", 0, 0), running("u", "c", 1, 10)];
-    assert_eq!(plan(&instances, &Policy::default(), at(100)).revisit_at, None);
+    assert_eq!(plan(&instances, &BTreeSet::new(), &Policy::default(), at(100)).revisit_at, None);
 }
 
 #[test]
@@ -140,6 +140,52 @@ fn within_the_node_limit_nothing_more_goes() {
     assert!(removed(&instances, policy(1, 5, 0), 100).is_empty());
 }
 
+/// The plan with `named` instances in the pods' statuses.
+fn plan_naming(instances: &[Instance], named: &[&str], policy: Policy, now: i64) -> Plan {
+    plan(instances, &named.iter().copied().collect(), &policy, at(now))
+}
+
+#[test]
+fn the_last_termination_the_status_still_names_stays() {
+    // The crash loop of issue 31: run 1 ended and the status names it as lastState; run 2
+    // started and exited, and the collector runs on that exit before the worker's next
+    // status names run 2. kubelet's count alone (1 dead kept) would remove run 1.
+    let instances = [dead("u", "c", 1, 10), dead("u", "c", 2, 20)];
+    let kept = plan_naming(&instances, &["u-c-1"], Policy::default(), 100);
+    assert_eq!(kept, Plan { remove: vec![], revisit_at: None, held: true });
+    // Once the status names run 2, run 1 goes.
+    let moved_on = plan_naming(&instances, &["u-c-2"], Policy::default(), 100);
+    assert_eq!(moved_on, Plan { remove: vec!["u-c-1".into()], revisit_at: None, held: false });
+}
+
+#[test]
+fn an_instance_named_as_the_newest_is_not_held() {
+    // Named and the unit's newest: protected anyway, nothing to look at again.
+    let instances = [dead("u", "c", 0, 0), dead("u", "c", 1, 10)];
+    let plan = plan_naming(&instances, &["u-c-1"], policy(2, 1, 0), 100);
+    assert_eq!(plan, Plan { remove: vec!["u-c-0".into()], revisit_at: None, held: false });
+}
+
+#[test]
+fn keeping_no_dead_container_keeps_none_a_status_names() {
+    // `--maximum-dead-containers-per-container 0`: only what the worker stands on stays.
+    let instances = [dead("u", "c", 0, 0), dead("u", "c", 1, 10), running("u", "c", 2, 20)];
+    let plan = plan_naming(&instances, &["u-c-1", "u-c-2"], policy(0, -1, 0), 100);
+    assert_eq!(
+        plan,
+        Plan { remove: vec!["u-c-0".into(), "u-c-1".into()], revisit_at: None, held: false }
+    );
+}
+
+#[test]
+fn the_node_limit_holds_what_a_status_names() {
+    let instances = [dead("a", "x", 0, 0), dead("a", "x", 1, 5), running("a", "x", 2, 9)];
+    let plan = plan_naming(&instances, &["a-x-0", "a-x-1"], policy(-1, 0, 0), 100);
+    assert_eq!(plan, Plan { remove: vec![], revisit_at: None, held: true });
+    let plan = plan_naming(&instances, &["a-x-1"], policy(-1, 0, 0), 100);
+    assert_eq!(plan, Plan { remove: vec!["a-x-0".into()], revisit_at: None, held: true });
+}
+
 fn arb_instances() -> impl Strategy<Value = Vec<Instance>> {
     let one = (0..3usize, 0..2usize, 0..6u32, 0..200i64, any::<bool>());
     proptest::collection::vec(one, 0..30).prop_map(|raw| {
@@ -171,7 +217,8 @@ proptest! {
     ) {
         let policy = policy(per, node, ttl);
         let now = at(200);
-        let chosen: BTreeSet<String> = plan(&instances, &policy, now).remove.into_iter().collect();
+        let chosen: BTreeSet<String> =
+            plan(&instances, &BTreeSet::new(), &policy, now).remove.into_iter().collect();
         let mut units: BTreeMap<(&str, &str), Vec<&Instance>> = BTreeMap::new();
         for i in &instances {
             units.entry((i.pod_uid.as_str(), i.container.as_str())).or_default().push(i);
@@ -204,6 +251,35 @@ proptest! {
                 .count();
             let protected = units.len();
             prop_assert!(evictable_left <= usize::try_from(node).unwrap() + protected);
+        }
+    }
+}
+
+proptest! {
+    /// An instance a status names is never removed; without names the plan is the same
+    /// as kubelet's count; naming more never removes more.
+    #[test]
+    fn never_removes_what_a_status_names(
+        instances in arb_instances(),
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..6),
+        per in -1..4i32,
+        node in -1..6i32,
+    ) {
+        let policy = policy(per, node, 0);
+        let named: BTreeSet<&str> = if instances.is_empty() {
+            BTreeSet::new()
+        } else {
+            picks.iter().map(|i| instances[i.index(instances.len())].id.as_str()).collect()
+        };
+        let with = plan(&instances, &named, &policy, at(200));
+        let without = plan(&instances, &BTreeSet::new(), &policy, at(200));
+        for id in with.remove.iter().filter(|_| per != 0) {
+            prop_assert!(!named.contains(id.as_str()), "removed {id}, which a status names");
+        }
+        prop_assert!(with.remove.len() <= without.remove.len());
+        prop_assert!(!without.held);
+        if with.remove != without.remove {
+            prop_assert!(with.held, "kept a named instance without saying so");
         }
     }
 }
