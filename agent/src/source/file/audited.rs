@@ -2,27 +2,19 @@
 //! (who wrote it), logged once and recorded in the [`crate::audit`] log, followed by a
 //! `refused` entry when the admission policy refuses pods of the file.
 
-use std::ffi::OsStr;
-
 use k8s_openapi::jiff::Timestamp;
 use tracing::{info, warn};
 
-use super::{Cause, FileSource};
+use super::FileSource;
+use super::state::{Cause, Change};
 use crate::audit::admission::Manifest;
 use crate::audit::{Action, Entry, ManifestSource, Origin};
 
 impl FileSource {
-    /// Records one change (and logs it, with its writer). `error` is a rejection's report.
-    /// Pods added or changed that the admission policy refuses are recorded next.
-    pub(super) fn audited(
-        &self,
-        name: &OsStr,
-        action: Action,
-        cause: Cause,
-        pods: Vec<String>,
-        sha256: Option<String>,
-        error: Option<&str>,
-    ) {
+    /// Records one change (and logs it, with its writer). Pods added or changed that the
+    /// admission policy refuses are recorded next.
+    pub(super) fn audited(&self, change: Change) {
+        let Change { name, path, action, cause, pods, sha256, error } = change;
         let (origin, cause_kind, pid) = match cause {
             Cause::Event { pid } => {
                 (Origin::Event { pid, backend: self.backend() }, crate::audit::Cause::Event, pid)
@@ -31,11 +23,12 @@ impl FileSource {
         };
         let writer = self.audit.writer(origin);
         let file = name.to_string_lossy();
-        match error {
+        let names: Vec<String> = pods.iter().map(|p| p.name.to_string()).collect();
+        match &error {
             None => info!(
                 file = %file,
                 %action,
-                pods = ?pods,
+                pods = ?names,
                 sha256 = sha256.as_deref(),
                 pid,
                 uid = writer.uid,
@@ -52,12 +45,11 @@ impl FileSource {
                 "manifest rejected; its last good pods (if any) keep running:\n{report}"
             ),
         }
-        let path = self.manifests.path_of(name).display().to_string();
+        let path = path.display().to_string();
         let refusals = match action {
-            Action::Added | Action::Changed => self.audit.refusals(
-                ManifestSource::File,
-                self.manifests.pods_of(name).iter().map(|p| &*p.pod),
-            ),
+            Action::Added | Action::Changed => {
+                self.audit.refusals(ManifestSource::File, pods.iter().map(|p| &*p.pod))
+            }
             _ => Default::default(),
         };
         let refused = (!refusals.is_empty()).then(|| Manifest {
@@ -75,9 +67,9 @@ impl FileSource {
             path,
             action,
             cause: cause_kind,
-            pods,
+            pods: names,
             sha256,
-            error: error.map(str::to_owned),
+            error,
             writer,
         });
         if let Some(manifest) = refused {

@@ -139,6 +139,14 @@ impl Refs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WatchId(u64);
 
+#[cfg(test)]
+impl WatchId {
+    /// An id as a watcher would hand it out, for the file source's state tests.
+    pub(crate) fn fake(n: u64) -> WatchId {
+        WatchId(n)
+    }
+}
+
 impl fmt::Display for WatchId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "watch#{}", self.0)

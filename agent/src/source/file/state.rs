@@ -1,0 +1,588 @@
+//! The manifest directory source's decisions, as a pure state machine (the pod worker's
+//! shape): [`Machine::step`] takes one [`Input`] (a batch of kernel events, a timer, or
+//! the result of an action) and the time, and returns the [`Action`]s to perform and when
+//! to wake it next. The executor ([`super::FileSource`]) performs them with the kernel
+//! watch and the filesystem and feeds their results back as inputs, each before any other
+//! input; nothing here reads a file, touches a watch or waits.
+//!
+//! What it keeps to:
+//! - a full scan (list the directory, read every manifest) happens only at start, after
+//!   the kernel's queue overflowed, when the directory itself went or was replaced, and
+//!   when what symlinked manifests point through changed (a new symlinked manifest, a
+//!   `..data` symlink swapped);
+//! - otherwise one event, one name looked at again: the kernel's flags say that something
+//!   happened to a name, not what it is now (see [`super::watch`]);
+//! - a file written but not closed is read once it has been quiet for [`MODIFY_QUIET`];
+//! - with neither the directory nor its parent watchable, watching is retried with a
+//!   backoff from [`REWATCH_MIN`] to [`REWATCH_MAX`];
+//! - a SET goes out once every look asked for is back, if the content changed; the first
+//!   one always, even empty (S11).
+
+mod events;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::merge::{Op, SourceUpdate};
+use outpost_core::pod::{Source, SourcePod};
+use tracing::{debug, info, warn};
+
+use self::events::Work;
+use super::manifests::{Manifests, Outcome};
+use super::watch::{Event, Scope, WatchId};
+use crate::audit;
+
+/// How long a file may keep changing without being closed before it is read anyway.
+pub const MODIFY_QUIET: Duration = Duration::from_millis(250);
+/// Backoff bounds while the directory (and its parent) cannot be watched.
+pub const REWATCH_MIN: Duration = Duration::from_millis(250);
+pub const REWATCH_MAX: Duration = Duration::from_secs(30);
+
+/// The time, both ways: monotonic for deadlines, wall for `config.seen` (M3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    pub at: Instant,
+    pub wall: Timestamp,
+}
+
+/// What the source watches: the directory's entries, or one file's entry in its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Dir(PathBuf),
+    File { dir: PathBuf, name: OsString },
+}
+
+impl Target {
+    pub fn dir(&self) -> &Path {
+        match self {
+            Target::Dir(dir) | Target::File { dir, .. } => dir,
+        }
+    }
+
+    /// Whether an entry of the directory is a manifest this source reads (S10).
+    pub fn wants(&self, name: &OsStr) -> bool {
+        match self {
+            Target::File { name: file, .. } => name == file,
+            Target::Dir(_) => super::is_manifest_name(name),
+        }
+    }
+}
+
+/// Why a file is looked at: a kernel event (naming the writer's PID with fanotify), or
+/// a full rescan (nothing names a writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    Event { pid: Option<i32> },
+    Rescan,
+}
+
+/// What listing the directory gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// The name of every entry, manifest or not.
+    Names(Vec<OsString>),
+    /// The directory does not exist: an empty source (S11).
+    Missing,
+    /// It cannot be listed (the error, in words): taken as empty.
+    Failed(String),
+}
+
+/// What a manifest's entry holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// Nothing: deleted or renamed away.
+    Missing,
+    /// A regular file's bytes (through a symlink, maybe), at most S8's limit + 1 byte.
+    Bytes(Vec<u8>),
+    /// An entry that cannot be read as a manifest (a directory, a FIFO, a dangling
+    /// symlink, no permission...): the error, in words.
+    Unreadable(String),
+}
+
+/// A manifest as the executor found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub name: OsString,
+    pub cause: Cause,
+    pub content: Content,
+    /// For a symlink that resolves: its target's canonical path.
+    pub link: Option<PathBuf>,
+}
+
+/// A symlinked manifest, as the watch on its target's directory sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// The target's file name in that directory.
+    pub target: OsString,
+    /// The manifest (the symlink's name in the manifest directory).
+    pub manifest: OsString,
+}
+
+/// What happens to the source.
+#[derive(Debug)]
+pub enum Input {
+    /// The source starts: watch, scan, send the first SET.
+    Start,
+    /// One batch of what the kernel reported, in its order.
+    Events(Vec<Event>),
+    /// A wake-up time came due.
+    Tick,
+    /// What the configured path names now ([`Action::Locate`]).
+    Located(Target),
+    /// The watches [`Action::Arm`] could make (`None`: not asked, or it failed).
+    Armed { dir: Option<WatchId>, parent: Option<WatchId> },
+    /// The directory's listing ([`Action::List`]).
+    Listed(Listing),
+    /// Each file [`Action::Read`] asked for, in order, and for each entry it looked at,
+    /// whether that entry is a symlink or a directory.
+    Read { files: Vec<Found>, looked: Vec<(OsString, bool)> },
+    /// The watches [`Action::WatchLinks`] could make, with the links each one serves.
+    Linked(Vec<(WatchId, Vec<Link>)>),
+}
+
+/// A change the source acts on, for the audit log, the logs and (for a rejection) the
+/// error counter and the node's `FailedValidation` event.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub name: OsString,
+    /// The manifest's path as configured (the S5 location).
+    pub path: PathBuf,
+    pub action: audit::Action,
+    pub cause: Cause,
+    /// The file's pods after the change; before it, for a removal; the last good ones
+    /// (kept), for a rejection.
+    pub pods: Vec<SourcePod>,
+    /// A short sha256 of the content, for additions, changes and rejections.
+    pub sha256: Option<String>,
+    /// A rejection's report (`file:line:col: message` lines).
+    pub error: Option<String>,
+}
+
+/// What the executor does, in order.
+#[derive(Debug)]
+pub enum Action {
+    /// Find what the configured path names now → [`Input::Located`].
+    Locate(PathBuf),
+    /// Watch `dir`'s contents and `parent`'s entries, each if given → [`Input::Armed`].
+    Arm { dir: Option<PathBuf>, parent: Option<PathBuf> },
+    /// Drop one reference to a watch.
+    Unwatch(WatchId, Scope),
+    /// List the directory → [`Input::Listed`].
+    List(PathBuf),
+    /// Read these manifests of `dir` and look whether these other entries are symlinks or
+    /// directories → [`Input::Read`].
+    Read { dir: PathBuf, files: Vec<(OsString, Cause)>, look: Vec<OsString> },
+    /// Drop these watches, then watch these directories (symlinked manifests' targets)
+    /// → [`Input::Linked`].
+    WatchLinks { drop: Vec<WatchId>, add: Vec<(PathBuf, Vec<Link>)> },
+    /// Record a change.
+    Record(Change),
+    /// Hand this SET to the merge.
+    Send(SourceUpdate),
+}
+
+/// The result of a step.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub actions: Vec<Action>,
+    /// When to step again with [`Input::Tick`] if no kernel event comes first.
+    pub wake: Option<Instant>,
+}
+
+/// Where the source is between two steps. `owed`: the merge is owed a SET once the work
+/// under way is done (the content changed, or nothing was sent yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Nothing done yet.
+    Starting,
+    /// Waiting for [`Input::Located`]: the directory went or was replaced.
+    Locating { owed: bool },
+    /// Waiting for [`Input::Armed`]. `scan`: list and read everything next, whatever
+    /// comes of it (else only if the directory's own watch is made); `backoff`: the
+    /// delay of the retry that led here.
+    Arming { scan: bool, owed: bool, backoff: Option<Duration> },
+    /// Waiting for [`Input::Listed`]; `then`: where to rest afterwards.
+    Listing { owed: bool, then: Rest },
+    /// Waiting for [`Input::Read`]; `scan`: the files are the whole listing.
+    Reading { scan: bool, owed: bool, then: Rest },
+    /// Nothing under way: the merge has the directory's content as read.
+    Idle(Rest),
+}
+
+/// What the source waits for when nothing is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    /// Kernel events, and files to read once quiet.
+    Watched,
+    /// Neither the directory nor its parent could be watched, so nothing but a retry at
+    /// `at` can wake the source; `delay` doubles with each failed retry.
+    Unwatched { at: Instant, delay: Duration },
+}
+
+/// The manifest directory source's state.
+#[derive(Debug)]
+pub struct Machine {
+    /// `--manifest-dir` as configured.
+    path: PathBuf,
+    node_name: String,
+    target: Target,
+    manifests: Manifests,
+    state: State,
+    /// The watch on the target directory, while it exists.
+    dir_watch: Option<WatchId>,
+    /// The watch on the directory's parent, to see the directory come, go or be replaced.
+    parent_watch: Option<WatchId>,
+    /// Watches on directories holding the targets of symlinked manifests.
+    link_watches: BTreeMap<WatchId, Vec<Link>>,
+    /// Files written but not closed yet, since when and why: read once quiet.
+    quiet: BTreeMap<OsString, (Instant, Cause)>,
+}
+
+impl Machine {
+    /// A source of `path` (`--manifest-dir`), which names `target` now.
+    pub fn new(path: PathBuf, target: Target, node_name: String) -> Machine {
+        Machine {
+            manifests: Manifests::new(target.dir().to_path_buf(), node_name.clone()),
+            path,
+            node_name,
+            target,
+            state: State::Starting,
+            dir_watch: None,
+            parent_watch: None,
+            link_watches: BTreeMap::new(),
+            quiet: BTreeMap::new(),
+        }
+    }
+
+    /// Applies `input` at `now`; returns what to do and when to wake next.
+    pub fn step(&mut self, input: Input, now: Now) -> Step {
+        let mut out = Vec::new();
+        let state = std::mem::replace(&mut self.state, State::Starting);
+        self.state = self.transition(state, input, now, &mut out);
+        Step { actions: out, wake: self.wake() }
+    }
+
+    fn transition(&mut self, state: State, input: Input, now: Now, out: &mut Vec<Action>) -> State {
+        match (state, input) {
+            (State::Starting, Input::Start) => self.arm(true, true, None, out),
+            (State::Locating { owed }, Input::Located(target)) => {
+                let owed = self.retarget(target, out) || owed;
+                self.arm(true, owed, None, out)
+            }
+            (State::Arming { scan, owed, backoff }, Input::Armed { dir, parent }) => {
+                self.armed(Armed { scan, owed, backoff, dir, parent }, now, out)
+            }
+            (State::Listing { owed, then }, Input::Listed(listing)) => {
+                self.listed(listing, owed, then, out)
+            }
+            (State::Reading { scan, owed, then }, Input::Read { files, looked }) => {
+                self.read(files, &looked, Reading { scan, owed, then }, now, out)
+            }
+            (state, Input::Linked(links)) => {
+                self.link_watches.extend(links);
+                state
+            }
+            (State::Idle(rest), Input::Events(events)) => {
+                let mut work = Work::default();
+                for event in events {
+                    self.event(event, now, &mut work, out);
+                }
+                self.work(work, rest, out)
+            }
+            (State::Idle(rest), Input::Tick) => {
+                let mut work = Work::default();
+                let due: Vec<OsString> = self
+                    .quiet
+                    .iter()
+                    .filter(|(_, (at, _))| *at + MODIFY_QUIET <= now.at)
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                for name in due {
+                    if let Some((_, cause)) = self.quiet.remove(&name) {
+                        work.read(name, cause);
+                    }
+                }
+                work.rearm = matches!(rest, Rest::Unwatched { at, .. } if at <= now.at);
+                self.work(work, rest, out)
+            }
+            (state, input) => {
+                warn!(
+                    ?state,
+                    input = input.kind(),
+                    "the file source got an input it does not expect now; ignored"
+                );
+                state
+            }
+        }
+    }
+
+    /// Watches what is not watched of the directory and its parent.
+    fn arm(
+        &mut self,
+        scan: bool,
+        owed: bool,
+        backoff: Option<Duration>,
+        out: &mut Vec<Action>,
+    ) -> State {
+        let dir = self.target.dir();
+        let parent = match self.parent_watch {
+            None => dir.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf),
+            Some(_) => None,
+        };
+        let dir = self.dir_watch.is_none().then(|| dir.to_path_buf());
+        out.push(Action::Arm { dir, parent });
+        State::Arming { scan, owed, backoff }
+    }
+
+    fn armed(&mut self, armed: Armed, now: Now, out: &mut Vec<Action>) -> State {
+        if let Some(id) = armed.parent {
+            self.parent_watch = Some(id);
+        }
+        let mut scan = armed.scan;
+        if let Some(id) = armed.dir {
+            self.dir_watch = Some(id);
+            scan = true;
+        }
+        let then = if self.dir_watch.is_none() && self.parent_watch.is_none() {
+            let delay = armed.backoff.map_or(REWATCH_MIN, |d| (d * 2).min(REWATCH_MAX));
+            warn!(dir = %self.target.dir().display(), retry_in = ?delay, "cannot watch the manifest directory or its parent");
+            Rest::Unwatched { at: now.at + delay, delay }
+        } else {
+            Rest::Watched
+        };
+        if scan {
+            out.push(Action::List(self.target.dir().to_path_buf()));
+            State::Listing { owed: armed.owed, then }
+        } else {
+            self.settle(armed.owed, then, out)
+        }
+    }
+
+    /// A full scan's listing: files no longer there are forgotten, every manifest is read.
+    fn listed(&mut self, listing: Listing, owed: bool, then: Rest, out: &mut Vec<Action>) -> State {
+        let dir = self.target.dir().to_path_buf();
+        let names = match listing {
+            Listing::Names(names) => names,
+            Listing::Missing => {
+                debug!(dir = %dir.display(), "manifest directory does not exist (yet)");
+                Vec::new()
+            }
+            Listing::Failed(error) => {
+                warn!(dir = %dir.display(), error, "cannot list the manifest directory");
+                Vec::new()
+            }
+        };
+        let present: BTreeSet<OsString> =
+            names.into_iter().filter(|name| self.target.wants(name)).collect();
+        self.quiet.clear();
+        let mut owed = owed;
+        for name in self.manifests.names() {
+            if !present.contains(&name) {
+                owed |= self.forget(&name, Cause::Rescan, out);
+            }
+        }
+        owed |= self.manifests.retain(&present);
+        let files = present.into_iter().map(|name| (name, Cause::Rescan)).collect();
+        out.push(Action::Read { dir, files, look: Vec::new() });
+        State::Reading { scan: true, owed, then }
+    }
+
+    /// What was read and looked at. A symlinked manifest not known yet, or a symlink or
+    /// directory beside symlinked manifests that changed (`..data` swapped), calls for a
+    /// full scan: the directories symlinks point into need watches.
+    fn read(
+        &mut self,
+        files: Vec<Found>,
+        looked: &[(OsString, bool)],
+        was: Reading,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) -> State {
+        let mut owed = was.owed;
+        let mut rescan = false;
+        for (entry, _) in looked.iter().filter(|(_, link_or_dir)| *link_or_dir) {
+            debug!(entry = ?entry, "symlinked content swapped; rescanning");
+            rescan = true;
+        }
+        let mut links: BTreeMap<PathBuf, Vec<Link>> = BTreeMap::new();
+        let count = files.len();
+        for found in files {
+            if !was.scan && found.link.is_some() && !self.manifests.contains(&found.name) {
+                debug!(file = ?found.name, "new symlinked manifest; rescanning");
+                rescan = true;
+                continue;
+            }
+            if let Some(target) = &found.link
+                && let (Some(dir), Some(file)) = (target.parent(), target.file_name())
+            {
+                links
+                    .entry(dir.to_path_buf())
+                    .or_default()
+                    .push(Link { target: file.to_owned(), manifest: found.name.clone() });
+            }
+            owed |= self.offer(found, now, out);
+        }
+        if rescan {
+            out.push(Action::List(self.target.dir().to_path_buf()));
+            return State::Listing { owed, then: was.then };
+        }
+        if was.scan {
+            let drop: Vec<WatchId> = std::mem::take(&mut self.link_watches).into_keys().collect();
+            if !drop.is_empty() || !links.is_empty() {
+                out.push(Action::WatchLinks { drop, add: links.into_iter().collect() });
+            }
+            debug!(files = count, "manifest directory scanned");
+        }
+        self.settle(owed, was.then, out)
+    }
+
+    /// Offers one file's content; true if the SET changed.
+    fn offer(&mut self, found: Found, now: Now, out: &mut Vec<Action>) -> bool {
+        let Found { name, cause, content, .. } = found;
+        let had_pods = !self.manifests.pods_of(&name).is_empty();
+        let (outcome, sha256) = match content {
+            Content::Missing => return self.forget(&name, cause, out),
+            Content::Bytes(bytes) => {
+                let outcome = self.manifests.offer(&name, &bytes, now.wall);
+                // Hashed only for what is recorded: unchanged rewrites cost nothing more.
+                let recorded = matches!(outcome, Outcome::Changed | Outcome::Rejected(_));
+                (outcome, recorded.then(|| audit::short_sha256(&bytes)))
+            }
+            Content::Unreadable(error) => {
+                let path = self.manifests.path_of(&name);
+                (self.manifests.unreadable(&name, format!("{}: {error}", path.display())), None)
+            }
+        };
+        let (action, error) = match outcome {
+            Outcome::Changed if had_pods => (audit::Action::Changed, None),
+            Outcome::Changed => (audit::Action::Added, None),
+            Outcome::Unchanged => return false,
+            Outcome::Empty => {
+                debug!(file = ?name, "manifest is empty (being rewritten?); keeping its last good pods");
+                return false;
+            }
+            Outcome::Rejected(report) => (audit::Action::Rejected, Some(report)),
+        };
+        let changed = action != audit::Action::Rejected;
+        self.record(name, action, cause, sha256, error, out);
+        changed
+    }
+
+    /// The file is gone; true if it had pods.
+    fn forget(&mut self, name: &OsStr, cause: Cause, out: &mut Vec<Action>) -> bool {
+        let pods = self.manifests.pods_of(name).to_vec();
+        let changed = self.manifests.forget(name);
+        if changed {
+            out.push(Action::Record(Change {
+                name: name.to_owned(),
+                path: self.manifests.path_of(name),
+                action: audit::Action::Removed,
+                cause,
+                pods,
+                sha256: None,
+                error: None,
+            }));
+        }
+        changed
+    }
+
+    fn record(
+        &self,
+        name: OsString,
+        action: audit::Action,
+        cause: Cause,
+        sha256: Option<String>,
+        error: Option<String>,
+        out: &mut Vec<Action>,
+    ) {
+        out.push(Action::Record(Change {
+            path: self.manifests.path_of(&name),
+            pods: self.manifests.pods_of(&name).to_vec(),
+            name,
+            action,
+            cause,
+            sha256,
+            error,
+        }));
+    }
+
+    /// The configured path names `target` now. If that is another directory, what was
+    /// read of the old one is dropped; true if that took pods away.
+    fn retarget(&mut self, target: Target, out: &mut Vec<Action>) -> bool {
+        if target.dir() == self.target.dir() {
+            self.target = target;
+            return false;
+        }
+        if let Some(id) = self.parent_watch.take() {
+            out.push(Action::Unwatch(id, Scope::Entries));
+        }
+        info!(path = %self.path.display(), file = matches!(target, Target::File { .. }), "manifest path changed kind");
+        let had_pods = !self.manifests.pods().is_empty();
+        self.manifests = Manifests::new(target.dir().to_path_buf(), self.node_name.clone());
+        self.quiet.clear();
+        self.target = target;
+        had_pods
+    }
+
+    /// The work under way is done: the SET goes out if owed, and the source rests.
+    fn settle(&self, owed: bool, then: Rest, out: &mut Vec<Action>) -> State {
+        if owed {
+            out.push(Action::Send(SourceUpdate {
+                source: Source::File,
+                op: Op::Set,
+                pods: self.manifests.pods(),
+            }));
+        }
+        State::Idle(then)
+    }
+
+    fn wake(&self) -> Option<Instant> {
+        let State::Idle(rest) = self.state else {
+            return None;
+        };
+        let quiet = self.quiet.values().map(|(at, _)| *at + MODIFY_QUIET).min();
+        let retry = match rest {
+            Rest::Unwatched { at, .. } => Some(at),
+            Rest::Watched => None,
+        };
+        quiet.into_iter().chain(retry).min()
+    }
+}
+
+/// What [`Input::Armed`] answers, with what the arming state carried.
+struct Armed {
+    scan: bool,
+    owed: bool,
+    backoff: Option<Duration>,
+    dir: Option<WatchId>,
+    parent: Option<WatchId>,
+}
+
+/// What the reading state carried.
+struct Reading {
+    scan: bool,
+    owed: bool,
+    then: Rest,
+}
+
+impl Input {
+    /// The input's kind, for logs.
+    fn kind(&self) -> &'static str {
+        match self {
+            Input::Start => "start",
+            Input::Events(_) => "events",
+            Input::Tick => "tick",
+            Input::Located(_) => "located",
+            Input::Armed { .. } => "armed",
+            Input::Listed(_) => "listed",
+            Input::Read { .. } => "read",
+            Input::Linked(_) => "linked",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
