@@ -288,7 +288,7 @@ impl Machine {
             (State::Idle(rest), Input::Events(events)) => {
                 let mut work = Work::default();
                 for event in events {
-                    self.event(event, now, &mut work, out);
+                    self.event(event, now, &mut work);
                 }
                 self.work(work, rest, out)
             }

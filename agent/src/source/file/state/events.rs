@@ -15,6 +15,8 @@ pub(super) struct Work {
     /// Where the configured path points must be found again: the directory went or was
     /// replaced.
     relocate: bool,
+    /// The directory's watches to drop (it went or was replaced).
+    unwatch: Vec<WatchId>,
     /// Everything must be listed and read again.
     rescan: bool,
     /// The directory (and its parent) must be watched again.
@@ -37,7 +39,7 @@ impl Work {
 
 impl Machine {
     /// Notes what one kernel event calls for.
-    pub(super) fn event(&mut self, event: Event, now: Now, work: &mut Work, out: &mut Vec<Action>) {
+    pub(super) fn event(&mut self, event: Event, now: Now, work: &mut Work) {
         match event {
             Event::Overflow => {
                 warn!("kernel event queue overflowed; rescanning the manifest directory");
@@ -50,13 +52,13 @@ impl Machine {
                 }
                 if Some(id) == self.dir_watch {
                     self.dir_watch = None;
-                    self.replaced("its watch was removed by the kernel", work, out);
+                    self.replaced("its watch was removed by the kernel", work);
                 } else if self.dir_watch.is_none() {
                     work.rearm = true;
                 }
             }
             Event::Entry { dir, name, mask, pid } => {
-                self.entry(dir, name, mask, Cause::Event { pid }, now, work, out);
+                self.entry(dir, name, mask, Cause::Event { pid }, now, work);
             }
         }
     }
@@ -69,20 +71,19 @@ impl Machine {
         cause: Cause,
         now: Now,
         work: &mut Work,
-        out: &mut Vec<Action>,
     ) {
         // One directory can be several of these at once (watch ids are per directory).
         if Some(dir) == self.parent_watch {
             let ours = self.target.dir().file_name();
             if name.is_some() && name.as_deref() == ours && touches_entry(mask) {
-                self.replaced("the directory entry changed in its parent", work, out);
+                self.replaced("the directory entry changed in its parent", work);
             }
         }
         if Some(dir) == self.dir_watch {
             match &name {
                 Some(name) => self.dir_entry(name, mask, cause, now, work),
                 None if mask.self_deleted || mask.self_moved => {
-                    self.replaced("the directory was deleted or moved", work, out);
+                    self.replaced("the directory was deleted or moved", work);
                 }
                 None => {}
             }
@@ -127,11 +128,9 @@ impl Machine {
     /// The directory went away or was replaced: its watch goes, and where the configured
     /// path points is found again (it may have turned from a directory into a file, or
     /// back), then watched and scanned.
-    fn replaced(&mut self, why: &str, work: &mut Work, out: &mut Vec<Action>) {
+    fn replaced(&mut self, why: &str, work: &mut Work) {
         info!(dir = %self.target.dir().display(), why, "manifest directory replaced; rescanning");
-        if let Some(id) = self.dir_watch.take() {
-            out.push(Action::Unwatch(id, Scope::Contents));
-        }
+        work.unwatch.extend(self.dir_watch.take());
         work.relocate = true;
     }
 
@@ -139,6 +138,7 @@ impl Machine {
     pub(super) fn work(&mut self, work: Work, rest: Rest, out: &mut Vec<Action>) -> State {
         let dir = self.target.dir().to_path_buf();
         let looks = !work.reads.is_empty() || !work.looks.is_empty();
+        out.extend(work.unwatch.iter().map(|id| Action::Unwatch(*id, Scope::Contents)));
         if work.relocate {
             out.push(Action::Locate(self.path.clone()));
             State::Locating { owed: false }
