@@ -196,17 +196,16 @@ impl FileSource {
                 let _ = self.watcher.remove(id, scope);
             }
             Action::List(dir) => self.results.push_back(Input::Listed(list(&dir))),
-            Action::Read { dir, files, look } => {
-                let files = files
-                    .into_iter()
-                    .map(|(name, cause)| {
-                        let path = dir.join(&name);
-                        Found { content: content(&path), link: link(&path), name, cause }
-                    })
-                    .collect();
-                let looked = look.into_iter().map(|name| (is_link_or_dir(&dir.join(&name)), name));
-                let looked = looked.map(|(yes, name)| (name, yes)).collect();
-                self.results.push_back(Input::Read { files, looked });
+            Action::Read { path, name, cause } => {
+                let found = Found { content: content(&path), link: link(&path), name, cause };
+                self.results.push_back(Input::Read(found));
+            }
+            Action::Look { dir, names } => {
+                let looked = names.into_iter().map(|name| {
+                    let link_or_dir = is_link_or_dir(&dir.join(&name));
+                    (name, link_or_dir)
+                });
+                self.results.push_back(Input::Looked(looked.collect()));
             }
             Action::WatchLinks { drop, add } => {
                 for id in drop {

@@ -15,12 +15,14 @@
 //! - a file written but not closed is read once it has been quiet for [`MODIFY_QUIET`];
 //! - with neither the directory nor its parent watchable, watching is retried with a
 //!   backoff from [`REWATCH_MIN`] to [`REWATCH_MAX`];
-//! - a SET goes out once every look asked for is back, if the content changed; the first
+//! - files are read one at a time (each may be 10 MiB);
+//! - a SET goes out once the reads asked for are done, if the content changed; the first
 //!   one always, even empty (S11).
 
 mod events;
+mod reads;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,10 +30,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::merge::{Op, SourceUpdate};
 use outpost_core::pod::{Source, SourcePod};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
-use self::events::Work;
-use super::manifests::{Manifests, Outcome};
+use super::manifests::Manifests;
 use super::watch::{Event, Scope, WatchId};
 use crate::audit;
 
@@ -136,9 +137,11 @@ pub enum Input {
     Armed { dir: Option<WatchId>, parent: Option<WatchId> },
     /// The directory's listing ([`Action::List`]).
     Listed(Listing),
-    /// Each file [`Action::Read`] asked for, in order, and for each entry it looked at,
-    /// whether that entry is a symlink or a directory.
-    Read { files: Vec<Found>, looked: Vec<(OsString, bool)> },
+    /// The file [`Action::Read`] asked for.
+    Read(Found),
+    /// For each entry [`Action::Look`] asked about, whether it is a symlink or a
+    /// directory.
+    Looked(Vec<(OsString, bool)>),
     /// The watches [`Action::WatchLinks`] could make, with the links each one serves.
     Linked(Vec<(WatchId, Vec<Link>)>),
 }
@@ -172,9 +175,11 @@ pub enum Action {
     Unwatch(WatchId, Scope),
     /// List the directory → [`Input::Listed`].
     List(PathBuf),
-    /// Read these manifests of `dir` and look whether these other entries are symlinks or
-    /// directories → [`Input::Read`].
-    Read { dir: PathBuf, files: Vec<(OsString, Cause)>, look: Vec<OsString> },
+    /// Read one manifest (one at a time: each may be 10 MiB) → [`Input::Read`].
+    Read { path: PathBuf, name: OsString, cause: Cause },
+    /// Look whether these entries of `dir` are symlinks or directories →
+    /// [`Input::Looked`].
+    Look { dir: PathBuf, names: Vec<OsString> },
     /// Drop these watches, then watch these directories (symlinked manifests' targets)
     /// → [`Input::Linked`].
     WatchLinks { drop: Vec<WatchId>, add: Vec<(PathBuf, Vec<Link>)> },
@@ -206,10 +211,28 @@ enum State {
     Arming { scan: bool, owed: bool, backoff: Option<Duration> },
     /// Waiting for [`Input::Listed`]; `then`: where to rest afterwards.
     Listing { owed: bool, then: Rest },
-    /// Waiting for [`Input::Read`]; `scan`: the files are the whole listing.
-    Reading { scan: bool, owed: bool, then: Rest },
+    /// Waiting for [`Input::Looked`]; the files to read next if nothing calls for a scan.
+    Looking { reads: Vec<(OsString, Cause)>, then: Rest },
+    /// Waiting for [`Input::Read`].
+    Reading(Reads),
     /// Nothing under way: the merge has the directory's content as read.
     Idle(Rest),
+}
+
+/// Files being read, one at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reads {
+    /// The files are the whole listing (a scan): the directories its symlinked manifests
+    /// point into are watched once they are read.
+    scan: bool,
+    owed: bool,
+    then: Rest,
+    /// The files to read after the one asked for.
+    queue: VecDeque<(OsString, Cause)>,
+    /// For a scan: the directories its symlinked manifests point into.
+    links: BTreeMap<PathBuf, Vec<Link>>,
+    /// How many files were read.
+    count: usize,
 }
 
 /// What the source waits for when nothing is under way.
@@ -278,36 +301,16 @@ impl Machine {
             (State::Listing { owed, then }, Input::Listed(listing)) => {
                 self.listed(listing, owed, then, out)
             }
-            (State::Reading { scan, owed, then }, Input::Read { files, looked }) => {
-                self.read(files, &looked, Reading { scan, owed, then }, now, out)
+            (State::Looking { reads, then }, Input::Looked(looked)) => {
+                self.looked(&looked, reads, then, out)
             }
+            (State::Reading(reads), Input::Read(found)) => self.read(found, reads, now, out),
             (state, Input::Linked(links)) => {
                 self.link_watches.extend(links);
                 state
             }
-            (State::Idle(rest), Input::Events(events)) => {
-                let mut work = Work::default();
-                for event in events {
-                    self.event(event, now, &mut work);
-                }
-                self.work(work, rest, out)
-            }
-            (State::Idle(rest), Input::Tick) => {
-                let mut work = Work::default();
-                let due: Vec<OsString> = self
-                    .quiet
-                    .iter()
-                    .filter(|(_, (at, _))| *at + MODIFY_QUIET <= now.at)
-                    .map(|(name, _)| name.clone())
-                    .collect();
-                for name in due {
-                    if let Some((_, cause)) = self.quiet.remove(&name) {
-                        work.read(name, cause);
-                    }
-                }
-                work.rearm = matches!(rest, Rest::Unwatched { at, .. } if at <= now.at);
-                self.work(work, rest, out)
-            }
+            (State::Idle(rest), Input::Events(events)) => self.events(events, rest, now, out),
+            (State::Idle(rest), Input::Tick) => self.tick(rest, now, out),
             (state, input) => {
                 warn!(
                     ?state,
@@ -359,154 +362,6 @@ impl Machine {
         } else {
             self.settle(armed.owed, then, out)
         }
-    }
-
-    /// A full scan's listing: files no longer there are forgotten, every manifest is read.
-    fn listed(&mut self, listing: Listing, owed: bool, then: Rest, out: &mut Vec<Action>) -> State {
-        let dir = self.target.dir().to_path_buf();
-        let names = match listing {
-            Listing::Names(names) => names,
-            Listing::Missing => {
-                debug!(dir = %dir.display(), "manifest directory does not exist (yet)");
-                Vec::new()
-            }
-            Listing::Failed(error) => {
-                warn!(dir = %dir.display(), error, "cannot list the manifest directory");
-                Vec::new()
-            }
-        };
-        let present: BTreeSet<OsString> =
-            names.into_iter().filter(|name| self.target.wants(name)).collect();
-        self.quiet.clear();
-        let mut owed = owed;
-        for name in self.manifests.names() {
-            if !present.contains(&name) {
-                owed |= self.forget(&name, Cause::Rescan, out);
-            }
-        }
-        owed |= self.manifests.retain(&present);
-        let files = present.into_iter().map(|name| (name, Cause::Rescan)).collect();
-        out.push(Action::Read { dir, files, look: Vec::new() });
-        State::Reading { scan: true, owed, then }
-    }
-
-    /// What was read and looked at. A symlinked manifest not known yet, or a symlink or
-    /// directory beside symlinked manifests that changed (`..data` swapped), calls for a
-    /// full scan: the directories symlinks point into need watches.
-    fn read(
-        &mut self,
-        files: Vec<Found>,
-        looked: &[(OsString, bool)],
-        was: Reading,
-        now: Now,
-        out: &mut Vec<Action>,
-    ) -> State {
-        let mut owed = was.owed;
-        let mut rescan = false;
-        for (entry, _) in looked.iter().filter(|(_, link_or_dir)| *link_or_dir) {
-            debug!(entry = ?entry, "symlinked content swapped; rescanning");
-            rescan = true;
-        }
-        let mut links: BTreeMap<PathBuf, Vec<Link>> = BTreeMap::new();
-        let count = files.len();
-        for found in files {
-            if !was.scan && found.link.is_some() && !self.manifests.contains(&found.name) {
-                debug!(file = ?found.name, "new symlinked manifest; rescanning");
-                rescan = true;
-                continue;
-            }
-            if let Some(target) = &found.link
-                && let (Some(dir), Some(file)) = (target.parent(), target.file_name())
-            {
-                links
-                    .entry(dir.to_path_buf())
-                    .or_default()
-                    .push(Link { target: file.to_owned(), manifest: found.name.clone() });
-            }
-            owed |= self.offer(found, now, out);
-        }
-        if rescan {
-            out.push(Action::List(self.target.dir().to_path_buf()));
-            return State::Listing { owed, then: was.then };
-        }
-        if was.scan {
-            let drop: Vec<WatchId> = std::mem::take(&mut self.link_watches).into_keys().collect();
-            if !drop.is_empty() || !links.is_empty() {
-                out.push(Action::WatchLinks { drop, add: links.into_iter().collect() });
-            }
-            debug!(files = count, "manifest directory scanned");
-        }
-        self.settle(owed, was.then, out)
-    }
-
-    /// Offers one file's content; true if the SET changed.
-    fn offer(&mut self, found: Found, now: Now, out: &mut Vec<Action>) -> bool {
-        let Found { name, cause, content, .. } = found;
-        let had_pods = !self.manifests.pods_of(&name).is_empty();
-        let (outcome, sha256) = match content {
-            Content::Missing => return self.forget(&name, cause, out),
-            Content::Bytes(bytes) => {
-                let outcome = self.manifests.offer(&name, &bytes, now.wall);
-                // Hashed only for what is recorded: unchanged rewrites cost nothing more.
-                let recorded = matches!(outcome, Outcome::Changed | Outcome::Rejected(_));
-                (outcome, recorded.then(|| audit::short_sha256(&bytes)))
-            }
-            Content::Unreadable(error) => {
-                let path = self.manifests.path_of(&name);
-                (self.manifests.unreadable(&name, format!("{}: {error}", path.display())), None)
-            }
-        };
-        let (action, error) = match outcome {
-            Outcome::Changed if had_pods => (audit::Action::Changed, None),
-            Outcome::Changed => (audit::Action::Added, None),
-            Outcome::Unchanged => return false,
-            Outcome::Empty => {
-                debug!(file = ?name, "manifest is empty (being rewritten?); keeping its last good pods");
-                return false;
-            }
-            Outcome::Rejected(report) => (audit::Action::Rejected, Some(report)),
-        };
-        let changed = action != audit::Action::Rejected;
-        self.record(name, action, cause, sha256, error, out);
-        changed
-    }
-
-    /// The file is gone; true if it had pods.
-    fn forget(&mut self, name: &OsStr, cause: Cause, out: &mut Vec<Action>) -> bool {
-        let pods = self.manifests.pods_of(name).to_vec();
-        let changed = self.manifests.forget(name);
-        if changed {
-            out.push(Action::Record(Change {
-                name: name.to_owned(),
-                path: self.manifests.path_of(name),
-                action: audit::Action::Removed,
-                cause,
-                pods,
-                sha256: None,
-                error: None,
-            }));
-        }
-        changed
-    }
-
-    fn record(
-        &self,
-        name: OsString,
-        action: audit::Action,
-        cause: Cause,
-        sha256: Option<String>,
-        error: Option<String>,
-        out: &mut Vec<Action>,
-    ) {
-        out.push(Action::Record(Change {
-            path: self.manifests.path_of(&name),
-            pods: self.manifests.pods_of(&name).to_vec(),
-            name,
-            action,
-            cause,
-            sha256,
-            error,
-        }));
     }
 
     /// The configured path names `target` now. If that is another directory, what was
@@ -561,13 +416,6 @@ struct Armed {
     parent: Option<WatchId>,
 }
 
-/// What the reading state carried.
-struct Reading {
-    scan: bool,
-    owed: bool,
-    then: Rest,
-}
-
 impl Input {
     /// The input's kind, for logs.
     fn kind(&self) -> &'static str {
@@ -578,7 +426,8 @@ impl Input {
             Input::Located(_) => "located",
             Input::Armed { .. } => "armed",
             Input::Listed(_) => "listed",
-            Input::Read { .. } => "read",
+            Input::Read(_) => "read",
+            Input::Looked(_) => "looked",
             Input::Linked(_) => "linked",
         }
     }

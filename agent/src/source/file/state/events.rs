@@ -6,12 +6,12 @@ use std::ffi::{OsStr, OsString};
 
 use tracing::{debug, info, warn};
 
-use super::{Action, Cause, Machine, Now, Rest, State};
+use super::{Action, Cause, MODIFY_QUIET, Machine, Now, Rest, State};
 use crate::source::file::watch::{Event, Mask, Scope, WatchId};
 
 /// What a batch of events (or a timer) calls for, gathered before acting on it.
 #[derive(Debug, Default)]
-pub(super) struct Work {
+struct Work {
     /// Where the configured path points must be found again: the directory went or was
     /// replaced.
     relocate: bool,
@@ -20,7 +20,7 @@ pub(super) struct Work {
     /// Everything must be listed and read again.
     rescan: bool,
     /// The directory (and its parent) must be watched again.
-    pub(super) rearm: bool,
+    rearm: bool,
     /// Manifests to read, in the order the events named them, each once.
     reads: Vec<(OsString, Cause)>,
     named: HashSet<OsString>,
@@ -30,7 +30,7 @@ pub(super) struct Work {
 
 impl Work {
     /// Reads `name` (once, for the first cause named).
-    pub(super) fn read(&mut self, name: OsString, cause: Cause) {
+    fn read(&mut self, name: OsString, cause: Cause) {
         if self.named.insert(name.clone()) {
             self.reads.push((name, cause));
         }
@@ -38,8 +38,41 @@ impl Work {
 }
 
 impl Machine {
+    /// A batch of kernel events.
+    pub(super) fn events(
+        &mut self,
+        events: Vec<Event>,
+        rest: Rest,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) -> State {
+        let mut work = Work::default();
+        for event in events {
+            self.event(event, now, &mut work);
+        }
+        self.work(work, rest, out)
+    }
+
+    /// A wake-up: files quiet long enough are read, a due retry watches again.
+    pub(super) fn tick(&mut self, rest: Rest, now: Now, out: &mut Vec<Action>) -> State {
+        let mut work = Work::default();
+        let due: Vec<OsString> = self
+            .quiet
+            .iter()
+            .filter(|(_, (at, _))| *at + MODIFY_QUIET <= now.at)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            if let Some((_, cause)) = self.quiet.remove(&name) {
+                work.read(name, cause);
+            }
+        }
+        work.rearm = matches!(rest, Rest::Unwatched { at, .. } if at <= now.at);
+        self.work(work, rest, out)
+    }
+
     /// Notes what one kernel event calls for.
-    pub(super) fn event(&mut self, event: Event, now: Now, work: &mut Work) {
+    fn event(&mut self, event: Event, now: Now, work: &mut Work) {
         match event {
             Event::Overflow => {
                 warn!("kernel event queue overflowed; rescanning the manifest directory");
@@ -135,7 +168,7 @@ impl Machine {
     }
 
     /// Starts what `work` calls for; at most one action whose result is awaited.
-    pub(super) fn work(&mut self, work: Work, rest: Rest, out: &mut Vec<Action>) -> State {
+    fn work(&mut self, work: Work, rest: Rest, out: &mut Vec<Action>) -> State {
         let dir = self.target.dir().to_path_buf();
         let looks = !work.reads.is_empty() || !work.looks.is_empty();
         out.extend(work.unwatch.iter().map(|id| Action::Unwatch(*id, Scope::Contents)));
@@ -152,9 +185,11 @@ impl Machine {
         } else if work.rescan {
             out.push(Action::List(dir));
             State::Listing { owed: false, then: rest }
-        } else if looks {
-            out.push(Action::Read { dir, files: work.reads, look: work.looks });
-            State::Reading { scan: false, owed: false, then: rest }
+        } else if !work.looks.is_empty() {
+            out.push(Action::Look { dir, names: work.looks });
+            State::Looking { reads: work.reads, then: rest }
+        } else if !work.reads.is_empty() {
+            self.reads(work.reads, false, false, rest, out)
         } else {
             State::Idle(rest)
         }

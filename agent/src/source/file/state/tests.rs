@@ -68,6 +68,10 @@ struct Harness {
     ms: u64,
     last: Vec<Action>,
     wake: Option<Instant>,
+    /// The files the last [`Harness::answer`] read, in order.
+    read: Vec<String>,
+    /// Every change recorded so far.
+    changes: Vec<Change>,
 }
 
 impl Harness {
@@ -78,6 +82,8 @@ impl Harness {
             ms: 0,
             last: Vec::new(),
             wake: None,
+            read: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -90,8 +96,10 @@ impl Harness {
         let mut h = Harness::dir();
         h.start_watched();
         let names = files.iter().map(|(name, _)| OsString::from(name)).collect();
-        h.step(Input::Listed(Listing::Names(names)));
-        let actions = h.answer(files, &[]);
+        let mut actions = h.step(Input::Listed(Listing::Names(names)));
+        if !files.is_empty() {
+            actions = h.answer(files, &[]);
+        }
         assert!(actions.last().is_some_and(|a| a.starts_with("set")), "{actions:?}");
         h
     }
@@ -117,6 +125,10 @@ impl Harness {
         let step = self.machine.step(input, self.now());
         self.wake = step.wake;
         self.last = step.actions;
+        self.changes.extend(self.last.iter().filter_map(|a| match a {
+            Action::Record(change) => Some(change.clone()),
+            _ => None,
+        }));
         self.last.iter().map(describe).collect()
     }
 
@@ -128,9 +140,11 @@ impl Harness {
         self.at(ms).step(Input::Tick)
     }
 
-    /// Answers the last [`Action::Read`]: each file asked for gets its content in
-    /// `files` (a missing name is `Missing`), each entry looked at is a symlink or
-    /// directory if listed in `links_or_dirs`.
+    /// Answers the last [`Action::Read`] or [`Action::Look`], and the ones that follow,
+    /// until the machine asks for neither: each file read gets its content in `files` (a
+    /// missing name is `Missing`), each entry looked at is a symlink or directory if
+    /// listed in `links_or_dirs`. Returns what the machine asked for on the way, reads and
+    /// looks aside (the files read are in `read`).
     fn answer(&mut self, files: &[(&str, Content)], links_or_dirs: &[&str]) -> Vec<String> {
         self.answer_linked(files, &HashMap::new(), links_or_dirs)
     }
@@ -142,28 +156,46 @@ impl Harness {
         links: &HashMap<&str, &str>,
         links_or_dirs: &[&str],
     ) -> Vec<String> {
-        let Some(Action::Read { files: asked, look, .. }) =
-            self.last.iter().find(|a| matches!(a, Action::Read { .. }))
-        else {
-            panic!("no read asked for: {:?}", self.last);
-        };
-        let found = asked
-            .iter()
-            .map(|(name, cause)| {
-                let key = name.to_str().unwrap_or_default();
-                let content = files
-                    .iter()
-                    .find(|(n, _)| *n == key)
-                    .map_or(Content::Missing, |(_, c)| c.clone());
-                let link = links.get(key).map(PathBuf::from);
-                Found { name: name.clone(), cause: *cause, content, link }
-            })
-            .collect();
-        let looked = look
-            .iter()
-            .map(|name| (name.clone(), links_or_dirs.iter().any(|n| OsStr::new(n) == name)))
-            .collect();
-        self.step(Input::Read { files: found, looked })
+        self.read.clear();
+        let mut answered = 0;
+        let mut asked = Vec::new();
+        loop {
+            let input = match self
+                .last
+                .iter()
+                .find(|a| matches!(a, Action::Read { .. } | Action::Look { .. }))
+            {
+                Some(Action::Read { name, cause, .. }) => {
+                    let key = name.to_string_lossy().into_owned();
+                    let content = files
+                        .iter()
+                        .find(|(n, _)| *n == key)
+                        .map_or(Content::Missing, |(_, c)| c.clone());
+                    let link = links.get(key.as_str()).map(PathBuf::from);
+                    let found = Found { name: name.clone(), cause: *cause, content, link };
+                    self.read.push(key);
+                    Input::Read(found)
+                }
+                Some(Action::Look { names, .. }) => Input::Looked(
+                    names
+                        .iter()
+                        .map(|name| {
+                            (name.clone(), links_or_dirs.iter().any(|n| OsStr::new(n) == name))
+                        })
+                        .collect(),
+                ),
+                _ => break,
+            };
+            answered += 1;
+            let described = self.step(input);
+            asked.extend(
+                described
+                    .into_iter()
+                    .filter(|d| !d.starts_with("read ") && !d.starts_with("look ")),
+            );
+        }
+        assert!(answered > 0, "no read or look asked for: {:?}", self.last);
+        asked
     }
 
     fn wake_ms(&self) -> Option<u64> {
@@ -183,14 +215,7 @@ impl Harness {
 
     /// The last change recorded about `name`.
     fn change(&self, name: &str) -> &Change {
-        self.last
-            .iter()
-            .rev()
-            .find_map(|a| match a {
-                Action::Record(change) if change.name == name => Some(change),
-                _ => None,
-            })
-            .expect("a change")
+        self.changes.iter().rev().find(|change| change.name == name).expect("a change")
     }
 }
 
@@ -202,14 +227,10 @@ fn describe(action: &Action) -> String {
         Action::Arm { dir, parent } => format!("arm dir={} parent={}", path(dir), path(parent)),
         Action::Unwatch(id, scope) => format!("unwatch {id} {scope:?}"),
         Action::List(p) => format!("list {}", p.display()),
-        Action::Read { files, look, .. } => {
-            let mut words = vec!["read".to_owned()];
-            words.extend(files.iter().map(|(n, _)| n.to_string_lossy().into_owned()));
-            if !look.is_empty() {
-                words.push("look".to_owned());
-                words.extend(look.iter().map(|n| n.to_string_lossy().into_owned()));
-            }
-            words.join(" ")
+        Action::Read { name, .. } => format!("read {}", name.to_string_lossy()),
+        Action::Look { names, .. } => {
+            let names: Vec<_> = names.iter().map(|n| n.to_string_lossy()).collect();
+            format!("look {}", names.join(" "))
         }
         Action::WatchLinks { drop, add } => {
             let drop: Vec<String> = drop.iter().map(|id| format!("-{id}")).collect();
@@ -256,9 +277,14 @@ fn s10_start_watches_then_reads_every_manifest_and_sends_the_first_set() {
     h.start_watched();
     let listing = ["b.yml", "a.yaml", ".hidden.yaml", "notes.txt", "c.json", "d"];
     let actions = h.step(Input::Listed(Listing::Names(listing.map(OsString::from).to_vec())));
-    assert_eq!(actions, ["read a.yaml b.yml c.json d"], "dotfiles and other extensions skipped");
+    assert_eq!(actions, ["read a.yaml"]);
     let actions =
         h.answer(&[("a.yaml", pod("a", "i")), ("b.yml", pod("b", "i")), ("d", pod("d", "i"))], &[]);
+    assert_eq!(
+        h.read,
+        ["a.yaml", "b.yml", "c.json", "d"],
+        "one at a time; dotfiles and other extensions skipped"
+    );
     assert_eq!(
         actions,
         strings(&[
@@ -279,8 +305,7 @@ fn s11_a_missing_directory_is_an_empty_set_then_its_creation_is_seen() {
     h.step(Input::Start);
     let armed = Input::Armed { dir: None, parent: Some(id(PARENT_WATCH)) };
     assert_eq!(h.step(armed), [format!("list {DIR}")], "scanned at start whatever the watch");
-    assert_eq!(h.step(Input::Listed(Listing::Missing)), ["read"]);
-    assert_eq!(h.answer(&[], &[]), ["set []"], "S11: an empty SET");
+    assert_eq!(h.step(Input::Listed(Listing::Missing)), ["set []"], "S11: an empty SET");
     assert_eq!(h.wake, None, "the parent's watch will tell");
     // mkdir in the parent: found again, watched, scanned.
     let actions = h.events(vec![entry(PARENT_WATCH, "manifests", "create|is_dir")]);
@@ -298,8 +323,7 @@ fn s11_a_missing_directory_is_an_empty_set_then_its_creation_is_seen() {
 fn a_directory_that_cannot_be_listed_is_empty() {
     let mut h = Harness::dir();
     h.start_watched();
-    h.step(Input::Listed(Listing::Failed("Permission denied".into())));
-    assert_eq!(h.answer(&[], &[]), ["set []"]);
+    assert_eq!(h.step(Input::Listed(Listing::Failed("Permission denied".into()))), ["set []"]);
 }
 
 #[test]
@@ -307,8 +331,7 @@ fn unwatchable_directory_and_parent_are_retried_with_a_doubling_backoff() {
     let mut h = Harness::dir();
     h.step(Input::Start);
     assert_eq!(h.step(Input::Armed { dir: None, parent: None }), [format!("list {DIR}")]);
-    h.step(Input::Listed(Listing::Missing));
-    assert_eq!(h.answer(&[], &[]), ["set []"]);
+    assert_eq!(h.step(Input::Listed(Listing::Missing)), ["set []"]);
     assert_eq!(h.wake_ms(), Some(250));
     assert!(h.tick(100).is_empty(), "not due yet");
     assert_eq!(h.wake_ms(), Some(250));
@@ -335,7 +358,6 @@ fn a_retry_that_watches_only_the_parent_stops_retrying_without_a_scan() {
     h.step(Input::Start);
     h.step(Input::Armed { dir: None, parent: None });
     h.step(Input::Listed(Listing::Missing));
-    h.answer(&[], &[]);
     h.tick(250);
     assert!(h.step(Input::Armed { dir: None, parent: Some(id(3)) }).is_empty());
     assert_eq!(h.wake, None, "the parent's watch will tell");
@@ -542,7 +564,7 @@ fn overflow_rescans_and_sends_only_what_changed() {
     // Lost events: b removed, c added.
     h.events(vec![Event::Overflow]);
     let actions = h.step(Input::Listed(Listing::Names(vec!["a.yaml".into(), "c.yaml".into()])));
-    assert_eq!(actions, ["removed b.yaml (rescan)", "read a.yaml c.yaml"]);
+    assert_eq!(actions, ["removed b.yaml (rescan)", "read a.yaml"]);
     let actions = h.answer(&[("a.yaml", pod("a", "i")), ("c.yaml", pod("c", "i"))], &[]);
     assert_eq!(actions, ["added c.yaml (rescan)", "set [a-node-a c-node-a]"]);
 }
@@ -574,8 +596,7 @@ fn directory_deleted_then_recreated() {
     let actions = h.step(Input::Located(Target::Dir(DIR.into())));
     assert_eq!(actions, [format!("arm dir={DIR} parent=-")]);
     assert_eq!(h.step(Input::Armed { dir: None, parent: None }), [format!("list {DIR}")]);
-    assert_eq!(h.step(Input::Listed(Listing::Missing)), ["removed web.yaml (rescan)", "read"]);
-    assert_eq!(h.answer(&[], &[]), ["set []"]);
+    assert_eq!(h.step(Input::Listed(Listing::Missing)), ["removed web.yaml (rescan)", "set []"]);
     assert_eq!(h.wake, None, "the parent is still watched");
     // Recreated by a rename over the name.
     let actions = h.events(vec![entry(PARENT_WATCH, "manifests", "moved_to|is_dir")]);
@@ -622,7 +643,6 @@ fn the_parent_watch_gone_while_the_directory_is_unwatched_watches_again() {
     h.step(Input::Start);
     h.step(Input::Armed { dir: None, parent: Some(id(PARENT_WATCH)) });
     h.step(Input::Listed(Listing::Missing));
-    h.answer(&[], &[]);
     let actions = h.events(vec![Event::WatchGone(id(PARENT_WATCH))]);
     assert_eq!(actions, [format!("arm dir={DIR} parent={PARENT}")]);
     assert!(h.step(Input::Armed { dir: None, parent: None }).is_empty());
@@ -697,6 +717,7 @@ fn a_new_symlinked_manifest_is_scanned_to_watch_its_target() {
     let links = HashMap::from([("api.yaml", "/srv/real/api.yaml")]);
     let actions = h.answer_linked(&[("api.yaml", pod("api", "i"))], &links, &[]);
     assert_eq!(actions, [format!("list {DIR}")], "not taken before its target is watched");
+    assert_eq!(h.read, ["api.yaml"]);
     h.step(Input::Listed(Listing::Names(vec!["api.yaml".into(), "web.yaml".into()])));
     let actions = h.answer_linked(
         &[("api.yaml", pod("api", "i")), ("web.yaml", pod("web", "i"))],
@@ -753,7 +774,7 @@ fn configmap_style_data_symlink_swap_rescans() {
         entry(DIR_WATCH, "..data_tmp", "moved_from"),
         entry(DIR_WATCH, "..data", "moved_to"),
     ];
-    assert_eq!(h.events(swap), ["read look ..data_tmp ..data"]);
+    assert_eq!(h.events(swap), ["look ..data_tmp ..data"]);
     assert_eq!(h.answer(&[], &["..data"]), [format!("list {DIR}")]);
 }
 
@@ -776,7 +797,7 @@ fn a_look_at_a_plain_file_changes_nothing() {
         id(5),
         vec![Link { target: "web.yaml".into(), manifest: "web.yaml".into() }],
     )]));
-    assert_eq!(h.events(vec![entry(DIR_WATCH, ".tmp123", "create")]), ["read look .tmp123"]);
+    assert_eq!(h.events(vec![entry(DIR_WATCH, ".tmp123", "create")]), ["look .tmp123"]);
     assert!(h.answer(&[], &[]).is_empty());
 }
 
