@@ -93,6 +93,18 @@ pub enum Mode {
     External,
 }
 
+impl Mode {
+    /// The runtime's choice this mode makes (`None`: auto, decided from what is there).
+    pub fn choice(self) -> Option<crate::runtime::managed::Choice> {
+        use crate::runtime::managed::Choice;
+        match self {
+            Mode::Auto => None,
+            Mode::Managed => Some(Choice::Managed),
+            Mode::External => Some(Choice::External),
+        }
+    }
+}
+
 /// `--watcher`: the kernel interface the manifest directory is watched with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(try_from = "String")]
@@ -102,6 +114,23 @@ pub enum Preference {
     Auto,
     Fanotify,
     Inotify,
+}
+
+/// The kernel interface the manifest directory is watched with: what `--watcher`
+/// chose, once the file source has started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Fanotify,
+    Inotify,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Fanotify => "fanotify",
+            Backend::Inotify => "inotify",
+        })
+    }
 }
 
 /// `--log-format`: the agent's own logs, as text or JSON lines.
@@ -124,6 +153,17 @@ pub enum ShimGrouping {
     // One shim for the node's containers: the least memory; a shim that dies takes every
     // container on the node with it (containerd kills the tasks it can no longer reach).
     Node,
+}
+
+impl ShimGrouping {
+    /// The runtime's shim group (`io.containerd.runc.v2.group`) of a container of pod
+    /// `pod_uid`.
+    pub fn group(self, pod_uid: &str) -> &str {
+        match self {
+            ShimGrouping::Pod => pod_uid,
+            ShimGrouping::Node => crate::runtime::container::NODE_SHIM_GROUP,
+        }
+    }
 }
 
 /// The value enums are read from the file as they are spelled on the command line; an

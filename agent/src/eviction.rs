@@ -23,11 +23,16 @@
 //!
 //! After an eviction the next pod is only chosen once the victim stopped (its status is
 //! Failed) or after [`POD_CLEANUP_TIMEOUT`], as kubelet waits for the pod's cleanup.
+//!
+//! Pods past their own ephemeral-storage limits are evicted by [`storage`] (kubelet's
+//! local storage eviction), through the same pod workers' eviction path.
 
 mod candidates;
 mod imagefs;
+pub mod metrics;
 mod notify;
 mod signals;
+pub mod storage;
 
 #[cfg(test)]
 mod tests;
@@ -45,7 +50,6 @@ pub use self::candidates::PodPlaces;
 use self::notify::{FsWrites, Psi};
 use self::signals::Reading;
 pub use self::signals::Sources;
-use crate::metrics::counted;
 use crate::podconfig::SnapshotHandle;
 use crate::runtime::Containerd;
 use crate::status::StatusStore;
@@ -76,7 +80,7 @@ pub struct Options {
     pub evict: mpsc::UnboundedSender<worker::Eviction>,
     /// The pressure conditions, for the Node status.
     pub pressure: watch::Sender<Pressure>,
-    pub metrics: counted::Evictions,
+    pub metrics: crate::eviction::metrics::Evictions,
     /// Where to find the image filesystem (containerd's snapshotter root).
     pub containerd: Option<Containerd>,
     /// The garbage collector, asked to collect dead containers and unused images on disk
@@ -264,7 +268,7 @@ fn near_disk(observations: &outpost_core::eviction::Observations, config: &Confi
 /// Hands `eviction` to the pod workers.
 fn send(
     evict: &mpsc::UnboundedSender<worker::Eviction>,
-    metrics: &counted::Evictions,
+    metrics: &crate::eviction::metrics::Evictions,
     eviction: Eviction,
 ) {
     info!(

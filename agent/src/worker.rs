@@ -10,6 +10,7 @@
 //! (M9), containers and sandboxes of pods no longer desired are stopped and removed.
 
 mod containerd;
+pub mod metrics;
 mod pod;
 mod pod_runtime;
 pub mod probe;
@@ -30,7 +31,6 @@ use self::probe::Prober;
 use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::gc;
-use crate::metrics::counted::Metrics;
 use crate::objects;
 use crate::podconfig::Batch;
 use crate::runtime::Containerd;
@@ -38,6 +38,7 @@ use crate::runtime::cni::Cni;
 use crate::runtime::events::{self, TaskEvent};
 use crate::runtime::exec::Execs;
 use crate::status::StatusStore;
+use crate::worker::metrics::Metrics;
 
 /// What every worker shares: the pod runtime, where statuses, Events and counts go, the
 /// kernel's side, and which worker each container's events go to.

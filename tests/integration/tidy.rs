@@ -5,6 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod layers;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
@@ -171,124 +173,6 @@ fn core_crate_has_no_io_dependencies() {
         .map(|id| chain(*id))
         .collect();
     assert!(banned.is_empty(), "outpost-core must stay pure but depends on: {banned:#?}");
-}
-
-/// Layering (DESIGN.md): the modules under the tasks that talk to the outside world
-/// (the sources, the runtime, eBPF, the merge) and the shared services never import the
-/// tasks above them: the sync writers, the local API, the commands, the CLI.
-#[test]
-fn lower_layers_do_not_import_upper_ones() {
-    let offenders = upward_imports(&[
-        "source",
-        "runtime",
-        "ebpf",
-        "podconfig",
-        "apiserver",
-        "metrics",
-        "status",
-    ]);
-    assert!(offenders.is_empty(), "imports running back up the layers:\n{}", offenders.join("\n"));
-}
-
-/// The pod workers (and the eviction manager beside them) publish what `sync` reads;
-/// they do not import it.
-#[test]
-fn the_worker_does_not_import_upper_layers() {
-    let offenders = upward_imports(&["worker", "eviction"]);
-    assert!(offenders.is_empty(), "imports running back up the layers:\n{}", offenders.join("\n"));
-}
-
-/// The top-level modules a lower layer must not import.
-const UPPER: &[&str] = &["sync", "api", "commands", "cli"];
-
-/// `file:line: crate::<module>` for each import of an [`UPPER`] module in the agent's
-/// top-level modules `modules` (`foo.rs` and everything under `foo/`).
-fn upward_imports(modules: &[&str]) -> Vec<String> {
-    let src = root().join("agent/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut offenders = Vec::new();
-    for path in files {
-        let relative = path.strip_prefix(&src).unwrap().with_extension("");
-        let module: Vec<String> =
-            relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-        if !module.first().is_some_and(|m| modules.contains(&m.as_str())) {
-            continue;
-        }
-        let text = fs::read_to_string(&path).unwrap();
-        // Comments out (doc links are not imports); line breaks kept, for line numbers.
-        let code: String = text
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n");
-        for (at, name) in root_paths(&code, module.len()) {
-            if UPPER.contains(&name.as_str()) {
-                let line = code[..at].matches('\n').count() + 1;
-                let shown = path.strip_prefix(root()).unwrap_or(&path).display();
-                offenders.push(format!("{shown}:{line}: crate::{name}"));
-            }
-        }
-    }
-    offenders
-}
-
-/// The crate's top-level items that `code` names by a path from the crate root, with
-/// their byte offsets: `crate::a::..`, `crate::{a, b::c}`, and `super::` chains that
-/// climb to the root from a module `depth` levels down (`super::super::a` in
-/// `source/api/reflector.rs`).
-fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut found = Vec::new();
-    for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
-        if code[..start].chars().next_back().is_some_and(|c| ident(c) || c == ':') {
-            continue; // inside a longer path (`super::super::`, `$crate::` is fine)
-        }
-        let mut rest = start;
-        if code[start..].starts_with("super::") {
-            let mut climbs = 0;
-            while code[rest..].starts_with("super::") {
-                climbs += 1;
-                rest += "super::".len();
-            }
-            if climbs < depth {
-                continue; // stays inside the top-level module
-            }
-        } else {
-            rest += "crate::".len();
-        }
-        let mut names = Vec::new();
-        if code[rest..].starts_with('{') {
-            // A group: the first segment of each item at the group's top level.
-            let mut level = 0;
-            let mut item = true;
-            for (i, c) in code[rest..].char_indices() {
-                match c {
-                    '{' => {
-                        level += 1;
-                        item = level == 1;
-                        continue;
-                    }
-                    '}' if level == 1 => break,
-                    '}' => level -= 1,
-                    ',' if level == 1 => item = true,
-                    c if item && ident(c) => {
-                        names.push(rest + i);
-                        item = false;
-                    }
-                    c if !c.is_whitespace() => item = false,
-                    _ => {}
-                }
-            }
-        } else {
-            names.push(rest);
-        }
-        for at in names {
-            let name: String = code[at..].chars().take_while(|c| ident(*c)).collect();
-            found.push((at, name));
-        }
-    }
-    found
 }
 
 /// A1: the README's pod-spec field table is admission's, field for field and class for

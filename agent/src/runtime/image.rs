@@ -14,6 +14,7 @@ mod archive;
 mod content;
 pub mod credentials;
 pub mod layout;
+pub mod metrics;
 pub mod pull;
 pub mod reference;
 pub mod resolve;

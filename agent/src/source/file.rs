@@ -30,7 +30,7 @@ use self::watch::{Event, Mask, Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
 use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::{self, Action, ManifestAudit};
-use crate::metrics::counted::SourceMetrics;
+use crate::source::metrics::SourceMetrics;
 
 /// How long a file may keep changing without being closed before it is read anyway.
 const MODIFY_QUIET: Duration = Duration::from_millis(250);

@@ -33,7 +33,7 @@ use self::client::{Client, Fetched, Validators};
 use crate::audit::admission::Manifest;
 use crate::audit::{self, ManifestAudit, ManifestSource, Writer};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::counted::SourceMetrics;
+use crate::source::metrics::SourceMetrics;
 use crate::source::{EventStream, Freshness, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};

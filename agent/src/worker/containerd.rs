@@ -25,7 +25,6 @@ pub use self::sandbox::remove_orphans;
 use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
-use crate::metrics::counted::Metrics;
 use crate::objects::Objects;
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::{Driver, PodCgroups};
@@ -33,7 +32,7 @@ use crate::runtime::cni::Cni;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT,
-    LABEL_STARTED_AT, Listed, ShimGrouping,
+    LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::container_files;
 use crate::runtime::events::timestamp;
@@ -45,6 +44,7 @@ use crate::runtime::logs;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
 use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
 use crate::runtime::termination;
+use crate::worker::metrics::Metrics;
 
 /// What the runtime is configured with.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub struct Settings {
     /// under it.
     pub cgroups: std::sync::Arc<PodCgroups>,
     /// Which containers share a runc shim.
-    pub shim_grouping: ShimGrouping,
+    pub shim_grouping: crate::config::ShimGrouping,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].

@@ -49,7 +49,7 @@ pub struct Monitor {
     /// The pod workers' eviction path.
     pub evictions: UnboundedSender<Eviction>,
     /// `outpost_evictions_total{signal}`.
-    pub metrics: crate::metrics::counted::Evictions,
+    pub metrics: crate::eviction::metrics::Evictions,
 }
 
 impl Monitor {
