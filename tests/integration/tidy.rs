@@ -672,3 +672,25 @@ fn metrics_reference_is_the_registered_names() {
         "docs/src/reference/metrics.md lists families no code names: {unknown:?}"
     );
 }
+
+/// README.md is the front page: at most 200 lines, and each of its relative links names
+/// a file of the repository (the book's pages, mostly; `cargo xtask docs` checks the
+/// book's own links).
+#[test]
+fn readme_is_a_front_page_whose_links_resolve() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 200, "README.md has {lines} lines; the rest belongs in the book (docs/)");
+    let mut broken = Vec::new();
+    for (at, _) in readme.match_indices("](") {
+        let target = readme[at + 2..].split(')').next().unwrap_or_default();
+        if target.contains("://") || target.starts_with('#') {
+            continue;
+        }
+        let path = target.split('#').next().unwrap_or_default();
+        if !root().join(path).exists() {
+            broken.push(target.to_owned());
+        }
+    }
+    assert!(broken.is_empty(), "README.md links to files that do not exist: {broken:?}");
+}
