@@ -1,4 +1,5 @@
-//! The systemd hardening drop-in README.md gives for an external containerd: systemd
+//! The systemd hardening drop-in the book gives for an external containerd
+//! (`docs/src/operations/service.md`): systemd
 //! reads it with the unit (`systemd-analyze verify`, and the exposure `systemd-analyze
 //! security` rates goes down), and an agent run as it says (capability bounding set,
 //! no_new_privs and its seccomp settings, through `support/as-hardened`: systemd is not
@@ -18,14 +19,17 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The drop-in, between the README's `hardening-drop-in` markers.
+/// The book's page on the unit, whose drop-in the tests run.
+const PAGE: &str = "docs/src/operations/service.md";
+
+/// The drop-in, between the page's `hardening-drop-in` markers.
 fn drop_in() -> String {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
-    let block = readme
+    let page = std::fs::read_to_string(repository().join(PAGE)).unwrap();
+    let block = page
         .split("<!-- hardening-drop-in:begin -->\n```ini\n")
         .nth(1)
         .and_then(|rest| rest.split("```\n<!-- hardening-drop-in:end -->").next())
-        .expect("the drop-in between the README's hardening-drop-in markers");
+        .unwrap_or_else(|| panic!("the drop-in between {PAGE}'s hardening-drop-in markers"));
     assert!(block.starts_with("[Service]\n"), "{block}");
     block.to_owned()
 }
@@ -58,7 +62,7 @@ fn exposure(dir: &Path) -> f64 {
 
 #[test]
 #[cfg_attr(not(outpost_has_systemd_analyze), ignore = "needs systemd-analyze (cargo xtask deps)")]
-fn the_readme_drop_in_verifies_with_the_unit_and_lowers_its_exposure() {
+fn the_drop_in_verifies_with_the_unit_and_lowers_its_exposure() {
     let block = drop_in();
     let dir = tempfile::tempdir().unwrap();
     unit_in(dir.path());

@@ -158,6 +158,15 @@ fn check_names(text: &str, exposition: &Exposition) {
     assert!(problems.is_empty(), "{}\n{text}", problems.join("\n"));
 }
 
+/// Every family of the exposition is in the book's metrics reference
+/// (`docs/src/reference/metrics.md`; the tidy test checks the page against the code).
+fn check_documented(text: &str) {
+    let documented = crate::tidy::book::documented_metrics();
+    let missing: Vec<String> =
+        declared(text).into_keys().filter(|name| !documented.contains(name)).collect();
+    assert!(missing.is_empty(), "families not in docs/src/reference/metrics.md: {missing:?}");
+}
+
 fn check_family(name: &str, family: &Declared, problems: &mut Vec<String>) {
     if !(name.starts_with("outpost_") || PROCESS.contains(&name)) {
         problems.push(format!("{name}: neither outpost_* nor a standard process_* metric"));
@@ -244,6 +253,7 @@ fn the_exposition_parses_and_follows_the_naming_rules() {
     });
     let (text, exposition) = scrape(&run.agent);
     check_names(&text, &exposition);
+    check_documented(&text);
     let names = declared(&text);
     let missing: Vec<&&str> = EXPECTED.iter().filter(|f| !names.contains_key(**f)).collect();
     assert!(missing.is_empty(), "families missing: {missing:?}\n{text}");
@@ -329,4 +339,6 @@ fn the_figures_move_when_pods_start_crash_and_are_rejected() {
     eventually("the broken manifest is counted", LONG, || {
         now("outpost_manifest_errors", &file) > errors
     });
+    // With pods running (and BPF where it loads), more families are there.
+    check_documented(&scrape(&agent).0);
 }

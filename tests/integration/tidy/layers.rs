@@ -62,6 +62,32 @@ fn top_modules() -> Vec<String> {
     modules
 }
 
+/// The book's table of ranks (`docs/src/design/data-path.md`) is this one.
+#[test]
+fn the_books_layer_ranks_are_the_tables() {
+    let page = super::book::page("design/data-path.md");
+    let table = page
+        .split("<!-- layer-ranks:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- layer-ranks:end -->").next())
+        .expect("design/data-path.md has the layer-ranks table between its markers");
+    let rows: Vec<(usize, Vec<String>)> = super::book::table_rows(table)
+        .into_iter()
+        .skip(1)
+        .map(|cells| {
+            let rank = cells[0].parse().unwrap_or_else(|_| panic!("rank {:?}", cells[0]));
+            let modules = cells[1].split(',').map(|m| m.trim().trim_matches('`').to_owned());
+            (rank, modules.collect())
+        })
+        .collect();
+    let expected: Vec<(usize, Vec<String>)> = RANKS
+        .iter()
+        .enumerate()
+        .map(|(rank, modules)| (rank, modules.iter().map(|m| (*m).to_owned()).collect()))
+        .collect();
+    assert_eq!(rows, expected, "the book's layer ranks differ from RANKS");
+}
+
 #[test]
 fn every_top_module_has_a_rank() {
     let missing: Vec<String> = top_modules().into_iter().filter(|m| rank_of(m).is_none()).collect();
