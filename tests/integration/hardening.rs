@@ -5,6 +5,7 @@
 //! no_new_privs and its seccomp settings, through `support/as-hardened`: systemd is not
 //! PID 1 here) runs pods with pod networking, eBPF and tmpfs volumes.
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -60,8 +61,8 @@ fn exposure(dir: &Path) -> f64 {
     })
 }
 
+#[needs(systemd_analyze)]
 #[test]
-#[cfg_attr(not(outpost_has_systemd_analyze), ignore = "needs systemd-analyze (cargo xtask deps)")]
 fn the_drop_in_verifies_with_the_unit_and_lowers_its_exposure() {
     let block = drop_in();
     let dir = tempfile::tempdir().unwrap();
@@ -120,11 +121,8 @@ fn status_field(pid: u32, field: &str) -> String {
     line.map(|l| l[field.len() + 1..].trim().to_owned()).unwrap_or_default()
 }
 
+#[needs(pods, seccomp)]
 #[test]
-#[cfg_attr(
-    not(all(outpost_has_pods, outpost_has_seccomp)),
-    ignore = "needs root, the test containerd, the CNI plugins and python3-seccomp"
-)]
 fn an_agent_run_as_the_drop_in_says_runs_pods_with_an_external_containerd() {
     let node = Node::new();
     let dropin = node.path("hardening.conf");

@@ -2,6 +2,7 @@
 //! follows Prometheus' naming rules (a tidy check), and its figures move when pods are
 //! dropped, crash and are rejected (end to end, with real pods).
 
+use outpost_tests::needs;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -270,8 +271,8 @@ fn the_exposition_parses_and_follows_the_naming_rules() {
 
 /// Where fanotify is blocked (seccomp, as in a container with the default profile), the
 /// info metric says inotify.
+#[needs(seccomp)]
 #[test]
-#[cfg_attr(not(outpost_has_seccomp), ignore = "needs python3-seccomp (cargo xtask deps)")]
 fn the_watcher_info_names_inotify_where_fanotify_is_blocked() {
     let command = outpost_tests::without_fanotify();
     let dir = tempfile::tempdir().unwrap();
@@ -294,11 +295,8 @@ fn manifest(name: &str, script: &str) -> String {
     )
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_figures_move_when_pods_start_crash_and_are_rejected() {
     let node = Node::new();
     let agent = node.start();

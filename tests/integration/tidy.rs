@@ -177,6 +177,38 @@ fn core_crate_has_no_io_dependencies() {
     assert!(banned.is_empty(), "outpost-core must stay pure but depends on: {banned:#?}");
 }
 
+/// `#[needs(...)]` only ignores a test when it expands before `#[test]` does: it stands
+/// above the test attribute, never below it.
+#[test]
+fn needs_comes_before_the_test_attribute() {
+    let mut files = Vec::new();
+    rust_files(&root().join("tests"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.trim_start().starts_with("#[needs(")
+                && !line.trim_start().starts_with("#[outpost_tests::needs(")
+            {
+                continue;
+            }
+            let above = lines[..i].iter().rev().take_while(|l| l.trim_start().starts_with("#["));
+            if above.into_iter().any(|l| l.contains("test]") || l.contains("::test(")) {
+                offenders.push(format!(
+                    "{}:{}",
+                    path.strip_prefix(root()).unwrap().display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "#[needs] below a test attribute (it must come first): {offenders:?}"
+    );
+}
+
 /// A1: the book's pod-spec field table is admission's, field for field and class for
 /// class, and its counts are right.
 #[test]
