@@ -19,7 +19,7 @@ pub mod node_resources;
 
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
-pub const DEFAULT_CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
+pub use crate::runtime::containerd::DEFAULT_SOCKET as DEFAULT_CONTAINERD_SOCKET;
 pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
 pub const DEFAULT_WATCHER: Preference = Preference::Auto;
 pub const DEFAULT_SHIM_GROUPING: ShimGrouping = ShimGrouping::Pod;
@@ -27,7 +27,7 @@ pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
 /// The seccomp profile root under the state directory, as kubelet's is under its root
 /// directory.
 pub const SECCOMP_DIR: &str = "seccomp";
-pub const DEFAULT_POD_LOG_DIR: &str = "/var/log/pods";
+pub use crate::runtime::logs::DEFAULT_POD_LOG_DIR;
 pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
 /// Where the CNI plugins usually are: the reference location, then Debian's.
 pub const DEFAULT_CNI_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
@@ -629,7 +629,7 @@ impl Config {
             manifest_url_headers.extend(values.into_iter().map(|v| (name.clone(), v)));
         }
         let manifest_url_interval = match s.manifest_url_interval {
-            Some(raw) => parse_duration(&raw)
+            Some(raw) => outpost_core::duration::positive(&raw)
                 .ok_or(Error::Duration { field: "manifest-url-interval", value: raw })?,
             None => DEFAULT_MANIFEST_URL_INTERVAL,
         };
@@ -785,12 +785,6 @@ pub fn parse_header(raw: &str) -> Result<(String, String), Error> {
         }
         _ => Err(Error::Header(raw.to_owned())),
     }
-}
-
-/// A positive duration: "20s", "1m30s", "500ms", or ISO 8601 ("PT20S").
-pub fn parse_duration(raw: &str) -> Option<Duration> {
-    let parsed: jiff::SignedDuration = raw.trim().parse().ok()?;
-    Duration::try_from(parsed).ok().filter(|d| !d.is_zero())
 }
 
 /// The kernel's node name (what `hostname` prints), as kubelet's default.

@@ -208,7 +208,7 @@ pub async fn run(
         let result = store.apply(update, now);
         for dup in &result.duplicates {
             warn!(
-                %source, pod = %dup.full_name, uid = %dup.uid, winner = %dup.winner_uid,
+                %source, pod.namespace = %dup.full_name.namespace, pod.name = %dup.full_name.name, pod.uid = %dup.uid, winner = %dup.winner_uid,
                 "two pods with one name in a single update; the later one is ignored (M2)"
             );
         }

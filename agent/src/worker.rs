@@ -383,7 +383,7 @@ impl<R: PodRuntime> Workers<R> {
     fn collect_garbage(&mut self) {
         let leftovers: Vec<FullName> = self.found.keys().cloned().collect();
         for name in leftovers {
-            tracing::info!(pod = %name, "stopping containers of a pod that is no longer desired (M9)");
+            tracing::info!(pod.namespace = %name.namespace, pod.name = %name.name, "stopping containers of a pod that is no longer desired (M9)");
             self.send(name, Message::Desired(None));
         }
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub(crate) mod book;
+mod fields;
 mod layers;
 mod lexer;
 

@@ -239,7 +239,7 @@ pub async fn container_logs(
     });
     match opened_rx.await {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => return open_failure(&pod_name, &container, error),
+        Ok(Err(error)) => return open_failure(&namespace, &name, &container, error),
         Err(_) => {
             return status(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -277,7 +277,8 @@ async fn run_of(state: &AppState, id: &str) -> Result<u32, Box<Response>> {
 }
 
 /// The answer when the log cannot be opened.
-fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
+fn open_failure(namespace: &str, name: &str, container: &str, error: read::Error) -> Response {
+    let pod = format!("{namespace}/{name}");
     match error {
         read::Error::Locate(locate::Error::NoPreviousRun { .. }) => status(
             StatusCode::BAD_REQUEST,
@@ -299,7 +300,7 @@ fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
             ),
         ),
         other => {
-            tracing::warn!(pod, container, error = %other, "cannot open container logs");
+            tracing::warn!(pod.namespace = namespace, pod.name = name, container, error = %other, "cannot open container logs");
             status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",

@@ -170,7 +170,9 @@ impl PodRuntime for Pods {
         let log_dir = logs::pod_log_dir(&self.settings.pod_log_dir, &namespace, &name, uid)
             .join(&container.name);
         let container = container.clone();
+        let span = tracing::Span::current();
         let read = tokio::task::spawn_blocking(move || {
+            let _pod = span.enter();
             let pod = format!("{namespace}/{name}");
             let exited = termination::Exited {
                 container: &container,

@@ -23,12 +23,12 @@ use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Settings};
+use crate::host;
 use crate::logging::LogLevel;
 use crate::objects::Objects;
 use crate::permissions;
 use crate::podconfig::{self, Batch, SnapshotHandle};
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
-use crate::runtime::host;
 use crate::runtime::managed::Choice;
 use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
@@ -74,7 +74,7 @@ pub(super) async fn build(
 ) -> Result<Agent, Error> {
     let mut config = Config::resolve(settings)?;
     // The node's address: given, or the default route's interface's, looked up once.
-    config.node_ip = config.node_ip.or_else(host::default_address);
+    config.node_ip = config.node_ip.or_else(host::address::default_address);
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
     if !dry_run {
         let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();

@@ -73,6 +73,8 @@ fn config_disables_cri_and_listens_only_on_its_own_sockets() {
     }
     // The debug socket and the metrics listener are off.
     assert_eq!(text.matches(r#"address = """#).count(), 2, "{text}");
+    // Every placeholder of the template (shared with the tests' containerd) is filled.
+    assert!(!text.contains('{'), "{text}");
 }
 
 #[test]

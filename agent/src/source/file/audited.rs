@@ -38,7 +38,7 @@ impl FileSource {
                 pods = ?pods,
                 sha256 = sha256.as_deref(),
                 pid,
-                uid = writer.uid,
+                writer.uid = writer.uid,
                 writer = %writer.summary,
                 "manifest {action}"
             ),
@@ -47,7 +47,7 @@ impl FileSource {
                 %action,
                 sha256 = sha256.as_deref(),
                 pid,
-                uid = writer.uid,
+                writer.uid = writer.uid,
                 writer = %writer.summary,
                 "manifest rejected; its last good pods (if any) keep running:\n{report}"
             ),
