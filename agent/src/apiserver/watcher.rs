@@ -34,6 +34,9 @@ use super::{Connectivity, Wakeups, Woken};
 /// Server-side watch timeout; kube-rs's client reads for 295 s, so stay under it.
 pub const WATCH_TIMEOUT_SECS: u32 = 290;
 
+/// The events of one watch call, as kube's client reads them.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
+
 /// The list and watch calls of one kind (what kube's [`Api`] does); a fake in tests.
 /// (`K: Clone` because kube's [`ObjectList`] asks it.)
 pub trait ListWatch<K: Clone>: Send + Sync + 'static {
@@ -44,7 +47,7 @@ pub trait ListWatch<K: Clone>: Send + Sync + 'static {
         &self,
         params: &WatchParams,
         version: &str,
-    ) -> BoxFuture<'_, Result<BoxStream<'static, Result<WatchEvent<K>, kube::Error>>, kube::Error>>;
+    ) -> BoxFuture<'_, Result<WatchStream<K>, kube::Error>>;
 }
 
 impl<K> ListWatch<K> for Api<K>
@@ -60,8 +63,7 @@ where
         &self,
         params: &WatchParams,
         version: &str,
-    ) -> BoxFuture<'_, Result<BoxStream<'static, Result<WatchEvent<K>, kube::Error>>, kube::Error>>
-    {
+    ) -> BoxFuture<'_, Result<WatchStream<K>, kube::Error>> {
         let (params, version) = (params.clone(), version.to_owned());
         Box::pin(async move { Ok(Api::watch(self, &params, &version).await?.boxed()) })
     }
@@ -183,7 +185,7 @@ enum State<K> {
     },
     Watching {
         version: String,
-        stream: BoxStream<'static, Result<WatchEvent<K>, kube::Error>>,
+        stream: WatchStream<K>,
     },
     /// After a failure: waits `delay` (or less, when woken), then goes on to `then`.
     Backoff {

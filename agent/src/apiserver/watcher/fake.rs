@@ -7,15 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::{ListMeta, ObjectList, Status, TypeMeta};
 
-use super::ListWatch;
+use super::{ListWatch, WatchStream};
 use crate::apiserver::lock;
-
-/// What a watch call is answered with.
-type Watch<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
 
 /// A call made to the fake, with what the watcher asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +26,7 @@ pub(crate) struct FakeListWatch<K: Clone>(Arc<Mutex<Script<K>>>);
 
 struct Script<K: Clone> {
     lists: VecDeque<Result<ObjectList<K>, kube::Error>>,
-    watches: VecDeque<Result<Watch<K>, kube::Error>>,
+    watches: VecDeque<Result<WatchStream<K>, kube::Error>>,
     calls: Vec<Call>,
 }
 
@@ -87,7 +84,7 @@ impl<K: Clone + Send + 'static> FakeListWatch<K> {
         lock(&self.0).lists.push_back(answer);
     }
 
-    fn push_watch(&self, answer: Result<Watch<K>, kube::Error>) {
+    fn push_watch(&self, answer: Result<WatchStream<K>, kube::Error>) {
         lock(&self.0).watches.push_back(answer);
     }
 }
@@ -115,7 +112,7 @@ impl<K: Clone + Send + 'static> ListWatch<K> for FakeListWatch<K> {
         &self,
         params: &WatchParams,
         version: &str,
-    ) -> BoxFuture<'_, Result<Watch<K>, kube::Error>> {
+    ) -> BoxFuture<'_, Result<WatchStream<K>, kube::Error>> {
         let answer = {
             let mut script = lock(&self.0);
             script.calls.push(Call::Watch {
