@@ -174,24 +174,13 @@ enum State<K> {
     Empty,
     /// A list is under way: the objects of its last page still to yield, the token of
     /// the next page, and, once the last page came, the list's resourceVersion.
-    Listing {
-        objects: VecDeque<K>,
-        continue_token: Option<String>,
-        version: Option<String>,
-    },
+    Listing { objects: VecDeque<K>, continue_token: Option<String>, version: Option<String> },
     /// A watch from `version` is to start: after a list, a watch's end, a backoff.
-    Resume {
-        version: String,
-    },
-    Watching {
-        version: String,
-        stream: WatchStream<K>,
-    },
+    Resume { version: String },
+    /// A watch is open; `version` is the last seen (an object's or a bookmark's).
+    Watching { version: String, stream: WatchStream<K> },
     /// After a failure: waits `delay` (or less, when woken), then goes on to `then`.
-    Backoff {
-        delay: Duration,
-        then: Box<State<K>>,
-    },
+    Backoff { delay: Duration, then: Box<State<K>> },
 }
 
 /// What a watcher keeps across states.
