@@ -4,7 +4,7 @@
 mod prefetch;
 mod sandbox;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,7 +21,6 @@ use outpost_core::pod_worker::{
 
 pub use self::prefetch::Prefetched;
 use self::sandbox::Sandbox;
-pub use self::sandbox::remove_orphans;
 use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
@@ -35,7 +34,7 @@ use crate::runtime::container::{
     LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::container_files;
-use crate::runtime::events::timestamp;
+use crate::runtime::events::{self, TaskEvent, timestamp};
 use crate::runtime::exec::{self, ExecOutput, Execs};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
@@ -348,6 +347,14 @@ impl PodRuntime for Pods {
     async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
         let listed = container::list(&self.containerd).await?;
         Ok(listed.into_iter().filter_map(found).collect())
+    }
+
+    async fn watch_events(&self, deliver: impl FnMut(TaskEvent) -> bool + Send) {
+        events::watch(self.containerd.clone(), deliver).await;
+    }
+
+    async fn remove_orphans(&self, owned: &HashSet<String>) {
+        sandbox::remove_orphans(self, owned).await;
     }
 }
 
