@@ -1,8 +1,9 @@
 //! Probes what the integration tests need from the machine (root, the test containerd,
 //! the Debian tools `cargo xtask deps` installs, BPF) and sets one `outpost_has_*` cfg per
-//! prerequisite that is there. A test whose prerequisite is missing carries
-//! `#[cfg_attr(not(outpost_has_…), ignore = "why")]`, so a local `cargo test` reports it
-//! as ignored, with the reason, instead of as passed. Under `CI=true` every cfg is set:
+//! prerequisite that is there (the list, with what each takes, is `prerequisites.rs`). A
+//! test whose prerequisite is missing carries `#[needs(name)]` (the `tests/needs` macro:
+//! `#[cfg_attr(not(outpost_has_name), ignore = "why")]`), so a local `cargo test` reports
+//! it as ignored, with the reason, instead of as passed. Under `CI=true` every cfg is set:
 //! every test runs, and one whose prerequisite is missing fails (`prerequisite()` panics).
 //! `cargo test -- --include-ignored` runs them all as well.
 //!
@@ -12,23 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Each cfg with what it means.
-const CFGS: &[(&str, &str)] = &[
-    ("outpost_has_root", "the tests run as root"),
-    (
-        "outpost_has_containerd",
-        "root, and OUTPOST_TEST_CONTAINERD_SOCKET names the test containerd",
-    ),
-    ("outpost_has_pods", "outpost_has_containerd, and the CNI plugins in /usr/lib/cni"),
-    ("outpost_has_cni", "root, the CNI plugins, nsenter, ip, iptables and busybox"),
-    ("outpost_has_runc", "root, runc and busybox-static"),
-    ("outpost_has_containerd_binary", "root and a containerd binary on PATH"),
-    ("outpost_has_registry", "docker-registry, skopeo and htpasswd"),
-    ("outpost_has_seccomp", "python3 with the seccomp module"),
-    ("outpost_has_python_websockets", "python3 with the websockets module (python3-websockets)"),
-    ("outpost_has_systemd_analyze", "systemd-analyze"),
-    ("outpost_has_bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
-];
+/// Each prerequisite's name (its cfg is `outpost_has_<name>`) and what it takes.
+const PREREQUISITES: &[(&str, &str)] = include!("prerequisites.rs");
 
 /// The socket of the test containerd (also read by `outpost_tests::containerd`).
 const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -38,43 +24,42 @@ fn main() {
         println!("cargo::rerun-if-env-changed={var}");
     }
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=prerequisites.rs");
     let dpkg = Path::new("/var/lib/dpkg/status");
     if dpkg.exists() {
         println!("cargo::rerun-if-changed={}", dpkg.display());
     }
-    for (cfg, _) in CFGS {
-        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    for (name, _) in PREREQUISITES {
+        println!("cargo::rustc-check-cfg=cfg(outpost_has_{name})");
     }
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    for (cfg, _) in CFGS {
-        if in_ci || probe(cfg) {
-            println!("cargo::rustc-cfg={cfg}");
+    for (name, _) in PREREQUISITES {
+        if in_ci || probe(name) {
+            println!("cargo::rustc-cfg=outpost_has_{name}");
         }
     }
 }
 
-fn probe(cfg: &str) -> bool {
+fn probe(name: &str) -> bool {
     let root = is_root();
     let containerd = root && std::env::var_os(SOCKET_ENV).is_some_and(|s| !s.is_empty());
     let plugins = Path::new("/usr/lib/cni/bridge").is_file();
-    match cfg {
-        "outpost_has_root" => root,
-        "outpost_has_containerd" => containerd,
-        "outpost_has_pods" => containerd && plugins,
-        "outpost_has_cni" => {
+    match name {
+        "root" => root,
+        "containerd" => containerd,
+        "pods" => containerd && plugins,
+        "cni" => {
             root && plugins && ["nsenter", "ip", "iptables", "busybox"].iter().all(|t| on_path(t))
         }
-        "outpost_has_runc" => root && on_path("runc") && Path::new("/bin/busybox").is_file(),
-        "outpost_has_containerd_binary" => root && on_path("containerd"),
-        "outpost_has_registry" => {
-            ["/usr/bin/docker-registry", "/usr/bin/skopeo", "/usr/bin/htpasswd"]
-                .iter()
-                .all(|tool| Path::new(tool).is_file())
-        }
-        "outpost_has_seccomp" => python_has("seccomp"),
-        "outpost_has_python_websockets" => python_has("websockets"),
-        "outpost_has_systemd_analyze" => on_path("systemd-analyze"),
-        "outpost_has_bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
+        "runc" => root && on_path("runc") && Path::new("/bin/busybox").is_file(),
+        "containerd_binary" => root && on_path("containerd"),
+        "registry" => ["/usr/bin/docker-registry", "/usr/bin/skopeo", "/usr/bin/htpasswd"]
+            .iter()
+            .all(|tool| Path::new(tool).is_file()),
+        "seccomp" => python_has("seccomp"),
+        "python_websockets" => python_has("websockets"),
+        "systemd_analyze" => on_path("systemd-analyze"),
+        "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         _ => false,
     }
 }

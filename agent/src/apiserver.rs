@@ -1,7 +1,7 @@
 //! The shared services of the API server, below every task that talks to it: the
 //! [`ApiClient`] (one token bucket, one [`Connectivity`] flag, woken by the kernel's
-//! network changes through [`network`]), the [`MirrorView`] the
-//! API source feeds, the emit side of Kubernetes Events ([`events::Recorder`]), and
+//! network changes through [`network`]), the [`watcher`] every list+watch of the agent
+//! is built on, the [`MirrorView`] the API source feeds, the emit side of Kubernetes Events ([`events::Recorder`]), and
 //! [`Health`], how the sync fares, for the metrics and `GET /status`.
 //!
 //! Sources, workers and the runtime record what they need here; the writers that send
@@ -12,6 +12,7 @@ pub mod client;
 pub mod connectivity;
 pub mod events;
 pub mod network;
+pub mod watcher;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

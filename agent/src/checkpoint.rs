@@ -12,6 +12,8 @@
 //! {"pods":[...]}
 //! ```
 
+pub mod metrics;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::metrics::counted::CheckpointWrites;
+use self::metrics::CheckpointWrites;
 
 const MAGIC: &str = "outpost-checkpoint v1";
 /// The mode of a checkpoint file, and of one that holds secrets.

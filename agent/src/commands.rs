@@ -6,7 +6,6 @@ pub mod exec;
 pub mod images;
 pub mod logs;
 pub mod manifests;
-pub mod pod_logs;
 pub mod pods;
 pub mod printers;
 pub mod run;

@@ -24,8 +24,8 @@
 mod containers;
 mod images;
 mod leftovers;
+pub mod metrics;
 mod shims;
-pub mod storage;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::gc::GcConfig;
-use crate::metrics::gc::GarbageCollection;
+use crate::gc::metrics::GarbageCollection;
 use crate::podconfig::SnapshotHandle;
 use crate::runtime::Containerd;
 use crate::status::StatusStore;

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => commands::describe::describe(&args).map_err(Into::into),
         Command::Status(args) => commands::status::status(&args).map_err(Into::into),
         Command::Manifests(command) => commands::manifests::manifests(&command).map_err(Into::into),
-        Command::Logs(args) => commands::pod_logs::logs(&args).map_err(Into::into),
+        Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
         Command::Exec(args) => commands::exec::exec(&args).map_err(Into::into),
         Command::ContainerLog(args) => {
             let limits = outpost::runtime::logs::rotation::Limits {

@@ -1,10 +1,12 @@
-//! `/metrics`: Prometheus figures in the OpenMetrics text format. Most are read at scrape
-//! time (the merge's snapshot, the pod workers' statuses, the sync's health, `/proc/self`:
-//! [`register`]); what must be counted where it happens goes through a handle per
-//! component (`counted`), which registers its own families under its prefix. All of them
-//! go on the one registry `outpost run` makes at start. Nothing on the merge's or the
-//! workers' path allocates for a metric but the probes' (labelled with pod and container
-//! names, as kubelet's).
+//! `/metrics`: Prometheus figures in the OpenMetrics text format. This module holds the
+//! collectors read at scrape time (the merge's snapshot, the pod workers' statuses, the
+//! sync's health, the kernel's counters, the cgroups, `/proc/self`: [`register`]); it sits
+//! at the top of the agent, beside the local API, and reads every component. What must
+//! be counted where it happens is each component's own: its `metrics.rs` holds a handle
+//! that registers its families under the component's prefix. All of them go on the one
+//! registry `outpost run` makes at start. Nothing on the merge's or the workers' path
+//! allocates for a metric but the probes' (labelled with pod and container names, as
+//! kubelet's).
 //!
 //! Sources and merge (`pods`):
 //! - `outpost_source_state{source,state}`: 1 for the source's current state
@@ -17,23 +19,29 @@
 //! - `outpost_running_pods{source}`, `outpost_running_containers{source}`: desired pods
 //!   in phase Running and their running containers, from the pod workers' statuses.
 //!
-//! Counted where it happens (`counted`):
-//! - `outpost_pod_deltas_total{op,source}`: deltas the merge handed to the pod workers.
+//! Counted where it happens, each by its component:
+//! - `outpost_pod_deltas_total{op,source}`: deltas the merge handed to the pod workers
+//!   (`podconfig::metrics`).
 //! - `outpost_manifest_errors_total{source}`: manifests (file), documents (URL) and
-//!   bodies (push) rejected.
-//! - `outpost_container_restarts_total{source}`: containers started again after they ran.
+//!   bodies (push) rejected (`source::metrics`).
+//! - `outpost_container_restarts_total{source}`: containers started again after they ran
+//!   (`worker::metrics`, as the three below).
 //! - `outpost_pod_start_duration_seconds{source}`: histogram, from the pod's
 //!   `config.seen` (when the merge first saw it) to its first container running.
-//! - `outpost_image_import_duration_seconds`, `outpost_image_pull_duration_seconds`:
-//!   histograms of images-dir imports and successful registry pulls.
+//! - `outpost_image_import_duration_seconds` (`runtime::image::metrics`),
+//!   `outpost_image_pull_duration_seconds`: histograms of images-dir imports and
+//!   successful registry pulls.
 //! - `outpost_prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`
 //!   (kubelet's `prober_probe_total`; `result` is `successful`, `failed` or `unknown`) and
 //!   the histogram `outpost_prober_probe_duration_seconds{probe_type,container,pod,namespace}`:
 //!   probe runs; a probe's series go with its container.
 //! - `outpost_checkpoint_writes_total{source}`,
-//!   `outpost_checkpoint_write_failures_total{source}`: checkpoint writes and failures.
+//!   `outpost_checkpoint_write_failures_total{source}`: checkpoint writes and failures
+//!   (`checkpoint::metrics`).
 //! - `outpost_manifest_watcher_info{backend}`: the file source's kernel interface,
-//!   `fanotify` or `inotify`.
+//!   `fanotify` or `inotify` (`source::metrics`).
+//! - `outpost_evictions_total{signal}` (`eviction::metrics`); the garbage collector's
+//!   `outpost_image_gc_*` and `outpost_container_gc_removed_total` (`gc::metrics`).
 //!
 //! API server (`sync`), with a kubeconfig: `outpost_apiserver_reachable` (1 or 0) and
 //! `outpost_pod_status_updates_queued` (waiting to be sent: offline, or backing off).
@@ -55,8 +63,6 @@
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
-pub mod counted;
-pub mod gc;
 mod kernel;
 mod pods;
 mod process;

@@ -3,6 +3,8 @@
 //! snapshot of the desired pods and of each source's health for readers (the local
 //! API, metrics).
 
+pub mod metrics;
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -15,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use self::metrics::Merge;
 use crate::error_chain::describe;
-use crate::metrics::counted::Merge;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
@@ -206,7 +208,7 @@ pub async fn run(
         let result = store.apply(update, now);
         for dup in &result.duplicates {
             warn!(
-                %source, pod = %dup.full_name, uid = %dup.uid, winner = %dup.winner_uid,
+                %source, pod.namespace = %dup.full_name.namespace, pod.name = %dup.full_name.name, pod.uid = %dup.uid, winner = %dup.winner_uid,
                 "two pods with one name in a single update; the later one is ignored (M2)"
             );
         }

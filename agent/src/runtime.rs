@@ -9,7 +9,6 @@ pub mod container_files;
 pub mod containerd;
 pub mod events;
 pub mod exec;
-pub mod host;
 pub mod image;
 pub mod logs;
 pub mod managed;

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod file;
+pub mod metrics;
 pub mod push;
 pub mod url;
 

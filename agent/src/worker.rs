@@ -10,37 +10,39 @@
 //! (M9), containers and sandboxes of pods no longer desired are stopped and removed.
 
 mod containerd;
+mod dispatch;
+#[cfg(test)]
+mod fake;
+pub mod metrics;
 mod pod;
 mod pod_runtime;
 pub mod probe;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use outpost_core::merge::DeltaOp;
-use outpost_core::pod::{FullName, Source};
-use outpost_core::pod_worker::{self, Desired, Found};
+use outpost_core::pod::FullName;
+use outpost_core::pod_worker::{self, Desired};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 pub use self::containerd::{Pods, Settings};
+pub use self::dispatch::run;
 pub use self::pod_runtime::PodRuntime;
 use self::probe::Prober;
 use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::gc;
-use crate::metrics::counted::Metrics;
 use crate::objects;
-use crate::podconfig::Batch;
 use crate::runtime::Containerd;
 use crate::runtime::cni::Cni;
-use crate::runtime::events::{self, TaskEvent};
+use crate::runtime::events::TaskEvent;
 use crate::runtime::exec::Execs;
 use crate::status::StatusStore;
+use crate::worker::metrics::Metrics;
 
 /// What every worker shares: the pod runtime, where statuses, Events and counts go, the
-/// kernel's side, and which worker each container's events go to.
+/// kernel's side, the API objects pods refer to, and which worker each container's events
+/// go to.
 #[derive(Debug)]
 pub struct Shared<R> {
     pub runtime: R,
@@ -55,6 +57,8 @@ pub struct Shared<R> {
     pub prober: Prober,
     /// The garbage collector: told when a dead container is kept, and after a pull.
     pub gc: gc::Handle,
+    /// The API objects API pods refer to: claimed as the pods come, released as they go.
+    pub objects: objects::Objects,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -80,6 +84,7 @@ impl Runtime {
         };
         let execs = Execs::new(containerd.clone(), settings.run_dir.join("exec"));
         let gc = settings.gc.clone();
+        let objects = settings.objects.clone();
         let pods = Pods {
             containerd,
             cni,
@@ -93,7 +98,8 @@ impl Runtime {
             prefetched: containerd::Prefetched::default(),
         };
         let prober = Prober::new()?;
-        Ok(Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober).with_gc(gc))
+        let shared = Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober);
+        Ok(shared.with_gc(gc).with_objects(objects))
     }
 }
 
@@ -115,6 +121,7 @@ impl<R: PodRuntime> Shared<R> {
             ebpf,
             prober,
             gc: gc::Handle::default(),
+            objects: objects::Objects::default(),
             settings,
             routes: Routes::default(),
         }
@@ -123,6 +130,12 @@ impl<R: PodRuntime> Shared<R> {
     /// Tells `gc` about kept dead containers and pulls.
     pub fn with_gc(mut self, gc: gc::Handle) -> Shared<R> {
         self.gc = gc;
+        self
+    }
+
+    /// Claims and releases the API objects of API pods in `objects`.
+    pub fn with_objects(mut self, objects: objects::Objects) -> Shared<R> {
+        self.objects = objects;
         self
     }
 }
@@ -208,210 +221,4 @@ impl Routes {
         let id = observed.container_id.clone();
         self.send(&id, Message::Kernel(observed));
     }
-}
-
-/// The running workers, by the full name each serves.
-#[derive(Debug)]
-struct Workers<R: PodRuntime> {
-    shared: Arc<Shared<R>>,
-    outboxes: HashMap<FullName, Outbox>,
-    running: JoinSet<(FullName, Inbox)>,
-    /// What an earlier run left, by full name, until a worker takes it.
-    found: HashMap<FullName, Vec<Found>>,
-}
-
-/// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
-/// until `shutdown` is cancelled: then every pod is stopped as for a node shutdown, and
-/// this returns once all are stopped. Either way every worker has ended, its background
-/// work done, when this returns. API pods claim the objects they refer to as they come
-/// and release them as they go; `changes` of those objects go to the pods' workers, and
-/// so do the eviction manager's `evictions`.
-pub async fn run(
-    runtime: Arc<Runtime>,
-    mut batches: mpsc::Receiver<Batch>,
-    mut changes: objects::Changes,
-    mut evictions: Evictions,
-    shutdown: CancellationToken,
-) {
-    let objects = runtime.runtime.settings.objects.clone();
-    // Exits go straight to their workers; only a resubscription, which concerns every
-    // worker, comes through here.
-    let (resync_tx, mut resyncs) = mpsc::unbounded_channel();
-    let routes = runtime.routes.clone();
-    let watcher =
-        tokio::spawn(events::watch(runtime.runtime.containerd.clone(), move |event| match event {
-            TaskEvent::Resync => resync_tx.send(()).is_ok(),
-            event => {
-                routes.task(event);
-                true
-            }
-        }));
-    // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
-    // exit first wins, the other finds the container no longer running.
-    let routes = runtime.routes.clone();
-    let kernel = runtime.ebpf.watch(move |observed| routes.kernel(observed));
-    let mut workers = Workers {
-        found: adoptable(&runtime.runtime).await,
-        shared: runtime.clone(),
-        outboxes: HashMap::new(),
-        running: JoinSet::new(),
-    };
-    let mut desired: HashMap<FullName, String> = HashMap::new();
-    let mut collected = false;
-    let last = loop {
-        tokio::select! {
-            batch = batches.recv() => {
-                let Some(batch) = batch else { break Message::Leave };
-                for delta in batch.deltas {
-                    let name = FullName::of(&delta.pod);
-                    let pod = match delta.op {
-                        DeltaOp::Remove => {
-                            if let Some(uid) = desired.remove(&name) {
-                                objects.release(&uid);
-                            }
-                            None
-                        }
-                        _ => {
-                            let uid = outpost_core::pod::uid(&delta.pod).to_owned();
-                            if let Some(replaced) = desired.insert(name.clone(), uid.clone()).filter(|old| *old != uid) {
-                                objects.release(&replaced);
-                            }
-                            if delta.source == Source::Api {
-                                objects.claim(&delta.pod);
-                            }
-                            Some(Desired { source: delta.source, pod: delta.pod })
-                        }
-                    };
-                    workers.send(name, Message::Desired(pod));
-                }
-                if batch.synced && !collected {
-                    collected = true;
-                    let mut owned: HashSet<String> = desired.values().cloned().collect();
-                    owned.extend(workers.found.values().flatten().filter_map(|c| c.pod_uid.clone()));
-                    containerd::remove_orphans(&runtime.runtime, &owned).await;
-                    workers.collect_garbage();
-                    objects.collect_garbage();
-                }
-            }
-            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
-            Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
-            Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
-                workers.send(pod, Message::Evict { uid, message, grace });
-            }
-            () = shutdown.cancelled() => {
-                tracing::info!(pods = workers.outboxes.len(), "node shutdown: stopping every pod");
-                break Message::Shutdown;
-            }
-            Some(done) = workers.running.join_next() => workers.finished(done),
-        }
-    };
-    // Exits still have to reach the workers while they stop their containers.
-    for outbox in workers.outboxes.values() {
-        let _ = outbox.send(match last {
-            Message::Shutdown => Message::Shutdown,
-            _ => Message::Leave,
-        });
-    }
-    loop {
-        tokio::select! {
-            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
-            done = workers.running.join_next() => {
-                let Some(done) = done else { break };
-                if let Ok((name, _)) = done {
-                    workers.outboxes.remove(&name);
-                }
-            }
-        }
-    }
-    if matches!(last, Message::Shutdown) {
-        tracing::info!("node shutdown: every pod is stopped");
-    }
-    watcher.abort();
-    if let Some(kernel) = kernel {
-        kernel.abort();
-    }
-}
-
-impl<R: PodRuntime> Workers<R> {
-    fn send(&mut self, name: FullName, message: Message) {
-        if let Some(outbox) = self.outboxes.get(&name) {
-            match outbox.send(message) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(message)) => {
-                    self.outboxes.remove(&name);
-                    return self.send(name, message);
-                }
-            }
-        }
-        if matches!(
-            message,
-            Message::Task(_)
-                | Message::Kernel(_)
-                | Message::ObjectsChanged
-                | Message::Evict { .. }
-                | Message::Leave
-        ) {
-            return;
-        }
-        let (outbox, inbox) = mpsc::unbounded_channel();
-        let _ = outbox.send(message);
-        let found = self.found.remove(&name).unwrap_or_default();
-        let worker = pod::PodWorker::new(self.shared.clone(), name.clone(), outbox.clone(), found);
-        self.outboxes.insert(name.clone(), outbox);
-        self.running.spawn(async move {
-            let inbox = worker.run(inbox).await;
-            (name, inbox)
-        });
-    }
-
-    /// A worker ended: messages sent to it while it was finishing go to a new one.
-    fn finished(&mut self, done: Result<(FullName, Inbox), tokio::task::JoinError>) {
-        let Ok((name, mut inbox)) = done else { return };
-        self.outboxes.remove(&name);
-        let mut pending = Vec::new();
-        while let Ok(message) = inbox.try_recv() {
-            pending.push(message);
-        }
-        for message in pending {
-            self.send(name.clone(), message);
-        }
-    }
-
-    /// M9: once every source has been seen, containers of pods no longer desired get a
-    /// worker with nothing desired, which stops and removes them and their sandbox.
-    fn collect_garbage(&mut self) {
-        let leftovers: Vec<FullName> = self.found.keys().cloned().collect();
-        for name in leftovers {
-            tracing::info!(pod = %name, "stopping containers of a pod that is no longer desired (M9)");
-            self.send(name, Message::Desired(None));
-        }
-    }
-}
-
-/// containerd's event stream was subscribed again: containerd may have restarted and lost
-/// track of shims, and exits may have been missed; every worker looks at its tasks once.
-fn resync<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>) {
-    runtime.gc.containerd_reconnected();
-    for outbox in workers.values() {
-        let _ = outbox.send(Message::Task(TaskEvent::Resync));
-    }
-}
-
-/// Outpost's containers from before this start, by pod full name.
-async fn adoptable<R: PodRuntime>(runtime: &R) -> HashMap<FullName, Vec<Found>> {
-    let listed = match runtime.list().await {
-        Ok(listed) => listed,
-        Err(e) => {
-            tracing::warn!(error = %crate::error_chain::describe(&e), "cannot list containers to adopt");
-            return HashMap::new();
-        }
-    };
-    let mut by_pod: HashMap<FullName, Vec<Found>> = HashMap::new();
-    for (name, found) in listed {
-        by_pod.entry(name).or_default().push(found);
-    }
-    if !by_pod.is_empty() {
-        tracing::info!(pods = by_pod.len(), "found containers of an earlier run to adopt");
-    }
-    by_pod
 }

@@ -4,6 +4,7 @@
 //! not implement is refused before that, by the file source and `outpost validate`: see
 //! `cli::a1_validate_refuses_unsupported_fields_and_warns`.)
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -12,11 +13,8 @@ use outpost_tests::workload::{Workload, find_event};
 
 const LONG: Duration = Duration::from_secs(60);
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a1_a_pod_this_host_cannot_run_is_failed_with_the_reason_and_runs_nothing() {
     if outpost::host::apparmor_enabled() {
         // This host could run it: the refusal is covered by the pod worker's unit tests.

@@ -5,6 +5,7 @@
 //! the other pods of the same manifest run; the same pod from the manifest directory
 //! runs; a config that allows it runs it.
 
+use outpost_tests::needs;
 use std::path::Path;
 use std::time::Duration;
 
@@ -137,11 +138,8 @@ fn uid(pod: &Value) -> String {
     pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned()
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_privileged_pushed_pod_is_refused_its_neighbour_runs_and_as_a_file_pod_it_runs() {
     let node = Node::new();
     let w = start(&node, None, &[]);
@@ -190,11 +188,8 @@ fn a_privileged_pushed_pod_is_refused_its_neighbour_runs_and_as_a_file_pod_it_ru
     assert_gone(&node, &w, &[("priv-edge-1", uid(&running))]);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_url_pod_with_a_host_path_outside_the_allowed_list_is_refused_and_inside_runs() {
     let node = Node::new();
     let allowed = host_dir(&node, "allowed");
@@ -240,11 +235,8 @@ fn a_url_pod_with_a_host_path_outside_the_allowed_list_is_refused_and_inside_run
     );
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_config_that_allows_privileged_pushed_pods_runs_them() {
     let node = Node::new();
     let w = start(&node, Some("admissionPolicy:\n  push:\n    privileged: true\n"), &[]);

@@ -8,6 +8,7 @@
 //! server the pod comes back with its objects; a static pod may not refer to a Secret;
 //! pull secrets (also the service account's) are used.
 
+use outpost_tests::needs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -227,11 +228,8 @@ fn every_kind() -> Value {
     pod
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v1_an_api_pod_with_every_volume_kind_reads_its_files_and_env() {
     let c = Cluster::start();
     app_objects(&c);
@@ -292,11 +290,8 @@ fn v1_an_api_pod_with_every_volume_kind_reads_its_files_and_env() {
     assert!(!lists.is_empty(), "the referenced secret was listed: {requests:?}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v1_a_config_map_edit_shows_in_the_container_and_not_in_a_sub_path_mount() {
     let c = Cluster::start();
     app_objects(&c);
@@ -323,11 +318,8 @@ fn v1_a_config_map_edit_shows_in_the_container_and_not_in_a_sub_path_mount() {
     assert_eq!(statuses[0].restart_count, 0);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v1_a_short_lived_token_is_refreshed_in_place() {
     // The real API server asks for 10 minutes at least; this one lets the test ask for 10 s.
     let config = TestApiServer::builder().min_token_expiration(Duration::from_secs(1));
@@ -358,11 +350,8 @@ fn v1_a_short_lived_token_is_refreshed_in_place() {
     assert!(requests >= 2, "one request per token: {requests}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v1_optional_objects_may_be_missing_and_required_ones_keep_the_pod_waiting() {
     let c = Cluster::start();
     // Optional: the pod runs without them (an empty volume, an unset variable).
@@ -416,11 +405,8 @@ fn v1_optional_objects_may_be_missing_and_required_ones_keep_the_pod_waiting() {
     assert_eq!(environment(c.pid("needs-env")).get("P").map(String::as_str), Some("pw"));
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v3_after_a_reboot_without_the_api_server_the_pod_comes_back_with_its_objects() {
     let mut c = Cluster::start();
     app_objects(&c);
@@ -458,11 +444,8 @@ fn v3_after_a_reboot_without_the_api_server_the_pod_comes_back_with_its_objects(
     c.api.rt.block_on(c.server().restore()).unwrap();
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn v2_a_static_pod_that_refers_to_a_secret_is_refused_even_with_an_api_server() {
     let c = Cluster::start();
     c.create(secret("app-secret", json!({"password": "s3cr3t"})));
@@ -489,11 +472,8 @@ fn v2_a_static_pod_that_refers_to_a_secret_is_refused_even_with_an_api_server() 
     assert_eq!(c.server().count("list", "secrets"), 0, "no secret looked at");
 }
 
+#[needs(pods, registry)]
 #[test]
-#[cfg_attr(
-    not(all(outpost_has_pods, outpost_has_registry)),
-    ignore = "needs root, the test containerd, the CNI plugins, docker-registry, skopeo and htpasswd"
-)]
 fn v1_pull_secrets_of_the_pod_and_of_its_service_account_are_used() {
     use base64::Engine as _;
     use outpost_tests::containerd::{BUSYBOX_OCI, test_image};

@@ -3,6 +3,7 @@
 //! mirror pods are ignored (R6); broken watches, 410 and a server down at start never
 //! remove pods; the checkpoint brings API pods back with no network (O1, O2, O4).
 
+use outpost_tests::needs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -139,11 +140,8 @@ fn checkpoint_path(state_dir: &Path) -> PathBuf {
     state_dir.join("checkpoints/api.json")
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn pods_of_this_node_appear_change_and_go() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -197,11 +195,8 @@ fn pods_of_this_node_appear_change_and_go() {
     assert_eq!(pods["items"][0]["metadata"]["annotations"]["kubernetes.io/config.source"], "api");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_broken_watch_resumes_and_removes_nothing() {
     let cluster = Cluster::start();
     cluster.create("web", NODE);
@@ -231,11 +226,8 @@ fn a_broken_watch_resumes_and_removes_nothing() {
     );
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_410_relists_and_the_fresh_list_replaces_the_old_set() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -259,11 +251,8 @@ fn a_410_relists_and_the_fresh_list_replaces_the_old_set() {
     let _ = web;
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_server_down_at_start_holds_readiness_until_it_answers() {
     let cluster = Cluster::start_with(|b| b.down());
     cluster.create("web", NODE);
@@ -280,11 +269,8 @@ fn a_server_down_at_start_holds_readiness_until_it_answers() {
     agent.poll("/readyz?verbose", |status, _| status == 200);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn o2_api_pods_come_back_from_the_checkpoint_with_no_network() {
     let cluster = Cluster::start();
     let web = cluster.create("web", NODE);
@@ -321,11 +307,8 @@ fn o2_api_pods_come_back_from_the_checkpoint_with_no_network() {
     quiet(&agent);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_corrupt_checkpoint_is_reported_and_ignored() {
     let cluster = Cluster::start();
     cluster.create("web", NODE);
@@ -351,11 +334,8 @@ fn a_corrupt_checkpoint_is_reported_and_ignored() {
     assert!(text.starts_with(b"outpost-checkpoint v1 len=") && text.len() > 100);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn tls_and_a_bearer_token_from_the_kubeconfig() {
     let cluster = Cluster::start_with(|b| b.tls().token("s3cret-token"));
     cluster.create("web", NODE);

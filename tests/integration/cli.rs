@@ -1,5 +1,6 @@
 //! The real `outpost` binary: `validate`, and `run --dry-run` with its local API.
 
+use outpost_tests::needs;
 use std::fs;
 use std::process::Command;
 
@@ -200,8 +201,8 @@ fn run_without_containerd_retries_and_is_not_ready() {
 
 /// Where fanotify cannot be used (here: blocked by seccomp, as in a container with the
 /// default profile) the agent says why, watches with inotify, and works the same.
+#[needs(seccomp)]
 #[test]
-#[cfg_attr(not(outpost_has_seccomp), ignore = "needs python3-seccomp (cargo xtask deps)")]
 fn dry_run_falls_back_to_inotify_where_fanotify_is_blocked() {
     let command = outpost_tests::without_fanotify();
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 //! conf dir, cache dir, network name, bridge and /24, so tests run in parallel and never
 //! touch /etc/cni/net.d; the bridge and any attachment left over are removed on drop.
 
+use outpost_tests::needs;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -227,11 +228,8 @@ impl Drop for Server {
     }
 }
 
+#[needs(cni)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_cni),
-    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
-)]
 fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
     have_tools();
     let dir = tempfile::tempdir().unwrap();
@@ -265,11 +263,8 @@ fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
     PodNamespaces::remove(&ns_dir).unwrap();
 }
 
+#[needs(cni)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_cni),
-    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
-)]
 async fn add_wires_the_pod_and_del_frees_its_address() {
     have_tools();
     let net = Net::new();
@@ -312,11 +307,8 @@ async fn add_wires_the_pod_and_del_frees_its_address() {
     net.cni.del("never-added").await.unwrap();
 }
 
+#[needs(cni)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_cni),
-    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
-)]
 async fn del_after_the_netns_is_gone_still_frees_the_address() {
     have_tools();
     let net = Net::new();
@@ -329,11 +321,8 @@ async fn del_after_the_netns_is_gone_still_frees_the_address() {
     assert_eq!(net.cni.attached().unwrap(), Vec::<String>::new());
 }
 
+#[needs(cni)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_cni),
-    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
-)]
 async fn a_broken_conflist_is_a_clear_error() {
     have_tools();
     let net = Net::new();
@@ -355,11 +344,8 @@ async fn a_broken_conflist_is_a_clear_error() {
     assert_eq!(net.cni.attached().unwrap(), Vec::<String>::new());
 }
 
+#[needs(cni)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_cni),
-    ignore = "needs root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"
-)]
 async fn a_missing_plugin_is_a_clear_error_and_the_address_is_freed() {
     have_tools();
     let net = Net::new();

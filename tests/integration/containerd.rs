@@ -1,6 +1,7 @@
 //! The runtime tests' plumbing: the private containerd (`cargo xtask containerd`) runs,
 //! and both test image tarballs (`cargo xtask images`) import into it and run.
 
+use outpost_tests::needs;
 use std::path::Path;
 use std::process::Command;
 
@@ -28,11 +29,8 @@ fn ctr(socket: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn test_images_import_into_the_test_containerd_and_run() {
     let socket = test_containerd();
     let (oci, docker) = (test_image(BUSYBOX_OCI), test_image(BUSYBOX_DOCKER));

@@ -3,6 +3,7 @@
 //! OOM killer's victim, per-pod traffic counters, the exec audit, and an agent with BPF
 //! forced off. Under `CI=true` an agent that cannot load BPF fails these tests.
 
+use outpost_tests::needs;
 use std::process::Command;
 use std::time::Duration;
 
@@ -83,10 +84,7 @@ fn task_pid(node: &Node, id: &str) -> u32 {
         .unwrap_or_else(|| panic!("no task {id} in {list}"))
 }
 
-#[cfg_attr(
-    not(all(outpost_has_bpf, outpost_has_pods)),
-    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
+#[needs(bpf, pods)]
 #[test]
 fn kernel_exits_carry_exact_codes_and_signals_and_execs_are_audited() {
     let node = Node::new();
@@ -170,10 +168,7 @@ fn kernel_exits_carry_exact_codes_and_signals_and_execs_are_audited() {
     assert_eq!(status, 404, "{body}");
 }
 
-#[cfg_attr(
-    not(all(outpost_has_bpf, outpost_has_pods)),
-    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
+#[needs(bpf, pods)]
 #[test]
 fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
     let node = Node::new();
@@ -206,10 +201,7 @@ fn a_crash_looping_container_restarts_once_per_exit_and_leaks_no_task() {
     assert!(kernel >= 2, "the kernel reported the exits:\n{log}");
 }
 
-#[cfg_attr(
-    not(all(outpost_has_bpf, outpost_has_pods)),
-    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
+#[needs(bpf, pods)]
 #[test]
 fn the_oom_killer_victim_is_named() {
     let node = Node::new();
@@ -232,10 +224,7 @@ fn sample(metrics: &str, family: &str, pod: &str) -> Option<f64> {
     metrics.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
-#[cfg_attr(
-    not(all(outpost_has_bpf, outpost_has_pods)),
-    ignore = "needs root, BPF (kernel BTF), the test containerd and the CNI plugins: set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
+#[needs(bpf, pods)]
 #[test]
 fn traffic_between_two_pods_moves_both_pods_counters() {
     let node = Node::new();
@@ -283,11 +272,8 @@ fn traffic_between_two_pods_moves_both_pods_counters() {
     );
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn with_bpf_off_pods_still_restart_and_the_exec_audit_says_why_it_is_empty() {
     let node = Node::new();
     let mut args = node.args();

@@ -18,6 +18,7 @@
 //!   `terminationGracePeriodSeconds: 2` (P3): a stopped etcd never acts on SIGTERM, so the
 //!   kill waits for the grace period, which is otherwise the pod's 30 s.
 
+use outpost_tests::needs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -206,11 +207,8 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
 /// mutual TLS (`etcdctl endpoint health` with the health-check client certificate, and
 /// nothing without one); a SIGSTOPped etcd fails its liveness probe and is restarted
 /// (restartCount 1, Events `Unhealthy` and `Killing`), and serves again with its data.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn kubeadm_etcd_is_gated_by_its_startup_probe_serves_mtls_and_liveness_restarts_it() {
     let node = Node::new();
     import(&node, ETCD_OCI);

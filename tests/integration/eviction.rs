@@ -10,6 +10,7 @@
 //! system and enforces node allocatable on the node's pods cgroup (the signal is then
 //! `allocatableMemory.available`); the disk test mounts a 64 MiB tmpfs state dir.
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -126,11 +127,8 @@ const PODS_MEMORY: u64 = 600 << 20;
 // E1, E2: the pods' working set within 100Mi of node allocatable
 // (allocatableMemory.available, kubelet's memory.available<100Mi copied to the pods
 // cgroup) evicts the BestEffort API pod using the memory, never the static pod beside it.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn e1_e2_a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
     let api = ApiNode::new();
     let reserved = format!("memory={}", mem_total() - PODS_MEMORY);
@@ -171,11 +169,8 @@ fn e1_e2_a_memory_hog_is_evicted_and_the_static_pod_beside_it_is_not() {
 
 // E1, E2: nodefs below its threshold evicts the pod that fills it, and the Node shows
 // DiskPressure.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn e1_e2_a_pod_filling_the_state_dir_is_evicted_with_disk_pressure() {
     let api = ApiNode::new();
     let state = Tmpfs::mount(&api.node.path("state"), "64m");

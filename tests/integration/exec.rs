@@ -3,6 +3,7 @@
 //! code; refused without credentials; Python's `websockets` (a client that is not ours)
 //! driving kubelet's `/exec` with `v5.channel.k8s.io` and `v4.channel.k8s.io`; and `/run`.
 
+use outpost_tests::needs;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -96,11 +97,8 @@ fn args<'a>(flags: &[&'a str], command: &[&'a str]) -> Vec<&'a str> {
     all
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn outpost_exec_passes_stdin_output_and_the_exit_code() {
     let pod = running();
     let out = pod.exec(&args(&["-i"], &["cat"]), true, b"hello\nworld\n");
@@ -125,11 +123,8 @@ fn outpost_exec_passes_stdin_output_and_the_exit_code() {
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "after\n".to_owned()));
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_command_whose_client_went_away_is_killed() {
     let pod = running();
     let mut client = Command::new(outpost_bin())
@@ -156,11 +151,8 @@ fn a_command_whose_client_went_away_is_killed() {
     pod.agent.wait_for_log("the exec client went away; the command is killed");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn outpost_exec_errors_are_clear() {
     let pod = running();
     let out = pod.exec(&args(&["-c", "nope"], &["true"]), true, b"");
@@ -177,11 +169,8 @@ fn outpost_exec_errors_are_clear() {
     assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn an_unauthenticated_exec_or_run_is_refused() {
     let pod = running();
     // Anonymous loopback reads are on, yet exec is a write.
@@ -214,11 +203,8 @@ fn an_unauthenticated_exec_or_run_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn outpost_exec_with_a_tty_gets_a_terminal_of_the_local_size() {
     let pod = running();
     let driver = pod.node.path("pty.py");
@@ -269,11 +255,8 @@ if termios.tcgetattr(slave) == before:
 sys.exit(code)
 "#;
 
+#[needs(pods, python_websockets)]
 #[test]
-#[cfg_attr(
-    not(all(outpost_has_pods, outpost_has_python_websockets)),
-    ignore = "needs root, the test containerd, the CNI plugins and python3-websockets: cargo xtask deps; cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn python_websockets_drives_exec_with_v5_and_v4() {
     let pod = running();
     let client = pod.node.path("ws.py");
@@ -375,11 +358,8 @@ async def main():
 asyncio.run(main())
 "#;
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn run_answers_the_output_of_a_command() {
     let pod = running();
     let (status, body) =

@@ -6,6 +6,7 @@
 //! The containers are made with `ctr run` in a namespace of this file's own, and removed
 //! by a guard even when a test fails.
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -176,11 +177,8 @@ async fn read_until(reader: &mut tokio::net::unix::pipe::Receiver, needle: &str)
     seen
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn run_returns_the_output_and_exit_code_with_the_containers_process_spec() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "run");
@@ -242,11 +240,8 @@ async fn run_returns_the_output_and_exit_code_with_the_containers_process_spec()
     );
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn run_keeps_the_first_bytes_of_a_long_output_and_reads_the_rest() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "cap");
@@ -260,11 +255,8 @@ async fn run_keeps_the_first_bytes_of_a_long_output_and_reads_the_rest() {
     assert_eq!(setup.leftovers(), Vec::<String>::new());
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn run_past_its_timeout_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "timeout");
@@ -299,11 +291,8 @@ async fn run_past_its_timeout_is_killed_and_removed() {
     assert_eq!(container.pids().len(), 1, "{:?}", container.pids());
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_dropped_run_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "cancel");
@@ -318,11 +307,8 @@ async fn a_dropped_run_is_killed_and_removed() {
     .await;
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_session_passes_stdin_and_its_end() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "stdin");
@@ -361,11 +347,8 @@ async fn a_session_passes_stdin_and_its_end() {
     assert_eq!(setup.leftovers(), Vec::<String>::new());
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_session_with_a_tty_has_its_size() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "tty");
@@ -391,11 +374,8 @@ async fn a_session_with_a_tty_has_its_size() {
     assert_eq!(setup.leftovers(), Vec::<String>::new());
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_session_dropped_without_wait_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "drop");
@@ -421,11 +401,8 @@ async fn a_session_dropped_without_wait_is_killed_and_removed() {
     eventually("its FIFOs are removed", || setup.leftovers().is_empty()).await;
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn exec_where_nothing_runs_is_a_clear_error() {
     let setup = Setup::new().await;
     let timeout = Duration::from_secs(10);

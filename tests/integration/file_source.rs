@@ -100,8 +100,8 @@ macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
         mod fanotify {
             $(
+                #[outpost_tests::needs(root)]
                 #[tokio::test]
-                #[cfg_attr(not(outpost_has_root), ignore = "needs root (fanotify needs CAP_SYS_ADMIN)")]
                 async fn $name() { super::$name(super::Preference::Fanotify).await }
             )*
         }

@@ -3,6 +3,7 @@
 //! beyond kubelet's count go with their logs; an emptyDir written past its `sizeLimit`
 //! gets its (API) pod evicted with kubelet's message.
 
+use outpost_tests::needs;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -39,11 +40,8 @@ fn metric(agent: &Agent, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn g1_image_gc_frees_an_unused_image_and_keeps_the_running_pods() {
     let node = Node::new();
     outpost_tests::workload::import(&node, BUSYBOX_USER_OCI);
@@ -82,11 +80,8 @@ fn g1_image_gc_frees_an_unused_image_and_keeps_the_running_pods() {
     assert_eq!(metric(&agent, "outpost_image_gc_removed_total{reason=\"space\"}"), 1.0);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn g1_dead_containers_beyond_the_count_go_with_their_logs() {
     let node = Node::new();
     // Runs 0, 1 and 2 crash; run 3 stays (the emptyDir counts the runs).
@@ -156,11 +151,8 @@ fn g1_dead_containers_beyond_the_count_go_with_their_logs() {
     eventually("no container is left", LONG, || node.containers().is_empty());
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn g1_an_empty_dir_past_its_size_limit_evicts_its_pod() {
     let api = ApiNode::new();
     let agent = api.start(&[]);
@@ -200,11 +192,8 @@ fn g1_an_empty_dir_past_its_size_limit_evicts_its_pod() {
     });
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn g1_an_earlier_runs_leases_and_orphaned_snapshots_are_removed_at_start() {
     let node = Node::new();
     // What a crash mid-import and mid-create leaves: the import's lease, and an active
@@ -232,11 +221,8 @@ fn g1_an_earlier_runs_leases_and_orphaned_snapshots_are_removed_at_start() {
     node.ctr(&["leases", "delete", "someone-else"]);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn g1_a_container_writing_past_its_ephemeral_storage_limit_evicts_its_pod() {
     let api = ApiNode::new();
     let agent = api.start(&[]);

@@ -1,9 +1,11 @@
-//! The systemd hardening drop-in README.md gives for an external containerd: systemd
+//! The systemd hardening drop-in the book gives for an external containerd
+//! (`docs/src/operations/service.md`): systemd
 //! reads it with the unit (`systemd-analyze verify`, and the exposure `systemd-analyze
 //! security` rates goes down), and an agent run as it says (capability bounding set,
 //! no_new_privs and its seccomp settings, through `support/as-hardened`: systemd is not
 //! PID 1 here) runs pods with pod networking, eBPF and tmpfs volumes.
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -18,14 +20,17 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The drop-in, between the README's `hardening-drop-in` markers.
+/// The book's page on the unit, whose drop-in the tests run.
+const PAGE: &str = "docs/src/operations/service.md";
+
+/// The drop-in, between the page's `hardening-drop-in` markers.
 fn drop_in() -> String {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
-    let block = readme
+    let page = std::fs::read_to_string(repository().join(PAGE)).unwrap();
+    let block = page
         .split("<!-- hardening-drop-in:begin -->\n```ini\n")
         .nth(1)
         .and_then(|rest| rest.split("```\n<!-- hardening-drop-in:end -->").next())
-        .expect("the drop-in between the README's hardening-drop-in markers");
+        .unwrap_or_else(|| panic!("the drop-in between {PAGE}'s hardening-drop-in markers"));
     assert!(block.starts_with("[Service]\n"), "{block}");
     block.to_owned()
 }
@@ -56,9 +61,9 @@ fn exposure(dir: &Path) -> f64 {
     })
 }
 
+#[needs(systemd_analyze)]
 #[test]
-#[cfg_attr(not(outpost_has_systemd_analyze), ignore = "needs systemd-analyze (cargo xtask deps)")]
-fn the_readme_drop_in_verifies_with_the_unit_and_lowers_its_exposure() {
+fn the_drop_in_verifies_with_the_unit_and_lowers_its_exposure() {
     let block = drop_in();
     let dir = tempfile::tempdir().unwrap();
     unit_in(dir.path());
@@ -116,11 +121,8 @@ fn status_field(pid: u32, field: &str) -> String {
     line.map(|l| l[field.len() + 1..].trim().to_owned()).unwrap_or_default()
 }
 
+#[needs(pods, seccomp)]
 #[test]
-#[cfg_attr(
-    not(all(outpost_has_pods, outpost_has_seccomp)),
-    ignore = "needs root, the test containerd, the CNI plugins and python3-seccomp"
-)]
 fn an_agent_run_as_the_drop_in_says_runs_pods_with_an_external_containerd() {
     let node = Node::new();
     let dropin = node.path("hardening.conf");

@@ -1,6 +1,7 @@
 //! `outpost images import` into a real containerd: both tarball kinds end up as image
 //! records, unpacked into overlayfs, and runnable.
 
+use outpost_tests::needs;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -92,11 +93,8 @@ fn import_and_run(socket: &Path, tarball: &Path, media_type: &str) {
     assert_eq!(ran.trim(), "ok");
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn imports_oci_layout_and_docker_archive_tarballs_unpacked_and_runnable() {
     let socket = test_containerd();
     let (oci, docker) = (test_image(BUSYBOX_OCI), test_image(BUSYBOX_DOCKER));
@@ -107,11 +105,8 @@ fn imports_oci_layout_and_docker_archive_tarballs_unpacked_and_runnable() {
     import_and_run(&socket, &oci, "application/vnd.oci.image.manifest.v1+json");
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_bad_tarball_fails_alone_and_is_named() {
     let socket = test_containerd();
     let docker = test_image(BUSYBOX_DOCKER);

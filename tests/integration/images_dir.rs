@@ -5,6 +5,7 @@
 //! repacked with another `io.containerd.image.name`), so that tests running in parallel,
 //! here and in other modules, do not touch each other's images.
 
+use outpost_tests::needs;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
@@ -98,11 +99,8 @@ fn unique(what: &str) -> String {
     format!("images-dir-{what}-{}-{}", std::process::id(), fastrand::u32(..))
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn tarballs_present_at_start_are_imported_once_per_version() {
     let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("start"));
@@ -135,11 +133,8 @@ async fn tarballs_present_at_start_are_imported_once_per_version() {
     setup.remove_image(&image);
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_corrupt_tarball_fails_alone() {
     let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("good"));
@@ -159,11 +154,8 @@ async fn a_corrupt_tarball_fails_alone() {
     setup.remove_image(&image);
 }
 
+#[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_tarball_copied_in_later_is_imported_once_it_is_closed() {
     let setup = Setup::new().await;
     let (bytes, image) = setup.retagged(&unique("later"));

@@ -4,6 +4,7 @@
 //! container that waits on a service that never answers (the init container example;
 //! here a loopback port nobody listens on).
 
+use outpost_tests::needs;
 use std::process::Command;
 use std::time::Duration;
 
@@ -42,11 +43,8 @@ fn pods_status(w: &Workload, name: &str) -> Option<String> {
 /// I3: the sidecar writes the configuration and passes its startup probe before the app
 /// container starts, so the app reads it (`greeting=hello`); the sidecar runs beside it
 /// and the pod is Ready.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn i3_the_native_sidecar_example_configures_the_app_before_it_starts() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -107,11 +105,8 @@ spec:
 /// I1, I2: an init container that cannot reach its service fails, is retried with
 /// crash-loop backoff, and the app container never starts; `outpost pods` shows
 /// `Init:CrashLoopBackOff` (then `Init:0/2` while it runs again), as kubectl does.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn i2_an_init_container_that_cannot_reach_its_service_holds_the_app_back() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -177,11 +172,8 @@ spec:
 /// I1, I3: init containers run in order, each to success, the sidecar between them
 /// started before the next; a job-shaped pod (restartPolicy Never) completes with
 /// Succeeded while its sidecar still ran, and the sidecar is then stopped, not restarted.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn i1_i3_init_containers_run_in_order_and_a_pod_completes_past_its_sidecar() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -238,11 +230,8 @@ spec:
 
 /// `activeDeadlineSeconds`: past it the pod fails with DeadlineExceeded and its
 /// containers are stopped, not restarted.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_active_deadline_fails_the_pod_and_stops_it() {
     let node = Node::new();
     let w = Workload::start(&node);

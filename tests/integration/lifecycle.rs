@@ -5,6 +5,7 @@
 //! What the hooks and the containers' SIGTERM traps do is written to hostPath files the
 //! tests own, so the order of hook and stop signal is seen from outside.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -25,11 +26,8 @@ fn in_order(lines: &[String], first: &str, second: &str) -> bool {
 /// L1, L2 (exec): the example's postStart file is there (read with `outpost exec`); on
 /// delete its preStop stops the server and waits for it to be gone, and only then does the
 /// container get SIGTERM; nothing is left behind.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_lifecycle_example_writes_its_message_and_stops_gracefully_before_sigterm() {
     let node = Node::new();
     let hooks = host_dir(&node, "hooks");
@@ -97,11 +95,8 @@ spec:
 /// `Running` until it returns (here it waits for a file the test writes); a failing
 /// postStart (httpGet to a port nobody listens on) kills the container, with the Event
 /// `FailedPostStartHook`, and it is restarted by its restartPolicy.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn post_start_holds_running_until_it_returns_and_a_failing_one_kills_the_container() {
     let node = Node::new();
     let hooks = host_dir(&node, "hooks");
@@ -193,11 +188,8 @@ spec:
 /// off, and the container still gets SIGTERM, as kubelet's `killContainer` gives every
 /// container a last window (`minimumGracePeriodInSeconds`, 2 s) to act on SIGTERM when
 /// its preStop hook used up the grace period; then the pod is removed.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn pre_stop_runs_before_sigterm_and_a_hanging_one_is_cut_at_the_grace_period() {
     let node = Node::new();
     let hooks = host_dir(&node, "hooks");

@@ -3,6 +3,7 @@
 //! writes CRI files that `outpost logs` reads; `outpost logs` on hand-written files for its
 //! options and errors.
 
+use outpost_tests::needs;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -108,11 +109,8 @@ fn logs_ok(root: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn stdout_and_stderr_land_as_cri_records_and_read_back() {
     // The small logger, and the agent's own subcommand where that is not installed.
     for (logger, pod) in [(container_log_bin(), "streams"), (outpost_bin(), "streams-agent")] {
@@ -150,11 +148,8 @@ fn stdout_and_stderr_land_as_cri_records_and_read_back_with(logger: &Path, pod: 
     assert_eq!(lines, ["err one", "last words", "out one", "out two"]);
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_long_line_is_split_into_partial_records_and_joined_back() {
     let socket = containerd();
     let root = tempfile::tempdir().unwrap();
@@ -182,11 +177,8 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_logger_outlives_the_process_that_started_the_container() {
     let socket = containerd();
     let root = tempfile::tempdir().unwrap();
@@ -219,11 +211,8 @@ fn the_logger_outlives_the_process_that_started_the_container() {
     assert_eq!(printed, format!("started\n{expected}end"));
 }
 
+#[needs(containerd)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_log_rotates_at_its_size_limit() {
     let socket = containerd();
     let root = tempfile::tempdir().unwrap();

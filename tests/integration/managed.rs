@@ -2,6 +2,7 @@
 //! after a crash, stopped, and a stale one from a killed agent replaced. Each test runs
 //! a real containerd in its own short temporary directory (unix socket paths are short).
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -50,11 +51,8 @@ fn kill(signal: &str, pid: u32) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
+#[needs(containerd_binary)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd_binary),
-    ignore = "needs root and a containerd binary on PATH (cargo xtask deps)"
-)]
 async fn managed_containerd_answers_is_restarted_after_a_crash_and_stops() {
     let binary = containerd_binary();
     let (_tmp, options) = temp_options(binary);
@@ -82,11 +80,8 @@ async fn managed_containerd_answers_is_restarted_after_a_crash_and_stops() {
     assert!(!socket.exists(), "{} is left after stop", socket.display());
 }
 
+#[needs(containerd_binary)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd_binary),
-    ignore = "needs root and a containerd binary on PATH (cargo xtask deps)"
-)]
 async fn a_containerd_left_by_a_killed_agent_is_replaced() {
     let binary = containerd_binary();
     let (_tmp, options) = temp_options(binary.clone());
@@ -114,11 +109,8 @@ async fn a_containerd_left_by_a_killed_agent_is_replaced() {
     m.stop().await.unwrap();
 }
 
+#[needs(containerd_binary)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(outpost_has_containerd_binary),
-    ignore = "needs root and a containerd binary on PATH (cargo xtask deps)"
-)]
 async fn a_bad_binary_is_a_clear_error() {
     let _ = containerd_binary();
     let (tmp, options) = temp_options("/nonexistent/containerd".into());

@@ -2,6 +2,7 @@
 //! watches a manifest directory, processes started here write into it, and the audit
 //! names each one (PID, uid, command line) for every change the file source acted on.
 
+use outpost_tests::needs;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -93,8 +94,8 @@ fn assert_written_by(entry: &Value, writer: &Writer) {
     assert_eq!(entry["cause"], "event", "{entry}");
 }
 
+#[needs(root)]
 #[test]
-#[cfg_attr(not(outpost_has_root), ignore = "needs root")]
 fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
     prerequisite(is_root(), "root (fanotify needs CAP_SYS_ADMIN)");
     let (_root, dir) = manifest_dir();
@@ -190,8 +191,8 @@ fn fanotify_names_who_added_changed_broke_and_removed_a_manifest() {
 
 /// With inotify (fanotify blocked by seccomp, as in a container with the default
 /// profile) there is no PID: the entry says the writer is unknown, and why.
+#[needs(seccomp)]
 #[test]
-#[cfg_attr(not(outpost_has_seccomp), ignore = "needs python3-seccomp (cargo xtask deps)")]
 fn inotify_entries_say_the_writer_is_unknown() {
     let command = outpost_tests::without_fanotify();
     let (_root, dir) = manifest_dir();

@@ -2,6 +2,7 @@
 //! follows Prometheus' naming rules (a tidy check), and its figures move when pods are
 //! dropped, crash and are rejected (end to end, with real pods).
 
+use outpost_tests::needs;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -158,6 +159,15 @@ fn check_names(text: &str, exposition: &Exposition) {
     assert!(problems.is_empty(), "{}\n{text}", problems.join("\n"));
 }
 
+/// Every family of the exposition is in the book's metrics reference
+/// (`docs/src/reference/metrics.md`; the tidy test checks the page against the code).
+fn check_documented(text: &str) {
+    let documented = crate::tidy::book::documented_metrics();
+    let missing: Vec<String> =
+        declared(text).into_keys().filter(|name| !documented.contains(name)).collect();
+    assert!(missing.is_empty(), "families not in docs/src/reference/metrics.md: {missing:?}");
+}
+
 fn check_family(name: &str, family: &Declared, problems: &mut Vec<String>) {
     if !(name.starts_with("outpost_") || PROCESS.contains(&name)) {
         problems.push(format!("{name}: neither outpost_* nor a standard process_* metric"));
@@ -244,6 +254,7 @@ fn the_exposition_parses_and_follows_the_naming_rules() {
     });
     let (text, exposition) = scrape(&run.agent);
     check_names(&text, &exposition);
+    check_documented(&text);
     let names = declared(&text);
     let missing: Vec<&&str> = EXPECTED.iter().filter(|f| !names.contains_key(**f)).collect();
     assert!(missing.is_empty(), "families missing: {missing:?}\n{text}");
@@ -260,8 +271,8 @@ fn the_exposition_parses_and_follows_the_naming_rules() {
 
 /// Where fanotify is blocked (seccomp, as in a container with the default profile), the
 /// info metric says inotify.
+#[needs(seccomp)]
 #[test]
-#[cfg_attr(not(outpost_has_seccomp), ignore = "needs python3-seccomp (cargo xtask deps)")]
 fn the_watcher_info_names_inotify_where_fanotify_is_blocked() {
     let command = outpost_tests::without_fanotify();
     let dir = tempfile::tempdir().unwrap();
@@ -284,11 +295,8 @@ fn manifest(name: &str, script: &str) -> String {
     )
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_figures_move_when_pods_start_crash_and_are_rejected() {
     let node = Node::new();
     let agent = node.start();
@@ -329,4 +337,6 @@ fn the_figures_move_when_pods_start_crash_and_are_rejected() {
     eventually("the broken manifest is counted", LONG, || {
         now("outpost_manifest_errors", &file) > errors
     });
+    // With pods running (and BPF where it loads), more families are there.
+    check_documented(&scrape(&agent).0);
 }

@@ -3,6 +3,7 @@
 //! errors (agent down, unknown pod, wrong token), and `logs` reading the files when the
 //! agent is down.
 
+use outpost_tests::needs;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -178,11 +179,8 @@ fn running_pod() -> (Node, Agent) {
     (node, agent)
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn describe_shows_a_running_container_and_its_events() {
     let (_node, agent) = running_pod();
     let text = stdout_ok(&outpost(&agent.addr, &["describe", "default/talk-edge-1"]));
@@ -195,11 +193,8 @@ fn describe_shows_a_running_container_and_its_events() {
     }
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn logs_reads_the_files_when_the_agent_is_down() {
     let (node, agent) = running_pod();
     let addr = agent.addr.clone();
@@ -218,11 +213,8 @@ fn logs_reads_the_files_when_the_agent_is_down() {
 }
 
 /// Needs the agent's `/containerLogs` (the local API branch).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn logs_come_through_the_local_api() {
     let (_node, agent) = running_pod();
     let out = outpost(&agent.addr, &["logs", "default/talk-edge-1"]);

@@ -4,6 +4,7 @@
 //! /dev/shm, /etc/hosts, hostname and resolv.conf, termination messages, workingDir,
 //! tty and imagePullPolicy Never.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -76,11 +77,8 @@ fn pod_inits(node: &Node) -> Vec<String> {
         .collect()
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_sysctl_is_set_in_the_pods_network_namespace() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -97,11 +95,8 @@ fn a_sysctl_is_set_in_the_pods_network_namespace() {
     end(&node, &w, &["sysctl"]);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn host_pid_and_host_ipc_are_the_hosts_namespaces() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -127,11 +122,8 @@ fn host_pid_and_host_ipc_are_the_hosts_namespaces() {
 
 /// shareProcessNamespace: each container sees the other's processes, and pid 1 is the
 /// pod's init (as pause is under kubelet); the init goes with the pod.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn share_process_namespace_shows_each_container_the_others_processes() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -161,11 +153,8 @@ fn share_process_namespace_shows_each_container_the_others_processes() {
 }
 
 /// containerd CRI's sandbox shm: one 64 MiB tmpfs per pod, shared by its containers.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn dev_shm_is_64_mib_and_shared_by_the_pods_containers() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -187,11 +176,8 @@ fn dev_shm_is_64_mib_and_shared_by_the_pods_containers() {
 /// hostAliases, hostname, subdomain and setHostnameAsFQDN in /etc/hosts and the UTS
 /// hostname; dnsPolicy None with dnsConfig; ClusterFirst falls back to the node's
 /// resolver and says so once (MissingClusterDNS).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn hosts_hostname_and_resolv_conf_follow_the_pod() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -222,11 +208,8 @@ fn hosts_hostname_and_resolv_conf_follow_the_pod() {
 }
 
 /// terminationMessagePath and FallbackToLogsOnError fill terminated.message.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn termination_messages_come_from_the_file_or_the_logs() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -270,11 +253,8 @@ spec:
 
 /// tty: true starts with a terminal; imagePullPolicy Never with an absent image waits
 /// in ErrImageNeverPull.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn tty_runs_with_a_terminal_and_never_pull_waits_for_the_image() {
     let node = Node::new();
     let w = Workload::start(&node);

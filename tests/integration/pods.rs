@@ -1,6 +1,7 @@
 //! End to end: manifests in a directory become real containers under the test
 //! containerd, with runc and the CNI plugins (each test on its own [`Node`]).
 
+use outpost_tests::needs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -44,11 +45,8 @@ fn container_id(p: &serde_json::Value) -> String {
     id.trim_start_matches("containerd://").to_owned()
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
     let node = Node::new();
     let agent = node.start();
@@ -87,11 +85,8 @@ fn loggers_of(log: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
     let node = Node::new();
     let agent = node.start();
@@ -114,11 +109,8 @@ fn a_deleted_manifest_stops_the_pod_and_leaves_nothing_behind() {
     assert!(logs.contains(" stdout F bye"), "SIGTERM reached the container first: {logs}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
     let node = Node::new();
     let agent = node.start();
@@ -145,11 +137,8 @@ fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
     assert_eq!(node.leftovers(&uid(&old)), Vec::<String>::new());
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_crashing_container_is_restarted_with_backoff_and_counted() {
     let node = Node::new();
     let agent = node.start();
@@ -193,11 +182,8 @@ fn a_crashing_container_is_restarted_with_backoff_and_counted() {
     eventually("one container per restart is kept at most", LONG, || node.containers().len() <= 1);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn restart_policies_on_failure_and_never_end_the_pod() {
     let node = Node::new();
     let agent = node.start();
@@ -217,11 +203,8 @@ fn restart_policies_on_failure_and_never_end_the_pod() {
     assert_eq!(retry["status"]["phase"], "Running", "OnFailure restarts a failed container");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn an_oom_killed_container_is_reported_as_oomkilled() {
     let node = Node::new();
     let agent = node.start();
@@ -235,11 +218,8 @@ fn an_oom_killed_container_is_reported_as_oomkilled() {
     assert_eq!(t["exitCode"], 137);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
     let node = Node::new();
     let agent = node.start();
@@ -259,11 +239,8 @@ fn a_missing_image_is_err_image_pull_and_other_pods_still_run() {
     wait_pod(&agent, "fine-edge-1", LONG, running);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
     let node = Node::new();
     node.write_cni(
@@ -299,11 +276,8 @@ fn a_bad_cni_config_is_a_clear_pod_status_and_host_network_pods_still_run() {
     wait_pod(&agent, "net-edge-1", LONG, running);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn after_kill_9_running_containers_are_adopted_not_restarted() {
     let node = Node::new();
     let agent = node.start();
@@ -320,11 +294,8 @@ fn after_kill_9_running_containers_are_adopted_not_restarted() {
     assert_eq!(node.containers(), [container_id(&before)], "no duplicate");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
     let node = Node::new();
     let agent = node.start();
@@ -356,11 +327,8 @@ fn kill_9_mid_start_then_restart_leaves_one_pod_and_no_leaks() {
 /// The agent killed (SIGKILL) while it stops a pod, then started again: the pod's
 /// container is gone and so is its shim. (containerd 1.6 leaves a shim running when the
 /// caller of its task's deletion goes away mid-call; the next start ends such shims.)
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn kill_9_mid_stop_then_restart_leaves_no_container_and_no_shim() {
     let node = Node::new();
     let agent = node.start();
@@ -383,11 +351,8 @@ fn kill_9_mid_stop_then_restart_leaves_no_container_and_no_shim() {
 /// restarts it, reconnects, and the pod keeps running (the same container; its exits are
 /// still seen afterwards). A shim the killed containerd had started but the new one does
 /// not know (a task deletion or creation cut short by the kill) is ended on reconnect.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn containerd_restarted_under_the_agent_is_reconnected_and_pods_keep_running() {
     let node = Node::new();
     let mut args = node.args();
@@ -490,11 +455,8 @@ fn start_lost_shim(node: &Node, socket: &Path) -> (u32, PathBuf, std::fs::File) 
 /// Node shutdown: by default SIGTERM ends the agent and leaves its pods
 /// running for the next agent to adopt; with `--stop-pods-on-shutdown` each pod's
 /// containers get SIGTERM first, as kubelet's graceful node shutdown does.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn sigterm_leaves_pods_running_unless_told_to_stop_them() {
     let node = Node::new();
     let agent = node.start();

@@ -15,6 +15,7 @@
 //! The tests control a probe's outcome through files in hostPath volumes they own, so
 //! they depend on nothing but the probes themselves.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::{BUSYBOX_IMAGE, ETCD_IMAGE, ETCD_OCI};
@@ -29,11 +30,8 @@ const LONG: Duration = Duration::from_secs(60);
 /// P1, P4, P5 (exec): `successThreshold` consecutive successes make a container ready;
 /// one failure (`failureThreshold: 1`) makes it unready again, without a restart. The
 /// startup and liveness probes (exec, passing) start it and leave it running.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn exec_readiness_needs_its_success_threshold_and_flips_back_without_a_restart() {
     let node = Node::new();
     let probe = host_dir(&node, "probe");
@@ -142,11 +140,8 @@ spec:
 /// liveness probe restarts it, with the Events `Unhealthy` and `Killing`; the new
 /// container waits for its startup probe again. The readiness probe carries
 /// http-liveness's `Custom-Header: Awesome`, and answers 200 only when it arrives.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn http_startup_gates_liveness_and_readiness_and_a_failing_liveness_restarts() {
     let node = Node::new();
     let www = host_dir(&node, "www");
@@ -290,11 +285,8 @@ spec:
 /// liveness, with a startup probe on it too) passes all three; a second container whose
 /// startup probe connects to a port nobody listens on is killed and restarted like a
 /// failed liveness (P2), and keeps the pod from being Ready (P4).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn tcp_probes_pass_on_a_listening_port_and_a_failed_startup_probe_restarts() {
     let node = Node::new();
     let w = Workload::start(&node);
@@ -380,11 +372,8 @@ spec:
 /// client port 2379) with startup and readiness probes on the same port: started, ready,
 /// never restarted. A second container asks the same server about a service it does not
 /// know (NOT_FOUND): that readiness probe fails, and the pod is not Ready.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn grpc_probes_ask_etcd_for_its_health() {
     let node = Node::new();
     import(&node, ETCD_OCI);

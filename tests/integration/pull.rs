@@ -2,6 +2,7 @@
 //! into the test containerd: anonymous and basic-auth pulls end up as complete, unpacked
 //! image records; a second pull fetches no blob; each failure has its kind.
 
+use outpost_tests::needs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -64,10 +65,7 @@ fn blob_digests(registry: &Registry, repository_tag: &str) -> Vec<String> {
     digests
 }
 
-#[cfg_attr(
-    not(all(outpost_has_containerd, outpost_has_registry)),
-    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
-)]
+#[needs(containerd, registry)]
 #[tokio::test]
 async fn an_anonymous_pull_is_unpacked_and_a_second_pull_fetches_no_blob() {
     let (socket, tarball) = prerequisites();
@@ -95,10 +93,7 @@ async fn an_anonymous_pull_is_unpacked_and_a_second_pull_fetches_no_blob() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
-#[cfg_attr(
-    not(all(outpost_has_containerd, outpost_has_registry)),
-    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
-)]
+#[needs(containerd, registry)]
 #[tokio::test]
 async fn a_docker_schema2_image_is_pulled() {
     let (socket, tarball) = prerequisites();
@@ -112,10 +107,7 @@ async fn a_docker_schema2_image_is_pulled() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
-#[cfg_attr(
-    not(all(outpost_has_containerd, outpost_has_registry)),
-    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
-)]
+#[needs(containerd, registry)]
 #[tokio::test]
 async fn basic_auth_takes_the_keyring_credentials_and_refuses_wrong_ones() {
     let (socket, tarball) = prerequisites();
@@ -143,10 +135,7 @@ async fn basic_auth_takes_the_keyring_credentials_and_refuses_wrong_ones() {
     ctr(&socket, &["images", "rm", &image]);
 }
 
-#[cfg_attr(
-    not(all(outpost_has_containerd, outpost_has_registry)),
-    ignore = "needs root, the test containerd (set OUTPOST_TEST_CONTAINERD_SOCKET), docker-registry, skopeo and htpasswd"
-)]
+#[needs(containerd, registry)]
 #[tokio::test]
 async fn a_missing_tag_is_not_found() {
     let (socket, tarball) = prerequisites();
@@ -163,11 +152,8 @@ async fn a_missing_tag_is_not_found() {
     }
 }
 
+#[needs(containerd)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_registry_that_is_down_is_unreachable() {
     let (socket, _) = prerequisites();
     let containerd = Containerd::connect(&socket).await.unwrap();
@@ -178,11 +164,8 @@ async fn a_registry_that_is_down_is_unreachable() {
     assert!(error.to_string().contains(&image), "{error}");
 }
 
+#[needs(containerd)]
 #[tokio::test]
-#[cfg_attr(
-    not(outpost_has_containerd),
-    ignore = "needs root and the test containerd: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 async fn a_bad_reference_is_invalid() {
     let (socket, _) = prerequisites();
     let containerd = Containerd::connect(&socket).await.unwrap();

@@ -5,6 +5,7 @@
 //! keeps its cgroup; pod-level `spec.resources`; `--enforce-node-allocatable pods` limits
 //! kubepods; the Node's allocatable as the API server sees it.
 
+use outpost_tests::needs;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -77,11 +78,8 @@ fn v1_host() -> bool {
 }
 
 /// Q1, Q2: each class's status and cgroups, with `--pod-max-pids`.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn q1_q2_each_class_is_in_the_status_and_in_kubelets_cgroups() {
     let node = Node::new();
     if !v1_host() {
@@ -136,11 +134,8 @@ fn q1_q2_each_class_is_in_the_status_and_in_kubelets_cgroups() {
 
 /// Q2: a CPU limit is enforced. A busy loop under 200m uses, over a window, about its
 /// quota and no more (a bound on use, not a time), and the kernel throttles it.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn q2_a_busy_loop_stays_within_its_cpu_limit() {
     let node = Node::new();
     if !v1_host() {
@@ -184,11 +179,8 @@ fn q2_a_busy_loop_stays_within_its_cpu_limit() {
 
 /// Q2: after `kill -9` of the agent, the adopted pod keeps its container in its cgroup
 /// with the same limits.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn q2_an_adopted_pod_keeps_its_cgroup_and_limits() {
     let node = Node::new();
     if !v1_host() {
@@ -217,11 +209,8 @@ fn q2_an_adopted_pod_keeps_its_cgroup_and_limits() {
 }
 
 /// Pod-level `spec.resources` size the pod's cgroup and decide its class.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn q2_pod_level_resources_limit_the_pod_cgroup() {
     let node = Node::new();
     if !v1_host() {
@@ -238,11 +227,8 @@ fn q2_pod_level_resources_limit_the_pod_cgroup() {
 
 /// `--enforce-node-allocatable pods` (the default) limits kubepods to capacity less the
 /// reservations (not the eviction thresholds); `none` leaves it unlimited.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn node_allocatable_is_enforced_on_kubepods() {
     let node = Node::new();
     if !v1_host() {
@@ -276,11 +262,8 @@ fn node_allocatable_is_enforced_on_kubepods() {
 
 /// The Node's allocatable through the API server: capacity less the reservations and
 /// the default hard eviction thresholds.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn the_nodes_allocatable_is_capacity_less_reservations_and_thresholds() {
     let api = ApiNode::new();
     let _agent = api.start(&[

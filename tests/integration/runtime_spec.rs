@@ -4,6 +4,7 @@
 //! Each test builds a bundle with a busybox-static rootfs, runs `runc run` with host
 //! namespaces (none of the pod's) and a unique cgroup parent, and checks the output.
 
+use outpost_tests::needs;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -139,11 +140,8 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+#[needs(runc)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_runc),
-    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
-)]
 fn runc_runs_the_spec_with_user_env_and_hosts() {
     prerequisites();
     let bundle = Bundle::new("plain");
@@ -167,11 +165,8 @@ spec:
     assert!(out.contains("name=spec-test-node1 greeting=hello"), "{out}");
 }
 
+#[needs(runc)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_runc),
-    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
-)]
 fn runc_applies_memory_limit_read_only_root_and_volumes() {
     prerequisites();
     let bundle = Bundle::new("limits");
@@ -205,11 +200,8 @@ spec:
     assert_eq!(std::fs::read_to_string(scratch).unwrap(), "kept\n");
 }
 
+#[needs(runc)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_runc),
-    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
-)]
 fn runc_runs_a_privileged_container() {
     prerequisites();
     let bundle = Bundle::new("privileged");
@@ -243,11 +235,8 @@ fn wait_for(path: &Path) {
     }
 }
 
+#[needs(runc)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_runc),
-    ignore = "needs root, runc and busybox-static (cargo xtask deps)"
-)]
 fn v1_runc_sees_a_config_map_change_but_not_in_a_sub_path_mount() {
     prerequisites();
     let bundle = Bundle::new("configmap");

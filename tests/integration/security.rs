@@ -1,6 +1,7 @@
 //! Security defaults of `outpost run`: who may write the manifest directory, the state
 //! directory's mode, and secrets kept out of the agent's logs.
 
+use outpost_tests::needs;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -32,8 +33,8 @@ fn refused(manifests: &Path, state: &Path) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+#[needs(root)]
 #[test]
-#[cfg_attr(not(outpost_has_root), ignore = "needs root")]
 fn a_manifest_dir_others_can_write_is_refused_unless_allowed() {
     prerequisite(is_root(), "root (to give a directory to another user)");
     let scratch = tempfile::tempdir().unwrap();

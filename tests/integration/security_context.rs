@@ -5,6 +5,7 @@
 //! that user with its groups, and `fsGroup` owns an emptyDir. Each container prints what
 //! `/proc` and the filesystem say and exits; the tests read its log.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::agent::Agent;
@@ -40,11 +41,8 @@ const DENY_MKDIR: &str = r#"{
 /// no_new_privs and the seccomp mode of each profile, in `/proc/1/status` (no profile is
 /// Unconfined, kubelet's default: `no-escalation`); a Localhost
 /// profile is enforced; a missing one is a CreateContainerConfigError naming the file.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn no_new_privs_and_seccomp_profiles_reach_the_kernel() {
     let node = Node::new();
     let profiles = node.path("state/seccomp/profiles");
@@ -154,11 +152,8 @@ spec:
 
 /// An image whose USER is a name runs as its uid and gid, with the groups /etc/group
 /// gives it plus the pod's; fsGroup owns the emptyDir (setgid: new files get the group).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_named_image_user_and_fs_group() {
     let node = Node::new();
     import(&node, BUSYBOX_USER_OCI);

@@ -2,6 +2,7 @@
 //! default, as containerd's CRI plugin does) or per node, with the start-time reaper of
 //! orphaned shims telling a grouped shim that still serves a task from one left behind.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -89,11 +90,8 @@ fn shim_of_task(node: &Node, id: &str) -> u32 {
 /// restarts, the reaper of orphaned shims leaves that shim alone although the container
 /// its command line names has no task any more, and the pod runs on untouched. Deleting
 /// the pod ends the shim.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_pods_containers_share_one_shim_that_outlives_its_first_container() {
     let node = Node::new();
     let agent = node.start();
@@ -143,11 +141,8 @@ fn a_pods_containers_share_one_shim_that_outlives_its_first_container() {
 
 /// `--shim-grouping node`: every pod's containers run under one shim, which ends with
 /// the last of them.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn shim_grouping_node_runs_every_pod_in_one_shim() {
     let node = Node::new();
     let mut args = node.args();

@@ -5,6 +5,7 @@
 //! read-only, HTTP probes on the host's loopback) or the pod would be refused. kubeadm's
 //! etcd runs with its real image in `etcd.rs`.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
@@ -29,11 +30,8 @@ fn serving(report: &str, port: u16) -> String {
 /// The effective capability mask the kernel gives the stand-in, and its seccomp mode.
 const KERNEL_VIEW: &str = "grep -E '^(CapEff|Seccomp):' /proc/self/status";
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn control_plane_and_load_balancer_static_pods_run_with_every_field_honoured() {
     let node = Node::new();
     let etc = host_dir(&node, "etc-kubernetes");

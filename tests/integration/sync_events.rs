@@ -3,6 +3,7 @@
 //! a crash-looping one, a deleted one and a rejected manifest record, aggregation into
 //! one Event with a `count`, and events recorded offline arriving after a reconnect (O3).
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use outpost_tests::agent::Agent;
@@ -63,11 +64,8 @@ fn manifest(name: &str, script: &str) -> String {
     )
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_static_pod_records_pulled_created_started_and_killing() {
     let c = Cluster::start();
     c.api.node.put("web.yaml", &manifest("web", SERVE));
@@ -96,11 +94,8 @@ fn a_static_pod_records_pulled_created_started_and_killing() {
     assert_eq!(killing["involvedObject"]["fieldPath"], "spec.containers{main}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_crash_loop_is_one_back_off_event_with_a_count() {
     let c = Cluster::start();
     c.api.node.put("crash.yaml", &manifest("crash", "exit 1"));
@@ -128,11 +123,8 @@ fn a_crash_loop_is_one_back_off_event_with_a_count() {
     assert_eq!(started, 1, "{events:#?}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_rejected_manifest_is_failed_validation_on_the_node() {
     let c = Cluster::start();
     // S1: no metadata.name.
@@ -151,11 +143,8 @@ fn a_rejected_manifest_is_failed_validation_on_the_node() {
     assert!(message.contains("name"), "names the error: {message}");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn events_recorded_offline_arrive_after_the_reconnect() {
     let c = Cluster::start();
     c.api.node.put("first.yaml", &manifest("first", SERVE));

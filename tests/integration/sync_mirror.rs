@@ -4,6 +4,7 @@
 //! The tests create the Node object before the agent starts, so they know the UID the
 //! mirrors' owner reference must carry; the agent adopts that Node and learns its UID.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
@@ -88,11 +89,8 @@ fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 /// R1, R2, R5 and R3 on one static pod: created as a copy owned by the Node; restored
 /// after an edit; recreated after a delete (at once or graceful); deleted with its
 /// static pod.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn r1_r2_r3_r5_a_static_pod_keeps_exactly_its_mirror() {
     let c = Cluster::start();
     c.api.node.put("web.yaml", &manifest("web", "web"));
@@ -141,11 +139,8 @@ fn r1_r2_r3_r5_a_static_pod_keeps_exactly_its_mirror() {
 
 /// R3: a mirror pod of no static pod is deleted; M11: of two files with one pod name,
 /// only the winner (the first seen) has a mirror.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
     let c = Cluster::start();
     c.api.node.put("a.yaml", &manifest("web", "first"));
@@ -183,11 +178,8 @@ fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
 }
 
 /// R4: an agent restarted while its mirror is up to date neither deletes nor creates.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn r4_a_restart_keeps_the_up_to_date_mirror() {
     let c = Cluster::start();
     c.api.node.put("web.yaml", &manifest("web", "web"));

@@ -5,6 +5,7 @@
 //! adopted and a deleted one registered again; the Lease is renewed, stops while the
 //! server is cut off and is renewed again once it is back (O3).
 
+use outpost_tests::needs;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
@@ -70,11 +71,8 @@ fn ready_node(cluster: &Cluster) -> Node {
     })
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn sync_node_registers_the_node_and_reports_only_changes() {
     let test_node = pods::Node::new();
     let cluster = Cluster::start();
@@ -159,11 +157,8 @@ fn sync_node_registers_the_node_and_reports_only_changes() {
     assert_eq!(cluster.server.count("create", "nodes"), 1);
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn sync_node_adopts_an_existing_node_and_registers_a_deleted_one() {
     let test_node = pods::Node::new();
     let cluster = Cluster::start();
@@ -212,11 +207,8 @@ fn sync_node_adopts_an_existing_node_and_registers_a_deleted_one() {
     });
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn sync_node_lease_is_renewed_stops_offline_and_resumes_when_back() {
     let test_node = pods::Node::new();
     let cluster = Cluster::start();

@@ -5,6 +5,7 @@
 //! its final status and is then removed (grace 0); a static pod's status goes to its
 //! mirror pod.
 
+use outpost_tests::needs;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -153,11 +154,8 @@ fn never() -> Value {
     json!({ "spec": { "restartPolicy": "Never" } })
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn api_pod_status_follows_its_containers() {
     let c = Cluster::start();
     let created = c.create("web", SERVE, json!({}));
@@ -176,11 +174,8 @@ fn api_pod_status_follows_its_containers() {
 /// O3: changes made while the server is cut off are coalesced: after the restore, at
 /// most one status patch per changed pod (two allowed), none for an unchanged pod, and
 /// the server ends with the latest status.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn offline_changes_are_sent_once_per_pod_after_reconnect() {
     let c = Cluster::start();
     // Each runs until a file appears in its own volume, then exits with its code.
@@ -230,11 +225,8 @@ fn offline_changes_are_sent_once_per_pod_after_reconnect() {
 
 /// A pod deleted and created again under the same name while the node is cut off: the
 /// old pod's status never lands on the new one (the UID precondition).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_pod_replaced_while_offline_is_never_patched() {
     let c = Cluster::start();
     let old = c.create("swap", "sleep 2; exit 0", never());
@@ -258,11 +250,8 @@ fn a_pod_replaced_while_offline_is_never_patched() {
 
 /// 429 with Retry-After and 500: the pod backs off, is not retried before Retry-After
 /// has passed, and its latest status gets through.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn server_errors_back_off_honouring_retry_after() {
     let c = Cluster::start();
     let dir = c.api.node.path("slow");
@@ -285,11 +274,8 @@ fn server_errors_back_off_honouring_retry_after() {
 /// A pod deleted through the API: once its containers are gone, its final status is
 /// written, then the agent deletes it (grace 0, once). A finalizer keeps the object
 /// readable after that delete.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_deleted_pod_gets_its_final_status_then_is_removed() {
     let c = Cluster::start();
     c.create("gone", SERVE, json!({ "metadata": { "finalizers": ["example.com/keep"] } }));
@@ -314,11 +300,8 @@ fn a_deleted_pod_gets_its_final_status_then_is_removed() {
 }
 
 /// A static pod's status goes to the mirror pod the agent made for it (R1).
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_static_pods_status_goes_to_its_mirror_pod() {
     let c = Cluster::start();
     let script = serde_json::to_string(SERVE).unwrap();
@@ -341,11 +324,8 @@ fn a_static_pods_status_goes_to_its_mirror_pod() {
 /// Node shutdown with `--stop-pods-on-shutdown`: the pods are stopped,
 /// and their last status (Failed, reason Terminated, DisruptionTarget) and the Node's
 /// Ready=False "node is shutting down" reach the API server before the agent exits.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn a_node_shutdown_reports_pods_terminated_and_the_node_not_ready() {
     let c = Cluster::start_with(&["--stop-pods-on-shutdown"]);
     c.create("web", SERVE, json!({}));

@@ -10,6 +10,9 @@ pub mod registry;
 pub mod smaps;
 pub mod workload;
 
+/// `#[needs(pods)]`: a test ignored, with the reason, where a prerequisite is missing.
+pub use outpost_tests_needs::needs;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -342,40 +342,14 @@ fn tail(path: &Path) -> String {
 }
 
 /// containerd 1.6's configuration (format version 2) for the private instance.
+/// The test containerd's config: the managed containerd's template (one template for
+/// both), with this containerd's directories.
 fn config(paths: &Paths) -> String {
     let quote = |p: PathBuf| format!("{:?}", p.to_string_lossy());
-    format!(
-        r#"# Written by `cargo xtask containerd start`; rewritten at each start.
-version = 2
-root = {root}
-state = {state}
-# Outpost uses containerd's own API, not CRI.
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-
-[grpc]
-  address = {socket}
-
-[ttrpc]
-  address = {ttrpc}
-
-[debug]
-  # No debug socket.
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = {opt}
-
-# overlayfs is containerd's default snapshotter; its data stays under `root`.
-[plugins."io.containerd.snapshotter.v1.overlayfs"]
-"#,
-        root = quote(paths.root()),
-        state = quote(paths.state()),
-        socket = quote(paths.socket()),
-        ttrpc = quote(paths.ttrpc_socket()),
-        opt = quote(paths.opt()),
-    )
+    include_str!("../../agent/src/runtime/managed/containerd.toml")
+        .replace("{root}", &quote(paths.root()))
+        .replace("{state}", &quote(paths.state()))
+        .replace("{socket}", &quote(paths.socket()))
+        .replace("{ttrpc}", &quote(paths.ttrpc_socket()))
+        .replace("{opt}", &quote(paths.opt()))
 }

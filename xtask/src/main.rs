@@ -9,6 +9,7 @@ mod ci;
 mod containerd;
 mod deps;
 mod dist;
+mod docs;
 mod ebpf;
 mod fuzz;
 mod images;
@@ -33,7 +34,7 @@ tasks:
                     server) under churn, killed (-9) mid-CNI/create/stop/checkpoint, its
                     containerd killed, the API server flapping, the state dir full, an
                     offline reboot; invariants checked after each; target/chaos/report.json
-  ci                deps, private containerd, `ebpf --check`, test images, fmt check,
+  ci                deps, docs, private containerd, `ebpf --check`, test images, fmt check,
                     clippy, build, test (the fuzz corpus replayed), the pods tests
                     again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
@@ -42,6 +43,9 @@ tasks:
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
   deps              install the Debian packages the tests and `dist` need (root)
+  docs              build the book (docs/, mdBook) into target/book/ and check its links
+                    and anchors; installs the pinned mdbook with `cargo install` into
+                    $CARGO_HOME/outpost-tools/ on first use
   dist [--target TRIPLE] [--deb] [--profile NAME]
                     release build of outpost for TRIPLE (default: the host;
                     aarch64-unknown-linux-gnu cross-builds), packed as
@@ -95,6 +99,7 @@ fn dispatch() -> anyhow::Result<()> {
         "chaos" => chaos::run(rest),
         "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
+        "docs" => docs::run(rest),
         "dist" => dist::run(&dist::Options::parse(rest)?),
         "ebpf" => ebpf::run(&ebpf::Options::parse(rest)?),
         "fuzz" => fuzz::run(&fuzz::Options::parse(rest)?),

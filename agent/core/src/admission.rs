@@ -6,7 +6,8 @@
 //! ignored as kubelet ignores it (some with a warning), or decided by its value and the
 //! node (`checks`: seccomp and AppArmor profiles, sysctls, `hostUsers`, ...). A field the
 //! table does not know is refused: a newer pod spec cannot slip through. [`fields`] lists
-//! the table for the README's field table, which a test keeps in step with it.
+//! the table for the book's field table (`docs/src/reference/pod-spec-fields.md`), which a
+//! test keeps in step with it.
 //!
 //! [`policy`] then decides what the pod's source may do to the host (privileged
 //! containers, host namespaces, hostPath volumes), per source, as the node's config says.
@@ -72,7 +73,7 @@ pub struct Finding {
 /// The reason of a refused field kubelet has no reason of its own for.
 pub const UNSUPPORTED_FIELD: &str = "UnsupportedField";
 
-/// How the README's field table classes a field.
+/// How the book's field table classes a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     /// Honoured as kubelet honours it (some values may still be refused).
@@ -84,7 +85,7 @@ pub enum Class {
 }
 
 impl Class {
-    /// As the README's table writes it.
+    /// As the book's table writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Class::Supported => "supported",
@@ -136,7 +137,7 @@ fn builtin_priority(class: &str) -> Option<i32> {
         .find_map(|(name, value)| (name == class).then_some(value))
 }
 
-/// The table, as the README lists it: each field's path (a container's fields under
+/// The table, as the book lists it: each field's path (a container's fields under
 /// `spec.containers[]`, standing for init containers' too; annotations as
 /// `metadata.annotations[KEY]`) and its class.
 pub fn fields() -> impl Iterator<Item = (String, Class)> {

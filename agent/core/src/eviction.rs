@@ -11,8 +11,13 @@
 //! - [`rank`]: the pods ranked as kubelet ranks them for the starved resource, the one
 //!   victim of a pass (never a static, mirror or system-critical pod), its grace period
 //!   and kubelet's message.
+//! - [`control`]: the manager's decisions over time as a pure state machine: readings,
+//!   kernel notifications, the victim's status and the time in; passes, the node-level
+//!   reclaim, the one eviction at a time, the kernel's thresholds to arm and the next
+//!   wake-up out.
 //! - [`format`]: quantities printed as Kubernetes prints them (`100Mi`, `43008Ki`, `5k`).
 
+pub mod control;
 pub mod format;
 pub mod manager;
 pub mod rank;
@@ -22,9 +27,10 @@ pub mod threshold;
 #[cfg(test)]
 mod tests;
 
+pub use self::control::{Action, Arm, Controller, Input, Step};
 pub use self::manager::{Manager, Outcome, Pressure, Reclaim};
 pub use self::rank::{Candidate, Eviction, PodStats, rank, victim};
-pub use self::signal::{Observation, Observations, Resource, Signal};
+pub use self::signal::{Memcg, Observation, Observations, Reading, Resource, Signal};
 pub use self::threshold::{Config, Error, Settings, Threshold, ThresholdValue};
 
 /// The reason an evicted pod's status carries (`status.reason`) and its Event's reason.

@@ -15,6 +15,7 @@
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`container_log`]: which container instance a log request reads (kubelet's choice from the status).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
+//! - [`duration`]: durations as settings write them (Go's syntax, ISO 8601, `0`).
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
@@ -29,6 +30,7 @@ pub mod admission;
 pub mod backoff;
 pub mod container_log;
 pub mod debounce;
+pub mod duration;
 pub mod event_aggregate;
 pub mod eviction;
 pub mod gc;

@@ -17,8 +17,10 @@
 //! - a node shutdown stops the pod's containers gracefully, leaves them in place and
 //!   reports the pod as kubelet's graceful node shutdown does.
 
+mod action;
 mod adopt;
 mod exit;
+mod input;
 mod kill;
 mod probing;
 pub mod slot;
@@ -36,6 +38,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
+pub use self::action::{Action, Metric, Step, StopSignal};
+pub use self::input::{
+    Desired, Exit, ExitSource, Found, FoundTask, Input, RecordedExit, SandboxProblem,
+    SandboxReason, StartFailure, Started,
+};
 use self::slot::{Slot, SlotState, creating};
 pub use self::slot::{Terminated, TerminatedReason, WaitingReason};
 use self::status::PodView;
@@ -44,7 +51,6 @@ use crate::backoff::Backoff;
 use crate::event_aggregate::{EventType, reason};
 use crate::lifecycle::CrashLoopConfig;
 use crate::pod::{self, FullName, Source};
-use crate::probe::{Handler, Hook, Outcome, ProbeKind};
 use crate::qos::{QosClass, qos_class};
 
 /// After SIGKILL, how long to wait for the exits before giving up on them.
@@ -78,329 +84,6 @@ pub struct Settings {
     pub seed: u64,
     /// What the node can do: a pod asking for more is refused (A1).
     pub facts: Arc<NodeFacts>,
-}
-
-/// The pod the merge wants under this name, and its source.
-#[derive(Debug, Clone)]
-pub struct Desired {
-    pub source: Source,
-    pub pod: Arc<Pod>,
-}
-
-/// A container an earlier run of the agent left, as the runtime lists it (its labels).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    pub id: String,
-    pub pod_uid: Option<String>,
-    pub container: Option<String>,
-    pub restart_count: u32,
-    pub hash: Option<String>,
-    pub started_at: Option<Timestamp>,
-    /// The grace period its pod had.
-    pub grace: Option<Duration>,
-    pub task: FoundTask,
-    /// How it ended, as recorded in its labels once its task was deleted.
-    pub recorded_exit: RecordedExit,
-}
-
-/// A found container's task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FoundTask {
-    None,
-    Running,
-    /// Created, stopped or paused: not running.
-    NotRunning {
-        exit_code: i32,
-        exited_at: Option<Timestamp>,
-    },
-}
-
-/// What a container's labels say about its end (nothing, before its task was deleted).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecordedExit {
-    pub exit_code: Option<i32>,
-    pub reason: Option<String>,
-    pub finished_at: Option<Timestamp>,
-}
-
-/// Why the pod's sandbox is not ready (the `PodReadyToStartContainers` condition).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxReason {
-    NamespacesFailed,
-    NetworkNotReady,
-    VolumesNotReady,
-    /// The pod's cgroup could not be made or limited (kubelet's
-    /// `FailedCreatePodContainer`).
-    PodCgroupFailed,
-}
-
-impl SandboxReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxReason::NamespacesFailed => "NamespacesFailed",
-            SandboxReason::NetworkNotReady => "NetworkNotReady",
-            SandboxReason::VolumesNotReady => "VolumesNotReady",
-            SandboxReason::PodCgroupFailed => "FailedCreatePodContainer",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxProblem {
-    pub reason: SandboxReason,
-    pub message: String,
-}
-
-/// Why a container could not be started: kubelet's waiting reason and a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartFailure {
-    pub reason: WaitingReason,
-    pub message: String,
-}
-
-impl StartFailure {
-    pub fn new(reason: WaitingReason, message: String) -> StartFailure {
-        StartFailure { reason, message }
-    }
-
-    /// The image could not be pulled (the next failure reports ImagePullBackOff).
-    pub fn is_pull(&self) -> bool {
-        self.reason == WaitingReason::ErrImagePull
-    }
-}
-
-/// A started container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
-    pub id: String,
-    pub image_id: String,
-    pub started_at: Timestamp,
-}
-
-/// Who reported an exit. The kernel (eBPF) may report it before containerd has reaped
-/// the task; whichever comes first is acted on, the other finds the container gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitSource {
-    Containerd,
-    Kernel,
-}
-
-/// A container's task exited.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exit {
-    pub container_id: String,
-    pub exit_code: i32,
-    pub finished_at: Option<Timestamp>,
-    /// The signal that killed it (the kernel knows).
-    pub signal: Option<i32>,
-    pub by: ExitSource,
-}
-
-/// What happens to a worker.
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// The desired pod of this name (`None`: no longer desired).
-    Desired(Option<Desired>),
-    /// The sandbox is set up; the pod's addresses. `fresh`: it was made anew, not found
-    /// as an earlier run left it (a new sandbox runs the init containers again, I2).
-    SandboxReady {
-        ips: Vec<IpAddr>,
-        fresh: bool,
-    },
-    SandboxFailed(SandboxProblem),
-    Started {
-        container: String,
-        started: Started,
-    },
-    StartFailed {
-        container: String,
-        failure: StartFailure,
-    },
-    Exited(Exit),
-    /// The OOM killer acted in a container (`victim`: the process it chose, when known).
-    Oom {
-        container_id: String,
-        victim: Option<String>,
-    },
-    /// A probe run's result.
-    Probed {
-        container_id: String,
-        kind: ProbeKind,
-        outcome: Outcome,
-    },
-    /// A hook returned (`Err`: why it failed).
-    HookDone {
-        container_id: String,
-        hook: Hook,
-        result: Result<(), String>,
-    },
-    /// What an exited container left as its termination message (its
-    /// `terminationMessagePath` file, or its log's tail by `terminationMessagePolicy`).
-    TerminationMessage {
-        container_id: String,
-        message: String,
-    },
-    /// An API object the pod refers to changed (or came, or went), or a token of its
-    /// service account is due for refresh (V1): its volumes are written again, and what
-    /// waits for the objects (the sandbox's volumes, a container's env) is retried now.
-    ObjectsChanged,
-    /// The runtime's event stream had a gap: exits may have been missed.
-    Resync,
-    /// The node is under resource pressure and the eviction manager chose this pod
-    /// (E2): its containers are killed within `grace` and not restarted; the pod is
-    /// Failed with reason `Evicted` and `message`.
-    Evict {
-        uid: String,
-        message: String,
-        grace: Duration,
-    },
-    /// The node shuts down: stop the pod, report it, end.
-    Shutdown,
-    /// A wake-up time came due.
-    Tick,
-}
-
-/// Signals a stop sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopSignal {
-    Term,
-    Kill,
-}
-
-/// What the worker counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    ContainerRestarted {
-        source: Source,
-    },
-    /// From `config.seen` to the pod's first container running.
-    PodStarted {
-        source: Source,
-        latency: Duration,
-    },
-}
-
-/// What the executor does for a worker, in order.
-#[derive(Debug, Clone)]
-pub enum Action {
-    /// The kernel's events of the pod's cgroups resolve to it from now on.
-    TrackPod {
-        uid: String,
-    },
-    ForgetPod {
-        uid: String,
-    },
-    /// Route the container's task events to this worker.
-    Watch {
-        container_id: String,
-    },
-    /// Create (or find) the pod's namespaces, network and files → `SandboxReady` or
-    /// `SandboxFailed`.
-    SetUpSandbox {
-        pod: Arc<Pod>,
-    },
-    /// Remove what `SetUpSandbox` made for the pod, and the dead containers it kept.
-    TearDownSandbox {
-        uid: String,
-    },
-    /// Ensure the image, create and start the container → `Started` or `StartFailed`.
-    StartContainer {
-        pod: Arc<Pod>,
-        container: String,
-        restart_count: u32,
-        hash: String,
-    },
-    Signal {
-        container_ids: Vec<String>,
-        signal: StopSignal,
-    },
-    /// Run a probe of the running container, off the worker's path, within `timeout`
-    /// → `Probed`.
-    Probe {
-        pod: Arc<Pod>,
-        container: String,
-        container_id: String,
-        kind: ProbeKind,
-        handler: Handler,
-        timeout: Duration,
-    },
-    /// Run a hook in the container, off the worker's path → `HookDone`. A hook still
-    /// running when its container gets SIGKILL or is removed is abandoned.
-    RunHook {
-        pod: Arc<Pod>,
-        container: String,
-        container_id: String,
-        hook: Hook,
-        handler: Handler,
-        timeout: Option<Duration>,
-    },
-    /// Report (as `Exited`) each of these whose task is no longer running.
-    CheckExited {
-        container_ids: Vec<String>,
-    },
-    /// Delete an exited task; `reap`: containerd may not have seen it stop yet (the
-    /// kernel said so first), so wait for that, off the worker's path.
-    DeleteTask {
-        container_id: String,
-        reap: bool,
-    },
-    /// Read the termination message the exited container left → `TerminationMessage`
-    /// (nothing when it left none).
-    ReadTerminationMessage {
-        pod: Arc<Pod>,
-        container: String,
-        container_id: String,
-        exit_code: i32,
-    },
-    /// Write the pod's configMap, secret, downwardAPI and projected volumes again from
-    /// the objects as they are now (V1); nothing comes back (a failure is an Event).
-    RefreshVolumes {
-        pod: Arc<Pod>,
-    },
-    /// The pod finished and nothing of it runs any more: its emptyDir volumes go now
-    /// (kubelet tears down a terminated pod's volumes), so an evicted pod gives back the
-    /// disk or memory it filled. Its sandbox and dead containers stay until it is removed.
-    ReleaseVolumes {
-        uid: String,
-    },
-    /// Record how the container ended in its labels, for a later run.
-    RecordExit {
-        container_id: String,
-        terminated: Terminated,
-    },
-    /// The exited container is replaced (restarted, its spec changed, or run again in a
-    /// new sandbox): it stays as a dead container, which the garbage collector removes
-    /// with its logs by kubelet's dead-container policy (G1), or the pod's removal with
-    /// the pod. Its events no longer come to the worker.
-    KeepDead {
-        container_id: String,
-    },
-    /// Remove the container (its task, record and snapshot); `background`: off the
-    /// worker's path.
-    RemoveContainer {
-        container_id: String,
-        background: bool,
-    },
-    Event {
-        pod: Arc<Pod>,
-        container: Option<String>,
-        kind: EventType,
-        reason: &'static str,
-        message: String,
-    },
-    Count(Metric),
-    /// The pod is gone: its status goes too.
-    RemoveStatus {
-        uid: String,
-    },
-}
-
-/// The result of a step.
-#[derive(Debug, Default)]
-pub struct Step {
-    pub actions: Vec<Action>,
-    /// When to step again with [`Input::Tick`] if nothing else happens first.
-    pub wake: Option<Instant>,
 }
 
 /// Why a pod failed as a whole: kubelet's pod-level reason and message.

@@ -19,13 +19,14 @@
 
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use tokio::sync::{mpsc, oneshot};
 
 use super::AppState;
@@ -154,68 +155,117 @@ pub async fn container_logs(
         Ok(options) => options,
         Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", message),
     };
-    let pod_name = format!("{namespace}/{name}");
+    let target = match find(&state, namespace, name, container) {
+        Ok(target) => target,
+        Err(response) => return *response,
+    };
+    let run = match choose_run(&state, &target, options.previous).await {
+        Ok(run) => run,
+        Err(response) => return *response,
+    };
+    stream(&state, target, run, options).await
+}
+
+/// The container a request names, and its pod's status.
+#[derive(Debug)]
+struct Target {
+    namespace: String,
+    name: String,
+    uid: String,
+    container: String,
+    /// The worker's status; before it has one (the agent just started), the pod's own,
+    /// as kubelet falls back to the API server's.
+    status: Option<Arc<PodStatus>>,
+}
+
+impl Target {
+    fn pod(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The pod (in the merged snapshot, its current UID) and container the path names; 404
+/// if either is unknown.
+fn find(
+    state: &AppState,
+    namespace: String,
+    name: String,
+    container: String,
+) -> Result<Target, Box<Response>> {
     let snapshot = state.snapshot.load();
+    let pod_name = format!("{namespace}/{name}");
     let Some(pod) = snapshot.pods.iter().map(|(_, pod)| pod).find(|pod| {
         pod.metadata.namespace.as_deref() == Some(&namespace)
             && pod.metadata.name.as_deref() == Some(&name)
     }) else {
-        return status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("pod {pod_name} not found on this node"),
-        );
+        let message = format!("pod {pod_name} not found on this node");
+        return Err(Box::new(status(StatusCode::NOT_FOUND, "NotFound", message)));
     };
     let names = container_names(pod);
     if !names.contains(&container) {
-        return status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!(
-                "container {container:?} not found in pod {pod_name}; its containers: {}",
-                names.join(", ")
-            ),
+        let message = format!(
+            "container {container:?} not found in pod {pod_name}; its containers: {}",
+            names.join(", ")
         );
+        return Err(Box::new(status(StatusCode::NOT_FOUND, "NotFound", message)));
     }
     let uid = outpost_core::pod::uid(pod).to_owned();
-    // The worker's status; before it has one (the agent just started), the pod's own, as
-    // kubelet falls back to the API server's.
-    let pod_status =
-        state.statuses.get(&uid).or_else(|| pod.status.clone().map(std::sync::Arc::new));
-    drop(snapshot);
-    let dir: PathBuf =
-        logs::pod_log_dir(&state.pod_log_dir, &namespace, &name, &uid).join(&container);
-    let run = if state.runtime_slot.is_none() {
-        None
-    } else {
-        let pod_status = pod_status.unwrap_or_default();
-        let chosen = outpost_core::container_log::choose(
-            &pod_status,
-            &pod_name,
-            &container,
-            options.previous,
-        );
-        let id = match chosen {
-            Ok(id) => id,
-            Err(unavailable) => {
-                return status(StatusCode::BAD_REQUEST, "BadRequest", unavailable.to_string());
-            }
-        };
-        match run_of(&state, &id).await {
-            Ok(run) => Some((id, run)),
-            Err(response) => return *response,
-        }
-    };
-    let follow = options.follow;
-    let span = tracing::debug_span!("container logs", pod.namespace = %namespace, pod.name = %name, pod.uid = %uid, container = %container, container_id = run.as_ref().map(|(id, _)| id.as_str()), run = run.as_ref().map(|(_, n)| *n), follow);
-    let target = pod_name.clone();
+    let status = state.statuses.get(&uid).or_else(|| pod.status.clone().map(Arc::new));
+    Ok(Target { namespace, name, uid, container, status })
+}
+
+/// The container instance and run (log file) the pod's status names for this request,
+/// as kubelet chooses them; `None` in a dry run (no runtime, no statuses: the files
+/// decide).
+async fn choose_run(
+    state: &AppState,
+    target: &Target,
+    previous: bool,
+) -> Result<Option<(String, u32)>, Box<Response>> {
+    if state.runtime_slot.is_none() {
+        return Ok(None);
+    }
+    let pod_status = target.status.clone().unwrap_or_default();
+    let id = outpost_core::container_log::choose(
+        &pod_status,
+        &target.pod(),
+        &target.container,
+        previous,
+    )
+    .map_err(|unavailable| {
+        Box::new(status(StatusCode::BAD_REQUEST, "BadRequest", unavailable.to_string()))
+    })?;
+    let run = run_of(state, &id).await?;
+    Ok(Some((id, run)))
+}
+
+/// Opens the run's file and answers with its content as the reader produces it.
+async fn stream(
+    state: &AppState,
+    target: Target,
+    run: Option<(String, u32)>,
+    options: Options,
+) -> Response {
+    let Target { namespace, name, uid, container, .. } = &target;
+    let dir: PathBuf = logs::pod_log_dir(&state.pod_log_dir, namespace, name, uid).join(container);
+    let span = tracing::debug_span!(
+        "container logs",
+        pod.namespace = %namespace,
+        pod.name = %name,
+        pod.uid = %uid,
+        container = %container,
+        container_id = run.as_ref().map(|(id, _)| id.as_str()),
+        run = run.as_ref().map(|(_, n)| *n),
+        follow = options.follow
+    );
+    let pod = target.pod();
     let (opened_tx, opened_rx) = oneshot::channel();
     let (chunks_tx, mut chunks_rx) = mpsc::channel::<Bytes>(CHANNEL_CHUNKS);
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         let opened = match run {
             Some((_, run)) => ContainerLog::open_run(&dir, run, options),
-            None => ContainerLog::open(&dir, &target, options),
+            None => ContainerLog::open(&dir, &pod, options),
         };
         let log = match opened {
             Ok(log) => {
@@ -239,13 +289,11 @@ pub async fn container_logs(
     });
     match opened_rx.await {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => return open_failure(&pod_name, &container, error),
+        Ok(Err(error)) => return open_failure(namespace, name, container, error),
         Err(_) => {
-            return status(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                format!("the log reader of container {container} of pod {pod_name} stopped"),
-            );
+            let message =
+                format!("the log reader of container {container} of pod {} stopped", target.pod());
+            return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message);
         }
     }
     let body = futures::stream::poll_fn(move |cx| {
@@ -277,7 +325,8 @@ async fn run_of(state: &AppState, id: &str) -> Result<u32, Box<Response>> {
 }
 
 /// The answer when the log cannot be opened.
-fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
+fn open_failure(namespace: &str, name: &str, container: &str, error: read::Error) -> Response {
+    let pod = format!("{namespace}/{name}");
     match error {
         read::Error::Locate(locate::Error::NoPreviousRun { .. }) => status(
             StatusCode::BAD_REQUEST,
@@ -299,7 +348,7 @@ fn open_failure(pod: &str, container: &str, error: read::Error) -> Response {
             ),
         ),
         other => {
-            tracing::warn!(pod, container, error = %other, "cannot open container logs");
+            tracing::warn!(pod.namespace = namespace, pod.name = name, container, error = %other, "cannot open container logs");
             status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",

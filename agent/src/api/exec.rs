@@ -8,7 +8,8 @@
 //! SPDY/3.1, which 1.30-1.35 API servers speak to kubelets for `kubectl exec`, is not
 //! served: a SPDY upgrade is refused with a 400 that says so. A 1.36+ API server proxies
 //! the client's WebSocket to a node that declares `ExtendWebSocketsToKubelet` (the Node
-//! status does, [`outpost_core::node_status::DECLARED_FEATURES`]); see the README's "Exec".
+//! status does, [`outpost_core::node_status::DECLARED_FEATURES`]); see the book's "Exec"
+//! (`docs/src/operations/exec.md`).
 //! The container is found in the pod's live status; an unknown pod or container is a
 //! 404 `metav1.Status`, one that is not running a 400.
 //!

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use super::writer::{Status, identify, parse_cmdline, passwd_name, quoted};
 use super::*;
-use crate::source::file::watch::Backend;
+use crate::config::Backend;
 
 /// A PID that cannot exist (above any `pid_max`).
 const GONE: i32 = i32::MAX;

@@ -8,8 +8,8 @@ use std::io::Read;
 use serde::{Deserialize, Serialize};
 
 use super::{ExecHistory, ExecRecord};
+use crate::config::Backend;
 use crate::host::proc;
-use crate::source::file::watch::Backend;
 
 /// At most this many bytes of a command line are kept (the rest is marked as cut).
 const MAX_CMDLINE: usize = 4096;

@@ -86,7 +86,7 @@ proptest! {
 fn writes_and_failed_writes_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = crate::metrics::counted::CheckpointWrites::register(
+    let metrics = crate::checkpoint::metrics::CheckpointWrites::register(
         registry.sub_registry_with_prefix("outpost"),
     );
     let cps = Checkpoints::new(dir.path()).with_metrics(metrics.clone());
@@ -97,7 +97,8 @@ fn writes_and_failed_writes_are_counted() {
     fs::write(&file, "").unwrap();
     let broken = Checkpoints::new(&file).with_metrics(metrics.clone());
     assert!(matches!(broken.write("push", &sample()), Err(Error::Write { .. })));
-    let text = crate::metrics::render(&registry).unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     for line in [
         "outpost_checkpoint_writes_total{source=\"url\"} 2",
         "outpost_checkpoint_writes_total{source=\"push\"} 1",

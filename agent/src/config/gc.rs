@@ -42,7 +42,9 @@ impl GcConfig {
     pub fn resolve(given: Given) -> Result<GcConfig, Error> {
         let duration = |field, raw: Option<String>, default| match raw {
             None => Ok(default),
-            Some(raw) => parse_duration(&raw).ok_or(Error::Duration { field, value: raw }),
+            Some(raw) => {
+                outpost_core::duration::parse(&raw).ok_or(Error::Duration { field, value: raw })
+            }
         };
         let containers = containers::Policy {
             min_age: duration(
@@ -67,15 +69,6 @@ impl GcConfig {
         )?;
         Ok(GcConfig { containers, images })
     }
-}
-
-/// A duration that may be zero: "0", "0s", "90s", "2m", "1h30m", or ISO 8601.
-fn parse_duration(raw: &str) -> Option<Duration> {
-    if raw.trim() == "0" {
-        return Some(Duration::ZERO);
-    }
-    let parsed: jiff::SignedDuration = raw.trim().parse().ok()?;
-    Duration::try_from(parsed).ok()
 }
 
 #[cfg(test)]

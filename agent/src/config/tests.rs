@@ -9,6 +9,17 @@ fn file(yaml: &str) -> tempfile::NamedTempFile {
     f
 }
 
+/// `outpost run`'s flags `args` as the command line gives them to [`Settings`].
+pub(super) fn parse_flags(args: &[&str]) -> Settings {
+    #[derive(clap::Parser)]
+    struct Run {
+        #[command(flatten)]
+        settings: Settings,
+    }
+    let args = std::iter::once("run").chain(args.iter().copied());
+    <Run as clap::Parser>::try_parse_from(args).unwrap().settings
+}
+
 fn flags(path: &Path) -> Settings {
     Settings { config: Some(path.into()), node_name: Some("Edge-1".into()), ..Settings::default() }
 }
@@ -256,19 +267,11 @@ fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
 
 #[test]
 fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
-    use clap::Parser as _;
     let f = file("allowedUnsafeSysctls:\n- net.core.somaxconn\n- kernel.msg*\n");
     let c = Config::resolve(flags(f.path())).unwrap();
     assert_eq!(c.allowed_unsafe_sysctls, ["net.core.somaxconn", "kernel.msg*"]);
-    let cli = crate::cli::Cli::try_parse_from([
-        "outpost",
-        "run",
-        "--allowed-unsafe-sysctls",
-        "net.core.*,fs.mqueue.msg_max",
-    ])
-    .unwrap();
-    let crate::cli::Command::Run(args) = cli.command else { panic!("not run") };
-    assert_eq!(args.settings.allowed_unsafe_sysctls, ["net.core.*", "fs.mqueue.msg_max"]);
+    let settings = parse_flags(&["--allowed-unsafe-sysctls", "net.core.*,fs.mqueue.msg_max"]);
+    assert_eq!(settings.allowed_unsafe_sysctls, ["net.core.*", "fs.mqueue.msg_max"]);
 
     let f = file("allowedUnsafeSysctls: [vm.swappiness]\n");
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();

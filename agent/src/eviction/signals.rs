@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use outpost_core::eviction::{Observation, Observations, Signal};
+use outpost_core::eviction::{Memcg, Observation, Observations, Reading, Signal};
 use outpost_core::node_status::machine;
 
 use crate::runtime::cgroups::Hierarchy;
@@ -31,27 +31,6 @@ pub struct Sources {
     pub imagefs: Option<PathBuf>,
     /// Where `/proc` is (tests point it elsewhere).
     pub proc: PathBuf,
-}
-
-/// A memory cgroup as the threshold notifications need it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Memcg {
-    /// What its usage file counts, bytes.
-    pub usage: u64,
-    /// The inactive file cache within it (usage less working set), bytes.
-    pub inactive: u64,
-    /// Its capacity: `MemTotal` for the root, the limit for the pods cgroup.
-    pub capacity: u64,
-}
-
-/// One reading of the machine.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reading {
-    pub observations: Observations,
-    /// The root memory cgroup (v1 only: v2's root has no usage file).
-    pub root: Option<Memcg>,
-    /// The pods cgroup, when it exists and is limited.
-    pub pods: Option<Memcg>,
 }
 
 /// cgroup v1's "no limit" (`PAGE_COUNTER_MAX` pages, rounded): anything this large is

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use outpost_core::eviction::{Resource, Signal};
+use outpost_core::eviction::{Memcg, Resource, Signal};
 use outpost_core::pod::Source;
 
 use super::candidates::{PodPlaces, candidates, walk};
 use super::notify::{FsWrites, Psi, Threshold};
-use super::signals::{Memcg, Sources, read};
+use super::signals::{Sources, read};
 use crate::runtime::cgroups::{Driver, Hierarchy, Layout};
 
 fn write(path: PathBuf, text: &str) {
@@ -242,36 +242,4 @@ async fn a_write_on_the_filesystem_is_seen() {
     let seen = tokio::time::timeout(Duration::from_secs(10), writes.written()).await;
     writer.await.unwrap();
     assert!(seen.is_ok(), "no write seen");
-}
-
-#[test]
-fn e2_an_evicted_pod_has_stopped_only_once_no_container_runs() {
-    use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    };
-    let with = |phase: &str, running: bool| PodStatus {
-        phase: Some(phase.into()),
-        container_statuses: Some(vec![ContainerStatus {
-            name: "c".into(),
-            state: Some(if running {
-                ContainerState {
-                    running: Some(ContainerStateRunning::default()),
-                    ..Default::default()
-                }
-            } else {
-                ContainerState {
-                    terminated: Some(ContainerStateTerminated {
-                        exit_code: 137,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }
-            }),
-            ..Default::default()
-        }]),
-        ..PodStatus::default()
-    };
-    assert!(!super::has_stopped(&with("Failed", true)), "Failed at once, still stopping");
-    assert!(!super::has_stopped(&with("Running", false)));
-    assert!(super::has_stopped(&with("Failed", false)));
 }

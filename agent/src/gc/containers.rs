@@ -13,7 +13,7 @@ use outpost_core::container_log::named_instances;
 use outpost_core::gc::containers::{Instance, Policy, plan};
 
 use crate::error_chain::describe;
-use crate::metrics::gc::GarbageCollection;
+use crate::gc::metrics::GarbageCollection;
 use crate::runtime::Containerd;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,

@@ -12,7 +12,7 @@ use outpost_core::gc::images::{Disk, Image, Policy, plan};
 
 use self::record::{Record, Times};
 use crate::error_chain::describe;
-use crate::metrics::gc::GarbageCollection;
+use crate::gc::metrics::GarbageCollection;
 use crate::podconfig::Snapshot;
 use crate::runtime::Containerd;
 use crate::runtime::container;

@@ -10,8 +10,8 @@ use outpost_core::pod::Source;
 
 use super::*;
 use crate::apiserver::{Health, Recorder};
+use crate::config::Backend;
 use crate::podconfig::{Snapshot, SourceHealth, SourceState};
-use crate::source::file::watch::Backend;
 
 /// A registry with the scrape-time collectors, as `outpost run` makes it.
 fn registry(snapshot: SnapshotHandle, sources: Sources) -> Registry {
@@ -168,11 +168,11 @@ fn counted_metrics_are_exported() {
     let handle = SnapshotHandle::default();
     let mut registry = registry(handle, Sources::default());
     let outpost = registry.sub_registry_with_prefix("outpost");
-    let merge = counted::Merge::register(outpost);
-    let sources = counted::SourceMetrics::register(outpost);
-    let workers = counted::Metrics::register(outpost);
-    let images = counted::ImageImports::register(outpost);
-    let checkpoints = counted::CheckpointWrites::register(outpost);
+    let merge = crate::podconfig::metrics::Merge::register(outpost);
+    let sources = crate::source::metrics::SourceMetrics::register(outpost);
+    let workers = crate::worker::metrics::Metrics::register(outpost);
+    let images = crate::runtime::image::metrics::ImageImports::register(outpost);
+    let checkpoints = crate::checkpoint::metrics::CheckpointWrites::register(outpost);
     merge.pod_delta(DeltaOp::Add, Source::File);
     merge.pod_delta(DeltaOp::Add, Source::File);
     merge.pod_delta(DeltaOp::Remove, Source::Push);
@@ -221,8 +221,9 @@ fn counted_metrics_are_exported() {
 #[test]
 fn probe_runs_are_counted_and_timed_per_container_until_removed() {
     let mut registry = Registry::default();
-    let workers = counted::Metrics::register(registry.sub_registry_with_prefix("outpost"));
-    let labels = counted::ProbeLabels {
+    let workers =
+        crate::worker::metrics::Metrics::register(registry.sub_registry_with_prefix("outpost"));
+    let labels = crate::worker::metrics::ProbeLabels {
         probe_type: "Readiness",
         namespace: "default",
         pod: "web",
@@ -232,7 +233,7 @@ fn probe_runs_are_counted_and_timed_per_container_until_removed() {
     workers.probed(&labels, "successful", Duration::from_micros(800));
     workers.probed(&labels, "successful", Duration::from_millis(3));
     workers.probed(&labels, "failed", Duration::from_secs(1));
-    let liveness = counted::ProbeLabels { probe_type: "Liveness", ..labels };
+    let liveness = crate::worker::metrics::ProbeLabels { probe_type: "Liveness", ..labels };
     workers.probed(&liveness, "unknown", Duration::from_millis(15));
     let text = render(&registry).unwrap();
     let readiness = "container=\"nginx\",pod=\"web\",namespace=\"default\"";

@@ -2,8 +2,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::WatchEvent;
 
 use super::*;
+use crate::apiserver::watcher::fake::{Call, FakeListWatch, error_event};
 
 /// A client of a server that is not there (nothing here needs an answer).
 fn client(server: &str) -> ApiClient {
@@ -26,11 +28,15 @@ fn pod(uid: &str, config_maps: &[&str]) -> Pod {
     .unwrap()
 }
 
-fn config_map(name: &str, data: &str) -> Object {
+fn cm(name: &str, data: &str) -> ConfigMap {
     let mut c = ConfigMap::default();
     c.metadata.name = Some(name.to_owned());
     c.data = Some(BTreeMap::from([("k".to_owned(), data.to_owned())]));
-    Object::ConfigMap(Arc::new(c))
+    c
+}
+
+fn config_map(name: &str, data: &str) -> Object {
+    Object::ConfigMap(Arc::new(cm(name, data)))
 }
 
 fn cm_key(name: &str) -> Key {
@@ -156,4 +162,65 @@ async fn without_an_api_server_nothing_resolves() {
         resolved.0.get(&Reference::ConfigMap("a".into())),
         Some(Resolution::Unavailable(why)) if why.contains("--kubeconfig")
     ));
+}
+
+/// `key` claimed by the pod `u1` (`web-u1`) as [`Objects::claim`] does, without its watch.
+fn claimed(objects: &Objects, key: &Key) -> Arc<Inner> {
+    let inner = objects.0.clone().unwrap();
+    let mut state = lock(&inner.state);
+    let claimants = BTreeSet::from(["u1".to_owned()]);
+    state.objects.insert(key.clone(), Entry { known: Known::Unknown, claimants, watch: None });
+    let name = FullName { namespace: "default".into(), name: "web-u1".into() };
+    state.claims.insert("u1".into(), Claim { name, keys: BTreeSet::from([key.clone()]) });
+    drop(state);
+    inner
+}
+
+/// The name of the next pod told of a change.
+async fn told(changes: &mut Changes) -> Option<String> {
+    changes.recv().await.map(|name| name.name)
+}
+
+fn known(inner: &Inner, key: &Key) -> Option<Known> {
+    lock(&inner.state).objects.get(key).map(|e| e.known.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn v1_an_objects_watch_tells_its_claimants_whether_it_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (objects, mut changes) = Objects::start(client(SERVER), Checkpoints::new(dir.path())).await;
+    let key = cm_key("a");
+    let inner = claimed(&objects, &key);
+    let fake = FakeListWatch::<ConfigMap>::default();
+    fake.answer_list(vec![], "10");
+    let watch = fake.open_watch();
+    fake.answer_list(vec![cm("other", "x"), cm("a", "v3")], "20");
+    let _second = fake.open_watch();
+    let task = tokio::spawn(watch::follow_with(inner.clone(), key.clone(), fake.clone()));
+
+    assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+    assert_eq!(known(&inner, &key), Some(Known::Absent), "a list without it: absent");
+    for (event, want) in [
+        (WatchEvent::Added(cm("a", "v1")), Known::Present(config_map("a", "v1"))),
+        (WatchEvent::Modified(cm("a", "v2")), Known::Present(config_map("a", "v2"))),
+        (WatchEvent::Deleted(cm("a", "v2")), Known::Absent),
+    ] {
+        watch.unbounded_send(Ok(event)).unwrap();
+        assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+        assert_eq!(known(&inner, &key), Some(want));
+    }
+    // 410: a new list, which finds it.
+    watch.unbounded_send(error_event(410)).unwrap();
+    assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+    assert_eq!(known(&inner, &key), Some(Known::Present(config_map("a", "v3"))));
+    task.abort();
+
+    let fields = Some("metadata.name=a".to_owned());
+    let list = Call::List { fields: fields.clone(), limit: None, continue_token: None };
+    let watch_from = |version: &str| Call::Watch {
+        fields: fields.clone(),
+        timeout: Some(crate::apiserver::watcher::WATCH_TIMEOUT_SECS),
+        version: version.to_owned(),
+    };
+    assert_eq!(fake.calls(), [list.clone(), watch_from("10"), list, watch_from("20")]);
 }

@@ -204,12 +204,20 @@ impl Cni {
         )
         .map_err(invalid)?;
         if self.cache.read(&attachment.id)?.is_some() {
-            tracing::info!(pod, id = attachment.id, "deleting the pod's previous CNI attachment");
+            tracing::info!(
+                pod.namespace = attachment.pod_namespace,
+                pod.name = attachment.pod_name,
+                pod.uid = attachment.pod_uid,
+                id = attachment.id,
+                "deleting the pod's previous CNI attachment"
+            );
             // One that cannot be deleted (its config named a plugin that is not installed,
             // say) must not keep the pod off the network for good.
             if let Err(e) = self.del(&attachment.id).await {
                 tracing::warn!(
-                    pod,
+                    pod.namespace = attachment.pod_namespace,
+                    pod.name = attachment.pod_name,
+                    pod.uid = attachment.pod_uid,
                     id = attachment.id,
                     error = %crate::error_chain::describe(&e),
                     "cannot delete the pod's previous CNI attachment; forgetting it"
@@ -244,14 +252,16 @@ impl Cni {
                         tracing::warn!(id, error = %crate::error_chain::describe(&e), "cannot make the CNI cache record durable");
                     }
                 });
-                tracing::info!(pod, id = attachment.id, ip = %ips[0], "attached pod to CNI network");
+                tracing::info!(pod.namespace = attachment.pod_namespace, pod.name = attachment.pod_name, pod.uid = attachment.pod_uid, id = attachment.id, ip = %ips[0], "attached pod to CNI network");
                 Ok(PodNetwork { ips })
             }
             Err((ran, error)) => {
                 match self.del_list(&list, ran, &record, &pod).await {
                     Ok(()) => self.cache.remove(&record.id)?,
                     Err(del_error) => tracing::warn!(
-                        pod,
+                        pod.namespace = attachment.pod_namespace,
+                        pod.name = attachment.pod_name,
+                        pod.uid = attachment.pod_uid,
                         error = %crate::error_chain::describe(&del_error),
                         "cleaning up after a failed CNI ADD; the cached attachment is kept for a later DEL"
                     ),
@@ -277,7 +287,12 @@ impl Cni {
         let list = NetworkList { file: record.conf_file.clone(), ..list };
         self.del_list(&list, list.plugins.len(), &record, &pod).await?;
         self.cache.remove(id)?;
-        tracing::info!(pod, id, "detached pod from CNI network");
+        tracing::info!(
+            pod.namespace = record.pod_namespace,
+            pod.name = record.pod_name,
+            id,
+            "detached pod from CNI network"
+        );
         Ok(())
     }
 

@@ -32,20 +32,8 @@ pub const RUNTIME: &str = "io.containerd.runc.v2";
 /// The OCI annotation containerd's runc shim groups containers by: the containers whose
 /// specs carry the same value share one shim (its socket is named after the value).
 pub const ANNOTATION_SHIM_GROUP: &str = "io.containerd.runc.v2.group";
-/// The shim group of every container with `--shim-grouping node`.
-const NODE_SHIM_GROUP: &str = "outpost-node";
-
-pub use crate::config::ShimGrouping;
-
-impl ShimGrouping {
-    /// The [`ANNOTATION_SHIM_GROUP`] value of a container of pod `pod_uid`.
-    pub fn group(self, pod_uid: &str) -> &str {
-        match self {
-            ShimGrouping::Pod => pod_uid,
-            ShimGrouping::Node => NODE_SHIM_GROUP,
-        }
-    }
-}
+/// The shim group of every container when the node's containers share one shim.
+pub const NODE_SHIM_GROUP: &str = "outpost-node";
 
 /// The type URL containerd's clients give an OCI runtime spec.
 const SPEC_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";

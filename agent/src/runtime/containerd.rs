@@ -26,6 +26,9 @@ use tonic::transport::Channel;
 
 use crate::error_chain::describe;
 
+/// The snapshotter images are unpacked into, and containers' rootfs prepared on.
+pub const SNAPSHOTTER: &str = "overlayfs";
+
 /// The containerd namespace that holds everything Outpost creates (unless told otherwise).
 pub const NAMESPACE: &str = "outpost";
 
@@ -294,7 +297,7 @@ impl Containerd {
         let request =
             PluginsRequest { filters: vec!["type==io.containerd.snapshotter.v1".to_owned()] };
         let plugins = self.introspection().plugins(request).await?.into_inner().plugins;
-        let ours = super::image::SNAPSHOTTER;
+        let ours = SNAPSHOTTER;
         let root = plugins
             .iter()
             .filter(|p| p.id == ours)

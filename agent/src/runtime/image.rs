@@ -14,6 +14,7 @@ mod archive;
 mod content;
 pub mod credentials;
 pub mod layout;
+pub mod metrics;
 pub mod pull;
 pub mod reference;
 pub mod resolve;
@@ -40,8 +41,7 @@ use self::store::Store;
 use self::tree::{Blobs, Target};
 use super::containerd::Containerd;
 
-/// The snapshotter images are unpacked into.
-pub const SNAPSHOTTER: &str = "overlayfs";
+pub use super::containerd::SNAPSHOTTER;
 
 /// The largest JSON document (index, manifest, config) read into memory.
 const MAX_DOCUMENT: u64 = 16 << 20;

@@ -30,9 +30,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// `--containerd`: who runs containerd (a setting, hence defined with the others).
-pub use crate::config::Mode;
-
 /// Where the managed containerd's sockets, pid file and state go (a tmpfs).
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost/containerd";
 /// Unix socket paths are limited to 107 bytes (`sun_path`, with its NUL).
@@ -130,16 +127,16 @@ pub enum Choice {
     Managed,
 }
 
-/// Decides, for `mode`, given whether the external socket exists and whether a
-/// `containerd` binary was found. In auto mode, with neither, the agent connects to the
-/// external socket and reports that it cannot, retrying: containerd may be starting.
-pub fn choose(mode: Mode, socket_exists: bool, binary_found: bool) -> Choice {
-    match mode {
-        Mode::External => Choice::External,
-        Mode::Managed => Choice::Managed,
-        Mode::Auto if socket_exists => Choice::External,
-        Mode::Auto if binary_found => Choice::Managed,
-        Mode::Auto => Choice::External,
+/// Decides: the `wanted` choice if one is set (`--containerd managed|external`), else
+/// (auto) by whether the external socket exists and whether a `containerd` binary was
+/// found. In auto mode, with neither, the agent connects to the external socket and
+/// reports that it cannot, retrying: containerd may be starting.
+pub fn choose(wanted: Option<Choice>, socket_exists: bool, binary_found: bool) -> Choice {
+    match wanted {
+        Some(choice) => choice,
+        None if socket_exists => Choice::External,
+        None if binary_found => Choice::Managed,
+        None => Choice::External,
     }
 }
 

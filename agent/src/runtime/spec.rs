@@ -125,7 +125,7 @@ pub struct Namespaces<'a> {
 /// `pod default/web-node1 container app`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
-    /// `namespace/name`.
+    /// `namespace/name` (neither can hold a `/`).
     pub pod: String,
     pub container: Option<String>,
 }
@@ -136,6 +136,16 @@ impl Subject {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         Subject { pod: format!("{namespace}/{name}"), container: None }
+    }
+
+    /// The pod's namespace (for the `pod.namespace` field of logs).
+    pub fn namespace(&self) -> &str {
+        self.pod.split_once('/').map_or("", |(namespace, _)| namespace)
+    }
+
+    /// The pod's name (for the `pod.name` field of logs).
+    pub fn name(&self) -> &str {
+        self.pod.split_once('/').map_or(self.pod.as_str(), |(_, name)| name)
     }
 
     /// One container of the pod.

@@ -53,7 +53,7 @@ pub struct Exited<'a> {
     pub exit_code: i32,
     pub file: &'a Path,
     pub log_dir: &'a Path,
-    /// `namespace/name`, for errors.
+    /// `namespace/name`, for errors (the caller's span names the pod in logs).
     pub pod: &'a str,
 }
 
@@ -70,7 +70,7 @@ pub fn message(exited: &Exited<'_>) -> Option<String> {
         Err(error) => {
             let message =
                 format!("Error on reading termination log {}: {error}", exited.file.display());
-            tracing::warn!(container = %exited.container.name, pod = exited.pod, "{message}");
+            tracing::warn!(container = %exited.container.name, "{message}");
             return Some(message);
         }
     };
@@ -100,7 +100,7 @@ fn log_tail(exited: &Exited<'_>) -> String {
             "Error on reading termination message from logs: {}",
             crate::error_chain::describe(&error)
         );
-        tracing::warn!(container = %exited.container.name, pod = exited.pod, "{message}");
+        tracing::warn!(container = %exited.container.name, "{message}");
         return message;
     }
     let kept = &out[out.len().saturating_sub(MAX_LOG_BYTES)..];

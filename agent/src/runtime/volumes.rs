@@ -256,7 +256,7 @@ fn write_volume(
         source,
     })?;
     if written {
-        tracing::info!(pod = %at.pod, volume = %volume.name, files = payload.len(), "volume written");
+        tracing::info!(pod.namespace = at.namespace(), pod.name = at.name(), volume = %volume.name, files = payload.len(), "volume written");
     }
     if let Some(fs_group) = fs_group {
         ownership::set(at, dir, fs_group, None, ownership::Access::ReadOnly)?;

@@ -1,19 +1,16 @@
 //! The API server source: pods bound to this node (`spec.nodeName=<node>`), by list and
-//! watch through kube-rs, checkpointed so they come back after a reboot with no network
+//! watch, checkpointed so they come back after a reboot with no network
 //! (SEMANTICS.md O1, O2, O4; R6).
 //!
-//! The list+watch loop is written here over kube's `Api::list`/`Api::watch` rather than
-//! taken from `kube::runtime::watcher`, because the watcher hides what this source must
-//! report: when a watch is (re)established and when a bookmark arrives, which is how the
-//! agent knows the API server is reachable again (`/readyz`, and the status sync).
-//! It follows the reflector's contract: list (paged), then watch from the list's
-//! resourceVersion with bookmarks, resume from the last seen resourceVersion after a
-//! broken stream, re-list on `410 Gone`, jittered exponential backoff between failures.
-//!
-//! Every list is one SET (M6: pods deleted upstream while the node was offline stop now,
-//! O4, and not before); watch events are upserts (ADD/UPDATE/DELETE) and REMOVEs. Before
-//! anything is sent to the merge, the source's current set is checkpointed (O1) when its
-//! desired content changed; status-only changes don't rewrite it.
+//! The list and watch are the agent's [`watcher`]: list (paged), then watch from the
+//! list's resourceVersion with bookmarks, resume from the last seen resourceVersion after
+//! a broken stream, re-list on `410 Gone`, jittered exponential backoff between failures.
+//! Its events drive the [`reflector`]'s state machine: the checkpoint first (O2), then
+//! every list is one SET (M6: pods deleted upstream while the node was offline stop now,
+//! O4, and not before); watch events are upserts (ADD/UPDATE/DELETE) and REMOVEs; a
+//! bookmark or a watch established again after a failure tells the merge the source is
+//! live. Before anything is sent to the merge, the source's current set is checkpointed
+//! (O1) when its desired content changed; status-only changes don't rewrite it.
 
 mod reflector;
 
@@ -21,11 +18,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use outpost_core::backoff::Backoff;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
-use self::reflector::Reflector;
+use crate::apiserver::watcher::{self, ListWatch, WATCH_TIMEOUT_SECS, watcher};
 use crate::apiserver::{ApiClient, Connectivity, MirrorView};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
@@ -34,29 +32,17 @@ use crate::source::EventStream;
 const CHECKPOINT: &str = "api";
 /// Page size of a list, as client-go's reflector.
 const PAGE: u32 = 500;
-/// Server-side watch timeout; kube-rs's client reads for 295 s, so stay under it.
-const WATCH_TIMEOUT_SECS: u32 = 290;
 /// Watch events taken in one batch (one checkpoint write at most per batch).
 const BATCH: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("listing pods of node {node} from {server}: {source}")]
-    List {
-        node: String,
-        server: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("watching pods of node {node} on {server}: {source}")]
+    #[error("the API server {server}: {source}")]
     Watch {
-        node: String,
         server: String,
         #[source]
-        source: kube::Error,
+        source: watcher::Error,
     },
-    #[error("the watch of pods on {server} failed: {message} (code {code})")]
-    WatchStatus { server: String, code: u16, message: String },
     #[error(transparent)]
     Checkpoint(#[from] checkpoint::Error),
 }
@@ -107,10 +93,26 @@ impl ApiSource {
 
     /// Starts the list+watch task; its events come out of the returned stream.
     pub fn into_stream(self) -> EventStream {
+        let api = self.api.clone();
+        self.stream_of(api)
+    }
+
+    /// [`ApiSource::into_stream`] with the list and watch calls of `lw`.
+    fn stream_of(self, lw: impl ListWatch<Pod>) -> EventStream {
+        let config = watcher::Config {
+            field_selector: Some(format!("spec.nodeName={}", self.node_name)),
+            page_size: Some(PAGE),
+            watch_timeout_secs: WATCH_TIMEOUT_SECS,
+            backoff: Backoff::WATCH,
+        };
+        let events = watcher(lw, config, self.connectivity.clone());
         let (tx, rx) = mpsc::channel(16);
         let span =
             info_span!("source", source = "api", server = %self.server, node = %self.node_name);
-        tokio::spawn(Reflector::new(self, tx).run().instrument(span));
+        tokio::spawn(reflector::run(self, events, tx).instrument(span));
         Box::pin(futures::stream::unfold(rx, |mut rx| async move { Some((rx.recv().await?, rx)) }))
     }
 }
+
+#[cfg(test)]
+mod tests;

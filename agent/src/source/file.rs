@@ -34,7 +34,7 @@ use self::watch::{Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
 use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::ManifestAudit;
-use crate::metrics::counted::SourceMetrics;
+use crate::source::metrics::SourceMetrics;
 
 /// Errors that stop the file source. Problems with single files never do: they are
 /// reported and the file is skipped.

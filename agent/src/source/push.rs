@@ -28,7 +28,7 @@ use tracing::{Instrument, error, info, info_span, warn};
 use self::state::{Checkpoint, Manifests, Put};
 pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::counted::SourceMetrics;
+use crate::source::metrics::SourceMetrics;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// The checkpoint's name (`<state-dir>/checkpoints/push.json`).

@@ -38,7 +38,7 @@ use self::state::{Action, Input, Machine};
 use crate::audit::admission::Manifest;
 use crate::audit::{self, ManifestAudit, ManifestSource, Writer};
 use crate::checkpoint::{self, Checkpoints};
-use crate::metrics::counted::SourceMetrics;
+use crate::source::metrics::SourceMetrics;
 use crate::source::{EventStream, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};

@@ -18,8 +18,8 @@ use tracing::warn;
 
 use crate::host::reactor::{self, Timer};
 
-/// The beat's period.
-pub const PERIOD: Duration = super::lease::RENEW_INTERVAL;
+/// The beat's period: kubelet's lease renew interval (a quarter of the lease's 40 s).
+pub const PERIOD: Duration = Duration::from_secs(10);
 // The machine is read on the same beat.
 const _: () =
     assert!(PERIOD.as_nanos() == outpost_core::node_status::STATUS_UPDATE_FREQUENCY.as_nanos());

@@ -37,8 +37,8 @@ use crate::error_chain::describe;
 pub const NAMESPACE: &str = "kube-node-lease";
 /// kubelet's `nodeLeaseDurationSeconds`.
 pub const DURATION_SECONDS: i32 = 40;
-/// kubelet renews at a quarter of the duration.
-pub const RENEW_INTERVAL: Duration = Duration::from_secs(10);
+/// kubelet renews at a quarter of the duration: on the writers' beat.
+pub const RENEW_INTERVAL: Duration = super::beat::PERIOD;
 /// The probe's backoff while the server is unreachable.
 const PROBE: Backoff = Backoff::new(Duration::from_secs(1), RENEW_INTERVAL);
 /// How long a renewal may wait for its answers (kubelet's heartbeat client timeout).

@@ -216,7 +216,7 @@ impl NodeSync {
         let existing =
             node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
         if self.context.node.borrow().as_ref() != Some(&identity) {
-            info!(uid = %identity.uid, "the Node is registered");
+            info!(node.uid = %identity.uid, "the Node is registered");
         }
         if !existing.is_empty() {
             self.conditions = Conditions::adopt(existing);

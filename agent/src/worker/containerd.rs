@@ -4,7 +4,7 @@
 mod prefetch;
 mod sandbox;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,11 +21,9 @@ use outpost_core::pod_worker::{
 
 pub use self::prefetch::Prefetched;
 use self::sandbox::Sandbox;
-pub use self::sandbox::remove_orphans;
 use super::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
 use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
-use crate::metrics::counted::Metrics;
 use crate::objects::Objects;
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::{Driver, PodCgroups};
@@ -33,10 +31,10 @@ use crate::runtime::cni::Cni;
 use crate::runtime::container::{
     self, LABEL_CONTAINER_NAME, LABEL_EXIT_CODE, LABEL_FINISHED_AT, LABEL_GRACE_PERIOD, LABEL_HASH,
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_REASON, LABEL_RESTART_COUNT,
-    LABEL_STARTED_AT, Listed, ShimGrouping,
+    LABEL_STARTED_AT, Listed,
 };
 use crate::runtime::container_files;
-use crate::runtime::events::timestamp;
+use crate::runtime::events::{self, TaskEvent, timestamp};
 use crate::runtime::exec::{self, ExecOutput, Execs};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
@@ -45,6 +43,7 @@ use crate::runtime::logs;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
 use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
 use crate::runtime::termination;
+use crate::worker::metrics::Metrics;
 
 /// What the runtime is configured with.
 #[derive(Debug, Clone)]
@@ -80,7 +79,7 @@ pub struct Settings {
     /// under it.
     pub cgroups: std::sync::Arc<PodCgroups>,
     /// Which containers share a runc shim.
-    pub shim_grouping: ShimGrouping,
+    pub shim_grouping: crate::config::ShimGrouping,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -170,7 +169,9 @@ impl PodRuntime for Pods {
         let log_dir = logs::pod_log_dir(&self.settings.pod_log_dir, &namespace, &name, uid)
             .join(&container.name);
         let container = container.clone();
+        let span = tracing::Span::current();
         let read = tokio::task::spawn_blocking(move || {
+            let _pod = span.enter();
             let pod = format!("{namespace}/{name}");
             let exited = termination::Exited {
                 container: &container,
@@ -346,6 +347,14 @@ impl PodRuntime for Pods {
     async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
         let listed = container::list(&self.containerd).await?;
         Ok(listed.into_iter().filter_map(found).collect())
+    }
+
+    async fn watch_events(&self, deliver: impl FnMut(TaskEvent) -> bool + Send) {
+        events::watch(self.containerd.clone(), deliver).await;
+    }
+
+    async fn remove_orphans(&self, owned: &HashSet<String>) {
+        sandbox::remove_orphans(self, owned).await;
     }
 }
 

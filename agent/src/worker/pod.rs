@@ -76,8 +76,14 @@ impl<R: PodRuntime> PodWorker<R> {
     /// the agent leaves; hands the inbox back (messages may have arrived meanwhile).
     pub(super) async fn run(mut self, mut inbox: Inbox) -> Inbox {
         let name = self.core.name().clone();
-        let span =
-            tracing::info_span!("pod", pod.namespace = %name.namespace, pod.name = %name.name);
+        // The pod's UID is recorded once a desired pod (or an adopted one) gives it; one
+        // worker serves a full name, so a replaced pod's lines carry the new UID from then.
+        let span = tracing::info_span!(
+            "pod",
+            pod.namespace = %name.namespace,
+            pod.name = %name.name,
+            pod.uid = tracing::field::Empty
+        );
         async move {
             let mut wake_at: Option<std::time::Instant> = None;
             loop {
@@ -130,6 +136,7 @@ impl<R: PodRuntime> PodWorker<R> {
             wake = Some(step.wake);
         }
         if let Some((uid, status)) = self.core.status(Timestamp::now()) {
+            tracing::Span::current().record("pod.uid", uid);
             self.shared.statuses.set(uid, status);
         }
         wake

@@ -1,7 +1,10 @@
-//! The seam between a pod worker and the container runtime: what the executor asks of
-//! it. [`crate::worker::containerd::Pods`] is the real thing (containerd, CNI, the pod's
-//! namespaces and files); the unit tests drive the executor with a recording fake.
+//! The seam between the pod workers and the container runtime: what each worker's
+//! executor asks of it, and what the dispatcher does (adoption, containerd's task events,
+//! the orphans' sandboxes). [`crate::worker::containerd::Pods`] is the real thing
+//! (containerd, CNI, the pod's namespaces and files); the unit tests drive the executor
+//! and the dispatcher with a recording fake.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -12,6 +15,7 @@ use outpost_core::pod::FullName;
 use outpost_core::pod_worker::{Found, SandboxProblem, StartFailure, StopSignal, Terminated};
 
 use crate::runtime::container;
+use crate::runtime::events::TaskEvent;
 use crate::runtime::exec::{self, ExecOutput};
 
 /// A container to create: which pod, sandbox, spec and image, which run of it.
@@ -59,7 +63,7 @@ pub enum TaskState {
     Missing,
 }
 
-/// What a pod worker needs of the container runtime. Every call names its pod or
+/// What the pod workers need of the container runtime. Every call names its pod or
 /// container; failures that the worker only logs come back as [`container::Error`].
 pub trait PodRuntime: Send + Sync + 'static {
     /// What the pod's containers join (namespaces, network, files).
@@ -155,4 +159,15 @@ pub trait PodRuntime: Send + Sync + 'static {
     /// Every container an earlier run left, by pod full name (for adoption).
     fn list(&self)
     -> impl Future<Output = Result<Vec<(FullName, Found)>, container::Error>> + Send;
+
+    /// Delivers the runtime's task events (exits, OOM kills, and a resync after each
+    /// resubscription but the first) to `deliver` until it returns false.
+    fn watch_events(
+        &self,
+        deliver: impl FnMut(TaskEvent) -> bool + Send,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Removes the sandboxes (namespaces, files, cgroups, network) of every pod whose UID
+    /// is not in `owned` (M9's orphans).
+    fn remove_orphans(&self, owned: &HashSet<String>) -> impl Future<Output = ()> + Send;
 }

@@ -1,6 +1,7 @@
 //! `/containerLogs`: kubelet's parameters on hand-written CRI files of a dry-run agent's
 //! pod, following (and stopping when the client goes away), and a real pod's output.
 
+use outpost_tests::needs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -135,11 +136,8 @@ fn following_container_logs_streams_until_the_client_goes_away() {
     assert_eq!(agent.get("/containerLogs/default/web-edge-1/main?tailLines=1").1, "restarted\n");
 }
 
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn container_logs_of_a_real_pod_follow_its_output() {
     let node = Node::new();
     let agent = node.start();
@@ -174,11 +172,8 @@ fn container_logs_of_a_real_pod_follow_its_output() {
 /// on every exit, never removes the run the status still names. Both reads are polled
 /// as fast as they answer, through restarts 1 to 4 and the back-offs between them, and
 /// each must answer 200 with one run's line.
+#[needs(pods)]
 #[test]
-#[cfg_attr(
-    not(outpost_has_pods),
-    ignore = "needs root, the test containerd and the CNI plugins: cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET"
-)]
 fn previous_follows_the_status_through_a_crash_loop() {
     let node = Node::new();
     let agent = node.start();

@@ -21,7 +21,7 @@ pub(super) enum Rule {
     IgnoredWarning(&'static str),
     /// Refused when set: why, and what to do.
     Refused(&'static str),
-    /// Decided by its value (and the node); the class is the README's.
+    /// Decided by its value (and the node); the class is the book's.
     Check(Class, CheckFn),
     /// A reference to an API object (ConfigMap, Secret, service-account token): honoured
     /// for pods from the API server, refused for static pods (V2).

@@ -112,6 +112,11 @@ impl Signal {
     pub fn is_memory(self) -> bool {
         self.resource() == Resource::Memory
     }
+
+    /// Whether it measures nodefs or imagefs (bytes or inodes).
+    pub fn is_disk(self) -> bool {
+        matches!(self.resource(), Resource::EphemeralStorage | Resource::Inodes)
+    }
 }
 
 impl fmt::Display for Signal {
@@ -158,4 +163,26 @@ impl Observations {
     pub fn iter(&self) -> impl Iterator<Item = (Signal, Observation)> + '_ {
         self.0.iter().copied()
     }
+}
+
+/// A memory cgroup as the kernel's usage thresholds need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memcg {
+    /// What its usage file counts, bytes.
+    pub usage: u64,
+    /// The inactive file cache within it (usage less working set), bytes.
+    pub inactive: u64,
+    /// Its capacity: `MemTotal` for the root, the limit for the pods cgroup.
+    pub capacity: u64,
+}
+
+/// One reading of the machine: the signals, and the memory cgroups behind them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub observations: Observations,
+    /// The root memory cgroup (v1 only: v2's root has no usage file).
+    pub root: Option<Memcg>,
+    /// The pods cgroup, when it exists and is limited (node allocatable is enforced on
+    /// pods).
+    pub pods: Option<Memcg>,
 }

@@ -14,8 +14,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use k8s_openapi::jiff::SignedDuration;
-
 use super::signal::Signal;
 use crate::quantity::Quantity;
 
@@ -204,7 +202,7 @@ impl Config {
         }
         let pressure_transition_period = match &settings.pressure_transition_period {
             None => DEFAULT_PRESSURE_TRANSITION_PERIOD,
-            Some(raw) => parse_duration(raw).ok_or_else(|| Error::Period {
+            Some(raw) => crate::duration::parse(raw).ok_or_else(|| Error::Period {
                 field: Field::PressureTransitionPeriod,
                 value: raw.clone(),
             })?,
@@ -323,7 +321,7 @@ fn statements(field: Field, map: &BTreeMap<String, String>) -> Result<Vec<Thresh
 }
 
 fn grace_period(signal: Signal, raw: &str) -> Result<Option<Duration>, Error> {
-    let period = if raw.trim() == "0" { Some(Duration::ZERO) } else { parse_duration(raw) };
+    let period = crate::duration::parse(raw);
     period.map(Some).ok_or_else(|| Error::Duration {
         field: Field::SoftGracePeriod,
         signal,
@@ -349,10 +347,4 @@ fn min_reclaim(signal: Signal, raw: &str) -> Result<Option<ThresholdValue>, Erro
             Ok(Some(ThresholdValue::Quantity(value)))
         }
     }
-}
-
-/// A non-negative duration in Go's syntax ("1m30s", "90s", "500ms") or ISO 8601.
-pub fn parse_duration(raw: &str) -> Option<Duration> {
-    let parsed: SignedDuration = raw.trim().parse().ok()?;
-    Duration::try_from(parsed).ok()
 }

@@ -23,13 +23,12 @@ use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Settings};
+use crate::host;
 use crate::logging::LogLevel;
-use crate::metrics::counted;
 use crate::objects::Objects;
 use crate::permissions;
 use crate::podconfig::{self, Batch, SnapshotHandle};
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
-use crate::runtime::host;
 use crate::runtime::managed::Choice;
 use crate::source::api::ApiSource;
 use crate::source::file::{self, FileSource};
@@ -75,7 +74,7 @@ pub(super) async fn build(
 ) -> Result<Agent, Error> {
     let mut config = Config::resolve(settings)?;
     // The node's address: given, or the default route's interface's, looked up once.
-    config.node_ip = config.node_ip.or_else(host::default_address);
+    config.node_ip = config.node_ip.or_else(host::address::default_address);
     info!(node = %config.node_name, manifests = %config.manifest_dir.display(), dry_run, "starting");
     if !dry_run {
         let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
@@ -89,12 +88,12 @@ pub(super) async fn build(
     let mut registry = Registry::default();
     let outpost = registry.sub_registry_with_prefix("outpost");
     let checkpoints = Checkpoints::new(&config.state_dir)
-        .with_metrics(counted::CheckpointWrites::register(outpost));
-    let manifests = counted::SourceMetrics::register(outpost);
-    let merge_metrics = counted::Merge::register(outpost);
-    let worker_metrics = counted::Metrics::register(outpost);
-    let image_metrics = counted::ImageImports::register(outpost);
-    let gc_metrics = crate::metrics::gc::GarbageCollection::register(outpost);
+        .with_metrics(crate::checkpoint::metrics::CheckpointWrites::register(outpost));
+    let manifests = crate::source::metrics::SourceMetrics::register(outpost);
+    let merge_metrics = crate::podconfig::metrics::Merge::register(outpost);
+    let worker_metrics = crate::worker::metrics::Metrics::register(outpost);
+    let image_metrics = crate::runtime::image::metrics::ImageImports::register(outpost);
+    let gc_metrics = crate::gc::metrics::GarbageCollection::register(outpost);
 
     let events = Recorder::default();
     // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
@@ -161,7 +160,7 @@ pub(super) async fn build(
     let (evict, evictions) = tokio::sync::mpsc::unbounded_channel();
     // The node's pressure conditions, as the eviction manager holds them.
     let (pressure, pressure_seen) = tokio::sync::watch::channel(Pressure::default());
-    let eviction_metrics = counted::Evictions::register(outpost);
+    let eviction_metrics = crate::eviction::metrics::Evictions::register(outpost);
     // Ephemeral-storage limits evict through the same path (G1).
     let storage_evictions = evict.clone();
     // The garbage collector: the eviction manager may ask it to collect images now

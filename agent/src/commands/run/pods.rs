@@ -19,13 +19,13 @@ use crate::apiserver::Recorder;
 use crate::config::Config;
 use crate::error_chain::describe;
 use crate::eviction;
+use crate::gc::metrics::GarbageCollection;
 use crate::gc::{self, Collector};
-use crate::metrics::counted;
-use crate::metrics::counted::{ImageImports, Metrics};
-use crate::metrics::gc::GarbageCollection;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::podconfig::SnapshotHandle;
+use crate::runtime::image::metrics::ImageImports;
+use crate::worker::metrics::Metrics;
 
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
 use crate::runtime::cni::{Cni, CniConfig};
@@ -77,8 +77,11 @@ fn eviction_options(
 /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
 pub(super) fn containerd_choice(config: &Config) -> (Choice, PathBuf) {
     let binary = managed::find_binary();
-    let choice =
-        managed::choose(config.containerd, config.containerd_socket.exists(), binary.is_some());
+    let choice = managed::choose(
+        config.containerd.choice(),
+        config.containerd_socket.exists(),
+        binary.is_some(),
+    );
     // Without a binary, starting it fails with the error that says so.
     (choice, binary.unwrap_or_else(|| PathBuf::from("containerd")))
 }
@@ -126,7 +129,7 @@ pub(super) struct RuntimeHandles {
 pub(super) struct EvictionHandles {
     pub(super) evict: mpsc::UnboundedSender<worker::Eviction>,
     pub(super) pressure: tokio::sync::watch::Sender<Pressure>,
-    pub(super) metrics: counted::Evictions,
+    pub(super) metrics: crate::eviction::metrics::Evictions,
     pub(super) snapshot: SnapshotHandle,
     /// Asked to collect containers and images on disk pressure, before pods are evicted.
     pub(super) gc: gc::Handle,
@@ -328,7 +331,7 @@ async fn run_pods(
         handles.gc.handle,
     );
     let collector = tokio::spawn(collector.run());
-    let storage = gc::storage::Monitor {
+    let storage = eviction::storage::Monitor {
         containerd: containerd.clone(),
         pods_dir: config.state_dir.join("pods"),
         pod_log_dir: config.pod_log_dir.clone(),

@@ -18,9 +18,7 @@ fn kubelets_defaults() {
 
 #[test]
 fn flags_are_kubelets() {
-    let settings = <crate::cli::Cli as clap::Parser>::try_parse_from([
-        "outpost",
-        "run",
+    let settings = crate::config::tests::parse_flags(&[
         "--maximum-dead-containers-per-container",
         "2",
         "--maximum-dead-containers=-1",
@@ -35,10 +33,6 @@ fn flags_are_kubelets() {
         "--image-maximum-gc-age",
         "24h",
     ]);
-    let settings = match settings.map(|cli| cli.command) {
-        Ok(crate::cli::Command::Run(run)) => run.settings.clone(),
-        other => panic!("{other:?}"),
-    };
     let config = Config::resolve(Settings { node_name: Some("n".into()), ..settings }).unwrap().gc;
     assert_eq!(config.containers.max_per_pod_container, 2);
     assert_eq!(config.containers.max_containers, -1);

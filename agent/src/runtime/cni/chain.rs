@@ -120,7 +120,7 @@ impl Cni {
             }
         })?;
         let stdin = serde_json::to_vec(stdin).unwrap_or_default();
-        tracing::debug!(plugin = plugin.kind, command = %call.command, pod, "running CNI plugin");
+        tracing::debug!(plugin = plugin.kind, command = %call.command, "running CNI plugin for {pod}");
         let output =
             exec::run(&binary, call.env(), stdin, PLUGIN_TIMEOUT).await.map_err(|source| {
                 Error::PluginRun {

@@ -32,8 +32,8 @@ use tokio::time::Instant;
 use self::record::{Record, Stamp, tarball_name};
 use super::import;
 use crate::error_chain::describe;
-use crate::metrics::counted::ImageImports;
 use crate::runtime::Containerd;
+use crate::runtime::image::metrics::ImageImports;
 
 /// inotify's read buffer: room for many events with long names.
 const EVENT_BUFFER: usize = 64 << 10;

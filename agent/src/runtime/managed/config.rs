@@ -19,39 +19,18 @@ pub(super) struct Layout<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NotUtf8<'a>(pub &'a Path);
 
+/// The config template (`containerd.toml`), shared with `cargo xtask containerd start`:
+/// `{root}`, `{state}`, `{socket}`, `{ttrpc}` and `{opt}` stand for TOML strings.
+const TEMPLATE: &str = include_str!("containerd.toml");
+
 /// The config file's text.
 pub(super) fn render(layout: Layout<'_>) -> Result<String, NotUtf8<'_>> {
-    Ok(format!(
-        r#"# Written by outpost at each start of its managed containerd; edits are lost.
-version = 2
-root = {root}
-state = {state}
-# Outpost uses containerd's own API, not CRI.
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-
-[grpc]
-  address = {socket}
-
-[ttrpc]
-  address = {ttrpc}
-
-[debug]
-  # No debug socket.
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = {opt}
-"#,
-        root = toml_path(layout.root)?,
-        state = toml_path(layout.state)?,
-        socket = toml_path(layout.socket)?,
-        ttrpc = toml_path(layout.ttrpc_socket)?,
-        opt = toml_path(layout.opt)?,
-    ))
+    Ok(TEMPLATE
+        .replace("{root}", &toml_path(layout.root)?)
+        .replace("{state}", &toml_path(layout.state)?)
+        .replace("{socket}", &toml_path(layout.socket)?)
+        .replace("{ttrpc}", &toml_path(layout.ttrpc_socket)?)
+        .replace("{opt}", &toml_path(layout.opt)?))
 }
 
 fn toml_path(path: &Path) -> Result<String, NotUtf8<'_>> {

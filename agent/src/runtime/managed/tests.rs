@@ -8,26 +8,26 @@ use super::*;
 #[test]
 fn auto_prefers_a_running_containerd_then_an_installed_one() {
     use Choice::{External, Managed};
-    // (mode, socket exists, binary found) → choice; every combination.
+    // (wanted, socket exists, binary found) → choice; every combination.
     let table = [
-        (Mode::Auto, true, true, External),
-        (Mode::Auto, true, false, External),
-        (Mode::Auto, false, true, Managed),
-        (Mode::Auto, false, false, External),
-        (Mode::Managed, true, true, Managed),
-        (Mode::Managed, true, false, Managed),
-        (Mode::Managed, false, true, Managed),
-        (Mode::Managed, false, false, Managed),
-        (Mode::External, true, true, External),
-        (Mode::External, true, false, External),
-        (Mode::External, false, true, External),
-        (Mode::External, false, false, External),
+        (None, true, true, External),
+        (None, true, false, External),
+        (None, false, true, Managed),
+        (None, false, false, External),
+        (Some(Managed), true, true, Managed),
+        (Some(Managed), true, false, Managed),
+        (Some(Managed), false, true, Managed),
+        (Some(Managed), false, false, Managed),
+        (Some(External), true, true, External),
+        (Some(External), true, false, External),
+        (Some(External), false, true, External),
+        (Some(External), false, false, External),
     ];
-    for (mode, socket, binary, expected) in table {
+    for (wanted, socket, binary, expected) in table {
         assert_eq!(
-            choose(mode, socket, binary),
+            choose(wanted, socket, binary),
             expected,
-            "{mode:?} socket={socket} binary={binary}"
+            "{wanted:?} socket={socket} binary={binary}"
         );
     }
 }
@@ -73,6 +73,8 @@ fn config_disables_cri_and_listens_only_on_its_own_sockets() {
     }
     // The debug socket and the metrics listener are off.
     assert_eq!(text.matches(r#"address = """#).count(), 2, "{text}");
+    // Every placeholder of the template (shared with the tests' containerd) is filled.
+    assert!(!text.contains('{'), "{text}");
 }
 
 #[test]

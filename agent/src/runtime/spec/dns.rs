@@ -156,7 +156,7 @@ fn fit_limits(resolver: &mut Resolver, at: &Subject) {
     if resolver.nameservers.len() > MAX_NAMESERVERS {
         resolver.nameservers.truncate(MAX_NAMESERVERS);
         tracing::warn!(
-            pod = %at.pod,
+            pod.namespace = at.namespace(), pod.name = at.name(),
             applied = %resolver.nameservers.join(" "),
             "nameserver limits were exceeded, some nameservers have been omitted"
         );
@@ -172,7 +172,7 @@ fn fit_limits(resolver: &mut Resolver, at: &Subject) {
     }
     if searches.len() < before {
         tracing::warn!(
-            pod = %at.pod,
+            pod.namespace = at.namespace(), pod.name = at.name(),
             applied = %searches.join(" "),
             "search line limits were exceeded, some search paths have been omitted"
         );

@@ -42,7 +42,7 @@ pub(super) fn read_or_empty(at: &Subject, path: &Path) -> Result<String> {
     match fs::read_to_string(path) {
         Ok(text) => Ok(text),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            tracing::warn!(pod = %at.pod, path = %path.display(), "file not found, using an empty one");
+            tracing::warn!(pod.namespace = at.namespace(), pod.name = at.name(), path = %path.display(), "file not found, using an empty one");
             Ok(String::new())
         }
         Err(source) => Err(io_error(at, "read", path)(source)),

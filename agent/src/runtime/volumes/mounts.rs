@@ -63,7 +63,7 @@ fn tmpfs(at: &Subject, volume: &str, dir: &Path, options: &str) -> Result<()> {
     nix::mount::mount(Some("tmpfs"), dir, Some("tmpfs"), flags, Some(options)).map_err(
         |source| Error::Mount { operation: "mount a tmpfs on", path: dir.to_path_buf(), source },
     )?;
-    tracing::info!(pod = %at.pod, volume, path = %dir.display(), %options, "mounted volume tmpfs");
+    tracing::info!(pod.namespace = at.namespace(), pod.name = at.name(), volume, path = %dir.display(), %options, "mounted volume tmpfs");
     Ok(())
 }
 
@@ -81,7 +81,7 @@ pub(super) fn dev_shm(at: &Subject, dir: &Path) -> Result<()> {
             path: dir.to_path_buf(),
             source,
         })?;
-    tracing::debug!(pod = %at.pod, path = %dir.display(), "mounted the pod's /dev/shm");
+    tracing::debug!(pod.namespace = at.namespace(), pod.name = at.name(), path = %dir.display(), "mounted the pod's /dev/shm");
     Ok(())
 }
 

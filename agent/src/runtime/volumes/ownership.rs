@@ -36,7 +36,7 @@ pub(super) fn set(
     access: Access,
 ) -> Result<()> {
     if policy == Some("OnRootMismatch") && !root_mismatch(dir, fs_group) {
-        tracing::debug!(pod = %at.pod, dir = %dir.display(), fs_group, "volume ownership already matches");
+        tracing::debug!(pod.namespace = at.namespace(), pod.name = at.name(), dir = %dir.display(), fs_group, "volume ownership already matches");
         return Ok(());
     }
     walk(at, dir, fs_group, access)

@@ -31,7 +31,7 @@ impl FileSource {
                 pods = ?names,
                 sha256 = sha256.as_deref(),
                 pid,
-                uid = writer.uid,
+                writer.uid = writer.uid,
                 writer = %writer.summary,
                 "manifest {action}"
             ),
@@ -40,7 +40,7 @@ impl FileSource {
                 %action,
                 sha256 = sha256.as_deref(),
                 pid,
-                uid = writer.uid,
+                writer.uid = writer.uid,
                 writer = %writer.summary,
                 "manifest rejected; its last good pods (if any) keep running:\n{report}"
             ),

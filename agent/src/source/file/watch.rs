@@ -45,24 +45,10 @@ use std::path::{Path, PathBuf};
 
 use tracing::info;
 
-/// Which backend to use (`--watcher`, a setting, hence defined with the others).
-pub use crate::config::Preference;
-
-/// The kernel interface a [`Watcher`] uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Fanotify,
-    Inotify,
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Fanotify => "fanotify",
-            Backend::Inotify => "inotify",
-        })
-    }
-}
+/// Which backend to use (`--watcher`), and the kernel interface a [`Watcher`] uses: both
+/// settings-level names (the audit and the metrics name the backend too), defined with
+/// the other settings.
+pub use crate::config::{Backend, Preference};
 
 /// What a watch on a directory reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

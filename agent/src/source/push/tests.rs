@@ -190,7 +190,7 @@ fn config(dir: &std::path::Path) -> Config {
     Config {
         node_name: NODE.into(),
         checkpoints: Checkpoints::new(dir),
-        metrics: crate::metrics::counted::SourceMetrics::default(),
+        metrics: crate::source::metrics::SourceMetrics::default(),
     }
 }
 

@@ -11,7 +11,7 @@ use outpost_core::probe::{Handler, Hook, Outcome, ProbeKind};
 use tracing::Instrument as _;
 
 use super::PodWorker;
-use crate::metrics::counted::ProbeLabels;
+use crate::worker::metrics::ProbeLabels;
 use crate::worker::pod_runtime::PodRuntime;
 
 /// A postStart hook has no time limit of its own (kubelet's has none); it is abandoned

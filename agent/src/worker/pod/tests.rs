@@ -3,274 +3,31 @@
 //! assert on the fake's call log (in order), the status published to the
 //! [`StatusStore`], the Events recorded, the routes of task events and the worker's end.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod, PodCondition,
-    PodStatus,
+    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::pod::{FullName, Source};
 use outpost_core::pod_worker::testing::pod;
-use outpost_core::pod_worker::{
-    self, Desired, Found, FoundTask, SandboxProblem, SandboxReason, StartFailure, StopSignal,
-    Terminated, WaitingReason, container_hash,
-};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::{JoinHandle, JoinSet};
+use outpost_core::pod_worker::{self, Desired, Found};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::PodWorker;
-use crate::apiserver::Recorder;
 use crate::ebpf;
 use crate::ebpf::records::{KernelEvent, Task};
-use crate::metrics::counted::Metrics;
-use crate::runtime::container;
 use crate::runtime::events::TaskEvent;
-use crate::runtime::exec::{self, ExecOutput};
-use crate::status::StatusStore;
-use crate::worker::pod_runtime::{Created, NewContainer, PodRuntime, SetUp, TaskState};
-use crate::worker::probe::Prober;
-use crate::worker::{Inbox, Message, Outbox, Routes, Shared, Workers, adoptable, resync};
+use crate::worker::fake::{Fake, first_container, found_running, pass, settle, shared};
+use crate::worker::pod_runtime::TaskState;
+use crate::worker::{Inbox, Message, Outbox, Shared};
 
 const MS: Duration = Duration::from_millis(1);
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
-}
-
-fn pod_ip() -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))
-}
-
-// ---------------------------------------------------------------------------------------
-// The fake runtime
-
-/// A [`PodRuntime`] that records every call as a line ("create c#0", "kill c1 TERM") and
-/// answers as scripted. Container ids are c1, c2, … in creation order.
-#[derive(Debug, Default)]
-struct Fake(Mutex<FakeState>);
-
-#[derive(Debug, Default)]
-struct FakeState {
-    log: Vec<String>,
-    ids: u32,
-    /// Sandbox set-ups still to fail.
-    sandbox_failures: u32,
-    /// Pulls still to fail, by image.
-    pull_failures: HashMap<String, u32>,
-    /// Starts still to fail.
-    start_failures: u32,
-    /// Removals still to fail as if containerd were unreachable.
-    unreachable_removals: u32,
-    /// What `task()` answers, by container id (Running when not scripted).
-    tasks: HashMap<String, TaskState>,
-    /// Calls that wait until their gate is opened (by log line).
-    holds: HashMap<String, Arc<Semaphore>>,
-    /// What `list()` answers.
-    found: Vec<(FullName, Found)>,
-    /// The workers' routes: a start checks that the container's events are routed.
-    routes: Option<Routes>,
-    /// What `exec` answers, by command (joined with spaces): exit codes in turn, then 0.
-    exec_results: HashMap<String, std::collections::VecDeque<i32>>,
-    /// What `termination_message` answers, by container id.
-    termination_messages: HashMap<String, String>,
-}
-
-impl Fake {
-    fn state(&self) -> MutexGuard<'_, FakeState> {
-        self.0.lock().unwrap()
-    }
-
-    /// Logs the call; waits while it is held.
-    async fn call(&self, line: String) {
-        let gate = {
-            let mut state = self.state();
-            let gate = state.holds.get(&line).cloned();
-            state.log.push(line);
-            gate
-        };
-        if let Some(gate) = gate {
-            let _ = gate.acquire().await;
-        }
-    }
-
-    /// Holds the call logged as `line` until [`Gate::open`].
-    fn hold(&self, line: &str) -> Gate {
-        let gate = Arc::new(Semaphore::new(0));
-        self.state().holds.insert(line.to_owned(), gate.clone());
-        Gate(gate)
-    }
-
-    fn set_task(&self, id: &str, task: TaskState) {
-        self.state().tasks.insert(id.to_owned(), task);
-    }
-}
-
-#[derive(Debug)]
-struct Gate(Arc<Semaphore>);
-
-impl Gate {
-    fn open(&self) {
-        self.0.close();
-    }
-}
-
-fn signal(signal: StopSignal) -> &'static str {
-    match signal {
-        StopSignal::Term => "TERM",
-        StopSignal::Kill => "KILL",
-    }
-}
-
-impl PodRuntime for Fake {
-    /// The pod UID it was set up for.
-    type Sandbox = String;
-    /// The image reference.
-    type Image = String;
-
-    async fn set_up_sandbox(&self, pod: &Pod) -> Result<SetUp<String>, SandboxProblem> {
-        let uid = outpost_core::pod::uid(pod).to_owned();
-        self.call(format!("set_up_sandbox {uid}")).await;
-        let mut state = self.state();
-        if state.sandbox_failures > 0 {
-            state.sandbox_failures -= 1;
-            return Err(SandboxProblem {
-                reason: SandboxReason::NetworkNotReady,
-                message: "cni: no route".into(),
-            });
-        }
-        Ok(SetUp { sandbox: uid, ips: vec![pod_ip()], fresh: true })
-    }
-
-    async fn refresh_volumes(&self, pod: &Pod) {
-        self.call(format!("refresh_volumes {}", outpost_core::pod::uid(pod))).await;
-    }
-
-    async fn release_volumes(&self, uid: &str) {
-        self.call(format!("release_volumes {uid}")).await;
-    }
-
-    async fn tear_down_sandbox(&self, uid: &str) {
-        self.call(format!("tear_down {uid}")).await;
-    }
-
-    async fn ensure_image(
-        &self,
-        _pod: &Pod,
-        container: &Container,
-    ) -> Result<String, StartFailure> {
-        let image = container.image.clone().unwrap_or_default();
-        self.call(format!("ensure_image {image}")).await;
-        let mut state = self.state();
-        if let Some(failures) = state.pull_failures.get_mut(&image).filter(|n| **n > 0) {
-            *failures -= 1;
-            return Err(StartFailure::new(
-                WaitingReason::ErrImagePull,
-                "registry unreachable".into(),
-            ));
-        }
-        Ok(image)
-    }
-
-    async fn create_container(
-        &self,
-        new: NewContainer<'_, String, String>,
-    ) -> Result<Created, StartFailure> {
-        let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
-        assert_eq!(sandbox, outpost_core::pod::uid(pod), "the pod's own sandbox");
-        assert_eq!(Some(image), container.image.as_ref());
-        assert_eq!(hash, container_hash(container));
-        self.call(format!("create {}#{restart_count}", container.name)).await;
-        let mut state = self.state();
-        state.ids += 1;
-        Ok(Created {
-            id: format!("c{}", state.ids),
-            image_id: format!("sha256:{image}"),
-            started_at: Timestamp::now(),
-        })
-    }
-
-    async fn termination_message(
-        &self,
-        _pod: &Pod,
-        _container: &Container,
-        id: &str,
-        _exit_code: i32,
-    ) -> Option<String> {
-        self.state().termination_messages.get(id).cloned()
-    }
-
-    async fn start_container(&self, id: &str) -> Result<(), StartFailure> {
-        let routed = self.state().routes.as_ref().is_some_and(|r| r.get(id).is_some());
-        let unrouted = if routed { "" } else { " UNROUTED" };
-        self.call(format!("start {id}{unrouted}")).await;
-        let mut state = self.state();
-        if state.start_failures > 0 {
-            state.start_failures -= 1;
-            return Err(StartFailure::new(
-                WaitingReason::RunContainerError,
-                "exec format error".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    async fn kill(&self, id: &str, s: StopSignal) -> Result<(), container::Error> {
-        self.call(format!("kill {id} {}", signal(s))).await;
-        Ok(())
-    }
-
-    async fn task(&self, id: &str) -> Result<TaskState, container::Error> {
-        self.call(format!("task {id}")).await;
-        Ok(self.state().tasks.get(id).copied().unwrap_or(TaskState::Running))
-    }
-
-    async fn delete_task(&self, id: &str, wait: bool) -> Result<(), container::Error> {
-        self.call(format!("delete_task {id}{}", if wait { " wait" } else { "" })).await;
-        Ok(())
-    }
-
-    async fn record_exit(&self, id: &str, t: &Terminated) -> Result<(), container::Error> {
-        self.call(format!("record_exit {id} {}", t.reason.as_str())).await;
-        Ok(())
-    }
-
-    async fn remove_container(&self, id: &str) -> Result<(), container::Error> {
-        self.call(format!("remove {id}")).await;
-        let mut state = self.state();
-        if state.unreachable_removals > 0 {
-            state.unreachable_removals -= 1;
-            let source = tonic::Status::unavailable("connection refused");
-            return Err(container::Error::Containerd { id: id.into(), step: "removing", source });
-        }
-        Ok(())
-    }
-
-    async fn exec(
-        &self,
-        id: &str,
-        command: &[String],
-        _timeout: Duration,
-    ) -> Result<ExecOutput, exec::Error> {
-        let command = command.join(" ");
-        self.call(format!("exec {id} {command}")).await;
-        let exit_code = self
-            .state()
-            .exec_results
-            .get_mut(&command)
-            .and_then(std::collections::VecDeque::pop_front)
-            .unwrap_or(0);
-        Ok(ExecOutput { exit_code, output: format!("exit {exit_code}").into_bytes() })
-    }
-
-    async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
-        self.call("list".into()).await;
-        Ok(self.state().found.clone())
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -298,41 +55,6 @@ fn desired(p: &Pod) -> Message {
 
 // ---------------------------------------------------------------------------------------
 // The harness
-
-/// Lets every task that can run, run (the fake never waits unless held): yields leave
-/// tokio's paused clock where it is.
-async fn settle() {
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Lets `d` pass on the paused clock, everything running meanwhile.
-async fn pass(d: Duration) {
-    tokio::time::sleep(d).await;
-    settle().await;
-}
-
-/// What the workers share, on a fake runtime.
-fn shared() -> Arc<Shared<Fake>> {
-    let settings = pod_worker::Settings {
-        crash_loop: CrashLoopConfig::default(),
-        host_ip: Some(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))),
-        seed: 7,
-        facts: Arc::default(),
-    };
-    let shared = Arc::new(Shared::with_runtime(
-        Fake::default(),
-        settings,
-        StatusStore::default(),
-        Recorder::default(),
-        Metrics::default(),
-        ebpf::Handle::default(),
-        Prober::new().expect("the probes' HTTP client"),
-    ));
-    shared.runtime.state().routes = Some(shared.routes.clone());
-    shared
-}
 
 /// One `default/web` worker on a fake runtime.
 struct Harness {
@@ -620,28 +342,6 @@ async fn an_exit_restarts_at_once_then_the_crash_loop_waits() {
     assert!(h.calls().is_empty());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_resync_finds_an_exit_that_was_missed() {
-    let h = Harness::new();
-    let p = web();
-    h.running(&p).await;
-    h.fake().set_task("c1", TaskState::Exited { exit_status: 3, exited_at: None });
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let workers = HashMap::from([
-        (name(), h.outbox.clone()),
-        (FullName { namespace: "default".into(), name: "other".into() }, tx),
-    ]);
-    resync(&h.shared, &workers);
-    settle().await;
-    assert!(matches!(rx.try_recv(), Ok(Message::Task(TaskEvent::Resync))), "to every worker");
-    assert_eq!(
-        h.calls(),
-        ["task c1", "delete_task c1", "ensure_image img:1", "create c#1", "start c2"]
-    );
-    assert_eq!(h.last_terminated(&p, "c").exit_code, 3);
-    assert_eq!(h.container(&p, "c").restart_count, 1);
-}
-
 // ---------------------------------------------------------------------------------------
 // Image pulls and the sandbox
 
@@ -787,24 +487,6 @@ async fn m10_a_new_uid_under_the_name_starts_after_the_old_pod_is_gone() {
 // ---------------------------------------------------------------------------------------
 // Adoption
 
-fn found_running(id: &str, uid: &str, container: &Container, restart_count: u32) -> Found {
-    Found {
-        id: id.into(),
-        pod_uid: Some(uid.into()),
-        container: Some(container.name.clone()),
-        restart_count,
-        hash: Some(container_hash(container)),
-        started_at: Some(Timestamp::from_second(1_700_000_000).unwrap()),
-        grace: Some(secs(30)),
-        task: FoundTask::Running,
-        recorded_exit: outpost_core::pod_worker::RecordedExit::default(),
-    }
-}
-
-fn first_container(p: &Pod) -> Container {
-    p.spec.as_ref().unwrap().containers[0].clone()
-}
-
 #[tokio::test(start_paused = true)]
 async fn adopts_running_containers_without_starting_them() {
     let p = web();
@@ -821,22 +503,6 @@ async fn adopts_running_containers_without_starting_them() {
     h.exit("old-c", 1).await;
     assert_eq!(h.calls(), ["delete_task old-c", "ensure_image img:1", "create c#4", "start c1"]);
     assert_eq!(h.container(&p, "c").restart_count, 4);
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_dispatcher_groups_what_an_earlier_run_left_by_pod() {
-    let fake = Fake::default();
-    let c = first_container(&web());
-    let other = FullName { namespace: "kube-system".into(), name: "dns".into() };
-    fake.state().found = vec![
-        (name(), found_running("a", "u1", &c, 0)),
-        (other.clone(), found_running("b", "u9", &c, 0)),
-        (name(), found_running("c", "u1", &c, 1)),
-    ];
-    let by_pod = adoptable(&fake).await;
-    let ids = |n: &FullName| by_pod[n].iter().map(|f| f.id.as_str()).collect::<Vec<_>>();
-    assert_eq!(ids(&name()), ["a", "c"]);
-    assert_eq!(ids(&other), ["b"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -864,42 +530,6 @@ async fn m10_containers_an_earlier_run_left_for_another_uid_stop_first() {
         ]
     );
     assert_eq!(h.phase(&p), "Running");
-}
-
-#[tokio::test(start_paused = true)]
-async fn m9_the_dispatcher_stops_what_no_source_wants_then_serves_the_name_anew() {
-    let shared = shared();
-    let c = first_container(&web());
-    let mut workers = Workers {
-        shared: shared.clone(),
-        outboxes: HashMap::new(),
-        running: JoinSet::new(),
-        found: HashMap::from([(name(), vec![found_running("s1", "u0", &c, 0)])]),
-    };
-    workers.collect_garbage();
-    settle().await;
-    assert!(workers.found.is_empty(), "taken by a worker");
-    let calls = || std::mem::take(&mut shared.runtime.state().log);
-    assert_eq!(calls(), ["kill s1 TERM", "task s1"]);
-    let exit = TaskEvent::Exit { container_id: "s1".into(), exit_status: 143, exited_at: None };
-    shared.routes.task(exit);
-    settle().await;
-    assert_eq!(calls(), ["remove s1", "tear_down u0"]);
-    // The worker ended; a pod desired before the dispatcher saw it end goes to a new one.
-    workers.send(name(), desired(&web()));
-    let done = workers.running.join_next().await.unwrap();
-    workers.finished(done);
-    settle().await;
-    assert_eq!(calls(), ["set_up_sandbox u1", "ensure_image img:1", "create c#0", "start c1"]);
-    assert_eq!(workers.outboxes.len(), 1);
-    assert_eq!(shared.statuses.get("u1").unwrap().phase.as_deref(), Some("Running"));
-    // The agent leaves: the worker ends; with no worker left, leaving starts none.
-    workers.send(name(), Message::Leave);
-    let done = workers.running.join_next().await.unwrap();
-    workers.finished(done);
-    assert!(workers.outboxes.is_empty());
-    workers.send(name(), Message::Leave);
-    assert!(workers.running.is_empty(), "no worker is started to leave");
 }
 
 // ---------------------------------------------------------------------------------------

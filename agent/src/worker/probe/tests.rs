@@ -1,7 +1,7 @@
 //! Each handler against a real server on loopback (HTTP, HTTPS, TCP, gRPC), and exec
 //! through a runtime that answers as told.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::runtime::container;
+use crate::runtime::events::TaskEvent;
 use crate::runtime::exec::ExecOutput;
 use crate::worker::pod_runtime::{Created, NewContainer, SetUp, TaskState};
 
@@ -424,6 +425,12 @@ impl PodRuntime for Commands {
         self.answers.lock().unwrap().pop_front().expect("an answer for each exec")
     }
     async fn list(&self) -> Result<Vec<(FullName, Found)>, container::Error> {
+        unreachable!()
+    }
+    async fn watch_events(&self, _: impl FnMut(TaskEvent) -> bool + Send) {
+        unreachable!()
+    }
+    async fn remove_orphans(&self, _: &HashSet<String>) {
         unreachable!()
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 
 #[test]
-fn v5_is_preferred_and_both_names_round_trip() {
+fn protocol_v5_is_preferred_and_both_names_round_trip() {
     assert_eq!(PROTOCOLS, ["v5.channel.k8s.io", "v4.channel.k8s.io"]);
     for p in [Protocol::V4, Protocol::V5] {
         assert_eq!(Protocol::from_name(p.name()), Some(p));
@@ -44,7 +44,7 @@ fn malformed_resize_and_close_messages_are_errors() {
 }
 
 #[test]
-fn v4_has_no_close_stream_message() {
+fn protocol_v4_has_no_close_stream_message() {
     assert_eq!(parse(Protocol::V4, &[CLOSE, STDIN]), Ok(Inbound::Ignored));
 }
 

@@ -49,7 +49,7 @@ pub struct Monitor {
     /// The pod workers' eviction path.
     pub evictions: UnboundedSender<Eviction>,
     /// `outpost_evictions_total{signal}`.
-    pub metrics: crate::metrics::counted::Evictions,
+    pub metrics: crate::eviction::metrics::Evictions,
 }
 
 impl Monitor {
@@ -94,10 +94,10 @@ impl Monitor {
                 let name = FullName::of(pod);
                 done.insert(uid.to_owned());
                 if is_critical(pod) {
-                    tracing::warn!(pod = %name, pod.uid = uid, message = exceeded.message, "a critical (static, mirror or system-critical) pod is past its local storage limit; it is not evicted");
+                    tracing::warn!(pod.namespace = %name.namespace, pod.name = %name.name, pod.uid = uid, message = exceeded.message, "a critical (static, mirror or system-critical) pod is past its local storage limit; it is not evicted");
                     continue;
                 }
-                tracing::warn!(pod = %name, pod.uid = uid, signal = exceeded.signal.as_str(), message = exceeded.message, "evicting a pod past its local storage limit");
+                tracing::warn!(pod.namespace = %name.namespace, pod.name = %name.name, pod.uid = uid, signal = exceeded.signal.as_str(), message = exceeded.message, "evicting a pod past its local storage limit");
                 let eviction = Eviction {
                     pod: name,
                     uid: uid.to_owned(),

@@ -1,4 +1,4 @@
-//! Facts about the host the runtime needs: the node's address.
+//! The node's address, as kubelet picks it when none is given.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 /// non-loopback IPv4 address of an interface that is up (kubelet picks the node IP the
 /// same way when none is given). `None` on a box with no address but loopback.
 pub fn default_address() -> Option<IpAddr> {
-    let routes = crate::host::proc::net_route().unwrap_or_default();
+    let routes = super::proc::net_route().unwrap_or_default();
     let default_interface = default_route_interface(&routes);
     let addresses: Vec<(String, Ipv4Addr)> = nix::ifaddrs::getifaddrs()
         .ok()?

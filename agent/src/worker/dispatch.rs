@@ -1,0 +1,274 @@
+//! The dispatcher: the merge's batches to the pod workers, one per full name (started as a
+//! name is first desired, ended when nothing of it is left); containerd's resubscriptions,
+//! the objects' changes and the evictions to the workers concerned; at start, what an
+//! earlier run left, grouped by pod for adoption; once every source has been seen, the
+//! orphans (M9).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use outpost_core::merge::{DeltaOp, PodDelta};
+use outpost_core::pod::{FullName, Source};
+use outpost_core::pod_worker::{Desired, Found};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::pod_runtime::PodRuntime;
+use super::{Eviction, Evictions, Inbox, Message, Outbox, Shared, pod};
+use crate::objects;
+use crate::podconfig::Batch;
+use crate::runtime::events::TaskEvent;
+
+/// The running workers, by the full name each serves, and what the merge desires.
+#[derive(Debug)]
+struct Workers<R: PodRuntime> {
+    shared: Arc<Shared<R>>,
+    outboxes: HashMap<FullName, Outbox>,
+    running: JoinSet<(FullName, Inbox)>,
+    /// What an earlier run left, by full name, until a worker takes it.
+    found: HashMap<FullName, Vec<Found>>,
+    /// The UID desired under each full name.
+    desired: HashMap<FullName, String>,
+    /// Every source has been seen (M9) and the orphans were removed.
+    synced: bool,
+}
+
+/// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
+/// until `shutdown` is cancelled: then every pod is stopped as for a node shutdown, and
+/// this returns once all are stopped. Either way every worker has ended, its background
+/// work done, when this returns. API pods claim the objects they refer to as they come
+/// and release them as they go; `changes` of those objects go to the pods' workers, and
+/// so do the eviction manager's `evictions`.
+pub async fn run<R: PodRuntime>(
+    runtime: Arc<Shared<R>>,
+    mut batches: mpsc::Receiver<Batch>,
+    mut changes: objects::Changes,
+    mut evictions: Evictions,
+    shutdown: CancellationToken,
+) {
+    // Exits go straight to their workers; only a resubscription, which concerns every
+    // worker, comes through here.
+    let (resync_tx, mut resyncs) = mpsc::unbounded_channel();
+    let watcher = watch_events(&runtime, resync_tx);
+    // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
+    // exit first wins, the other finds the container no longer running.
+    let routes = runtime.routes.clone();
+    let kernel = runtime.ebpf.watch(move |observed| routes.kernel(observed));
+    let found = adoptable(&runtime.runtime).await;
+    let mut workers = Workers::new(runtime.clone(), found);
+    let node_shutdown = loop {
+        tokio::select! {
+            batch = batches.recv() => {
+                let Some(batch) = batch else { break false };
+                workers.apply(batch).await;
+            }
+            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
+            Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
+            Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
+                workers.send(pod, Message::Evict { uid, message, grace });
+            }
+            () = shutdown.cancelled() => {
+                tracing::info!(pods = workers.outboxes.len(), "node shutdown: stopping every pod");
+                break true;
+            }
+            Some(done) = workers.running.join_next() => workers.finished(done),
+        }
+    };
+    workers.end(node_shutdown, &mut resyncs).await;
+    watcher.abort();
+    if let Some(kernel) = kernel {
+        kernel.abort();
+    }
+}
+
+/// containerd's task events, as the runtime watches them: exits and OOM kills straight to
+/// their workers' routes, resubscriptions to `resyncs`.
+fn watch_events<R: PodRuntime>(
+    runtime: &Arc<Shared<R>>,
+    resyncs: mpsc::UnboundedSender<()>,
+) -> tokio::task::JoinHandle<()> {
+    let routes = runtime.routes.clone();
+    let deliver = move |event: TaskEvent| match event {
+        TaskEvent::Resync => resyncs.send(()).is_ok(),
+        event => {
+            routes.task(event);
+            true
+        }
+    };
+    let runtime = runtime.clone();
+    let watch = async move { runtime.runtime.watch_events(deliver).await };
+    tokio::spawn(watch.instrument(tracing::info_span!("task_events")))
+}
+
+impl<R: PodRuntime> Workers<R> {
+    fn new(shared: Arc<Shared<R>>, found: HashMap<FullName, Vec<Found>>) -> Workers<R> {
+        Workers {
+            shared,
+            outboxes: HashMap::new(),
+            running: JoinSet::new(),
+            found,
+            desired: HashMap::new(),
+            synced: false,
+        }
+    }
+
+    /// The merge's `batch`: each delta to the worker of its full name; after the first
+    /// batch once every source has been seen, the orphans go (M9).
+    async fn apply(&mut self, batch: Batch) {
+        for delta in batch.deltas {
+            let name = FullName::of(&delta.pod);
+            let pod = self.desire(delta);
+            self.send(name, Message::Desired(pod));
+        }
+        if batch.synced && !self.synced {
+            self.synced = true;
+            self.remove_orphans().await;
+        }
+    }
+
+    /// What `delta` leaves desired under its full name (`None`: nothing). API pods claim
+    /// the objects they refer to; a pod no longer desired, or replaced, releases its own.
+    fn desire(&mut self, delta: PodDelta) -> Option<Desired> {
+        let objects = &self.shared.objects;
+        let name = FullName::of(&delta.pod);
+        if delta.op == DeltaOp::Remove {
+            if let Some(uid) = self.desired.remove(&name) {
+                objects.release(&uid);
+            }
+            return None;
+        }
+        let uid = outpost_core::pod::uid(&delta.pod).to_owned();
+        if let Some(replaced) = self.desired.insert(name, uid.clone()).filter(|old| *old != uid) {
+            objects.release(&replaced);
+        }
+        if delta.source == Source::Api {
+            objects.claim(&delta.pod);
+        }
+        Some(Desired { source: delta.source, pod: delta.pod })
+    }
+
+    /// M9: every source has been seen; what no desired pod owns goes: the sandboxes
+    /// (namespaces, files, cgroups, network) of other pods, the containers an earlier run
+    /// left for them, the objects no pod claims.
+    async fn remove_orphans(&mut self) {
+        let mut owned: HashSet<String> = self.desired.values().cloned().collect();
+        owned.extend(self.found.values().flatten().filter_map(|c| c.pod_uid.clone()));
+        self.shared.runtime.remove_orphans(&owned).await;
+        self.collect_garbage();
+        self.shared.objects.collect_garbage();
+    }
+
+    /// The dispatcher ends: every worker is told (`node_shutdown`: stop the pods; else
+    /// leave them running) and awaited. Exits still have to reach the workers while they
+    /// stop their containers, and so do resubscriptions.
+    async fn end(mut self, node_shutdown: bool, resyncs: &mut mpsc::UnboundedReceiver<()>) {
+        for outbox in self.outboxes.values() {
+            let _ = outbox.send(if node_shutdown { Message::Shutdown } else { Message::Leave });
+        }
+        loop {
+            tokio::select! {
+                Some(()) = resyncs.recv() => resync(&self.shared, &self.outboxes),
+                done = self.running.join_next() => {
+                    let Some(done) = done else { break };
+                    if let Ok((name, _)) = done {
+                        self.outboxes.remove(&name);
+                    }
+                }
+            }
+        }
+        if node_shutdown {
+            tracing::info!("node shutdown: every pod is stopped");
+        }
+    }
+
+    fn send(&mut self, name: FullName, message: Message) {
+        if let Some(outbox) = self.outboxes.get(&name) {
+            match outbox.send(message) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(message)) => {
+                    self.outboxes.remove(&name);
+                    return self.send(name, message);
+                }
+            }
+        }
+        if matches!(
+            message,
+            Message::Task(_)
+                | Message::Kernel(_)
+                | Message::ObjectsChanged
+                | Message::Evict { .. }
+                | Message::Leave
+        ) {
+            return;
+        }
+        let (outbox, inbox) = mpsc::unbounded_channel();
+        let _ = outbox.send(message);
+        let found = self.found.remove(&name).unwrap_or_default();
+        let worker = pod::PodWorker::new(self.shared.clone(), name.clone(), outbox.clone(), found);
+        self.outboxes.insert(name.clone(), outbox);
+        self.running.spawn(async move {
+            let inbox = worker.run(inbox).await;
+            (name, inbox)
+        });
+    }
+
+    /// A worker ended: messages sent to it while it was finishing go to a new one.
+    fn finished(&mut self, done: Result<(FullName, Inbox), tokio::task::JoinError>) {
+        let Ok((name, mut inbox)) = done else { return };
+        self.outboxes.remove(&name);
+        let mut pending = Vec::new();
+        while let Ok(message) = inbox.try_recv() {
+            pending.push(message);
+        }
+        for message in pending {
+            self.send(name.clone(), message);
+        }
+    }
+
+    /// M9: once every source has been seen, containers of pods no longer desired get a
+    /// worker with nothing desired, which stops and removes them and their sandbox.
+    fn collect_garbage(&mut self) {
+        let leftovers: Vec<FullName> = self.found.keys().cloned().collect();
+        for name in leftovers {
+            tracing::info!(
+                pod.namespace = %name.namespace,
+                pod.name = %name.name,
+                "stopping containers of a pod that is no longer desired (M9)"
+            );
+            self.send(name, Message::Desired(None));
+        }
+    }
+}
+
+/// containerd's event stream was subscribed again: containerd may have restarted and lost
+/// track of shims, and exits may have been missed; every worker looks at its tasks once.
+fn resync<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>) {
+    runtime.gc.containerd_reconnected();
+    for outbox in workers.values() {
+        let _ = outbox.send(Message::Task(TaskEvent::Resync));
+    }
+}
+
+/// Outpost's containers from before this start, by pod full name.
+async fn adoptable<R: PodRuntime>(runtime: &R) -> HashMap<FullName, Vec<Found>> {
+    let listed = match runtime.list().await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(error = %crate::error_chain::describe(&e), "cannot list containers to adopt");
+            return HashMap::new();
+        }
+    };
+    let mut by_pod: HashMap<FullName, Vec<Found>> = HashMap::new();
+    for (name, found) in listed {
+        by_pod.entry(name).or_default().push(found);
+    }
+    if !by_pod.is_empty() {
+        tracing::info!(pods = by_pod.len(), "found containers of an earlier run to adopt");
+    }
+    by_pod
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! The agent's layers: every top-level module of `agent/src` has a rank, and a module
+//! imports only modules of lower ranks (so the module graph has no cycle, and a module
+//! can move into a crate of its own below the ones that use it). An import is a path
+//! from the crate root (`crate::x`, `crate::{x, y}`, or `super::` climbing to the root),
+//! in code or in tests, comments aside.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use super::{root, rust_files};
+
+/// The top-level modules of the agent library by rank, lowest first. Modules of one
+/// rank do not import each other. A new module gets a rank here before it can land.
+const RANKS: &[&[&str]] = &[
+    // Leaves: the host, error text, signals, file permissions, the pods' status store.
+    &["error_chain", "host", "shutdown", "permissions", "status"],
+    // The container runtime: containerd, images, CNI, cgroups, namespaces, volumes.
+    &["runtime"],
+    // Settings; the API server's shared services; checkpoints.
+    &["config", "apiserver", "checkpoint"],
+    // The manifest audit, the agent's own logs, systemd notifications.
+    &["audit", "logging", "systemd"],
+    // The kernel's eBPF events; the pod sources.
+    &["ebpf", "source"],
+    // The merge task; the API objects API pods refer to.
+    &["podconfig", "objects"],
+    // The garbage collector.
+    &["gc"],
+    // The pod workers.
+    &["worker"],
+    // The eviction manager (it asks the workers to evict); the sync to the API server
+    // (it reads what the workers publish).
+    &["eviction", "sync"],
+    // The scrape-time metrics collectors (they read every component's state).
+    &["metrics"],
+    // The local HTTP API.
+    &["api"],
+    // The command line's definitions.
+    &["cli"],
+    // The subcommands, `outpost run`'s composition root among them.
+    &["commands"],
+];
+
+fn rank_of(module: &str) -> Option<usize> {
+    RANKS.iter().position(|rank| rank.contains(&module))
+}
+
+/// `agent/src/<module>.rs` and `agent/src/<module>/`: the top-level modules there are.
+fn top_modules() -> Vec<String> {
+    let src = root().join("agent/src");
+    let mut modules: Vec<String> = fs::read_dir(&src)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".rs").unwrap_or(&name).to_owned())
+        })
+        .filter(|m| m != "main" && m != "lib")
+        .collect();
+    modules.sort();
+    modules.dedup();
+    modules
+}
+
+/// The book's table of ranks (`docs/src/design/data-path.md`) is this one.
+#[test]
+fn the_books_layer_ranks_are_the_tables() {
+    let page = super::book::page("design/data-path.md");
+    let table = page
+        .split("<!-- layer-ranks:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- layer-ranks:end -->").next())
+        .expect("design/data-path.md has the layer-ranks table between its markers");
+    let rows: Vec<(usize, Vec<String>)> = super::book::table_rows(table)
+        .into_iter()
+        .skip(1)
+        .map(|cells| {
+            let rank = cells[0].parse().unwrap_or_else(|_| panic!("rank {:?}", cells[0]));
+            let modules = cells[1].split(',').map(|m| m.trim().trim_matches('`').to_owned());
+            (rank, modules.collect())
+        })
+        .collect();
+    let expected: Vec<(usize, Vec<String>)> = RANKS
+        .iter()
+        .enumerate()
+        .map(|(rank, modules)| (rank, modules.iter().map(|m| (*m).to_owned()).collect()))
+        .collect();
+    assert_eq!(rows, expected, "the book's layer ranks differ from RANKS");
+}
+
+#[test]
+fn every_top_module_has_a_rank() {
+    let missing: Vec<String> = top_modules().into_iter().filter(|m| rank_of(m).is_none()).collect();
+    assert!(missing.is_empty(), "top-level modules without a rank in RANKS: {missing:?}");
+    let listed: Vec<&str> = RANKS.iter().flat_map(|r| r.iter().copied()).collect();
+    let gone: Vec<&&str> =
+        listed.iter().filter(|m| !top_modules().contains(&(**m).to_owned())).collect();
+    assert!(gone.is_empty(), "RANKS names modules that no longer exist: {gone:?}");
+}
+
+/// No module imports one of its own rank or above: `file:line: module (rank) imports
+/// crate::other (rank)` for each.
+#[test]
+fn modules_import_only_lower_ranks() {
+    let offenders = upward_imports();
+    assert!(
+        offenders.is_empty(),
+        "imports running sideways or back up the layers (RANKS in {}):\n{}",
+        file!(),
+        offenders.join("\n")
+    );
+}
+
+fn upward_imports() -> Vec<String> {
+    let src = root().join("agent/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        let relative = path.strip_prefix(&src).unwrap().with_extension("");
+        let module: Vec<String> =
+            relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let Some(top) = module.first() else { continue };
+        let Some(rank) = rank_of(top) else { continue };
+        let text = fs::read_to_string(&path).unwrap();
+        // Comments out (doc links are not imports); line breaks kept, for line numbers.
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (at, name) in root_paths(&code, module.len()) {
+            if name == *top {
+                continue;
+            }
+            let Some(other) = rank_of(&name) else { continue };
+            if other >= rank {
+                let line = code[..at].matches('\n').count() + 1;
+                let shown = path.strip_prefix(root()).unwrap_or(&path).display();
+                offenders.push(format!(
+                    "{shown}:{line}: {top} (rank {rank}) imports crate::{name} (rank {other})"
+                ));
+            }
+        }
+    }
+    offenders
+}
+
+/// The module graph, by rank, as the imports draw it (printed by the test below with
+/// `--nocapture`: the figures of a closing note).
+fn edges() -> BTreeMap<String, Vec<String>> {
+    let src = root().join("agent/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut edges: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for path in files {
+        let relative = path.strip_prefix(&src).unwrap().with_extension("");
+        let module: Vec<String> =
+            relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let Some(top) = module.first().filter(|m| rank_of(m).is_some()) else { continue };
+        let text = fs::read_to_string(&path).unwrap();
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let out = edges.entry(top.clone()).or_default();
+        for (_, name) in root_paths(&code, module.len()) {
+            if name != *top && rank_of(&name).is_some() && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn the_module_graph_is_printed_by_rank() {
+    let edges = edges();
+    let total: usize = edges.values().map(Vec::len).sum();
+    println!("{} top modules, {total} edges", top_modules().len());
+    for (rank, modules) in RANKS.iter().enumerate() {
+        for module in *modules {
+            let mut to = edges.get(*module).cloned().unwrap_or_default();
+            to.sort();
+            println!("{rank:>2} {module} -> {}", to.join(", "));
+        }
+    }
+}
+
+/// The crate's top-level items that `code` names by a path from the crate root, with
+/// their byte offsets: `crate::a::..`, `crate::{a, b::c}`, and `super::` chains that
+/// climb to the root from a module `depth` levels down (`super::super::a` in
+/// `source/api/reflector.rs`).
+fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
+        if code[..start].chars().next_back().is_some_and(|c| ident(c) || c == ':') {
+            continue; // inside a longer path (`super::super::`, `$crate::` is fine)
+        }
+        let mut rest = start;
+        if code[start..].starts_with("super::") {
+            let mut climbs = 0;
+            while code[rest..].starts_with("super::") {
+                climbs += 1;
+                rest += "super::".len();
+            }
+            if climbs < depth {
+                continue; // stays inside the top-level module
+            }
+        } else {
+            rest += "crate::".len();
+        }
+        let mut names = Vec::new();
+        if code[rest..].starts_with('{') {
+            // A group: the first segment of each item at the group's top level.
+            let mut level = 0;
+            let mut item = true;
+            for (i, c) in code[rest..].char_indices() {
+                match c {
+                    '{' => {
+                        level += 1;
+                        item = level == 1;
+                        continue;
+                    }
+                    '}' if level == 1 => break,
+                    '}' => level -= 1,
+                    ',' if level == 1 => item = true,
+                    c if item && ident(c) => {
+                        names.push(rest + i);
+                        item = false;
+                    }
+                    c if !c.is_whitespace() => item = false,
+                    _ => {}
+                }
+            }
+        } else {
+            names.push(rest);
+        }
+        for at in names {
+            let name: String = code[at..].chars().take_while(|c| ident(*c)).collect();
+            found.push((at, name));
+        }
+    }
+    found
+}

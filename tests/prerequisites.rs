@@ -1,0 +1,16 @@
+// The integration tests' prerequisites, one line each: the `outpost_has_<name>` cfg that
+// `build.rs` sets when it is there, and what it takes, which is the reason a test needing
+// it is ignored without it (`#[needs(name)]`, tests/needs). Included by both.
+&[
+    ("root", "root"),
+    ("containerd", "root and the test containerd (cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET)"),
+    ("pods", "root, the test containerd and the CNI plugins (cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET)"),
+    ("cni", "root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"),
+    ("runc", "root, runc and busybox-static (cargo xtask deps)"),
+    ("containerd_binary", "root and a containerd binary on PATH (cargo xtask deps)"),
+    ("registry", "docker-registry, skopeo and htpasswd (cargo xtask deps)"),
+    ("seccomp", "python3 with the seccomp module (python3-seccomp)"),
+    ("python_websockets", "python3 with the websockets module (python3-websockets)"),
+    ("systemd_analyze", "systemd-analyze"),
+    ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+]
