@@ -26,6 +26,7 @@ use crate::logging::LogLevel;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::{self, Batch, SnapshotHandle};
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
+use crate::source::{Refresh, push};
 use crate::status::{RuntimeReady, StatusStore};
 use crate::{host, permissions, sync};
 
@@ -81,19 +82,7 @@ pub(super) async fn build(
     let outpost = registry.sub_registry_with_prefix("outpost");
     let audit = ManifestAudit::default();
     audit.set_policy(config.admission_policy.clone());
-    let shared = Shared {
-        events: Recorder::default(),
-        checkpoints: Checkpoints::new(&config.state_dir)
-            .with_metrics(crate::checkpoint::metrics::CheckpointWrites::register(outpost)),
-        snapshot: SnapshotHandle::default(),
-        statuses: StatusStore::default(),
-        ebpf: kernel(&config, dry_run, &audit),
-        stop_pods: CancellationToken::new(),
-        runtime: (!dry_run).then(Default::default),
-        runtime_version: Arc::default(),
-        pressure: watch::Sender::new(Pressure::default()),
-        cgroups: (!dry_run).then(|| Arc::new(pod_cgroups(&config))),
-    };
+    let shared = Shared::new(&config, dry_run, &audit, outpost);
     let deps = sources::Deps {
         checkpoints: shared.checkpoints.clone(),
         events: shared.events.clone(),
@@ -136,42 +125,16 @@ pub(super) async fn build(
         Some(cluster) => synced(&config, cluster, &shared, &mut tasks),
         None => (None, None),
     };
-    crate::metrics::register(
-        &mut registry,
-        shared.snapshot.clone(),
-        crate::metrics::Sources {
-            sync: sync_health.clone(),
-            events: shared.events.clone(),
-            statuses: shared.statuses.clone(),
-            ebpf: shared.ebpf.clone(),
-            cgroups: shared.cgroups.clone(),
-        },
-    );
-    let server = api::bind(api::Options {
-        listen: config.listen,
-        auth: config.auth.clone(),
-        snapshot: shared.snapshot.clone(),
+    let local = LocalApi {
         push,
         refresh,
-        statuses: shared.statuses.clone(),
-        runtime: shared.runtime.as_ref().map(|(ready, _)| ready.clone()),
-        metrics: registry,
-        events: shared.events.clone(),
-        ebpf: shared.ebpf.clone(),
-        pod_log_dir: config.pod_log_dir.clone(),
-        log_level,
-        info: api::status::Info {
-            node_name: config.node_name.clone(),
-            started: k8s_openapi::jiff::Timestamp::now(),
-            watcher,
-            runtime: placement.map(|placement| placement.info(&config)),
-            sync: sync_health,
-        },
+        watcher,
+        runtime: placement.map(|placement| placement.info(&config)),
+        sync: sync_health,
         audit,
-        runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
-    })
-    .await?;
-    tasks.push(Task::new("local_api", async move { Ok(server.await?) }));
+        log_level,
+    };
+    tasks.push(local_api(&config, &shared, registry, local).await?);
     // containerd last: the managed one stops after everything that uses it.
     tasks.extend(containerd);
     Ok(Agent {
@@ -183,6 +146,89 @@ pub(super) async fn build(
         sync,
         stop_pods: shared.stop_pods,
     })
+}
+
+impl Shared {
+    fn new(
+        config: &Config,
+        dry_run: bool,
+        audit: &ManifestAudit,
+        registry: &mut Registry,
+    ) -> Shared {
+        let checkpoint_metrics = crate::checkpoint::metrics::CheckpointWrites::register(registry);
+        Shared {
+            events: Recorder::default(),
+            checkpoints: Checkpoints::new(&config.state_dir).with_metrics(checkpoint_metrics),
+            snapshot: SnapshotHandle::default(),
+            statuses: StatusStore::default(),
+            ebpf: kernel(config, dry_run, audit),
+            stop_pods: CancellationToken::new(),
+            runtime: (!dry_run).then(Default::default),
+            runtime_version: Arc::default(),
+            pressure: watch::Sender::new(Pressure::default()),
+            cgroups: (!dry_run).then(|| Arc::new(pod_cgroups(config))),
+        }
+    }
+}
+
+/// What the local API serves besides the shared handles.
+struct LocalApi {
+    push: Option<push::PushHandle>,
+    refresh: Option<Refresh>,
+    /// How the manifest directory is watched.
+    watcher: String,
+    /// Where containerd is; `None` in a dry run.
+    runtime: Option<api::status::RuntimeInfo>,
+    /// The API server's health, with a kubeconfig.
+    sync: Option<apiserver::Health>,
+    audit: ManifestAudit,
+    log_level: LogLevel,
+}
+
+/// The `local_api` task: its address bound now (a taken port stops the agent at once),
+/// serving every metric registered on `registry` and the scrape-time collectors.
+async fn local_api(
+    config: &Config,
+    shared: &Shared,
+    mut registry: Registry,
+    local: LocalApi,
+) -> Result<Task, Error> {
+    crate::metrics::register(
+        &mut registry,
+        shared.snapshot.clone(),
+        crate::metrics::Sources {
+            sync: local.sync.clone(),
+            events: shared.events.clone(),
+            statuses: shared.statuses.clone(),
+            ebpf: shared.ebpf.clone(),
+            cgroups: shared.cgroups.clone(),
+        },
+    );
+    let server = api::bind(api::Options {
+        listen: config.listen,
+        auth: config.auth.clone(),
+        snapshot: shared.snapshot.clone(),
+        push: local.push,
+        refresh: local.refresh,
+        statuses: shared.statuses.clone(),
+        runtime: shared.runtime.as_ref().map(|(ready, _)| ready.clone()),
+        metrics: registry,
+        events: shared.events.clone(),
+        ebpf: shared.ebpf.clone(),
+        pod_log_dir: config.pod_log_dir.clone(),
+        log_level: local.log_level,
+        info: api::status::Info {
+            node_name: config.node_name.clone(),
+            started: k8s_openapi::jiff::Timestamp::now(),
+            watcher: local.watcher,
+            runtime: local.runtime,
+            sync: local.sync,
+        },
+        audit: local.audit,
+        runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
+    })
+    .await?;
+    Ok(Task::new("local_api", async move { Ok(server.await?) }))
 }
 
 /// The runtime's side: containerd (its task returned apart, to be stopped last), the pod
