@@ -199,7 +199,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
         ..Snapshot::default()
     };
     let statuses = StatusStore::default();
-    let tasks = sync::spawn(sync::Context {
+    let (_sync, writers) = sync::build(sync::Context {
         client,
         node_name: NODE.to_owned(),
         snapshot: SnapshotHandle::from(snapshot),
@@ -221,9 +221,10 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });
+    let writers = tokio::spawn(writers);
     let cut = Cut { server: &server, uplink, outage };
     let result = measure(&cut, &pods, &statuses, &connectivity).await;
-    drop(tasks);
+    writers.abort();
     drain.abort();
     // The link is up for the next sample, whatever happened to this one.
     let up = uplink.up();
