@@ -6,7 +6,7 @@
 //!
 //! The agent's library runs in-process: an [`ApiClient`] to the test API server, the
 //! API source (its list and watch are what notice the server is back, as in the agent)
-//! and every sync task ([`sync::spawn`], with the task that follows the kernel's network
+//! and every sync task ([`sync::build`], with the task that follows the kernel's network
 //! changes), over a snapshot of the 100 pods and a [`StatusStore`] the benchmark writes
 //! as the pod workers would. The agent's side runs in a network namespace of the
 //! benchmark's own, and the server listens in another, over a veth pair ([`uplink`]):
