@@ -1,6 +1,6 @@
 //! The node's housekeeping for `outpost run`, each a task that starts once containerd
 //! answers: the images dir (its tarballs imported before pods start), the garbage
-//! collector (G1), the ephemeral-storage monitor and the eviction manager (E1-E5).
+//! collector (G1), the ephemeral-storage monitor and the eviction manager (E1, E2).
 
 use std::path::PathBuf;
 
