@@ -9,7 +9,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod ebpf;
-pub mod error_chain;
 pub mod eviction;
 pub mod gc;
 pub mod host;
@@ -25,3 +24,6 @@ pub mod status;
 pub mod sync;
 pub mod systemd;
 pub mod worker;
+
+// Crates below the agent, under the names its modules use.
+pub use outpost_core::error_chain;
