@@ -11,7 +11,6 @@ pub mod config;
 pub mod ebpf;
 pub mod eviction;
 pub mod gc;
-pub mod host;
 pub mod logging;
 pub mod metrics;
 pub mod objects;
@@ -27,3 +26,4 @@ pub mod worker;
 
 // Crates below the agent, under the names its modules use.
 pub use outpost_core::error_chain;
+pub use outpost_host as host;

@@ -12,8 +12,8 @@ use super::{root, rust_files};
 /// The top-level modules of the agent library by rank, lowest first. Modules of one
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
-    // Leaves: the host, signals, file permissions, the pods' status store.
-    &["host", "shutdown", "permissions", "status"],
+    // Leaves: signals, file permissions, the pods' status store.
+    &["shutdown", "permissions", "status"],
     // The container runtime: containerd, images, CNI, cgroups, namespaces, volumes.
     &["runtime"],
     // Settings; the API server's shared services; checkpoints.

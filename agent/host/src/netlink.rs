@@ -8,8 +8,10 @@
 //! dependency), rather than netlink-sys and netlink-packet-route, whose message types
 //! this would not use.
 
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

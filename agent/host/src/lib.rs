@@ -1,5 +1,6 @@
-//! What the agent reads about its host from the kernel, below every other module:
-//! sources, the runtime, BPF, the audit and the metrics may all import it.
+//! What the agent reads about its host from the kernel, below the agent and the runtime:
+//! the agent's sources, BPF, audit and metrics, and `outpost-runtime`, may all import it;
+//! it imports nothing of Outpost's but `outpost-core`.
 
 pub mod address;
 pub mod allocator;
