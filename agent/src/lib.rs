@@ -16,7 +16,6 @@ pub mod metrics;
 pub mod objects;
 pub mod permissions;
 pub mod podconfig;
-pub mod runtime;
 pub mod shutdown;
 pub mod source;
 pub mod status;
@@ -27,3 +26,4 @@ pub mod worker;
 // Crates below the agent, under the names its modules use.
 pub use outpost_core::error_chain;
 pub use outpost_host as host;
+pub use outpost_runtime as runtime;

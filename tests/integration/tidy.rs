@@ -544,7 +544,9 @@ fn metrics_reference_is_the_registered_names() {
     let documented = book::documented_metrics();
     assert!(documented.len() > 40, "the metrics page lists only {documented:?}");
     let mut files = Vec::new();
-    rust_files(&root().join("agent/src"), &mut files);
+    for crate_src in ["agent/src", "agent/runtime/src"] {
+        rust_files(&root().join(crate_src), &mut files);
+    }
     let mut literals = BTreeSet::new();
     let mut prefixes = BTreeSet::new();
     let mut registered = BTreeMap::new();

@@ -14,8 +14,6 @@ use super::{root, rust_files};
 const RANKS: &[&[&str]] = &[
     // Leaves: signals, file permissions, the pods' status store.
     &["shutdown", "permissions", "status"],
-    // The container runtime: containerd, images, CNI, cgroups, namespaces, volumes.
-    &["runtime"],
     // Settings; the API server's shared services; checkpoints.
     &["config", "apiserver", "checkpoint"],
     // The manifest audit, the agent's own logs, systemd notifications.
