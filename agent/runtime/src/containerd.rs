@@ -19,12 +19,11 @@ use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClien
 use containerd_client::services::v1::tasks_client::TasksClient;
 use containerd_client::services::v1::version_client::VersionClient;
 use outpost_core::backoff::Backoff;
+use outpost_core::error_chain::describe;
 use tonic::metadata::{AsciiMetadataValue, errors::InvalidMetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-
-use outpost_core::error_chain::describe;
 
 /// The snapshotter images are unpacked into, and containers' rootfs prepared on.
 pub const SNAPSHOTTER: &str = "overlayfs";

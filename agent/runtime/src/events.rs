@@ -9,10 +9,10 @@ use containerd_client::events::{TaskExit, TaskOom};
 use containerd_client::services::v1::SubscribeRequest;
 use futures::StreamExt as _;
 use outpost_core::backoff::Backoff;
+use outpost_core::error_chain::describe;
 use prost::Message as _;
 
 use super::Containerd;
-use outpost_core::error_chain::describe;
 
 const TOPIC_EXIT: &str = "/tasks/exit";
 const TOPIC_OOM: &str = "/tasks/oom";

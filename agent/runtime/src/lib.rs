@@ -17,8 +17,9 @@ pub mod image;
 pub mod logs;
 pub mod managed;
 pub mod netns;
-pub mod spec;
 pub mod termination;
 pub mod volumes;
 
 pub use self::containerd::Containerd;
+/// The OCI runtime spec of a pod's containers (pure: the crate `outpost-runtime-spec`).
+pub use outpost_runtime_spec as spec;

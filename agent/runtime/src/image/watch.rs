@@ -27,11 +27,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask};
 use outpost_core::backoff::Backoff;
+use outpost_core::error_chain::describe;
 use tokio::time::Instant;
 
 use self::record::{Record, Stamp, tarball_name};
 use super::import;
-use outpost_core::error_chain::describe;
 use crate::Containerd;
 use crate::image::metrics::ImageImports;
 

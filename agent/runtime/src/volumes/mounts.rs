@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::EmptyDirVolumeSource;
 use nix::mount::{MntFlags, MsFlags};
+use outpost_core::quantity::Quantity;
+use outpost_host::proc::{self, MOUNTINFO};
 
 use super::{Error, Result, fs as pod_fs};
-use outpost_host::proc::{self, MOUNTINFO};
-use crate::spec::{Quantity, Subject};
+use crate::spec::Subject;
 
 /// An emptyDir's directory, mode 0777 as kubelet makes it; for `medium: Memory` a tmpfs
 /// is mounted on it (with `size=` from `sizeLimit`) unless one already is.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod};
 
 use super::{Error, File, Payload, clean, mode};
-use crate::spec::{Subject, env};
+use crate::{Subject, env};
 
 /// The files of downward API `items`, into `payload`.
 pub(super) fn files(

@@ -1,5 +1,5 @@
 //! Where a pod's files and volumes are, in kubelet's layout under the pod's directory
-//! (`<state-dir>/pods/<uid>`). Pure: the OCI spec mounts these paths, `runtime::volumes`
+//! (`<state-dir>/pods/<uid>`). Pure: the OCI spec mounts these paths, `outpost_runtime::volumes`
 //! makes them.
 
 use std::path::{Component, Path, PathBuf};

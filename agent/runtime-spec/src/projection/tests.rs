@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 
 use super::*;
-use crate::spec::tests::pod;
+use crate::tests::pod;
 
 fn config_map(data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> Resolution {
     let data: BTreeMap<String, String> =

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
 use super::super::super::tests::{context, pod};
 use super::*;
-use crate::spec::projection::{Object, Reference, Resolution, Resolved};
+use crate::projection::{Object, Reference, Resolution, Resolved};
 
 fn objects() -> Resolved {
     let config_map = ConfigMap {

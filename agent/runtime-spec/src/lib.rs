@@ -27,6 +27,10 @@
 //! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
 //! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
 //! points, which Go escapes and Outpost keeps (`projection`).
+//!
+//! A crate of its own below `outpost-runtime` (which hands it on as `runtime::spec`): no
+//! IO crate is in its dependency graph, which a tidy test checks, so the caller reads
+//! the files and the spec is decided here.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -82,17 +86,17 @@ pub struct PodContext<'a> {
     /// sandbox shm, 64 MiB), or the host's `/dev/shm` with `hostIPC`.
     pub dev_shm: &'a Path,
     /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
-    /// [`volumes::prepare`].
+    /// `outpost_runtime::volumes::prepare`.
     pub pod_dir: &'a Path,
     /// The container's runc `cgroupsPath`, in its pod's cgroup (Q2): under the cgroupfs
     /// driver `<cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid>/<container id>`
-    /// ([`crate::cgroups::Layout::container_path`]).
+    /// (`outpost_runtime::cgroups::Layout::container_path`).
     pub cgroups_path: &'a str,
     /// The capabilities the agent holds ([`host_capabilities`] of `/proc/self/status`):
     /// what a privileged container, or `capabilities.add: [ALL]`, gets. runc cannot give
     /// a capability the agent does not have (some hosts withhold `CAP_SYS_RESOURCE`).
     pub host_capabilities: &'a [Capability],
-    /// Whether the host has AppArmor enabled ([`apparmor::enabled`]).
+    /// Whether the host has AppArmor enabled (`outpost_host::apparmor_enabled`).
     pub apparmor_enabled: bool,
     /// The ConfigMaps and Secrets the pod's containers refer to (`env`, `envFrom`).
     pub resolved: &'a Resolved,

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{
     ConfigMapKeySelector, Container, EnvFromSource, Pod, SecretKeySelector,
 };
 
-use crate::spec::projection::{self, Resolved};
-use crate::spec::{Error, Result, Subject};
+use crate::projection::{self, Resolved};
+use crate::{Error, Result, Subject};
 
 /// The variables of the container's `envFrom`, and kubelet's warnings for the keys left
 /// out.
@@ -88,11 +88,7 @@ fn source_data<'s>(
 }
 
 /// The warnings of [`env_from`], none when it fails.
-pub(in crate::spec) fn invalid_names(
-    pod: &Pod,
-    container: &Container,
-    resolved: &Resolved,
-) -> Vec<String> {
+pub(crate) fn invalid_names(pod: &Pod, container: &Container, resolved: &Resolved) -> Vec<String> {
     let at = Subject::container(pod, &container.name);
     env_from(pod, container, resolved, &at).map(|env| env.invalid_names).unwrap_or_default()
 }

@@ -1,8 +1,8 @@
 //! What an API pod refers to (ConfigMaps, Secrets, its service account's tokens), and the
 //! content of the volumes made from those objects and from the pod itself: `configMap`,
 //! `secret`, `downwardAPI` and `projected` (SEMANTICS.md V1). Pure: the objects come
-//! resolved ([`Resolved`], by `crate::objects`), the files go to the atomic writer
-//! (`runtime::volumes`).
+//! resolved ([`Resolved`], by the agent's `objects`), the files go to the atomic writer
+//! (`outpost_runtime::volumes`).
 //!
 //! The content follows kubelet's volume plugins: every key of the object (or the listed
 //! `items`, each at its `path`) as a file with `mode`, else `defaultMode` (the API server
