@@ -132,8 +132,9 @@ fn main_rs_only_parses_and_dispatches() {
     );
 }
 
-/// The crates that do no IO: the pure core, and the OCI spec builder.
-const PURE_CRATES: &[&str] = &["outpost-core", "outpost-runtime-spec"];
+/// The crates that do no IO: the pure core, the OCI spec builder, and the parsers of what
+/// the agent reads from outside.
+const PURE_CRATES: &[&str] = &["outpost-core", "outpost-runtime-spec", "outpost-formats"];
 
 /// The pure crates depend on no async runtime, network, HTTP, TLS, container runtime or
 /// kernel interface (STYLE.md 2), checked on the resolved graph: their normal dependencies

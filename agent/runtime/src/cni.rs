@@ -9,9 +9,7 @@
 
 pub mod cache;
 mod chain;
-pub mod conf;
 pub mod exec;
-pub mod protocol;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -20,6 +18,9 @@ use std::time::Duration;
 use self::cache::{Cache, Record};
 use self::conf::{DefaultNetwork, NetworkList};
 use self::protocol::Command;
+
+/// The network configs and the plugin protocol, without IO (the crate `outpost-formats`).
+pub use outpost_formats::cni::{PortMapping, Protocol, conf, protocol};
 
 /// How long one plugin call may take before it is killed.
 const PLUGIN_TIMEOUT: Duration = Duration::from_secs(90);
@@ -132,22 +133,6 @@ pub struct Attachment {
     pub pod_name: String,
     pub pod_uid: String,
     pub ports: Vec<PortMapping>,
-}
-
-/// A `hostPort`, passed to plugins with the `portMappings` capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortMapping {
-    pub host_port: u16,
-    pub container_port: u16,
-    pub protocol: Protocol,
-    pub host_ip: Option<IpAddr>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    Tcp,
-    Udp,
-    Sctp,
 }
 
 /// What the network gave a pod.

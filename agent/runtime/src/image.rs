@@ -13,10 +13,8 @@
 mod archive;
 mod content;
 pub mod credentials;
-pub mod layout;
 pub mod metrics;
 pub mod pull;
-pub mod reference;
 pub mod resolve;
 mod store;
 mod tree;
@@ -42,6 +40,8 @@ use self::tree::{Blobs, Target};
 use super::containerd::Containerd;
 
 pub use super::containerd::SNAPSHOTTER;
+/// The images' documents and references, parsed without IO (the crate `outpost-formats`).
+pub use outpost_formats::image::{layout, reference};
 
 /// The largest JSON document (index, manifest, config) read into memory.
 const MAX_DOCUMENT: u64 = 16 << 20;
