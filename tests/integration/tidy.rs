@@ -154,18 +154,7 @@ fn pure_crates_have_no_io_dependencies() {
         // Outpost's own crates that do IO
         "outpost", "outpost-host", "outpost-runtime", "outpost-container-log",
     ];
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let version = Command::new(rustc).arg("-vV").output().unwrap();
-    let version = String::from_utf8_lossy(&version.stdout);
-    let host = version.lines().find_map(|l| l.strip_prefix("host: ")).unwrap().trim();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--filter-platform", host])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let metadata = cargo_metadata();
     let names: BTreeMap<&str, &str> = metadata["packages"]
         .as_array()
         .unwrap()
@@ -220,6 +209,22 @@ fn pure_crates_have_no_io_dependencies() {
         banned.is_empty(),
         "the pure crates {PURE_CRATES:?} must stay pure but depend on: {banned:#?}"
     );
+}
+
+/// `cargo metadata` of the workspace, its dependency graph resolved for this platform.
+fn cargo_metadata() -> serde_json::Value {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let version = Command::new(rustc).arg("-vV").output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version.lines().find_map(|l| l.strip_prefix("host: ")).unwrap().trim();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--filter-platform", host])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// `#[needs(...)]` only ignores a test when it expands before `#[test]` does: it stands
