@@ -4,11 +4,12 @@
 //! CRI plugin, so that a pod runs here as it would under kubelet.
 //!
 //! [`container_spec`] starts from containerd 1.6's default Linux spec (`defaults`) and
-//! applies the container's process (`process`, `env`, `expansion`), user and groups
-//! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
-//! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
-//! (`resources`, `quantity`) and mounts (`mounts`: the pod's files and `/dev/shm`, the
-//! termination-message file, volumes; those made from API objects read-only).
+//! applies the container's process (`process`, `env`, `expansion`, `selector`), user and
+//! groups (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads),
+//! security context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`),
+//! resources (`resources`, `quantity`) and mounts (`mounts`: the pod's files and
+//! `/dev/shm`, the termination-message file, volumes; those made from API objects
+//! read-only).
 //! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
 //! says what an API pod refers to and what its configMap, secret, downwardAPI and
 //! projected volumes hold.
@@ -55,6 +56,7 @@ pub mod projection;
 mod resources;
 pub mod seccomp;
 mod security;
+mod selector;
 mod sysctl;
 mod users;
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod};
 
 use super::{Error, File, Payload, clean, mode};
-use crate::{Subject, env};
+use crate::{Subject, selector};
 
 /// The files of downward API `items`, into `payload`.
 pub(super) fn files(
@@ -21,7 +21,7 @@ pub(super) fn files(
             field_value(pod, &field.field_path)?
         } else if let Some(selector) = &item.resource_field_ref {
             let field = format!("volume {volume:?} file {:?}", item.path);
-            env::resource_field_ref(pod, None, &field, selector, &Subject::pod(pod))
+            selector::resource_field_ref(pod, None, &field, selector, &Subject::pod(pod))
                 .map_err(|error| Error::Invalid(error.to_string()))?
         } else {
             return Err(Error::Invalid(format!(
@@ -41,10 +41,10 @@ fn field_value(pod: &Pod, path: &str) -> Result<String, Error> {
     let labels = meta.labels.as_ref();
     let annotations = meta.annotations.as_ref();
     let owned = |value: Option<&String>| value.cloned().unwrap_or_default();
-    if let Some(key) = env::subscript(path, "metadata.labels") {
+    if let Some(key) = selector::subscript(path, "metadata.labels") {
         return Ok(owned(labels.and_then(|m| m.get(key))));
     }
-    if let Some(key) = env::subscript(path, "metadata.annotations") {
+    if let Some(key) = selector::subscript(path, "metadata.annotations") {
         return Ok(owned(annotations.and_then(|m| m.get(key))));
     }
     Ok(match path {
