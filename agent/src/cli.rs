@@ -13,7 +13,7 @@ use crate::config::{self, LogFormat, Settings};
     about = "A small, offline-first node agent: static pods from a directory, a URL, a push endpoint and the API server, run through containerd."
 )]
 pub struct Cli {
-    /// Log format for the agent's own logs (default: text on a terminal, JSON otherwise).
+    /// Log format for the agent's own logs, on stderr (default: text, coloured on a terminal).
     #[arg(long, global = true, value_enum)]
     pub log_format: Option<LogFormat>,
     #[command(subcommand)]

@@ -72,14 +72,13 @@ impl Context {
     }
 }
 
-/// The running sync tasks (aborted when dropped).
-#[derive(Debug)]
-pub struct Sync {
+/// The sync's handle: what the rest of the agent may ask of it.
+#[derive(Debug, Clone)]
+pub struct Handle {
     context: Arc<Context>,
-    _tasks: tokio::task::JoinSet<()>,
 }
 
-impl Sync {
+impl Handle {
     /// Waits until every pod status update has been sent, for at most `limit` (a node
     /// shutdown's last reports). Returns false if some were left unsent: the API server
     /// is unreachable (then at once: they wait for the next agent) or did not take them
@@ -107,24 +106,32 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Starts the sync tasks; they run until the returned [`Sync`] is dropped.
-pub fn spawn(context: Context) -> Sync {
+/// The sync, built: its handle, and its task, which runs the writers (lease, node
+/// status, pod statuses, mirror pods, events, network changes) until it is dropped.
+pub fn build(context: Context) -> (Handle, impl Future<Output = ()> + Send + 'static) {
     let context = Arc::new(context);
-    let mut tasks = tokio::task::JoinSet::new();
-    let node = context.node_name.clone();
-    // The lease's renewals and the node's readings share a wakeup every 10 s.
-    let beats = watch::Sender::new(0);
-    let (node_beats, lease_beats) = (beats.subscribe(), beats.subscribe());
-    tasks.spawn(beat::run(beats).instrument(info_span!("writers_beat", %node)));
-    tasks
-        .spawn(node::run(context.clone(), node_beats).instrument(info_span!("node_status", %node)));
-    tasks.spawn(
-        lease::run(context.clone(), lease_beats).instrument(info_span!("node_lease", %node)),
-    );
-    tasks.spawn(pod_status::run(context.clone()).instrument(info_span!("pod_status", %node)));
-    tasks.spawn(mirror::run(context.clone()).instrument(info_span!("mirror_pods", %node)));
-    tasks.spawn(events::run(context.clone()).instrument(info_span!("events", %node)));
-    let connectivity = context.client.connectivity().clone();
-    tasks.spawn(network::run(connectivity).instrument(info_span!("network_changes", %node)));
-    Sync { context, _tasks: tasks }
+    let writers = context.clone();
+    let task = async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        let node = writers.node_name.clone();
+        // The lease's renewals and the node's readings share a wakeup every 10 s.
+        let beats = watch::Sender::new(0);
+        let (node_beats, lease_beats) = (beats.subscribe(), beats.subscribe());
+        tasks.spawn(beat::run(beats).instrument(info_span!("writers_beat", %node)));
+        tasks.spawn(
+            node::run(writers.clone(), node_beats).instrument(info_span!("node_status", %node)),
+        );
+        tasks.spawn(
+            lease::run(writers.clone(), lease_beats).instrument(info_span!("node_lease", %node)),
+        );
+        tasks.spawn(pod_status::run(writers.clone()).instrument(info_span!("pod_status", %node)));
+        tasks.spawn(mirror::run(writers.clone()).instrument(info_span!("mirror_pods", %node)));
+        tasks.spawn(events::run(writers.clone()).instrument(info_span!("events", %node)));
+        let connectivity = writers.client.connectivity().clone();
+        tasks.spawn(network::run(connectivity).instrument(info_span!("network_changes", %node)));
+        // The writers run until the agent stops them: this task is dropped, and with
+        // it the set, which aborts them.
+        while tasks.join_next().await.is_some() {}
+    };
+    (Handle { context }, task)
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::AbortHandle;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 pub const WATCHDOG_USEC: &str = "WATCHDOG_USEC";
@@ -202,11 +202,7 @@ impl std::fmt::Debug for Watch {
 }
 
 /// Announces readiness, then feeds the watchdog while every task in `watch.alive` runs.
-pub fn spawn(notifier: Notifier, watch: Watch) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(notifier, watch).instrument(info_span!("systemd")))
-}
-
-async fn run(notifier: Notifier, watch: Watch) {
+pub async fn run(notifier: Notifier, watch: Watch) {
     let mut poll = tokio::time::interval(READY_POLL);
     let mut ping = watch.watchdog.map(|w| tokio::time::interval(ping_interval(w)));
     let mut ready = false;

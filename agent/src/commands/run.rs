@@ -1,12 +1,17 @@
-//! `outpost run`: build the agent's parts (`build`), start them, and await them until a
-//! signal or the pod runtime ends the agent.
+//! `outpost run`: build the agent's parts, spawn their tasks, and supervise them until a
+//! signal or a main task ends the agent.
 //!
-//! - `build`: the config resolved, the sources, the merge, the local API, the sync, and
-//!   the metrics registry they all register on.
-//! - `pods`: the pod runtime side (containerd, images dir, CNI, pod workers).
+//! - `build`: the composition root: the config resolved, each component built.
+//! - `sources`, `containerd`, `pods`, `node`: the components' builders, each returning
+//!   its handle and its task.
+//! - `task`: the named task list, spawned and stopped in one order.
 
 mod build;
+mod containerd;
+mod node;
 mod pods;
+mod sources;
+mod task;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -17,9 +22,9 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use self::build::{Agent, Pods};
+use self::build::Agent;
+use self::task::{Task, Tasks};
 use crate::config::{self, Settings};
-use crate::error_chain::describe;
 use crate::logging::LogLevel;
 use crate::podconfig::{Batch, SnapshotHandle};
 use crate::runtime::image::credentials;
@@ -27,7 +32,6 @@ use crate::runtime::managed;
 use crate::source::file;
 use crate::source::{push, url};
 use crate::status::RuntimeReady;
-use crate::sync;
 use crate::{api, permissions, shutdown, systemd};
 
 #[derive(Debug, thiserror::Error)]
@@ -72,8 +76,12 @@ pub enum Error {
     },
     #[error(transparent)]
     Prober(#[from] crate::worker::probe::Error),
-    #[error("the pod runtime task failed")]
-    Task(#[source] tokio::task::JoinError),
+    #[error("the agent's {task} task panicked")]
+    Task {
+        task: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
     #[error(transparent)]
     Systemd(#[from] systemd::Error),
     #[error("cannot write deltas to stdout: {0}")]
@@ -84,10 +92,6 @@ pub enum Error {
     )]
     Cgroups(#[source] crate::runtime::cgroups::Error),
 }
-
-/// When the agent exits and leaves the pods running, how long the pod workers may take
-/// to finish what they were doing.
-const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last
 /// statuses may take to reach the API server before the agent exits anyway.
@@ -125,95 +129,45 @@ pub async fn run(
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
-    let Agent {
-        config,
-        dry_run,
-        mut hangup,
-        refresh,
-        snapshot,
-        merge,
-        server,
-        sync,
-        pods,
-        runtime_ready,
-        stop_pods,
-    } = build::build(settings, dry_run, log_level).await?;
-    let merge = tokio::spawn(merge);
-    let sync = sync.map(sync::spawn);
-    let server = tokio::spawn(server);
-    let (mut pods, managed) = match pods {
-        Pods::DryRun(batches) => (tokio::spawn(print_deltas(batches)), None),
-        Pods::Run(runtime) => runtime.start().await?,
-    };
+    let Agent { config, dry_run, tasks, snapshot, runtime_ready, sync, stop_pods } =
+        build::build(settings, dry_run, log_level).await?;
+    let mut tasks = Tasks::spawn(tasks);
     let notifier = systemd::Notifier::open(&systemd)?;
-    let supervisor = notifier.clone().map(|notifier| {
-        systemd::spawn(
-            notifier,
-            systemd::Watch {
-                ready: ready_check(snapshot, runtime_ready),
-                alive: vec![("merge", merge.abort_handle()), ("pod runtime", pods.abort_handle())],
-                watchdog: systemd.watchdog,
-            },
-        )
-    });
-
-    let result = loop {
-        tokio::select! {
-            ended = &mut pods => {
-                break match ended {
-                    Ok(result) => result,
-                    Err(e) => Err(Error::Task(e)),
-                };
+    if let Some(notifier) = notifier.clone() {
+        let watch = systemd::Watch {
+            ready: ready_check(snapshot, runtime_ready),
+            alive: tasks.main_tasks(),
+            watchdog: systemd.watchdog,
+        };
+        tasks.spawn_first(Task::infallible("systemd", systemd::run(notifier, watch)));
+    }
+    let result = tokio::select! {
+        ended = tasks.main_ended() => ended,
+        signal = shutdown::signal() => {
+            if let Some(notifier) = &notifier {
+                notifier.notify_or_warn(&systemd::Message::Stopping {
+                    status: format!("{signal}: shutting down"),
+                });
             }
-            _ = hangup.recv() => {
-                info!("SIGHUP: refreshing the manifest URL");
-                refresh.request();
-            }
-            signal = shutdown::signal() => {
-                if let Some(notifier) = &notifier {
-                    notifier.notify_or_warn(&systemd::Message::Stopping {
-                        status: format!("{signal}: shutting down"),
-                    });
+            if config.stop_pods_on_shutdown && !dry_run {
+                info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
+                stop_pods.cancel();
+                let stopped = tasks.join("pod_workers").await;
+                if let Some(sync) = &sync
+                    && !sync.flush(SHUTDOWN_FLUSH).await
+                {
+                    warn!("the pods' last statuses could not all be sent to the API server");
                 }
-                if config.stop_pods_on_shutdown && !dry_run {
-                    info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
-                    stop_pods.cancel();
-                    let stopped = match (&mut pods).await {
-                        Ok(result) => result,
-                        Err(e) => Err(Error::Task(e)),
-                    };
-                    if let Some(sync) = &sync
-                        && !sync.flush(SHUTDOWN_FLUSH).await
-                    {
-                        warn!("the pods' last statuses could not all be sent to the API server");
-                    }
-                    break stopped;
-                }
+                stopped
+            } else {
+                // Unless told otherwise, pods keep running: the agent's exit is not the
+                // workloads' (an edge box restarts the agent, and the next one adopts them).
                 info!(signal, "shutting down; pods keep running");
-                break Ok(());
+                Ok(())
             }
         }
     };
-    // Unless told otherwise, pods keep running: the agent's exit is not the workloads'
-    // (an edge box restarts the agent, and the next one adopts them).
-    if let Some(supervisor) = supervisor {
-        supervisor.abort();
-    }
-    // With the merge gone the pod workers are told to leave: they finish what is under
-    // way (a replaced container's removal, a task's reaping) and end, pods still running.
-    merge.abort();
-    if !pods.is_finished() && tokio::time::timeout(LEAVE_WAIT, &mut pods).await.is_err() {
-        warn!("the pod workers did not finish their work in time");
-    }
-    pods.abort();
-    drop(sync);
-    server.abort();
-    if let Some(managed) = managed {
-        // Its containers keep running: shims outlive containerd.
-        if let Err(e) = managed.stop().await {
-            warn!(error = %describe(&e), "cannot stop the managed containerd cleanly");
-        }
-    }
+    tasks.stop().await;
     result
 }
 

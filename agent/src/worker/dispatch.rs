@@ -42,7 +42,7 @@ struct Workers<R: PodRuntime> {
 /// and release them as they go; `changes` of those objects go to the pods' workers, and
 /// so do the eviction manager's `evictions`.
 pub async fn run<R: PodRuntime>(
-    runtime: Arc<Shared<R>>,
+    shared: Arc<Shared<R>>,
     mut batches: mpsc::Receiver<Batch>,
     mut changes: objects::Changes,
     mut evictions: Evictions,
@@ -51,20 +51,20 @@ pub async fn run<R: PodRuntime>(
     // Exits go straight to their workers; only a resubscription, which concerns every
     // worker, comes through here.
     let (resync_tx, mut resyncs) = mpsc::unbounded_channel();
-    let watcher = watch_events(&runtime, resync_tx);
+    let watcher = watch_events(&shared, resync_tx);
     // The kernel's view (eBPF, when loaded) of the same containers: whichever reports an
     // exit first wins, the other finds the container no longer running.
-    let routes = runtime.routes.clone();
-    let kernel = runtime.ebpf.watch(move |observed| routes.kernel(observed));
-    let found = adoptable(&runtime.runtime).await;
-    let mut workers = Workers::new(runtime.clone(), found);
+    let routes = shared.routes.clone();
+    let kernel = shared.ebpf.watch(move |observed| routes.kernel(observed));
+    let found = adoptable(&shared.runtime).await;
+    let mut workers = Workers::new(shared.clone(), found);
     let node_shutdown = loop {
         tokio::select! {
             batch = batches.recv() => {
                 let Some(batch) = batch else { break false };
                 workers.apply(batch).await;
             }
-            Some(()) = resyncs.recv() => resync(&runtime, &workers.outboxes),
+            Some(()) = resyncs.recv() => resync(&shared, &workers.outboxes),
             Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
             Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
                 workers.send(pod, Message::Evict { uid, message, grace });
@@ -86,10 +86,10 @@ pub async fn run<R: PodRuntime>(
 /// containerd's task events, as the runtime watches them: exits and OOM kills straight to
 /// their workers' routes, resubscriptions to `resyncs`.
 fn watch_events<R: PodRuntime>(
-    runtime: &Arc<Shared<R>>,
+    shared: &Arc<Shared<R>>,
     resyncs: mpsc::UnboundedSender<()>,
 ) -> tokio::task::JoinHandle<()> {
-    let routes = runtime.routes.clone();
+    let routes = shared.routes.clone();
     let deliver = move |event: TaskEvent| match event {
         TaskEvent::Resync => resyncs.send(()).is_ok(),
         event => {
@@ -97,8 +97,8 @@ fn watch_events<R: PodRuntime>(
             true
         }
     };
-    let runtime = runtime.clone();
-    let watch = async move { runtime.runtime.watch_events(deliver).await };
+    let shared = shared.clone();
+    let watch = async move { shared.runtime.watch_events(deliver).await };
     tokio::spawn(watch.instrument(tracing::info_span!("task_events")))
 }
 

@@ -1,69 +1,74 @@
-//! Building `outpost run`'s parts from the settings: the config resolved and the
-//! directories checked, the pod sources, the merge, the local API (bound), the sync to the
-//! API server and the pod runtime. Each part registers its metrics on the one registry
-//! made here. Nothing runs yet: [`super::run`] spawns the parts and awaits them.
+//! The composition root of `outpost run`: the config resolved and the directories
+//! checked, then every component built from it and from the handles of those built
+//! before it, each registering its metrics on the one registry. What comes out is one
+//! list of named tasks, in the order they are stopped; nothing runs yet ([`super::run`]
+//! spawns and supervises them).
 
 use std::sync::{Arc, OnceLock};
 
-use futures::future::BoxFuture;
 use outpost_core::eviction::Pressure;
-use outpost_core::pod::Source;
 use prometheus_client::registry::Registry;
-use tokio::signal::unix::{Signal, SignalKind, signal as unix_signal};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Error;
-use super::pods::{
-    EvictionHandles, GcHandles, PodRuntime, RuntimeHandles, containerd_choice, managed_options,
-};
-use crate::api;
-use crate::apiserver::{self, ApiClient, Connectivity, MirrorView, Recorder};
+use super::containerd::{self, Placement};
+use super::node::{self, EvictionDeps, GcDeps};
+use super::sources::{self, Cluster, Sources};
+use super::task::Task;
+use super::{Error, pods, print_deltas};
+use crate::api::{self, runtime::RuntimeSlot};
+use crate::apiserver::{self, Recorder};
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Settings};
-use crate::host;
 use crate::logging::LogLevel;
-use crate::objects::Objects;
-use crate::permissions;
+use crate::objects::{Changes, Objects};
 use crate::podconfig::{self, Batch, SnapshotHandle};
 use crate::runtime::cgroups::{Hierarchy, PodCgroups};
-use crate::runtime::managed::Choice;
-use crate::source::api::ApiSource;
-use crate::source::file::{self, FileSource};
-use crate::source::url::{self, UrlSource};
-use crate::source::{self, Refresh, push};
+use crate::source::{Refresh, push};
 use crate::status::{RuntimeReady, StatusStore};
-use crate::sync;
+use crate::{host, permissions, sync};
 
 /// The agent, built.
 pub(super) struct Agent {
     pub(super) config: Config,
     pub(super) dry_run: bool,
-    /// SIGHUP, caught from the start: its default action would end the agent.
-    pub(super) hangup: Signal,
-    /// Refreshes the manifest URL source (SIGHUP, `POST /refresh`).
-    pub(super) refresh: Refresh,
+    /// Every task, in the order they are stopped.
+    pub(super) tasks: Vec<Task>,
     pub(super) snapshot: SnapshotHandle,
-    /// The merge of the pod sources, feeding `pods`.
-    pub(super) merge: BoxFuture<'static, ()>,
-    /// The local API, its address bound.
-    pub(super) server: BoxFuture<'static, Result<(), api::Error>>,
-    /// The sync to the API server: with a kubeconfig, when pods run.
-    pub(super) sync: Option<sync::Context>,
-    pub(super) pods: Pods,
     /// Whether containerd is connected; `None` in a dry run.
     pub(super) runtime_ready: Option<RuntimeReady>,
+    /// The sync's handle (a node shutdown's last statuses), when statuses are synced.
+    pub(super) sync: Option<sync::Handle>,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
     pub(super) stop_pods: CancellationToken,
 }
 
-/// What takes the merge's batches.
-pub(super) enum Pods {
-    /// `--dry-run`: printed, nothing run.
-    DryRun(mpsc::Receiver<Batch>),
-    Run(Box<PodRuntime>),
+/// What several components share: made once, handed to each that needs it.
+struct Shared {
+    events: Recorder,
+    checkpoints: Checkpoints,
+    snapshot: SnapshotHandle,
+    statuses: StatusStore,
+    ebpf: crate::ebpf::Handle,
+    stop_pods: CancellationToken,
+    /// Whether containerd is connected, its version, and where the local API finds it;
+    /// `None` in a dry run.
+    runtime: Option<(RuntimeReady, RuntimeSlot)>,
+    runtime_version: Arc<OnceLock<String>>,
+    /// The node's pressure conditions, as the eviction manager holds them.
+    pressure: watch::Sender<Pressure>,
+    /// The pods' cgroups (made once containerd answers); their usage is a metric.
+    cgroups: Option<Arc<PodCgroups>>,
+}
+
+/// The pod side's metrics.
+struct PodMetrics {
+    workers: crate::worker::metrics::Metrics,
+    images: crate::runtime::image::metrics::ImageImports,
+    gc: crate::gc::metrics::GarbageCollection,
+    evictions: crate::eviction::metrics::Evictions,
 }
 
 /// Resolves `settings`, checks the directories, and builds every part of the agent.
@@ -72,6 +77,265 @@ pub(super) async fn build(
     dry_run: bool,
     log_level: LogLevel,
 ) -> Result<Agent, Error> {
+    let config = resolve(settings, dry_run)?;
+    let mut registry = Registry::default();
+    let outpost = registry.sub_registry_with_prefix("outpost");
+    let audit = ManifestAudit::default();
+    audit.set_policy(config.admission_policy.clone());
+    let shared = Shared::new(&config, dry_run, &audit, outpost);
+    let deps = sources::Deps {
+        checkpoints: shared.checkpoints.clone(),
+        events: shared.events.clone(),
+        audit: audit.clone(),
+    };
+    let (mut sources, sighup) = sources::build(&config, deps, outpost)?;
+    let (cluster, objects, changes) =
+        sources::cluster(&config, &shared.checkpoints, &mut sources).await?;
+    let Sources { streams, refresh, push, watcher } = sources;
+    let (batches_tx, batches) = mpsc::channel::<Batch>(64);
+    let merge_metrics = podconfig::metrics::Merge::register(outpost);
+    let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
+    let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
+    // Registered in a dry run too: a scrape's families do not depend on the mode.
+    let pod_metrics = PodMetrics {
+        workers: crate::worker::metrics::Metrics::register(outpost),
+        images: crate::runtime::image::metrics::ImageImports::register(outpost),
+        gc: crate::gc::metrics::GarbageCollection::register(outpost),
+        evictions: crate::eviction::metrics::Evictions::register(outpost),
+    };
+    let placement = (!dry_run).then(|| Placement::choose(&config));
+    let containerd = match &placement {
+        None => {
+            tasks.push(Task::new("print_deltas", print_deltas(batches)).main());
+            None
+        }
+        Some(placement) => {
+            let (containerd, pod_tasks) = pod_side(
+                &config,
+                placement.clone(),
+                &shared,
+                (batches, objects, changes),
+                pod_metrics,
+            )?;
+            tasks.extend(pod_tasks);
+            Some(containerd)
+        }
+    };
+    let (sync, sync_health) = match cluster {
+        Some(cluster) => synced(&config, cluster, &shared, &mut tasks),
+        None => (None, None),
+    };
+    let local = LocalApi {
+        push,
+        refresh,
+        watcher,
+        runtime: placement.map(|placement| placement.info(&config)),
+        sync: sync_health,
+        audit,
+        log_level,
+    };
+    tasks.push(local_api(&config, &shared, registry, local).await?);
+    // containerd last: the managed one stops after everything that uses it.
+    tasks.extend(containerd);
+    Ok(Agent {
+        config,
+        dry_run,
+        tasks,
+        snapshot: shared.snapshot,
+        runtime_ready: shared.runtime.map(|(ready, _)| ready),
+        sync,
+        stop_pods: shared.stop_pods,
+    })
+}
+
+impl Shared {
+    fn new(
+        config: &Config,
+        dry_run: bool,
+        audit: &ManifestAudit,
+        registry: &mut Registry,
+    ) -> Shared {
+        let checkpoint_metrics = crate::checkpoint::metrics::CheckpointWrites::register(registry);
+        Shared {
+            events: Recorder::default(),
+            checkpoints: Checkpoints::new(&config.state_dir).with_metrics(checkpoint_metrics),
+            snapshot: SnapshotHandle::default(),
+            statuses: StatusStore::default(),
+            ebpf: kernel(config, dry_run, audit),
+            stop_pods: CancellationToken::new(),
+            runtime: (!dry_run).then(Default::default),
+            runtime_version: Arc::default(),
+            pressure: watch::Sender::new(Pressure::default()),
+            cgroups: (!dry_run).then(|| Arc::new(pod_cgroups(config))),
+        }
+    }
+}
+
+/// What the local API serves besides the shared handles.
+struct LocalApi {
+    push: Option<push::PushHandle>,
+    refresh: Option<Refresh>,
+    /// How the manifest directory is watched.
+    watcher: String,
+    /// Where containerd is; `None` in a dry run.
+    runtime: Option<api::status::RuntimeInfo>,
+    /// The API server's health, with a kubeconfig.
+    sync: Option<apiserver::Health>,
+    audit: ManifestAudit,
+    log_level: LogLevel,
+}
+
+/// The `local_api` task: its address bound now (a taken port stops the agent at once),
+/// serving every metric registered on `registry` and the scrape-time collectors.
+async fn local_api(
+    config: &Config,
+    shared: &Shared,
+    mut registry: Registry,
+    local: LocalApi,
+) -> Result<Task, Error> {
+    crate::metrics::register(
+        &mut registry,
+        shared.snapshot.clone(),
+        crate::metrics::Sources {
+            sync: local.sync.clone(),
+            events: shared.events.clone(),
+            statuses: shared.statuses.clone(),
+            ebpf: shared.ebpf.clone(),
+            cgroups: shared.cgroups.clone(),
+        },
+    );
+    let server = api::bind(api::Options {
+        listen: config.listen,
+        auth: config.auth.clone(),
+        snapshot: shared.snapshot.clone(),
+        push: local.push,
+        refresh: local.refresh,
+        statuses: shared.statuses.clone(),
+        runtime: shared.runtime.as_ref().map(|(ready, _)| ready.clone()),
+        metrics: registry,
+        events: shared.events.clone(),
+        ebpf: shared.ebpf.clone(),
+        pod_log_dir: config.pod_log_dir.clone(),
+        log_level: local.log_level,
+        info: api::status::Info {
+            node_name: config.node_name.clone(),
+            started: k8s_openapi::jiff::Timestamp::now(),
+            watcher: local.watcher,
+            runtime: local.runtime,
+            sync: local.sync,
+        },
+        audit: local.audit,
+        runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
+    })
+    .await?;
+    Ok(Task::new("local_api", async move { Ok(server.await?) }))
+}
+
+/// The runtime's side: containerd (its task returned apart, to be stopped last), the pod
+/// workers, the eviction manager, the garbage collector, the storage monitor and the
+/// images dir.
+fn pod_side(
+    config: &Config,
+    placement: Placement,
+    shared: &Shared,
+    (batches, objects, changes): (mpsc::Receiver<Batch>, Objects, Changes),
+    metrics: PodMetrics,
+) -> Result<(Task, Vec<Task>), Error> {
+    let (ready, runtime_slot) = shared.runtime.clone().unwrap_or_default();
+    let deps = containerd::Deps {
+        ready,
+        version: shared.runtime_version.clone(),
+        runtime_slot,
+        stop_pods: shared.stop_pods.clone(),
+    };
+    let (connection, containerd) = containerd::build(config, placement, deps);
+    let gc = crate::gc::Handle::default();
+    // The eviction manager's and the storage monitor's choices reach the pod workers
+    // through this channel (E2, G1).
+    let (evict, evictions) = mpsc::unbounded_channel();
+    let (images, images_dir) = node::images_dir(config, connection.clone(), &gc, metrics.images);
+    let workers = pods::Deps {
+        exe: std::env::current_exe().map_err(Error::Exe)?,
+        batches,
+        connection: connection.clone(),
+        images,
+        statuses: shared.statuses.clone(),
+        events: shared.events.clone(),
+        ebpf: shared.ebpf.clone(),
+        objects,
+        changes,
+        evictions,
+        gc: gc.clone(),
+        cgroups: shared.cgroups.clone().unwrap_or_else(|| Arc::new(pod_cgroups(config))),
+        stop_pods: shared.stop_pods.clone(),
+    };
+    let mut tasks = vec![pods::build(config, workers, metrics.workers)?];
+    let eviction = EvictionDeps {
+        snapshot: shared.snapshot.clone(),
+        statuses: shared.statuses.clone(),
+        evict: evict.clone(),
+        pressure: shared.pressure.clone(),
+        metrics: metrics.evictions.clone(),
+        gc: gc.clone(),
+    };
+    tasks.push(node::eviction_manager(config, connection.clone(), eviction));
+    let collector = GcDeps {
+        handle: gc,
+        desired: shared.snapshot.clone(),
+        statuses: shared.statuses.clone(),
+        evictions: evict,
+        eviction_metrics: metrics.evictions,
+    };
+    tasks.extend(node::garbage_collector(config, connection, collector, metrics.gc));
+    tasks.extend(images_dir);
+    Ok((containerd, tasks))
+}
+
+/// The sync to the API server (its `sync` task joins `tasks`) when the agent runs pods,
+/// and the API server's health, which `/status` and the metrics show either way.
+fn synced(
+    config: &Config,
+    cluster: Cluster,
+    shared: &Shared,
+    tasks: &mut Vec<Task>,
+) -> (Option<sync::Handle>, Option<apiserver::Health>) {
+    let status_backlog = watch::Sender::<apiserver::StatusBacklog>::default();
+    let health = apiserver::Health {
+        connectivity: cluster.client.connectivity().clone(),
+        status_backlog: status_backlog.subscribe(),
+    };
+    // Status goes to the API server only when the agent runs pods (not in a dry run).
+    let Some((runtime, _)) = &shared.runtime else { return (None, Some(health)) };
+    let context = sync::Context {
+        client: cluster.client,
+        node_name: config.node_name.clone(),
+        snapshot: shared.snapshot.clone(),
+        statuses: shared.statuses.clone(),
+        mirrors: cluster.mirrors,
+        node: watch::Sender::new(None),
+        events: shared.events.clone(),
+        node_config: sync::node::Config {
+            labels: config.node_labels.clone(),
+            taints: config.register_with_taints.clone(),
+            node_ip: config.node_ip,
+            kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
+            state_dir: config.state_dir.clone(),
+            runtime: runtime.clone(),
+            runtime_version: shared.runtime_version.clone(),
+            shutdown: shared.stop_pods.clone(),
+            pressure: shared.pressure.subscribe(),
+            reservation: config.node_resources.reservation,
+        },
+        status_backlog,
+    };
+    let (handle, task) = sync::build(context);
+    tasks.push(Task::infallible("sync", task));
+    (Some(handle), Some(health))
+}
+
+/// The settings resolved into the config, the node's address looked up, the cgroup
+/// driver checked against the init system, the directories checked.
+fn resolve(settings: Settings, dry_run: bool) -> Result<Config, Error> {
     let mut config = Config::resolve(settings)?;
     // The node's address: given, or the default route's interface's, looked up once.
     config.node_ip = config.node_ip.or_else(host::address::default_address);
@@ -81,240 +345,20 @@ pub(super) async fn build(
         config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
     }
     secure_dirs(&config)?;
-    // Resolved now: a binary replaced while running keeps its old path in /proc/self/exe.
-    let exe = std::env::current_exe().map_err(Error::Exe)?;
-    let hangup = unix_signal(SignalKind::hangup()).map_err(Error::Signal)?;
+    Ok(config)
+}
 
-    let mut registry = Registry::default();
-    let outpost = registry.sub_registry_with_prefix("outpost");
-    let checkpoints = Checkpoints::new(&config.state_dir)
-        .with_metrics(crate::checkpoint::metrics::CheckpointWrites::register(outpost));
-    let manifests = crate::source::metrics::SourceMetrics::register(outpost);
-    let merge_metrics = crate::podconfig::metrics::Merge::register(outpost);
-    let worker_metrics = crate::worker::metrics::Metrics::register(outpost);
-    let image_metrics = crate::runtime::image::metrics::ImageImports::register(outpost);
-    let gc_metrics = crate::gc::metrics::GarbageCollection::register(outpost);
-
-    let events = Recorder::default();
-    // The eBPF exec history is set on it once BPF is loaded (`set_exec_history`).
-    let audit = ManifestAudit::default();
-    audit.set_policy(config.admission_policy.clone());
-    let files = FileSource::new(file::Config {
-        path: config.manifest_dir.clone(),
-        node_name: config.node_name.clone(),
-        watcher: config.watcher,
-    })?
-    .with_events(events.clone())
-    .with_metrics(manifests.clone())
-    .with_audit(audit.clone());
-    let watcher = files.backend().to_string();
-    let mut sources = vec![(Source::File, files.into_stream())];
-    let refresh = Refresh::default();
-    if let Some(url) = &config.manifest_url {
-        let source = UrlSource::new(url::Config {
-            url: url.clone(),
-            headers: config.manifest_url_headers.clone(),
-            interval: config.manifest_url_interval,
-            ca_file: config.manifest_url_ca_file.clone(),
-            node_name: config.node_name.clone(),
-            checkpoints: checkpoints.clone(),
-            refresh: refresh.clone(),
-        })?
-        .with_metrics(manifests.clone())
-        .with_audit(audit.clone());
-        sources.push((Source::Url, source.into_stream()));
+/// The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
+/// The manifest audit records execs from its history once loaded.
+fn kernel(config: &Config, dry_run: bool, audit: &ManifestAudit) -> crate::ebpf::Handle {
+    if dry_run {
+        return crate::ebpf::Handle::default();
     }
-    // The push endpoint changes state, so it exists only when callers can authenticate.
-    let push = if config.auth.token_file.is_some() || config.auth.client_ca_file.is_some() {
-        let (handle, stream) = push::open(push::Config {
-            node_name: config.node_name.clone(),
-            checkpoints: checkpoints.clone(),
-            metrics: manifests,
-        })?;
-        sources.push((Source::Push, stream));
-        Some(handle)
-    } else {
-        None
-    };
-    let mirrors = MirrorView::default();
-    let client = match &config.kubeconfig {
-        Some(kubeconfig) => {
-            let client = ApiClient::from_kubeconfig(kubeconfig, Connectivity::default()).await?;
-            let source = ApiSource::new(source::api::Config {
-                client: client.clone(),
-                node_name: config.node_name.clone(),
-                checkpoints: checkpoints.clone(),
-                mirrors: mirrors.clone(),
-            });
-            sources.push((Source::Api, source.into_stream()));
-            Some(client)
-        }
-        None => None,
-    };
-    let (objects, changes) = match &client {
-        Some(client) => Objects::start(client.clone(), checkpoints.clone()).await,
-        None => (Objects::default(), tokio::sync::mpsc::unbounded_channel().1),
-    };
-
-    // The eviction manager's choices reach the pod workers through this channel.
-    let (evict, evictions) = tokio::sync::mpsc::unbounded_channel();
-    // The node's pressure conditions, as the eviction manager holds them.
-    let (pressure, pressure_seen) = tokio::sync::watch::channel(Pressure::default());
-    let eviction_metrics = crate::eviction::metrics::Evictions::register(outpost);
-    // Ephemeral-storage limits evict through the same path (G1).
-    let storage_evictions = evict.clone();
-    // The garbage collector: the eviction manager may ask it to collect images now
-    // (`collect_images_now`) on image filesystem pressure.
-    let gc = crate::gc::Handle::default();
-
-    // The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.
-    let ebpf = if dry_run {
-        crate::ebpf::Handle::default()
-    } else {
-        crate::ebpf::Handle::start(config.ebpf, &config.node_resources.layout)
-    };
+    let ebpf = crate::ebpf::Handle::start(config.ebpf, &config.node_resources.layout);
     if ebpf.is_loaded() {
         audit.set_exec_history(Some(Arc::new(ebpf.clone())));
     }
-    let snapshot = SnapshotHandle::default();
-    let statuses = StatusStore::default();
-    let runtime_ready = (!dry_run).then(RuntimeReady::default);
-    let runtime_version = Arc::new(OnceLock::new());
-    let stop_pods = CancellationToken::new();
-    let status_backlog = tokio::sync::watch::Sender::<apiserver::StatusBacklog>::default();
-    let sync_health = client.as_ref().map(|client| apiserver::Health {
-        connectivity: client.connectivity().clone(),
-        status_backlog: status_backlog.subscribe(),
-    });
-    // The pods' cgroups (made once containerd answers); their usage is a metric.
-    let cgroups = (!dry_run).then(|| Arc::new(pod_cgroups(&config)));
-    crate::metrics::register(
-        &mut registry,
-        snapshot.clone(),
-        crate::metrics::Sources {
-            sync: sync_health.clone(),
-            events: events.clone(),
-            statuses: statuses.clone(),
-            ebpf: ebpf.clone(),
-            cgroups: cgroups.clone(),
-        },
-    );
-    // Chosen before the API starts, so that `/status` can say where the runtime is.
-    let containerd = (!dry_run).then(|| containerd_choice(&config));
-    let runtime_info = containerd.as_ref().map(|(choice, binary)| api::status::RuntimeInfo {
-        socket: match choice {
-            Choice::External => config.containerd_socket.clone(),
-            Choice::Managed => managed_options(&config, binary.clone()).socket(),
-        },
-        namespace: config.containerd_namespace.clone(),
-        managed: *choice == Choice::Managed,
-    });
-    // `/exec`, `/run`, `/containerLogs`: the pod runtime fills it in once containerd answers.
-    let runtime_slot = (!dry_run).then(api::runtime::RuntimeSlot::default);
-    let server = api::bind(api::Options {
-        listen: config.listen,
-        auth: config.auth.clone(),
-        snapshot: snapshot.clone(),
-        push,
-        refresh: config.manifest_url.is_some().then(|| refresh.clone()),
-        statuses: statuses.clone(),
-        runtime: runtime_ready.clone(),
-        metrics: registry,
-        events: events.clone(),
-        ebpf: ebpf.clone(),
-        pod_log_dir: config.pod_log_dir.clone(),
-        log_level,
-        info: api::status::Info {
-            node_name: config.node_name.clone(),
-            started: k8s_openapi::jiff::Timestamp::now(),
-            watcher,
-            runtime: runtime_info,
-            sync: sync_health,
-        },
-        audit,
-        runtime_slot: runtime_slot.clone(),
-    })
-    .await?;
-
-    let (tx, rx) = mpsc::channel::<Batch>(64);
-    let merge = podconfig::run(sources, tx, snapshot.clone(), merge_metrics);
-    // Status goes to the API server only when the agent runs pods (not in a dry run).
-    let sync = match (client, &runtime_ready) {
-        (Some(client), Some(runtime)) => Some(sync::Context {
-            client,
-            node_name: config.node_name.clone(),
-            snapshot: snapshot.clone(),
-            statuses: statuses.clone(),
-            mirrors,
-            node: tokio::sync::watch::Sender::new(None),
-            events: events.clone(),
-            node_config: sync::node::Config {
-                labels: config.node_labels.clone(),
-                taints: config.register_with_taints.clone(),
-                node_ip: config.node_ip,
-                kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
-                state_dir: config.state_dir.clone(),
-                runtime: runtime.clone(),
-                runtime_version: runtime_version.clone(),
-                shutdown: stop_pods.clone(),
-                pressure: pressure_seen,
-                reservation: config.node_resources.reservation,
-            },
-            status_backlog,
-        }),
-        _ => None,
-    };
-    let pods = match containerd {
-        None => Pods::DryRun(rx),
-        Some((choice, binary)) => Pods::Run(Box::new(PodRuntime {
-            config: config.clone(),
-            choice,
-            binary,
-            exe,
-            batches: rx,
-            handles: RuntimeHandles {
-                statuses,
-                ready: runtime_ready.clone().unwrap_or_default(),
-                version: runtime_version,
-                events,
-                metrics: worker_metrics,
-                images: image_metrics,
-                stop_pods: stop_pods.clone(),
-                ebpf,
-                runtime_slot: runtime_slot.unwrap_or_default(),
-                objects,
-                changes,
-                evictions,
-                eviction: EvictionHandles {
-                    evict,
-                    pressure,
-                    metrics: eviction_metrics,
-                    snapshot: snapshot.clone(),
-                    gc: gc.clone(),
-                },
-                gc: GcHandles {
-                    handle: gc,
-                    metrics: gc_metrics,
-                    desired: snapshot.clone(),
-                    evictions: storage_evictions,
-                },
-                cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_cgroups(&config))),
-            },
-        })),
-    };
-    Ok(Agent {
-        config,
-        dry_run,
-        hangup,
-        refresh,
-        snapshot,
-        merge: Box::pin(merge),
-        server: Box::pin(server),
-        sync,
-        pods,
-        runtime_ready,
-        stop_pods,
-    })
+    ebpf
 }
 
 /// The pods' cgroups under the configured layout, in this host's hierarchy.

@@ -1,0 +1,141 @@
+//! containerd for `outpost run`: chosen (a socket to connect to, or one the agent starts),
+//! connected with backoff, and shared with every part that needs it once it answers.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use outpost_core::backoff::Backoff;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Error;
+use super::task::{Stop, Task};
+use crate::api::runtime::{self as api_runtime, RuntimeSlot};
+use crate::api::status::RuntimeInfo;
+use crate::config::Config;
+use crate::error_chain::describe;
+use crate::runtime::Containerd;
+use crate::runtime::exec::Execs;
+use crate::runtime::managed::{self, Choice, ManagedContainerd};
+use crate::status::RuntimeReady;
+
+/// How long the managed containerd may take to stop at the agent's exit.
+const MANAGED_STOP: Duration = Duration::from_secs(30);
+
+/// Where containerd is: its socket, or the binary the agent runs it with.
+#[derive(Debug, Clone)]
+pub(super) struct Placement {
+    choice: Choice,
+    /// The `containerd` binary, for [`Choice::Managed`].
+    binary: PathBuf,
+}
+
+impl Placement {
+    /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
+    pub(super) fn choose(config: &Config) -> Placement {
+        let binary = managed::find_binary();
+        let choice = managed::choose(
+            config.containerd.choice(),
+            config.containerd_socket.exists(),
+            binary.is_some(),
+        );
+        // Without a binary, starting it fails with the error that says so.
+        Placement { choice, binary: binary.unwrap_or_else(|| PathBuf::from("containerd")) }
+    }
+
+    /// What `/status` says of the runtime.
+    pub(super) fn info(&self, config: &Config) -> RuntimeInfo {
+        RuntimeInfo {
+            socket: match self.choice {
+                Choice::External => config.containerd_socket.clone(),
+                Choice::Managed => self.managed_options(config).socket(),
+            },
+            namespace: config.containerd_namespace.clone(),
+            managed: self.choice == Choice::Managed,
+        }
+    }
+
+    /// The managed containerd's options: its data under the state dir, sockets under the
+    /// run dir.
+    fn managed_options(&self, config: &Config) -> managed::Options {
+        let mut options = managed::Options::new(self.binary.clone(), &config.state_dir);
+        options.run_dir = config.run_dir.join("containerd");
+        options
+    }
+}
+
+/// containerd once connected, for the parts that wait for it.
+#[derive(Debug, Clone)]
+pub(super) struct Connection(watch::Receiver<Option<Containerd>>);
+
+impl Connection {
+    /// containerd, once it answers; `None` if it never will (the node shut down first,
+    /// or the connection task failed, which ends the agent).
+    pub(super) async fn connected(mut self) -> Option<Containerd> {
+        self.0.wait_for(Option::is_some).await.ok().and_then(|connected| connected.clone())
+    }
+}
+
+/// What the connection announces, and to whom.
+#[derive(Debug)]
+pub(super) struct Deps {
+    pub(super) ready: RuntimeReady,
+    /// containerd's version, once connected (the Node's nodeInfo).
+    pub(super) version: Arc<OnceLock<String>>,
+    /// Where the local API finds the container runtime (`/exec`, `/run`, `/containerLogs`).
+    pub(super) runtime_slot: RuntimeSlot,
+    /// A node shutdown before containerd answered: there are no pods to stop.
+    pub(super) stop_pods: CancellationToken,
+}
+
+/// The `containerd` task: starts containerd if it is the agent's to run, connects
+/// (retrying until it answers), announces it, and at the agent's exit stops the managed
+/// containerd (its containers keep running: shims outlive containerd).
+pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Connection, Task) {
+    let (connected, connection) = watch::channel(None);
+    let stop = CancellationToken::new();
+    let managed = (placement.choice == Choice::Managed).then(|| placement.managed_options(config));
+    let (socket, namespace) =
+        (config.containerd_socket.clone(), config.containerd_namespace.clone());
+    let exec_dir = config.run_dir.join("exec");
+    let stopped = stop.clone();
+    let task = async move {
+        let (socket, managed) = match managed {
+            None => (socket, None),
+            Some(options) => {
+                let started = ManagedContainerd::start(options).await?;
+                (started.socket().to_owned(), Some(started))
+            }
+        };
+        let connect = Containerd::connect_with_backoff(&socket, Backoff::WATCH);
+        let containerd = tokio::select! {
+            containerd = connect => containerd.with_namespace(&namespace)?,
+            () = deps.stop_pods.cancelled() => return Ok(()),
+        };
+        deps.ready.store(true, Ordering::Relaxed);
+        deps.runtime_slot.set(api_runtime::Runtime {
+            execs: Execs::new(containerd.clone(), exec_dir),
+            containerd: containerd.clone(),
+        });
+        match containerd.version().await {
+            Ok(v) => {
+                info!(socket = %socket.display(), version = v.version, "connected to containerd");
+                let _ = deps.version.set(v.version);
+            }
+            Err(e) => warn!(error = %describe(&e), "containerd did not report its version"),
+        }
+        connected.send_replace(Some(containerd));
+        stopped.cancelled().await;
+        if let Some(managed) = managed
+            && let Err(e) = managed.stop().await
+        {
+            warn!(error = %describe(&e), "cannot stop the managed containerd cleanly");
+        }
+        Ok::<(), Error>(())
+    };
+    let task = Task::new("containerd", task).main().stop(Stop::Cancel(stop, MANAGED_STOP));
+    (Connection(connection), task)
+}
