@@ -14,7 +14,8 @@
 
 use k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod};
 
-use super::{Error, Result, Subject};
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 /// The legacy per-container annotation's prefix (the container's name follows).
 pub const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";

@@ -1,13 +1,9 @@
 //! containerd 1.6's default Linux spec (`oci.populateDefaultUnixSpec`), the base every
 //! container spec starts from: its mounts, capabilities, masked and read-only paths,
-//! device rules and namespaces. (Its `RLIMIT_NOFILE` of 1024 is `oci_spec`'s default
+//! and device rules. (Its `RLIMIT_NOFILE` of 1024 is `oci_spec`'s default
 //! process's too.)
 
-use std::path::Path;
-
-use oci_spec::runtime::{Capability, LinuxDeviceCgroup, LinuxNamespace, LinuxNamespaceType, Mount};
-
-use super::PodContext;
+use oci_spec::runtime::{Capability, LinuxDeviceCgroup, Mount};
 
 /// The capabilities a container has unless its security context says otherwise.
 pub(super) const CAPABILITIES: [Capability; 14] = [
@@ -151,32 +147,4 @@ pub(super) fn mount(destination: &str, typ: &str, source: &str, options: &[&str]
         .set_source(Some(source.into()))
         .set_options(Some(options.iter().map(|o| (*o).to_owned()).collect()));
     mount
-}
-
-/// A new mount namespace; the pod's pid namespace (`shareProcessNamespace`), else a new
-/// one unless `hostPID`; network, IPC and UTS from the pod's paths, or the host's when
-/// there is none.
-pub(super) fn namespaces(ctx: &PodContext<'_>) -> Vec<LinuxNamespace> {
-    let host_pid = ctx.pod.spec.as_ref().and_then(|s| s.host_pid).unwrap_or(false);
-    let new = |typ| Some((typ, None));
-    let joined = |typ, path: Option<&Path>| path.map(|p| (typ, Some(p.to_path_buf())));
-    [
-        match ctx.namespaces.pid {
-            Some(pid) => joined(LinuxNamespaceType::Pid, Some(pid)),
-            None if host_pid => None,
-            None => new(LinuxNamespaceType::Pid),
-        },
-        joined(LinuxNamespaceType::Ipc, ctx.namespaces.ipc),
-        joined(LinuxNamespaceType::Uts, ctx.namespaces.uts),
-        new(LinuxNamespaceType::Mount),
-        joined(LinuxNamespaceType::Network, ctx.namespaces.network),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|(typ, path)| {
-        let mut namespace = LinuxNamespace::default();
-        namespace.set_typ(typ).set_path(path);
-        namespace
-    })
-    .collect()
 }

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{Pod, PodDNSConfig};
 
-use super::{Error, Result, Subject};
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 /// kubelet's limits (and the API server's validation of `dnsConfig`).
 const MAX_NAMESERVERS: usize = 3;

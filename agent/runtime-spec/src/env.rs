@@ -9,8 +9,11 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector};
 use oci_spec::image::Config;
 
+use super::context::PodContext;
+use super::error::{Error, Result};
+use super::expansion;
 use super::selector::{resource_field_ref, subscript};
-use super::{Error, PodContext, Result, Subject, expansion};
+use super::subject::Subject;
 
 /// containerd's `PATH` for an image that sets none.
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -98,7 +101,7 @@ fn value_from(
         Ok(Some(value))
     } else if let Some(resource) = &source.resource_field_ref {
         let field = format!("env {}", var.name);
-        resource_field_ref(ctx.pod, Some(container), &field, resource, at).map(Some)
+        Ok(Some(resource_field_ref(ctx.pod, Some(container), &field, resource, at)?))
     } else if let Some(key) = &source.config_map_key_ref {
         objects::config_map_key(ctx.pod, ctx.resolved, key, at)
     } else if let Some(key) = &source.secret_key_ref {

@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{HostAlias, Pod};
 
-use super::{Error, PodContext, Result, Subject};
+use super::context::PodContext;
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 /// The longest hostname (a DNS label).
 const MAX_HOSTNAME: usize = 63;
@@ -50,7 +52,8 @@ pub(super) fn container_hostname(ctx: &PodContext<'_>, at: &Subject) -> Result<O
             let fqdn = format!("{hostname}.{domain}");
             if fqdn.len() > MAX_KERNEL_HOSTNAME {
                 let length = fqdn.len();
-                return Err(Error::FqdnTooLong { at: at.clone(), fqdn, length });
+                let max = MAX_KERNEL_HOSTNAME;
+                return Err(Error::FqdnTooLong { at: at.clone(), fqdn, length, max });
             }
             Ok(Some(fqdn))
         }

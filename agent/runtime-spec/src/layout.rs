@@ -6,8 +6,8 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
-use super::Subject;
 use super::projection::{self, Kind};
+use super::subject::Subject;
 
 /// The pod's hosts file, in its directory.
 pub const ETC_HOSTS: &str = "etc-hosts";

@@ -8,8 +8,11 @@ use std::path::{Component, Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, VolumeMount};
 use oci_spec::runtime::Mount;
 
+use super::context::PodContext;
+use super::error::{Error, Result};
 use super::security::Security;
-use super::{Error, PodContext, Result, Subject, defaults, layout};
+use super::subject::Subject;
+use super::{defaults, layout};
 
 pub(super) fn mounts(
     ctx: &PodContext<'_>,

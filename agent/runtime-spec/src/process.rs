@@ -5,10 +5,13 @@ use k8s_openapi::api::core::v1::Container;
 use oci_spec::image::Config;
 use oci_spec::runtime::{Process, User};
 
+use super::context::ContainerFiles;
 use super::env::Environment;
+use super::error::{Error, Result};
+use super::expansion;
 use super::security::Security;
+use super::subject::Subject;
 use super::users::{self, Unresolved, UserRef};
-use super::{ContainerFiles, Error, Result, Subject, expansion};
 
 pub(super) fn process(
     container: &Container,

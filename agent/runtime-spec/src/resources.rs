@@ -2,32 +2,18 @@
 //! in bytes, CPU limit as a CFS quota over a 100 ms period, CPU request as shares.
 
 use k8s_openapi::api::core::v1::Container;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxResources};
+use outpost_core::quantity::{self, Quantity};
 
+use super::error::{Error, Result};
 use super::security::Security;
-use super::{Error, Result, Subject, defaults};
-use super::{Quantity, quantity};
+use super::subject::Subject;
+use super::{defaults, selector};
 
 /// The CFS period, in microseconds (kubelet's default 100 ms).
 pub(super) const CPU_PERIOD: u64 = 100_000;
 /// The smallest CFS quota, in microseconds.
 const MIN_QUOTA: i64 = 1_000;
-
-/// The quantity set for `resource` under `kind` (`limits` or `requests`); a request that
-/// is not set is the limit, as the API server defaults it.
-pub(super) fn quantity_of<'c>(
-    container: &'c Container,
-    kind: &str,
-    resource: &str,
-) -> Option<&'c ApiQuantity> {
-    let resources = container.resources.as_ref()?;
-    let limit = || resources.limits.as_ref().and_then(|m| m.get(resource));
-    match kind {
-        "limits" => limit(),
-        _ => resources.requests.as_ref().and_then(|m| m.get(resource)).or_else(limit),
-    }
-}
 
 pub(super) fn resources(
     container: &Container,
@@ -35,7 +21,7 @@ pub(super) fn resources(
     at: &Subject,
 ) -> Result<LinuxResources> {
     let parse = |kind: &str, resource: &str| -> Result<Option<Quantity>> {
-        let Some(text) = quantity_of(container, kind, resource) else { return Ok(None) };
+        let Some(text) = selector::quantity_of(container, kind, resource) else { return Ok(None) };
         Quantity::parse(&text.0).map(Some).map_err(|source| Error::Quantity {
             at: at.clone(),
             field: format!("resources.{kind}.{resource}"),
@@ -47,7 +33,9 @@ pub(super) fn resources(
         result.map_err(|source| Error::Quantity {
             at: at.clone(),
             field: format!("resources.{kind}.{resource}"),
-            value: quantity_of(container, kind, resource).map(|q| q.0.clone()).unwrap_or_default(),
+            value: selector::quantity_of(container, kind, resource)
+                .map(|q| q.0.clone())
+                .unwrap_or_default(),
             source,
         })
     };

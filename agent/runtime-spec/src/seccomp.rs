@@ -22,7 +22,8 @@ use oci_spec::runtime::{
 };
 use serde::Deserialize;
 
-use super::{Error, Result, Subject};
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 mod runtime_default;
 

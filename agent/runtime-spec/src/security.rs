@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::runtime::{Capabilities, Capability, LinuxCapabilities};
 
-use super::{Error, Result, Subject, defaults};
+use super::defaults;
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 /// What of the pod's and container's security contexts the spec uses.
 #[derive(Debug, Clone, Default)]

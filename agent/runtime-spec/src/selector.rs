@@ -3,8 +3,60 @@
 //! (`metadata.labels['KEY']`), and a container's resource (`resourceFieldRef`).
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use outpost_core::quantity::{self, Quantity};
 
-use super::{Error, Quantity, Result, Subject, resources};
+use super::subject::Subject;
+
+/// Why a container's resource cannot be read through a `resourceFieldRef`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{at}: {field}: resourceFieldRef {resource:?} is not supported; use limits.cpu, \
+         limits.memory, limits.ephemeral-storage, requests.cpu, requests.memory or \
+         requests.ephemeral-storage"
+    )]
+    ResourceField { at: Subject, field: String, resource: String },
+
+    #[error(
+        "{at}: {field}: resourceFieldRef names container {container:?}, which the pod does not have"
+    )]
+    ResourceContainer { at: Subject, field: String, container: String },
+
+    #[error(
+        "{at}: {field}: resourceFieldRef {resource} is not set on the container, and Outpost \
+         does not publish the node's allocatable resources; set resources.{resource}"
+    )]
+    LimitNotSet { at: Subject, field: String, resource: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not a valid quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\")"
+    )]
+    Quantity {
+        at: Subject,
+        field: String,
+        value: String,
+        #[source]
+        source: quantity::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The quantity set for `resource` under `kind` (`limits` or `requests`); a request that
+/// is not set is the limit, as the API server defaults it.
+pub(super) fn quantity_of<'c>(
+    container: &'c Container,
+    kind: &str,
+    resource: &str,
+) -> Option<&'c ApiQuantity> {
+    let resources = container.resources.as_ref()?;
+    let limit = || resources.limits.as_ref().and_then(|m| m.get(resource));
+    match kind {
+        "limits" => limit(),
+        _ => resources.requests.as_ref().and_then(|m| m.get(resource)).or_else(limit),
+    }
+}
 
 /// `KEY` of `<map>['KEY']`.
 pub(super) fn subscript<'p>(path: &'p str, map: &str) -> Option<&'p str> {
@@ -52,7 +104,7 @@ pub(super) fn resource_field_ref(
         let value = value.to_owned();
         move |source| Error::Quantity { at: at.clone(), field: name, value, source }
     };
-    let Some(set) = resources::quantity_of(target, kind, resource_name) else {
+    let Some(set) = quantity_of(target, kind, resource_name) else {
         if kind == "requests" {
             return Ok("0".to_owned());
         }

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::admission::sysctl::{Namespace, namespace, normalize};
 
-use super::{Error, Result, Subject};
+use super::error::{Error, Result};
+use super::subject::Subject;
 
 /// The pod's sysctls by normalized name; `None` when it sets none. A network sysctl
 /// with `hostNetwork`, an IPC one with `hostIPC` or a UTS one with `hostNetwork` (which

@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{Capability, LinuxNamespaceType, Mount, PosixRlimitType, Spec};
 
+use super::container::OCI_VERSION;
+use super::projection::Resolved;
 use super::*;
 
 /// A pod from YAML, named and namespaced as the manifest defaulting leaves it.

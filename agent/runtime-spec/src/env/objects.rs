@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{
     ConfigMapKeySelector, Container, EnvFromSource, Pod, SecretKeySelector,
 };
 
+use crate::error::{Error, Result};
 use crate::projection::{self, Resolved};
-use crate::{Error, Result, Subject};
+use crate::subject::Subject;
 
 /// The variables of the container's `envFrom`, and kubelet's warnings for the keys left
 /// out.

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod};
 
 use super::{Error, File, Payload, clean, mode};
-use crate::{Subject, selector};
+use crate::selector;
+use crate::subject::Subject;
 
 /// The files of downward API `items`, into `payload`.
 pub(super) fn files(
