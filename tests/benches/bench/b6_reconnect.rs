@@ -6,7 +6,7 @@
 //!
 //! The agent's library runs in-process: an [`ApiClient`] to the test API server, the
 //! API source (its list and watch are what notice the server is back, as in the agent)
-//! and every sync task ([`sync::spawn`], with the task that follows the kernel's network
+//! and every sync task ([`sync::build`], with the task that follows the kernel's network
 //! changes), over a snapshot of the 100 pods and a [`StatusStore`] the benchmark writes
 //! as the pod workers would. The agent's side runs in a network namespace of the
 //! benchmark's own, and the server listens in another, over a veth pair ([`uplink`]):
@@ -199,7 +199,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
         ..Snapshot::default()
     };
     let statuses = StatusStore::default();
-    let tasks = sync::spawn(sync::Context {
+    let (_sync, writers) = sync::build(sync::Context {
         client,
         node_name: NODE.to_owned(),
         snapshot: SnapshotHandle::from(snapshot),
@@ -221,9 +221,10 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });
+    let writers = tokio::spawn(writers);
     let cut = Cut { server: &server, uplink, outage };
     let result = measure(&cut, &pods, &statuses, &connectivity).await;
-    drop(tasks);
+    writers.abort();
     drain.abort();
     // The link is up for the next sample, whatever happened to this one.
     let up = uplink.up();
