@@ -2,7 +2,7 @@
 /*
  * What the BPF programs share with the agent: the records written to the EVENTS ring
  * buffer, the per-pod traffic counters and the exec history. The agent mirrors these
- * layouts with #[repr(C)] structs in agent/src/ebpf/records.rs; change both together.
+ * layouts with #[repr(C)] structs in agent/formats/src/bpf.rs; change both together.
  */
 #ifndef OUTPOST_H
 #define OUTPOST_H

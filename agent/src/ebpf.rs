@@ -7,7 +7,7 @@
 //! Loading is best effort: without BPF (not root, no BTF, lockdown, an old kernel) the
 //! agent says so once and runs on containerd's events alone; nothing else changes.
 //!
-//! - `records`: the records' layouts and their parser (pure).
+//! - `records`: the records' layouts and their parser (pure: the crate `outpost-formats`).
 //! - `mounts`: tracefs, bpffs and cgroup2, mounted if absent.
 //! - `cgroups`: cgroup id → pod UID and container id.
 //! - `clock`: the records' boot-clock times as wall-clock times.
@@ -19,7 +19,9 @@ pub mod cgroups;
 pub mod clock;
 pub mod mounts;
 mod reader;
-pub mod records;
+
+/// The records the BPF programs write, and their parser.
+pub use outpost_formats::bpf as records;
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;

@@ -9,19 +9,21 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod ebpf;
-pub mod error_chain;
 pub mod eviction;
 pub mod gc;
-pub mod host;
 pub mod logging;
 pub mod metrics;
 pub mod objects;
 pub mod permissions;
 pub mod podconfig;
-pub mod runtime;
 pub mod shutdown;
 pub mod source;
 pub mod status;
 pub mod sync;
 pub mod systemd;
 pub mod worker;
+
+// Crates below the agent, under the names its modules use.
+pub use outpost_core::error_chain;
+pub use outpost_host as host;
+pub use outpost_runtime as runtime;

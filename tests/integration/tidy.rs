@@ -132,12 +132,16 @@ fn main_rs_only_parses_and_dispatches() {
     );
 }
 
-/// The pure core depends on no async runtime, network, HTTP, TLS, container runtime or
-/// kernel interface (STYLE.md 2), checked on the resolved graph: its normal dependencies
+/// The crates that do no IO: the pure core, the OCI spec builder, and the parsers of what
+/// the agent reads from outside.
+const PURE_CRATES: &[&str] = &["outpost-core", "outpost-runtime-spec", "outpost-formats"];
+
+/// The pure crates depend on no async runtime, network, HTTP, TLS, container runtime or
+/// kernel interface (STYLE.md 2), checked on the resolved graph: their normal dependencies
 /// and theirs, for this platform (dev-dependencies are the tests'). `tracing` is a facade
 /// and allowed; `libc` is not banned, since pure crates reach it (`cpufeatures` on ARM).
 #[test]
-fn core_crate_has_no_io_dependencies() {
+fn pure_crates_have_no_io_dependencies() {
     #[rustfmt::skip]
     const BANNED: &[&str] = &[
         // async runtimes and sockets
@@ -147,19 +151,10 @@ fn core_crate_has_no_io_dependencies() {
         "reqwest", "ureq", "curl", "rustls", "tokio-rustls", "openssl",
         // the API server, containerd, the kernel
         "kube", "kube-client", "kube-runtime", "containerd-client", "nix", "aya", "inotify",
+        // Outpost's own crates that do IO
+        "outpost", "outpost-host", "outpost-runtime", "outpost-container-log",
     ];
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let version = Command::new(rustc).arg("-vV").output().unwrap();
-    let version = String::from_utf8_lossy(&version.stdout);
-    let host = version.lines().find_map(|l| l.strip_prefix("host: ")).unwrap().trim();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--filter-platform", host])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let metadata = cargo_metadata();
     let names: BTreeMap<&str, &str> = metadata["packages"]
         .as_array()
         .unwrap()
@@ -172,36 +167,64 @@ fn core_crate_has_no_io_dependencies() {
         .iter()
         .map(|n| (n["id"].as_str().unwrap(), n))
         .collect();
-    let core = names.iter().find(|(_, name)| **name == "outpost-core").map(|(id, _)| *id).unwrap();
-    // Each package reached, with the package it was reached from (to name the path).
-    let mut reached = BTreeMap::from([(core, core)]);
-    let mut queue = vec![core];
-    while let Some(id) = queue.pop() {
-        for dep in nodes[id]["deps"].as_array().unwrap() {
-            let normal = dep["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null());
-            let pkg = dep["pkg"].as_str().unwrap();
-            if normal && !reached.contains_key(pkg) {
-                reached.insert(pkg, id);
-                queue.push(pkg);
+    let mut banned = Vec::new();
+    for pure in PURE_CRATES {
+        let start = names
+            .iter()
+            .find(|(_, name)| **name == *pure)
+            .map(|(id, _)| *id)
+            .unwrap_or_else(|| panic!("{pure} is not a package of the workspace"));
+        // Each package reached, with the package it was reached from (to name the path).
+        let mut reached = BTreeMap::from([(start, start)]);
+        let mut queue = vec![start];
+        while let Some(id) = queue.pop() {
+            for dep in nodes[id]["deps"].as_array().unwrap() {
+                let normal =
+                    dep["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null());
+                let pkg = dep["pkg"].as_str().unwrap();
+                if normal && !reached.contains_key(pkg) {
+                    reached.insert(pkg, id);
+                    queue.push(pkg);
+                }
             }
         }
+        let chain = |from| {
+            let mut id = from;
+            let mut chain = vec![names[id]];
+            while id != start {
+                id = reached[id];
+                chain.push(names[id]);
+            }
+            chain.reverse();
+            chain.join(" → ")
+        };
+        banned.extend(
+            reached
+                .keys()
+                .filter(|id| BANNED.iter().any(|b| *b == names[*id]))
+                .map(|id| chain(*id)),
+        );
     }
-    let chain = |from| {
-        let mut id = from;
-        let mut chain = vec![names[id]];
-        while id != core {
-            id = reached[id];
-            chain.push(names[id]);
-        }
-        chain.reverse();
-        chain.join(" → ")
-    };
-    let banned: Vec<String> = reached
-        .keys()
-        .filter(|id| BANNED.iter().any(|b| *b == names[*id]))
-        .map(|id| chain(*id))
-        .collect();
-    assert!(banned.is_empty(), "outpost-core must stay pure but depends on: {banned:#?}");
+    assert!(
+        banned.is_empty(),
+        "the pure crates {PURE_CRATES:?} must stay pure but depend on: {banned:#?}"
+    );
+}
+
+/// `cargo metadata` of the workspace, its dependency graph resolved for this platform.
+fn cargo_metadata() -> serde_json::Value {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let version = Command::new(rustc).arg("-vV").output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version.lines().find_map(|l| l.strip_prefix("host: ")).unwrap().trim();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--filter-platform", host])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// `#[needs(...)]` only ignores a test when it expands before `#[test]` does: it stands
@@ -544,7 +567,9 @@ fn metrics_reference_is_the_registered_names() {
     let documented = book::documented_metrics();
     assert!(documented.len() > 40, "the metrics page lists only {documented:?}");
     let mut files = Vec::new();
-    rust_files(&root().join("agent/src"), &mut files);
+    for crate_src in ["agent/src", "agent/runtime/src"] {
+        rust_files(&root().join(crate_src), &mut files);
+    }
     let mut literals = BTreeSet::new();
     let mut prefixes = BTreeSet::new();
     let mut registered = BTreeMap::new();

@@ -346,7 +346,7 @@ fn tail(path: &Path) -> String {
 /// both), with this containerd's directories.
 fn config(paths: &Paths) -> String {
     let quote = |p: PathBuf| format!("{:?}", p.to_string_lossy());
-    include_str!("../../agent/src/runtime/managed/containerd.toml")
+    include_str!("../../agent/runtime/src/managed/containerd.toml")
         .replace("{root}", &quote(paths.root()))
         .replace("{state}", &quote(paths.state()))
         .replace("{socket}", &quote(paths.socket()))

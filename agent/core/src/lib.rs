@@ -21,6 +21,7 @@
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
+//! - [`error_chain`]: one line for an error and its causes (logs, `/readyz`, the CLI).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
 //! compiler keeps that boundary.
@@ -31,6 +32,7 @@ pub mod backoff;
 pub mod container_log;
 pub mod debounce;
 pub mod duration;
+pub mod error_chain;
 pub mod event_aggregate;
 pub mod eviction;
 pub mod gc;

@@ -1,21 +1,37 @@
-//! The agent's layers: every top-level module of `agent/src` has a rank, and a module
-//! imports only modules of lower ranks (so the module graph has no cycle, and a module
-//! can move into a crate of its own below the ones that use it). An import is a path
-//! from the crate root (`crate::x`, `crate::{x, y}`, or `super::` climbing to the root),
-//! in code or in tests, comments aside.
+//! The agent's layers, at two scales. Every crate under `agent/` has a rank, and a crate
+//! depends only on crates of lower ranks (the compiler then refuses an import back up).
+//! Within the agent's own crate, every top-level module of `agent/src` has a rank, and a
+//! module imports only modules of lower ranks (so the module graph has no cycle, and a
+//! module can move into a crate of its own below the ones that use it). An import is a
+//! path from the crate root (`crate::x`, `crate::{x, y}`, or `super::` climbing to the
+//! root), in code or in tests, comments aside.
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::Path;
 
 use super::{root, rust_files};
+
+/// The crates under `agent/` by rank, lowest first: a crate depends only on crates of
+/// lower ranks (dev-dependencies aside: tests may use any crate). Crates of one rank do
+/// not depend on each other. A new crate gets a rank here before it can land.
+const CRATES: &[&[&str]] = &[
+    // Pure: the core; the parsers of what the agent reads from outside. The container
+    // logger, a small binary of its own (std only).
+    &["outpost-core", "outpost-formats", "outpost-container-log"],
+    // The OCI spec builder (pure); what the agent reads about its host from the kernel.
+    &["outpost-runtime-spec", "outpost-host"],
+    // The container runtime.
+    &["outpost-runtime"],
+    // The agent: the library whose modules `RANKS` orders, and the binary.
+    &["outpost"],
+];
 
 /// The top-level modules of the agent library by rank, lowest first. Modules of one
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
-    // Leaves: the host, error text, signals, file permissions, the pods' status store.
-    &["error_chain", "host", "shutdown", "permissions", "status"],
-    // The container runtime: containerd, images, CNI, cgroups, namespaces, volumes.
-    &["runtime"],
+    // Leaves: signals, file permissions, the pods' status store.
+    &["shutdown", "permissions", "status"],
     // Settings; the API server's shared services; checkpoints.
     &["config", "apiserver", "checkpoint"],
     // The manifest audit, the agent's own logs, systemd notifications.
@@ -62,30 +78,79 @@ fn top_modules() -> Vec<String> {
     modules
 }
 
-/// The book's table of ranks (`docs/src/design/data-path.md`) is this one.
+/// The book's tables of ranks (`docs/src/design/data-path.md`) are these: the crates'
+/// and the modules'.
 #[test]
 fn the_books_layer_ranks_are_the_tables() {
     let page = super::book::page("design/data-path.md");
-    let table = page
-        .split("<!-- layer-ranks:start -->")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- layer-ranks:end -->").next())
-        .expect("design/data-path.md has the layer-ranks table between its markers");
-    let rows: Vec<(usize, Vec<String>)> = super::book::table_rows(table)
-        .into_iter()
-        .skip(1)
-        .map(|cells| {
-            let rank = cells[0].parse().unwrap_or_else(|_| panic!("rank {:?}", cells[0]));
-            let modules = cells[1].split(',').map(|m| m.trim().trim_matches('`').to_owned());
-            (rank, modules.collect())
-        })
-        .collect();
-    let expected: Vec<(usize, Vec<String>)> = RANKS
+    for (marker, ranks, name) in
+        [("crate-ranks", CRATES, "CRATES"), ("layer-ranks", RANKS, "RANKS")]
+    {
+        let table = page
+            .split(&format!("<!-- {marker}:start -->"))
+            .nth(1)
+            .and_then(|rest| rest.split(&format!("<!-- {marker}:end -->")).next())
+            .unwrap_or_else(|| {
+                panic!("design/data-path.md has the {marker} table between its markers")
+            });
+        let rows: Vec<(usize, Vec<String>)> = super::book::table_rows(table)
+            .into_iter()
+            .skip(1)
+            .map(|cells| {
+                let rank = cells[0].parse().unwrap_or_else(|_| panic!("rank {:?}", cells[0]));
+                let names = cells[1].split(',').map(|m| m.trim().trim_matches('`').to_owned());
+                (rank, names.collect())
+            })
+            .collect();
+        let expected: Vec<(usize, Vec<String>)> = ranks
+            .iter()
+            .enumerate()
+            .map(|(rank, names)| (rank, names.iter().map(|m| (*m).to_owned()).collect()))
+            .collect();
+        assert_eq!(rows, expected, "the book's {marker} table differs from {name}");
+    }
+}
+
+/// Every crate under `agent/` has a rank in [`CRATES`], each one listed there exists, and
+/// a crate's dependencies are of lower ranks: `crate (rank) depends on other (rank)`.
+#[test]
+fn crates_depend_only_on_lower_ranks() {
+    let crate_rank = |name: &str| CRATES.iter().position(|rank| rank.contains(&name));
+    let metadata = super::cargo_metadata();
+    let agent = root().join("agent");
+    let members: Vec<&serde_json::Value> = metadata["packages"]
+        .as_array()
+        .unwrap()
         .iter()
-        .enumerate()
-        .map(|(rank, modules)| (rank, modules.iter().map(|m| (*m).to_owned()).collect()))
+        .filter(|p| p["manifest_path"].as_str().is_some_and(|m| Path::new(m).starts_with(&agent)))
         .collect();
-    assert_eq!(rows, expected, "the book's layer ranks differ from RANKS");
+    let names: Vec<&str> = members.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let unranked: Vec<&&str> = names.iter().filter(|n| crate_rank(n).is_none()).collect();
+    assert!(unranked.is_empty(), "crates under agent/ without a rank in CRATES: {unranked:?}");
+    let gone: Vec<&&str> =
+        CRATES.iter().flat_map(|r| r.iter()).filter(|c| !names.contains(*c)).collect();
+    assert!(gone.is_empty(), "CRATES names crates that are not under agent/: {gone:?}");
+    let mut offenders = Vec::new();
+    for package in members {
+        let name = package["name"].as_str().unwrap();
+        let Some(rank) = crate_rank(name) else { continue };
+        for dep in package["dependencies"].as_array().unwrap() {
+            let normal_or_build = dep["kind"].as_str() != Some("dev");
+            let dep_name = dep["name"].as_str().unwrap();
+            if let Some(other) = crate_rank(dep_name).filter(|_| normal_or_build)
+                && other >= rank
+            {
+                offenders
+                    .push(format!("{name} (rank {rank}) depends on {dep_name} (rank {other})"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "crate dependencies running sideways or back up (CRATES in {}):\n{}",
+        file!(),
+        offenders.join("\n")
+    );
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! The whole way from the kernel to a waiting probe, in a network namespace of the
-//! test's own (see `host::netlink`'s tests).
+//! test's own (`outpost_host::netlink::testing`).
 
 use super::*;
 use crate::apiserver::Woken;
-use crate::host::netlink::tests::{PATIENCE, in_own_netns, ip, root};
+use crate::host::netlink::testing::{PATIENCE, in_own_netns, ip, root};
 
 #[test]
 fn a_link_coming_up_wakes_a_waiting_probe_until_the_server_is_back() {

@@ -116,7 +116,7 @@ async fn make(
         PathBuf::from(HOST_DEV_SHM)
     } else {
         let (dir, owned) = (pods.run_pods_dir().join(&uid).join(DEV_SHM), pod.clone());
-        blocking(move || volumes::dev_shm(&owned, &dir).map(|()| dir))
+        blocking(move || volumes::dev_shm(&owned, &dir).map(|()| dir).map_err(Box::new))
             .await
             .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?
     };
@@ -165,9 +165,11 @@ async fn make(
     let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
     let (dir, owned, pod_ips, resolv) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
-    blocking(move || volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved))
-        .await
-        .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
+    blocking(move || {
+        volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved).map_err(Box::new)
+    })
+    .await
+    .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
     // Said once per pod (its resolv.conf is written first), not at every set-up.
     if let Some(message) = spec::missing_cluster_dns(pod).filter(|_| first_resolv_conf) {
         tracing::warn!(pod.uid = %uid, "{message}");
@@ -215,11 +217,11 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
     }
     let run_dir = pods.run_pods_dir().join(uid);
-    if let Err(message) = blocking(move || volumes::cleanup(&run_dir)).await {
+    if let Err(message) = blocking(move || volumes::cleanup(&run_dir).map_err(Box::new)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
     }
     let pod_dir = pods.pods_dir().join(uid);
-    if let Err(message) = blocking(move || volumes::cleanup(&pod_dir)).await {
+    if let Err(message) = blocking(move || volumes::cleanup(&pod_dir).map_err(Box::new)).await {
         tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
     }
     let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
@@ -232,7 +234,7 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
 /// evicted pod filled is given back; the rest of its sandbox stays until it is removed.
 pub async fn release_volumes(pods: &Pods, uid: &str) {
     let empty_dirs = pods.pods_dir().join(uid).join(volumes::EMPTY_DIR);
-    match blocking(move || volumes::cleanup(&empty_dirs)).await {
+    match blocking(move || volumes::cleanup(&empty_dirs).map_err(Box::new)).await {
         Ok(()) => tracing::info!(pod.uid = uid, "the finished pod's emptyDir volumes are removed"),
         Err(message) => {
             tracing::warn!(
@@ -315,7 +317,9 @@ fn problem(reason: SandboxReason, message: String) -> SandboxProblem {
     SandboxProblem { reason, message }
 }
 
-/// Runs blocking filesystem/namespace work off the async threads; errors as text.
+/// Runs blocking filesystem/namespace work off the async threads; errors as text. The
+/// volumes' errors come boxed: `outpost_runtime::volumes::Error` is 128 bytes, too large
+/// to return by value (clippy's `result_large_err`).
 async fn blocking<T, E>(work: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, String>
 where
     T: Send + 'static,

@@ -1,0 +1,71 @@
+//! Where a pod stands, and what a container's spec takes from files outside the
+//! manifest: what [`container_spec`](crate::container_spec) needs besides the pod and its
+//! image.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Pod;
+use oci_spec::runtime::Capability;
+
+use crate::projection::Resolved;
+use crate::seccomp;
+
+/// Where the pod stands: what [`container_spec`](crate::container_spec) needs besides
+/// the pod and its image.
+#[derive(Debug, Clone, Copy)]
+pub struct PodContext<'a> {
+    /// The pod, defaulted by `outpost_core::manifest`.
+    pub pod: &'a Pod,
+    /// This node's name (`spec.nodeName` for the downward API).
+    pub node_name: &'a str,
+    /// The pod's IPs, primary first; empty until the network is up. A `hostNetwork` pod
+    /// may be given the host's IPs. `/etc/hosts` is mounted only once there is one, as
+    /// kubelet does.
+    pub pod_ips: &'a [IpAddr],
+    /// The node's IP (`status.hostIP`), when known.
+    pub host_ip: Option<IpAddr>,
+    /// The pod's bind-mounted namespaces.
+    pub namespaces: Namespaces<'a>,
+    /// What every container gets at `/dev/shm`: the pod's tmpfs (containerd CRI's
+    /// sandbox shm, 64 MiB), or the host's `/dev/shm` with `hostIPC`.
+    pub dev_shm: &'a Path,
+    /// `<state>/pods/<uid>`: holds `etc-hosts`, `resolv.conf` and `volumes/`, as made by
+    /// `outpost_runtime::volumes::prepare`.
+    pub pod_dir: &'a Path,
+    /// The container's runc `cgroupsPath`, in its pod's cgroup (Q2): under the cgroupfs
+    /// driver `<cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid>/<container id>`
+    /// (`outpost_runtime::cgroups::Layout::container_path`).
+    pub cgroups_path: &'a str,
+    /// The capabilities the agent holds ([`host_capabilities`](crate::host_capabilities) of `/proc/self/status`):
+    /// what a privileged container, or `capabilities.add: [ALL]`, gets. runc cannot give
+    /// a capability the agent does not have (some hosts withhold `CAP_SYS_RESOURCE`).
+    pub host_capabilities: &'a [Capability],
+    /// Whether the host has AppArmor enabled (`outpost_host::apparmor_enabled`).
+    pub apparmor_enabled: bool,
+    /// The ConfigMaps and Secrets the pod's containers refer to (`env`, `envFrom`).
+    pub resolved: &'a Resolved,
+}
+
+/// What a container's spec takes from files outside the manifest, read by the caller:
+/// the image's user databases and the container's `Localhost` seccomp profile.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerFiles {
+    /// The image's `/etc/passwd`; `None` when it has none.
+    pub passwd: Option<String>,
+    /// The image's `/etc/group`; `None` when it has none.
+    pub group: Option<String>,
+    /// The file [`seccomp::profile`] names, when it is `Localhost`.
+    pub seccomp_profile: Option<seccomp::LocalhostProfile>,
+}
+
+/// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Namespaces<'a> {
+    /// The pod's shared pid namespace (`shareProcessNamespace`); `None` gives each
+    /// container a new one (or the host's, with `hostPID`).
+    pub pid: Option<&'a Path>,
+    pub network: Option<&'a Path>,
+    pub ipc: Option<&'a Path>,
+    pub uts: Option<&'a Path>,
+}

@@ -1,0 +1,223 @@
+//! Why a spec or a pod file cannot be made.
+
+use std::path::PathBuf;
+
+use outpost_core::quantity;
+
+use crate::subject::Subject;
+use crate::{layout, projection, selector};
+
+/// Why a spec or a pod file cannot be made. Each names the pod (and container) and
+/// what to change in the manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{at}: env {name}: valueFrom.{source_kind} is not supported by Outpost; put the value \
+         in `value`, or mount the file as a volume"
+    )]
+    UnsupportedEnvSource { at: Subject, name: String, source_kind: &'static str },
+
+    #[error(
+        "{at}: env {name}: valueFrom has no source; set fieldRef, resourceFieldRef, \
+         configMapKeyRef or secretKeyRef, or use `value`"
+    )]
+    EmptyEnvSource { at: Subject, name: String },
+
+    /// kubelet's words (`configmap "x" not found`, `couldn't get secret ns/x: ...`).
+    #[error("{source}")]
+    EnvObject {
+        at: Subject,
+        #[source]
+        source: Box<projection::Error>,
+    },
+
+    /// kubelet's words: `couldn't find key k in ConfigMap ns/x` (`object` is
+    /// `ConfigMap ns/x`).
+    #[error("couldn't find key {key} in {object}")]
+    EnvKey { at: Subject, key: String, object: String },
+
+    #[error(
+        "{at}: env {name}: fieldRef {path:?} is not supported; use metadata.name, \
+         metadata.namespace, metadata.uid, metadata.labels['KEY'], metadata.annotations['KEY'], \
+         spec.nodeName, spec.serviceAccountName, status.podIP, status.podIPs, status.hostIP or \
+         status.hostIPs"
+    )]
+    FieldPath { at: Subject, name: String, path: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not a valid quantity (e.g. \"500m\", \"2\", \"64Mi\", \"1G\")"
+    )]
+    Quantity {
+        at: Subject,
+        field: String,
+        value: String,
+        #[source]
+        source: quantity::Error,
+    },
+
+    /// A `resourceFieldRef` that cannot be read.
+    #[error(transparent)]
+    Selector(Box<selector::Error>),
+
+    #[error(
+        "{at}: no command to run: the container has no `command` or `args` and the image has no \
+         ENTRYPOINT or CMD; set `command`"
+    )]
+    NoCommand { at: Subject },
+
+    #[error(
+        "{at}: the image runs as user {user:?}, which is not in the image's /etc/passwd; set \
+         securityContext.runAsUser (and runAsGroup), or use a user the image has"
+    )]
+    UnknownUser { at: Subject, user: String },
+
+    #[error(
+        "{at}: the image runs as user {user:?} but has no /etc/passwd to find its uid in; set \
+         securityContext.runAsUser (and runAsGroup)"
+    )]
+    NoPasswd { at: Subject, user: String },
+
+    #[error("{at}: allowPrivilegeEscalation: false cannot be set with {with}; remove one of them")]
+    PrivilegeEscalation { at: Subject, with: &'static str },
+
+    #[error(
+        "{at}: securityContext.procMount: Unmasked needs a user namespace (hostUsers: false), \
+         which Outpost does not make; use procMount: Default"
+    )]
+    ProcMountUnmasked { at: Subject },
+
+    #[error("{at}: securityContext.procMount: {value:?} is not valid; use Default")]
+    ProcMount { at: Subject, value: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not a seccomp profile type; use RuntimeDefault, Localhost or Unconfined"
+    )]
+    SeccompType { at: Subject, field: String, value: String },
+
+    #[error(
+        "{at}: {field}: type Localhost needs localhostProfile, a file under the seccomp profile root"
+    )]
+    SeccompLocalhostMissing { at: Subject, field: String },
+
+    #[error(
+        "{at}: {field}: {path:?} must be a relative path without \"..\" (under the seccomp \
+         profile root)"
+    )]
+    SeccompLocalhostPath { at: Subject, field: String, path: String },
+
+    #[error(
+        "{at}: annotation {annotation}: {value:?} is not a seccomp profile; use runtime/default, \
+         unconfined or localhost/<path>"
+    )]
+    SeccompAnnotation { at: Subject, annotation: String, value: String },
+
+    #[error("{at}: the Localhost seccomp profile {} was not read", name.display())]
+    SeccompNotRead { at: Subject, name: PathBuf },
+
+    #[error("{at}: seccomp profile {}: {problem}", path.display())]
+    SeccompProfile { at: Subject, path: PathBuf, problem: String },
+
+    #[error(
+        "{at}: {field}: {value:?} is not an AppArmor profile type; use RuntimeDefault, Localhost or Unconfined"
+    )]
+    AppArmorType { at: Subject, field: String, value: String },
+
+    #[error(
+        "{at}: {field}: type Localhost needs localhostProfile, the name of a loaded AppArmor profile"
+    )]
+    AppArmorLocalhostMissing { at: Subject, field: String },
+
+    #[error(
+        "{at}: annotation {annotation}: {value:?} is not an AppArmor profile; use runtime/default, \
+         unconfined or localhost/<profile>"
+    )]
+    AppArmorAnnotation { at: Subject, annotation: String, value: String },
+
+    #[error(
+        "{at}: Cannot enforce AppArmor: AppArmor is not enabled on the host; use an \
+         appArmorProfile of type Unconfined, or run the pod on a host with AppArmor"
+    )]
+    AppArmorDisabled { at: Subject },
+
+    #[error(
+        "{at}: runAsNonRoot is set but the container would run as root (uid 0); set \
+         securityContext.runAsUser to a non-zero uid, or use an image whose USER is not root"
+    )]
+    RunAsRoot { at: Subject },
+
+    #[error("{at}: {field}: {value} is not a valid id; use a number from 0 to 4294967294")]
+    Id { at: Subject, field: &'static str, value: i64 },
+
+    #[error(
+        "{at}: securityContext.capabilities: {name:?} is not a Linux capability; use names such \
+         as NET_ADMIN or CAP_NET_ADMIN, or ALL"
+    )]
+    Capability { at: Subject, name: String },
+
+    #[error("{at}: volumeMounts[{index}] (volume {volume:?})")]
+    Volume {
+        at: Subject,
+        index: usize,
+        volume: String,
+        #[source]
+        source: Box<layout::Error>,
+    },
+
+    #[error(
+        "{at}: volumeMounts[{index}].subPath {sub_path:?} must be a relative path without \"..\""
+    )]
+    SubPath { at: Subject, index: usize, sub_path: String },
+
+    #[error(
+        "{at}: volumeMounts[{index}].subPathExpr is not supported; use subPath with a fixed path"
+    )]
+    SubPathExpr { at: Subject, index: usize },
+
+    #[error(
+        "{at}: dnsPolicy {policy:?} is not supported; use ClusterFirst, ClusterFirstWithHostNet, \
+         Default or None"
+    )]
+    DnsPolicy { at: Subject, policy: String },
+
+    #[error(
+        "{at}: dnsPolicy is None but dnsConfig.nameservers is empty; list at least one nameserver"
+    )]
+    DnsNoNameserver { at: Subject },
+
+    #[error(
+        "{at}: securityContext.sysctls: {name:?} not allowed with host {namespace} enabled; \
+         remove the sysctl, or run the pod without hostNetwork/hostIPC"
+    )]
+    SysctlHostNamespace { at: Subject, name: String, namespace: &'static str },
+
+    #[error(
+        "{at}: failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is \
+         too long ({max} characters is the max, {length} characters requested); shorten \
+         hostname or subdomain, or unset setHostnameAsFQDN"
+    )]
+    FqdnTooLong { at: Subject, fqdn: String, length: usize, max: usize },
+
+    #[error(
+        "{at}: stdin is not supported: Outpost does not attach to containers, so stdin would \
+         read end-of-file at once instead of staying open as under kubelet; remove stdin and \
+         stdinOnce"
+    )]
+    Stdin { at: Subject },
+
+    #[error(
+        "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
+         it too); remove one"
+    )]
+    SharedAndHostPid { at: Subject },
+
+    #[error("{at}: dnsConfig.{field} has {count} entries, over the limit of {limit}; remove some")]
+    DnsLimit { at: Subject, field: &'static str, count: usize, limit: usize },
+}
+
+impl From<selector::Error> for Error {
+    fn from(error: selector::Error) -> Error {
+        Error::Selector(Box::new(error))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,125 @@
+//! The container's mounts: containerd's defaults, the pod's `/etc/hosts`,
+//! `/etc/resolv.conf` and `/dev/shm`, the container's termination-message file, and the container's volume mounts, combined as containerd's CRI
+//! plugin does (a mount replaces a default at the same path, a `/dev` mount replaces
+//! every default under `/dev`, parents before children).
+
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, VolumeMount};
+use oci_spec::runtime::Mount;
+
+use super::context::PodContext;
+use super::error::{Error, Result};
+use super::security::Security;
+use super::subject::Subject;
+use super::{defaults, layout};
+
+pub(super) fn mounts(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    container_id: &str,
+    security: &Security,
+    at: &Subject,
+) -> Result<Vec<Mount>> {
+    let mut added = Vec::new();
+    for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
+        let source = volume_source(ctx, mount, index, at)?;
+        // kubelet mounts the volumes it writes from API objects read-only, whatever
+        // `readOnly` says.
+        let read_only =
+            mount.read_only.unwrap_or(false) || layout::is_projection(ctx.pod, &mount.name);
+        added.push(bind(&source, &absolute(&mount.mount_path), read_only));
+    }
+    let taken =
+        |added: &[Mount], path: &str| added.iter().any(|m| m.destination() == Path::new(path));
+    // kubelet mounts its hosts file once the pod has an IP, read-write.
+    if !ctx.pod_ips.is_empty() && !taken(&added, "/etc/hosts") {
+        added.push(bind(&ctx.pod_dir.join(layout::ETC_HOSTS), Path::new("/etc/hosts"), false));
+    }
+    if !taken(&added, "/etc/resolv.conf") {
+        let source = ctx.pod_dir.join(layout::RESOLV_CONF);
+        added.push(bind(&source, Path::new("/etc/resolv.conf"), security.read_only_root));
+    }
+    // kubelet's termination-message file, one per container instance, read-write.
+    let message_file = layout::termination_message_file(ctx.pod_dir, &container.name, container_id);
+    let message_path = absolute(layout::termination_message_path(container));
+    added.push(bind(&message_file, &message_path, false));
+    // containerd CRI's sandbox shm, shared by the pod's containers (replaces the default
+    // tmpfs per container).
+    if !taken(&added, "/dev/shm") {
+        added.push(bind(ctx.dev_shm, Path::new("/dev/shm"), false));
+    }
+    // Parents before children; a stable sort keeps the manifest's order otherwise.
+    added.sort_by_key(|m| m.destination().components().count());
+
+    let replaces_dev = added.iter().any(|m| m.destination() == Path::new("/dev"));
+    let mut mounts: Vec<Mount> = defaults::mounts(security.privileged)
+        .into_iter()
+        .filter(|default| {
+            let destination = default.destination();
+            let overridden = added.iter().any(|m| m.destination() == destination);
+            let under_dev = replaces_dev && destination.starts_with("/dev");
+            !(overridden || under_dev)
+        })
+        .collect();
+    mounts.extend(added);
+    Ok(mounts)
+}
+
+/// The host path a volume mount binds: the volume's directory, or the `subPath` in it.
+fn volume_source(
+    ctx: &PodContext<'_>,
+    mount: &VolumeMount,
+    index: usize,
+    at: &Subject,
+) -> Result<PathBuf> {
+    if mount.sub_path_expr.as_deref().is_some_and(|e| !e.is_empty()) {
+        return Err(Error::SubPathExpr { at: at.clone(), index });
+    }
+    let source =
+        layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| Error::Volume {
+            at: at.clone(),
+            index,
+            volume: mount.name.clone(),
+            source: Box::new(source),
+        })?;
+    match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
+        None => Ok(source),
+        Some(sub_path) => {
+            if !layout::is_plain_relative(sub_path) {
+                return Err(Error::SubPath {
+                    at: at.clone(),
+                    index,
+                    sub_path: sub_path.to_owned(),
+                });
+            }
+            Ok(source.join(sub_path))
+        }
+    }
+}
+
+/// `path` made absolute and clean (no `.`, `..` or doubled slashes).
+fn absolute(path: &str) -> PathBuf {
+    let mut clean = PathBuf::from("/");
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    clean
+}
+
+/// A recursive, private bind mount.
+fn bind(source: &Path, destination: &Path, read_only: bool) -> Mount {
+    let access = if read_only { "ro" } else { "rw" };
+    let mut mount = defaults::mount("", "bind", "", &["rbind", "rprivate", access]);
+    mount.set_destination(destination.to_path_buf()).set_source(Some(source.to_path_buf()));
+    mount
+}
+
+#[cfg(test)]
+mod tests;
