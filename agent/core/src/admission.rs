@@ -21,6 +21,7 @@ use crate::pod::Source;
 
 mod checks;
 pub mod policy;
+mod review;
 pub mod sysctl;
 mod table;
 mod walk;
@@ -100,7 +101,7 @@ impl Class {
 /// (`source`) that refers to an API object is refused (V2); so is what the node's policy
 /// does not allow `source` ([`policy::review`]).
 pub fn review(pod: &Pod, facts: &NodeFacts, source: Source) -> Vec<Finding> {
-    let mut review = walk::Review::new(pod, facts, source);
+    let mut review = review::Review::new(pod, facts, source);
     // A k8s-openapi value always serializes (string keys, no non-finite floats).
     if let Ok(Value::Object(fields)) = serde_json::to_value(pod) {
         review.walk(table::POD, "", "", &fields);

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::walk::Review;
+use super::review::Review;
 use super::{UNSUPPORTED_FIELD, builtin_priority, sysctl};
 
 /// kubelet's reason and message when a pod asks for AppArmor on a host without it.
@@ -342,7 +342,7 @@ pub(super) fn projected(review: &mut Review<'_>, field: &str, value: &Value) {
             match kind.as_str() {
                 "downwardAPI" => {}
                 "configMap" | "secret" | "serviceAccountToken" => review.api_object(&at),
-                "clusterTrustBundle" if !super::walk::is_unset(value) => review.refuse(
+                "clusterTrustBundle" if !super::review::is_unset(value) => review.refuse(
                     &at,
                     UNSUPPORTED_FIELD,
                     format!(
@@ -351,7 +351,7 @@ pub(super) fn projected(review: &mut Review<'_>, field: &str, value: &Value) {
                     ),
                 ),
                 "clusterTrustBundle" => {}
-                _ if super::walk::is_unset(value) => {}
+                _ if super::review::is_unset(value) => {}
                 _ => review.refuse(
                     &at,
                     UNSUPPORTED_FIELD,

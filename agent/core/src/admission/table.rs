@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Class;
 use super::checks;
-use super::walk::Review;
+use super::review::Review;
 
 /// What Outpost does with a field.
 #[derive(Clone, Copy)]

@@ -1,8 +1,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use super::review::Review;
 use super::table::{CONTAINER, POD, Rule};
-use super::walk::Review;
 use super::*;
 
 mod inventory;
