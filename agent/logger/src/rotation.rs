@@ -5,9 +5,10 @@
 //!
 //! [`must_rotate`], [`rotated_name`] and [`to_delete`] decide; [`LogFile`] does the IO.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::time::Time;
 
@@ -174,12 +175,39 @@ impl LogFile {
     }
 }
 
+/// Opens the live file for appending and takes its exclusive lock (`flock`), held until
+/// the logger rotates the file away or exits: a reader that needs every line the container
+/// wrote (the agent's termination message, [`wait_for_writer`]) waits for it. A file
+/// system without locks still gets the log.
 fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .append(true)
         .create(true)
         .open(path)
-        .map_err(|source| Error::Open { path: path.to_path_buf(), source })
+        .map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
+    // Only the agent's shared lock, held for an instant, can make this wait.
+    let _ = file.lock();
+    Ok(file)
+}
+
+/// Waits, at most `patience`, until no logger writes the live file at `path` any more
+/// (its lock is free: the container's output has ended and the logger has written it
+/// all, or it has rotated the file away). Whether the writer was seen to finish; a file
+/// that is missing or cannot be opened has no writer.
+pub fn wait_for_writer(path: &Path, patience: Duration) -> bool {
+    let Ok(file) = File::open(path) else { return true };
+    let deadline = Instant::now() + patience;
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return true,
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TryLockError::WouldBlock) => return false,
+            // Locks not supported: nothing to wait for.
+            Err(TryLockError::Error(_)) => return true,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,10 +13,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 
-use super::logs::read::{ContainerLog, Options};
+use super::logs::read::{self, ContainerLog, Options};
+use super::logs::{locate, log_file_name, rotation};
 
 /// kubelet's `MaxContainerTerminationMessageLength`: the file's last bytes kept.
 const MAX_MESSAGE: u64 = 4096;
@@ -24,6 +26,10 @@ const MAX_MESSAGE: u64 = 4096;
 const MAX_LOG_LINES: usize = 80;
 /// kubelet's `MaxContainerTerminationMessageLogLength`: the log bytes a fallback keeps.
 const MAX_LOG_BYTES: usize = 2048;
+/// How long a fallback waits for the container's logger to write the last of its output.
+/// The kernel reports the exit before the logger has drained the pipes; a process the
+/// container left behind can keep them open for good, so the wait is bounded.
+const LOGGER_PATIENCE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 #[error("create termination message file {}", path.display())]
@@ -89,13 +95,11 @@ fn read_tail(file: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// The last [`MAX_LOG_LINES`] lines of the container's latest log, cut to their last
-/// [`MAX_LOG_BYTES`] bytes; kubelet's error text when it cannot be read.
+/// [`MAX_LOG_BYTES`] bytes, once its logger has written them all; kubelet's error text
+/// when it cannot be read.
 fn log_tail(exited: &Exited<'_>) -> String {
-    let options = Options { tail: Some(MAX_LOG_LINES), ..Options::default() };
     let mut out = Vec::new();
-    let read = ContainerLog::open(exited.log_dir, exited.pod, options)
-        .and_then(|log| log.copy_to(&mut out, &|| false));
-    if let Err(error) = read {
+    if let Err(error) = copy_latest_log(exited, &mut out) {
         let message = format!(
             "Error on reading termination message from logs: {}",
             outpost_core::error_chain::describe(&error)
@@ -105,6 +109,18 @@ fn log_tail(exited: &Exited<'_>) -> String {
     }
     let kept = &out[out.len().saturating_sub(MAX_LOG_BYTES)..];
     String::from_utf8_lossy(kept).into_owned()
+}
+
+/// Copies the last [`MAX_LOG_LINES`] lines of the container's latest run to `out`, once
+/// its logger has written them all (or [`LOGGER_PATIENCE`] has passed).
+fn copy_latest_log(exited: &Exited<'_>, out: &mut Vec<u8>) -> read::Result<()> {
+    let container = &exited.container.name;
+    let run = locate::run(exited.log_dir, exited.pod, container, false)?;
+    if !rotation::wait_for_writer(&exited.log_dir.join(log_file_name(run)), LOGGER_PATIENCE) {
+        tracing::debug!(%container, "the logger still writes the log: the message may miss its last lines");
+    }
+    let options = Options { tail: Some(MAX_LOG_LINES), ..Options::default() };
+    ContainerLog::open_run(exited.log_dir, run, options)?.copy_to(out, &|| false)
 }
 
 #[cfg(test)]

@@ -135,3 +135,32 @@ fn open_names_the_file_it_cannot_create() {
     assert!(matches!(err, Error::CreateDir { .. }), "{err}");
     assert!(err.to_string().contains("file/c"), "{err}");
 }
+
+/// A reader waits for the logger that writes the live file, and for nothing else.
+#[test]
+fn wait_for_writer_waits_until_the_logger_is_done_with_the_live_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("0.log");
+    let mut file = LogFile::open(&path, limits(25, 3)).unwrap();
+    assert!(!wait_for_writer(&path, Duration::from_millis(20)), "the logger still writes it");
+    let now = Time::from_unix(1_772_600_767, 0);
+    // Rotation hands the lock to the new live file: the old one's is free.
+    for i in 0..3 {
+        file.write_record(format!("record number {i}\n").as_bytes(), now).unwrap();
+    }
+    let rotated = files(tmp.path()).into_iter().find(|name| name != "0.log");
+    let rotated = tmp.path().join(rotated.expect("a rotated file"));
+    assert!(wait_for_writer(&rotated, Duration::ZERO));
+    assert!(!wait_for_writer(&path, Duration::from_millis(20)));
+    // The logger ends a moment later: the reader sees every line it wrote.
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        file.write_record(b"the last line\n", now).unwrap();
+        drop(file);
+    });
+    assert!(wait_for_writer(&path, Duration::from_secs(10)));
+    assert!(fs::read_to_string(&path).unwrap().ends_with("the last line\n"));
+    writer.join().unwrap();
+    // No file, no writer.
+    assert!(wait_for_writer(&tmp.path().join("9.log"), Duration::ZERO));
+}

@@ -101,3 +101,25 @@ fn fallback_to_logs_on_error_reads_the_last_80_lines_up_to_2048_bytes() {
     let message = message_of(&fallback, 2, &missing, &root.path().join("no-logs")).unwrap();
     assert!(message.starts_with("Error on reading termination message from logs: "), "{message}");
 }
+
+/// The kernel reports a container's exit before its logger has drained the pipes: the
+/// fallback waits for the logger (the live file's lock) and so reads the last lines too.
+#[test]
+fn fallback_waits_for_the_logger_to_write_the_last_lines() {
+    use std::io::Write as _;
+    let root = tempfile::tempdir().unwrap();
+    let fallback = container(Some("FallbackToLogsOnError"));
+    let file = root.path().join("message");
+    create(&file).unwrap();
+    let logs = log_dir(root.path(), &["starting".to_owned()]);
+    // The logger: holds the live file's lock and writes its last record a moment later.
+    let mut live = OpenOptions::new().append(true).open(logs.join("0.log")).unwrap();
+    live.lock().unwrap();
+    let logger = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        live.write_all(b"2024-05-01T10:00:00.000000000Z stderr F config invalid: port\n").unwrap();
+    });
+    let message = message_of(&fallback, 3, &file, &logs).unwrap();
+    assert_eq!(message, "starting\nconfig invalid: port\n");
+    logger.join().unwrap();
+}
