@@ -36,6 +36,9 @@ pub(super) struct PodWorker<R: PodRuntime> {
     runs: JoinSet<Input>,
     /// The runs of each container, abandoned when it is killed or removed.
     runs_of: HashMap<String, Vec<AbortHandle>>,
+    /// The pod UID recorded on the worker's span: recorded again only when it changes
+    /// (each record adds the field to the span's formatted lines once more).
+    span_uid: String,
 }
 
 impl<R: PodRuntime> std::fmt::Debug for PodWorker<R> {
@@ -69,6 +72,7 @@ impl<R: PodRuntime> PodWorker<R> {
             cleanup: JoinSet::new(),
             runs: JoinSet::new(),
             runs_of: HashMap::new(),
+            span_uid: String::new(),
         }
     }
 
@@ -136,7 +140,10 @@ impl<R: PodRuntime> PodWorker<R> {
             wake = Some(step.wake);
         }
         if let Some((uid, status)) = self.core.status(Timestamp::now()) {
-            tracing::Span::current().record("pod.uid", uid);
+            if self.span_uid != uid {
+                tracing::Span::current().record("pod.uid", uid);
+                uid.clone_into(&mut self.span_uid);
+            }
             self.shared.statuses.set(uid, status);
         }
         wake
