@@ -3,10 +3,10 @@
 //! [`decode`] is the module's entry point: bytes in, defaulted and validated pods out, or
 //! every problem found. A manifest is accepted or rejected as a whole.
 //!
-//! - `parse`: size and encoding checks, YAML/JSON parsing, `kind`/`apiVersion` dispatch
-//!   (S8, S9); `locate`: where a document starts, for error messages.
-//! - `nesting`, `expansion`: bounds on YAML flow nesting and alias expansion, which
-//!   libyaml and serde_yaml_ng leave open.
+//! - `parse`: size and encoding checks, `kind`/`apiVersion` dispatch (S8, S9);
+//!   `yaml`: YAML and JSON to nodes with their positions, read as kubelet reads them
+//!   (S12); `typed`: nodes to pods, with every key the pod's types do not know;
+//!   `nesting`: a bound on flow nesting, checked before parsing.
 //! - `default`: kubelet's `applyDefaults` for static pods (S2–S7).
 //! - `validate`: a useful subset of kubelet's static pod validation (`ValidatePodCreate`);
 //!   then [`admission`] refuses what Outpost would not honour (A1).
@@ -21,12 +21,11 @@ use crate::pod::Source;
 
 mod default;
 mod document;
-mod expansion;
-mod locate;
 mod nesting;
 mod parse;
-mod single_pass;
+mod typed;
 mod validate;
+mod yaml;
 
 /// The largest manifest accepted, in bytes (S8).
 pub const MAX_MANIFEST_BYTES: usize = 10 * 1024 * 1024;
@@ -159,6 +158,17 @@ impl Error {
         }
     }
 
+    /// The path of the field the error concerns, from its document's root.
+    fn field(&self) -> Option<String> {
+        match self {
+            Error::MissingKind { .. } | Error::UnsupportedKind { .. } => Some("kind".into()),
+            Error::ApiVersion { .. } => Some("apiVersion".into()),
+            Error::MissingName { field, .. } => Some(format!("{field}metadata.name")),
+            Error::Invalid { field, .. } => Some(field.clone()),
+            Error::TooLarge { .. } | Error::NotUtf8 { .. } | Error::Parse { .. } => None,
+        }
+    }
+
     /// Fills in the position of an error made before its document was located.
     fn set_position(&mut self, at: Option<(usize, usize)>) {
         match self {
@@ -239,12 +249,19 @@ pub fn decode_with_warnings(
     node_name: &str,
 ) -> Result<Decoded, Errors> {
     let text = parse::text(bytes).map_err(|error| Errors(vec![error]))?;
-    let parse::Parsed { format, pods: parsed, mut errors } = parse::parse(text);
+    let mut parsed = parse::parse(text);
+    let mut errors = std::mem::take(&mut parsed.errors);
+    let mut warnings = Vec::new();
+    for (anchor, unknown) in std::mem::take(&mut parsed.unknown) {
+        match unknown_field(unknown) {
+            Ok(warning) => warnings.push((anchor, warning)),
+            Err(error) => errors.push((anchor, error)),
+        }
+    }
 
     let facts = NodeFacts::permissive();
-    let mut pods = Vec::with_capacity(parsed.len());
-    let mut warnings = Vec::new();
-    for (anchor, pod) in parsed {
+    let mut pods = Vec::with_capacity(parsed.pods.len());
+    for (anchor, pod) in std::mem::take(&mut parsed.pods) {
         let ordinal = pods.len();
         let pod = default::apply(pod, origin, node_name, ordinal);
         let prefix = anchor.field_prefix();
@@ -269,46 +286,48 @@ pub fn decode_with_warnings(
         }
         pods.push(pod);
     }
-    if errors.is_empty() {
-        let warnings = place_warnings(text, format, warnings);
-        return Ok(Decoded { pods, warnings });
-    }
 
-    // Problems found after parsing point at their document or list item; finding where
-    // it starts takes one more pass over the text, made only for a manifest with problems.
-    let unplaced: Vec<_> = errors
-        .iter()
-        .filter(|(_, error)| error.position().is_none())
-        .map(|(anchor, _)| *anchor)
-        .collect();
-    if !unplaced.is_empty() {
-        let mut positions = locate::locate(text, format, &unplaced).into_iter();
-        for (_, error) in errors.iter_mut().filter(|(_, e)| e.position().is_none()) {
-            error.set_position(positions.next().flatten());
+    // Problems found after parsing point at their field's line, or at the nearest part
+    // of its path the manifest writes (a missing field: its parent).
+    for (anchor, error) in &mut errors {
+        if error.position().is_none() {
+            error.set_position(parsed.position(*anchor, error.field().as_deref()));
         }
     }
-    // Document order, then item order; a stable sort keeps each pod's errors in the order
-    // they were found (parsing, then validation in field order).
+    for (anchor, warning) in &mut warnings {
+        if warning.position.is_none() {
+            warning.position = parsed.position(*anchor, Some(&warning.field));
+        }
+    }
+    // Document order, then item order; a stable sort keeps each pod's problems in the
+    // order they were found (parsing, then validation in field order).
+    warnings.sort_by_key(|(anchor, _)| *anchor);
+    let warnings = warnings.into_iter().map(|(_, warning)| warning).collect();
+    if errors.is_empty() {
+        return Ok(Decoded { pods, warnings });
+    }
     errors.sort_by_key(|(anchor, _)| *anchor);
     Err(Errors(errors.into_iter().map(|(_, error)| error).collect()))
 }
 
-/// The warnings with the positions of their pods, in document order.
-fn place_warnings(
-    text: &str,
-    format: Format,
-    mut warnings: Vec<(document::Anchor, Warning)>,
-) -> Vec<Warning> {
-    if warnings.is_empty() {
-        return Vec::new();
+/// A key the pod's types do not know (S12): a warning (kubelet drops it silently), or,
+/// inside a `securityContext`, an error: a setting Outpost cannot read could be one that
+/// restricts the container, and running without it could weaken isolation.
+fn unknown_field(unknown: typed::Unknown) -> Result<Warning, Error> {
+    let hint = unknown.suggestion.map_or_else(String::new, |name| format!(" (did you mean {name}?)"));
+    let security = unknown.field.split(['.', '[']).any(|part| part == "securityContext");
+    let message = if security {
+        format!(
+            "unknown field in a securityContext{hint}; Outpost refuses a pod whose security settings it cannot read in full: fix the name, or remove the field if it is newer than this Outpost"
+        )
+    } else {
+        format!("unknown field, ignored as kubelet ignores it{hint}")
+    };
+    let (field, position) = (unknown.field, Some(unknown.at));
+    if security {
+        return Err(Error::Invalid { field, message, position });
     }
-    let anchors: Vec<_> = warnings.iter().map(|(anchor, _)| *anchor).collect();
-    for ((_, warning), position) in warnings.iter_mut().zip(locate::locate(text, format, &anchors))
-    {
-        warning.position = position;
-    }
-    warnings.sort_by_key(|(anchor, _)| *anchor);
-    warnings.into_iter().map(|(_, warning)| warning).collect()
+    Ok(Warning { field, message, position })
 }
 
 #[cfg(test)]

@@ -1,8 +1,5 @@
 //! What a manifest's documents are: which pod a problem concerns ([`Anchor`]) and what
 //! kind of object a document holds ([`Kind`], from its `apiVersion` and `kind`, S9).
-//! Shared by the one- and two-pass readers.
-
-use serde::Deserialize;
 
 use super::Error;
 
@@ -35,13 +32,10 @@ pub(super) enum Kind {
     List,
 }
 
-/// The `apiVersion` and `kind` of a document, all the first pass reads.
-#[derive(Debug, Deserialize)]
-#[serde(expecting = "a Kubernetes object (a mapping with apiVersion and kind)")]
+/// The `apiVersion` and `kind` of a document.
+#[derive(Debug)]
 pub(super) struct TypeMeta {
-    #[serde(rename = "apiVersion", default)]
     pub(super) api_version: Option<String>,
-    #[serde(default)]
     pub(super) kind: Option<String>,
 }
 

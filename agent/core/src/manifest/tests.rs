@@ -70,7 +70,7 @@ fn s1_missing_name_is_rejected() {
     let text = manifest("web").replace("  name: web\n", "  labels: {app: web}\n");
     let error = error(&text);
     assert!(matches!(error, Error::MissingName { .. }), "{error:?}");
-    assert_eq!(error.position(), Some((1, 1)));
+    assert_eq!(error.position(), Some((3, 1)), "at metadata, which has no name");
     assert!(error.to_string().contains("metadata.name: missing"), "{error}");
 }
 
@@ -88,7 +88,7 @@ fn s1_a_nameless_pod_rejects_its_whole_manifest() {
     let text = format!("{}---\n{nameless}", manifest("ok"));
     let error = error(&text);
     assert!(matches!(error, Error::MissingName { .. }), "{error:?}");
-    assert_eq!(error.position(), Some((10, 1)), "the second document starts at line 10");
+    assert_eq!(error.position(), Some((12, 1)), "the second document's metadata");
 }
 
 // S2
@@ -347,9 +347,9 @@ fn s9_other_kinds_are_rejected_with_their_line() {
         manifest("web")
     );
     let error = error(&text);
-    assert_eq!(error.position(), Some((10, 1)));
+    assert_eq!(error.position(), Some((11, 1)), "the kind's line");
     let message = error.to_string();
-    assert!(message.starts_with("10:1: "), "{message}");
+    assert!(message.starts_with("11:1: "), "{message}");
     assert!(message.contains("Deployment") && message.contains("apps/v1"), "{message}");
 }
 
@@ -387,12 +387,10 @@ fn s9_yaml_flow_mapping() {
 }
 
 #[test]
-fn unknown_fields_are_ignored_and_repeated_keys_keep_the_last_value_like_kubelet() {
-    let text = manifest("web").replace(
-        "    image: nginx:1.27\n",
-        "    image: nginx:1.26\n    image: nginx:1.27\n    sidecarMagic: true\n",
-    );
-    let pod = decode_one(&text, file());
-    let image = pod.spec.unwrap().containers[0].image.clone();
-    assert_eq!(image.as_deref(), Some("nginx:1.27"));
+fn s12_a_repeated_key_is_an_error_naming_both_lines() {
+    let text = manifest("web")
+        .replace("    image: nginx:1.27\n", "    image: nginx:1.26\n    image: nginx:1.27\n");
+    let error = error(&text);
+    assert_eq!(error.position(), Some((9, 5)), "{error}");
+    assert!(error.to_string().contains("\"image\" already defined at line 8"), "{error}");
 }

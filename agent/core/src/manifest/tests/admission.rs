@@ -1,5 +1,5 @@
 //! Admission in decoding (A1): a field Outpost would not honour rejects the manifest,
-//! naming the field, at its pod's position; warnings come with the pods.
+//! naming the field, at the field's line; warnings come with the pods.
 
 use super::*;
 
@@ -22,10 +22,10 @@ fn a1_an_unsupported_field_is_an_error_with_its_path_and_position() {
     assert_eq!(errors.0.len(), 1, "{errors}");
     let Error::Invalid { field, message, position } = &errors.0[0] else { panic!("{errors:?}") };
     assert_eq!(field, "spec.containers[0].stdinOnce");
-    assert_eq!(*position, Some((10, 1)));
+    assert_eq!(*position, Some((18, 5)));
     assert!(message.starts_with("not supported: attaching"), "{message}");
     assert!(
-        errors.to_string().starts_with("10:1: spec.containers[0].stdinOnce: not supported: "),
+        errors.to_string().starts_with("18:5: spec.containers[0].stdinOnce: not supported: "),
         "{errors}"
     );
 }
@@ -53,7 +53,7 @@ fn a1_host_dependent_fields_are_left_to_the_node() {
 }
 
 #[test]
-fn a1_warnings_come_with_the_pods_at_their_position() {
+fn a1_warnings_come_with_the_pods_at_their_field() {
     let text = format!(
         "{}---\n{}",
         manifest("a"),
@@ -62,7 +62,7 @@ fn a1_warnings_come_with_the_pods_at_their_position() {
     assert_eq!(
         warnings(&text),
         [
-            "10:1: warning: spec.nodeSelector: ignored: node labels are not checked; a static pod runs where its manifest is"
+            "15:3: warning: spec.nodeSelector: ignored: node labels are not checked; a static pod runs where its manifest is"
         ]
     );
     assert_eq!(warnings(&manifest("web")), Vec::<String>::new());

@@ -1,4 +1,4 @@
-//! Where errors point: the parser's line and column, or the start of the document.
+//! Where errors point: the parser's line and column, or the line of the field (S12).
 
 use super::*;
 
@@ -29,13 +29,16 @@ fn a_json_error_has_its_line_and_column() {
 }
 
 /// fuzz/regressions/manifest/crash-8989de03...: libyaml put an error at the end of a text
-/// without a final newline on line 4 of 3.
+/// without a final newline on line 4 of 3; every position is inside the text.
 #[test]
 fn an_error_at_the_end_of_the_text_points_inside_it() {
     let text = "# two containers\napiVersion: v1\nkind:#  ";
-    let error = error(text);
-    assert_eq!(error.position(), Some((3, 9)));
-    assert!(error.to_string().starts_with("3:9: cannot decode YAML: "), "{error}");
+    let found = error(text);
+    assert_eq!(found.position(), Some((3, 1)), "the key that has no value: {found}");
+    assert!(found.to_string().starts_with("3:1: cannot decode YAML: "), "{found}");
+    let unclosed = error("apiVersion: v1\nkind: \"Pod");
+    let (line, column) = unclosed.position().unwrap();
+    assert!(line <= 2 && column <= 11, "{unclosed}");
 }
 
 /// serde_json says column 0 for an error right after a newline: the end of the line before.
@@ -61,18 +64,18 @@ fn errors_are_listed_one_per_line_in_document_order() {
     let display = errors.to_string();
     let lines: Vec<_> = display.lines().collect();
     assert_eq!(lines.len(), 2, "{display}");
-    assert!(lines[0].starts_with("1:1: spec.containers[0].image"), "{display}");
-    assert!(lines[1].starts_with("9:1: spec.containers[0].image"), "{display}");
+    assert!(lines[0].starts_with("7:5: spec.containers[0].image"), "{display}");
+    assert!(lines[1].starts_with("15:5: spec.containers[0].image"), "{display}");
 }
 
 #[test]
-fn a_bad_merge_key_points_at_its_document() {
+fn a_bad_merge_key_points_at_its_key() {
     let text = format!(
         "{}---\n{}",
         manifest("a"),
         manifest("b").replace("  name: b\n", "  name: b\n  <<: 1\n")
     );
     let error = error(&text);
-    assert_eq!(error.position(), Some((10, 1)), "{error}");
+    assert_eq!(error.position(), Some((14, 3)), "{error}");
     assert!(error.to_string().contains("merg"), "{error}");
 }

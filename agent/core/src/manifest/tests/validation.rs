@@ -161,7 +161,7 @@ fn volume_mounts_refer_to_declared_volumes() {
 }
 
 #[test]
-fn all_problems_of_a_pod_are_reported_at_its_document_start() {
+fn all_problems_of_a_pod_are_reported_at_their_fields() {
     let text = format!(
         "# a comment\n\n{}  restartPolicy: Sometimes\n  initContainers:\n  - name: App\n",
         manifest("Web")
@@ -183,21 +183,23 @@ fn all_problems_of_a_pod_are_reported_at_its_document_start() {
             "spec.initContainers[0].image"
         ]
     );
-    assert!(errors.iter().all(|error| error.position() == Some((3, 1))), "{errors:?}");
+    let positions: Vec<_> = errors.iter().map(Error::position).collect();
+    // The name's line; restartPolicy's; the init container's name; its item (no image).
+    assert_eq!(positions, [Some((6, 3)), Some((11, 3)), Some((13, 5)), Some((13, 5))]);
 }
 
 #[test]
 fn problems_of_a_list_item_name_and_point_at_the_item() {
     let text = "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: app, image: nginx}]}\n- metadata: {name: b}\n  spec: {containers: [{name: app}]}\n";
     let error = error(text);
-    assert_eq!(error.position(), Some((6, 3)));
+    assert_eq!(error.position(), Some((7, 23)), "the container, which has no image");
     assert!(error.to_string().contains("items[1].spec.containers[0].image: required"), "{error}");
 
     let json = r#"{"apiVersion": "v1", "kind": "PodList", "items": [
   {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
   {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "app"}]}}]}"#;
     let error = super::error(json);
-    assert_eq!(error.position(), Some((3, 3)));
+    assert_eq!(error.position(), Some((3, 55)), "the container, which has no image");
     assert!(error.to_string().contains("items[1].spec.containers[0].image: required"), "{error}");
 }
 
