@@ -314,7 +314,8 @@ pub fn decode_with_warnings(
 /// inside a `securityContext`, an error: a setting Outpost cannot read could be one that
 /// restricts the container, and running without it could weaken isolation.
 fn unknown_field(unknown: typed::Unknown) -> Result<Warning, Error> {
-    let hint = unknown.suggestion.map_or_else(String::new, |name| format!(" (did you mean {name}?)"));
+    let hint =
+        unknown.suggestion.map_or_else(String::new, |name| format!(" (did you mean {name}?)"));
     let security = unknown.field.split(['.', '[']).any(|part| part == "securityContext");
     let message = if security {
         format!(

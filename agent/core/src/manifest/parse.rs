@@ -121,12 +121,8 @@ pub(super) fn parse(text: &str) -> Parsed {
 }
 
 fn read_documents(format: Format, documents: Vec<Node>) -> Parsed {
-    let mut parsed = Parsed {
-        documents: Vec::new(),
-        pods: Vec::new(),
-        unknown: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut parsed =
+        Parsed { documents: Vec::new(), pods: Vec::new(), unknown: Vec::new(), errors: Vec::new() };
     for (document, root) in documents.iter().enumerate() {
         let anchor = Anchor::document(document);
         let kind = match kind_of(root, format) {

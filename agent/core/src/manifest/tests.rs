@@ -8,6 +8,7 @@ use super::*;
 use crate::pod::{self, CONFIG_HASH, CONFIG_SOURCE};
 
 mod admission;
+mod dialect;
 mod hostile;
 mod positions;
 mod validation;

@@ -104,7 +104,13 @@ impl<'n> NodeDeserializer<'n, '_> {
         entries: &'n [Entry],
         known: Option<&'static [&'static str]>,
     ) -> Entries<'n, 's> {
-        Entries { entries: entries.iter(), value: None, path: &self.path, known, unknown: self.unknown }
+        Entries {
+            entries: entries.iter(),
+            value: None,
+            path: &self.path,
+            known,
+            unknown: self.unknown,
+        }
     }
 }
 
@@ -249,7 +255,10 @@ struct Entries<'n, 'p> {
 impl<'de, 'p> MapAccess<'de> for Entries<'de, 'p> {
     type Error = Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
         for entry in self.entries.by_ref() {
             if let Some(known) = self.known
                 && !known.contains(&entry.key.as_str())

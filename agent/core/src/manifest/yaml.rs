@@ -169,14 +169,17 @@ fn mend_escapes(text: &str, failure: Failure) -> Result<Vec<Node>, Error> {
         if *error.kind() != ErrorKind::UnknownQuotedScalarEscape {
             break;
         }
+        // The parser points at the scalar's opening quote; its first escape that YAML
+        // does not know is the one it stopped at.
         let index = error.marker().index();
         let offset = error.marker().byte_offset().unwrap_or_else(|| {
             mended.char_indices().nth(index).map_or(mended.len(), |(offset, _)| offset)
         });
-        if mended.get(offset..offset + 2) != Some("\\'") {
+        let Some(escape_at) = unknown_escape(&mended, offset) else { break };
+        if mended.get(escape_at..escape_at + 2) != Some("\\'") {
             break;
         }
-        mended.replace_range(offset + 1..offset + 2, &escape.to_string());
+        mended.replace_range(escape_at + 1..escape_at + 2, &escape.to_string());
         match load_as_written(&mended) {
             Ok(mut documents) => {
                 for document in &mut documents {
@@ -188,6 +191,25 @@ fn mend_escapes(text: &str, failure: Failure) -> Result<Vec<Node>, Error> {
         }
     }
     Err(failure.into_error())
+}
+
+/// The offset of the first escape YAML does not know in the double-quoted scalar that
+/// opens at `quote`.
+fn unknown_escape(text: &str, quote: usize) -> Option<usize> {
+    let mut chars = text.get(quote..)?.char_indices().skip(1);
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '"' => return None,
+            '\\' => {
+                let (_, escaped) = chars.next()?;
+                if !"0abt\tnvfre \"/\\N_LPxuU\n\r".contains(escaped) {
+                    return Some(quote + at);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn put_back(node: &mut Node, raw: char) {

@@ -89,7 +89,8 @@ impl Builder {
                 if merge && self.awaits_key() {
                     return self.key(Key::Merge(at));
                 }
-                let value = scalar(&text, style, tag.as_deref()).map_err(|message| Error { message, at })?;
+                let value = scalar(&text, style, tag.as_deref())
+                    .map_err(|message| Error { message, at })?;
                 self.finish(Node { value, at }, anchor)?;
             }
             Event::Alias(anchor) => {
@@ -111,11 +112,19 @@ impl Builder {
             }
             Event::MappingStart(_, anchor, _) => {
                 self.deeper(at)?;
-                self.open.push(Open::Map { at, anchor, entries: Vec::new(), key: None, merged: Vec::new() });
+                self.open.push(Open::Map {
+                    at,
+                    anchor,
+                    entries: Vec::new(),
+                    key: None,
+                    merged: Vec::new(),
+                });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match self.open.pop() {
-                    Some(Open::Seq { at, anchor, items }) => (Node { value: Value::Seq(items), at }, anchor),
+                    Some(Open::Seq { at, anchor, items }) => {
+                        (Node { value: Value::Seq(items), at }, anchor)
+                    }
                     Some(Open::Map { at, anchor, entries, merged, .. }) => {
                         (Node { value: Value::Map(merge(entries, merged)), at }, anchor)
                     }
