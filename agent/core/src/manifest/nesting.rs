@@ -1,19 +1,17 @@
-//! A bound on YAML flow nesting, checked on the text before libyaml parses it.
+//! A bound on YAML flow nesting, checked on the text before the parser reads it.
 //!
-//! libyaml's scanner keeps a "simple key" slot per open flow collection (`[` or `{`) and
-//! walks the slots for every token, so parsing costs tokens × flow depth: 100 000 nested
-//! `[` take minutes, and serde_yaml_ng's recursion limit only applies after parsing. Pod
-//! manifests nest flow collections a few levels deep, so this estimates the flow depth
-//! from the text and rejects a manifest past [`MAX_FLOW_DEPTH`].
+//! Pod manifests nest flow collections (`[` or `{`) a few levels deep. Text that opens
+//! thousands of them, by accident or by brute force, is rejected here, before the parser
+//! spends time and memory on it, with the position of the bracket that went too deep.
 //!
 //! The estimate follows YAML's lexical rules for quoted scalars, comments, block scalars
 //! and document markers. Brackets in comments are ignored. Opening brackets in quoted and
 //! block scalars count, and closing ones there never lower the estimate below where the
 //! scalar began, so a scalar misread by this lexer can only raise the estimate. It is a
-//! lexer, not a parser: text crafted to fool it could still be slow to parse (libyaml's
-//! cost, never a crash), but nesting by accident or by brute force is stopped.
+//! lexer, not a parser: text crafted to fool it could still reach the parser (and
+//! the loader's depth limit then stops it), but nesting by accident or by brute force is stopped.
 
-/// The deepest flow nesting accepted; serde_yaml_ng rejects values nested past 128 anyway.
+/// The deepest flow nesting accepted.
 pub(super) const MAX_FLOW_DEPTH: usize = 64;
 
 /// `Err(offset)` at the bracket that passes [`MAX_FLOW_DEPTH`].
@@ -52,7 +50,7 @@ impl Lexer {
         let mut start = 0;
         if is_document_marker(line) {
             // A new document starts at flow depth 0; a marker inside a quoted scalar or a
-            // flow collection is an error that stops libyaml.
+            // flow collection is an error that stops the parser.
             *self = Lexer { depth: 0, floor: 0, state: State::Plain };
             start = 3;
         } else if let State::Block(parent) = self.state {
