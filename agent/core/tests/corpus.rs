@@ -1,6 +1,8 @@
 //! The manifest corpus (`tests/manifests/`): real shapes with the outcome each must give,
 //! written on its first line (S12 among them; see the corpus' README).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use outpost_core::manifest::{Origin, decode_with_warnings};

@@ -29,7 +29,7 @@ pub(super) struct Parsed {
 }
 
 impl Parsed {
-    fn failed(format: Format, error: Error) -> Parsed {
+    fn failed(error: Error) -> Parsed {
         Parsed {
             documents: Vec::new(),
             pods: Vec::new(),
@@ -104,17 +104,17 @@ pub(super) fn parse(text: &str) -> Parsed {
             nesting::MAX_FLOW_DEPTH
         );
         let position = Some(line_column(text, offset));
-        return Parsed::failed(format, Error::Parse { format, message, position });
+        return Parsed::failed(Error::Parse { format, message, position });
     }
     let documents = match yaml::load(text) {
         Ok(documents) => documents,
         Err(error) => {
             if let Some(Err(json_error)) = json {
-                return Parsed::failed(Format::Json, from_json_error(text, &json_error));
+                return Parsed::failed(from_json_error(text, &json_error));
             }
             let position = Some(inside(text, error.at));
             let message = error.message;
-            return Parsed::failed(format, Error::Parse { format, message, position });
+            return Parsed::failed(Error::Parse { format, message, position });
         }
     };
     read_documents(format, documents)

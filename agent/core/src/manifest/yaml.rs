@@ -164,8 +164,7 @@ fn mend_escapes(text: &str, failure: Failure) -> Result<Vec<Node>, Error> {
     };
     let mut mended = text.to_owned();
     let mut failure = failure;
-    loop {
-        let Failure::Scan(error) = &failure else { break };
+    while let Failure::Scan(error) = &failure {
         if *error.kind() != ErrorKind::UnknownQuotedScalarEscape {
             break;
         }
