@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 
 use self::metrics::Merge;
 use crate::error_chain::describe;
+use crate::source::problems::ManifestProblem;
 use crate::source::{EventStream, Freshness, SourceEvent};
 
 /// Whether a source's pods are known, and from where (`/readyz` shows it per source).
@@ -44,16 +45,21 @@ pub struct SourceHealth {
     pub errors_total: u64,
     /// When the source last delivered or confirmed its pods.
     pub last_success: Option<Timestamp>,
+    /// The manifests the source rejects or warns about now (not failures: the source's
+    /// other pods run).
+    pub problems: Vec<ManifestProblem>,
 }
 
 impl SourceHealth {
-    fn new(source: Source) -> SourceHealth {
+    /// A source not seen yet.
+    pub fn new(source: Source) -> SourceHealth {
         SourceHealth {
             source,
             state: SourceState::NeverSeen,
             last_error: None,
             errors_total: 0,
             last_success: None,
+            problems: Vec::new(),
         }
     }
 
@@ -96,6 +102,10 @@ impl SourceHealth {
                     debug!(source = %self.source, error = %message, "pod source still failing");
                 }
                 self.last_error = Some(message);
+                None
+            }
+            SourceEvent::Problems(problems) => {
+                self.problems = problems;
                 None
             }
         }
@@ -277,6 +287,22 @@ mod tests {
         );
         h.record(set(Freshness::Live), now);
         assert_eq!((h.state, h.last_error.as_deref()), (SourceState::Live, None));
+    }
+
+    #[test]
+    fn manifest_problems_replace_the_last_list_and_fail_nothing() {
+        let now = Timestamp::UNIX_EPOCH;
+        let mut h = SourceHealth::new(Source::File);
+        h.record(set(Freshness::Live), now);
+        let bad = ManifestProblem::rejected("/m/bad.yaml", &["/m/bad.yaml: x".to_owned()]);
+        assert!(h.record(SourceEvent::Problems(bad.into_iter().collect()), now).is_none());
+        assert_eq!(
+            (h.state, h.last_error.as_deref(), h.problems.len()),
+            (SourceState::Live, None, 1)
+        );
+        assert_eq!(h.errors_total, 0, "a rejected manifest is not a failing source");
+        h.record(SourceEvent::Problems(Vec::new()), now);
+        assert!(h.problems.is_empty(), "fixed");
     }
 
     #[test]

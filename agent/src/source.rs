@@ -3,6 +3,7 @@
 pub mod api;
 pub mod file;
 pub mod metrics;
+pub mod problems;
 pub mod push;
 pub mod url;
 
@@ -32,6 +33,10 @@ pub enum SourceEvent {
     /// The source could not reach or read its origin. Its pods stay as they are; the
     /// error is logged and reported on `/readyz` until the source recovers.
     Failed(Box<dyn std::error::Error + Send + Sync>),
+    /// The manifests the source rejects or warns about now, all of them (empty: none).
+    /// Sent when the list changes; shown on `/readyz?verbose` and `/status`, never a
+    /// failure: the other manifests' pods run.
+    Problems(Vec<problems::ManifestProblem>),
 }
 
 /// A source as the merge task takes it.

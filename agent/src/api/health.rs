@@ -2,14 +2,16 @@
 //! check passes, else 503 with the failing checks and `<endpoint> check failed`;
 //! `?verbose` lists every check (`[+]name ok: …`, `[-]name failed: …`) and ends with
 //! `<endpoint> check passed` or `failed`; `?exclude=name` (repeatable) skips a check.
-//! [`report`] is the pure part.
+//! A check's notes (a source's manifests rejected or warned about) follow its line,
+//! indented; they never fail it. [`report`] is the pure part.
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::podconfig::SourceState;
+use crate::podconfig::{SourceHealth, SourceState};
+use crate::source::problems;
 
 /// One check's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +21,14 @@ pub struct Check {
     pub passed: bool,
     /// What the check found (`live`, `containerd not connected`, ...).
     pub detail: String,
+    /// Lines shown under the check's (each manifest with problems, for a source).
+    pub notes: Vec<String>,
+}
+
+impl Check {
+    pub fn new(name: impl Into<String>, passed: bool, detail: impl Into<String>) -> Check {
+        Check { name: name.into(), passed, detail: detail.into(), notes: Vec::new() }
+    }
 }
 
 /// What the query asks for.
@@ -60,6 +70,11 @@ pub fn report(endpoint: &str, checks: &[Check], query: &Query) -> (StatusCode, S
             lines.push_str(&format!("[+]{} ok: {}\n", check.name, check.detail));
         } else if !check.passed {
             lines.push_str(&format!("[-]{} failed: {}\n", check.name, check.detail));
+        } else {
+            continue;
+        }
+        for note in &check.notes {
+            lines.push_str(&format!("    {note}\n"));
         }
     }
     let status = if passed { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
@@ -78,35 +93,37 @@ pub fn report(endpoint: &str, checks: &[Check], query: &Query) -> (StatusCode, S
 }
 
 /// The readiness checks: every configured source has delivered its first SET, live or
-/// from its checkpoint (M9), with its latest failure; containerd has answered.
+/// from its checkpoint (M9), with its latest failure and its manifests with problems;
+/// containerd has answered.
 pub fn readiness(state: &AppState) -> Vec<Check> {
     let snap = state.snapshot.load();
-    let mut checks: Vec<Check> = snap
-        .sources
-        .iter()
-        .map(|health| {
-            let (passed, text) = match health.state {
-                SourceState::Live => (true, "live"),
-                SourceState::Checkpoint => (true, "from checkpoint"),
-                SourceState::NeverSeen => (false, "never seen"),
-            };
-            let mut detail = text.to_owned();
-            if let Some(error) = &health.last_error {
-                detail.push_str(&format!(" (failing: {error})"));
-            }
-            Check { name: format!("source-{}", health.source), passed, detail }
-        })
-        .collect();
+    let mut checks: Vec<Check> = snap.sources.iter().map(source_check).collect();
     if let Some(runtime) = &state.runtime {
         let connected = runtime.load(std::sync::atomic::Ordering::Relaxed);
-        checks.push(Check {
-            name: "runtime".into(),
-            passed: connected,
-            detail: if connected { "containerd connected" } else { "containerd not connected" }
-                .into(),
-        });
+        let detail = if connected { "containerd connected" } else { "containerd not connected" };
+        checks.push(Check::new("runtime", connected, detail));
     }
     checks
+}
+
+/// A source's check: seen (M9) passes. A rejected manifest does not fail it (the
+/// source's other pods run): it is counted on the line and listed under it.
+pub fn source_check(health: &SourceHealth) -> Check {
+    let (passed, text) = match health.state {
+        SourceState::Live => (true, "live"),
+        SourceState::Checkpoint => (true, "from checkpoint"),
+        SourceState::NeverSeen => (false, "never seen"),
+    };
+    let mut detail = text.to_owned();
+    if let Some(error) = &health.last_error {
+        detail.push_str(&format!(" (failing: {error})"));
+    }
+    if let Some(summary) = problems::summary(&health.problems) {
+        detail.push_str(&format!("; {summary}"));
+    }
+    let mut check = Check::new(format!("source-{}", health.source), passed, detail);
+    check.notes = health.problems.iter().map(ToString::to_string).collect();
+    check
 }
 
 pub async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
@@ -115,7 +132,7 @@ pub async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) ->
 
 /// The agent answers: its one check is that this handler runs.
 pub async fn healthz(RawQuery(query): RawQuery) -> Response {
-    let ping = Check { name: "ping".into(), passed: true, detail: "the agent answers".into() };
+    let ping = Check::new("ping", true, "the agent answers");
     report("healthz", &[ping], &Query::parse(query.as_deref())).into_response()
 }
 

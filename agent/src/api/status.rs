@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use crate::apiserver::Health;
 use crate::podconfig::SourceState;
+use crate::source::problems::ManifestProblem;
 
 /// What `GET /status` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +48,10 @@ pub struct SourceStatus {
     pub state: SourceState,
     pub last_error: Option<String>,
     pub last_success: Option<Timestamp>,
+    /// The manifests the source rejects or warns about now, each with its first
+    /// problem (they do not make the agent unready).
+    #[serde(default)]
+    pub problems: Vec<ManifestProblem>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +168,7 @@ pub(super) async fn status(State(state): State<AppState>) -> Response {
                 state: s.state,
                 last_error: s.last_error.clone(),
                 last_success: s.last_success,
+                problems: s.problems.clone(),
             })
             .collect(),
         api_server: match &info.sync {

@@ -41,6 +41,10 @@ pub const REPORTING_COMPONENT: &str = "outpost";
 
 /// kubelet's event reasons, one list for the whole agent.
 pub use outpost_core::event_aggregate::reason;
+/// The reason of the node's Warning about a static pod manifest whose pods run, but
+/// with fields not honoured as written (an unknown field, an admission warning). kubelet
+/// has none: it drops such fields silently.
+pub const MANIFEST_WARNING: &str = "ManifestWarning";
 
 /// Where events are recorded: cheap to clone, never blocks, works with no API server
 /// configured (events are then only kept locally).

@@ -1,6 +1,7 @@
 //! `outpost status`: the agent at a glance from its `/status`: node, version and uptime,
-//! each pod source, the API server, the runtime and the pods. Exits 0 when the agent is
-//! ready, 1 when it is not (or cannot be reached).
+//! each pod source (and the manifests it rejects or warns about), the API server, the
+//! runtime and the pods. Exits 0 when the agent is ready, 1 when it is not (or cannot be
+//! reached): a rejected manifest alone does not make it unready.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -99,6 +100,18 @@ pub fn render(status: &AgentStatus) -> String {
     }
     for line in table(&rows).lines() {
         let _ = writeln!(out, "  {line}");
+    }
+    let mut rows = vec![["SOURCE", "MANIFEST", "FIRST PROBLEM"].map(str::to_owned).to_vec()];
+    for s in &status.sources {
+        for p in &s.problems {
+            rows.push(vec![s.name.clone(), p.severity.to_string(), p.to_string()]);
+        }
+    }
+    if rows.len() > 1 {
+        out.push_str("Manifest problems:\n");
+        for line in table(&rows).lines() {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     out
 }

@@ -36,6 +36,7 @@ fn source_health_is_exported() {
                 last_error: None,
                 errors_total: 0,
                 last_success: Some(Timestamp::from_second(1_700_000_000).unwrap()),
+                problems: Vec::new(),
             },
             SourceHealth {
                 source: Source::Url,
@@ -43,6 +44,7 @@ fn source_health_is_exported() {
                 last_error: Some("connection refused".into()),
                 errors_total: 3,
                 last_success: None,
+                problems: Vec::new(),
             },
         ],
         ..Snapshot::default()
@@ -110,6 +112,7 @@ fn live(source: Source) -> SourceHealth {
         last_error: None,
         errors_total: 0,
         last_success: None,
+        problems: Vec::new(),
     }
 }
 

@@ -35,6 +35,7 @@ use super::{EventStream, Freshness, SourceEvent};
 use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::ManifestAudit;
 use crate::source::metrics::SourceMetrics;
+use crate::source::problems::ManifestProblem;
 
 /// Errors that stop the file source. Problems with single files never do: they are
 /// reported and the file is skipped.
@@ -80,6 +81,8 @@ pub struct FileSource {
     wake: Option<std::time::Instant>,
     /// The SET to hand out (a later one replaces an earlier one not handed out yet).
     set: Option<SourceUpdate>,
+    /// The manifests with problems to hand out, likewise.
+    problems: Option<Vec<ManifestProblem>>,
     errors_total: u64,
     /// Where rejected manifests are reported (a `FailedValidation` event on the node).
     events: Recorder,
@@ -102,6 +105,7 @@ impl FileSource {
             results: VecDeque::new(),
             wake: None,
             set: None,
+            problems: None,
             errors_total: 0,
             events: Recorder::default(),
             metrics: SourceMetrics::default(),
@@ -116,7 +120,8 @@ impl FileSource {
         Ok(source)
     }
 
-    /// Reports rejected manifests to `events` (else to a recorder of its own).
+    /// Reports rejected manifests and manifests with warnings to `events` (else to a
+    /// recorder of its own).
     pub fn with_events(mut self, events: Recorder) -> FileSource {
         self.events = events;
         self
@@ -149,11 +154,24 @@ impl FileSource {
     /// call returns the initial scan at once (S11: a missing directory is an empty SET).
     pub async fn next(&mut self) -> Result<SourceUpdate, Error> {
         loop {
+            if let SourceEvent::Update(set, _) = self.next_event().await? {
+                return Ok(set);
+            }
+        }
+    }
+
+    /// The next SET, or the next list of manifests with problems when only that changed
+    /// (a SET goes first when both did).
+    async fn next_event(&mut self) -> Result<SourceEvent, Error> {
+        loop {
             while let Some(input) = self.results.pop_front() {
                 self.step(input);
             }
             if let Some(set) = self.set.take() {
-                return Ok(set);
+                return Ok(SourceEvent::Update(set, Freshness::Live));
+            }
+            if let Some(problems) = self.problems.take() {
+                return Ok(SourceEvent::Problems(problems));
             }
             let input = tokio::select! {
                 batch = self.watcher.next_batch() => Input::Events(batch?),
@@ -217,6 +235,8 @@ impl FileSource {
                 self.results.push_back(Input::Linked(linked));
             }
             Action::Record(change) => self.record(change),
+            Action::Warn { path, warnings } => self.warn(&path, &warnings),
+            Action::Problems(problems) => self.problems = Some(problems),
             Action::Send(set) => self.set = Some(set),
         }
     }
@@ -246,12 +266,35 @@ impl FileSource {
         self.audited(change);
     }
 
+    /// Logs the warnings about a manifest's new content, and reports the first on the
+    /// node (a `ManifestWarning` event). Once per content: unchanged bytes are not
+    /// decoded again.
+    fn warn(&self, path: &Path, warnings: &[String]) {
+        let Some(first) = warnings.first() else { return };
+        warn!(
+            file = %path.display(),
+            warnings = warnings.len(),
+            "manifest accepted with warnings; its pods run, but these fields are not honoured as written:\n{}",
+            warnings.join("\n")
+        );
+        let more = match warnings.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        self.events.emit(
+            &events::node_ref(&self.node_name),
+            EventType::Warning,
+            events::MANIFEST_WARNING,
+            format!("Static pod manifest accepted with warnings: {first}{more}"),
+        );
+    }
+
     /// The source as the merge task takes it. A file source is always live: the
     /// directory is local, so there is nothing to checkpoint.
     pub fn into_stream(self) -> EventStream {
         let stream = futures::stream::unfold(self, |mut source| async move {
-            let event = match source.next().await {
-                Ok(update) => SourceEvent::Update(update, Freshness::Live),
+            let event = match source.next_event().await {
+                Ok(event) => event,
                 Err(e) => SourceEvent::Failed(Box::new(e)),
             };
             Some((event, source))

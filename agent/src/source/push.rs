@@ -10,6 +10,11 @@
 //! the source's first SET; without one the source starts empty and is seen at once (M9),
 //! as it has nothing remote to wait for.
 //!
+//! A push whose body is rejected changes nothing but is listed, with its first problem,
+//! among the source's manifests with problems ([`SourceEvent::Problems`]) until the key
+//! is pushed again or deleted; so is a key whose manifest decoded with warnings (logged
+//! once, when it is stored, and answered with the manifest).
+//!
 //! - `state`: the pushed manifests and their transitions, with no IO.
 
 mod state;
@@ -25,7 +30,7 @@ use outpost_core::pod::{FullName, Source};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{Instrument, error, info, info_span, warn};
 
-use self::state::{Checkpoint, Manifests, Put};
+use self::state::{Checkpoint, Manifests, Problems, Put};
 pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::metrics::SourceMetrics;
@@ -144,21 +149,33 @@ struct Inner {
     /// The manifests as last stored; replaced only by a writer holding `writer`.
     current: ArcSwap<Manifests>,
     /// Serialises writes, so checkpoints and SETs go out in the order of the changes.
-    writer: Mutex<mpsc::Sender<SourceEvent>>,
+    writer: Mutex<Writer>,
     metrics: SourceMetrics,
+}
+
+/// What only the writer touches.
+#[derive(Debug)]
+struct Writer {
+    tx: mpsc::Sender<SourceEvent>,
+    /// The keys with problems, as last sent.
+    problems: Problems,
 }
 
 /// Loads the pushed manifests' checkpoint and returns the handle for the HTTP
 /// handlers and the source's event stream (which starts with the checkpoint's SET).
 pub fn open(config: Config) -> Result<(PushHandle, EventStream), Error> {
-    let (manifests, first) = restore(&config);
+    let (manifests, mut first) = restore(&config);
+    let problems = Problems::of(&manifests);
+    if !problems.list().is_empty() {
+        first.push(SourceEvent::Problems(problems.list()));
+    }
     let (tx, rx) = mpsc::channel(QUEUE);
     let handle = PushHandle {
         inner: Arc::new(Inner {
             node_name: config.node_name,
             checkpoints: config.checkpoints,
             current: ArcSwap::from_pointee(manifests),
-            writer: Mutex::new(tx),
+            writer: Mutex::new(Writer { tx, problems }),
             metrics: config.metrics,
         }),
     };
@@ -267,10 +284,36 @@ impl PushHandle {
         })
         .await
         .map_err(|source| Error::Task { key: key.to_owned(), source })?;
-        let pushed =
-            prepared.inspect_err(|_| self.inner.metrics.manifest_rejected(Source::Push))?;
+        let prepared = prepared.inspect_err(|_| self.inner.metrics.manifest_rejected(Source::Push));
 
-        let tx = self.inner.writer.lock().await;
+        let mut writer = self.inner.writer.lock().await;
+        let put = match prepared {
+            Ok(pushed) => self.put_locked(key, pushed, &writer.tx).await,
+            Err(error) => Err(error),
+        };
+        let changed = match &put {
+            Ok((summary, _)) => match self.inner.current.load().get(key) {
+                Some(pushed) => writer.problems.stored(key, pushed),
+                None => {
+                    error!(key, pods = summary.pods.len(), "a manifest just pushed is not stored");
+                    false
+                }
+            },
+            Err(error) => writer.problems.rejected(key, error),
+        };
+        if changed {
+            report(&writer).await;
+        }
+        put
+    }
+
+    /// Stores `pushed` under `key`. Called with the writer lock.
+    async fn put_locked(
+        &self,
+        key: &str,
+        pushed: state::Pushed,
+        tx: &mpsc::Sender<SourceEvent>,
+    ) -> Result<(Summary, Change), Error> {
         let (next, change) = match self.inner.current.load().put(key, pushed)? {
             Put::Unchanged(pushed) => {
                 info!("manifest pushed again unchanged");
@@ -283,15 +326,30 @@ impl PushHandle {
             .get(key)
             .map(|pushed| Summary::of(key, pushed))
             .ok_or_else(|| Error::NotFound { key: key.to_owned() })?;
-        self.store(key, &tx, next).await?;
+        self.store(key, tx, next).await?;
         info!(pods = summary.pods.len(), ?change, digest = %summary.digest, "manifest pushed");
+        if !summary.warnings.is_empty() {
+            warn!(
+                warnings = summary.warnings.len(),
+                "pushed manifest accepted with warnings; its pods run, but these fields are not honoured as written:\n{}",
+                summary.warnings.join("\n")
+            );
+        }
         Ok((summary, change))
     }
 
     async fn delete_now(&self, key: &str) -> Result<Summary, Error> {
-        let tx = self.inner.writer.lock().await;
-        let (next, removed) = self.inner.current.load().delete(key)?;
-        self.store(key, &tx, next).await?;
+        let mut writer = self.inner.writer.lock().await;
+        let deleted = match self.inner.current.load().delete(key) {
+            Ok((next, removed)) => self.store(key, &writer.tx, next).await.map(|()| removed),
+            Err(error) => Err(error),
+        };
+        // A key deleted, or never stored, has no problem left to show.
+        let gone = matches!(deleted, Ok(_) | Err(Error::NotFound { .. }));
+        if gone && writer.problems.removed(key) {
+            report(&writer).await;
+        }
+        let removed = deleted?;
         info!(pods = removed.pods.len(), "pushed manifest deleted");
         Ok(Summary::of(key, &removed))
     }
@@ -331,6 +389,12 @@ impl PushHandle {
     pub fn summary(&self, key: &str) -> Option<Summary> {
         self.inner.current.load().get(key).map(|pushed| Summary::of(key, pushed))
     }
+}
+
+/// Sends the keys with problems, all of them. Called with the writer lock; a source
+/// that is shutting down has nobody left to tell.
+async fn report(writer: &Writer) {
+    let _ = writer.tx.send(SourceEvent::Problems(writer.problems.list())).await;
 }
 
 #[cfg(test)]

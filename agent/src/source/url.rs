@@ -275,11 +275,11 @@ impl UrlSource {
             Action::Decode(body) => {
                 let (url, node) = (self.url.clone(), self.node_name.clone());
                 let decoded = tokio::task::spawn_blocking(move || {
-                    manifest::decode(&body, Origin::Url(&url), &node)
+                    manifest::decode_with_warnings(&body, Origin::Url(&url), &node)
                 })
                 .await;
                 let decoded = match decoded {
-                    Ok(Ok(pods)) => Ok(pods),
+                    Ok(Ok(decoded)) => Ok(decoded),
                     Ok(Err(errors)) => Err(Error::Manifest { url: self.shown.clone(), errors }),
                     // The decoder panicked: a bug, reported as this document's failure.
                     Err(source) => Err(Error::Decoder { url: self.shown.clone(), source }),

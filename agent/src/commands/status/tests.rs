@@ -3,6 +3,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::render;
 use crate::api::status::{AgentStatus, ApiServerStatus, PodCounts, RuntimeStatus, SourceStatus};
 use crate::podconfig::SourceState;
+use crate::source::problems::ManifestProblem;
 
 fn t(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).unwrap()
@@ -21,18 +22,21 @@ fn fixture() -> AgentStatus {
                 state: SourceState::Live,
                 last_error: None,
                 last_success: Some(t(-5)),
+                problems: Vec::new(),
             },
             SourceStatus {
                 name: "url".to_owned(),
                 state: SourceState::Checkpoint,
                 last_error: Some("GET http://cfg/pods: connection refused".to_owned()),
                 last_success: None,
+                problems: Vec::new(),
             },
             SourceStatus {
                 name: "api".to_owned(),
                 state: SourceState::NeverSeen,
                 last_error: None,
                 last_success: None,
+                problems: Vec::new(),
             },
         ],
         api_server: ApiServerStatus {
@@ -93,4 +97,39 @@ fn the_status_shape_round_trips_through_json() {
     assert_eq!(json["apiServer"]["queuedStatusUpdates"], 3);
     let back: AgentStatus = serde_json::from_value(json).unwrap();
     assert_eq!(back, status);
+}
+
+#[test]
+fn each_manifest_with_problems_is_listed_with_its_first_problem() {
+    let mut status = fixture();
+    let bad = ["/m/bad.yaml:3:5: metadata.name: missing".to_owned(), "x".to_owned()];
+    let warned = ["web:4:3: warning: spec.nodeSelector: not checked".to_owned()];
+    status.sources[0].problems =
+        ManifestProblem::rejected("/m/bad.yaml", &bad).into_iter().collect();
+    status.sources[1].name = "push".to_owned();
+    status.sources[1].problems = ManifestProblem::warned("web", &warned).into_iter().collect();
+    let text = render(&status);
+    let want = "\
+Manifest problems:
+  SOURCE   MANIFEST   FIRST PROBLEM
+  file     rejected   /m/bad.yaml:3:5: metadata.name: missing (+1 more)
+  push     warned     web:4:3: warning: spec.nodeSelector: not checked
+";
+    assert!(text.ends_with(want), "{text}");
+    assert!(!render(&fixture()).contains("Manifest problems"), "none: no section");
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["sources"][0]["problems"][0]["severity"], "rejected");
+    assert_eq!(json["sources"][0]["problems"][0]["manifest"], "/m/bad.yaml");
+    let back: AgentStatus = serde_json::from_value(json).unwrap();
+    assert_eq!(back, status);
+}
+
+#[test]
+fn a_status_without_problems_from_an_older_agent_still_reads() {
+    let mut json = serde_json::to_value(fixture()).unwrap();
+    for source in json["sources"].as_array_mut().unwrap() {
+        source.as_object_mut().unwrap().remove("problems");
+    }
+    let back: AgentStatus = serde_json::from_value(json).unwrap();
+    assert_eq!(back, fixture());
 }

@@ -103,6 +103,7 @@ fn label(event: &SourceEvent) -> String {
         }
         SourceEvent::Confirmed => "Confirmed".to_owned(),
         SourceEvent::Failed(e) => format!("Failed: {e}"),
+        SourceEvent::Problems(problems) => format!("Problems: {}", problems.len()),
     }
 }
 

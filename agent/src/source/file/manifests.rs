@@ -1,5 +1,6 @@
-//! What the manifest directory holds, file by file: the last good pods of each file and
-//! the error of its latest read. No IO here: the caller reads files and hands over bytes.
+//! What the manifest directory holds, file by file: the last good pods of each file, and
+//! the error or the warnings of its latest read. No IO here: the caller reads files and
+//! hands over bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -10,13 +11,18 @@ use outpost_core::manifest::{self, Origin};
 use outpost_core::pod::{self, CONFIG_SEEN, SourcePod};
 use xxhash_rust::xxh3::xxh3_128;
 
+use crate::source::problems::{self, ManifestProblem};
+
 /// The result of offering one file's current content.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Same bytes as before, or a rejection of a file that had nothing good anyway.
+    /// Same bytes as before: nothing decoded.
     Unchanged,
     /// The file's pods changed (added, edited, or now absent).
     Changed,
+    /// New bytes, decoded, with the same pods (a comment, or a field the decoder drops
+    /// with a warning).
+    SamePods,
     /// The content is not a valid manifest; the file's last good pods (if any) stay.
     Rejected(String),
     /// A zero-length file: most likely a writer that truncated and has not written
@@ -30,6 +36,8 @@ struct Entry {
     digest: Option<u128>,
     pods: Vec<SourcePod>,
     error: Option<String>,
+    /// The warnings about the latest content, when it was good (`file:L:C: warning: …`).
+    warnings: Vec<String>,
 }
 
 /// The manifests of one directory (or one manifest file), keyed by file name.
@@ -63,9 +71,10 @@ impl Manifests {
             return Outcome::Empty;
         }
         entry.digest = Some(digest);
-        match manifest::decode(bytes, Origin::File(&path), &self.node_name) {
-            Ok(pods) => {
+        match manifest::decode_with_warnings(bytes, Origin::File(&path), &self.node_name) {
+            Ok(manifest::Decoded { pods, warnings }) => {
                 entry.error = None;
+                entry.warnings = problems::warning_lines(&path.display().to_string(), &warnings);
                 let seen = now.to_string();
                 let new: Vec<SourcePod> = pods
                     .into_iter()
@@ -75,7 +84,7 @@ impl Manifests {
                     })
                     .collect();
                 if same_pods(&entry.pods, &new) {
-                    return Outcome::Unchanged;
+                    return Outcome::SamePods;
                 }
                 entry.pods = new;
                 Outcome::Changed
@@ -88,6 +97,7 @@ impl Manifests {
                     .collect::<Vec<_>>()
                     .join("\n");
                 entry.error = Some(report.clone());
+                entry.warnings.clear();
                 Outcome::Rejected(report)
             }
         }
@@ -100,6 +110,7 @@ impl Manifests {
         let entry = self.entries.entry(name.to_owned()).or_default();
         entry.digest = None;
         entry.error = Some(error.clone());
+        entry.warnings.clear();
         Outcome::Rejected(error)
     }
 
@@ -144,6 +155,30 @@ impl Manifests {
     /// Every pod of every file, in file-name order then document order: the SET.
     pub fn pods(&self) -> Vec<SourcePod> {
         self.entries.values().flat_map(|e| e.pods.iter().cloned()).collect()
+    }
+
+    /// The warnings about the latest content of `name` (none if it was rejected).
+    pub fn warnings_of(&self, name: &OsStr) -> &[String] {
+        self.entries.get(name).map(|e| e.warnings.as_slice()).unwrap_or_default()
+    }
+
+    /// Every file rejected, unreadable or warned about, in file-name order, each with its
+    /// first problem.
+    pub fn problems(&self) -> Vec<ManifestProblem> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.error.is_some() || !e.warnings.is_empty())
+            .filter_map(|(name, e)| {
+                let path = self.path_of(name).display().to_string();
+                match &e.error {
+                    Some(report) => {
+                        let lines: Vec<String> = report.lines().map(str::to_owned).collect();
+                        ManifestProblem::rejected(&path, &lines)
+                    }
+                    None => ManifestProblem::warned(&path, &e.warnings),
+                }
+            })
+            .collect()
     }
 
     /// Files whose latest content was rejected or unreadable, with the report.

@@ -17,7 +17,10 @@
 //!   backoff from [`REWATCH_MIN`] to [`REWATCH_MAX`];
 //! - files are read one at a time (each may be 10 MiB);
 //! - a SET goes out once the reads asked for are done, if the content changed; the first
-//!   one always, even empty (S11).
+//!   one always, even empty (S11);
+//! - a manifest's warnings are reported once per content (a rescan of unchanged bytes
+//!   decodes nothing), and the list of manifests rejected or warned about goes out when
+//!   the reads are done, if it changed.
 
 mod events;
 mod reads;
@@ -35,6 +38,7 @@ use tracing::{info, warn};
 use super::manifests::Manifests;
 use super::watch::{Event, Scope, WatchId};
 use crate::audit;
+use crate::source::problems::ManifestProblem;
 
 /// How long a file may keep changing without being closed before it is read anyway.
 pub const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -185,6 +189,11 @@ pub enum Action {
     WatchLinks { drop: Vec<WatchId>, add: Vec<(PathBuf, Vec<Link>)> },
     /// Record a change.
     Record(Change),
+    /// Report the warnings about a manifest's new content (logged, and the node's
+    /// `ManifestWarning` event).
+    Warn { path: PathBuf, warnings: Vec<String> },
+    /// The manifests rejected or warned about changed: these are all of them now.
+    Problems(Vec<ManifestProblem>),
     /// Hand this SET to the merge.
     Send(SourceUpdate),
 }
@@ -262,6 +271,8 @@ pub struct Machine {
     link_watches: BTreeMap<WatchId, Vec<Link>>,
     /// Files written but not closed yet, since when and why: read once quiet.
     quiet: BTreeMap<OsString, (Instant, Cause)>,
+    /// The manifests rejected or warned about, as last reported.
+    reported: Vec<ManifestProblem>,
 }
 
 impl Machine {
@@ -277,6 +288,7 @@ impl Machine {
             parent_watch: None,
             link_watches: BTreeMap::new(),
             quiet: BTreeMap::new(),
+            reported: Vec::new(),
         }
     }
 
@@ -382,14 +394,20 @@ impl Machine {
         had_pods
     }
 
-    /// The work under way is done: the SET goes out if owed, and the source rests.
-    fn settle(&self, owed: bool, then: Rest, out: &mut Vec<Action>) -> State {
+    /// The work under way is done: the SET goes out if owed, the manifests with problems
+    /// if they changed, and the source rests.
+    fn settle(&mut self, owed: bool, then: Rest, out: &mut Vec<Action>) -> State {
         if owed {
             out.push(Action::Send(SourceUpdate {
                 source: Source::File,
                 op: Op::Set,
                 pods: self.manifests.pods(),
             }));
+        }
+        let problems = self.manifests.problems();
+        if problems != self.reported {
+            self.reported = problems.clone();
+            out.push(Action::Problems(problems));
         }
         State::Idle(then)
     }

@@ -1,6 +1,7 @@
 //! The push source's state with no IO: the pushed manifests by key, and the transitions
 //! a PUT or DELETE makes. Each transition returns a new [`Manifests`] (copy on write, the
 //! manifests themselves are shared), so the caller can persist it before publishing it.
+//! [`Problems`]: the keys whose last push was rejected or is stored with warnings.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::Error;
+use crate::source::problems::{self, ManifestProblem};
 
 /// The longest push key (a DNS subdomain's length, so a key can be a pod or app name).
 pub const MAX_KEY_LEN: usize = 253;
@@ -52,6 +54,9 @@ pub struct Pushed {
     pub size: u64,
     /// `sha256:<hex>` of the body, so a caller can compare it with what it sent.
     pub digest: String,
+    /// What the decoder warned about (`<key>:L:C: warning: …`): the pods run, but these
+    /// fields are not honoured as written.
+    pub warnings: Vec<String>,
 }
 
 impl Pushed {
@@ -74,8 +79,10 @@ pub fn prepare(key: &str, body: &[u8], node_name: &str, now: Timestamp) -> Resul
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::Empty { key: key.to_owned() });
     }
-    let pods = manifest::decode(body, Origin::Push(key), node_name)
-        .map_err(|errors| Error::Manifest { key: key.to_owned(), errors })?;
+    let manifest::Decoded { pods, warnings } =
+        manifest::decode_with_warnings(body, Origin::Push(key), node_name)
+            .map_err(|errors| Error::Manifest { key: key.to_owned(), errors })?;
+    let warnings = problems::warning_lines(key, &warnings);
     let pods: Vec<SourcePod> = pods.into_iter().map(SourcePod::new).collect();
     let mut names = HashSet::with_capacity(pods.len());
     for pod in &pods {
@@ -84,7 +91,7 @@ pub fn prepare(key: &str, body: &[u8], node_name: &str, now: Timestamp) -> Resul
         }
     }
     let digest = format!("sha256:{:x}", Sha256::digest(body));
-    Ok(Pushed { pods, pushed_at: now, size: body.len() as u64, digest })
+    Ok(Pushed { pods, pushed_at: now, size: body.len() as u64, digest, warnings })
 }
 
 /// What a PUT did.
@@ -175,6 +182,7 @@ impl Manifests {
                         pushed_at: p.pushed_at,
                         size: p.size,
                         digest: p.digest.clone(),
+                        warnings: p.warnings.clone(),
                         pods: p.pods.iter().map(|sp| sp.pod.clone()).collect(),
                     };
                     (key.clone(), entry)
@@ -196,6 +204,7 @@ impl Manifests {
                         pushed_at: entry.pushed_at,
                         size: entry.size,
                         digest: entry.digest,
+                        warnings: entry.warnings,
                     };
                     (key, Arc::new(pushed))
                 })
@@ -219,6 +228,9 @@ pub struct Entry {
     pub pushed_at: Timestamp,
     pub size: u64,
     pub digest: String,
+    /// The decoder's warnings (absent in checkpoints written before they were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub pods: Vec<Arc<Pod>>,
 }
 
@@ -231,6 +243,10 @@ pub struct Summary {
     pub size: u64,
     pub digest: String,
     pub pods: Vec<PodRef>,
+    /// What the decoder warned about: the pods run, but these fields are not honoured
+    /// as written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One pod of a pushed manifest, as the merge knows it.
@@ -257,6 +273,60 @@ impl Summary {
                     uid: p.uid().to_owned(),
                 })
                 .collect(),
+            warnings: pushed.warnings.clone(),
+        }
+    }
+}
+
+/// The keys with problems: the last push of a key was rejected (what it stores, if
+/// anything, stays), or what it stores decoded with warnings. A key leaves when a push of
+/// it is accepted without warnings, or when it is deleted.
+#[derive(Debug, Clone, Default)]
+pub struct Problems(BTreeMap<String, ManifestProblem>);
+
+impl Problems {
+    /// The problems of what `manifests` stores (after a restart).
+    pub fn of(manifests: &Manifests) -> Problems {
+        let warned = manifests.iter().filter_map(|(key, p)| {
+            Some((key.to_owned(), ManifestProblem::warned(key, &p.warnings)?))
+        });
+        Problems(warned.collect())
+    }
+
+    /// A push of `key` was refused with `error`. Only a body's problems count (not a bad
+    /// key, a failed checkpoint or a shutdown); true if the list changed.
+    pub fn rejected(&mut self, key: &str, error: &Error) -> bool {
+        let lines = match error {
+            Error::Manifest { .. } => error.details(),
+            Error::Empty { .. } | Error::Duplicate { .. } | Error::Conflict { .. } => {
+                vec![error.to_string()]
+            }
+            _ => return false,
+        };
+        self.set(key, ManifestProblem::rejected(key, &lines))
+    }
+
+    /// `key` now stores `pushed`; true if the list changed.
+    pub fn stored(&mut self, key: &str, pushed: &Pushed) -> bool {
+        self.set(key, ManifestProblem::warned(key, &pushed.warnings))
+    }
+
+    /// `key` was deleted (or holds nothing); true if the list changed.
+    pub fn removed(&mut self, key: &str) -> bool {
+        self.set(key, None)
+    }
+
+    /// Every key with problems, in key order.
+    pub fn list(&self) -> Vec<ManifestProblem> {
+        self.0.values().cloned().collect()
+    }
+
+    fn set(&mut self, key: &str, problem: Option<ManifestProblem>) -> bool {
+        match problem {
+            Some(problem) => {
+                self.0.insert(key.to_owned(), problem.clone()).as_ref() != Some(&problem)
+            }
+            None => self.0.remove(key).is_some(),
         }
     }
 }

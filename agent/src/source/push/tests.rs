@@ -2,7 +2,7 @@ use futures::{FutureExt, StreamExt};
 use outpost_core::merge::Op;
 use outpost_core::pod::{self, CONFIG_SOURCE, Source};
 
-use super::state::{Manifests, Put, prepare};
+use super::state::{Manifests, Problems, Put, prepare};
 use super::*;
 
 const NODE: &str = "edge-1";
@@ -109,6 +109,36 @@ fn bad_bodies_are_refused_with_key_line_and_column() {
 }
 
 #[test]
+fn problems_follow_each_key_s_last_push() {
+    let mut problems = Problems::default();
+    let bad = prepare("web", b"kind: [", NODE, now()).unwrap_err();
+    assert!(problems.rejected("web", &bad));
+    assert!(!problems.rejected("web", &bad), "the same rejection again changes nothing");
+    let listed = problems.list();
+    assert!(listed[0].first.starts_with("web:1:"), "{listed:?}");
+    let key = Error::Key { key: "a/b".into(), reason: "is bad" };
+    assert!(!problems.rejected("a/b", &key), "a bad key is no manifest");
+
+    let good = prepare("web", pod("web", "busybox").as_bytes(), NODE, now()).unwrap();
+    assert!(good.warnings.is_empty());
+    assert!(problems.stored("web", &good), "fixed");
+    assert!(problems.list().is_empty());
+
+    let warned = prepare("db", warned("db").as_bytes(), NODE, now()).unwrap();
+    assert_eq!(warned.warnings.len(), 1, "{:?}", warned.warnings);
+    assert!(warned.warnings[0].starts_with("db:"), "{:?}", warned.warnings);
+    assert!(problems.stored("db", &warned));
+    assert!(!problems.stored("db", &warned));
+    assert_eq!(problems.list()[0].severity, crate::source::problems::Severity::Warned);
+    let restored = Manifests::default().put("db", warned).unwrap();
+    let Put::Created(restored) = restored else { panic!("expected Created") };
+    assert_eq!(Problems::of(&restored).list(), problems.list(), "after a restart");
+    assert!(problems.removed("db"));
+    assert!(!problems.removed("db"));
+    assert!(problems.list().is_empty());
+}
+
+#[test]
 fn oversized_bodies_are_too_large() {
     let body = vec![b' '; outpost_core::manifest::MAX_MANIFEST_BYTES + 1];
     let mut body = body;
@@ -199,6 +229,21 @@ fn ready(stream: &mut EventStream) -> SourceEvent {
     stream.next().now_or_never().flatten().expect("an event is ready")
 }
 
+/// `severity key` of each manifest with problems the event lists.
+fn problems_of(event: SourceEvent) -> Vec<String> {
+    match event {
+        SourceEvent::Problems(problems) => {
+            problems.iter().map(|p| format!("{} {}", p.severity, p.manifest)).collect()
+        }
+        other => panic!("expected the manifests with problems, got {other:?}"),
+    }
+}
+
+/// A pod whose manifest decodes with a warning (its `nodeSelector` is not checked).
+fn warned(name: &str) -> String {
+    pod(name, "busybox").replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n")
+}
+
 fn set_of(event: SourceEvent) -> (Vec<String>, Freshness) {
     match event {
         SourceEvent::Update(update, freshness) => {
@@ -278,6 +323,8 @@ async fn invalid_requests_change_nothing() {
     ready(&mut stream);
     assert!(matches!(handle.put("a/b", pod("web", "x")).await, Err(Error::Key { .. })));
     assert!(matches!(handle.put("web", "kind: [").await, Err(Error::Manifest { .. })));
+    // Only listed among the manifests with problems.
+    assert_eq!(problems_of(ready(&mut stream)), ["rejected web"]);
     assert!(matches!(handle.delete("..").await, Err(Error::Key { .. })));
     assert!(stream.next().now_or_never().is_none());
     assert!(!dir.path().join("checkpoints/push.json").exists());
@@ -304,4 +351,40 @@ async fn a_corrupt_checkpoint_is_moved_aside_and_the_source_starts_empty() {
     // Pushing works again and writes a good checkpoint.
     handle.put("web", pod("web", "busybox")).await.unwrap();
     assert!(Checkpoints::new(dir.path()).read::<Checkpoint>("push").unwrap().is_some());
+}
+
+#[tokio::test]
+async fn rejected_and_warned_pushes_are_listed_until_fixed_or_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, mut stream) = open(config(dir.path())).unwrap();
+    ready(&mut stream);
+
+    let (summary, _) = handle.put("web", warned("web")).await.unwrap();
+    assert_eq!(summary.warnings.len(), 1, "the answer carries the warnings");
+    assert_eq!(set_of(ready(&mut stream)).0, ["web-edge-1"], "its pods run");
+    assert_eq!(problems_of(ready(&mut stream)), ["warned web"]);
+    // Pushed again unchanged: answered with the warnings, nothing sent.
+    let (summary, _) = handle.put("web", warned("web")).await.unwrap();
+    assert_eq!(summary.warnings.len(), 1);
+    assert!(stream.next().now_or_never().is_none());
+
+    // A rejected push of the key: it keeps its pods and is listed as rejected.
+    assert!(handle.put("web", "kind: [").await.is_err());
+    assert_eq!(problems_of(ready(&mut stream)), ["rejected web"]);
+    assert!(stream.next().now_or_never().is_none(), "no SET: nothing changed");
+
+    // Restarted: the stored manifest's warnings come back with it.
+    drop((handle, stream));
+    let (handle, mut stream) = open(config(dir.path())).unwrap();
+    ready(&mut stream);
+    assert_eq!(problems_of(ready(&mut stream)), ["warned web"]);
+
+    // Fixed, then a rejected key deleted: nothing listed.
+    handle.put("web", pod("web", "busybox")).await.unwrap();
+    ready(&mut stream);
+    assert!(problems_of(ready(&mut stream)).is_empty());
+    assert!(handle.put("db", "kind: [").await.is_err());
+    assert_eq!(problems_of(ready(&mut stream)), ["rejected db"]);
+    assert!(matches!(handle.delete("db").await, Err(Error::NotFound { .. })));
+    assert!(problems_of(ready(&mut stream)).is_empty());
 }

@@ -9,11 +9,18 @@
 //! held document's validators), and for a new good document decode, checkpoint (O1) and
 //! only then send its SET. Failures of any kind keep the held pods and are retried at the
 //! next interval.
+//!
+//! The document, when rejected or decoded with warnings, is the source's one manifest
+//! with problems ([`SourceEvent::Problems`], sent when that changes): rejected until a
+//! good document comes or the held one is served again; warned about while the held
+//! document is one that decoded with warnings (logged once: the same body is not decoded
+//! again).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use outpost_core::manifest::Decoded;
 use outpost_core::merge::{Op, SourceUpdate};
 use outpost_core::pod::{Source, SourcePod};
 use tracing::{debug, error, info, warn};
@@ -22,6 +29,7 @@ use super::client::{Fetched, Validators};
 use super::{Error, Record};
 use crate::audit;
 use crate::checkpoint;
+use crate::source::problems::{self, ManifestProblem};
 use crate::source::{Freshness, SourceEvent};
 
 /// Each wait is the interval times a factor drawn from `[1, 1 + JITTER)`, so agents
@@ -44,7 +52,7 @@ pub enum Input {
     /// What [`Action::Fetch`] brought.
     Fetched(Result<Fetched, Error>),
     /// What [`Action::Decode`] made of the document.
-    Decoded(Result<Vec<Pod>, Error>),
+    Decoded(Result<Decoded, Error>),
     /// Whether [`Action::WriteCheckpoint`] worked.
     Written(Result<(), checkpoint::Error>),
 }
@@ -131,6 +139,12 @@ pub struct Machine {
     held: Held,
     /// The last failure logged at warn level (the same one again is logged at debug).
     last_failure: Option<String>,
+    /// The last document fetched, when it was rejected.
+    rejected: Option<ManifestProblem>,
+    /// The held document's warnings, when it was decoded with some.
+    warned: Option<ManifestProblem>,
+    /// The manifests with problems as last sent.
+    reported: Vec<ManifestProblem>,
 }
 
 impl Machine {
@@ -145,6 +159,9 @@ impl Machine {
             state: State::Starting,
             held: Held::Nothing,
             last_failure: None,
+            rejected: None,
+            warned: None,
+            reported: Vec::new(),
         }
     }
 
@@ -153,6 +170,7 @@ impl Machine {
         let mut out = Vec::new();
         let state = std::mem::replace(&mut self.state, State::Starting);
         self.state = self.transition(state, input, now, &mut out);
+        self.report_problems(&mut out);
         let wake = match self.state {
             State::Waiting { at } => Some(at),
             _ => None,
@@ -196,7 +214,18 @@ impl Machine {
                 }
             },
             (State::Decoding { good, sha256 }, Input::Decoded(decoded)) => match decoded {
-                Ok(pods) => self.decoded(good, sha256, pods, out),
+                Ok(Decoded { pods, warnings }) => {
+                    let lines = problems::warning_lines(&self.shown, &warnings);
+                    if !lines.is_empty() {
+                        warn!(
+                            warnings = lines.len(),
+                            "manifest URL document accepted with warnings; its pods run, but these fields are not honoured as written:\n{}",
+                            lines.join("\n")
+                        );
+                    }
+                    self.warned = ManifestProblem::warned(&self.shown, &lines);
+                    self.decoded(good, sha256, pods, out)
+                }
                 Err(e) => {
                     self.rejected(e, out);
                     self.wait(now)
@@ -339,9 +368,11 @@ impl Machine {
         State::Saving { good, record }
     }
 
-    /// What the merge holds is current. A checkpoint write that failed is retried first.
+    /// What the merge holds is current (a rejected document is no longer served). A
+    /// checkpoint write that failed is retried first.
     fn confirmed(&mut self, now: Instant, out: &mut Vec<Action>) -> State {
         self.recovered();
+        self.rejected = None;
         if let Held::Unsaved(_, record) = &self.held {
             out.push(Action::WriteCheckpoint(record.clone()));
             return State::Resaving;
@@ -365,7 +396,23 @@ impl Machine {
     /// A fetched document that cannot be used: a failure, counted as a manifest error.
     fn rejected(&mut self, error: Error, out: &mut Vec<Action>) {
         out.push(Action::CountRejected);
+        let lines = match &error {
+            Error::Manifest { url, errors } => problems::error_lines(url, errors),
+            other => vec![other.to_string()],
+        };
+        self.rejected = ManifestProblem::rejected(&self.shown, &lines);
         self.failed(error, out);
+    }
+
+    /// Sends the document's problems if they changed: its rejection, else the held
+    /// document's warnings.
+    fn report_problems(&mut self, out: &mut Vec<Action>) {
+        let now: Vec<ManifestProblem> =
+            self.rejected.iter().chain(&self.warned).take(1).cloned().collect();
+        if now != self.reported {
+            self.reported = now.clone();
+            out.push(Action::Emit(SourceEvent::Problems(now)));
+        }
     }
 
     fn recovered(&mut self) {

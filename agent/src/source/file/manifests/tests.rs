@@ -2,6 +2,8 @@ use std::ffi::OsStr;
 
 use outpost_core::pod;
 
+use crate::source::problems::Severity;
+
 use super::*;
 
 const NGINX: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx:1\n";
@@ -54,7 +56,7 @@ fn same_bytes_or_same_pods_are_unchanged_and_keep_the_arc() {
     let commented = format!("# a comment\n{NGINX}");
     assert!(matches!(
         m.offer(name("web.yaml"), commented.as_bytes(), Timestamp::now()),
-        Outcome::Unchanged
+        Outcome::SamePods
     ));
     assert!(std::sync::Arc::ptr_eq(&before, &m.pods()[0].pod));
 }
@@ -114,4 +116,33 @@ fn s9_pods_of_a_stream_are_listed_in_file_then_document_order() {
     let names: Vec<_> =
         m.pods().iter().map(|p| p.pod.metadata.name.clone().unwrap_or_default()).collect();
     assert_eq!(names, vec!["web-node-a", "b-node-a", "a-node-a"]);
+}
+
+#[test]
+fn problems_list_rejected_and_warned_files_with_their_first_problem() {
+    let mut m = manifests();
+    let warned = NGINX.replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n");
+    m.offer(name("web.yaml"), warned.as_bytes(), Timestamp::now());
+    m.offer(name("ok.yaml"), NGINX.replace("web", "ok").as_bytes(), Timestamp::now());
+    m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Timestamp::now());
+    let problems = m.problems();
+    let listed: Vec<(&str, Severity)> =
+        problems.iter().map(|p| (p.manifest.as_str(), p.severity)).collect();
+    assert_eq!(
+        listed,
+        [
+            ("/etc/outpost/manifests/bad.yaml", Severity::Rejected),
+            ("/etc/outpost/manifests/web.yaml", Severity::Warned),
+        ]
+    );
+    assert!(problems[0].first.starts_with("/etc/outpost/manifests/bad.yaml:"), "{problems:?}");
+    assert!(problems[1].first.contains(": warning: spec.nodeSelector: "), "{problems:?}");
+    assert_eq!(m.warnings_of(name("web.yaml")).len(), 1);
+    // A rejection replaces the warnings of the content before it.
+    m.offer(name("web.yaml"), b"kind: Pod\n", Timestamp::now());
+    assert_eq!(m.problems()[1].severity, Severity::Rejected);
+    assert!(m.warnings_of(name("web.yaml")).is_empty());
+    m.forget(name("web.yaml"));
+    m.offer(name("bad.yaml"), NGINX.replace("web", "bad").as_bytes(), Timestamp::now());
+    assert!(m.problems().is_empty(), "fixed or gone: no longer listed");
 }

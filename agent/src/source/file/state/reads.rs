@@ -125,7 +125,8 @@ impl Machine {
         self.settle(reads.owed, reads.then, out)
     }
 
-    /// Offers one file's content; true if the SET changed.
+    /// Offers one file's content; true if the SET changed. New content that decodes
+    /// with warnings has them reported (once: the same bytes are not decoded again).
     fn offer(&mut self, found: Found, now: Now, out: &mut Vec<Action>) -> bool {
         let Found { name, cause, content, .. } = found;
         let had_pods = !self.manifests.pods_of(&name).is_empty();
@@ -142,10 +143,15 @@ impl Machine {
                 (self.manifests.unreadable(&name, format!("{}: {error}", path.display())), None)
             }
         };
+        let decoded = matches!(outcome, Outcome::Changed | Outcome::SamePods);
         let (action, error) = match outcome {
             Outcome::Changed if had_pods => (audit::Action::Changed, None),
             Outcome::Changed => (audit::Action::Added, None),
             Outcome::Unchanged => return false,
+            Outcome::SamePods => {
+                self.warn(&name, out);
+                return false;
+            }
             Outcome::Empty => {
                 debug!(file = ?name, "manifest is empty (being rewritten?); keeping its last good pods");
                 return false;
@@ -153,7 +159,19 @@ impl Machine {
             Outcome::Rejected(report) => (audit::Action::Rejected, Some(report)),
         };
         out.push(Action::Record(change(&self.manifests, &name, action, cause, sha256, error)));
+        if decoded {
+            self.warn(&name, out);
+        }
         action != audit::Action::Rejected
+    }
+
+    /// Reports the warnings about the content of `name` just decoded, if any.
+    fn warn(&self, name: &OsStr, out: &mut Vec<Action>) {
+        let warnings = self.manifests.warnings_of(name);
+        if !warnings.is_empty() {
+            let path = self.manifests.path_of(name);
+            out.push(Action::Warn { path, warnings: warnings.to_vec() });
+        }
     }
 
     /// The file is gone; true if it had pods.

@@ -25,6 +25,16 @@ fn pod(name: &str, image: &str) -> Content {
     )
 }
 
+/// A pod whose manifest decodes with a warning (its `nodeSelector` is not checked).
+fn warned(name: &str) -> Content {
+    Content::Bytes(
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    zone: a\n  containers:\n  - name: main\n    image: i\n"
+        )
+        .into_bytes(),
+    )
+}
+
 fn text(s: &str) -> Content {
     Content::Bytes(s.as_bytes().to_vec())
 }
@@ -72,6 +82,10 @@ struct Harness {
     read: Vec<String>,
     /// Every change recorded so far.
     changes: Vec<Change>,
+    /// Every warning reported so far: the file's name and its first warning.
+    warned: Vec<(String, String)>,
+    /// Every list of manifests with problems reported so far.
+    problems: Vec<Vec<ManifestProblem>>,
 }
 
 impl Harness {
@@ -84,6 +98,8 @@ impl Harness {
             wake: None,
             read: Vec::new(),
             changes: Vec::new(),
+            warned: Vec::new(),
+            problems: Vec::new(),
         }
     }
 
@@ -125,11 +141,32 @@ impl Harness {
         let step = self.machine.step(input, self.now());
         self.wake = step.wake;
         self.last = step.actions;
-        self.changes.extend(self.last.iter().filter_map(|a| match a {
-            Action::Record(change) => Some(change.clone()),
-            _ => None,
-        }));
-        self.last.iter().map(describe).collect()
+        for action in &self.last {
+            match action {
+                Action::Record(change) => self.changes.push(change.clone()),
+                Action::Warn { path, warnings } => {
+                    let name = path.file_name().unwrap_or_default().to_string_lossy();
+                    let first = warnings.first().cloned().unwrap_or_default();
+                    self.warned.push((name.into_owned(), first));
+                }
+                Action::Problems(problems) => self.problems.push(problems.clone()),
+                _ => {}
+            }
+        }
+        // Warnings and problems are followed on their own (`warned`, `problems`).
+        let reported = |a: &&Action| matches!(a, Action::Warn { .. } | Action::Problems(_));
+        self.last.iter().filter(|a| !reported(a)).map(describe).collect()
+    }
+
+    /// The manifests with problems as last reported: `severity file: first problem`.
+    fn problems(&self) -> Vec<String> {
+        let last = self.problems.last().map(Vec::as_slice).unwrap_or_default();
+        last.iter()
+            .map(|p| {
+                let file = p.manifest.strip_prefix(&format!("{DIR}/")).unwrap_or(&p.manifest);
+                format!("{} {file}: {p}", p.severity)
+            })
+            .collect()
     }
 
     fn events(&mut self, events: Vec<Event>) -> Vec<String> {
@@ -257,6 +294,8 @@ fn describe(action: &Action) -> String {
             };
             format!("{} {} ({cause})", c.action, c.name.to_string_lossy())
         }
+        Action::Warn { path, .. } => format!("warn {}", path.display()),
+        Action::Problems(problems) => format!("problems {}", problems.len()),
         Action::Send(update) => {
             let pods: Vec<&str> =
                 update.pods.iter().map(|p| p.pod.metadata.name.as_deref().unwrap_or("?")).collect();
@@ -551,6 +590,77 @@ fn a_bad_document_among_good_ones_breaks_nothing() {
     h.events(vec![entry(DIR_WATCH, "noname.yaml", "attrib")]);
     let noname = text("apiVersion: v1\nkind: Pod\nspec:\n  containers: []\n");
     assert!(h.answer(&[("noname.yaml", noname)], &[]).is_empty());
+}
+
+// Manifests rejected or warned about: reported once per content, listed while they last.
+
+#[test]
+fn a_rejected_manifest_is_listed_until_it_is_fixed() {
+    let broken = text("apiVersion: v1\nkind: Pod\nmetadata: [\n");
+    let mut h = Harness::with(&[("good.yaml", pod("good", "i")), ("bad.yaml", broken.clone())]);
+    assert_eq!(h.problems.len(), 1, "listed once the scan is done");
+    let problems = h.problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(&format!("rejected bad.yaml: {DIR}/bad.yaml:4:1: ")),
+        "{problems:?}"
+    );
+    // The same bytes again change nothing: nothing reported again.
+    h.events(vec![entry(DIR_WATCH, "bad.yaml", "attrib")]);
+    assert!(h.answer(&[("bad.yaml", broken)], &[]).is_empty());
+    assert_eq!(h.problems.len(), 1);
+    // Fixed: it leaves the list.
+    h.events(vec![entry(DIR_WATCH, "bad.yaml", "close_write")]);
+    h.answer(&[("bad.yaml", pod("bad", "i"))], &[]);
+    assert_eq!(h.problems.len(), 2);
+    assert!(h.problems().is_empty());
+    assert!(h.warned.is_empty(), "no warning on the way");
+}
+
+#[test]
+fn a_warned_manifest_runs_is_reported_once_per_content_and_listed() {
+    let mut h = Harness::with(&[("web.yaml", warned("web"))]);
+    assert_eq!(h.set().pods.len(), 1, "its pods run");
+    assert_eq!(h.warned.len(), 1);
+    let (file, first) = &h.warned[0];
+    assert_eq!(file, "web.yaml");
+    assert!(first.starts_with(&format!("{DIR}/web.yaml:")), "{first}");
+    assert!(first.contains("warning: spec.nodeSelector:"), "{first}");
+    assert_eq!(h.problems(), [format!("warned web.yaml: {first}")]);
+    // A rescan of unchanged bytes, a touch: not reported again.
+    h.events(vec![Event::Overflow]);
+    h.step(Input::Listed(Listing::Names(vec!["web.yaml".into()])));
+    h.answer(&[("web.yaml", warned("web"))], &[]);
+    h.events(vec![entry(DIR_WATCH, "web.yaml", "attrib")]);
+    h.answer(&[("web.yaml", warned("web"))], &[]);
+    assert_eq!((h.warned.len(), h.problems.len()), (1, 1));
+    // New bytes with the same pods (a comment) are decoded, so reported again.
+    let Content::Bytes(bytes) = warned("web") else { unreachable!() };
+    let commented = Content::Bytes([b"# edited\n".as_slice(), &bytes].concat());
+    h.events(vec![entry(DIR_WATCH, "web.yaml", "close_write")]);
+    assert!(h.answer(&[("web.yaml", commented)], &[]).is_empty(), "no SET: same pods");
+    assert_eq!(h.warned.len(), 2);
+    assert_eq!(h.problems.len(), 2, "listed again: the warning moved a line down");
+    // Rewritten without the field: no longer listed.
+    h.events(vec![entry(DIR_WATCH, "web.yaml", "close_write")]);
+    h.answer(&[("web.yaml", pod("web", "i"))], &[]);
+    assert!(h.problems().is_empty());
+    assert_eq!(h.warned.len(), 2);
+}
+
+#[test]
+fn a_removed_manifest_leaves_the_list() {
+    let broken = text("apiVersion: v1\nkind: Pod\nmetadata: [\n");
+    let mut h = Harness::with(&[("bad.yaml", broken), ("web.yaml", warned("web"))]);
+    assert_eq!(h.problems().len(), 2, "{:?}", h.problems());
+    h.events(vec![entry(DIR_WATCH, "bad.yaml", "delete")]);
+    h.answer(&[], &[]);
+    assert_eq!(h.problems().len(), 1);
+    // Gone while the directory is rescanned.
+    h.events(vec![Event::Overflow]);
+    h.step(Input::Listed(Listing::Names(Vec::new())));
+    assert!(h.problems().is_empty());
+    assert_eq!(h.problems.len(), 3);
 }
 
 // Full scans: overflow, the directory replaced.

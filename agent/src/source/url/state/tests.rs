@@ -57,6 +57,8 @@ struct Harness {
     elapsed: Duration,
     last: Vec<Action>,
     wake: Option<Instant>,
+    /// Every list of manifests with problems sent so far (not among the step's actions).
+    problems: Vec<Vec<ManifestProblem>>,
 }
 
 impl Harness {
@@ -67,6 +69,7 @@ impl Harness {
             elapsed: Duration::ZERO,
             last: Vec::new(),
             wake: None,
+            problems: Vec::new(),
         }
     }
 
@@ -95,7 +98,22 @@ impl Harness {
         let step = self.machine.step(input, now);
         self.wake = step.wake;
         self.last = step.actions;
-        self.last.iter().map(describe).collect()
+        let mut described = Vec::new();
+        for action in &self.last {
+            match action {
+                Action::Emit(SourceEvent::Problems(problems)) => {
+                    self.problems.push(problems.clone())
+                }
+                other => described.push(describe(other)),
+            }
+        }
+        described
+    }
+
+    /// The manifests with problems as last sent: `severity: first problem`.
+    fn problems(&self) -> Vec<String> {
+        let last = self.problems.last().map(Vec::as_slice).unwrap_or_default();
+        last.iter().map(|p| format!("{}: {p}", p.severity)).collect()
     }
 
     fn tick(&mut self, ms: u64) -> Vec<String> {
@@ -116,7 +134,7 @@ impl Harness {
         else {
             panic!("no decode asked for: {:?}", self.last);
         };
-        let decoded = manifest::decode(body, Origin::Url(URL), NODE)
+        let decoded = manifest::decode_with_warnings(body, Origin::Url(URL), NODE)
             .map_err(|errors| Error::Manifest { url: URL.into(), errors });
         self.step(Input::Decoded(decoded))
     }
@@ -163,6 +181,7 @@ fn describe(action: &Action) -> String {
         }
         Action::Emit(SourceEvent::Confirmed) => "confirmed".into(),
         Action::Emit(SourceEvent::Failed(e)) => format!("failed: {e}"),
+        Action::Emit(SourceEvent::Problems(problems)) => format!("problems {}", problems.len()),
     }
 }
 
@@ -262,6 +281,74 @@ fn a_bad_document_among_good_ones_keeps_the_pods_and_fails() {
     // good one's validators, the same good bytes are only a confirmation.
     assert_eq!(h.tick_when_due(), ["fetch if-none-match=\"v1\" if-modified-since=-"]);
     assert_eq!(h.step(document(pod_yaml("web", "i"), etag("v1"))), ["confirmed"]);
+}
+
+#[test]
+fn a_rejected_document_is_listed_until_the_server_serves_a_good_one() {
+    let mut h = Harness::holding(pod_yaml("web", "i"), etag("v1"));
+    assert!(h.problems.is_empty(), "a good document: nothing to list");
+    h.tick_when_due();
+    h.step(document(b"apiVersion: v1\nkind: Pod\nmetadata: {}\n".to_vec(), etag("bad")));
+    h.decode();
+    let problems = h.problems();
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].starts_with(&format!("rejected: {URL}:")), "{problems:?}");
+    assert!(problems[0].contains("metadata.name: missing"), "{problems:?}");
+    // The same bad document again: the list is the same, not sent again.
+    h.tick_when_due();
+    h.step(document(b"apiVersion: v1\nkind: Pod\nmetadata: {}\n".to_vec(), etag("bad")));
+    h.decode();
+    // A fetch that fails says nothing about the document.
+    h.tick_when_due();
+    h.step(Input::Fetched(Err(Error::Status {
+        url: URL.into(),
+        status: reqwest::StatusCode::BAD_GATEWAY,
+    })));
+    assert_eq!(h.problems.len(), 1);
+    // The held document served again: no longer rejected.
+    h.tick_when_due();
+    assert_eq!(h.step(not_modified()), ["confirmed"]);
+    assert_eq!((h.problems.len(), h.problems()), (2, Vec::<String>::new()));
+}
+
+#[test]
+fn a_document_with_warnings_is_listed_while_it_is_held() {
+    let mut h = Harness::fetching();
+    let warned = String::from_utf8(pod_yaml("web", "i"))
+        .unwrap_or_default()
+        .replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n");
+    h.step(document(warned.clone().into_bytes(), etag("v1")));
+    let actions = h.decode();
+    assert_eq!(actions, ["audit 1 pods", "write checkpoint 1 pods"], "its pods run");
+    h.step(Input::Written(Ok(())));
+    let problems = h.problems();
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].starts_with(&format!("warned: {URL}:")) && problems[0].contains("nodeSelector"),
+        "{problems:?}"
+    );
+    // Confirmed again and again: still listed, not sent again.
+    for _ in 0..2 {
+        h.tick_when_due();
+        h.step(document(warned.clone().into_bytes(), etag("v1")));
+    }
+    assert_eq!(h.problems.len(), 1);
+    // A rejected document shows first; the held one's warnings show again once it is
+    // served again.
+    h.tick_when_due();
+    h.step(document(b"kind: [".to_vec(), etag("bad")));
+    h.decode();
+    assert!(h.problems()[0].starts_with("rejected: "), "{:?}", h.problems());
+    h.tick_when_due();
+    h.step(not_modified());
+    assert!(h.problems()[0].starts_with("warned: "), "{:?}", h.problems());
+    // A new document without warnings: nothing listed.
+    h.tick_when_due();
+    h.step(document(pod_yaml("web", "i"), etag("v2")));
+    h.decode();
+    h.step(Input::Written(Ok(())));
+    assert!(h.problems().is_empty());
+    assert_eq!(h.problems.len(), 4);
 }
 
 #[test]
