@@ -74,6 +74,11 @@ pub struct Finding {
 /// The reason of a refused field kubelet has no reason of its own for.
 pub const UNSUPPORTED_FIELD: &str = "UnsupportedField";
 
+/// The annotation the API source puts on an API pod whose JSON has fields in a
+/// `securityContext` that this Outpost's Pod type does not know (S12): their paths,
+/// comma-separated. Parsing has dropped them from the pod, so admission refuses it here.
+pub const UNKNOWN_SECURITY_FIELDS: &str = "outpost.dev/unknown-security-fields";
+
 /// How the book's field table classes a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -107,8 +112,25 @@ pub fn review(pod: &Pod, facts: &NodeFacts, source: Source) -> Vec<Finding> {
         review.walk(table::POD, "", "", &fields);
     }
     let mut findings = review.findings;
+    findings.extend(unknown_security_fields(pod));
     findings.extend(policy::review(pod, source, &facts.policy));
     findings
+}
+
+/// A refusal for each field [`UNKNOWN_SECURITY_FIELDS`] lists (S12).
+fn unknown_security_fields(pod: &Pod) -> Vec<Finding> {
+    let listed = pod.metadata.annotations.as_ref().and_then(|a| a.get(UNKNOWN_SECURITY_FIELDS));
+    let fields = listed.map(|list| list.split(',').filter(|f| !f.is_empty())).into_iter().flatten();
+    fields
+        .map(|field| Finding {
+            field: field.to_owned(),
+            severity: Severity::Refused,
+            reason: UNSUPPORTED_FIELD,
+            message: format!(
+                "{field}: unknown field in a securityContext: the API server sent a security setting this Outpost cannot read, and running without it could weaken isolation; upgrade Outpost or remove the field"
+            ),
+        })
+        .collect()
 }
 
 /// Whether any finding refuses the pod.

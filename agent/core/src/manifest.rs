@@ -310,13 +310,29 @@ pub fn decode_with_warnings(
     Err(Errors(errors.into_iter().map(|(_, error)| error).collect()))
 }
 
+/// The keys of a pod written as JSON that the Pod type does not know (S12), as field
+/// paths (`spec.containers[0].securityContext.cgroupOptions`), in the order written: an
+/// API pod may come from an API server newer than this Outpost. Parsing JSON with
+/// serde_json into a `Pod` drops them without a word.
+pub fn unknown_fields(pod: &serde_json::Value) -> Vec<String> {
+    let node = yaml::Node::from_json(pod, (1, 1));
+    let (_, unknown) = typed::decode::<Pod>(&node, "");
+    unknown.into_iter().map(|unknown| unknown.field).collect()
+}
+
+/// Whether a field path is inside a `securityContext`, where an unknown field refuses
+/// the pod (S12).
+pub fn in_security_context(field: &str) -> bool {
+    field.split(['.', '[']).any(|part| part == "securityContext")
+}
+
 /// A key the pod's types do not know (S12): a warning (kubelet drops it silently), or,
 /// inside a `securityContext`, an error: a setting Outpost cannot read could be one that
 /// restricts the container, and running without it could weaken isolation.
 fn unknown_field(unknown: typed::Unknown) -> Result<Warning, Error> {
     let hint =
         unknown.suggestion.map_or_else(String::new, |name| format!(" (did you mean {name}?)"));
-    let security = unknown.field.split(['.', '[']).any(|part| part == "securityContext");
+    let security = in_security_context(&unknown.field);
     let message = if security {
         format!(
             "unknown field in a securityContext{hint}; Outpost refuses a pod whose security settings it cannot read in full: fix the name, or remove the field if it is newer than this Outpost"

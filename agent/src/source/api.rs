@@ -13,6 +13,7 @@
 //! (O1) when its desired content changed; status-only changes don't rewrite it.
 
 mod reflector;
+mod strict;
 
 use std::sync::Arc;
 
@@ -27,6 +28,8 @@ use crate::apiserver::watcher::{self, ListWatch, WATCH_TIMEOUT_SECS, watcher};
 use crate::apiserver::{ApiClient, Connectivity, MirrorView};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
+
+use self::strict::{ApiPod, StrictPods};
 
 /// Name of this source's checkpoint file.
 const CHECKPOINT: &str = "api";
@@ -70,7 +73,7 @@ struct Checkpoint {
 
 #[derive(Debug)]
 pub struct ApiSource {
-    api: Api<Pod>,
+    api: Api<ApiPod>,
     server: String,
     node_name: String,
     checkpoints: Checkpoints,
@@ -93,8 +96,8 @@ impl ApiSource {
 
     /// Starts the list+watch task; its events come out of the returned stream.
     pub fn into_stream(self) -> EventStream {
-        let api = self.api.clone();
-        self.stream_of(api)
+        let pods = StrictPods(self.api.clone());
+        self.stream_of(pods)
     }
 
     /// [`ApiSource::into_stream`] with the list and watch calls of `lw`.

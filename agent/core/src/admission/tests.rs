@@ -643,3 +643,26 @@ fn namespaces_by_kubelets_prefixes() {
     assert_eq!(sysctl::namespace("vm.swappiness"), None);
     assert_eq!(sysctl::namespace("kernel.shm_rmid_forced"), Some(sysctl::Namespace::Ipc));
 }
+
+/// S12: what the API source found unknown in an API pod's securityContext is refused,
+/// field by field; the annotation that carries it is Outpost's own, not a finding.
+#[test]
+fn s12_unknown_security_fields_of_an_api_pod_are_refused() {
+    let mut refused_pod = pod(json!({}), json!({}));
+    let fields = "spec.containers[0].securityContext.cgroupOptions,spec.securityContext.newThing";
+    refused_pod
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(UNKNOWN_SECURITY_FIELDS.to_owned(), fields.to_owned());
+    let found = review(&refused_pod, &NodeFacts::default(), Source::Api);
+    let summary: Vec<_> = found.iter().map(|f| (f.field.as_str(), f.severity)).collect();
+    assert_eq!(
+        summary,
+        [
+            ("spec.containers[0].securityContext.cgroupOptions", Severity::Refused),
+            ("spec.securityContext.newThing", Severity::Refused)
+        ]
+    );
+    assert!(found[0].message.contains("unknown field in a securityContext"), "{found:?}");
+}

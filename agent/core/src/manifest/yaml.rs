@@ -47,6 +47,30 @@ pub(super) struct Entry {
 }
 
 impl Node {
+    /// A JSON value as a node; every part of it is at `at` (JSON from a program, not a
+    /// file someone edits).
+    pub(super) fn from_json(value: &serde_json::Value, at: Position) -> Node {
+        use serde_json::Value as Json;
+        let value = match value {
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => Value::Int(i),
+                (_, Some(u), _) => Value::Uint(u),
+                (_, _, f) => Value::Float(f.unwrap_or(f64::NAN)),
+            },
+            Json::String(s) => Value::Str(s.clone()),
+            Json::Array(items) => Value::Seq(items.iter().map(|i| Node::from_json(i, at)).collect()),
+            Json::Object(fields) => Value::Map(
+                fields
+                    .iter()
+                    .map(|(key, value)| Entry { key: key.clone(), at, value: Node::from_json(value, at) })
+                    .collect(),
+            ),
+        };
+        Node { value, at }
+    }
+
     /// The value of `key` in a mapping.
     pub(super) fn get(&self, key: &str) -> Option<&Node> {
         match &self.value {

@@ -212,3 +212,22 @@ fn s12_json_manifests_name_unknown_fields_too() {
     assert_eq!(decoded.warnings[0].position, Some((2, 60)));
     assert!(decoded.warnings[0].message.contains("did you mean imagePullPolicy?"));
 }
+
+/// An API pod comes as JSON from an API server that may be newer than Outpost.
+#[test]
+fn s12_the_unknown_fields_of_a_pod_in_json_are_found() {
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"any": "label"}},
+        "spec": {
+            "containers": [{"name": "app", "image": "nginx",
+                "securityContext": {"runAsUser": 1000, "cgroupOptions": {"mountMode": "Unconfined"}}}],
+            "futureField": true
+        },
+        "status": {"phase": "Running"}
+    });
+    let unknown = unknown_fields(&pod);
+    assert_eq!(unknown, ["spec.containers[0].securityContext.cgroupOptions", "spec.futureField"]);
+    let in_security: Vec<_> = unknown.iter().filter(|f| in_security_context(f)).collect();
+    assert_eq!(in_security, ["spec.containers[0].securityContext.cgroupOptions"]);
+}
