@@ -2,6 +2,7 @@
 //! (the same fields, camelCase, plus the KubeletConfiguration names that mean the same
 //! thing); [`Config::resolve`] merges flags over the file over the defaults below.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -47,11 +48,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("config file {path}: {source}")]
+    #[error("config file {}: {}", place(.path, .source), message(.source))]
     Parse {
         path: PathBuf,
         #[source]
-        source: serde_yaml_ng::Error,
+        source: Box<serde_saphyr::Error>,
     },
     #[error("{field} {value:?}: expected a positive duration such as \"20s\" or \"1m30s\"")]
     Duration { field: &'static str, value: String },
@@ -285,7 +286,58 @@ fn read_file(path: &Path) -> Result<Settings, Error> {
     if text.trim().is_empty() {
         return Ok(Settings::default());
     }
-    serde_yaml_ng::from_str(&text).map_err(|source| Error::Parse { path: path.into(), source })
+    Settings::from_yaml(&text)
+        .map_err(|source| Error::Parse { path: path.into(), source: Box::new(source) })
+}
+
+impl Settings {
+    /// The config file's fields from its text (one YAML document).
+    pub fn from_yaml(text: &str) -> Result<Settings, serde_saphyr::Error> {
+        // A key given twice is refused, not silently the last one. Only YAML 1.2's
+        // true/false are booleans (`ebpf: no` is refused, not false). The budget is a
+        // generous bound for a file of a few hundred lines. No snippet: [`Error::Parse`]
+        // is one line, `file:line:column: message`.
+        let options = serde_saphyr::options! {
+            budget: serde_saphyr::budget! {
+                max_documents: 1,
+                max_depth: 32,
+                max_events: 100_000,
+                max_total_scalar_bytes: 1 << 20,
+            },
+            duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+            strict_booleans: true,
+            with_snippet: false,
+        };
+        serde_saphyr::from_str_with_options(text, options)
+    }
+}
+
+/// `path:line:column` where `error` has a place in the file, else `path`.
+fn place(path: &Path, error: &serde_saphyr::Error) -> String {
+    match error.location() {
+        Some(at) => format!("{}:{}:{}", path.display(), at.line(), at.column()),
+        None => path.display().to_string(),
+    }
+}
+
+/// `error`'s message in serde-saphyr's wording for users, without the place (which
+/// [`place`] puts first).
+fn message(error: &serde_saphyr::Error) -> String {
+    let formatter = serde_saphyr::UserMessageFormatter.with_localizer(&NoPlace);
+    error.render_with_options(serde_saphyr::render_options! { formatter: &formatter })
+}
+
+/// English wording with no " at line L, column C" suffix.
+struct NoPlace;
+
+impl serde_saphyr::Localizer for NoPlace {
+    fn attach_location<'a>(
+        &self,
+        message: Cow<'a, str>,
+        _: serde_saphyr::Location,
+    ) -> Cow<'a, str> {
+        message
+    }
 }
 
 /// `--allowed-unsafe-sysctls`, each checked to be namespaced as kubelet checks them.

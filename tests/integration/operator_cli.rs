@@ -75,7 +75,7 @@ fn pods_prints_the_table_wide_json_and_yaml() {
     assert_eq!(list["items"][0]["metadata"]["name"], "web-edge-1");
 
     let yaml = stdout_ok(&outpost(&agent.addr, &["pods", "-o", "yaml"]));
-    let list: serde_json::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    let list: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(list["kind"], "PodList");
     assert_eq!(list["items"][0]["spec"]["containers"][0]["image"], "nginx:1");
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use outpost_tests::agent::Agent;
 use outpost_tests::{container_log_bin, outpost_bin, prerequisite};
-use serde::Deserialize;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -240,19 +239,18 @@ fn rbac_grants_what_the_agent_does() {
     let mut cluster_role = None;
     let mut role = None;
     let mut bindings = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = serde_yaml_ng::Value::deserialize(document).unwrap();
+    for value in serde_saphyr::from_multiple::<serde_json::Value>(&text).unwrap() {
         match value["kind"].as_str().unwrap() {
             "ClusterRole" => {
-                cluster_role = Some(serde_yaml_ng::from_value::<ClusterRole>(value).unwrap())
+                cluster_role = Some(serde_json::from_value::<ClusterRole>(value).unwrap())
             }
-            "Role" => role = Some(serde_yaml_ng::from_value::<Role>(value).unwrap()),
+            "Role" => role = Some(serde_json::from_value::<Role>(value).unwrap()),
             "ClusterRoleBinding" => {
-                let b = serde_yaml_ng::from_value::<ClusterRoleBinding>(value).unwrap();
+                let b = serde_json::from_value::<ClusterRoleBinding>(value).unwrap();
                 bindings.push((b.role_ref, b.subjects.unwrap_or_default()));
             }
             "RoleBinding" => {
-                let b = serde_yaml_ng::from_value::<RoleBinding>(value).unwrap();
+                let b = serde_json::from_value::<RoleBinding>(value).unwrap();
                 assert_eq!(b.metadata.namespace.as_deref(), Some("kube-node-lease"));
                 bindings.push((b.role_ref, b.subjects.unwrap_or_default()));
             }

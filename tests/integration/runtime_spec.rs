@@ -123,7 +123,7 @@ impl Drop for Bundle {
 }
 
 fn pod(yaml: &str) -> Pod {
-    let mut pod: Pod = serde_yaml_ng::from_str(yaml).unwrap();
+    let mut pod: Pod = serde_saphyr::from_str(yaml).unwrap();
     pod.metadata.namespace = Some("default".to_owned());
     pod.metadata.uid = Some("uid-runc-test".to_owned());
     pod

@@ -493,8 +493,7 @@ fn configuration_reference_is_the_settings() {
     let unknown: Vec<&String> = page_fields
         .iter()
         .filter(|name| {
-            let parsed =
-                serde_yaml_ng::from_str::<outpost::config::Settings>(&format!("{name}: ~"));
+            let parsed = outpost::config::Settings::from_yaml(&format!("{name}: ~"));
             parsed.is_err_and(|e| e.to_string().contains("unknown field"))
         })
         .collect();

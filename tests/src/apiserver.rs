@@ -297,7 +297,7 @@ impl TestApiServer {
             "current-context": "outpost-test",
             "preferences": {},
         });
-        let text = serde_yaml_ng::to_string(&config).map_err(io::Error::other)?;
+        let text = serde_saphyr::to_string(&config).map_err(io::Error::other)?;
         std::fs::create_dir_all(dir)?;
         let path = dir.join("kubeconfig");
         std::fs::write(&path, text)?;

@@ -12,7 +12,7 @@ use super::*;
 
 /// A pod from YAML, named and namespaced as the manifest defaulting leaves it.
 pub(super) fn pod(yaml: &str) -> Pod {
-    let mut pod: Pod = serde_yaml_ng::from_str(yaml).unwrap();
+    let mut pod: Pod = serde_saphyr::from_str(yaml).unwrap();
     pod.metadata.name.get_or_insert_with(|| "web-node1".to_owned());
     pod.metadata.namespace.get_or_insert_with(|| "default".to_owned());
     pod.metadata.uid.get_or_insert_with(|| "0123456789abcdef".to_owned());

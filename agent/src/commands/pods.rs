@@ -18,7 +18,7 @@ pub enum Error {
     #[error(transparent)]
     Client(#[from] client::Error),
     #[error("cannot write the pods as YAML")]
-    Yaml(#[source] serde_yaml_ng::Error),
+    Yaml(#[source] serde_saphyr::SerializeError),
     #[error("cannot write the pods")]
     Output(#[source] io::Error),
 }
@@ -38,7 +38,7 @@ pub fn pods(args: &PodsArgs) -> Result<ExitCode, Error> {
             text.push('\n');
             text
         }
-        Some(PodsOutput::Yaml) => serde_yaml_ng::to_string(&list).map_err(Error::Yaml)?,
+        Some(PodsOutput::Yaml) => yaml(&list)?,
         format => render(
             &list.items,
             args.namespace.is_none(),
@@ -50,6 +50,12 @@ pub fn pods(args: &PodsArgs) -> Result<ExitCode, Error> {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::Output(e)),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// `list` as YAML. Strings a YAML 1.1 reader (kubectl's) would take for a number, a
+/// boolean or a null are quoted.
+fn yaml(list: &k8s_openapi::List<Pod>) -> Result<String, Error> {
+    serde_saphyr::to_string(list).map_err(Error::Yaml)
 }
 
 /// The table of `pods` at `now`; `No resources found.` as kubectl says when empty.
@@ -74,3 +80,6 @@ pub fn render(pods: &[Pod], namespaces: bool, wide: bool, now: Timestamp) -> Str
     }
     table(&rows)
 }
+
+#[cfg(test)]
+mod tests;

@@ -161,7 +161,7 @@ mod tests {
                     evictionSoftGracePeriod: {nodefs.available: 2m}\n\
                     evictionMinimumReclaim: {nodefs.available: 1Gi}\n\
                     evictionPressureTransitionPeriod: 1m\nevictionMaxPodGracePeriod: 30\n";
-        let s: Settings = serde_yaml_ng::from_str(yaml).unwrap();
+        let s = Settings::from_yaml(yaml).unwrap();
         let config = resolve(&s).unwrap();
         assert_eq!(config.thresholds.len(), 6, "five defaults merged, one soft");
         assert_eq!(
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn nothing_given_is_kubelets_defaults() {
         assert_eq!(resolve(&Settings::default()).unwrap(), eviction::Config::default());
-        let disabled: Settings = serde_yaml_ng::from_str("evictionHard: {}\n").unwrap();
+        let disabled = Settings::from_yaml("evictionHard: {}\n").unwrap();
         assert!(resolve(&disabled).unwrap().thresholds.is_empty());
     }
 

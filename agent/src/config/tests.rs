@@ -95,6 +95,27 @@ fn mistakes_in_the_file_are_named() {
 }
 
 #[test]
+fn yaml_mistakes_name_the_line_and_column() {
+    let f = file("stateDir: /s\nmanifestDri: /a\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    let place = format!("config file {}:2:1: unknown field `manifestDri`", f.path().display());
+    assert!(err.starts_with(&place) && !err.contains("at line"), "{err}");
+    // A key given twice is refused (not the last one kept); only true and false are
+    // booleans.
+    for (yaml, mistake) in [
+        ("nodeLabels:\n  zone: a\n  zone: b\n", "3:3: duplicate mapping key `zone`"),
+        ("ebpf: yes\n", "1:7: invalid boolean"),
+    ] {
+        let f = file(yaml);
+        let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+        assert!(err.contains(&format!("{}:{mistake}", f.path().display())), "{yaml}: {err}");
+    }
+    assert!(Settings::from_yaml("ebpf: true\n---\nebpf: false\n").is_err(), "one document");
+    let comments = file("# nothing set here\n");
+    assert!(Config::resolve(flags(comments.path())).unwrap().ebpf);
+}
+
+#[test]
 fn url_headers_must_have_a_name() {
     assert!(parse_header("Authorization: Bearer x").is_ok());
     assert!(parse_header("no colon").is_err());

@@ -203,8 +203,12 @@ fn decode_object(content_type: &str, body: &[u8]) -> Result<Value> {
     let object: Value = match media_type {
         "" | "application/json" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| Error::BadRequest(format!("the request body is not valid JSON: {e}")))?,
-        "application/yaml" => serde_yaml_ng::from_slice(body)
-            .map_err(|e| Error::BadRequest(format!("the request body is not valid YAML: {e}")))?,
+        // One-line messages, as the API server's (no source snippet).
+        "application/yaml" => serde_saphyr::from_slice_with_options(
+            body,
+            serde_saphyr::options! { with_snippet: false },
+        )
+        .map_err(|e| Error::BadRequest(format!("the request body is not valid YAML: {e}")))?,
         _ => return Err(Error::UnsupportedMediaType("application/json, application/yaml".into())),
     };
     if !object.is_object() {

@@ -4,7 +4,7 @@ use std::os::unix::net::UnixListener;
 use super::*;
 
 fn pod(yaml: &str) -> Pod {
-    let mut pod: Pod = serde_yaml_ng::from_str(yaml).unwrap();
+    let mut pod: Pod = serde_saphyr::from_str(yaml).unwrap();
     pod.metadata.name = Some("web-node1".to_owned());
     pod.metadata.namespace = Some("default".to_owned());
     pod

@@ -46,7 +46,7 @@ fn flags_are_kubelets() {
 fn the_file_takes_kubelet_configuration_names() {
     let yaml = "imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n\
                 imageMinimumGCAge: 5m\nimageMaximumGCAge: 0s\nmaximumDeadContainers: 10\n";
-    let settings: Settings = serde_yaml_ng::from_str(yaml).unwrap();
+    let settings = Settings::from_yaml(yaml).unwrap();
     let config = Config::resolve(Settings { node_name: Some("n".into()), ..settings }).unwrap().gc;
     assert_eq!(
         (config.images.high_threshold_percent, config.images.low_threshold_percent),
