@@ -70,9 +70,9 @@ pub(super) fn text(bytes: &[u8]) -> Result<&str, Error> {
 struct PodItems {
     #[serde(rename = "apiVersion", default)]
     _api_version: IgnoredAny,
-    #[serde(default)]
+    #[serde(rename = "kind", default)]
     _kind: IgnoredAny,
-    #[serde(default)]
+    #[serde(rename = "metadata", default)]
     _metadata: IgnoredAny,
     #[serde(default)]
     items: Option<Vec<Pod>>,

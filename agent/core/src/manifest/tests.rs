@@ -310,6 +310,9 @@ fn s9_a_pod_list() {
     let pods = decode_all(text, Origin::Url("http://config/pods"));
     assert_eq!(names(&pods), ["a-edge-01", "b-edge-01"]);
     assert_ne!(pod::uid(&pods[0]), pod::uid(&pods[1]));
+    // The list's own fields are not unknown (S12).
+    let decoded = decode_with_warnings(text.as_bytes(), Origin::Url("http://config/pods"), NODE);
+    assert_eq!(decoded.unwrap().warnings, []);
 }
 
 // S9

@@ -60,11 +60,17 @@ impl Node {
                 (_, _, f) => Value::Float(f.unwrap_or(f64::NAN)),
             },
             Json::String(s) => Value::Str(s.clone()),
-            Json::Array(items) => Value::Seq(items.iter().map(|i| Node::from_json(i, at)).collect()),
+            Json::Array(items) => {
+                Value::Seq(items.iter().map(|i| Node::from_json(i, at)).collect())
+            }
             Json::Object(fields) => Value::Map(
                 fields
                     .iter()
-                    .map(|(key, value)| Entry { key: key.clone(), at, value: Node::from_json(value, at) })
+                    .map(|(key, value)| Entry {
+                        key: key.clone(),
+                        at,
+                        value: Node::from_json(value, at),
+                    })
                     .collect(),
             ),
         };

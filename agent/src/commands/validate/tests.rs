@@ -71,7 +71,7 @@ fn a1_admission_warnings_are_printed_and_counted_not_invalid() {
     assert_eq!(
         out,
         format!(
-            "{}:1:1: warning: spec.nodeSelector: ignored: node labels are not checked; a static \
+            "{}:6:3: warning: spec.nodeSelector: ignored: node labels are not checked; a static \
              pod runs where its manifest is\n",
             f.display()
         )
@@ -87,7 +87,7 @@ fn a1_an_unsupported_field_is_an_error_with_its_position() {
     assert_eq!(summary.invalid_files, 1);
     assert!(
         out.starts_with(&format!(
-            "{}:1:1: spec.containers[0].resizePolicy: not supported: ",
+            "{}:9:5: spec.containers[0].resizePolicy: not supported: ",
             f.display()
         )),
         "{out}"

@@ -602,7 +602,7 @@ fn a_rejected_manifest_is_listed_until_it_is_fixed() {
     let problems = h.problems();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].starts_with(&format!("rejected bad.yaml: {DIR}/bad.yaml:4:1: ")),
+        problems[0].starts_with(&format!("rejected bad.yaml: {DIR}/bad.yaml:3:11: ")),
         "{problems:?}"
     );
     // The same bytes again change nothing: nothing reported again.
