@@ -72,7 +72,7 @@ fn a1_validate_refuses_unsupported_fields_and_warns() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
         stdout.starts_with(&format!(
-            "{}:1:1: warning: spec.nodeSelector: ignored: ",
+            "{}:7:3: warning: spec.nodeSelector: ignored: ",
             warned.display()
         )),
         "{stdout}"
@@ -90,7 +90,7 @@ fn a1_validate_refuses_unsupported_fields_and_warns() {
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.starts_with(&format!(
-            "{}:1:1: spec.containers[0].stdinOnce: not supported: ",
+            "{}:9:5: spec.containers[0].stdinOnce: not supported: ",
             refused.display()
         )),
         "{stdout}"
