@@ -224,7 +224,8 @@ fn yaml_and_json_pods_and_pod_lists_are_accepted() {
     let p = Pusher::start();
     let json_pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#;
     let cases = [
-        ("yaml-pod", pod_yaml("y", "busybox"), vec!["y-edge-1"]),
+        // Not `y`: a bare `y` is a boolean to go-yaml, and so not a name (S12).
+        ("yaml-pod", pod_yaml("yp", "busybox"), vec!["yp-edge-1"]),
         ("json-pod", json_pod.to_owned(), vec!["j-edge-1"]),
         ("yaml-list", pod_list_yaml(&["ya", "yb"]), vec!["ya-edge-1", "yb-edge-1"]),
         ("json-list", pod_list_json(&["ja", "jb"]), vec!["ja-edge-1", "jb-edge-1"]),
