@@ -14,7 +14,8 @@ use outpost_core::pod::{FullName, Source};
 use crate::cli::ValidateArgs;
 use crate::commands::client::DEFAULT_CONFIG;
 use crate::config::{self, Config, Settings};
-use crate::source::file::{diagnostic, is_manifest_name, located, read_manifest};
+use crate::source::file::{is_manifest_name, read_manifest};
+use crate::source::problems::located;
 
 /// What validation found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -86,7 +87,7 @@ pub fn validate(
                 summary.pods += pods.len();
                 summary.warnings += warnings.len();
                 for warning in &warnings {
-                    writeln!(out, "{}", located(&file, warning.position, warning))?;
+                    writeln!(out, "{}", located(&file.display(), warning.position, warning))?;
                 }
                 let mut refused = false;
                 for pod in &pods {
@@ -121,7 +122,7 @@ pub fn validate(
             Err(errors) => {
                 summary.invalid_files += 1;
                 for e in &errors.0 {
-                    writeln!(out, "{}", diagnostic(&file, e))?;
+                    writeln!(out, "{}", located(&file.display(), e.position(), e))?;
                 }
             }
         }

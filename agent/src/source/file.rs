@@ -352,25 +352,6 @@ async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
-/// One manifest problem as compilers print them: `file:line:col: message`, or
-/// `file: message` when the position is unknown.
-pub fn diagnostic(path: &Path, error: &outpost_core::manifest::Error) -> String {
-    located(path, error.position(), error)
-}
-
-/// `file:` before a message that starts with its `line:col: ` when `position` is known,
-/// else `file: `.
-pub fn located(
-    path: &Path,
-    position: Option<(usize, usize)>,
-    message: &dyn std::fmt::Display,
-) -> String {
-    match position {
-        Some(_) => format!("{}:{message}", path.display()),
-        None => format!("{}: {message}", path.display()),
-    }
-}
-
 /// Reads a manifest without blocking on FIFOs or devices, capped at S8's limit + 1 byte
 /// (so an oversized file is rejected by the decoder without reading all of it).
 pub fn read_manifest(path: &Path) -> io::Result<Vec<u8>> {

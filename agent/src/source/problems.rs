@@ -89,9 +89,10 @@ pub fn summary(problems: &[ManifestProblem]) -> Option<String> {
 }
 
 /// `<manifest>:` before a message that starts with its `L:C: ` when `position` is
-/// known, else `<manifest>: `, as compilers print a file's problems.
+/// known, else `<manifest>: `, as compilers print a file's problems. Every source and
+/// `outpost validate` report a manifest's problems through it.
 pub fn located(
-    manifest: &str,
+    manifest: &dyn fmt::Display,
     position: Option<(usize, usize)>,
     message: &dyn fmt::Display,
 ) -> String {
@@ -102,12 +103,12 @@ pub fn located(
 }
 
 /// Every warning of a decoded manifest, located in `manifest`.
-pub fn warning_lines(manifest: &str, warnings: &[manifest::Warning]) -> Vec<String> {
+pub fn warning_lines(manifest: &dyn fmt::Display, warnings: &[manifest::Warning]) -> Vec<String> {
     warnings.iter().map(|w| located(manifest, w.position, w)).collect()
 }
 
 /// Every error of a rejected manifest, located in `manifest`.
-pub fn error_lines(manifest: &str, errors: &manifest::Errors) -> Vec<String> {
+pub fn error_lines(manifest: &dyn fmt::Display, errors: &manifest::Errors) -> Vec<String> {
     errors.0.iter().map(|e| located(manifest, e.position(), e)).collect()
 }
 

@@ -34,7 +34,7 @@ use self::state::{Checkpoint, Manifests, Problems, Put};
 pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::metrics::SourceMetrics;
-use crate::source::{EventStream, Freshness, SourceEvent};
+use crate::source::{EventStream, Freshness, SourceEvent, problems};
 
 /// The checkpoint's name (`<state-dir>/checkpoints/push.json`).
 const CHECKPOINT: &str = "push";
@@ -49,7 +49,7 @@ pub enum Error {
     Key { key: String, reason: &'static str },
     #[error("manifest {key}: the body is empty; to remove pushed pods, DELETE /manifests/{key}")]
     Empty { key: String },
-    #[error("manifest {key} is rejected, nothing changed:\n{}", diagnostics(key, errors).join("\n"))]
+    #[error("manifest {key} is rejected, nothing changed:\n{}", problems::error_lines(key, errors).join("\n"))]
     Manifest { key: String, errors: manifest::Errors },
     #[error(
         "manifest {key} holds pod {pod} twice; each pod of a manifest needs its own namespace/name"
@@ -98,7 +98,7 @@ impl Error {
     /// that are not about the manifest's content.
     pub fn details(&self) -> Vec<String> {
         match self {
-            Error::Manifest { key, errors } => diagnostics(key, errors),
+            Error::Manifest { key, errors } => problems::error_lines(key, errors),
             _ => Vec::new(),
         }
     }
@@ -108,15 +108,6 @@ impl Error {
         matches!(self, Error::Manifest { errors, .. }
             if errors.0.iter().any(|e| matches!(e, manifest::Error::TooLarge { .. })))
     }
-}
-
-/// `<key>:L:C: message`, as a compiler prefixes the file name.
-fn diagnostics(key: &str, errors: &manifest::Errors) -> Vec<String> {
-    errors
-        .0
-        .iter()
-        .map(|e| if e.position().is_some() { format!("{key}:{e}") } else { format!("{key}: {e}") })
-        .collect()
 }
 
 #[derive(Debug, Clone)]

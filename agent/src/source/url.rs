@@ -39,7 +39,7 @@ use crate::audit::admission::Manifest;
 use crate::audit::{self, ManifestAudit, ManifestSource, Writer};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::metrics::SourceMetrics;
-use crate::source::{EventStream, Refresh, SourceEvent};
+use crate::source::{EventStream, Refresh, SourceEvent, problems};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};
 pub use self::state::{JITTER, MIN_INTERVAL};
@@ -122,14 +122,7 @@ pub enum Error {
 /// Every problem of a rejected document as `<url>:L:C: message` (`<url>: message` when
 /// the position is unknown), on one line so `/readyz` keeps one line per source.
 fn diagnostics(url: &str, errors: &manifest::Errors) -> String {
-    let lines: Vec<String> = errors
-        .0
-        .iter()
-        .map(|e| match e.position() {
-            Some(_) => format!("{url}:{e}"),
-            None => format!("{url}: {e}"),
-        })
-        .collect();
+    let lines = problems::error_lines(&url, errors);
     format!("{} (document rejected; the last good pods, if any, are kept)", lines.join("; "))
 }
 

@@ -74,7 +74,7 @@ impl Manifests {
         match manifest::decode_with_warnings(bytes, Origin::File(&path), &self.node_name) {
             Ok(manifest::Decoded { pods, warnings }) => {
                 entry.error = None;
-                entry.warnings = problems::warning_lines(&path.display().to_string(), &warnings);
+                entry.warnings = problems::warning_lines(&path.display(), &warnings);
                 let seen = now.to_string();
                 let new: Vec<SourcePod> = pods
                     .into_iter()
@@ -90,12 +90,7 @@ impl Manifests {
                 Outcome::Changed
             }
             Err(errors) => {
-                let report = errors
-                    .0
-                    .iter()
-                    .map(|e| super::diagnostic(&path, e))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let report = problems::error_lines(&path.display(), &errors).join("\n");
                 entry.error = Some(report.clone());
                 entry.warnings.clear();
                 Outcome::Rejected(report)

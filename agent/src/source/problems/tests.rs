@@ -29,6 +29,6 @@ fn the_summary_counts_each_severity() {
 
 #[test]
 fn located_problems_read_like_a_compiler_s() {
-    assert_eq!(located("u", Some((3, 5)), &"3:5: bad"), "u:3:5: bad");
-    assert_eq!(located("u", None, &"bad"), "u: bad");
+    assert_eq!(located(&"u", Some((3, 5)), &"3:5: bad"), "u:3:5: bad");
+    assert_eq!(located(&"u", None, &"bad"), "u: bad");
 }

@@ -82,7 +82,7 @@ pub fn prepare(key: &str, body: &[u8], node_name: &str, now: Timestamp) -> Resul
     let manifest::Decoded { pods, warnings } =
         manifest::decode_with_warnings(body, Origin::Push(key), node_name)
             .map_err(|errors| Error::Manifest { key: key.to_owned(), errors })?;
-    let warnings = problems::warning_lines(key, &warnings);
+    let warnings = problems::warning_lines(&key, &warnings);
     let pods: Vec<SourcePod> = pods.into_iter().map(SourcePod::new).collect();
     let mut names = HashSet::with_capacity(pods.len());
     for pod in &pods {
