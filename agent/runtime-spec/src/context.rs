@@ -10,6 +10,7 @@ use oci_spec::runtime::Capability;
 
 use crate::projection::Resolved;
 use crate::seccomp;
+use crate::services::ServiceEnv;
 
 /// Where the pod stands: what [`container_spec`](crate::container_spec) needs besides
 /// the pod and its image.
@@ -45,6 +46,9 @@ pub struct PodContext<'a> {
     pub apparmor_enabled: bool,
     /// The ConfigMaps and Secrets the pod's containers refer to (`env`, `envFrom`).
     pub resolved: &'a Resolved,
+    /// K1: the pod's Service variables ([`service_env`](crate::services::service_env));
+    /// [`NO_SERVICES`](crate::services::NO_SERVICES) without an API server.
+    pub services: &'a ServiceEnv,
 }
 
 /// What a container's spec takes from files outside the manifest, read by the caller:

@@ -2,7 +2,8 @@
 //! has none), then the container's `envFrom` (ConfigMaps and Secrets, see `objects`),
 //! then its `env` (later wins, in place), with kubelet's `$(VAR)` expansion, the
 //! downward API (`fieldRef`, `resourceFieldRef`) and the keys of ConfigMaps and Secrets
-//! (`configMapKeyRef`, `secretKeyRef`).
+//! (`configMapKeyRef`, `secretKeyRef`); then the Service variables (K1, `services`) the
+//! container does not define itself, which `$(VAR)` also sees, after its own.
 
 use std::collections::HashMap;
 
@@ -56,9 +57,9 @@ pub(super) fn environment(
     }
     for var in container.env.iter().flatten() {
         let value = match var.value.as_deref() {
-            Some(value) if !value.is_empty() => {
-                expansion::expand(value, |name| container_vars.get(name).map(String::as_str))
-            }
+            Some(value) if !value.is_empty() => expansion::expand(value, |name| {
+                container_vars.get(name).or_else(|| ctx.services.get(name)).map(String::as_str)
+            }),
             _ => match &var.value_from {
                 Some(source) => match value_from(ctx, container, var, source, at)? {
                     Some(value) => value,
@@ -70,6 +71,14 @@ pub(super) fn environment(
         };
         set(&mut entries, &var.name, &value);
         container_vars.insert(var.name.clone(), value);
+    }
+    // K1: kubelet appends the Service variables the container does not define; they
+    // are part of the environment `$(VAR)` in command and args sees.
+    for (name, value) in ctx.services {
+        if !container_vars.contains_key(name) {
+            set(&mut entries, name, value);
+            container_vars.insert(name.clone(), value.clone());
+        }
     }
     Ok(Environment { entries, container_vars })
 }

@@ -52,6 +52,7 @@ mod resources;
 pub mod seccomp;
 mod security;
 pub mod selector;
+pub mod services;
 mod subject;
 mod sysctl;
 mod users;

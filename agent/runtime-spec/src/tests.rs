@@ -50,6 +50,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         host_capabilities: &defaults::ALL_CAPABILITIES,
         apparmor_enabled: false,
         resolved: &NO_OBJECTS,
+        services: &crate::services::NO_SERVICES,
     }
 }
 

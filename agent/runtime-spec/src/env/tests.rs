@@ -147,3 +147,4 @@ fn resource_field_ref_errors() {
 }
 
 mod objects;
+mod services;
