@@ -16,8 +16,12 @@
 //! A change (an object came, changed, or went; a token is due for refresh) is told to
 //! the pods that claim it through the [`Changes`] stream, by pod full name; the pod
 //! workers write the volumes again, and retry what waited for the object.
+//!
+//! K1: the Services the pods' variables are made of are watched, kept and told the same
+//! way, by scope (`services`).
 
 mod saved;
+mod services;
 mod token;
 mod watch;
 
@@ -35,6 +39,9 @@ use self::token::{Token, TokenKey};
 use crate::apiserver::{ApiClient, lock};
 use crate::checkpoint::Checkpoints;
 use crate::runtime::spec::projection::{self, Object, Reference, Resolution, Resolved};
+use crate::runtime::spec::services::ServiceEnv;
+
+pub use self::services::NOT_READ as SERVICES_NOT_READ;
 
 /// How long a lookup of an object not yet answered waits for its first list, when the
 /// API server is reachable (kubelet's watch-based manager waits a second; a little more
@@ -105,6 +112,8 @@ struct State {
     tokens: BTreeMap<TokenKey, Token>,
     /// The refresh timer of each token.
     timers: HashMap<TokenKey, AbortHandle>,
+    /// K1: the Services of the pods' variables.
+    services: services::Services,
 }
 
 #[derive(Debug)]
@@ -155,6 +164,7 @@ impl Objects {
             .collect();
         let uid = pod::uid(pod).to_owned();
         let mut state = lock(&inner.state);
+        state.services.claim(inner, &uid, services::scopes(pod));
         let before = match state.claims.get(&uid) {
             Some(claim) if claim.keys == keys => return,
             Some(claim) => claim.keys.clone(),
@@ -186,6 +196,7 @@ impl Objects {
     pub fn release(&self, uid: &str) {
         let Some(inner) = &self.0 else { return };
         let mut state = lock(&inner.state);
+        state.services.release(uid);
         let Some(claim) = state.claims.remove(uid) else { return };
         let keys: Vec<Key> = claim.keys.into_iter().collect();
         unclaim(&mut state, uid, &keys);
@@ -209,7 +220,7 @@ impl Objects {
         state.objects.retain(|_, entry| !entry.claimants.is_empty());
         let claimed: BTreeSet<String> = state.claims.keys().cloned().collect();
         state.tokens.retain(|key, _| claimed.contains(&key.uid));
-        let dropped = before - state.objects.len();
+        let dropped = before - state.objects.len() + state.services.collect_garbage();
         drop(state);
         if dropped > 0 {
             tracing::info!(objects = dropped, "dropped cached objects no pod refers to any more");
@@ -241,6 +252,21 @@ impl Objects {
             resolved.insert(reference.clone(), resolution);
         }
         Resolved(resolved)
+    }
+
+    /// K1: the Service variables of `pod`'s containers: an API pod's wait for their
+    /// Services to have been read ([`SERVICES_NOT_READ`] otherwise, kubelet's
+    /// `CreateContainerConfigError`), a static pod's are what is known. None without an
+    /// API server, as kubelet without one.
+    pub async fn service_env(&self, pod: &Pod) -> Result<ServiceEnv, String> {
+        let Some(inner) = &self.0 else { return Ok(ServiceEnv::new()) };
+        let annotations = pod.metadata.annotations.as_ref();
+        let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
+        let is_static = source != Some(pod::Source::Api.config_source());
+        if !is_static {
+            self.claim(pod);
+        }
+        inner.service_env(pod, is_static).await
     }
 }
 

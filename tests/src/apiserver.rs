@@ -48,6 +48,7 @@
 
 mod admission;
 mod audit;
+mod authn;
 mod cluster;
 mod discovery;
 mod error;
@@ -59,6 +60,7 @@ mod objects;
 mod patch;
 mod resource;
 mod selector;
+mod services;
 mod store;
 mod strategy;
 mod tls;
@@ -214,6 +216,7 @@ impl Config {
             Listener::bind(self.place.clone(), self.port, acceptor, shared.clone(), self.down)
                 .await
                 .map_err(|source| Error::Bind { ip: self.place.ip, port: self.port, source })?;
+        shared.cluster.ensure_master_service(listener.addr());
         Ok(TestApiServer {
             shared,
             listener,

@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use serde::{Deserialize, Serialize};
 
+use super::services::Scope;
 use super::token::{Token, TokenKey};
 use super::{Entry, Key, Known, State};
 use crate::checkpoint::Checkpoints;
@@ -22,6 +23,9 @@ pub(super) struct Saved {
     server: String,
     objects: Vec<SavedObject>,
     tokens: Vec<(TokenKey, Token)>,
+    /// K1: the Services of every scope that has been read (absent in older checkpoints).
+    #[serde(default)]
+    services: Vec<(Scope, Vec<Arc<Service>>)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,7 +54,14 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
         })
         .collect();
     let tokens = state.tokens.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
-    Saved { server: server.to_owned(), objects, tokens }
+    let services = state
+        .services
+        .scopes
+        .iter()
+        .filter(|(_, watched)| watched.read)
+        .map(|(scope, watched)| (scope.clone(), watched.services.values().cloned().collect()))
+        .collect();
+    Saved { server: server.to_owned(), objects, tokens, services }
 }
 
 /// The state the checkpoint of `server` kept (nothing claimed, nothing watched yet);
@@ -88,9 +99,13 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
         state.objects.insert(object.key, entry);
     }
     state.tokens = saved.tokens.into_iter().collect();
+    for (scope, services) in saved.services {
+        state.services.restore(scope, services);
+    }
     tracing::info!(
         objects = state.objects.len(),
         tokens = state.tokens.len(),
+        service_scopes = state.services.scopes.len(),
         "restored the API pods' objects from the checkpoint"
     );
     state

@@ -199,6 +199,10 @@ impl PodRuntime for Pods {
         let ns = &sandbox.namespaces;
         let resolved =
             self.settings.objects.resolve(pod, &projection::container_references(container)).await;
+        // K1: read at each start only: a changed Service does not restart a container.
+        let services = self.settings.objects.service_env(pod).await.map_err(|message| {
+            StartFailure::new(WaitingReason::CreateContainerConfigError, message)
+        })?;
         let context = PodContext {
             pod,
             node_name: &self.settings.node_name,
@@ -216,6 +220,7 @@ impl PodRuntime for Pods {
             host_capabilities: &self.settings.host_capabilities,
             apparmor_enabled: self.settings.facts.apparmor_enabled,
             resolved: &resolved,
+            services: &services,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::admission;
 use super::error::{Error, Result};
-use super::resource::{CONFIGMAPS, PODS, ResourceType, SERVICEACCOUNTS};
+use super::resource::{CONFIGMAPS, PODS, ResourceType, SERVICEACCOUNTS, SERVICES};
+use super::services::{self, Allocator};
 use super::store::{DeleteOptions, Deleted, Store};
 use super::token::{self, Signer};
 
@@ -38,6 +39,8 @@ pub struct Cluster {
     root_ca: String,
     /// The shortest token lifetime a TokenRequest may ask for, in seconds.
     min_token_expiration: i64,
+    /// Services' cluster IPs.
+    cluster_ips: Allocator,
 }
 
 impl Cluster {
@@ -47,7 +50,13 @@ impl Cluster {
         root_ca: String,
         min_token_expiration: i64,
     ) -> Cluster {
-        let cluster = Cluster { store, signer, root_ca, min_token_expiration };
+        let cluster = Cluster {
+            store,
+            signer,
+            root_ca,
+            min_token_expiration,
+            cluster_ips: Allocator::default(),
+        };
         for namespace in INITIAL_NAMESPACES {
             cluster.ensure_namespace(namespace);
         }
@@ -65,6 +74,9 @@ impl Cluster {
             self.ensure_namespace(namespace);
             if resource == &PODS && object.is_object() {
                 admission::admit_pod(&self.store, namespace, &mut object)?;
+            }
+            if resource == &SERVICES {
+                self.cluster_ips.prepare(&mut object);
             }
         }
         self.store.create(resource, namespace, object)
@@ -85,6 +97,11 @@ impl Cluster {
             self.ensure_namespace(namespace);
         }
         Ok(deleted)
+    }
+
+    /// The `kubernetes` Service of `default`, for the server listening on `addr`.
+    pub fn ensure_master_service(&self, addr: std::net::SocketAddr) {
+        services::ensure_master(&self.store, addr);
     }
 
     /// A TokenRequest for the service account `namespace/name`.

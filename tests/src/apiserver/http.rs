@@ -4,7 +4,8 @@
 //! Only JSON is spoken (`application/json`; `application/yaml` is also read for create
 //! and update bodies). Simplified: `dryRun` is refused (400) rather than served,
 //! `deletecollection` is not served (405), and the only subresources are `status` and
-//! a service account's `token` (POST only).
+//! a service account's `token` (POST only). Every request is authenticated (`authn`);
+//! `SelfSubjectReview`s are answered with who it is.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,11 +16,12 @@ use futures::StreamExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use super::audit::Audit;
+use super::authn;
 use super::cluster::Cluster;
 use super::discovery;
 use super::error::{self, Error, Result};
@@ -68,11 +70,22 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
         let object = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
         shared.audit.record_object(&verb, &resource, &object);
     }
-    if !authorized(shared.token.as_deref(), &parts.headers) {
-        return error_response(&Error::Unauthorized);
-    }
+    let cluster = &shared.cluster;
+    let authenticated = authn::authenticate(
+        &shared.store,
+        &cluster.signer,
+        shared.token.as_deref(),
+        &parts.headers,
+    );
+    let user = match authenticated {
+        Ok(user) => user,
+        Err(error) => return error_response(&error),
+    };
     if let Some(fault) = shared.faults.take(&verb, &resource) {
         return error_response(&fault.error());
+    }
+    if parts.method == Method::POST && path == authn::SELF_SUBJECT_REVIEWS {
+        return json_response(StatusCode::CREATED, &authn::self_subject_review(&user));
     }
     let result = match route {
         Ok(target) => serve(&shared, &parts.method, &parts.headers, body, target, &query).await,
@@ -106,12 +119,6 @@ fn audit_resource(target: &Target) -> String {
         Some(sub) => format!("{}/{sub}", target.resource.plural),
         None => target.resource.plural.to_string(),
     }
-}
-
-fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
-    let Some(token) = token else { return true };
-    let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-    presented.and_then(|v| v.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == token)
 }
 
 async fn serve(

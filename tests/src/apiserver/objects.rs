@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::TestApiServer;
 use super::error::{Error, Result};
@@ -174,5 +174,13 @@ impl TestApiServer {
     /// containers are gone, or a force delete).
     pub fn delete_pod(&self, namespace: &str, name: &str) -> Result<()> {
         self.delete("pods", Some(namespace), name, Some(0)).map(drop)
+    }
+
+    /// A token of the service account `namespace/account`, as a TokenRequest with
+    /// `spec` would give it.
+    pub fn create_token(&self, namespace: &str, account: &str, spec: Value) -> Result<String> {
+        let answer = self.shared.cluster.token(namespace, account, json!({ "spec": spec }))?;
+        let token = answer.pointer("/status/token").and_then(Value::as_str).unwrap_or_default();
+        Ok(token.to_owned())
     }
 }

@@ -153,9 +153,33 @@ pub static SERVICEACCOUNTS: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+/// K1: Services (the registry's defaults and cluster IPs: `services`). The real
+/// server selects them by `spec.clusterIP` and `spec.type` too, and a delete answers
+/// with the deleted Service.
+pub static SERVICES: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "services",
+    kind: "Service",
+    namespaced: true,
+    status: true,
+    fields: &["spec.clusterIP", "spec.type"],
+    create_on_update: false,
+    returns_deleted: true,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 8] =
-    [&PODS, &NODES, &LEASES, &EVENTS, &EVENTS_V1, &CONFIGMAPS, &SECRETS, &SERVICEACCOUNTS];
+pub static RESOURCES: [&ResourceType; 9] = [
+    &PODS,
+    &NODES,
+    &LEASES,
+    &EVENTS,
+    &EVENTS_V1,
+    &CONFIGMAPS,
+    &SECRETS,
+    &SERVICEACCOUNTS,
+    &SERVICES,
+];
 
 impl ResourceType {
     /// `v1` or `group/version`.

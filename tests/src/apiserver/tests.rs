@@ -7,6 +7,7 @@ mod data;
 mod fault;
 mod net;
 mod parts;
+mod services;
 mod token;
 mod watch;
 
