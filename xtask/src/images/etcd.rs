@@ -160,7 +160,7 @@ fn listing(dir: &Path) -> Vec<String> {
 
 /// An error unless `data` is an ELF executable without a program interpreter (statically
 /// linked: it runs in an image with no dynamic loader or libc).
-fn static_elf(data: &[u8]) -> anyhow::Result<()> {
+pub(super) fn static_elf(data: &[u8]) -> anyhow::Result<()> {
     const PT_INTERP: u32 = 3;
     if data.get(..4) != Some(b"\x7fELF".as_slice()) {
         bail!("not an ELF file");
