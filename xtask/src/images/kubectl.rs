@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use super::{Image, PATH_ENV, busybox_config, read_busybox, rootfs_entries};
 use super::etcd::static_elf;
+use super::{Image, PATH_ENV, busybox_config, read_busybox, rootfs_entries};
 use crate::tarball::{Entry, archive};
 use crate::{sha256, write_atomically};
 
@@ -42,7 +42,8 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
     };
     let binary =
         fs::read(&kubectl).with_context(|| format!("cannot read {}", kubectl.display()))?;
-    static_elf(&binary).with_context(|| format!("{} cannot run in the image", kubectl.display()))?;
+    static_elf(&binary)
+        .with_context(|| format!("{} cannot run in the image", kubectl.display()))?;
     let mut entries = rootfs_entries(&read_busybox()?);
     entries.push(Entry::dir("usr/local"));
     entries.push(Entry::dir("usr/local/bin"));

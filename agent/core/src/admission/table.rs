@@ -81,7 +81,8 @@ pub(super) const POD: Table = &[
     ("spec.containers", Rule::Containers { init: false }),
     ("spec.dnsConfig", Supported),
     ("spec.dnsPolicy", Check(S, checks::dns_policy)),
-    ("spec.enableServiceLinks", IgnoredWarning("this node has no Services to make variables of")),
+    // K1: the Service variables (the agent's `objects`).
+    ("spec.enableServiceLinks", Supported),
     ("spec.ephemeralContainers", Refused("ephemeral containers (kubectl debug) are not run; use `outpost exec`")),
     ("spec.evictionResponders", Refused("eviction responders are not implemented; remove them")),
     ("spec.hostAliases", Supported),

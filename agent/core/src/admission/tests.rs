@@ -142,10 +142,8 @@ fn a1_ignored_fields_a_user_may_rely_on_warn() {
     let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
         {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}});
     assert_eq!(findings(&pod_with("affinity", affinity)), warned("spec.affinity"));
-    assert_eq!(
-        findings(&pod_with("enableServiceLinks", json!(true))),
-        warned("spec.enableServiceLinks")
-    );
+    // K1: honoured, with or without links.
+    assert_eq!(findings(&pod_with("enableServiceLinks", json!(true))), vec![]);
     assert_eq!(findings(&pod_with("enableServiceLinks", json!(false))), vec![]);
     let gates = json!([{"conditionType": "example.com/ready"}]);
     assert_eq!(findings(&pod_with("readinessGates", gates)), warned("spec.readinessGates"));
