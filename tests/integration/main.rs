@@ -20,6 +20,7 @@ mod gc;
 mod hardening;
 mod images;
 mod images_dir;
+mod in_cluster;
 mod init_containers;
 mod lifecycle;
 mod local_api;

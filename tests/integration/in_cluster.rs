@@ -1,0 +1,284 @@
+//! End to end, K1: the API server's environment of API pods, through the real binary,
+//! real pods and the test API server. A real `kubectl` in a pod reaches the server with
+//! nothing but in-cluster configuration (the Service variables, the `kube-api-access-*`
+//! token and CA); the pod's own variables win over the Services'; a Service of the
+//! namespace gives its link variables, `enableServiceLinks: false` only the `kubernetes`
+//! Service's; a Service changed while a container runs does not restart it; only the
+//! Services needed are watched. `daemonsets` runs kube-proxy's and flannel's pod specs.
+
+mod daemonsets;
+
+use outpost_tests::needs;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::cluster::ApiNode;
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pods::eventually;
+use outpost_tests::workload::task_pid;
+use serde_json::{Value, json};
+
+/// The harness runs the agent as `--node-name Edge-1`.
+const NODE: &str = "edge-1";
+const LONG: Duration = Duration::from_secs(60);
+/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+/// `cargo xtask images` builds it from the host's kubectl.
+const KUBECTL_IMAGE: &str = "outpost.test/kubectl:latest";
+const KUBECTL_OCI: &str = "kubectl-oci.tar";
+
+struct Cluster {
+    // Dropped first: the agent must be gone before the node's cleanup.
+    agent: Option<Agent>,
+    api: ApiNode,
+}
+
+impl Cluster {
+    fn with(api: ApiNode) -> Cluster {
+        let agent = api.start(&[]);
+        api.rt.block_on(async {
+            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
+        });
+        Cluster { agent: Some(agent), api }
+    }
+
+    /// With a TLS server and the kubectl image imported (a missing image fails the test
+    /// in CI, as every missing prerequisite).
+    fn with_kubectl() -> Cluster {
+        let c = Cluster::with(ApiNode::with_server(TestApiServer::builder().tls()));
+        outpost_tests::workload::import(&c.api.node, KUBECTL_OCI);
+        c
+    }
+
+    fn server(&self) -> &TestApiServer {
+        &self.api.server
+    }
+
+    fn create(&self, object: Value) -> Value {
+        self.server().create(object).unwrap()
+    }
+
+    fn create_pod(&self, pod: Value) -> Pod {
+        self.server().create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
+    }
+
+    fn pod(&self, namespace: &str, name: &str) -> Pod {
+        self.server().get_pod(namespace, name).unwrap()
+    }
+
+    /// Waits until the pod's container `container` runs; the pod.
+    fn wait_running(&self, namespace: &str, name: &str, container: &str) -> Pod {
+        eventually(&format!("pod {namespace}/{name}: {container} running"), LONG, || {
+            self.server()
+                .get_pod(namespace, name)
+                .is_ok_and(|p| state(&p, container)["running"].is_object())
+        });
+        self.pod(namespace, name)
+    }
+
+    /// The host PID of the container `container` (its root is the container's).
+    fn pid(&self, namespace: &str, name: &str, container: &str) -> i32 {
+        let pod = self.wait_running(namespace, name, container);
+        let id = container_id(&pod, container);
+        task_pid(&self.api.node, &id).unwrap_or_else(|| panic!("no task {id}"))
+    }
+
+    /// Waits for the file `path` of the running container (what its script wrote when
+    /// done) and returns it.
+    fn wait_file(&self, namespace: &str, name: &str, container: &str, path: &str) -> String {
+        let pid = self.pid(namespace, name, container);
+        let file = inside(pid, path);
+        eventually(&format!("{name}: {path} written"), LONG, || file.exists());
+        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            drop(agent);
+        }
+    }
+}
+
+fn status_of<'a>(
+    pod: &'a Pod,
+    container: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    let status = pod.status.as_ref()?;
+    let all = status.container_statuses.iter().chain(status.init_container_statuses.iter());
+    all.flatten().find(|c| c.name == container)
+}
+
+fn state(pod: &Pod, container: &str) -> Value {
+    status_of(pod, container)
+        .and_then(|s| serde_json::to_value(&s.state).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn container_id(pod: &Pod, container: &str) -> String {
+    let id = status_of(pod, container).and_then(|s| s.container_id.clone()).unwrap_or_default();
+    id.trim_start_matches("containerd://").to_owned()
+}
+
+fn inside(pid: i32, path: &str) -> PathBuf {
+    Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'))
+}
+
+/// The container's environment (its init's).
+fn environment(pid: i32) -> BTreeMap<String, String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (name, value) = entry.split_once('=')?;
+            Some((name.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// An API pod of `default` bound to this node: one busybox container `main` serving
+/// until SIGTERM, with `container` merged into it and `spec` into the pod's spec.
+fn api_pod(name: &str, container: Value, spec: Value) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", SERVE],
+            }],
+        },
+    });
+    for (key, value) in container.as_object().into_iter().flatten() {
+        pod["spec"]["containers"][0][key] = value.clone();
+    }
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        pod["spec"][key] = value.clone();
+    }
+    pod
+}
+
+fn service(namespace: &str, name: &str, ports: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": name}, "ports": ports},
+    })
+}
+
+/// K1's acceptance: `kubectl get pod` and `kubectl auth whoami` in an API pod, with only
+/// in-cluster configuration (`KUBERNETES_SERVICE_HOST`/`_PORT`, the `kube-api-access-*`
+/// token and `ca.crt`), over TLS. The pod is `hostNetwork: true`: the test API server
+/// listens on the host's loopback (its certificate is for `127.0.0.1`), which a pod's
+/// own network namespace cannot reach; its `kubernetes` Service is that address.
+#[needs(pods)]
+#[test]
+fn k1_kubectl_in_a_pod_reaches_the_api_server_with_in_cluster_config() {
+    let c = Cluster::with_kubectl();
+    let script = r#"kubectl get pod "$POD_NAME" > /tmp/get 2>&1; echo $? > /tmp/get.rc;
+kubectl auth whoami > /tmp/whoami 2>&1; echo $? > /tmp/whoami.rc; touch /tmp/done; "#;
+    let pod = api_pod(
+        "kubectl",
+        json!({
+            "image": KUBECTL_IMAGE,
+            "command": ["sh", "-c", format!("{script}{SERVE}")],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        }),
+        json!({"hostNetwork": true}),
+    );
+    c.create_pod(pod);
+    c.wait_file("default", "kubectl", "main", "/tmp/done");
+    let pid = c.pid("default", "kubectl", "main");
+    let read = |path: &str| std::fs::read_to_string(inside(pid, path)).unwrap();
+    let (get, whoami) = (read("/tmp/get"), read("/tmp/whoami"));
+    assert_eq!(read("/tmp/get.rc").trim(), "0", "kubectl get pod: {get}");
+    assert!(get.lines().any(|l| l.starts_with("kubectl ")), "kubectl get pod printed {get:?}");
+    assert_eq!(read("/tmp/whoami.rc").trim(), "0", "kubectl auth whoami: {whoami}");
+    assert!(
+        whoami.lines().any(|l| l
+            .split_whitespace()
+            .eq(["Username", "system:serviceaccount:default:default"])),
+        "kubectl auth whoami printed {whoami:?}"
+    );
+    // The variables it used are the kubernetes Service's.
+    let env = environment(pid);
+    let port = c.server().addr().port().to_string();
+    assert_eq!(env.get("KUBERNETES_SERVICE_HOST").map(String::as_str), Some("127.0.0.1"));
+    assert_eq!(env.get("KUBERNETES_SERVICE_PORT"), Some(&port));
+    assert_eq!(env.get("KUBERNETES_SERVICE_PORT_HTTPS"), Some(&port));
+    assert_eq!(env.get("KUBERNETES_PORT"), Some(&format!("tcp://127.0.0.1:{port}")));
+}
+
+/// K1: a Service of the namespace gives its variables, the pod's own win, and without
+/// service links only the `kubernetes` Service's come; a Service changed while the
+/// container runs does not restart it (a new container sees the change). Only the
+/// scopes the pods need are watched, and no longer once the pods are gone.
+#[needs(pods)]
+#[test]
+fn k1_service_variables_links_and_the_pod_own_variables() {
+    let c = Cluster::with(ApiNode::new());
+    c.create(service(
+        "default",
+        "web-api",
+        json!([{"name": "http", "port": 80}, {"name": "metrics", "port": 9090, "protocol": "TCP"}]),
+    ));
+    let web = c.server().get("services", Some("default"), "web-api").unwrap();
+    let ip = web["spec"]["clusterIP"].as_str().unwrap().to_owned();
+    let own = json!({"env": [{"name": "WEB_API_SERVICE_HOST", "value": "mine"}, {"name": "URL", "value": "http://$(WEB_API_SERVICE_HOST):$(WEB_API_SERVICE_PORT)"}]});
+    c.create_pod(api_pod("links", own, json!({})));
+    c.create_pod(api_pod("nolinks", json!({}), json!({"enableServiceLinks": false})));
+
+    let links = environment(c.pid("default", "links", "main"));
+    let get = |env: &BTreeMap<String, String>, k: &str| env.get(k).cloned().unwrap_or_default();
+    assert_eq!(get(&links, "WEB_API_SERVICE_HOST"), "mine");
+    assert_eq!(get(&links, "WEB_API_SERVICE_PORT"), "80");
+    assert_eq!(get(&links, "WEB_API_SERVICE_PORT_METRICS"), "9090");
+    assert_eq!(get(&links, "WEB_API_PORT"), format!("tcp://{ip}:80"));
+    assert_eq!(get(&links, "WEB_API_PORT_9090_TCP_ADDR"), ip);
+    // `$(VAR)` sees the pod's own first, then the Services'.
+    assert_eq!(get(&links, "URL"), "http://mine:80");
+    assert_eq!(get(&links, "KUBERNETES_SERVICE_HOST"), "127.0.0.1");
+
+    let nolinks = environment(c.pid("default", "nolinks", "main"));
+    assert!(nolinks.keys().all(|k| !k.starts_with("WEB_API")), "{nolinks:?}");
+    assert_eq!(get(&nolinks, "KUBERNETES_SERVICE_HOST"), "127.0.0.1");
+    let port = c.server().addr().port().to_string();
+    assert_eq!(get(&nolinks, "KUBERNETES_SERVICE_PORT"), port);
+    assert_eq!(get(&nolinks, &format!("KUBERNETES_PORT_{port}_TCP_PROTO")), "tcp");
+
+    // Two scopes: the services of `default` (the linking pod's, which holds the
+    // kubernetes Service), and the kubernetes Service by name (the other pod's).
+    assert_eq!(c.server().watchers("services"), 2);
+
+    // A changed Service: the running container keeps its variables and is not
+    // restarted; a container started afterwards sees the change.
+    let before = container_id(&c.pod("default", "links"), "main");
+    let mut changed = c.server().get("services", Some("default"), "web-api").unwrap();
+    changed["spec"]["ports"][0]["port"] = json!(8080);
+    c.server().update(changed).unwrap();
+    c.create_pod(api_pod("later", json!({}), json!({})));
+    let later = environment(c.pid("default", "later", "main"));
+    assert_eq!(get(&later, "WEB_API_SERVICE_PORT"), "8080");
+    let links_now = c.pod("default", "links");
+    assert_eq!(container_id(&links_now, "main"), before);
+    assert_eq!(status_of(&links_now, "main").map(|s| s.restart_count), Some(0));
+    let pid = c.pid("default", "links", "main");
+    assert_eq!(get(&environment(pid), "WEB_API_SERVICE_PORT"), "80");
+
+    // The pods gone, nothing is watched.
+    for name in ["links", "nolinks", "later"] {
+        c.server().delete("pods", Some("default"), name, Some(0)).unwrap();
+    }
+    eventually("no Service watch left", LONG, || c.server().watchers("services") == 0);
+}
