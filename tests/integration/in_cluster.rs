@@ -282,3 +282,37 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
     }
     eventually("no Service watch left", LONG, || c.server().watchers("services") == 0);
 }
+
+/// K1 with V3: after a reboot without the API server, a pod's container starts again
+/// with the Service variables it had (the Services kept in the objects' checkpoint count
+/// as read).
+#[needs(pods)]
+#[test]
+fn k1_after_an_offline_reboot_the_service_variables_come_from_the_checkpoint() {
+    let mut c = Cluster::with(ApiNode::new());
+    c.create(service("default", "web-api", json!([{"port": 80}])));
+    let uid = c.create_pod(api_pod("app", json!({}), json!({}))).metadata.uid.unwrap();
+    let before = environment(c.pid("default", "app", "main"));
+    assert!(before.contains_key("WEB_API_SERVICE_HOST"), "{before:?}");
+
+    c.agent.take().unwrap().stop();
+    c.api.rt.block_on(c.server().cut());
+    c.api.node.reboot();
+    let agent = c.api.start(&[]);
+    let running = |p: &Value| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+            && p["metadata"]["uid"] == uid
+    };
+    let local = outpost_tests::pods::wait_pod(&agent, "app", LONG, running);
+    let id = outpost_tests::workload::container_id(&local["status"]["containerStatuses"][0]);
+    c.agent = Some(agent);
+    let after = environment(task_pid(&c.api.node, &id).unwrap());
+    let services = |env: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        let mut env = env.clone();
+        env.retain(|k, _| k.starts_with("KUBERNETES_") || k.starts_with("WEB_API_"));
+        env
+    };
+    assert_eq!(services(&after), services(&before));
+    assert!(after.contains_key("KUBERNETES_SERVICE_HOST"));
+    c.api.rt.block_on(c.server().restore()).unwrap();
+}
