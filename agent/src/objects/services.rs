@@ -282,3 +282,6 @@ async fn follow(inner: Arc<Inner>, scope: Scope) {
     .instrument(span)
     .await;
 }
+
+#[cfg(test)]
+mod tests;
