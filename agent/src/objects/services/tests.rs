@@ -50,7 +50,10 @@ fn namespace_scope(namespace: &str) -> Scope {
 fn k1_a_pod_needs_its_namespace_with_links_and_the_kubernetes_service() {
     let set = |scopes: &[Scope]| scopes.iter().cloned().collect::<BTreeSet<_>>();
     assert_eq!(scopes(&pod("apps", None, "api")), set(&[Scope::Master, namespace_scope("apps")]));
-    assert_eq!(scopes(&pod("apps", Some(true), "api")), set(&[Scope::Master, namespace_scope("apps")]));
+    assert_eq!(
+        scopes(&pod("apps", Some(true), "api")),
+        set(&[Scope::Master, namespace_scope("apps")])
+    );
     assert_eq!(scopes(&pod("apps", Some(false), "api")), set(&[Scope::Master]));
     // The services of `default` hold its kubernetes Service.
     assert_eq!(scopes(&pod("default", None, "api")), set(&[namespace_scope("default")]));
