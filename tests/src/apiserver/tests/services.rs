@@ -34,7 +34,7 @@ async fn k1_a_service_gets_a_cluster_ip_and_the_registry_defaults() {
     let spec = web.spec.unwrap();
     let ip = spec.cluster_ip.unwrap();
     assert!(ip.starts_with("10.96."), "{ip}");
-    assert_eq!(spec.cluster_ips.unwrap(), [ip.clone()]);
+    assert_eq!(spec.cluster_ips.unwrap(), std::slice::from_ref(&ip));
     assert_eq!(spec.session_affinity.as_deref(), Some("None"));
     let port = &spec.ports.unwrap()[0];
     assert_eq!(port.protocol.as_deref(), Some("TCP"));
