@@ -3,7 +3,8 @@
 //!
 //! It serves core/v1 `pods` (and `pods/status`), `nodes` (and `nodes/status`),
 //! `events`, `configmaps`, `secrets`, `serviceaccounts` (and their `token`
-//! subresource, a `TokenRequest`), `coordination.k8s.io/v1` `leases` and
+//! subresource, a `TokenRequest`), `services` (and `services/status`),
+//! `coordination.k8s.io/v1` `leases` and
 //! `events.k8s.io/v1` `events` over HTTP or HTTPS on `127.0.0.1`, following the real
 //! API's conventions: one global `resourceVersion`, list and watch with
 //! resourceVersion semantics, bookmarks, 410 `Expired` for a resourceVersion older than
@@ -19,11 +20,15 @@
 //! `kube-root-ca.crt` ConfigMap in every namespace (the CA of the server's TLS, or a
 //! generated one), and service account tokens: ES256 JWTs with the real claims, bound
 //! to pods, that [`TestApiServer::verify_token`] checks. A Secret's `stringData` is
-//! merged into `data`, and immutable ConfigMaps and Secrets keep their data.
+//! merged into `data`, and immutable ConfigMaps and Secrets keep their data. Services
+//! get cluster IPs, and the server keeps its own `kubernetes` Service in `default`
+//! (module `services`). Requests are authenticated (module `authn`): the service
+//! account tokens it issued are checked as the real authenticator checks them, and
+//! `authentication.k8s.io/v1` `selfsubjectreviews` says who a request is.
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
-//! ServiceAccount plugin's and a Secret's `type`; validation of names, pod containers,
+//! ServiceAccount plugin's, a Secret's `type` and a Service's registry defaults; validation of names, pod containers,
 //! config keys and immutability only; namespaces always exist; no `managedFields`;
 //! server-side apply and `dryRun` are refused (415, 400) rather than served wrongly;
 //! no `deletecollection`; core/v1 and events.k8s.io/v1 events are stored apart; tokens
