@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use outpost_tests::agent::Agent;
-use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::apiserver::{Fault, TestApiServer};
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::eventually;
@@ -315,4 +315,28 @@ fn k1_after_an_offline_reboot_the_service_variables_come_from_the_checkpoint() {
     assert_eq!(services(&after), services(&before));
     assert!(after.contains_key("KUBERNETES_SERVICE_HOST"));
     c.api.rt.block_on(c.server().restore()).unwrap();
+}
+
+/// K1: an API pod's container does not start before its Services have been read once:
+/// while the API server fails every list of them, it waits with kubelet's
+/// `CreateContainerConfigError`; once a list succeeds it starts, with their variables.
+#[needs(pods)]
+#[test]
+fn k1_an_api_pod_waits_until_its_services_have_been_read() {
+    let c = Cluster::with(ApiNode::new());
+    c.create(service("default", "web-api", json!([{"port": 80}])));
+    c.server().fail_next(u64::MAX, "list", "services", Fault::internal_error());
+    c.create_pod(api_pod("app", json!({}), json!({})));
+    eventually("app: CreateContainerConfigError", LONG, || {
+        c.server().get_pod("default", "app").is_ok_and(|p| {
+            let waiting = &state(&p, "main")["waiting"];
+            waiting["reason"] == "CreateContainerConfigError"
+                && waiting["message"]
+                    == "services have not yet been read at least once, cannot construct envvars"
+        })
+    });
+    c.server().clear_faults();
+    // The watcher's backoff is at most 30 s; then the pod is told and starts.
+    let env = environment(c.pid("default", "app", "main"));
+    assert!(env.contains_key("WEB_API_SERVICE_HOST"), "{env:?}");
 }

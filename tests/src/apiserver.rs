@@ -379,6 +379,11 @@ impl TestApiServer {
         self.shared.faults.remaining()
     }
 
+    /// Disarms every injected failure not yet used.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
     /// Open watches on `resource` (its plural: `pods`, `leases`).
     pub fn watchers(&self, resource: &str) -> usize {
         self.shared.watchers.count(resource)

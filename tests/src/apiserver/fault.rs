@@ -90,6 +90,11 @@ impl Faults {
         Some(fault)
     }
 
+    /// Disarms them all.
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+    }
+
     /// Faults armed and not yet used.
     pub fn remaining(&self) -> u64 {
         let armed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
