@@ -259,7 +259,8 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
 
     // Two scopes: the services of `default` (the linking pod's, which holds the
     // kubernetes Service), and the kubernetes Service by name (the other pod's).
-    assert_eq!(c.server().watchers("services"), 2);
+    // (Its watch opens just after the list that let the pods start.)
+    eventually("two Service watches", LONG, || c.server().watchers("services") == 2);
 
     // A changed Service: the running container keeps its variables and is not
     // restarted; a container started afterwards sees the change.

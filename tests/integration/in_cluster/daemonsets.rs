@@ -14,6 +14,7 @@
 //!   not depend on the host having them.
 
 use outpost_tests::needs;
+use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
 use super::{Cluster, KUBECTL_IMAGE, NODE, SERVE};
@@ -195,5 +196,5 @@ fn k1_kube_proxy_and_flannel_daemonset_pods_run_with_in_cluster_config() {
     assert!(std::path::Path::new(&format!("{}/flannel", host_dir(&c, "/opt/cni/bin"))).is_file());
 
     // Each pod's namespace and the kubernetes Service: three Service watches.
-    assert_eq!(c.server().watchers("services"), 3);
+    eventually("three Service watches", LONG, || c.server().watchers("services") == 3);
 }
