@@ -17,7 +17,7 @@ use outpost_tests::needs;
 use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
-use super::{Cluster, KUBECTL_IMAGE, NODE, SERVE};
+use super::{Cluster, KUBECTL_IMAGE, LONG, NODE, SERVE};
 
 /// A host path of the test node standing in for `path` (made by the test).
 fn host_dir(c: &Cluster, path: &str) -> String {
