@@ -191,6 +191,15 @@ impl Objects {
         }
     }
 
+    /// K1: a static pod takes note of the Services its variables come from, as kubelet
+    /// gives a static pod the variables of the Services its informer knows; it refers to
+    /// no other object (V2).
+    pub fn claim_services(&self, pod: &Pod) {
+        let Some(inner) = &self.0 else { return };
+        let uid = pod::uid(pod).to_owned();
+        lock(&inner.state).services.claim(inner, &uid, services::scopes(pod));
+    }
+
     /// The pod `uid` is gone: what only it referred to is no longer watched nor kept,
     /// its tokens are forgotten.
     pub fn release(&self, uid: &str) {
@@ -263,7 +272,9 @@ impl Objects {
         let annotations = pod.metadata.annotations.as_ref();
         let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
         let is_static = source != Some(pod::Source::Api.config_source());
-        if !is_static {
+        if is_static {
+            self.claim_services(pod);
+        } else {
             self.claim(pod);
         }
         inner.service_env(pod, is_static).await

@@ -1,4 +1,4 @@
-//! K1: the Services API pods' variables are made of, watched as narrowly as they can be:
+//! K1: the Services pods' variables are made of, watched as narrowly as they can be:
 //! the `kubernetes` Service of `default` by name (`fieldSelector=metadata.name=kubernetes`),
 //! and the Services of each namespace of this node's pods that use service links (one
 //! list+watch per namespace, no selector), each while a pod needs it. Never every Service

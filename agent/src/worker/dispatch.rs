@@ -129,7 +129,8 @@ impl<R: PodRuntime> Workers<R> {
     }
 
     /// What `delta` leaves desired under its full name (`None`: nothing). API pods claim
-    /// the objects they refer to; a pod no longer desired, or replaced, releases its own.
+    /// the objects they refer to, static pods the Services of their variables (K1); a pod
+    /// no longer desired, or replaced, releases its own.
     fn desire(&mut self, delta: PodDelta) -> Option<Desired> {
         let objects = &self.shared.objects;
         let name = FullName::of(&delta.pod);
@@ -145,6 +146,8 @@ impl<R: PodRuntime> Workers<R> {
         }
         if delta.source == Source::Api {
             objects.claim(&delta.pod);
+        } else {
+            objects.claim_services(&delta.pod);
         }
         Some(Desired { source: delta.source, pod: delta.pod })
     }
