@@ -133,6 +133,11 @@ pub fn resolv_conf(pod: &Pod, node: &NodeDns, host: Option<&str>) -> Result<PodD
     Ok(PodDns { resolv_conf: format(&resolver), events })
 }
 
+/// K2: whether a resolv.conf is systemd-resolved's stub: 127.0.0.53 its only nameserver.
+pub fn is_systemd_resolved_stub(text: &str) -> bool {
+    parse_host(text).nameservers == ["127.0.0.53"]
+}
+
 /// kubelet's `getPodDNSType`.
 fn base(pod: &Pod, at: &Subject) -> Result<Base> {
     let spec = pod.spec.as_ref();

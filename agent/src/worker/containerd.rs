@@ -61,8 +61,8 @@ pub struct Settings {
     pub exe: PathBuf,
     /// The container logger containerd's shims run (`runtime::logs::logger_binary`).
     pub logger: PathBuf,
-    /// The resolv.conf pods with dnsPolicy Default (or ClusterFirst, without cluster DNS) get.
-    pub host_resolv_conf: PathBuf,
+    /// K2: the cluster DNS servers and domain, and the node's resolv.conf pods start from.
+    pub dns: crate::runtime::spec::NodeDns,
     pub crash_loop: CrashLoopConfig,
     pub keyring: Keyring,
     pub pull: PullOptions,
