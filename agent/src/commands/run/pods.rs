@@ -107,6 +107,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
                 apparmor_enabled: crate::host::apparmor_enabled(),
                 allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
                 policy: config.admission_policy.clone(),
+                cluster_dns: !config.dns.cluster_dns.is_empty(),
             }),
             objects: deps.objects,
             gc: deps.gc,
