@@ -17,6 +17,7 @@ use outpost_tests::workload::{
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(60);
+const DNSMASQ: &str = "/usr/sbin/dnsmasq";
 /// What dnsmasq answers: the API server's Service and a test Service.
 const KUBERNETES: (&str, &str) = ("kubernetes.default.svc.cluster.local", "10.96.0.1");
 const WEB: (&str, &str) = ("web.default.svc.cluster.local", "10.96.7.7");
@@ -42,6 +43,11 @@ struct DnsServer {
 
 impl DnsServer {
     fn start(node: &Node, address: &str) -> DnsServer {
+        // Under CI=true the test runs whatever is installed: say what is missing.
+        assert!(
+            std::path::Path::new(DNSMASQ).is_file(),
+            "{DNSMASQ} is missing: install dnsmasq-base (cargo xtask deps)"
+        );
         let id = std::process::id() % 10_000_000;
         let mut server = DnsServer {
             netns: format!("outpost-k2-{id}"),
@@ -78,7 +84,7 @@ impl DnsServer {
         ip(&["-n", &server.netns, "link", "set", "lo", "up"]);
         let pid_file = node.path("dnsmasq.pid");
         let child = Command::new("ip")
-            .args(["netns", "exec", &server.netns, "/usr/sbin/dnsmasq"])
+            .args(["netns", "exec", &server.netns, DNSMASQ])
             .args(["--keep-in-foreground", "--no-resolv", "--no-hosts", "--conf-file=/dev/null"])
             .arg(format!("--pid-file={}", pid_file.display()))
             .args(["--bind-interfaces", &format!("--listen-address={address}"), "--log-facility=-"])
