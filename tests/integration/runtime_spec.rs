@@ -75,6 +75,7 @@ impl Bundle {
             node_name: "node1",
             pod_ips: &ips,
             host_ip: None,
+            cluster_domain: "cluster.local",
             namespaces: Namespaces::default(),
             dev_shm: Path::new("/dev/shm"),
             pod_dir: &self.pod_dir(),

@@ -164,7 +164,7 @@ pub fn prepare(
     let hosts = if host_network {
         spec::host_network_etc_hosts(pod, &fs::read_or_empty(&at, Path::new(HOST_ETC_HOSTS))?)
     } else {
-        spec::etc_hosts(pod, pod_ips)
+        spec::etc_hosts(pod, pod_ips, &dns.cluster_domain)
     };
     fs::write_atomic(&at, &pod_dir.join(ETC_HOSTS), &hosts)?;
     let host = match &dns.resolv_conf {

@@ -204,6 +204,7 @@ impl PodRuntime for Pods {
             node_name: &self.settings.node_name,
             pod_ips: &sandbox.ips,
             host_ip: self.settings.host_ip,
+            cluster_domain: &self.settings.dns.cluster_domain,
             namespaces: Namespaces {
                 pid: sandbox.pid_namespace.as_deref(),
                 network: ns.network.as_deref(),
