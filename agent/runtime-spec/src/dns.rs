@@ -19,6 +19,10 @@ use self::limits::{MAX_NAMESERVERS, MAX_SEARCHES, fit_limits};
 /// kubelet's Event reasons about a pod's DNS (both Warnings).
 pub use outpost_core::event_aggregate::reason::{DNS_CONFIG_FORMING, MISSING_CLUSTER_DNS};
 
+/// kubelet's `MissingClusterDNS` message on the Node (the pod's names the pod first).
+pub const MISSING_CLUSTER_DNS_ON_NODE: &str = "kubelet does not have ClusterDNS IP configured \
+     and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.";
+
 /// kubelet's default options for cluster DNS.
 const CLUSTER_OPTIONS: &str = "ndots:5";
 
@@ -169,10 +173,7 @@ fn missing_message(pod: &Pod) -> String {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    format!(
-        "pod: \"{name}_{namespace}({uid})\". kubelet does not have ClusterDNS IP configured \
-         and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy."
-    )
+    format!("pod: \"{name}_{namespace}({uid})\". {MISSING_CLUSTER_DNS_ON_NODE}")
 }
 
 fn check_config(config: Option<&PodDNSConfig>, at: &Subject) -> Result<()> {

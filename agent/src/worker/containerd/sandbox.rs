@@ -15,13 +15,13 @@ use outpost_core::pod;
 use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 
 use super::Pods;
-use crate::apiserver::events::{EventType, pod_ref, reason};
+use crate::apiserver::events::{self, EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
 use crate::runtime::spec::projection;
-use crate::runtime::{container, volumes};
+use crate::runtime::{container, spec, volumes};
 
 /// What the pod's containers join.
 #[derive(Debug, Clone)]
@@ -175,6 +175,12 @@ async fn make(
         let object = pod_ref(pod, None);
         for event in dns_events {
             tracing::warn!(pod.uid = %uid, reason = event.reason, "{}", event.message);
+            if event.reason == spec::MISSING_CLUSTER_DNS {
+                // kubelet tells the Node as well.
+                let node = events::node_ref(&pods.settings.node_name);
+                let message = spec::MISSING_CLUSTER_DNS_ON_NODE;
+                pods.events.emit(&node, EventType::Warning, event.reason, message);
+            }
             pods.events.emit(&object, EventType::Warning, event.reason, event.message);
         }
     }
