@@ -101,8 +101,10 @@ pub fn resolv_conf(pod: &Pod, node: &NodeDns, host: Option<&str>) -> Result<PodD
     let config = spec.and_then(|s| s.dns_config.as_ref());
     check_config(config, &at)?;
     let mut events = Vec::new();
-    let host_resolver = || match host {
-        Some(text) => parse_host(text),
+    // kubelet reads the node's file for every pod, and fails on a bad one.
+    let parsed = host.map(|text| parse_host(text, &at)).transpose()?;
+    let host_resolver = || match &parsed {
+        Some(resolver) => resolver.clone(),
         None => Resolver {
             nameservers: vec![if node.node_ipv6 { "::1" } else { "127.0.0.1" }.to_owned()],
             searches: vec![".".to_owned()],
@@ -117,7 +119,7 @@ pub fn resolv_conf(pod: &Pod, node: &NodeDns, host: Option<&str>) -> Result<PodD
             Resolver::default()
         }
         Base::Cluster if !node.cluster_dns.is_empty() => {
-            let host = host.map(parse_host).unwrap_or_default();
+            let host = parsed.clone().unwrap_or_default();
             Resolver {
                 nameservers: node.cluster_dns.iter().map(IpAddr::to_string).collect(),
                 searches: cluster_searches(pod, &node.cluster_domain, host.searches),
@@ -139,7 +141,8 @@ pub fn resolv_conf(pod: &Pod, node: &NodeDns, host: Option<&str>) -> Result<PodD
 
 /// K2: whether a resolv.conf is systemd-resolved's stub: 127.0.0.53 its only nameserver.
 pub fn is_systemd_resolved_stub(text: &str) -> bool {
-    parse_host(text).nameservers == ["127.0.0.53"]
+    let at = Subject { pod: String::new(), container: None };
+    parse_host(text, &at).is_ok_and(|r| r.nameservers == ["127.0.0.53"])
 }
 
 /// kubelet's `getPodDNSType`.
@@ -192,13 +195,17 @@ fn check_config(config: Option<&PodDNSConfig>, at: &Subject) -> Result<()> {
 
 /// kubelet's `parseResolvConf`: `#` comments; nameservers accumulate; the last `search`
 /// line wins (trailing dots trimmed, the root `.` left out); the last `options` line wins.
-fn parse_host(text: &str) -> Resolver {
+/// A `nameserver` line without an address is an error.
+fn parse_host(text: &str, at: &Subject) -> Result<Resolver> {
     let mut resolver = Resolver::default();
     for line in text.lines() {
         let mut fields = line.split_whitespace();
         match fields.next() {
             Some(first) if first.starts_with('#') => {}
-            Some("nameserver") => resolver.nameservers.extend(fields.next().map(str::to_owned)),
+            Some("nameserver") => match fields.next() {
+                Some(address) => resolver.nameservers.push(address.to_owned()),
+                None => return Err(Error::DnsHostNameserver { at: at.clone() }),
+            },
             Some("search") => {
                 resolver.searches = fields
                     .filter(|s| *s != ".")
@@ -209,7 +216,7 @@ fn parse_host(text: &str) -> Resolver {
             _ => {}
         }
     }
-    resolver
+    Ok(resolver)
 }
 
 /// Appends what `list` does not have yet (kubelet's `omitDuplicates` of an append).

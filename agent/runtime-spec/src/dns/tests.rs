@@ -168,6 +168,25 @@ fn k2_the_host_file_is_parsed_as_kubelet_does() {
 }
 
 #[test]
+fn k2_a_nameserver_line_without_an_address_is_an_error_for_every_pod() {
+    let bad = "nameserver 10.0.0.1\nnameserver\n";
+    for spec in
+        ["", ", dnsPolicy: Default", ", dnsPolicy: None, dnsConfig: {nameservers: [1.1.1.1]}"]
+    {
+        let error = resolv_conf(&team_pod(spec), &node(&["10.96.0.10"]), Some(bad)).unwrap_err();
+        assert!(matches!(error, Error::DnsHostNameserver { .. }), "{spec}: {error}");
+    }
+    assert!(error_text().contains("has a nameserver line without an address"));
+    assert!(!is_systemd_resolved_stub("nameserver 127.0.0.53\nnameserver\n"));
+    assert!(is_systemd_resolved_stub("nameserver 127.0.0.53\noptions edns0\n"));
+}
+
+fn error_text() -> String {
+    let pod = team_pod("");
+    resolv_conf(&pod, &node(&[]), Some("nameserver")).unwrap_err().to_string()
+}
+
+#[test]
 fn k2_limits_are_cut_with_kubelets_warnings() {
     let many = node(&["10.0.0.1", "10.0.0.2"]);
     let dns = form(", dnsConfig: {nameservers: [10.0.0.3, 10.0.0.4]}", &many);
