@@ -60,6 +60,7 @@ fn probe(name: &str) -> bool {
         "python_websockets" => python_has("websockets"),
         "systemd_analyze" => on_path("systemd-analyze"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
+        "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         _ => false,
     }
 }

@@ -13,4 +13,5 @@
     ("python_websockets", "python3 with the websockets module (python3-websockets)"),
     ("systemd_analyze", "systemd-analyze"),
     ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+    ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
 ]

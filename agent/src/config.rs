@@ -140,6 +140,8 @@ pub struct Config {
     pub gc: gc::GcConfig,
     /// The pods' cgroups and node allocatable.
     pub node_resources: NodeResources,
+    /// K2: cluster DNS (`--cluster-dns`, `--cluster-domain`, `--resolv-conf`).
+    pub dns: dns::Dns,
 }
 
 /// Authentication of the local API. Reads and writes need the token or a client
@@ -271,6 +273,7 @@ impl Config {
                 enforce_node_allocatable: s.enforce_node_allocatable,
             })?
             .with_eviction_hard(eviction_hard),
+            dns: dns::Dns::resolve(s.cluster_dns, s.cluster_domain, s.resolv_conf),
         })
     }
 }
@@ -407,6 +410,7 @@ pub fn hostname() -> std::io::Result<String> {
 }
 
 pub mod admission;
+pub mod dns;
 pub mod eviction;
 
 pub mod gc;

@@ -8,6 +8,7 @@ mod admission_policy;
 mod api_objects;
 mod api_source;
 mod cli;
+mod cluster_dns;
 mod cni;
 mod containerd;
 mod ebpf;

@@ -187,12 +187,15 @@ fn hosts_hostname_and_resolv_conf_follow_the_pod() {
 
     let hosts = exec(&w, "names", "app", &["cat", "/etc/hosts"]);
     assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n"), "{hosts}");
-    assert!(hosts.contains(&format!("{ip}\tdb.backend.default.svc\tdb\n")), "{hosts}");
+    assert!(
+        hosts.contains(&format!("{ip}\tdb.backend.default.svc.cluster.local\tdb\n")),
+        "{hosts}"
+    );
     assert!(
         hosts.ends_with("# Entries added by HostAliases.\n10.1.2.3\tregistry.lan\tmirror.lan\n"),
         "{hosts}"
     );
-    assert_eq!(exec(&w, "names", "app", &["hostname"]), "db.backend.default.svc\n");
+    assert_eq!(exec(&w, "names", "app", &["hostname"]), "db.backend.default.svc.cluster.local\n");
     assert_eq!(
         exec(&w, "names", "app", &["cat", "/etc/resolv.conf"]),
         "search corp.example\nnameserver 192.0.2.53\noptions ndots:2 edns0\n"

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use oci_spec::image::ImageConfiguration;
 use outpost::runtime::spec::projection::{Object, Reference, Resolution, Resolved};
 use outpost::runtime::spec::{
-    ContainerFiles, Namespaces, PodContext, container_spec, host_capabilities, layout,
+    ContainerFiles, Namespaces, NodeDns, PodContext, container_spec, host_capabilities, layout,
 };
 use outpost::runtime::termination;
 use outpost::runtime::volumes;
@@ -65,7 +65,8 @@ impl Bundle {
         let ips: [IpAddr; 1] = ["10.88.0.5".parse().unwrap()];
         let resolv = self.dir.path().join("host-resolv.conf");
         std::fs::write(&resolv, "nameserver 192.0.2.53\n").unwrap();
-        volumes::prepare(&self.pod_dir(), pod, &ips, &resolv, resolved).unwrap();
+        let dns = NodeDns { resolv_conf: Some(resolv), ..NodeDns::default() };
+        volumes::prepare(&self.pod_dir(), pod, &ips, &dns, resolved).unwrap();
         let capabilities =
             host_capabilities(&std::fs::read_to_string("/proc/self/status").unwrap());
         let cgroups_path = format!("{}/{}", self.cgroup_parent, self.id);
@@ -74,6 +75,7 @@ impl Bundle {
             node_name: "node1",
             pod_ips: &ips,
             host_ip: None,
+            cluster_domain: "cluster.local",
             namespaces: Namespaces::default(),
             dev_shm: Path::new("/dev/shm"),
             pod_dir: &self.pod_dir(),

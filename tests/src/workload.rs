@@ -26,11 +26,17 @@ pub struct Workload {
 impl Workload {
     /// `outpost run` on `node`, with `--token-file` (reads stay anonymous on loopback).
     pub fn start(node: &Node) -> Workload {
+        Workload::start_with(node, &[])
+    }
+
+    /// [`Workload::start`] with `extra` flags.
+    pub fn start_with(node: &Node, extra: &[&str]) -> Workload {
         let token = node.path("token");
         write_private(&token, "e2e-workload-token\n");
         let mut args = node.args();
         args.push("--token-file".into());
         args.push(token.clone().into());
+        args.extend(extra.iter().map(Into::into));
         let agent = Agent::start_pods(&node.manifests(), &args);
         Workload { agent, token }
     }

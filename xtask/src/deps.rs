@@ -29,6 +29,11 @@ const PACKAGES: &[(&str, &str)] = &[
     ("skopeo", "pushes the test images into the loopback registry"),
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
+    (
+        "dnsmasq-base",
+        "dnsmasq, the cluster DNS server of the K2 test (the binary alone: the `dnsmasq` \
+         package would also start a system resolver on port 53)",
+    ),
     ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
     ("clang-19", "compiles the BPF programs (`cargo xtask ebpf`, CI's stale-object check)"),
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),

@@ -37,6 +37,8 @@ pub struct NodeFacts {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// What each source's pods may do to the host.
     pub policy: Policy,
+    /// K2: the node has cluster DNS (`clusterDNS`), which `ClusterFirst` pods get.
+    pub cluster_dns: bool,
 }
 
 impl NodeFacts {
@@ -49,6 +51,7 @@ impl NodeFacts {
             apparmor_enabled: true,
             allowed_unsafe_sysctls: sysctl::ALL_NAMESPACED.iter().map(|&p| p.to_owned()).collect(),
             policy: Policy::unrestricted(),
+            cluster_dns: true,
         }
     }
 }

@@ -72,6 +72,7 @@ pub mod reason {
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     pub const EVICTED: &str = "Evicted";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
+    pub const DNS_CONFIG_FORMING: &str = "DNSConfigForming";
 }
 
 /// The object an event is about (its involvedObject, without the field path).

@@ -26,6 +26,9 @@ pub struct PodContext<'a> {
     pub pod_ips: &'a [IpAddr],
     /// The node's IP (`status.hostIP`), when known.
     pub host_ip: Option<IpAddr>,
+    /// K2: the cluster domain (`--cluster-domain`; empty: none), which ends a pod's
+    /// fully qualified name when it has a `subdomain`.
+    pub cluster_domain: &'a str,
     /// The pod's bind-mounted namespaces.
     pub namespaces: Namespaces<'a>,
     /// What every container gets at `/dev/shm`: the pod's tmpfs (containerd CRI's

@@ -210,6 +210,12 @@ pub enum Error {
     )]
     SharedAndHostPid { at: Subject },
 
+    #[error(
+        "{at}: the node's resolv.conf (--resolv-conf) has a nameserver line without an \
+         address (kubelet: \"nameserver list is empty\"); give it an address or remove it"
+    )]
+    DnsHostNameserver { at: Subject },
+
     #[error("{at}: dnsConfig.{field} has {count} entries, over the limit of {limit}; remove some")]
     DnsLimit { at: Subject, field: &'static str, count: usize, limit: usize },
 }

@@ -14,10 +14,11 @@ const MAX_HOSTNAME: usize = 63;
 /// The longest name the kernel's `nodename` holds (kubelet's `fqdnMaxLen`).
 pub(super) const MAX_KERNEL_HOSTNAME: usize = 64;
 
-/// kubelet's `GeneratePodHostNameAndDomain` without a cluster domain: `spec.hostname`,
-/// else the pod's name cut to 63 characters (without a trailing `-` or `.`); the domain
-/// is `<subdomain>.<namespace>.svc` when `spec.subdomain` is set.
-pub(super) fn pod_hostname(pod: &Pod) -> (String, Option<String>) {
+/// kubelet's `GeneratePodHostNameAndDomain`: `spec.hostname`, else the pod's name cut to
+/// 63 characters (without a trailing `-` or `.`); the domain is
+/// `<subdomain>.<namespace>.svc.<cluster domain>` (K2) when `spec.subdomain` is set
+/// (`<subdomain>.<namespace>.svc` without a cluster domain).
+pub(super) fn pod_hostname(pod: &Pod, cluster_domain: &str) -> (String, Option<String>) {
     let spec = pod.spec.as_ref();
     let hostname = match spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
         Some(hostname) => hostname.to_owned(),
@@ -27,10 +28,13 @@ pub(super) fn pod_hostname(pod: &Pod) -> (String, Option<String>) {
             cut.trim_end_matches(['-', '.']).to_owned()
         }
     };
-    let domain = spec
-        .and_then(|s| s.subdomain.as_deref())
-        .filter(|s| !s.is_empty())
-        .map(|sub| format!("{sub}.{}.svc", pod.metadata.namespace.as_deref().unwrap_or("default")));
+    let domain = spec.and_then(|s| s.subdomain.as_deref()).filter(|s| !s.is_empty()).map(|sub| {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        match cluster_domain {
+            "" => format!("{sub}.{namespace}.svc"),
+            domain => format!("{sub}.{namespace}.svc.{domain}"),
+        }
+    });
     (hostname, domain)
 }
 
@@ -44,7 +48,7 @@ pub(super) fn container_hostname(ctx: &PodContext<'_>, at: &Subject) -> Result<O
     if host_network || ctx.namespaces.uts.is_none() {
         return Ok(None);
     }
-    let (hostname, domain) = pod_hostname(ctx.pod);
+    let (hostname, domain) = pod_hostname(ctx.pod, ctx.cluster_domain);
     let as_fqdn = spec.and_then(|s| s.set_hostname_as_fqdn).unwrap_or(false);
     match domain.filter(|_| as_fqdn) {
         None => Ok(Some(hostname)),
@@ -62,8 +66,8 @@ pub(super) fn container_hostname(ctx: &PodContext<'_>, at: &Subject) -> Result<O
 
 /// kubelet's managed hosts file: localhost entries, each pod IP with the pod's hostname
 /// (and its fully qualified name when `spec.subdomain` is set), then `hostAliases`.
-pub fn etc_hosts(pod: &Pod, pod_ips: &[IpAddr]) -> String {
-    let (hostname, domain) = pod_hostname(pod);
+pub fn etc_hosts(pod: &Pod, pod_ips: &[IpAddr], cluster_domain: &str) -> String {
+    let (hostname, domain) = pod_hostname(pod, cluster_domain);
     let mut hosts = String::from(
         "# Kubernetes-managed hosts file.\n\
          127.0.0.1\tlocalhost\n\

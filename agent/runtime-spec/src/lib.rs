@@ -59,7 +59,10 @@ mod users;
 
 pub use self::container::{container_spec, invalid_env_var_names};
 pub use self::context::{ContainerFiles, Namespaces, PodContext};
-pub use self::dns::{missing_cluster_dns, resolv_conf};
+pub use self::dns::{
+    DNS_CONFIG_FORMING, DnsEvent, MISSING_CLUSTER_DNS, MISSING_CLUSTER_DNS_ON_NODE, NodeDns,
+    PodDns, is_systemd_resolved_stub, resolv_conf,
+};
 pub use self::error::{Error, Result};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::security::host_capabilities;

@@ -38,6 +38,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         node_name: "node1",
         pod_ips: IPS,
         host_ip: Some("192.168.1.10".parse().unwrap()),
+        cluster_domain: "cluster.local",
         namespaces: Namespaces {
             pid: None,
             network: Some(Path::new("/run/outpost/netns/p")),

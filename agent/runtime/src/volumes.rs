@@ -140,20 +140,23 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Makes the pod's directory (0750), writes its `etc-hosts` and `resolv.conf`
-/// atomically, and sets up its volumes: emptyDir directories (0777; a tmpfs with the
+/// Makes the pod's directory (0750), writes its `etc-hosts` and `resolv.conf` (K2: from
+/// the node's DNS settings and its resolv.conf, a missing one read as empty) atomically,
+/// and sets up its volumes: emptyDir directories (0777; a tmpfs with the
 /// `sizeLimit` for `medium: Memory`; given to the pod's `fsGroup`, see [`ownership`],
 /// as kubelet does for writable volumes, never for hostPath), hostPath checks per `type`,
 /// configMap, secret, downwardAPI and projected volumes from `resolved` (secret and
 /// projected ones on a tmpfs; given to the `fsGroup` read-only), and the `subPath`
 /// directories the containers mount. Safe to call again: data and mounts are kept.
+/// Returns the Warning Events forming the resolv.conf gave (kubelet's `MissingClusterDNS`
+/// and `DNSConfigForming`), for the caller to record.
 pub fn prepare(
     pod_dir: &Path,
     pod: &Pod,
     pod_ips: &[IpAddr],
-    host_resolv_conf: &Path,
+    dns: &spec::NodeDns,
     resolved: &Resolved,
-) -> Result<()> {
+) -> Result<Vec<spec::DnsEvent>> {
     let at = Subject::pod(pod);
     fs::make_dir(&at, pod_dir, 0o750)?;
 
@@ -161,12 +164,15 @@ pub fn prepare(
     let hosts = if host_network {
         spec::host_network_etc_hosts(pod, &fs::read_or_empty(&at, Path::new(HOST_ETC_HOSTS))?)
     } else {
-        spec::etc_hosts(pod, pod_ips)
+        spec::etc_hosts(pod, pod_ips, &dns.cluster_domain)
     };
     fs::write_atomic(&at, &pod_dir.join(ETC_HOSTS), &hosts)?;
-    let resolv =
-        spec::resolv_conf(pod, &fs::read_or_empty(&at, host_resolv_conf)?).map_err(Error::Dns)?;
-    fs::write_atomic(&at, &pod_dir.join(RESOLV_CONF), &resolv)?;
+    let host = match &dns.resolv_conf {
+        Some(path) => Some(fs::read_or_empty(&at, path)?),
+        None => None,
+    };
+    let formed = spec::resolv_conf(pod, dns, host.as_deref()).map_err(Error::Dns)?;
+    fs::write_atomic(&at, &pod_dir.join(RESOLV_CONF), &formed.resolv_conf)?;
 
     let fs_group = fs_group(&at, pod)?;
     let security = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
@@ -193,7 +199,8 @@ pub fn prepare(
             return Err(layout::unsupported(pod, volume).into());
         }
     }
-    sub_paths(pod_dir, pod, &at)
+    sub_paths(pod_dir, pod, &at)?;
+    Ok(formed.events)
 }
 
 /// Writes again the configMap, secret, downwardAPI and projected volumes of a pod that

@@ -44,6 +44,7 @@ pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
         apparmor_enabled: crate::host::apparmor_enabled(),
         allowed_unsafe_sysctls: config.allowed_unsafe_sysctls,
         policy: config.admission_policy,
+        cluster_dns: !config.dns.cluster_dns.is_empty(),
     })
 }
 

@@ -302,6 +302,21 @@ settings! {
              it, \"none\" does not",
             node_resources::DEFAULT_ENFORCE_NODE_ALLOCATABLE))]
         pub enforce_node_allocatable: Option<Vec<String>>,
+        /// K2: the cluster DNS servers' IP addresses, comma separated; repeatable
+        /// (kubelet's --cluster-dns). ClusterFirst pods get them as their nameservers.
+        #[arg(long, value_name = "IPS", value_delimiter = ',')]
+        #[serde(rename = "clusterDNS")]
+        pub cluster_dns: Vec<IpAddr>,
+        #[arg(long, value_name = "DOMAIN", help = with_default(
+            "The cluster's domain: ClusterFirst pods search <namespace>.svc.<domain>, \
+             svc.<domain> and <domain> (\"\": none)",
+            dns::DEFAULT_CLUSTER_DOMAIN))]
+        pub cluster_domain: Option<String>,
+        #[arg(long, value_name = "FILE", help = with_default(
+            "The resolver file pods' DNS starts from (systemd-resolved's real one is \
+             /run/systemd/resolve/resolv.conf); \"\": the pods' resolver is 127.0.0.1",
+            dns::DEFAULT_RESOLV_CONF))]
+        pub resolv_conf: Option<String>,
     }
 }
 

@@ -338,3 +338,38 @@ fn the_admission_policy_is_read_from_the_file_over_the_defaults() {
         assert!(err.contains("unknown field"), "{unknown}: {err}");
     }
 }
+
+/// K2: cluster DNS from the flags (comma separated, repeatable) or KubeletConfiguration's
+/// fields, with kubelet's resolvConf default and `""` for none.
+#[test]
+fn k2_cluster_dns_domain_and_resolv_conf_from_the_file_or_flags() {
+    let f = file(
+        "clusterDNS: [10.96.0.10, 'fd00::a']\nclusterDomain: corp.internal\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+    );
+    let c = Config::resolve(flags(f.path())).unwrap();
+    let ips: Vec<IpAddr> = vec!["10.96.0.10".parse().unwrap(), "fd00::a".parse().unwrap()];
+    assert_eq!(c.dns.cluster_dns, ips);
+    assert_eq!(c.dns.cluster_domain, "corp.internal");
+    assert_eq!(c.dns.resolv_conf.as_deref(), Some(Path::new("/run/systemd/resolve/resolv.conf")));
+
+    let settings = parse_flags(&[
+        "--cluster-dns",
+        "10.96.0.10,10.96.0.11",
+        "--cluster-dns",
+        "10.96.0.12",
+        "--cluster-domain",
+        "",
+        "--resolv-conf",
+        "",
+    ]);
+    let c = Config::resolve(Settings { node_name: Some("n".into()), ..settings }).unwrap();
+    assert_eq!(c.dns.cluster_dns.len(), 3);
+    assert_eq!((c.dns.cluster_domain.as_str(), c.dns.resolv_conf), ("", None));
+
+    let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
+    let dns = defaults.unwrap().dns;
+    assert!(dns.cluster_dns.is_empty());
+    assert_eq!(dns.cluster_domain, "cluster.local");
+    assert_eq!(dns.resolv_conf.as_deref(), Some(Path::new("/etc/resolv.conf")));
+    assert!(Config::resolve(flags(file("clusterDNS: [not-an-ip]\n").path())).is_err());
+}

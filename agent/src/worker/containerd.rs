@@ -61,8 +61,8 @@ pub struct Settings {
     pub exe: PathBuf,
     /// The container logger containerd's shims run (`runtime::logs::logger_binary`).
     pub logger: PathBuf,
-    /// The resolv.conf pods with dnsPolicy Default (or ClusterFirst, without cluster DNS) get.
-    pub host_resolv_conf: PathBuf,
+    /// K2: the cluster DNS servers and domain, and the node's resolv.conf pods start from.
+    pub dns: crate::runtime::spec::NodeDns,
     pub crash_loop: CrashLoopConfig,
     pub keyring: Keyring,
     pub pull: PullOptions,
@@ -208,6 +208,7 @@ impl PodRuntime for Pods {
             node_name: &self.settings.node_name,
             pod_ips: &sandbox.ips,
             host_ip: self.settings.host_ip,
+            cluster_domain: &self.settings.dns.cluster_domain,
             namespaces: Namespaces {
                 pid: sandbox.pid_namespace.as_deref(),
                 network: ns.network.as_deref(),

@@ -27,7 +27,7 @@ fn one_of(review: &mut Review<'_>, field: &str, value: &Value, allowed: &[&str])
 
 pub(super) fn dns_policy(review: &mut Review<'_>, field: &str, value: &Value) {
     match text(value) {
-        policy @ ("ClusterFirst" | "ClusterFirstWithHostNet") => review.warn(
+        policy @ ("ClusterFirst" | "ClusterFirstWithHostNet") if !review.facts.cluster_dns => review.warn(
             field,
             format!(
                 "{field}: {policy} asks for cluster DNS, which this node does not have: the pod \

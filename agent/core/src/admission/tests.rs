@@ -166,6 +166,10 @@ fn a1_dns_policy_cluster_first_warns_that_it_falls_back() {
         assert_eq!(found[0].severity, Severity::Warning);
         assert!(found[0].message.contains("node's resolver"), "{}", found[0].message);
     }
+    // K2: a node with cluster DNS gives it.
+    let cluster = NodeFacts { cluster_dns: true, ..NodeFacts::default() };
+    let pod = pod_with("dnsPolicy", json!("ClusterFirst"));
+    assert_eq!(review(&pod, &cluster, Source::File), vec![]);
     assert_eq!(findings(&pod_with("dnsPolicy", json!("Default"))), vec![]);
     assert_eq!(findings(&pod_with("dnsPolicy", json!("None"))), vec![]);
     assert_eq!(findings(&pod_with("dnsPolicy", json!("Cluster"))), refused("spec.dnsPolicy"));

@@ -12,9 +12,9 @@ fn ips(list: &[&str]) -> Vec<IpAddr> {
 #[test]
 fn managed_hosts_file() {
     let pod = pod("spec: {containers: [{name: a, image: b}]}");
-    assert_eq!(etc_hosts(&pod, &[]), HEADER);
+    assert_eq!(etc_hosts(&pod, &[], "cluster.local"), HEADER);
     assert_eq!(
-        etc_hosts(&pod, &ips(&["10.88.0.5", "fd00::5"])),
+        etc_hosts(&pod, &ips(&["10.88.0.5", "fd00::5"]), "cluster.local"),
         format!("{HEADER}10.88.0.5\tweb-node1\nfd00::5\tweb-node1\n")
     );
 }
@@ -25,10 +25,20 @@ fn hostname_subdomain_and_aliases() {
         "spec: {hostname: db, subdomain: backend, hostAliases: [{ip: 10.0.0.1, hostnames: [foo.local, bar.local]}, {ip: 10.0.0.2, hostnames: [baz]}], containers: [{name: a, image: b}]}",
     );
     assert_eq!(
-        etc_hosts(&pod, &ips(&["10.88.0.5"])),
+        etc_hosts(&pod, &ips(&["10.88.0.5"]), ""),
         format!(
             "{HEADER}10.88.0.5\tdb.backend.default.svc\tdb\n\n# Entries added by HostAliases.\n10.0.0.1\tfoo.local\tbar.local\n10.0.0.2\tbaz\n"
         )
+    );
+}
+
+/// K2: the cluster domain ends the pod's fully qualified name.
+#[test]
+fn k2_the_fully_qualified_name_ends_with_the_cluster_domain() {
+    let pod = pod("spec: {hostname: db, subdomain: backend, containers: [{name: a, image: b}]}");
+    assert_eq!(
+        etc_hosts(&pod, &ips(&["10.88.0.5"]), "corp.internal"),
+        format!("{HEADER}10.88.0.5\tdb.backend.default.svc.corp.internal\tdb\n")
     );
 }
 
@@ -48,7 +58,11 @@ fn long_names_are_cut_to_a_label() {
     let name = format!("{}-{}", "a".repeat(62), "b".repeat(10));
     let pod =
         pod(&format!("metadata: {{name: {name}}}\nspec: {{containers: [{{name: a, image: b}}]}}"));
-    assert_eq!(pod_hostname(&pod), ("a".repeat(62), None), "cut at 63, trailing '-' dropped");
+    assert_eq!(
+        pod_hostname(&pod, "cluster.local"),
+        ("a".repeat(62), None),
+        "cut at 63, trailing '-' dropped"
+    );
 }
 
 #[test]
@@ -71,16 +85,16 @@ fn set_hostname_as_fqdn_needs_a_subdomain_and_fits_the_kernel() {
         container_hostname(&context(&pod), &Subject::pod(&pod)).map_err(|e| e.to_string())
     };
     let fqdn = "spec: {hostname: db, subdomain: backend, setHostnameAsFQDN: true, containers: []}";
-    assert_eq!(hostname(fqdn).unwrap().as_deref(), Some("db.backend.default.svc"));
+    assert_eq!(hostname(fqdn).unwrap().as_deref(), Some("db.backend.default.svc.cluster.local"));
     let plain = "spec: {hostname: db, subdomain: backend, containers: []}";
     assert_eq!(hostname(plain).unwrap().as_deref(), Some("db"));
     let no_domain = "spec: {hostname: db, setHostnameAsFQDN: true, containers: []}";
     assert_eq!(hostname(no_domain).unwrap().as_deref(), Some("db"));
 
-    // 40 + 1 + 12 + 1 + 7 + 4 = 65 characters.
+    // 26 + 1 + 12 + 1 + 7 + 4 + 14 (".cluster.local") = 65 characters.
     let long = format!(
         "spec: {{hostname: {}, subdomain: {}, setHostnameAsFQDN: true, containers: []}}",
-        "h".repeat(40),
+        "h".repeat(26),
         "s".repeat(12)
     );
     let error = hostname(&long).unwrap_err();
@@ -89,6 +103,6 @@ fn set_hostname_as_fqdn_needs_a_subdomain_and_fits_the_kernel() {
         error.contains("too long (64 characters is the max, 65 characters requested)"),
         "{error}"
     );
-    let fits = long.replace(&"h".repeat(40), &"h".repeat(39));
+    let fits = long.replace(&"h".repeat(26), &"h".repeat(25));
     assert_eq!(hostname(&fits).unwrap().unwrap().len(), 64);
 }

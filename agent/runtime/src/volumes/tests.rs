@@ -27,7 +27,7 @@ fn root() -> bool {
 struct Dirs {
     _temp: tempfile::TempDir,
     pod_dir: PathBuf,
-    resolv: PathBuf,
+    dns: spec::NodeDns,
     host: PathBuf,
 }
 
@@ -37,7 +37,8 @@ fn dirs() -> Dirs {
     std::fs::write(&resolv, "nameserver 192.168.1.1\nsearch lan\n").unwrap();
     let host = temp.path().join("host");
     std::fs::create_dir(&host).unwrap();
-    Dirs { pod_dir: temp.path().join("pods/uid"), resolv, host, _temp: temp }
+    let dns = spec::NodeDns { resolv_conf: Some(resolv), ..spec::NodeDns::default() };
+    Dirs { pod_dir: temp.path().join("pods/uid"), dns, host, _temp: temp }
 }
 
 #[test]
@@ -71,7 +72,9 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
         dirs.host.display()
     ));
     let ips = ["10.88.0.7".parse().unwrap()];
-    prepare(&dirs.pod_dir, &pod, &ips, &dirs.resolv, &Resolved::default()).unwrap();
+    let events = prepare(&dirs.pod_dir, &pod, &ips, &dirs.dns, &Resolved::default()).unwrap();
+    let reasons: Vec<_> = events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, ["MissingClusterDNS"], "no cluster DNS on this node");
 
     assert_eq!(mode(&dirs.pod_dir), 0o750);
     let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
@@ -85,7 +88,7 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
     assert!(!dirs.host.parent().unwrap().join("no").exists(), "a subPath with .. is not made");
 
     std::fs::write(cache.join("data"), "kept").unwrap();
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(cache.join("data")).unwrap(), "kept");
     let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
     assert!(!hosts.contains("10.88.0.7"), "rewritten: {hosts}");
@@ -105,7 +108,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     let pod = pod(
         "spec: {volumes: [{name: mem, emptyDir: {medium: Memory, sizeLimit: 4Mi}}, {name: disk, emptyDir: {}}], containers: []}",
     );
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     let mem = dirs.pod_dir.join(EMPTY_DIR).join("mem").canonicalize().unwrap();
     let tmpfs = |path: &Path| {
         std::fs::read_to_string("/proc/self/mountinfo")
@@ -124,7 +127,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     assert_eq!(mode(&mem), 0o777);
     std::fs::write(mem.join("data"), "in memory").unwrap();
 
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     assert_eq!(tmpfs(&mem).len(), 1, "not mounted twice");
     assert_eq!(std::fs::read_to_string(mem.join("data")).unwrap(), "in memory");
 
@@ -148,9 +151,7 @@ fn empty_dir_errors() {
     let dirs = dirs();
     let prepare_with = |volume: &str| {
         let pod = pod(&format!("spec: {{volumes: [{volume}], containers: []}}"));
-        prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default())
-            .unwrap_err()
-            .to_string()
+        prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap_err().to_string()
     };
     let error = prepare_with("{name: huge, emptyDir: {medium: HugePages}}");
     assert!(error.contains("volume \"huge\": emptyDir medium \"HugePages\""), "{error}");
@@ -166,7 +167,7 @@ fn check_host_path(path: &Path, kind: &str) -> Result<()> {
         "spec: {{volumes: [{{name: h, hostPath: {{path: '{}', type: '{kind}'}}}}], containers: []}}",
         path.display()
     ));
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default())
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).map(drop)
 }
 
 #[test]
@@ -211,15 +212,34 @@ fn host_path_types() {
 fn missing_host_resolv_conf_gives_an_empty_file() {
     let dirs = dirs();
     let pod = pod("spec: {containers: []}");
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.pod_dir.join("absent"), &Resolved::default()).unwrap();
+    let absent = spec::NodeDns {
+        resolv_conf: Some(dirs.pod_dir.join("absent")),
+        ..spec::NodeDns::default()
+    };
+    prepare(&dirs.pod_dir, &pod, &[], &absent, &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(), "");
+}
+
+/// K2: with cluster DNS, a ClusterFirst pod's file is the cluster's (no Event).
+#[test]
+fn k2_cluster_dns_makes_the_cluster_file() {
+    let dirs = dirs();
+    let dns =
+        spec::NodeDns { cluster_dns: vec!["10.96.0.10".parse().unwrap()], ..dirs.dns.clone() };
+    let pod = pod("spec: {containers: []}");
+    let events = prepare(&dirs.pod_dir, &pod, &[], &dns, &Resolved::default()).unwrap();
+    assert_eq!(events, []);
+    assert_eq!(
+        std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(),
+        "search default.svc.cluster.local svc.cluster.local cluster.local lan\nnameserver 10.96.0.10\noptions ndots:5\n"
+    );
 }
 
 #[test]
 fn resolv_conf_errors_are_reported() {
     let dirs = dirs();
     let pod = pod("spec: {dnsPolicy: None, containers: []}");
-    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &Resolved::default()).unwrap_err();
+    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap_err();
     assert!(matches!(error, Error::Dns(spec::Error::DnsNoNameserver { .. })));
 }
 

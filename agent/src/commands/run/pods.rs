@@ -84,6 +84,9 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             }
         }
         ensure_node_cgroups(&config, &deps.cgroups)?;
+        if let Some(warning) = config.dns.stub_warning() {
+            warn!("{warning}");
+        }
         let settings = Settings {
             node_name: config.node_name.clone(),
             host_ip: config.node_ip,
@@ -92,7 +95,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             pod_log_dir: config.pod_log_dir.clone(),
             logger: container_logger(&deps.exe),
             exe: deps.exe,
-            host_resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            dns: config.dns.node(config.node_ip),
             crash_loop: CrashLoopConfig::default(),
             keyring,
             pull: PullOptions::default(),
@@ -104,6 +107,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
                 apparmor_enabled: crate::host::apparmor_enabled(),
                 allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
                 policy: config.admission_policy.clone(),
+                cluster_dns: !config.dns.cluster_dns.is_empty(),
             }),
             objects: deps.objects,
             gc: deps.gc,

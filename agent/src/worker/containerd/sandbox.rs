@@ -15,7 +15,7 @@ use outpost_core::pod;
 use outpost_core::pod_worker::{SandboxProblem, SandboxReason};
 
 use super::Pods;
-use crate::apiserver::events::{EventType, pod_ref, reason};
+use crate::apiserver::events::{self, EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
@@ -163,18 +163,26 @@ async fn make(
     let pod_dir = pods.pods_dir().join(&uid);
     let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
     let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
-    let (dir, owned, pod_ips, resolv) =
-        (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.host_resolv_conf.clone());
-    blocking(move || {
-        volumes::prepare(&dir, &owned, &pod_ips, &resolv, &resolved).map_err(Box::new)
+    let (dir, owned, pod_ips, dns) =
+        (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.dns.clone());
+    let dns_events = blocking(move || {
+        volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)
     })
     .await
     .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
-    // Said once per pod (its resolv.conf is written first), not at every set-up.
-    if let Some(message) = spec::missing_cluster_dns(pod).filter(|_| first_resolv_conf) {
-        tracing::warn!(pod.uid = %uid, "{message}");
+    // K2: said once per pod (when its resolv.conf is first written), not at every set-up.
+    if first_resolv_conf {
         let object = pod_ref(pod, None);
-        pods.events.emit(&object, EventType::Warning, reason::MISSING_CLUSTER_DNS, message);
+        for event in dns_events {
+            tracing::warn!(pod.uid = %uid, reason = event.reason, "{}", event.message);
+            if event.reason == spec::MISSING_CLUSTER_DNS {
+                // kubelet tells the Node as well.
+                let node = events::node_ref(&pods.settings.node_name);
+                let message = spec::MISSING_CLUSTER_DNS_ON_NODE;
+                pods.events.emit(&node, EventType::Warning, event.reason, message);
+            }
+            pods.events.emit(&object, EventType::Warning, event.reason, event.message);
+        }
     }
     Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup }, fresh))
 }

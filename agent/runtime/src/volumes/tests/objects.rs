@@ -53,7 +53,7 @@ spec:
 fn prepared(resolved: &Resolved) -> (Dirs, Pod) {
     let dirs = dirs();
     let pod = pod(CONFIG);
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, resolved).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, resolved).unwrap();
     (dirs, pod)
 }
 
@@ -113,14 +113,14 @@ fn v1_refresh_updates_in_place_and_keeps_content_it_cannot_replace() {
 fn v1_a_missing_required_object_fails_the_set_up_with_kubelets_message() {
     let dirs = dirs();
     let error =
-        prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.resolv, &Resolved::default()).unwrap_err();
+        prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &Resolved::default()).unwrap_err();
     assert_eq!(
         error.to_string(),
         "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap default/app: not \
          fetched yet"
     );
     let missing = resolved(vec![absent(Reference::ConfigMap("app".to_owned()))]);
-    let error = prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.resolv, &missing).unwrap_err();
+    let error = prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &missing).unwrap_err();
     assert_eq!(
         error.to_string(),
         "MountVolume.SetUp failed for volume \"cfg\" : configmap \"app\" not found"
@@ -144,7 +144,7 @@ fn v1_secrets_live_on_a_tmpfs_given_to_the_fs_group() {
     let dirs = dirs();
     let pod = pod(SECRET);
     let objects = resolved(vec![secret("db", &[("password", "hunter2")])]);
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &objects).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
     let creds = dirs.pod_dir.join("volumes/kubernetes.io~secret/creds");
     assert!(mounts::mounted(&creds).unwrap());
     assert_eq!(read(&creds.join("password")), "hunter2");
@@ -153,14 +153,14 @@ fn v1_secrets_live_on_a_tmpfs_given_to_the_fs_group() {
     assert_eq!(mode(&creds), 0o3777, "tmpfs's 1777, with the group's setgid");
 
     // Across agent restarts: kept, not mounted twice.
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &objects).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
     assert_eq!(super::super::mounts::under(&creds.canonicalize().unwrap()).unwrap().len(), 1);
 
     // After a reboot (no tmpfs): refresh leaves it to the set-up, which mounts it again.
     nix::mount::umount(&creds).unwrap();
     refresh(&dirs.pod_dir, &pod, &objects).unwrap();
     assert!(!creds.join("password").exists(), "never written to the disk");
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.resolv, &objects).unwrap();
+    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
     assert!(mounts::mounted(&creds).unwrap());
     assert_eq!(read(&creds.join("password")), "hunter2");
     cleanup(&dirs.pod_dir).unwrap();
