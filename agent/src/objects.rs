@@ -1,5 +1,8 @@
 //! The API objects API pods refer to (SEMANTICS.md V1, V3): ConfigMaps and Secrets, each
-//! watched alone while a pod refers to it, and tokens of the pods' service accounts.
+//! watched alone while a pod refers to it, and tokens of the pods' service accounts; and
+//! (K3) the PersistentVolumeClaims of claim volumes, with the PersistentVolume each is
+//! bound to (cluster-scoped; a key derived from the claim once it names its volume: the
+//! pod's claim grows by it when the claim's answer comes, and the pod is told).
 //!
 //! As kubelet's watch-based managers do, every referenced object gets its own list+watch
 //! (`fieldSelector=metadata.name=<name>` in its namespace): no polling, no cluster-wide
@@ -34,6 +37,7 @@ use tokio::task::AbortHandle;
 use self::token::{Token, TokenKey};
 use crate::apiserver::{ApiClient, lock};
 use crate::checkpoint::Checkpoints;
+use crate::runtime::spec::claims;
 use crate::runtime::spec::projection::{self, Object, Reference, Resolution, Resolved};
 
 /// How long a lookup of an object not yet answered waits for its first list, when the
@@ -46,6 +50,10 @@ const FIRST_ANSWER: Duration = Duration::from_secs(5);
 pub enum Kind {
     ConfigMap,
     Secret,
+    /// K3.
+    PersistentVolumeClaim,
+    /// K3: cluster-scoped (its key's namespace is empty).
+    PersistentVolume,
 }
 
 impl Kind {
@@ -54,6 +62,8 @@ impl Kind {
         match self {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaim",
+            Kind::PersistentVolume => "persistentvolume",
         }
     }
 }
@@ -69,6 +79,9 @@ pub struct Key {
 
 impl std::fmt::Display for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            return write!(f, "{} {}", self.kind.as_str(), self.name);
+        }
         write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
     }
 }
@@ -95,6 +108,9 @@ struct Entry {
 #[derive(Debug)]
 struct Claim {
     name: FullName,
+    /// What the pod itself refers to.
+    base: BTreeSet<Key>,
+    /// `base` and what is derived from it: the PersistentVolume of each bound claim (K3).
     keys: BTreeSet<Key>,
 }
 
@@ -149,34 +165,18 @@ impl Objects {
     pub fn claim(&self, pod: &Pod) {
         let Some(inner) = &self.0 else { return };
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let keys: BTreeSet<Key> = projection::references(pod)
+        let base: BTreeSet<Key> = projection::references(pod)
             .into_iter()
             .filter_map(|reference| key(namespace, &reference))
             .collect();
         let uid = pod::uid(pod).to_owned();
         let mut state = lock(&inner.state);
-        let before = match state.claims.get(&uid) {
-            Some(claim) if claim.keys == keys => return,
-            Some(claim) => claim.keys.clone(),
-            None => BTreeSet::new(),
-        };
-        for key in keys.difference(&before) {
-            let entry = state.objects.entry(key.clone()).or_insert_with(|| Entry {
-                known: Known::Unknown,
-                claimants: BTreeSet::new(),
-                watch: None,
-            });
-            entry.claimants.insert(uid.clone());
-            if entry.watch.is_none() {
-                let task = tokio::spawn(watch::follow(inner.clone(), key.clone()));
-                entry.watch = Some(task.abort_handle());
-            }
+        if state.claims.get(&uid).is_some_and(|claim| claim.base == base) {
+            return;
         }
-        let dropped: Vec<Key> = before.difference(&keys).cloned().collect();
-        unclaim(&mut state, &uid, &dropped);
-        state.claims.insert(uid, Claim { name: FullName::of(pod), keys });
+        let dropped = apply(inner, &mut state, &uid, FullName::of(pod), base);
         drop(state);
-        if !dropped.is_empty() {
+        if dropped {
             inner.save_later();
         }
     }
@@ -240,6 +240,22 @@ impl Objects {
             };
             resolved.insert(reference.clone(), resolution);
         }
+        // K3: the volume of each bound claim, derived from it.
+        let volumes: Vec<Reference> = resolved
+            .values()
+            .filter_map(|resolution| match resolution {
+                Resolution::Found(Object::PersistentVolumeClaim(claim)) => {
+                    claims::bound_volume(claim).map(|v| Reference::PersistentVolume(v.to_owned()))
+                }
+                _ => None,
+            })
+            .collect();
+        for reference in volumes {
+            if let Some(key) = key(namespace, &reference) {
+                let resolution = inner.object(&key).await;
+                resolved.insert(reference, resolution);
+            }
+        }
         Resolved(resolved)
     }
 }
@@ -278,6 +294,14 @@ impl Inner {
             }
             entry.known = known;
             let uids: Vec<String> = entry.claimants.iter().cloned().collect();
+            if key.kind == Kind::PersistentVolumeClaim {
+                // K3: the claim's volume joins (or leaves) its claimants' claims.
+                for uid in &uids {
+                    let Some(claim) = state.claims.get(uid) else { continue };
+                    let (name, base) = (claim.name.clone(), claim.base.clone());
+                    apply(self, &mut state, uid, name, base);
+                }
+            }
             let names = uids.iter().filter_map(|uid| state.claims.get(uid));
             names.map(|claim| claim.name.clone()).collect::<Vec<FullName>>()
         };
@@ -325,9 +349,59 @@ fn key(namespace: &str, reference: &Reference) -> Option<Key> {
     let (kind, name) = match reference {
         Reference::ConfigMap(name) => (Kind::ConfigMap, name),
         Reference::Secret(name) => (Kind::Secret, name),
+        Reference::PersistentVolumeClaim(name) => (Kind::PersistentVolumeClaim, name),
+        Reference::PersistentVolume(name) => {
+            let (kind, name) = (Kind::PersistentVolume, name.clone());
+            return Some(Key { kind, namespace: String::new(), name });
+        }
         Reference::ServiceAccountToken { .. } => return None,
     };
     Some(Key { kind, namespace: namespace.to_owned(), name: name.clone() })
+}
+
+/// `base` and the keys derived from it: the PersistentVolume each claim of `base` names,
+/// once known (K3).
+fn derive(state: &State, base: &BTreeSet<Key>) -> BTreeSet<Key> {
+    let mut keys = base.clone();
+    for key in base.iter().filter(|k| k.kind == Kind::PersistentVolumeClaim) {
+        let known = state.objects.get(key).map(|entry| &entry.known);
+        if let Some(Known::Present(Object::PersistentVolumeClaim(claim))) = known
+            && let Some(volume) = claims::bound_volume(claim)
+        {
+            let name = volume.to_owned();
+            keys.insert(Key { kind: Kind::PersistentVolume, namespace: String::new(), name });
+        }
+    }
+    keys
+}
+
+/// The pod `uid` (`name`) refers to `base` (and what derives from it): what is new is
+/// watched, what it no longer refers to is dropped. Whether anything was dropped.
+fn apply(
+    inner: &Arc<Inner>,
+    state: &mut State,
+    uid: &str,
+    name: FullName,
+    base: BTreeSet<Key>,
+) -> bool {
+    let keys = derive(state, &base);
+    let before = state.claims.get(uid).map(|c| c.keys.clone()).unwrap_or_default();
+    for key in keys.difference(&before) {
+        let entry = state.objects.entry(key.clone()).or_insert_with(|| Entry {
+            known: Known::Unknown,
+            claimants: BTreeSet::new(),
+            watch: None,
+        });
+        entry.claimants.insert(uid.to_owned());
+        if entry.watch.is_none() {
+            let task = tokio::spawn(watch::follow(inner.clone(), key.clone()));
+            entry.watch = Some(task.abort_handle());
+        }
+    }
+    let dropped: Vec<Key> = before.difference(&keys).cloned().collect();
+    unclaim(state, uid, &dropped);
+    state.claims.insert(uid.to_owned(), Claim { name, base, keys });
+    !dropped.is_empty()
 }
 
 /// The pod `uid` no longer refers to `keys`: those nobody else claims stop being watched

@@ -81,6 +81,7 @@ impl Bundle {
             host_capabilities: &capabilities,
             apparmor_enabled: false,
             resolved,
+            claimed: &std::collections::BTreeMap::new(),
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

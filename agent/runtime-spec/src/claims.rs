@@ -168,7 +168,8 @@ pub fn bind(
     let Some(claim_volume) = claim(pod, volume) else { return Ok(None) };
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let name = &claim_volume.name;
-    let processing = |why: String| Error::Processing(format!("error processing PVC {namespace}/{name}: {why}"));
+    let processing =
+        |why: String| Error::Processing(format!("error processing PVC {namespace}/{name}: {why}"));
     let reference = Reference::PersistentVolumeClaim(name.clone());
     let claim = match projection::lookup(resolved, &reference) {
         Err(why) => return Err(processing(format!("failed to fetch PVC from API server: {why}"))),
@@ -204,7 +205,9 @@ pub fn bind(
     let reference = Reference::PersistentVolume(volume_name.to_owned());
     let persistent = match projection::lookup(resolved, &reference) {
         Err(why) => return Err(fetch_failed(why)),
-        Ok(None) => return Err(fetch_failed(format!("persistentvolumes {volume_name:?} not found"))),
+        Ok(None) => {
+            return Err(fetch_failed(format!("persistentvolumes {volume_name:?} not found")));
+        }
         Ok(Some(Object::PersistentVolume(persistent))) => persistent.clone(),
         Ok(Some(other)) => return Err(fetch_failed(projection::wrong_kind(other))),
     };
@@ -219,10 +222,8 @@ pub fn bind(
         )));
     }
     if let Some(affinity) = &spec.node_affinity {
-        affinity::matches(affinity, node).map_err(|why| Error::NodeAffinity {
-            volume: volume_name.to_owned(),
-            why,
-        })?;
+        affinity::matches(affinity, node)
+            .map_err(|why| Error::NodeAffinity { volume: volume_name.to_owned(), why })?;
     }
     let source = if let Some(host_path) = spec.host_path {
         Source::HostPath(host_path)
@@ -238,7 +239,10 @@ pub fn bind(
 }
 
 /// kubelet's check that the volume is bound to this very claim.
-fn check_claim_ref(persistent: &PersistentVolume, claim: &PersistentVolumeClaim) -> Result<(), String> {
+fn check_claim_ref(
+    persistent: &PersistentVolume,
+    claim: &PersistentVolumeClaim,
+) -> Result<(), String> {
     let name = persistent.metadata.name.as_deref().unwrap_or_default();
     let claim_ref = persistent.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
     let Some(claim_ref) = claim_ref else {
@@ -263,9 +267,12 @@ fn check_claim_ref(persistent: &PersistentVolume, claim: &PersistentVolumeClaim)
 fn owned_by(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
     let uid = pod.metadata.uid.as_deref();
     claim.metadata.namespace == pod.metadata.namespace
-        && claim.metadata.owner_references.iter().flatten().any(|owner| {
-            owner.controller == Some(true) && Some(owner.uid.as_str()) == uid
-        })
+        && claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.controller == Some(true) && Some(owner.uid.as_str()) == uid)
 }
 
 /// The FailedMount text of a pod whose claims cannot be processed: kubelet's

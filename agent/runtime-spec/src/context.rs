@@ -2,12 +2,14 @@
 //! manifest: what [`container_spec`](crate::container_spec) needs besides the pod and its
 //! image.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::runtime::Capability;
 
+use crate::claims::Claimed;
 use crate::projection::Resolved;
 use crate::seccomp;
 
@@ -45,6 +47,9 @@ pub struct PodContext<'a> {
     pub apparmor_enabled: bool,
     /// The ConfigMaps and Secrets the pod's containers refer to (`env`, `envFrom`).
     pub resolved: &'a Resolved,
+    /// K3: the host paths of the pod's claim volumes (`persistentVolumeClaim`,
+    /// `ephemeral`), by volume name, as `outpost_runtime::volumes::prepare` set them up.
+    pub claimed: &'a BTreeMap<String, Claimed>,
 }
 
 /// What a container's spec takes from files outside the manifest, read by the caller:

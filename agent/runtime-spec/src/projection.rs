@@ -311,7 +311,10 @@ impl Resolved {
 
 /// The resolved object of `reference`, `None` when absent; `Err` says why it is not
 /// known.
-pub(crate) fn lookup<'r>(resolved: &'r Resolved, reference: &Reference) -> Result<Option<&'r Object>, String> {
+pub(crate) fn lookup<'r>(
+    resolved: &'r Resolved,
+    reference: &Reference,
+) -> Result<Option<&'r Object>, String> {
     match resolved.0.get(reference) {
         Some(Resolution::Found(object)) => Ok(Some(object)),
         Some(Resolution::Absent) => Ok(None),

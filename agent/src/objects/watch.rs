@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::Api;
 use outpost_core::backoff::Backoff;
 use serde::de::DeserializeOwned;
@@ -18,9 +17,10 @@ use super::{Inner, Key, Kind, Known};
 use crate::apiserver::watcher::{self, Event, ListWatch, WATCH_TIMEOUT_SECS, watcher};
 use crate::runtime::spec::projection::Object;
 
-/// A kind of object watched, and how it becomes an [`Object`].
+/// A kind of object watched, namespaced or cluster-scoped (the [`Api`] given to
+/// [`follow_with`] says where), and how it becomes an [`Object`].
 pub(super) trait Watched:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    kube::Resource<DynamicType = ()>
     + DeserializeOwned
     + Clone
     + std::fmt::Debug
@@ -43,6 +43,18 @@ impl Watched for Secret {
     }
 }
 
+impl Watched for PersistentVolumeClaim {
+    fn object(self) -> Object {
+        Object::PersistentVolumeClaim(Arc::new(self))
+    }
+}
+
+impl Watched for PersistentVolume {
+    fn object(self) -> Object {
+        Object::PersistentVolume(Arc::new(self))
+    }
+}
+
 /// Follows `key` until the task is aborted (when no pod refers to it any more).
 pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
     let kube = inner.client.kube().clone();
@@ -54,6 +66,14 @@ pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
         }
         Kind::Secret => {
             let api = Api::<Secret>::namespaced(kube, &key.namespace);
+            follow_with(inner, key, api).instrument(span).await;
+        }
+        Kind::PersistentVolumeClaim => {
+            let api = Api::<PersistentVolumeClaim>::namespaced(kube, &key.namespace);
+            follow_with(inner, key, api).instrument(span).await;
+        }
+        Kind::PersistentVolume => {
+            let api = Api::<PersistentVolume>::all(kube);
             follow_with(inner, key, api).instrument(span).await;
         }
     }

@@ -36,7 +36,10 @@ fn term_matches(term: &NodeSelectorTerm, node: Node<'_>) -> Result<bool, String>
             return Err(format!("{:?} is not a valid field selector key", requirement.key));
         }
         if !matches!(requirement.operator.as_str(), "In" | "NotIn") {
-            return Err(format!("{:?} is not a valid field selector operator", requirement.operator));
+            return Err(format!(
+                "{:?} is not a valid field selector operator",
+                requirement.operator
+            ));
         }
         if !requirement_matches(requirement, Some(node.name))? {
             return Ok(false);

@@ -59,7 +59,9 @@ fn labels() -> BTreeMap<String, String> {
 }
 
 fn www(read_only: bool) -> Pod {
-    pod(json!([{"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0", "readOnly": read_only}}]))
+    pod(
+        json!([{"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0", "readOnly": read_only}}]),
+    )
 }
 
 fn bind_www(pod: &Pod, resolved: &Resolved) -> Result<Option<Bound>, Error> {
@@ -101,8 +103,7 @@ fn k3_a_claim_volume_and_an_ephemeral_one_name_their_claims() {
 
 #[test]
 fn k3_a_claim_names_its_volume_once_bound() {
-    let claim: PersistentVolumeClaim =
-        serde_json::from_value(claim_object("Pending", "")).unwrap();
+    let claim: PersistentVolumeClaim = serde_json::from_value(claim_object("Pending", "")).unwrap();
     assert_eq!(bound_volume(&claim), None);
     let claim: PersistentVolumeClaim =
         serde_json::from_value(claim_object("Bound", "pvc-1")).unwrap();
@@ -254,9 +255,7 @@ fn k3_an_ephemeral_volumes_claim_must_be_the_pods_own() {
         map.insert(Reference::PersistentVolumeClaim("web-0-scratch".into()), found);
         Resolved(map)
     };
-    let owner = |uid: &str, controller: bool| {
-        json!([{"apiVersion": "v1", "kind": "Pod", "name": "web-0", "uid": uid, "controller": controller}])
-    };
+    let owner = |uid: &str, controller: bool| json!([{"apiVersion": "v1", "kind": "Pod", "name": "web-0", "uid": uid, "controller": controller}]);
     assert!(bind_www(&p, &make(owner("pod-uid", true))).unwrap().is_some());
     let refused = Error::Processing(
         "PVC default/web-0-scratch was not created for pod default/web-0 (pod is not owner)".into(),
@@ -269,7 +268,10 @@ fn k3_an_ephemeral_volumes_claim_must_be_the_pods_own() {
 #[test]
 fn k3_failed_mount_reads_as_kubelets() {
     let expected = vec!["www".to_owned(), "kube-api-access-x".to_owned()];
-    let failed = vec![("www".to_owned(), "error processing PVC default/www-web-0: PVC is not bound".to_owned())];
+    let failed = vec![(
+        "www".to_owned(),
+        "error processing PVC default/www-web-0: PVC is not bound".to_owned(),
+    )];
     assert_eq!(
         failed_mount(&expected, &failed),
         "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-x www], \
@@ -332,9 +334,7 @@ mod affinity {
 
     #[test]
     fn k3_match_fields_see_the_nodes_name() {
-        let field = |op: &str, name: &str| {
-            json!([{"matchFields": [{"key": "metadata.name", "operator": op, "values": [name]}]}])
-        };
+        let field = |op: &str, name: &str| json!([{"matchFields": [{"key": "metadata.name", "operator": op, "values": [name]}]}]);
         assert!(check(field("In", "edge-1"), &[]).is_ok());
         assert!(check(field("In", "edge-2"), &[]).is_err());
         assert!(check(field("NotIn", "edge-2"), &[]).is_ok());
