@@ -153,9 +153,46 @@ pub static SERVICEACCOUNTS: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+/// K3. Its create resets `.status` to `phase: Pending`, as the real strategy does.
+pub static PERSISTENTVOLUMECLAIMS: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumeclaims",
+    kind: "PersistentVolumeClaim",
+    namespaced: true,
+    status: true,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
+/// K3: cluster-scoped. Its create resets `.status` to `phase: Pending` (with
+/// `lastPhaseTransitionTime`), as the real strategy does.
+pub static PERSISTENTVOLUMES: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumes",
+    kind: "PersistentVolume",
+    namespaced: false,
+    status: true,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 8] =
-    [&PODS, &NODES, &LEASES, &EVENTS, &EVENTS_V1, &CONFIGMAPS, &SECRETS, &SERVICEACCOUNTS];
+pub static RESOURCES: [&ResourceType; 10] = [
+    &PODS,
+    &NODES,
+    &LEASES,
+    &EVENTS,
+    &EVENTS_V1,
+    &CONFIGMAPS,
+    &SECRETS,
+    &SERVICEACCOUNTS,
+    &PERSISTENTVOLUMECLAIMS,
+    &PERSISTENTVOLUMES,
+];
 
 impl ResourceType {
     /// `v1` or `group/version`.

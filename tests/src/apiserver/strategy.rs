@@ -14,7 +14,7 @@ mod data;
 use serde_json::{Map, Value, json};
 
 use super::error::{Cause, Error, Result};
-use super::resource::{PODS, ResourceType};
+use super::resource::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, ResourceType};
 
 /// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
@@ -160,6 +160,15 @@ pub fn prepare_create(
         meta.insert("generation".into(), json!(1));
         let qos = qos_class(&object);
         set_field(&mut object, "status", Some(&json!({ "phase": "Pending", "qosClass": qos })));
+    }
+    // The real strategies clear a new claim's or volume's status; defaulting makes it
+    // Pending (a volume's with the time of that phase).
+    if resource == &PERSISTENTVOLUMECLAIMS {
+        set_field(&mut object, "status", Some(&json!({ "phase": "Pending" })));
+    }
+    if resource == &PERSISTENTVOLUMES {
+        let status = json!({ "phase": "Pending", "lastPhaseTransitionTime": now() });
+        set_field(&mut object, "status", Some(&status));
     }
     validate(resource, &object, Vec::new())?;
     Ok(object)
