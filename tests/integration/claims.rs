@@ -77,11 +77,21 @@ impl Cluster {
     /// Waits for a FailedMount Event of pod `name` with `message`, the pod waiting in
     /// ContainerCreating.
     fn wait_failed_mount(&self, name: &str, message: &str) {
-        eventually(&format!("FailedMount {message:?}"), LONG, || {
-            self.events(name)
-                .iter()
-                .any(|e| e["reason"] == "FailedMount" && e["message"] == message)
-        });
+        let found = |events: &[Value]| {
+            events.iter().any(|e| {
+                e["reason"] == "FailedMount"
+                    && e["message"].as_str().map(without_random_names).as_deref() == Some(message)
+            })
+        };
+        let deadline = Instant::now() + LONG;
+        while !found(&self.events(name)) {
+            assert!(
+                Instant::now() < deadline,
+                "no FailedMount {message:?} in {:#?}",
+                self.events(name)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         let pod = self.server().get_pod("default", name).unwrap();
         assert_eq!(state(&pod, "main")["waiting"]["reason"], "ContainerCreating");
     }
@@ -188,6 +198,19 @@ impl Drop for Cluster {
         if let Some(agent) = self.agent.take() {
             drop(agent);
         }
+    }
+}
+
+/// `message` with the random part of `kube-api-access-xxxxx` as `*`.
+fn without_random_names(message: &str) -> String {
+    const PREFIX: &str = "kube-api-access-";
+    match message.find(PREFIX) {
+        Some(at) => {
+            let rest = &message[at + PREFIX.len()..];
+            let end = rest.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(rest.len());
+            format!("{}{PREFIX}*{}", &message[..at], without_random_names(&rest[end..]))
+        }
+        None => message.to_owned(),
     }
 }
 
@@ -322,14 +345,14 @@ fn k3_an_unbound_claim_keeps_the_pod_creating_until_it_binds() {
     ));
     c.wait_failed_mount(
         "waits",
-        "Unable to attach or mount volumes: unmounted volumes=[www], unattached volumes=[], \
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
          failed to process volumes=[www]: error processing PVC default/late: failed to fetch \
          PVC from API server: persistentvolumeclaims \"late\" not found",
     );
     let claim = c.claim("late", json!({}));
     c.wait_failed_mount(
         "waits",
-        "Unable to attach or mount volumes: unmounted volumes=[www], unattached volumes=[], \
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
          failed to process volumes=[www]: error processing PVC default/late: PVC is not bound",
     );
     let (path, source) = c.local_path(&claim);
@@ -422,7 +445,7 @@ fn k3_an_ephemeral_volume_waits_for_the_claim_made_for_its_pod() {
     let created = c.create_pod(pod("eph", "echo e > /data/f", template, json!({})));
     c.wait_failed_mount(
         "eph",
-        "Unable to attach or mount volumes: unmounted volumes=[www], unattached volumes=[], \
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
          failed to process volumes=[www]: error processing PVC default/eph-www: failed to \
          fetch PVC from API server: persistentvolumeclaims \"eph-www\" not found",
     );
