@@ -167,9 +167,8 @@ impl Cluster {
         self.server().update_status(status).unwrap();
         let mut bound =
             self.server().get("persistentvolumeclaims", Some("default"), claim_name).unwrap();
-        let annotations = bound["metadata"]["annotations"].as_object_mut().unwrap();
-        annotations.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
-        annotations.insert("pv.kubernetes.io/bound-by-controller".into(), json!("yes"));
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = json!("yes");
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] = json!("yes");
         bound["spec"]["volumeName"] = json!(name);
         let mut bound = self.server().update(bound).unwrap();
         bound["status"] = json!({
