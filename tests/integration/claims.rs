@@ -308,7 +308,7 @@ fn k3_a_local_path_volume_keeps_a_stateful_pods_data_across_an_agent_restart_and
     eventually("the restarted agent reports the pod", LONG, || {
         c.server()
             .get_pod("default", "web-0")
-            .is_ok_and(|p| state(&p, "main")["running"].is_object() && container_id(&p) != "")
+            .is_ok_and(|p| state(&p, "main")["running"].is_object() && !container_id(&p).is_empty())
     });
     assert_eq!(c.pid("web-0"), first, "the same container");
     assert_eq!(read(first, "/usr/share/nginx/html/starts"), "started\n");
