@@ -43,7 +43,7 @@ fn dirs() -> Dirs {
 #[test]
 fn source_paths() {
     let pod = pod(
-        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, persistentVolumeClaim: {claimName: x}}], containers: []}",
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}], containers: []}",
     );
     let dir = Path::new("/state/pods/u");
     assert_eq!(
@@ -57,8 +57,9 @@ fn source_paths() {
     );
     assert_eq!(
         source_path(dir, &pod, "c").unwrap_err().to_string(),
-        "pod default/web-node1: volume \"c\" is of type persistentVolumeClaim, which Outpost \
-         does not support; use emptyDir, hostPath, configMap, secret, downwardAPI or projected"
+        "pod default/web-node1: volume \"c\" is of type nfs, which Outpost does not support; \
+         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         persistentVolumeClaim of a hostPath or local PersistentVolume"
     );
     assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
