@@ -18,7 +18,7 @@ use crate::spec::claims::{self, Bound, Claimed, Node, Source};
 use crate::spec::layout::is_plain_relative;
 use crate::spec::projection::Resolved;
 
-/// Sets up the pod's claim volumes from `resolved` (the claims and their volumes): the
+/// Sets up the pod's claim volumes (those its containers mount) from `resolved` (the claims and their volumes): the
 /// host path of each, by volume name, for the containers' mounts. A claim not ready
 /// (missing, unbound, its volume missing) fails with kubelet's FailedMount text; the pod
 /// waits, and is set up again when the claim changes. Safe to call again.
@@ -29,9 +29,12 @@ pub fn set_up(
     node: Node<'_>,
 ) -> Result<BTreeMap<String, Claimed>> {
     let at = Subject::pod(pod);
+    let expected = mounted_volumes(pod);
     let mut bound = Vec::new();
     let mut failed = Vec::new();
-    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+    // kubelet's volume manager skips a volume no container mounts.
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    for volume in volumes.filter(|v| expected.contains(&v.name)) {
         match claims::bind(pod, volume, resolved, node) {
             Ok(Some(b)) => bound.push((volume.name.clone(), b)),
             Ok(None) => {}
@@ -43,7 +46,7 @@ pub fn set_up(
         }
     }
     if !failed.is_empty() {
-        let message = claims::failed_mount(&mounted_volumes(pod), &failed);
+        let message = claims::failed_mount(&expected, &failed);
         return Err(Error::Claims { at, message });
     }
     let mut claimed = BTreeMap::new();
