@@ -4,7 +4,8 @@
 //!
 //! Simplified: no defaulting (a pod keeps the fields it was sent with, except that
 //! create resets its status to `Pending` with a QoS class and the deprecated
-//! `spec.serviceAccount` mirrors `spec.serviceAccountName`), validation covers names,
+//! `spec.serviceAccount` mirrors `spec.serviceAccountName`, and a new PersistentVolumeClaim's
+//! or PersistentVolume's status is reset to `Pending`), validation covers names,
 //! pod containers and the data of ConfigMaps and Secrets only (see [`data`]), no `managedFields`, and a status-subresource write takes
 //! only `.status` from the request (the real one also takes label and annotation
 //! changes).
