@@ -1,5 +1,8 @@
 //! The API objects API pods refer to (SEMANTICS.md V1, V3): ConfigMaps and Secrets, each
-//! watched alone while a pod refers to it, and tokens of the pods' service accounts.
+//! watched alone while a pod refers to it, and tokens of the pods' service accounts; and
+//! (K3) the PersistentVolumeClaims of claim volumes, with the PersistentVolume each is
+//! bound to (cluster-scoped; a key derived from the claim once it names its volume: the
+//! pod's claim grows by it when the claim's answer comes, and the pod is told).
 //!
 //! As kubelet's watch-based managers do, every referenced object gets its own list+watch
 //! (`fieldSelector=metadata.name=<name>` in its namespace): no polling, no cluster-wide
@@ -20,6 +23,7 @@
 //! K1: the Services the pods' variables are made of are watched, kept and told the same
 //! way, by scope (`services`).
 
+mod claiming;
 mod saved;
 mod services;
 mod token;
@@ -35,9 +39,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
+use self::claiming::{apply, unclaim};
 use self::token::{Token, TokenKey};
 use crate::apiserver::{ApiClient, lock};
 use crate::checkpoint::Checkpoints;
+use crate::runtime::spec::claims;
 use crate::runtime::spec::projection::{self, Object, Reference, Resolution, Resolved};
 use crate::runtime::spec::services::ServiceEnv;
 
@@ -53,6 +59,10 @@ const FIRST_ANSWER: Duration = Duration::from_secs(5);
 pub enum Kind {
     ConfigMap,
     Secret,
+    /// K3.
+    PersistentVolumeClaim,
+    /// K3: cluster-scoped (its key's namespace is empty).
+    PersistentVolume,
 }
 
 impl Kind {
@@ -61,6 +71,8 @@ impl Kind {
         match self {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaim",
+            Kind::PersistentVolume => "persistentvolume",
         }
     }
 }
@@ -76,6 +88,9 @@ pub struct Key {
 
 impl std::fmt::Display for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            return write!(f, "{} {}", self.kind.as_str(), self.name);
+        }
         write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
     }
 }
@@ -102,6 +117,9 @@ struct Entry {
 #[derive(Debug)]
 struct Claim {
     name: FullName,
+    /// What the pod itself refers to.
+    base: BTreeSet<Key>,
+    /// `base` and what is derived from it: the PersistentVolume of each bound claim (K3).
     keys: BTreeSet<Key>,
 }
 
@@ -158,35 +176,19 @@ impl Objects {
     pub fn claim(&self, pod: &Pod) {
         let Some(inner) = &self.0 else { return };
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let keys: BTreeSet<Key> = projection::references(pod)
+        let base: BTreeSet<Key> = projection::references(pod)
             .into_iter()
             .filter_map(|reference| key(namespace, &reference))
             .collect();
         let uid = pod::uid(pod).to_owned();
         let mut state = lock(&inner.state);
         state.services.claim(inner, &uid, services::scopes(pod));
-        let before = match state.claims.get(&uid) {
-            Some(claim) if claim.keys == keys => return,
-            Some(claim) => claim.keys.clone(),
-            None => BTreeSet::new(),
-        };
-        for key in keys.difference(&before) {
-            let entry = state.objects.entry(key.clone()).or_insert_with(|| Entry {
-                known: Known::Unknown,
-                claimants: BTreeSet::new(),
-                watch: None,
-            });
-            entry.claimants.insert(uid.clone());
-            if entry.watch.is_none() {
-                let task = tokio::spawn(watch::follow(inner.clone(), key.clone()));
-                entry.watch = Some(task.abort_handle());
-            }
+        if state.claims.get(&uid).is_some_and(|claim| claim.base == base) {
+            return;
         }
-        let dropped: Vec<Key> = before.difference(&keys).cloned().collect();
-        unclaim(&mut state, &uid, &dropped);
-        state.claims.insert(uid, Claim { name: FullName::of(pod), keys });
+        let dropped = apply(inner, &mut state, &uid, FullName::of(pod), base);
         drop(state);
-        if !dropped.is_empty() {
+        if dropped {
             inner.save_later();
         }
     }
@@ -260,6 +262,22 @@ impl Objects {
             };
             resolved.insert(reference.clone(), resolution);
         }
+        // K3: the volume of each bound claim, derived from it.
+        let volumes: Vec<Reference> = resolved
+            .values()
+            .filter_map(|resolution| match resolution {
+                Resolution::Found(Object::PersistentVolumeClaim(claim)) => {
+                    claims::bound_volume(claim).map(|v| Reference::PersistentVolume(v.to_owned()))
+                }
+                _ => None,
+            })
+            .collect();
+        for reference in volumes {
+            if let Some(key) = key(namespace, &reference) {
+                let resolution = inner.object(&key).await;
+                resolved.insert(reference, resolution);
+            }
+        }
         Resolved(resolved)
     }
 
@@ -315,6 +333,14 @@ impl Inner {
             }
             entry.known = known;
             let uids: Vec<String> = entry.claimants.iter().cloned().collect();
+            if key.kind == Kind::PersistentVolumeClaim {
+                // K3: the claim's volume joins (or leaves) its claimants' claims.
+                for uid in &uids {
+                    let Some(claim) = state.claims.get(uid) else { continue };
+                    let (name, base) = (claim.name.clone(), claim.base.clone());
+                    apply(self, &mut state, uid, name, base);
+                }
+            }
             let names = uids.iter().filter_map(|uid| state.claims.get(uid));
             names.map(|claim| claim.name.clone()).collect::<Vec<FullName>>()
         };
@@ -362,24 +388,14 @@ fn key(namespace: &str, reference: &Reference) -> Option<Key> {
     let (kind, name) = match reference {
         Reference::ConfigMap(name) => (Kind::ConfigMap, name),
         Reference::Secret(name) => (Kind::Secret, name),
+        Reference::PersistentVolumeClaim(name) => (Kind::PersistentVolumeClaim, name),
+        Reference::PersistentVolume(name) => {
+            let (kind, name) = (Kind::PersistentVolume, name.clone());
+            return Some(Key { kind, namespace: String::new(), name });
+        }
         Reference::ServiceAccountToken { .. } => return None,
     };
     Some(Key { kind, namespace: namespace.to_owned(), name: name.clone() })
-}
-
-/// The pod `uid` no longer refers to `keys`: those nobody else claims stop being watched
-/// and kept.
-fn unclaim(state: &mut State, uid: &str, keys: &[Key]) {
-    for key in keys {
-        let Some(entry) = state.objects.get_mut(key) else { continue };
-        entry.claimants.remove(uid);
-        if entry.claimants.is_empty() {
-            if let Some(watch) = entry.watch.take() {
-                watch.abort();
-            }
-            state.objects.remove(key);
-        }
-    }
 }
 
 #[cfg(test)]

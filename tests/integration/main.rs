@@ -7,6 +7,7 @@ mod admission;
 mod admission_policy;
 mod api_objects;
 mod api_source;
+mod claims;
 mod cli;
 mod cluster_dns;
 mod cni;

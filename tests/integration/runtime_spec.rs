@@ -84,6 +84,7 @@ impl Bundle {
             apparmor_enabled: false,
             resolved,
             services: &outpost::runtime::spec::services::NO_SERVICES,
+            claimed: &std::collections::BTreeMap::new(),
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

@@ -4,7 +4,8 @@
 //! It serves core/v1 `pods` (and `pods/status`), `nodes` (and `nodes/status`),
 //! `events`, `configmaps`, `secrets`, `serviceaccounts` (and their `token`
 //! subresource, a `TokenRequest`), `services` (and `services/status`),
-//! `coordination.k8s.io/v1` `leases` and
+//! `persistentvolumeclaims` and the cluster-scoped `persistentvolumes` (each with
+//! `/status`), `coordination.k8s.io/v1` `leases` and
 //! `events.k8s.io/v1` `events` over HTTP or HTTPS on `127.0.0.1`, following the real
 //! API's conventions: one global `resourceVersion`, list and watch with
 //! resourceVersion semantics, bookmarks, 410 `Expired` for a resourceVersion older than

@@ -2,12 +2,14 @@
 //! manifest: what [`container_spec`](crate::container_spec) needs besides the pod and its
 //! image.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::runtime::Capability;
 
+use crate::claims::Claimed;
 use crate::projection::Resolved;
 use crate::seccomp;
 use crate::services::ServiceEnv;
@@ -52,6 +54,9 @@ pub struct PodContext<'a> {
     /// K1: the pod's Service variables ([`service_env`](crate::services::service_env));
     /// [`NO_SERVICES`](crate::services::NO_SERVICES) without an API server.
     pub services: &'a ServiceEnv,
+    /// K3: the host paths of the pod's claim volumes (`persistentVolumeClaim`,
+    /// `ephemeral`), by volume name, as `outpost_runtime::volumes::prepare` set them up.
+    pub claimed: &'a BTreeMap<String, Claimed>,
 }
 
 /// What a container's spec takes from files outside the manifest, read by the caller:

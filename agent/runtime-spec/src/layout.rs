@@ -35,7 +35,8 @@ pub enum Error {
 
     #[error(
         "{at}: volume {volume:?} is of type {kind}, which Outpost does not support; use \
-         emptyDir, hostPath, configMap, secret, downwardAPI or projected"
+         emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         persistentVolumeClaim of a hostPath or local PersistentVolume"
     )]
     Unsupported { at: Subject, volume: String, kind: String },
 }
@@ -73,6 +74,12 @@ pub fn kind_dir(kind: Kind) -> &'static str {
 /// makes no `subPath` directory in them.
 pub fn is_projection(pod: &Pod, volume_name: &str) -> bool {
     find(pod, volume_name).ok().and_then(projection::kind).is_some()
+}
+
+/// Whether the pod's volume `volume_name` is a claim's (`persistentVolumeClaim`,
+/// `ephemeral`): its host path is known once the claim is (K3, `claims`).
+pub fn is_claim(pod: &Pod, volume_name: &str) -> bool {
+    find(pod, volume_name).ok().and_then(|v| crate::claims::claim(pod, v)).is_some()
 }
 
 fn find<'p>(pod: &'p Pod, name: &str) -> Result<&'p Volume> {

@@ -36,6 +36,7 @@
 //! the files and the spec is decided here.
 
 pub mod apparmor;
+pub mod claims;
 mod container;
 mod context;
 mod defaults;

@@ -26,8 +26,12 @@ pub(super) fn mounts(
         let source = volume_source(ctx, mount, index, at)?;
         // kubelet mounts the volumes it writes from API objects read-only, whatever
         // `readOnly` says.
-        let read_only =
-            mount.read_only.unwrap_or(false) || layout::is_projection(ctx.pod, &mount.name);
+        // A claim's volume mounted read-only (the pod's `persistentVolumeClaim.readOnly`)
+        // is read-only in every container, as kubelet's mounter attributes make it (K3).
+        let claimed_read_only = ctx.claimed.get(&mount.name).is_some_and(|c| c.read_only);
+        let read_only = mount.read_only.unwrap_or(false)
+            || layout::is_projection(ctx.pod, &mount.name)
+            || claimed_read_only;
         added.push(bind(&source, &absolute(&mount.mount_path), read_only));
     }
     let taken =
@@ -76,13 +80,17 @@ fn volume_source(
     if mount.sub_path_expr.as_deref().is_some_and(|e| !e.is_empty()) {
         return Err(Error::SubPathExpr { at: at.clone(), index });
     }
-    let source =
-        layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| Error::Volume {
-            at: at.clone(),
-            index,
-            volume: mount.name.clone(),
-            source: Box::new(source),
-        })?;
+    let source = match ctx.claimed.get(&mount.name) {
+        Some(claimed) => claimed.path.clone(),
+        None => layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| {
+            Error::Volume {
+                at: at.clone(),
+                index,
+                volume: mount.name.clone(),
+                source: Box::new(source),
+            }
+        })?,
+    };
     match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
         None => Ok(source),
         Some(sub_path) => {

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, KeyToPath, Pod, Secret, ServiceAccountTokenProjection, Volume,
-    VolumeProjection,
+    ConfigMap, Container, KeyToPath, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
+    ServiceAccountTokenProjection, Volume, VolumeProjection,
 };
 
 mod downward;
@@ -32,6 +32,12 @@ pub enum Reference {
         audience: String,
         expiration_seconds: i64,
     },
+    /// K3: a PersistentVolumeClaim, in the pod's namespace (of a `persistentVolumeClaim`
+    /// volume, or the `<pod>-<volume>` claim of a generic `ephemeral` one).
+    PersistentVolumeClaim(String),
+    /// K3: the PersistentVolume a claim is bound to (cluster-scoped): not in the pod, it
+    /// is derived from the claim's `spec.volumeName` ([`crate::claims::bound_volume`]).
+    PersistentVolume(String),
 }
 
 /// A resolved API object.
@@ -41,6 +47,8 @@ pub enum Object {
     Secret(Arc<Secret>),
     /// A token (a JWT).
     Token(Arc<str>),
+    PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
+    PersistentVolume(Arc<PersistentVolume>),
 }
 
 /// What is known of a referenced object.
@@ -133,6 +141,9 @@ pub fn volume_references(pod: &Pod) -> BTreeSet<Reference> {
             if let Some(token) = &source.service_account_token {
                 references.insert(token_reference(pod, token));
             }
+        }
+        if let Some(claim) = crate::claims::claim(pod, volume) {
+            references.insert(Reference::PersistentVolumeClaim(claim.name));
         }
     }
     references
@@ -300,7 +311,10 @@ impl Resolved {
 
 /// The resolved object of `reference`, `None` when absent; `Err` says why it is not
 /// known.
-fn lookup<'r>(resolved: &'r Resolved, reference: &Reference) -> Result<Option<&'r Object>, String> {
+pub(crate) fn lookup<'r>(
+    resolved: &'r Resolved,
+    reference: &Reference,
+) -> Result<Option<&'r Object>, String> {
     match resolved.0.get(reference) {
         Some(Resolution::Found(object)) => Ok(Some(object)),
         Some(Resolution::Absent) => Ok(None),
@@ -309,11 +323,13 @@ fn lookup<'r>(resolved: &'r Resolved, reference: &Reference) -> Result<Option<&'
     }
 }
 
-fn wrong_kind(object: &Object) -> String {
+pub(crate) fn wrong_kind(object: &Object) -> String {
     let kind = match object {
         Object::ConfigMap(_) => "a ConfigMap",
         Object::Secret(_) => "a Secret",
         Object::Token(_) => "a token",
+        Object::PersistentVolumeClaim(_) => "a PersistentVolumeClaim",
+        Object::PersistentVolume(_) => "a PersistentVolume",
     };
     format!("resolved to {kind}")
 }

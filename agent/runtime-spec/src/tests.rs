@@ -52,10 +52,13 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         apparmor_enabled: false,
         resolved: &NO_OBJECTS,
         services: &crate::services::NO_SERVICES,
+        claimed: &NO_CLAIMS,
     }
 }
 
 static NO_OBJECTS: Resolved = Resolved(std::collections::BTreeMap::new());
+static NO_CLAIMS: std::collections::BTreeMap<String, crate::claims::Claimed> =
+    std::collections::BTreeMap::new();
 
 pub(super) fn first_container(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]

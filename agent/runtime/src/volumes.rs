@@ -14,7 +14,12 @@
 //! content of configMap, secret, downwardAPI and projected volumes
 //! (`spec::projection`) is written by kubelet's atomic writer ([`atomic_writer`]), and
 //! rewritten in place by [`refresh`] when the objects change (SEMANTICS.md V1). Other
-//! volume types (persistentVolumeClaim, nfs, ...) are refused, naming the volume.
+//! volume types (nfs, ...) are refused, naming the volume. Claim volumes
+//! (`persistentVolumeClaim`, `ephemeral`) are [`set_up_claims`]' (K3):
+//!
+//! ```text
+//!     volumes/kubernetes.io~local-volume/<pv name>/     a local PersistentVolume, bind-mounted
+//! ```
 //!
 //! [`prepare`] is idempotent: after an agent restart it keeps the volumes' data and
 //! their tmpfs mounts (after a reboot it mounts and writes them again). [`cleanup`]
@@ -30,11 +35,13 @@ use super::spec::projection::{self, Kind, Resolved};
 use super::spec::{self, Subject, layout};
 
 mod atomic_writer;
+mod claims;
 mod fs;
 mod host_path;
 mod mounts;
 mod ownership;
 
+pub use self::claims::set_up as set_up_claims;
 pub use super::spec::layout::{EMPTY_DIR, ETC_HOSTS, RESOLV_CONF, is_plain_relative, source_path};
 /// The node's hosts file, the base of a `hostNetwork` pod's.
 const HOST_ETC_HOSTS: &str = "/etc/hosts";
@@ -115,6 +122,14 @@ pub enum Error {
         source: Box<projection::Error>,
     },
 
+    /// K3: kubelet's `FailedMount` for claims not ready (missing, unbound, ...).
+    #[error("{message}")]
+    Claims { at: Subject, message: String },
+
+    /// K3: a claim's volume refused (node affinity, its type), as kubelet says it.
+    #[error("{message}")]
+    Claim { at: Subject, volume: String, message: String },
+
     #[error("MountVolume.SetUp failed for volume {volume:?} : {source}")]
     Write {
         at: Subject,
@@ -129,6 +144,7 @@ impl Error {
     pub fn volume(&self) -> Option<&str> {
         match self {
             Error::SetUp { volume, .. } | Error::Write { volume, .. } => Some(volume),
+            Error::Claim { volume, .. } => Some(volume),
             Error::Medium { volume, .. }
             | Error::SizeLimit { volume, .. }
             | Error::HostPathType { volume, .. }
@@ -187,6 +203,8 @@ pub fn prepare(
             }
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
+        } else if layout::is_claim(pod, &volume.name) {
+            // Set up by `set_up_claims` (K3).
         } else if let Some(kind) = projection::kind(volume) {
             let dir = source_path(pod_dir, pod, &volume.name)?;
             if in_memory(kind) {
@@ -300,7 +318,7 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
         let Some(sub_path) = mount.sub_path.as_deref().filter(|p| is_plain_relative(p)) else {
             continue;
         };
-        if layout::is_projection(pod, &mount.name) {
+        if layout::is_projection(pod, &mount.name) || layout::is_claim(pod, &mount.name) {
             continue;
         }
         let volume = source_path(pod_dir, pod, &mount.name)?;

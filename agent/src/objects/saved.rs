@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service,
+};
 use serde::{Deserialize, Serialize};
 
 use super::services::Scope;
@@ -35,6 +37,11 @@ struct SavedObject {
     /// `None`: the API server said it does not exist.
     config_map: Option<Arc<ConfigMap>>,
     secret: Option<Arc<Secret>>,
+    /// K3 (absent from checkpoints written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    persistent_volume_claim: Option<Arc<PersistentVolumeClaim>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    persistent_volume: Option<Arc<PersistentVolume>>,
 }
 
 /// What `state` knows, to be written.
@@ -43,14 +50,26 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
         .objects
         .iter()
         .filter_map(|(key, entry)| {
-            let (config_map, secret) = match &entry.known {
-                Known::Unknown => return None,
-                Known::Absent => (None, None),
-                Known::Present(Object::ConfigMap(c)) => (Some(c.clone()), None),
-                Known::Present(Object::Secret(s)) => (None, Some(s.clone())),
-                Known::Present(Object::Token(_)) => return None,
+            let mut saved = SavedObject {
+                key: key.clone(),
+                config_map: None,
+                secret: None,
+                persistent_volume_claim: None,
+                persistent_volume: None,
             };
-            Some(SavedObject { key: key.clone(), config_map, secret })
+            match &entry.known {
+                Known::Unknown | Known::Present(Object::Token(_)) => return None,
+                Known::Absent => {}
+                Known::Present(Object::ConfigMap(c)) => saved.config_map = Some(c.clone()),
+                Known::Present(Object::Secret(s)) => saved.secret = Some(s.clone()),
+                Known::Present(Object::PersistentVolumeClaim(c)) => {
+                    saved.persistent_volume_claim = Some(c.clone());
+                }
+                Known::Present(Object::PersistentVolume(v)) => {
+                    saved.persistent_volume = Some(v.clone());
+                }
+            }
+            Some(saved)
         })
         .collect();
     let tokens = state.tokens.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
@@ -90,10 +109,16 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
     }
     let mut state = State::default();
     for object in saved.objects {
-        let known = match (object.config_map, object.secret) {
-            (Some(c), _) => Known::Present(Object::ConfigMap(c)),
-            (None, Some(s)) => Known::Present(Object::Secret(s)),
-            (None, None) => Known::Absent,
+        let known = if let Some(c) = object.config_map {
+            Known::Present(Object::ConfigMap(c))
+        } else if let Some(s) = object.secret {
+            Known::Present(Object::Secret(s))
+        } else if let Some(c) = object.persistent_volume_claim {
+            Known::Present(Object::PersistentVolumeClaim(c))
+        } else if let Some(v) = object.persistent_volume {
+            Known::Present(Object::PersistentVolume(v))
+        } else {
+            Known::Absent
         };
         let entry = Entry { known, claimants: BTreeSet::new(), watch: None };
         state.objects.insert(object.key, entry);

@@ -171,7 +171,10 @@ fn claimed(objects: &Objects, key: &Key) -> Arc<Inner> {
     let claimants = BTreeSet::from(["u1".to_owned()]);
     state.objects.insert(key.clone(), Entry { known: Known::Unknown, claimants, watch: None });
     let name = FullName { namespace: "default".into(), name: "web-u1".into() };
-    state.claims.insert("u1".into(), Claim { name, keys: BTreeSet::from([key.clone()]) });
+    state.claims.insert(
+        "u1".into(),
+        Claim { name, base: BTreeSet::from([key.clone()]), keys: BTreeSet::from([key.clone()]) },
+    );
     drop(state);
     inner
 }
@@ -223,4 +226,69 @@ async fn v1_an_objects_watch_tells_its_claimants_whether_it_is_there() {
         version: version.to_owned(),
     };
     assert_eq!(fake.calls(), [list.clone(), watch_from("10"), list, watch_from("20")]);
+}
+
+fn claim_pod(uid: &str, claim: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("web-{uid}"), "namespace": "default", "uid": uid},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox"}],
+            "volumes": [{"name": "www", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+    }))
+    .unwrap()
+}
+
+fn bound_claim(name: &str, volume: &str) -> Object {
+    let claim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": "c1"},
+        "spec": {"volumeName": volume},
+        "status": {"phase": "Bound"},
+    }))
+    .unwrap();
+    Object::PersistentVolumeClaim(Arc::new(claim))
+}
+
+fn keys(objects: &Objects) -> Vec<(Key, usize, bool)> {
+    let state = lock(&objects.0.as_ref().unwrap().state);
+    state.objects.iter().map(|(k, e)| (k.clone(), e.claimants.len(), e.watch.is_some())).collect()
+}
+
+#[tokio::test]
+async fn k3_a_bound_claims_volume_is_watched_for_its_pods_and_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (objects, mut changes) = Objects::start(client(SERVER), Checkpoints::new(dir.path())).await;
+    objects.claim(&claim_pod("u1", "www"));
+    let claim_key =
+        Key { kind: Kind::PersistentVolumeClaim, namespace: "default".into(), name: "www".into() };
+    let volume_key =
+        Key { kind: Kind::PersistentVolume, namespace: String::new(), name: "pvc-1".into() };
+    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, true)]);
+    assert_eq!(volume_key.to_string(), "persistentvolume pvc-1");
+
+    // The claim binds: its volume joins the pod's claim, and the pod is told.
+    let inner = objects.0.clone().unwrap();
+    inner.answer(&claim_key, Known::Present(bound_claim("www", "pvc-1"))).await;
+    assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, true), (volume_key.clone(), 1, true)]);
+
+    // Kept in the checkpoint with the claim, restored as they were.
+    let volume =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "pvc-1"}})).unwrap();
+    inner.answer(&volume_key, Known::Present(Object::PersistentVolume(Arc::new(volume)))).await;
+    let restored = saved::restore(&Checkpoints::new(dir.path()), SERVER).await;
+    assert!(matches!(
+        restored.objects[&claim_key].known,
+        Known::Present(Object::PersistentVolumeClaim(_))
+    ));
+    assert!(matches!(
+        restored.objects[&volume_key].known,
+        Known::Present(Object::PersistentVolume(_))
+    ));
+
+    // The claim goes: so does its volume's watch; the pod is gone: nothing is watched.
+    inner.answer(&claim_key, Known::Absent).await;
+    assert_eq!(keys(&objects), vec![(claim_key, 1, true)]);
+    objects.release("u1");
+    assert!(keys(&objects).is_empty());
 }

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::Api;
 use outpost_core::backoff::Backoff;
 use serde::de::DeserializeOwned;
@@ -18,9 +17,10 @@ use super::{Inner, Key, Kind, Known};
 use crate::apiserver::watcher::{self, Event, ListWatch, WATCH_TIMEOUT_SECS, watcher};
 use crate::runtime::spec::projection::Object;
 
-/// A kind of object watched, and how it becomes an [`Object`].
+/// A kind of object watched, namespaced or cluster-scoped (the [`Api`] given to
+/// [`follow_with`] says where), and how it becomes an [`Object`].
 pub(super) trait Watched:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    kube::Resource<DynamicType = ()>
     + DeserializeOwned
     + Clone
     + std::fmt::Debug
@@ -28,18 +28,38 @@ pub(super) trait Watched:
     + Sync
     + 'static
 {
-    fn object(self) -> Object;
+    fn wrap(self) -> Object;
+
+    /// The object as it is kept: without `metadata.managedFields`, which nothing here
+    /// reads and which is much of an object's memory (for a local-path claim and its
+    /// volume, 9.8 KB without, 20.8 KB with them), as K1 keeps Services.
+    fn object(mut self) -> Object {
+        self.meta_mut().managed_fields = None;
+        self.wrap()
+    }
 }
 
 impl Watched for ConfigMap {
-    fn object(self) -> Object {
+    fn wrap(self) -> Object {
         Object::ConfigMap(Arc::new(self))
     }
 }
 
 impl Watched for Secret {
-    fn object(self) -> Object {
+    fn wrap(self) -> Object {
         Object::Secret(Arc::new(self))
+    }
+}
+
+impl Watched for PersistentVolumeClaim {
+    fn wrap(self) -> Object {
+        Object::PersistentVolumeClaim(Arc::new(self))
+    }
+}
+
+impl Watched for PersistentVolume {
+    fn wrap(self) -> Object {
+        Object::PersistentVolume(Arc::new(self))
     }
 }
 
@@ -54,6 +74,14 @@ pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
         }
         Kind::Secret => {
             let api = Api::<Secret>::namespaced(kube, &key.namespace);
+            follow_with(inner, key, api).instrument(span).await;
+        }
+        Kind::PersistentVolumeClaim => {
+            let api = Api::<PersistentVolumeClaim>::namespaced(kube, &key.namespace);
+            follow_with(inner, key, api).instrument(span).await;
+        }
+        Kind::PersistentVolume => {
+            let api = Api::<PersistentVolume>::all(kube);
             follow_with(inner, key, api).instrument(span).await;
         }
     }

@@ -49,6 +49,9 @@ use crate::worker::metrics::Metrics;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub node_name: String,
+    /// The Node's labels (`--node-labels` and the well-known ones): what a
+    /// PersistentVolume's node affinity is checked against (K3).
+    pub node_labels: std::collections::BTreeMap<String, String>,
     /// The node's address (status.hostIP, and hostNetwork pods' IP).
     pub host_ip: Option<IpAddr>,
     /// `--state-dir`: pods' files and volumes go to `<state-dir>/pods/<uid>`.
@@ -222,6 +225,7 @@ impl PodRuntime for Pods {
             apparmor_enabled: self.settings.facts.apparmor_enabled,
             resolved: &resolved,
             services: &services,
+            claimed: &sandbox.claimed,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);

@@ -1,7 +1,8 @@
 //! Object access for tests, without HTTP: the same store operations (and the same
 //! rules) as the API, as the rest of a cluster (a scheduler, kubectl) would apply them.
 //! Resources are named by plural (`pods`, `nodes`, `leases`, `events`, `configmaps`,
-//! `secrets`, `serviceaccounts`, or `events.events.k8s.io`).
+//! `secrets`, `serviceaccounts`, `persistentvolumeclaims`, `persistentvolumes`, or
+//! `events.events.k8s.io`).
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;

@@ -168,8 +168,35 @@ pub static SERVICES: ResourceType = ResourceType {
     returns_deleted: true,
 };
 
+/// K3. Its create resets `.status` to `phase: Pending`, as the real strategy does.
+pub static PERSISTENTVOLUMECLAIMS: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumeclaims",
+    kind: "PersistentVolumeClaim",
+    namespaced: true,
+    status: true,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
+/// K3: cluster-scoped. Its create resets `.status` to `phase: Pending` (with
+/// `lastPhaseTransitionTime`), as the real strategy does.
+pub static PERSISTENTVOLUMES: ResourceType = ResourceType {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumes",
+    kind: "PersistentVolume",
+    namespaced: false,
+    status: true,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 9] = [
+pub static RESOURCES: [&ResourceType; 11] = [
     &PODS,
     &NODES,
     &LEASES,
@@ -179,6 +206,8 @@ pub static RESOURCES: [&ResourceType; 9] = [
     &SECRETS,
     &SERVICEACCOUNTS,
     &SERVICES,
+    &PERSISTENTVOLUMECLAIMS,
+    &PERSISTENTVOLUMES,
 ];
 
 impl ResourceType {

@@ -4,7 +4,8 @@
 //!
 //! Simplified: no defaulting (a pod keeps the fields it was sent with, except that
 //! create resets its status to `Pending` with a QoS class and the deprecated
-//! `spec.serviceAccount` mirrors `spec.serviceAccountName`), validation covers names,
+//! `spec.serviceAccount` mirrors `spec.serviceAccountName`, and a new PersistentVolumeClaim's
+//! or PersistentVolume's status is reset to `Pending`), validation covers names,
 //! pod containers and the data of ConfigMaps and Secrets only (see [`data`]), no `managedFields`, and a status-subresource write takes
 //! only `.status` from the request (the real one also takes label and annotation
 //! changes).
@@ -14,7 +15,7 @@ mod data;
 use serde_json::{Map, Value, json};
 
 use super::error::{Cause, Error, Result};
-use super::resource::{PODS, ResourceType};
+use super::resource::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, ResourceType};
 
 /// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
@@ -160,6 +161,15 @@ pub fn prepare_create(
         meta.insert("generation".into(), json!(1));
         let qos = qos_class(&object);
         set_field(&mut object, "status", Some(&json!({ "phase": "Pending", "qosClass": qos })));
+    }
+    // The real strategies clear a new claim's or volume's status; defaulting makes it
+    // Pending (a volume's with the time of that phase).
+    if resource == &PERSISTENTVOLUMECLAIMS {
+        set_field(&mut object, "status", Some(&json!({ "phase": "Pending" })));
+    }
+    if resource == &PERSISTENTVOLUMES {
+        let status = json!({ "phase": "Pending", "lastPhaseTransitionTime": now() });
+        set_field(&mut object, "status", Some(&status));
     }
     validate(resource, &object, Vec::new())?;
     Ok(object)

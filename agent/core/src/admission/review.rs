@@ -9,7 +9,7 @@ use crate::pod::Source;
 
 /// Why a static pod may not refer to an API object (V2).
 const STATIC_POD_API_OBJECT: &str = "static pods may not refer to API objects (ConfigMaps, \
-Secrets, service-account tokens exist only for pods from the API server, V2); put the data in \
+Secrets, service-account tokens, PersistentVolumeClaims exist only for pods from the API server, V2); put the data in \
 the manifest or in a hostPath file";
 
 /// A review in progress: the pod, the node, where the walk is, and what it found.

@@ -23,7 +23,8 @@ pub(super) enum Rule {
     Refused(&'static str),
     /// Decided by its value (and the node); the class is the book's.
     Check(Class, CheckFn),
-    /// A reference to an API object (ConfigMap, Secret, service-account token): honoured
+    /// A reference to an API object (ConfigMap, Secret, service-account token,
+    /// PersistentVolumeClaim): honoured
     /// for pods from the API server, refused for static pods (V2).
     ApiObject,
     /// A list of containers, each walked against [`CONTAINER`].
@@ -141,7 +142,7 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].csi", Refused(VOLUME)),
     ("spec.volumes[].downwardAPI", Supported),
     ("spec.volumes[].emptyDir", Supported),
-    ("spec.volumes[].ephemeral", Refused("generic ephemeral volumes need PersistentVolumeClaims; use emptyDir")),
+    ("spec.volumes[].ephemeral", ApiObject),
     ("spec.volumes[].fc", Refused(VOLUME)),
     ("spec.volumes[].flexVolume", Refused(VOLUME)),
     ("spec.volumes[].flocker", Refused(VOLUME)),
@@ -153,7 +154,7 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].iscsi", Refused(VOLUME)),
     ("spec.volumes[].name", Supported),
     ("spec.volumes[].nfs", Refused(VOLUME)),
-    ("spec.volumes[].persistentVolumeClaim", Refused("there are no PersistentVolumes on this node; use a hostPath volume")),
+    ("spec.volumes[].persistentVolumeClaim", ApiObject),
     ("spec.volumes[].photonPersistentDisk", Refused(VOLUME)),
     ("spec.volumes[].portworxVolume", Refused(VOLUME)),
     ("spec.volumes[].projected", Check(S, checks::projected)),

@@ -545,6 +545,25 @@ fn v2_static_pods_may_not_refer_to_api_objects_and_api_pods_may() {
 }
 
 #[test]
+fn k3_claim_volumes_are_for_api_pods_only() {
+    let claims = pod_with(
+        "volumes",
+        json!([
+            {"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0", "readOnly": true}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+            }}}},
+        ]),
+    );
+    assert_eq!(review(&claims, &NodeFacts::default(), Source::Api), vec![], "API pods may");
+    let found = review(&claims, &NodeFacts::default(), Source::File);
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["spec.volumes[0].persistentVolumeClaim", "spec.volumes[1].ephemeral"]);
+    assert!(found.iter().all(|f| f.message.contains("static pods may not refer to API objects")));
+    assert!(refuses(&found));
+}
+
+#[test]
 fn projected_sources_outpost_does_not_make_are_refused_for_every_pod() {
     let pod = pod_with(
         "volumes",

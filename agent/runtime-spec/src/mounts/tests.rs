@@ -157,3 +157,33 @@ fn the_termination_message_file_is_bound_per_instance() {
     assert!(mount(&custom, "/msg").is_some());
     assert!(mount(&custom, "/dev/termination-log").is_none());
 }
+
+#[test]
+fn k3_a_claims_volume_is_bound_from_its_set_up_path_read_only_when_the_claim_is() {
+    use crate::claims::Claimed;
+    use std::collections::BTreeMap;
+    let pod = pod(&VOLUMES.replace(
+        "    - {name: cache, mountPath: /data}\n",
+        "    - {name: claim, mountPath: /www}\n    - {name: claim, mountPath: /logs, subPath: logs}\n",
+    ));
+    for (read_only, access) in [(false, "rw"), (true, "ro")] {
+        let path = Path::new("/var/lib/outpost/pods/0123/volumes/kubernetes.io~local-volume/pv-1");
+        let claimed =
+            BTreeMap::from([("claim".to_owned(), Claimed { path: path.to_path_buf(), read_only })]);
+        let ctx = crate::PodContext { claimed: &claimed, ..context(&pod) };
+        let spec = container_spec(
+            &ctx,
+            first_container(&pod),
+            &busybox(),
+            &ContainerFiles::default(),
+            "c1",
+        )
+        .unwrap();
+        let www = mount(&spec, "/www").unwrap();
+        assert_eq!(www.source().as_deref(), Some(path));
+        assert_eq!(options(www), ["rbind", "rprivate", access]);
+        let logs = mount(&spec, "/logs").unwrap();
+        assert_eq!(logs.source().as_deref(), Some(path.join("logs").as_path()));
+        assert_eq!(options(logs), ["rbind", "rprivate", access]);
+    }
+}

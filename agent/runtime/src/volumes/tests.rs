@@ -44,7 +44,7 @@ fn dirs() -> Dirs {
 #[test]
 fn source_paths() {
     let pod = pod(
-        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, persistentVolumeClaim: {claimName: x}}], containers: []}",
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}], containers: []}",
     );
     let dir = Path::new("/state/pods/u");
     assert_eq!(
@@ -58,8 +58,9 @@ fn source_paths() {
     );
     assert_eq!(
         source_path(dir, &pod, "c").unwrap_err().to_string(),
-        "pod default/web-node1: volume \"c\" is of type persistentVolumeClaim, which Outpost \
-         does not support; use emptyDir, hostPath, configMap, secret, downwardAPI or projected"
+        "pod default/web-node1: volume \"c\" is of type nfs, which Outpost does not support; \
+         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         persistentVolumeClaim of a hostPath or local PersistentVolume"
     );
     assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
@@ -254,3 +255,119 @@ fn plain_relative_paths() {
 }
 
 mod objects;
+
+mod claims {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::spec::claims::{Claimed, Node};
+    use crate::spec::projection::{Object, Reference, Resolution};
+
+    /// The claim `www` bound to `pv-1`, a hostPath volume of `host_path`.
+    fn claimed(host_path: serde_json::Value) -> Resolved {
+        let claim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "www", "namespace": "default", "uid": "c1"},
+            "spec": {"volumeName": "pv-1"},
+            "status": {"phase": "Bound"},
+        }))
+        .unwrap();
+        let mut pv = serde_json::json!({
+            "metadata": {"name": "pv-1"},
+            "spec": {"claimRef": {"name": "www", "namespace": "default", "uid": "c1"}},
+        });
+        pv["spec"]["hostPath"] = host_path;
+        Resolved(BTreeMap::from([
+            (
+                Reference::PersistentVolumeClaim("www".into()),
+                Resolution::Found(Object::PersistentVolumeClaim(Arc::new(claim))),
+            ),
+            (
+                Reference::PersistentVolume("pv-1".into()),
+                Resolution::Found(Object::PersistentVolume(Arc::new(
+                    serde_json::from_value(pv).unwrap(),
+                ))),
+            ),
+        ]))
+    }
+
+    fn set_up(dirs: &Dirs, pod: &Pod, resolved: &Resolved) -> Result<BTreeMap<String, Claimed>> {
+        let labels = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "node1".to_owned())]);
+        set_up_claims(&dirs.pod_dir, pod, resolved, Node { name: "node1", labels: &labels })
+    }
+
+    #[test]
+    fn k3_a_host_path_volume_is_made_per_its_type_with_its_sub_paths() {
+        let dirs = dirs();
+        let path = dirs.host.join("pvc-1_default_www");
+        let pod = pod(
+            "spec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: www, readOnly: true}}]\n  containers: [{name: a, image: b, volumeMounts: [{name: data, mountPath: /d}, {name: data, mountPath: /l, subPath: logs}]}]\n",
+        );
+        let resolved = claimed(serde_json::json!({"path": path, "type": "DirectoryOrCreate"}));
+        let set = set_up(&dirs, &pod, &resolved).unwrap();
+        assert_eq!(set["data"], Claimed { path: path.clone(), read_only: true });
+        assert!(path.join("logs").is_dir(), "the subPath is made in the volume");
+        assert_eq!(mode(&path), 0o755);
+    }
+
+    #[test]
+    fn k3_a_claim_not_ready_is_kubelets_failed_mount_and_an_unused_one_is_skipped() {
+        let dirs = dirs();
+        let pod = pod(
+            "spec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: missing}}, {name: unused, persistentVolumeClaim: {claimName: missing}}]\n  containers: [{name: a, image: b, volumeMounts: [{name: data, mountPath: /d}]}]\n",
+        );
+        let error = set_up(&dirs, &pod, &Resolved::default()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], \
+             failed to process volumes=[data]: error processing PVC default/missing: failed to \
+             fetch PVC from API server: not fetched yet"
+        );
+        let unused = pod_with_no_mounts();
+        assert_eq!(set_up(&dirs, &unused, &Resolved::default()).unwrap(), BTreeMap::new());
+    }
+
+    fn pod_with_no_mounts() -> Pod {
+        pod(
+            "spec:\n  volumes: [{name: unused, persistentVolumeClaim: {claimName: missing}}]\n  containers: [{name: a, image: b}]\n",
+        )
+    }
+
+    #[test]
+    fn k3_a_local_volume_is_bind_mounted_and_unmounted_at_cleanup() {
+        if !root() {
+            return;
+        }
+        let dirs = dirs();
+        std::fs::write(dirs.host.join("data"), "kept").unwrap();
+        let mut resolved = claimed(serde_json::Value::Null);
+        let pv = serde_json::json!({
+            "metadata": {"name": "pv-1"},
+            "spec": {
+                "claimRef": {"name": "www", "namespace": "default", "uid": "c1"},
+                "local": {"path": dirs.host},
+            },
+        });
+        resolved.0.insert(
+            Reference::PersistentVolume("pv-1".into()),
+            Resolution::Found(Object::PersistentVolume(Arc::new(
+                serde_json::from_value(pv).unwrap(),
+            ))),
+        );
+        let pod = pod(
+            "spec:\n  securityContext: {fsGroup: 3456}\n  volumes: [{name: data, persistentVolumeClaim: {claimName: www}}]\n  containers: [{name: a, image: b, volumeMounts: [{name: data, mountPath: /d}]}]\n",
+        );
+        let set = set_up(&dirs, &pod, &resolved).unwrap();
+        let mount = dirs.pod_dir.join("volumes/kubernetes.io~local-volume/pv-1");
+        assert_eq!(set["data"].path, mount);
+        assert_eq!(std::fs::read_to_string(mount.join("data")).unwrap(), "kept");
+        assert!(mounts::mounted(&mount).unwrap());
+        use std::os::unix::fs::MetadataExt as _;
+        assert_eq!(std::fs::metadata(&dirs.host).unwrap().gid(), 3456, "the fsGroup's");
+        set_up(&dirs, &pod, &resolved).unwrap();
+        assert_eq!(mounts::under(&mount.canonicalize().unwrap()).unwrap().len(), 1, "mounted once");
+        cleanup(&dirs.pod_dir).unwrap();
+        assert!(!dirs.pod_dir.exists());
+        assert_eq!(std::fs::read_to_string(dirs.host.join("data")).unwrap(), "kept");
+    }
+}

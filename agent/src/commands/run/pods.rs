@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use outpost_core::admission::NodeFacts;
 use outpost_core::lifecycle::CrashLoopConfig;
+use outpost_core::node_status;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -87,8 +88,12 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
         if let Some(warning) = config.dns.stub_warning() {
             warn!("{warning}");
         }
+        let mut node_labels = config.node_labels.clone();
+        let architecture = node_status::machine::go_arch(std::env::consts::ARCH);
+        node_labels.extend(node_status::well_known_labels(&config.node_name, architecture));
         let settings = Settings {
             node_name: config.node_name.clone(),
+            node_labels,
             host_ip: config.node_ip,
             state_dir: config.state_dir.clone(),
             run_dir: config.run_dir.clone(),

@@ -5,7 +5,7 @@
 //! Setting up is idempotent, so after an agent restart the same call finds what exists
 //! (the network is taken from the CNI cache, not added twice).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -20,6 +20,7 @@ use crate::error_chain::describe;
 use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
+use crate::runtime::spec::claims::{self, Claimed};
 use crate::runtime::spec::projection;
 use crate::runtime::{container, spec, volumes};
 
@@ -35,6 +36,8 @@ pub struct Sandbox {
     pub pod_dir: PathBuf,
     /// The pod's cgroup (Q2): its containers' go under it.
     pub cgroup: CgroupName,
+    /// K3: the host paths of its claim volumes, by volume name.
+    pub claimed: BTreeMap<String, Claimed>,
 }
 
 /// The host's shm, which a `hostIPC` pod's containers get.
@@ -165,8 +168,12 @@ async fn make(
     let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
     let (dir, owned, pod_ips, dns) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.dns.clone());
-    let dns_events = blocking(move || {
-        volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)
+    let (node_name, labels) = (pods.settings.node_name.clone(), pods.settings.node_labels.clone());
+    let (claimed, dns_events) = blocking(move || {
+        let node = claims::Node { name: &node_name, labels: &labels };
+        let claimed = volumes::set_up_claims(&dir, &owned, &resolved, node).map_err(Box::new)?;
+        let events = volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)?;
+        Ok::<_, Box<volumes::Error>>((claimed, events))
     })
     .await
     .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
@@ -184,7 +191,8 @@ async fn make(
             pods.events.emit(&object, EventType::Warning, event.reason, event.message);
         }
     }
-    Ok((Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup }, fresh))
+    let sandbox = Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup, claimed };
+    Ok((sandbox, fresh))
 }
 
 /// Writes the pod's API-object and downward API volumes again, from the objects as they

@@ -1,0 +1,476 @@
+//! End to end: claim volumes of API pods (SEMANTICS.md K3), through the real binary, real
+//! pods and the test API server, which the tests drive as the cluster's controllers
+//! would (local-path-provisioner, the PersistentVolume binder, the ephemeral-volume
+//! controller). A StatefulSet-shaped pod's data on a local-path volume survives an agent
+//! restart and an offline reboot; an unbound claim keeps its pod `ContainerCreating` with
+//! kubelet's FailedMount until it binds; a `local` volume is bind-mounted and given to
+//! the `fsGroup`; a volume pinned to another node is refused; an ephemeral volume waits
+//! for the claim made for its pod.
+
+use outpost_tests::needs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_tests::agent::Agent;
+use outpost_tests::apiserver::TestApiServer;
+use outpost_tests::cluster::ApiNode;
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::pods::{eventually, wait_pod};
+use outpost_tests::workload::task_pid;
+use serde_json::{Value, json};
+
+/// The harness runs the agent as `--node-name Edge-1`.
+const NODE: &str = "edge-1";
+const LONG: Duration = Duration::from_secs(60);
+/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+const PROVISIONER: &str = "rancher.io/local-path";
+
+struct Cluster {
+    // Dropped first: the agent must be gone before the node's cleanup.
+    agent: Option<Agent>,
+    api: ApiNode,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let api = ApiNode::new();
+        let agent = api.start(&[]);
+        api.rt.block_on(async {
+            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
+        });
+        Cluster { agent: Some(agent), api }
+    }
+
+    fn server(&self) -> &TestApiServer {
+        &self.api.server
+    }
+
+    fn create(&self, object: Value) -> Value {
+        self.server().create(object).unwrap()
+    }
+
+    fn create_pod(&self, pod: Value) -> Pod {
+        self.server().create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
+    }
+
+    fn wait(&self, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
+        eventually(&format!("pod {name}: {what}"), LONG, || {
+            self.server().get_pod("default", name).is_ok_and(|p| done(&p))
+        });
+        self.server().get_pod("default", name).unwrap()
+    }
+
+    /// The host PID of the running pod's container `main`.
+    fn pid(&self, name: &str) -> i32 {
+        let pod = self.wait(name, "running", |p| state(p, "main")["running"].is_object());
+        let id = container_id(&pod);
+        task_pid(&self.api.node, &id).unwrap_or_else(|| panic!("no task {id}"))
+    }
+
+    fn events(&self, name: &str) -> Vec<Value> {
+        let events = self.server().list("events", Some("default")).unwrap();
+        events.into_iter().filter(|e| e["involvedObject"]["name"] == name).collect()
+    }
+
+    /// Waits for a FailedMount Event of pod `name` with `message`, the pod waiting in
+    /// ContainerCreating.
+    fn wait_failed_mount(&self, name: &str, message: &str) {
+        let found = |events: &[Value]| {
+            events.iter().any(|e| {
+                e["reason"] == "FailedMount"
+                    && e["message"].as_str().map(without_random_names).as_deref() == Some(message)
+            })
+        };
+        let deadline = Instant::now() + LONG;
+        while !found(&self.events(name)) {
+            assert!(
+                Instant::now() < deadline,
+                "no FailedMount {message:?} in {:#?}",
+                self.events(name)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let pod = self.server().get_pod("default", name).unwrap();
+        assert_eq!(state(&pod, "main")["waiting"]["reason"], "ContainerCreating");
+    }
+
+    /// A claim as a StatefulSet's template and local-path's scheduler-side annotations
+    /// make it (`selected-node` set by the scheduler), not bound yet.
+    fn claim(&self, name: &str, labels: Value) -> Value {
+        self.create(json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": labels,
+                "annotations": {
+                    "volume.beta.kubernetes.io/storage-provisioner": PROVISIONER,
+                    "volume.kubernetes.io/storage-provisioner": PROVISIONER,
+                    "volume.kubernetes.io/selected-node": NODE,
+                },
+                "finalizers": ["kubernetes.io/pvc-protection"],
+            },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "local-path",
+                "volumeMode": "Filesystem",
+            },
+        }))
+    }
+
+    /// What local-path-provisioner and the binder do for `claim`: a PersistentVolume
+    /// `pvc-<claim uid>` with `source` (and local-path's node affinity on `node`), bound
+    /// to the claim, then the claim bound to it. The volume's name.
+    fn bind(&self, claim: &Value, source: Value, node: &str) -> String {
+        let name = format!("pvc-{}", claim["metadata"]["uid"].as_str().unwrap());
+        let claim_name = claim["metadata"]["name"].as_str().unwrap();
+        let mut volume = json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "pv.kubernetes.io/provisioned-by": PROVISIONER,
+                    "local.path.provisioner/selected-node": node,
+                },
+                "finalizers": ["kubernetes.io/pv-protection"],
+            },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"},
+                "claimRef": {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "name": claim_name,
+                    "namespace": "default",
+                    "resourceVersion": claim["metadata"]["resourceVersion"],
+                    "uid": claim["metadata"]["uid"],
+                },
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
+                ]}]}},
+                "persistentVolumeReclaimPolicy": "Delete",
+                "storageClassName": "local-path",
+                "volumeMode": "Filesystem",
+            },
+        });
+        for (key, value) in source.as_object().unwrap() {
+            volume["spec"][key] = value.clone();
+        }
+        let created = self.create(volume);
+        let mut status = created.clone();
+        status["status"] = json!({"phase": "Bound"});
+        self.server().update_status(status).unwrap();
+        let mut bound =
+            self.server().get("persistentvolumeclaims", Some("default"), claim_name).unwrap();
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = json!("yes");
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] = json!("yes");
+        bound["spec"]["volumeName"] = json!(name);
+        let mut bound = self.server().update(bound).unwrap();
+        bound["status"] = json!({
+            "phase": "Bound",
+            "accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": "1Gi"},
+        });
+        self.server().update_status(bound).unwrap();
+        name
+    }
+
+    /// local-path's hostPath source for `claim`, under the node's directory (for
+    /// `/opt/local-path-provisioner`): `<base>/pvc-<uid>_<namespace>_<name>`.
+    fn local_path(&self, claim: &Value) -> (PathBuf, Value) {
+        let uid = claim["metadata"]["uid"].as_str().unwrap();
+        let name = claim["metadata"]["name"].as_str().unwrap();
+        let base = self.api.node.path("opt/local-path-provisioner");
+        let path = base.join(format!("pvc-{uid}_default_{name}"));
+        let source = json!({"hostPath": {"path": path, "type": "DirectoryOrCreate"}});
+        (path, source)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            drop(agent);
+        }
+    }
+}
+
+/// `message` with the random part of `kube-api-access-xxxxx` as `*`.
+fn without_random_names(message: &str) -> String {
+    const PREFIX: &str = "kube-api-access-";
+    match message.find(PREFIX) {
+        Some(at) => {
+            let rest = &message[at + PREFIX.len()..];
+            let end = rest.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(rest.len());
+            format!("{}{PREFIX}*{}", &message[..at], without_random_names(&rest[end..]))
+        }
+        None => message.to_owned(),
+    }
+}
+
+fn state(pod: &Pod, container: &str) -> Value {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let status = statuses.and_then(|s| s.iter().find(|c| c.name == container));
+    status.and_then(|s| serde_json::to_value(&s.state).ok()).unwrap_or(Value::Null)
+}
+
+fn container_id(pod: &Pod) -> String {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let status = statuses.and_then(|s| s.iter().find(|c| c.name == "main"));
+    let id = status.and_then(|s| s.container_id.clone()).unwrap_or_default();
+    id.trim_start_matches("containerd://").to_owned()
+}
+
+fn read(pid: i32, path: &str) -> String {
+    let file = Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'));
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// An API pod on this node: busybox `main` running `script` then serving, with the
+/// volume `www` (`volume`) mounted at `/data` (`mount` merged into the mount).
+fn pod(name: &str, script: &str, volume: Value, mount: Value) -> Value {
+    let mut volume_mount = json!({"name": "www", "mountPath": "/data"});
+    for (k, v) in mount.as_object().into_iter().flatten() {
+        volume_mount[k] = v.clone();
+    }
+    let mut www = json!({"name": "www"});
+    for (k, v) in volume.as_object().unwrap() {
+        www[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", format!("{script}; {SERVE}")],
+                "volumeMounts": [volume_mount],
+            }],
+            "volumes": [www],
+        },
+    })
+}
+
+/// kubernetes.io's StatefulSet example: the pod `web-0` of StatefulSet `web`, its
+/// claim `www-web-0` from the `www` volume claim template.
+fn stateful_set_pod(script: &str) -> Value {
+    let mut pod = pod(
+        "web-0",
+        script,
+        json!({"persistentVolumeClaim": {"claimName": "www-web-0"}}),
+        json!({"mountPath": "/usr/share/nginx/html"}),
+    );
+    pod["metadata"]["labels"] = json!({
+        "app": "nginx",
+        "apps.kubernetes.io/pod-index": "0",
+        "controller-revision-hash": "web-6d5c8f5d7b",
+        "statefulset.kubernetes.io/pod-name": "web-0",
+    });
+    pod["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+        "uid": "5a7e0c1e-0000-4000-8000-000000000001",
+        "controller": true, "blockOwnerDeletion": true,
+    }]);
+    pod["spec"]["hostname"] = json!("web-0");
+    pod["spec"]["subdomain"] = json!("nginx");
+    pod
+}
+
+#[needs(pods)]
+#[test]
+fn k3_a_local_path_volume_keeps_a_stateful_pods_data_across_an_agent_restart_and_a_reboot() {
+    let mut c = Cluster::start();
+    let claim = c.claim("www-web-0", json!({"app": "nginx"}));
+    let (path, source) = c.local_path(&claim);
+    c.bind(&claim, source, NODE);
+    let uid = c
+        .create_pod(stateful_set_pod("echo started >> /usr/share/nginx/html/starts"))
+        .metadata
+        .uid
+        .unwrap();
+    let first = c.pid("web-0");
+    assert_eq!(read(first, "/usr/share/nginx/html/starts"), "started\n");
+    assert_eq!(std::fs::read_to_string(path.join("starts")).unwrap(), "started\n");
+
+    // An agent restart: the pod keeps running, its volume with it.
+    c.agent.take().unwrap().stop();
+    c.agent = Some(c.api.start(&[]));
+    eventually("the restarted agent reports the pod", LONG, || {
+        c.server()
+            .get_pod("default", "web-0")
+            .is_ok_and(|p| state(&p, "main")["running"].is_object() && !container_id(&p).is_empty())
+    });
+    assert_eq!(c.pid("web-0"), first, "the same container");
+    assert_eq!(read(first, "/usr/share/nginx/html/starts"), "started\n");
+
+    // A reboot without the API server: the claim and its volume come from the
+    // checkpoint, the new container finds what the first wrote.
+    c.agent.take().unwrap().stop();
+    c.api.rt.block_on(c.server().cut());
+    c.api.node.reboot();
+    let agent = c.api.start(&[]);
+    let running = |p: &Value| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+            && p["metadata"]["uid"] == uid
+    };
+    let local = wait_pod(&agent, "web-0", LONG, running);
+    let id = outpost_tests::workload::container_id(&local["status"]["containerStatuses"][0]);
+    c.agent = Some(agent);
+    let after = task_pid(&c.api.node, &id).unwrap();
+    assert_ne!(after, first, "a new container");
+    assert_eq!(read(after, "/usr/share/nginx/html/starts"), "started\nstarted\n");
+    c.api.rt.block_on(c.server().restore()).unwrap();
+}
+
+#[needs(pods)]
+#[test]
+fn k3_an_unbound_claim_keeps_the_pod_creating_until_it_binds() {
+    let c = Cluster::start();
+    c.create_pod(pod(
+        "waits",
+        "echo ok > /data/f",
+        json!({"persistentVolumeClaim": {"claimName": "late"}}),
+        json!({}),
+    ));
+    c.wait_failed_mount(
+        "waits",
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
+         failed to process volumes=[www]: error processing PVC default/late: failed to fetch \
+         PVC from API server: persistentvolumeclaims \"late\" not found",
+    );
+    let claim = c.claim("late", json!({}));
+    c.wait_failed_mount(
+        "waits",
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
+         failed to process volumes=[www]: error processing PVC default/late: PVC is not bound",
+    );
+    let (path, source) = c.local_path(&claim);
+    c.bind(&claim, source, NODE);
+    // The claim's change wakes the pod (no retry timer): the time is reported, not asserted.
+    let bound = Instant::now();
+    let pid = c.pid("waits");
+    eprintln!("K3 figure: claim bound -> pod running in {:?}", bound.elapsed());
+    assert_eq!(read(pid, "/data/f"), "ok\n");
+    assert_eq!(std::fs::read_to_string(path.join("f")).unwrap(), "ok\n");
+}
+
+#[needs(pods)]
+#[test]
+fn k3_a_local_volume_is_bind_mounted_given_to_the_fs_group_and_unmounted_with_the_pod() {
+    use std::os::unix::fs::MetadataExt as _;
+    let c = Cluster::start();
+    let disk = c.api.node.path("disks/vol1");
+    std::fs::create_dir_all(&disk).unwrap();
+    let claim = c.claim("data", json!({}));
+    let volume = c.bind(&claim, json!({"local": {"path": disk}}), NODE);
+    let mut spec = pod(
+        "local",
+        "echo hi > /data/sub/f",
+        json!({"persistentVolumeClaim": {"claimName": "data"}}),
+        json!({}),
+    );
+    spec["spec"]["securityContext"] = json!({"fsGroup": 2345});
+    spec["spec"]["containers"][0]["volumeMounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "www", "mountPath": "/data/sub", "subPath": "sub"}));
+    let uid = c.create_pod(spec).metadata.uid.unwrap();
+    let pid = c.pid("local");
+    assert_eq!(read(pid, "/data/sub/f"), "hi\n");
+    assert_eq!(std::fs::read_to_string(disk.join("sub/f")).unwrap(), "hi\n");
+    let mount = c
+        .api
+        .node
+        .path("state/pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~local-volume")
+        .join(&volume);
+    let mounts = outpost_leaks::mounts_under(&mount.canonicalize().unwrap());
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    let root = std::fs::metadata(&disk).unwrap();
+    assert_eq!(root.gid(), 2345, "the volume is the fsGroup's");
+    assert_eq!(root.mode() & 0o2000, 0o2000, "setgid");
+    assert_eq!(std::fs::metadata(disk.join("sub/f")).unwrap().gid(), 2345);
+
+    c.server().delete_pod("default", "local").unwrap();
+    eventually("the pod's directory is gone", LONG, || {
+        !c.api.node.path("state/pods").join(&uid).exists()
+    });
+    assert!(outpost_leaks::mounts_under(&disk.canonicalize().unwrap()).is_empty());
+    assert_eq!(std::fs::read_to_string(disk.join("sub/f")).unwrap(), "hi\n", "the data stays");
+}
+
+#[needs(pods)]
+#[test]
+fn k3_a_volume_pinned_to_another_node_is_refused_with_kubelets_message() {
+    let c = Cluster::start();
+    let claim = c.claim("elsewhere", json!({}));
+    let (_, source) = c.local_path(&claim);
+    let volume = c.bind(&claim, source, "edge-2");
+    c.create_pod(pod(
+        "pinned",
+        "true",
+        json!({"persistentVolumeClaim": {"claimName": "elsewhere"}}),
+        json!({}),
+    ));
+    c.wait_failed_mount(
+        "pinned",
+        &format!(
+            "MountVolume.NodeAffinity check failed for volume \"{volume}\" : no matching \
+             NodeSelectorTerms"
+        ),
+    );
+}
+
+#[needs(pods)]
+#[test]
+fn k3_an_ephemeral_volume_waits_for_the_claim_made_for_its_pod() {
+    let c = Cluster::start();
+    let template = json!({"ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+        "storageClassName": "local-path",
+    }}}});
+    let created = c.create_pod(pod("eph", "echo e > /data/f", template, json!({})));
+    c.wait_failed_mount(
+        "eph",
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], unattached volumes=[], \
+         failed to process volumes=[www]: error processing PVC default/eph-www: failed to \
+         fetch PVC from API server: persistentvolumeclaims \"eph-www\" not found",
+    );
+    // The ephemeral-volume controller's claim: named `<pod>-<volume>`, the pod its controller.
+    let claim = c.create(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "eph-www",
+            "namespace": "default",
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": "eph",
+                "uid": created.metadata.uid.clone().unwrap(),
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "local-path",
+            "volumeMode": "Filesystem",
+        },
+    }));
+    let (path, source) = c.local_path(&claim);
+    c.bind(&claim, source, NODE);
+    let pid = c.pid("eph");
+    assert_eq!(read(pid, "/data/f"), "e\n");
+    assert_eq!(std::fs::read_to_string(path.join("f")).unwrap(), "e\n");
+}
