@@ -1,0 +1,486 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node as ApiNode, Pod, Taint};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn pod(name: &str, spec: Value) -> Pod {
+    let mut spec = spec;
+    if spec.get("containers").is_none() {
+        spec["containers"] = json!([{"name": "c", "image": "i"}]);
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn requesting(name: &str, requests: Value) -> Pod {
+    pod(name, json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": requests}}]}))
+}
+
+fn node() -> Node {
+    Node {
+        name: "edge-1".into(),
+        labels: BTreeMap::from([
+            ("kubernetes.io/hostname".into(), "edge-1".into()),
+            ("kubernetes.io/os".into(), "linux".into()),
+            ("zone".into(), "north".into()),
+            ("gen".into(), "5".into()),
+        ]),
+        taints: Vec::new(),
+        allocatable: BTreeMap::from([
+            ("cpu".into(), 2000),
+            ("memory".into(), 4 << 30),
+            ("ephemeral-storage".into(), 10 << 30),
+            ("pods".into(), 110),
+        ]),
+    }
+}
+
+fn admitted(pod: Pod, source: Source) -> Admitted {
+    Admitted { uid: pod.metadata.uid.clone().unwrap(), pod: Arc::new(pod), source }
+}
+
+fn api(pod: &Pod) -> Admitted {
+    admitted(pod.clone(), Source::Api)
+}
+
+fn rejected(verdict: Verdict) -> (String, String) {
+    match verdict {
+        Verdict::Reject(r) => (r.reason, r.message),
+        other => panic!("not rejected: {other:?}"),
+    }
+}
+
+fn affinity(terms: Value) -> Pod {
+    pod(
+        "p",
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}),
+    )
+}
+
+fn matches(terms: Value) -> bool {
+    let n = node();
+    required_matches(&affinity(terms), &n.name, &n.labels)
+}
+
+#[test]
+fn k4_a_plain_pod_is_admitted() {
+    assert_eq!(admit(&node(), &[], &pod("p", json!({})), Source::Api), Verdict::Admit);
+}
+
+#[test]
+fn k4_node_selector_must_match_every_label() {
+    let p = pod("p", json!({"nodeSelector": {"zone": "north", "gen": "5"}}));
+    assert_eq!(admit(&node(), &[], &p, Source::Api), Verdict::Admit);
+    let p = pod("p", json!({"nodeSelector": {"zone": "north", "disk": "ssd"}}));
+    let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
+    assert_eq!(reason, "NodeAffinity");
+    assert_eq!(message, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector");
+    // Static pods too, as kubelet admits them.
+    let (reason, _) = rejected(admit(&node(), &[], &p, Source::File));
+    assert_eq!(reason, "NodeAffinity");
+}
+
+#[test]
+fn k4_node_selector_terms_operators() {
+    let expr = |key: &str, op: &str, values: Value| json!([{"matchExpressions": [{"key": key, "operator": op, "values": values}]}]);
+    assert!(matches(expr("zone", "In", json!(["south", "north"]))));
+    assert!(!matches(expr("zone", "In", json!(["south"]))));
+    assert!(!matches(expr("absent", "In", json!(["x"]))));
+    assert!(!matches(expr("zone", "In", json!([]))), "In without values is invalid");
+    assert!(matches(expr("zone", "NotIn", json!(["south"]))));
+    assert!(matches(expr("absent", "NotIn", json!(["south"]))));
+    assert!(!matches(expr("zone", "NotIn", json!(["north"]))));
+    assert!(matches(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}])));
+    assert!(!matches(json!([{"matchExpressions": [{"key": "absent", "operator": "Exists"}]}])));
+    assert!(!matches(expr("zone", "Exists", json!(["north"]))), "Exists with values is invalid");
+    assert!(matches(json!([{"matchExpressions": [{"key": "absent", "operator": "DoesNotExist"}]}])));
+    assert!(!matches(json!([{"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}])));
+    assert!(matches(expr("gen", "Gt", json!(["4"]))));
+    assert!(!matches(expr("gen", "Gt", json!(["5"]))));
+    assert!(matches(expr("gen", "Lt", json!(["6"]))));
+    assert!(!matches(expr("gen", "Lt", json!(["5"]))));
+    assert!(!matches(expr("zone", "Gt", json!(["1"]))), "a label that is not a number");
+    assert!(!matches(expr("absent", "Lt", json!(["9"]))));
+    assert!(!matches(expr("gen", "Gt", json!(["1", "2"]))), "Gt takes one value");
+    assert!(!matches(expr("gen", "Gt", json!(["x"]))));
+    assert!(!matches(expr("zone", "Like", json!(["north"]))), "an unknown operator");
+}
+
+#[test]
+fn k4_terms_are_ored_and_requirements_anded() {
+    let north = json!({"key": "zone", "operator": "In", "values": ["north"]});
+    let south = json!({"key": "zone", "operator": "In", "values": ["south"]});
+    assert!(matches(json!([{"matchExpressions": [south]}, {"matchExpressions": [north]}])));
+    assert!(!matches(json!([{"matchExpressions": [north, south]}])));
+    assert!(!matches(json!([{}])), "an empty term matches nothing");
+    assert!(!matches(json!([])), "no term matches nothing");
+    // An invalid requirement spoils its term only.
+    let invalid = json!({"key": "zone", "operator": "In", "values": []});
+    assert!(matches(json!([{"matchExpressions": [invalid]}, {"matchExpressions": [north]}])));
+}
+
+#[test]
+fn k4_match_fields_metadata_name() {
+    let field = |op: &str, values: Value| json!([{"matchFields": [{"key": "metadata.name", "operator": op, "values": values}]}]);
+    assert!(matches(field("In", json!(["edge-1"]))));
+    assert!(!matches(field("In", json!(["edge-2"]))));
+    assert!(matches(field("NotIn", json!(["edge-2"]))));
+    assert!(!matches(field("NotIn", json!(["edge-1"]))));
+    assert!(!matches(field("In", json!(["edge-1", "edge-2"]))), "one value only");
+    assert!(!matches(field("Exists", json!(["edge-1"]))));
+    // Labels and fields of one term must all hold.
+    let both = json!([{
+        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["north"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["edge-2"]}],
+    }]);
+    assert!(!matches(both));
+}
+
+#[test]
+fn k4_selector_and_affinity_both_apply() {
+    let p = pod(
+        "p",
+        json!({
+            "nodeSelector": {"zone": "south"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}},
+        }),
+    );
+    let n = node();
+    assert!(!required_matches(&p, &n.name, &n.labels));
+    // Preferred affinity is not a requirement.
+    let p = pod("p", json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["south"]}]}}]}}}));
+    assert_eq!(admit(&n, &[], &p, Source::Api), Verdict::Admit);
+}
+
+#[test]
+fn k4_node_name_of_another_node() {
+    let p = pod("p", json!({"nodeName": "edge-2"}));
+    let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
+    assert_eq!(reason, "NodeName");
+    assert_eq!(message, "Predicate NodeName failed: node(s) didn't match the requested node name");
+    assert_eq!(admit(&node(), &[], &pod("p", json!({"nodeName": "edge-1"})), Source::Api), Verdict::Admit);
+    // kubelet sets a static pod's nodeName to its own.
+    assert_eq!(admit(&node(), &[], &p, Source::File), Verdict::Admit);
+}
+
+fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
+    Taint { key: key.into(), value: value.map(Into::into), effect: effect.into(), time_added: None }
+}
+
+#[test]
+fn k4_untolerated_no_execute_taint() {
+    let mut n = node();
+    n.taints = vec![taint("edge", Some("true"), "NoSchedule"), taint("dedicated", Some("db"), "NoExecute")];
+    let (reason, message) = rejected(admit(&n, &[], &pod("p", json!({})), Source::Api));
+    assert_eq!(reason, "TaintToleration");
+    assert_eq!(message, "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate");
+    // Not for static pods.
+    assert_eq!(admit(&n, &[], &pod("p", json!({})), Source::File), Verdict::Admit);
+    let tolerates = |tolerations: Value| {
+        admit(&n, &[], &pod("p", json!({"tolerations": tolerations})), Source::Api) == Verdict::Admit
+    };
+    assert!(tolerates(json!([{"key": "dedicated", "value": "db", "effect": "NoExecute"}])));
+    assert!(tolerates(json!([{"key": "dedicated", "operator": "Equal", "value": "db"}])));
+    assert!(tolerates(json!([{"key": "dedicated", "operator": "Exists"}])));
+    assert!(tolerates(json!([{"operator": "Exists"}])), "an empty key with Exists tolerates all");
+    assert!(!tolerates(json!([{"key": "dedicated", "value": "web"}])));
+    assert!(!tolerates(json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])));
+    assert!(!tolerates(json!([{"key": "other", "operator": "Exists"}])));
+    assert!(!tolerates(json!([{"key": "dedicated", "operator": "Gt", "value": "db"}])));
+    // NoSchedule and PreferNoSchedule taints alone do not concern kubelet.
+    n.taints.pop();
+    assert_eq!(admit(&n, &[], &pod("p", json!({})), Source::Api), Verdict::Admit);
+}
+
+#[test]
+fn k4_out_of_cpu_memory_storage_with_kubelets_message() {
+    let (reason, message) = rejected(admit(&node(), &[], &requesting("p", json!({"cpu": "3"})), Source::Api));
+    assert_eq!(reason, "OutOfcpu");
+    assert_eq!(message, "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000");
+    let first = api(&requesting("a", json!({"memory": "3Gi"})));
+    let (reason, message) =
+        rejected(admit(&node(), &[first], &requesting("p", json!({"memory": "2Gi"})), Source::Api));
+    assert_eq!(reason, "OutOfmemory");
+    assert_eq!(
+        message,
+        format!("Node didn't have enough resource: memory, requested: {}, used: {}, capacity: {}", 2u64 << 30, 3u64 << 30, 4u64 << 30)
+    );
+    let (reason, _) =
+        rejected(admit(&node(), &[], &requesting("p", json!({"ephemeral-storage": "20Gi"})), Source::Api));
+    assert_eq!(reason, "OutOfephemeral-storage");
+    // Exactly what is left fits.
+    let first = api(&requesting("a", json!({"cpu": "1500m"})));
+    assert_eq!(admit(&node(), &[first], &requesting("p", json!({"cpu": "500m"})), Source::Api), Verdict::Admit);
+}
+
+#[test]
+fn k4_the_first_shortage_is_reported_in_kubelets_order() {
+    let p = requesting("p", json!({"cpu": "3", "memory": "8Gi"}));
+    let (reason, _) = rejected(admit(&node(), &[], &p, Source::Api));
+    assert_eq!(reason, "OutOfcpu");
+    let mut n = node();
+    n.allocatable.insert("pods".into(), 0);
+    let (reason, message) = rejected(admit(&n, &[], &p, Source::Api));
+    assert_eq!(reason, "OutOfpods");
+    assert_eq!(message, "Node didn't have enough resource: pods, requested: 1, used: 0, capacity: 0");
+    // Resources come before affinity.
+    let p = pod("p", json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3"}}}]}));
+    assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "OutOfcpu");
+}
+
+#[test]
+fn k4_max_pods_counts_every_pod() {
+    let mut n = node();
+    n.allocatable.insert("pods".into(), 2);
+    let active = [api(&pod("a", json!({}))), api(&pod("b", json!({})))];
+    assert_eq!(admit(&n, &active[..1], &pod("c", json!({})), Source::Api), Verdict::Admit);
+    let (reason, message) = rejected(admit(&n, &active, &pod("c", json!({})), Source::Api));
+    assert_eq!(reason, "OutOfpods");
+    assert_eq!(message, "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2");
+}
+
+#[test]
+fn k4_pods_without_requests_request_nothing() {
+    let full = api(&requesting("a", json!({"cpu": "2"})));
+    assert_eq!(admit(&node(), &[full], &pod("p", json!({})), Source::Api), Verdict::Admit);
+    // A limit stands for a missing request.
+    let p = pod("p", json!({"containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": "3"}}}]}));
+    assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "OutOfcpu");
+}
+
+#[test]
+fn k4_pod_requests_as_kubelets_pod_requests() {
+    let p = pod(
+        "p",
+        json!({
+            "initContainers": [
+                {"name": "big-init", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}},
+                {"name": "sidecar", "image": "i", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                {"name": "late-init", "image": "i", "resources": {"requests": {"cpu": "900m"}}},
+            ],
+            "containers": [
+                {"name": "a", "image": "i", "resources": {"requests": {"cpu": "300m", "memory": "50Mi"}}},
+                {"name": "b", "image": "i", "resources": {"requests": {"cpu": "100m"}}},
+            ],
+            "overhead": {"cpu": "50m", "memory": "10Mi"},
+        }),
+    );
+    let requests = pod_requests(&p);
+    // cpu: max(1000, 200 + 900, 300 + 100 + 200) + 50.
+    assert_eq!(requests["cpu"], 1150);
+    // memory: max(100Mi, 50Mi) + 10Mi.
+    assert_eq!(requests["memory"], 110 << 20);
+}
+
+#[test]
+fn k4_extended_resources() {
+    let mut n = node();
+    let p = requesting("p", json!({"example.com/dongle": "2"}));
+    // A resource the node does not have at all is a cluster-level one: not counted.
+    assert_eq!(admit(&n, &[], &p, Source::Api), Verdict::Admit);
+    n.allocatable.insert("example.com/dongle".into(), 1);
+    let (reason, message) = rejected(admit(&n, &[], &p, Source::Api));
+    assert_eq!(reason, "OutOfexample.com/dongle");
+    assert_eq!(message, "Node didn't have enough resource: example.com/dongle, requested: 2, used: 0, capacity: 1");
+    n.allocatable.insert("example.com/dongle".into(), 3);
+    let other = api(&requesting("a", json!({"example.com/dongle": "2"})));
+    assert_eq!(rejected(admit(&n, &[other], &p, Source::Api)).0, "OutOfexample.com/dongle");
+    // Hugepages are not extended resources: the node lacking them is short of them.
+    let p = requesting("p", json!({"hugepages-2Mi": "4Mi", "memory": "4Mi"}));
+    assert_eq!(rejected(admit(&n, &[], &p, Source::Api)).0, "OutOfhugepages-2Mi");
+}
+
+#[test]
+fn k4_os_label_and_field() {
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "labels": {"kubernetes.io/os": "windows"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }))
+    .unwrap();
+    let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
+    assert_eq!(reason, "PodOSSelectorNodeLabelDoesNotMatch");
+    assert_eq!(message, "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label");
+    let p = pod("p", json!({"os": {"name": "windows"}}));
+    assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "PodOSNotSupported");
+    assert_eq!(admit(&node(), &[], &pod("p", json!({"os": {"name": "linux"}})), Source::Api), Verdict::Admit);
+}
+
+#[test]
+fn k4_rejection_status_message() {
+    let r = Rejection { reason: "OutOfpods".into(), message: "m".into() };
+    assert_eq!(r.status_message(), "Pod was rejected: m");
+}
+
+#[test]
+fn k4_node_from_the_api() {
+    let api: ApiNode = serde_json::from_value(json!({
+        "metadata": {"name": "edge-1", "labels": {"zone": "north"}},
+        "spec": {"taints": [{"key": "k", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "1500m", "memory": "2Gi", "pods": "12", "example.com/dongle": "3"}},
+    }))
+    .unwrap();
+    let n = Node::from_api(&api);
+    assert_eq!(n.name, "edge-1");
+    assert_eq!(n.labels["zone"], "north");
+    assert_eq!(n.taints.len(), 1);
+    assert_eq!(n.allocatable["cpu"], 1500);
+    assert_eq!(n.allocatable["memory"], 2 << 30);
+    assert_eq!(n.allocatable["pods"], 12);
+    assert_eq!(n.allocatable["example.com/dongle"], 3);
+}
+
+fn critical(name: &str, requests: Value) -> Pod {
+    let mut p = requesting(name, requests);
+    p.spec.as_mut().unwrap().priority = Some(SYSTEM_CRITICAL_PRIORITY);
+    p
+}
+
+fn with_limits(name: &str, resources: Value) -> Pod {
+    pod(name, json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": resources, "limits": resources}}]}))
+}
+
+#[test]
+fn k4_critical_pods_are_known() {
+    assert!(is_critical(&pod("p", json!({})), Source::File));
+    assert!(!is_critical(&pod("p", json!({})), Source::Api));
+    assert!(is_critical(&critical("p", json!({})), Source::Api));
+    let mut mirror = pod("p", json!({}));
+    mirror.metadata.annotations = Some(BTreeMap::from([(CONFIG_MIRROR.into(), "h".into())]));
+    assert!(is_critical(&mirror, Source::Api));
+}
+
+#[test]
+fn k4_a_critical_pod_preempts_the_fewest_lowest_pods() {
+    let active = [
+        api(&pod("best-effort", json!({}))),
+        api(&requesting("burstable", json!({"cpu": "500m"}))),
+        api(&with_limits("guaranteed", json!({"cpu": "1", "memory": "1Gi"}))),
+    ];
+    // 2000m allocatable, 1500m used: 1000m more is needed for 1500m.
+    let p = requesting("static", json!({"cpu": "1500m"}));
+    // As kubelet decides: the guaranteed pods needed even if every lower pod went (the
+    // burstable 500m leaves 500m: the guaranteed pod), then the burstable pods still
+    // needed (none: the guaranteed pod's 1000m covers it).
+    let verdict = admit(&node(), &active, &p, Source::File);
+    assert_eq!(verdict, Verdict::Preempt(vec!["guaranteed".into()]));
+    // 500m missing: the burstable pod alone, not the guaranteed one.
+    let p = requesting("static", json!({"cpu": "1"}));
+    assert_eq!(admit(&node(), &active, &p, Source::File), Verdict::Preempt(vec!["burstable".into()]));
+    // An API pod is not critical: rejected.
+    assert_eq!(rejected(admit(&node(), &active, &p, Source::Api)).0, "OutOfcpu");
+}
+
+#[test]
+fn k4_preemption_prefers_the_closest_and_then_the_smaller_pod() {
+    let active = [
+        api(&requesting("small", json!({"cpu": "300m", "memory": "10Mi"}))),
+        api(&requesting("exact", json!({"cpu": "600m", "memory": "20Mi"}))),
+        api(&requesting("large", json!({"cpu": "1", "memory": "30Mi"}))),
+    ];
+    // Used 1900m of 2000m: 600m needs 500m more: exact and large both cover it; exact is smaller.
+    let p = requesting("static", json!({"cpu": "600m"}));
+    assert_eq!(admit(&node(), &active, &p, Source::File), Verdict::Preempt(vec!["exact".into()]));
+}
+
+#[test]
+fn k4_preemption_of_pod_slots() {
+    let mut n = node();
+    n.allocatable.insert("pods".into(), 2);
+    let active = [api(&pod("a", json!({}))), api(&pod("b", json!({})))];
+    let verdict = admit(&n, &active, &pod("static", json!({})), Source::File);
+    assert!(matches!(&verdict, Verdict::Preempt(v) if v.len() == 1), "{verdict:?}");
+}
+
+#[test]
+fn k4_critical_pods_are_not_preempted_and_failure_is_kubelets_error() {
+    let active = [admitted(requesting("other-static", json!({"cpu": "2"})), Source::File)];
+    let (reason, message) = rejected(admit(&node(), &active, &requesting("static", json!({"cpu": "1"})), Source::File));
+    assert_eq!(reason, "UnexpectedAdmissionError");
+    assert_eq!(
+        message,
+        "Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: 1000), ]"
+    );
+}
+
+#[test]
+fn k4_higher_priority_preempts_lower_among_critical_pods() {
+    let low = critical("low", json!({"cpu": "2"}));
+    let mut high = critical("high", json!({"cpu": "1"}));
+    high.spec.as_mut().unwrap().priority = Some(SYSTEM_CRITICAL_PRIORITY + 1000);
+    let verdict = admit(&node(), &[api(&low)], &high, Source::Api);
+    assert_eq!(verdict, Verdict::Preempt(vec!["low".into()]));
+}
+
+#[test]
+fn k4_a_critical_pod_failing_otherwise_is_rejected() {
+    let active = [api(&requesting("a", json!({"cpu": "2"})))];
+    let p = pod("static", json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}));
+    assert_eq!(rejected(admit(&node(), &active, &p, Source::File)).0, "NodeAffinity");
+}
+
+fn arbitrary_pod() -> impl Strategy<Value = (u32, u32, bool)> {
+    (0u32..1500, 0u32..2048, any::<bool>())
+}
+
+proptest! {
+    /// K4: admitting pods one by one never takes more than allocatable, and a pod once
+    /// admitted is still admitted against the pods that came after it (nothing admitted
+    /// is pushed out by later pods).
+    #[test]
+    fn k4_admitted_pods_never_exceed_allocatable(pods in prop::collection::vec(arbitrary_pod(), 0..30), max in 0i64..20) {
+        let mut n = node();
+        n.allocatable.insert("pods".into(), max);
+        let mut active: Vec<Admitted> = Vec::new();
+        for (i, (cpu, memory, requests)) in pods.into_iter().enumerate() {
+            let name = format!("p{i}");
+            let p = if requests {
+                requesting(&name, json!({"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}))
+            } else {
+                pod(&name, json!({}))
+            };
+            if admit(&n, &active, &p, Source::Api) == Verdict::Admit {
+                active.push(api(&p));
+            }
+        }
+        prop_assert!(i64::try_from(active.len()).unwrap() <= max);
+        let total = |r: &str| active.iter().map(|a| pod_requests(&a.pod).get(r).copied().unwrap_or(0)).sum::<i64>();
+        prop_assert!(total("cpu") <= n.allocatable["cpu"]);
+        prop_assert!(total("memory") <= n.allocatable["memory"]);
+        for i in 0..active.len() {
+            let mut others = active.clone();
+            let me = others.remove(i);
+            prop_assert_eq!(admit(&n, &others, &me.pod, Source::Api), Verdict::Admit);
+        }
+    }
+
+    /// K4: the pods a critical pod preempts make room for it.
+    #[test]
+    fn k4_preemption_makes_room(pods in prop::collection::vec(arbitrary_pod(), 1..12), cpu in 1u32..2000) {
+        let mut active: Vec<Admitted> = Vec::new();
+        let n = node();
+        for (i, (c, m, requests)) in pods.into_iter().enumerate() {
+            let name = format!("p{i}");
+            let p = if requests { requesting(&name, json!({"cpu": format!("{c}m"), "memory": format!("{m}Mi")})) } else { pod(&name, json!({})) };
+            if admit(&n, &active, &p, Source::Api) == Verdict::Admit {
+                active.push(api(&p));
+            }
+        }
+        let p = requesting("static", json!({"cpu": format!("{cpu}m")}));
+        match admit(&n, &active, &p, Source::File) {
+            Verdict::Admit => {}
+            Verdict::Preempt(victims) => {
+                prop_assert!(!victims.is_empty());
+                let left: Vec<Admitted> = active.iter().filter(|a| !victims.contains(&a.uid)).cloned().collect();
+                prop_assert_eq!(admit(&n, &left, &p, Source::File), Verdict::Admit);
+            }
+            Verdict::Reject(r) => prop_assert!(false, "rejected: {:?}", r),
+        }
+    }
+}
