@@ -37,8 +37,6 @@ use crate::pod::{self, CONFIG_MIRROR, Source};
 
 /// The node's OS, as kubelet's `runtime.GOOS`.
 pub const NODE_OS: &str = "linux";
-/// kubelet's default `maxPods`.
-pub const DEFAULT_MAX_PODS: u32 = 110;
 /// kubelet's `SystemCriticalPriority`: pods at or above it are critical.
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
