@@ -23,6 +23,7 @@ mod images_dir;
 mod init_containers;
 mod lifecycle;
 mod local_api;
+mod node_admission;
 mod logs;
 mod managed;
 mod manifest_audit;
