@@ -137,7 +137,10 @@ impl<R: PodRuntime> Shared<R> {
     }
 
     /// Admits pods against `node` as it is published (K4).
-    pub fn with_node(mut self, node: watch::Receiver<outpost_core::node_admission::Node>) -> Shared<R> {
+    pub fn with_node(
+        mut self,
+        node: watch::Receiver<outpost_core::node_admission::Node>,
+    ) -> Shared<R> {
         self.node = Some(node);
         self
     }

@@ -63,7 +63,9 @@ impl Cluster {
         assert_eq!(status.reason.as_deref(), Some(reason), "{status:?}");
         let said = status.message.unwrap_or_default();
         assert!(said.starts_with(&format!("Pod was rejected: {message}")), "{said}");
-        assert!(status.container_statuses.unwrap_or_default().iter().all(|c| c.container_id.is_none()));
+        assert!(
+            status.container_statuses.unwrap_or_default().iter().all(|c| c.container_id.is_none())
+        );
         eventually(&format!("pod {name}: the {reason} Event"), LONG, || {
             let events = self.api.server.list("events", Some("default")).unwrap();
             events.iter().any(|e| {
@@ -76,7 +78,9 @@ impl Cluster {
     }
 
     fn node(&self) -> Value {
-        eventually("the Node is registered", LONG, || self.api.server.get("nodes", None, NODE).is_ok());
+        eventually("the Node is registered", LONG, || {
+            self.api.server.get("nodes", None, NODE).is_ok()
+        });
         self.api.server.get("nodes", None, NODE).unwrap()
     }
 }
@@ -154,7 +158,8 @@ fn k4_a_pod_asking_for_more_cpu_than_allocatable_is_out_of_cpu() {
         "OutOfcpu",
         "Node didn't have enough resource: cpu, requested: 1000000, used: 0, capacity: ",
     );
-    let message = c.api.server.get_pod("default", "greedy").unwrap().status.unwrap().message.unwrap();
+    let message =
+        c.api.server.get_pod("default", "greedy").unwrap().status.unwrap().message.unwrap();
     let capacity: u64 = message.rsplit(' ').next().unwrap().parse().unwrap();
     let cores: u64 = allocatable.trim_end_matches('m').parse().unwrap();
     let expected = if allocatable.ends_with('m') { cores } else { cores * 1000 };
@@ -166,7 +171,8 @@ fn k4_a_pod_asking_for_more_cpu_than_allocatable_is_out_of_cpu() {
 fn k4_max_pods_is_the_nodes_pod_capacity_and_a_pod_beyond_it_is_out_of_pods() {
     let c = Cluster::start(&["--max-pods", "2"]);
     eventually("the Node reports pods: 2", LONG, || {
-        c.node()["status"]["capacity"]["pods"] == "2" && c.node()["status"]["allocatable"]["pods"] == "2"
+        c.node()["status"]["capacity"]["pods"] == "2"
+            && c.node()["status"]["allocatable"]["pods"] == "2"
     });
     for name in ["one", "two"] {
         c.create_pod(api_pod(name, json!({}), json!({})));
@@ -190,7 +196,8 @@ fn k4_a_no_execute_taint_the_pod_does_not_tolerate_rejects_it() {
         "TaintToleration",
         "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
     );
-    let tolerates = json!([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoExecute"}]);
+    let tolerates =
+        json!([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoExecute"}]);
     c.create_pod(api_pod("db", json!({"tolerations": tolerates}), json!({})));
     c.wait_running("db");
 }
@@ -215,17 +222,19 @@ fn k4_a_critical_static_pod_preempts_a_lower_priority_api_pod() {
     let agent = c.agent.as_ref().unwrap();
     let name = format!("critical-{NODE}");
     wait_pod(agent, &name, LONG, |p| p["status"]["phase"] == "Running");
-    let low = c.wait(
-        "low",
-        "preempted",
-        |p| phase(p) == "Failed" && p.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Preempting"),
-    );
+    let low = c.wait("low", "preempted", |p| {
+        phase(p) == "Failed"
+            && p.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Preempting")
+    });
     let status = low.status.unwrap();
     assert_eq!(status.message.as_deref(), Some("Preempted in order to admit critical pod"));
     let conditions = status.conditions.unwrap_or_default();
     let disruption = conditions.iter().find(|c| c.type_ == "DisruptionTarget").unwrap();
     assert_eq!(disruption.reason.as_deref(), Some("TerminationByKubelet"));
-    assert_eq!(disruption.message.as_deref(), Some("Pod was preempted by Kubelet to accommodate a critical pod."));
+    assert_eq!(
+        disruption.message.as_deref(),
+        Some("Pod was preempted by Kubelet to accommodate a critical pod.")
+    );
     eventually("the Preempting Event", LONG, || {
         let events = c.api.server.list("events", Some("default")).unwrap();
         events.iter().any(|e| e["involvedObject"]["name"] == "low" && e["reason"] == "Preempting")

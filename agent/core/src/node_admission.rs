@@ -220,7 +220,10 @@ pub fn untolerated_taint<'a>(pod: &Pod, taints: &'a [Taint]) -> Option<&'a Taint
                 return false;
             }
             match t.operator.as_deref().unwrap_or_default() {
-                "" | "Equal" => t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+                "" | "Equal" => {
+                    t.value.as_deref().unwrap_or_default()
+                        == taint.value.as_deref().unwrap_or_default()
+                }
                 "Exists" => true,
                 _ => false,
             }

@@ -259,7 +259,14 @@ impl NodeSync {
     /// one this agent would register; allocatable as this pass reads it.
     fn publish(&self, status: &NodeStatus) {
         let config = &self.context.node_config;
-        let local = || node_status::node(&self.context.node_name, &config.labels, &config.taints, status.clone());
+        let local = || {
+            node_status::node(
+                &self.context.node_name,
+                &config.labels,
+                &config.taints,
+                status.clone(),
+            )
+        };
         let mut node = self.seen.clone().unwrap_or_else(local);
         node.status = Some(status.clone());
         let view = node_admission::Node::from_api(&node);
@@ -279,7 +286,12 @@ pub fn initial_admission_node(config: &Config, node_name: &str) -> node_admissio
     let readings = machine::readings(config, node_name);
     let version = node_status::kubelet_version(env!("CARGO_PKG_VERSION"));
     let status = node_status::status(&readings, Vec::new(), &config.reservation, &version);
-    node_admission::Node::from_api(&node_status::node(node_name, &config.labels, &config.taints, status))
+    node_admission::Node::from_api(&node_status::node(
+        node_name,
+        &config.labels,
+        &config.taints,
+        status,
+    ))
 }
 
 /// Now, in whole seconds (the API server keeps condition times to the second).

@@ -162,7 +162,8 @@ impl<R: PodRuntime> Workers<R> {
         for delta in deltas {
             let uid = outpost_core::pod::uid(&delta.pod);
             let name = FullName::of(&delta.pod);
-            let gone = self.desired.get(&name).filter(|old| delta.op == DeltaOp::Remove || *old != uid);
+            let gone =
+                self.desired.get(&name).filter(|old| delta.op == DeltaOp::Remove || *old != uid);
             if let Some(old) = gone {
                 self.admission.forget(old);
             }

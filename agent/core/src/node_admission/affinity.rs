@@ -24,7 +24,11 @@ pub fn required_matches(pod: &Pod, node_name: &str, labels: &BTreeMap<String, St
     required.node_selector_terms.iter().any(|term| term_matches(term, node_name, labels))
 }
 
-fn term_matches(term: &NodeSelectorTerm, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
+fn term_matches(
+    term: &NodeSelectorTerm,
+    node_name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let expressions = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if expressions.is_empty() && fields.is_empty() {
@@ -35,7 +39,10 @@ fn term_matches(term: &NodeSelectorTerm, node_name: &str, labels: &BTreeMap<Stri
 }
 
 /// A label requirement (`None`: invalid, as the API's selector parsing refuses it).
-fn label_requirement(r: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> Option<bool> {
+fn label_requirement(
+    r: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> Option<bool> {
     let values = r.values.as_deref().unwrap_or_default();
     let label = labels.get(&r.key);
     match r.operator.as_str() {

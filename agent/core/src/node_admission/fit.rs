@@ -55,7 +55,8 @@ pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
     let Some(spec) = pod.spec.as_ref() else { return BTreeMap::new() };
     let mut names = BTreeSet::new();
     let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
-    for resources in containers.filter_map(|c| c.resources.as_ref()).chain(spec.resources.as_ref()) {
+    for resources in containers.filter_map(|c| c.resources.as_ref()).chain(spec.resources.as_ref())
+    {
         for list in [&resources.requests, &resources.limits].into_iter().flatten() {
             names.extend(list.keys().cloned());
         }
@@ -106,8 +107,9 @@ pub fn insufficient(node: &Node, active: &[Admitted], pod: &Pod) -> Vec<Insuffic
     }
     let mut requests = pod_requests(pod);
     requests.retain(|name, _| {
-        (NAMED.contains(&name.as_str()) || is_scalar(name))
-            && !(is_extended(name) && !node.allocatable.contains_key(name))
+        let counted = NAMED.contains(&name.as_str()) || is_scalar(name);
+        let missing_extended = is_extended(name) && !node.allocatable.contains_key(name);
+        counted && !missing_extended
     });
     if requests.values().all(|v| *v == 0) {
         return short;

@@ -91,10 +91,10 @@ fn smaller(a: &Pod, b: &Pod) -> bool {
 }
 
 /// kubelet's `getPodsToPreemptByDistance`.
-fn by_distance<'a>(
-    mut pods: Vec<&'a Admitted>,
+fn by_distance(
+    mut pods: Vec<&Admitted>,
     mut requirements: Vec<Requirement>,
-) -> Result<Vec<&'a Admitted>, Unmet> {
+) -> Result<Vec<&Admitted>, Unmet> {
     let mut chosen = Vec::new();
     while !requirements.is_empty() {
         if pods.is_empty() {

@@ -20,7 +20,10 @@ fn pod(name: &str, spec: Value) -> Pod {
 }
 
 fn requesting(name: &str, requests: Value) -> Pod {
-    pod(name, json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": requests}}]}))
+    pod(
+        name,
+        json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": requests}}]}),
+    )
 }
 
 fn node() -> Node {
@@ -81,7 +84,10 @@ fn k4_node_selector_must_match_every_label() {
     let p = pod("p", json!({"nodeSelector": {"zone": "north", "disk": "ssd"}}));
     let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
     assert_eq!(reason, "NodeAffinity");
-    assert_eq!(message, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector");
+    assert_eq!(
+        message,
+        "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+    );
     // Static pods too, as kubelet admits them.
     let (reason, _) = rejected(admit(&node(), &[], &p, Source::File));
     assert_eq!(reason, "NodeAffinity");
@@ -100,7 +106,9 @@ fn k4_node_selector_terms_operators() {
     assert!(matches(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}])));
     assert!(!matches(json!([{"matchExpressions": [{"key": "absent", "operator": "Exists"}]}])));
     assert!(!matches(expr("zone", "Exists", json!(["north"]))), "Exists with values is invalid");
-    assert!(matches(json!([{"matchExpressions": [{"key": "absent", "operator": "DoesNotExist"}]}])));
+    assert!(matches(
+        json!([{"matchExpressions": [{"key": "absent", "operator": "DoesNotExist"}]}])
+    ));
     assert!(!matches(json!([{"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}])));
     assert!(matches(expr("gen", "Gt", json!(["4"]))));
     assert!(!matches(expr("gen", "Gt", json!(["5"]))));
@@ -155,7 +163,10 @@ fn k4_selector_and_affinity_both_apply() {
     let n = node();
     assert!(!required_matches(&p, &n.name, &n.labels));
     // Preferred affinity is not a requirement.
-    let p = pod("p", json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["south"]}]}}]}}}));
+    let p = pod(
+        "p",
+        json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["south"]}]}}]}}}),
+    );
     assert_eq!(admit(&n, &[], &p, Source::Api), Verdict::Admit);
 }
 
@@ -165,7 +176,10 @@ fn k4_node_name_of_another_node() {
     let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
     assert_eq!(reason, "NodeName");
     assert_eq!(message, "Predicate NodeName failed: node(s) didn't match the requested node name");
-    assert_eq!(admit(&node(), &[], &pod("p", json!({"nodeName": "edge-1"})), Source::Api), Verdict::Admit);
+    assert_eq!(
+        admit(&node(), &[], &pod("p", json!({"nodeName": "edge-1"})), Source::Api),
+        Verdict::Admit
+    );
     // kubelet sets a static pod's nodeName to its own.
     assert_eq!(admit(&node(), &[], &p, Source::File), Verdict::Admit);
 }
@@ -177,21 +191,30 @@ fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
 #[test]
 fn k4_untolerated_no_execute_taint() {
     let mut n = node();
-    n.taints = vec![taint("edge", Some("true"), "NoSchedule"), taint("dedicated", Some("db"), "NoExecute")];
+    n.taints = vec![
+        taint("edge", Some("true"), "NoSchedule"),
+        taint("dedicated", Some("db"), "NoExecute"),
+    ];
     let (reason, message) = rejected(admit(&n, &[], &pod("p", json!({})), Source::Api));
     assert_eq!(reason, "TaintToleration");
-    assert_eq!(message, "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate");
+    assert_eq!(
+        message,
+        "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
+    );
     // Not for static pods.
     assert_eq!(admit(&n, &[], &pod("p", json!({})), Source::File), Verdict::Admit);
     let tolerates = |tolerations: Value| {
-        admit(&n, &[], &pod("p", json!({"tolerations": tolerations})), Source::Api) == Verdict::Admit
+        admit(&n, &[], &pod("p", json!({"tolerations": tolerations})), Source::Api)
+            == Verdict::Admit
     };
     assert!(tolerates(json!([{"key": "dedicated", "value": "db", "effect": "NoExecute"}])));
     assert!(tolerates(json!([{"key": "dedicated", "operator": "Equal", "value": "db"}])));
     assert!(tolerates(json!([{"key": "dedicated", "operator": "Exists"}])));
     assert!(tolerates(json!([{"operator": "Exists"}])), "an empty key with Exists tolerates all");
     assert!(!tolerates(json!([{"key": "dedicated", "value": "web"}])));
-    assert!(!tolerates(json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])));
+    assert!(!tolerates(
+        json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])
+    ));
     assert!(!tolerates(json!([{"key": "other", "operator": "Exists"}])));
     assert!(!tolerates(json!([{"key": "dedicated", "operator": "Gt", "value": "db"}])));
     // NoSchedule and PreferNoSchedule taints alone do not concern kubelet.
@@ -201,23 +224,39 @@ fn k4_untolerated_no_execute_taint() {
 
 #[test]
 fn k4_out_of_cpu_memory_storage_with_kubelets_message() {
-    let (reason, message) = rejected(admit(&node(), &[], &requesting("p", json!({"cpu": "3"})), Source::Api));
+    let (reason, message) =
+        rejected(admit(&node(), &[], &requesting("p", json!({"cpu": "3"})), Source::Api));
     assert_eq!(reason, "OutOfcpu");
-    assert_eq!(message, "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000");
+    assert_eq!(
+        message,
+        "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000"
+    );
     let first = api(&requesting("a", json!({"memory": "3Gi"})));
     let (reason, message) =
         rejected(admit(&node(), &[first], &requesting("p", json!({"memory": "2Gi"})), Source::Api));
     assert_eq!(reason, "OutOfmemory");
     assert_eq!(
         message,
-        format!("Node didn't have enough resource: memory, requested: {}, used: {}, capacity: {}", 2u64 << 30, 3u64 << 30, 4u64 << 30)
+        format!(
+            "Node didn't have enough resource: memory, requested: {}, used: {}, capacity: {}",
+            2u64 << 30,
+            3u64 << 30,
+            4u64 << 30
+        )
     );
-    let (reason, _) =
-        rejected(admit(&node(), &[], &requesting("p", json!({"ephemeral-storage": "20Gi"})), Source::Api));
+    let (reason, _) = rejected(admit(
+        &node(),
+        &[],
+        &requesting("p", json!({"ephemeral-storage": "20Gi"})),
+        Source::Api,
+    ));
     assert_eq!(reason, "OutOfephemeral-storage");
     // Exactly what is left fits.
     let first = api(&requesting("a", json!({"cpu": "1500m"})));
-    assert_eq!(admit(&node(), &[first], &requesting("p", json!({"cpu": "500m"})), Source::Api), Verdict::Admit);
+    assert_eq!(
+        admit(&node(), &[first], &requesting("p", json!({"cpu": "500m"})), Source::Api),
+        Verdict::Admit
+    );
 }
 
 #[test]
@@ -229,9 +268,15 @@ fn k4_the_first_shortage_is_reported_in_kubelets_order() {
     n.allocatable.insert("pods".into(), 0);
     let (reason, message) = rejected(admit(&n, &[], &p, Source::Api));
     assert_eq!(reason, "OutOfpods");
-    assert_eq!(message, "Node didn't have enough resource: pods, requested: 1, used: 0, capacity: 0");
+    assert_eq!(
+        message,
+        "Node didn't have enough resource: pods, requested: 1, used: 0, capacity: 0"
+    );
     // Resources come before affinity.
-    let p = pod("p", json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3"}}}]}));
+    let p = pod(
+        "p",
+        json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3"}}}]}),
+    );
     assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "OutOfcpu");
 }
 
@@ -243,7 +288,10 @@ fn k4_max_pods_counts_every_pod() {
     assert_eq!(admit(&n, &active[..1], &pod("c", json!({})), Source::Api), Verdict::Admit);
     let (reason, message) = rejected(admit(&n, &active, &pod("c", json!({})), Source::Api));
     assert_eq!(reason, "OutOfpods");
-    assert_eq!(message, "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2");
+    assert_eq!(
+        message,
+        "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+    );
 }
 
 #[test]
@@ -251,7 +299,10 @@ fn k4_pods_without_requests_request_nothing() {
     let full = api(&requesting("a", json!({"cpu": "2"})));
     assert_eq!(admit(&node(), &[full], &pod("p", json!({})), Source::Api), Verdict::Admit);
     // A limit stands for a missing request.
-    let p = pod("p", json!({"containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": "3"}}}]}));
+    let p = pod(
+        "p",
+        json!({"containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": "3"}}}]}),
+    );
     assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "OutOfcpu");
 }
 
@@ -288,7 +339,10 @@ fn k4_extended_resources() {
     n.allocatable.insert("example.com/dongle".into(), 1);
     let (reason, message) = rejected(admit(&n, &[], &p, Source::Api));
     assert_eq!(reason, "OutOfexample.com/dongle");
-    assert_eq!(message, "Node didn't have enough resource: example.com/dongle, requested: 2, used: 0, capacity: 1");
+    assert_eq!(
+        message,
+        "Node didn't have enough resource: example.com/dongle, requested: 2, used: 0, capacity: 1"
+    );
     n.allocatable.insert("example.com/dongle".into(), 3);
     let other = api(&requesting("a", json!({"example.com/dongle": "2"})));
     assert_eq!(rejected(admit(&n, &[other], &p, Source::Api)).0, "OutOfexample.com/dongle");
@@ -306,10 +360,16 @@ fn k4_os_label_and_field() {
     .unwrap();
     let (reason, message) = rejected(admit(&node(), &[], &p, Source::Api));
     assert_eq!(reason, "PodOSSelectorNodeLabelDoesNotMatch");
-    assert_eq!(message, "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label");
+    assert_eq!(
+        message,
+        "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+    );
     let p = pod("p", json!({"os": {"name": "windows"}}));
     assert_eq!(rejected(admit(&node(), &[], &p, Source::Api)).0, "PodOSNotSupported");
-    assert_eq!(admit(&node(), &[], &pod("p", json!({"os": {"name": "linux"}})), Source::Api), Verdict::Admit);
+    assert_eq!(
+        admit(&node(), &[], &pod("p", json!({"os": {"name": "linux"}})), Source::Api),
+        Verdict::Admit
+    );
 }
 
 #[test]
@@ -343,7 +403,10 @@ fn critical(name: &str, requests: Value) -> Pod {
 }
 
 fn with_limits(name: &str, resources: Value) -> Pod {
-    pod(name, json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": resources, "limits": resources}}]}))
+    pod(
+        name,
+        json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": resources, "limits": resources}}]}),
+    )
 }
 
 #[test]
@@ -372,7 +435,10 @@ fn k4_a_critical_pod_preempts_the_fewest_lowest_pods() {
     assert_eq!(verdict, Verdict::Preempt(vec!["guaranteed".into()]));
     // 500m missing: the burstable pod alone, not the guaranteed one.
     let p = requesting("static", json!({"cpu": "1"}));
-    assert_eq!(admit(&node(), &active, &p, Source::File), Verdict::Preempt(vec!["burstable".into()]));
+    assert_eq!(
+        admit(&node(), &active, &p, Source::File),
+        Verdict::Preempt(vec!["burstable".into()])
+    );
     // An API pod is not critical: rejected.
     assert_eq!(rejected(admit(&node(), &active, &p, Source::Api)).0, "OutOfcpu");
 }
@@ -401,7 +467,8 @@ fn k4_preemption_of_pod_slots() {
 #[test]
 fn k4_critical_pods_are_not_preempted_and_failure_is_kubelets_error() {
     let active = [admitted(requesting("other-static", json!({"cpu": "2"})), Source::File)];
-    let (reason, message) = rejected(admit(&node(), &active, &requesting("static", json!({"cpu": "1"})), Source::File));
+    let (reason, message) =
+        rejected(admit(&node(), &active, &requesting("static", json!({"cpu": "1"})), Source::File));
     assert_eq!(reason, "UnexpectedAdmissionError");
     assert_eq!(
         message,
@@ -421,7 +488,10 @@ fn k4_higher_priority_preempts_lower_among_critical_pods() {
 #[test]
 fn k4_a_critical_pod_failing_otherwise_is_rejected() {
     let active = [api(&requesting("a", json!({"cpu": "2"})))];
-    let p = pod("static", json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}));
+    let p = pod(
+        "static",
+        json!({"nodeSelector": {"zone": "south"}, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}),
+    );
     assert_eq!(rejected(admit(&node(), &active, &p, Source::File)).0, "NodeAffinity");
 }
 

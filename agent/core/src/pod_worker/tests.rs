@@ -120,7 +120,11 @@ impl P {
     }
 
     fn input(&self) -> Input {
-        Input::Desired(Some(Desired { source: Source::File, pod: Arc::new(self.0.clone()), rejected: None }))
+        Input::Desired(Some(Desired {
+            source: Source::File,
+            pod: Arc::new(self.0.clone()),
+            rejected: None,
+        }))
     }
 }
 

@@ -142,9 +142,9 @@ impl Admission {
     /// The admitted pods still active: not finished (nor refused by the worker, A1).
     fn active(&self, statuses: &StatusStore) -> Vec<Admitted> {
         let finished = |uid: &str| {
-            statuses.get(uid).is_some_and(|s| {
-                matches!(s.phase.as_deref(), Some("Succeeded" | "Failed"))
-            })
+            statuses
+                .get(uid)
+                .is_some_and(|s| matches!(s.phase.as_deref(), Some("Succeeded" | "Failed")))
         };
         self.order
             .iter()
@@ -166,7 +166,12 @@ fn reject(pod: &Arc<Pod>, rejection: &Rejection, events: &Recorder) {
         message = rejection.message,
         "pod rejected by the node's admission (K4)"
     );
-    events.emit(&pod_ref(pod, None), EventType::Warning, &rejection.reason, rejection.message.clone());
+    events.emit(
+        &pod_ref(pod, None),
+        EventType::Warning,
+        &rejection.reason,
+        rejection.message.clone(),
+    );
 }
 
 /// Whether the pod's status (as its source has it) is already Succeeded or Failed.
@@ -183,5 +188,8 @@ fn rejected_before(pod: &Pod) -> Option<Rejection> {
         return None;
     }
     let message = status.message.as_deref()?.strip_prefix("Pod was rejected: ")?;
-    Some(Rejection { reason: status.reason.clone().unwrap_or_default(), message: message.to_owned() })
+    Some(Rejection {
+        reason: status.reason.clone().unwrap_or_default(),
+        message: message.to_owned(),
+    })
 }

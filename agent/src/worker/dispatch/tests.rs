@@ -216,8 +216,10 @@ async fn m9_a_name_whose_orphans_stopped_is_served_anew() {
     assert_eq!(shared.runtime.calls(), ["remove s1", "tear_down u0"]);
     // The worker ended; a pod desired before the dispatcher saw it end goes to a new one.
     let p = Arc::new(named("web", "u1"));
-    workers
-        .send(full_name("web"), Message::Desired(Some(Desired { source: Source::File, pod: p, rejected: None })));
+    workers.send(
+        full_name("web"),
+        Message::Desired(Some(Desired { source: Source::File, pod: p, rejected: None })),
+    );
     let done = workers.running.join_next().await.unwrap();
     workers.finished(done);
     settle().await;

@@ -44,7 +44,10 @@ fn k4_a_preempted_pod_stops_and_fails_with_kubelets_reason() {
     d.run(&web().grace(5).policy("Always"));
     let actions = d.drive(Input::Preempt { uid: "u1".into() });
     let listed = shown(&actions);
-    assert!(listed.contains(&format!("Event Warning Preempting -: {PREEMPTED_MESSAGE}")), "{listed:?}");
+    assert!(
+        listed.contains(&format!("Event Warning Preempting -: {PREEMPTED_MESSAGE}")),
+        "{listed:?}"
+    );
     assert_eq!(signalled(&actions), ["Term c-1"]);
     assert_eq!(d.wake_in(), Some(secs(5)), "the pod's own grace period");
     let status = d.status();

@@ -324,7 +324,8 @@ fn a_document_with_warnings_is_listed_while_it_is_held() {
     let problems = h.problems();
     assert_eq!(problems.len(), 1);
     assert!(
-        problems[0].starts_with(&format!("warned: {URL}:")) && problems[0].contains("priorityClassName"),
+        problems[0].starts_with(&format!("warned: {URL}:"))
+            && problems[0].contains("priorityClassName"),
         "{problems:?}"
     );
     // Confirmed again and again: still listed, not sent again.

@@ -25,7 +25,8 @@ fn created(name: &str, uid: &str, second: i64, cpu: &str) -> Pod {
     let mut p = named(name, uid);
     p.metadata.creation_timestamp = Some(Time(Timestamp::from_second(second).unwrap()));
     let requests = json!({"requests": {"cpu": cpu}});
-    p.spec.as_mut().unwrap().containers[0].resources = Some(serde_json::from_value(requests).unwrap());
+    p.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(requests).unwrap());
     p
 }
 
