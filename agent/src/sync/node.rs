@@ -256,7 +256,8 @@ impl NodeSync {
 
     /// K4: the node admission sees: the Node as the server has it once seen (its
     /// labels and taints as the server has them, as kubelet's node informer), else the
-    /// one this agent would register; allocatable as this pass reads it.
+    /// one this agent would register; allocatable as this pass reads it, with the
+    /// resources only the server's has (extended resources someone advertised).
     fn publish(&self, status: &NodeStatus) {
         let config = &self.context.node_config;
         let local = || {
@@ -268,7 +269,12 @@ impl NodeSync {
             )
         };
         let mut node = self.seen.clone().unwrap_or_else(local);
-        node.status = Some(status.clone());
+        let mut allocatable = status.allocatable.clone().unwrap_or_default();
+        let server = self.server.as_ref().and_then(|s| s.allocatable.as_ref());
+        for (name, quantity) in server.into_iter().flatten() {
+            allocatable.entry(name.clone()).or_insert_with(|| quantity.clone());
+        }
+        node.status = Some(NodeStatus { allocatable: Some(allocatable), ..status.clone() });
         let view = node_admission::Node::from_api(&node);
         config.admission.send_if_modified(|old| {
             let changed = *old != view;

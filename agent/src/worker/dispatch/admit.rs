@@ -15,7 +15,8 @@
 //!   pod keeps the verdict; so does an agent restart (an API pod the API server has as
 //!   rejected stays rejected).
 //! - A pod with containers left by an earlier run is adopted, not admitted again (it was
-//!   admitted then); so is a pod being deleted, and a pod already finished is not
+//!   admitted then), and before the batch's new pods, which are admitted against it (so
+//!   a restart never overcommits the node); so is a pod being deleted, and a pod already finished is not
 //!   admitted (kubelet's `IsPodPhaseTerminal`) and does not count.
 //! - A critical pod that fits only once lower-priority pods go is admitted, and those
 //!   pods are preempted through their workers (kubelet waits for them to stop before
@@ -84,7 +85,12 @@ impl Admission {
                 !self.admitted.contains_key(uid) && !self.rejected.contains_key(uid)
             })
             .collect();
-        new.sort_by_key(|d| d.pod.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        // Pods an earlier run left running first (they were admitted then, and take their
+        // place before any new pod), then the others oldest first.
+        new.sort_by_key(|d| {
+            let created = d.pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (!adopted(&FullName::of(&d.pod), pod::uid(&d.pod)), created)
+        });
         let mut preemptions = Vec::new();
         for delta in new {
             let uid = pod::uid(&delta.pod).to_owned();

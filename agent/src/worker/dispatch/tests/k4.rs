@@ -91,3 +91,18 @@ async fn k4_a_critical_static_pod_preempts_an_api_pod() {
     assert_eq!(reason(&d, "u-low").as_deref(), Some("Preempting"));
     assert_eq!(d.phase("u-static").as_deref(), Some("Running"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn k4_adopted_pods_take_their_place_before_new_ones_are_admitted() {
+    let running = created("running", "u-run", 2000, "100m");
+    let found = vec![(
+        full_name("running"),
+        found_running("old-c", "u-run", &first_container(&running), 0),
+    )];
+    let d = Dispatcher::start_with(shared_on(node(4000, 1)), found).await;
+    // Older, but new to the node: it comes after the pod that was running.
+    let pending = created("pending", "u-pend", 1000, "100m");
+    d.batch(vec![api(&pending), api(&running)], true).await;
+    assert_eq!(d.phase("u-run").as_deref(), Some("Running"));
+    assert_eq!(reason(&d, "u-pend").as_deref(), Some("OutOfpods"));
+}
