@@ -1,9 +1,10 @@
 //! Preemption for critical pods (K4): kubelet's `CriticalPodAdmissionHandler`. For each
 //! resource short, the amount missing is a requirement; the pods the critical pod may
-//! preempt (any non-critical pod, or one of lower priority when both set one) are split
-//! by QoS class. kubelet evicts as few guaranteed pods as it can (as if every
-//! burstable and best-effort pod went), then as few burstable ones, then best-effort
-//! ones; within a class it repeatedly takes the pod closest to covering what is left
+//! preempt (any non-critical pod, or one of lower priority when both set one) are
+//! grouped by priority, then QoS class, from the most preemptable group (lowest
+//! priority, best-effort) to the least. kubelet evicts as few pods of the highest group
+//! as it can (as if every lower group went), then as few of the next group, and so on
+//! down; within a group it repeatedly takes the pod closest to covering what is left
 //! (the sum over requirements of the squared fraction left uncovered), the smaller
 //! request (memory, then cpu) on a tie.
 
@@ -125,8 +126,20 @@ fn preemptable(preemptor: &Pod, source: Source, preemptee: &Admitted) -> bool {
     matches!((priority(preemptor), priority(&preemptee.pod)), (Some(a), Some(b)) if a > b)
 }
 
-/// The UIDs of the pods to preempt for `preemptor`, in kubelet's order (best-effort,
-/// burstable, then guaranteed pods); `Err` with what cannot be reclaimed.
+/// How preemptable a pod is, the most preemptable lowest: critical or not, priority
+/// (API pods always have one), QoS class.
+fn rank(pod: &Admitted) -> (bool, i32, u8) {
+    let qos = match qos_class(&pod.pod) {
+        QosClass::BestEffort => 1,
+        QosClass::Burstable => 2,
+        QosClass::Guaranteed => 3,
+    };
+    let priority = pod.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    (is_critical(&pod.pod, pod.source), priority, qos)
+}
+
+/// The UIDs of the pods to preempt for `preemptor`, in kubelet's order (from the least
+/// preemptable group chosen to the most); `Err` with what cannot be reclaimed.
 pub fn victims(
     preemptor: &Pod,
     source: Source,
@@ -137,30 +150,31 @@ pub fn victims(
         .iter()
         .map(|s| Requirement { resource: s.resource.clone(), quantity: s.amount() })
         .collect();
-    let mut classes: [Vec<&Admitted>; 3] = [Vec::new(), Vec::new(), Vec::new()];
-    for pod in active.iter().filter(|p| preemptable(preemptor, source, p)) {
-        let class = match qos_class(&pod.pod) {
-            QosClass::BestEffort => 0,
-            QosClass::Burstable => 1,
-            QosClass::Guaranteed => 2,
-        };
-        classes[class].push(pod);
+    let mut preemptable: Vec<&Admitted> =
+        active.iter().filter(|p| preemptable(preemptor, source, p)).collect();
+    preemptable.sort_by_key(|p| rank(p));
+    let mut groups: Vec<Vec<&Admitted>> = Vec::new();
+    for pod in preemptable {
+        match groups.last_mut() {
+            Some(group) if group.last().is_some_and(|last| rank(last) == rank(pod)) => {
+                group.push(pod);
+            }
+            _ => groups.push(vec![pod]),
+        }
     }
-    let [best_effort, burstable, guaranteed] = classes;
-    let all: Vec<&Admitted> =
-        best_effort.iter().chain(&burstable).chain(&guaranteed).copied().collect();
-    let unmet = subtract(&requirements, &all);
-    if !unmet.is_empty() {
-        return Err(Unmet(unmet));
+    // What is left after every group below the i-th went.
+    let mut remaining = vec![requirements];
+    for group in &groups {
+        let next = subtract(remaining.last().map(Vec::as_slice).unwrap_or_default(), group);
+        remaining.push(next);
     }
-    let lower: Vec<&Admitted> = best_effort.iter().chain(&burstable).copied().collect();
-    let guaranteed_out = by_distance(guaranteed, subtract(&requirements, &lower))?;
-    let before_burstable: Vec<&Admitted> =
-        best_effort.iter().chain(&guaranteed_out).copied().collect();
-    let burstable_out = by_distance(burstable, subtract(&requirements, &before_burstable))?;
-    let before_best_effort: Vec<&Admitted> =
-        burstable_out.iter().chain(&guaranteed_out).copied().collect();
-    let best_effort_out = by_distance(best_effort, subtract(&requirements, &before_best_effort))?;
-    let chosen = best_effort_out.into_iter().chain(burstable_out).chain(guaranteed_out);
-    Ok(chosen.map(|p| p.uid.clone()).collect())
+    if let Some(unmet) = remaining.last().filter(|r| !r.is_empty()) {
+        return Err(Unmet(unmet.clone()));
+    }
+    let mut chosen: Vec<&Admitted> = Vec::new();
+    for (i, group) in groups.into_iter().enumerate().rev() {
+        let left = subtract(&remaining[i], &chosen);
+        chosen.extend(by_distance(group, left)?);
+    }
+    Ok(chosen.into_iter().map(|p| p.uid.clone()).collect())
 }

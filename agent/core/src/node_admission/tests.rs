@@ -456,6 +456,20 @@ fn k4_preemption_prefers_the_closest_and_then_the_smaller_pod() {
 }
 
 #[test]
+fn k4_preemption_takes_lower_priorities_first() {
+    let mut low = requesting("low", json!({"cpu": "600m"}));
+    low.spec.as_mut().unwrap().priority = Some(0);
+    let mut high = requesting("high", json!({"cpu": "500m"}));
+    high.spec.as_mut().unwrap().priority = Some(100);
+    let other = requesting("other", json!({"cpu": "800m"}));
+    let active = [api(&high), api(&low), api(&other)];
+    // 1900m used: 600m needs 500m more; "high" alone is closest, but its group comes
+    // after the lower one, which covers it.
+    let p = requesting("static", json!({"cpu": "600m"}));
+    assert_eq!(admit(&node(), &active, &p, Source::File), Verdict::Preempt(vec!["low".into()]));
+}
+
+#[test]
 fn k4_preemption_of_pod_slots() {
     let mut n = node();
     n.allocatable.insert("pods".into(), 2);
