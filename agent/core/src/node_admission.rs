@@ -11,7 +11,8 @@
 //!    resources ([`fit`]: `pods` against `maxPods`, then cpu, memory, ephemeral-storage
 //!    and the scalar resources against allocatable less what the active pods request:
 //!    `OutOf<resource>`), node affinity and `nodeSelector` ([`affinity`]:
-//!    `NodeAffinity`), `spec.nodeName` (`NodeName`);
+//!    `NodeAffinity`), `spec.nodeName` (`NodeName`), host ports ([`ports`]:
+//!    `NodePorts`);
 //! 3. the node's `NoExecute` taints against the pod's tolerations (`TaintToleration`),
 //!    not for static pods.
 //!
@@ -21,6 +22,7 @@
 
 mod affinity;
 mod fit;
+mod ports;
 mod preempt;
 #[cfg(test)]
 mod tests;
@@ -134,6 +136,10 @@ const NODE_NAME: Failure = Failure::Predicate {
     name: "NodeName",
     description: "node(s) didn't match the requested node name",
 };
+const NODE_PORTS: Failure = Failure::Predicate {
+    name: "NodePorts",
+    description: "node(s) didn't have free ports for the requested pod ports",
+};
 const TAINT_TOLERATION: Failure = Failure::Predicate {
     name: "TaintToleration",
     description: "node(s) had taints that the pod didn't tolerate",
@@ -154,6 +160,9 @@ pub fn admit(node: &Node, active: &[Admitted], pod: &Pod, source: Source) -> Ver
     // kubelet sets a static pod's nodeName to its own.
     if !source.is_static() && !node_name.is_empty() && node_name != node.name {
         failures.push(NODE_NAME);
+    }
+    if !ports::fit(pod, active) {
+        failures.push(NODE_PORTS);
     }
     if !source.is_static() && untolerated_taint(pod, &node.taints).is_some() {
         failures.push(TAINT_TOLERATION);

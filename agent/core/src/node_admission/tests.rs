@@ -184,6 +184,40 @@ fn k4_node_name_of_another_node() {
     assert_eq!(admit(&node(), &[], &p, Source::File), Verdict::Admit);
 }
 
+fn with_port(name: &str, port: Value) -> Pod {
+    pod(name, json!({"containers": [{"name": "c", "image": "i", "ports": [port]}]}))
+}
+
+#[test]
+fn k4_host_ports_in_use() {
+    let active = [api(&with_port("a", json!({"containerPort": 80, "hostPort": 8080})))];
+    let p = with_port("p", json!({"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}));
+    let (reason, message) = rejected(admit(&node(), &active, &p, Source::Api));
+    assert_eq!(reason, "NodePorts");
+    assert_eq!(
+        message,
+        "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+    );
+    let fits =
+        |port: Value| admit(&node(), &active, &with_port("p", port), Source::Api) == Verdict::Admit;
+    assert!(fits(json!({"containerPort": 80, "hostPort": 8081})));
+    assert!(fits(json!({"containerPort": 80, "hostPort": 8080, "protocol": "UDP"})));
+    assert!(fits(json!({"containerPort": 8080})), "no host port");
+    assert!(
+        !fits(json!({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"})),
+        "the other binds all"
+    );
+    let on_ip = [api(&with_port(
+        "a",
+        json!({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"}),
+    ))];
+    let fits_ip =
+        |port: Value| admit(&node(), &on_ip, &with_port("p", port), Source::Api) == Verdict::Admit;
+    assert!(fits_ip(json!({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.2"})));
+    assert!(!fits_ip(json!({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"})));
+    assert!(!fits_ip(json!({"containerPort": 80, "hostPort": 8080})), "this one binds all");
+}
+
 fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
     Taint { key: key.into(), value: value.map(Into::into), effect: effect.into(), time_added: None }
 }
