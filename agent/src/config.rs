@@ -123,6 +123,8 @@ pub struct Config {
     pub node_labels: BTreeMap<String, String>,
     /// Taints the Node is registered with.
     pub register_with_taints: Vec<Taint>,
+    /// `--max-pods` (`maxPods`): the Node's `pods` capacity and allocatable (K4).
+    pub max_pods: u32,
     /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
     /// them running for the next agent to adopt.
     pub stop_pods_on_shutdown: bool,
@@ -249,6 +251,7 @@ impl Config {
             image_credentials_file: s.image_credentials_file,
             node_labels: s.node_labels.into_iter().flat_map(|labels| labels.0).collect(),
             register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
+            max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
             stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),

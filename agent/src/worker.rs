@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use outpost_core::pod::FullName;
 use outpost_core::pod_worker::{self, Desired};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 pub use self::containerd::{Pods, Settings};
 pub use self::dispatch::run;
@@ -59,6 +59,8 @@ pub struct Shared<R> {
     pub gc: gc::Handle,
     /// The API objects API pods refer to: claimed as the pods come, released as they go.
     pub objects: objects::Objects,
+    /// The node as admission sees it (K4); `None`: pods are not admitted against it.
+    pub node: Option<watch::Receiver<outpost_core::node_admission::Node>>,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -122,6 +124,7 @@ impl<R: PodRuntime> Shared<R> {
             prober,
             gc: gc::Handle::default(),
             objects: objects::Objects::default(),
+            node: None,
             settings,
             routes: Routes::default(),
         }
@@ -130,6 +133,15 @@ impl<R: PodRuntime> Shared<R> {
     /// Tells `gc` about kept dead containers and pulls.
     pub fn with_gc(mut self, gc: gc::Handle) -> Shared<R> {
         self.gc = gc;
+        self
+    }
+
+    /// Admits pods against `node` as it is published (K4).
+    pub fn with_node(
+        mut self,
+        node: watch::Receiver<outpost_core::node_admission::Node>,
+    ) -> Shared<R> {
+        self.node = Some(node);
         self
     }
 
@@ -168,6 +180,10 @@ enum Message {
         uid: String,
         message: String,
         grace: std::time::Duration,
+    },
+    /// K4: a critical pod was admitted in this pod's place.
+    Preempt {
+        uid: String,
     },
     /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
     /// gracefully, report it terminated, and end.

@@ -65,14 +65,14 @@ fn a1_validate_refuses_unsupported_fields_and_warns() {
     let warned = dir.path().join("warned.yaml");
     fs::write(
         &warned,
-        pod_yaml("web", "nginx").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n"),
+        pod_yaml("web", "nginx").replace("spec:\n", "spec:\n  priorityClassName: gold\n"),
     )
     .unwrap();
     let (code, stdout, stderr) = validate(&warned, &[]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
         stdout.starts_with(&format!(
-            "{}:7:3: warning: spec.nodeSelector: ignored: ",
+            "{}:7:3: warning: spec.priorityClassName: priority class ",
             warned.display()
         )),
         "{stdout}"

@@ -30,6 +30,7 @@ mod logs;
 mod managed;
 mod manifest_audit;
 mod metrics;
+mod node_admission;
 mod operator_cli;
 mod packaging;
 mod pod_spec;

@@ -71,6 +71,8 @@ pub mod reason {
     pub const FAILED_VALIDATION: &str = "FailedValidation";
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     pub const EVICTED: &str = "Evicted";
+    /// K4: a pod preempted for a critical pod.
+    pub const PREEMPTING: &str = "Preempting";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
     pub const DNS_CONFIG_FORMING: &str = "DNSConfigForming";
 }

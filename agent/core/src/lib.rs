@@ -18,6 +18,7 @@
 //! - [`duration`]: durations as settings write them (Go's syntax, ISO 8601, `0`).
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
+//! - [`node_admission`]: kubelet's admission of a pod on the node (K4): affinity, resources, taints, preemption.
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
@@ -40,6 +41,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub mod merge;
 pub mod mirror;
+pub mod node_admission;
 pub mod node_status;
 pub mod pace;
 pub mod pod;

@@ -36,7 +36,7 @@ pub use self::machine::MemInfo;
 pub const STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 /// kubelet's `nodeStatusReportFrequency`: the longest time between two reports.
 pub const STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(5 * 60);
-/// kubelet's default `maxPods`.
+/// kubelet's default `maxPods` (K4).
 pub const MAX_PODS: u32 = 110;
 /// The Kubernetes release whose kubelet Outpost behaves as (the API types it is built
 /// with, k8s-openapi's `latest`).
@@ -99,6 +99,8 @@ pub struct Readings {
     /// The local API's port: `status.daemonEndpoints.kubeletEndpoint`, where the API
     /// server proxies `exec` to (`None`: not known, e.g. `--listen` with port 0).
     pub kubelet_port: Option<u16>,
+    /// `--max-pods` (`maxPods`): the node's `pods` capacity and allocatable (K4).
+    pub max_pods: u32,
 }
 
 /// `v1.37.0+outpost-0.1.0` for Outpost 0.1.0: the Kubernetes version whose kubelet it
@@ -148,8 +150,8 @@ pub fn status(
         capacity.insert("ephemeral-storage".to_owned(), ki(size));
         allocatable.insert("ephemeral-storage".to_owned(), Quantity(free.to_string()));
     }
-    capacity.insert("pods".to_owned(), Quantity(MAX_PODS.to_string()));
-    allocatable.insert("pods".to_owned(), Quantity(MAX_PODS.to_string()));
+    capacity.insert("pods".to_owned(), Quantity(readings.max_pods.to_string()));
+    allocatable.insert("pods".to_owned(), Quantity(readings.max_pods.to_string()));
     let mut addresses = Vec::new();
     if let Some(ip) = readings.node_ip {
         addresses.push(NodeAddress { type_: "InternalIP".to_owned(), address: ip.to_string() });

@@ -101,6 +101,8 @@ pub enum PodFailureReason {
     DeadlineExceeded,
     /// The eviction manager reclaimed a resource with it (E2).
     Evicted,
+    /// A critical pod was admitted in its place (K4).
+    Preempted,
 }
 
 impl PodFailureReason {
@@ -108,6 +110,7 @@ impl PodFailureReason {
         match self {
             PodFailureReason::DeadlineExceeded => "DeadlineExceeded",
             PodFailureReason::Evicted => "Evicted",
+            PodFailureReason::Preempted => crate::node_admission::PREEMPTED_REASON,
         }
     }
 }
@@ -213,7 +216,8 @@ pub struct PodWorker {
 struct Refused {
     uid: String,
     started: Timestamp,
-    reason: &'static str,
+    reason: String,
+    /// The status message.
     message: String,
     qos: QosClass,
 }
@@ -260,7 +264,7 @@ impl PodWorker {
         let Some(current) = self.current.as_ref() else {
             let refused = self.refused.as_ref()?;
             let status =
-                status::refused(refused.reason, &refused.message, refused.started, refused.qos);
+                status::refused(&refused.reason, &refused.message, refused.started, refused.qos);
             return Some((&refused.uid, status));
         };
         let ips = match &current.sandbox {
@@ -350,6 +354,11 @@ impl PodWorker {
             Input::Evict { uid, message, grace } => {
                 if let Some(current) = self.current.as_mut().filter(|c| c.uid == uid) {
                     current.evict(message, grace, out);
+                }
+            }
+            Input::Preempt { uid } => {
+                if let Some(current) = self.current.as_mut().filter(|c| c.uid == uid) {
+                    current.preempt(out);
                 }
             }
             Input::Shutdown => {
@@ -448,6 +457,17 @@ impl PodWorker {
         if known {
             return;
         }
+        if let Some(rejected) = &desired.rejected {
+            // K4: the dispatcher rejected it and sent its Event, as kubelet's `rejectPod`.
+            self.refused = Some(Refused {
+                uid,
+                started: now.wall,
+                reason: rejected.reason.clone(),
+                message: rejected.status_message(),
+                qos: qos_class(&desired.pod),
+            });
+            return;
+        }
         let findings = admission::review(&desired.pod, &self.settings.facts, desired.source);
         let mut refusals = findings.iter().filter(|f| f.severity == Severity::Refused);
         let Some(first) = refusals.next() else { return };
@@ -465,7 +485,8 @@ impl PodWorker {
             message: message.clone(),
         });
         let qos = qos_class(&desired.pod);
-        self.refused = Some(Refused { uid, started: now.wall, reason: first.reason, message, qos });
+        let reason = first.reason.to_owned();
+        self.refused = Some(Refused { uid, started: now.wall, reason, message, qos });
     }
 
     fn next_wake(&self) -> Option<Instant> {

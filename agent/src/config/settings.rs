@@ -188,6 +188,10 @@ settings! {
         #[arg(long, value_name = "TAINTS")]
         #[serde(deserialize_with = "one")]
         pub register_with_taints: Vec<Taints>,
+        /// The most pods the node runs (kubelet's maxPods, default 110): the Node's `pods`
+        /// capacity; a pod beyond it is rejected with OutOfpods (K4).
+        #[arg(long, value_name = "N")]
+        pub max_pods: Option<u32>,
         /// On SIGTERM, stop every pod gracefully and report them (and the node) as shut down,
         /// as kubelet's graceful node shutdown does. By default the agent exits and leaves
         /// its pods running: the next agent adopts them (edge boxes restart the agent, not

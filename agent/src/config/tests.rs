@@ -373,3 +373,17 @@ fn k2_cluster_dns_domain_and_resolv_conf_from_the_file_or_flags() {
     assert_eq!(dns.resolv_conf.as_deref(), Some(Path::new("/etc/resolv.conf")));
     assert!(Config::resolve(flags(file("clusterDNS: [not-an-ip]\n").path())).is_err());
 }
+
+/// K4: `--max-pods` / `maxPods`, kubelet's 110 by default; the flag wins.
+#[test]
+fn k4_max_pods_from_the_file_and_the_flag() {
+    let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
+    assert_eq!(defaults.unwrap().max_pods, 110);
+    let f = file("maxPods: 12\n");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().max_pods, 12);
+    let mut fl = flags(f.path());
+    fl.max_pods = Some(3);
+    assert_eq!(Config::resolve(fl).unwrap().max_pods, 3);
+    let bad = file("maxPods: many\n");
+    assert!(Config::resolve(flags(bad.path())).is_err());
+}

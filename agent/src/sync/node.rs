@@ -21,6 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
+use outpost_core::node_admission;
 use outpost_core::node_status::{self, Conditions};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -57,6 +58,11 @@ pub struct Config {
     /// What allocatable keeps from pods (`--system-reserved`, `--kube-reserved`, hard
     /// eviction thresholds).
     pub reservation: node_status::Reservation,
+    /// `--max-pods` (`maxPods`): the node's `pods` capacity and allocatable (K4).
+    pub max_pods: u32,
+    /// Where the node as admission sees it is published (K4): the Node as the server
+    /// has it once seen, else the Node this agent would register.
+    pub admission: watch::Sender<outpost_core::node_admission::Node>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +127,8 @@ struct NodeSync {
     conditions: Conditions,
     /// The Node's status as the server last returned it; `None` until registered.
     server: Option<NodeStatus>,
+    /// The Node as the server last returned it (its labels and taints for admission).
+    seen: Option<Node>,
     /// The last status reported and when.
     reported: Option<(NodeStatus, Timestamp)>,
     /// The server was seen unreachable since the last report: send once when back.
@@ -142,6 +150,7 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
         kubelet_version: node_status::kubelet_version(env!("CARGO_PKG_VERSION")),
         conditions: Conditions::default(),
         server: None,
+        seen: None,
         reported: None,
         offline_since_report: false,
         retry: RETRY,
@@ -179,6 +188,7 @@ impl NodeSync {
         let conditions = self.conditions.observe(&readings, now);
         let reservation = &self.context.node_config.reservation;
         let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
+        self.publish(&status);
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
             return Next::Beat;
@@ -239,9 +249,55 @@ impl NodeSync {
         Ok(())
     }
 
-    fn adopt(&mut self, node: Node) {
-        self.server = Some(node.status.unwrap_or_default());
+    fn adopt(&mut self, mut node: Node) {
+        self.server = Some(node.status.take().unwrap_or_default());
+        self.seen = Some(node);
     }
+
+    /// K4: the node admission sees: the Node as the server has it once seen (its
+    /// labels and taints as the server has them, as kubelet's node informer), else the
+    /// one this agent would register; allocatable as this pass reads it, with the
+    /// resources only the server's has (extended resources someone advertised).
+    fn publish(&self, status: &NodeStatus) {
+        let config = &self.context.node_config;
+        let local = || {
+            node_status::node(
+                &self.context.node_name,
+                &config.labels,
+                &config.taints,
+                status.clone(),
+            )
+        };
+        let mut node = self.seen.clone().unwrap_or_else(local);
+        let mut allocatable = status.allocatable.clone().unwrap_or_default();
+        let server = self.server.as_ref().and_then(|s| s.allocatable.as_ref());
+        for (name, quantity) in server.into_iter().flatten() {
+            allocatable.entry(name.clone()).or_insert_with(|| quantity.clone());
+        }
+        node.status = Some(NodeStatus { allocatable: Some(allocatable), ..status.clone() });
+        let view = node_admission::Node::from_api(&node);
+        config.admission.send_if_modified(|old| {
+            let changed = *old != view;
+            if changed {
+                *old = view;
+            }
+            changed
+        });
+    }
+}
+
+/// K4: the node admission sees before the node task's first pass: the Node this agent
+/// would register, its allocatable read now.
+pub fn initial_admission_node(config: &Config, node_name: &str) -> node_admission::Node {
+    let readings = machine::readings(config, node_name);
+    let version = node_status::kubelet_version(env!("CARGO_PKG_VERSION"));
+    let status = node_status::status(&readings, Vec::new(), &config.reservation, &version);
+    node_admission::Node::from_api(&node_status::node(
+        node_name,
+        &config.labels,
+        &config.taints,
+        status,
+    ))
 }
 
 /// Now, in whole seconds (the API server keeps condition times to the second).

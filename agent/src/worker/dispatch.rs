@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use self::admit::Admission;
 use super::pod_runtime::PodRuntime;
 use super::{Eviction, Evictions, Inbox, Message, Outbox, Shared, pod};
 use crate::objects;
@@ -33,6 +34,8 @@ struct Workers<R: PodRuntime> {
     desired: HashMap<FullName, String>,
     /// Every source has been seen (M9) and the orphans were removed.
     synced: bool,
+    /// The node's admission of new pods (K4).
+    admission: Admission,
 }
 
 /// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
@@ -104,6 +107,7 @@ fn watch_events<R: PodRuntime>(
 
 impl<R: PodRuntime> Workers<R> {
     fn new(shared: Arc<Shared<R>>, found: HashMap<FullName, Vec<Found>>) -> Workers<R> {
+        let admission = Admission::new(shared.node.clone());
         Workers {
             shared,
             outboxes: HashMap::new(),
@@ -111,12 +115,14 @@ impl<R: PodRuntime> Workers<R> {
             found,
             desired: HashMap::new(),
             synced: false,
+            admission,
         }
     }
 
     /// The merge's `batch`: each delta to the worker of its full name; after the first
     /// batch once every source has been seen, the orphans go (M9).
     async fn apply(&mut self, batch: Batch) {
+        self.admit(&batch.deltas);
         for delta in batch.deltas {
             let name = FullName::of(&delta.pod);
             let pod = self.desire(delta);
@@ -149,7 +155,31 @@ impl<R: PodRuntime> Workers<R> {
         } else {
             objects.claim_services(&delta.pod);
         }
-        Some(Desired { source: delta.source, pod: delta.pod })
+        let rejected = self.admission.rejection(&uid).cloned();
+        Some(Desired { source: delta.source, pod: delta.pod, rejected })
+    }
+
+    /// K4: the pods `deltas` remove or replace leave the node's admission; the new ones
+    /// are admitted ([`admit`]), and the pods preempted for critical ones told so.
+    fn admit(&mut self, deltas: &[PodDelta]) {
+        for delta in deltas {
+            let uid = outpost_core::pod::uid(&delta.pod);
+            let name = FullName::of(&delta.pod);
+            let gone =
+                self.desired.get(&name).filter(|old| delta.op == DeltaOp::Remove || *old != uid);
+            if let Some(old) = gone {
+                self.admission.forget(old);
+            }
+        }
+        let found = &self.found;
+        let adopted = |name: &FullName, uid: &str| {
+            found.get(name).is_some_and(|f| f.iter().any(|c| c.pod_uid.as_deref() == Some(uid)))
+        };
+        let shared = &self.shared;
+        let preempted = self.admission.batch(deltas, &shared.statuses, &shared.events, adopted);
+        for (name, uid) in preempted {
+            self.send(name, Message::Preempt { uid });
+        }
     }
 
     /// M9: every source has been seen; what no desired pod owns goes: the sandboxes
@@ -202,6 +232,7 @@ impl<R: PodRuntime> Workers<R> {
                 | Message::Kernel(_)
                 | Message::ObjectsChanged
                 | Message::Evict { .. }
+                | Message::Preempt { .. }
                 | Message::Leave
         ) {
             return;
@@ -273,5 +304,6 @@ async fn adoptable<R: PodRuntime>(runtime: &R) -> HashMap<FullName, Vec<Found>> 
     by_pod
 }
 
+mod admit;
 #[cfg(test)]
 mod tests;

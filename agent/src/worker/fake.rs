@@ -300,13 +300,28 @@ pub async fn pass(d: Duration) {
 
 /// What the workers share, on a fake runtime.
 pub fn shared() -> Arc<Shared<Fake>> {
+    routed(base())
+}
+
+/// What the workers share, on a fake runtime, admitting pods against `node` (K4).
+pub fn shared_on(node: outpost_core::node_admission::Node) -> Arc<Shared<Fake>> {
+    routed(base().with_node(tokio::sync::watch::channel(node).1))
+}
+
+fn routed(shared: Shared<Fake>) -> Arc<Shared<Fake>> {
+    let shared = Arc::new(shared);
+    shared.runtime.state().routes = Some(shared.routes.clone());
+    shared
+}
+
+fn base() -> Shared<Fake> {
     let settings = pod_worker::Settings {
         crash_loop: CrashLoopConfig::default(),
         host_ip: Some(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))),
         seed: 7,
         facts: Arc::default(),
     };
-    let shared = Arc::new(Shared::with_runtime(
+    Shared::with_runtime(
         Fake::default(),
         settings,
         StatusStore::default(),
@@ -314,9 +329,7 @@ pub fn shared() -> Arc<Shared<Fake>> {
         Metrics::default(),
         ebpf::Handle::default(),
         Prober::new().expect("the probes' HTTP client"),
-    ));
-    shared.runtime.state().routes = Some(shared.routes.clone());
-    shared
+    )
 }
 
 /// A running container `id` of pod `uid` that an earlier run left.

@@ -175,6 +175,7 @@ impl<R: PodRuntime> PodWorker<R> {
             Message::Evict { uid, message, grace } => {
                 inputs.push_back(Input::Evict { uid, message, grace });
             }
+            Message::Preempt { uid } => inputs.push_back(Input::Preempt { uid }),
             Message::Shutdown => inputs.push_back(Input::Shutdown),
             Message::Leave => return true,
         }

@@ -218,6 +218,8 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             shutdown: tokio_util::sync::CancellationToken::new(),
             pressure: tokio::sync::watch::channel(Default::default()).1,
             reservation: Default::default(),
+            max_pods: 110,
+            admission: tokio::sync::watch::Sender::default(),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });

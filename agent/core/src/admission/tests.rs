@@ -135,15 +135,26 @@ fn a1_ignored_fields_are_silent() {
     assert_eq!(findings(&pod), vec![]);
 }
 
+/// K4: the node's admission checks these, so they are neither refused nor warned of.
 #[test]
-fn a1_ignored_fields_a_user_may_rely_on_warn() {
+fn k4_node_selector_affinity_tolerations_and_overhead_are_admissions() {
     let pod = pod(json!({"nodeSelector": {"disk": "ssd"}}), json!({}));
-    assert_eq!(findings(&pod), warned("spec.nodeSelector"));
+    assert_eq!(findings(&pod), vec![]);
     let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
         {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}});
-    assert_eq!(findings(&pod_with("affinity", affinity)), warned("spec.affinity"));
-    // K1: honoured, with or without links.
-    assert_eq!(findings(&pod_with("enableServiceLinks", json!(true))), vec![]);
+    assert_eq!(findings(&pod_with("affinity", affinity)), vec![]);
+    let tolerations = json!([{"key": "k", "operator": "Exists", "effect": "NoExecute"}]);
+    assert_eq!(findings(&pod_with("tolerations", tolerations)), vec![]);
+    assert_eq!(findings(&pod_with("overhead", json!({"cpu": "10m"}))), vec![]);
+}
+
+#[test]
+fn a1_ignored_fields_a_user_may_rely_on_warn() {
+    assert_eq!(
+        findings(&pod_with("enableServiceLinks", json!(true))),
+        vec![],
+        "K1: enableServiceLinks is honoured, with or without links"
+    );
     assert_eq!(findings(&pod_with("enableServiceLinks", json!(false))), vec![]);
     let gates = json!([{"conditionType": "example.com/ready"}]);
     assert_eq!(findings(&pod_with("readinessGates", gates)), warned("spec.readinessGates"));

@@ -37,6 +37,7 @@ fn healthy() -> Readings {
         pressure: Pressure::default(),
         runtime_version: Some("1.6.20".into()),
         kubelet_port: Some(10250),
+        max_pods: MAX_PODS,
     }
 }
 

@@ -17,6 +17,9 @@ use crate::probe::{Hook, Outcome, ProbeKind};
 pub struct Desired {
     pub source: Source,
     pub pod: Arc<Pod>,
+    /// K4: the node rejected the pod (kubelet's `rejectPod`): it is Failed with this
+    /// reason and `Pod was rejected: <message>`, and nothing of it runs.
+    pub rejected: Option<crate::node_admission::Rejection>,
 }
 
 /// A container an earlier run of the agent left, as the runtime lists it (its labels).
@@ -185,6 +188,12 @@ pub enum Input {
         uid: String,
         message: String,
         grace: Duration,
+    },
+    /// K4: a critical pod was admitted in its place: its containers are killed within
+    /// its own grace period and not restarted; the pod is Failed with kubelet's reason
+    /// `Preempting`.
+    Preempt {
+        uid: String,
     },
     /// The node shuts down: stop the pod, report it, end.
     Shutdown,

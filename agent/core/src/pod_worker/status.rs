@@ -132,13 +132,20 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     if let Some(failed) = view.failed {
         status.reason = Some(failed.reason.as_str().to_owned());
         status.message = Some(failed.message.clone());
-        if failed.reason == super::PodFailureReason::Evicted {
-            // kubelet marks an evicted pod as disrupted by itself.
+        // kubelet marks an evicted or preempted pod as disrupted by itself.
+        let disruption = match failed.reason {
+            super::PodFailureReason::Evicted => Some(failed.message.as_str()),
+            super::PodFailureReason::Preempted => {
+                Some(crate::node_admission::PREEMPTED_CONDITION_MESSAGE)
+            }
+            super::PodFailureReason::DeadlineExceeded => None,
+        };
+        if let Some(message) = disruption {
             conditions.push(condition(
                 "DisruptionTarget",
                 true,
                 Some("TerminationByKubelet"),
-                Some(&failed.message),
+                Some(message),
             ));
         }
     }

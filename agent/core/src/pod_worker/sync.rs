@@ -122,6 +122,29 @@ impl Current {
             Some(PodFailure { reason: PodFailureReason::Evicted, message, grace: Some(grace) });
     }
 
+    /// K4: a critical pod was admitted in its place (kubelet's preemption): a Warning
+    /// Event `Preempting`, and the pod stops within its own grace period, Failed.
+    pub(super) fn preempt(&mut self, out: &mut Vec<Action>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let message = crate::node_admission::PREEMPTED_MESSAGE;
+        tracing::warn!(pod.uid = self.uid, message, "pod preempted; stopping its containers");
+        out.push(Action::Event {
+            pod: self.pod.clone(),
+            container: None,
+            kind: EventType::Warning,
+            reason: reason::PREEMPTING,
+            message: message.to_owned(),
+        });
+        let failure = PodFailure {
+            reason: PodFailureReason::Preempted,
+            message: message.to_owned(),
+            grace: None,
+        };
+        self.failed = Some(failure);
+    }
+
     /// Nothing more of the pod starts: it was evicted, its active deadline passed, an init container
     /// failed under `restartPolicy: Never` (I2), or every app container completed and
     /// is not restarted (sidecars do not keep a pod going, I3).

@@ -30,6 +30,7 @@ mod exits;
 mod init;
 mod invariants;
 mod logs;
+mod node_admission;
 mod objects;
 mod probes;
 mod qos;
@@ -119,7 +120,11 @@ impl P {
     }
 
     fn input(&self) -> Input {
-        Input::Desired(Some(Desired { source: Source::File, pod: Arc::new(self.0.clone()) }))
+        Input::Desired(Some(Desired {
+            source: Source::File,
+            pod: Arc::new(self.0.clone()),
+            rejected: None,
+        }))
     }
 }
 

@@ -103,6 +103,10 @@ pub(super) async fn build(
         gc: crate::gc::metrics::GarbageCollection::register(outpost),
         evictions: crate::eviction::metrics::Evictions::register(outpost),
     };
+    // The Node as the node task keeps it, and as admission sees it (K4).
+    let node_config =
+        shared.runtime.as_ref().map(|(ready, _)| node_config(&config, &shared, ready.clone()));
+    let admission_node = node_config.as_ref().map(|c| c.admission.subscribe());
     let placement = (!dry_run).then(|| Placement::choose(&config));
     let containerd = match &placement {
         None => {
@@ -116,13 +120,14 @@ pub(super) async fn build(
                 &shared,
                 (batches, objects, changes),
                 pod_metrics,
+                admission_node,
             )?;
             tasks.extend(pod_tasks);
             Some(containerd)
         }
     };
     let (sync, sync_health) = match cluster {
-        Some(cluster) => synced(&config, cluster, &shared, &mut tasks),
+        Some(cluster) => synced(&config, cluster, &shared, node_config, &mut tasks),
         None => (None, None),
     };
     let local = LocalApi {
@@ -240,6 +245,7 @@ fn pod_side(
     shared: &Shared,
     (batches, objects, changes): (mpsc::Receiver<Batch>, Objects, Changes),
     metrics: PodMetrics,
+    admission_node: Option<watch::Receiver<outpost_core::node_admission::Node>>,
 ) -> Result<(Task, Vec<Task>), Error> {
     let (ready, runtime_slot) = shared.runtime.clone().unwrap_or_default();
     let deps = containerd::Deps {
@@ -268,6 +274,7 @@ fn pod_side(
         gc: gc.clone(),
         cgroups: shared.cgroups.clone().unwrap_or_else(|| Arc::new(pod_cgroups(config))),
         stop_pods: shared.stop_pods.clone(),
+        node: admission_node,
     };
     let mut tasks = vec![pods::build(config, workers, metrics.workers)?];
     let eviction = EvictionDeps {
@@ -297,6 +304,7 @@ fn synced(
     config: &Config,
     cluster: Cluster,
     shared: &Shared,
+    node_config: Option<sync::node::Config>,
     tasks: &mut Vec<Task>,
 ) -> (Option<sync::Handle>, Option<apiserver::Health>) {
     let status_backlog = watch::Sender::<apiserver::StatusBacklog>::default();
@@ -305,7 +313,7 @@ fn synced(
         status_backlog: status_backlog.subscribe(),
     };
     // Status goes to the API server only when the agent runs pods (not in a dry run).
-    let Some((runtime, _)) = &shared.runtime else { return (None, Some(health)) };
+    let Some(node_config) = node_config else { return (None, Some(health)) };
     let context = sync::Context {
         client: cluster.client,
         node_name: config.node_name.clone(),
@@ -314,23 +322,33 @@ fn synced(
         mirrors: cluster.mirrors,
         node: watch::Sender::new(None),
         events: shared.events.clone(),
-        node_config: sync::node::Config {
-            labels: config.node_labels.clone(),
-            taints: config.register_with_taints.clone(),
-            node_ip: config.node_ip,
-            kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
-            state_dir: config.state_dir.clone(),
-            runtime: runtime.clone(),
-            runtime_version: shared.runtime_version.clone(),
-            shutdown: shared.stop_pods.clone(),
-            pressure: shared.pressure.subscribe(),
-            reservation: config.node_resources.reservation,
-        },
+        node_config,
         status_backlog,
     };
     let (handle, task) = sync::build(context);
     tasks.push(Task::infallible("sync", task));
     (Some(handle), Some(health))
+}
+
+/// What the Node is registered with and reports; admission's view of it (K4) starts as
+/// the Node this agent would register, its allocatable read now.
+fn node_config(config: &Config, shared: &Shared, runtime: RuntimeReady) -> sync::node::Config {
+    let node = sync::node::Config {
+        labels: config.node_labels.clone(),
+        taints: config.register_with_taints.clone(),
+        node_ip: config.node_ip,
+        kubelet_port: Some(config.listen.port()).filter(|port| *port != 0),
+        state_dir: config.state_dir.clone(),
+        runtime,
+        runtime_version: shared.runtime_version.clone(),
+        shutdown: shared.stop_pods.clone(),
+        pressure: shared.pressure.subscribe(),
+        reservation: config.node_resources.reservation,
+        max_pods: config.max_pods,
+        admission: watch::Sender::new(outpost_core::node_admission::Node::default()),
+    };
+    node.admission.send_replace(sync::node::initial_admission_node(&node, &config.node_name));
+    node
 }
 
 /// The settings resolved into the config, the node's address looked up, the cgroup

@@ -59,6 +59,8 @@ pub(super) struct Deps {
     pub(super) cgroups: Arc<PodCgroups>,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`: every pod stops.
     pub(super) stop_pods: CancellationToken,
+    /// The node as admission sees it (K4).
+    pub(super) node: Option<tokio::sync::watch::Receiver<outpost_core::node_admission::Node>>,
 }
 
 /// The `pod_workers` task. Its end is the agent's: with the merge gone the workers
@@ -128,6 +130,10 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             metrics,
             deps.ebpf,
         )?;
+        let runtime = match deps.node {
+            Some(node) => runtime.with_node(node),
+            None => runtime,
+        };
         worker::run(Arc::new(runtime), deps.batches, deps.changes, deps.evictions, deps.stop_pods)
             .await;
         Ok(())

@@ -65,14 +65,15 @@ fn missing_and_unreadable_files_are_invalid() {
 fn a1_admission_warnings_are_printed_and_counted_not_invalid() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("web.yaml");
-    fs::write(&f, GOOD.replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n")).unwrap();
+    fs::write(&f, GOOD.replace("spec:\n", "spec:\n  priorityClassName: gold\n")).unwrap();
     let (summary, out) = run(std::slice::from_ref(&f));
     assert_eq!(summary, Summary { files: 1, pods: 1, invalid_files: 0, warnings: 1 });
     assert_eq!(
         out,
         format!(
-            "{}:6:3: warning: spec.nodeSelector: ignored: node labels are not checked; a static \
-             pod runs where its manifest is\n",
+            "{}:6:3: warning: spec.priorityClassName: priority class \"gold\" is not known \
+             without an API server: the pod has priority 0; set spec.priority, or use \
+             system-node-critical or system-cluster-critical\n",
             f.display()
         )
     );

@@ -239,9 +239,9 @@ fn problems_of(event: SourceEvent) -> Vec<String> {
     }
 }
 
-/// A pod whose manifest decodes with a warning (its `nodeSelector` is not checked).
+/// A pod whose manifest decodes with a warning (its priority class is not known).
 fn warned(name: &str) -> String {
-    pod(name, "busybox").replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n")
+    pod(name, "busybox").replace("spec:\n", "spec:\n  priorityClassName: gold\n")
 }
 
 fn set_of(event: SourceEvent) -> (Vec<String>, Freshness) {

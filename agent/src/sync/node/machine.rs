@@ -43,6 +43,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         pressure: *config.pressure.borrow(),
         runtime_version: config.runtime_version.get().cloned(),
         kubelet_port: config.kubelet_port,
+        max_pods: config.max_pods,
     }
 }
 

@@ -65,7 +65,14 @@ struct Dispatcher {
 impl Dispatcher {
     /// Starts it with `found` left by an earlier run; it lists them first.
     async fn start(found: Vec<(FullName, outpost_core::pod_worker::Found)>) -> Dispatcher {
-        let shared = shared();
+        Dispatcher::start_with(shared(), found).await
+    }
+
+    /// Starts it on `shared` with `found` left by an earlier run.
+    async fn start_with(
+        shared: Arc<Shared<Fake>>,
+        found: Vec<(FullName, outpost_core::pod_worker::Found)>,
+    ) -> Dispatcher {
         shared.runtime.state().found = found;
         let events = shared.runtime.events();
         let (batches, batches_rx) = mpsc::channel(16);
@@ -209,8 +216,10 @@ async fn m9_a_name_whose_orphans_stopped_is_served_anew() {
     assert_eq!(shared.runtime.calls(), ["remove s1", "tear_down u0"]);
     // The worker ended; a pod desired before the dispatcher saw it end goes to a new one.
     let p = Arc::new(named("web", "u1"));
-    workers
-        .send(full_name("web"), Message::Desired(Some(Desired { source: Source::File, pod: p })));
+    workers.send(
+        full_name("web"),
+        Message::Desired(Some(Desired { source: Source::File, pod: p, rejected: None })),
+    );
     let done = workers.running.join_next().await.unwrap();
     workers.finished(done);
     settle().await;
@@ -355,3 +364,5 @@ async fn node_shutdown_stops_every_pod_and_ends_once_they_stopped() {
     assert!(d.calls().is_empty(), "nothing removed");
     assert_eq!(d.phase("ua").as_deref(), Some("Failed"));
 }
+
+mod k4;

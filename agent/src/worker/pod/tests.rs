@@ -50,7 +50,11 @@ fn with_grace(mut p: Pod, seconds: i64) -> Pod {
 }
 
 fn desired(p: &Pod) -> Message {
-    Message::Desired(Some(Desired { source: Source::File, pod: Arc::new(p.clone()) }))
+    Message::Desired(Some(Desired {
+        source: Source::File,
+        pod: Arc::new(p.clone()),
+        rejected: None,
+    }))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -57,12 +57,12 @@ fn a1_warnings_come_with_the_pods_at_their_field() {
     let text = format!(
         "{}---\n{}",
         manifest("a"),
-        manifest("b").replace("spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n")
+        manifest("b").replace("spec:\n", "spec:\n  priorityClassName: gold\n")
     );
     assert_eq!(
         warnings(&text),
         [
-            "15:3: warning: spec.nodeSelector: ignored: node labels are not checked; a static pod runs where its manifest is"
+            "15:3: warning: spec.priorityClassName: priority class \"gold\" is not known without an API server: the pod has priority 0; set spec.priority, or use system-node-critical or system-cluster-critical"
         ]
     );
     assert_eq!(warnings(&manifest("web")), Vec::<String>::new());

@@ -121,7 +121,7 @@ fn s9_pods_of_a_stream_are_listed_in_file_then_document_order() {
 #[test]
 fn problems_list_rejected_and_warned_files_with_their_first_problem() {
     let mut m = manifests();
-    let warned = NGINX.replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n");
+    let warned = NGINX.replace("spec:\n", "spec:\n  priorityClassName: gold\n");
     m.offer(name("web.yaml"), warned.as_bytes(), Timestamp::now());
     m.offer(name("ok.yaml"), NGINX.replace("web", "ok").as_bytes(), Timestamp::now());
     m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Timestamp::now());
@@ -136,7 +136,7 @@ fn problems_list_rejected_and_warned_files_with_their_first_problem() {
         ]
     );
     assert!(problems[0].first.starts_with("/etc/outpost/manifests/bad.yaml:"), "{problems:?}");
-    assert!(problems[1].first.contains(": warning: spec.nodeSelector: "), "{problems:?}");
+    assert!(problems[1].first.contains(": warning: spec.priorityClassName: "), "{problems:?}");
     assert_eq!(m.warnings_of(name("web.yaml")).len(), 1);
     // A rejection replaces the warnings of the content before it.
     m.offer(name("web.yaml"), b"kind: Pod\n", Timestamp::now());

@@ -25,11 +25,11 @@ fn pod(name: &str, image: &str) -> Content {
     )
 }
 
-/// A pod whose manifest decodes with a warning (its `nodeSelector` is not checked).
+/// A pod whose manifest decodes with a warning (its priority class is not known).
 fn warned(name: &str) -> Content {
     Content::Bytes(
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    zone: a\n  containers:\n  - name: main\n    image: i\n"
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  priorityClassName: gold\n  containers:\n  - name: main\n    image: i\n"
         )
         .into_bytes(),
     )
@@ -625,7 +625,7 @@ fn a_warned_manifest_runs_is_reported_once_per_content_and_listed() {
     let (file, first) = &h.warned[0];
     assert_eq!(file, "web.yaml");
     assert!(first.starts_with(&format!("{DIR}/web.yaml:")), "{first}");
-    assert!(first.contains("warning: spec.nodeSelector:"), "{first}");
+    assert!(first.contains("warning: spec.priorityClassName:"), "{first}");
     assert_eq!(h.problems(), [format!("warned web.yaml: {first}")]);
     // A rescan of unchanged bytes, a touch: not reported again.
     h.events(vec![Event::Overflow]);

@@ -316,7 +316,7 @@ fn a_document_with_warnings_is_listed_while_it_is_held() {
     let mut h = Harness::fetching();
     let warned = String::from_utf8(pod_yaml("web", "i"))
         .unwrap_or_default()
-        .replace("spec:\n", "spec:\n  nodeSelector:\n    zone: a\n");
+        .replace("spec:\n", "spec:\n  priorityClassName: gold\n");
     h.step(document(warned.clone().into_bytes(), etag("v1")));
     let actions = h.decode();
     assert_eq!(actions, ["audit 1 pods", "write checkpoint 1 pods"], "its pods run");
@@ -324,7 +324,8 @@ fn a_document_with_warnings_is_listed_while_it_is_held() {
     let problems = h.problems();
     assert_eq!(problems.len(), 1);
     assert!(
-        problems[0].starts_with(&format!("warned: {URL}:")) && problems[0].contains("nodeSelector"),
+        problems[0].starts_with(&format!("warned: {URL}:"))
+            && problems[0].contains("priorityClassName"),
         "{problems:?}"
     );
     // Confirmed again and again: still listed, not sent again.

@@ -1,0 +1,201 @@
+//! K4: the node's admission of pods, node-wide, between the merge and the pod workers.
+//!
+//! kubelet admits a pod in `HandlePodAdditions`, as the pod is first handed to it: the
+//! pods of one batch in creation-time order, each against the pods admitted before it
+//! that are still active. The same happens here, in the dispatcher, because it alone
+//! sees every pod of every source before any worker acts on it and knows which pods are
+//! new (a UID it has not admitted or rejected yet). The decision is
+//! [`outpost_core::node_admission::admit`]'s, against the node as
+//! [`crate::sync`]'s node task publishes it (the Node as the API server has it once
+//! seen, else the Node the agent would register, so that admission works offline).
+//!
+//! - A rejected pod gets kubelet's Warning Event with the reason here, and its worker
+//!   the rejection ([`Desired::rejected`](outpost_core::pod_worker::Desired)): the pod is
+//!   Failed with `Pod was rejected: <message>` and nothing of it runs. An update of the
+//!   pod keeps the verdict; so does an agent restart (an API pod the API server has as
+//!   rejected stays rejected).
+//! - A pod with containers left by an earlier run is adopted, not admitted again (it was
+//!   admitted then), and before the batch's new pods, which are admitted against it (so
+//!   a restart never overcommits the node); so is a pod being deleted, and a pod already finished is not
+//!   admitted (kubelet's `IsPodPhaseTerminal`) and does not count.
+//! - A critical pod that fits only once lower-priority pods go is admitted, and those
+//!   pods are preempted through their workers (kubelet waits for them to stop before
+//!   it starts the critical pod; here the critical pod's sandbox is set up meanwhile).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use outpost_core::event_aggregate::EventType;
+use outpost_core::merge::{DeltaOp, PodDelta};
+use outpost_core::node_admission::{self, Admitted, Node, Rejection, Verdict};
+use outpost_core::pod::{self, FullName};
+use tokio::sync::watch;
+
+use crate::apiserver::events::{Recorder, pod_ref};
+use crate::status::StatusStore;
+
+/// The pods admitted and rejected, by UID.
+#[derive(Debug, Default)]
+pub(super) struct Admission {
+    /// The node as admission sees it; `None`: nothing is checked (tests of other rules).
+    node: Option<watch::Receiver<Node>>,
+    admitted: HashMap<String, Admitted>,
+    /// The order pods were admitted in (kubelet's active pods are in that order).
+    order: Vec<String>,
+    rejected: HashMap<String, Rejection>,
+}
+
+/// What a batch's admission decided besides the rejections it keeps: the pods to
+/// preempt (their full names and UIDs).
+pub(super) type Preemptions = Vec<(FullName, String)>;
+
+impl Admission {
+    pub(super) fn new(node: Option<watch::Receiver<Node>>) -> Admission {
+        Admission { node, ..Admission::default() }
+    }
+
+    /// The rejection of the pod `uid`, if it was rejected.
+    pub(super) fn rejection(&self, uid: &str) -> Option<&Rejection> {
+        self.rejected.get(uid)
+    }
+
+    /// The pod `uid` is gone (removed, or replaced under its name).
+    pub(super) fn forget(&mut self, uid: &str) {
+        if self.admitted.remove(uid).is_some() {
+            self.order.retain(|u| u != uid);
+        }
+        self.rejected.remove(uid);
+    }
+
+    /// K4: admits the new pods of `deltas` in creation-time order. `adopted` says whether
+    /// an earlier run left containers for a pod UID under its full name.
+    pub(super) fn batch(
+        &mut self,
+        deltas: &[PodDelta],
+        statuses: &StatusStore,
+        events: &Recorder,
+        adopted: impl Fn(&FullName, &str) -> bool,
+    ) -> Preemptions {
+        let mut new: Vec<&PodDelta> = deltas
+            .iter()
+            .filter(|d| d.op != DeltaOp::Remove)
+            .filter(|d| {
+                let uid = pod::uid(&d.pod);
+                !self.admitted.contains_key(uid) && !self.rejected.contains_key(uid)
+            })
+            .collect();
+        // Pods an earlier run left running first (they were admitted then, and take their
+        // place before any new pod), then the others oldest first.
+        new.sort_by_key(|d| {
+            let created = d.pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (!adopted(&FullName::of(&d.pod), pod::uid(&d.pod)), created)
+        });
+        let mut preemptions = Vec::new();
+        for delta in new {
+            let uid = pod::uid(&delta.pod).to_owned();
+            let admitted =
+                Admitted { uid: uid.clone(), pod: delta.pod.clone(), source: delta.source };
+            let name = FullName::of(&delta.pod);
+            if let Some(rejection) = rejected_before(&delta.pod) {
+                self.rejected.insert(uid, rejection);
+                continue;
+            }
+            if is_terminal(&delta.pod) {
+                continue;
+            }
+            let Some(node) = self.node.as_ref().map(|n| n.borrow().clone()) else {
+                self.admit(admitted);
+                continue;
+            };
+            if adopted(&name, &uid) || delta.pod.metadata.deletion_timestamp.is_some() {
+                self.admit(admitted);
+                continue;
+            }
+            let active = self.active(statuses);
+            match node_admission::admit(&node, &active, &delta.pod, delta.source) {
+                Verdict::Admit => self.admit(admitted),
+                Verdict::Preempt(victims) => {
+                    for victim in victims {
+                        if let Some(gone) = self.admitted.remove(&victim) {
+                            self.order.retain(|u| *u != victim);
+                            tracing::warn!(
+                                pod.namespace = %name.namespace,
+                                pod.name = %name.name,
+                                pod.uid = uid,
+                                preempted = victim,
+                                "preempting a pod to admit a critical pod (K4)"
+                            );
+                            preemptions.push((FullName::of(&gone.pod), victim));
+                        }
+                    }
+                    self.admit(admitted);
+                }
+                Verdict::Reject(rejection) => {
+                    reject(&delta.pod, &rejection, events);
+                    self.rejected.insert(uid, rejection);
+                }
+            }
+        }
+        preemptions
+    }
+
+    fn admit(&mut self, admitted: Admitted) {
+        self.order.push(admitted.uid.clone());
+        self.admitted.insert(admitted.uid.clone(), admitted);
+    }
+
+    /// The admitted pods still active: not finished (nor refused by the worker, A1).
+    fn active(&self, statuses: &StatusStore) -> Vec<Admitted> {
+        let finished = |uid: &str| {
+            statuses
+                .get(uid)
+                .is_some_and(|s| matches!(s.phase.as_deref(), Some("Succeeded" | "Failed")))
+        };
+        self.order
+            .iter()
+            .filter(|uid| !finished(uid))
+            .filter_map(|uid| self.admitted.get(uid).cloned())
+            .collect()
+    }
+}
+
+/// kubelet's `rejectPod`: a Warning Event with the reason and message (the status is
+/// the worker's).
+fn reject(pod: &Arc<Pod>, rejection: &Rejection, events: &Recorder) {
+    let name = FullName::of(pod);
+    tracing::warn!(
+        pod.namespace = %name.namespace,
+        pod.name = %name.name,
+        pod.uid = pod::uid(pod),
+        reason = rejection.reason,
+        message = rejection.message,
+        "pod rejected by the node's admission (K4)"
+    );
+    events.emit(
+        &pod_ref(pod, None),
+        EventType::Warning,
+        &rejection.reason,
+        rejection.message.clone(),
+    );
+}
+
+/// Whether the pod's status (as its source has it) is already Succeeded or Failed.
+fn is_terminal(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// A pod the API server has as rejected by a node (an earlier run of this agent):
+/// Failed, with a message kubelet's `rejectPod` wrote.
+fn rejected_before(pod: &Pod) -> Option<Rejection> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Failed") {
+        return None;
+    }
+    let message = status.message.as_deref()?.strip_prefix("Pod was rejected: ")?;
+    Some(Rejection {
+        reason: status.reason.clone().unwrap_or_default(),
+        message: message.to_owned(),
+    })
+}
