@@ -17,8 +17,6 @@ pub(super) enum Rule {
     Supported,
     /// Ignored, as kubelet ignores it.
     Ignored,
-    /// Ignored as kubelet ignores it, but a user may rely on it: a warning says so.
-    IgnoredWarning(&'static str),
     /// Refused when set: why, and what to do.
     Refused(&'static str),
     /// Decided by its value (and the node); the class is the book's.
@@ -44,7 +42,7 @@ impl Rule {
             Rule::Supported | Rule::ApiObject | Rule::Containers { .. } | Rule::Annotations => {
                 Class::Supported
             }
-            Rule::Ignored | Rule::IgnoredWarning(_) => Class::Ignored,
+            Rule::Ignored => Class::Ignored,
             Rule::Refused(_) => Class::Refused,
             Rule::Check(class, _) => class,
         }
@@ -52,7 +50,7 @@ impl Rule {
 }
 
 use Class::{Refused as R, Supported as S};
-use Rule::{ApiObject, Check, Ignored, IgnoredWarning, Refused, Supported};
+use Rule::{ApiObject, Check, Ignored, Refused, Supported};
 
 const VOLUME: &str = "Outpost mounts no network or cloud storage; mount it on the host and \
 use a hostPath volume";

@@ -66,11 +66,6 @@ impl Review<'_> {
     fn apply(&mut self, rule: Rule, field: &str, value: &Value) {
         match rule {
             Rule::Supported | Rule::Ignored => {}
-            Rule::IgnoredWarning(why) => {
-                if !is_unset(value) {
-                    self.warn(field, format!("{field}: ignored: {why}"));
-                }
-            }
             Rule::Refused(why) => {
                 if !is_unset(value) {
                     self.refuse(field, UNSUPPORTED_FIELD, format!("{field}: not supported: {why}"));
