@@ -9,117 +9,16 @@
 //! pull secrets (also the service account's) are used.
 
 use outpost_tests::needs;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use outpost_tests::agent::Agent;
+use outpost_tests::api_pods::{Cluster, LONG, api_pod, environment, inside, read, state};
 use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{eventually, wait_pod};
-use outpost_tests::workload::task_pid;
+use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
-/// The harness runs the agent as `--node-name Edge-1`.
-const NODE: &str = "edge-1";
-const LONG: Duration = Duration::from_secs(60);
-/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
-const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 const SERVICE_ACCOUNT_DIR: &str = "var/run/secrets/kubernetes.io/serviceaccount";
-
-struct Cluster {
-    // Dropped first: the agent must be gone before the node's cleanup.
-    agent: Option<Agent>,
-    api: ApiNode,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        Cluster::with(ApiNode::new())
-    }
-
-    fn with(api: ApiNode) -> Cluster {
-        let agent = api.start(&[]);
-        api.rt.block_on(async {
-            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
-        });
-        Cluster { agent: Some(agent), api }
-    }
-
-    fn server(&self) -> &TestApiServer {
-        &self.api.server
-    }
-
-    fn create(&self, object: Value) -> Value {
-        self.server().create(object).unwrap()
-    }
-
-    fn create_pod(&self, pod: Value) -> Pod {
-        self.server().create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
-    }
-
-    fn pod(&self, name: &str) -> Pod {
-        self.server().get_pod("default", name).unwrap()
-    }
-
-    /// Waits until the API server's pod `name` satisfies `done`.
-    fn wait(&self, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
-        eventually(&format!("pod {name}: {what}"), LONG, || {
-            self.server().get_pod("default", name).is_ok_and(|p| done(&p))
-        });
-        self.pod(name)
-    }
-
-    fn wait_running(&self, name: &str) -> Pod {
-        self.wait(name, "running", |p| state(p, "main")["running"].is_object())
-    }
-
-    /// The host PID of the pod's container `main` (its root is the container's).
-    fn pid(&self, name: &str) -> i32 {
-        let pod = self.wait_running(name);
-        let id = container_id(&pod, "main");
-        task_pid(&self.api.node, &id).unwrap_or_else(|| panic!("no task {id}"))
-    }
-
-    fn events(&self, name: &str) -> Vec<Value> {
-        let events = self.server().list("events", Some("default")).unwrap();
-        events.into_iter().filter(|e| e["involvedObject"]["name"] == name).collect()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        // The agent goes first; its pods with it, before the node's cleanup.
-        if let Some(agent) = self.agent.take() {
-            drop(agent);
-        }
-    }
-}
-
-fn state(pod: &Pod, container: &str) -> Value {
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    let status = statuses.and_then(|s| s.iter().find(|c| c.name == container));
-    status.and_then(|s| serde_json::to_value(&s.state).ok()).unwrap_or(Value::Null)
-}
-
-fn container_id(pod: &Pod, container: &str) -> String {
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    let status = statuses.and_then(|s| s.iter().find(|c| c.name == container));
-    let id = status.and_then(|s| s.container_id.clone()).unwrap_or_default();
-    id.trim_start_matches("containerd://").to_owned()
-}
-
-/// A path inside the container whose init is `pid`, seen from the host.
-fn inside(pid: i32, path: &str) -> PathBuf {
-    Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'))
-}
-
-fn read(pid: i32, path: &str) -> String {
-    let file = inside(pid, path);
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-}
 
 fn mode(pid: i32, path: &str) -> u32 {
     use std::os::unix::fs::PermissionsExt as _;
@@ -128,51 +27,12 @@ fn mode(pid: i32, path: &str) -> u32 {
     metadata.permissions().mode() & 0o7777
 }
 
-/// The container's environment (its init's).
-fn environment(pid: i32) -> BTreeMap<String, String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-    raw.split(|b| *b == 0)
-        .filter_map(|entry| {
-            let entry = String::from_utf8_lossy(entry);
-            let (name, value) = entry.split_once('=')?;
-            Some((name.to_owned(), value.to_owned()))
-        })
-        .collect()
-}
-
 fn config_map(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": data})
 }
 
 fn secret(name: &str, string_data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "default"}, "stringData": string_data})
-}
-
-/// An API pod bound to this node: one busybox container `main` serving until SIGTERM,
-/// with `container` merged into it and `spec` into the pod's spec.
-fn api_pod(name: &str, container: Value, spec: Value) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", SERVE],
-            }],
-        },
-    });
-    for (key, value) in container.as_object().into_iter().flatten() {
-        pod["spec"]["containers"][0][key] = value.clone();
-    }
-    for (key, value) in spec.as_object().into_iter().flatten() {
-        pod["spec"][key] = value.clone();
-    }
-    pod
 }
 
 /// The claims of a token the test API server signed (checked with its key).
@@ -323,7 +183,7 @@ fn v1_a_config_map_edit_shows_in_the_container_and_not_in_a_sub_path_mount() {
 fn v1_a_short_lived_token_is_refreshed_in_place() {
     // The real API server asks for 10 minutes at least; this one lets the test ask for 10 s.
     let config = TestApiServer::builder().min_token_expiration(Duration::from_secs(1));
-    let c = Cluster::with(ApiNode::with_server(config));
+    let c = Cluster::with(ApiNode::with_server(config), &[]);
     let pod = api_pod(
         "short",
         json!({"volumeMounts": [{"name": "token", "mountPath": "/var/run/token"}]}),
@@ -419,20 +279,7 @@ fn v3_after_a_reboot_without_the_api_server_the_pod_comes_back_with_its_objects(
 
     // The agent stops (the pods keep running), the network goes, the node reboots: every
     // task is gone, and so is everything on tmpfs (the run dir, the secrets' volumes).
-    c.agent.take().unwrap().stop();
-    c.api.rt.block_on(c.server().cut());
-    c.api.node.reboot();
-
-    let agent = c.api.start(&[]);
-    // The API server is away: the agent's own /pods tells where the pod is.
-    let running = |p: &Value| {
-        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
-            && p["metadata"]["uid"] == uid
-    };
-    let local = wait_pod(&agent, "app", LONG, running);
-    let id = outpost_tests::workload::container_id(&local["status"]["containerStatuses"][0]);
-    c.agent = Some(agent);
-    let after = task_pid(&c.api.node, &id).unwrap();
+    let after = c.reboot_offline("app", &uid);
     assert_ne!(after, before, "a new container");
     assert_eq!(read(after, "/etc/app/app.conf"), "listen 8080\n");
     assert_eq!(read(after, "/etc/secret/password"), "s3cr3t");

@@ -8,74 +8,36 @@
 //! for the claim made for its pod.
 
 use outpost_tests::needs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use outpost_tests::agent::Agent;
-use outpost_tests::apiserver::TestApiServer;
-use outpost_tests::cluster::ApiNode;
-use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{eventually, wait_pod};
-use outpost_tests::workload::task_pid;
+use outpost_tests::api_pods::{Cluster, LONG, NODE, SERVE, api_pod, container_id, read, state};
+use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
-/// The harness runs the agent as `--node-name Edge-1`.
-const NODE: &str = "edge-1";
-const LONG: Duration = Duration::from_secs(60);
-/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
-const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 const PROVISIONER: &str = "rancher.io/local-path";
 
-struct Cluster {
-    // Dropped first: the agent must be gone before the node's cleanup.
-    agent: Option<Agent>,
-    api: ApiNode,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let api = ApiNode::new();
-        let agent = api.start(&[]);
-        api.rt.block_on(async {
-            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
-        });
-        Cluster { agent: Some(agent), api }
-    }
-
-    fn server(&self) -> &TestApiServer {
-        &self.api.server
-    }
-
-    fn create(&self, object: Value) -> Value {
-        self.server().create(object).unwrap()
-    }
-
-    fn create_pod(&self, pod: Value) -> Pod {
-        self.server().create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
-    }
-
-    fn wait(&self, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
-        eventually(&format!("pod {name}: {what}"), LONG, || {
-            self.server().get_pod("default", name).is_ok_and(|p| done(&p))
-        });
-        self.server().get_pod("default", name).unwrap()
-    }
-
-    /// The host PID of the running pod's container `main`.
-    fn pid(&self, name: &str) -> i32 {
-        let pod = self.wait(name, "running", |p| state(p, "main")["running"].is_object());
-        let id = container_id(&pod);
-        task_pid(&self.api.node, &id).unwrap_or_else(|| panic!("no task {id}"))
-    }
-
-    fn events(&self, name: &str) -> Vec<Value> {
-        let events = self.server().list("events", Some("default")).unwrap();
-        events.into_iter().filter(|e| e["involvedObject"]["name"] == name).collect()
-    }
-
+/// What these tests do with a [`Cluster`] beyond the shared harness.
+trait ClaimVolumes {
     /// Waits for a FailedMount Event of pod `name` with `message`, the pod waiting in
     /// ContainerCreating.
+    fn wait_failed_mount(&self, name: &str, message: &str);
+
+    /// A claim as a StatefulSet's template and local-path's scheduler-side annotations
+    /// make it (`selected-node` set by the scheduler), not bound yet.
+    fn claim(&self, name: &str, labels: Value) -> Value;
+
+    /// What local-path-provisioner and the binder do for `claim`: a PersistentVolume
+    /// `pvc-<claim uid>` with `source` (and local-path's node affinity on `node`), bound
+    /// to the claim, then the claim bound to it. The volume's name.
+    fn bind(&self, claim: &Value, source: Value, node: &str) -> String;
+
+    /// local-path's hostPath source for `claim`, under the node's directory (for
+    /// `/opt/local-path-provisioner`): `<base>/pvc-<uid>_<namespace>_<name>`.
+    fn local_path(&self, claim: &Value) -> (PathBuf, Value);
+}
+
+impl ClaimVolumes for Cluster {
     fn wait_failed_mount(&self, name: &str, message: &str) {
         let found = |events: &[Value]| {
             events.iter().any(|e| {
@@ -96,8 +58,6 @@ impl Cluster {
         assert_eq!(state(&pod, "main")["waiting"]["reason"], "ContainerCreating");
     }
 
-    /// A claim as a StatefulSet's template and local-path's scheduler-side annotations
-    /// make it (`selected-node` set by the scheduler), not bound yet.
     fn claim(&self, name: &str, labels: Value) -> Value {
         self.create(json!({
             "apiVersion": "v1",
@@ -122,9 +82,6 @@ impl Cluster {
         }))
     }
 
-    /// What local-path-provisioner and the binder do for `claim`: a PersistentVolume
-    /// `pvc-<claim uid>` with `source` (and local-path's node affinity on `node`), bound
-    /// to the claim, then the claim bound to it. The volume's name.
     fn bind(&self, claim: &Value, source: Value, node: &str) -> String {
         let name = format!("pvc-{}", claim["metadata"]["uid"].as_str().unwrap());
         let claim_name = claim["metadata"]["name"].as_str().unwrap();
@@ -180,8 +137,6 @@ impl Cluster {
         name
     }
 
-    /// local-path's hostPath source for `claim`, under the node's directory (for
-    /// `/opt/local-path-provisioner`): `<base>/pvc-<uid>_<namespace>_<name>`.
     fn local_path(&self, claim: &Value) -> (PathBuf, Value) {
         let uid = claim["metadata"]["uid"].as_str().unwrap();
         let name = claim["metadata"]["name"].as_str().unwrap();
@@ -189,14 +144,6 @@ impl Cluster {
         let path = base.join(format!("pvc-{uid}_default_{name}"));
         let source = json!({"hostPath": {"path": path, "type": "DirectoryOrCreate"}});
         (path, source)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(agent) = self.agent.take() {
-            drop(agent);
-        }
     }
 }
 
@@ -213,24 +160,6 @@ fn without_random_names(message: &str) -> String {
     }
 }
 
-fn state(pod: &Pod, container: &str) -> Value {
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    let status = statuses.and_then(|s| s.iter().find(|c| c.name == container));
-    status.and_then(|s| serde_json::to_value(&s.state).ok()).unwrap_or(Value::Null)
-}
-
-fn container_id(pod: &Pod) -> String {
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    let status = statuses.and_then(|s| s.iter().find(|c| c.name == "main"));
-    let id = status.and_then(|s| s.container_id.clone()).unwrap_or_default();
-    id.trim_start_matches("containerd://").to_owned()
-}
-
-fn read(pid: i32, path: &str) -> String {
-    let file = Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'));
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-}
-
 /// An API pod on this node: busybox `main` running `script` then serving, with the
 /// volume `www` (`volume`) mounted at `/data` (`mount` merged into the mount).
 fn pod(name: &str, script: &str, volume: Value, mount: Value) -> Value {
@@ -242,23 +171,11 @@ fn pod(name: &str, script: &str, volume: Value, mount: Value) -> Value {
     for (k, v) in volume.as_object().unwrap() {
         www[k] = v.clone();
     }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", format!("{script}; {SERVE}")],
-                "volumeMounts": [volume_mount],
-            }],
-            "volumes": [www],
-        },
-    })
+    let container = json!({
+        "command": ["sh", "-c", format!("{script}; {SERVE}")],
+        "volumeMounts": [volume_mount],
+    });
+    api_pod(name, container, json!({"volumes": [www]}))
 }
 
 /// kubernetes.io's StatefulSet example: the pod `web-0` of StatefulSet `web`, its
@@ -306,27 +223,16 @@ fn k3_a_local_path_volume_keeps_a_stateful_pods_data_across_an_agent_restart_and
     c.agent.take().unwrap().stop();
     c.agent = Some(c.api.start(&[]));
     eventually("the restarted agent reports the pod", LONG, || {
-        c.server()
-            .get_pod("default", "web-0")
-            .is_ok_and(|p| state(&p, "main")["running"].is_object() && !container_id(&p).is_empty())
+        c.server().get_pod("default", "web-0").is_ok_and(|p| {
+            state(&p, "main")["running"].is_object() && !container_id(&p, "main").is_empty()
+        })
     });
     assert_eq!(c.pid("web-0"), first, "the same container");
     assert_eq!(read(first, "/usr/share/nginx/html/starts"), "started\n");
 
     // A reboot without the API server: the claim and its volume come from the
     // checkpoint, the new container finds what the first wrote.
-    c.agent.take().unwrap().stop();
-    c.api.rt.block_on(c.server().cut());
-    c.api.node.reboot();
-    let agent = c.api.start(&[]);
-    let running = |p: &Value| {
-        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
-            && p["metadata"]["uid"] == uid
-    };
-    let local = wait_pod(&agent, "web-0", LONG, running);
-    let id = outpost_tests::workload::container_id(&local["status"]["containerStatuses"][0]);
-    c.agent = Some(agent);
-    let after = task_pid(&c.api.node, &id).unwrap();
+    let after = c.reboot_offline("web-0", &uid);
     assert_ne!(after, first, "a new container");
     assert_eq!(read(after, "/usr/share/nginx/html/starts"), "started\nstarted\n");
     c.api.rt.block_on(c.server().restore()).unwrap();

@@ -10,162 +10,34 @@ mod daemonsets;
 
 use outpost_tests::needs;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use outpost_tests::agent::Agent;
+use outpost_tests::api_pods::{
+    Cluster, LONG, SERVE, api_pod, container_id, container_status, environment, inside, state,
+};
 use outpost_tests::apiserver::{Fault, TestApiServer};
 use outpost_tests::cluster::ApiNode;
-use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::eventually;
-use outpost_tests::workload::task_pid;
 use serde_json::{Value, json};
 
-/// The harness runs the agent as `--node-name Edge-1`.
-const NODE: &str = "edge-1";
-const LONG: Duration = Duration::from_secs(60);
-/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
-const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 /// `cargo xtask images` builds it from the host's kubectl.
 const KUBECTL_IMAGE: &str = "outpost.test/kubectl:latest";
 const KUBECTL_OCI: &str = "kubectl-oci.tar";
 
-struct Cluster {
-    // Dropped first: the agent must be gone before the node's cleanup.
-    agent: Option<Agent>,
-    api: ApiNode,
+/// A cluster with a TLS server and the kubectl image imported (a missing image fails the
+/// test in CI, as every missing prerequisite).
+fn with_kubectl() -> Cluster {
+    let c = Cluster::with(ApiNode::with_server(TestApiServer::builder().tls()), &[]);
+    outpost_tests::workload::import(&c.api.node, KUBECTL_OCI);
+    c
 }
 
-impl Cluster {
-    fn with(api: ApiNode) -> Cluster {
-        let agent = api.start(&[]);
-        api.rt.block_on(async {
-            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
-        });
-        Cluster { agent: Some(agent), api }
-    }
-
-    /// With a TLS server and the kubectl image imported (a missing image fails the test
-    /// in CI, as every missing prerequisite).
-    fn with_kubectl() -> Cluster {
-        let c = Cluster::with(ApiNode::with_server(TestApiServer::builder().tls()));
-        outpost_tests::workload::import(&c.api.node, KUBECTL_OCI);
-        c
-    }
-
-    fn server(&self) -> &TestApiServer {
-        &self.api.server
-    }
-
-    fn create(&self, object: Value) -> Value {
-        self.server().create(object).unwrap()
-    }
-
-    fn create_pod(&self, pod: Value) -> Pod {
-        self.server().create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
-    }
-
-    fn pod(&self, namespace: &str, name: &str) -> Pod {
-        self.server().get_pod(namespace, name).unwrap()
-    }
-
-    /// Waits until the pod's container `container` runs; the pod.
-    fn wait_running(&self, namespace: &str, name: &str, container: &str) -> Pod {
-        eventually(&format!("pod {namespace}/{name}: {container} running"), LONG, || {
-            self.server()
-                .get_pod(namespace, name)
-                .is_ok_and(|p| state(&p, container)["running"].is_object())
-        });
-        self.pod(namespace, name)
-    }
-
-    /// The host PID of the container `container` (its root is the container's).
-    fn pid(&self, namespace: &str, name: &str, container: &str) -> i32 {
-        let pod = self.wait_running(namespace, name, container);
-        let id = container_id(&pod, container);
-        task_pid(&self.api.node, &id).unwrap_or_else(|| panic!("no task {id}"))
-    }
-
-    /// Waits for the file `path` of the running container (what its script wrote when
-    /// done) and returns it.
-    fn wait_file(&self, namespace: &str, name: &str, container: &str, path: &str) -> String {
-        let pid = self.pid(namespace, name, container);
-        let file = inside(pid, path);
-        eventually(&format!("{name}: {path} written"), LONG, || file.exists());
-        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(agent) = self.agent.take() {
-            drop(agent);
-        }
-    }
-}
-
-fn status_of<'a>(
-    pod: &'a Pod,
-    container: &str,
-) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
-    let status = pod.status.as_ref()?;
-    let all = status.container_statuses.iter().chain(status.init_container_statuses.iter());
-    all.flatten().find(|c| c.name == container)
-}
-
-fn state(pod: &Pod, container: &str) -> Value {
-    status_of(pod, container)
-        .and_then(|s| serde_json::to_value(&s.state).ok())
-        .unwrap_or(Value::Null)
-}
-
-fn container_id(pod: &Pod, container: &str) -> String {
-    let id = status_of(pod, container).and_then(|s| s.container_id.clone()).unwrap_or_default();
-    id.trim_start_matches("containerd://").to_owned()
-}
-
-fn inside(pid: i32, path: &str) -> PathBuf {
-    Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'))
-}
-
-/// The container's environment (its init's).
-fn environment(pid: i32) -> BTreeMap<String, String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-    raw.split(|b| *b == 0)
-        .filter_map(|entry| {
-            let entry = String::from_utf8_lossy(entry);
-            let (name, value) = entry.split_once('=')?;
-            Some((name.to_owned(), value.to_owned()))
-        })
-        .collect()
-}
-
-/// An API pod of `default` bound to this node: one busybox container `main` serving
-/// until SIGTERM, with `container` merged into it and `spec` into the pod's spec.
-fn api_pod(name: &str, container: Value, spec: Value) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", SERVE],
-            }],
-        },
-    });
-    for (key, value) in container.as_object().into_iter().flatten() {
-        pod["spec"]["containers"][0][key] = value.clone();
-    }
-    for (key, value) in spec.as_object().into_iter().flatten() {
-        pod["spec"][key] = value.clone();
-    }
-    pod
+/// Waits for the file `path` of the running container (what its script wrote when done)
+/// and returns it.
+fn wait_file(c: &Cluster, namespace: &str, name: &str, container: &str, path: &str) -> String {
+    let pid = c.pid_of(namespace, name, container);
+    let file = inside(pid, path);
+    eventually(&format!("{name}: {path} written"), LONG, || file.exists());
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
 fn service(namespace: &str, name: &str, ports: Value) -> Value {
@@ -185,7 +57,7 @@ fn service(namespace: &str, name: &str, ports: Value) -> Value {
 #[needs(pods)]
 #[test]
 fn k1_kubectl_in_a_pod_reaches_the_api_server_with_in_cluster_config() {
-    let c = Cluster::with_kubectl();
+    let c = with_kubectl();
     let script = r#"kubectl get pod "$POD_NAME" > /tmp/get 2>&1; echo $? > /tmp/get.rc;
 kubectl auth whoami > /tmp/whoami 2>&1; echo $? > /tmp/whoami.rc; touch /tmp/done; "#;
     let pod = api_pod(
@@ -198,8 +70,8 @@ kubectl auth whoami > /tmp/whoami 2>&1; echo $? > /tmp/whoami.rc; touch /tmp/don
         json!({"hostNetwork": true}),
     );
     c.create_pod(pod);
-    c.wait_file("default", "kubectl", "main", "/tmp/done");
-    let pid = c.pid("default", "kubectl", "main");
+    wait_file(&c, "default", "kubectl", "main", "/tmp/done");
+    let pid = c.pid("kubectl");
     let read = |path: &str| std::fs::read_to_string(inside(pid, path)).unwrap();
     let (get, whoami) = (read("/tmp/get"), read("/tmp/whoami"));
     assert_eq!(read("/tmp/get.rc").trim(), "0", "kubectl get pod: {get}");
@@ -227,7 +99,7 @@ kubectl auth whoami > /tmp/whoami 2>&1; echo $? > /tmp/whoami.rc; touch /tmp/don
 #[needs(pods)]
 #[test]
 fn k1_service_variables_links_and_the_pod_own_variables() {
-    let c = Cluster::with(ApiNode::new());
+    let c = Cluster::start();
     c.create(service(
         "default",
         "web-api",
@@ -239,7 +111,7 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
     c.create_pod(api_pod("links", own, json!({})));
     c.create_pod(api_pod("nolinks", json!({}), json!({"enableServiceLinks": false})));
 
-    let links = environment(c.pid("default", "links", "main"));
+    let links = environment(c.pid("links"));
     let get = |env: &BTreeMap<String, String>, k: &str| env.get(k).cloned().unwrap_or_default();
     assert_eq!(get(&links, "WEB_API_SERVICE_HOST"), "mine");
     assert_eq!(get(&links, "WEB_API_SERVICE_PORT"), "80");
@@ -250,7 +122,7 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
     assert_eq!(get(&links, "URL"), "http://mine:80");
     assert_eq!(get(&links, "KUBERNETES_SERVICE_HOST"), "127.0.0.1");
 
-    let nolinks = environment(c.pid("default", "nolinks", "main"));
+    let nolinks = environment(c.pid("nolinks"));
     assert!(nolinks.keys().all(|k| !k.starts_with("WEB_API")), "{nolinks:?}");
     assert_eq!(get(&nolinks, "KUBERNETES_SERVICE_HOST"), "127.0.0.1");
     let port = c.server().addr().port().to_string();
@@ -264,17 +136,17 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
 
     // A changed Service: the running container keeps its variables and is not
     // restarted; a container started afterwards sees the change.
-    let before = container_id(&c.pod("default", "links"), "main");
+    let before = container_id(&c.pod("links"), "main");
     let mut changed = c.server().get("services", Some("default"), "web-api").unwrap();
     changed["spec"]["ports"][0]["port"] = json!(8080);
     c.server().update(changed).unwrap();
     c.create_pod(api_pod("later", json!({}), json!({})));
-    let later = environment(c.pid("default", "later", "main"));
+    let later = environment(c.pid("later"));
     assert_eq!(get(&later, "WEB_API_SERVICE_PORT"), "8080");
-    let links_now = c.pod("default", "links");
+    let links_now = c.pod("links");
     assert_eq!(container_id(&links_now, "main"), before);
-    assert_eq!(status_of(&links_now, "main").map(|s| s.restart_count), Some(0));
-    let pid = c.pid("default", "links", "main");
+    assert_eq!(container_status(&links_now, "main").map(|s| s.restart_count), Some(0));
+    let pid = c.pid("links");
     assert_eq!(get(&environment(pid), "WEB_API_SERVICE_PORT"), "80");
 
     // The pods gone, nothing is watched.
@@ -290,24 +162,13 @@ fn k1_service_variables_links_and_the_pod_own_variables() {
 #[needs(pods)]
 #[test]
 fn k1_after_an_offline_reboot_the_service_variables_come_from_the_checkpoint() {
-    let mut c = Cluster::with(ApiNode::new());
+    let mut c = Cluster::start();
     c.create(service("default", "web-api", json!([{"port": 80}])));
     let uid = c.create_pod(api_pod("app", json!({}), json!({}))).metadata.uid.unwrap();
-    let before = environment(c.pid("default", "app", "main"));
+    let before = environment(c.pid("app"));
     assert!(before.contains_key("WEB_API_SERVICE_HOST"), "{before:?}");
 
-    c.agent.take().unwrap().stop();
-    c.api.rt.block_on(c.server().cut());
-    c.api.node.reboot();
-    let agent = c.api.start(&[]);
-    let running = |p: &Value| {
-        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
-            && p["metadata"]["uid"] == uid
-    };
-    let local = outpost_tests::pods::wait_pod(&agent, "app", LONG, running);
-    let id = outpost_tests::workload::container_id(&local["status"]["containerStatuses"][0]);
-    c.agent = Some(agent);
-    let after = environment(task_pid(&c.api.node, &id).unwrap());
+    let after = environment(c.reboot_offline("app", &uid));
     let services = |env: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         let mut env = env.clone();
         env.retain(|k, _| k.starts_with("KUBERNETES_") || k.starts_with("WEB_API_"));
@@ -324,7 +185,7 @@ fn k1_after_an_offline_reboot_the_service_variables_come_from_the_checkpoint() {
 #[needs(pods)]
 #[test]
 fn k1_an_api_pod_waits_until_its_services_have_been_read() {
-    let c = Cluster::with(ApiNode::new());
+    let c = Cluster::start();
     c.create(service("default", "web-api", json!([{"port": 80}])));
     c.server().fail_next(u64::MAX, "list", "services", Fault::internal_error());
     c.create_pod(api_pod("app", json!({}), json!({})));
@@ -338,6 +199,6 @@ fn k1_an_api_pod_waits_until_its_services_have_been_read() {
     });
     c.server().clear_faults();
     // The watcher's backoff is at most 30 s; then the pod is told and starts.
-    let env = environment(c.pid("default", "app", "main"));
+    let env = environment(c.pid("app"));
     assert!(env.contains_key("WEB_API_SERVICE_HOST"), "{env:?}");
 }

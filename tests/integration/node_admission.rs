@@ -9,54 +9,24 @@
 //! tested in `outpost_core::node_admission`.)
 
 use outpost_tests::needs;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use outpost_tests::agent::Agent;
+use outpost_tests::api_pods::{Cluster, LONG, NODE, SERVE, api_pod, phase};
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{eventually, wait_pod};
 use serde_json::{Value, json};
 
-/// The harness runs the agent as `--node-name Edge-1`.
-const NODE: &str = "edge-1";
-const LONG: Duration = Duration::from_secs(60);
-/// Runs until SIGTERM (as PID 1, sh only dies of a trapped signal).
-const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
-
-struct Cluster {
-    // Dropped first: the agent must be gone before the node's cleanup.
-    agent: Option<Agent>,
-    api: ApiNode,
-}
-
-impl Cluster {
-    fn start(flags: &[&str]) -> Cluster {
-        let api = ApiNode::new();
-        let agent = api.start(flags);
-        api.rt.block_on(async {
-            tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
-        });
-        Cluster { agent: Some(agent), api }
-    }
-
-    fn create_pod(&self, pod: Value) -> Pod {
-        self.api.server.create_pod(&serde_json::from_value(pod).unwrap()).unwrap()
-    }
-
-    fn wait(&self, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
-        eventually(&format!("pod {name}: {what}"), LONG, || {
-            self.api.server.get_pod("default", name).is_ok_and(|p| done(&p))
-        });
-        self.api.server.get_pod("default", name).unwrap()
-    }
-
-    fn wait_running(&self, name: &str) -> Pod {
-        self.wait(name, "running", |p| phase(p) == "Running")
-    }
-
+/// What these tests do with a [`Cluster`] beyond the shared harness.
+trait NodeAdmission {
     /// Waits until the pod is Failed; asserts kubelet's rejection: its reason, the
     /// status message, the Warning Event, and that no container ran.
+    fn assert_rejected(&self, name: &str, reason: &str, message: &str);
+
+    /// The Node as the API server has it, once the agent registered it.
+    fn node(&self) -> Value;
+}
+
+impl NodeAdmission for Cluster {
     fn assert_rejected(&self, name: &str, reason: &str, message: &str) {
         let pod = self.wait(name, "rejected", |p| phase(p) == "Failed");
         let status = pod.status.clone().unwrap();
@@ -85,48 +55,11 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(agent) = self.agent.take() {
-            drop(agent);
-        }
-    }
-}
-
-fn phase(pod: &Pod) -> String {
-    pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
-}
-
-/// An API pod bound to this node: one busybox container `main` serving until SIGTERM,
-/// with `spec` merged into the pod's spec and `resources` as the container's.
-fn api_pod(name: &str, spec: Value, resources: Value) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", SERVE],
-                "resources": resources,
-            }],
-        },
-    });
-    for (key, value) in spec.as_object().into_iter().flatten() {
-        pod["spec"][key] = value.clone();
-    }
-    pod
-}
-
 #[needs(pods)]
 #[test]
 fn k4_a_pod_whose_node_selector_does_not_match_is_rejected_and_a_matching_affinity_runs() {
-    let c = Cluster::start(&[]);
-    c.create_pod(api_pod("ssd-only", json!({"nodeSelector": {"disk": "ssd"}}), json!({})));
+    let c = Cluster::start();
+    c.create_pod(api_pod("ssd-only", json!({}), json!({"nodeSelector": {"disk": "ssd"}})));
     c.assert_rejected(
         "ssd-only",
         "NodeAffinity",
@@ -141,7 +74,7 @@ fn k4_a_pod_whose_node_selector_does_not_match_is_rejected_and_a_matching_affini
             ]},
         ],
     }}});
-    c.create_pod(api_pod("here", json!({"affinity": here}), json!({})));
+    c.create_pod(api_pod("here", json!({}), json!({"affinity": here})));
     c.wait_running("here");
     let rejected = c.api.server.get_pod("default", "ssd-only").unwrap();
     assert_eq!(phase(&rejected), "Failed", "still rejected, never run");
@@ -150,9 +83,9 @@ fn k4_a_pod_whose_node_selector_does_not_match_is_rejected_and_a_matching_affini
 #[needs(pods)]
 #[test]
 fn k4_a_pod_asking_for_more_cpu_than_allocatable_is_out_of_cpu() {
-    let c = Cluster::start(&[]);
+    let c = Cluster::start();
     let allocatable = c.node()["status"]["allocatable"]["cpu"].as_str().unwrap().to_owned();
-    c.create_pod(api_pod("greedy", json!({}), json!({"requests": {"cpu": "1000"}})));
+    c.create_pod(api_pod("greedy", json!({"resources": {"requests": {"cpu": "1000"}}}), json!({})));
     c.assert_rejected(
         "greedy",
         "OutOfcpu",
@@ -169,7 +102,7 @@ fn k4_a_pod_asking_for_more_cpu_than_allocatable_is_out_of_cpu() {
 #[needs(pods)]
 #[test]
 fn k4_max_pods_is_the_nodes_pod_capacity_and_a_pod_beyond_it_is_out_of_pods() {
-    let c = Cluster::start(&["--max-pods", "2"]);
+    let c = Cluster::with(ApiNode::new(), &["--max-pods", "2"]);
     eventually("the Node reports pods: 2", LONG, || {
         c.node()["status"]["capacity"]["pods"] == "2"
             && c.node()["status"]["allocatable"]["pods"] == "2"
@@ -189,7 +122,7 @@ fn k4_max_pods_is_the_nodes_pod_capacity_and_a_pod_beyond_it_is_out_of_pods() {
 #[needs(pods)]
 #[test]
 fn k4_a_no_execute_taint_the_pod_does_not_tolerate_rejects_it() {
-    let c = Cluster::start(&["--register-with-taints", "dedicated=db:NoExecute"]);
+    let c = Cluster::with(ApiNode::new(), &["--register-with-taints", "dedicated=db:NoExecute"]);
     c.create_pod(api_pod("web", json!({}), json!({})));
     c.assert_rejected(
         "web",
@@ -198,21 +131,25 @@ fn k4_a_no_execute_taint_the_pod_does_not_tolerate_rejects_it() {
     );
     let tolerates =
         json!([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoExecute"}]);
-    c.create_pod(api_pod("db", json!({"tolerations": tolerates}), json!({})));
+    c.create_pod(api_pod("db", json!({}), json!({"tolerations": tolerates})));
     c.wait_running("db");
 }
 
 #[needs(pods)]
 #[test]
 fn k4_a_critical_static_pod_preempts_a_lower_priority_api_pod() {
-    let c = Cluster::start(&[]);
+    let c = Cluster::start();
     let allocatable = c.node()["status"]["allocatable"]["cpu"].as_str().unwrap().to_owned();
     let milli: u64 = match allocatable.strip_suffix('m') {
         Some(m) => m.parse().unwrap(),
         None => allocatable.parse::<u64>().unwrap() * 1000,
     };
     // The API pod takes all but 100m; the static pod asks for 500m.
-    let low = api_pod("low", json!({}), json!({"requests": {"cpu": format!("{}m", milli - 100)}}));
+    let low = api_pod(
+        "low",
+        json!({"resources": {"requests": {"cpu": format!("{}m", milli - 100)}}}),
+        json!({}),
+    );
     c.create_pod(low);
     c.wait_running("low");
     let manifest = format!(

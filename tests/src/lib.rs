@@ -1,6 +1,7 @@
 //! Support for Outpost's integration and end-to-end tests.
 
 pub mod agent;
+pub mod api_pods;
 pub mod apiserver;
 pub mod cluster;
 pub mod containerd;

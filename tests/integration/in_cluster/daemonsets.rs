@@ -17,7 +17,9 @@ use outpost_tests::needs;
 use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
-use super::{Cluster, KUBECTL_IMAGE, LONG, NODE, SERVE};
+use outpost_tests::api_pods::{Cluster, LONG, NODE, SERVE};
+
+use super::{KUBECTL_IMAGE, wait_file, with_kubectl};
 
 /// A host path of the test node standing in for `path` (made by the test).
 fn host_dir(c: &Cluster, path: &str) -> String {
@@ -165,7 +167,7 @@ const CNI_CONF: &str = r#"{"name": "cbr0", "cniVersion": "0.3.1", "plugins": [{"
 #[needs(pods)]
 #[test]
 fn k1_kube_proxy_and_flannel_daemonset_pods_run_with_in_cluster_config() {
-    let c = Cluster::with_kubectl();
+    let c = with_kubectl();
     c.create(service_account("kube-system", "kube-proxy"));
     c.create(config_map("kube-system", "kube-proxy", json!({
         "config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n",
@@ -179,14 +181,14 @@ fn k1_kube_proxy_and_flannel_daemonset_pods_run_with_in_cluster_config() {
     c.create_pod(kube_proxy(&c));
     c.create_pod(flannel(&c));
 
-    let proxy = c.wait_file("kube-system", "kube-proxy-x7k2p", "kube-proxy", "/tmp/ok");
+    let proxy = wait_file(&c, "kube-system", "kube-proxy-x7k2p", "kube-proxy", "/tmp/ok");
     assert_eq!(proxy, "");
-    let pid = c.pid("kube-system", "kube-proxy-x7k2p", "kube-proxy");
+    let pid = c.pid_of("kube-system", "kube-proxy-x7k2p", "kube-proxy");
     let out = std::fs::read_to_string(super::inside(pid, "/tmp/out")).unwrap();
     assert_eq!(out.trim(), format!("node/{NODE}"));
 
-    c.wait_file("kube-flannel", "kube-flannel-ds-4mwq9", "kube-flannel", "/tmp/ok");
-    let pid = c.pid("kube-flannel", "kube-flannel-ds-4mwq9", "kube-flannel");
+    wait_file(&c, "kube-flannel", "kube-flannel-ds-4mwq9", "kube-flannel", "/tmp/ok");
+    let pid = c.pid_of("kube-flannel", "kube-flannel-ds-4mwq9", "kube-flannel");
     let out = std::fs::read_to_string(super::inside(pid, "/tmp/out")).unwrap();
     assert_eq!(out.trim(), format!("node/{NODE}"));
     let installed =
