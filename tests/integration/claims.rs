@@ -338,6 +338,49 @@ fn k3_a_volume_pinned_to_another_node_is_refused_with_kubelets_message() {
     );
 }
 
+/// K3 (A1): a claim bound to a network volume (NFS here) or to a `Block` volume is not
+/// mounted: the pod waits in ContainerCreating, its FailedMount naming the type.
+#[needs(pods)]
+#[test]
+fn k3_network_and_block_volumes_are_refused_naming_the_type() {
+    let c = Cluster::start();
+    let shared = c.claim("shared", json!({}));
+    let nfs = json!({"nfs": {"server": "nfs.example.internal", "path": "/exports/www"}});
+    let volume = c.bind(&shared, nfs, NODE);
+    c.create_pod(pod(
+        "on-nfs",
+        "true",
+        json!({"persistentVolumeClaim": {"claimName": "shared"}}),
+        json!({}),
+    ));
+    c.wait_failed_mount(
+        "on-nfs",
+        &format!(
+            "MountVolume.SetUp failed for volume \"{volume}\" : PersistentVolume {volume} is of \
+             type nfs, which Outpost does not mount; use a hostPath or local PersistentVolume \
+             (local-path-provisioner makes them)"
+        ),
+    );
+
+    let raw = c.claim("raw", json!({}));
+    let (_, mut source) = c.local_path(&raw);
+    source["volumeMode"] = json!("Block");
+    c.bind(&raw, source, NODE);
+    c.create_pod(pod(
+        "on-block",
+        "true",
+        json!({"persistentVolumeClaim": {"claimName": "raw"}}),
+        json!({}),
+    ));
+    c.wait_failed_mount(
+        "on-block",
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], \
+         unattached volumes=[], failed to process volumes=[www]: error processing PVC \
+         default/raw: volume www has volumeMode Block, but is specified in volumeMounts; \
+         Outpost mounts Filesystem volumes only",
+    );
+}
+
 #[needs(pods)]
 #[test]
 fn k3_an_ephemeral_volume_waits_for_the_claim_made_for_its_pod() {
