@@ -4,7 +4,8 @@
 //! `--max-pods` and one that does not tolerate a `NoExecute` taint are `Failed` with
 //! kubelet's reason and `Pod was rejected: <message>`, a Warning Event, and never run; a
 //! pod whose required node affinity matches runs; a critical static pod preempts an API
-//! pod when cpu is short. (A pod bound to another node never reaches this node: the API
+//! pod when cpu is short; a label and a taint given to the Node on the server count as
+//! soon as its watch tells them. (A pod bound to another node never reaches this node: the API
 //! source watches `spec.nodeName=<this node>`, as kubelet; the `NodeName` check is unit
 //! tested in `outpost_core::node_admission`.)
 
@@ -133,6 +134,33 @@ fn k4_a_no_execute_taint_the_pod_does_not_tolerate_rejects_it() {
         json!([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoExecute"}]);
     c.create_pod(api_pod("db", json!({}), json!({"tolerations": tolerates})));
     c.wait_running("db");
+}
+
+/// K4: a label and a taint an administrator gives the Node on the server are what the
+/// node admits against once its watch of the Node tells them (as kubelet's node
+/// informer), not at its next status report.
+#[needs(pods)]
+#[test]
+fn k4_labels_and_taints_given_to_the_node_on_the_server_are_admitted_against() {
+    let c = Cluster::start();
+    let mut node = c.node();
+    node["metadata"]["labels"]["disk"] = json!("ssd");
+    node["spec"]["taints"] =
+        json!([{"key": "maintenance", "value": "true", "effect": "NoExecute"}]);
+    c.server().update(node).unwrap();
+    let agent = c.agent.as_ref().unwrap();
+    agent.wait_for_log("maintenance=true:NoExecute");
+
+    let tolerates = json!([{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}]);
+    let ssd = json!({"nodeSelector": {"disk": "ssd"}, "tolerations": tolerates});
+    c.create_pod(api_pod("on-ssd", json!({}), ssd));
+    c.wait_running("on-ssd");
+    c.create_pod(api_pod("web", json!({}), json!({})));
+    c.assert_rejected(
+        "web",
+        "TaintToleration",
+        "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
+    );
 }
 
 #[needs(pods)]

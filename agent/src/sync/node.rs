@@ -7,8 +7,11 @@
 //! changed in a way that matters or when [`node_status::STATUS_REPORT_FREQUENCY`]
 //! passed, and once after a time offline (O3).
 //! Nothing is sent while the server is unreachable. A 404 on the status (someone deleted
-//! the Node) registers it again, with a new UID.
+//! the Node) registers it again, with a new UID. The Node is also watched by name
+//! ([`informer`]), so that admission (K4) sees its labels and taints as the server has
+//! them.
 
+mod informer;
 mod machine;
 mod registration;
 
@@ -18,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::backoff::Backoff;
@@ -127,8 +131,11 @@ struct NodeSync {
     conditions: Conditions,
     /// The Node's status as the server last returned it; `None` until registered.
     server: Option<NodeStatus>,
-    /// The Node as the server last returned it (its labels and taints for admission).
+    /// The Node as the server last returned it or its watch last told (its labels and
+    /// taints for admission, K4).
     seen: Option<Node>,
+    /// The status the last pass read (what a Node told by the watch is published with).
+    read: Option<NodeStatus>,
     /// The last status reported and when.
     reported: Option<(NodeStatus, Timestamp)>,
     /// The server was seen unreachable since the last report: send once when back.
@@ -151,12 +158,14 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
         conditions: Conditions::default(),
         server: None,
         seen: None,
+        read: None,
         reported: None,
         offline_since_report: false,
         retry: RETRY,
     };
     let mut reported_shutdown = false;
     let mut pressure = node.context.node_config.pressure.clone();
+    let mut own_node = std::pin::pin!(informer::own_node(&node.context));
     loop {
         let next = node.pass().await;
         // A beat that came during the pass is not a reason to pass again at once.
@@ -166,13 +175,26 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
             Next::After(delay) => Some(Instant::now() + delay),
         };
         let shutdown = node.context.node_config.shutdown.clone();
-        tokio::select! {
-            Ok(()) = beats.changed(), if retry.is_none() => {}
-            () = sleep_until(retry), if retry.is_some() => {}
-            Ok(()) = pressure.changed() => {}
-            _ = wakeups.woken(false) => node.offline_since_report = true,
-            // Once: after it, the flag is read with the machine on every pass.
-            () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,
+        // Kept across the Node's watch events: it remembers that the server went away.
+        let mut woken = std::pin::pin!(wakeups.woken(false));
+        loop {
+            tokio::select! {
+                Ok(()) = beats.changed(), if retry.is_none() => {}
+                () = sleep_until(retry), if retry.is_some() => {}
+                Ok(()) = pressure.changed() => {}
+                _ = &mut woken => node.offline_since_report = true,
+                // Once: after it, the flag is read with the machine on every pass.
+                () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,
+                // K4: a Node the watch tells is published for admission; no pass is due.
+                Some(event) = own_node.next() => {
+                    if let Some(seen) = informer::node_of(event) {
+                        node.seen = Some(seen);
+                        node.publish_read();
+                    }
+                    continue;
+                }
+            }
+            break;
         }
     }
 }
@@ -189,6 +211,7 @@ impl NodeSync {
         let reservation = &self.context.node_config.reservation;
         let status = node_status::status(&readings, conditions, reservation, &self.kubelet_version);
         self.publish(&status);
+        self.read = Some(status.clone());
         if !self.context.client.connectivity().is_reachable() {
             self.offline_since_report = true;
             return Next::Beat;
@@ -254,6 +277,13 @@ impl NodeSync {
         self.seen = Some(node);
     }
 
+    /// [`NodeSync::publish`] with the status the last pass read.
+    fn publish_read(&self) {
+        if let Some(status) = &self.read {
+            self.publish(status);
+        }
+    }
+
     /// K4: the node admission sees: the Node as the server has it once seen (its
     /// labels and taints as the server has them, as kubelet's node informer), else the
     /// one this agent would register; allocatable as this pass reads it, with the
@@ -277,12 +307,24 @@ impl NodeSync {
         node.status = Some(NodeStatus { allocatable: Some(allocatable), ..status.clone() });
         let view = node_admission::Node::from_api(&node);
         config.admission.send_if_modified(|old| {
+            if (&old.labels, &old.taints) != (&view.labels, &view.taints) {
+                let taints: Vec<String> = view.taints.iter().map(taint).collect();
+                info!(labels = ?view.labels, taints = ?taints, "admission sees the Node's labels and taints");
+            }
             let changed = *old != view;
             if changed {
                 *old = view;
             }
             changed
         });
+    }
+}
+
+/// A taint as kubectl prints it: `key=value:Effect`.
+fn taint(taint: &Taint) -> String {
+    match &taint.value {
+        Some(value) => format!("{}={value}:{}", taint.key, taint.effect),
+        None => format!("{}:{}", taint.key, taint.effect),
     }
 }
 
