@@ -142,7 +142,7 @@ pub fn volume_references(pod: &Pod) -> BTreeSet<Reference> {
                 references.insert(token_reference(pod, token));
             }
         }
-        if let Some(claim) = crate::claims::claim(pod, volume) {
+        if let Some(claim) = crate::claims::volume::claim(pod, volume) {
             references.insert(Reference::PersistentVolumeClaim(claim.name));
         }
     }
