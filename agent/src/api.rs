@@ -15,7 +15,9 @@
 //! - `push`: the `/manifests` and `/refresh` handlers.
 //! - `runtime`: the container runtime as the handlers reach it, once connected.
 //! - `serve`: the accept loop and its limits.
+//! - `spdy`: SPDY/3.1, the other transport of the streaming endpoints.
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
+//! - `streams`: what `/exec`, `/attach` and `/portForward` carry, whatever the transport.
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
 
 mod audit;
@@ -28,7 +30,9 @@ mod pod;
 mod push;
 pub mod runtime;
 mod serve;
+mod spdy;
 pub mod status;
+pub mod streams;
 mod tls;
 
 use std::net::SocketAddr;

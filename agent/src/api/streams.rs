@@ -1,0 +1,132 @@
+//! What kubelet's streaming endpoints carry, whatever the transport: a remote command's
+//! streams ([`Attached`], for `/exec` and `/attach`) and a pod's ports ([`PortDialer`],
+//! for `/portForward`). The transports take these and nothing else: the WebSocket
+//! `channel.k8s.io` protocols (`exec::session`) and SPDY/3.1 (`spdy`), so that a
+//! command, an attach or a forwarded port behaves the same over either.
+//!
+//! kubelet's query parameters name the streams `input`, `output`, `error` and `tty`
+//! (core/v1's `ExecStdinParam`, `ExecStdoutParam`, `ExecStderrParam`, `ExecTTYParam`);
+//! [`StreamOptions::parse`] reads them.
+
+use std::io;
+use std::pin::Pin;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The client's side of a command's input.
+pub type Input = Pin<Box<dyn AsyncWrite + Send>>;
+/// A command's output, to the client.
+pub type Output = Pin<Box<dyn AsyncRead + Send>>;
+
+/// Which streams a client asked for, and whether it wants a TTY (stderr then goes to
+/// the TTY too, so it is never asked for with one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamOptions {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+impl StreamOptions {
+    /// kubelet's stream parameters from a query (`input=1&output=1&tty=1`), and the
+    /// command (`command`, once per argument; attach has none). A TTY drops `error` (as
+    /// kubelet does); at least one stream must be asked for. kubelet takes `1` for true;
+    /// so does this, and `true` too.
+    pub fn parse(query: Option<&str>) -> Result<(StreamOptions, Vec<String>), String> {
+        let mut options = StreamOptions::default();
+        let mut command = Vec::new();
+        for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            let flag = || match &*value {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+                "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+                other => Err(format!("{key} {other:?}: expected 1 (or true) or 0 (or false)")),
+            };
+            match &*key {
+                "command" => command.push(value.to_string()),
+                "input" => options.stdin = flag()?,
+                "output" => options.stdout = flag()?,
+                "error" => options.stderr = flag()?,
+                "tty" => options.tty = flag()?,
+                // `container` (the API server's own), and anything else: not used.
+                _ => {}
+            }
+        }
+        if options.tty {
+            options.stderr = false;
+        }
+        if !(options.stdin || options.stdout || options.stderr) {
+            return Err("you must specify at least 1 of stdin, stdout, stderr (the query parameters input=1, output=1, error=1)".into());
+        }
+        Ok((options, command))
+    }
+}
+
+/// The streams of a running command (exec) or container (attach), each `None` unless
+/// asked for, and the process behind them.
+pub struct Attached {
+    /// Dropping it is the client's end of input.
+    pub stdin: Option<Input>,
+    pub stdout: Option<Output>,
+    /// `None` with a TTY.
+    pub stderr: Option<Output>,
+    pub process: Box<dyn Process>,
+}
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attached")
+            .field("stdin", &self.stdin.is_some())
+            .field("stdout", &self.stdout.is_some())
+            .field("stderr", &self.stderr.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a stream session ended, for the error channel: the command's exit code, or why
+/// it cannot be told.
+pub type Ended = Result<i32, String>;
+
+/// The process a stream session is attached to. Dropped without [`Process::wait`] (the
+/// client went away), an exec's command is killed and removed; an attached container
+/// keeps running.
+pub trait Process: Send {
+    /// Sets the TTY's size (nothing without a TTY).
+    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), String>>;
+    /// Waits for the end, once the output streams have ended.
+    fn wait(self: Box<Self>) -> BoxFuture<'static, Ended>;
+}
+
+/// A pod's network namespace, where `/portForward` connects.
+pub trait PortDialer: Send + Sync {
+    /// A TCP connection to `port` on the pod's loopback (`localhost:<port>` in its netns,
+    /// as kubelet's CRI runtime connects).
+    fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<tokio::net::TcpStream>>;
+}
+
+/// What a streaming endpoint serves once its connection is upgraded.
+pub enum Endpoint {
+    /// `/exec` and `/attach`: the streams asked for, and what starts the process once
+    /// the transport has them (SPDY's client opens its streams before that).
+    Command { options: StreamOptions, start: Start },
+    /// `/portForward`: connections into the pod's network namespace. Over WebSocket the
+    /// ports come from the query (`ports`); over SPDY each stream pair names its own.
+    PortForward { dialer: std::sync::Arc<dyn PortDialer>, ports: Vec<u16> },
+}
+
+/// Starts an exec's command or an attach to a container.
+pub type Start = Box<dyn FnOnce() -> BoxFuture<'static, Result<Attached, String>> + Send>;
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Command { options, .. } => {
+                f.debug_struct("Command").field("options", options).finish_non_exhaustive()
+            }
+            Endpoint::PortForward { ports, .. } => {
+                f.debug_struct("PortForward").field("ports", ports).finish_non_exhaustive()
+            }
+        }
+    }
+}
