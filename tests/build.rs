@@ -61,8 +61,24 @@ fn probe(name: &str) -> bool {
         "systemd_analyze" => on_path("systemd-analyze"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
+        "kubectl" => kubectl_versions(),
         _ => false,
     }
+}
+
+/// Whether kubectl 1.27 and 1.33 are beside the real file of the `kubectl` on PATH.
+fn kubectl_versions() -> bool {
+    let Some(kubectl) = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path).map(|d| d.join("kubectl")).find(|p| p.is_file())
+    }) else {
+        return false;
+    };
+    let Some(dir) =
+        std::fs::canonicalize(kubectl).ok().and_then(|real| real.parent().map(Path::to_path_buf))
+    else {
+        return false;
+    };
+    ["kubectl.1.27", "kubectl.1.33"].iter().all(|name| dir.join(name).is_file())
 }
 
 /// Whether Debian's python3 (not a pyenv one on PATH) imports `module`.

@@ -13,5 +13,6 @@
     ("python_websockets", "python3 with the websockets module (python3-websockets)"),
     ("systemd_analyze", "systemd-analyze"),
     ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+    ("kubectl", "kubectl on PATH with kubectl.1.27 and kubectl.1.33 beside its real file (this machine's image)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
 ]

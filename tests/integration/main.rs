@@ -24,6 +24,7 @@ mod images;
 mod images_dir;
 mod in_cluster;
 mod init_containers;
+mod kubectl;
 mod lifecycle;
 mod local_api;
 mod logs;

@@ -86,10 +86,14 @@ impl Agent {
         if !command.get_envs().any(|(key, _)| key == "OUTPOST_LOG") {
             command.env("OUTPOST_LOG", "info");
         }
+        // Any free loopback port, unless the test names one.
+        let listen = extra.iter().any(|a| a.as_ref() == "--listen");
+        let default_listen: &[&str] = if listen { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = command
             .arg("run")
             .args(mode)
-            .args(["--node-name", "Edge-1", "--listen", "127.0.0.1:0"])
+            .args(["--node-name", "Edge-1"])
+            .args(default_listen)
             .arg("--manifest-dir")
             .arg(manifests)
             .args(extra)

@@ -64,6 +64,7 @@ mod list;
 mod net;
 mod objects;
 mod patch;
+mod proxy;
 mod resource;
 mod selector;
 mod services;
@@ -202,6 +203,7 @@ impl Config {
             Some(material) => material.ca_pem.clone(),
             None => tls::ca_pem()?,
         };
+        let kubelet_client = tls::kubelet_client()?;
         let store = Arc::new(Store::new(self.history_limit));
         let min_token_expiration =
             i64::try_from(self.min_token_expiration.as_secs()).unwrap_or(i64::MAX);
@@ -215,6 +217,7 @@ impl Config {
             faults: fault::Faults::default(),
             token: self.token.clone(),
             bookmark_interval: self.bookmark_interval,
+            kubelet_client: kubelet_client.config.clone(),
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
@@ -228,6 +231,7 @@ impl Config {
             listener,
             ca_pem: material.map(|m| m.ca_pem),
             token: self.token,
+            kubelet_client,
         })
     }
 }
@@ -239,6 +243,7 @@ pub struct TestApiServer {
     listener: Listener,
     ca_pem: Option<String>,
     token: Option<String>,
+    kubelet_client: tls::KubeletClient,
 }
 
 impl TestApiServer {
@@ -280,6 +285,18 @@ impl TestApiServer {
     /// The CA certificate (PEM) that signed the server's certificate, when TLS.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
+    }
+
+    /// The CA (PEM) of the server's kubelet-client certificate, the one its proxy
+    /// presents to nodes: a node's `--client-ca-file` (module `proxy`).
+    pub fn kubelet_client_ca_pem(&self) -> &str {
+        &self.kubelet_client.ca_pem
+    }
+
+    /// The server's kubelet-client certificate and key (PEM), for a test that calls a
+    /// node as the API server does.
+    pub fn kubelet_client_identity(&self) -> (&str, &str) {
+        (&self.kubelet_client.cert_pem, &self.kubelet_client.key_pem)
     }
 
     /// Writes `DIR/kubeconfig` for this server (cluster, user with the token if any,

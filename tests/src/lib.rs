@@ -5,6 +5,7 @@ pub mod api_pods;
 pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
+pub mod kubectl;
 pub mod manifest_server;
 pub mod pods;
 pub mod registry;

@@ -28,6 +28,7 @@ use super::error::{self, Error, Result};
 use super::fault::Faults;
 use super::list::{self, ListOptions};
 use super::patch::Patch;
+use super::proxy::{self, Proxied};
 use super::resource::{self, PathError, Target};
 use super::store::{DeleteOptions, Deleted, Store};
 use super::watch::{self, WatchRequest, Watchers};
@@ -50,10 +51,15 @@ pub struct Shared {
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
     pub bookmark_interval: Duration,
+    /// How the proxy dials nodes (the kubelet-client certificate).
+    pub kubelet_client: Arc<rustls::ClientConfig>,
 }
 
 /// Serves one request.
 pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    if let Some(proxied) = proxy::route(request.uri().path()) {
+        return proxy_to_node(&shared, request, proxied).await;
+    }
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let query: Vec<(String, String)> =
@@ -95,6 +101,36 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
         Err(_) => Err(Error::NoRoute),
     };
     result.unwrap_or_else(|error| error_response(&error))
+}
+
+/// A request for a node (`pods/exec`, `nodes/proxy`, ...): authenticated and audited as
+/// any other, then proxied (module `proxy`).
+async fn proxy_to_node(
+    shared: &Shared,
+    request: Request<Incoming>,
+    proxied: Proxied,
+) -> Response<Body> {
+    let verb = if request.method() == Method::GET { "get" } else { "create" };
+    let resource = match &proxied {
+        Proxied::Pod { subresource, .. } => format!("pods/{}", subresource.name()),
+        Proxied::Node { .. } => "nodes/proxy".to_owned(),
+    };
+    shared.audit.record(verb, &resource);
+    let authenticated = authn::authenticate(
+        &shared.store,
+        &shared.cluster.signer,
+        shared.token.as_deref(),
+        request.headers(),
+    );
+    if let Err(error) = authenticated {
+        return error_response(&error);
+    }
+    if let Some(fault) = shared.faults.take(verb, &resource) {
+        return error_response(&fault.error());
+    }
+    proxy::serve(&shared.store, &shared.kubelet_client, request, proxied)
+        .await
+        .unwrap_or_else(|error| error_response(&error))
 }
 
 /// The audit verb of a request.

@@ -222,5 +222,6 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(None)
         .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
         .await;
 }

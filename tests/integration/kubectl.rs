@@ -1,0 +1,171 @@
+//! N3 with real clients: kubectl 1.27 (SPDY/3.1) and 1.33 (WebSockets, and SPDY when told)
+//! run `exec`, `exec -it`, `port-forward`, `cp` and `logs -f` against pods of an Outpost
+//! node, through the test API server's upgrade-aware proxy, which copies the bytes of the
+//! upgraded connection unchanged: the node sees each kubectl's own protocol. Each test
+//! prints a line per client and result (`kubectl <command> | <version> <protocol> | ok`).
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use outpost_tests::api_pods::api_pod;
+use outpost_tests::kubectl::{Client, NodeApi, PortForward, clients};
+use outpost_tests::needs;
+use serde_json::json;
+
+/// The body busybox's httpd serves in the `web` pod.
+const PAGE: &str = "hello from an outpost pod";
+
+/// A node running `web`: busybox's httpd on port 80 and 8080 serving [`PAGE`].
+fn web() -> NodeApi {
+    let api = NodeApi::start(&[]);
+    let script = format!(
+        "mkdir -p /www && echo '{PAGE}' > /www/index.html && httpd -p 8080 -h /www && exec httpd -f -p 80 -h /www"
+    );
+    api.cluster.create_pod(api_pod("web", json!({"command": ["sh", "-c", script]}), json!({})));
+    api.cluster.wait_running("web");
+    api
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn report(command: &str, client: &Client, result: &str) {
+    println!("kubectl {command} | {} | {result}", client.label());
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_exec_passes_output_stdin_and_the_exit_code() {
+    let api = web();
+    for client in clients() {
+        let out = api.kubectl(&client, &["exec", "web", "--", "echo", "hi"], b"");
+        assert_eq!(text(&out.stdout), "hi\n", "{}: {}", client.label(), text(&out.stderr));
+        let out = api.kubectl(&client, &["exec", "-i", "web", "--", "cat"], b"from stdin\n");
+        assert_eq!(text(&out.stdout), "from stdin\n", "{}: {}", client.label(), text(&out.stderr));
+        let out =
+            api.kubectl(&client, &["exec", "web", "--", "sh", "-c", "echo oops >&2; exit 3"], b"");
+        assert_eq!(out.status.code(), Some(3), "{}: {}", client.label(), text(&out.stderr));
+        assert!(text(&out.stderr).contains("oops"), "{}: {}", client.label(), text(&out.stderr));
+        report("exec (stdout, stdin, stderr, exit code)", &client, "ok");
+    }
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_exec_it_gets_a_terminal() {
+    let api = web();
+    for client in clients() {
+        // kubectl wants a terminal of its own for -t: `script` gives it one.
+        let mut kubectl = client
+            .command(api.kubeconfig(), &["exec", "-it", "web", "--", "sh", "-c", "tty; stty size"]);
+        let line = format!("{kubectl:?}");
+        kubectl.stdin(Stdio::null());
+        let mut command = std::process::Command::new("script");
+        command.args(["-qec", &shell_line(&kubectl), "/dev/null"]);
+        let out = outpost_tests::kubectl::run(command, b"");
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("/dev/pts/"),
+            "{}: {line}: {stdout} {}",
+            client.label(),
+            text(&out.stderr)
+        );
+        report("exec -it", &client, "ok");
+    }
+}
+
+/// `command` as one shell line (for `script -c`), its environment included.
+fn shell_line(command: &std::process::Command) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let mut words: Vec<String> = command
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, quote(v?.to_str()?))))
+        .collect();
+    words.push(quote(command.get_program().to_str().unwrap()));
+    words.extend(command.get_args().map(|a| quote(a.to_str().unwrap())));
+    words.join(" ")
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_port_forward_carries_http_on_several_ports() {
+    let api = web();
+    for client in clients() {
+        let forward = PortForward::start(&api, &client, "web", &[80, 8080]);
+        let response = forward.get("/index.html");
+        assert!(response.contains(PAGE), "{}: {response}", client.label());
+        drop(forward);
+        let forward = PortForward::start(&api, &client, "web", &[8080]);
+        let response = forward.get("/index.html");
+        assert!(response.contains(PAGE), "{}: {response}", client.label());
+        report("port-forward pod/web :80 :8080, then GET", &client, "ok");
+    }
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_cp_copies_both_ways() {
+    let api = web();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("notes.txt");
+    std::fs::write(&local, "copied in and out\n").unwrap();
+    for (i, client) in clients().into_iter().enumerate() {
+        let remote = format!("web:/tmp/notes-{i}.txt");
+        let out = api.kubectl(&client, &["cp", local.to_str().unwrap(), &remote], b"");
+        assert!(out.status.success(), "{}: cp in: {}", client.label(), text(&out.stderr));
+        let back = dir.path().join(format!("back-{i}.txt"));
+        let out = api.kubectl(&client, &["cp", &remote, back.to_str().unwrap()], b"");
+        assert!(out.status.success(), "{}: cp out: {}", client.label(), text(&out.stderr));
+        assert_eq!(
+            std::fs::read_to_string(&back).unwrap(),
+            "copied in and out\n",
+            "{}",
+            client.label()
+        );
+        report("cp (in and out)", &client, "ok");
+    }
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_logs_follow_streams_new_lines() {
+    let api = NodeApi::start(&[]);
+    let script =
+        "i=0; trap 'exit 0' TERM; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done";
+    api.cluster.create_pod(api_pod("talker", json!({"command": ["sh", "-c", script]}), json!({})));
+    api.cluster.wait_running("talker");
+    for client in clients() {
+        let mut child = client
+            .command(api.kubeconfig(), &["logs", "-f", "--tail=1", "talker"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // The last line, then the new ones as they are written.
+        let mut seen = Vec::new();
+        while seen.len() < 6 {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => seen.push(line),
+                Err(_) => break,
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(seen.len() >= 6, "{}: kubectl logs -f gave {seen:?}", client.label());
+        let numbers: Vec<u64> =
+            seen.iter().map(|l| l.trim_start_matches("line-").parse().unwrap()).collect();
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{}: {seen:?}", client.label());
+        report("logs -f", &client, "ok");
+    }
+}
