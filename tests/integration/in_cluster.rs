@@ -5,8 +5,10 @@
 //! namespace gives its link variables, `enableServiceLinks: false` only the `kubernetes`
 //! Service's; a Service changed while a container runs does not restart it; only the
 //! Services needed are watched. `daemonsets` runs kube-proxy's and flannel's pod specs.
+//! `konnectivity` runs the Konnectivity agent's pod shape (nodes behind NAT).
 
 mod daemonsets;
+mod konnectivity;
 
 use outpost_tests::needs;
 use std::collections::BTreeMap;
