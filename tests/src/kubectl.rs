@@ -93,12 +93,18 @@ pub struct NodeApi {
     pub cluster: Cluster,
     /// The agent's API port on 127.0.0.1.
     pub port: u16,
+    /// The agent's serving certificate (self-signed: a client's CA for it).
+    pub serving_cert: PathBuf,
 }
 
 impl NodeApi {
     /// The agent serving TLS on a free loopback port, with `extra` flags.
     pub fn start(extra: &[&str]) -> NodeApi {
-        let api = ApiNode::new();
+        NodeApi::start_on(ApiNode::new(), extra)
+    }
+
+    /// [`NodeApi::start`] on `api`.
+    pub fn start_on(api: ApiNode, extra: &[&str]) -> NodeApi {
         let port = free_port();
         let dir = api.node.dir.path().to_path_buf();
         let (cert, key) = serving_certificate(&dir);
@@ -119,7 +125,7 @@ impl NodeApi {
         ];
         flags.extend_from_slice(extra);
         let cluster = Cluster::with(api, &flags);
-        NodeApi { cluster, port }
+        NodeApi { cluster, port, serving_cert: cert }
     }
 
     pub fn kubeconfig(&self) -> &Path {

@@ -1,0 +1,154 @@
+//! B12 streams: the node's streaming API as the control plane uses it. A real kubectl
+//! (1.27 over SPDY/3.1, 1.33 over WebSockets and over SPDY) runs `kubectl exec web -- true`
+//! through the test API server's upgrade-aware proxy to the agent; the baseline, in the
+//! same run, is `outpost exec` straight to the agent (same TLS, same kubelet-client
+//! certificate). Then port-forward throughput: a 32 MiB file fetched from busybox's
+//! httpd in the pod through `kubectl port-forward`, against the same bytes over a plain
+//! TCP connection to the pod's IP.
+//!
+//! Targets (BENCHMARKS.md): exec p50 ≤ 1.5 × the direct `outpost exec`; port-forward ≥
+//! 50 % of the plain TCP copy.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use outpost_tests::api_pods::api_pod;
+use outpost_tests::cluster::ApiNode;
+use outpost_tests::kubectl::{Client, NodeApi, PortForward, clients};
+use serde_json::json;
+
+use crate::Options;
+use crate::report::{Entry, Stats};
+
+/// The file fetched for the throughput figures.
+const BLOB_MIB: usize = 32;
+
+pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
+    let reps = if options.quick { 5 } else { 20 };
+    let transfers = if options.quick { 2 } else { 5 };
+    let api = ApiNode::try_new().map_err(|what| anyhow::anyhow!("B12 needs {what}"))?;
+    let node = NodeApi::start_on(api, &[]);
+    let script = format!(
+        "mkdir -p /www && dd if=/dev/zero of=/www/blob bs=1M count={BLOB_MIB} 2>/dev/null && exec httpd -f -p 80 -h /www"
+    );
+    node.cluster.create_pod(api_pod("web", json!({"command": ["sh", "-c", script]}), json!({})));
+    let pod = node.cluster.wait_running("web");
+    let pod_ip = pod.status.and_then(|s| s.pod_ip).context("the pod has no IP")?;
+
+    let direct = time(reps, || outpost_exec(&node))?;
+    let mut entries = Vec::new();
+    for client in clients() {
+        let samples = time(reps, || kubectl_exec(&node, &client))?;
+        entries.push(
+            Entry::new(
+                "B12",
+                format!("streams: kubectl {} exec -- true through the API server", client.label()),
+                "ms",
+                Stats::millis(&samples),
+            )
+            .against(Stats::millis(&direct), 1.5, "p50 ≤ 1.5 × outpost exec direct")
+            .detail("samples", samples.len()),
+        );
+    }
+
+    let plain = rates(transfers, || fetch(&pod_ip, 80))?;
+    for client in clients() {
+        let forward = PortForward::start(&node, &client, "web", &[80]);
+        let forwarded = rates(transfers, || fetch("127.0.0.1", forward.local))?;
+        entries.push(
+            Entry::new(
+                "B12",
+                format!("streams: kubectl {} port-forward throughput", client.label()),
+                "MiB/s",
+                Stats::of(forwarded.clone()),
+            )
+            .beside(Stats::of(plain.clone()))
+            .target("p50 ≥ 50 % of plain TCP", median(&forwarded) >= 0.5 * median(&plain))
+            .detail("bytes", BLOB_MIB * 1024 * 1024),
+        );
+    }
+    Ok(entries)
+}
+
+/// Runs `sample` `reps` times after one warm-up; each run's time.
+fn time(
+    reps: usize,
+    mut sample: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Duration>> {
+    sample()?;
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let began = Instant::now();
+        sample()?;
+        samples.push(began.elapsed());
+    }
+    Ok(samples)
+}
+
+/// Each transfer's rate in MiB/s.
+fn rates(
+    n: usize,
+    mut fetch: impl FnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Vec<f64>> {
+    (0..n).map(|_| fetch().map(|took| BLOB_MIB as f64 / took.as_secs_f64())).collect()
+}
+
+fn median(values: &[f64]) -> f64 {
+    Stats::of(values.to_vec()).p50
+}
+
+fn kubectl_exec(node: &NodeApi, client: &Client) -> anyhow::Result<()> {
+    let out = node.kubectl(client, &["exec", "web", "--", "true"], b"");
+    if !out.status.success() {
+        bail!("kubectl {} exec: {}", client.label(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+fn outpost_exec(node: &NodeApi) -> anyhow::Result<()> {
+    let dir = node.cluster.api.node.dir.path();
+    let (cert, key) = node.cluster.server().kubelet_client_identity();
+    let (cert_path, key_path) = (dir.join("bench-client.crt"), dir.join("bench-client.key"));
+    if !cert_path.exists() {
+        std::fs::write(&cert_path, cert)?;
+        outpost_tests::write_private(&key_path, key);
+    }
+    let out = Command::new(outpost_tests::outpost_bin())
+        .args(["exec", "--server", &format!("https://127.0.0.1:{}", node.port)])
+        .arg("--certificate-authority")
+        .arg(&node.serving_cert)
+        .arg("--client-certificate")
+        .arg(&cert_path)
+        .arg("--client-key")
+        .arg(&key_path)
+        .args(["default/web", "--", "true"])
+        .output()?;
+    if !out.status.success() {
+        bail!("outpost exec: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+/// Fetches `/blob` from `host:port` to its end: how long it took.
+fn fetch(host: &str, port: u16) -> anyhow::Result<Duration> {
+    let began = Instant::now();
+    let mut stream = TcpStream::connect((host, port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.write_all(b"GET /blob HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0usize;
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    if total < BLOB_MIB * 1024 * 1024 {
+        bail!("fetched {total} bytes, fewer than the {BLOB_MIB} MiB blob");
+    }
+    Ok(began.elapsed())
+}
