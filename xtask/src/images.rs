@@ -46,9 +46,11 @@ const USER: &str = "app";
 /// Where the Debian package `busybox-static` puts its binary.
 const BUSYBOX: &str = "/bin/busybox";
 /// Applets linked into `/bin` (those the tests use).
+/// `kubectl cp` runs `tar` and `test` in the container (N3).
 const APPLETS: &[&str] = &[
-    "cat", "echo", "env", "false", "grep", "head", "hostname", "httpd", "id", "kill", "killall",
-    "ls", "mkdir", "nc", "ps", "rm", "sh", "sleep", "tail", "touch", "true", "wget", "yes",
+    "cat", "dd", "echo", "env", "false", "grep", "head", "hostname", "httpd", "id", "kill",
+    "killall", "ls", "mkdir", "nc", "ps", "rm", "sh", "sleep", "stty", "tail", "tar", "test",
+    "touch", "true", "tty", "wget", "yes",
 ];
 const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
