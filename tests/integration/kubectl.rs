@@ -1,6 +1,6 @@
 //! N3 with real clients: kubectl 1.27 (SPDY/3.1) and 1.33 (WebSockets, and SPDY when told)
-//! run `exec`, `exec -it`, `port-forward`, `cp` and `logs -f` against pods of an Outpost
-//! node, through the test API server's upgrade-aware proxy, which copies the bytes of the
+//! run `exec`, `exec -it`, `port-forward`, `cp`, `attach` and `logs -f` against pods of an
+//! Outpost node, and `get --raw` reads the node's `/stats/summary` (N2), through the test API server's upgrade-aware proxy, which copies the bytes of the
 //! upgraded connection unchanged: the node sees each kubectl's own protocol. Each test
 //! prints a line per client and result (`kubectl <command> | <version> <protocol> | ok`).
 
@@ -168,4 +168,58 @@ fn n3_kubectl_logs_follow_streams_new_lines() {
         assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{}: {seen:?}", client.label());
         report("logs -f", &client, "ok");
     }
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_attach_streams_the_containers_output() {
+    let api = NodeApi::start(&[]);
+    let script =
+        "i=0; trap 'exit 0' TERM; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done";
+    api.cluster.create_pod(api_pod("ticker", json!({"command": ["sh", "-c", script]}), json!({})));
+    api.cluster.wait_running("ticker");
+    for client in clients() {
+        let mut child = client
+            .command(api.kubeconfig(), &["attach", "ticker"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => seen.push(line),
+                Err(_) => break,
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let ticks: Vec<&String> = seen.iter().filter(|l| l.starts_with("tick-")).collect();
+        assert!(ticks.len() >= 3, "{}: kubectl attach gave {seen:?}", client.label());
+        report("attach (output)", &client, "ok");
+    }
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n2_kubectl_get_raw_node_proxy_stats_summary() {
+    let api = web();
+    let client = &clients()[1];
+    let path = format!("/api/v1/nodes/{}/proxy/stats/summary", outpost_tests::api_pods::NODE);
+    let out = api.kubectl(client, &["get", "--raw", &path], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["node"]["nodeName"], outpost_tests::api_pods::NODE);
+    let pods = summary["pods"].as_array().unwrap();
+    assert!(pods.iter().any(|p| p["podRef"]["name"] == "web"), "{summary}");
+    report("get --raw /api/v1/nodes/edge-1/proxy/stats/summary", client, "ok");
 }
