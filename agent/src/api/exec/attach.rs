@@ -126,7 +126,18 @@ struct Follower {
 }
 
 impl Follower {
-    async fn run(mut self, mut file: tokio::fs::File) {
+    /// Follows, then ends the output streams (a simplex pipe's reader sees its end at
+    /// the writer's shutdown, not at its drop).
+    async fn run(mut self, file: tokio::fs::File) {
+        self.follow(file).await;
+        for writer in
+            [self.writers.stdout.as_mut(), self.writers.stderr.as_mut()].into_iter().flatten()
+        {
+            let _ = writer.shutdown().await;
+        }
+    }
+
+    async fn follow(&mut self, mut file: tokio::fs::File) {
         let mut waiter = self.containerd.tasks();
         let request = WaitRequest { container_id: self.id.clone(), exec_id: String::new() };
         let mut exited = std::pin::pin!(waiter.wait(request));
