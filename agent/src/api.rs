@@ -1,5 +1,5 @@
 //! The local HTTP API: kubelet-style read endpoints (`/pods`, `/containerLogs`,
-//! `/metrics`), kubelet's streaming `/exec` and `/run`, health (`/healthz`, `/readyz`), the
+//! `/metrics`), kubelet's streaming `/exec`, `/attach` and `/portForward` and its `/run`, health (`/healthz`, `/readyz`), the
 //! push source under `/manifests` and `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
 //! health is open, reads and writes need credentials (reads from loopback may be
 //! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
@@ -8,7 +8,8 @@
 //! - `audit`: `/manifests/audit`, who changed which manifest.
 //! - `auth`: who may do what; bearer token and client certificate checks.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
-//! - `exec`: `/exec/...` (WebSocket) and `/run/...`, commands in running containers.
+//! - `exec`: `/exec/...`, `/attach/...` and `/portForward/...` (SPDY or WebSocket), and
+//!   `/run/...`: commands in, attaches to and connections into running pods.
 //! - `health`: `/healthz` and `/readyz` with their checks.
 //! - `log_level`: `/debug/log-level`.
 //! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).

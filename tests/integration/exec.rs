@@ -195,7 +195,7 @@ fn an_unauthenticated_exec_or_run_is_refused() {
     let (status, body) = pod.post("/run/default/talk-edge-1/main?cmd=touch%20/tmp/pwned", None);
     assert_eq!(status, 401, "{body}");
     // A GET upgrade is no read either.
-    let (status, body) = pod.agent.get("/exec/default/talk-edge-1/main?command=true&stdout=1");
+    let (status, body) = pod.agent.get("/exec/default/talk-edge-1/main?command=true&output=1");
     assert_eq!(status, 401, "{body}");
 
     // Nothing ran.
@@ -255,9 +255,11 @@ if termios.tcgetattr(slave) == before:
 sys.exit(code)
 "#;
 
+/// N3: a WebSocket client that is not ours drives `/exec` with kubelet's parameter names
+/// (`input`, `output`, `error`), as an API server passes them on.
 #[needs(pods, python_websockets)]
 #[test]
-fn python_websockets_drives_exec_with_v5_and_v4() {
+fn n3_python_websockets_drives_exec_with_v5_and_v4() {
     let pod = running();
     let client = pod.node.path("ws.py");
     std::fs::write(&client, WS_CLIENT).unwrap();
@@ -301,6 +303,8 @@ fn python_websockets_drives_exec_with_v5_and_v4() {
     assert_eq!(report["no_token"], 401);
     assert_eq!(report["base64_protocol"], 400);
     assert_eq!(report["unknown_container"], 404);
+    // N3: the streams go by kubelet's names; `stdout`/`stderr` ask for none.
+    assert_eq!(report["outposts_old_names"], 400);
 }
 
 /// Drives `/exec` with Python's `websockets`; prints what each session got, as JSON.
@@ -343,15 +347,16 @@ async def main():
     v5 = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
     report = {
         "cat": await session(
-            url("main", ["sh", "-c", "cat; echo done >&2; exit 4"], stdin="1", stdout="1", stderr="1"),
+            url("main", ["sh", "-c", "cat; echo done >&2; exit 4"], input="1", output="1", error="1"),
             v5,
             send=[b"\x00hello\n", b"\xff\x00"],
         ),
-        "true": await session(url("main", ["true"], stdout="true", stderr="true"), v5),
-        "v4": await session(url("main", ["echo", "hi"], stdout="1"), ["v4.channel.k8s.io"]),
-        "no_token": await session(url("main", ["true"], stdout="1"), v5, headers={}),
-        "base64_protocol": await session(url("main", ["true"], stdout="1"), ["base64.channel.k8s.io"]),
-        "unknown_container": await session(url("nope", ["true"], stdout="1"), v5),
+        "true": await session(url("main", ["true"], output="true", error="true"), v5),
+        "v4": await session(url("main", ["echo", "hi"], output="1"), ["v4.channel.k8s.io"]),
+        "no_token": await session(url("main", ["true"], output="1"), v5, headers={}),
+        "base64_protocol": await session(url("main", ["true"], output="1"), ["base64.channel.k8s.io"]),
+        "unknown_container": await session(url("nope", ["true"], output="1"), v5),
+        "outposts_old_names": await session(url("main", ["true"], stdout="1", stderr="1"), v5),
     }
     print(json.dumps(report))
 

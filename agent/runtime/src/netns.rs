@@ -14,7 +14,8 @@
 //! The pid namespace of a pod with `shareProcessNamespace` needs a live pid 1 besides the
 //! bind mount: see [`pid`].
 //!
-//! Everything here blocks (system calls, a thread join): call it from `spawn_blocking`.
+//! Everything here blocks (system calls, a thread join): call it from `spawn_blocking`;
+//! except [`dial`], which connects from inside a pod's network namespace without blocking.
 
 use std::fs;
 use std::io;
@@ -25,6 +26,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::statfs::{NSFS_MAGIC, statfs};
 
+pub mod dial;
 pub mod pid;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -176,6 +178,12 @@ impl Sharing {
             })
             .collect()
     }
+}
+
+/// The file holding the network namespace of a pod whose namespaces are under `dir`
+/// (what [`PodNamespaces::create`] makes there).
+pub fn network_file(dir: &Path) -> PathBuf {
+    dir.join(Kind::Network.name())
 }
 
 /// The files holding a pod's namespaces; `None` means the host's.

@@ -71,11 +71,12 @@ pub fn classify(method: &HttpMethod, path: &str) -> Class {
     }
 }
 
-/// Whether the path is one of kubelet's endpoints that run commands in containers
-/// (`/exec/...`, `/run/...`; `/exec` and `/run` alone too, so that no spelling of them
-/// is a read). Paths are matched as sent: a `..` segment or a doubled slash is no route.
+/// Whether the path is one of kubelet's endpoints that run commands in containers or
+/// reach into pods (`/exec/...`, `/run/...`, `/attach/...`, `/portForward/...`; each alone
+/// too, so that no spelling of them is a read). Paths are matched as sent: a `..` segment
+/// or a doubled slash is no route.
 fn runs_commands(path: &str) -> bool {
-    ["/exec", "/run"].iter().any(|prefix| {
+    ["/exec", "/run", "/attach", "/portForward"].iter().any(|prefix| {
         path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })
 }

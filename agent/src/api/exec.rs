@@ -1,44 +1,56 @@
-//! kubelet's streaming endpoints: `/exec/{namespace}/{pod}[/{uid}]/{container}` runs a
-//! command in a running container over a WebSocket (GET with `Upgrade: websocket`; the
-//! subprotocols `v5.channel.k8s.io`, preferred, and `v4.channel.k8s.io`), with kubelet's
-//! query parameters `command` (repeated), `stdin`, `stdout`, `stderr` and `tty`; and
-//! `POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...` runs one to its end and
-//! answers its output. Both change state, so both need credentials ([`super::auth`]).
+//! kubelet's streaming endpoints (N3): `/exec/{namespace}/{pod}[/{uid}]/{container}` runs
+//! a command in a running container, `/attach/{namespace}/{pod}[/{uid}]/{container}`
+//! attaches to a container's own process, and `/portForward/{namespace}/{pod}[/{uid}]`
+//! connects to ports in the pod's network namespace; each takes GET or POST, upgraded to
+//! SPDY/3.1 ([`super::spdy`]) or to a WebSocket (`session`, `port_forward`). The stream
+//! flags are kubelet's query parameters `input`, `output`, `error` and `tty`
+//! ([`StreamOptions::parse`]), and `command` once per argument. Also
+//! `POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...`, which runs a command to its
+//! end and answers its output. All of them change state, so all need credentials
+//! ([`super::auth`]).
 //!
-//! SPDY/3.1, which 1.30-1.35 API servers speak to kubelets for `kubectl exec`, is not
-//! served: a SPDY upgrade is refused with a 400 that says so. A 1.36+ API server proxies
-//! the client's WebSocket to a node that declares `ExtendWebSocketsToKubelet` (the Node
-//! status does, [`outpost_core::node_status::DECLARED_FEATURES`]); see the book's "Exec"
-//! (`docs/src/operations/exec.md`).
-//! The container is found in the pod's live status; an unknown pod or container is a
-//! 404 `metav1.Status`, one that is not running a 400.
+//! A 1.30-1.35 API server speaks SPDY to the node; a 1.36+ one proxies the client's
+//! WebSocket to a node that declares `ExtendWebSocketsToKubelet` (the Node status does,
+//! [`outpost_core::node_status::DECLARED_FEATURES`]); see the book's "Exec"
+//! (`docs/src/operations/exec.md`). The pod and container are found in the pod's live
+//! status; an unknown pod or container is a 404 `metav1.Status`, one that is not running
+//! a 400.
 //!
+//! - `attach`: what `/attach` attaches to.
 //! - `channel`: the `channel.k8s.io` framing and the error channel's status (both sides).
+//! - `locate`: the pod and container a path names.
+//! - `port_forward`: `/portForward` over a WebSocket, and the pod's [`PortDialer`].
+//! - `process`: an exec's command as the transports take it ([`Attached`]).
 //! - `run`: the `/run` handler.
-//! - `session`: one WebSocket session, from the command's start to its status.
+//! - `session`: one WebSocket exec or attach session, from the start to its status.
+//! - `upgrade`: which transport a request asks for, and the permit each session holds.
 
+mod attach;
 pub mod channel;
+mod locate;
+mod port_forward;
+mod process;
 mod run;
 mod session;
+mod upgrade;
 
 use axum::Router;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use tracing::Instrument;
 
-use self::channel::Protocol;
+use self::locate::{locate, locate_pod};
+use self::upgrade::Transport;
 use super::AppState;
 use super::auth::Authorized;
 use super::container_logs::status;
-use crate::runtime::exec::{Execs, Request};
+use super::streams::{Endpoint, StreamOptions};
+use crate::runtime::exec::Execs;
 
-/// Exec sessions open at once: each holds a process in a container, its FIFOs and a few
-/// tasks; an operator's box needs a handful.
+/// Stream sessions (exec, attach, port-forward, over either transport) open at once:
+/// each holds a process in a container or connections into a pod, and a few tasks; an
+/// operator's box needs a handful.
 pub const MAX_SESSIONS: usize = 16;
 
 /// The routes of this module.
@@ -46,11 +58,15 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/exec/{namespace}/{pod}/{container}", get(exec).post(exec))
         .route("/exec/{namespace}/{pod}/{uid}/{container}", get(exec_uid).post(exec_uid))
+        .route("/attach/{namespace}/{pod}/{container}", get(attach).post(attach))
+        .route("/attach/{namespace}/{pod}/{uid}/{container}", get(attach_uid).post(attach_uid))
+        .route("/portForward/{namespace}/{pod}", get(port_forward).post(port_forward))
+        .route("/portForward/{namespace}/{pod}/{uid}", get(port_forward_uid).post(port_forward_uid))
         .route("/run/{namespace}/{pod}/{container}", post(run::run))
         .route("/run/{namespace}/{pod}/{uid}/{container}", post(run::run_uid))
 }
 
-/// Which container of which pod, as the path names it.
+/// Which container of which pod, as the path names it (no container for port-forward).
 #[derive(Debug)]
 struct Named {
     namespace: String,
@@ -59,7 +75,7 @@ struct Named {
     container: String,
 }
 
-/// Why a command cannot be run, answered as a `metav1.Status`.
+/// Why a request cannot be served, answered as a `metav1.Status`.
 #[derive(Debug)]
 enum Refusal {
     /// The API server's answer for a pod it does not have.
@@ -75,6 +91,10 @@ impl Refusal {
     fn new(code: StatusCode, reason: &'static str, message: String) -> Refusal {
         Refusal::Status { code, reason, message }
     }
+
+    fn bad_request(message: String) -> Refusal {
+        Refusal::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
 }
 
 impl IntoResponse for Refusal {
@@ -86,52 +106,101 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// A container found running.
-#[derive(Debug)]
-struct Found {
-    uid: String,
-    /// The containerd container ID.
-    id: String,
+/// Which streaming endpoint a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Exec,
+    Attach,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Exec => "exec",
+            Verb::Attach => "attach",
+        }
+    }
 }
 
 async fn exec(
     state: State<AppState>,
     auth: Authorized,
     Path((namespace, pod, container)): Path<(String, String, String)>,
-    query: RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Response {
     let named = Named { namespace, pod, uid: None, container };
-    start(state, auth, named, query, headers, upgrade)
+    command(state, auth, Verb::Exec, named, request).await
 }
 
 async fn exec_uid(
     state: State<AppState>,
     auth: Authorized,
     Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
-    query: RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Response {
     let named = Named { namespace, pod, uid: Some(uid), container };
-    start(state, auth, named, query, headers, upgrade)
+    command(state, auth, Verb::Exec, named, request).await
 }
 
-/// Checks the request, finds the container and upgrades the connection; the session
-/// runs on the upgraded connection's own task.
-fn start(
+async fn attach(
+    state: State<AppState>,
+    auth: Authorized,
+    Path((namespace, pod, container)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    let named = Named { namespace, pod, uid: None, container };
+    command(state, auth, Verb::Attach, named, request).await
+}
+
+async fn attach_uid(
+    state: State<AppState>,
+    auth: Authorized,
+    Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
+    request: Request,
+) -> Response {
+    let named = Named { namespace, pod, uid: Some(uid), container };
+    command(state, auth, Verb::Attach, named, request).await
+}
+
+async fn port_forward(
+    state: State<AppState>,
+    auth: Authorized,
+    Path((namespace, pod)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let named = Named { namespace, pod, uid: None, container: String::new() };
+    forward(state, auth, named, request).await
+}
+
+async fn port_forward_uid(
+    state: State<AppState>,
+    auth: Authorized,
+    Path((namespace, pod, uid)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    let named = Named { namespace, pod, uid: Some(uid), container: String::new() };
+    forward(state, auth, named, request).await
+}
+
+/// `/exec` and `/attach`: checks the request, finds the container, and hands the
+/// upgrade to the transport the client asked for.
+async fn command(
     State(state): State<AppState>,
     Authorized(by): Authorized,
+    verb: Verb,
     named: Named,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Response {
-    let request = match parse(query.as_deref()) {
-        Ok(request) => request,
-        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", message),
+    let (options, command) = match StreamOptions::parse(request.uri().query()) {
+        Ok(parsed) => parsed,
+        Err(message) => return Refusal::bad_request(message).into_response(),
     };
+    if verb == Verb::Exec && command.is_empty() {
+        return Refusal::bad_request(
+            "give the command to run: one command=... query parameter per argument, e.g. ?command=ls&command=-l".into(),
+        )
+        .into_response();
+    }
     let execs = match available(&state) {
         Ok(execs) => execs.clone(),
         Err(refusal) => return refusal.into_response(),
@@ -140,84 +209,77 @@ fn start(
         Ok(found) => found,
         Err(refusal) => return refusal.into_response(),
     };
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade.protocols(channel::PROTOCOLS),
-        Err(rejection) => return not_websocket(&headers, &rejection),
+    let span = tracing::info_span!(
+        "stream",
+        verb = verb.name(),
+        pod.namespace = %named.namespace, pod.name = %named.pod, pod.uid = %found.uid,
+        container = %named.container, protocol = tracing::field::Empty,
+    );
+    span.in_scope(|| tracing::debug!(?command, ?options, by = ?by, "stream requested"));
+    let start = match verb {
+        Verb::Exec => process::start(execs, found.id, command.clone(), options),
+        Verb::Attach => match attach::start(&state, &named, &found, options) {
+            Ok(start) => start,
+            Err(refusal) => return refusal.into_response(),
+        },
     };
-    let Some(protocol) =
-        upgrade.selected_protocol().and_then(|p| p.to_str().ok()).and_then(Protocol::from_name)
-    else {
-        let asked: Vec<&str> =
-            upgrade.requested_protocols().filter_map(|p| p.to_str().ok()).collect();
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!(
-                "none of the WebSocket subprotocols asked for ({}) is served: ask for {} (Sec-WebSocket-Protocol)",
-                if asked.is_empty() { "none".to_owned() } else { asked.join(", ") },
-                channel::PROTOCOLS.join(" or ")
-            ),
-        );
+    let permit = match upgrade::permit(&state) {
+        Ok(permit) => permit,
+        Err(refusal) => return refusal.into_response(),
     };
-    let Ok(permit) = state.exec_sessions.clone().try_acquire_owned() else {
-        return status(
-            StatusCode::TOO_MANY_REQUESTS,
-            "TooManyRequests",
-            format!(
-                "{MAX_SESSIONS} exec sessions are open, the most this agent serves at once; end one and retry"
-            ),
-        );
+    let endpoint = upgrade::hold(Endpoint::Command { options, start }, permit);
+    match upgrade::transport(&state, request, &channel::PROTOCOLS).await {
+        Ok(Transport::Spdy(request)) => span.in_scope(|| super::spdy::upgrade(request, endpoint)),
+        Ok(Transport::WebSocket(upgrade)) => session::upgrade(upgrade, endpoint, command, span),
+        Err(response) => response,
+    }
+}
+
+/// `/portForward`: finds the pod and hands the upgrade to the transport the client
+/// asked for.
+async fn forward(
+    State(state): State<AppState>,
+    Authorized(by): Authorized,
+    named: Named,
+    request: Request,
+) -> Response {
+    // Over a WebSocket the ports come from the query; over SPDY each stream names one.
+    // KEP-4006's SPDY tunnelled in a WebSocket (`SPDY/3.1+portforward.k8s.io`) is SPDY
+    // here too: add `&& !super::spdy::is_tunneled_spdy(&request)` with it.
+    let is_websocket = !super::spdy::is_spdy(&request);
+    let ports = match port_forward::ports(request.uri().query()) {
+        Ok(ports) => ports,
+        Err(message) if is_websocket => return Refusal::bad_request(message).into_response(),
+        Err(_) => Vec::new(),
+    };
+    let runtime = match super::runtime::unavailable(state.runtime_slot.as_ref()) {
+        Ok(runtime) => runtime,
+        Err((code, reason, message)) => return Refusal::new(code, reason, message).into_response(),
+    };
+    let pod = match locate_pod(&state, &named) {
+        Ok(pod) => pod,
+        Err(refusal) => return refusal.into_response(),
     };
     let span = tracing::info_span!(
-        "exec",
-        pod.namespace = %named.namespace, pod.name = %named.pod, pod.uid = %found.uid,
-        container = %named.container, protocol = protocol.name(),
+        "stream",
+        verb = "portforward",
+        pod.namespace = %named.namespace, pod.name = %named.pod, pod.uid = %pod.uid,
     );
-    span.in_scope(|| tracing::debug!(command = ?request.command, by = ?by, "exec requested"));
-    let target = session::Target { execs, container_id: found.id, request, protocol };
-    upgrade.on_upgrade(move |socket| {
-        async move {
-            let _permit = permit;
-            session::serve(socket, target).await;
+    span.in_scope(|| tracing::debug!(?ports, by = ?by, "stream requested"));
+    let dialer = port_forward::PodNetwork::new(runtime, &pod);
+    let permit = match upgrade::permit(&state) {
+        Ok(permit) => permit,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let endpoint = Endpoint::PortForward { dialer: std::sync::Arc::new(dialer), ports };
+    let endpoint = upgrade::hold(endpoint, permit);
+    match upgrade::transport(&state, request, &port_forward::PROTOCOLS).await {
+        Ok(Transport::Spdy(request)) => span.in_scope(|| super::spdy::upgrade(request, endpoint)),
+        Ok(Transport::WebSocket(upgrade)) => {
+            let pod = port_forward::Pod { name: named.pod, uid: pod.uid };
+            port_forward::upgrade(upgrade, endpoint, pod, span)
         }
-        .instrument(span)
-    })
-}
-
-/// The request of kubelet's query parameters. A TTY merges stderr into stdout (as
-/// kubelet does); at least one stream must be asked for.
-pub fn parse(query: Option<&str>) -> Result<Request, String> {
-    let mut request =
-        Request { command: Vec::new(), stdin: false, stdout: false, stderr: false, tty: false };
-    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        match &*key {
-            "command" => request.command.push(value.into_owned()),
-            "stdin" => request.stdin = flag(&key, &value)?,
-            "stdout" => request.stdout = flag(&key, &value)?,
-            "stderr" => request.stderr = flag(&key, &value)?,
-            "tty" => request.tty = flag(&key, &value)?,
-            // `container` (the API server's), `input`/`output` (old clients'): not used.
-            _ => {}
-        }
-    }
-    if request.command.is_empty() {
-        return Err("give the command to run: one command=... query parameter per argument, e.g. ?command=ls&command=-l".into());
-    }
-    if request.tty {
-        request.stderr = false;
-    }
-    if !(request.stdin || request.stdout || request.stderr) {
-        return Err("you must specify at least 1 of stdin, stdout, stderr (e.g. stdout=1)".into());
-    }
-    Ok(request)
-}
-
-/// A stream flag: kubelet's `1`, and `true` as clients of the API server send it.
-fn flag(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(format!("{key} {value:?}: expected 1 (or true) or 0 (or false)")),
+        Err(response) => response,
     }
 }
 
@@ -226,106 +288,6 @@ fn available(state: &AppState) -> Result<&Execs, Refusal> {
     let runtime = super::runtime::unavailable(state.runtime_slot.as_ref())
         .map_err(|(code, reason, message)| Refusal::new(code, reason, message))?;
     Ok(&runtime.execs)
-}
-
-/// The running container the path names.
-fn locate(state: &AppState, named: &Named) -> Result<Found, Refusal> {
-    let shown = format!("{}/{}", named.namespace, named.pod);
-    let pod = super::pod::find(state, &named.namespace, &named.pod)
-        .filter(|pod| named.uid.as_deref().is_none_or(|uid| outpost_core::pod::uid(pod) == uid))
-        .ok_or_else(|| Refusal::PodNotFound(named.pod.clone()))?;
-    let uid = outpost_core::pod::uid(&pod).to_owned();
-    let names = container_names(&pod);
-    if !names.contains(&named.container) {
-        return Err(Refusal::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!(
-                "container {:?} not found in pod {shown}; its containers: {}",
-                named.container,
-                names.join(", ")
-            ),
-        ));
-    }
-    let live = container_status(&pod, &named.container);
-    let running = live.filter(|s| s.state.as_ref().is_some_and(|s| s.running.is_some()));
-    match running.and_then(|s| s.container_id.as_deref()).map(container_id) {
-        Some(id) if !id.is_empty() => Ok(Found { uid, id: id.to_owned() }),
-        _ => Err(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!(
-                "container {:?} in pod {shown} is not running ({}); a command runs only in a running container",
-                named.container,
-                describe_state(live)
-            ),
-        )),
-    }
-}
-
-/// Every container name of the pod, init and ephemeral ones included.
-fn container_names(pod: &Pod) -> Vec<String> {
-    let Some(spec) = &pod.spec else { return Vec::new() };
-    let init = spec.init_containers.iter().flatten().map(|c| &c.name);
-    let ephemeral = spec.ephemeral_containers.iter().flatten().map(|c| &c.name);
-    spec.containers.iter().map(|c| &c.name).chain(init).chain(ephemeral).cloned().collect()
-}
-
-fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    let status = pod.status.as_ref()?;
-    [
-        &status.container_statuses,
-        &status.init_container_statuses,
-        &status.ephemeral_container_statuses,
-    ]
-    .into_iter()
-    .flatten()
-    .flatten()
-    .find(|s| s.name == name)
-}
-
-/// `<runtime>://<id>` → `<id>`.
-fn container_id(full: &str) -> &str {
-    full.split_once("://").map_or(full, |(_, id)| id)
-}
-
-/// A container's state in a few words: `waiting: ContainerCreating`, `terminated: Completed`.
-fn describe_state(status: Option<&ContainerStatus>) -> String {
-    let Some(state) = status.and_then(|s| s.state.as_ref()) else {
-        return "it has not been created yet".to_owned();
-    };
-    let reason = |r: Option<&String>| r.map(|r| format!(": {r}")).unwrap_or_default();
-    if let Some(waiting) = &state.waiting {
-        format!("waiting{}", reason(waiting.reason.as_ref()))
-    } else if let Some(terminated) = &state.terminated {
-        format!(
-            "terminated{}, exit code {}",
-            reason(terminated.reason.as_ref()),
-            terminated.exit_code
-        )
-    } else if state.running.is_some() {
-        "running, but without a container ID yet".to_owned()
-    } else {
-        "its state is not known yet".to_owned()
-    }
-}
-
-/// The answer to a request that is not a WebSocket upgrade (SPDY's in particular).
-fn not_websocket(headers: &HeaderMap, rejection: &WebSocketUpgradeRejection) -> Response {
-    let upgrade = headers.get(header::UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let message = if upgrade.to_ascii_lowercase().starts_with("spdy") {
-        format!(
-            "this agent streams exec over WebSocket ({}), not {upgrade}: use outpost exec, or a WebSocket client",
-            channel::PROTOCOLS.join(", ")
-        )
-    } else {
-        format!(
-            "exec streams over a WebSocket: send a GET with Connection: Upgrade, Upgrade: websocket and Sec-WebSocket-Protocol: {} ({})",
-            channel::PROTOCOLS[0],
-            rejection.body_text()
-        )
-    };
-    status(StatusCode::BAD_REQUEST, "BadRequest", message)
 }
 
 #[cfg(test)]

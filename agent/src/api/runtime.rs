@@ -17,6 +17,9 @@ pub struct Runtime {
     pub execs: Execs,
     /// The container records.
     pub containerd: Containerd,
+    /// Where the pods' sandboxes are (`<run-dir>/pods/<uid>/ns/net` holds a pod's network
+    /// namespace): `/portForward` connects from inside it.
+    pub pods_dir: std::path::PathBuf,
 }
 
 /// The runtime, once connected; clones reach the same slot.

@@ -106,14 +106,14 @@ async fn run(client: &Client, args: &ExecArgs, tty: bool) -> Result<i32, Error> 
 }
 
 /// kubelet's query parameters for `args`: the command, one `command` per argument, and
-/// the streams (stderr goes to the terminal with a TTY).
+/// the streams by kubelet's names (`output`, `error`, `input`, `tty`), each `1` when asked
+/// for and left out otherwise, as the API server passes them on (stderr goes to the
+/// terminal with a TTY).
 pub fn query(args: &ExecArgs, tty: bool) -> Vec<(&'static str, String)> {
     let mut query: Vec<(&str, String)> =
         args.command.iter().map(|arg| ("command", arg.clone())).collect();
-    query.push(("stdout", "true".into()));
-    query.push(("stderr", (!tty).to_string()));
-    query.push(("stdin", args.stdin.to_string()));
-    query.push(("tty", tty.to_string()));
+    let streams = [("output", true), ("error", !tty), ("input", args.stdin), ("tty", tty)];
+    query.extend(streams.into_iter().filter(|(_, on)| *on).map(|(name, _)| (name, "1".into())));
     query
 }
 

@@ -38,3 +38,57 @@ fn names_match_proc_ns() {
         assert!(Path::new("/proc/self/ns").join(kind.name()).exists(), "{kind:?}");
     }
 }
+
+/// A listener on 127.0.0.1 inside the namespace of `file` (made the way [`dial`] makes
+/// its sockets: from a thread of its own).
+fn listen_in(file: &Path) -> std::net::TcpListener {
+    let namespace = fs::File::open(file).unwrap();
+    std::thread::spawn(move || {
+        nix::sched::setns(&namespace, CloneFlags::CLONE_NEWNET).unwrap();
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap()
+    })
+    .join()
+    .unwrap()
+}
+
+/// N3 (port-forward): a dial reaches the pod's own loopback, not the host's.
+#[tokio::test]
+async fn n3_dial_connects_inside_the_pods_network_namespace() {
+    use std::io::{Read, Write};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: creating network namespaces needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = dir.path().join("ns");
+    let namespaces = PodNamespaces::create(&ns, Sharing::default()).unwrap();
+    let file = namespaces.network.clone().unwrap();
+    assert_eq!(network_file(&ns), file);
+
+    let inside = listen_in(&file);
+    let port = inside.local_addr().unwrap().port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = dial::connect(&file, addr).await.unwrap();
+    let (mut accepted, _) = inside.accept().unwrap();
+    stream.write_all(b"ping").await.unwrap();
+    let mut got = [0; 4];
+    accepted.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ping");
+    accepted.write_all(b"pong").unwrap();
+    stream.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"pong");
+
+    // A port open on the host's loopback is closed on the pod's.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = host.local_addr().unwrap();
+    let refused = dial::connect(&file, addr).await.unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused, "{refused}");
+
+    // A namespace file that is not there says so.
+    let missing = dial::connect(&dir.path().join("gone"), addr).await.unwrap_err();
+    assert!(matches!(missing, dial::DialError::Open { .. }), "{missing}");
+
+    drop((stream, accepted, inside));
+    PodNamespaces::remove(&ns).unwrap();
+}

@@ -235,8 +235,9 @@ fn a_secret_file_of_another_user_is_refused() {
     }
 }
 
+/// N3: every streaming endpoint (exec, attach, port-forward) and `/run` is a write.
 #[test]
-fn exec_and_run_are_writes_whatever_the_method() {
+fn n3_exec_attach_port_forward_and_run_are_writes_whatever_the_method() {
     use axum::http::Method as M;
     for path in [
         "/exec/default/web/main",
@@ -245,13 +246,20 @@ fn exec_and_run_are_writes_whatever_the_method() {
         "/run/default/web/0123-uid/main",
         "/exec",
         "/run/",
+        "/attach/default/web/main",
+        "/attach/default/web/0123-uid/main",
+        "/portForward/default/web",
+        "/portForward/default/web/0123-uid",
+        "/attach",
+        "/portForward/",
     ] {
         for method in [M::GET, M::HEAD, M::POST, M::OPTIONS] {
             assert_eq!(classify(&method, path), Class::Write, "{method} {path}");
         }
     }
     // Only those paths: a name that merely starts alike is what its method says.
-    for path in ["/executions", "/runtime", "/pods/default/exec"] {
+    for path in ["/executions", "/runtime", "/pods/default/exec", "/attachments", "/portForwarding"]
+    {
         assert_eq!(classify(&M::GET, path), Class::Read, "{path}");
     }
 }

@@ -1,5 +1,6 @@
-//! One exec session over an upgraded WebSocket: starts the command, then streams the
-//! client's stdin to it and its stdout and stderr back, applies the client's terminal
+//! One exec or attach session over an upgraded WebSocket: starts the command (or
+//! attaches to the container), then streams the client's stdin to it and its stdout and
+//! stderr back, applies the client's terminal
 //! sizes, and ends with the command's status on the error channel and a normal close.
 //!
 //! The output pumps, the stdin pump and the socket writer are tasks of their own (in
@@ -11,16 +12,17 @@
 //! for the exit. A client that goes away (its close, a broken connection, or silence
 //! past [`CLIENT_SILENCE`] despite pings) ends the session early: the session is
 //! dropped, which kills the command and removes it (as containerd's CRI does when an
-//! exec stream ends).
+//! exec stream ends; an attached container keeps running).
 
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::response::Response;
+use futures::future::BoxFuture;
 use futures::stream::{SplitSink, SplitStream};
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinSet;
@@ -28,30 +30,56 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span, debug, info, warn};
 
 use super::channel::{self, Inbound, Protocol, Status};
-use crate::error_chain::describe;
-use crate::runtime::exec::{self, Execs, Request, Session};
+use super::upgrade;
+use crate::api::streams::{
+    Attached, Ended, Endpoint, Input, Output, Process, Start, StreamOptions,
+};
 
 /// How often the agent pings a client.
-const PING_INTERVAL: Duration = Duration::from_secs(30);
+pub(super) const PING_INTERVAL: Duration = Duration::from_secs(30);
 /// A client heard nothing from (not even a pong) for this long is gone (its link dropped).
-const CLIENT_SILENCE: Duration = Duration::from_secs(90);
+pub(super) const CLIENT_SILENCE: Duration = Duration::from_secs(90);
 /// The most output read at once into one message.
-const OUTPUT_CHUNK: usize = 32 * 1024;
+pub(super) const OUTPUT_CHUNK: usize = 32 * 1024;
 /// Messages queued for the client; output waits (and the command with it) past this.
-const FRAMES_IN_FLIGHT: usize = 16;
+pub(super) const FRAMES_IN_FLIGHT: usize = 16;
 /// Chunks of stdin queued for the command; the socket is read no further past this.
 const STDIN_CHUNKS: usize = 16;
 /// How long the last messages (the status, the close) may take to go out.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What the session runs, and where.
-#[derive(Debug)]
+/// What the session runs.
 pub struct Target {
-    pub execs: Execs,
-    /// The containerd container ID.
-    pub container_id: String,
-    pub request: Request,
+    pub options: StreamOptions,
+    pub start: Start,
+    /// The command, for the status (empty for an attach).
+    pub command: Vec<String>,
     pub protocol: Protocol,
+}
+
+/// Completes the WebSocket upgrade for an exec or attach `endpoint` and serves the
+/// session on the upgraded connection's own task.
+pub(super) fn upgrade(
+    upgrade: WebSocketUpgrade,
+    endpoint: Endpoint,
+    command: Vec<String>,
+    span: Span,
+) -> Response {
+    let Endpoint::Command { options, start } = endpoint else {
+        return crate::api::container_logs::status(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "a port-forward endpoint was given to an exec session".to_owned(),
+        );
+    };
+    let upgrade = upgrade.protocols(channel::PROTOCOLS);
+    let protocol = match upgrade::protocol(&upgrade, &channel::PROTOCOLS, false) {
+        Ok(name) => name.as_deref().and_then(Protocol::from_name).unwrap_or(Protocol::V4),
+        Err(refusal) => return axum::response::IntoResponse::into_response(refusal),
+    };
+    span.record("protocol", protocol.name());
+    let target = Target { options, start, command, protocol };
+    upgrade.on_upgrade(move |socket| serve(socket, target).instrument(span))
 }
 
 /// Serves one session on `socket` until the command ends or the client goes away.
@@ -61,21 +89,24 @@ pub async fn serve(socket: WebSocket, target: Target) {
     let mut writer = JoinSet::new();
     writer.spawn(write_frames(sink, frames_rx).instrument(Span::current()));
     // kubelet's "connected" signal: an empty message on the lowest channel it writes.
-    let request = &target.request;
-    let first = match (request.stdout, request.stderr) {
+    let options = target.options;
+    let first = match (options.stdout, options.stderr) {
         (true, _) => channel::STDOUT,
         (false, true) => channel::STDERR,
         (false, false) => channel::ERROR,
     };
     let _ = frames.send(Message::Binary(Bytes::from(vec![first]))).await;
-    let status = match target.execs.start(&target.container_id, request).await {
-        Ok(session) => {
-            info!(tty = request.tty, stdin = request.stdin, "exec started");
-            drive(session, &mut stream, &frames, &target).await
+    let Target { start, command, protocol, .. } = target;
+    let status = match start().await {
+        Ok(attached) => {
+            info!(tty = options.tty, stdin = options.stdin, "stream started");
+            drive(attached, &mut stream, &frames, protocol)
+                .await
+                .map(|ended| status(&command, ended))
         }
         Err(e) => {
-            warn!(error = %describe(&e), "exec cannot start the command");
-            Some(Status::internal_error(&describe(&e)))
+            warn!(error = %e, "the stream cannot start");
+            Some(Status::internal_error(&e))
         }
     };
     if let Some(status) = status {
@@ -85,30 +116,31 @@ pub async fn serve(socket: WebSocket, target: Target) {
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, writer.join_next()).await;
 }
 
-/// Streams between the client and the command until it ends: its status, or `None` when
-/// the client went away first (the session is then dropped, which kills the command).
+/// Streams between the client and the command until it ends: how it ended, or `None`
+/// when the client went away first (the process is then dropped, which kills an exec's
+/// command).
 async fn drive(
-    mut session: Session,
+    mut attached: Attached,
     stream: &mut SplitStream<WebSocket>,
     frames: &mpsc::Sender<Message>,
-    target: &Target,
-) -> Option<Status> {
+    protocol: Protocol,
+) -> Option<Ended> {
     let mut pumps = JoinSet::new();
     let mut outputs = JoinSet::new();
     for (pipe, channel) in
-        [(session.stdout.take(), channel::STDOUT), (session.stderr.take(), channel::STDERR)]
+        [(attached.stdout.take(), channel::STDOUT), (attached.stderr.take(), channel::STDERR)]
     {
         if let Some(pipe) = pipe {
             outputs.spawn(pump_output(pipe, channel, frames.clone()).instrument(Span::current()));
         }
     }
-    let mut stdin = session.stdin.take().map(|pipe| {
+    let mut stdin = attached.stdin.take().map(|pipe| {
         let (tx, rx) = mpsc::channel(STDIN_CHUNKS);
         pumps.spawn(pump_stdin(pipe, rx).instrument(Span::current()));
         tx
     });
     // While the command's output is open, resizes apply; then its exit is awaited.
-    let mut session = Some(session);
+    let mut session = Some(attached.process);
     let mut exit = None;
     // Stdin the pump has no room for: the socket is read no further until it has.
     let mut pending: Option<Bytes> = None;
@@ -118,17 +150,17 @@ async fn drive(
         tokio::select! {
             ended = outputs.join_next(), if session.is_some() => {
                 if ended.is_none() && let Some(session) = session.take() {
-                    exit = Some(Box::pin(session.wait()));
+                    exit = Some(session.wait());
                 }
             }
-            result = wait(&mut exit), if exit.is_some() => return Some(status(target, result)),
+            ended = wait(&mut exit), if exit.is_some() => return Some(ended),
             permit = reserve(&stdin), if pending.is_some() => match permit {
                 Some(permit) => drop(permit.send(pending.take().unwrap_or_default())),
                 None => (pending, stdin) = (None, None),
             },
             message = stream.next(), if pending.is_none() => {
                 heard = Instant::now();
-                match read(message, target.protocol) {
+                match read(message, protocol) {
                     Read::Gone => break,
                     Read::Stdin(data) => match stdin.as_ref().map(|tx| tx.try_send(data)) {
                         Some(Err(TrySendError::Full(data))) => pending = Some(data),
@@ -140,14 +172,17 @@ async fn drive(
                         debug!("the exec client closed stdin");
                         stdin = None;
                     }
-                    Read::Resize(sizes) => resize(session.as_ref(), sizes).await,
+                    Read::Resize(sizes) => {
+                        let resized = resize(session.as_deref(), sizes);
+                        resized.await;
+                    }
                     Read::Nothing => {}
                 }
             }
             _ = ping.tick() => {
                 // Not reading (stdin is backed up), the agent cannot hear the client.
                 if pending.is_none() && heard.elapsed() > CLIENT_SILENCE {
-                    info!(silent = ?heard.elapsed(), "the exec client stopped answering");
+                    info!(silent = ?heard.elapsed(), "the stream's client stopped answering");
                     break;
                 }
                 // A full queue means output is flowing: the client is there if it reads it.
@@ -155,20 +190,20 @@ async fn drive(
             }
         }
     }
-    info!("the exec client went away; the command is killed");
+    info!("the exec client went away; the command is killed (an attached container keeps running)");
     None
 }
 
 /// How the command ended, for the error channel.
-fn status(target: &Target, result: Result<i32, exec::Error>) -> Status {
-    match result {
+fn status(command: &[String], ended: Ended) -> Status {
+    match ended {
         Ok(code) => {
-            info!(exit_code = code, "exec ended");
-            Status::exited(&target.request.command, code)
+            info!(exit_code = code, "stream ended");
+            Status::exited(command, code)
         }
         Err(e) => {
-            warn!(error = %describe(&e), "exec cannot learn how the command ended");
-            Status::internal_error(&describe(&e))
+            warn!(error = %e, "the stream cannot learn how the command ended");
+            Status::internal_error(&e)
         }
     }
 }
@@ -190,16 +225,23 @@ fn reserve(
     async move { stdin?.reserve_owned().await.ok() }
 }
 
-async fn resize(session: Option<&Session>, sizes: Vec<channel::TerminalSize>) {
-    let Some(session) = session else {
+/// Applies the client's terminal sizes. (Not an `async fn`: the session's future must
+/// not hold a `&dyn Process` across an await, which is not `Send`; only the resizes'
+/// futures are held.)
+fn resize(process: Option<&dyn Process>, sizes: Vec<channel::TerminalSize>) -> BoxFuture<'_, ()> {
+    let Some(process) = process else {
         debug!("a resize after the command's output ended is ignored");
-        return;
+        return async {}.boxed();
     };
-    for size in sizes {
-        if let Err(e) = session.resize(size.width, size.height).await {
-            debug!(error = %describe(&e), "exec cannot resize the terminal");
+    let resizes: Vec<_> = sizes.into_iter().map(|s| process.resize(s.width, s.height)).collect();
+    async move {
+        for resize in resizes {
+            if let Err(e) = resize.await {
+                debug!(error = %e, "the stream cannot resize the terminal");
+            }
         }
     }
+    .boxed()
 }
 
 /// What a client's message asks for.
@@ -240,7 +282,7 @@ fn read(message: Option<Result<Message, axum::Error>>, protocol: Protocol) -> Re
 }
 
 /// Copies one of the command's output streams to the client until it ends.
-async fn pump_output(mut pipe: pipe::Receiver, channel: u8, frames: mpsc::Sender<Message>) {
+async fn pump_output(mut pipe: Output, channel: u8, frames: mpsc::Sender<Message>) {
     let mut buffer = vec![0; OUTPUT_CHUNK];
     loop {
         match pipe.read(&mut buffer).await {
@@ -260,7 +302,7 @@ async fn pump_output(mut pipe: pipe::Receiver, channel: u8, frames: mpsc::Sender
 }
 
 /// Copies the client's stdin to the command; the pipe closes when the client's side does.
-async fn pump_stdin(mut pipe: pipe::Sender, mut chunks: mpsc::Receiver<Bytes>) {
+async fn pump_stdin(mut pipe: Input, mut chunks: mpsc::Receiver<Bytes>) {
     while let Some(chunk) = chunks.recv().await {
         if let Err(e) = pipe.write_all(&chunk).await {
             debug!(error = %e, "the command no longer reads its stdin");
@@ -271,7 +313,7 @@ async fn pump_stdin(mut pipe: pipe::Sender, mut chunks: mpsc::Receiver<Bytes>) {
 
 /// Sends queued messages to the client, then a normal close once the queue's senders
 /// are gone.
-async fn write_frames(
+pub(super) async fn write_frames(
     mut sink: SplitSink<WebSocket, Message>,
     mut frames: mpsc::Receiver<Message>,
 ) {

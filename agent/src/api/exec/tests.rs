@@ -2,36 +2,87 @@ use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
 };
 
+use super::locate::{container_id, describe_state};
 use super::*;
 
+/// N3: the streams go by kubelet's names, `input`, `output`, `error` and `tty`, with
+/// `command` once per argument, as an API server passes them on.
 #[test]
-fn the_query_gives_the_command_and_the_streams() {
-    let request =
-        parse(Some("command=sh&command=-c&command=echo%20hi&stdin=1&stdout=true&stderr=1"))
-            .unwrap();
-    assert_eq!(request.command, ["sh", "-c", "echo hi"]);
-    assert!(request.stdin && request.stdout && request.stderr && !request.tty);
-    let request = parse(Some("command=date&stdout=1&stderr=0&container=main")).unwrap();
-    assert_eq!(request.command, ["date"]);
-    assert!(request.stdout && !request.stderr && !request.stdin);
+fn n3_the_query_gives_the_command_and_the_streams_by_kubelets_names() {
+    let (options, command) = StreamOptions::parse(Some(
+        "command=sh&command=-c&command=echo%20hi&input=1&output=true&error=1",
+    ))
+    .unwrap();
+    assert_eq!(command, ["sh", "-c", "echo hi"]);
+    assert!(options.stdin && options.stdout && options.stderr && !options.tty);
+    let (options, command) =
+        StreamOptions::parse(Some("command=date&output=1&error=0&container=main")).unwrap();
+    assert_eq!(command, ["date"]);
+    assert!(options.stdout && !options.stderr && !options.stdin);
+}
+
+/// N3: Outpost's old names are not kubelet's: they ask for no stream.
+#[test]
+fn n3_stdin_stdout_and_stderr_are_not_kubelets_parameters() {
+    let refused = StreamOptions::parse(Some("command=true&stdin=1&stdout=1&stderr=1")).unwrap_err();
+    assert!(refused.contains("at least 1 of stdin, stdout, stderr"), "{refused}");
 }
 
 #[test]
-fn a_tty_merges_stderr_into_stdout() {
-    let request = parse(Some("command=sh&stdin=1&stdout=1&stderr=1&tty=1")).unwrap();
-    assert!(request.tty && request.stdout && !request.stderr);
+fn n3_a_tty_merges_stderr_into_stdout() {
+    let (options, _) =
+        StreamOptions::parse(Some("command=sh&input=1&output=1&error=1&tty=1")).unwrap();
+    assert!(options.tty && options.stdout && !options.stderr);
 }
 
 #[test]
-fn a_query_without_a_command_or_a_stream_or_with_a_bad_flag_is_refused() {
-    let no_command = parse(Some("stdout=1")).unwrap_err();
-    assert!(no_command.contains("command="), "{no_command}");
-    assert!(parse(None).is_err());
-    let no_stream = parse(Some("command=true")).unwrap_err();
+fn n3_a_query_without_a_stream_or_with_a_bad_flag_is_refused() {
+    assert!(StreamOptions::parse(None).is_err());
+    let no_stream = StreamOptions::parse(Some("command=true")).unwrap_err();
     assert!(no_stream.contains("at least 1 of stdin, stdout, stderr"), "{no_stream}");
-    assert!(parse(Some("command=true&tty=1&stderr=1")).is_err(), "stderr goes with the tty");
-    let bad = parse(Some("command=true&stdout=yes")).unwrap_err();
-    assert!(bad.starts_with("stdout \"yes\""), "{bad}");
+    let bad = StreamOptions::parse(Some("command=true&output=yes")).unwrap_err();
+    assert!(bad.starts_with("output \"yes\""), "{bad}");
+    // Attach has no command: the streams alone are a valid query.
+    let (options, command) = StreamOptions::parse(Some("output=1&error=1")).unwrap();
+    assert!(command.is_empty() && options.stdout && options.stderr);
+}
+
+/// N3: kubelet's `port` parameter, repeated or comma-separated, in order.
+#[test]
+fn n3_port_forward_takes_the_ports_of_every_port_parameter() {
+    assert_eq!(port_forward::ports(Some("port=80")), Ok(vec![80]));
+    assert_eq!(port_forward::ports(Some("port=80,8080&port=9090")), Ok(vec![80, 8080, 9090]));
+    assert_eq!(port_forward::ports(Some("port=65535&other=1")), Ok(vec![65535]));
+    for (query, expected) in [
+        (None, "is required"),
+        (Some("ports=80"), "is required"),
+        (Some("port="), "cannot be empty"),
+        (Some("port=0"), "must be > 0"),
+        (Some("port=65536"), "is not a port"),
+        (Some("port=80,,81"), "is not a port"),
+        (Some("port=http"), "is not a port"),
+    ] {
+        let error = port_forward::ports(query).unwrap_err();
+        assert!(error.contains(expected), "{query:?}: {error}");
+    }
+}
+
+/// N3: port `i` has data channel `2i` and error channel `2i+1`; a client writes only to
+/// data channels of ports it asked for.
+#[test]
+fn n3_port_forward_channels_pair_up_per_port() {
+    use port_forward::{data_channel, error_channel, port_index};
+    assert_eq!((data_channel(0), error_channel(0)), (0, 1));
+    assert_eq!((data_channel(3), error_channel(3)), (6, 7));
+    assert_eq!(data_channel(port_forward::MAX_PORTS - 1), 254);
+    assert_eq!(port_index(0, 2), Some(0));
+    assert_eq!(port_index(2, 2), Some(1));
+    assert_eq!(port_index(1, 2), None, "an error channel");
+    assert_eq!(port_index(4, 2), None, "a port not asked for");
+    for index in 0..port_forward::MAX_PORTS {
+        assert_eq!(port_index(data_channel(index), port_forward::MAX_PORTS), Some(index));
+        assert_eq!(port_index(error_channel(index), port_forward::MAX_PORTS), None);
+    }
 }
 
 #[test]
@@ -60,8 +111,12 @@ fn the_container_id_is_the_part_after_the_runtime() {
     assert_eq!(container_id("0123abcd"), "0123abcd");
 }
 
-fn status_with(state: ContainerState) -> ContainerStatus {
-    ContainerStatus { name: "main".into(), state: Some(state), ..ContainerStatus::default() }
+fn status_with(state: ContainerState) -> k8s_openapi::api::core::v1::ContainerStatus {
+    k8s_openapi::api::core::v1::ContainerStatus {
+        name: "main".into(),
+        state: Some(state),
+        ..k8s_openapi::api::core::v1::ContainerStatus::default()
+    }
 }
 
 #[test]

@@ -59,8 +59,10 @@ fn args(command: &[&str], stdin: bool) -> ExecArgs {
     }
 }
 
+/// N3: the streams go by kubelet's names (`input`, `output`, `error`, `tty`), which the
+/// agent's `/exec` reads back as a kubelet would.
 #[test]
-fn the_query_has_one_command_per_argument_and_the_streams() {
+fn n3_the_query_has_one_command_per_argument_and_kubelets_stream_names() {
     let query = query(&args(&["sh", "-c", "echo hi"], true), false);
     let pairs: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
     assert_eq!(
@@ -69,22 +71,21 @@ fn the_query_has_one_command_per_argument_and_the_streams() {
             ("command", "sh"),
             ("command", "-c"),
             ("command", "echo hi"),
-            ("stdout", "true"),
-            ("stderr", "true"),
-            ("stdin", "true"),
-            ("tty", "false"),
+            ("output", "1"),
+            ("error", "1"),
+            ("input", "1"),
         ]
     );
     // The server reads it back as it was meant.
     let encoded = form_urlencoded::Serializer::new(String::new()).extend_pairs(&query).finish();
-    let request = crate::api::exec::parse(Some(&encoded)).unwrap();
-    assert_eq!(request.command, ["sh", "-c", "echo hi"]);
-    assert!(request.stdin && request.stdout && request.stderr && !request.tty);
+    let (options, command) = crate::api::streams::StreamOptions::parse(Some(&encoded)).unwrap();
+    assert_eq!(command, ["sh", "-c", "echo hi"]);
+    assert!(options.stdin && options.stdout && options.stderr && !options.tty);
 }
 
 #[test]
-fn with_a_tty_stderr_is_not_asked_for() {
-    let query = query(&args(&["sh"], true), true);
-    assert!(query.contains(&("stderr", "false".into())));
-    assert!(query.contains(&("tty", "true".into())));
+fn n3_with_a_tty_stderr_is_not_asked_for() {
+    let query = query(&args(&["sh"], false), true);
+    let names: Vec<&str> = query.iter().map(|(k, _)| *k).collect();
+    assert_eq!(names, ["command", "output", "tty"]);
 }

@@ -101,6 +101,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
     let (socket, namespace) =
         (config.containerd_socket.clone(), config.containerd_namespace.clone());
     let exec_dir = config.run_dir.join("exec");
+    let pods_dir = config.run_dir.join("pods");
     let stopped = stop.clone();
     let task = async move {
         let (socket, managed) = match managed {
@@ -119,6 +120,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
         deps.runtime_slot.set(api_runtime::Runtime {
             execs: Execs::new(containerd.clone(), exec_dir),
             containerd: containerd.clone(),
+            pods_dir,
         });
         match containerd.version().await {
             Ok(v) => {

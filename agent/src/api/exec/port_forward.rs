@@ -1,0 +1,313 @@
+//! `/portForward` over a WebSocket, as kubelet serves it (its `portforward` package's
+//! WebSocket handler): the ports come from the query (`port`, repeated or
+//! comma-separated), the subprotocol is `v4.channel.k8s.io` (or none, which kubelet takes
+//! as the same binary framing), and each port `i` gets two channels: `2i` carries its
+//! data both ways, `2i+1` (the agent's only) a message when forwarding fails. The first
+//! message on each channel is the port, two bytes little-endian, so that a client can
+//! tell which is which. Every port is connected at once; the session ends when every
+//! connection has (the pod closed it, or it failed) or when the client goes away, which
+//! closes them all.
+//!
+//! The connections go to the pod's loopback from inside its network namespace
+//! ([`PodNetwork`], through [`crate::runtime::netns::dial`]), `127.0.0.1` and then `::1`
+//! as containerd's CRI tries `localhost`; a `hostNetwork` pod's are the host's.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{Instrument, Span, debug, info};
+
+use super::channel;
+use super::locate::FoundPod;
+use super::session::{
+    CLIENT_SILENCE, CLOSE_TIMEOUT, FRAMES_IN_FLIGHT, OUTPUT_CHUNK, PING_INTERVAL,
+};
+use super::upgrade;
+use crate::api::runtime::Runtime;
+use crate::api::streams::{Endpoint, PortDialer};
+use crate::error_chain::describe;
+use crate::runtime::netns;
+
+/// The WebSocket subprotocols served (kubelet's base64 variant is not).
+pub const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
+
+/// The query parameter naming the ports (core/v1's `PortHeader`).
+const PORT_PARAMETER: &str = "port";
+
+/// Chunks from the client queued for one connection; the socket is read no further
+/// past this.
+const CHUNKS_IN_FLIGHT: usize = 16;
+
+/// The ports of a WebSocket port-forward's query: every `port` parameter, each a port
+/// or a comma-separated list of them, in order, at least one.
+pub fn ports(query: Option<&str>) -> Result<Vec<u16>, String> {
+    let mut ports = Vec::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if key != PORT_PARAMETER {
+            continue;
+        }
+        if value.is_empty() {
+            return Err(format!("query parameter {PORT_PARAMETER:?} cannot be empty"));
+        }
+        for part in value.split(',') {
+            match part.parse::<u16>() {
+                Ok(0) => return Err(format!("port {part:?} must be > 0")),
+                Ok(port) => ports.push(port),
+                Err(_) => return Err(format!("{part:?} is not a port (1-65535)")),
+            }
+        }
+    }
+    if ports.is_empty() {
+        return Err(format!(
+            "query parameter {PORT_PARAMETER:?} is required: the ports to forward, e.g. ?port=80&port=8080"
+        ));
+    }
+    Ok(ports)
+}
+
+/// The data channel of the `index`th port.
+pub fn data_channel(index: usize) -> u8 {
+    // At most 128 ports fit the channel byte: `ports` past that are refused at upgrade.
+    u8::try_from(index * 2).unwrap_or(u8::MAX - 1)
+}
+
+/// The error channel of the `index`th port.
+pub fn error_channel(index: usize) -> u8 {
+    data_channel(index) + 1
+}
+
+/// The most ports one WebSocket session forwards (two channels each in one byte).
+pub const MAX_PORTS: usize = 128;
+
+/// The port a client's message on `channel` is for: its index when it is a data channel
+/// of one of `ports` ports (clients write nothing else).
+pub fn port_index(channel: u8, ports: usize) -> Option<usize> {
+    let index = usize::from(channel / 2);
+    (channel.is_multiple_of(2) && index < ports).then_some(index)
+}
+
+/// The pod a session forwards to, for its messages.
+#[derive(Debug, Clone)]
+pub struct Pod {
+    pub name: String,
+    pub uid: String,
+}
+
+/// Connections to a pod's loopback.
+#[derive(Debug)]
+pub struct PodNetwork {
+    /// The pod's network namespace (`None`: `hostNetwork`, the host's).
+    namespace: Option<PathBuf>,
+}
+
+impl PodNetwork {
+    pub(super) fn new(runtime: &Runtime, pod: &FoundPod) -> PodNetwork {
+        let namespace = (!pod.host_network)
+            .then(|| netns::network_file(&runtime.pods_dir.join(&pod.uid).join("ns")));
+        PodNetwork { namespace }
+    }
+}
+
+impl PortDialer for PodNetwork {
+    fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<tokio::net::TcpStream>> {
+        let namespace = self.namespace.clone();
+        async move {
+            let v4 = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, port));
+            match dial(namespace.as_ref(), v4).await {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    // Not on 127.0.0.1: perhaps on ::1 only. The first refusal is the answer.
+                    dial(namespace.as_ref(), v6).await.map_err(|_| e)
+                }
+                dialed => dialed,
+            }
+        }
+        .boxed()
+    }
+}
+
+async fn dial(namespace: Option<&PathBuf>, addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
+    match namespace {
+        None => tokio::net::TcpStream::connect(addr).await,
+        Some(file) => netns::dial::connect(file, addr)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), describe(&e))),
+    }
+}
+
+/// Completes the WebSocket upgrade for a port-forward `endpoint` and serves the session
+/// on the upgraded connection's own task.
+pub(super) fn upgrade(
+    upgrade: WebSocketUpgrade,
+    endpoint: Endpoint,
+    pod: Pod,
+    span: Span,
+) -> Response {
+    let status = crate::api::container_logs::status;
+    let bad = axum::http::StatusCode::BAD_REQUEST;
+    let Endpoint::PortForward { dialer, ports } = endpoint else {
+        return status(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "an exec endpoint was given to a port-forward session".to_owned(),
+        );
+    };
+    if ports.len() > MAX_PORTS {
+        let message =
+            format!("{} ports asked for; one session forwards at most {MAX_PORTS}", ports.len());
+        return status(bad, "BadRequest", message);
+    }
+    let upgrade = upgrade.protocols(PROTOCOLS);
+    if let Err(refusal) = upgrade::protocol(&upgrade, &PROTOCOLS, true) {
+        return axum::response::IntoResponse::into_response(refusal);
+    }
+    upgrade.on_upgrade(move |socket| serve(socket, dialer, ports, pod).instrument(span))
+}
+
+/// Serves one session on `socket` until every connection has ended or the client goes
+/// away.
+async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>, pod: Pod) {
+    let (sink, mut stream) = socket.split();
+    let (frames, frames_rx) = mpsc::channel::<Message>(FRAMES_IN_FLIGHT);
+    let mut writer = JoinSet::new();
+    writer.spawn(super::session::write_frames(sink, frames_rx).instrument(Span::current()));
+    info!(?ports, "port-forward started");
+    let mut forwards = JoinSet::new();
+    let mut inputs = Vec::with_capacity(ports.len());
+    for (index, &port) in ports.iter().enumerate() {
+        for channel in [data_channel(index), error_channel(index)] {
+            let message = channel::frame(channel, &port.to_le_bytes());
+            let _ = frames.send(Message::Binary(message.into())).await;
+        }
+        let (input, chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        inputs.push(Some(input));
+        let forward = Forward { index, port, frames: frames.clone(), pod: pod.clone() };
+        forwards.spawn(forward.run(dialer.clone(), chunks).instrument(Span::current()));
+    }
+    drop(dialer);
+    let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut heard = Instant::now();
+    loop {
+        tokio::select! {
+            ended = forwards.join_next() => if ended.is_none() {
+                info!("port-forward ended: every connection is closed");
+                break;
+            },
+            message = stream.next() => {
+                heard = Instant::now();
+                let data = match message {
+                    None | Some(Ok(Message::Close(_))) => break,
+                    Some(Err(e)) => {
+                        debug!(error = %e, "the port-forward client's connection failed");
+                        break;
+                    }
+                    Some(Ok(Message::Binary(data))) => data,
+                    Some(Ok(Message::Text(text))) => Bytes::copy_from_slice(text.as_str().as_bytes()),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                };
+                let Some((&channel, _)) = data.split_first() else { continue };
+                let Some(index) = port_index(channel, inputs.len()) else {
+                    debug!(channel, "a message on a channel the client does not write is ignored");
+                    continue;
+                };
+                // Waits while that connection's queue is full (the pod is not reading).
+                if let Some(input) = &inputs[index]
+                    && data.len() > 1
+                    && input.send(data.slice(1..)).await.is_err()
+                {
+                    inputs[index] = None;
+                }
+            }
+            _ = ping.tick() => {
+                if heard.elapsed() > CLIENT_SILENCE {
+                    info!(silent = ?heard.elapsed(), "the port-forward client stopped answering");
+                    break;
+                }
+                let _ = frames.try_send(Message::Ping(Bytes::new()));
+            }
+        }
+    }
+    // The connections still open close with their tasks.
+    forwards.shutdown().await;
+    drop(frames);
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, writer.join_next()).await;
+}
+
+/// One forwarded port of a session.
+struct Forward {
+    index: usize,
+    port: u16,
+    frames: mpsc::Sender<Message>,
+    pod: Pod,
+}
+
+impl Forward {
+    /// Connects and copies both ways until the pod's side ends (its close, as containerd's
+    /// CRI ends a forward when one direction does) or fails; a failure goes to the
+    /// error channel in kubelet's words.
+    async fn run(self, dialer: Arc<dyn PortDialer>, chunks: mpsc::Receiver<Bytes>) {
+        let result = match dialer.dial(self.port).await {
+            Ok(connection) => {
+                debug!(port = self.port, "port-forward connected");
+                self.copy(connection, chunks).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            info!(port = self.port, error = %e, "port-forward failed");
+            let message = format!(
+                "error forwarding port {} to pod {}, uid {}: {e}",
+                self.port, self.pod.name, self.pod.uid
+            );
+            let frame = channel::frame(error_channel(self.index), message.as_bytes());
+            let _ = self.frames.send(Message::Binary(frame.into())).await;
+        } else {
+            debug!(port = self.port, "port-forward connection closed");
+        }
+    }
+
+    async fn copy(
+        &self,
+        connection: tokio::net::TcpStream,
+        mut chunks: mpsc::Receiver<Bytes>,
+    ) -> io::Result<()> {
+        let (mut from_pod, mut to_pod) = connection.into_split();
+        let inbound = async {
+            while let Some(chunk) = chunks.recv().await {
+                to_pod.write_all(&chunk).await?;
+            }
+            // The client is gone: nothing more will come.
+            to_pod.shutdown().await?;
+            std::future::pending().await
+        };
+        let outbound = async {
+            let mut buffer = vec![0; OUTPUT_CHUNK];
+            let data = data_channel(self.index);
+            loop {
+                let n = from_pod.read(&mut buffer).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let frame = channel::frame(data, &buffer[..n]);
+                if self.frames.send(Message::Binary(frame.into())).await.is_err() {
+                    return Ok(());
+                }
+            }
+        };
+        tokio::select! {
+            result = inbound => result,
+            result = outbound => result,
+        }
+    }
+}
