@@ -111,7 +111,8 @@ pub enum Endpoint {
     /// the transport has them (SPDY's client opens its streams before that).
     Command { options: StreamOptions, start: Start },
     /// `/portForward`: connections into the pod's network namespace. Over WebSocket the
-    /// ports come from the query (`ports`); over SPDY each stream pair names its own.
+    /// ports come from the query (`port`, as kube-apiserver passes them); over SPDY each
+    /// stream pair names its own.
     PortForward { dialer: std::sync::Arc<dyn PortDialer>, ports: Vec<u16> },
 }
 
