@@ -89,6 +89,10 @@ pub enum Error {
     Tls { flag: &'static str, path: PathBuf, reason: String },
     #[error("cannot set up TLS for the local API: {0}")]
     TlsConfig(#[source] rustls::Error),
+    #[error(
+        "the node API's webhooks (--authentication-token-webhook, --authorization-mode=Webhook) need the API server: pass --kubeconfig"
+    )]
+    NoApiServer,
     #[error("--client-ca-file {path}: {source}")]
     ClientCa {
         path: PathBuf,
@@ -178,13 +182,16 @@ pub struct Options {
     /// The container runtime once containerd is connected (`/exec`, `/run`, and which run
     /// a container is for `/containerLogs`); `None` in a dry run.
     pub runtime_slot: Option<runtime::RuntimeSlot>,
+    /// The API server's client, for the reviews of N1 (`None` without a kubeconfig).
+    pub apiserver: Option<crate::apiserver::ApiClient>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let authenticator = Authenticator::load(&options.auth)?;
+    let authenticator =
+        Authenticator::load(&options.auth, options.apiserver.clone(), &options.info.node_name)?;
     let acceptor = match &options.auth.tls {
         Some(files) => Some(tls::acceptor(files, options.auth.client_ca_file.as_deref())?),
         None => None,
@@ -222,7 +229,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
 /// serves, for a caller that drives it in-process (the fuzz harness). Reads the token
 /// file.
 pub fn app(options: Options) -> Result<Router, Error> {
-    let authenticator = Authenticator::load(&options.auth)?;
+    let authenticator =
+        Authenticator::load(&options.auth, options.apiserver.clone(), &options.info.node_name)?;
     Ok(router(state(options, authenticator)))
 }
 
@@ -243,6 +251,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         ebpf,
         audit,
         runtime_slot,
+        apiserver: _,
     } = options;
     AppState {
         snapshot,
