@@ -25,7 +25,11 @@
 //! get cluster IPs, and the server keeps its own `kubernetes` Service in `default`
 //! (module `services`). Requests are authenticated (module `authn`): the service
 //! account tokens it issued are checked as the real authenticator checks them, and
-//! `authentication.k8s.io/v1` `selfsubjectreviews` says who a request is.
+//! `authentication.k8s.io/v1` `selfsubjectreviews` says who a request is. A kubelet's
+//! reviews are served too (module `reviews`): `tokenreviews` of those tokens, and
+//! `authorization.k8s.io/v1` `subjectaccessreviews` answered from RBAC-like rules a test
+//! sets ([`TestApiServer::allow`]); the server has a kubelet-client certificate of its
+//! own ([`TestApiServer::kubelet_client_identity`]).
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
@@ -65,6 +69,7 @@ mod net;
 mod objects;
 mod patch;
 mod resource;
+mod reviews;
 mod selector;
 mod services;
 mod store;
@@ -88,6 +93,8 @@ use serde_json::json;
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use patch::Patch;
+pub use reviews::{Rule, Subject};
+pub use tls::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_NAME, KubeletClientIdentity};
 pub use token::{ISSUER, KubernetesClaims, ObjectRef, TokenClaims, TokenError};
 
 use cluster::Cluster;
@@ -215,7 +222,9 @@ impl Config {
             faults: fault::Faults::default(),
             token: self.token.clone(),
             bookmark_interval: self.bookmark_interval,
+            rules: reviews::Rules::default(),
         });
+        let kubelet_client = tls::kubelet_client()?;
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
         let listener =
@@ -228,6 +237,7 @@ impl Config {
             listener,
             ca_pem: material.map(|m| m.ca_pem),
             token: self.token,
+            kubelet_client,
         })
     }
 }
@@ -239,6 +249,7 @@ pub struct TestApiServer {
     listener: Listener,
     ca_pem: Option<String>,
     token: Option<String>,
+    kubelet_client: KubeletClientIdentity,
 }
 
 impl TestApiServer {
@@ -311,6 +322,24 @@ impl TestApiServer {
         let path = dir.join("kubeconfig");
         std::fs::write(&path, text)?;
         Ok(path)
+    }
+
+    /// How this server authenticates to kubelets: its kubelet-client certificate and key,
+    /// and the CA a node trusts them with (`--client-ca-file`). The certificate's group
+    /// ([`KUBELET_CLIENT_GROUP`]) may do everything in SubjectAccessReviews.
+    pub fn kubelet_client_identity(&self) -> &KubeletClientIdentity {
+        &self.kubelet_client
+    }
+
+    /// Adds an RBAC-like grant that SubjectAccessReviews are answered from, e.g.
+    /// `Rule::user("system:serviceaccount:default:reader", "get", "nodes/pods")`.
+    pub fn allow(&self, rule: Rule) {
+        self.shared.rules.add(rule);
+    }
+
+    /// Drops every grant [`TestApiServer::allow`] added.
+    pub fn clear_rules(&self) {
+        self.shared.rules.clear();
     }
 
     /// Cuts the network: open connections (watches included) are aborted without a

@@ -1,9 +1,14 @@
 //! A throwaway certificate authority and a server certificate for `127.0.0.1` and
-//! `localhost`, made with rcgen, and the rustls server configuration that uses them.
+//! `localhost`, made with rcgen, and the rustls server configuration that uses them; and
+//! the server's kubelet-client identity ([`KubeletClientIdentity`]), a client certificate
+//! from a CA of its own, as kubeadm makes `apiserver-kubelet-client.crt`.
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Why the TLS material could not be made.
@@ -22,12 +27,51 @@ pub struct Material {
     pub server_config: Arc<rustls::ServerConfig>,
 }
 
+/// The common name of kubeadm's kubelet-client certificate.
+pub const KUBELET_CLIENT_NAME: &str = "kube-apiserver-kubelet-client";
+/// Its organization (group): kubeadm binds it to `cluster-admin`.
+pub const KUBELET_CLIENT_GROUP: &str = "kubeadm:cluster-admins";
+
+/// How the API server authenticates to kubelets (`--kubelet-client-certificate`,
+/// `--kubelet-client-key`): a client certificate with CN [`KUBELET_CLIENT_NAME`] and O
+/// [`KUBELET_CLIENT_GROUP`], signed by a CA of its own that a node trusts with
+/// `--client-ca-file`. PEM throughout.
+#[derive(Debug, Clone)]
+pub struct KubeletClientIdentity {
+    /// The CA that signed the certificate (for the node's `--client-ca-file`).
+    pub ca_pem: String,
+    pub cert_pem: String,
+    /// The certificate's private key (PKCS#8).
+    pub key_pem: String,
+}
+
+/// Makes a new CA and the kubelet-client certificate it signs.
+pub fn kubelet_client() -> Result<KubeletClientIdentity, Error> {
+    let (ca_cert, issuer) = ca_named("outpost-test-kubelet-client-ca")?;
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, KUBELET_CLIENT_NAME);
+    params.distinguished_name.push(DnType::OrganizationName, KUBELET_CLIENT_GROUP);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(KubeletClientIdentity {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// A new self-signed CA: its certificate and the issuer that signs with it.
 fn ca() -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), Error> {
+    ca_named("outpost-test-apiserver-ca")
+}
+
+fn ca_named(name: &str) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "outpost-test-apiserver-ca");
+    ca_params.distinguished_name.push(DnType::CommonName, name);
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     Ok((ca_cert, Issuer::new(ca_params, ca_key)))
