@@ -181,3 +181,6 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
     });
     connection_upgrade && headers.contains_key(header::UPGRADE)
 }
+
+#[cfg(test)]
+mod tests;
