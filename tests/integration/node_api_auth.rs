@@ -170,7 +170,8 @@ fn n1_webhook_authentication_and_authorization() {
 }
 
 /// N1 offline: with the API server cut, the token file still works, cached answers
-/// still hold (and an expired one is used rather than none), and a token or
+/// still hold (an expired decision is used rather than none, an expired token review
+/// is not), and a token or
 /// certificate the agent cannot ask about is refused with a message that says the API
 /// server is unreachable.
 #[test]
@@ -182,9 +183,12 @@ fn n1_offline_token_file_works_and_unreviewable_callers_are_told_why() {
     // Decisions expire at once: only the fallback to the last answer can serve them
     // offline.
     let agent = node.agent(&["--authorization-webhook-cache-authorized-ttl=1ms"]);
+    // A second agent whose token answers expire at once.
+    let forgetful = node.agent(&["--authentication-token-webhook-cache-ttl=1ms"]);
     let client = node.kubelet_client();
     assert_eq!(node.get(&agent, "/pods", Some(&reader), None).0, 200);
     assert_eq!(node.get(&agent, "/pods", None, Some(&client)).0, 200);
+    assert_eq!(node.get(&forgetful, "/pods", Some(&reader), None).0, 200);
 
     node.rt.block_on(node.server.cut());
     let (status, body) = node.get(&agent, "/pods", Some(OPERATOR_TOKEN), None);
@@ -195,6 +199,11 @@ fn n1_offline_token_file_works_and_unreviewable_callers_are_told_why() {
     assert_eq!(status, 200, "{body}");
     let (status, body) = node.get(&agent, "/pods", None, Some(&client));
     assert_eq!(status, 200, "{body}");
+
+    // An expired TokenReview answer is never trusted (the token may be revoked).
+    let (status, body) = node.get(&forgetful, "/pods", Some(&reader), None);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("cannot reach the API server"), "{body}");
 
     // Never reviewed: refused, saying the API server cannot be reached.
     let (status, body) = node.get(&agent, "/pods", Some(&late), None);
