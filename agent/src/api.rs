@@ -200,7 +200,9 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
-    if options.auth.token_file.is_some() && acceptor.is_none() && !addr.ip().is_loopback() {
+    let takes_tokens =
+        options.auth.token_file.is_some() || options.auth.access.token_webhook.is_some();
+    if takes_tokens && acceptor.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
             "the local API takes bearer tokens over plain HTTP on a non-loopback address; \
