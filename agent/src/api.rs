@@ -2,11 +2,13 @@
 //! `/metrics`), kubelet's streaming `/exec` and `/run`, health (`/healthz`, `/readyz`), the
 //! push source under `/manifests` and `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
 //! health is open, reads and writes need credentials (reads from loopback may be
-//! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
+//! anonymous, see [`auth`]); with kubelet's `Webhook` authorization, every request is
+//! authorized by the API server as kubelet's are (N1). Handlers read the merge's lock-free snapshot; none of them
 //! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
 //!
 //! - `audit`: `/manifests/audit`, who changed which manifest.
-//! - `auth`: who may do what; bearer token and client certificate checks.
+//! - `auth`: who may do what; bearer token and client certificate checks, and kubelet's
+//!   TokenReview and SubjectAccessReview (N1) when configured.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `exec`: `/exec/...` (WebSocket) and `/run/...`, commands in running containers.
 //! - `health`: `/healthz` and `/readyz` with their checks.
