@@ -7,8 +7,8 @@
 //! 2. `Authorization: Bearer <token>`: the token of `--token-file` is the box's operator
 //!    (`outpost:token-file`); any other token is reviewed with a TokenReview when
 //!    `--authentication-token-webhook` is on, and refused (401) otherwise;
-//! 3. no credentials: with `--anonymous-loopback-reads`, a read from a loopback address
-//!    (Outpost's own rule, decided here, offline); with `--anonymous-auth`,
+//! 3. no credentials: with `--anonymous-loopback-reads`, a read (or a health check) from
+//!    a loopback address (Outpost's own rule, decided here, offline); with `--anonymous-auth`,
 //!    `system:anonymous`; else 401 (or 403 when no way to authenticate is configured).
 //!
 //! Authorization: the operator of the token file may do everything, offline too. With
@@ -121,8 +121,10 @@ impl Authenticator {
         let sent = request.headers.get(header::AUTHORIZATION);
         let has_certificate = request.peer.is_some_and(|p| p.client_cert);
         if sent.is_none() && !has_certificate {
+            // Health included: under `Webhook` it is no longer open, and a local caller
+            // that may read may see it.
             if self.anonymous_loopback_reads
-                && class == Class::Read
+                && matches!(class, Class::Read | Class::Open)
                 && request.peer.is_some_and(Peer::is_loopback)
             {
                 return Ok(Identity::AnonymousLoopback);

@@ -92,3 +92,25 @@ fn n1_upgrades_are_recognised() {
     assert!(!is_upgrade(&headers(&[("connection", "upgraded"), ("upgrade", "websocket")])));
     assert!(!is_upgrade(&HeaderMap::new()));
 }
+
+/// N1: under `Webhook`, health is authorized like the rest, but an on-box caller with
+/// `--anonymous-loopback-reads` still reads it (decided on the box, offline too).
+#[test]
+fn n1_webhook_health_needs_credentials_except_from_loopback_with_anonymous_reads() {
+    use crate::config::node_api::Authorization;
+    let webhook = Authorization::Webhook {
+        authorized_ttl: std::time::Duration::from_secs(300),
+        unauthorized_ttl: std::time::Duration::from_secs(30),
+    };
+    let mut auth = Authenticator::new(Some("s3cret"), false);
+    auth.access = Access { authorization: webhook, ..Access::default() };
+    let none = HeaderMap::new();
+    let local = Peer { remote: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40000), ..REMOTE };
+    let refused = admit(&auth, HttpMethod::GET, "/healthz", &none, local, None).unwrap_err();
+    assert_eq!(refused, Refused::Credentials(Class::Open, Denied::Missing));
+    let auth = auth.with_anonymous_loopback_reads(true);
+    let (caller, _) = admit(&auth, HttpMethod::GET, "/healthz", &none, local, None).unwrap();
+    assert_eq!(caller, Caller::AnonymousLoopback);
+    let refused = admit(&auth, HttpMethod::GET, "/healthz", &none, REMOTE, None).unwrap_err();
+    assert_eq!(refused, Refused::Credentials(Class::Open, Denied::Missing));
+}
