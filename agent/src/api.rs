@@ -2,11 +2,13 @@
 //! `/metrics`), kubelet's streaming `/exec`, `/attach` and `/portForward` and its `/run`, health (`/healthz`, `/readyz`), the
 //! push source under `/manifests` and `POST /refresh`, and `/debug/log-level`. Every route goes through [`auth::guard`]:
 //! health is open, reads and writes need credentials (reads from loopback may be
-//! anonymous, see [`auth`]). Handlers read the merge's lock-free snapshot; none of them
+//! anonymous, see [`auth`]); with kubelet's `Webhook` authorization, every request is
+//! authorized by the API server as kubelet's are (N1). Handlers read the merge's lock-free snapshot; none of them
 //! can block the merge, and [`serve`]'s limits keep a slow client from stalling the agent.
 //!
 //! - `audit`: `/manifests/audit`, who changed which manifest.
-//! - `auth`: who may do what; bearer token and client certificate checks.
+//! - `auth`: who may do what; bearer token and client certificate checks, and kubelet's
+//!   TokenReview and SubjectAccessReview (N1) when configured.
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `exec`: `/exec/...`, `/attach/...` and `/portForward/...` (SPDY or WebSocket), and
 //!   `/run/...`: commands in, attaches to and connections into running pods.
@@ -90,6 +92,10 @@ pub enum Error {
     Tls { flag: &'static str, path: PathBuf, reason: String },
     #[error("cannot set up TLS for the local API: {0}")]
     TlsConfig(#[source] rustls::Error),
+    #[error(
+        "the node API's webhooks (--authentication-token-webhook, --authorization-mode=Webhook) need the API server: pass --kubeconfig"
+    )]
+    NoApiServer,
     #[error("--client-ca-file {path}: {source}")]
     ClientCa {
         path: PathBuf,
@@ -179,13 +185,16 @@ pub struct Options {
     /// The container runtime once containerd is connected (`/exec`, `/run`, and which run
     /// a container is for `/containerLogs`); `None` in a dry run.
     pub runtime_slot: Option<runtime::RuntimeSlot>,
+    /// The API server's client, for the reviews of N1 (`None` without a kubeconfig).
+    pub apiserver: Option<crate::apiserver::ApiClient>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
 /// listen address (so a bad address or file fails at start) and returns the server
 /// future.
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
-    let authenticator = Authenticator::load(&options.auth)?;
+    let authenticator =
+        Authenticator::load(&options.auth, options.apiserver.clone(), &options.info.node_name)?;
     let acceptor = match &options.auth.tls {
         Some(files) => Some(tls::acceptor(files, options.auth.client_ca_file.as_deref())?),
         None => None,
@@ -194,7 +203,9 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
-    if options.auth.token_file.is_some() && acceptor.is_none() && !addr.ip().is_loopback() {
+    let takes_tokens =
+        options.auth.token_file.is_some() || options.auth.access.token_webhook.is_some();
+    if takes_tokens && acceptor.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
             "the local API takes bearer tokens over plain HTTP on a non-loopback address; \
@@ -223,7 +234,8 @@ pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Er
 /// serves, for a caller that drives it in-process (the fuzz harness). Reads the token
 /// file.
 pub fn app(options: Options) -> Result<Router, Error> {
-    let authenticator = Authenticator::load(&options.auth)?;
+    let authenticator =
+        Authenticator::load(&options.auth, options.apiserver.clone(), &options.info.node_name)?;
     Ok(router(state(options, authenticator)))
 }
 
@@ -244,6 +256,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         ebpf,
         audit,
         runtime_slot,
+        apiserver: _,
     } = options;
     AppState {
         snapshot,

@@ -83,6 +83,8 @@ pub enum Error {
     NodeResources(#[from] node_resources::Error),
     #[error(transparent)]
     Admission(#[from] admission::Error),
+    #[error(transparent)]
+    NodeApi(#[from] node_api::Error),
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -161,6 +163,8 @@ pub struct Auth {
     pub client_ca_file: Option<PathBuf>,
     /// Callers on a loopback address may read (GET) without credentials.
     pub anonymous_loopback_reads: bool,
+    /// kubelet's anonymous callers, TokenReview and authorization mode (N1).
+    pub access: node_api::Access,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,7 +209,24 @@ impl Config {
             (Some(_), None) => return Err(Error::TlsPair("tls-cert-file", "tls-private-key-file")),
             (None, Some(_)) => return Err(Error::TlsPair("tls-private-key-file", "tls-cert-file")),
         };
-        if s.client_ca_file.is_some() && tls.is_none() {
+        let mut authentication = s.authentication;
+        let client_ca_file = s.client_ca_file.or_else(|| {
+            authentication.as_mut().and_then(|a| a.x509.take()).and_then(|x| x.client_ca_file)
+        });
+        let access = node_api::resolve(
+            node_api::Flags {
+                token_webhook: s.authentication_token_webhook,
+                token_webhook_cache_ttl: s.authentication_token_webhook_cache_ttl,
+                anonymous: s.anonymous_auth,
+                mode: s.authorization_mode,
+                authorized_ttl: s.authorization_webhook_cache_authorized_ttl,
+                unauthorized_ttl: s.authorization_webhook_cache_unauthorized_ttl,
+            },
+            authentication,
+            s.authorization,
+            s.kubeconfig.is_some(),
+        )?;
+        if client_ca_file.is_some() && tls.is_none() {
             return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
         }
         let cni_bin_dirs = match s.cni_bin_dir {
@@ -233,8 +254,9 @@ impl Config {
             auth: Auth {
                 token_file: s.token_file,
                 tls,
-                client_ca_file: s.client_ca_file,
+                client_ca_file,
                 anonymous_loopback_reads: s.anonymous_loopback_reads.unwrap_or(false),
+                access,
             },
             images_dir: s.images_dir,
             watcher: s.watcher.unwrap_or(DEFAULT_WATCHER),
@@ -417,5 +439,6 @@ pub mod dns;
 pub mod eviction;
 
 pub mod gc;
+pub mod node_api;
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,7 @@ mod managed;
 mod manifest_audit;
 mod metrics;
 mod node_admission;
+mod node_api_auth;
 mod operator_cli;
 mod packaging;
 mod pod_spec;

@@ -25,7 +25,11 @@
 //! get cluster IPs, and the server keeps its own `kubernetes` Service in `default`
 //! (module `services`). Requests are authenticated (module `authn`): the service
 //! account tokens it issued are checked as the real authenticator checks them, and
-//! `authentication.k8s.io/v1` `selfsubjectreviews` says who a request is.
+//! `authentication.k8s.io/v1` `selfsubjectreviews` says who a request is. A kubelet's
+//! reviews are served too (module `reviews`): `tokenreviews` of those tokens, and
+//! `authorization.k8s.io/v1` `subjectaccessreviews` answered from RBAC-like rules a test
+//! sets ([`TestApiServer::allow`]); the server has a kubelet-client certificate of its
+//! own ([`TestApiServer::kubelet_client_identity`]).
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
@@ -66,6 +70,7 @@ mod objects;
 mod patch;
 mod proxy;
 mod resource;
+mod reviews;
 mod selector;
 mod services;
 mod store;
@@ -89,6 +94,8 @@ use serde_json::json;
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use patch::Patch;
+pub use reviews::{Rule, Subject};
+pub use tls::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_NAME, KubeletClientIdentity};
 pub use token::{ISSUER, KubernetesClaims, ObjectRef, TokenClaims, TokenError};
 
 use cluster::Cluster;
@@ -217,7 +224,8 @@ impl Config {
             faults: fault::Faults::default(),
             token: self.token.clone(),
             bookmark_interval: self.bookmark_interval,
-            kubelet_client: kubelet_client.config.clone(),
+            rules: reviews::Rules::default(),
+            kubelet_client: tls::kubelet_client_config(&kubelet_client)?,
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
@@ -243,7 +251,7 @@ pub struct TestApiServer {
     listener: Listener,
     ca_pem: Option<String>,
     token: Option<String>,
-    kubelet_client: tls::KubeletClient,
+    kubelet_client: KubeletClientIdentity,
 }
 
 impl TestApiServer {
@@ -287,18 +295,6 @@ impl TestApiServer {
         self.ca_pem.as_deref()
     }
 
-    /// The CA (PEM) of the server's kubelet-client certificate, the one its proxy
-    /// presents to nodes: a node's `--client-ca-file` (module `proxy`).
-    pub fn kubelet_client_ca_pem(&self) -> &str {
-        &self.kubelet_client.ca_pem
-    }
-
-    /// The server's kubelet-client certificate and key (PEM), for a test that calls a
-    /// node as the API server does.
-    pub fn kubelet_client_identity(&self) -> (&str, &str) {
-        (&self.kubelet_client.cert_pem, &self.kubelet_client.key_pem)
-    }
-
     /// Writes `DIR/kubeconfig` for this server (cluster, user with the token if any,
     /// context `outpost-test` as current context, namespace `default`) and returns its
     /// path.
@@ -328,6 +324,24 @@ impl TestApiServer {
         let path = dir.join("kubeconfig");
         std::fs::write(&path, text)?;
         Ok(path)
+    }
+
+    /// How this server authenticates to kubelets: its kubelet-client certificate and key,
+    /// and the CA a node trusts them with (`--client-ca-file`). The certificate's group
+    /// ([`KUBELET_CLIENT_GROUP`]) may do everything in SubjectAccessReviews.
+    pub fn kubelet_client_identity(&self) -> &KubeletClientIdentity {
+        &self.kubelet_client
+    }
+
+    /// Adds an RBAC-like grant that SubjectAccessReviews are answered from, e.g.
+    /// `Rule::user("system:serviceaccount:default:reader", "get", "nodes/pods")`.
+    pub fn allow(&self, rule: Rule) {
+        self.shared.rules.add(rule);
+    }
+
+    /// Drops every grant [`TestApiServer::allow`] added.
+    pub fn clear_rules(&self) {
+        self.shared.rules.clear();
     }
 
     /// Cuts the network: open connections (watches included) are aborted without a

@@ -109,7 +109,7 @@ impl NodeApi {
         let dir = api.node.dir.path().to_path_buf();
         let (cert, key) = serving_certificate(&dir);
         let client_ca = dir.join("kubelet-client-ca.pem");
-        std::fs::write(&client_ca, api.server.kubelet_client_ca_pem()).unwrap();
+        std::fs::write(&client_ca, &api.server.kubelet_client_identity().ca_pem).unwrap();
         let listen = format!("127.0.0.1:{port}");
         let mut flags: Vec<&str> = vec![
             "--listen",

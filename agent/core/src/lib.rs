@@ -19,6 +19,7 @@
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_admission`]: kubelet's admission of a pod on the node (K4): affinity, resources, taints, preemption.
+//! - [`node_api`]: the node API's authorization as kubelet's (N1): path → `nodes/<subresource>`, review caches.
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
@@ -42,6 +43,7 @@ pub mod manifest;
 pub mod merge;
 pub mod mirror;
 pub mod node_admission;
+pub mod node_api;
 pub mod node_status;
 pub mod pace;
 pub mod pod;

@@ -11,10 +11,20 @@
 //!
 //! The token file and the TLS private key must be private to the agent's user
 //! ([`check_private`]); no token is ever logged or shown by `Debug`.
+//!
+//! N1, kubelet's authentication and authorization, sits on top ([`admit`]): the user a
+//! client certificate names, bearer tokens reviewed by the API server (TokenReview),
+//! anonymous callers, and the `Webhook` authorization mode (SubjectAccessReview), each
+//! opted into with kubelet's settings; with none of them, the rules above are all.
+//!
+//! - `admit`: the guard's decision, kubelet's and the rules above together.
+//! - `review`: TokenReview and SubjectAccessReview through the API client, cached.
+//! - `user`: who a caller is (kubelet's `user.Info`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -24,8 +34,19 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use self::admit::Incoming;
+#[cfg(test)]
+use self::admit::Refused;
+use self::review::Reviewer;
+pub use self::user::User;
 use super::{AppState, Error, Problem};
+use crate::apiserver::ApiClient;
 use crate::config::Auth;
+use crate::config::node_api::{Access, Authorization};
+
+mod admit;
+mod review;
+mod user;
 
 /// The connection a request came over; the accept loop inserts it into each request's
 /// extensions.
@@ -84,9 +105,19 @@ fn runs_commands(path: &str) -> bool {
 /// How a caller proved who it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// The token of `--token-file`.
     Token,
     ClientCert,
+    /// A bearer token the API server's TokenReview authenticated.
+    TokenReview,
+    /// No credentials: `system:anonymous`, which the API server allowed (`Webhook`).
+    Anonymous,
 }
+
+/// Who the connection's verified client certificate names; the accept loop inserts it
+/// into each request's extensions.
+#[derive(Debug, Clone)]
+pub struct CertificateUser(pub Arc<User>);
 
 /// Who a request is from, as far as the local API knows; [`guard`] inserts it into the
 /// request's extensions.
@@ -96,6 +127,8 @@ pub enum Caller {
     Authenticated(Method),
     /// Nothing sent, reading from a loopback address with anonymous loopback reads on.
     AnonymousLoopback,
+    /// Nothing sent, `--anonymous-auth` on, `AlwaysAllow`: may read.
+    Anonymous,
     /// Nothing checked: an open endpoint.
     Anyone,
 }
@@ -119,6 +152,10 @@ pub struct Authenticator {
     token: Option<[u8; 32]>,
     client_certs: bool,
     anonymous_loopback_reads: bool,
+    /// kubelet's settings (N1).
+    access: Access,
+    /// The API server's reviews, when a webhook is on.
+    reviewer: Option<Reviewer>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -127,25 +164,53 @@ impl std::fmt::Debug for Authenticator {
             .field("token", &self.token.map(|_| "<redacted>"))
             .field("client_certs", &self.client_certs)
             .field("anonymous_loopback_reads", &self.anonymous_loopback_reads)
-            .finish()
+            .field("access", &self.access)
+            .finish_non_exhaustive()
     }
 }
 
 impl Authenticator {
     /// Reads the token file (once, at start); an unreadable, empty or non-private file
-    /// is an error.
-    pub fn load(auth: &Auth) -> Result<Authenticator, Error> {
+    /// is an error. The webhooks (N1) ask the API server through `client` about the
+    /// node `node_name`.
+    pub fn load(
+        auth: &Auth,
+        client: Option<ApiClient>,
+        node_name: &str,
+    ) -> Result<Authenticator, Error> {
         let token = match &auth.token_file {
             Some(path) => Some(read_token(path)?),
             None => None,
         };
-        Ok(Authenticator::new(token.as_deref(), auth.client_ca_file.is_some())
-            .with_anonymous_loopback_reads(auth.anonymous_loopback_reads))
+        let access = auth.access;
+        let webhook = access.token_webhook.is_some()
+            || matches!(access.authorization, Authorization::Webhook { .. });
+        let reviewer = match (webhook, client) {
+            (false, _) => None,
+            (true, Some(client)) => Some(Reviewer::new(
+                client,
+                node_name.to_owned(),
+                access.token_webhook,
+                access.authorization,
+            )),
+            (true, None) => return Err(Error::NoApiServer),
+        };
+        let mut authenticator = Authenticator::new(token.as_deref(), auth.client_ca_file.is_some())
+            .with_anonymous_loopback_reads(auth.anonymous_loopback_reads);
+        authenticator.access = access;
+        authenticator.reviewer = reviewer;
+        Ok(authenticator)
     }
 
     /// Credentials from a token (if any) and whether client certificates are verified.
     pub fn new(token: Option<&str>, client_certs: bool) -> Authenticator {
-        Authenticator { token: token.map(digest), client_certs, anonymous_loopback_reads: false }
+        Authenticator {
+            token: token.map(digest),
+            client_certs,
+            anonymous_loopback_reads: false,
+            access: Access::default(),
+            reviewer: None,
+        }
     }
 
     /// Lets callers on a loopback address read without credentials.
@@ -156,35 +221,16 @@ impl Authenticator {
 
     /// Whether any way to authenticate is configured.
     pub fn enabled(&self) -> bool {
-        self.token.is_some() || self.client_certs
+        self.token.is_some() || self.client_certs || self.reviews_tokens()
+    }
+
+    fn reviews_tokens(&self) -> bool {
+        self.reviewer.as_ref().is_some_and(Reviewer::reviews_tokens)
     }
 
     /// Whether anything but the open endpoints can be reached at all.
     pub fn serves_reads(&self) -> bool {
-        self.enabled() || self.anonymous_loopback_reads
-    }
-
-    /// Decides whether a request of this class, with these headers, over a connection
-    /// from this peer, may go on. Credentials sent are always checked: a wrong token is
-    /// refused even where nothing would have been accepted.
-    pub fn allow(
-        &self,
-        class: Class,
-        headers: &HeaderMap,
-        peer: Option<&Peer>,
-    ) -> Result<Caller, Denied> {
-        match class {
-            Class::Open => Ok(Caller::Anyone),
-            Class::Read
-                if self.anonymous_loopback_reads
-                    && !headers.contains_key(header::AUTHORIZATION)
-                    && !peer.is_some_and(|p| p.client_cert)
-                    && peer.is_some_and(Peer::is_loopback) =>
-            {
-                Ok(Caller::AnonymousLoopback)
-            }
-            Class::Read | Class::Write => self.check(headers, peer).map(Caller::Authenticated),
-        }
+        self.enabled() || self.anonymous_loopback_reads || self.access.anonymous
     }
 
     /// Decides whether a request with these headers, over a connection from this peer,
@@ -209,7 +255,13 @@ impl Authenticator {
 
     /// The answer to a refused request of this class.
     pub fn problem(&self, class: Class, denied: Denied) -> Problem {
-        let how = match (self.token.is_some(), self.client_certs) {
+        let how = match (self.token.is_some() || self.reviews_tokens(), self.client_certs) {
+            (true, true) if self.reviews_tokens() => {
+                "send `Authorization: Bearer <token>` with a token the API server accepts (TokenReview) or the token of --token-file, or a client certificate signed by a CA in --client-ca-file"
+            }
+            (true, false) if self.reviews_tokens() => {
+                "send `Authorization: Bearer <token>` with a token the API server accepts (TokenReview) or the token of --token-file"
+            }
             (true, true) => {
                 "send `Authorization: Bearer <token>` with the token of --token-file, or a client certificate signed by a CA in --client-ca-file"
             }
@@ -243,27 +295,38 @@ impl Authenticator {
 /// The middleware every route goes through: classifies the request, refuses it (before
 /// its body is read) or lets it on with its [`Caller`] in the extensions.
 pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let class = classify(request.method(), request.uri().path());
     let peer = request.extensions().get::<Peer>().copied();
-    match state.auth.allow(class, request.headers(), peer.as_ref()) {
-        Ok(caller) => {
-            if class != Class::Open {
+    let certificate = request.extensions().get::<CertificateUser>().map(|c| c.0.clone());
+    let incoming = Incoming {
+        method: request.method(),
+        path: request.uri().path(),
+        headers: request.headers(),
+        peer: peer.as_ref(),
+        certificate: certificate.as_ref(),
+    };
+    match state.auth.admit(incoming).await {
+        Ok((caller, user)) => {
+            if caller != Caller::Anyone {
                 tracing::debug!(
                     method = %request.method(), path = %request.uri().path(),
                     remote = ?peer.map(|p| p.remote), by = ?caller,
+                    user = user.as_ref().map(|u| u.name.as_str()),
                     "local API request allowed"
                 );
             }
             request.extensions_mut().insert(caller);
+            if let Some(user) = user {
+                request.extensions_mut().insert(user);
+            }
             next.run(request).await
         }
-        Err(denied) => {
+        Err(refused) => {
             tracing::warn!(
                 method = %request.method(), path = %request.uri().path(),
-                remote = ?peer.map(|p| p.remote), reason = ?denied,
+                remote = ?peer.map(|p| p.remote), reason = ?refused,
                 "local API request refused"
             );
-            state.auth.problem(class, denied).into_response()
+            refused.problem(&state.auth).into_response()
         }
     }
 }

@@ -167,6 +167,8 @@ fn credential(method: Credential) -> &'static str {
     match method {
         Credential::Token => "the bearer token",
         Credential::ClientCert => "a client certificate",
+        Credential::TokenReview => "a bearer token the API server accepted",
+        Credential::Anonymous => "no credentials (system:anonymous, allowed by the API server)",
     }
 }
 

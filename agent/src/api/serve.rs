@@ -3,7 +3,8 @@
 //! client address; past it a new connection is closed at once), HTTP/1 header read
 //! timeout and buffer limit, HTTP/2 stream cap and keep-alive pings, a TLS handshake
 //! timeout, an idle timeout, and (in [`request_timeout`]) a whole-request timeout.
-//! Each request carries its connection's [`Peer`] in its extensions.
+//! Each request carries its connection's [`Peer`] in its extensions, and the user its
+//! verified client certificate names ([`CertificateUser`]).
 //!
 //! - `connections`: counting connections, the pure part of the caps.
 
@@ -31,7 +32,7 @@ use tracing::{Instrument, debug, warn};
 pub use self::connections::Limits;
 use self::connections::{Connections, Slot};
 use super::Problem;
-use super::auth::Peer;
+use super::auth::{CertificateUser, Peer, User};
 
 /// Connections served at once. Each costs a task and buffers (~16 KiB at most), so 256
 /// stay well under a megabyte per kind of buffer, yet far above what the operators and
@@ -96,7 +97,9 @@ pub async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, app: Router)
             async move {
                 let _slot = slot;
                 match tls {
-                    None => connection(tcp, Peer { remote, client_cert: false }, app).await,
+                    None => {
+                        connection(tcp, Peer { remote, client_cert: false }, None, app).await;
+                    }
                     Some(acceptor) => {
                         let stream =
                             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
@@ -112,12 +115,13 @@ pub async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, app: Router)
                                     return;
                                 }
                             };
-                        let client_cert = stream
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .is_some_and(|certs| !certs.is_empty());
-                        connection(stream, Peer { remote, client_cert }, app).await;
+                        let leaf = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
+                        let client_cert = leaf.is_some();
+                        // Who the verified certificate names (N1): read once per connection.
+                        let certificate = leaf
+                            .map(|der| User::from_certificate(der).unwrap_or_default())
+                            .map(|user| CertificateUser(Arc::new(user)));
+                        connection(stream, Peer { remote, client_cert }, certificate, app).await;
                     }
                 }
             }
@@ -128,7 +132,7 @@ pub async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, app: Router)
 
 /// Serves one connection (HTTP/1 or HTTP/2) until it ends, or until it is idle for
 /// [`IDLE_TIMEOUT`].
-async fn connection<I>(io: I, peer: Peer, app: Router)
+async fn connection<I>(io: I, peer: Peer, certificate: Option<CertificateUser>, app: Router)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -137,6 +141,9 @@ where
     let app = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(peer);
+        if let Some(certificate) = &certificate {
+            request.extensions_mut().insert(certificate.clone());
+        }
         if let Ok(mut last) = touched.lock() {
             *last = Instant::now();
         }

@@ -136,6 +136,38 @@ settings! {
         /// /containerLogs, /metrics, ...) without credentials; changes still need them.
         #[arg(long, num_args = 0, default_missing_value = "true")]
         pub anonymous_loopback_reads: Option<bool>,
+        /// kubelet's `--anonymous-auth`: a request without credentials is `system:anonymous`
+        /// (group `system:unauthenticated`) and is authorized as such, instead of refused
+        /// with 401 [default: false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+            default_missing_value = "true")]
+        pub anonymous_auth: Option<bool>,
+        /// kubelet's `--authentication-token-webhook`: check bearer tokens (service account
+        /// tokens) with a TokenReview on the API server (needs --kubeconfig) [default: false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+            default_missing_value = "true")]
+        pub authentication_token_webhook: Option<bool>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "How long a TokenReview's answer is kept", "2m"))]
+        pub authentication_token_webhook_cache_ttl: Option<String>,
+        #[arg(long, value_enum, value_name = "MODE", help = with_default(
+            "kubelet's --authorization-mode: \"AlwaysAllow\" (every authenticated caller may do \
+             everything) or \"Webhook\" (a SubjectAccessReview on the API server for each \
+             request, kubelet's nodes/<subresource> attributes; needs --kubeconfig)",
+            "AlwaysAllow"))]
+        pub authorization_mode: Option<node_api::AuthorizationMode>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "How long an allowing SubjectAccessReview answer is kept", "5m"))]
+        pub authorization_webhook_cache_authorized_ttl: Option<String>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "How long a denying SubjectAccessReview answer is kept", "30s"))]
+        pub authorization_webhook_cache_unauthorized_ttl: Option<String>,
+        /// KubeletConfiguration's `authentication` (the file only; see `config::node_api`).
+        #[arg(skip)]
+        pub authentication: Option<node_api::AuthenticationSettings>,
+        /// KubeletConfiguration's `authorization` (the file only).
+        #[arg(skip)]
+        pub authorization: Option<node_api::AuthorizationSettings>,
         /// Directory of image tarballs to import (air-gap).
         #[arg(long, value_name = "DIR")]
         pub images_dir: Option<PathBuf>,

@@ -110,6 +110,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
             tls: None,
             client_ca_file: None,
             anonymous_loopback_reads: false,
+            access: Default::default(),
         },
         snapshot,
         push: Some(push),
@@ -130,6 +131,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         ebpf: outpost::ebpf::Handle::default(),
         audit: outpost::audit::ManifestAudit::new(64, None),
         runtime_slot: Some(RuntimeSlot::default()),
+        apiserver: None,
     };
     let app = api::app(options).unwrap_or_else(|e| panic!("cannot build the local API: {e}"));
     Some((app, events))

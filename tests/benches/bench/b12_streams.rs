@@ -110,7 +110,8 @@ fn kubectl_exec(node: &NodeApi, client: &Client) -> anyhow::Result<()> {
 
 fn outpost_exec(node: &NodeApi) -> anyhow::Result<()> {
     let dir = node.cluster.api.node.dir.path();
-    let (cert, key) = node.cluster.server().kubelet_client_identity();
+    let identity = node.cluster.server().kubelet_client_identity();
+    let (cert, key) = (&identity.cert_pem, &identity.key_pem);
     let (cert_path, key_path) = (dir.join("bench-client.crt"), dir.join("bench-client.key"));
     if !cert_path.exists() {
         std::fs::write(&cert_path, cert)?;

@@ -57,6 +57,23 @@ pub fn authenticate(
     }
 }
 
+/// Who `token` is, as the server's authenticators say it (a `TokenReview`): the static
+/// token's administrator, or the service account of a token this server issued and
+/// that is still valid (and still bound); `None` for anything else.
+pub fn user_of_token(
+    store: &Store,
+    signer: &Signer,
+    static_token: Option<&str>,
+    token: &str,
+) -> Option<User> {
+    if static_token.is_some_and(|wanted| wanted == token) {
+        return Some(admin());
+    }
+    let claims = signer.verify(token).ok()?;
+    check_bound(store, &claims).ok()?;
+    Some(service_account(&claims))
+}
+
 fn admin() -> User {
     User(json!({ "username": "admin", "groups": ["system:masters", "system:authenticated"] }))
 }
@@ -122,7 +139,8 @@ pub fn self_subject_review(user: &User) -> Value {
 }
 
 /// The discovery document of `authentication.k8s.io/v1` (what is served of it: the
-/// service accounts' `token` subresource is listed under `/api/v1`).
+/// service accounts' `token` subresource is listed under `/api/v1`; `tokenreviews` is
+/// in `reviews`).
 pub fn discovery() -> Value {
     json!({
         "kind": "APIResourceList",
@@ -130,6 +148,7 @@ pub fn discovery() -> Value {
         "groupVersion": "authentication.k8s.io/v1",
         "resources": [
             { "name": "selfsubjectreviews", "singularName": "selfsubjectreview", "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"] },
+            { "name": "tokenreviews", "singularName": "tokenreview", "namespaced": false, "kind": "TokenReview", "verbs": ["create"] },
         ],
     })
 }

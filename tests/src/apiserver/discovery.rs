@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::authn;
 use super::resource::{RESOURCES, ResourceType, SERVICEACCOUNTS};
+use super::{authn, reviews};
 
 /// The Kubernetes version the server claims (the newest k8s-openapi knows).
 pub const VERSION: (&str, &str) = ("1", "37");
@@ -22,6 +22,7 @@ pub fn document(path: &str) -> Option<Value> {
         ["apis"] => Some(groups()),
         ["api", "v1"] => Some(resource_list("", "v1")),
         ["apis", "authentication.k8s.io", "v1"] => Some(authn::discovery()),
+        ["apis", "authorization.k8s.io", "v1"] => Some(reviews::authorization_discovery()),
         ["apis", group, version]
             if RESOURCES.iter().any(|r| r.group == *group && r.version == *version) =>
         {
@@ -51,6 +52,7 @@ fn groups() -> Value {
     let mut names: Vec<(&str, &str)> =
         RESOURCES.iter().filter(|r| !r.group.is_empty()).map(|r| (r.group, r.version)).collect();
     names.push(("authentication.k8s.io", "v1"));
+    names.push(("authorization.k8s.io", "v1"));
     names.dedup();
     let groups: Vec<Value> = names
         .into_iter()

@@ -5,7 +5,8 @@
 //! and update bodies). Simplified: `dryRun` is refused (400) rather than served,
 //! `deletecollection` is not served (405), and the only subresources are `status` and
 //! a service account's `token` (POST only). Every request is authenticated (`authn`);
-//! `SelfSubjectReview`s are answered with who it is.
+//! `SelfSubjectReview`s are answered with who it is, `TokenReview`s and
+//! `SubjectAccessReview`s by `reviews`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use super::list::{self, ListOptions};
 use super::patch::Patch;
 use super::proxy::{self, Proxied};
 use super::resource::{self, PathError, Target};
+use super::reviews;
 use super::store::{DeleteOptions, Deleted, Store};
 use super::watch::{self, WatchRequest, Watchers};
 
@@ -51,6 +53,8 @@ pub struct Shared {
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
     pub bookmark_interval: Duration,
+    /// What SubjectAccessReviews are answered from.
+    pub rules: reviews::Rules,
     /// How the proxy dials nodes (the kubelet-client certificate).
     pub kubelet_client: Arc<rustls::ClientConfig>,
 }
@@ -69,6 +73,12 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
     let route = resource::parse_path(&path);
     let (verb, resource) = match &route {
         Ok(target) => (verb(&parts.method, target, &query).to_owned(), audit_resource(target)),
+        Err(_) if parts.method == Method::POST && path == reviews::TOKEN_REVIEWS => {
+            ("create".to_owned(), "tokenreviews".to_owned())
+        }
+        Err(_) if parts.method == Method::POST && path == reviews::SUBJECT_ACCESS_REVIEWS => {
+            ("create".to_owned(), "subjectaccessreviews".to_owned())
+        }
         Err(_) => (parts.method.as_str().to_ascii_lowercase(), path.clone()),
     };
     shared.audit.record(&verb, &resource);
@@ -92,6 +102,13 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
     }
     if parts.method == Method::POST && path == authn::SELF_SUBJECT_REVIEWS {
         return json_response(StatusCode::CREATED, &authn::self_subject_review(&user));
+    }
+    if parts.method == Method::POST
+        && (path == reviews::TOKEN_REVIEWS || path == reviews::SUBJECT_ACCESS_REVIEWS)
+    {
+        return review(&shared, &path, &parts.headers, body)
+            .await
+            .unwrap_or_else(|error| error_response(&error));
     }
     let result = match route {
         Ok(target) => serve(&shared, &parts.method, &parts.headers, body, target, &query).await,
@@ -230,6 +247,24 @@ async fn serve(
         }
         _ => Err(Error::MethodNotAllowed),
     }
+}
+
+/// A TokenReview or SubjectAccessReview: answered (201), not stored.
+async fn review(
+    shared: &Shared,
+    path: &str,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Response<Body>> {
+    let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let object = decode_object(content_type, &read_body(body).await?)?;
+    let answer = if path == reviews::TOKEN_REVIEWS {
+        let signer = &shared.cluster.signer;
+        reviews::token_review(&shared.store, signer, shared.token.as_deref(), object)?
+    } else {
+        reviews::subject_access_review(&shared.rules, object)?
+    };
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 async fn read_body(body: Incoming) -> Result<Bytes> {

@@ -8,6 +8,7 @@ mod data;
 mod fault;
 mod net;
 mod parts;
+mod reviews;
 mod services;
 mod token;
 mod watch;

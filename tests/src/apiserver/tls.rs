@@ -1,9 +1,15 @@
 //! A throwaway certificate authority and a server certificate for `127.0.0.1` and
-//! `localhost`, made with rcgen, and the rustls server configuration that uses them.
+//! `localhost`, made with rcgen, and the rustls server configuration that uses them; and
+//! the server's kubelet-client identity ([`KubeletClientIdentity`]), a client certificate
+//! from a CA of its own, as kubeadm makes `apiserver-kubelet-client.crt`.
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Why the TLS material could not be made.
@@ -13,6 +19,8 @@ pub enum Error {
     Certificate(#[from] rcgen::Error),
     #[error("cannot build the TLS server configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("cannot read the kubelet-client identity's PEM: {0}")]
+    Pem(String),
 }
 
 /// The CA (PEM, for clients to trust) and the server's TLS configuration.
@@ -22,12 +30,51 @@ pub struct Material {
     pub server_config: Arc<rustls::ServerConfig>,
 }
 
+/// The common name of kubeadm's kubelet-client certificate.
+pub const KUBELET_CLIENT_NAME: &str = "kube-apiserver-kubelet-client";
+/// Its organization (group): kubeadm binds it to `cluster-admin`.
+pub const KUBELET_CLIENT_GROUP: &str = "kubeadm:cluster-admins";
+
+/// How the API server authenticates to kubelets (`--kubelet-client-certificate`,
+/// `--kubelet-client-key`): a client certificate with CN [`KUBELET_CLIENT_NAME`] and O
+/// [`KUBELET_CLIENT_GROUP`], signed by a CA of its own that a node trusts with
+/// `--client-ca-file`. PEM throughout.
+#[derive(Debug, Clone)]
+pub struct KubeletClientIdentity {
+    /// The CA that signed the certificate (for the node's `--client-ca-file`).
+    pub ca_pem: String,
+    pub cert_pem: String,
+    /// The certificate's private key (PKCS#8).
+    pub key_pem: String,
+}
+
+/// Makes a new CA and the kubelet-client certificate it signs.
+pub fn kubelet_client() -> Result<KubeletClientIdentity, Error> {
+    let (ca_cert, issuer) = ca_named("outpost-test-kubelet-client-ca")?;
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, KUBELET_CLIENT_NAME);
+    params.distinguished_name.push(DnType::OrganizationName, KUBELET_CLIENT_GROUP);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(KubeletClientIdentity {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// A new self-signed CA: its certificate and the issuer that signs with it.
 fn ca() -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), Error> {
+    ca_named("outpost-test-apiserver-ca")
+}
+
+fn ca_named(name: &str) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "outpost-test-apiserver-ca");
+    ca_params.distinguished_name.push(DnType::CommonName, name);
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     Ok((ca_cert, Issuer::new(ca_params, ca_key)))
@@ -59,52 +106,26 @@ pub fn generate() -> Result<Material, Error> {
     Ok(Material { ca_pem: ca_cert.pem(), server_config: Arc::new(config) })
 }
 
-/// The server's kubelet-client identity (kube-apiserver's `--kubelet-client-certificate`
-/// and `--kubelet-client-key`): a client certificate for `kube-apiserver-kubelet-client`
-/// in kubeadm's `kubeadm:cluster-admins`, from a CA of its own that a node's
-/// `--client-ca-file` trusts.
-#[derive(Debug)]
-pub struct KubeletClient {
-    /// The CA that signed the client certificate (for the node's `--client-ca-file`).
-    pub ca_pem: String,
-    pub cert_pem: String,
-    pub key_pem: String,
-    /// The TLS client configuration the proxy dials nodes with: this certificate, and
-    /// no check of the node's serving certificate (kube-apiserver without
-    /// `--kubelet-certificate-authority`).
-    pub config: Arc<rustls::ClientConfig>,
-}
-
-/// The user of the kubelet-client certificate.
-pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
-/// Its group.
-pub const KUBELET_CLIENT_GROUP: &str = "kubeadm:cluster-admins";
-
-/// Makes a new kubelet-client identity.
-pub fn kubelet_client() -> Result<KubeletClient, Error> {
-    let (ca_cert, issuer) = ca()?;
-    let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.distinguished_name.push(DnType::CommonName, KUBELET_CLIENT_USER);
-    params.distinguished_name.push(DnType::OrganizationName, KUBELET_CLIENT_GROUP);
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &issuer)?;
-    let chain = vec![CertificateDer::from(cert.der().to_vec())];
-    let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+/// The TLS client configuration the proxy dials nodes with (module `proxy`): the
+/// kubelet-client certificate, and no check of the node's serving certificate (as
+/// kube-apiserver without `--kubelet-certificate-authority`).
+pub fn kubelet_client_config(
+    identity: &KubeletClientIdentity,
+) -> Result<Arc<rustls::ClientConfig>, Error> {
+    let chain = CertificateDer::pem_slice_iter(identity.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Pem(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes())
+        .map_err(|e| Error::Pem(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(AnyServer(provider.clone()));
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
-        .with_client_auth_cert(chain, private)?;
+        .with_client_auth_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(KubeletClient {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        config: Arc::new(config),
-    })
+    Ok(Arc::new(config))
 }
 
 /// Accepts any server certificate, checking only the handshake's signatures.

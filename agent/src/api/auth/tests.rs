@@ -12,6 +12,42 @@ fn headers(authorization: Option<&str>) -> HeaderMap {
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
+/// The guard's decision ([`Authenticator::admit`]) for a request of a class (health, a
+/// read, a change), as the earlier rules state it.
+trait Allow {
+    fn allow(
+        &self,
+        class: Class,
+        headers: &HeaderMap,
+        peer: Option<&Peer>,
+    ) -> Result<Caller, Denied>;
+}
+
+impl Allow for Authenticator {
+    fn allow(
+        &self,
+        class: Class,
+        headers: &HeaderMap,
+        peer: Option<&Peer>,
+    ) -> Result<Caller, Denied> {
+        let (method, path) = match class {
+            Class::Open => (HttpMethod::GET, "/healthz"),
+            Class::Read => (HttpMethod::GET, "/pods"),
+            Class::Write => (HttpMethod::POST, "/manifests"),
+        };
+        assert_eq!(classify(&method, path), class);
+        let incoming = Incoming { method: &method, path, headers, peer, certificate: None };
+        match futures::executor::block_on(self.admit(incoming)) {
+            Ok((caller, _)) => Ok(caller),
+            Err(Refused::Credentials(refused_class, denied)) => {
+                assert_eq!(refused_class, class);
+                Err(denied)
+            }
+            Err(other) => panic!("not a refusal of the earlier rules: {other:?}"),
+        }
+    }
+}
+
 const LOOPBACK: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40000);
 const REMOTE: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), 40000);
 const CERT: Peer = Peer { remote: REMOTE, client_cert: true };
@@ -84,17 +120,17 @@ fn the_token_file_is_trimmed_and_must_not_be_empty() {
     std::fs::write(&path, "  s3cret\n").unwrap();
     private(&path);
     let config = Auth { token_file: Some(path.clone()), ..Auth::default() };
-    let auth = Authenticator::load(&config).unwrap();
+    let auth = Authenticator::load(&config, None, "edge-1").unwrap();
     assert_eq!(auth.check(&headers(Some("Bearer s3cret")), None), Ok(Method::Token));
     assert!(!format!("{auth:?}").contains("s3cret"), "Debug must not show the token");
 
     std::fs::write(&path, " \n\t").unwrap();
-    let error = Authenticator::load(&config).unwrap_err();
+    let error = Authenticator::load(&config, None, "edge-1").unwrap_err();
     assert!(matches!(error, Error::EmptyToken { .. }), "{error}");
     assert!(error.to_string().contains(&path.display().to_string()), "{error}");
 
     let missing = Auth { token_file: Some(dir.path().join("nope")), ..Auth::default() };
-    let error = Authenticator::load(&missing).unwrap_err();
+    let error = Authenticator::load(&missing, None, "edge-1").unwrap_err();
     assert!(matches!(error, Error::SecretFile { .. }), "{error}");
     assert!(error.to_string().contains("nope"), "{error}");
 }
@@ -220,7 +256,7 @@ fn a_secret_file_must_be_private_to_the_agents_user() {
     assert!(error.to_string().contains("--tls-private-key-file"), "{error}");
     let config = Auth { token_file: Some(path.clone()), ..Auth::default() };
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert!(matches!(Authenticator::load(&config), Err(Error::SecretMode { .. })));
+    assert!(matches!(Authenticator::load(&config, None, "edge-1"), Err(Error::SecretMode { .. })));
 }
 
 #[test]

@@ -126,6 +126,7 @@ pub(super) async fn build(
             Some(containerd)
         }
     };
+    let apiserver = cluster.as_ref().map(|cluster| cluster.client.clone());
     let (sync, sync_health) = match cluster {
         Some(cluster) => synced(&config, cluster, &shared, node_config, &mut tasks),
         None => (None, None),
@@ -138,6 +139,7 @@ pub(super) async fn build(
         sync: sync_health,
         audit,
         log_level,
+        apiserver,
     };
     tasks.push(local_api(&config, &shared, registry, local).await?);
     // containerd last: the managed one stops after everything that uses it.
@@ -188,6 +190,8 @@ struct LocalApi {
     sync: Option<apiserver::Health>,
     audit: ManifestAudit,
     log_level: LogLevel,
+    /// The API server's client, for the node API's reviews (N1).
+    apiserver: Option<apiserver::ApiClient>,
 }
 
 /// The `local_api` task: its address bound now (a taken port stops the agent at once),
@@ -231,6 +235,7 @@ async fn local_api(
         },
         audit: local.audit,
         runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
+        apiserver: local.apiserver,
     })
     .await?;
     Ok(Task::new("local_api", async move { Ok(server.await?) }))
