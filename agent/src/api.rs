@@ -10,12 +10,15 @@
 //! - `container_logs`: `/containerLogs/{namespace}/{pod}/{container}`.
 //! - `exec`: `/exec/...` (WebSocket) and `/run/...`, commands in running containers.
 //! - `health`: `/healthz` and `/readyz` with their checks.
+//! - `healthz_port`: `/healthz` alone on kubelet's healthz port (127.0.0.1:10248).
 //! - `log_level`: `/debug/log-level`.
 //! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
 //! - `push`: the `/manifests` and `/refresh` handlers.
 //! - `runtime`: the container runtime as the handlers reach it, once connected.
 //! - `serve`: the accept loop and its limits.
 //! - `spdy`: SPDY/3.1, the other transport of the streaming endpoints.
+//! - `stats`: kubelet's `/stats/summary`, `/metrics/{resource,cadvisor,probes}`,
+//!   `/configz` and `/runningpods` (N2).
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `streams`: what `/exec`, `/attach` and `/portForward` carry, whatever the transport.
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
@@ -25,12 +28,14 @@ mod auth;
 mod container_logs;
 pub mod exec;
 mod health;
+mod healthz_port;
 mod log_level;
 mod pod;
 mod push;
 pub mod runtime;
 mod serve;
 mod spdy;
+pub mod stats;
 pub mod status;
 pub mod streams;
 mod tls;
@@ -47,6 +52,7 @@ use axum::routing::get;
 use serde::Serialize;
 
 use self::auth::Authenticator;
+pub use self::healthz_port::healthz_port;
 use crate::config::Auth;
 use crate::logging::LogLevel;
 use crate::podconfig::SnapshotHandle;
@@ -117,6 +123,8 @@ struct AppState {
     runtime_slot: Option<runtime::RuntimeSlot>,
     /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
     exec_sessions: Arc<tokio::sync::Semaphore>,
+    /// kubelet's stats and metrics endpoints.
+    stats: stats::Endpoints,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -145,6 +153,7 @@ fn routes() -> Router<AppState> {
         .merge(audit::routes())
         .merge(push::routes())
         .merge(exec::routes())
+        .merge(stats::routes())
 }
 
 /// What the local API serves and how it authenticates.
@@ -178,6 +187,8 @@ pub struct Options {
     /// The container runtime once containerd is connected (`/exec`, `/run`, and which run
     /// a container is for `/containerLogs`); `None` in a dry run.
     pub runtime_slot: Option<runtime::RuntimeSlot>,
+    /// What kubelet's stats and metrics endpoints read.
+    pub stats: stats::Endpoints,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -243,6 +254,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         ebpf,
         audit,
         runtime_slot,
+        stats,
     } = options;
     AppState {
         snapshot,
@@ -260,6 +272,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         audit,
         runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
+        stats,
     }
 }
 
