@@ -13,5 +13,6 @@
     ("python_websockets", "python3 with the websockets module (python3-websockets)"),
     ("systemd_analyze", "systemd-analyze"),
     ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+    ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
 ]

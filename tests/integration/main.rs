@@ -31,6 +31,7 @@ mod managed;
 mod manifest_audit;
 mod metrics;
 mod node_admission;
+mod node_stats;
 mod operator_cli;
 mod packaging;
 mod pod_spec;
