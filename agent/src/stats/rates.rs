@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn n2_a_counter_that_goes_back_starts_anew() {
         let mut rates = CpuRates::default();
-        rates.observe("a", 5_000, 0 * S);
+        rates.observe("a", 5_000, Duration::ZERO);
         assert_eq!(rates.observe("a", 1_000, 5 * S), None);
         assert_eq!(rates.observe("a", 1_000 + 2_000_000_000, 7 * S), Some(1_000_000_000));
     }
@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn n2_unread_cgroups_are_forgotten_and_the_cache_is_bounded() {
         let mut rates = CpuRates::default();
-        rates.observe("old", 1, 0 * S);
+        rates.observe("old", 1, Duration::ZERO);
         rates.observe("new", 1, TTL);
         rates.prune(TTL);
         assert_eq!(rates.len(), 1);
