@@ -47,6 +47,15 @@ pub struct Sources {
     pub pod_log_dir: PathBuf,
 }
 
+/// What a reading covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything the Summary API and cAdvisor's series have.
+    All,
+    /// CPU and memory alone (and what costs nothing besides: start times, processes).
+    CpuAndMemory,
+}
+
 /// The stats, read on demand; clones share the CPU-rate cache.
 #[derive(Debug, Clone)]
 pub struct Stats(Arc<Inner>);
@@ -83,8 +92,12 @@ impl Stats {
     }
 
     /// Reads the node and its pods now; `containerd` (once connected) gives the
-    /// containers' writable layers and the image filesystem.
-    pub async fn read(&self, containerd: Option<&Containerd>) -> Reading {
+    /// containers' writable layers and the image filesystem. `scope` says whether the
+    /// disk and network figures are wanted: `/metrics/resource` and
+    /// `only_cpu_and_memory=true`, which metrics-server asks for every 15 s, are spared
+    /// the walks of logs and volumes and the calls to containerd.
+    pub async fn read(&self, containerd: Option<&Containerd>, scope: Scope) -> Reading {
+        let containerd = containerd.filter(|_| scope == Scope::All);
         let imagefs = match containerd {
             Some(containerd) => self
                 .0
@@ -110,6 +123,7 @@ impl Stats {
                 now,
                 imagefs: imagefs.as_deref(),
                 layers: &layers,
+                scope,
             };
             gather::read(&mut context, &targets)
         });

@@ -15,7 +15,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 
 use super::AppState;
-use crate::stats::{Stats, cadvisor, exposition, resource, summary};
+use crate::stats::{Scope, Stats, cadvisor, exposition, resource, summary};
 
 /// What these endpoints read.
 #[derive(Debug, Clone, Default)]
@@ -45,9 +45,10 @@ fn containerd(state: &AppState) -> Option<&crate::runtime::Containerd> {
 }
 
 async fn summary(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
-    let reading = state.stats.stats.read(containerd(&state)).await;
-    let mut summary = reading.summary;
-    if summary::only_cpu_and_memory(query.as_deref()) {
+    let only = summary::only_cpu_and_memory(query.as_deref());
+    let scope = if only { Scope::CpuAndMemory } else { Scope::All };
+    let mut summary = state.stats.stats.read(containerd(&state), scope).await.summary;
+    if only {
         summary = summary.cpu_and_memory();
     }
     axum::Json(summary).into_response()
@@ -59,12 +60,12 @@ fn text(families: &[exposition::Family]) -> Response {
 }
 
 async fn metrics_resource(State(state): State<AppState>) -> Response {
-    let reading = state.stats.stats.read(containerd(&state)).await;
+    let reading = state.stats.stats.read(containerd(&state), Scope::CpuAndMemory).await;
     text(&resource::families(&reading.summary, reading.failed))
 }
 
 async fn metrics_cadvisor(State(state): State<AppState>) -> Response {
-    let reading = state.stats.stats.read(containerd(&state)).await;
+    let reading = state.stats.stats.read(containerd(&state), Scope::All).await;
     text(&cadvisor::families(&reading))
 }
 

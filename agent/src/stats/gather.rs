@@ -162,6 +162,14 @@ pub(super) struct Context<'a> {
     pub now: Duration,
     pub imagefs: Option<&'a Path>,
     pub layers: &'a HashMap<String, (u64, u64)>,
+    pub scope: super::Scope,
+}
+
+impl Context<'_> {
+    /// Whether the disk and network figures are read.
+    pub(super) fn all(&self) -> bool {
+        self.scope == super::Scope::All
+    }
 }
 
 /// Reads the node and the targets (blocking).
@@ -239,26 +247,29 @@ fn pod(
                 inodes_used: Some(inodes),
                 ..fs_of(imagefs, time)
             });
-            let (log_bytes, log_inodes) = crate::eviction::walk(&logs_dir.join(&status.name), None);
-            let logs = FsStats {
-                used_bytes: Some(log_bytes),
-                inodes_used: Some(log_inodes),
-                ..fs_of(nodefs, time)
-            };
+            let logs = context.all().then(|| {
+                let (log_bytes, log_inodes) =
+                    crate::eviction::walk(&logs_dir.join(&status.name), None);
+                FsStats {
+                    used_bytes: Some(log_bytes),
+                    inodes_used: Some(log_inodes),
+                    ..fs_of(nodefs, time)
+                }
+            });
             containers.push(ContainerStats {
                 name: status.name.clone(),
                 start_time: started,
                 cpu: usage.cpu_ns.map(|ns| context.cpu(&cgroup, ns, time)),
                 memory: Some(node::memory(&usage, time)),
                 rootfs,
-                logs: Some(logs),
+                logs,
                 swap: swap(&usage, time),
             });
             meta.containers.push(container_meta(pod, status, id, cgroup));
         }
     }
     let ok = context.sources.cgroups.is_none() || own.is_some();
-    let network = pids.first().and_then(|pid| {
+    let network = pids.first().filter(|_| context.all()).and_then(|pid| {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
         let interfaces = procfs::net_dev(&text, false);
         (!interfaces.is_empty()).then(|| NetworkStats {
@@ -267,7 +278,7 @@ fn pod(
             interfaces,
         })
     });
-    let volume_stats = volumes(context.sources, pod, time);
+    let volume_stats = if context.all() { volumes(context.sources, pod, time) } else { Vec::new() };
     let ephemeral_parts = containers
         .iter()
         .flat_map(|c| c.rootfs.iter().chain(c.logs.iter()))

@@ -62,13 +62,14 @@ pub(super) fn node(context: &mut Context<'_>, time: &Time) -> (NodeStats, u64, u
             swap_usage_bytes: Some(swap_total.saturating_sub(free)),
         }
     });
-    let interfaces = procfs::net_dev(&read("net/dev"), true);
+    let all = context.all();
+    let interfaces = if all { procfs::net_dev(&read("net/dev"), true) } else { Vec::new() };
     let network = (!interfaces.is_empty()).then(|| NetworkStats {
         time: time.clone(),
         default: procfs::default_interface(&interfaces),
         interfaces,
     });
-    let fs = filesystem(&context.sources.state_dir, time);
+    let fs = filesystem(&context.sources.state_dir, time).filter(|_| all);
     let runtime = context.imagefs.map(|root| RuntimeStats { image_fs: filesystem(root, time) });
     let number = |file: &str| read(file).trim().parse::<i64>().ok();
     let rlimit = RlimitStats {
@@ -87,7 +88,7 @@ pub(super) fn node(context: &mut Context<'_>, time: &Time) -> (NodeStats, u64, u
         network,
         fs,
         runtime,
-        rlimit: Some(rlimit),
+        rlimit: all.then_some(rlimit),
         swap,
     };
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
