@@ -57,6 +57,7 @@ fn probe(name: &str) -> bool {
             .iter()
             .all(|tool| Path::new(tool).is_file()),
         "seccomp" => python_has("seccomp"),
+        "prometheus" => Path::new("/usr/bin/prometheus").is_file(),
         "python_websockets" => python_has("websockets"),
         "systemd_analyze" => on_path("systemd-analyze"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),

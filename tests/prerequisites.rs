@@ -14,5 +14,6 @@
     ("systemd_analyze", "systemd-analyze"),
     ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
     ("kubectl", "kubectl on PATH with kubectl.1.27 and kubectl.1.33 beside its real file (this machine's image)"),
+    ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
 ]

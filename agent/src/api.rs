@@ -13,12 +13,15 @@
 //! - `exec`: `/exec/...`, `/attach/...` and `/portForward/...` (SPDY or WebSocket), and
 //!   `/run/...`: commands in, attaches to and connections into running pods.
 //! - `health`: `/healthz` and `/readyz` with their checks.
+//! - `healthz_port`: `/healthz` alone on kubelet's healthz port (127.0.0.1:10248).
 //! - `log_level`: `/debug/log-level`.
 //! - `pod`: one pod and its events (`/pods/{namespace}/{name}[/events]`).
 //! - `push`: the `/manifests` and `/refresh` handlers.
 //! - `runtime`: the container runtime as the handlers reach it, once connected.
 //! - `serve`: the accept loop and its limits.
 //! - `spdy`: SPDY/3.1, the other transport of the streaming endpoints.
+//! - `stats`: kubelet's `/stats/summary`, `/metrics/{resource,cadvisor,probes}`,
+//!   `/configz` and `/runningpods` (N2).
 //! - `status`: `/status`, the agent at a glance (`outpost status`).
 //! - `streams`: what `/exec`, `/attach` and `/portForward` carry, whatever the transport.
 //! - `tls`: the TLS configuration (optionally verifying client certificates).
@@ -28,12 +31,14 @@ mod auth;
 mod container_logs;
 pub mod exec;
 mod health;
+mod healthz_port;
 mod log_level;
 mod pod;
 mod push;
 pub mod runtime;
 mod serve;
 mod spdy;
+pub mod stats;
 pub mod status;
 pub mod streams;
 mod tls;
@@ -50,6 +55,7 @@ use axum::routing::get;
 use serde::Serialize;
 
 use self::auth::Authenticator;
+pub use self::healthz_port::healthz_port;
 use crate::config::Auth;
 use crate::logging::LogLevel;
 use crate::podconfig::SnapshotHandle;
@@ -124,6 +130,8 @@ struct AppState {
     runtime_slot: Option<runtime::RuntimeSlot>,
     /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
     exec_sessions: Arc<tokio::sync::Semaphore>,
+    /// kubelet's stats and metrics endpoints.
+    stats: stats::Endpoints,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -152,6 +160,7 @@ fn routes() -> Router<AppState> {
         .merge(audit::routes())
         .merge(push::routes())
         .merge(exec::routes())
+        .merge(stats::routes())
 }
 
 /// What the local API serves and how it authenticates.
@@ -187,6 +196,8 @@ pub struct Options {
     pub runtime_slot: Option<runtime::RuntimeSlot>,
     /// The API server's client, for the reviews of N1 (`None` without a kubeconfig).
     pub apiserver: Option<crate::apiserver::ApiClient>,
+    /// What kubelet's stats and metrics endpoints read.
+    pub stats: stats::Endpoints,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -257,6 +268,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         audit,
         runtime_slot,
         apiserver: _,
+        stats,
     } = options;
     AppState {
         snapshot,
@@ -274,6 +286,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         audit,
         runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
+        stats,
     }
 }
 

@@ -39,6 +39,9 @@ pub const DEFAULT_MANIFEST_URL_INTERVAL: Duration = Duration::from_secs(20);
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10250));
 pub const DEFAULT_EBPF: bool = true;
+/// kubelet's `healthzPort` and `healthzBindAddress` defaults.
+pub const DEFAULT_HEALTHZ: SocketAddr =
+    SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10248));
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -109,6 +112,8 @@ pub struct Config {
     /// The external containerd's socket (auto mode uses it if it exists).
     pub containerd_socket: PathBuf,
     pub listen: SocketAddr,
+    /// Where plain `/healthz` is also served (kubelet's healthz port); `None`: not.
+    pub healthz: Option<SocketAddr>,
     /// How the local API authenticates requests.
     pub auth: Auth,
     pub images_dir: Option<PathBuf>,
@@ -251,6 +256,13 @@ impl Config {
                 .containerd_socket
                 .unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()),
             listen,
+            healthz: match s.healthz_port.unwrap_or(DEFAULT_HEALTHZ.port()) {
+                0 => None,
+                port => Some(SocketAddr::new(
+                    s.healthz_bind_address.unwrap_or(DEFAULT_HEALTHZ.ip()),
+                    port,
+                )),
+            },
             auth: Auth {
                 token_file: s.token_file,
                 tls,
@@ -435,6 +447,7 @@ pub fn hostname() -> std::io::Result<String> {
 }
 
 pub mod admission;
+pub mod configz;
 pub mod dns;
 pub mod eviction;
 

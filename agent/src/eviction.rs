@@ -44,7 +44,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-pub use self::candidates::PodPlaces;
+pub use self::candidates::{PodPlaces, walk};
 use self::notify::{FsWrites, Psi};
 pub use self::signals::Sources;
 use crate::podconfig::SnapshotHandle;

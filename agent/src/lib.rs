@@ -18,6 +18,7 @@ pub mod permissions;
 pub mod podconfig;
 pub mod shutdown;
 pub mod source;
+pub mod stats;
 pub mod status;
 pub mod sync;
 pub mod systemd;

@@ -28,6 +28,11 @@ const PACKAGES: &[(&str, &str)] = &[
     ("docker-registry", "a loopback registry for the image pull tests"),
     ("skopeo", "pushes the test images into the loopback registry"),
     ("apache2-utils", "htpasswd (bcrypt) for the loopback registry's basic auth"),
+    (
+        "prometheus",
+        "a real scraper of /metrics/cadvisor, /metrics/resource and /metrics/probes (N2's \
+         acceptance test)",
+    ),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
     (
         "dnsmasq-base",

@@ -119,6 +119,14 @@ settings! {
         pub address: Option<IpAddr>,
         #[arg(skip)]
         pub port: Option<u16>,
+        /// Also serve plain `/healthz` on this port (kubelet's healthzPort); 0 turns it off.
+        #[arg(long, value_name = "PORT",
+            help = with_default("Port of the plain /healthz endpoint (0: off)", DEFAULT_HEALTHZ.port()))]
+        pub healthz_port: Option<u16>,
+        /// The address of --healthz-port (kubelet's healthzBindAddress).
+        #[arg(long, value_name = "IP",
+            help = with_default("Address of the plain /healthz endpoint", DEFAULT_HEALTHZ.ip()))]
+        pub healthz_bind_address: Option<IpAddr>,
         /// File with the bearer token that authenticates local API requests (mode 600, owned
         /// by the agent's user).
         #[arg(long, value_name = "FILE")]

@@ -101,6 +101,22 @@ impl Metrics {
         metrics
     }
 
+    /// Registers the probe figures, unprefixed, as kubelet's `/metrics/probes` names
+    /// them (`prober_probe_total`, `prober_probe_duration_seconds`), on `registry` (that
+    /// path's own): the same counters as `outpost_prober_probe_*`.
+    pub fn register_probes(&self, registry: &mut Registry) {
+        registry.register(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            self.0.probes.clone(),
+        );
+        registry.register(
+            "prober_probe_duration_seconds",
+            "Duration in seconds for a probe response.",
+            self.0.probe_duration.clone(),
+        );
+    }
+
     /// A pod worker started a container again after it had run.
     pub fn container_restarted(&self, source: Source) {
         self.0.container_restarts.get_or_create(&label(source)).inc();

@@ -132,6 +132,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         audit: outpost::audit::ManifestAudit::new(64, None),
         runtime_slot: Some(RuntimeSlot::default()),
         apiserver: None,
+        stats: api::stats::Endpoints::default(),
     };
     let app = api::app(options).unwrap_or_else(|e| panic!("cannot build the local API: {e}"));
     Some((app, events))

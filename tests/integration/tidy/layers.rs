@@ -47,8 +47,9 @@ const RANKS: &[&[&str]] = &[
     // The eviction manager (it asks the workers to evict); the sync to the API server
     // (it reads what the workers publish).
     &["eviction", "sync"],
-    // The scrape-time metrics collectors (they read every component's state).
-    &["metrics"],
+    // The scrape-time metrics collectors and the node's stats (they read every
+    // component's state).
+    &["metrics", "stats"],
     // The local HTTP API.
     &["api"],
     // The command line's definitions.

@@ -1,6 +1,7 @@
 //! Where this machine mounts the cgroup controllers, and what a cgroup uses, read from
 //! its files when asked (no sampling): CPU time, memory usage and working set (usage
-//! less the inactive file cache, as cAdvisor and kubelet's eviction count it), PIDs.
+//! less the inactive file cache, as cAdvisor and kubelet's eviction count it), RSS, page
+//! faults, swap, the memory limit, PIDs, and the processes in it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,19 @@ pub struct Usage {
     pub working_set_bytes: Option<u64>,
     /// Processes and threads.
     pub pids: Option<u64>,
+    /// Anonymous memory and swap cache (`anon` on v2, `total_rss` on v1), in bytes.
+    pub rss_bytes: Option<u64>,
+    /// Page faults and major page faults since the cgroup was made.
+    pub page_faults: Option<u64>,
+    pub major_page_faults: Option<u64>,
+    /// Swap in use, in bytes (v2's `memory.swap.current`; v1 counts it with memory).
+    pub swap_bytes: Option<u64>,
+    /// The memory limit in bytes (`None`: unlimited, or not readable).
+    pub memory_limit_bytes: Option<u64>,
 }
+
+/// cgroup v1's "no limit" is `PAGE_COUNTER_MAX` pages: anything this large is unlimited.
+const UNLIMITED: u64 = 1 << 62;
 
 impl Hierarchy {
     /// This machine's: v2 when the root is a unified mount with its controllers, else v1.
@@ -76,7 +89,8 @@ impl Hierarchy {
             Hierarchy::V2 { .. } => ("memory.current", "inactive_file"),
         };
         let memory_bytes = read_u64(&memory_dir.join(memory_file));
-        let inactive = read_stat(&memory_dir.join("memory.stat"), inactive_key);
+        let stat = std::fs::read_to_string(memory_dir.join("memory.stat")).unwrap_or_default();
+        let inactive = stat_value(&stat, inactive_key);
         let working_set_bytes = memory_bytes.map(|m| m.saturating_sub(inactive.unwrap_or(0)));
         let cpu_ns = match self {
             Hierarchy::V1 { .. } => read_u64(&self.dir("cpuacct", path).join("cpuacct.usage")),
@@ -86,7 +100,36 @@ impl Hierarchy {
             }
         };
         let pids = read_u64(&self.dir("pids", path).join("pids.current"));
-        Ok(Usage { cpu_ns, memory_bytes, working_set_bytes, pids })
+        let (rss_key, fault_key, major_key, limit_file) = match self {
+            Hierarchy::V1 { .. } => {
+                ("total_rss", "total_pgfault", "total_pgmajfault", "memory.limit_in_bytes")
+            }
+            Hierarchy::V2 { .. } => ("anon", "pgfault", "pgmajfault", "memory.max"),
+        };
+        let swap_bytes = match self {
+            Hierarchy::V1 { .. } => None,
+            Hierarchy::V2 { .. } => read_u64(&memory_dir.join("memory.swap.current")),
+        };
+        Ok(Usage {
+            cpu_ns,
+            memory_bytes,
+            working_set_bytes,
+            pids,
+            rss_bytes: stat_value(&stat, rss_key),
+            page_faults: stat_value(&stat, fault_key),
+            major_page_faults: stat_value(&stat, major_key),
+            swap_bytes,
+            // v2 writes `max` for no limit, which does not parse: `None` too.
+            memory_limit_bytes: read_u64(&memory_dir.join(limit_file)).filter(|l| *l < UNLIMITED),
+        })
+    }
+
+    /// The processes in cgroup `path` (its `cgroup.procs`; empty if it has none or is
+    /// gone).
+    pub fn processes(&self, path: &str) -> Vec<u32> {
+        let file = self.dir("memory", path).join("cgroup.procs");
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        text.lines().filter_map(|line| line.trim().parse().ok()).collect()
     }
 }
 
@@ -96,7 +139,11 @@ fn read_u64(file: &Path) -> Option<u64> {
 
 /// The value of `key` in a flat-keyed file (`memory.stat`, `cpu.stat`).
 fn read_stat(file: &Path, key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(file).ok()?;
+    stat_value(&std::fs::read_to_string(file).ok()?, key)
+}
+
+/// The value of `key` in a flat-keyed file's text.
+fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
@@ -119,7 +166,12 @@ mod tests {
         assert!(!h.is_v2());
         let cg = "/kubepods/besteffort/podu";
         write(h.dir("memory", cg).join("memory.usage_in_bytes"), "1000\n");
-        write(h.dir("memory", cg).join("memory.stat"), "cache 5\ntotal_inactive_file 300\n");
+        write(
+            h.dir("memory", cg).join("memory.stat"),
+            "cache 5\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgfault 9\ntotal_pgmajfault 1\n",
+        );
+        write(h.dir("memory", cg).join("memory.limit_in_bytes"), "9223372036854771712\n");
+        write(h.dir("memory", cg).join("cgroup.procs"), "12\n34\n");
         write(h.dir("cpuacct", cg).join("cpuacct.usage"), "123456789\n");
         write(h.dir("pids", cg).join("pids.current"), "3\n");
         let usage = h.usage(cg).unwrap();
@@ -130,8 +182,14 @@ mod tests {
                 memory_bytes: Some(1000),
                 working_set_bytes: Some(700),
                 pids: Some(3),
+                rss_bytes: Some(600),
+                page_faults: Some(9),
+                major_page_faults: Some(1),
+                swap_bytes: None,
+                memory_limit_bytes: None,
             }
         );
+        assert_eq!(h.processes(cg), vec![12, 34]);
         assert_eq!(h.usage("/kubepods/none").unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
@@ -145,7 +203,12 @@ mod tests {
         write(h.dir("memory", cg).join("memory.current"), "4096\n");
         write(h.dir("memory", cg).join("memory.stat"), "anon 1\ninactive_file 5000\n");
         write(h.dir("cpu", cg).join("cpu.stat"), "usage_usec 7\nuser_usec 5\n");
+        write(h.dir("memory", cg).join("memory.max"), "8192\n");
+        write(h.dir("memory", cg).join("memory.swap.current"), "0\n");
         let usage = h.usage(cg).unwrap();
+        assert_eq!(usage.rss_bytes, Some(1));
+        assert_eq!(usage.memory_limit_bytes, Some(8192));
+        assert_eq!(usage.swap_bytes, Some(0));
         assert_eq!(usage.cpu_ns, Some(7000));
         assert_eq!(usage.working_set_bytes, Some(0), "never below zero");
         assert_eq!(usage.pids, None);

@@ -103,6 +103,9 @@ pub(super) async fn build(
         gc: crate::gc::metrics::GarbageCollection::register(outpost),
         evictions: crate::eviction::metrics::Evictions::register(outpost),
     };
+    // `/metrics/probes`' own registry: the same probe counters, kubelet's name.
+    let mut probes = Registry::default();
+    pod_metrics.workers.register_probes(&mut probes);
     // The Node as the node task keeps it, and as admission sees it (K4).
     let node_config =
         shared.runtime.as_ref().map(|(ready, _)| node_config(&config, &shared, ready.clone()));
@@ -140,8 +143,12 @@ pub(super) async fn build(
         audit,
         log_level,
         apiserver,
+        probes,
     };
     tasks.push(local_api(&config, &shared, registry, local).await?);
+    if let Some(healthz) = api::healthz_port(config.healthz).await {
+        tasks.push(Task::infallible("healthz_port", healthz));
+    }
     // containerd last: the managed one stops after everything that uses it.
     tasks.extend(containerd);
     Ok(Agent {
@@ -192,6 +199,8 @@ struct LocalApi {
     log_level: LogLevel,
     /// The API server's client, for the node API's reviews (N1).
     apiserver: Option<apiserver::ApiClient>,
+    /// `/metrics/probes`' registry.
+    probes: Registry,
 }
 
 /// The `local_api` task: its address bound now (a taken port stops the agent at once),
@@ -236,6 +245,18 @@ async fn local_api(
         audit: local.audit,
         runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
         apiserver: local.apiserver,
+        stats: api::stats::Endpoints {
+            stats: crate::stats::Stats::new(crate::stats::Sources {
+                node_name: config.node_name.clone(),
+                snapshot: shared.snapshot.clone(),
+                statuses: shared.statuses.clone(),
+                cgroups: shared.cgroups.clone(),
+                state_dir: config.state_dir.clone(),
+                pod_log_dir: config.pod_log_dir.clone(),
+            }),
+            probes: Arc::new(local.probes),
+            configz: Arc::new(crate::config::configz::configz(config)),
+        },
     })
     .await?;
     Ok(Task::new("local_api", async move { Ok(server.await?) }))
