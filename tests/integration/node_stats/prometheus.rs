@@ -1,7 +1,9 @@
 //! N2 acceptance with a real scraper: Debian's `prometheus` scrapes the agent's
 //! `/metrics/cadvisor`, `/metrics/resource` and `/metrics/probes` over HTTPS with a
-//! bearer token (the agent's `--token-file`, as `authorization.credentials_file`), on
-//! loopback, into a temporary storage dir; its HTTP API then returns the running pod's
+//! service account's bearer token (as `authorization.credentials_file`), which the agent
+//! checks with a TokenReview and authorizes with a SubjectAccessReview for
+//! `get nodes/metrics` (N1, as kube-prometheus's RBAC grants it), on loopback, into a
+//! temporary storage dir; its HTTP API then returns the running pod's
 //! `container_cpu_usage_seconds_total` and `container_memory_working_set_bytes` by `pod`
 //! and `namespace`, and its probe counts. Prometheus is stopped and its files removed
 //! however the test ends (its guard's drop).
@@ -11,10 +13,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use outpost_tests::agent::{Agent, request_head, split_response};
+use outpost_tests::agent::{request_head, split_response};
+use outpost_tests::apiserver::Rule;
+use outpost_tests::cluster::ApiNode;
 use outpost_tests::needs;
-use outpost_tests::pods::{Node, eventually};
-use serde_json::Value;
+use outpost_tests::pods::eventually;
+use serde_json::{Value, json};
 
 use super::{LONG, POD, free_port, manifest};
 
@@ -69,33 +73,44 @@ fn n2_prometheus_scrapes_the_node_metrics_over_https_with_a_token() {
         Path::new("/usr/bin/prometheus").is_file(),
         "prometheus (the Debian package: cargo xtask deps installs it)",
     );
-    let node = Node::new();
+    let api = ApiNode::new();
+    let node = &api.node;
     let dir = node.path("prometheus");
     std::fs::create_dir_all(dir.join("data")).expect("prometheus dirs");
     let key =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
             .expect("a self-signed certificate");
     std::fs::write(dir.join("cert.pem"), key.cert.pem()).expect("write the certificate");
-    let private = [
-        ("key.pem", key.signing_key.serialize_pem()),
-        ("token", "prometheus-n2-token\n".to_owned()),
-    ];
+    // kube-prometheus's Prometheus: a service account allowed `get nodes/metrics`.
+    api.server
+        .create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "prometheus-k8s", "namespace": "monitoring"}}))
+        .expect("the service account");
+    let token =
+        api.server.create_token("monitoring", "prometheus-k8s", json!({})).expect("a token");
+    api.server.allow(Rule::user(
+        "system:serviceaccount:monitoring:prometheus-k8s",
+        "get",
+        "nodes/metrics",
+    ));
+    let private = [("key.pem", key.signing_key.serialize_pem()), ("token", token)];
     for (file, text) in private {
         let path = dir.join(file);
         std::fs::write(&path, text).expect("write a secret");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
     }
-    let mut args = node.args();
-    for (flag, file) in [
-        ("--tls-cert-file", "cert.pem"),
-        ("--tls-private-key-file", "key.pem"),
-        ("--token-file", "token"),
-    ] {
-        args.push(flag.into());
-        args.push(dir.join(file).into());
-    }
-    args.extend(["--healthz-port".into(), "0".into()]);
-    let agent = Agent::start_pods(&node.manifests(), &args);
+    let cert = dir.join("cert.pem").display().to_string();
+    let key = dir.join("key.pem").display().to_string();
+    let agent = api.start(&[
+        "--tls-cert-file",
+        &cert,
+        "--tls-private-key-file",
+        &key,
+        "--authentication-token-webhook",
+        "--authorization-mode=Webhook",
+        "--healthz-port",
+        "0",
+    ]);
     node.put("stats.yaml", &manifest());
 
     let target = agent.addr.clone();
