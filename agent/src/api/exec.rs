@@ -5,8 +5,9 @@
 //! `POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...` runs one to its end and
 //! answers its output. Both change state, so both need credentials ([`super::auth`]).
 //!
-//! SPDY/3.1, which 1.30-1.35 API servers speak to kubelets for `kubectl exec`, is not
-//! served: a SPDY upgrade is refused with a 400 that says so. A 1.36+ API server proxies
+//! SPDY/3.1, which 1.30-1.35 API servers speak to kubelets for `kubectl exec`, is served
+//! by [`super::spdy`] (`Upgrade: SPDY/3.1`, kubelet's `input`/`output`/`error`/`tty`
+//! parameters). A 1.36+ API server proxies
 //! the client's WebSocket to a node that declares `ExtendWebSocketsToKubelet` (the Node
 //! status does, [`outpost_core::node_status::DECLARED_FEATURES`]); see the book's "Exec"
 //! (`docs/src/operations/exec.md`).
@@ -99,11 +100,10 @@ async fn exec(
     auth: Authorized,
     Path((namespace, pod, container)): Path<(String, String, String)>,
     query: RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: axum::extract::Request,
 ) -> Response {
     let named = Named { namespace, pod, uid: None, container };
-    start(state, auth, named, query, headers, upgrade)
+    dispatch(state, auth, named, query, request).await
 }
 
 async fn exec_uid(
@@ -111,11 +111,83 @@ async fn exec_uid(
     auth: Authorized,
     Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
     query: RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: axum::extract::Request,
 ) -> Response {
     let named = Named { namespace, pod, uid: Some(uid), container };
+    dispatch(state, auth, named, query, request).await
+}
+
+/// SPDY/3.1 (`Upgrade: SPDY/3.1`) to [`super::spdy`], a WebSocket to [`start`].
+async fn dispatch(
+    state: State<AppState>,
+    auth: Authorized,
+    named: Named,
+    query: RawQuery,
+    request: axum::extract::Request,
+) -> Response {
+    use axum::extract::FromRequest as _;
+    if super::spdy::is_spdy(&request) {
+        return start_spdy(state, auth, named, query, request);
+    }
+    let headers = request.headers().clone();
+    let upgrade = WebSocketUpgrade::from_request(request, &state).await;
     start(state, auth, named, query, headers, upgrade)
+}
+
+/// `/exec` over SPDY/3.1: kubelet's `input`/`output`/`error`/`tty` parameters
+/// ([`super::streams::StreamOptions`]), the command started once the client's streams
+/// are open.
+fn start_spdy(
+    State(state): State<AppState>,
+    Authorized(by): Authorized,
+    named: Named,
+    RawQuery(query): RawQuery,
+    request: axum::extract::Request,
+) -> Response {
+    let (options, command) = match super::streams::StreamOptions::parse(query.as_deref()) {
+        Ok(parsed) => parsed,
+        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", message),
+    };
+    if command.is_empty() {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "give the command to run: one command=... query parameter per argument".to_owned(),
+        );
+    }
+    let execs = match available(&state) {
+        Ok(execs) => execs.clone(),
+        Err(refusal) => return refusal.into_response(),
+    };
+    let found = match locate(&state, &named) {
+        Ok(found) => found,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let Ok(permit) = state.exec_sessions.clone().try_acquire_owned() else {
+        return status(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyRequests",
+            format!(
+                "{MAX_SESSIONS} exec sessions are open, the most this agent serves at once; end one and retry"
+            ),
+        );
+    };
+    let span = tracing::info_span!(
+        "exec",
+        pod.namespace = %named.namespace, pod.name = %named.pod, pod.uid = %found.uid,
+        container = %named.container, protocol = "SPDY/3.1",
+    );
+    span.in_scope(|| tracing::debug!(?command, by = ?by, "exec requested"));
+    let runtime_request = Request {
+        command,
+        stdin: options.stdin,
+        stdout: options.stdout,
+        stderr: options.stderr,
+        tty: options.tty,
+    };
+    let start = super::spdy::exec_start(execs, found.id, runtime_request, permit);
+    let endpoint = super::streams::Endpoint::Command { options, start };
+    span.in_scope(|| super::spdy::upgrade(request, endpoint))
 }
 
 /// Checks the request, finds the container and upgrades the connection; the session
