@@ -80,7 +80,7 @@ pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
     let served = served(&endpoint);
     let protocol = match negotiate(&request, &served) {
         Ok(protocol) => protocol,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
     let span = Span::current();
@@ -130,14 +130,14 @@ pub fn served(endpoint: &Endpoint) -> Vec<&'static str> {
 /// kubelet's `httpstream.Handshake`: the first of the client's protocols (in its order,
 /// comma-separated values and repeated headers alike) that the server serves. None asked
 /// for is a 400; none served a 403 listing the server's.
-fn negotiate(request: &Request, served: &[&'static str]) -> Result<String, Response> {
+fn negotiate(request: &Request, served: &[&'static str]) -> Result<String, Box<Response>> {
     let asked = asked_protocols(request);
     if asked.is_empty() {
-        return Err(status(
+        return Err(Box::new(status(
             StatusCode::BAD_REQUEST,
             "BadRequest",
             "unable to upgrade: X-Stream-Protocol-Version is required".to_owned(),
-        ));
+        )));
     }
     match choose(&asked, served) {
         Some(chosen) => Ok(chosen.to_owned()),
@@ -156,7 +156,7 @@ fn negotiate(request: &Request, served: &[&'static str]) -> Result<String, Respo
                     .headers_mut()
                     .append(ACCEPTED_PROTOCOL_VERSIONS, HeaderValue::from_static(protocol));
             }
-            Err(response)
+            Err(Box::new(response))
         }
     }
 }

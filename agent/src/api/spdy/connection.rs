@@ -431,7 +431,7 @@ impl Reader {
     async fn open(&mut self, id: u32, headers: Headers, fin: bool, unidirectional: bool) {
         let refusal = {
             let mut state = lock(&self.shared.state);
-            if id % 2 == 0 || id <= state.last_stream {
+            if id.is_multiple_of(2) || id <= state.last_stream {
                 Some(rst::PROTOCOL_ERROR)
             } else {
                 state.last_stream = id;

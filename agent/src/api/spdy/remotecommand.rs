@@ -239,7 +239,8 @@ async fn run(
     let mut sizes = ResizeDecoder::default();
     loop {
         tokio::select! {
-            done = pumps.outputs.join_next() => if done.is_none() { break },
+            // Sizes sent before the output ended apply first.
+            biased;
             chunk = next_chunk(&mut resize) => match chunk {
                 Some(chunk) => {
                     for size in sizes.push(&chunk) {
@@ -253,6 +254,7 @@ async fn run(
                 }
                 None => resize = None,
             },
+            done = pumps.outputs.join_next() => if done.is_none() { break },
         }
     }
     process.wait().await

@@ -7,8 +7,9 @@ use outpost_formats::spdy::frame::Frame;
 use outpost_formats::spdy::{Decoder, Deflater, Headers, Inflater};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-/// How long a test waits for a frame before it fails.
-const WAIT: Duration = Duration::from_secs(10);
+/// How long a test waits for a frame before it fails: past the sessions' own 30-second
+/// timeouts, which the paused-clock tests reach first.
+const WAIT: Duration = Duration::from_secs(120);
 
 /// The client's end of a connection.
 pub struct Client {
@@ -40,6 +41,10 @@ impl Client {
         (client, server)
     }
 
+    pub fn io_mut(&mut self) -> &mut DuplexStream {
+        &mut self.io
+    }
+
     pub async fn write(&mut self, frame: Frame) {
         self.io.write_all(&frame.to_bytes()).await.expect("the server end is open");
     }
@@ -48,6 +53,12 @@ impl Client {
     pub async fn open(&mut self, headers: &[(&str, &str)]) -> u32 {
         let id = self.next_id;
         self.next_id += 2;
+        self.open_as(id, headers).await;
+        id
+    }
+
+    /// Opens stream `id` (any ID, for tests of wrong ones).
+    pub async fn open_as(&mut self, id: u32, headers: &[(&str, &str)]) {
         let headers =
             Headers(headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect());
         let header_block = self.deflater.deflate(&headers);
@@ -61,7 +72,6 @@ impl Client {
             header_block,
         };
         self.write(frame).await;
-        id
     }
 
     pub async fn send(&mut self, stream_id: u32, data: &[u8], fin: bool) {
