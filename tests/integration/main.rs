@@ -17,6 +17,7 @@ mod etcd;
 mod eviction;
 mod exec;
 mod exec_runtime;
+mod exec_spdy;
 mod file_source;
 mod gc;
 mod hardening;
