@@ -108,7 +108,7 @@ async fn session(
 /// N3: v4 carries stdin, stdout and stderr, and ends with a `metav1.Status` that has
 /// the exit code as the `ExitCode` cause of `NonZeroExitCode`.
 #[tokio::test]
-async fn n3_v4_streams_and_exit_code() {
+async fn n3_version_4_streams_and_exit_code() {
     let (ids, transcript) = session(
         Protocol::V4,
         options(true, true, true, false),
@@ -132,7 +132,7 @@ async fn n3_v4_streams_and_exit_code() {
 
 /// N3: v4 says `Success` for exit code 0.
 #[tokio::test]
-async fn n3_v4_success() {
+async fn n3_version_4_success() {
     let (ids, transcript) = session(
         Protocol::V4,
         options(false, true, false, false),
