@@ -18,6 +18,8 @@ mod etcd;
 mod eviction;
 mod exec;
 mod exec_runtime;
+mod exec_spdy;
+mod exec_spdy_kubectl;
 mod file_source;
 mod gc;
 mod hardening;

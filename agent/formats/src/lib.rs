@@ -7,6 +7,7 @@
 //!   result and error.
 //! - [`bpf`]: the records the agent's BPF programs write (`agent-ebpf/src/outpost.h`).
 //! - [`fanotify`]: the events a fanotify descriptor reads out (`FAN_REPORT_DFID_NAME`).
+//! - [`spdy`]: SPDY/3.1's frames and compressed header blocks, for kubelet's streams.
 //!
 //! No IO crate is in this crate's dependency graph, which a tidy test checks.
 #![forbid(unsafe_code)]
@@ -15,3 +16,4 @@ pub mod bpf;
 pub mod cni;
 pub mod fanotify;
 pub mod image;
+pub mod spdy;

@@ -9,7 +9,8 @@
 //! end and answers its output. All of them change state, so all need credentials
 //! ([`super::auth`]).
 //!
-//! A 1.30-1.35 API server speaks SPDY to the node; a 1.36+ one proxies the client's
+//! A 1.30-1.35 API server speaks SPDY/3.1 to the node (served by [`super::spdy`]); a
+//! 1.36+ one proxies the client's
 //! WebSocket to a node that declares `ExtendWebSocketsToKubelet` (the Node status does,
 //! [`outpost_core::node_status::DECLARED_FEATURES`]); see the book's "Exec"
 //! (`docs/src/operations/exec.md`). The pod and container are found in the pod's live

@@ -13,6 +13,7 @@ pub mod cri_log;
 pub mod local_api;
 pub mod manifest;
 pub mod merge;
+pub mod spdy_frame;
 
 /// A temporary directory for a harness's files, in memory (`/dev/shm`) where there is
 /// one: the checkpoints a harness writes are fsynced, which costs nothing there.
@@ -38,4 +39,5 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("cri_log", cri_log::cri_log),
     ("bpf_record", bpf_record::bpf_record),
     ("local_api", local_api::local_api),
+    ("spdy_frame", spdy_frame::spdy_frame),
 ];

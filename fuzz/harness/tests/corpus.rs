@@ -85,6 +85,11 @@ fn local_api_corpus() {
     corpus("local_api");
 }
 
+#[test]
+fn spdy_frame_corpus() {
+    corpus("spdy_frame");
+}
+
 /// Every target the harness crate has is replayed above and has a fuzz target file.
 #[test]
 fn every_target_is_replayed_and_fuzzed() {

@@ -1,0 +1,192 @@
+//! kubelet's port-forward over SPDY/3.1 (`portforward.k8s.io`): each forwarded
+//! connection is a pair of streams the client opens, a `data` and an `error` one, both
+//! with the headers `port` and `requestID` (older clients send no `requestID`: the pair
+//! is then told by stream IDs, the error stream's ID and the data stream's minus 2, as
+//! kubelet does). A stream without a valid `port` or `streamType` is refused. Once both
+//! streams of a pair are open (within [`STREAM_CREATION_TIMEOUT`]) the data stream is
+//! joined to a TCP connection to the port in the pod ([`PortDialer`]); an error (the
+//! dial fails, the pair never completes) is written on the pair's error stream as
+//! kubelet writes it. The session lasts as long as the client's connection.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{Instrument, Span, debug, warn};
+
+use super::connection::{Connection, Receiver, Sender, Stream};
+use super::remotecommand::STREAM_CREATION_TIMEOUT;
+use crate::api::streams::PortDialer;
+use outpost_formats::spdy::Headers;
+
+/// The most of a connection's bytes read at once.
+const CHUNK: usize = 32 * 1024;
+
+/// Which stream of a pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamType {
+    Data,
+    Error,
+}
+
+/// A stream's port-forward headers, or why it is refused (kubelet's words).
+pub fn check(headers: &Headers) -> Result<(u16, StreamType), String> {
+    let port =
+        headers.get("port").filter(|p| !p.is_empty()).ok_or("\"port\" header is required")?;
+    let port: u16 = port.parse().map_err(|e| format!("unable to parse {port:?} as a port: {e}"))?;
+    if port == 0 {
+        return Err(format!("port \"{port}\" must be > 0"));
+    }
+    let kind = match headers.get("streamType") {
+        None | Some("") => return Err("\"streamType\" header is required".into()),
+        Some("data") => StreamType::Data,
+        Some("error") => StreamType::Error,
+        Some(other) => return Err(format!("invalid stream type {other:?}")),
+    };
+    Ok((port, kind))
+}
+
+/// The pair a stream belongs to: its `requestID`, or for older clients one made from
+/// its stream ID.
+pub fn request_id(headers: &Headers, stream_id: u32, kind: StreamType) -> String {
+    match headers.get("requestID").filter(|id| !id.is_empty()) {
+        Some(id) => id.to_owned(),
+        None => match kind {
+            StreamType::Error => stream_id.to_string(),
+            StreamType::Data => (i64::from(stream_id) - 2).to_string(),
+        },
+    }
+}
+
+/// A pair being opened.
+#[derive(Debug, Default)]
+struct Pair {
+    data: Option<Stream>,
+    error: Option<Stream>,
+    deadline: Option<Instant>,
+}
+
+/// Serves port-forward streams on `io` until the client closes the connection.
+pub async fn serve<T>(io: T, dialer: Arc<dyn PortDialer>)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let mut connection = Connection::new(io, Box::new(|headers| check(headers).map(|_| ())));
+    let mut pairs: HashMap<String, Pair> = HashMap::new();
+    let mut forwards = JoinSet::new();
+    let span = Span::current();
+    loop {
+        let next_deadline = pairs.values().filter_map(|p| p.deadline).min();
+        let expired = async {
+            match next_deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            stream = connection.accept() => {
+                let Some(stream) = stream else { break };
+                // Checked when the client opened it.
+                let Ok((_, kind)) = check(&stream.headers) else { continue };
+                let id = request_id(&stream.headers, stream.id, kind);
+                let pair = pairs.entry(id.clone()).or_default();
+                pair.deadline.get_or_insert(Instant::now() + STREAM_CREATION_TIMEOUT);
+                let slot = match kind {
+                    StreamType::Data => &mut pair.data,
+                    StreamType::Error => &mut pair.error,
+                };
+                if slot.is_some() {
+                    let which = if kind == StreamType::Data { "data" } else { "error" };
+                    let message = format!("error processing stream for request {id}: {which} stream already assigned");
+                    warn!(%message);
+                    if let Some(error) = &pair.error {
+                        let _ = error.sender.send(message.as_bytes()).await;
+                    }
+                    continue;
+                }
+                *slot = Some(stream);
+                if pair.data.is_some() && pair.error.is_some()
+                    && let Some(Pair { data: Some(data), error: Some(error), .. }) = pairs.remove(&id)
+                {
+                    forwards.spawn(forward(dialer.clone(), id, data, error).instrument(span.clone()));
+                }
+            }
+            () = expired => {
+                let now = Instant::now();
+                let late: Vec<String> = pairs.iter().filter(|(_, p)| p.deadline.is_some_and(|d| d <= now)).map(|(id, _)| id.clone()).collect();
+                for id in late {
+                    let Some(pair) = pairs.remove(&id) else { continue };
+                    let message = format!("(request={id}) timed out waiting for streams");
+                    warn!(%message);
+                    if let Some(error) = pair.error {
+                        let _ = error.sender.send(message.as_bytes()).await;
+                        let _ = error.sender.finish().await;
+                    }
+                    if let Some(data) = pair.data {
+                        let _ = data.sender.finish().await;
+                    }
+                }
+            }
+            Some(_) = forwards.join_next(), if !forwards.is_empty() => {}
+        }
+    }
+    debug!("port-forward connection ended");
+    forwards.abort_all();
+    connection.close().await;
+}
+
+/// One forwarded connection: the data stream joined to a TCP connection to its port.
+async fn forward(dialer: Arc<dyn PortDialer>, id: String, data: Stream, error: Stream) {
+    let port = check(&data.headers).map(|(port, _)| port).unwrap_or_default();
+    debug!(request = %id, port, "forwarding");
+    match dialer.dial(port).await {
+        Ok(tcp) => {
+            let (read, write) = tcp.into_split();
+            let to_pod = to_pod(data.inbound, write);
+            let from_pod = from_pod(read, data.sender.clone());
+            let (to_pod, from_pod) = tokio::join!(to_pod, from_pod);
+            if let Err(e) = to_pod.and(from_pod) {
+                debug!(request = %id, port, error = %e, "forwarded connection ended with an error");
+            }
+        }
+        Err(e) => {
+            let message = format!("error forwarding port {port} to pod: {e}");
+            warn!(request = %id, %message);
+            let _ = error.sender.send(message.as_bytes()).await;
+            let _ = data.sender.finish().await;
+        }
+    }
+    let _ = error.sender.finish().await;
+}
+
+/// The client's bytes to the pod; the client's FIN ends the pod's input.
+async fn to_pod(
+    mut inbound: Receiver,
+    mut write: tokio::net::tcp::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    while let Some(chunk) = inbound.recv().await {
+        write.write_all(&chunk).await?;
+    }
+    write.shutdown().await
+}
+
+/// The pod's bytes to the client, then FIN.
+async fn from_pod(mut read: tokio::net::tcp::OwnedReadHalf, sender: Sender) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; CHUNK];
+    loop {
+        let n = read.read(&mut buffer).await?;
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = sender.send(&buffer[..n]).await {
+            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, e));
+        }
+    }
+    let _ = sender.finish().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
