@@ -244,10 +244,10 @@ async fn forward(
     named: Named,
     request: Request,
 ) -> Response {
-    // Over a WebSocket the ports come from the query; over SPDY each stream names one.
-    // KEP-4006's SPDY tunnelled in a WebSocket (`SPDY/3.1+portforward.k8s.io`) is SPDY
-    // here too: add `&& !super::spdy::is_tunneled_spdy(&request)` with it.
-    let is_websocket = !super::spdy::is_spdy(&request);
+    // Over a WebSocket the ports come from the query; over SPDY each stream names one,
+    // also when the SPDY is tunnelled in a WebSocket (KEP-4006's
+    // `SPDY/3.1+portforward.k8s.io`).
+    let is_websocket = !super::spdy::is_spdy(&request) && !super::spdy::is_tunneled_spdy(&request);
     let ports = match port_forward::ports(request.uri().query()) {
         Ok(ports) => ports,
         Err(message) if is_websocket => return Refusal::bad_request(message).into_response(),

@@ -26,7 +26,8 @@ use crate::api::streams::{Ended, Endpoint, PortDialer, Process};
 
 /// The transport a request asks for.
 pub(super) enum Transport {
-    /// SPDY/3.1: the whole request, for [`spdy::upgrade`].
+    /// SPDY/3.1, or SPDY tunnelled in a WebSocket: the whole request, for
+    /// [`spdy::upgrade`].
     Spdy(Request),
     WebSocket(WebSocketUpgrade),
 }
@@ -37,12 +38,11 @@ pub(super) async fn transport(
     request: Request,
     served: &[&str],
 ) -> Result<Transport, Response> {
-    if spdy::is_spdy(&request) {
+    // KEP-4006: SPDY tunnelled in a WebSocket (port-forward's
+    // `SPDY/3.1+portforward.k8s.io` subprotocol) is the `spdy` module's too.
+    if spdy::is_spdy(&request) || spdy::is_tunneled_spdy(&request) {
         return Ok(Transport::Spdy(request));
     }
-    // KEP-4006: SPDY tunnelled in a WebSocket (port-forward's
-    // `SPDY/3.1+portforward.k8s.io` subprotocol) is the `spdy` module's too: its
-    // `is_tunneled_spdy(&request)` is checked here, before the request is taken apart.
     let (mut parts, _body) = request.into_parts();
     match WebSocketUpgrade::from_request_parts(&mut parts, state).await {
         Ok(upgrade) => Ok(Transport::WebSocket(upgrade)),
