@@ -3,7 +3,9 @@
 //! discovery and the pod, and for `pods/exec` rewrites the request as kube-apiserver's
 //! proxy does (kubelet's path and `input`/`output`/`error` parameters, the node's
 //! credentials) and then copies bytes both ways, as API servers before 1.30 did. The
-//! issue's acceptance runs kubectl through the test API server's own proxy.
+//! issue's acceptance runs kubectl through the test API server's own proxy. Checked:
+//! `-it` under a pseudo-terminal (a TTY, its size through the resize stream), stdin,
+//! stdout, stderr and exit codes, and more than a window's worth of data each way.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -164,6 +166,22 @@ fn n3_kubectl_1_27_exec_over_spdy_through_a_copying_proxy() {
         let _ = child.stdin.take().unwrap().write_all(input);
         child.wait_with_output().unwrap()
     };
+    let script = format!(
+        "stty rows 30 cols 100; {} exec -it talk-edge-1 -c main -- sh -c 'i=0; until [ \"$(stty size)\" = \"30 100\" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; exit 4'",
+        kubectl.display()
+    );
+    let tty = Command::new("script")
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["-qec", &script, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // -it under a pseudo-terminal (util-linux's script) of 30 rows and 100 columns: the
+    // command gets a terminal, kubectl's resize stream gives it that size, the exit code
+    // comes back.
+    let screen = String::from_utf8_lossy(&tty.stdout);
+    assert_eq!(tty.status.code(), Some(4), "{screen}");
+    assert!(screen.contains("30 100\r\n"), "{screen}");
     let out = kubectl_exec("cat; echo err >&2; exit 3", b"hello from kubectl\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
