@@ -133,20 +133,41 @@ fn outpost_exec(node: &NodeApi) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fetches `/blob` from `host:port` to its end: how long it took.
+/// Fetches `/blob` from `host:port` (its whole body, by the response's Content-Length):
+/// how long it took.
 fn fetch(host: &str, port: u16) -> anyhow::Result<Duration> {
     let began = Instant::now();
-    let mut stream = TcpStream::connect((host, port))?;
+    let mut stream =
+        TcpStream::connect((host, port)).with_context(|| format!("connect to {host}:{port}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     stream.write_all(b"GET /blob HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
     let mut buf = vec![0u8; 256 * 1024];
+    let mut received = Vec::new();
     let mut total = 0usize;
+    let mut wanted = None;
     loop {
-        let n = stream.read(&mut buf)?;
+        let n = stream
+            .read(&mut buf)
+            .with_context(|| format!("read from {host}:{port} after {total} bytes"))?;
         if n == 0 {
             break;
         }
         total += n;
+        if wanted.is_none() {
+            received.extend_from_slice(&buf[..n]);
+            if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .context("the response has no Content-Length")?;
+                wanted = Some(end + 4 + length);
+            }
+        }
+        if wanted.is_some_and(|wanted| total >= wanted) {
+            break;
+        }
     }
     if total < BLOB_MIB * 1024 * 1024 {
         bail!("fetched {total} bytes, fewer than the {BLOB_MIB} MiB blob");

@@ -146,8 +146,7 @@ async fn forward(dialer: Arc<dyn PortDialer>, id: String, data: Stream, error: S
             let (read, write) = tcp.into_split();
             let to_pod = to_pod(data.inbound, write);
             let from_pod = from_pod(read, data.sender.clone());
-            let (to_pod, from_pod) = tokio::join!(to_pod, from_pod);
-            if let Err(e) = to_pod.and(from_pod) {
+            if let Err(e) = copy_both_ways(to_pod, from_pod).await {
                 debug!(request = %id, port, error = %e, "forwarded connection ended with an error");
             }
         }
@@ -159,6 +158,30 @@ async fn forward(dialer: Arc<dyn PortDialer>, id: String, data: Stream, error: S
         }
     }
     let _ = error.sender.finish().await;
+}
+
+/// How long the other direction of a forwarded connection may go on once one has ended
+/// (containerd's CRI port-forward gives it a second, as socat does).
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs both directions until one ends, then gives the other [`LINGER`] to end too: the
+/// pair's streams are then closed, which is what kubectl 1.27 waits for before it
+/// closes its local connection (it reads the error stream to its end).
+async fn copy_both_ways(
+    to_pod: impl Future<Output = std::io::Result<()>>,
+    from_pod: impl Future<Output = std::io::Result<()>>,
+) -> std::io::Result<()> {
+    let (to_pod, from_pod) = (std::pin::pin!(to_pod), std::pin::pin!(from_pod));
+    let (first, other) = match futures::future::select(to_pod, from_pod).await {
+        futures::future::Either::Left((done, other)) => {
+            (done, futures::future::Either::Left(other))
+        }
+        futures::future::Either::Right((done, other)) => {
+            (done, futures::future::Either::Right(other))
+        }
+    };
+    let second = tokio::time::timeout(LINGER, other).await.unwrap_or(Ok(()));
+    first.and(second)
 }
 
 /// The client's bytes to the pod; the client's FIN ends the pod's input.
