@@ -31,6 +31,31 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The first `n` lines `command` prints (fewer if it stops printing for 30 s); then it
+/// is killed.
+fn first_lines(mut command: std::process::Command, n: usize) -> Vec<String> {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
 fn report(command: &str, client: &Client, result: &str) {
     println!("kubectl {command} | {} | {result}", client.label());
 }
@@ -44,6 +69,17 @@ fn n3_kubectl_exec_passes_output_stdin_and_the_exit_code() {
         assert_eq!(text(&out.stdout), "hi\n", "{}: {}", client.label(), text(&out.stderr));
         let out = api.kubectl(&client, &["exec", "-i", "web", "--", "cat"], b"from stdin\n");
         assert_eq!(text(&out.stdout), "from stdin\n", "{}: {}", client.label(), text(&out.stderr));
+        // More than a stream window (64 KiB) each way.
+        let big: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let out = api.kubectl(&client, &["exec", "-i", "web", "--", "cat"], &big);
+        assert!(
+            out.stdout == big,
+            "{}: {} bytes back of {}: {}",
+            client.label(),
+            out.stdout.len(),
+            big.len(),
+            text(&out.stderr)
+        );
         let out =
             api.kubectl(&client, &["exec", "web", "--", "sh", "-c", "echo oops >&2; exit 3"], b"");
         assert_eq!(out.status.code(), Some(3), "{}: {}", client.label(), text(&out.stderr));
@@ -137,31 +173,9 @@ fn n3_kubectl_logs_follow_streams_new_lines() {
     api.cluster.create_pod(api_pod("talker", json!({"command": ["sh", "-c", script]}), json!({})));
     api.cluster.wait_running("talker");
     for client in clients() {
-        let mut child = client
-            .command(api.kubeconfig(), &["logs", "-f", "--tail=1", "talker"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
         // The last line, then the new ones as they are written.
-        let mut seen = Vec::new();
-        while seen.len() < 6 {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) => seen.push(line),
-                Err(_) => break,
-            }
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        let seen =
+            first_lines(client.command(api.kubeconfig(), &["logs", "-f", "--tail=1", "talker"]), 6);
         assert!(seen.len() >= 6, "{}: kubectl logs -f gave {seen:?}", client.label());
         let numbers: Vec<u64> =
             seen.iter().map(|l| l.trim_start_matches("line-").parse().unwrap()).collect();
@@ -179,30 +193,7 @@ fn n3_kubectl_attach_streams_the_containers_output() {
     api.cluster.create_pod(api_pod("ticker", json!({"command": ["sh", "-c", script]}), json!({})));
     api.cluster.wait_running("ticker");
     for client in clients() {
-        let mut child = client
-            .command(api.kubeconfig(), &["attach", "ticker"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut seen = Vec::new();
-        while seen.len() < 4 {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) => seen.push(line),
-                Err(_) => break,
-            }
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        let seen = first_lines(client.command(api.kubeconfig(), &["attach", "ticker"]), 4);
         let ticks: Vec<&String> = seen.iter().filter(|l| l.starts_with("tick-")).collect();
         assert!(ticks.len() >= 3, "{}: kubectl attach gave {seen:?}", client.label());
         report("attach (output)", &client, "ok");

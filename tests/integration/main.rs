@@ -19,7 +19,6 @@ mod eviction;
 mod exec;
 mod exec_runtime;
 mod exec_spdy;
-mod exec_spdy_kubectl;
 mod file_source;
 mod gc;
 mod hardening;
