@@ -19,8 +19,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::api_pods::Cluster;
+use crate::api_pods::{Cluster, LONG, NODE};
 use crate::cluster::ApiNode;
+use crate::pods::eventually;
 use crate::write_private;
 
 /// One kubectl version and the protocol it is made to speak.
@@ -125,6 +126,16 @@ impl NodeApi {
         ];
         flags.extend_from_slice(extra);
         let cluster = Cluster::with(api, &flags);
+        // The proxy finds the node by its Node object: wait for the agent to register
+        // it with its endpoint (its pods may run before that).
+        let registered = |node: &serde_json::Value| {
+            node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
+                .and_then(serde_json::Value::as_u64)
+                == Some(u64::from(port))
+        };
+        eventually("the Node is registered with its kubelet endpoint", LONG, || {
+            cluster.server().get("nodes", None, NODE).is_ok_and(|node| registered(&node))
+        });
         NodeApi { cluster, port, serving_cert: cert }
     }
 
