@@ -56,19 +56,8 @@ pub fn cpu_ns(text: &str, hz: u64) -> Option<u64> {
     (hz > 0 && ticks.len() >= 4).then(|| busy.saturating_mul(1_000_000_000 / hz))
 }
 
-/// A `/proc/meminfo` field in bytes.
-pub fn meminfo_field(text: &str, name: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?.strip_prefix(':')?;
-        let mut words = rest.split_whitespace();
-        let value: u64 = words.next()?.parse().ok()?;
-        match words.next() {
-            Some("kB") => value.checked_mul(1024),
-            None => Some(value),
-            Some(_) => None,
-        }
-    })
-}
+/// A `/proc/meminfo` field in bytes: the node status's parser.
+pub use outpost_core::node_status::machine::meminfo_field;
 
 /// A `/proc/vmstat` counter.
 pub fn vmstat_field(text: &str, name: &str) -> Option<u64> {

@@ -12,19 +12,24 @@ pub struct MemInfo {
 
 /// `MemTotal` and `MemAvailable` of `/proc/meminfo` (`None` if either is missing).
 pub fn meminfo(text: &str) -> Option<MemInfo> {
-    let field = |name: &str| {
-        text.lines().find_map(|line| {
-            let rest = line.strip_prefix(name)?.strip_prefix(':')?;
-            let mut words = rest.split_whitespace();
-            let value: u64 = words.next()?.parse().ok()?;
-            match words.next() {
-                Some("kB") => value.checked_mul(1024),
-                None => Some(value),
-                Some(_) => None,
-            }
-        })
-    };
-    Some(MemInfo { total: field("MemTotal")?, available: field("MemAvailable")? })
+    Some(MemInfo {
+        total: meminfo_field(text, "MemTotal")?,
+        available: meminfo_field(text, "MemAvailable")?,
+    })
+}
+
+/// One `/proc/meminfo` field in bytes (`kB` values scaled; a count has no unit).
+pub fn meminfo_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?.strip_prefix(':')?;
+        let mut words = rest.split_whitespace();
+        let value: u64 = words.next()?.parse().ok()?;
+        match words.next() {
+            Some("kB") => value.checked_mul(1024),
+            None => Some(value),
+            Some(_) => None,
+        }
+    })
 }
 
 /// `PRETTY_NAME` of an os-release file (`osImage`), unquoted as a shell would
