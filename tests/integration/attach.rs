@@ -5,14 +5,9 @@
 
 use outpost_tests::needs;
 use std::process::Command;
-use std::time::Duration;
 
-use outpost_tests::agent::Agent;
-use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, container, wait_pod};
-use outpost_tests::write_private;
+use outpost_tests::pods::Node;
 
-const LONG: Duration = Duration::from_secs(60);
 const TOKEN: &str = "attach-test-token";
 
 /// N3: Python's `websockets` attaches with kubelet's parameters, reads the container's
@@ -21,22 +16,11 @@ const TOKEN: &str = "attach-test-token";
 #[test]
 fn n3_python_websockets_attaches_to_a_containers_output_until_it_exits() {
     let node = Node::new();
-    let token = node.path("token");
-    write_private(&token, format!("{TOKEN}\n"));
-    let mut args = node.args();
-    args.extend(["--token-file".into(), token.clone().into_os_string()]);
-    let agent = Agent::start_pods(&node.manifests(), &args);
+    let (agent, _token) = node.start_with_token(TOKEN);
     // Ticks until told to stop (a file), then says goodbye on both streams and exits.
     let script = "i=0; while [ ! -e /tmp/go ]; do echo tick-$i; echo tock-$i >&2; \
         i=$((i+1)); sleep 0.1; done; echo bye; echo oops >&2; exit 3";
-    node.put(
-        "chatty.yaml",
-        &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: chatty\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(script).unwrap()
-        ),
-    );
-    wait_pod(&agent, "chatty-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
+    node.run_script_pod(&agent, "chatty", "  restartPolicy: Never\n", script);
     let client = node.path("attach.py");
     std::fs::write(&client, WS_CLIENT).unwrap();
     let out =

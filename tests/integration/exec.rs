@@ -10,8 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use outpost_tests::agent::Agent;
-use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, container, wait_pod};
+use outpost_tests::pods::Node;
 use outpost_tests::{outpost_bin, write_private};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -28,20 +27,8 @@ struct Running {
 
 fn running() -> Running {
     let node = Node::new();
-    let token = node.path("token");
-    write_private(&token, format!("{TOKEN}\n"));
-    let mut args = node.args();
-    args.extend(["--token-file".into(), token.clone().into_os_string()]);
-    let agent = Agent::start_pods(&node.manifests(), &args);
-    let script = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
-    node.put(
-        "talk.yaml",
-        &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: talk\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(script).unwrap()
-        ),
-    );
-    wait_pod(&agent, "talk-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
+    let (agent, token) = node.start_with_token(TOKEN);
+    node.run_script_pod(&agent, "talk", "", "trap 'exit 0' TERM; while true; do sleep 0.1; done");
     Running { agent, token, node }
 }
 

@@ -6,14 +6,10 @@
 use outpost_tests::needs;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use outpost_tests::agent::Agent;
-use outpost_tests::containerd::BUSYBOX_IMAGE;
-use outpost_tests::pods::{Node, container, wait_pod};
-use outpost_tests::write_private;
+use outpost_tests::pods::Node;
 
-const LONG: Duration = Duration::from_secs(60);
 const TOKEN: &str = "port-forward-test-token";
 
 /// A node running the pod `web` (`web-edge-1`): `httpd` on 127.0.0.1:8080 and on
@@ -26,22 +22,11 @@ struct Running {
 
 fn running() -> Running {
     let node = Node::new();
-    let token = node.path("token");
-    write_private(&token, format!("{TOKEN}\n"));
-    let mut args = node.args();
-    args.extend(["--token-file".into(), token.clone().into_os_string()]);
-    let agent = Agent::start_pods(&node.manifests(), &args);
+    let (agent, token) = node.start_with_token(TOKEN);
     let script = "mkdir -p /a /b && echo page-a > /a/index.html && echo page-b > /b/index.html \
         && httpd -p 127.0.0.1:8080 -h /a && httpd -p 127.0.0.1:8081 -h /b \
         && trap 'exit 0' TERM; while true; do sleep 0.1; done";
-    node.put(
-        "web.yaml",
-        &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(script).unwrap()
-        ),
-    );
-    wait_pod(&agent, "web-edge-1", LONG, |p| container(p)["state"]["running"].is_object());
+    node.run_script_pod(&agent, "web", "", script);
     Running { agent, node, _token: token }
 }
 

@@ -131,6 +131,33 @@ impl Node {
         Agent::start_pods(&self.manifests(), &self.args())
     }
 
+    /// `outpost run` on this node with `token` in its `--token-file` (written private);
+    /// the agent and the file's path.
+    pub fn start_with_token(&self, token: &str) -> (Agent, PathBuf) {
+        let file = self.path("token");
+        crate::write_private(&file, format!("{token}\n"));
+        let mut args = self.args();
+        args.extend(["--token-file".into(), file.clone().into_os_string()]);
+        (Agent::start_pods(&self.manifests(), &args), file)
+    }
+
+    /// Puts the static pod `name`, one busybox container `main` running `sh -c script`
+    /// (`extra_spec`: more lines of its spec, such as `  restartPolicy: Never\n`), and
+    /// waits for `agent` to run it.
+    pub fn run_script_pod(&self, agent: &Agent, name: &str, extra_spec: &str, script: &str) {
+        let script = serde_json::to_string(script).expect("a script is a string");
+        self.put(
+            &format!("{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{extra_spec}  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n",
+                crate::containerd::BUSYBOX_IMAGE
+            ),
+        );
+        wait_pod(agent, &format!("{name}-edge-1"), Duration::from_secs(60), |p| {
+            container(p)["state"]["running"].is_object()
+        });
+    }
+
     /// The bridge network this node's pods get: its own bridge, subnet and IPAM dir.
     pub fn bridge_conflist(&self) -> String {
         serde_json::json!({
