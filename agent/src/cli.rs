@@ -240,6 +240,9 @@ pub struct ContainerLogArgs {
     /// Files to keep, the live one included.
     #[arg(long, value_name = "N", default_value_t = crate::runtime::logs::DEFAULT_MAX_FILES, value_parser = at_least_one)]
     pub max_files: usize,
+    /// The container's FIFOs, when the agent starts the logger (a container with stdin).
+    #[arg(long, value_name = "DIR")]
+    pub fifos: Option<PathBuf>,
 }
 
 fn at_least_one(value: &str) -> Result<usize, String> {

@@ -28,9 +28,9 @@ fn main() -> ExitCode {
                 max_size: args.max_size,
                 max_files: args.max_files,
             };
-            outpost_container_log::shim::container_log(&args.path, limits)
-                .map(|()| ExitCode::SUCCESS)
-                .map_err(Into::into)
+            let args =
+                outpost_container_log::shim::Args { path: args.path, limits, fifos: args.fifos };
+            args.run().map(|()| ExitCode::SUCCESS).map_err(|e| anyhow::anyhow!(e))
         }
         Command::PodInit(_) => {
             outpost::runtime::netns::pid::run_init().map(|()| ExitCode::SUCCESS).map_err(Into::into)

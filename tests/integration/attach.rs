@@ -1,7 +1,8 @@
 //! End to end (N3): `/attach` over a WebSocket to a running busybox container: its
 //! output as it is written, stdout and stderr on their own channels, until the container
-//! exits (then `Success` and a normal close, as kubelet's attach ends); input is refused
-//! (the admission refuses `stdin: true`).
+//! exits (then `Success` and a normal close, as kubelet's attach ends); input to a
+//! container without `stdin: true` is refused. Input itself is checked with real kubectl
+//! (`kubectl.rs`).
 
 use outpost_tests::needs;
 use std::process::Command;

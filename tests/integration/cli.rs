@@ -82,15 +82,17 @@ fn a1_validate_refuses_unsupported_fields_and_warns() {
     let refused = dir.path().join("refused.yaml");
     fs::write(
         &refused,
-        pod_yaml("web", "nginx")
-            .replace("  - name: main\n", "  - name: main\n    stdinOnce: true\n"),
+        pod_yaml("web", "nginx").replace(
+            "  - name: main\n",
+            "  - name: main\n    volumeDevices: [{name: d, devicePath: /dev/xvda}]\n",
+        ),
     )
     .unwrap();
     let (code, stdout, _) = validate(&refused, &[]);
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.starts_with(&format!(
-            "{}:9:5: spec.containers[0].stdinOnce: not supported: ",
+            "{}:9:5: spec.containers[0].volumeDevices: not supported: ",
             refused.display()
         )),
         "{stdout}"

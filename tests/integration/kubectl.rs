@@ -1,5 +1,5 @@
 //! N3 with real clients: kubectl 1.27 (SPDY/3.1) and 1.33 (WebSockets, and SPDY when told)
-//! run `exec`, `exec -it`, `port-forward`, `cp`, `attach` and `logs -f` against pods of an
+//! run `exec`, `exec -it`, `port-forward`, `cp`, `attach`, `attach -i` and `logs -f` against pods of an
 //! Outpost node, and `get --raw` reads the node's `/stats/summary` (N2), through the test API server's upgrade-aware proxy, which copies the bytes of the
 //! upgraded connection unchanged: the node sees each kubectl's own protocol. Each test
 //! prints a line per client and result (`kubectl <command> | <version> <protocol> | ok`).
@@ -197,6 +197,139 @@ fn n3_kubectl_attach_streams_the_containers_output() {
         let ticks: Vec<&String> = seen.iter().filter(|l| l.starts_with("tick-")).collect();
         assert!(ticks.len() >= 3, "{}: kubectl attach gave {seen:?}", client.label());
         report("attach (output)", &client, "ok");
+    }
+}
+
+/// A running `kubectl attach -i`: its input, and its output's lines as they come.
+struct Attach {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every line seen so far, for failure messages.
+    seen: Vec<String>,
+}
+
+impl Attach {
+    fn start(api: &NodeApi, client: &Client, pod: &str) -> Attach {
+        let mut command = client.command(api.kubeconfig(), &["attach", "-i", pod]);
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Attach { child, lines, seen: Vec::new() }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        std::io::Write::write_all(stdin, format!("{line}\n").as_bytes()).unwrap();
+    }
+
+    /// kubectl's end of input.
+    fn close_input(&mut self) {
+        drop(self.child.stdin.take());
+    }
+
+    /// Waits (up to 30 s) for the line `wanted`; whether it came.
+    fn expect(&mut self, wanted: &str) -> bool {
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            self.seen.push(line.clone());
+            // A TTY ends its lines with CR LF.
+            if line.trim_end_matches('\r') == wanted {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Attach {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A container that answers each line of its stdin, and says when its stdin ends.
+fn stdin_reader(name: &str, once: bool) -> serde_json::Value {
+    stdin_reader_with(name, json!({"stdin": true, "stdinOnce": once}))
+}
+
+fn stdin_reader_with(name: &str, flags: serde_json::Value) -> serde_json::Value {
+    let script = "while read line; do echo got-$line; done; echo stdin-closed; exec sleep 3600";
+    let mut container = json!({"command": ["sh", "-c", script]});
+    container.as_object_mut().unwrap().extend(flags.as_object().unwrap().clone());
+    api_pod(name, container, json!({}))
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_attach_i_writes_to_the_containers_stdin_across_attaches_and_agent_restarts() {
+    let mut api = NodeApi::start(&[]);
+    api.cluster.create_pod(stdin_reader("reader", false));
+    api.cluster.wait_running("reader");
+    for (i, client) in clients().into_iter().enumerate() {
+        // Each attach ends with kubectl's end of input; the container's stdin stays open
+        // for the next one.
+        let mut attach = Attach::start(&api, &client, "reader");
+        attach.send(&format!("hello-{i}"));
+        let answered = attach.expect(&format!("got-hello-{i}"));
+        assert!(answered, "{}: kubectl attach -i gave {:?}", client.label(), attach.seen);
+        attach.close_input();
+        drop(attach);
+        report("attach -i", &client, "ok");
+    }
+    // The shim holds the container's stdin, not the agent.
+    api.restart_agent();
+    let client = &clients()[1];
+    let mut attach = Attach::start(&api, client, "reader");
+    attach.send("after-restart");
+    let answered = attach.expect("got-after-restart");
+    assert!(answered, "after the agent's restart: {:?}", attach.seen);
+    drop(attach);
+    report("attach -i after the agent restarted", client, "ok");
+
+    // `kubectl run -it`'s shape: stdin and a TTY, whose output is the terminal's.
+    api.cluster.create_pod(stdin_reader_with("terminal", json!({"stdin": true, "tty": true})));
+    api.cluster.wait_running("terminal");
+    let mut attach = Attach::start(&api, client, "terminal");
+    attach.send("typed");
+    let answered = attach.expect("got-typed");
+    assert!(answered, "with a TTY: {:?}", attach.seen);
+    report("attach -i to a container with a TTY", client, "ok");
+}
+
+#[needs(pods, kubectl)]
+#[test]
+fn n3_kubectl_attach_i_with_stdin_once_closes_the_containers_stdin_at_the_end_of_input() {
+    let api = NodeApi::start(&[]);
+    for (i, client) in clients().into_iter().enumerate() {
+        let pod = format!("once-{i}");
+        api.cluster.create_pod(stdin_reader(&pod, true));
+        api.cluster.wait_running(&pod);
+        let mut attach = Attach::start(&api, &client, &pod);
+        attach.send("only");
+        let answered = attach.expect("got-only");
+        assert!(answered, "{}: kubectl attach -i gave {:?}", client.label(), attach.seen);
+        attach.close_input();
+        let closed = attach.expect("stdin-closed");
+        assert!(closed, "{}: stdinOnce: {:?}", client.label(), attach.seen);
+        drop(attach);
+        // A second attach with input has nothing to write to, and is told why.
+        let again = api.kubectl(&client, &["attach", "-i", &pod], b"late\n");
+        let stderr = text(&again.stderr);
+        assert!(!again.status.success(), "{}: {stderr}", client.label());
+        assert!(stderr.contains("stdinOnce closed it"), "{}: {stderr}", client.label());
+        report("attach -i (stdinOnce)", &client, "ok");
     }
 }
 

@@ -96,6 +96,8 @@ pub struct NodeApi {
     pub port: u16,
     /// The agent's serving certificate (self-signed: a client's CA for it).
     pub serving_cert: PathBuf,
+    /// The agent's flags, for [`NodeApi::restart_agent`].
+    flags: Vec<String>,
 }
 
 impl NodeApi {
@@ -136,7 +138,23 @@ impl NodeApi {
         eventually("the Node is registered with its kubelet endpoint", LONG, || {
             cluster.server().get("nodes", None, NODE).is_ok_and(|node| registered(&node))
         });
-        NodeApi { cluster, port, serving_cert: cert }
+        let flags = flags.iter().map(|f| (*f).to_owned()).collect();
+        NodeApi { cluster, port, serving_cert: cert, flags }
+    }
+
+    /// Stops the agent (SIGTERM: its pods run on) and starts it again with the same
+    /// flags, once it watches its pods again.
+    pub fn restart_agent(&mut self) {
+        if let Some(agent) = self.cluster.agent.take() {
+            agent.stop();
+        }
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        self.cluster.agent = Some(self.cluster.api.start(&flags));
+        let api = &self.cluster.api;
+        api.rt.block_on(async {
+            let watching = api.server.wait_for_watchers("pods", 1);
+            tokio::time::timeout(LONG, watching).await.unwrap();
+        });
     }
 
     pub fn kubeconfig(&self) -> &Path {

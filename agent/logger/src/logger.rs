@@ -34,20 +34,23 @@ const THREAD_STACK: usize = 64 * 1024;
 /// Bytes read from a pipe at a time.
 const READ_SIZE: usize = 16 * 1024;
 
-/// Copies `stdout` and `stderr` into `file` as CRI records until both reach their end.
+/// Copies `stdout` and `stderr` (none with a TTY: its output is all on `stdout`) into
+/// `file` as CRI records until both reach their end.
 /// A failure to read a pipe ends that stream; a failure to write is reported (on
 /// stderr: containerd 1.6's shim gives its logger /dev/null there, so this shows only when
 /// run by hand) once per run of failures, and the output is dropped meanwhile, so the
 /// container is never blocked on a full pipe.
-pub fn run(stdout: OwnedFd, stderr: OwnedFd, file: &mut LogFile) -> Result<()> {
+pub fn run(stdout: OwnedFd, stderr: Option<OwnedFd>, file: &mut LogFile) -> Result<()> {
     SigSet::from(Signal::SIGTERM).thread_block().map_err(Error::BlockSigterm)?;
     let writer = Mutex::new(Writer { file, failing: false, record: Vec::with_capacity(1024) });
     thread::scope(|scope| {
-        thread::Builder::new()
-            .name("stderr".into())
-            .stack_size(THREAD_STACK)
-            .spawn_scoped(scope, || copy(Stream::Stderr, File::from(stderr), &writer))
-            .map_err(Error::Thread)?;
+        if let Some(stderr) = stderr {
+            thread::Builder::new()
+                .name("stderr".into())
+                .stack_size(THREAD_STACK)
+                .spawn_scoped(scope, || copy(Stream::Stderr, File::from(stderr), &writer))
+                .map_err(Error::Thread)?;
+        }
         copy(Stream::Stdout, File::from(stdout), &writer);
         Ok(())
     })

@@ -13,10 +13,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match shim::container_log(&args.path, args.limits) {
+    match args.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let cause = std::error::Error::source(&error).map(|c| format!(": {c}"));
+            let cause = error.source().map(|c| format!(": {c}"));
             eprintln!("outpost-container-log: {error}{}", cause.unwrap_or_default());
             ExitCode::FAILURE
         }

@@ -35,9 +35,6 @@ pub fn container_spec(
     {
         return Err(Error::SharedAndHostPid { at });
     }
-    if container.stdin.unwrap_or(false) {
-        return Err(Error::Stdin { at });
-    }
     let security = security::Security::of(ctx.pod, container);
     security.check(&at)?;
     let image_config = image.config().as_ref();

@@ -198,13 +198,6 @@ pub enum Error {
     FqdnTooLong { at: Subject, fqdn: String, length: usize, max: usize },
 
     #[error(
-        "{at}: stdin is not supported: Outpost does not attach to containers, so stdin would \
-         read end-of-file at once instead of staying open as under kubelet; remove stdin and \
-         stdinOnce"
-    )]
-    Stdin { at: Subject },
-
-    #[error(
         "{at}: shareProcessNamespace and hostPID cannot both be set (the API server rejects \
          it too); remove one"
     )]

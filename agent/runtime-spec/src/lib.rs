@@ -24,9 +24,7 @@
 //! device allowed in its cgroup but only the default device nodes in `/dev`, every volume
 //! mount is `rprivate` (admission refuses another `mountPropagation`), `subPathExpr` is
 //! refused, the pod's sysctls are set by each container's spec (there is no sandbox
-//! container to hold them; they land in the same pod namespaces), `stdin` is refused
-//! (nothing attaches to hold a container's stdin open, as containerd's CRI does),
-//! `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
+//! container to hold them; they land in the same pod namespaces), `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
 //! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
 //! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
 //! points, which Go escapes and Outpost keeps (`projection`).

@@ -12,7 +12,7 @@ use std::time::Duration;
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveSnapshotRequest};
 use containerd_client::services::v1::{
-    Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
+    CloseIoRequest, Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
     DeleteTaskRequest, GetContainerRequest, GetRequest, KillRequest, ListContainersRequest,
     ListTasksRequest, StartRequest, UpdateContainerRequest, WaitRequest,
 };
@@ -116,8 +116,8 @@ pub struct NewContainer<'a> {
     pub parent_snapshot: &'a str,
     pub spec: &'a Spec,
     pub labels: HashMap<String, String>,
-    /// stdout/stderr URI (a `binary://` logger).
-    pub log_uri: &'a str,
+    /// Its stdio: the `binary://` logger's URI, or its FIFOs.
+    pub stdio: &'a crate::stdio::Stdio,
     /// runc manages its cgroup through systemd (`--cgroup-driver systemd`: its
     /// `cgroupsPath` is `slice:prefix:name`).
     pub systemd_cgroup: bool,
@@ -209,8 +209,9 @@ async fn create_task(containerd: &Containerd, new: &NewContainer<'_>) -> Result<
     let request = CreateTaskRequest {
         container_id: id.to_owned(),
         rootfs: mounts,
-        stdout: new.log_uri.to_owned(),
-        stderr: if terminal { String::new() } else { new.log_uri.to_owned() },
+        stdin: new.stdio.stdin.clone(),
+        stdout: new.stdio.stdout.clone(),
+        stderr: new.stdio.stderr.clone(),
         terminal,
         ..CreateTaskRequest::default()
     };
@@ -233,6 +234,18 @@ pub async fn start(containerd: &Containerd, id: &str) -> Result<u32> {
         .map_err(|source| failed(id, "starting the task", source))?
         .into_inner();
     Ok(started.pid)
+}
+
+/// Closes the shim's own writer on the task's stdin (`Tasks.CloseIO`): once the last
+/// attach writing to it ends, the container reads end-of-file (`stdinOnce`).
+pub async fn close_stdin(containerd: &Containerd, id: &str) -> Result<()> {
+    let request =
+        CloseIoRequest { container_id: id.to_owned(), exec_id: String::new(), stdin: true };
+    match containerd.tasks().close_io(request).await {
+        Ok(_) => Ok(()),
+        Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
+        Err(source) => Err(failed(id, "closing the task's stdin", source)),
+    }
 }
 
 /// Sends `signal` to the task's init process (`all`: to every process in it). A task that

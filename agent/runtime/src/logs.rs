@@ -5,7 +5,8 @@
 //! `outpost-container-log` crate, installed beside `outpost`; see [`logger_binary`]), a
 //! process that containerd's shim starts for each container from the `binary://` log URI
 //! of [`logger_uri`] (so logging does not depend on the agent staying up), and read
-//! ([`read`]) by `outpost logs` and the local API.
+//! ([`read`]) by `outpost logs` and the local API. A container with `stdin: true` gets
+//! the same logger from the agent instead, on FIFOs ([`crate::stdio`]).
 //!
 //! Rotation limits are kubelet's defaults ([`DEFAULT_MAX_SIZE`], [`DEFAULT_MAX_FILES`]):
 //! the shim passes the logger exactly the arguments of the URI's query, one key (several

@@ -20,6 +20,9 @@ pub struct Runtime {
     /// Where the pods' sandboxes are (`<run-dir>/pods/<uid>/ns/net` holds a pod's network
     /// namespace): `/portForward` connects from inside it.
     pub pods_dir: std::path::PathBuf,
+    /// `<run-dir>/io`: the stdio FIFOs of containers with stdin (`/attach` writes input
+    /// there).
+    pub io_dir: std::path::PathBuf,
 }
 
 /// The runtime, once connected; clones reach the same slot.

@@ -42,6 +42,7 @@ use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
 use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
+use crate::runtime::stdio;
 use crate::runtime::termination;
 use crate::worker::metrics::Metrics;
 
@@ -123,6 +124,11 @@ impl Pods {
     /// `<state-dir>/pods`: each pod's files and volumes, by UID.
     pub fn pods_dir(&self) -> PathBuf {
         self.settings.state_dir.join("pods")
+    }
+
+    /// `<run-dir>/io`: the stdio FIFOs of containers with stdin, by container ID.
+    pub fn io_dir(&self) -> PathBuf {
+        self.settings.run_dir.join("io")
     }
 
     /// `<run-dir>/pods`: each pod's namespaces, by UID.
@@ -263,8 +269,27 @@ impl PodRuntime for Pods {
             &container.name,
             restart_count,
         );
-        let log_uri = logs::logger_uri(&self.settings.logger, &log_path)
-            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        let create_error =
+            |message| StartFailure::new(WaitingReason::CreateContainerError, message);
+        let terminal = container.tty.unwrap_or(false);
+        // A container with stdin has FIFOs and a logger the agent starts; released (the
+        // value dropped) once the task is created or its creation failed.
+        let logger = if container.stdin.unwrap_or(false) {
+            let io_dir = self.io_dir();
+            let logger = &self.settings.logger;
+            let started = stdio::Logger::start(&io_dir, &id, logger, &log_path, terminal).await;
+            Some(started.map_err(|e| create_error(describe(&e)))?)
+        } else {
+            None
+        };
+        let stdio = match &logger {
+            Some(logger) => logger.stdio.clone(),
+            None => {
+                let uri = logs::logger_uri(&self.settings.logger, &log_path)
+                    .map_err(|e| create_error(describe(&e)))?;
+                stdio::Stdio::logged(&uri, terminal)
+            }
+        };
         let started_at = Timestamp::now();
         let labels: HashMap<String, String> = [
             (LABEL_POD_UID, uid.to_owned()),
@@ -285,12 +310,12 @@ impl PodRuntime for Pods {
             parent_snapshot: &image.chain_id,
             spec: &spec,
             labels,
-            log_uri: &log_uri,
+            stdio: &stdio,
             systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
         };
-        self.limited(container::create(&self.containerd, &new))
-            .await
-            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        let created = self.limited(container::create(&self.containerd, &new)).await;
+        drop(logger);
+        created.map_err(|e| create_error(describe(&e)))?;
         Ok(Created { id, image_id: image.digest.clone(), started_at })
     }
 

@@ -291,21 +291,6 @@ pub(super) fn supplemental_groups_policy(review: &mut Review<'_>, field: &str, v
     one_of(review, field, value, &["Merge"]);
 }
 
-/// `stdin: true`: under kubelet containerd's CRI holds the container's stdin open for an
-/// attach; nothing here attaches, so it would read end-of-file at once.
-pub(super) fn stdin(review: &mut Review<'_>, field: &str, value: &Value) {
-    if value.as_bool() == Some(true) {
-        review.refuse(
-            field,
-            UNSUPPORTED_FIELD,
-            format!(
-                "{field}: true is not supported (nothing attaches to hold a container's stdin \
-                 open); remove it, and use `outpost exec -i` to talk to a container"
-            ),
-        );
-    }
-}
-
 /// `shareProcessNamespace` with `hostPID`: the API server refuses the pair.
 pub(super) fn share_process_namespace(review: &mut Review<'_>, field: &str, value: &Value) {
     let host_pid = review.pod.spec.as_ref().and_then(|s| s.host_pid).unwrap_or(false);

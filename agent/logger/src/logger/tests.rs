@@ -12,7 +12,7 @@ fn log(limits: Limits, feed: impl FnOnce(File, File) + Send + 'static) -> Vec<St
     let (err_r, err_w) = nix::unistd::pipe().unwrap();
     let feeder = thread::spawn(move || feed(File::from(out_w), File::from(err_w)));
     let mut file = LogFile::open(&path, limits).unwrap();
-    run(out_r, err_r, &mut file).unwrap();
+    run(out_r, Some(err_r), &mut file).unwrap();
     feeder.join().unwrap();
     std::fs::read_to_string(&path)
         .unwrap()
@@ -67,6 +67,6 @@ fn a_logger_that_cannot_write_still_drains_the_container() {
             out.write_all(b"more than a pipe holds\n").unwrap();
         }
     });
-    run(out_r, err_r, &mut file).unwrap();
+    run(out_r, Some(err_r), &mut file).unwrap();
     feeder.join().unwrap();
 }

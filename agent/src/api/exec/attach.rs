@@ -10,28 +10,38 @@
 //! as kubelet's attach ends; a client that goes away leaves the container running.
 //! With a TTY, resizes go to the container's task.
 //!
-//! Input is not served: the admission refuses `stdin: true`, so no container has a
-//! stdin to attach to, and a request with `input=1` is a 400 that says so.
+//! Input goes to the container's stdin FIFO, which the shim keeps open for a container
+//! with `stdin: true` (`runtime::stdio`), so what an attach writes reaches the container
+//! whichever attach or agent wrote before. With `stdinOnce`, the end of the first
+//! attach's input closes the container's stdin for good (`Tasks.CloseIO`), as the API
+//! documents; later attaches with input are refused with that reason. A request with
+//! `input=1` to a container without stdin is a 400 that says so.
 
 use std::io::{self, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use containerd_client::services::v1::{ResizePtyRequest, WaitRequest};
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt, ReadHalf, SimplexStream, WriteHalf};
+use tokio::io::{
+    AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt, ReadHalf, SimplexStream, WriteHalf,
+};
+use tokio::net::unix::pipe::Sender;
 use tokio::task::JoinHandle;
 
-use super::locate::Found;
+use super::locate::{Found, Stdin};
 use super::{Named, Refusal};
 use crate::api::AppState;
-use crate::api::streams::{Attached, Ended, Output, Process, Start, StreamOptions};
+use crate::api::streams::{Attached, Ended, Input, Output, Process, Start, StreamOptions};
 use crate::error_chain::describe;
 use crate::runtime::Containerd;
 use crate::runtime::container;
 use crate::runtime::logs::{self, cri};
+use crate::runtime::stdio;
 
 /// How often the log file is read for new lines.
 const POLL: Duration = Duration::from_millis(100);
@@ -48,27 +58,45 @@ pub(super) fn start(
     found: &Found,
     options: StreamOptions,
 ) -> Result<Start, Refusal> {
-    if options.stdin {
+    if options.stdin && found.stdin == Stdin::None {
         return Err(Refusal::bad_request(format!(
-            "container {:?} of pod {}/{} has no stdin to attach to (this agent's admission refuses stdin: true); attach with output and error only (kubectl attach without -i)",
+            "container {:?} of pod {}/{} has no stdin to attach to (its spec has no stdin: true); attach with output and error only (kubectl attach without -i)",
             named.container, named.namespace, named.pod
         )));
     }
     let runtime = crate::api::runtime::unavailable(state.runtime_slot.as_ref())
         .map_err(|(code, reason, message)| Refusal::new(code, reason, message))?;
-    let containerd = runtime.containerd.clone();
-    let dir = logs::pod_log_dir(&state.pod_log_dir, &named.namespace, &named.pod, &found.uid)
-        .join(&named.container);
-    let id = found.id.clone();
-    Ok(Box::new(move || attach(containerd, id, dir, options).boxed()))
+    let target = Target {
+        containerd: runtime.containerd.clone(),
+        id: found.id.clone(),
+        log_dir: logs::pod_log_dir(&state.pod_log_dir, &named.namespace, &named.pod, &found.uid)
+            .join(&named.container),
+        io_dir: runtime.io_dir.clone(),
+        stdin: found.stdin,
+    };
+    Ok(Box::new(move || attach(target, options).boxed()))
 }
 
-async fn attach(
+/// The container an attach is to.
+struct Target {
     containerd: Containerd,
     id: String,
-    dir: PathBuf,
-    options: StreamOptions,
-) -> Result<Attached, String> {
+    /// Its CRI log directory.
+    log_dir: PathBuf,
+    /// `<run-dir>/io`.
+    io_dir: PathBuf,
+    stdin: Stdin,
+}
+
+async fn attach(target: Target, options: StreamOptions) -> Result<Attached, String> {
+    let Target { containerd, id, log_dir: dir, io_dir, stdin } = target;
+    let input = if options.stdin {
+        let sender = stdio::open_stdin(&io_dir, &id).map_err(|e| describe(&e))?;
+        let once = (stdin == Stdin::Once).then(|| (containerd.clone(), id.clone()));
+        Some(Box::pin(ContainerStdin { sender, once }) as Input)
+    } else {
+        None
+    };
     let run = container::run_of(&containerd, &id)
         .await
         .map_err(|e| describe(&e))?
@@ -84,7 +112,7 @@ async fn attach(
     let follower = Follower { containerd: containerd.clone(), id: id.clone(), path, writers };
     let follower = tokio::spawn(follower.run(file));
     Ok(Attached {
-        stdin: None,
+        stdin: input,
         stdout: stdout_reader,
         stderr: stderr_reader,
         process: Box::new(Attachment { containerd, id, follower: Some(follower) }),
@@ -215,6 +243,44 @@ impl Follower {
             }
         }
         Ok(n)
+    }
+}
+
+/// An attach's input: the container's stdin FIFO. With `stdinOnce` (`once`), its drop,
+/// the end of the client's input, closes the container's stdin.
+struct ContainerStdin {
+    sender: Sender,
+    once: Option<(Containerd, String)>,
+}
+
+impl Drop for ContainerStdin {
+    fn drop(&mut self) {
+        let Some((containerd, id)) = self.once.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            match container::close_stdin(&containerd, &id).await {
+                Ok(()) => tracing::debug!(container_id = id, "stdinOnce: the first attach ended, the container's stdin is closed"),
+                Err(e) => tracing::warn!(container_id = id, error = %describe(&e), "stdinOnce: cannot close the container's stdin"),
+            }
+        });
+    }
+}
+
+impl AsyncWrite for ContainerStdin {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.sender).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.sender).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.sender).poll_shutdown(cx)
     }
 }
 

@@ -12,6 +12,35 @@ pub(super) struct Found {
     pub uid: String,
     /// The containerd container ID.
     pub id: String,
+    /// Its spec's `stdin` and `stdinOnce`.
+    pub stdin: Stdin,
+}
+
+/// Whether a container has stdin to attach to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stdin {
+    None,
+    /// `stdin: true`: open across attach sessions.
+    Open,
+    /// `stdinOnce` too: closed when the first attach that wrote to it ends.
+    Once,
+}
+
+impl Stdin {
+    fn of(pod: &Pod, container: &str) -> Stdin {
+        let Some(spec) = &pod.spec else { return Stdin::None };
+        let mut regular = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+        let flags =
+            regular.find(|c| c.name == container).map(|c| (c.stdin, c.stdin_once)).or_else(|| {
+                let mut ephemeral = spec.ephemeral_containers.iter().flatten();
+                ephemeral.find(|c| c.name == container).map(|c| (c.stdin, c.stdin_once))
+            });
+        match flags {
+            Some((Some(true), Some(true))) => Stdin::Once,
+            Some((Some(true), _)) => Stdin::Open,
+            _ => Stdin::None,
+        }
+    }
 }
 
 /// A pod found, for `/portForward`.
@@ -57,7 +86,9 @@ pub(super) fn locate(state: &AppState, named: &Named) -> Result<Found, Refusal> 
     let live = container_status(&pod, &named.container);
     let running = live.filter(|s| s.state.as_ref().is_some_and(|s| s.running.is_some()));
     match running.and_then(|s| s.container_id.as_deref()).map(container_id) {
-        Some(id) if !id.is_empty() => Ok(Found { uid, id: id.to_owned() }),
+        Some(id) if !id.is_empty() => {
+            Ok(Found { uid, id: id.to_owned(), stdin: Stdin::of(&pod, &named.container) })
+        }
         _ => Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "BadRequest",

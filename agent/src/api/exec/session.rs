@@ -114,6 +114,17 @@ pub async fn serve(socket: WebSocket, target: Target) {
     }
     drop(frames);
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, writer.join_next()).await;
+    // The closing handshake: what the client still sends is read up to its close, so the
+    // socket is not closed with input unread (the kernel would reset the connection, and
+    // a proxy in between could lose the status on its way).
+    let client_closed = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, client_closed).await;
 }
 
 /// Streams between the client and the command until it ends: how it ended, or `None`

@@ -102,6 +102,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
         (config.containerd_socket.clone(), config.containerd_namespace.clone());
     let exec_dir = config.run_dir.join("exec");
     let pods_dir = config.run_dir.join("pods");
+    let io_dir = config.run_dir.join("io");
     let stopped = stop.clone();
     let task = async move {
         let (socket, managed) = match managed {
@@ -121,6 +122,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
             execs: Execs::new(containerd.clone(), exec_dir),
             containerd: containerd.clone(),
             pods_dir,
+            io_dir,
         });
         match containerd.version().await {
             Ok(v) => {

@@ -15,17 +15,19 @@ fn a1_an_unsupported_field_is_an_error_with_its_path_and_position() {
     let text = format!(
         "{}---\n{}",
         manifest("a"),
-        manifest("b")
-            .replace("    image: nginx:1.27\n", "    image: nginx:1.27\n    stdinOnce: true\n")
+        manifest("b").replace(
+            "    image: nginx:1.27\n",
+            "    image: nginx:1.27\n    volumeDevices:\n    - {name: d, devicePath: /dev/xvda}\n"
+        )
     );
     let errors = decode(text.as_bytes(), file(), NODE).unwrap_err();
     assert_eq!(errors.0.len(), 1, "{errors}");
     let Error::Invalid { field, message, position } = &errors.0[0] else { panic!("{errors:?}") };
-    assert_eq!(field, "spec.containers[0].stdinOnce");
+    assert_eq!(field, "spec.containers[0].volumeDevices");
     assert_eq!(*position, Some((18, 5)));
-    assert!(message.starts_with("not supported: attaching"), "{message}");
+    assert!(message.starts_with("not supported: raw block volumes"), "{message}");
     assert!(
-        errors.to_string().starts_with("18:5: spec.containers[0].stdinOnce: not supported: "),
+        errors.to_string().starts_with("18:5: spec.containers[0].volumeDevices: not supported: "),
         "{errors}"
     );
 }
