@@ -267,7 +267,7 @@ async fn forward(
         pod.namespace = %named.namespace, pod.name = %named.pod, pod.uid = %pod.uid,
     );
     span.in_scope(|| tracing::debug!(?ports, by = ?by, "stream requested"));
-    let dialer = port_forward::PodNetwork::new(runtime, &pod);
+    let dialer = port_forward::PodNetwork::new(runtime, &named.pod, &pod);
     let permit = match upgrade::permit(&state) {
         Ok(permit) => permit,
         Err(refusal) => return refusal.into_response(),
@@ -276,10 +276,7 @@ async fn forward(
     let endpoint = upgrade::hold(endpoint, permit);
     match upgrade::transport(&state, request, &port_forward::PROTOCOLS).await {
         Ok(Transport::Spdy(request)) => span.in_scope(|| super::spdy::upgrade(request, endpoint)),
-        Ok(Transport::WebSocket(upgrade)) => {
-            let pod = port_forward::Pod { name: named.pod, uid: pod.uid };
-            port_forward::upgrade(upgrade, endpoint, pod, span)
-        }
+        Ok(Transport::WebSocket(upgrade)) => port_forward::upgrade(upgrade, endpoint, span),
         Err(response) => response,
     }
 }

@@ -103,6 +103,9 @@ pub trait PortDialer: Send + Sync {
     /// A TCP connection to `port` on the pod's loopback (`localhost:<port>` in its netns,
     /// as kubelet's CRI runtime connects).
     fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<tokio::net::TcpStream>>;
+
+    /// The pod, in kubelet's words for a forwarding error: `<name>, uid <uid>`.
+    fn pod(&self) -> String;
 }
 
 /// What a streaming endpoint serves once its connection is upgraded.

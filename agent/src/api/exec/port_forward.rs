@@ -97,29 +97,28 @@ pub fn port_index(channel: u8, ports: usize) -> Option<usize> {
     (channel.is_multiple_of(2) && index < ports).then_some(index)
 }
 
-/// The pod a session forwards to, for its messages.
-#[derive(Debug, Clone)]
-pub struct Pod {
-    pub name: String,
-    pub uid: String,
-}
-
 /// Connections to a pod's loopback.
 #[derive(Debug)]
 pub struct PodNetwork {
     /// The pod's network namespace (`None`: `hostNetwork`, the host's).
     namespace: Option<PathBuf>,
+    /// `<name>, uid <uid>`.
+    pod: String,
 }
 
 impl PodNetwork {
-    pub(super) fn new(runtime: &Runtime, pod: &FoundPod) -> PodNetwork {
+    pub(super) fn new(runtime: &Runtime, name: &str, pod: &FoundPod) -> PodNetwork {
         let namespace = (!pod.host_network)
             .then(|| netns::network_file(&runtime.pods_dir.join(&pod.uid).join("ns")));
-        PodNetwork { namespace }
+        PodNetwork { namespace, pod: format!("{name}, uid {}", pod.uid) }
     }
 }
 
 impl PortDialer for PodNetwork {
+    fn pod(&self) -> String {
+        self.pod.clone()
+    }
+
     fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<tokio::net::TcpStream>> {
         let namespace = self.namespace.clone();
         async move {
@@ -148,12 +147,7 @@ async fn dial(namespace: Option<&PathBuf>, addr: SocketAddr) -> io::Result<tokio
 
 /// Completes the WebSocket upgrade for a port-forward `endpoint` and serves the session
 /// on the upgraded connection's own task.
-pub(super) fn upgrade(
-    upgrade: WebSocketUpgrade,
-    endpoint: Endpoint,
-    pod: Pod,
-    span: Span,
-) -> Response {
+pub(super) fn upgrade(upgrade: WebSocketUpgrade, endpoint: Endpoint, span: Span) -> Response {
     let status = crate::api::container_logs::status;
     let bad = axum::http::StatusCode::BAD_REQUEST;
     let Endpoint::PortForward { dialer, ports } = endpoint else {
@@ -172,12 +166,12 @@ pub(super) fn upgrade(
     if let Err(refusal) = upgrade::protocol(&upgrade, &PROTOCOLS, true) {
         return axum::response::IntoResponse::into_response(refusal);
     }
-    upgrade.on_upgrade(move |socket| serve(socket, dialer, ports, pod).instrument(span))
+    upgrade.on_upgrade(move |socket| serve(socket, dialer, ports).instrument(span))
 }
 
 /// Serves one session on `socket` until every connection has ended or the client goes
 /// away.
-async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>, pod: Pod) {
+async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>) {
     let (sink, mut stream) = socket.split();
     let (frames, frames_rx) = mpsc::channel::<Message>(FRAMES_IN_FLIGHT);
     let mut writer = JoinSet::new();
@@ -192,7 +186,7 @@ async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>, 
         }
         let (input, chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
         inputs.push(Some(input));
-        let forward = Forward { index, port, frames: frames.clone(), pod: pod.clone() };
+        let forward = Forward { index, port, frames: frames.clone() };
         forwards.spawn(forward.run(dialer.clone(), chunks).instrument(Span::current()));
     }
     drop(dialer);
@@ -249,7 +243,6 @@ struct Forward {
     index: usize,
     port: u16,
     frames: mpsc::Sender<Message>,
-    pod: Pod,
 }
 
 impl Forward {
@@ -266,10 +259,8 @@ impl Forward {
         };
         if let Err(e) = result {
             info!(port = self.port, error = %e, "port-forward failed");
-            let message = format!(
-                "error forwarding port {} to pod {}, uid {}: {e}",
-                self.port, self.pod.name, self.pod.uid
-            );
+            let message =
+                format!("error forwarding port {} to pod {}: {e}", self.port, dialer.pod());
             let frame = channel::frame(error_channel(self.index), message.as_bytes());
             let _ = self.frames.send(Message::Binary(frame.into())).await;
         } else {

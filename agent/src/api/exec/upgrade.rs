@@ -113,6 +113,10 @@ struct HeldDialer {
 }
 
 impl PortDialer for HeldDialer {
+    fn pod(&self) -> String {
+        self.dialer.pod()
+    }
+
     fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<tokio::net::TcpStream>> {
         self.dialer.dial(port)
     }

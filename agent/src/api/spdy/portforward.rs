@@ -151,7 +151,7 @@ async fn forward(dialer: Arc<dyn PortDialer>, id: String, data: Stream, error: S
             }
         }
         Err(e) => {
-            let message = format!("error forwarding port {port} to pod: {e}");
+            let message = format!("error forwarding port {port} to pod {}: {e}", dialer.pod());
             warn!(request = %id, %message);
             let _ = error.sender.send(message.as_bytes()).await;
             let _ = data.sender.finish().await;

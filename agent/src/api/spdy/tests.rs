@@ -80,6 +80,10 @@ fn n3_a_plain_request_is_refused() {
 struct Nowhere;
 
 impl PortDialer for Nowhere {
+    fn pod(&self) -> String {
+        "web, uid 1234".to_owned()
+    }
+
     fn dial(
         &self,
         port: u16,
@@ -137,5 +141,8 @@ async fn n3_spdy_tunnelled_in_a_websocket() {
             }
         }
     }
-    assert_eq!(String::from_utf8_lossy(&error), "error forwarding port 9 to pod: nothing on 9");
+    assert_eq!(
+        String::from_utf8_lossy(&error),
+        "error forwarding port 9 to pod web, uid 1234: nothing on 9"
+    );
 }

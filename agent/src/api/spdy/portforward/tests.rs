@@ -14,6 +14,10 @@ use crate::api::spdy::test_client::{Client, Event};
 struct Loopback;
 
 impl PortDialer for Loopback {
+    fn pod(&self) -> String {
+        "web, uid 1234".to_owned()
+    }
+
     fn dial(&self, port: u16) -> BoxFuture<'static, io::Result<TcpStream>> {
         TcpStream::connect(("127.0.0.1", port)).boxed()
     }
@@ -103,7 +107,10 @@ async fn n3_a_failed_dial_is_written_on_the_error_stream() {
             }
         }
     }
-    assert!(message.starts_with(&format!("error forwarding port {closed} to pod: ")), "{message}");
+    assert!(
+        message.starts_with(&format!("error forwarding port {closed} to pod web, uid 1234: ")),
+        "{message}"
+    );
 }
 
 /// N3: streams without a valid port or stream type are refused, as kubelet refuses them.
