@@ -48,7 +48,7 @@ pub enum Error {
          new one with `kubeadm token create`"
     )]
     NoSignature { url: String, id: String },
-    #[error("cannot trust cluster-info from {url}: {source}")]
+    #[error("cannot trust cluster-info from {url}")]
     Verify {
         url: String,
         #[source]
@@ -62,7 +62,7 @@ pub enum Error {
          try again"
     )]
     Changed { url: String },
-    #[error("gave up reading cluster-info after {waited:?} (--discovery-timeout): {last}")]
+    #[error("gave up reading cluster-info after {waited:.0?} (--discovery-timeout)")]
     GaveUp {
         waited: Duration,
         #[source]
@@ -73,19 +73,19 @@ pub enum Error {
          the state directory) to join again"
     )]
     Joined(PathBuf),
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot read the agent config {path}: {source}")]
+    #[error("cannot read the agent config {path}")]
     ReadConfig {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot start the join's runtime: {0}")]
+    #[error("cannot start the join's runtime")]
     Runtime(#[source] std::io::Error),
 }
 
