@@ -112,7 +112,8 @@ async fn j1_join_verifies_cluster_info_and_writes_a_working_bootstrap_kubeconfig
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn j1_join_stops_on_a_wrong_hash_a_wrong_secret_or_an_unknown_token() {
-    let server = TestApiServer::start_tls().await.unwrap();
+    // A server that authenticates every other request: discovery is anonymous.
+    let server = TestApiServer::builder().tls().token("admin-token").start().await.unwrap();
     server.add_bootstrap_token(ID, SECRET).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let token = format!("{ID}.{SECRET}");

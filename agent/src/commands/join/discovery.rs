@@ -53,7 +53,7 @@ pub async fn discover(
 
 /// `https://HOST:PORT/api/v1/namespaces/kube-public/configmaps/cluster-info` for
 /// `--server` (`https://HOST:PORT` or `HOST:PORT`).
-fn cluster_info_url(server: &str) -> Result<reqwest::Url, Error> {
+pub(super) fn cluster_info_url(server: &str) -> Result<reqwest::Url, Error> {
     let bad = |reason: &str| Error::Server { server: server.to_owned(), reason: reason.to_owned() };
     let with_scheme =
         if server.contains("://") { server.to_owned() } else { format!("https://{server}") };
@@ -138,7 +138,7 @@ async fn fetch(
         .await
         .map_err(|e| fetch_error(url, outpost_core::error_chain::describe(&e)))?;
     let status = response.status();
-    let body = response.bytes().await.map_err(|e| fetch_error(url, e))?;
+    let body = read_body(url, response).await?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
@@ -155,6 +155,21 @@ async fn fetch(
     };
     let kubeconfig = data(bt::KUBECONFIG_KEY).ok_or_else(|| unusable("it has no kubeconfig"))?;
     Ok((kubeconfig, data(&bt::jws_key(id))))
+}
+
+/// The most of an answer read: a ConfigMap is at most 1 MiB, and the first read is
+/// from a server not trusted yet.
+const MAX_BODY: usize = 2 << 20;
+
+async fn read_body(url: &reqwest::Url, mut response: reqwest::Response) -> Result<Vec<u8>, Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| fetch_error(url, e))? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(fetch_error(url, format!("the answer is larger than {MAX_BODY} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The server and CA (PEM) of the verified kubeconfig's cluster: the current context's,

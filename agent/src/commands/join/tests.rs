@@ -130,3 +130,18 @@ fn j1_join_writes_private_files_and_keeps_the_config_mode() {
     std::fs::write(&kubeconfig, "").unwrap();
     assert!(matches!(layout.check_not_joined(), Err(Error::Joined(path)) if path == kubeconfig));
 }
+
+#[test]
+fn j1_server_is_an_https_url_or_host_and_port() {
+    let url = |s: &str| super::discovery::cluster_info_url(s).map(|u| u.to_string());
+    let path = "/api/v1/namespaces/kube-public/configmaps/cluster-info";
+    assert_eq!(url("https://10.0.0.1:6443").unwrap(), format!("https://10.0.0.1:6443{path}"));
+    assert_eq!(url("10.0.0.1:6443").unwrap(), format!("https://10.0.0.1:6443{path}"));
+    assert_eq!(
+        url("https://api.example:6443/x?y=1").unwrap(),
+        format!("https://api.example:6443{path}")
+    );
+    let Err(Error::Server { reason, .. }) = url("http://10.0.0.1:6443") else { panic!() };
+    assert!(reason.contains("TLS"), "{reason}");
+    assert!(matches!(url("https://"), Err(Error::Server { .. })));
+}
