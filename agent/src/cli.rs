@@ -27,6 +27,12 @@ pub enum Command {
     /// Check manifests offline, against this host (AppArmor, allowed sysctls); prints
     /// `file:line:col: message` per problem (and warnings), exits 1 if any problem.
     Validate(ValidateArgs),
+    /// Join a cluster with a bootstrap token, as `kubeadm join` does: verify the cluster's
+    /// signed cluster-info and CA, then write the bootstrap kubeconfig and the agent's
+    /// config for TLS bootstrapping.
+    #[command(after_help = "Example:\n  outpost join --server https://10.0.0.1:6443 \\\n    \
+--token abcdef.0123456789abcdef \\\n    --discovery-token-ca-cert-hash sha256:1234…cdef")]
+    Join(JoinArgs),
     /// Manage the images in containerd's `outpost` namespace.
     #[command(subcommand)]
     Images(ImagesCommand),
@@ -283,6 +289,41 @@ pub struct RunArgs {
     /// line on stdout, serve the local API.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// The agent config `outpost join` writes by default: the one the installed unit runs with.
+pub const JOIN_CONFIG: &str = "/etc/outpost/outpost.yaml";
+
+#[derive(Debug, clap::Args)]
+pub struct JoinArgs {
+    /// The API server, `https://HOST:PORT` (or `HOST:PORT`).
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// The bootstrap token, `ID.SECRET` (`kubeadm token create` makes one).
+    #[arg(long, value_name = "ID.SECRET")]
+    pub token: outpost_core::bootstrap_token::Token,
+    /// The hash of the cluster CA's public key, `sha256:<hex>` (`kubeadm token create
+    /// --print-join-command` prints it); repeatable, one must match.
+    #[arg(
+        long = "discovery-token-ca-cert-hash",
+        visible_alias = "ca-cert-hash",
+        value_name = "sha256:HEX",
+        required = true
+    )]
+    pub ca_cert_hashes: Vec<outpost_core::bootstrap_token::Pin>,
+    /// The node's name, written to the config [default: the agent's, the hostname].
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The agent config to write (created, or edited in place).
+    #[arg(long, value_name = "FILE", default_value = JOIN_CONFIG)]
+    pub config: PathBuf,
+    /// Where the kubeconfigs go [default: the config's directory].
+    #[arg(long, value_name = "DIR")]
+    pub kubeconfig_dir: Option<PathBuf>,
+    /// How long to keep trying to read a signed cluster-info (server unreachable, no
+    /// signature for the token yet).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub discovery_timeout: String,
 }
 
 #[derive(Debug, clap::Args)]

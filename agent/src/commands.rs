@@ -4,6 +4,7 @@ pub mod client;
 pub mod describe;
 pub mod exec;
 pub mod images;
+pub mod join;
 pub mod logs;
 pub mod manifests;
 pub mod pods;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         }
         Command::Validate(args) => validate(args),
         Command::Run(args) => run(*args, log_level),
+        Command::Join(args) => commands::join::join(&args).map_err(Into::into),
         Command::Images(command) => commands::images::images(command).map_err(Into::into),
         Command::Pods(args) => commands::pods::pods(&args).map_err(Into::into),
         Command::Describe(args) => commands::describe::describe(&args).map_err(Into::into),

@@ -26,6 +26,7 @@ mod images;
 mod images_dir;
 mod in_cluster;
 mod init_containers;
+mod join;
 mod kubectl;
 mod lifecycle;
 mod local_api;

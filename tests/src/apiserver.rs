@@ -29,7 +29,10 @@
 //! reviews are served too (module `reviews`): `tokenreviews` of those tokens, and
 //! `authorization.k8s.io/v1` `subjectaccessreviews` answered from RBAC-like rules a test
 //! sets ([`TestApiServer::allow`]); the server has a kubelet-client certificate of its
-//! own ([`TestApiServer::kubelet_client_identity`]).
+//! own ([`TestApiServer::kubelet_client_identity`]). For joining nodes (module
+//! `bootstrap`) it publishes `kube-public/cluster-info`, readable without credentials,
+//! and signs it with bootstrap tokens as the bootstrap signer does
+//! ([`TestApiServer::add_bootstrap_token`]).
 //!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
@@ -59,6 +62,7 @@
 mod admission;
 mod audit;
 mod authn;
+mod bootstrap;
 mod cluster;
 mod discovery;
 mod error;
@@ -91,6 +95,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
 
+pub use bootstrap::{KUBEADM_NODE_TOKEN_GROUP, token_secret as bootstrap_token_secret};
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use patch::Patch;
@@ -212,6 +217,7 @@ impl Config {
         };
         let kubelet_client = tls::kubelet_client()?;
         let store = Arc::new(Store::new(self.history_limit));
+        bootstrap::spawn_signer(&store);
         let min_token_expiration =
             i64::try_from(self.min_token_expiration.as_secs()).unwrap_or(i64::MAX);
         let cluster =

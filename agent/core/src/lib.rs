@@ -14,6 +14,7 @@
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`container_log`]: which container instance a log request reads (kubelet's choice from the status).
+//! - [`bootstrap_token`]: bootstrap tokens, CA key pins and cluster-info's JWS (J1).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`duration`]: durations as settings write them (Go's syntax, ISO 8601, `0`).
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
@@ -31,6 +32,7 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod bootstrap_token;
 pub mod container_log;
 pub mod debounce;
 pub mod duration;

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::audit::Audit;
 use super::authn;
+use super::bootstrap;
 use super::cluster::Cluster;
 use super::discovery;
 use super::error::{self, Error, Result};
@@ -95,6 +96,11 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
     );
     let user = match authenticated {
         Ok(user) => user,
+        Err(Error::Unauthorized)
+            if bootstrap::anonymous_read(&parts.method, &path, &parts.headers) =>
+        {
+            bootstrap::anonymous()
+        }
         Err(error) => return error_response(&error),
     };
     if let Some(fault) = shared.faults.take(&verb, &resource) {
