@@ -10,7 +10,6 @@
 #![allow(clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -123,7 +122,7 @@ impl Manager {
             while matches!(read.read(&mut buf), Ok(n) if n > 0) {}
             locks.lock().expect("locks")[index].released = Some(Instant::now());
         });
-        Ok(zbus::zvariant::OwnedFd::from(OwnedFd::from(write)))
+        Ok(zbus::zvariant::OwnedFd::from(write))
     }
 
     #[zbus(property, name = "InhibitDelayMaxUSec")]
