@@ -196,10 +196,16 @@ fn j3_a_machine_shutdown_stops_pods_by_priority_group() {
     logind.wait_locks("the shutdown lock", LONG, |locks| locks.iter().any(is_shutdown_lock));
 
     // An agent restart is not a shutdown: the pods keep running.
-    let running = c.api.node.tasks();
+    let tasks = |node: &outpost_tests::pods::Node| {
+        let mut tasks = node.tasks();
+        tasks.sort();
+        tasks
+    };
+    let running = tasks(&c.api.node);
     assert_eq!(running.len(), 3, "{running:?}");
+    assert!(running.iter().all(|(_, state)| state == "RUNNING"), "{running:?}");
     c.agent.take().unwrap().stop();
-    assert_eq!(c.api.node.tasks(), running, "SIGTERM alone leaves every pod running");
+    assert_eq!(tasks(&c.api.node), running, "SIGTERM alone leaves every pod running");
     logind.wait_locks("the lock released at the agent's exit", LONG, |locks| {
         locks.iter().all(|l| l.released.is_some())
     });

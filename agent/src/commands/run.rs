@@ -160,6 +160,11 @@ pub async fn run(
             {
                 warn!("the pods' last statuses could not all be sent to the API server");
             }
+            if let Some(sync) = &sync
+                && !sync.node_shutdown_reported(SHUTDOWN_FLUSH).await
+            {
+                warn!("the Node's Ready=False (shutting down) could not be sent to the API server");
+            }
             shutdown.release();
             match stopped {
                 Ok(()) => tokio::select! {

@@ -377,6 +377,7 @@ fn node_config(config: &Config, shared: &Shared, runtime: RuntimeReady) -> sync:
         runtime,
         runtime_version: shared.runtime_version.clone(),
         shutdown: shared.stop_pods.clone(),
+        shutdown_reported: watch::Sender::new(false),
         pressure: shared.pressure.subscribe(),
         reservation: config.node_resources.reservation,
         max_pods: config.max_pods,
