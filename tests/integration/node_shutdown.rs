@@ -93,7 +93,8 @@ fn j3_the_inhibitor_lock_follows_loginds_prepare_for_shutdown() {
 
     logind.prepare_for_shutdown(true);
     logind.wait_locks("the lock's release", LONG, |locks| locks[0].released.is_some());
-    eventually("the Node not Ready: shutting down", LONG, || shutting_down(&server));
+    // Released only once the API server had the Node not Ready.
+    assert!(shutting_down(&server), "{:?}", ready(&server));
     agent.wait_for_log("released logind's inhibitor lock");
 
     logind.prepare_for_shutdown(false);
@@ -221,10 +222,12 @@ fn j3_a_machine_shutdown_stops_pods_by_priority_group() {
     logind
         .wait_locks("the lock's release", LONG, |locks| locks[locks_before - 1].released.is_some());
     let released = logind.locks()[locks_before - 1].released.unwrap() - start;
+    // Released only once the API server had every pod's last status and the Node's.
     for name in ["low", "web", critical.as_str()] {
-        c.wait(name, "stopped by the shutdown", failed_by_shutdown);
+        let pod = c.pod(name);
+        assert!(failed_by_shutdown(&pod), "{name}: {:?}", pod.status);
     }
-    eventually("the Node not Ready: shutting down", LONG, || shutting_down(c.server()));
+    assert!(shutting_down(c.server()), "{:?}", ready(c.server()));
     let logs = c.api.node.path("logs");
     let term = |name: &str| {
         let at = logged_at(&container_log(&logs, name), "got SIGTERM")
