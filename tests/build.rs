@@ -62,6 +62,7 @@ fn probe(name: &str) -> bool {
         "systemd_analyze" => on_path("systemd-analyze"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
+        "dbus" => on_path("dbus-daemon"),
         "kubectl" => kubectl_versions(),
         _ => false,
     }

@@ -88,6 +88,8 @@ pub enum Error {
     Admission(#[from] admission::Error),
     #[error(transparent)]
     NodeApi(#[from] node_api::Error),
+    #[error(transparent)]
+    NodeShutdown(#[from] node_shutdown::Error),
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -135,6 +137,8 @@ pub struct Config {
     /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
     /// them running for the next agent to adopt.
     pub stop_pods_on_shutdown: bool,
+    /// Graceful node shutdown's priority groups (J3), sorted; empty: off.
+    pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
     /// Start even if the manifest or images directory can be written by others than root.
     pub allow_writable_manifest_dir: bool,
     /// `--ebpf`: load the BPF programs.
@@ -287,6 +291,11 @@ impl Config {
             register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
             max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
             stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
+            shutdown_groups: node_shutdown::resolve(
+                s.shutdown_grace_period,
+                s.shutdown_grace_period_critical_pods,
+                s.shutdown_grace_period_by_pod_priority,
+            )?,
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
             allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
@@ -453,5 +462,6 @@ pub mod eviction;
 
 pub mod gc;
 pub mod node_api;
+pub mod node_shutdown;
 #[cfg(test)]
 mod tests;

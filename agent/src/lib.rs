@@ -13,6 +13,7 @@ pub mod eviction;
 pub mod gc;
 pub mod logging;
 pub mod metrics;
+pub mod node_shutdown;
 pub mod objects;
 pub mod permissions;
 pub mod podconfig;

@@ -99,6 +99,23 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// Waits until the API server has the Node not Ready for a node shutdown, for at most
+    /// `limit` (J3: before logind's lock is released). False if it did not get there: the
+    /// server is unreachable (then at once) or slow.
+    pub async fn node_shutdown_reported(&self, limit: Duration) -> bool {
+        let mut reported = self.context.node_config.shutdown_reported.subscribe();
+        let connectivity = self.context.client.connectivity().clone();
+        let waited = async {
+            tokio::select! {
+                done = reported.wait_for(|reported| *reported) => done.is_ok(),
+                () = connectivity.wait_unreachable() => false,
+            }
+        };
+        tokio::time::timeout(limit, waited).await.unwrap_or(false)
+    }
+}
+
 /// Sleeps until `at`, or forever without one (a disabled `select!` arm's wait).
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     if let Some(at) = at {

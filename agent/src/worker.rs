@@ -21,6 +21,7 @@ pub mod probe;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use outpost_core::node_shutdown::PriorityGroup;
 use outpost_core::pod::FullName;
 use outpost_core::pod_worker::{self, Desired};
 use tokio::sync::{mpsc, watch};
@@ -61,6 +62,9 @@ pub struct Shared<R> {
     pub objects: objects::Objects,
     /// The node as admission sees it (K4); `None`: pods are not admitted against it.
     pub node: Option<watch::Receiver<outpost_core::node_admission::Node>>,
+    /// A node shutdown's priority groups (J3), sorted; empty: every pod stops at once,
+    /// each within its own grace period.
+    pub shutdown_groups: Vec<PriorityGroup>,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -125,6 +129,7 @@ impl<R: PodRuntime> Shared<R> {
             gc: gc::Handle::default(),
             objects: objects::Objects::default(),
             node: None,
+            shutdown_groups: Vec::new(),
             settings,
             routes: Routes::default(),
         }
@@ -142,6 +147,12 @@ impl<R: PodRuntime> Shared<R> {
         node: watch::Receiver<outpost_core::node_admission::Node>,
     ) -> Shared<R> {
         self.node = Some(node);
+        self
+    }
+
+    /// Stops the pods by `groups` at a node shutdown (J3): lowest priority first.
+    pub fn with_shutdown_groups(mut self, groups: Vec<PriorityGroup>) -> Shared<R> {
+        self.shutdown_groups = groups;
         self
     }
 
@@ -185,9 +196,11 @@ enum Message {
     Preempt {
         uid: String,
     },
-    /// The node shuts down (`--stop-pods-on-shutdown`): stop the pod's containers
-    /// gracefully, report it terminated, and end.
-    Shutdown,
+    /// The node shuts down: stop the pod's containers gracefully (within its priority
+    /// group's `grace` too, if the shutdown has groups: J3), report it terminated, and end.
+    Shutdown {
+        grace: Option<std::time::Duration>,
+    },
     /// The agent stops and leaves the pods running: finish what is under way, and end.
     Leave,
 }

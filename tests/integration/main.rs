@@ -36,6 +36,7 @@ mod manifest_audit;
 mod metrics;
 mod node_admission;
 mod node_api_auth;
+mod node_shutdown;
 mod node_stats;
 mod operator_cli;
 mod packaging;

@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
 pub mod kubectl;
+pub mod logind;
 pub mod manifest_server;
 pub mod pods;
 pub mod registry;

@@ -40,6 +40,11 @@ const PACKAGES: &[(&str, &str)] = &[
          package would also start a system resolver on port 53)",
     ),
     ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
+    (
+        "dbus",
+        "dbus-daemon, a private bus carrying the J3 tests' stand-in systemd-logind (graceful \
+         node shutdown)",
+    ),
     ("clang-19", "compiles the BPF programs (`cargo xtask ebpf`, CI's stale-object check)"),
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
     ("bpftool", "writes vmlinux.h from the kernel's BTF for the CO-RE build"),

@@ -189,7 +189,8 @@ enum StopTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shutdown {
     No,
-    Requested,
+    /// With the pod's group's grace period, if the shutdown has groups (J3).
+    Requested(Option<Duration>),
     Done,
 }
 
@@ -363,7 +364,12 @@ impl PodWorker {
             }
             Input::Shutdown => {
                 if self.shutdown == Shutdown::No {
-                    self.shutdown = Shutdown::Requested;
+                    self.shutdown = Shutdown::Requested(None);
+                }
+            }
+            Input::ShutdownWithin { grace } => {
+                if self.shutdown == Shutdown::No {
+                    self.shutdown = Shutdown::Requested(Some(grace));
                 }
             }
             Input::Tick => {}
@@ -381,12 +387,12 @@ impl PodWorker {
             }
             match self.shutdown {
                 Shutdown::Done => return,
-                Shutdown::Requested => {
+                Shutdown::Requested(group_grace) => {
                     // A start under way reports first: what it started is stopped too.
                     if self.current.as_ref().is_some_and(Current::busy) {
                         return;
                     }
-                    self.begin_shutdown(now, out);
+                    self.begin_shutdown(group_grace, now, out);
                     continue;
                 }
                 Shutdown::No => {}

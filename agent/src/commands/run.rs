@@ -129,8 +129,9 @@ pub async fn run(
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
-    let Agent { config, dry_run, tasks, snapshot, runtime_ready, sync, stop_pods } =
+    let Agent { config, dry_run, tasks, snapshot, runtime_ready, sync, stop_pods, node_shutdown } =
         build::build(settings, dry_run, log_level).await?;
+    let mut node_shutdown = node_shutdown;
     let mut tasks = Tasks::spawn(tasks);
     let notifier = systemd::Notifier::open(&systemd)?;
     if let Some(notifier) = notifier.clone() {
@@ -143,6 +144,39 @@ pub async fn run(
     }
     let result = tokio::select! {
         ended = tasks.main_ended() => ended,
+        Some(shutdown) = next_shutdown(&mut node_shutdown) => {
+            // J3: logind says the machine shuts down. The pods stop by priority group,
+            // their statuses and the Node's Ready=False are sent, then logind may go on;
+            // the agent stays until systemd stops it.
+            if let Some(notifier) = &notifier {
+                notifier.notify_or_warn(&systemd::Message::Stopping {
+                    status: "the machine shuts down: stopping the pods".to_owned(),
+                });
+            }
+            stop_pods.cancel();
+            let stopped = tasks.join("pod_workers").await;
+            if let Some(sync) = &sync
+                && !sync.flush(SHUTDOWN_FLUSH).await
+            {
+                warn!("the pods' last statuses could not all be sent to the API server");
+            }
+            if let Some(sync) = &sync
+                && !sync.node_shutdown_reported(SHUTDOWN_FLUSH).await
+            {
+                warn!("the Node's Ready=False (shutting down) could not be sent to the API server");
+            }
+            shutdown.release();
+            match stopped {
+                Ok(()) => tokio::select! {
+                    ended = tasks.main_ended() => ended,
+                    signal = shutdown::signal() => {
+                        info!(signal, "shutting down; the pods were stopped for the machine's shutdown");
+                        Ok(())
+                    }
+                },
+                Err(e) => Err(e),
+            }
+        }
         signal = shutdown::signal() => {
             if let Some(notifier) = &notifier {
                 notifier.notify_or_warn(&systemd::Message::Stopping {
@@ -169,6 +203,16 @@ pub async fn run(
     };
     tasks.stop().await;
     result
+}
+
+/// The next shutdown logind announces (J3); never, with graceful node shutdown off.
+async fn next_shutdown(
+    shutdowns: &mut Option<crate::node_shutdown::Shutdowns>,
+) -> Option<crate::node_shutdown::Shutdown> {
+    match shutdowns {
+        Some(shutdowns) => shutdowns.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Ready (systemd's `READY=1`) once every pod source was seen (M9) and, unless in a dry

@@ -238,6 +238,19 @@ settings! {
         /// the workloads).
         #[arg(long, num_args = 0, default_missing_value = "true")]
         pub stop_pods_on_shutdown: Option<bool>,
+        /// Graceful node shutdown (J3), as kubelet's: the time a machine shutdown is
+        /// delayed for the pods to stop (logind's delay inhibitor lock), lowest priority
+        /// first. 0s or absent: off.
+        #[arg(long, value_name = "DURATION")]
+        pub shutdown_grace_period: Option<String>,
+        /// The part of shutdownGracePeriod kept for critical pods (priority ≥ 2000000000),
+        /// which stop last.
+        #[arg(long, value_name = "DURATION")]
+        pub shutdown_grace_period_critical_pods: Option<String>,
+        /// Instead of the two above (the file only): `{priority, shutdownGracePeriodSeconds}`
+        /// groups, each stopped in turn, lowest priority first.
+        #[arg(skip)]
+        pub shutdown_grace_period_by_pod_priority: Option<Vec<node_shutdown::PriorityGroupSetting>>,
         /// Start even if the manifest directory (or --images-dir), or a directory above it, can
         /// be written by a user other than root. By default the agent refuses: whoever can write
         /// there can run any pod as root.

@@ -387,3 +387,28 @@ fn k4_max_pods_from_the_file_and_the_flag() {
     let bad = file("maxPods: many\n");
     assert!(Config::resolve(flags(bad.path())).is_err());
 }
+
+#[test]
+fn j3_shutdown_grace_periods_from_the_file_flags_win() {
+    let f = file("shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n");
+    let groups = Config::resolve(flags(f.path())).unwrap().shutdown_groups;
+    let graces: Vec<(i32, u64)> = groups.iter().map(|g| (g.priority, g.grace.as_secs())).collect();
+    assert_eq!(graces, [(0, 20), (2_000_000_000, 10)]);
+    let mut fl = flags(f.path());
+    fl.shutdown_grace_period = Some("1m".into());
+    let groups = Config::resolve(fl).unwrap().shutdown_groups;
+    assert_eq!(groups[0].grace.as_secs(), 50);
+
+    let f = file(
+        "shutdownGracePeriodByPodPriority:\n- priority: 100000\n  shutdownGracePeriodSeconds: 60\n\
+         - priority: 0\n  shutdownGracePeriodSeconds: 20\n",
+    );
+    let groups = Config::resolve(flags(f.path())).unwrap().shutdown_groups;
+    let graces: Vec<(i32, u64)> = groups.iter().map(|g| (g.priority, g.grace.as_secs())).collect();
+    assert_eq!(graces, [(0, 20), (100_000, 60)]);
+
+    let off = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
+    assert!(off.unwrap().shutdown_groups.is_empty(), "off unless given");
+    let f = file("shutdownGracePeriodByPodPriority:\n- priority: 0\n  seconds: 20\n");
+    assert!(Config::resolve(flags(f.path())).is_err(), "an unknown field is refused");
+}

@@ -56,6 +56,9 @@ pub struct Config {
     /// Cancelled when the node shuts down with `--stop-pods-on-shutdown`: Ready turns
     /// False ("node is shutting down") and is reported at once.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Set once the API server has the Node not Ready for the shutdown (J3: logind's
+    /// lock is released after it).
+    pub shutdown_reported: watch::Sender<bool>,
     /// The pressure conditions as the eviction manager holds them; a change is reported
     /// at once.
     pub pressure: watch::Receiver<outpost_core::eviction::Pressure>,
@@ -216,6 +219,7 @@ impl NodeSync {
             self.offline_since_report = true;
             return Next::Beat;
         }
+        let shutting_down = readings.shutting_down;
         let result = if self.server.is_none() {
             self.register(status).await.map(|()| Next::After(Duration::ZERO))
         } else {
@@ -224,6 +228,9 @@ impl NodeSync {
         match result {
             Ok(next) => {
                 self.retry.reset();
+                if shutting_down && self.server.is_some() {
+                    self.context.node_config.shutdown_reported.send_replace(true);
+                }
                 next
             }
             Err(e) if e.call().is_some_and(CallError::is_not_found) => {

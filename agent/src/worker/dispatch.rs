@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use outpost_core::merge::{DeltaOp, PodDelta};
+use outpost_core::node_shutdown;
 use outpost_core::pod::{FullName, Source};
 use outpost_core::pod_worker::{Desired, Found};
 use tokio::sync::mpsc;
@@ -32,6 +33,8 @@ struct Workers<R: PodRuntime> {
     found: HashMap<FullName, Vec<Found>>,
     /// The UID desired under each full name.
     desired: HashMap<FullName, String>,
+    /// The priority of the pod desired under each full name (a node shutdown's groups: J3).
+    priorities: HashMap<FullName, i32>,
     /// Every source has been seen (M9) and the orphans were removed.
     synced: bool,
     /// The node's admission of new pods (K4).
@@ -114,6 +117,7 @@ impl<R: PodRuntime> Workers<R> {
             running: JoinSet::new(),
             found,
             desired: HashMap::new(),
+            priorities: HashMap::new(),
             synced: false,
             admission,
         }
@@ -141,12 +145,14 @@ impl<R: PodRuntime> Workers<R> {
         let objects = &self.shared.objects;
         let name = FullName::of(&delta.pod);
         if delta.op == DeltaOp::Remove {
+            self.priorities.remove(&name);
             if let Some(uid) = self.desired.remove(&name) {
                 objects.release(&uid);
             }
             return None;
         }
         let uid = outpost_core::pod::uid(&delta.pod).to_owned();
+        self.priorities.insert(name.clone(), outpost_core::admission::priority(&delta.pod));
         if let Some(replaced) = self.desired.insert(name, uid.clone()).filter(|old| *old != uid) {
             objects.release(&replaced);
         }
@@ -197,8 +203,15 @@ impl<R: PodRuntime> Workers<R> {
     /// leave them running) and awaited. Exits still have to reach the workers while they
     /// stop their containers, and so do resubscriptions.
     async fn end(mut self, node_shutdown: bool, resyncs: &mut mpsc::UnboundedReceiver<()>) {
+        if node_shutdown && !self.shared.shutdown_groups.is_empty() {
+            self.stop_by_priority(resyncs).await;
+        }
         for outbox in self.outboxes.values() {
-            let _ = outbox.send(if node_shutdown { Message::Shutdown } else { Message::Leave });
+            let _ = outbox.send(if node_shutdown {
+                Message::Shutdown { grace: None }
+            } else {
+                Message::Leave
+            });
         }
         loop {
             tokio::select! {
@@ -213,6 +226,58 @@ impl<R: PodRuntime> Workers<R> {
         }
         if node_shutdown {
             tracing::info!("node shutdown: every pod is stopped");
+        }
+    }
+
+    /// J3: a node shutdown with priority groups, as kubelet's: the pods of the lowest
+    /// group first, each within the shorter of its own grace period and its group's; the
+    /// next group once they all stopped or the group's grace period is over.
+    async fn stop_by_priority(&mut self, resyncs: &mut mpsc::UnboundedReceiver<()>) {
+        let priorities = &self.priorities;
+        let pods = self.outboxes.keys().map(|name| {
+            let priority = priorities.get(name).copied();
+            (name.clone(), priority.unwrap_or(node_shutdown::DEFAULT_PRIORITY))
+        });
+        let stages = node_shutdown::plan(&self.shared.shutdown_groups, pods);
+        for stage in stages {
+            tracing::info!(
+                priority = stage.priority,
+                grace = ?stage.grace,
+                pods = stage.pods.len(),
+                "node shutdown: stopping a priority group"
+            );
+            let mut left: HashSet<FullName> = HashSet::new();
+            for name in stage.pods {
+                if let Some(outbox) = self.outboxes.get(&name)
+                    && outbox.send(Message::Shutdown { grace: Some(stage.grace) }).is_ok()
+                {
+                    left.insert(name);
+                }
+            }
+            let over = tokio::time::sleep(stage.grace);
+            tokio::pin!(over);
+            while !left.is_empty() {
+                tokio::select! {
+                    () = &mut over => {
+                        tracing::warn!(
+                            priority = stage.priority,
+                            pods = left.len(),
+                            "node shutdown: the group's grace period is over with pods still \
+                             stopping; the next group starts"
+                        );
+                        break;
+                    }
+                    Some(()) = resyncs.recv() => resync(&self.shared, &self.outboxes),
+                    done = self.running.join_next() => {
+                        let Some(done) = done else { break };
+                        if let Ok((name, _)) = done {
+                            left.remove(&name);
+                            self.outboxes.remove(&name);
+                        }
+                    }
+                }
+            }
+            tracing::info!(priority = stage.priority, "node shutdown: priority group stopped");
         }
     }
 

@@ -308,6 +308,14 @@ pub fn shared_on(node: outpost_core::node_admission::Node) -> Arc<Shared<Fake>> 
     routed(base().with_node(tokio::sync::watch::channel(node).1))
 }
 
+/// What the workers share, on a fake runtime, stopping pods by `groups` at a node
+/// shutdown (J3).
+pub fn shared_with_shutdown_groups(
+    groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
+) -> Arc<Shared<Fake>> {
+    routed(base().with_shutdown_groups(groups))
+}
+
 fn routed(shared: Shared<Fake>) -> Arc<Shared<Fake>> {
     let shared = Arc::new(shared);
     shared.runtime.state().routes = Some(shared.routes.clone());

@@ -176,7 +176,10 @@ impl<R: PodRuntime> PodWorker<R> {
                 inputs.push_back(Input::Evict { uid, message, grace });
             }
             Message::Preempt { uid } => inputs.push_back(Input::Preempt { uid }),
-            Message::Shutdown => inputs.push_back(Input::Shutdown),
+            Message::Shutdown { grace: None } => inputs.push_back(Input::Shutdown),
+            Message::Shutdown { grace: Some(grace) } => {
+                inputs.push_back(Input::ShutdownWithin { grace });
+            }
             Message::Leave => return true,
         }
         false

@@ -216,6 +216,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             runtime: Arc::new(true.into()),
             runtime_version: Arc::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            shutdown_reported: tokio::sync::watch::Sender::new(false),
             pressure: tokio::sync::watch::channel(Default::default()).1,
             reservation: Default::default(),
             max_pods: 110,

@@ -30,8 +30,8 @@ const CRATES: &[&[&str]] = &[
 /// The top-level modules of the agent library by rank, lowest first. Modules of one
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
-    // Leaves: signals, file permissions, the pods' status store.
-    &["shutdown", "permissions", "status"],
+    // Leaves: signals, file permissions, the pods' status store, logind's shutdowns.
+    &["shutdown", "permissions", "status", "node_shutdown"],
     // Settings; the API server's shared services; checkpoints.
     &["config", "apiserver", "checkpoint"],
     // The manifest audit, the agent's own logs, systemd notifications.

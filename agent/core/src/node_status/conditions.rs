@@ -47,7 +47,7 @@ fn observed(
             (false, "KubeletHasSufficientPID", "outpost has sufficient PID available")
         },
         match (shutting_down, runtime_ready) {
-            (true, _) => (false, "KubeletNotReady", "node is shutting down"),
+            (true, _) => (false, "KubeletNotReady", crate::node_shutdown::NODE_NOT_READY_MESSAGE),
             (false, true) => (true, "KubeletReady", "outpost is posting ready status"),
             (false, false) => (false, "KubeletNotReady", "container runtime is down"),
         },

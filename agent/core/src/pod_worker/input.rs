@@ -197,6 +197,11 @@ pub enum Input {
     },
     /// The node shuts down: stop the pod, report it, end.
     Shutdown,
+    /// The node shuts down and the pod's priority group has `grace` (J3): stop the pod
+    /// within the shorter of its own grace period and the group's, report it, end.
+    ShutdownWithin {
+        grace: Duration,
+    },
     /// A wake-up time came due.
     Tick,
 }

@@ -150,17 +150,17 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         }
     }
     if view.shut_down {
-        // kubelet's graceful node shutdown: phase Failed, reason Terminated, and a
+        // kubelet's graceful node shutdown (J3): phase Failed, reason Terminated, and a
         // DisruptionTarget condition.
-        const MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
+        use crate::node_shutdown::{DISRUPTION_REASON, POD_MESSAGE, POD_REASON};
         status.phase = Some("Failed".to_owned());
-        status.reason = Some("Terminated".to_owned());
-        status.message = Some(MESSAGE.to_owned());
+        status.reason = Some(POD_REASON.to_owned());
+        status.message = Some(POD_MESSAGE.to_owned());
         conditions.push(condition(
             "DisruptionTarget",
             true,
-            Some("TerminationByKubelet"),
-            Some(MESSAGE),
+            Some(DISRUPTION_REASON),
+            Some(POD_MESSAGE),
         ));
     }
     status.conditions = Some(conditions);

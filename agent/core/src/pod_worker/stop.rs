@@ -84,12 +84,20 @@ impl PodWorker {
 
     /// Node shutdown: the pod's containers are stopped gracefully and left in place (the
     /// next agent finds them exited and restarts them by their restart policy).
-    pub(super) fn begin_shutdown(&mut self, now: Now, out: &mut Vec<Action>) {
+    /// With `group_grace` (J3: the pod's priority group's), the pod's own grace period is
+    /// cut to it.
+    pub(super) fn begin_shutdown(
+        &mut self,
+        group_grace: Option<std::time::Duration>,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
         let Some(current) = &self.current else {
             self.shutdown = Shutdown::Done;
             return;
         };
-        let grace = lifecycle::grace_period(&current.pod);
+        let own = lifecycle::grace_period(&current.pod);
+        let grace = group_grace.map_or(own, |group| crate::node_shutdown::pod_grace(own, group));
         let running: Vec<String> =
             current.slots.iter().filter_map(|s| s.running_id().map(str::to_owned)).collect();
         tracing::info!(

@@ -43,6 +43,8 @@ pub(super) struct Agent {
     pub(super) sync: Option<sync::Handle>,
     /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`.
     pub(super) stop_pods: CancellationToken,
+    /// logind's shutdowns, with graceful node shutdown on (J3).
+    pub(super) node_shutdown: Option<crate::node_shutdown::Shutdowns>,
 }
 
 /// What several components share: made once, handed to each that needs it.
@@ -149,6 +151,12 @@ pub(super) async fn build(
     if let Some(healthz) = api::healthz_port(config.healthz).await {
         tasks.push(Task::infallible("healthz_port", healthz));
     }
+    let node_shutdown = (!dry_run && !config.shutdown_groups.is_empty()).then(|| {
+        let total = outpost_core::node_shutdown::total(&config.shutdown_groups);
+        let (task, shutdowns) = crate::node_shutdown::build(total);
+        tasks.push(Task::infallible("node_shutdown", task));
+        shutdowns
+    });
     // containerd last: the managed one stops after everything that uses it.
     tasks.extend(containerd);
     Ok(Agent {
@@ -159,6 +167,7 @@ pub(super) async fn build(
         runtime_ready: shared.runtime.map(|(ready, _)| ready),
         sync,
         stop_pods: shared.stop_pods,
+        node_shutdown,
     })
 }
 
@@ -368,6 +377,7 @@ fn node_config(config: &Config, shared: &Shared, runtime: RuntimeReady) -> sync:
         runtime,
         runtime_version: shared.runtime_version.clone(),
         shutdown: shared.stop_pods.clone(),
+        shutdown_reported: watch::Sender::new(false),
         pressure: shared.pressure.subscribe(),
         reservation: config.node_resources.reservation,
         max_pods: config.max_pods,

@@ -115,7 +115,13 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
         let connect = Containerd::connect_with_backoff(&socket, Backoff::WATCH);
         let containerd = tokio::select! {
             containerd = connect => containerd.with_namespace(&namespace)?,
-            () = deps.stop_pods.cancelled() => return Ok(()),
+            () = deps.stop_pods.cancelled() => {
+                // A node shutdown before containerd answered: no pods to stop. The
+                // agent may stay (logind's shutdown: J3), and so does this task.
+                drop(connected);
+                stopped.cancelled().await;
+                return Ok(());
+            }
         };
         deps.ready.store(true, Ordering::Relaxed);
         deps.runtime_slot.set(api_runtime::Runtime {

@@ -134,6 +134,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             Some(node) => runtime.with_node(node),
             None => runtime,
         };
+        let runtime = runtime.with_shutdown_groups(config.shutdown_groups.clone());
         worker::run(Arc::new(runtime), deps.batches, deps.changes, deps.evictions, deps.stop_pods)
             .await;
         Ok(())

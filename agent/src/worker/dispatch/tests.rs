@@ -365,4 +365,51 @@ async fn node_shutdown_stops_every_pod_and_ends_once_they_stopped() {
     assert_eq!(d.phase("ua").as_deref(), Some("Failed"));
 }
 
+/// `named(name, uid)` with `spec.priority`.
+fn prioritized(name: &str, uid: &str, priority: i32) -> Pod {
+    let mut p = named(name, uid);
+    p.spec.as_mut().unwrap().priority = Some(priority);
+    p
+}
+
+/// J3: with priority groups the lowest group stops first; the next one starts once its
+/// pods stopped, or once its grace period is over (the pod still stopping is then
+/// killed at its own cut grace period, which is the group's).
+#[tokio::test(start_paused = true)]
+async fn j3_node_shutdown_stops_pods_group_by_group_lowest_first() {
+    use outpost_core::node_shutdown::PriorityGroup;
+    let groups = vec![
+        PriorityGroup { priority: -10, grace: secs(4) },
+        PriorityGroup { priority: 0, grace: secs(5) },
+        PriorityGroup { priority: 2_000_000_000, grace: secs(6) },
+    ];
+    let d = Dispatcher::start_with(super::super::fake::shared_with_shutdown_groups(groups), vec![])
+        .await;
+    d.running(&prioritized("low", "ul", -5)).await;
+    d.running(&prioritized("web", "uw", 0)).await;
+    d.running(&prioritized("critical", "uc", 2_000_001_000)).await;
+    d.calls();
+    d.shutdown.cancel();
+    settle().await;
+    assert_eq!(d.calls(), ["kill c1 TERM", "task c1"], "the lowest group alone");
+    d.exit("c1", 143).await;
+    assert_eq!(d.calls(), ["kill c2 TERM", "task c2"], "then the next, at once");
+    // web never exits by itself: its grace period is its group's 5 s (not its own 30 s).
+    pass(secs(5)).await;
+    let calls = d.calls();
+    assert!(calls.contains(&"kill c2 KILL".to_owned()), "{calls:?}");
+    assert!(calls.contains(&"kill c3 TERM".to_owned()), "the last group after 5 s: {calls:?}");
+    d.exit("c2", 137).await;
+    d.exit("c3", 143).await;
+    assert!(d.ended());
+    for uid in ["ul", "uw", "uc"] {
+        let status = d.shared.statuses.get(uid).unwrap();
+        assert_eq!(
+            (status.phase.as_deref(), status.reason.as_deref()),
+            (Some("Failed"), Some("Terminated")),
+            "{uid}"
+        );
+    }
+}
+
 mod k4;

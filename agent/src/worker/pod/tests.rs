@@ -619,7 +619,7 @@ async fn node_shutdown_stops_the_pod_and_leaves_its_containers() {
     let h = Harness::new();
     let p = with_grace(pod("u1", &[("a", "img:a"), ("b", "img:b")]), 10);
     h.running(&p).await;
-    h.send(Message::Shutdown).await;
+    h.send(Message::Shutdown { grace: None }).await;
     assert_eq!(h.calls(), ["kill c1 TERM", "kill c2 TERM", "task c1", "task c2"]);
     h.exit("c1", 0).await;
     assert!(!h.ended(), "b still runs");
