@@ -2,6 +2,7 @@
 //! they prove compatibility as well as behaviour.
 
 mod admission;
+mod certificates;
 mod claims;
 mod crud;
 mod data;
