@@ -31,6 +31,7 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod certificates;
 pub mod container_log;
 pub mod debounce;
 pub mod duration;
