@@ -88,6 +88,10 @@ pub enum Error {
     Admission(#[from] admission::Error),
     #[error(transparent)]
     NodeApi(#[from] node_api::Error),
+    #[error(
+        "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"
+    )]
+    BootstrapWithoutKubeconfig,
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -103,6 +107,8 @@ pub struct Config {
     /// set, only these are trusted).
     pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
+    /// J1: TLS bootstrapping and rotation of the client certificate.
+    pub certificates: Certificates,
     pub state_dir: PathBuf,
     /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
     pub seccomp_profile_root: PathBuf,
@@ -172,6 +178,16 @@ pub struct Auth {
     pub access: node_api::Access,
 }
 
+/// J1, J2: the node's client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Certificates {
+    /// `--bootstrap-kubeconfig`: the credentials a new client certificate is requested
+    /// with when `--kubeconfig` has no valid one.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `rotateCertificates`: renew the client certificate before it expires.
+    pub rotate: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tls {
     pub cert_file: PathBuf,
@@ -239,6 +255,13 @@ impl Config {
             dirs => dirs,
         };
         let state_dir = absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
+        if s.bootstrap_kubeconfig.is_some() && s.kubeconfig.is_none() {
+            return Err(Error::BootstrapWithoutKubeconfig);
+        }
+        let certificates = Certificates {
+            rotate: s.rotate_certificates.unwrap_or(s.bootstrap_kubeconfig.is_some()),
+            bootstrap_kubeconfig: s.bootstrap_kubeconfig.map(absolute),
+        };
         Ok(Config {
             node_name: node_name.to_lowercase(),
             manifest_dir: s.manifest_dir.unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
@@ -247,6 +270,7 @@ impl Config {
             manifest_url_interval,
             manifest_url_ca_file: s.manifest_url_ca_file,
             kubeconfig: s.kubeconfig,
+            certificates,
             seccomp_profile_root: absolute(
                 s.seccomp_profile_root.unwrap_or_else(|| state_dir.join(SECCOMP_DIR)),
             ),

@@ -89,13 +89,18 @@ pub(super) async fn build(
         audit: audit.clone(),
     };
     let (mut sources, sighup) = sources::build(&config, deps, outpost)?;
-    let (cluster, objects, changes) =
+    let (mut cluster, objects, changes) =
         sources::cluster(&config, &shared.checkpoints, &mut sources).await?;
+    let certificates = cluster.as_mut().and_then(|cluster| cluster.certificates.take());
+    let certificate_status = certificates.as_ref().map(|manager| manager.status());
     let Sources { streams, refresh, push, watcher } = sources;
     let (batches_tx, batches) = mpsc::channel::<Batch>(64);
     let merge_metrics = podconfig::metrics::Merge::register(outpost);
     let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
     let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
+    if let Some(manager) = certificates {
+        tasks.push(Task::infallible("certificates", manager.run()));
+    }
     // Registered in a dry run too: a scrape's families do not depend on the mode.
     let pod_metrics = PodMetrics {
         workers: crate::worker::metrics::Metrics::register(outpost),
