@@ -134,7 +134,7 @@ impl Manager {
 
     /// The `certificates` task: forever, renew at the deadline, bootstrap when expired.
     pub async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
         loop {
             let outcome = match self.valid_current() {
                 Ok(Some(pair)) => self.keep(&pair).await,
@@ -234,7 +234,8 @@ impl Manager {
 
     /// Says loudly what keeps the node from a valid certificate.
     fn complain(&self, problem: &Error) {
-        let expired = self.status.borrow().expiry(SystemTime::now()) != Some(Expiry::Valid);
+        let standing = self.status.borrow().expiry(SystemTime::now());
+        let expired = !matches!(standing, Some(Expiry::Valid | Expiry::ExpiringSoon));
         let message = crate::error_chain::describe(problem);
         if expired {
             error!(problem = %message, "the node has no valid client certificate; pods keep running, the API server gets nothing until one is issued");
