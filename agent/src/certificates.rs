@@ -34,11 +34,15 @@ pub enum Error {
     Watch(#[source] kube::Error),
     #[error("the CertificateSigningRequest {name} was deleted before its certificate was issued")]
     Deleted { name: String },
-    #[error("the CertificateSigningRequest {name} was denied: {reason}; ask the cluster's administrator")]
+    #[error(
+        "the CertificateSigningRequest {name} was denied: {reason}; ask the cluster's administrator"
+    )]
     Denied { name: String, reason: String },
     #[error("the signer failed the CertificateSigningRequest {name}: {reason}")]
     Failed { name: String, reason: String },
-    #[error("no certificate was issued for the CertificateSigningRequest within {0:?}; is an approver running?")]
+    #[error(
+        "no certificate was issued for the CertificateSigningRequest within {0:?}; is an approver running?"
+    )]
     Timeout(std::time::Duration),
     #[error("cannot read {}: {source}", path.display())]
     Read {

@@ -165,8 +165,25 @@ fn j2_client_certificate_rotates_without_restart() {
         "J2 figures: 2 rotations in {window:?}; certificate requests {csr_requests:?}: {per_rotation} requests per rotation; all requests in the window: {}",
         cluster.server.total_requests() - total_before
     );
+    // `/status` and `/metrics` show the expiry; 20 s is inside 7 days: a warning.
+    let (code, body) = agent.get("/status");
+    assert_eq!(code, 200, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    let client = &status["certificates"][0];
+    assert_eq!(client["name"], "client");
+    assert_eq!(client["state"], "expiring-soon", "{client}");
+    assert!(client["notAfter"].is_string() && client["rotationDeadline"].is_string(), "{client}");
+    let (_, metrics) = agent.get("/metrics");
+    let rotations = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("outpost_certificate_manager_client_rotations_total "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no rotations counter in\n{metrics}"));
+    assert!(rotations >= 2, "{rotations}");
+    assert!(metrics.contains("outpost_certificate_manager_client_ttl_seconds "), "{metrics}");
     // Both renewals were sent by the node itself and issued.
-    let renewals: Vec<_> = csrs(&cluster).into_iter().filter(|(user, _)| user == NODE_USER).collect();
+    let renewals: Vec<_> =
+        csrs(&cluster).into_iter().filter(|(user, _)| user == NODE_USER).collect();
     assert!(renewals.len() >= 2 && renewals.iter().all(|(_, issued)| *issued), "{renewals:?}");
 
     // New connections take the new certificate: cut every connection, and pods still
@@ -197,9 +214,15 @@ fn j2_expiry_while_cut_off_recovers_with_the_bootstrap_token() {
     wait_until("a second bootstrap", Duration::from_secs(90), || {
         count(&agent, "TLS bootstrapping done") >= 2
     });
-    println!("J2 figures: certificate replaced {:?} after the server came back", cut_off_for.elapsed());
+    println!(
+        "J2 figures: certificate replaced {:?} after the server came back",
+        cut_off_for.elapsed()
+    );
     assert_eq!(agent.pid(), pid);
-    let from_token = csrs(&cluster).into_iter().filter(|(user, _)| user.starts_with("system:bootstrap:")).count();
+    let from_token = csrs(&cluster)
+        .into_iter()
+        .filter(|(user, _)| user.starts_with("system:bootstrap:"))
+        .count();
     assert_eq!(from_token, 2);
     pod_arrives(&cluster, &agent, "after-expiry");
 }

@@ -41,7 +41,11 @@ impl std::fmt::Debug for Credentials {
 impl Credentials {
     /// An [`ApiClient`] for `server` whose credentials this handle sets, none yet:
     /// until [`Credentials::load`], requests fail with `waiting` as the reason.
-    pub fn none(server: String, connectivity: Connectivity, waiting: &str) -> (ApiClient, Credentials) {
+    pub fn none(
+        server: String,
+        connectivity: Connectivity,
+        waiting: &str,
+    ) -> (ApiClient, Credentials) {
         let credentials = Credentials {
             current: Arc::new(ArcSwapOption::empty()),
             waiting: Arc::new(arc_swap::ArcSwap::from_pointee(waiting.to_owned())),

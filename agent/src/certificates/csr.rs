@@ -6,7 +6,9 @@
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestSpec};
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestSpec,
+};
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use rcgen::{CertificateParams, DnType, KeyPair, PKCS_ECDSA_P256_SHA256};
 use tracing::info;
@@ -126,7 +128,8 @@ fn outcome(
 ) -> Result<Option<String>, Error> {
     let status = object.status.as_ref();
     for condition in status.and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
-        let why = || condition.message.clone().or_else(|| condition.reason.clone()).unwrap_or_default();
+        let why =
+            || condition.message.clone().or_else(|| condition.reason.clone()).unwrap_or_default();
         match condition.type_.as_str() {
             "Denied" => return Err(Error::Denied { name: name.to_owned(), reason: why() }),
             "Failed" => return Err(Error::Failed { name: name.to_owned(), reason: why() }),
@@ -138,9 +141,12 @@ fn outcome(
         }
     }
     match status.and_then(|s| s.certificate.as_ref()) {
-        Some(cert) if !cert.0.is_empty() => String::from_utf8(cert.0.clone())
-            .map(Some)
-            .map_err(|_| Error::Failed { name: name.to_owned(), reason: "the certificate is not PEM text".into() }),
+        Some(cert) if !cert.0.is_empty() => {
+            String::from_utf8(cert.0.clone()).map(Some).map_err(|_| Error::Failed {
+                name: name.to_owned(),
+                reason: "the certificate is not PEM text".into(),
+            })
+        }
         _ => Ok(None),
     }
 }

@@ -76,7 +76,8 @@ pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), Error
         "current-context": "default-context",
         "preferences": {},
     });
-    let write = |target: &Path, source: std::io::Error| Error::Write { path: target.into(), source };
+    let write =
+        |target: &Path, source: std::io::Error| Error::Write { path: target.into(), source };
     let text = serde_saphyr::to_string(&config)
         .map_err(|e| Error::Write { path: path.into(), source: std::io::Error::other(e) })?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -12,10 +12,10 @@ use outpost_core::certificates::{Expiry, expiry, rotation_deadline};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use super::Error;
 use super::csr::{self, Wanted};
 use super::kubeconfig::{self, ClusterInfo};
 use super::pki::{Pair, Pki};
-use super::Error;
 use crate::apiserver::{ApiClient, Connectivity, Credentials};
 
 /// kubelet's wait for a bootstrap or renewal request's certificate.
@@ -40,6 +40,8 @@ pub struct CertificateStatus {
     pub rotation_deadline: Option<SystemTime>,
     /// Renewals done since the agent started.
     pub rotations: u64,
+    /// Failed attempts to get or renew one.
+    pub renew_errors: u64,
     /// What is wrong, loudly (expired and no way to renew it, a request denied).
     pub problem: Option<String>,
 }
@@ -192,7 +194,11 @@ impl Manager {
             return Ok(());
         }
         info!("rotating the client certificate");
-        let issued = with_timeout(csr::request(self.client.kube().clone(), &Wanted::client(&self.node_name))).await?;
+        let issued = with_timeout(csr::request(
+            self.client.kube().clone(),
+            &Wanted::client(&self.node_name),
+        ))
+        .await?;
         let new = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
         let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
         self.use_pair(&new, &cluster).await?;
@@ -242,7 +248,10 @@ impl Manager {
         } else {
             warn!(problem = %message, "cannot renew the client certificate yet; retrying");
         }
-        self.status.send_modify(|s| s.problem = Some(message));
+        self.status.send_modify(|s| {
+            s.problem = Some(message);
+            s.renew_errors += 1;
+        });
     }
 }
 
@@ -253,7 +262,11 @@ async fn with_timeout<T>(request: impl Future<Output = Result<T, Error>>) -> Res
 /// The server as kube's client names it (with its trailing slash), so that a
 /// checkpoint written with a kubeconfig of the same server is the same.
 fn server_url(cluster: &ClusterInfo) -> String {
-    cluster.server.parse::<http::Uri>().map(|uri| uri.to_string()).unwrap_or_else(|_| cluster.server.clone())
+    cluster
+        .server
+        .parse::<http::Uri>()
+        .map(|uri| uri.to_string())
+        .unwrap_or_else(|_| cluster.server.clone())
 }
 
 /// A time as RFC 3339.

@@ -59,7 +59,8 @@ impl Pki {
 
     /// Writes `cert_pem` and `key_pem` to a new file (0600) and points the link at it.
     pub fn store(&self, kind: &str, cert_pem: &str, key_pem: &str) -> Result<Pair, Error> {
-        let write = |path: &Path, source: std::io::Error| Error::Write { path: path.into(), source };
+        let write =
+            |path: &Path, source: std::io::Error| Error::Write { path: path.into(), source };
         std::fs::create_dir_all(&self.dir).map_err(|e| write(&self.dir, e))?;
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| write(&self.dir, e))?;
@@ -69,7 +70,10 @@ impl Pki {
         // Two certificates in one second (a test's short lifetimes): a suffix.
         let mut n = 1;
         while path.exists() {
-            name = format!("{}-{n}.pem", pem_file_name(kind, SystemTime::now()).trim_end_matches(".pem"));
+            name = format!(
+                "{}-{n}.pem",
+                pem_file_name(kind, SystemTime::now()).trim_end_matches(".pem")
+            );
             path = self.dir.join(&name);
             n += 1;
         }
@@ -80,7 +84,9 @@ impl Pki {
             .mode(0o600)
             .open(&path)
             .map_err(|e| write(&path, e))?;
-        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| write(&path, e))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| write(&path, e))?;
         let link = self.current_path(kind);
         let staged = self.dir.join(format!(".{}.new", current_link_name(kind)));
         let _ = std::fs::remove_file(&staged);

@@ -149,6 +149,7 @@ pub(super) async fn build(
         log_level,
         apiserver,
         probes,
+        certificates: certificate_status,
     };
     tasks.push(local_api(&config, &shared, registry, local).await?);
     if let Some(healthz) = api::healthz_port(config.healthz).await {
@@ -206,6 +207,8 @@ struct LocalApi {
     apiserver: Option<apiserver::ApiClient>,
     /// `/metrics/probes`' registry.
     probes: Registry,
+    /// J2: the client certificate's manager's status, when it has one.
+    certificates: Option<crate::certificates::Status>,
 }
 
 /// The `local_api` task: its address bound now (a taken port stops the agent at once),
@@ -225,6 +228,7 @@ async fn local_api(
             statuses: shared.statuses.clone(),
             ebpf: shared.ebpf.clone(),
             cgroups: shared.cgroups.clone(),
+            certificates: local.certificates.clone(),
         },
     );
     let server = api::bind(api::Options {
@@ -246,6 +250,11 @@ async fn local_api(
             watcher: local.watcher,
             runtime: local.runtime,
             sync: local.sync,
+            certificates: local
+                .certificates
+                .into_iter()
+                .map(|s| ("client".to_owned(), s))
+                .collect(),
         },
         audit: local.audit,
         runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
