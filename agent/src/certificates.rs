@@ -18,6 +18,7 @@ pub mod csr;
 pub mod kubeconfig;
 pub mod manager;
 pub mod pki;
+pub mod serving;
 
 use std::path::PathBuf;
 

@@ -92,6 +92,10 @@ pub enum Error {
         "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"
     )]
     BootstrapWithoutKubeconfig,
+    #[error(
+        "serverTLSBootstrap needs --kubeconfig (the serving certificate is requested from the API server) and no --tls-cert-file (it replaces it)"
+    )]
+    ServerTlsBootstrap,
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -186,6 +190,8 @@ pub struct Certificates {
     pub bootstrap_kubeconfig: Option<PathBuf>,
     /// `rotateCertificates`: renew the client certificate before it expires.
     pub rotate: bool,
+    /// `serverTLSBootstrap`: the local API's serving certificate comes from the cluster.
+    pub server_tls_bootstrap: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +253,11 @@ impl Config {
             s.authorization,
             s.kubeconfig.is_some(),
         )?;
-        if client_ca_file.is_some() && tls.is_none() {
+        let server_tls_bootstrap = s.server_tls_bootstrap.unwrap_or(false);
+        if server_tls_bootstrap && (s.kubeconfig.is_none() || tls.is_some()) {
+            return Err(Error::ServerTlsBootstrap);
+        }
+        if client_ca_file.is_some() && tls.is_none() && !server_tls_bootstrap {
             return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
         }
         let cni_bin_dirs = match s.cni_bin_dir {
@@ -259,6 +269,7 @@ impl Config {
             return Err(Error::BootstrapWithoutKubeconfig);
         }
         let certificates = Certificates {
+            server_tls_bootstrap,
             rotate: s.rotate_certificates.unwrap_or(s.bootstrap_kubeconfig.is_some()),
             bootstrap_kubeconfig: s.bootstrap_kubeconfig.map(absolute),
         };

@@ -91,7 +91,8 @@ pub struct Sources {
     /// The pods' cgroups (what pods and containers use), when pods run.
     pub cgroups: Option<std::sync::Arc<crate::runtime::cgroups::PodCgroups>>,
     /// J2: the client certificate's manager, with bootstrapping or rotation.
-    pub certificates: Option<crate::certificates::Status>,
+    /// `client` and `server` (the serving certificate), when managed.
+    pub certificates: Vec<(&'static str, crate::certificates::Status)>,
 }
 
 /// Registers on `registry` (the root: the process metrics have no `outpost_` prefix) the
@@ -100,8 +101,8 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
     registry.register_collector(Box::new(process::Process::default()));
     let outpost = registry.sub_registry_with_prefix("outpost");
     outpost.register_collector(Box::new(pods::PodSources(snapshot.clone())));
-    if let Some(status) = sources.certificates {
-        outpost.register_collector(Box::new(certificates::Client(status)));
+    for (kind, status) in sources.certificates {
+        outpost.register_collector(Box::new(certificates::Certificate { kind, status }));
     }
     outpost.register_collector(Box::new(pods::Running {
         snapshot: snapshot.clone(),

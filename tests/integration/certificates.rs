@@ -3,8 +3,9 @@
 //! TLS, its approver and signer: the node gets its certificate with a bootstrap token
 //! and then talks as `system:node:edge-1`; a certificate of 20 s is renewed without a
 //! restart; a certificate that expired while the node was cut off is replaced through
-//! the bootstrap token once the server is back. The figures (time to the certificate,
-//! requests a rotation costs) are printed: run with `--nocapture`.
+//! the bootstrap token once the server is back; with `serverTLSBootstrap` the local
+//! API's serving certificate is renewed under an open connection. The figures (time to
+//! the certificate, requests a rotation costs) are printed: run with `--nocapture`.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
@@ -225,4 +226,122 @@ fn j2_expiry_while_cut_off_recovers_with_the_bootstrap_token() {
         .count();
     assert_eq!(from_token, 2);
     pod_arrives(&cluster, &agent, "after-expiry");
+}
+
+/// A TLS connection to the local API that trusts the cluster CA and expects `edge-1`.
+type Tls = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+fn connect(addr: &str, ca_pem: &str) -> Tls {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("edge-1").unwrap();
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    rustls::StreamOwned::new(connection, socket)
+}
+
+/// `GET /healthz` on `tls`, kept alive: the code.
+fn healthz(tls: &mut Tls) -> u16 {
+    use std::io::{Read as _, Write as _};
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: edge-1\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tls.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body).unwrap();
+    head.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn peer(tls: &Tls) -> Vec<u8> {
+    tls.conn.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// J2: `serverTLSBootstrap`: the local API's certificate comes from a kubelet-serving
+/// request (approved by the test), and its renewal reaches new handshakes while an open
+/// connection goes on with the one it started with.
+#[test]
+fn j2_serving_certificate_rotates_under_an_open_connection() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    // The test is the administrator who approves serving requests.
+    cluster.server.approve_serving_requests(true);
+    let agent = Agent::start_strict(
+        &dir.join("manifests"),
+        &[
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--bootstrap-kubeconfig".as_ref(),
+            bootstrap.as_os_str(),
+            "--state-dir".as_ref(),
+            cluster.state_dir().as_os_str(),
+            "--server-tls-bootstrap".as_ref(),
+        ],
+    );
+    agent.wait_for_log("serving certificate installed");
+    let ca = cluster.server.ca_pem().unwrap().to_owned();
+    let mut open = connect(&agent.addr, &ca);
+    assert_eq!(healthz(&mut open), 200);
+    let first = peer(&open);
+    let started = Instant::now();
+    // Requests keep going on the open connection (within the local API's idle limit)
+    // until the renewal is installed, and after it.
+    let mut served = 1;
+    while count(&agent, "serving certificate installed") < 2 {
+        assert!(
+            started.elapsed() < lifetime * 3,
+            "timed out waiting for the serving certificate's renewal"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(healthz(&mut open), 200);
+        served += 1;
+    }
+    // The open connection goes on; a new one gets the new certificate.
+    assert_eq!(healthz(&mut open), 200);
+    assert_eq!(peer(&open), first);
+    let mut fresh = connect(&agent.addr, &ca);
+    assert_eq!(healthz(&mut fresh), 200);
+    assert_ne!(peer(&fresh), first);
+    println!(
+        "J2 figures: serving certificate renewed {:?} after the first request; the open connection answered all {} requests across the swap",
+        started.elapsed(),
+        served + 1
+    );
+    let serving_requests = cluster
+        .server
+        .list(CSRS, None)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
+        .count();
+    assert!(serving_requests >= 2, "{serving_requests}");
 }

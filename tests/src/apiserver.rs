@@ -249,6 +249,7 @@ impl Config {
             kubelet_client: tls::kubelet_client_config(&kubelet_client)?,
             certificates,
             users: audit::Audit::default(),
+            approve_serving: std::sync::atomic::AtomicBool::new(false),
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
@@ -484,6 +485,12 @@ impl TestApiServer {
         let message = "This CSR was approved by the test.";
         csr::approve(&self.shared.store, name, "TestApprove", message)?;
         csr::sign_if_approved(&self.shared.store, &self.shared.certificates, name)
+    }
+
+    /// Whether every `kubernetes.io/kubelet-serving` request is approved as it is
+    /// created, as by a cluster's administrator (the test) who trusts every node.
+    pub fn approve_serving_requests(&self, approve: bool) {
+        self.shared.approve_serving.store(approve, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Requests by user name (`system:node:edge-1`, `system:bootstrap:abcdef`), counted

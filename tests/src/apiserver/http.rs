@@ -64,6 +64,8 @@ pub struct Shared {
     pub certificates: CertificateSigner,
     /// Requests by the user who made them.
     pub users: Audit,
+    /// The test approves every serving request as it comes ([`csr::SERVING_SIGNER`]).
+    pub approve_serving: std::sync::atomic::AtomicBool,
 }
 
 /// The client certificate a connection presented (its first), if any.
@@ -293,7 +295,8 @@ async fn serve_csr(
     let (name, write) = match (method, target.name.as_deref()) {
         (&Method::POST, None) => {
             let object = decode_object(content_type, &read_body(body).await?)?;
-            let created = csr::create(store, &shared.certificates, user, object)?;
+            let approve_serving = shared.approve_serving.load(std::sync::atomic::Ordering::Relaxed);
+            let created = csr::create(store, &shared.certificates, user, object, approve_serving)?;
             return Ok(json_response(StatusCode::CREATED, &created));
         }
         (&Method::PUT, Some(name)) => {
