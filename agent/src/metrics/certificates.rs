@@ -21,45 +21,90 @@ pub(super) struct Certificate {
     pub status: Status,
 }
 
+/// A certificate's families: name and help, in the order `encode` writes them.
+struct Families([(&'static str, &'static str); 5]);
+
+const CLIENT: Families = Families([
+    (
+        "certificate_manager_client_ttl_seconds",
+        "Seconds until the node's client certificate expires (negative once expired)",
+    ),
+    (
+        "certificate_manager_client_expiration_seconds",
+        "When the node's client certificate expires (Unix time)",
+    ),
+    (
+        "certificate_manager_client_expiration_renew_errors",
+        "Failed attempts to get or renew the node's client certificate",
+    ),
+    ("certificate_manager_client_rotations", "Client certificates renewed since the agent started"),
+    (
+        "certificate_manager_client_valid",
+        "Whether the node has a valid client certificate and nothing keeps it from renewal (1) or not (0)",
+    ),
+]);
+
+const SERVER: Families = Families([
+    (
+        "certificate_manager_server_ttl_seconds",
+        "Seconds until the local API's serving certificate expires (negative once expired)",
+    ),
+    (
+        "certificate_manager_server_expiration_seconds",
+        "When the local API's serving certificate expires (Unix time)",
+    ),
+    (
+        "certificate_manager_server_expiration_renew_errors",
+        "Failed attempts to get or renew the local API's serving certificate",
+    ),
+    (
+        "certificate_manager_server_rotations",
+        "Serving certificates renewed since the agent started",
+    ),
+    (
+        "certificate_manager_server_valid",
+        "Whether the local API has a valid serving certificate and nothing keeps it from renewal (1) or not (0)",
+    ),
+]);
+
 impl Collector for Certificate {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let status = self.status.borrow().clone();
-        let kind = self.kind;
-        let name = |suffix: &str| format!("certificate_manager_{kind}_{suffix}");
+        let Families([ttl, expiration, errors, rotations, valid]) =
+            if self.kind == "client" { CLIENT } else { SERVER };
         if let Some(not_after) = status.not_after {
-            let ttl = seconds_left(SystemTime::now(), not_after);
-            ConstGauge::new(ttl).encode(encoder.encode_descriptor(
-                &name("ttl_seconds"),
-                "Seconds until the certificate expires (negative once expired)",
+            let seconds = seconds_left(SystemTime::now(), not_after);
+            ConstGauge::new(seconds).encode(encoder.encode_descriptor(
+                ttl.0,
+                ttl.1,
                 None,
                 MetricType::Gauge,
             )?)?;
             let at = not_after.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
             ConstGauge::new(at).encode(encoder.encode_descriptor(
-                &name("expiration_seconds"),
-                "When the certificate expires (Unix time)",
+                expiration.0,
+                expiration.1,
                 None,
                 MetricType::Gauge,
             )?)?;
         }
         ConstCounter::new(status.renew_errors).encode(encoder.encode_descriptor(
-            &name("expiration_renew_errors"),
-            "Failed attempts to get or renew the certificate",
+            errors.0,
+            errors.1,
             None,
             MetricType::Counter,
         )?)?;
         ConstCounter::new(status.rotations).encode(encoder.encode_descriptor(
-            &name("rotations"),
-            "Certificates renewed since the agent started",
+            rotations.0,
+            rotations.1,
             None,
             MetricType::Counter,
         )?)?;
-        let valid = i64::from(
-            status.problem.is_none() && status.not_after.is_some_and(|t| t > SystemTime::now()),
-        );
-        ConstGauge::new(valid).encode(encoder.encode_descriptor(
-            &name("valid"),
-            "Whether the node has a valid client certificate and nothing keeps it from renewal (1) or not (0)",
+        let ok =
+            status.problem.is_none() && status.not_after.is_some_and(|t| t > SystemTime::now());
+        ConstGauge::new(i64::from(ok)).encode(encoder.encode_descriptor(
+            valid.0,
+            valid.1,
             None,
             MetricType::Gauge,
         )?)?;
