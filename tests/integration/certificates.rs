@@ -345,3 +345,86 @@ fn j2_serving_certificate_rotates_under_an_open_connection() {
         .count();
     assert!(serving_requests >= 2, "{serving_requests}");
 }
+
+/// J1: from a bootstrap token to a Ready node: the agent running pods gets its client
+/// certificate and registers its Node with it (the server sees `system:node:edge-1`
+/// create it). Prints the time from the agent's start to the Ready Node.
+#[outpost_tests::needs(pods)]
+#[test]
+fn j1_bootstrap_token_to_a_ready_node() {
+    use k8s_openapi::api::core::v1::Node;
+    let node = outpost_tests::pods::Node::new();
+    let cluster = cluster(Duration::from_secs(3600));
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    let mut args = node.args();
+    args.extend(
+        ["--kubeconfig".into(), kubeconfig.into_os_string()]
+            .into_iter()
+            .chain(["--bootstrap-kubeconfig".into(), bootstrap.into_os_string()]),
+    );
+    // The binary is built before the clock starts.
+    outpost_tests::outpost_bin();
+    let started = Instant::now();
+    let _agent = Agent::start_pods(&node.manifests(), &args);
+    let ready = |node: &Node| {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    wait_until("the Node to be Ready", Duration::from_secs(120), || {
+        cluster.server.get_typed::<Node>(None, "edge-1").is_ok_and(|n| ready(&n))
+    });
+    println!("J1 figures: from the agent's start to a Ready Node: {:?}", started.elapsed());
+    let by_user = cluster.server.requests_by_user();
+    let created = by_user.get(&("create".to_owned(), NODE_USER.to_owned())).copied().unwrap_or(0);
+    assert!(created >= 1, "the node created nothing as {NODE_USER}: {by_user:?}");
+    let anonymous = by_user.keys().filter(|(_, user)| user == "system:anonymous").count();
+    assert_eq!(anonymous, 0, "{by_user:?}");
+}
+
+/// J2: the certificate expires while the node is cut off and its bootstrap token is
+/// gone when it comes back: the agent says so loudly (log, `/status`, the metric) and
+/// keeps running, its pods with it.
+#[test]
+fn j2_expired_without_working_bootstrap_credentials_is_loud_and_keeps_running() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let id = token.split('.').next().unwrap().to_owned();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    let pid = agent.pid();
+    cluster.cut();
+    cluster
+        .server
+        .delete("secrets", Some("kube-system"), &format!("bootstrap-token-{id}"), None)
+        .unwrap();
+    wait_until("the expiry", lifetime * 3, || count(&agent, "expired at") >= 1);
+    cluster.restore();
+    // The bootstrap token is refused now: still loud, after the server is back.
+    wait_until("the refusal to be reported", Duration::from_secs(90), || {
+        agent.log().lines().any(|l| {
+            l.contains("the node has no valid client certificate") && l.contains("Unauthorized")
+        })
+    });
+    assert_eq!(agent.pid(), pid);
+    let (code, body) = agent.get("/status");
+    assert_eq!(code, 200, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    let client = &status["certificates"][0];
+    assert_eq!(client["state"], "expired", "{client}");
+    assert!(client["problem"].as_str().is_some_and(|p| p.contains("Unauthorized")), "{client}");
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "outpost_certificate_manager_client_valid 0"),
+        "{metrics}"
+    );
+    let (code, _) = agent.get("/healthz");
+    assert_eq!(code, 200);
+}

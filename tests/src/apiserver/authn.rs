@@ -9,7 +9,8 @@
 //! `system:serviceaccounts:<namespace>` and `system:authenticated`, with the bound pod,
 //! node and token id as `extra`.
 //!
-//! A bootstrap token (module `bootstrap_auth`) is `system:bootstrap:<id>`; a client
+//! A bootstrap token (module `bootstrap_auth`) is `system:bootstrap:<id>` (one of that
+//! form without its Secret is a 401); a client
 //! certificate the cluster CA signed (module `signer`, checked in `http`) is its CN.
 //!
 //! The server's static token ([`Config::token`](super::Config::token)) is an
@@ -57,10 +58,8 @@ pub fn authenticate(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    if let Some(token) = presented
-        && let Some(user) = bootstrap_auth::user(store, token)
-    {
-        return Ok(user);
+    if let Some(token) = presented.filter(|t| bootstrap_auth::is_bootstrap_token(t)) {
+        return bootstrap_auth::user(store, token).ok_or(Error::Unauthorized);
     }
     match (presented, static_token) {
         (Some(token), Some(wanted)) if token == wanted => Ok(admin()),

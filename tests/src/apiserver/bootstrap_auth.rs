@@ -4,8 +4,8 @@
 //! (and those of `auth-extra-groups`) when the Secret `kube-system/bootstrap-token-<id>`
 //! of type `bootstrap.kubernetes.io/token` has that `token-secret`,
 //! `usage-bootstrap-authentication: "true"`, and an `expiration` (RFC 3339) still in
-//! the future, if it has one. A token of that form that matches no such Secret is not
-//! a bootstrap token (the other authenticators get their turn).
+//! the future, if it has one. A token of that form that matches no such Secret is
+//! refused (401), as by the real server, where no other authenticator takes it.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -27,6 +27,11 @@ pub const KUBEADM_GROUP: &str = "system:bootstrappers:kubeadm:default-node-token
 /// Whether `part` is `len` characters of `[a-z0-9]`.
 fn well_formed(part: &str, len: usize) -> bool {
     part.len() == len && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// Whether `token` has a bootstrap token's form, `ID.SECRET`.
+pub fn is_bootstrap_token(token: &str) -> bool {
+    token.split_once('.').is_some_and(|(id, secret)| well_formed(id, 6) && well_formed(secret, 16))
 }
 
 /// The user of `token` if it is a valid bootstrap token.

@@ -164,9 +164,11 @@ async fn j2_serving_csr_waits_for_approval() {
     assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
 
     let unknown = client_for(&server, json!({ "token": "abcdef.0123456789abcdef" })).await;
-    let anonymous = Api::<CertificateSigningRequest>::all(unknown).get("serving-1").await;
-    // Without a static token the server lets unknown tokens through as anonymous.
-    assert!(anonymous.is_ok());
+    // A bootstrap token without its Secret is refused, static token or not.
+    match Api::<CertificateSigningRequest>::all(unknown).get("serving-1").await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 401),
+        other => panic!("expected 401, got {other:?}"),
+    }
 }
 
 /// J2: an expired client certificate is a 401.
