@@ -31,6 +31,18 @@
 //! sets ([`TestApiServer::allow`]); the server has a kubelet-client certificate of its
 //! own ([`TestApiServer::kubelet_client_identity`]).
 //!
+//! For joining and credentials (J1, J2): bootstrap tokens authenticate
+//! (`kube-system/bootstrap-token-<id>` Secrets, [`TestApiServer::create_bootstrap_token`];
+//! module `bootstrap_auth`), and so do client certificates the cluster CA signed, an
+//! expired one being a 401 (module `signer`); `certificates.k8s.io/v1`
+//! `certificatesigningrequests` are served with their `approval` and `status`
+//! subresources, kube-controller-manager's approver of kubelet client certificates and
+//! the cluster signer, whose certificates last a year or what
+//! [`Config::signing_duration`] says (module `csr`). Serving requests wait for the test
+//! ([`TestApiServer::approve_certificate_signing_request`],
+//! [`TestApiServer::approve_serving_requests`]). Requests are also counted by user
+//! ([`TestApiServer::requests_by_user`]).
+//!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
 //! ServiceAccount plugin's, a Secret's `type` and a Service's registry defaults; validation of names, pod containers,
