@@ -93,6 +93,10 @@ pub enum Error {
     )]
     BootstrapWithoutKubeconfig,
     #[error(
+        "rotateCertificates needs --bootstrap-kubeconfig: the agent renews only the client certificate it got itself (in <state-dir>/pki)"
+    )]
+    RotateWithoutBootstrap,
+    #[error(
         "serverTLSBootstrap needs --kubeconfig (the serving certificate is requested from the API server) and no --tls-cert-file (it replaces it)"
     )]
     ServerTlsBootstrap,
@@ -267,6 +271,9 @@ impl Config {
         let state_dir = absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
         if s.bootstrap_kubeconfig.is_some() && s.kubeconfig.is_none() {
             return Err(Error::BootstrapWithoutKubeconfig);
+        }
+        if s.rotate_certificates == Some(true) && s.bootstrap_kubeconfig.is_none() {
+            return Err(Error::RotateWithoutBootstrap);
         }
         let certificates = Certificates {
             server_tls_bootstrap,
