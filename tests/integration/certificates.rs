@@ -135,6 +135,14 @@ fn j1_tls_bootstrapping_from_a_token() {
     let bootstrap_user = format!("system:bootstrap:{id}");
     let token_requests = cluster.server.user_requests(&bootstrap_user);
     println!("J1 figures: requests by {bootstrap_user}: {token_requests}; by user: {by_user:?}");
+
+    // A restart keeps the certificate: no second request, and the node talks at once.
+    agent.stop();
+    let (again, _) = bootstrap_agent(&cluster, &token);
+    again.wait_for_log("client certificate valid; waiting for its rotation deadline");
+    pod_arrives(&cluster, &again, "after-restart");
+    assert_eq!(cluster.server.list(CSRS, None).unwrap().len(), 1);
+    assert_eq!(count(&again, "TLS bootstrapping"), 0);
 }
 
 /// J2: a client certificate of 20 s is renewed at 70–90 % of its lifetime through a
