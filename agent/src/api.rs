@@ -198,6 +198,9 @@ pub struct Options {
     pub apiserver: Option<crate::apiserver::ApiClient>,
     /// What kubelet's stats and metrics endpoints read.
     pub stats: stats::Endpoints,
+    /// J2: the serving certificate the cluster signed (`serverTLSBootstrap`), instead of
+    /// `--tls-cert-file`.
+    pub serving: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -206,9 +209,11 @@ pub struct Options {
 pub async fn bind(options: Options) -> Result<impl Future<Output = Result<(), Error>>, Error> {
     let authenticator =
         Authenticator::load(&options.auth, options.apiserver.clone(), &options.info.node_name)?;
-    let acceptor = match &options.auth.tls {
-        Some(files) => Some(tls::acceptor(files, options.auth.client_ca_file.as_deref())?),
-        None => None,
+    let client_ca = options.auth.client_ca_file.as_deref();
+    let acceptor = match (&options.auth.tls, &options.serving) {
+        (Some(files), _) => Some(tls::acceptor(files, client_ca)?),
+        (None, Some(serving)) => Some(tls::acceptor_resolving(serving.clone(), client_ca)?),
+        (None, None) => None,
     };
     let addr = options.listen;
     let listener =
@@ -254,6 +259,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
     let Options {
         listen: _,
         auth: _,
+        serving: _,
         snapshot,
         push,
         refresh,

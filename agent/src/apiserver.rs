@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod connectivity;
+pub mod credentials;
 pub mod events;
 pub mod network;
 pub mod watcher;
@@ -23,6 +24,7 @@ use tokio::sync::watch;
 
 pub use self::client::{ApiClient, CallError, ConfigError};
 pub use self::connectivity::{Connectivity, Wakeups, Woken};
+pub use self::credentials::Credentials;
 pub use self::events::Recorder;
 
 /// A mirror pod as the API server has it (R1–R5).

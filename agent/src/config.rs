@@ -90,6 +90,18 @@ pub enum Error {
     NodeApi(#[from] node_api::Error),
     #[error(transparent)]
     NodeShutdown(#[from] node_shutdown::Error),
+    #[error(
+        "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"
+    )]
+    BootstrapWithoutKubeconfig,
+    #[error(
+        "rotateCertificates needs --bootstrap-kubeconfig: the agent renews only the client certificate it got itself (in <state-dir>/pki)"
+    )]
+    RotateWithoutBootstrap,
+    #[error(
+        "serverTLSBootstrap needs --kubeconfig (the serving certificate is requested from the API server) and no --tls-cert-file (it replaces it)"
+    )]
+    ServerTlsBootstrap,
 }
 
 /// Everything `outpost run` needs, resolved.
@@ -105,6 +117,8 @@ pub struct Config {
     /// set, only these are trusted).
     pub manifest_url_ca_file: Option<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
+    /// J1: TLS bootstrapping and rotation of the client certificate.
+    pub certificates: Certificates,
     pub state_dir: PathBuf,
     /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
     pub seccomp_profile_root: PathBuf,
@@ -176,6 +190,18 @@ pub struct Auth {
     pub access: node_api::Access,
 }
 
+/// J1, J2: the node's client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Certificates {
+    /// `--bootstrap-kubeconfig`: the credentials a new client certificate is requested
+    /// with when `--kubeconfig` has no valid one.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `rotateCertificates`: renew the client certificate before it expires.
+    pub rotate: bool,
+    /// `serverTLSBootstrap`: the local API's serving certificate comes from the cluster.
+    pub server_tls_bootstrap: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tls {
     pub cert_file: PathBuf,
@@ -235,7 +261,11 @@ impl Config {
             s.authorization,
             s.kubeconfig.is_some(),
         )?;
-        if client_ca_file.is_some() && tls.is_none() {
+        let server_tls_bootstrap = s.server_tls_bootstrap.unwrap_or(false);
+        if server_tls_bootstrap && (s.kubeconfig.is_none() || tls.is_some()) {
+            return Err(Error::ServerTlsBootstrap);
+        }
+        if client_ca_file.is_some() && tls.is_none() && !server_tls_bootstrap {
             return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
         }
         let cni_bin_dirs = match s.cni_bin_dir {
@@ -243,6 +273,17 @@ impl Config {
             dirs => dirs,
         };
         let state_dir = absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
+        if s.bootstrap_kubeconfig.is_some() && s.kubeconfig.is_none() {
+            return Err(Error::BootstrapWithoutKubeconfig);
+        }
+        if s.rotate_certificates == Some(true) && s.bootstrap_kubeconfig.is_none() {
+            return Err(Error::RotateWithoutBootstrap);
+        }
+        let certificates = Certificates {
+            server_tls_bootstrap,
+            rotate: s.rotate_certificates.unwrap_or(s.bootstrap_kubeconfig.is_some()),
+            bootstrap_kubeconfig: s.bootstrap_kubeconfig.map(absolute),
+        };
         Ok(Config {
             node_name: node_name.to_lowercase(),
             manifest_dir: s.manifest_dir.unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
@@ -251,6 +292,7 @@ impl Config {
             manifest_url_interval,
             manifest_url_ca_file: s.manifest_url_ca_file,
             kubeconfig: s.kubeconfig,
+            certificates,
             seccomp_profile_root: absolute(
                 s.seccomp_profile_root.unwrap_or_else(|| state_dir.join(SECCOMP_DIR)),
             ),

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod apiserver;
 pub mod audit;
+pub mod certificates;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;

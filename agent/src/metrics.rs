@@ -63,6 +63,7 @@
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
+mod certificates;
 mod kernel;
 mod pods;
 mod process;
@@ -89,6 +90,9 @@ pub struct Sources {
     pub ebpf: crate::ebpf::Handle,
     /// The pods' cgroups (what pods and containers use), when pods run.
     pub cgroups: Option<std::sync::Arc<crate::runtime::cgroups::PodCgroups>>,
+    /// J2: the client certificate's manager, with bootstrapping or rotation.
+    /// `client` and `server` (the serving certificate), when managed.
+    pub certificates: Vec<(&'static str, crate::certificates::Status)>,
 }
 
 /// Registers on `registry` (the root: the process metrics have no `outpost_` prefix) the
@@ -97,6 +101,9 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
     registry.register_collector(Box::new(process::Process::default()));
     let outpost = registry.sub_registry_with_prefix("outpost");
     outpost.register_collector(Box::new(pods::PodSources(snapshot.clone())));
+    for (kind, status) in sources.certificates {
+        outpost.register_collector(Box::new(certificates::Certificate { kind, status }));
+    }
     outpost.register_collector(Box::new(pods::Running {
         snapshot: snapshot.clone(),
         statuses: sources.statuses.clone(),

@@ -34,6 +34,18 @@
 //! and signs it with bootstrap tokens as the bootstrap signer does
 //! ([`TestApiServer::add_bootstrap_token`]).
 //!
+//! For joining and credentials (J1, J2): bootstrap tokens authenticate
+//! (`kube-system/bootstrap-token-<id>` Secrets, [`TestApiServer::create_bootstrap_token`];
+//! module `bootstrap_auth`), and so do client certificates the cluster CA signed, an
+//! expired one being a 401 (module `signer`); `certificates.k8s.io/v1`
+//! `certificatesigningrequests` are served with their `approval` and `status`
+//! subresources, kube-controller-manager's approver of kubelet client certificates and
+//! the cluster signer, whose certificates last a year or what
+//! [`Config::signing_duration`] says (module `csr`). Serving requests wait for the test
+//! ([`TestApiServer::approve_certificate_signing_request`],
+//! [`TestApiServer::approve_serving_requests`]). Requests are also counted by user
+//! ([`TestApiServer::requests_by_user`]).
+//!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
 //! ServiceAccount plugin's, a Secret's `type` and a Service's registry defaults; validation of names, pod containers,
@@ -63,7 +75,9 @@ mod admission;
 mod audit;
 mod authn;
 mod bootstrap;
+mod bootstrap_auth;
 mod cluster;
+mod csr;
 mod discovery;
 mod error;
 mod fault;
@@ -77,6 +91,7 @@ mod resource;
 mod reviews;
 mod selector;
 mod services;
+mod signer;
 mod store;
 mod strategy;
 mod tls;
@@ -123,6 +138,8 @@ pub enum Error {
     Tls(#[from] tls::Error),
     #[error(transparent)]
     SigningKey(#[from] token::KeyError),
+    #[error("cannot make the cluster signer: {0}")]
+    Signer(String),
 }
 
 /// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
@@ -136,6 +153,7 @@ pub struct Config {
     port: u16,
     down: bool,
     min_token_expiration: Duration,
+    signing_duration: Duration,
 }
 
 impl Default for Config {
@@ -149,6 +167,7 @@ impl Default for Config {
             port: 0,
             down: false,
             min_token_expiration: Duration::from_secs(600),
+            signing_duration: signer::DEFAULT_DURATION,
         }
     }
 }
@@ -208,13 +227,27 @@ impl Config {
         self
     }
 
+    /// How long the certificates the cluster signer issues last
+    /// (`--cluster-signing-duration`, default a year). A test-only deviation below
+    /// 600 s: no floor on `expirationSeconds`, no backdating (module `signer`), so that
+    /// a test sees certificates renewed.
+    pub fn signing_duration(mut self, duration: Duration) -> Config {
+        self.signing_duration = duration;
+        self
+    }
+
     /// Starts the server.
     pub async fn start(self) -> Result<TestApiServer, Error> {
-        let material = if self.tls { Some(tls::generate()?) } else { None };
-        let root_ca = match &material {
-            Some(material) => material.ca_pem.clone(),
-            None => tls::ca_pem()?,
+        let mut material = if self.tls { Some(tls::generate()?) } else { None };
+        let (root_ca, issuer) = match material.as_mut() {
+            Some(material) => {
+                let issuer = std::mem::replace(&mut material.issuer, tls::ca_only()?.1);
+                (material.ca_pem.clone(), issuer)
+            }
+            None => tls::ca_only()?,
         };
+        let certificates = signer::CertificateSigner::new(issuer, &root_ca, self.signing_duration)
+            .map_err(Error::Signer)?;
         let kubelet_client = tls::kubelet_client()?;
         let store = Arc::new(Store::new(self.history_limit));
         bootstrap::spawn_signer(&store);
@@ -232,6 +265,9 @@ impl Config {
             bookmark_interval: self.bookmark_interval,
             rules: reviews::Rules::default(),
             kubelet_client: tls::kubelet_client_config(&kubelet_client)?,
+            certificates,
+            users: audit::Audit::default(),
+            approve_serving: std::sync::atomic::AtomicBool::new(false),
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
@@ -305,14 +341,28 @@ impl TestApiServer {
     /// context `outpost-test` as current context, namespace `default`) and returns its
     /// path.
     pub fn kubeconfig(&self, dir: &Path) -> io::Result<PathBuf> {
-        let mut cluster = json!({ "server": self.url() });
-        if let Some(ca) = &self.ca_pem {
-            cluster["certificate-authority-data"] = json!(BASE64.encode(ca));
-        }
         let user = match &self.token {
             Some(token) => json!({ "token": token }),
             None => json!({}),
         };
+        self.kubeconfig_for_user(dir, "kubeconfig", user)
+    }
+
+    /// Writes `DIR/NAME`, a kubeconfig for this server as [`TestApiServer::kubeconfig`]
+    /// but with `user` as its user (a kubeconfig `AuthInfo`: `{"token": …}`,
+    /// `{"client-certificate-data": …, "client-key-data": …}`), and returns its path.
+    /// A bootstrap kubeconfig is one with a bootstrap token
+    /// ([`TestApiServer::create_bootstrap_token`]).
+    pub fn kubeconfig_for_user(
+        &self,
+        dir: &Path,
+        name: &str,
+        user: serde_json::Value,
+    ) -> io::Result<PathBuf> {
+        let mut cluster = json!({ "server": self.url() });
+        if let Some(ca) = &self.ca_pem {
+            cluster["certificate-authority-data"] = json!(BASE64.encode(ca));
+        }
         let config = json!({
             "apiVersion": "v1",
             "kind": "Config",
@@ -327,7 +377,7 @@ impl TestApiServer {
         });
         let text = serde_saphyr::to_string(&config).map_err(io::Error::other)?;
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("kubeconfig");
+        let path = dir.join(name);
         std::fs::write(&path, text)?;
         Ok(path)
     }
@@ -403,6 +453,7 @@ impl TestApiServer {
     /// Forgets the request counts.
     pub fn reset_requests(&self) {
         self.shared.audit.reset();
+        self.shared.users.reset();
     }
 
     /// Makes the next `count` requests with `verb` on `resource` (named as in
@@ -430,6 +481,45 @@ impl TestApiServer {
     /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).
     pub async fn wait_for_watchers(&self, resource: &str, n: usize) {
         self.shared.watchers.wait_for(resource, n).await;
+    }
+
+    /// Creates a bootstrap token (`kube-system/bootstrap-token-<id>`, as `kubeadm token
+    /// create` does, in kubeadm's extra group) that expires after `ttl` if given, and
+    /// returns it as `ID.SECRET`.
+    pub fn create_bootstrap_token(&self, ttl: Option<Duration>) -> Result<String, ApiError> {
+        let (id, secret) = bootstrap_auth::generate();
+        let expiration = ttl.map(|ttl| {
+            let seconds = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+            strategy::seconds_from_now(seconds)
+        });
+        let object = bootstrap_auth::secret(&id, &secret, expiration.as_deref());
+        self.shared.cluster.create(&resource::SECRETS, Some("kube-system"), object)?;
+        Ok(format!("{id}.{secret}"))
+    }
+
+    /// Approves the CertificateSigningRequest `name` (as `kubectl certificate approve`),
+    /// and the signer issues its certificate.
+    pub fn approve_certificate_signing_request(&self, name: &str) -> Result<(), ApiError> {
+        let message = "This CSR was approved by the test.";
+        csr::approve(&self.shared.store, name, "TestApprove", message)?;
+        csr::sign_if_approved(&self.shared.store, &self.shared.certificates, name)
+    }
+
+    /// Whether every `kubernetes.io/kubelet-serving` request is approved as it is
+    /// created, as by a cluster's administrator (the test) who trusts every node.
+    pub fn approve_serving_requests(&self, approve: bool) {
+        self.shared.approve_serving.store(approve, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Requests by user name (`system:node:edge-1`, `system:bootstrap:abcdef`), counted
+    /// once authenticated.
+    pub fn requests_by_user(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        self.shared.users.snapshot()
+    }
+
+    /// Requests `user` made.
+    pub fn user_requests(&self, user: &str) -> u64 {
+        self.shared.users.snapshot().iter().filter(|((_, u), _)| u == user).map(|(_, n)| n).sum()
     }
 
     /// The claims of a service account token this server issued, if its signature is

@@ -34,6 +34,7 @@
 pub mod admission;
 pub mod backoff;
 pub mod bootstrap_token;
+pub mod certificates;
 pub mod container_log;
 pub mod debounce;
 pub mod duration;

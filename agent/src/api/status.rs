@@ -38,6 +38,50 @@ pub struct AgentStatus {
     /// The manifest directory's watcher backend (`fanotify` or `inotify`).
     pub watcher: String,
     pub pods: PodCounts,
+    /// J2: the node's certificates the agent manages (none without rotation or
+    /// bootstrapping).
+    #[serde(default)]
+    pub certificates: Vec<CertificateInfo>,
+}
+
+/// J2: one of the node's certificates, as `/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateInfo {
+    /// `client`.
+    pub name: String,
+    pub not_after: Option<Timestamp>,
+    /// When it is renewed, with rotation.
+    pub rotation_deadline: Option<Timestamp>,
+    /// `valid`, `expiring-soon` (inside 7 days: a warning), `expired` or `none`.
+    pub state: String,
+    /// What keeps it from being renewed, if anything.
+    pub problem: Option<String>,
+}
+
+impl CertificateInfo {
+    /// `status` of the certificate `name` at `now`.
+    pub fn of(
+        name: &str,
+        status: &crate::certificates::CertificateStatus,
+        now: std::time::SystemTime,
+    ) -> CertificateInfo {
+        use outpost_core::certificates::Expiry;
+        let time = |t: Option<std::time::SystemTime>| t.and_then(|t| Timestamp::try_from(t).ok());
+        CertificateInfo {
+            name: name.to_owned(),
+            not_after: time(status.not_after),
+            rotation_deadline: time(status.rotation_deadline),
+            state: match status.expiry(now) {
+                None => "none",
+                Some(Expiry::Valid) => "valid",
+                Some(Expiry::ExpiringSoon) => "expiring-soon",
+                Some(Expiry::Expired) => "expired",
+            }
+            .to_owned(),
+            problem: status.problem.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,6 +179,8 @@ pub struct Info {
     pub runtime: Option<RuntimeInfo>,
     /// The sync to the API server, when a kubeconfig is given.
     pub sync: Option<Health>,
+    /// J2: the certificates the agent manages, by name (`client`).
+    pub certificates: Vec<(String, crate::certificates::Status)>,
 }
 
 /// Where the runtime is (its connection state is read live).
@@ -187,6 +233,13 @@ pub(super) async fn status(State(state): State<AppState>) -> Response {
         }),
         watcher: info.watcher.clone(),
         pods: PodCounts::of(statuses.iter().map(|s| s.as_deref())),
+        certificates: info
+            .certificates
+            .iter()
+            .map(|(name, status)| {
+                CertificateInfo::of(name, &status.borrow(), std::time::SystemTime::now())
+            })
+            .collect(),
     };
     ([(header::CONTENT_TYPE, "application/json")], axum::Json(answer)).into_response()
 }

@@ -18,9 +18,20 @@ use super::Error;
 use super::auth::check_private;
 use crate::config::Tls;
 
+/// J2: the TLS configuration with the certificate `resolver` gives (the serving
+/// certificate the cluster signed, swapped at each renewal: new handshakes take the new
+/// one, open connections go on), and the client CAs.
+pub fn acceptor_resolving(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+    client_ca: Option<&Path>,
+) -> Result<TlsAcceptor, Error> {
+    let mut config = builder(client_ca)?.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// The TLS configuration: the server's certificate chain and key, and the client CAs.
 pub fn acceptor(files: &Tls, client_ca: Option<&Path>) -> Result<TlsAcceptor, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates("--tls-cert-file", &files.cert_file)?;
     check_private("--tls-private-key-file", &files.key_file)?;
     let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| Error::Tls {
@@ -28,10 +39,24 @@ pub fn acceptor(files: &Tls, client_ca: Option<&Path>) -> Result<TlsAcceptor, Er
         path: files.key_file.clone(),
         reason: pem_reason(e, "private key"),
     })?;
+    let mut config = builder(client_ca)?.with_single_cert(chain, key).map_err(|e| Error::Tls {
+        flag: "--tls-private-key-file",
+        path: files.key_file.clone(),
+        reason: format!("does not go with the certificate in {}: {e}", files.cert_file.display()),
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The configuration up to the server's certificate: the client CAs' verifier.
+fn builder(
+    client_ca: Option<&Path>,
+) -> Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(Error::TlsConfig)?;
-    let builder = match client_ca {
+    Ok(match client_ca {
         Some(path) => {
             let mut roots = RootCertStore::empty();
             for cert in certificates("--client-ca-file", path)? {
@@ -48,14 +73,7 @@ pub fn acceptor(files: &Tls, client_ca: Option<&Path>) -> Result<TlsAcceptor, Er
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
-    };
-    let mut config = builder.with_single_cert(chain, key).map_err(|e| Error::Tls {
-        flag: "--tls-private-key-file",
-        path: files.key_file.clone(),
-        reason: format!("does not go with the certificate in {}: {e}", files.cert_file.display()),
-    })?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    })
 }
 
 /// Every certificate in a PEM file; none is an error.

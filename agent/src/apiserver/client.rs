@@ -131,6 +131,13 @@ impl ApiClient {
         path: &Path,
         connectivity: Connectivity,
     ) -> Result<ApiClient, ConfigError> {
+        let (client, server) = ApiClient::kube_client(path).await?;
+        Ok(ApiClient::new(client, server, connectivity))
+    }
+
+    /// The kube client of the kubeconfig at `path`, with kube's retries off, and the
+    /// server's URL.
+    pub async fn kube_client(path: &Path) -> Result<(kube::Client, String), ConfigError> {
         let kubeconfig = Kubeconfig::read_from(path)
             .map_err(|source| ConfigError::Kubeconfig { path: path.into(), source })?;
         let mut config =
@@ -142,7 +149,7 @@ impl ApiClient {
         let server = config.cluster_url.to_string();
         let client = kube::Client::try_from(config)
             .map_err(|source| ConfigError::Client { path: path.into(), source })?;
-        Ok(ApiClient::new(client, server, connectivity))
+        Ok((client, server))
     }
 
     pub fn new(client: kube::Client, server: String, connectivity: Connectivity) -> ApiClient {

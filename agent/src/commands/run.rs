@@ -50,6 +50,8 @@ pub enum Error {
     PushSource(#[from] push::Error),
     #[error(transparent)]
     ApiClient(#[from] crate::apiserver::client::ConfigError),
+    #[error(transparent)]
+    Certificates(#[from] crate::certificates::Error),
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(#[source] io::Error),
     #[error(

@@ -82,6 +82,27 @@ pub fn render(status: &AgentStatus) -> String {
             p.total, p.running, p.pending, p.succeeded, p.failed, p.failing
         ),
     );
+    let mut certificates = String::new();
+    for c in &status.certificates {
+        let until = c.not_after.map_or_else(|| "-".to_owned(), |t| t.to_string());
+        let mut text = match c.state.as_str() {
+            "none" => "none yet".to_owned(),
+            "expiring-soon" => format!("WARNING: expires within 7 days, at {until}"),
+            "expired" => format!("EXPIRED at {until}"),
+            _ => format!("valid until {until}"),
+        };
+        if let Some(deadline) = c.rotation_deadline {
+            let _ = write!(text, ", renewal at {deadline}");
+        }
+        if let Some(problem) = &c.problem {
+            let _ = write!(text, " ({problem})");
+        }
+        let _ = writeln!(certificates, "  {}: {text}", c.name);
+    }
+    if !certificates.is_empty() {
+        out.push_str("Certificates:\n");
+        out.push_str(&certificates);
+    }
     out.push_str("Sources:\n");
     let mut rows =
         vec![["SOURCE", "STATE", "LAST SUCCESS", "LAST ERROR"].map(str::to_owned).to_vec()];

@@ -98,6 +98,23 @@ settings! {
         /// Kubeconfig for the API server.
         #[arg(long, value_name = "FILE")]
         pub kubeconfig: Option<PathBuf>,
+        /// Kubeconfig with bootstrap credentials (a bootstrap token): while --kubeconfig has
+        /// no valid client certificate, the agent requests one with it (kubelet's TLS
+        /// bootstrapping) and writes --kubeconfig to use it (needs --kubeconfig).
+        #[arg(long, value_name = "FILE")]
+        pub bootstrap_kubeconfig: Option<PathBuf>,
+        /// kubelet's `rotateCertificates`: renew the client certificate at 70-90 % of its
+        /// lifetime [default: true with --bootstrap-kubeconfig, else false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+            default_missing_value = "true")]
+        pub rotate_certificates: Option<bool>,
+        /// kubelet's `serverTLSBootstrap`: serve the local API with a certificate the
+        /// cluster signs (a `kubernetes.io/kubelet-serving` request for the node's name and
+        /// address), renewed and swapped in without a restart [default: false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+            default_missing_value = "true")]
+        #[serde(rename = "serverTLSBootstrap")]
+        pub server_tls_bootstrap: Option<bool>,
         #[arg(long, value_name = "DIR", help = with_default("State directory", DEFAULT_STATE_DIR))]
         pub state_dir: Option<PathBuf>,
         #[arg(long, value_name = "PATH", help = with_default(

@@ -412,3 +412,41 @@ fn j3_shutdown_grace_periods_from_the_file_flags_win() {
     let f = file("shutdownGracePeriodByPodPriority:\n- priority: 0\n  seconds: 20\n");
     assert!(Config::resolve(flags(f.path())).is_err(), "an unknown field is refused");
 }
+
+/// J1, J2: the certificate settings, from flags and from KubeletConfiguration's keys.
+#[test]
+fn j1_j2_certificate_settings_resolve_and_are_checked() {
+    let f = file(
+        "kubeconfig: /etc/outpost/kubeconfig\nbootstrapKubeconfig: /etc/outpost/bootstrap\nserverTLSBootstrap: true\n",
+    );
+    let config = Config::resolve(flags(f.path())).unwrap();
+    let want = Certificates {
+        bootstrap_kubeconfig: Some("/etc/outpost/bootstrap".into()),
+        rotate: true,
+        server_tls_bootstrap: true,
+    };
+    assert_eq!(config.certificates, want);
+    let off = parse_flags(&[
+        "--node-name=n",
+        "--kubeconfig=/k",
+        "--bootstrap-kubeconfig=/b",
+        "--rotate-certificates=false",
+    ]);
+    assert!(!Config::resolve(off).unwrap().certificates.rotate);
+    let plain = Config::resolve(parse_flags(&["--node-name=n", "--kubeconfig=/k"])).unwrap();
+    assert_eq!(plain.certificates, Certificates::default());
+    for (args, needle) in [
+        (
+            &["--node-name=n", "--bootstrap-kubeconfig=/b"][..],
+            "--bootstrap-kubeconfig needs --kubeconfig",
+        ),
+        (
+            &["--node-name=n", "--kubeconfig=/k", "--rotate-certificates"][..],
+            "rotateCertificates needs",
+        ),
+        (&["--node-name=n", "--server-tls-bootstrap"][..], "serverTLSBootstrap needs"),
+    ] {
+        let err = Config::resolve(parse_flags(args)).unwrap_err().to_string();
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

@@ -127,10 +127,12 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
             watcher: "inotify".to_owned(),
             runtime: None,
             sync: None,
+            certificates: Vec::new(),
         },
         ebpf: outpost::ebpf::Handle::default(),
         audit: outpost::audit::ManifestAudit::new(64, None),
         runtime_slot: Some(RuntimeSlot::default()),
+        serving: None,
         apiserver: None,
         stats: api::stats::Endpoints::default(),
     };

@@ -34,8 +34,9 @@ const RANKS: &[&[&str]] = &[
     &["shutdown", "permissions", "status", "node_shutdown"],
     // Settings; the API server's shared services; checkpoints.
     &["config", "apiserver", "checkpoint"],
-    // The manifest audit, the agent's own logs, systemd notifications.
-    &["audit", "logging", "systemd"],
+    // The manifest audit, the agent's own logs, systemd notifications, the node's
+    // certificates (on the API server's client).
+    &["audit", "logging", "systemd", "certificates"],
     // The kernel's eBPF events; the pod sources.
     &["ebpf", "source"],
     // The merge task; the API objects API pods refer to.

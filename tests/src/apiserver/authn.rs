@@ -9,6 +9,10 @@
 //! `system:serviceaccounts:<namespace>` and `system:authenticated`, with the bound pod,
 //! node and token id as `extra`.
 //!
+//! A bootstrap token (module `bootstrap_auth`) is `system:bootstrap:<id>` (one of that
+//! form without its Secret is a 401); a client
+//! certificate the cluster CA signed (module `signer`, checked in `http`) is its CN.
+//!
 //! The server's static token ([`Config::token`](super::Config::token)) is an
 //! administrator. Simplified: without a static token, a request with no token or with a
 //! token this server did not sign is let through as `system:anonymous` (the real server
@@ -17,6 +21,7 @@
 use hyper::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 
+use super::bootstrap_auth;
 use super::error::{Error, Result};
 use super::resource::{PODS, SERVICEACCOUNTS};
 use super::store::Store;
@@ -28,6 +33,17 @@ pub const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubje
 /// Who made a request (a `UserInfo`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct User(pub Value);
+
+impl User {
+    /// The user name (`system:node:edge-1`).
+    pub fn name(&self) -> &str {
+        self.0.get("username").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.name() == "system:anonymous"
+    }
+}
 
 /// Who `headers` say the request is from; `Unauthorized` for a token that is not (or no
 /// longer) valid, or when the static token is required and missing.
@@ -42,6 +58,9 @@ pub fn authenticate(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
+    if let Some(token) = presented.filter(|t| bootstrap_auth::is_bootstrap_token(t)) {
+        return bootstrap_auth::user(store, token).ok_or(Error::Unauthorized);
+    }
     match (presented, static_token) {
         (Some(token), Some(wanted)) if token == wanted => Ok(admin()),
         (Some(token), _) if signer.decode(token).is_ok() => {

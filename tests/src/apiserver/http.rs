@@ -22,17 +22,20 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use super::audit::Audit;
-use super::authn;
+use super::authn::{self, User};
 use super::bootstrap;
 use super::cluster::Cluster;
+use super::csr;
 use super::discovery;
 use super::error::{self, Error, Result};
 use super::fault::Faults;
 use super::list::{self, ListOptions};
 use super::patch::Patch;
 use super::proxy::{self, Proxied};
+use super::resource::CERTIFICATESIGNINGREQUESTS;
 use super::resource::{self, PathError, Target};
 use super::reviews;
+use super::signer::CertificateSigner;
 use super::store::{DeleteOptions, Deleted, Store};
 use super::watch::{self, WatchRequest, Watchers};
 
@@ -58,12 +61,44 @@ pub struct Shared {
     pub rules: reviews::Rules,
     /// How the proxy dials nodes (the kubelet-client certificate).
     pub kubelet_client: Arc<rustls::ClientConfig>,
+    /// The cluster signer and client-certificate authenticator (module `signer`).
+    pub certificates: CertificateSigner,
+    /// Requests by the user who made them.
+    pub users: Audit,
+    /// The test approves every serving request as it comes ([`csr::SERVING_SIGNER`]).
+    pub approve_serving: std::sync::atomic::AtomicBool,
+}
+
+/// The client certificate a connection presented (its first), if any.
+pub type PeerCertificate = Option<Arc<rustls::pki_types::CertificateDer<'static>>>;
+
+/// Who a request is: a client certificate the cluster CA signed (an invalid one is a
+/// 401 unless a token authenticates), else the bearer token (module `authn`).
+fn authenticate(shared: &Shared, peer: &PeerCertificate, headers: &HeaderMap) -> Result<User> {
+    let by_certificate = peer.as_ref().map(|der| shared.certificates.authenticate(der));
+    if let Some(Ok(user)) = by_certificate {
+        return Ok(user);
+    }
+    let by_token = authn::authenticate(
+        &shared.store,
+        &shared.cluster.signer,
+        shared.token.as_deref(),
+        headers,
+    );
+    match (by_token, by_certificate) {
+        (Ok(user), Some(Err(error))) if user.is_anonymous() => Err(error),
+        (result, _) => result,
+    }
 }
 
 /// Serves one request.
-pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+pub async fn handle(
+    shared: Arc<Shared>,
+    peer: PeerCertificate,
+    request: Request<Incoming>,
+) -> Response<Body> {
     if let Some(proxied) = proxy::route(request.uri().path()) {
-        return proxy_to_node(&shared, request, proxied).await;
+        return proxy_to_node(&shared, &peer, request, proxied).await;
     }
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
@@ -87,14 +122,7 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
         let object = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
         shared.audit.record_object(&verb, &resource, &object);
     }
-    let cluster = &shared.cluster;
-    let authenticated = authn::authenticate(
-        &shared.store,
-        &cluster.signer,
-        shared.token.as_deref(),
-        &parts.headers,
-    );
-    let user = match authenticated {
+    let user = match authenticate(&shared, &peer, &parts.headers) {
         Ok(user) => user,
         Err(Error::Unauthorized)
             if bootstrap::anonymous_read(&parts.method, &path, &parts.headers) =>
@@ -103,6 +131,7 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
         }
         Err(error) => return error_response(&error),
     };
+    shared.users.record(&verb, user.name());
     if let Some(fault) = shared.faults.take(&verb, &resource) {
         return error_response(&fault.error());
     }
@@ -117,7 +146,9 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
             .unwrap_or_else(|error| error_response(&error));
     }
     let result = match route {
-        Ok(target) => serve(&shared, &parts.method, &parts.headers, body, target, &query).await,
+        Ok(target) => {
+            serve(&shared, &user, &parts.method, &parts.headers, body, target, &query).await
+        }
         Err(PathError::NotFound) if parts.method == Method::GET => discovery::document(&path)
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or(Error::NoRoute),
@@ -130,6 +161,7 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
 /// any other, then proxied (module `proxy`).
 async fn proxy_to_node(
     shared: &Shared,
+    peer: &PeerCertificate,
     request: Request<Incoming>,
     proxied: Proxied,
 ) -> Response<Body> {
@@ -139,13 +171,7 @@ async fn proxy_to_node(
         Proxied::Node { .. } => "nodes/proxy".to_owned(),
     };
     shared.audit.record(verb, &resource);
-    let authenticated = authn::authenticate(
-        &shared.store,
-        &shared.cluster.signer,
-        shared.token.as_deref(),
-        request.headers(),
-    );
-    if let Err(error) = authenticated {
+    if let Err(error) = authenticate(shared, peer, request.headers()) {
         return error_response(&error);
     }
     if let Some(fault) = shared.faults.take(verb, &resource) {
@@ -182,6 +208,7 @@ fn audit_resource(target: &Target) -> String {
 
 async fn serve(
     shared: &Arc<Shared>,
+    user: &User,
     method: &Method,
     headers: &HeaderMap,
     body: Incoming,
@@ -204,6 +231,10 @@ async fn serve(
         };
         let request = decode_object(content_type, &read_body(body).await?)?;
         return Ok(json_response(StatusCode::CREATED, &cluster.token(namespace, name, request)?));
+    }
+    let write = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+    if resource == &CERTIFICATESIGNINGREQUESTS && write {
+        return serve_csr(shared, user, method, content_type, body, target).await;
     }
     match (method, target.name.as_deref()) {
         (&Method::GET, Some(name)) => ok(store.get(resource, namespace, name)?),
@@ -253,6 +284,57 @@ async fn serve(
         }
         _ => Err(Error::MethodNotAllowed),
     }
+}
+
+/// Writes of `certificatesigningrequests` (module `csr`); reads are any resource's.
+async fn serve_csr(
+    shared: &Arc<Shared>,
+    user: &User,
+    method: &Method,
+    content_type: &str,
+    body: Incoming,
+    target: Target,
+) -> Result<Response<Body>> {
+    let store = &shared.store;
+    let resource = target.resource;
+    let subresource = target.subresource.as_deref();
+    let (name, write) = match (method, target.name.as_deref()) {
+        (&Method::POST, None) => {
+            let object = decode_object(content_type, &read_body(body).await?)?;
+            let approve_serving = shared.approve_serving.load(std::sync::atomic::Ordering::Relaxed);
+            let created = csr::create(store, &shared.certificates, user, object, approve_serving)?;
+            return Ok(json_response(StatusCode::CREATED, &created));
+        }
+        (&Method::PUT, Some(name)) => {
+            let sent = decode_object(content_type, &read_body(body).await?)?;
+            (name, Write::Put(sent))
+        }
+        (&Method::PATCH, Some(name)) => {
+            (name, Write::Patch(Patch::from_request(content_type, &read_body(body).await?)?))
+        }
+        _ => return Err(Error::MethodNotAllowed),
+    };
+    let updated = store.update(resource, None, name, subresource.is_some(), |old| {
+        let new = match &write {
+            Write::Put(sent) => sent.clone(),
+            Write::Patch(patch) => patch.apply(old)?,
+        };
+        Ok(match subresource {
+            Some("approval") => csr::approval_update(old, &new),
+            Some(_) => csr::status_update(old, &new),
+            None => new,
+        })
+    })?;
+    if subresource == Some("approval") {
+        csr::sign_if_approved(store, &shared.certificates, name)?;
+    }
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// A PUT or PATCH body.
+enum Write {
+    Put(Value),
+    Patch(Patch),
 }
 
 /// A TokenReview or SubjectAccessReview: answered (201), not stored.

@@ -198,22 +198,25 @@ async fn accept_loop(
 
 async fn connection(stream: TcpStream, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     match tls {
-        None => serve_http(stream, shared).await,
+        None => serve_http(stream, shared, None).await,
         Some(acceptor) => {
             if let Ok(stream) = acceptor.accept(stream).await {
-                serve_http(stream, shared).await;
+                let peer = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first());
+                let peer = peer.map(|der| Arc::new(der.clone().into_owned()));
+                serve_http(stream, shared, peer).await;
             }
         }
     }
 }
 
-async fn serve_http<S>(stream: S, shared: Arc<Shared>)
+async fn serve_http<S>(stream: S, shared: Arc<Shared>, peer: http::PeerCertificate)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(http::handle(shared, request).await) }
+        let peer = peer.clone();
+        async move { Ok::<_, Infallible>(http::handle(shared, peer, request).await) }
     });
     // A connection error (the client went away) ends this connection only. Idle
     // keep-alive connections stay open, as clients expect of an API server (hyper's

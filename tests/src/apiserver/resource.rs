@@ -195,8 +195,21 @@ pub static PERSISTENTVOLUMES: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+/// Also serves the `approval` subresource (module `csr`).
+pub static CERTIFICATESIGNINGREQUESTS: ResourceType = ResourceType {
+    group: "certificates.k8s.io",
+    version: "v1",
+    plural: "certificatesigningrequests",
+    kind: "CertificateSigningRequest",
+    namespaced: false,
+    status: true,
+    fields: &["spec.signerName"],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 11] = [
+pub static RESOURCES: [&ResourceType; 12] = [
     &PODS,
     &NODES,
     &LEASES,
@@ -208,6 +221,7 @@ pub static RESOURCES: [&ResourceType; 11] = [
     &SERVICES,
     &PERSISTENTVOLUMECLAIMS,
     &PERSISTENTVOLUMES,
+    &CERTIFICATESIGNINGREQUESTS,
 ];
 
 impl ResourceType {
@@ -330,6 +344,7 @@ pub fn parse_path(path: &str) -> Result<Target, PathError> {
     match subresource {
         Some("status") if resource.status => {}
         Some("token") if resource == &SERVICEACCOUNTS && name.is_some() => {}
+        Some("approval") if resource == &CERTIFICATESIGNINGREQUESTS && name.is_some() => {}
         Some(_) => return Err(PathError::Subresource),
         None => {}
     }

@@ -3,6 +3,7 @@
 
 mod admission;
 mod bootstrap;
+mod certificates;
 mod claims;
 mod crud;
 mod data;

@@ -23,11 +23,18 @@ pub enum Error {
     Pem(String),
 }
 
-/// The CA (PEM, for clients to trust) and the server's TLS configuration.
-#[derive(Debug)]
+/// The CA (PEM, for clients to trust), the issuer that signs with it (the cluster
+/// signer's, module `signer`) and the server's TLS configuration.
 pub struct Material {
     pub ca_pem: String,
+    pub issuer: Issuer<'static, KeyPair>,
     pub server_config: Arc<rustls::ServerConfig>,
+}
+
+impl std::fmt::Debug for Material {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Material").field("ca_pem", &self.ca_pem).finish_non_exhaustive()
+    }
 }
 
 /// The common name of kubeadm's kubelet-client certificate.
@@ -80,9 +87,11 @@ fn ca_named(name: &str) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>)
     Ok((ca_cert, Issuer::new(ca_params, ca_key)))
 }
 
-/// The PEM of a new CA, for a server without TLS to publish as its cluster's CA.
-pub fn ca_pem() -> Result<String, Error> {
-    Ok(ca()?.0.pem())
+/// A new CA, for a server without TLS to publish as its cluster's CA: its PEM and
+/// issuer.
+pub fn ca_only() -> Result<(String, Issuer<'static, KeyPair>), Error> {
+    let (cert, issuer) = ca()?;
+    Ok((cert.pem(), issuer))
 }
 
 /// Makes a new CA and a server certificate it signs.
@@ -98,12 +107,71 @@ pub fn generate() -> Result<Material, Error> {
     let chain = vec![CertificateDer::from(server_cert.der().to_vec())];
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // A client certificate is asked for but not checked at the handshake: as the real
+    // server, the x509 authenticator checks it for each request (an expired one is a
+    // 401, not a failed handshake).
+    let clients = Arc::new(AnyClient(provider.clone()));
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+        .with_client_cert_verifier(clients)
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Material { ca_pem: ca_cert.pem(), server_config: Arc::new(config) })
+    Ok(Material { ca_pem: ca_cert.pem(), issuer, server_config: Arc::new(config) })
+}
+
+/// Takes any client certificate, or none, checking only the handshake's signatures.
+#[derive(Debug)]
+struct AnyClient(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::server::danger::ClientCertVerifier for AnyClient {
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The TLS client configuration the proxy dials nodes with (module `proxy`): the

@@ -91,13 +91,36 @@ pub(super) async fn build(
         audit: audit.clone(),
     };
     let (mut sources, sighup) = sources::build(&config, deps, outpost)?;
-    let (cluster, objects, changes) =
+    let (mut cluster, objects, changes) =
         sources::cluster(&config, &shared.checkpoints, &mut sources).await?;
+    let certificates = cluster.as_mut().and_then(|cluster| cluster.certificates.take());
+    let certificate_status = certificates.as_ref().map(|manager| manager.status());
     let Sources { streams, refresh, push, watcher } = sources;
     let (batches_tx, batches) = mpsc::channel::<Batch>(64);
     let merge_metrics = podconfig::metrics::Merge::register(outpost);
     let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
     let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
+    let mut certificate_status: Vec<(&'static str, crate::certificates::Status)> =
+        certificate_status.into_iter().map(|status| ("client", status)).collect();
+    if let Some(manager) = certificates {
+        tasks.push(Task::infallible("certificates", manager.run()));
+    }
+    let serving = match &cluster {
+        Some(cluster) if config.certificates.server_tls_bootstrap => {
+            let addresses = config.node_ip.iter().map(ToString::to_string).collect();
+            let manager = crate::certificates::serving::ServingManager::new(
+                &config.state_dir,
+                cluster.client.clone(),
+                &config.node_name,
+                addresses,
+            );
+            certificate_status.push(("server", manager.status()));
+            let resolver: Arc<dyn rustls::server::ResolvesServerCert> = manager.certificate();
+            tasks.push(Task::infallible("serving_certificate", manager.run()));
+            Some(resolver)
+        }
+        _ => None,
+    };
     // Registered in a dry run too: a scrape's families do not depend on the mode.
     let pod_metrics = PodMetrics {
         workers: crate::worker::metrics::Metrics::register(outpost),
@@ -146,6 +169,8 @@ pub(super) async fn build(
         log_level,
         apiserver,
         probes,
+        certificates: certificate_status,
+        serving,
     };
     tasks.push(local_api(&config, &shared, registry, local).await?);
     if let Some(healthz) = api::healthz_port(config.healthz).await {
@@ -210,6 +235,10 @@ struct LocalApi {
     apiserver: Option<apiserver::ApiClient>,
     /// `/metrics/probes`' registry.
     probes: Registry,
+    /// J2: the managed certificates' status (`client`, `server`).
+    certificates: Vec<(&'static str, crate::certificates::Status)>,
+    /// J2: the serving certificate from the cluster, with `serverTLSBootstrap`.
+    serving: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
 }
 
 /// The `local_api` task: its address bound now (a taken port stops the agent at once),
@@ -229,6 +258,7 @@ async fn local_api(
             statuses: shared.statuses.clone(),
             ebpf: shared.ebpf.clone(),
             cgroups: shared.cgroups.clone(),
+            certificates: local.certificates.clone(),
         },
     );
     let server = api::bind(api::Options {
@@ -250,6 +280,11 @@ async fn local_api(
             watcher: local.watcher,
             runtime: local.runtime,
             sync: local.sync,
+            certificates: local
+                .certificates
+                .into_iter()
+                .map(|(name, status)| (name.to_owned(), status))
+                .collect(),
         },
         audit: local.audit,
         runtime_slot: shared.runtime.as_ref().map(|(_, slot)| slot.clone()),
@@ -266,6 +301,7 @@ async fn local_api(
             probes: Arc::new(local.probes),
             configz: Arc::new(crate::config::configz::configz(config)),
         },
+        serving: local.serving,
     })
     .await?;
     Ok(Task::new("local_api", async move { Ok(server.await?) }))

@@ -108,6 +108,8 @@ pub(super) fn build(
 pub(super) struct Cluster {
     pub(super) client: ApiClient,
     pub(super) mirrors: MirrorView,
+    /// J1, J2: the client certificate's manager, with TLS bootstrapping or rotation.
+    pub(super) certificates: Option<crate::certificates::Manager>,
 }
 
 /// Connects the client, adds the API source to `sources`, and starts following the API
@@ -120,7 +122,23 @@ pub(super) async fn cluster(
     let Some(kubeconfig) = &config.kubeconfig else {
         return Ok((None, Objects::default(), tokio::sync::mpsc::unbounded_channel().1));
     };
-    let client = ApiClient::from_kubeconfig(kubeconfig, Connectivity::default()).await?;
+    let certificates = &config.certificates;
+    let manager = if certificates.bootstrap_kubeconfig.is_some() || certificates.rotate {
+        let settings = crate::certificates::manager::Settings {
+            node_name: config.node_name.clone(),
+            kubeconfig: kubeconfig.clone(),
+            bootstrap: certificates.bootstrap_kubeconfig.clone(),
+            rotate: certificates.rotate,
+            state_dir: config.state_dir.clone(),
+        };
+        Some(crate::certificates::Manager::start(settings, Connectivity::default()).await?)
+    } else {
+        None
+    };
+    let client = match &manager {
+        Some(manager) => manager.client(),
+        None => ApiClient::from_kubeconfig(kubeconfig, Connectivity::default()).await?,
+    };
     let mirrors = MirrorView::default();
     let source = ApiSource::new(source::api::Config {
         client: client.clone(),
@@ -130,5 +148,5 @@ pub(super) async fn cluster(
     });
     sources.streams.push((Source::Api, source.into_stream()));
     let (objects, changes) = Objects::start(client.clone(), checkpoints.clone()).await;
-    Ok((Some(Cluster { client, mirrors }), objects, changes))
+    Ok((Some(Cluster { client, mirrors, certificates: manager }), objects, changes))
 }

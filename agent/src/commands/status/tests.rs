@@ -11,6 +11,7 @@ fn t(seconds: i64) -> Timestamp {
 
 fn fixture() -> AgentStatus {
     AgentStatus {
+        certificates: Vec::new(),
         node_name: "edge-1".to_owned(),
         version: "0.1.0".to_owned(),
         started: t(-7500),
@@ -132,4 +133,47 @@ fn a_status_without_problems_from_an_older_agent_still_reads() {
     }
     let back: AgentStatus = serde_json::from_value(json).unwrap();
     assert_eq!(back, fixture());
+}
+
+/// J2: each managed certificate's expiry; inside 7 days it is a warning.
+#[test]
+fn j2_certificates_show_their_expiry_and_warn_inside_seven_days() {
+    use crate::api::status::CertificateInfo;
+    use crate::certificates::CertificateStatus;
+    use std::time::{Duration, SystemTime};
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let days = |n: u64| Duration::from_secs(n * 24 * 3600);
+    let status = |left: Duration| CertificateStatus {
+        not_before: Some(now - days(300)),
+        not_after: Some(now + left),
+        rotation_deadline: Some(now + left / 2),
+        ..CertificateStatus::default()
+    };
+    let valid = CertificateInfo::of("client", &status(days(30)), now);
+    assert_eq!(valid.state, "valid");
+    let soon = CertificateInfo::of("client", &status(days(6)), now);
+    assert_eq!(soon.state, "expiring-soon");
+    let mut expired = CertificateInfo::of(
+        "client",
+        &CertificateStatus { not_after: Some(now - days(1)), ..status(days(1)) },
+        now,
+    );
+    assert_eq!(expired.state, "expired");
+    expired.problem = Some("the bootstrap token was refused".into());
+    let none = CertificateInfo::of("client", &CertificateStatus::default(), now);
+    assert_eq!(none.state, "none");
+    let text = render(&AgentStatus { certificates: vec![soon], ..fixture() });
+    assert!(
+        text.contains("Certificates:\n  client: WARNING: expires within 7 days, at 2027-01-21T"),
+        "{text}"
+    );
+    assert!(text.contains(", renewal at 2027-01-"), "{text}");
+    let text = render(&AgentStatus { certificates: vec![expired], ..fixture() });
+    assert!(
+        text.contains("  client: EXPIRED at ")
+            && text.contains("(the bootstrap token was refused)"),
+        "{text}"
+    );
+    let text = render(&AgentStatus { certificates: vec![valid], ..fixture() });
+    assert!(text.contains("  client: valid until "), "{text}");
 }

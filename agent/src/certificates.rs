@@ -1,0 +1,66 @@
+//! J1, J2: the node's client certificate, as kubelet's TLS bootstrapping and
+//! certificate manager keep it.
+//!
+//! With `--bootstrap-kubeconfig`, the agent's API client starts without credentials of
+//! its own when the PKI directory has no valid client certificate: the manager
+//! ([`manager`]) asks for one with the bootstrap credentials (a CertificateSigningRequest
+//! for `kubernetes.io/kube-apiserver-client-kubelet`, CN `system:node:<name>`, O
+//! `system:nodes`, module [`csr`]), writes it with its key in kubelet's layout
+//! ([`pki`]) and the kubeconfig at `--kubeconfig` that uses it ([`kubeconfig`]), and
+//! hands it to the client ([`crate::apiserver::Credentials`]). It then renews it at
+//! kubelet's jittered 70–90 % of its lifetime through a new request sent with the
+//! current certificate, and swaps it in without a restart. A certificate found expired
+//! (the node was offline past its end) is replaced through the bootstrap credentials
+//! again; when those do not work either, the agent says so (log, `/status`, metrics)
+//! and keeps every pod running.
+
+pub mod csr;
+pub mod kubeconfig;
+pub mod manager;
+pub mod pki;
+pub mod serving;
+
+use std::path::PathBuf;
+
+pub use self::manager::{CertificateStatus, Manager, Status};
+
+/// Why a certificate could not be had or kept.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot make the node's private key or certificate request: {0}")]
+    Key(#[source] rcgen::Error),
+    #[error("cannot create the CertificateSigningRequest: {0}")]
+    Create(#[source] kube::Error),
+    #[error("lost the CertificateSigningRequest while waiting for its certificate: {0}")]
+    Watch(#[source] kube::Error),
+    #[error("the CertificateSigningRequest {name} was deleted before its certificate was issued")]
+    Deleted { name: String },
+    #[error(
+        "the CertificateSigningRequest {name} was denied: {reason}; ask the cluster's administrator"
+    )]
+    Denied { name: String, reason: String },
+    #[error("the signer failed the CertificateSigningRequest {name}: {reason}")]
+    Failed { name: String, reason: String },
+    #[error(
+        "no certificate was issued for the CertificateSigningRequest within {0:?}; is an approver running?"
+    )]
+    Timeout(std::time::Duration),
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a usable certificate file: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+    #[error("kubeconfig {}: {reason}", path.display())]
+    Kubeconfig { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Client(#[from] crate::apiserver::ConfigError),
+}

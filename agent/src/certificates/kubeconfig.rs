@@ -1,0 +1,97 @@
+//! J1: the kubeconfig the agent writes at `--kubeconfig` once it has a client
+//! certificate, as kubelet writes it: the bootstrap kubeconfig's cluster (server and
+//! CA), and a user whose certificate and key are the PKI's `kubelet-client-current.pem`
+//! link, so that a renewal changes the link and never this file.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use kube::config::Kubeconfig;
+use serde_json::json;
+
+use super::Error;
+
+/// The server (URL) and CA of the bootstrap kubeconfig's current context.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    pub server: String,
+    /// `certificate-authority-data` (base64) or `certificate-authority` (a path).
+    pub ca_data: Option<String>,
+    pub ca_file: Option<String>,
+    pub insecure: bool,
+}
+
+/// The cluster of `path`'s current context.
+pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Error> {
+    let invalid = |reason: &str| Error::Kubeconfig { path: path.into(), reason: reason.into() };
+    let config = Kubeconfig::read_from(path).map_err(|e| invalid(&e.to_string()))?;
+    let context_name = config.current_context.clone().unwrap_or_default();
+    let context = config
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.as_ref())
+        .ok_or_else(|| invalid("has no current context"))?;
+    let cluster = config
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.as_ref())
+        .ok_or_else(|| invalid("names a cluster it does not have"))?;
+    let server = cluster.server.clone().ok_or_else(|| invalid("has no server"))?;
+    Ok(ClusterInfo {
+        server,
+        ca_data: cluster.certificate_authority_data.clone(),
+        ca_file: cluster.certificate_authority.clone(),
+        insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
+    })
+}
+
+/// Writes the kubeconfig at `path` (0600, by a rename) for `cluster` with the
+/// certificate and key in `pem` (one file).
+pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), Error> {
+    let mut cluster_entry = json!({ "server": cluster.server });
+    if let Some(data) = &cluster.ca_data {
+        cluster_entry["certificate-authority-data"] = json!(data);
+    }
+    if let Some(file) = &cluster.ca_file {
+        cluster_entry["certificate-authority"] = json!(file);
+    }
+    if cluster.insecure {
+        cluster_entry["insecure-skip-tls-verify"] = json!(true);
+    }
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "default-cluster", "cluster": cluster_entry }],
+        "users": [{ "name": "default-auth", "user": {
+            "client-certificate": pem,
+            "client-key": pem,
+        } }],
+        "contexts": [{ "name": "default-context", "context": {
+            "cluster": "default-cluster",
+            "user": "default-auth",
+            "namespace": "default",
+        } }],
+        "current-context": "default-context",
+        "preferences": {},
+    });
+    let write =
+        |target: &Path, source: std::io::Error| Error::Write { path: target.into(), source };
+    let text = serde_saphyr::to_string(&config)
+        .map_err(|e| Error::Write { path: path.into(), source: std::io::Error::other(e) })?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| write(dir, e))?;
+    }
+    let staged = staged_path(path);
+    std::fs::write(&staged, text).map_err(|e| write(&staged, e))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| write(&staged, e))?;
+    std::fs::rename(&staged, path).map_err(|e| write(path, e))
+}
+
+fn staged_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".new");
+    path.with_file_name(name)
+}

@@ -1,0 +1,275 @@
+//! J1, J2: the `certificates` task, kubelet's client certificate manager. It keeps the
+//! node's client certificate valid: bootstrapped when there is none or it expired,
+//! renewed at the rotation deadline, swapped into the API client each time; and it
+//! publishes where the certificate stands ([`Status`]) for `/status` and the metrics.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use outpost_core::backoff::Backoff;
+use outpost_core::certificates::{Expiry, expiry, rotation_deadline};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use super::Error;
+use super::csr::{self, Wanted};
+use super::kubeconfig::{self, ClusterInfo};
+use super::pki::{Pair, Pki};
+use crate::apiserver::{ApiClient, Connectivity, Credentials};
+
+/// kubelet's wait for a bootstrap or renewal request's certificate.
+const ISSUE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// How long the agent's start waits for its first certificate before going on without
+/// (pods keep running; the manager keeps trying).
+pub const START_WAIT: Duration = Duration::from_secs(30);
+
+/// The client certificate's kind in kubelet's file names.
+const CLIENT: &str = "client";
+
+/// Where one certificate stands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CertificateStatus {
+    /// Its validity, once there is one.
+    pub not_before: Option<SystemTime>,
+    pub not_after: Option<SystemTime>,
+    /// The file it is in.
+    pub path: Option<PathBuf>,
+    /// When it is renewed (with rotation).
+    pub rotation_deadline: Option<SystemTime>,
+    /// Renewals done since the agent started.
+    pub rotations: u64,
+    /// Failed attempts to get or renew one.
+    pub renew_errors: u64,
+    /// What is wrong, loudly (expired and no way to renew it, a request denied).
+    pub problem: Option<String>,
+}
+
+impl CertificateStatus {
+    /// How it stands at `now`: `None` without a certificate.
+    pub fn expiry(&self, now: SystemTime) -> Option<Expiry> {
+        Some(expiry(now, self.not_before?, self.not_after?))
+    }
+}
+
+/// The client certificate's status, shared with `/status` and the metrics.
+pub type Status = watch::Receiver<CertificateStatus>;
+
+/// The certificate manager, built: its API client and the task that keeps it.
+pub struct Manager {
+    node_name: String,
+    kubeconfig: PathBuf,
+    bootstrap: Option<PathBuf>,
+    rotate: bool,
+    pki: Pki,
+    credentials: Credentials,
+    client: ApiClient,
+    status: Arc<watch::Sender<CertificateStatus>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").field("kubeconfig", &self.kubeconfig).finish_non_exhaustive()
+    }
+}
+
+/// What the manager is built from.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub node_name: String,
+    pub kubeconfig: PathBuf,
+    pub bootstrap: Option<PathBuf>,
+    pub rotate: bool,
+    pub state_dir: PathBuf,
+}
+
+impl Manager {
+    /// The API client, with the current certificate if it is valid, else with none
+    /// until the first bootstrap (tried here for up to [`START_WAIT`]).
+    pub async fn start(settings: Settings, connectivity: Connectivity) -> Result<Manager, Error> {
+        let source = settings.bootstrap.as_deref().unwrap_or(&settings.kubeconfig);
+        let cluster = kubeconfig::cluster_of(source)?;
+        let (client, credentials) =
+            Credentials::none(server_url(&cluster), connectivity, "waiting for TLS bootstrapping");
+        let (status, _) = watch::channel(CertificateStatus::default());
+        let manager = Manager {
+            node_name: settings.node_name,
+            kubeconfig: settings.kubeconfig,
+            bootstrap: settings.bootstrap,
+            rotate: settings.rotate,
+            pki: Pki::new(&settings.state_dir),
+            credentials,
+            client,
+            status: Arc::new(status),
+        };
+        match manager.valid_current()? {
+            Some(pair) => {
+                manager.use_pair(&pair, &cluster).await?;
+            }
+            None => {
+                info!(
+                    kubeconfig = %manager.kubeconfig.display(),
+                    "no valid client certificate: TLS bootstrapping with the bootstrap kubeconfig"
+                );
+                match tokio::time::timeout(START_WAIT, manager.bootstrap()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => manager.complain(&e),
+                    Err(_) => warn!(
+                        waited = ?START_WAIT,
+                        "no client certificate yet; starting without (pods keep running), still waiting"
+                    ),
+                }
+            }
+        }
+        Ok(manager)
+    }
+
+    /// The agent's API client; its credentials follow the certificate.
+    pub fn client(&self) -> ApiClient {
+        self.client.clone()
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.subscribe()
+    }
+
+    /// The `certificates` task: forever, renew at the deadline, bootstrap when expired.
+    pub async fn run(self) {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+        loop {
+            let outcome = match self.valid_current() {
+                Ok(Some(pair)) => self.keep(&pair).await,
+                Ok(None) => self.bootstrap().await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(()) => backoff.reset(),
+                Err(e) => {
+                    self.complain(&e);
+                    tokio::time::sleep(backoff.next_delay(fastrand::f64())).await;
+                }
+            }
+        }
+    }
+
+    /// The current certificate if it is valid now (an expired one is said so).
+    fn valid_current(&self) -> Result<Option<Pair>, Error> {
+        let Some(pair) = self.pki.current(CLIENT)? else { return Ok(None) };
+        if expiry(SystemTime::now(), pair.not_before, pair.not_after) == Expiry::Expired {
+            let problem = format!(
+                "the client certificate {} expired at {}",
+                pair.path.display(),
+                jiff_time(pair.not_after)
+            );
+            warn!("{problem}; getting a new one with the bootstrap credentials");
+            self.credentials.clear(&problem);
+            self.status.send_modify(|s| s.problem = Some(problem));
+            return Ok(None);
+        }
+        Ok(Some(pair))
+    }
+
+    /// Waits for `pair`'s rotation deadline (or its end, without rotation) and renews it.
+    async fn keep(&self, pair: &Pair) -> Result<(), Error> {
+        let deadline = self.rotate.then(|| {
+            let known = self.status.borrow().clone();
+            match known.rotation_deadline {
+                Some(deadline) if known.path.as_ref() == Some(&pair.path) => deadline,
+                _ => rotation_deadline(pair.not_before, pair.not_after, fastrand::f64()),
+            }
+        });
+        self.status.send_modify(|s| {
+            s.not_before = Some(pair.not_before);
+            s.not_after = Some(pair.not_after);
+            s.path = Some(pair.path.clone());
+            s.rotation_deadline = deadline;
+        });
+        let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);
+        if let Ok(wait) = until.duration_since(SystemTime::now()) {
+            info!(deadline = %jiff_time(until), expires = %jiff_time(pair.not_after), "client certificate valid; waiting for its rotation deadline");
+            tokio::time::sleep(wait).await;
+        }
+        if deadline.is_none() || SystemTime::now() >= pair.not_after {
+            return Ok(());
+        }
+        info!("rotating the client certificate");
+        let issued = with_timeout(csr::request(
+            self.client.kube().clone(),
+            &Wanted::client(&self.node_name),
+        ))
+        .await?;
+        let new = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
+        let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
+        self.use_pair(&new, &cluster).await?;
+        self.status.send_modify(|s| s.rotations += 1);
+        info!(expires = %jiff_time(new.not_after), "client certificate rotated");
+        Ok(())
+    }
+
+    /// Gets a certificate with the bootstrap credentials.
+    async fn bootstrap(&self) -> Result<(), Error> {
+        let Some(bootstrap) = &self.bootstrap else {
+            return Err(Error::Kubeconfig {
+                path: self.kubeconfig.clone(),
+                reason: "has no valid client certificate, and there is no --bootstrap-kubeconfig to get one with".into(),
+            });
+        };
+        let cluster = kubeconfig::cluster_of(bootstrap)?;
+        let (client, _) = ApiClient::kube_client(bootstrap).await?;
+        let issued = with_timeout(csr::request(client, &Wanted::client(&self.node_name))).await?;
+        let pair = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
+        self.use_pair(&pair, &cluster).await?;
+        info!(expires = %jiff_time(pair.not_after), path = %pair.path.display(), "TLS bootstrapping done: the node has its client certificate");
+        Ok(())
+    }
+
+    /// Writes the kubeconfig for the current link and loads it into the client.
+    async fn use_pair(&self, pair: &Pair, cluster: &ClusterInfo) -> Result<(), Error> {
+        kubeconfig::write(&self.kubeconfig, cluster, &self.pki.current_path(CLIENT))?;
+        self.credentials.load(&self.kubeconfig).await?;
+        self.status.send_modify(|s| {
+            s.not_before = Some(pair.not_before);
+            s.not_after = Some(pair.not_after);
+            s.path = Some(pair.path.clone());
+            s.rotation_deadline = None;
+            s.problem = None;
+        });
+        Ok(())
+    }
+
+    /// Says loudly what keeps the node from a valid certificate.
+    fn complain(&self, problem: &Error) {
+        let standing = self.status.borrow().expiry(SystemTime::now());
+        let expired = !matches!(standing, Some(Expiry::Valid | Expiry::ExpiringSoon));
+        let message = crate::error_chain::describe(problem);
+        if expired {
+            error!(problem = %message, "the node has no valid client certificate; pods keep running, the API server gets nothing until one is issued");
+        } else {
+            warn!(problem = %message, "cannot renew the client certificate yet; retrying");
+        }
+        self.status.send_modify(|s| {
+            s.problem = Some(message);
+            s.renew_errors += 1;
+        });
+    }
+}
+
+async fn with_timeout<T>(request: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::time::timeout(ISSUE_TIMEOUT, request).await.unwrap_or(Err(Error::Timeout(ISSUE_TIMEOUT)))
+}
+
+/// The server as kube's client names it (with its trailing slash), so that a
+/// checkpoint written with a kubeconfig of the same server is the same.
+fn server_url(cluster: &ClusterInfo) -> String {
+    cluster
+        .server
+        .parse::<http::Uri>()
+        .map(|uri| uri.to_string())
+        .unwrap_or_else(|_| cluster.server.clone())
+}
+
+/// A time as RFC 3339.
+pub fn jiff_time(time: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(time).map(|t| t.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,438 @@
+//! J1, J2: TLS bootstrapping and client-certificate rotation through the real binary
+//! (`outpost run --dry-run --bootstrap-kubeconfig …`) against the test API server with
+//! TLS, its approver and signer: the node gets its certificate with a bootstrap token
+//! and then talks as `system:node:edge-1`; a certificate of 20 s is renewed without a
+//! restart; a certificate that expired while the node was cut off is replaced through
+//! the bootstrap token once the server is back; with `serverTLSBootstrap` the local
+//! API's serving certificate is renewed under an open connection. The figures (time to
+//! the certificate, requests a rotation costs) are printed: run with `--nocapture`.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use outpost_tests::agent::Agent;
+use serde_json::{Value, json};
+
+use crate::api_source::Cluster;
+
+const NODE_USER: &str = "system:node:edge-1";
+const CSRS: &str = "certificatesigningrequests";
+
+/// A TLS server whose signer issues certificates of `lifetime`.
+fn cluster(lifetime: Duration) -> Cluster {
+    Cluster::start_with(|b| b.tls().signing_duration(lifetime))
+}
+
+/// `outpost run --dry-run` with a bootstrap kubeconfig for `token` and the kubeconfig
+/// it is to write, its state in the cluster's dir; and the kubeconfig's path.
+fn bootstrap_agent(cluster: &Cluster, token: &str) -> (Agent, PathBuf) {
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    let agent = Agent::start_args(
+        &dir.join("manifests"),
+        &[
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--bootstrap-kubeconfig".as_ref(),
+            bootstrap.as_os_str(),
+            "--state-dir".as_ref(),
+            cluster.state_dir().as_os_str(),
+        ],
+    );
+    (agent, kubeconfig)
+}
+
+/// Waits (a hang guard) until `check` holds.
+fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The timestamp a log line starts with.
+fn log_time(line: &str) -> jiff::Timestamp {
+    line.split_whitespace().next().unwrap_or_default().parse().unwrap()
+}
+
+fn count(agent: &Agent, needle: &str) -> usize {
+    agent.log().lines().filter(|line| line.contains(needle)).count()
+}
+
+/// The CSRs the server holds, as (sender, has a certificate).
+fn csrs(cluster: &Cluster) -> Vec<(String, bool)> {
+    let all = cluster.server.list(CSRS, None).unwrap();
+    all.iter()
+        .map(|csr| {
+            let user = csr.pointer("/spec/username").and_then(Value::as_str).unwrap_or_default();
+            (user.to_owned(), csr.pointer("/status/certificate").is_some())
+        })
+        .collect()
+}
+
+/// A pod bound to the node reaches the agent (its API source works with its
+/// credentials).
+fn pod_arrives(cluster: &Cluster, agent: &Agent, name: &str) {
+    cluster.create(name, "edge-1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let delta = agent.delta_within(left).unwrap_or_else(|| panic!("pod {name} never arrived"));
+        if delta["name"] == name {
+            return;
+        }
+    }
+}
+
+/// J1: from a bootstrap token to a client certificate in kubelet's layout, with the key
+/// made on the node and never sent, and the agent then talking as the node.
+#[test]
+fn j1_tls_bootstrapping_from_a_token() {
+    let cluster = cluster(Duration::from_secs(3600));
+    let token = cluster.server.create_bootstrap_token(Some(Duration::from_secs(600))).unwrap();
+    let id = token.split('.').next().unwrap().to_owned();
+    let (agent, kubeconfig) = bootstrap_agent(&cluster, &token);
+    let done = agent.wait_for_log("TLS bootstrapping done");
+    let start = agent.wait_for_log("starting node=");
+    cluster.wait_for_watch();
+    println!(
+        "J1 figures: from the agent's start to its client certificate: {:?}",
+        log_time(&done).duration_since(log_time(&start))
+    );
+
+    // kubelet's layout: a private file per certificate and the current link.
+    let pki = cluster.state_dir().join("pki");
+    let current = pki.join("kubelet-client-current.pem");
+    let target = std::fs::read_link(&current).unwrap();
+    let target_name = target.to_string_lossy().to_string();
+    assert!(target_name.starts_with("kubelet-client-") && target_name.ends_with(".pem"));
+    let mode = std::fs::metadata(pki.join(&target)).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let pem = std::fs::read_to_string(&current).unwrap();
+    assert!(pem.contains("BEGIN CERTIFICATE") && pem.contains("PRIVATE KEY"));
+    // The kubeconfig uses the link, so a renewal never rewrites it.
+    let written = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(written.contains(current.to_str().unwrap()), "{written}");
+
+    // One request, from the token, asking for the node's name; the key stayed home.
+    let all = cluster.server.list(CSRS, None).unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let csr = &all[0];
+    assert_eq!(csr["spec"]["username"], format!("system:bootstrap:{id}"));
+    assert_eq!(csr["spec"]["signerName"], "kubernetes.io/kube-apiserver-client-kubelet");
+    assert!(!csr.to_string().contains("PRIVATE KEY"));
+
+    pod_arrives(&cluster, &agent, "after-bootstrap");
+    let by_user = cluster.server.requests_by_user();
+    assert!(cluster.server.user_requests(NODE_USER) > 0, "{by_user:?}");
+    // After the request, the token only waited for its certificate.
+    let bootstrap_user = format!("system:bootstrap:{id}");
+    let token_requests = cluster.server.user_requests(&bootstrap_user);
+    println!("J1 figures: requests by {bootstrap_user}: {token_requests}; by user: {by_user:?}");
+
+    // A restart keeps the certificate: no second request, and the node talks at once.
+    agent.stop();
+    let (again, _) = bootstrap_agent(&cluster, &token);
+    again.wait_for_log("client certificate valid; waiting for its rotation deadline");
+    pod_arrives(&cluster, &again, "after-restart");
+    assert_eq!(cluster.server.list(CSRS, None).unwrap().len(), 1);
+    assert_eq!(count(&again, "TLS bootstrapping"), 0);
+}
+
+/// J2: a client certificate of 20 s is renewed at 70–90 % of its lifetime through a
+/// request sent with the current certificate, swapped in without a restart; after two
+/// rotations (the first certificate long expired) new connections still authenticate.
+#[test]
+fn j2_client_certificate_rotates_without_restart() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    let pid = agent.pid();
+    let before = cluster.server.requests();
+    let total_before = cluster.server.total_requests();
+    let started = Instant::now();
+    wait_until("two rotations", lifetime * 4, || count(&agent, "client certificate rotated") >= 2);
+    let window = started.elapsed();
+    assert_eq!(agent.pid(), pid);
+    let after = cluster.server.requests();
+    let csr_requests: Vec<_> = after
+        .iter()
+        .filter(|((_, resource), _)| resource.starts_with(CSRS))
+        .map(|(key, n)| (key.clone(), n - before.get(key).copied().unwrap_or(0)))
+        .collect();
+    let per_rotation: u64 = csr_requests.iter().map(|(_, n)| n).sum::<u64>() / 2;
+    println!(
+        "J2 figures: 2 rotations in {window:?}; certificate requests {csr_requests:?}: {per_rotation} requests per rotation; all requests in the window: {}",
+        cluster.server.total_requests() - total_before
+    );
+    // `/status` and `/metrics` show the expiry; 20 s is inside 7 days: a warning.
+    let (code, body) = agent.get("/status");
+    assert_eq!(code, 200, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    let client = &status["certificates"][0];
+    assert_eq!(client["name"], "client");
+    assert_eq!(client["state"], "expiring-soon", "{client}");
+    assert!(client["notAfter"].is_string() && client["rotationDeadline"].is_string(), "{client}");
+    let (_, metrics) = agent.get("/metrics");
+    let rotations = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("outpost_certificate_manager_client_rotations_total "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no rotations counter in\n{metrics}"));
+    assert!(rotations >= 2, "{rotations}");
+    assert!(metrics.contains("outpost_certificate_manager_client_ttl_seconds "), "{metrics}");
+    // Both renewals were sent by the node itself and issued.
+    let renewals: Vec<_> =
+        csrs(&cluster).into_iter().filter(|(user, _)| user == NODE_USER).collect();
+    assert!(renewals.len() >= 2 && renewals.iter().all(|(_, issued)| *issued), "{renewals:?}");
+
+    // New connections take the new certificate: cut every connection, and pods still
+    // come (the bootstrap certificate expired long ago).
+    cluster.cut();
+    cluster.restore();
+    pod_arrives(&cluster, &agent, "after-rotation");
+}
+
+/// J2: the certificate expires while the node is cut off; when the server is back, the
+/// agent replaces it through the bootstrap token, without a restart, and pods come again.
+#[test]
+fn j2_expiry_while_cut_off_recovers_with_the_bootstrap_token() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    let pid = agent.pid();
+    cluster.cut();
+    // Past the certificate's end: the agent says so, and keeps running.
+    wait_until("the expiry to be reported", lifetime * 3, || {
+        count(&agent, "the node has no valid client certificate") >= 1
+    });
+    let cut_off_for = Instant::now();
+    cluster.restore();
+    wait_until("a second bootstrap", Duration::from_secs(90), || {
+        count(&agent, "TLS bootstrapping done") >= 2
+    });
+    println!(
+        "J2 figures: certificate replaced {:?} after the server came back",
+        cut_off_for.elapsed()
+    );
+    assert_eq!(agent.pid(), pid);
+    let from_token = csrs(&cluster)
+        .into_iter()
+        .filter(|(user, _)| user.starts_with("system:bootstrap:"))
+        .count();
+    assert_eq!(from_token, 2);
+    pod_arrives(&cluster, &agent, "after-expiry");
+}
+
+/// A TLS connection to the local API that trusts the cluster CA and expects `edge-1`.
+type Tls = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+fn connect(addr: &str, ca_pem: &str) -> Tls {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("edge-1").unwrap();
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    rustls::StreamOwned::new(connection, socket)
+}
+
+/// `GET /healthz` on `tls`, kept alive: the code.
+fn healthz(tls: &mut Tls) -> u16 {
+    use std::io::{Read as _, Write as _};
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: edge-1\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tls.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body).unwrap();
+    head.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn peer(tls: &Tls) -> Vec<u8> {
+    tls.conn.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// J2: `serverTLSBootstrap`: the local API's certificate comes from a kubelet-serving
+/// request (approved by the test), and its renewal reaches new handshakes while an open
+/// connection goes on with the one it started with.
+#[test]
+fn j2_serving_certificate_rotates_under_an_open_connection() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    // The test is the administrator who approves serving requests.
+    cluster.server.approve_serving_requests(true);
+    let agent = Agent::start_strict(
+        &dir.join("manifests"),
+        &[
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--bootstrap-kubeconfig".as_ref(),
+            bootstrap.as_os_str(),
+            "--state-dir".as_ref(),
+            cluster.state_dir().as_os_str(),
+            "--server-tls-bootstrap".as_ref(),
+        ],
+    );
+    agent.wait_for_log("serving certificate installed");
+    let ca = cluster.server.ca_pem().unwrap().to_owned();
+    let mut open = connect(&agent.addr, &ca);
+    assert_eq!(healthz(&mut open), 200);
+    let first = peer(&open);
+    let started = Instant::now();
+    // Requests keep going on the open connection (within the local API's idle limit)
+    // until the renewal is installed, and after it.
+    let mut served = 1;
+    while count(&agent, "serving certificate installed") < 2 {
+        assert!(
+            started.elapsed() < lifetime * 3,
+            "timed out waiting for the serving certificate's renewal"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(healthz(&mut open), 200);
+        served += 1;
+    }
+    // The open connection goes on; a new one gets the new certificate.
+    assert_eq!(healthz(&mut open), 200);
+    assert_eq!(peer(&open), first);
+    let mut fresh = connect(&agent.addr, &ca);
+    assert_eq!(healthz(&mut fresh), 200);
+    assert_ne!(peer(&fresh), first);
+    println!(
+        "J2 figures: serving certificate renewed {:?} after the first request; the open connection answered all {} requests across the swap",
+        started.elapsed(),
+        served + 1
+    );
+    let serving_requests = cluster
+        .server
+        .list(CSRS, None)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
+        .count();
+    assert!(serving_requests >= 2, "{serving_requests}");
+}
+
+/// J1: from a bootstrap token to a Ready node: the agent running pods gets its client
+/// certificate and registers its Node with it (the server sees `system:node:edge-1`
+/// create it). Prints the time from the agent's start to the Ready Node.
+#[outpost_tests::needs(pods)]
+#[test]
+fn j1_bootstrap_token_to_a_ready_node() {
+    use k8s_openapi::api::core::v1::Node;
+    let node = outpost_tests::pods::Node::new();
+    let cluster = cluster(Duration::from_secs(3600));
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    let mut args = node.args();
+    args.extend(
+        ["--kubeconfig".into(), kubeconfig.into_os_string()]
+            .into_iter()
+            .chain(["--bootstrap-kubeconfig".into(), bootstrap.into_os_string()]),
+    );
+    // The binary is built before the clock starts.
+    outpost_tests::outpost_bin();
+    let started = Instant::now();
+    let _agent = Agent::start_pods(&node.manifests(), &args);
+    let ready = |node: &Node| {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    wait_until("the Node to be Ready", Duration::from_secs(120), || {
+        cluster.server.get_typed::<Node>(None, "edge-1").is_ok_and(|n| ready(&n))
+    });
+    println!("J1 figures: from the agent's start to a Ready Node: {:?}", started.elapsed());
+    let by_user = cluster.server.requests_by_user();
+    let created = by_user.get(&("create".to_owned(), NODE_USER.to_owned())).copied().unwrap_or(0);
+    assert!(created >= 1, "the node created nothing as {NODE_USER}: {by_user:?}");
+    let anonymous = by_user.keys().filter(|(_, user)| user == "system:anonymous").count();
+    assert_eq!(anonymous, 0, "{by_user:?}");
+}
+
+/// J2: the certificate expires while the node is cut off and its bootstrap token is
+/// gone when it comes back: the agent says so loudly (log, `/status`, the metric) and
+/// keeps running, its pods with it.
+#[test]
+fn j2_expired_without_working_bootstrap_credentials_is_loud_and_keeps_running() {
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let id = token.split('.').next().unwrap().to_owned();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    let pid = agent.pid();
+    cluster.cut();
+    cluster
+        .server
+        .delete("secrets", Some("kube-system"), &format!("bootstrap-token-{id}"), None)
+        .unwrap();
+    wait_until("the expiry", lifetime * 3, || count(&agent, "expired at") >= 1);
+    cluster.restore();
+    // The bootstrap token is refused now: still loud, after the server is back.
+    wait_until("the refusal to be reported", Duration::from_secs(90), || {
+        agent.log().lines().any(|l| {
+            l.contains("the node has no valid client certificate") && l.contains("Unauthorized")
+        })
+    });
+    assert_eq!(agent.pid(), pid);
+    let (code, body) = agent.get("/status");
+    assert_eq!(code, 200, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    let client = &status["certificates"][0];
+    assert_eq!(client["state"], "expired", "{client}");
+    assert!(client["problem"].as_str().is_some_and(|p| p.contains("Unauthorized")), "{client}");
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "outpost_certificate_manager_client_valid 0"),
+        "{metrics}"
+    );
+    let (code, _) = agent.get("/healthz");
+    assert_eq!(code, 200);
+}
