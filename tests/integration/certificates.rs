@@ -436,3 +436,59 @@ fn j2_expired_without_working_bootstrap_credentials_is_loud_and_keeps_running() 
     let (code, _) = agent.get("/healthz");
     assert_eq!(code, 200);
 }
+
+/// J1 end to end, as an operator does it: `outpost join` with a bootstrap token and the
+/// CA's pin writes the bootstrap kubeconfig and the agent's config, and `outpost run`
+/// with that config gets its client certificate and registers a Ready Node as
+/// `system:node:edge-1`. Prints the time from the join's start to the Ready Node.
+#[outpost_tests::needs(pods)]
+#[test]
+fn j1_join_then_run_to_a_ready_node() {
+    use k8s_openapi::api::core::v1::Node;
+    let node = outpost_tests::pods::Node::new();
+    let cluster = cluster(Duration::from_secs(3600));
+    let (id, secret) = ("j1join", "0123456789abcdef");
+    cluster.server.add_bootstrap_token(id, secret).unwrap();
+    let pin = outpost_core::bootstrap_token::ca_pins(cluster.server.ca_pem().unwrap().as_bytes())
+        .unwrap()[0]
+        .to_string();
+    let config = cluster.dir.path().join("etc").join("outpost.yaml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "# Written by the operator; join adds its keys.\n").unwrap();
+    let binary = outpost_tests::outpost_bin();
+    let started = Instant::now();
+    let joined = std::process::Command::new(&binary)
+        .args(["join", "--server", &cluster.server.url(), "--token", &format!("{id}.{secret}")])
+        .args(["--discovery-token-ca-cert-hash", &pin, "--node-name", "edge-1", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&joined.stdout),
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    assert!(joined.status.success(), "outpost join: {said}");
+    let joined_after = started.elapsed();
+
+    let mut args = node.args();
+    args.extend(["--config".into(), config.clone().into_os_string()]);
+    let _agent = Agent::start_pods(&node.manifests(), &args);
+    let ready = |node: &Node| {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    wait_until("the joined Node to be Ready", Duration::from_secs(120), || {
+        cluster.server.get_typed::<Node>(None, "edge-1").is_ok_and(|n| ready(&n))
+    });
+    println!(
+        "J1 figures: outpost join took {joined_after:?}; from the join's start to a Ready Node: {:?}",
+        started.elapsed()
+    );
+    let pki = node.path("state").join("pki").join("kubelet-client-current.pem");
+    let mode = std::fs::metadata(&pki).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", pki.display());
+    let by_user = cluster.server.requests_by_user();
+    let created = by_user.get(&("create".to_owned(), NODE_USER.to_owned())).copied().unwrap_or(0);
+    assert!(created >= 1, "the node created nothing as {NODE_USER}: {by_user:?}");
+}
