@@ -492,3 +492,80 @@ fn j1_join_then_run_to_a_ready_node() {
     let created = by_user.get(&("create".to_owned(), NODE_USER.to_owned())).copied().unwrap_or(0);
     assert!(created >= 1, "the node created nothing as {NODE_USER}: {by_user:?}");
 }
+
+/// J2, N3: an `outpost exec -i` stream opened before the serving certificate's renewal
+/// goes on across the swap: a line written before and one written after both come back,
+/// and the command ends with its exit code.
+#[outpost_tests::needs(pods)]
+#[test]
+fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
+    use std::io::{BufRead, BufReader, Write};
+    let lifetime = Duration::from_secs(20);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let dir = cluster.dir.path();
+    let bootstrap = cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap();
+    cluster.server.approve_serving_requests(true);
+    let node = outpost_tests::pods::Node::new();
+    let token_file = node.path("token");
+    outpost_tests::write_private(&token_file, "exec-across-the-swap\n");
+    let ca = node.path("ca.pem");
+    std::fs::write(&ca, cluster.server.ca_pem().unwrap()).unwrap();
+    let mut args = node.args();
+    for (flag, value) in [
+        ("--token-file", token_file.clone()),
+        ("--kubeconfig", dir.join("agent").join("kubeconfig")),
+        ("--bootstrap-kubeconfig", bootstrap),
+    ] {
+        args.extend([flag.into(), value.into_os_string()]);
+    }
+    // The serving certificate names the node's address: the exec client dials it.
+    args.extend(["--server-tls-bootstrap".into(), "--node-ip".into(), "127.0.0.1".into()]);
+    let agent = Agent::start_pods(&node.manifests(), &args);
+    agent.wait_for_log("serving certificate installed");
+    node.put(
+        "shell.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: shell\nspec:\n  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
+            outpost_tests::containerd::BUSYBOX_IMAGE
+        ),
+    );
+    // The local API is TLS with the cluster's CA now: the pod is watched through its
+    // mirror pod on the API server.
+    let running = |pod: &Value| pod["status"]["containerStatuses"][0]["state"]["running"].is_object();
+    wait_until("the pod to run", Duration::from_secs(90), || {
+        cluster.server.get("pods", Some("default"), "shell-edge-1").is_ok_and(|p| running(&p))
+    });
+    let server = format!("https://{}", agent.addr);
+    let mut exec = std::process::Command::new(outpost_tests::outpost_bin())
+        .args(["exec", "--server", &server, "--certificate-authority"])
+        .arg(&ca)
+        .arg("--token-file")
+        .arg(&token_file)
+        .args(["-i", "shell-edge-1", "--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = exec.stdin.take().unwrap();
+    let mut lines = BufReader::new(exec.stdout.take().unwrap()).lines();
+    stdin.write_all(b"before the swap\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "before the swap");
+    let started = Instant::now();
+    while count(&agent, "serving certificate installed") < 2 {
+        assert!(started.elapsed() < lifetime * 3, "no renewal of the serving certificate");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stdin.write_all(b"after the swap\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "after the swap");
+    drop(stdin);
+    let status = exec.wait().unwrap();
+    assert!(status.success(), "outpost exec ended with {status}");
+    println!(
+        "J2 figures: an exec stream stayed open {:?} across the serving certificate's swap",
+        started.elapsed()
+    );
+}
