@@ -535,7 +535,8 @@ fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
     );
     // The local API is TLS with the cluster's CA now: the pod is watched through its
     // mirror pod on the API server.
-    let running = |pod: &Value| pod["status"]["containerStatuses"][0]["state"]["running"].is_object();
+    let running =
+        |pod: &Value| pod["status"]["containerStatuses"][0]["state"]["running"].is_object();
     wait_until("the pod to run", Duration::from_secs(90), || {
         cluster.server.get("pods", Some("default"), "shell-edge-1").is_ok_and(|p| running(&p))
     });

@@ -31,7 +31,7 @@ const CRATES: &[&[&str]] = &[
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
     // Leaves: signals, file permissions, the pods' status store, logind's shutdowns.
-    &["shutdown", "permissions", "status", "node_shutdown"],
+    &["shutdown", "permissions", "status", "node_shutdown", "insecure_skip_verify"],
     // Settings; the API server's shared services; checkpoints.
     &["config", "apiserver", "checkpoint"],
     // The manifest audit, the agent's own logs, systemd notifications, the node's

@@ -6,11 +6,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use outpost_core::bootstrap_token::{self as bt, Pin, Token};
-use rustls::DigitallySignedStruct;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 use super::Error;
 
@@ -83,7 +80,9 @@ async fn discover_once(
         .with_safe_default_protocol_versions()
         .map_err(|e| fetch_error(url, e))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider.clone())))
+        .with_custom_certificate_verifier(Arc::new(
+            crate::insecure_skip_verify::AnyServerCertificate::new(provider.clone()),
+        ))
         .with_no_client_auth();
     let (kubeconfig, signature) = fetch(url, insecure, token.id()).await?;
     let signature = signature
@@ -200,54 +199,4 @@ fn cluster_of(url: &reqwest::Url, kubeconfig: &str) -> Result<(String, Vec<u8>),
         .decode(ca.trim())
         .map_err(|e| unusable(format!("its certificate-authority-data is not base64: {e}")))?;
     Ok((server, ca_pem))
-}
-
-/// The first read's verifier: any certificate (the signature checks of the handshake
-/// still hold); what is read is trusted only once the JWS and the CA pin are checked.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

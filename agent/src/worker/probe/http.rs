@@ -9,10 +9,6 @@ use std::sync::Arc;
 use outpost_core::probe::{HttpGet, Outcome};
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::redirect::{Action, Attempt, Policy};
-use rustls::DigitallySignedStruct;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::time::{Instant, timeout_at};
 
 use super::{Error, os_error};
@@ -36,7 +32,9 @@ impl Client {
             .with_safe_default_protocol_versions()
             .map_err(Error::Tls)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(
+                crate::insecure_skip_verify::AnyServerCertificate::new(provider),
+            ))
             .with_no_client_auth();
         // HTTP/1.1 only, as kubelet's probes.
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -211,54 +209,4 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
         last = source;
     }
     last.to_string()
-}
-
-/// kubelet's HTTPS probes check no certificate (`InsecureSkipVerify`); the handshake's
-/// signatures are still checked against the certificate presented.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
