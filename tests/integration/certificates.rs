@@ -24,14 +24,20 @@ fn cluster(lifetime: Duration) -> Cluster {
     Cluster::start_with(|b| b.tls().signing_duration(lifetime))
 }
 
+/// The bootstrap kubeconfig for `token`, written in the cluster's dir.
+fn bootstrap_kubeconfig(cluster: &Cluster, token: &str) -> PathBuf {
+    let dir = cluster.dir.path();
+    cluster
+        .server
+        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
+        .unwrap()
+}
+
 /// `outpost run --dry-run` with a bootstrap kubeconfig for `token` and the kubeconfig
 /// it is to write, its state in the cluster's dir; and the kubeconfig's path.
 fn bootstrap_agent(cluster: &Cluster, token: &str) -> (Agent, PathBuf) {
     let dir = cluster.dir.path();
-    let bootstrap = cluster
-        .server
-        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
-        .unwrap();
+    let bootstrap = bootstrap_kubeconfig(cluster, token);
     let kubeconfig = dir.join("agent").join("kubeconfig");
     let agent = Agent::start_args(
         &dir.join("manifests"),
@@ -296,10 +302,7 @@ fn j2_serving_certificate_rotates_under_an_open_connection() {
     let cluster = cluster(lifetime);
     let token = cluster.server.create_bootstrap_token(None).unwrap();
     let dir = cluster.dir.path();
-    let bootstrap = cluster
-        .server
-        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
-        .unwrap();
+    let bootstrap = bootstrap_kubeconfig(&cluster, &token);
     let kubeconfig = dir.join("agent").join("kubeconfig");
     // The test is the administrator who approves serving requests.
     cluster.server.approve_serving_requests(true);
@@ -365,10 +368,7 @@ fn j1_bootstrap_token_to_a_ready_node() {
     let cluster = cluster(Duration::from_secs(3600));
     let token = cluster.server.create_bootstrap_token(None).unwrap();
     let dir = cluster.dir.path();
-    let bootstrap = cluster
-        .server
-        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
-        .unwrap();
+    let bootstrap = bootstrap_kubeconfig(&cluster, &token);
     let kubeconfig = dir.join("agent").join("kubeconfig");
     let mut args = node.args();
     args.extend(
@@ -504,10 +504,7 @@ fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
     let cluster = cluster(lifetime);
     let token = cluster.server.create_bootstrap_token(None).unwrap();
     let dir = cluster.dir.path();
-    let bootstrap = cluster
-        .server
-        .kubeconfig_for_user(dir, "bootstrap-kubeconfig", json!({ "token": token }))
-        .unwrap();
+    let bootstrap = bootstrap_kubeconfig(&cluster, &token);
     cluster.server.approve_serving_requests(true);
     let node = outpost_tests::pods::Node::new();
     let token_file = node.path("token");
