@@ -3,7 +3,8 @@
 //! API server) under a churn of static and API pods, hurt once per trial — `kill -9` of
 //! the agent mid-CNI, mid-create, mid-stop or mid-checkpoint, `kill -9` of containerd
 //! (also mid-start) or of a shim, a flapping API server, a full state dir, an offline
-//! reboot — and checked once the trial settles (`check`).
+//! reboot, a cut that outlasts the node's client certificate — and checked once the
+//! trial settles (`check`).
 //!
 //! Writes `target/chaos/report.json` (trials, faults, violations, time to settle) and
 //! exits non-zero when an invariant is broken. The agent's log goes to stderr.

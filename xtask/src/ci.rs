@@ -15,8 +15,7 @@
 //!   cheaper to build), smoke-tests it under qemu, and makes its `.deb`;
 //! - `bench --quick` checks that the benchmarks run, with the tests' `dev` build (the
 //!   figures come from `cargo xtask bench` on the release build);
-//! - `chaos` runs ten seeded trials, one per fault and one more, and fails on a broken
-//!   invariant.
+//! - `chaos` runs eleven seeded trials, one per fault, and fails on a broken invariant.
 //!
 //! `leaks` checks after the tests, and again last, that nothing Outpost-made is left on
 //! the machine. Each step's time is printed when it ends, and a table of all steps' times
@@ -42,9 +41,9 @@ const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 /// `opt-level` 1 (the workspace Cargo.toml), several times cheaper to build. What the step
 /// checks does not depend on them: the cross build, the binary under qemu, the `.deb`.
 const DIST_PROFILE: &str = "ci-dist";
-/// CI's chaos run: ten trials (each fault once, the first again), with a fixed seed so
-/// that a failure can be replayed, and the API server flapping for 10 s, not a minute.
-const CHAOS: &[&str] = &["--quick", "--trials", "10", "--seed", "2026"];
+/// CI's chaos run: eleven trials (each fault once), with a fixed seed so that a failure
+/// can be replayed, and the API server flapping for 10 s, not a minute.
+const CHAOS: &[&str] = &["--quick", "--trials", "11", "--seed", "2026"];
 /// CI's fuzzing: every target for 15 s over the committed corpus, built unoptimized, the
 /// corpus left as it is.
 const FUZZ: &[&str] = &["--dev", "--minutes", "0.25", "--no-merge"];

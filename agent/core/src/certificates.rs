@@ -1,6 +1,7 @@
 //! J1, J2: the pure parts of the node's certificates: when a certificate is renewed
 //! (kubelet's jittered 70–90 % of its lifetime), how close to expiry it is (a warning
-//! inside 7 days), and the names of kubelet's PKI files.
+//! inside 7 days), the names of kubelet's PKI files, and what the Node's
+//! `CertificateExpired` condition says of them ([`condition`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,21 +51,112 @@ pub fn seconds_left(now: SystemTime, not_after: SystemTime) -> f64 {
 /// kubelet's PKI file of a certificate made at `at`:
 /// `kubelet-<kind>-YYYY-MM-DD-HH-MM-SS.pem` (UTC), `kind` being `client` or `server`.
 pub fn pem_file_name(kind: &str, at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
-    let days = i64::try_from(seconds / 86_400).unwrap_or(i64::MAX);
-    let in_day = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "kubelet-{kind}-{year:04}-{month:02}-{day:02}-{:02}-{:02}-{:02}.pem",
-        in_day / 3600,
-        in_day % 3600 / 60,
-        in_day % 60
-    )
+    let (year, month, day, hour, minute, second) = utc(at);
+    format!("kubelet-{kind}-{year:04}-{month:02}-{day:02}-{hour:02}-{minute:02}-{second:02}.pem")
 }
 
 /// The link that names the current certificate of `kind`: `kubelet-<kind>-current.pem`.
 pub fn current_link_name(kind: &str) -> String {
     format!("kubelet-{kind}-current.pem")
+}
+
+/// The Node condition type that reports the node's managed certificates (J2). Like
+/// the pressure conditions, `True` is the problem.
+pub const CONDITION_TYPE: &str = "CertificateExpired";
+
+/// A certificate the node keeps (`client` or `server`), as the Node condition sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// `client` or `server`, kubelet's kinds.
+    pub kind: &'static str,
+    /// The end of the certificate in use, once there is one.
+    pub not_after: Option<SystemTime>,
+    /// What keeps it from being renewed, if anything.
+    pub problem: Option<String>,
+    /// The last time it was found expired and then replaced.
+    pub lapse: Option<Lapse>,
+}
+
+/// A certificate that expired (the node was cut off past its end) and was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lapse {
+    pub expired_at: SystemTime,
+    pub replaced_at: SystemTime,
+}
+
+/// The `CertificateExpired` condition (status, reason, message) for the certificates
+/// the node keeps, at `now`; `None` when it keeps none (no TLS bootstrapping).
+///
+/// `True` while any certificate in use has expired, with the reason naming which
+/// (`ClientCertificateExpired`, `ServingCertificateExpired`, both:
+/// `CertificatesExpired`); an expired client certificate can be reported only once the
+/// node has credentials again, so a replaced one is kept as `False` with the reason
+/// `CertificateReplacedAfterExpiry` and when it lapsed, until the agent restarts.
+/// Otherwise `False`, `CertificatesValid`. No expiry date is in the message, so a
+/// rotation does not change the status.
+pub fn condition(held: &[Held], now: SystemTime) -> Option<(bool, &'static str, String)> {
+    if held.is_empty() {
+        return None;
+    }
+    let expired: Vec<&Held> =
+        held.iter().filter(|h| h.not_after.is_some_and(|end| now >= end)).collect();
+    if !expired.is_empty() {
+        let reason = match expired.as_slice() {
+            [one] if one.kind == "server" => "ServingCertificateExpired",
+            [_] => "ClientCertificateExpired",
+            _ => "CertificatesExpired",
+        };
+        let parts: Vec<String> = expired
+            .iter()
+            .map(|h| {
+                let end = h.not_after.map(rfc3339).unwrap_or_default();
+                match &h.problem {
+                    Some(problem) => {
+                        format!("the {} certificate expired at {end}: {problem}", name(h.kind))
+                    }
+                    None => format!("the {} certificate expired at {end}", name(h.kind)),
+                }
+            })
+            .collect();
+        return Some((true, reason, format!("{}; pods keep running", parts.join("; "))));
+    }
+    let lapses: Vec<String> = held
+        .iter()
+        .filter_map(|h| {
+            let lapse = h.lapse?;
+            Some(format!(
+                "the {} certificate expired at {} and was replaced at {}",
+                name(h.kind),
+                rfc3339(lapse.expired_at),
+                rfc3339(lapse.replaced_at)
+            ))
+        })
+        .collect();
+    if lapses.is_empty() {
+        Some((false, "CertificatesValid", "the node's certificates are valid".to_owned()))
+    } else {
+        Some((false, "CertificateReplacedAfterExpiry", lapses.join("; ")))
+    }
+}
+
+/// How the condition's message names a kind of certificate.
+fn name(kind: &'static str) -> &'static str {
+    if kind == "server" { "serving" } else { kind }
+}
+
+/// A time as RFC 3339 in UTC, to the second (before 1970: the epoch).
+pub fn rfc3339(at: SystemTime) -> String {
+    let (year, month, day, hour, minute, second) = utc(at);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+}
+
+/// The UTC date and time of day of `at`, to the second.
+fn utc(at: SystemTime) -> (i64, u32, u32, u64, u64, u64) {
+    let seconds = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
+    let days = i64::try_from(seconds / 86_400).unwrap_or(i64::MAX);
+    let in_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    (year, month, day, in_day / 3600, in_day % 3600 / 60, in_day % 60)
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
@@ -151,6 +243,84 @@ mod tests {
         assert_eq!(expiry(at(5), at(10), at(20)), Expiry::Expired);
         assert_eq!(seconds_left(at(10), at(25)), 15.0);
         assert_eq!(seconds_left(at(30), at(25)), -5.0);
+    }
+
+    fn held(kind: &'static str, not_after: u64) -> Held {
+        Held { kind, not_after: Some(at(not_after)), problem: None, lapse: None }
+    }
+
+    /// J2: the Node condition says which certificate expired, and that pods keep running.
+    #[test]
+    fn j2_condition_names_the_expired_certificate() {
+        assert_eq!(condition(&[], at(10)), None);
+        let valid = [held("client", 100), held("server", 100)];
+        assert_eq!(
+            condition(&valid, at(10)),
+            Some((false, "CertificatesValid", "the node's certificates are valid".to_owned()))
+        );
+        let serving = [held("client", 100), held("server", 5)];
+        assert_eq!(
+            condition(&serving, at(10)),
+            Some((
+                true,
+                "ServingCertificateExpired",
+                "the serving certificate expired at 1970-01-01T00:00:05Z; pods keep running"
+                    .to_owned()
+            ))
+        );
+        let client = [Held { problem: Some("the CSR was denied".into()), ..held("client", 10) }];
+        assert_eq!(
+            condition(&client, at(10)),
+            Some((
+                true,
+                "ClientCertificateExpired",
+                "the client certificate expired at 1970-01-01T00:00:10Z: the CSR was denied; pods keep running"
+                    .to_owned()
+            ))
+        );
+        let both = [held("client", 3), held("server", 5)];
+        assert_eq!(condition(&both, at(10)).map(|c| c.1), Some("CertificatesExpired"));
+        // No certificate yet (waiting for the first one) is not an expiry.
+        let none = [Held { not_after: None, ..held("client", 0) }];
+        assert_eq!(condition(&none, at(10)).map(|c| c.1), Some("CertificatesValid"));
+    }
+
+    /// J2: once replaced, the lapse stays in the condition (the node could not say so
+    /// while its client certificate was expired).
+    #[test]
+    fn j2_condition_keeps_a_replaced_certificates_lapse() {
+        let lapse = Lapse { expired_at: at(60), replaced_at: at(3_661) };
+        let replaced =
+            [Held { lapse: Some(lapse), ..held("client", 90_000) }, held("server", 90_000)];
+        assert_eq!(
+            condition(&replaced, at(4_000)),
+            Some((
+                false,
+                "CertificateReplacedAfterExpiry",
+                "the client certificate expired at 1970-01-01T00:01:00Z and was replaced at 1970-01-01T01:01:01Z"
+                    .to_owned()
+            ))
+        );
+    }
+
+    proptest! {
+        /// J2: the condition is True exactly when a certificate in use has ended, and a
+        /// rotation (a later end) never changes a False one.
+        #[test]
+        fn j2_condition_is_true_exactly_when_one_has_ended(
+            ends in proptest::collection::vec(0u64..1_000, 1..3),
+            now in 0u64..1_000,
+            later in 1u64..1_000,
+        ) {
+            let kinds = ["client", "server"];
+            let held: Vec<Held> = ends.iter().zip(kinds).map(|(end, kind)| held(kind, *end)).collect();
+            let (on, _, _) = condition(&held, at(now)).unwrap();
+            prop_assert_eq!(on, ends.iter().any(|end| now >= *end));
+            if !on {
+                let rotated: Vec<Held> = held.iter().map(|h| Held { not_after: h.not_after.map(|t| t + Duration::from_secs(later)), ..h.clone() }).collect();
+                prop_assert_eq!(condition(&rotated, at(now)), condition(&held, at(now)));
+            }
+        }
     }
 
     /// J1: kubelet's file names, in UTC.

@@ -101,6 +101,9 @@ pub struct Readings {
     pub kubelet_port: Option<u16>,
     /// `--max-pods` (`maxPods`): the node's `pods` capacity and allocatable (K4).
     pub max_pods: u32,
+    /// The certificates the node keeps (TLS bootstrapping): the `CertificateExpired`
+    /// condition (J2). Empty without: no such condition.
+    pub certificates: Vec<crate::certificates::Held>,
 }
 
 /// `v1.37.0+outpost-0.1.0` for Outpost 0.1.0: the Kubernetes version whose kubelet it

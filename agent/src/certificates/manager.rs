@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use outpost_core::backoff::Backoff;
-use outpost_core::certificates::{Expiry, expiry, rotation_deadline};
+use outpost_core::certificates::{Expiry, Held, Lapse, expiry, rfc3339, rotation_deadline};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -44,12 +44,33 @@ pub struct CertificateStatus {
     pub renew_errors: u64,
     /// What is wrong, loudly (expired and no way to renew it, a request denied).
     pub problem: Option<String>,
+    /// The last time the certificate was found expired and then replaced (the Node
+    /// condition says so once the node can write again).
+    pub lapse: Option<Lapse>,
 }
 
 impl CertificateStatus {
     /// How it stands at `now`: `None` without a certificate.
     pub fn expiry(&self, now: SystemTime) -> Option<Expiry> {
         Some(expiry(now, self.not_before?, self.not_after?))
+    }
+
+    /// Takes `pair` as the certificate in use; replacing one that had ended is a lapse.
+    pub(super) fn took(&mut self, pair: &Pair) {
+        let now = SystemTime::now();
+        if let Some(expired_at) = self.not_after.filter(|end| *end <= now) {
+            self.lapse = Some(Lapse { expired_at, replaced_at: now });
+        }
+        self.not_before = Some(pair.not_before);
+        self.not_after = Some(pair.not_after);
+        self.path = Some(pair.path.clone());
+        self.rotation_deadline = None;
+        self.problem = None;
+    }
+
+    /// What the Node condition needs of it, as the certificate of `kind`.
+    pub fn held(&self, kind: &'static str) -> Held {
+        Held { kind, not_after: self.not_after, problem: self.problem.clone(), lapse: self.lapse }
     }
 }
 
@@ -160,11 +181,16 @@ impl Manager {
             let problem = format!(
                 "the client certificate {} expired at {}",
                 pair.path.display(),
-                jiff_time(pair.not_after)
+                rfc3339(pair.not_after)
             );
             warn!("{problem}; getting a new one with the bootstrap credentials");
             self.credentials.clear(&problem);
-            self.status.send_modify(|s| s.problem = Some(problem));
+            self.status.send_modify(|s| {
+                s.not_before = Some(pair.not_before);
+                s.not_after = Some(pair.not_after);
+                s.path = Some(pair.path.clone());
+                s.problem = Some(problem);
+            });
             return Ok(None);
         }
         Ok(Some(pair))
@@ -187,7 +213,7 @@ impl Manager {
         });
         let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);
         if let Ok(wait) = until.duration_since(SystemTime::now()) {
-            info!(deadline = %jiff_time(until), expires = %jiff_time(pair.not_after), "client certificate valid; waiting for its rotation deadline");
+            info!(deadline = %rfc3339(until), expires = %rfc3339(pair.not_after), "client certificate valid; waiting for its rotation deadline");
             tokio::time::sleep(wait).await;
         }
         if deadline.is_none() || SystemTime::now() >= pair.not_after {
@@ -203,7 +229,7 @@ impl Manager {
         let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
         self.use_pair(&new, &cluster).await?;
         self.status.send_modify(|s| s.rotations += 1);
-        info!(expires = %jiff_time(new.not_after), "client certificate rotated");
+        info!(expires = %rfc3339(new.not_after), "client certificate rotated");
         Ok(())
     }
 
@@ -220,7 +246,7 @@ impl Manager {
         let issued = with_timeout(csr::request(client, &Wanted::client(&self.node_name))).await?;
         let pair = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
         self.use_pair(&pair, &cluster).await?;
-        info!(expires = %jiff_time(pair.not_after), path = %pair.path.display(), "TLS bootstrapping done: the node has its client certificate");
+        info!(expires = %rfc3339(pair.not_after), path = %pair.path.display(), "TLS bootstrapping done: the node has its client certificate");
         Ok(())
     }
 
@@ -228,13 +254,7 @@ impl Manager {
     async fn use_pair(&self, pair: &Pair, cluster: &ClusterInfo) -> Result<(), Error> {
         kubeconfig::write(&self.kubeconfig, cluster, &self.pki.current_path(CLIENT))?;
         self.credentials.load(&self.kubeconfig).await?;
-        self.status.send_modify(|s| {
-            s.not_before = Some(pair.not_before);
-            s.not_after = Some(pair.not_after);
-            s.path = Some(pair.path.clone());
-            s.rotation_deadline = None;
-            s.problem = None;
-        });
+        self.status.send_modify(|s| s.took(pair));
         Ok(())
     }
 
@@ -269,7 +289,41 @@ fn server_url(cluster: &ClusterInfo) -> String {
         .unwrap_or_else(|_| cluster.server.clone())
 }
 
-/// A time as RFC 3339.
-pub fn jiff_time(time: SystemTime) -> String {
-    k8s_openapi::jiff::Timestamp::try_from(time).map(|t| t.to_string()).unwrap_or_default()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(name: &str, from: SystemTime, to: SystemTime) -> Pair {
+        Pair {
+            path: PathBuf::from(name),
+            not_before: from,
+            not_after: to,
+            common_name: "system:node:edge-1".into(),
+        }
+    }
+
+    /// J2: replacing a certificate that had ended records the lapse (for the Node
+    /// condition); a rotation before the end does not, and keeps an earlier lapse.
+    #[test]
+    fn j2_replacing_an_ended_certificate_is_a_lapse() {
+        let now = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let mut status = CertificateStatus::default();
+        status.took(&pair("a.pem", now - hour * 2, now - hour));
+        assert_eq!(status.lapse, None, "the first certificate replaces none");
+        status.problem = Some("cannot reach the server".into());
+        status.took(&pair("b.pem", now, now + hour));
+        let lapse = status.lapse.expect("the ended certificate's lapse");
+        assert_eq!(lapse.expired_at, now - hour);
+        assert!(lapse.replaced_at >= now);
+        assert_eq!(status.problem, None);
+        status.took(&pair("c.pem", now, now + hour * 2));
+        assert_eq!(status.lapse, Some(lapse));
+        assert_eq!(status.path, Some(PathBuf::from("c.pem")));
+        let held = status.held("client");
+        assert_eq!(
+            (held.kind, held.not_after, held.lapse),
+            ("client", Some(now + hour * 2), Some(lapse))
+        );
+    }
 }

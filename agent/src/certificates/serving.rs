@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
 use outpost_core::backoff::Backoff;
-use outpost_core::certificates::{Expiry, expiry, rotation_deadline};
+use outpost_core::certificates::{Expiry, expiry, rfc3339, rotation_deadline};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 use super::Error;
 use super::csr::{self, SERVING_SIGNER, Wanted};
-use super::manager::{CertificateStatus, jiff_time};
+use super::manager::CertificateStatus;
 use super::pki::{Pair, Pki};
 use crate::apiserver::ApiClient;
 
@@ -136,8 +136,16 @@ impl ServingManager {
 
     fn valid_current(&self) -> Result<Option<Pair>, Error> {
         let Some(pair) = self.pki.current(SERVER)? else { return Ok(None) };
-        Ok((expiry(SystemTime::now(), pair.not_before, pair.not_after) != Expiry::Expired)
-            .then_some(pair))
+        if expiry(SystemTime::now(), pair.not_before, pair.not_after) != Expiry::Expired {
+            return Ok(Some(pair));
+        }
+        // Reported as expired until a new one comes.
+        self.status.send_modify(|s| {
+            s.not_before = Some(pair.not_before);
+            s.not_after = Some(pair.not_after);
+            s.path = Some(pair.path.clone());
+        });
+        Ok(None)
     }
 
     async fn keep(&self, pair: &Pair) -> Result<(), Error> {
@@ -161,19 +169,13 @@ impl ServingManager {
         let issued = csr::request(self.client.kube().clone(), &self.wanted).await?;
         let pair = self.pki.store(SERVER, &issued.cert_pem, &issued.key_pem)?;
         self.use_pair(&pair)?;
-        info!(expires = %jiff_time(pair.not_after), path = %pair.path.display(), "serving certificate installed: new connections get it");
+        info!(expires = %rfc3339(pair.not_after), path = %pair.path.display(), "serving certificate installed: new connections get it");
         Ok(())
     }
 
     fn use_pair(&self, pair: &Pair) -> Result<(), Error> {
         self.certificate.install(pair)?;
-        self.status.send_modify(|s| {
-            s.not_before = Some(pair.not_before);
-            s.not_after = Some(pair.not_after);
-            s.path = Some(pair.path.clone());
-            s.rotation_deadline = None;
-            s.problem = None;
-        });
+        self.status.send_modify(|s| s.took(pair));
         Ok(())
     }
 }

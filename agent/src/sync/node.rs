@@ -70,6 +70,9 @@ pub struct Config {
     /// Where the node as admission sees it is published (K4): the Node as the server
     /// has it once seen, else the Node this agent would register.
     pub admission: watch::Sender<outpost_core::node_admission::Node>,
+    /// J2: the certificates the node keeps (`client`, `server`), for the
+    /// `CertificateExpired` condition.
+    pub certificates: Vec<(&'static str, crate::certificates::Status)>,
 }
 
 #[derive(Debug, thiserror::Error)]

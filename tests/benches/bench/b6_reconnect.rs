@@ -221,6 +221,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             reservation: Default::default(),
             max_pods: 110,
             admission: tokio::sync::watch::Sender::default(),
+            certificates: Vec::new(),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
     });

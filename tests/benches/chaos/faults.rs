@@ -41,10 +41,12 @@ pub enum Fault {
     FillState,
     /// Everything but the state dir lost, and the API server unreachable at the start.
     OfflineReboot,
+    /// The API server cut until the node's client certificate has expired (J2).
+    CertificatesExpire,
 }
 
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 10] = [
+pub const ALL: [Fault; 11] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
@@ -55,6 +57,7 @@ pub const ALL: [Fault; 10] = [
     Fault::ApiFlap,
     Fault::FillState,
     Fault::OfflineReboot,
+    Fault::CertificatesExpire,
 ];
 
 impl Fault {
@@ -67,6 +70,7 @@ impl Fault {
             Fault::ApiFlap => "API server flapping".into(),
             Fault::FillState => "state dir full".into(),
             Fault::OfflineReboot => "offline reboot".into(),
+            Fault::CertificatesExpire => "certificates expire while cut off".into(),
         }
     }
 }
@@ -166,6 +170,7 @@ pub fn inject(
         }
         Fault::FillState => fill_state(rig, model, rng, &mut outcome)?,
         Fault::OfflineReboot => offline_reboot(rig, model, &mut outcome)?,
+        Fault::CertificatesExpire => certificates_expire(rig, model, rng, &mut outcome)?,
     }
     Ok(outcome)
 }
@@ -242,23 +247,128 @@ fn fill_state(
             outcome.violations.push(format!("checkpoint {name} changed while the disk was full"));
         }
     }
-    // Every pod but the one changed runs on in the same container.
-    let changed = match op {
-        Op::CreateApi(i) | Op::DeleteApi(i) => format!("a-{i}"),
-        _ => String::new(),
-    };
-    let running_after = running_containers(rig)?;
-    for (pod, container) in running_before.iter().filter(|(pod, _)| **pod != changed) {
-        if running_after.get(pod) != Some(container) {
-            outcome.violations.push(format!(
-                "pod {pod}'s container {container} did not run on while the disk was full (now {:?})",
-                running_after.get(pod)
-            ));
-        }
-    }
+    ran_on(rig, &running_before, op, "while the disk was full", outcome)?;
     std::thread::sleep(Duration::from_secs(2));
     std::fs::remove_file(&filler).context("free the state dir")?;
     Ok(())
+}
+
+/// Every pod in `before` but the one `op` changed runs on in the same container; a
+/// violation for each that does not.
+fn ran_on(
+    rig: &Rig,
+    before: &std::collections::BTreeMap<String, String>,
+    op: Op,
+    when: &str,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let changed = match op {
+        Op::PutFile(i) | Op::EditFile(i) | Op::DeleteFile(i) => {
+            format!("f-{i}-{}", super::rig::NODE)
+        }
+        Op::CreateApi(i) | Op::DeleteApi(i) => format!("a-{i}"),
+    };
+    let after = running_containers(rig)?;
+    for (pod, container) in before.iter().filter(|(pod, _)| **pod != changed) {
+        if after.get(pod) != Some(container) {
+            outcome.violations.push(format!(
+                "pod {pod}'s container {container} did not run on {when} (now {:?})",
+                after.get(pod)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// J2: the API server cut past the end of the node's client certificate. While cut off
+/// the agent must say it has no valid certificate and keep every pod running (a static
+/// pod changed meanwhile is applied); once the server is back it must get a new
+/// certificate with the bootstrap token and report the lapse on its Node
+/// (`CertificateExpired` False, `CertificateReplacedAfterExpiry`).
+fn certificates_expire(
+    rig: &mut Rig,
+    model: &mut Model,
+    rng: &mut fastrand::Rng,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let (unsettled, _) = super::super::settle(rig, model, true);
+    if !unsettled.is_empty() {
+        outcome.notes.push(format!("cut off before the rig settled: {unsettled:?}"));
+    }
+    let Some(running_before) = steady_containers(rig)? else {
+        outcome.notes.push("the running containers never held still for the cut".into());
+        return Ok(());
+    };
+    let (left, not_after) = client_certificate_end(rig)?;
+    // The lapse reported must be this certificate's (an earlier fault may have left one).
+    let expired_at = format!("expired at {}", not_after.strftime("%Y-%m-%dT%H:%M:%SZ"));
+    let lines = rig.log_lines();
+    rig.rt.block_on(rig.server.cut());
+    let op = model.pick_among(&[Op::PutFile, Op::EditFile, Op::DeleteFile], rng);
+    model.apply(rig, op)?;
+    // Past the end, the renewal's retries (30 s at most apart) find it expired.
+    let said = rig.wait_for_log(
+        "the node has no valid client certificate",
+        lines,
+        left + Duration::from_secs(60),
+    );
+    if said.is_none() {
+        outcome.violations.push(format!(
+            "cut off past the client certificate's end (in {left:?}), the agent never said it had no valid one"
+        ));
+    }
+    ran_on(rig, &running_before, op, "while its certificate expired", outcome)?;
+    rig.rt.block_on(rig.server.restore()).context("restore the API server")?;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let condition = certificate_condition(rig);
+        if condition.as_ref().is_some_and(|(status, reason, message)| {
+            status == "False"
+                && reason == "CertificateReplacedAfterExpiry"
+                && message.contains(&expired_at)
+        }) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            outcome.violations.push(format!(
+                "90 s after the server came back the Node's CertificateExpired condition is {condition:?}, not False/CertificateReplacedAfterExpiry saying it {expired_at}"
+            ));
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// How long the agent's client certificate has left, and its end, from its `/status`.
+fn client_certificate_end(rig: &Rig) -> anyhow::Result<(Duration, jiff::Timestamp)> {
+    let (status, body) = rig.agent()?.get("/status");
+    let status: serde_json::Value =
+        serde_json::from_str(&body).with_context(|| format!("GET /status: {status} {body}"))?;
+    let certificates = status["certificates"].as_array().cloned().unwrap_or_default();
+    let client = certificates
+        .iter()
+        .find(|c| c["name"] == "client")
+        .context("/status shows no client certificate")?;
+    let not_after: jiff::Timestamp = client["notAfter"]
+        .as_str()
+        .context("the client certificate has no notAfter")?
+        .parse()
+        .context("the client certificate's notAfter")?;
+    let left = not_after.duration_since(jiff::Timestamp::now());
+    Ok((Duration::try_from(left).unwrap_or(Duration::ZERO), not_after))
+}
+
+/// The Node's `CertificateExpired` condition as the API server has it: (status, reason,
+/// message).
+fn certificate_condition(rig: &Rig) -> Option<(String, String, String)> {
+    let node = rig.server.get("nodes", None, super::rig::NODE).ok()?;
+    let conditions = node.pointer("/status/conditions")?.as_array()?;
+    let condition = conditions.iter().find(|c| c["type"] == "CertificateExpired")?;
+    Some((
+        condition["status"].as_str()?.to_owned(),
+        condition["reason"].as_str().unwrap_or_default().to_owned(),
+        condition["message"].as_str().unwrap_or_default().to_owned(),
+    ))
 }
 
 /// A reboot with no network: every pod must come back from the state dir with the UID

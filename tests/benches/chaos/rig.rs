@@ -2,6 +2,12 @@
 //! small tmpfs state dir, so the disk can be filled), a bridge network, a cgroup root,
 //! the test API server — and the means to hurt it: `kill -9` of the agent or its
 //! containerd, a cut API server, a full state dir, an offline reboot.
+//!
+//! The agent joins as a real node does (J1, J2): over TLS, with a bootstrap token, its
+//! client certificate from the cluster's signer. It lasts [`CERTIFICATE_LIFETIME`], so
+//! it is renewed every minute or so under the churn, and a cut of a minute outlives it.
+//! (The local API stays plain HTTP, which the rig's checks read: no serving
+//! certificate.)
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -23,13 +29,16 @@ pub const NAMESPACE: &str = "outpost-chaos";
 pub const NODE: &str = "edge-1";
 /// The state dir's tmpfs: room for the test image, its snapshots and the pods.
 const STATE_SIZE: &str = "192m";
+/// How long the signer's certificates last.
+pub const CERTIFICATE_LIFETIME: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 pub struct Rig {
     pub rt: tokio::runtime::Runtime,
     pub server: TestApiServer,
     pub dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
+    /// The kubeconfig with the bootstrap token the agent joins with.
+    bootstrap_kubeconfig: PathBuf,
     pub cgroup_root: String,
     pub bridge: String,
     pub agent: Option<Agent>,
@@ -47,11 +56,18 @@ impl Rig {
         let image =
             find_image(BUSYBOX_OCI).map_err(|what| anyhow::anyhow!("chaos needs {what}"))?;
         let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
-        let server = rt.block_on(TestApiServer::start()).context("test API server")?;
+        let server = TestApiServer::builder().tls().signing_duration(CERTIFICATE_LIFETIME);
+        let server = rt.block_on(server.start()).context("test API server")?;
+        let token = server.create_bootstrap_token(None).context("a bootstrap token")?;
         let dir = tempfile::Builder::new().prefix("opn-chaos").tempdir_in("/tmp")?;
         let pid = std::process::id();
+        let bootstrap_kubeconfig = server.kubeconfig_for_user(
+            dir.path(),
+            "bootstrap-kubeconfig",
+            serde_json::json!({ "token": token }),
+        )?;
         let rig = Rig {
-            kubeconfig: server.kubeconfig(dir.path())?,
+            bootstrap_kubeconfig,
             rt,
             server,
             cgroup_root: format!("/outpost-chaos-{pid}"),
@@ -110,7 +126,8 @@ impl Rig {
         arg("--cni-conf-dir", &self.path("cni"));
         arg("--cni-bin-dir", Path::new(CNI_BIN_DIR));
         arg("--images-dir", &self.path("images"));
-        arg("--kubeconfig", &self.kubeconfig);
+        arg("--kubeconfig", &self.path("state/kubeconfig"));
+        arg("--bootstrap-kubeconfig", &self.bootstrap_kubeconfig);
         arg("--cgroup-root", Path::new(&self.cgroup_root));
         // No disk thresholds (this machine's disk may be fuller than kubelet's defaults
         // allow) and no image GC: the image cannot be pulled again here.

@@ -2,7 +2,9 @@
 //! (the container runtime), and `MemoryPressure`, `DiskPressure` and `PIDPressure` as the
 //! eviction manager reports them ([`Readings::pressure`]: the configured thresholds, held
 //! for `evictionPressureTransitionPeriod`, see [`crate::eviction::manager`]). Kubelet's
-//! reasons are kept (tools match on them); the messages name Outpost.
+//! reasons are kept (tools match on them); the messages name Outpost. A node that keeps
+//! its certificates (TLS bootstrapping) also reports `CertificateExpired`
+//! ([`crate::certificates::condition`]), which kubelet does not have.
 //!
 //! Times: `lastHeartbeatTime` is when the condition was last computed;
 //! `lastTransitionTime` changes only when the status flips.
@@ -12,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::Readings;
+use crate::certificates;
 
 /// kubelet's default `evictionHard` `memory.available<100Mi` (what allocatable is
 /// reduced by).
@@ -64,7 +67,8 @@ impl Conditions {
     /// Starts from the conditions a Node already has (an adopted Node keeps its
     /// transition times while the statuses stay the same).
     pub fn adopt(existing: &[NodeCondition]) -> Conditions {
-        let current = existing.iter().filter(|c| TYPES.contains(&c.type_.as_str())).cloned();
+        let ours = |type_: &str| TYPES.contains(&type_) || type_ == certificates::CONDITION_TYPE;
+        let current = existing.iter().filter(|c| ours(&c.type_)).cloned();
         Conditions { current: current.collect() }
     }
 
@@ -73,22 +77,29 @@ impl Conditions {
     pub fn observe(&mut self, readings: &Readings, now: Timestamp) -> Vec<NodeCondition> {
         let p = readings.pressure;
         let pressure = [p.memory, p.disk, p.pid];
+        let observed = observed(pressure, readings.runtime_ready, readings.shutting_down)
+            .map(|(on, reason, message)| (on, reason, message.to_owned()));
+        let seconds = u64::try_from(now.as_second()).unwrap_or(0);
+        let now_system = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+        let certificates = certificates::condition(&readings.certificates, now_system)
+            .map(|condition| (certificates::CONDITION_TYPE, condition));
         let conditions: Vec<NodeCondition> = TYPES
-            .iter()
-            .zip(observed(pressure, readings.runtime_ready, readings.shutting_down))
+            .into_iter()
+            .zip(observed)
+            .chain(certificates)
             .map(|(type_, (on, reason, message))| {
                 let status = if on { "True" } else { "False" };
                 let transition = self
                     .current
                     .iter()
-                    .find(|c| c.type_ == *type_ && c.status == status)
+                    .find(|c| c.type_ == type_ && c.status == status)
                     .and_then(|c| c.last_transition_time.clone())
                     .unwrap_or(Time(now));
                 NodeCondition {
-                    type_: (*type_).to_owned(),
+                    type_: type_.to_owned(),
                     status: status.to_owned(),
                     reason: Some(reason.to_owned()),
-                    message: Some(message.to_owned()),
+                    message: Some(message),
                     last_heartbeat_time: Some(Time(now)),
                     last_transition_time: Some(transition),
                 }

@@ -38,6 +38,7 @@ fn healthy() -> Readings {
         runtime_version: Some("1.6.20".into()),
         kubelet_port: Some(10250),
         max_pods: MAX_PODS,
+        certificates: Vec::new(),
     }
 }
 
@@ -202,6 +203,41 @@ fn transition_time_moves_only_when_the_status_flips() {
     assert_eq!(condition(&down, "MemoryPressure").last_transition_time, Some(Time(at(0))));
     let up = conditions.observe(&healthy(), at(30));
     assert_eq!(condition(&up, "Ready").last_transition_time, Some(Time(at(30))));
+}
+
+/// J2: a node that keeps its certificates reports `CertificateExpired` after kubelet's
+/// conditions; the serving certificate's end turns it True at once, and an adopted Node
+/// keeps its transition time.
+#[test]
+fn j2_certificate_condition_follows_the_certificates() {
+    use crate::certificates::Held;
+    let end = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_015);
+    let held = |kind| Held { kind, not_after: Some(end), problem: None, lapse: None };
+    let readings = Readings { certificates: vec![held("client"), held("server")], ..healthy() };
+    assert_eq!(summary(&Conditions::default().observe(&healthy(), at(0))).len(), 4);
+    let mut conditions = Conditions::default();
+    let valid = conditions.observe(&readings, at(0));
+    assert_eq!(
+        summary(&valid).last().cloned(),
+        Some(("CertificateExpired".into(), "False".into(), "CertificatesValid".into()))
+    );
+    let serving_ended = Readings {
+        certificates: vec![
+            Held { not_after: Some(end + std::time::Duration::from_secs(60)), ..held("client") },
+            held("server"),
+        ],
+        ..healthy()
+    };
+    let expired = conditions.observe(&serving_ended, at(20));
+    let c = condition(&expired, "CertificateExpired");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("True", Some("ServingCertificateExpired"))
+    );
+    assert_eq!(c.last_transition_time, Some(Time(at(20))));
+    let mut adopted = Conditions::adopt(&expired);
+    let again = adopted.observe(&serving_ended, at(30));
+    assert_eq!(condition(&again, "CertificateExpired").last_transition_time, Some(Time(at(20))));
 }
 
 #[test]

@@ -132,8 +132,10 @@ pub(super) async fn build(
     let mut probes = Registry::default();
     pod_metrics.workers.register_probes(&mut probes);
     // The Node as the node task keeps it, and as admission sees it (K4).
-    let node_config =
-        shared.runtime.as_ref().map(|(ready, _)| node_config(&config, &shared, ready.clone()));
+    let node_config = shared
+        .runtime
+        .as_ref()
+        .map(|(ready, _)| node_config(&config, &shared, ready.clone(), certificate_status.clone()));
     let admission_node = node_config.as_ref().map(|c| c.admission.subscribe());
     let placement = (!dry_run).then(|| Placement::choose(&config));
     let containerd = match &placement {
@@ -403,7 +405,12 @@ fn synced(
 
 /// What the Node is registered with and reports; admission's view of it (K4) starts as
 /// the Node this agent would register, its allocatable read now.
-fn node_config(config: &Config, shared: &Shared, runtime: RuntimeReady) -> sync::node::Config {
+fn node_config(
+    config: &Config,
+    shared: &Shared,
+    runtime: RuntimeReady,
+    certificates: Vec<(&'static str, crate::certificates::Status)>,
+) -> sync::node::Config {
     let node = sync::node::Config {
         labels: config.node_labels.clone(),
         taints: config.register_with_taints.clone(),
@@ -418,6 +425,7 @@ fn node_config(config: &Config, shared: &Shared, runtime: RuntimeReady) -> sync:
         reservation: config.node_resources.reservation,
         max_pods: config.max_pods,
         admission: watch::Sender::new(outpost_core::node_admission::Node::default()),
+        certificates,
     };
     node.admission.send_replace(sync::node::initial_admission_node(&node, &config.node_name));
     node

@@ -44,6 +44,11 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         runtime_version: config.runtime_version.get().cloned(),
         kubelet_port: config.kubelet_port,
         max_pods: config.max_pods,
+        certificates: config
+            .certificates
+            .iter()
+            .map(|(kind, status)| status.borrow().held(kind))
+            .collect(),
     }
 }
 
