@@ -485,6 +485,16 @@ fn j1_join_then_run_to_a_ready_node() {
         "J1 figures: outpost join took {joined_after:?}; from the join's start to a Ready Node: {:?}",
         started.elapsed()
     );
+    // J2: a node that keeps its certificate says so on its Node.
+    let node_now = cluster.server.get_typed::<Node>(None, "edge-1").unwrap();
+    let certificates = node_now
+        .status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "CertificateExpired")
+        .map(|c| (c.status, c.reason.unwrap_or_default()));
+    assert_eq!(certificates, Some(("False".to_owned(), "CertificatesValid".to_owned())));
     let pki = node.path("state").join("pki").join("kubelet-client-current.pem");
     let mode = std::fs::metadata(&pki).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", pki.display());
