@@ -52,6 +52,7 @@ fn probe(name: &str) -> bool {
             root && plugins && ["nsenter", "ip", "iptables", "busybox"].iter().all(|t| on_path(t))
         }
         "runc" => root && on_path("runc") && Path::new("/bin/busybox").is_file(),
+        "crun" => containerd && plugins && on_path("crun"),
         "containerd_binary" => root && on_path("containerd"),
         "registry" => ["/usr/bin/docker-registry", "/usr/bin/skopeo", "/usr/bin/htpasswd"]
             .iter()

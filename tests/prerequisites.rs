@@ -7,6 +7,7 @@
     ("pods", "root, the test containerd and the CNI plugins (cargo xtask containerd start; set OUTPOST_TEST_CONTAINERD_SOCKET)"),
     ("cni", "root, the CNI plugins, nsenter, ip, iptables and busybox (cargo xtask deps)"),
     ("runc", "root, runc and busybox-static (cargo xtask deps)"),
+    ("crun", "root, the test containerd, the CNI plugins and crun (cargo xtask containerd start; cargo xtask deps)"),
     ("containerd_binary", "root and a containerd binary on PATH (cargo xtask deps)"),
     ("registry", "docker-registry, skopeo and htpasswd (cargo xtask deps)"),
     ("seccomp", "python3 with the seccomp module (python3-seccomp)"),

@@ -39,6 +39,7 @@ mod node_admission;
 mod node_api_auth;
 mod node_shutdown;
 mod node_stats;
+mod oci_runtime;
 mod operator_cli;
 mod packaging;
 mod pod_spec;

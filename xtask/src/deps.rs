@@ -54,6 +54,11 @@ const PACKAGES: &[(&str, &str)] = &[
         "the side-by-side baseline of B2, B5 and B10 (`cargo xtask bench`): podman 4.3 with \
          its CNI backend (its network config kept out of /etc/cni/net.d: see below)",
     ),
+    (
+        "crun",
+        "the OCI runtime of `--runtime crun` (its end-to-end test) and the runtime comparison \
+         of B2 and B8",
+    ),
     ("catatonit", "podman's infra containers run it (`podman pod create`)"),
     ("gcc-aarch64-linux-gnu", "`dist --target aarch64-unknown-linux-gnu`: linker and C compiler"),
     ("libc6-dev-arm64-cross", "the arm64 glibc that the cross build links against"),

@@ -21,6 +21,16 @@ fn apparmor_enabled_in(parameter: &std::path::Path) -> bool {
     std::fs::read_to_string(parameter).is_ok_and(|value| value.trim_start().starts_with('Y'))
 }
 
+/// The executable `name` on `PATH`, as a shell would find it.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

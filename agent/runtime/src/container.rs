@@ -121,17 +121,30 @@ pub struct NewContainer<'a> {
     /// runc manages its cgroup through systemd (`--cgroup-driver systemd`: its
     /// `cgroupsPath` is `slice:prefix:name`).
     pub systemd_cgroup: bool,
+    /// The OCI runtime the shim runs instead of `runc` (`--runtime crun`: its path).
+    pub runtime_binary: Option<&'a str>,
 }
 
 /// The type URL of the runc shim's options (`containerd.runc.v1.Options`).
 const RUNC_OPTIONS_TYPE_URL: &str = "containerd.runc.v1.Options";
 
-/// The runc shim's options: `SystemdCgroup` (field 9, a bool) when asked, else none.
-fn runtime_options(systemd_cgroup: bool) -> Option<prost_types::Any> {
-    // Protobuf: the key (field 9, varint: 9 << 3 | 0 = 0x48), then the value 1.
-    systemd_cgroup.then(|| prost_types::Any {
+/// The runc shim's options (`containerd.runc.v1.Options`), the fields Outpost sets.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RuncOptions {
+    /// The OCI runtime binary the shim runs (default `runc`).
+    #[prost(string, tag = "6")]
+    binary_name: String,
+    #[prost(bool, tag = "9")]
+    systemd_cgroup: bool,
+}
+
+/// The runc shim's options: `SystemdCgroup` and `BinaryName` when asked, else none.
+fn runtime_options(systemd_cgroup: bool, binary_name: Option<&str>) -> Option<prost_types::Any> {
+    let options =
+        RuncOptions { binary_name: binary_name.unwrap_or_default().to_owned(), systemd_cgroup };
+    (options != RuncOptions::default()).then(|| prost_types::Any {
         type_url: RUNC_OPTIONS_TYPE_URL.to_owned(),
-        value: vec![0x48, 0x01],
+        value: prost::Message::encode_to_vec(&options),
     })
 }
 
@@ -169,7 +182,7 @@ pub async fn create(containerd: &Containerd, new: &NewContainer<'_>) -> Result<u
         image: new.image.to_owned(),
         runtime: Some(Runtime {
             name: RUNTIME.to_owned(),
-            options: runtime_options(new.systemd_cgroup),
+            options: runtime_options(new.systemd_cgroup, new.runtime_binary),
         }),
         spec: Some(prost_types::Any { type_url: SPEC_TYPE_URL.to_owned(), value: spec }),
         snapshotter: SNAPSHOTTER.to_owned(),
@@ -419,19 +432,30 @@ fn failed(id: &str, step: &'static str, source: tonic::Status) -> Error {
 mod tests {
     use super::*;
 
-    /// The runc shim's `Options`, the field that matters here.
+    /// The runc shim's `Options` as containerd's api declares them (the fields Outpost
+    /// sets, and one it does not, to see nothing else is set).
     #[derive(Clone, PartialEq, prost::Message)]
     struct Options {
+        #[prost(string, tag = "3")]
+        shim_cgroup: String,
+        #[prost(string, tag = "6")]
+        binary_name: String,
         #[prost(bool, tag = "9")]
         systemd_cgroup: bool,
     }
 
     #[test]
-    fn the_systemd_cgroup_option_is_runcs() {
-        assert_eq!(runtime_options(false), None);
-        let any = runtime_options(true).unwrap();
-        assert_eq!(any.type_url, "containerd.runc.v1.Options");
-        let decoded = <Options as prost::Message>::decode(any.value.as_slice()).unwrap();
-        assert!(decoded.systemd_cgroup);
+    fn the_shim_options_are_runcs() {
+        assert_eq!(runtime_options(false, None), None);
+        let decode = |any: prost_types::Any| {
+            assert_eq!(any.type_url, "containerd.runc.v1.Options");
+            <Options as prost::Message>::decode(any.value.as_slice()).unwrap()
+        };
+        let systemd = decode(runtime_options(true, None).unwrap());
+        assert_eq!(systemd, Options { systemd_cgroup: true, ..Options::default() });
+        let crun = decode(runtime_options(false, Some("/usr/bin/crun")).unwrap());
+        assert_eq!(crun, Options { binary_name: "/usr/bin/crun".into(), ..Options::default() });
+        let both = decode(runtime_options(true, Some("/usr/bin/crun")).unwrap());
+        assert!(both.systemd_cgroup && both.binary_name == "/usr/bin/crun");
     }
 }

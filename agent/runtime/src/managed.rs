@@ -142,12 +142,7 @@ pub fn choose(wanted: Option<Choice>, socket_exists: bool, binary_found: bool) -
 
 /// The `containerd` executable on PATH.
 pub fn find_binary() -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join("containerd")).find(|candidate| {
-        std::fs::metadata(candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    outpost_host::on_path("containerd")
 }
 
 /// Where the managed containerd lives and how long it may take.

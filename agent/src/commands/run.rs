@@ -78,6 +78,14 @@ pub enum Error {
     },
     #[error(transparent)]
     Prober(#[from] crate::worker::probe::Error),
+    #[error(
+        "the OCI runtime {name} is not installed (no {name} on PATH); install it (Debian: apt-get install {name}) or set runtime: runc"
+    )]
+    OciRuntime { name: &'static str },
+    #[error(
+        "crun cannot run containers on this host: its cgroups are hybrid (v1 hierarchies and a v2 one at /sys/fs/cgroup/unified) and the v2 one holds controllers ({controllers}), which crun does not support; mount those controllers as v1 hierarchies, boot with cgroup v2 only, or set runtime: runc"
+    )]
+    CrunHybridCgroups { controllers: String },
     #[error("the agent's {task} task panicked")]
     Task {
         task: &'static str,

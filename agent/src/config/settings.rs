@@ -209,6 +209,11 @@ settings! {
              that dies takes every container with it)",
             value_name(&DEFAULT_SHIM_GROUPING)))]
         pub shim_grouping: Option<ShimGrouping>,
+        #[arg(long, value_enum, value_name = "RUNTIME", help = with_default(
+            "The OCI runtime the runc shim runs containers and exec with: \"runc\" or \"crun\" \
+             (faster to start and exec; Debian's crun package)",
+            value_name(&DEFAULT_RUNTIME)))]
+        pub runtime: Option<OciRuntime>,
         /// The node's IP address (status.hostIP) [default: the address of the default
         /// route's interface].
         #[arg(long, value_name = "IP")]

@@ -450,3 +450,19 @@ fn j1_j2_certificate_settings_resolve_and_are_checked() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--runtime` / `runtime:`: runc unless crun is asked for; an unknown runtime is refused
+/// with the names it may be.
+#[test]
+fn the_oci_runtime_is_runc_unless_crun_is_set() {
+    let f = file("");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().runtime, OciRuntime::Runc);
+    let crun = Settings { node_name: Some("n".into()), ..parse_flags(&["--runtime", "crun"]) };
+    assert_eq!(Config::resolve(crun).unwrap().runtime, OciRuntime::Crun);
+    let f = file("runtime: crun\n");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().runtime, OciRuntime::Crun);
+    assert_eq!(OciRuntime::Crun.binary(), "crun");
+    let f = file("runtime: youki\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("runtime: \"youki\": expected runc or crun"), "{err}");
+}

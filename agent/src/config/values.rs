@@ -89,6 +89,28 @@ impl ShimGrouping {
     }
 }
 
+/// `--runtime`: the OCI runtime the runc shim runs containers, probes' and hooks' commands
+/// and `exec` with (the shim's `BinaryName` option, as containerd's CRI runtime handlers
+/// set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(try_from = "String")]
+pub enum OciRuntime {
+    // runc, the shim's own default.
+    Runc,
+    // crun: the same OCI interface in C, faster to start and exec.
+    Crun,
+}
+
+impl OciRuntime {
+    /// The runtime's binary, as looked up on `PATH`.
+    pub fn binary(self) -> &'static str {
+        match self {
+            OciRuntime::Runc => "runc",
+            OciRuntime::Crun => "crun",
+        }
+    }
+}
+
 /// The value enums are read from the file as they are spelled on the command line; an
 /// unknown name is refused with the setting's name and the known names.
 macro_rules! from_value_name {
@@ -105,7 +127,8 @@ from_value_name!(
     Mode: "containerd",
     Preference: "watcher",
     LogFormat: "logFormat",
-    ShimGrouping: "shimGrouping"
+    ShimGrouping: "shimGrouping",
+    OciRuntime: "runtime"
 );
 
 pub(super) fn from_value_name<T: ValueEnum>(setting: &str, name: &str) -> Result<T, String> {

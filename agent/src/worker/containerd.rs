@@ -84,6 +84,8 @@ pub struct Settings {
     pub cgroups: std::sync::Arc<PodCgroups>,
     /// Which containers share a runc shim.
     pub shim_grouping: crate::config::ShimGrouping,
+    /// The OCI runtime's path when it is not runc (`--runtime crun`).
+    pub runtime_binary: Option<String>,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -312,6 +314,7 @@ impl PodRuntime for Pods {
             labels,
             stdio: &stdio,
             systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
+            runtime_binary: self.settings.runtime_binary.as_deref(),
         };
         let created = self.limited(container::create(&self.containerd, &new)).await;
         drop(logger);

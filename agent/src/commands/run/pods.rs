@@ -68,6 +68,7 @@ pub(super) struct Deps {
 /// pods still running.
 pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Task, Error> {
     let keyring = keyring(config)?;
+    let runtime_binary = runtime_binary(config.runtime)?;
     let config = config.clone();
     let task = async move {
         let Some(containerd) = deps.connection.connected().await else { return Ok(()) };
@@ -120,6 +121,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             gc: deps.gc,
             cgroups: deps.cgroups,
             shim_grouping: config.shim_grouping,
+            runtime_binary,
         };
         let runtime = Runtime::new(
             containerd,
@@ -183,4 +185,45 @@ fn container_logger(exe: &Path) -> PathBuf {
         info!(logger = %logger.display(), "container logger");
     }
     logger
+}
+
+/// The OCI runtime's path for the shim, `None` for runc (the shim's own default); a
+/// runtime that is not installed stops the start.
+fn runtime_binary(runtime: crate::config::OciRuntime) -> Result<Option<String>, Error> {
+    if runtime == crate::config::OciRuntime::Runc {
+        return Ok(None);
+    }
+    let name = runtime.binary();
+    let path = outpost_host::on_path(name).ok_or(Error::OciRuntime { name })?;
+    let unified = std::fs::read_to_string(HYBRID_UNIFIED_CONTROLLERS).ok();
+    if let Some(controllers) = hybrid_controllers(unified.as_deref()) {
+        return Err(Error::CrunHybridCgroups { controllers });
+    }
+    info!(runtime = name, path = %path.display(), "containers run with this OCI runtime");
+    Ok(Some(path.to_string_lossy().into_owned()))
+}
+
+/// On a hybrid host (cgroup v1 hierarchies with the v2 one at `unified`), the controllers
+/// the v2 hierarchy holds.
+const HYBRID_UNIFIED_CONTROLLERS: &str = "/sys/fs/cgroup/unified/cgroup.controllers";
+
+/// The controllers a hybrid host's v2 hierarchy holds (its `cgroup.controllers`), if any:
+/// crun refuses to run containers there ("cgroups in hybrid mode not supported"), where
+/// runc does.
+fn hybrid_controllers(unified: Option<&str>) -> Option<String> {
+    let controllers = unified?.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!controllers.is_empty()).then_some(controllers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hybrid_controllers;
+
+    #[test]
+    fn crun_is_refused_only_where_the_hybrid_v2_hierarchy_holds_controllers() {
+        assert_eq!(hybrid_controllers(None), None, "pure v1 or pure v2");
+        assert_eq!(hybrid_controllers(Some("\n")), None, "hybrid, every controller on v1");
+        assert_eq!(hybrid_controllers(Some("hugetlb\n")).as_deref(), Some("hugetlb"));
+        assert_eq!(hybrid_controllers(Some("hugetlb misc\n")).as_deref(), Some("hugetlb misc"));
+    }
 }
