@@ -10,6 +10,10 @@
 //! advisories (unmaintained, unsound, notices) are printed as warnings. Whether a locked
 //! version was yanked is not checked: that needs the crates.io index, and the audit runs
 //! offline.
+//!
+//! It also fails when a lockfile brings ICU4X back: Outpost's host names are ASCII, and
+//! `idna`'s Unicode back end is chosen by the locked version of `idna_adapter` (1.0.x has
+//! none; 1.2.x, which a plain `cargo update` picks, pulls about twenty ICU4X crates).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,6 +25,8 @@ use rustsec::{Database, Lockfile, Vulnerability, Warning};
 
 /// The lockfiles checked, relative to the workspace root.
 const LOCKFILES: [&str; 2] = ["Cargo.lock", "fuzz/Cargo.lock"];
+/// The `idna_adapter` versions without a Unicode back end (ASCII host names only).
+const ASCII_IDNA: &str = "~1.0";
 /// The database copy, relative to the workspace root (CI's clone has `shared/` beside it).
 const DEFAULT_DB: &str = "../shared/advisory-db";
 
@@ -64,13 +70,24 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         shown.display()
     );
     let mut vulnerable = 0;
+    let mut unicode = Vec::new();
     for lockfile in LOCKFILES {
         let audited = audit(&db, &crate::project_root().join(lockfile))?;
         print!("{}", describe(lockfile, &audited));
         vulnerable += audited.report.vulnerabilities.count;
+        if let Some(version) = audited.unicode_idna {
+            unicode.push(format!("{lockfile} locks idna_adapter {version}"));
+        }
     }
     if vulnerable > 0 {
         bail!("{vulnerable} vulnerable locked package(s): upgrade them (see above)");
+    }
+    if !unicode.is_empty() {
+        bail!(
+            "{}, whose Unicode back end brings ICU4X back; host names are ASCII: run \
+             `cargo update -p idna_adapter --precise 1.0.0` (in fuzz/ too)",
+            unicode.join(" and ")
+        );
     }
     Ok(())
 }
@@ -80,6 +97,8 @@ struct Audited {
     /// How many packages the lockfile locks.
     packages: usize,
     report: Report,
+    /// The locked `idna_adapter` version, when it has a Unicode back end.
+    unicode_idna: Option<rustsec::Version>,
 }
 
 /// The report for one lockfile: every vulnerability that applies to a locked version, and
@@ -98,7 +117,18 @@ fn audit(db: &Database, lockfile: &Path) -> anyhow::Result<Audited> {
     Ok(Audited {
         packages: locked.packages.len(),
         report: Report::generate(db, &locked, &settings),
+        unicode_idna: unicode_idna(&locked),
     })
+}
+
+/// The locked `idna_adapter` version if it is not the ASCII-only one.
+fn unicode_idna(locked: &Lockfile) -> Option<rustsec::Version> {
+    let ascii = rustsec::VersionReq::parse(ASCII_IDNA).ok()?;
+    locked
+        .packages
+        .iter()
+        .find(|package| package.name.as_str() == "idna_adapter" && !ascii.matches(&package.version))
+        .map(|package| package.version.clone())
 }
 
 /// The report as printed: a line per finding, vulnerabilities first.
@@ -180,11 +210,16 @@ mod tests {
     }
 
     fn lockfile(dir: &Path, version: &str) -> PathBuf {
-        let path = dir.join(format!("Cargo-{version}.lock"));
+        locking(dir, "demo", version)
+    }
+
+    /// A lockfile of one package from crates.io.
+    fn locking(dir: &Path, name: &str, version: &str) -> PathBuf {
+        let path = dir.join(format!("Cargo-{name}-{version}.lock"));
         std::fs::write(
             &path,
             format!(
-                "version = 4\n\n[[package]]\nname = \"demo\"\nversion = \"{version}\"\n\
+                "version = 4\n\n[[package]]\nname = \"{name}\"\nversion = \"{version}\"\n\
                  source = \"registry+https://github.com/rust-lang/crates.io-index\"\n"
             ),
         )
@@ -218,6 +253,20 @@ mod tests {
             assert_eq!(report.vulnerabilities.count, 0, "{version}");
             assert_eq!(report.warnings.values().flatten().count(), 1, "{version}");
         }
+    }
+
+    #[test]
+    fn an_idna_adapter_with_a_unicode_back_end_is_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = database(dir.path());
+        let flagged = |version: &str| {
+            let audited = audit(&db, &locking(dir.path(), "idna_adapter", version)).unwrap();
+            audited.unicode_idna.map(|v| v.to_string())
+        };
+        assert_eq!(flagged("1.0.0"), None);
+        assert_eq!(flagged("1.1.0").as_deref(), Some("1.1.0"));
+        assert_eq!(flagged("1.2.2").as_deref(), Some("1.2.2"));
+        assert_eq!(audit(&db, &lockfile(dir.path(), "2.0.0")).unwrap().unicode_idna, None);
     }
 
     #[test]
