@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: what CI runs, in order, stopping at the first failure.
 //!
-//! After `deps` it builds the book and checks its links (`docs`: mdBook, installed once
+//! After `deps` it audits the locked dependencies against the RustSec database copy beside
+//! the workspace (`audit`: offline, a vulnerability fails; built with xtask), builds the book and checks its links (`docs`: mdBook, installed once
 //! under `$CARGO_HOME`; a cold install costs about three minutes of CPU, a warm run a
 //! second), then starts the private containerd (in CI or as root), checks that the
 //! committed BPF object is built from its sources (`ebpf --check`) and builds the test
@@ -24,7 +25,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{bench, chaos, containerd, deps, dist, docs, ebpf, fuzz, images, leaks};
+use crate::{audit, bench, chaos, containerd, deps, dist, docs, ebpf, fuzz, images, leaks};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -57,7 +58,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 12);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 13);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -68,6 +69,7 @@ pub fn run() -> anyhow::Result<()> {
 
 fn all_steps(steps: &mut Steps) -> anyhow::Result<()> {
     steps.run("cargo xtask deps", deps::run)?;
+    steps.run("cargo xtask audit", || audit::run(&audit::Options::parse(&[])?))?;
     steps.run("cargo xtask docs", || docs::run(&[]))?;
     let paths = containerd::Paths::new();
     let started = steps.run("cargo xtask containerd start", || {

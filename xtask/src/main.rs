@@ -3,6 +3,7 @@
 //! One module per task; this file only dispatches. Tasks run commands from the workspace
 //! root and fail on the first command that fails.
 
+mod audit;
 mod bench;
 mod chaos;
 mod ci;
@@ -26,6 +27,10 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
+  audit [--db PATH] check Cargo.lock and fuzz/Cargo.lock against the RustSec advisory
+                    database copy (default ../shared/advisory-db beside the workspace),
+                    offline: a vulnerable locked version fails, unmaintained, unsound and
+                    notice advisories are warnings (yanked crates are not checked)
   bench [--quick] [ID…]
                     run the benchmarks (BENCHMARKS.md), or those named (b8); writes
                     target/bench/report.json
@@ -34,8 +39,8 @@ tasks:
                     server) under churn, killed (-9) mid-CNI/create/stop/checkpoint, its
                     containerd killed, the API server flapping, the state dir full, an
                     offline reboot; invariants checked after each; target/chaos/report.json
-  ci                deps, docs, private containerd, `ebpf --check`, test images, fmt check,
-                    clippy, build, test (the fuzz corpus replayed), the pods tests
+  ci                deps, audit, docs, private containerd, `ebpf --check`, test images,
+                    fmt check, clippy, build, test (the fuzz corpus replayed), the pods tests
                     again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
                     `bench --quick`, and `leaks` (after the tests and last)
@@ -89,6 +94,7 @@ fn dispatch() -> anyhow::Result<()> {
         return Ok(());
     };
     match task.as_str() {
+        "audit" => audit::run(&audit::Options::parse(rest)?),
         "bench" => bench::run(&bench::Options::parse(rest)?, &[]),
         "ci" => {
             if !rest.is_empty() {

@@ -59,9 +59,21 @@ fn invalid_references_are_rejected() {
         "a/b/",
         ":latest",
         "a..b",
+        "busybox:\u{e9}t\u{e9}",
+        "busybox@md5:0ff60967ceca3042053351fc38b45904",
+        "busybox@sha256:0ff60967ceca3042053351fc38b45904",
     ] {
         assert!(normalize(bad).is_err(), "{bad:?} was accepted");
     }
+}
+
+#[test]
+fn an_invalid_reference_names_itself_and_what_the_grammar_refused() {
+    let error = normalize("Busybox").unwrap_err();
+    assert_eq!(error.to_string(), "invalid image reference \"Busybox\": invalid reference format");
+    let error = normalize("busybox@md5:0ff60967ceca3042053351fc38b45904").unwrap_err();
+    assert_eq!(error.reason, "unsupported digest algorithm");
+    assert_eq!(normalize("busybox:\u{e9}").unwrap_err().reason, "it is not ASCII");
 }
 
 #[test]

@@ -161,9 +161,10 @@ pub async fn pull(
     keyring: &Keyring,
     options: &PullOptions,
 ) -> Result<Imported> {
-    let normalized = reference::normalize(reference)
+    let parsed = reference::parse(reference)
         .map_err(|source| Error::Reference { reference: reference.to_owned(), source })?;
-    let name = Name::parse(&normalized);
+    let name = Name::from(&parsed);
+    let normalized = name.image.clone();
     let http = registry::client(&normalized)?;
     let base = endpoint(&name.domain, &options.insecure_registries);
     let credentials = keyring.lookup(&normalized);

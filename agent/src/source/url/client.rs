@@ -176,10 +176,17 @@ impl Client {
     }
 }
 
-/// Only `http` and `https` URLs with a host.
+/// Only `http` and `https` URLs with a host. Host names are ASCII: an international one is
+/// taken in its Punycode (`xn--`) form (the `idna` crate is built without Unicode tables).
 fn parse_url(url: &str, shown: &str) -> Result<Url, Error> {
-    let parsed = Url::parse(url)
-        .map_err(|e| Error::BadUrl { url: shown.to_owned(), reason: e.to_string() })?;
+    let parsed = Url::parse(url).map_err(|e| {
+        let hint = if url.is_ascii() {
+            ""
+        } else {
+            "; host names must be ASCII: write an international one in its xn-- (Punycode) form"
+        };
+        Error::BadUrl { url: shown.to_owned(), reason: format!("{e}{hint}") }
+    })?;
     match parsed.scheme() {
         "http" | "https" if parsed.has_host() => Ok(parsed),
         "http" | "https" => {

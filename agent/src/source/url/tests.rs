@@ -90,6 +90,18 @@ fn only_http_and_https_urls_are_accepted() {
 }
 
 #[test]
+fn manifest_url_hosts_are_ascii_and_an_international_one_is_taken_in_punycode() {
+    let dir = tempfile::tempdir().unwrap();
+    UrlSource::new(config("http://xn--bcher-kva.example/pods.yaml", dir.path())).unwrap();
+    let message = new_error(config("http://b\u{fc}cher.example/pods.yaml", dir.path()));
+    assert!(message.contains("is not a valid URL"), "{message}");
+    assert!(
+        message.contains("write an international one in its xn-- (Punycode) form"),
+        "{message}"
+    );
+}
+
+#[test]
 fn passwords_in_urls_are_hidden() {
     assert_eq!(client::redact("https://me:secret@h/p"), "https://me:***@h/p");
     assert_eq!(client::redact("http://h:8080/p?q=1"), "http://h:8080/p?q=1");

@@ -14,6 +14,7 @@ use rustls_platform_verifier::BuilderVerifierExt as _;
 use super::super::MAX_DOCUMENT;
 use super::super::content::Chunks;
 use super::super::layout::{self, Descriptor, Kind};
+use super::super::reference::Reference;
 use super::super::store;
 use super::super::tree::{self, Blobs};
 use super::Error;
@@ -33,7 +34,7 @@ const MANIFEST_TYPES: [&str; 4] = [
     layout::DOCKER_MANIFEST,
 ];
 
-/// A normalized reference taken apart: `domain/repository(:tag|@digest)`.
+/// A parsed reference taken apart: `domain/repository(:tag|@digest)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The whole normalized reference: the image record's name.
@@ -44,20 +45,13 @@ pub struct Target {
     pub reference: String,
 }
 
-impl Target {
-    /// Splits a reference that `reference::normalize` returned.
-    pub fn parse(normalized: &str) -> Target {
-        let (domain, rest) = normalized.split_once('/').unwrap_or(("", normalized));
-        let (name, digest) = match rest.split_once('@') {
-            Some((name, digest)) => (name, Some(digest)),
-            None => (rest, None),
-        };
-        let (repository, tag) = name.split_once(':').unwrap_or((name, "latest"));
+impl From<&Reference> for Target {
+    fn from(parsed: &Reference) -> Target {
         Target {
-            image: normalized.to_owned(),
-            domain: domain.to_owned(),
-            repository: repository.to_owned(),
-            reference: digest.unwrap_or(tag).to_owned(),
+            image: parsed.whole(),
+            domain: parsed.registry().to_owned(),
+            repository: parsed.repository().to_owned(),
+            reference: parsed.digest().or(parsed.tag()).unwrap_or("latest").to_owned(),
         }
     }
 }

@@ -21,7 +21,7 @@ fn pull_policies_decide_as_kubelet_does() {
 }
 
 #[test]
-fn normalized_references_are_split() {
+fn parsed_references_are_split() {
     let digest = "sha256:0ff60967ceca3042053351fc38b45904cf3b06c7f700253ffbc05719f99a6628";
     let cases = [
         ("docker.io/library/busybox:1.36", "docker.io", "library/busybox", "1.36".to_owned()),
@@ -30,7 +30,7 @@ fn normalized_references_are_split() {
         (&*format!("reg.example/a:t@{digest}"), "reg.example", "a", digest.to_owned()),
     ];
     for (image, domain, repository, reference) in cases {
-        let target = Target::parse(image);
+        let target = Target::from(&crate::image::reference::parse(image).unwrap());
         assert_eq!(
             (target.image.as_str(), target.domain.as_str(), target.repository.as_str()),
             (image, domain, repository)
