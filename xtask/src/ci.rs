@@ -1,9 +1,9 @@
 //! `cargo xtask ci`: what CI runs, in order, stopping at the first failure.
 //!
 //! After `deps` it audits the locked dependencies against the RustSec database copy beside
-//! the workspace (`audit`: offline, a vulnerability fails; built with xtask), builds the book and checks its links (`docs`: mdBook, installed once
-//! under `$CARGO_HOME`; a cold install costs about three minutes of CPU, a warm run a
-//! second), then starts the private containerd (in CI or as root), checks that the
+//! the workspace (`audit`: offline, a vulnerability fails; built with xtask), builds the
+//! book and checks its links (`docs`: mdBook, installed once under `$CARGO_HOME`; a cold
+//! install costs about three minutes of CPU, a warm run a second), then starts the private containerd (in CI or as root), checks that the
 //! committed BPF object is built from its sources (`ebpf --check`) and builds the test
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
