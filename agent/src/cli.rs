@@ -89,7 +89,7 @@ pub struct ClientArgs {
     #[arg(long, value_name = "FILE", requires = "client_certificate")]
     pub client_key: Option<PathBuf>,
     /// The agent's YAML config, read for its address and credentials [default:
-    /// /etc/outpost/config.yaml, if it exists].
+    /// /etc/outpost/outpost.yaml, if it exists].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -291,8 +291,9 @@ pub struct RunArgs {
     pub dry_run: bool,
 }
 
-/// The agent config `outpost join` writes by default: the one the installed unit runs with.
-pub const JOIN_CONFIG: &str = "/etc/outpost/outpost.yaml";
+/// The agent's config as the packages install it and the unit runs with it: what `outpost
+/// join` writes, and what the commands that talk to the agent read, by default.
+pub const AGENT_CONFIG: &str = "/etc/outpost/outpost.yaml";
 
 #[derive(Debug, clap::Args)]
 pub struct JoinArgs {
@@ -315,7 +316,7 @@ pub struct JoinArgs {
     #[arg(long)]
     pub node_name: Option<String>,
     /// The agent config to write (created, or edited in place).
-    #[arg(long, value_name = "FILE", default_value = JOIN_CONFIG)]
+    #[arg(long, value_name = "FILE", default_value = AGENT_CONFIG)]
     pub config: PathBuf,
     /// Where the kubeconfigs go [default: the config's directory].
     #[arg(long, value_name = "DIR")]
@@ -335,7 +336,7 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub node_name: Option<String>,
     /// The agent's YAML config, read for allowedUnsafeSysctls [default:
-    /// /etc/outpost/config.yaml, if it exists].
+    /// /etc/outpost/outpost.yaml, if it exists].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// As `outpost run --allowed-unsafe-sysctls` (over the config file's).

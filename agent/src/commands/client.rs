@@ -12,11 +12,8 @@ use reqwest::{StatusCode, Url};
 use serde::de::DeserializeOwned;
 
 use self::credentials::Credentials;
-use crate::cli::ClientArgs;
+use crate::cli::{AGENT_CONFIG, ClientArgs};
 use crate::config::{self, Config, Settings};
-
-/// The agent's config file, read when `--config` is not given and it exists.
-pub const DEFAULT_CONFIG: &str = "/etc/outpost/config.yaml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -92,7 +89,7 @@ impl Client {
         let config_path = args
             .config
             .clone()
-            .or_else(|| Path::new(DEFAULT_CONFIG).is_file().then(|| DEFAULT_CONFIG.into()));
+            .or_else(|| Path::new(AGENT_CONFIG).is_file().then(|| AGENT_CONFIG.into()));
         let config = match config_path {
             Some(path) => Some(Config::resolve(Settings {
                 config: Some(path),
@@ -112,7 +109,7 @@ impl Client {
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(Error::Url { url: server, reason: "not an http or https URL".into() });
         }
-        let config_file = args.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
+        let config_file = args.config.clone().unwrap_or_else(|| AGENT_CONFIG.into());
         let credentials = Credentials::load(args, config.as_ref(), &config_file)?;
         let tls = credentials.tls_config(args, config.as_ref())?;
         let http = reqwest::Client::builder()

@@ -11,8 +11,8 @@ use outpost_core::admission::{self, NodeFacts, Severity};
 use outpost_core::manifest::{self, Origin};
 use outpost_core::pod::{FullName, Source};
 
+use crate::cli::AGENT_CONFIG;
 use crate::cli::ValidateArgs;
-use crate::commands::client::DEFAULT_CONFIG;
 use crate::config::{self, Config, Settings};
 use crate::source::file::{is_manifest_name, read_manifest};
 use crate::source::problems::located;
@@ -32,7 +32,7 @@ pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
     let config_file = args
         .config
         .clone()
-        .or_else(|| Path::new(DEFAULT_CONFIG).is_file().then(|| DEFAULT_CONFIG.into()));
+        .or_else(|| Path::new(AGENT_CONFIG).is_file().then(|| AGENT_CONFIG.into()));
     let config = Config::resolve(Settings {
         config: config_file,
         // The node name is not needed: spare the hostname lookup.
