@@ -527,6 +527,11 @@ impl TestApiServer {
         self.shared.watchers.count(resource)
     }
 
+    /// Open watches by resource (its plural), e.g. to count a fleet's watches per node.
+    pub fn all_watchers(&self) -> std::collections::BTreeMap<String, usize> {
+        self.shared.watchers.all()
+    }
+
     /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).
     pub async fn wait_for_watchers(&self, resource: &str, n: usize) {
         self.shared.watchers.wait_for(resource, n).await;
