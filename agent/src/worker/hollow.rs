@@ -207,3 +207,70 @@ impl PodRuntime for Arc<Hollow> {
 
     async fn remove_orphans(&self, _owned: &HashSet<String>) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "web", "namespace": "default", "uid": "u1" },
+            "spec": { "containers": [{ "name": "main", "image": "app:1" }] },
+        }))
+        .unwrap()
+    }
+
+    async fn started(hollow: &Arc<Hollow>, pod: &Pod) -> String {
+        let container = &pod.spec.as_ref().unwrap().containers[0];
+        let sandbox = hollow.set_up_sandbox(pod).await.unwrap().sandbox;
+        let image = hollow.ensure_image(pod, container).await.unwrap();
+        let new = NewContainer {
+            pod,
+            sandbox: &sandbox,
+            container,
+            image: &image,
+            restart_count: 0,
+            hash: "h",
+        };
+        let id = hollow.create_container(new).await.unwrap().id;
+        assert!(matches!(hollow.task(&id).await.unwrap(), TaskState::Exited { .. }));
+        hollow.start_container(&id).await.unwrap();
+        id
+    }
+
+    /// B13: a hollow container runs once started and exits when told, the exit reaching
+    /// the task-event subscriber as containerd's would.
+    #[tokio::test]
+    async fn b13_containers_run_at_once_and_exit_on_demand_or_when_killed() {
+        let hollow = Arc::new(Hollow::default());
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let watcher = hollow.clone();
+        tokio::spawn(
+            async move { watcher.watch_events(move |event| tx.send(event).is_ok()).await },
+        );
+        tokio::task::yield_now().await;
+        let pod = pod();
+        let id = started(&hollow, &pod).await;
+        assert_eq!(hollow.task(&id).await.unwrap(), TaskState::Running);
+        assert_eq!(hollow.running(), 1);
+
+        assert!(hollow.exit("default", "web", "main", 3));
+        assert!(!hollow.exit("default", "web", "main", 3), "no longer running");
+        let Some(TaskEvent::Exit { container_id, exit_status: 3, .. }) = events.recv().await else {
+            panic!("no exit event")
+        };
+        assert_eq!(container_id, id);
+        hollow.delete_task(&id, true).await.unwrap();
+        assert_eq!(hollow.task(&id).await.unwrap(), TaskState::Missing);
+
+        let again = started(&hollow, &pod).await;
+        hollow.kill(&again, StopSignal::Term).await.unwrap();
+        let Some(TaskEvent::Exit { exit_status, .. }) = events.recv().await else {
+            panic!("no exit event")
+        };
+        assert_eq!(exit_status, 143);
+        hollow.remove_container(&again).await.unwrap();
+        assert_eq!(hollow.task(&again).await.unwrap(), TaskState::Missing);
+        assert_eq!(hollow.running(), 0);
+    }
+}
