@@ -68,6 +68,11 @@ impl Options {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The nodes' logs, on stderr, when asked for (`OUTPOST_LOG=warn`): one subscriber
+    // for the whole process.
+    if std::env::var_os("OUTPOST_LOG").is_some() {
+        outpost::logging::init(None);
+    }
     let result = Options::parse(&args).and_then(|options| {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -105,16 +110,22 @@ fn is_running(pod: &Value) -> bool {
     pod.pointer("/status/containerStatuses/0/ready") == Some(&json!(true))
 }
 
-/// Waits until `count()` reaches `want`, or fails saying `what`.
+/// Waits until `count()` reaches `want`, or fails saying `what`; says how far it got
+/// every 10 s.
 async fn until(what: &str, want: usize, count: impl Fn() -> usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + START_TIMEOUT;
+    let start = Instant::now();
+    let mut said = start;
     loop {
         let now = count();
         if now >= want {
             return Ok(());
         }
-        if Instant::now() > deadline {
+        if start.elapsed() > START_TIMEOUT {
             bail!("{what}: {now} of {want} after {START_TIMEOUT:?}");
+        }
+        if said.elapsed() >= Duration::from_secs(10) {
+            println!("fleet: {what}: {now} of {want} after {:.0} s", start.elapsed().as_secs_f64());
+            said = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

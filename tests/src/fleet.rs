@@ -142,11 +142,15 @@ fn settings(root: &Path, name: &str, kubeconfig: &Path) -> Result<Settings, Erro
         std::fs::create_dir_all(&dir).map_err(|source| Error::Dir { dir: dir.clone(), source })?;
         Ok(dir)
     };
+    // The state dir as the agent wants it (it holds pod specs): the owner's only.
+    let state = sub("state")?;
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .map_err(|source| Error::Dir { dir: state.clone(), source })?;
     Ok(Settings {
         node_name: Some(name.to_owned()),
         manifest_dir: Some(sub("manifests")?),
         kubeconfig: Some(kubeconfig.to_owned()),
-        state_dir: Some(sub("state")?),
+        state_dir: Some(state),
         run_dir: Some(sub("run")?),
         pod_log_dir: Some(sub("logs")?),
         cni_conf_dir: Some(sub("cni")?),
