@@ -13,6 +13,8 @@ mod containerd;
 mod dispatch;
 #[cfg(test)]
 mod fake;
+#[cfg(feature = "hollow")]
+pub mod hollow;
 pub mod metrics;
 mod pod;
 mod pod_runtime;

@@ -57,7 +57,9 @@
 //!
 //! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
 //! and write objects without HTTP, compact the history, cut and restore the network,
-//! count requests, make requests fail (500, 429, 503) and wait for watches.
+//! count requests (by verb and resource, object and user) and body bytes each way, make
+//! requests fail (500, 429, 503), throttle past a rate as API Priority and Fairness does
+//! (429 with `Retry-After`, module `flow`) and wait for watches.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -81,6 +83,7 @@ mod csr;
 mod discovery;
 mod error;
 mod fault;
+mod flow;
 mod http;
 mod list;
 mod net;
@@ -110,9 +113,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
 
+pub use audit::Transferred;
 pub use bootstrap::{KUBEADM_NODE_TOKEN_GROUP, token_secret as bootstrap_token_secret};
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
+pub use flow::Throttle;
 pub use patch::Patch;
 pub use reviews::{Rule, Subject};
 pub use tls::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_NAME, KubeletClientIdentity};
@@ -154,6 +159,7 @@ pub struct Config {
     down: bool,
     min_token_expiration: Duration,
     signing_duration: Duration,
+    throttle: Option<Throttle>,
 }
 
 impl Default for Config {
@@ -168,6 +174,7 @@ impl Default for Config {
             down: false,
             min_token_expiration: Duration::from_secs(600),
             signing_duration: signer::DEFAULT_DURATION,
+            throttle: None,
         }
     }
 }
@@ -236,6 +243,14 @@ impl Config {
         self
     }
 
+    /// Throttles as API Priority and Fairness does past a rate (module `flow`): a
+    /// request past it gets 429 `TooManyRequests` with `Retry-After`
+    /// ([`TestApiServer::set_throttle`] changes it while the server runs).
+    pub fn throttle(mut self, throttle: Throttle) -> Config {
+        self.throttle = Some(throttle);
+        self
+    }
+
     /// Starts the server.
     pub async fn start(self) -> Result<TestApiServer, Error> {
         let mut material = if self.tls { Some(tls::generate()?) } else { None };
@@ -260,6 +275,8 @@ impl Config {
             cluster,
             watchers: Arc::new(Watchers::default()),
             audit: audit::Audit::default(),
+            traffic: audit::Traffic::default(),
+            flow: flow::FlowControl::default(),
             faults: fault::Faults::default(),
             token: self.token.clone(),
             bookmark_interval: self.bookmark_interval,
@@ -275,6 +292,7 @@ impl Config {
             Listener::bind(self.place.clone(), self.port, acceptor, shared.clone(), self.down)
                 .await
                 .map_err(|source| Error::Bind { ip: self.place.ip, port: self.port, source })?;
+        shared.flow.set(self.throttle);
         shared.cluster.ensure_master_service(listener.addr());
         Ok(TestApiServer {
             shared,
@@ -450,10 +468,41 @@ impl TestApiServer {
         self.shared.audit.count_object(verb, resource, object)
     }
 
-    /// Forgets the request counts.
+    /// Body bytes received and sent by (verb, resource), keyed as
+    /// [`TestApiServer::requests`] (headers not counted; a watch's events as they are
+    /// sent; requests proxied to nodes not counted).
+    pub fn bytes(&self) -> std::collections::BTreeMap<(String, String), Transferred> {
+        self.shared.traffic.snapshot()
+    }
+
+    /// Body bytes received and sent over every request.
+    pub fn total_bytes(&self) -> Transferred {
+        self.shared.traffic.total()
+    }
+
+    /// Forgets the request counts (by request, object and user), the bytes and the
+    /// count of throttled requests.
     pub fn reset_requests(&self) {
         self.shared.audit.reset();
         self.shared.users.reset();
+        self.shared.traffic.reset();
+        self.shared.flow.reset();
+    }
+
+    /// Throttles from now on at `throttle` (a full burst first), or stops throttling
+    /// (`None`); see [`Config::throttle`].
+    pub fn set_throttle(&self, throttle: Option<Throttle>) {
+        self.shared.flow.set(throttle);
+    }
+
+    /// The rate the server throttles at, if it does.
+    pub fn throttle(&self) -> Option<Throttle> {
+        self.shared.flow.throttle()
+    }
+
+    /// Requests refused with 429 by the throttle (injected faults not included).
+    pub fn throttled_requests(&self) -> u64 {
+        self.shared.flow.rejected()
     }
 
     /// Makes the next `count` requests with `verb` on `resource` (named as in
@@ -476,6 +525,11 @@ impl TestApiServer {
     /// Open watches on `resource` (its plural: `pods`, `leases`).
     pub fn watchers(&self, resource: &str) -> usize {
         self.shared.watchers.count(resource)
+    }
+
+    /// Open watches by resource (its plural), e.g. to count a fleet's watches per node.
+    pub fn all_watchers(&self) -> std::collections::BTreeMap<String, usize> {
+        self.shared.watchers.all()
     }
 
     /// Waits until at least `n` watches on `resource` are open (wrap it in a timeout).

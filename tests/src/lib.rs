@@ -5,6 +5,7 @@ pub mod api_pods;
 pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
+pub mod fleet;
 pub mod kubectl;
 pub mod logind;
 pub mod manifest_server;

@@ -12,6 +12,7 @@ mod deps;
 mod dist;
 mod docs;
 mod ebpf;
+mod fleet;
 mod fuzz;
 mod images;
 mod leaks;
@@ -47,6 +48,10 @@ tasks:
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
+  fleet [--nodes N] [--minutes M] [--pods-per-node P] [--throttle QPS]
+                    B13: N hollow nodes (the agent on a simulated pod runtime) in one
+                    process on one test API server; idle requests per node-minute by verb
+                    and resource, watches and memory per node, the worst second's QPS
   deps              install the Debian packages the tests and `dist` need (root)
   docs              build the book (docs/, mdBook) into target/book/ and check its links
                     and anchors; installs the pinned mdbook with `cargo install` into
@@ -103,6 +108,7 @@ fn dispatch() -> anyhow::Result<()> {
             ci::run()
         }
         "chaos" => chaos::run(rest),
+        "fleet" => fleet::run(rest),
         "containerd" => containerd::run(containerd::Action::parse(rest)?),
         "deps" => deps::run(),
         "docs" => docs::run(rest),

@@ -139,8 +139,42 @@ pub async fn run(
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
+    let containerd = build::PodRuntimeChoice::Containerd;
+    run_with(settings, dry_run, systemd, log_level, containerd, shutdown::signal()).await
+}
+
+/// Runs a hollow node (B13's fleet harness): the agent as [`run`] runs it, its pods on the
+/// simulated runtime `hollow`, until `stop` is cancelled (as a SIGTERM would stop it).
+/// Several run in one process: each has its own settings (node name, state dir, ports 0)
+/// and metrics registry; `log_level` is a [`crate::logging::detached`] one or the
+/// process's.
+#[cfg(feature = "hollow")]
+pub async fn hollow(
+    settings: Settings,
+    hollow: std::sync::Arc<crate::worker::hollow::Hollow>,
+    log_level: LogLevel,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<(), Error> {
+    let runtime = build::PodRuntimeChoice::Hollow(hollow);
+    let stopped = async move {
+        stop.cancelled().await;
+        "stop"
+    };
+    run_with(settings, false, systemd::Env::default(), log_level, runtime, stopped).await
+}
+
+/// Builds the agent on `pod_runtime` and runs it until `stop` (a signal) or a main task
+/// ends.
+async fn run_with(
+    settings: Settings,
+    dry_run: bool,
+    systemd: systemd::Env,
+    log_level: LogLevel,
+    pod_runtime: build::PodRuntimeChoice,
+    stop: impl std::future::Future<Output = &'static str>,
+) -> Result<(), Error> {
     let Agent { config, dry_run, tasks, snapshot, runtime_ready, sync, stop_pods, node_shutdown } =
-        build::build(settings, dry_run, log_level).await?;
+        build::build(settings, dry_run, log_level, pod_runtime).await?;
     let mut node_shutdown = node_shutdown;
     let mut tasks = Tasks::spawn(tasks);
     let notifier = systemd::Notifier::open(&systemd)?;
@@ -187,7 +221,7 @@ pub async fn run(
                 Err(e) => Err(e),
             }
         }
-        signal = shutdown::signal() => {
+        signal = stop => {
             if let Some(notifier) = &notifier {
                 notifier.notify_or_warn(&systemd::Message::Stopping {
                     status: format!("{signal}: shutting down"),

@@ -63,3 +63,55 @@ impl Audit {
         self.by_object.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
     }
 }
+
+/// Bytes of request and response bodies (not headers), one direction each, as the
+/// server reads and writes them; a watch's events count as they are sent. Requests
+/// proxied to a node (`pods/exec`, ...) are not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transferred {
+    /// Request bodies received.
+    pub received: u64,
+    /// Response bodies sent.
+    pub sent: u64,
+}
+
+/// Body bytes by (verb, resource), keyed as [`Audit`] keys requests.
+#[derive(Debug, Default)]
+pub struct Traffic(Mutex<BTreeMap<(String, String), Transferred>>);
+
+impl Traffic {
+    fn add(&self, verb: &str, resource: &str, received: u64, sent: u64) {
+        let mut counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = counts.entry((verb.to_string(), resource.to_string())).or_default();
+        entry.received += received;
+        entry.sent += sent;
+    }
+
+    /// Counts a request body received.
+    pub fn received(&self, verb: &str, resource: &str, bytes: usize) {
+        self.add(verb, resource, bytes as u64, 0);
+    }
+
+    /// Counts response bytes sent.
+    pub fn sent(&self, verb: &str, resource: &str, bytes: usize) {
+        self.add(verb, resource, 0, bytes as u64);
+    }
+
+    /// Every (verb, resource) seen, with its bytes.
+    pub fn snapshot(&self) -> BTreeMap<(String, String), Transferred> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Bytes over every request.
+    pub fn total(&self) -> Transferred {
+        let counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        counts.values().fold(Transferred::default(), |sum, t| Transferred {
+            received: sum.received + t.received,
+            sent: sum.sent + t.sent,
+        })
+    }
+
+    pub fn reset(&self) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+    }
+}

@@ -53,6 +53,10 @@ pub struct Shared {
     pub cluster: Cluster,
     pub watchers: Arc<Watchers>,
     pub audit: Audit,
+    /// Body bytes each way, by request.
+    pub traffic: super::audit::Traffic,
+    /// API Priority and Fairness as a client sees it (module `flow`).
+    pub flow: super::flow::FlowControl,
     pub faults: Faults,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
@@ -122,17 +126,61 @@ pub async fn handle(
         let object = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
         shared.audit.record_object(&verb, &resource, &object);
     }
-    let user = match authenticate(&shared, &peer, &parts.headers) {
+    let body =
+        Received { body, verb: verb.clone(), resource: resource.clone(), shared: shared.clone() };
+    let response = respond(&shared, &peer, parts, body, (&verb, &path, &query), route).await;
+    metered(response, shared, verb, resource)
+}
+
+/// A request's body, counted as it is read ([`super::audit::Traffic`]).
+struct Received {
+    body: Incoming,
+    verb: String,
+    resource: String,
+    shared: Arc<Shared>,
+}
+
+/// The response's body, counted as it is sent (a watch's events one by one).
+fn metered(
+    response: Response<Body>,
+    shared: Arc<Shared>,
+    verb: String,
+    resource: String,
+) -> Response<Body> {
+    response.map(|body| {
+        body.map_frame(move |frame| {
+            if let Some(data) = frame.data_ref() {
+                shared.traffic.sent(&verb, &resource, data.len());
+            }
+            frame
+        })
+        .boxed_unsync()
+    })
+}
+
+/// Authenticates, admits (flow control, injected faults) and serves a request.
+async fn respond(
+    shared: &Arc<Shared>,
+    peer: &PeerCertificate,
+    parts: hyper::http::request::Parts,
+    body: Received,
+    (verb, path, query): (&str, &str, &[(String, String)]),
+    route: std::result::Result<Target, PathError>,
+) -> Response<Body> {
+    let user = match authenticate(shared, peer, &parts.headers) {
         Ok(user) => user,
         Err(Error::Unauthorized)
-            if bootstrap::anonymous_read(&parts.method, &path, &parts.headers) =>
+            if bootstrap::anonymous_read(&parts.method, path, &parts.headers) =>
         {
             bootstrap::anonymous()
         }
         Err(error) => return error_response(&error),
     };
-    shared.users.record(&verb, user.name());
-    if let Some(fault) = shared.faults.take(&verb, &resource) {
+    shared.users.record(verb, user.name());
+    if let Err(seconds) = shared.flow.admit() {
+        return error_response(&Error::TooManyRequests { retry_after: Some(seconds) });
+    }
+    if let Some(fault) = shared.faults.take(verb, &body.resource) {
         return error_response(&fault.error());
     }
     if parts.method == Method::POST && path == authn::SELF_SUBJECT_REVIEWS {
@@ -141,15 +189,15 @@ pub async fn handle(
     if parts.method == Method::POST
         && (path == reviews::TOKEN_REVIEWS || path == reviews::SUBJECT_ACCESS_REVIEWS)
     {
-        return review(&shared, &path, &parts.headers, body)
+        return review(shared, path, &parts.headers, body)
             .await
             .unwrap_or_else(|error| error_response(&error));
     }
     let result = match route {
         Ok(target) => {
-            serve(&shared, &user, &parts.method, &parts.headers, body, target, &query).await
+            serve(shared, &user, &parts.method, &parts.headers, body, target, query).await
         }
-        Err(PathError::NotFound) if parts.method == Method::GET => discovery::document(&path)
+        Err(PathError::NotFound) if parts.method == Method::GET => discovery::document(path)
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or(Error::NoRoute),
         Err(_) => Err(Error::NoRoute),
@@ -211,7 +259,7 @@ async fn serve(
     user: &User,
     method: &Method,
     headers: &HeaderMap,
-    body: Incoming,
+    body: Received,
     target: Target,
     query: &[(String, String)],
 ) -> Result<Response<Body>> {
@@ -292,7 +340,7 @@ async fn serve_csr(
     user: &User,
     method: &Method,
     content_type: &str,
-    body: Incoming,
+    body: Received,
     target: Target,
 ) -> Result<Response<Body>> {
     let store = &shared.store;
@@ -342,7 +390,7 @@ async fn review(
     shared: &Shared,
     path: &str,
     headers: &HeaderMap,
-    body: Incoming,
+    body: Received,
 ) -> Result<Response<Body>> {
     let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let object = decode_object(content_type, &read_body(body).await?)?;
@@ -355,9 +403,13 @@ async fn review(
     Ok(json_response(StatusCode::CREATED, &answer))
 }
 
-async fn read_body(body: Incoming) -> Result<Bytes> {
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
+async fn read_body(body: Received) -> Result<Bytes> {
+    match Limited::new(body.body, MAX_BODY).collect().await {
+        Ok(collected) => {
+            let bytes = collected.to_bytes();
+            body.shared.traffic.received(&body.verb, &body.resource, bytes.len());
+            Ok(bytes)
+        }
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge),
         Err(e) => Err(Error::BadRequest(format!("cannot read the request body: {e}"))),
     }

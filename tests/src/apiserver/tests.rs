@@ -8,6 +8,7 @@ mod claims;
 mod crud;
 mod data;
 mod fault;
+mod flow;
 mod net;
 mod parts;
 mod reviews;

@@ -101,6 +101,11 @@ impl Watchers {
         self.counts.borrow().get(resource).copied().unwrap_or_default()
     }
 
+    /// Open watches by resource.
+    pub fn all(&self) -> BTreeMap<String, usize> {
+        self.counts.borrow().clone()
+    }
+
     /// Waits until at least `n` watches on `resource` are open.
     pub async fn wait_for(&self, resource: &str, n: usize) {
         let mut counts = self.counts.subscribe();

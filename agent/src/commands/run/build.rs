@@ -73,11 +73,22 @@ struct PodMetrics {
     evictions: crate::eviction::metrics::Evictions,
 }
 
+/// What the pods run on: containerd (the agent), or a simulated runtime (a hollow node
+/// of the fleet harness, B13: no eBPF, cgroups, CNI, eviction manager, garbage
+/// collector or images dir, which all need a real runtime; everything else is the
+/// agent's).
+pub(super) enum PodRuntimeChoice {
+    Containerd,
+    #[cfg(feature = "hollow")]
+    Hollow(Arc<crate::worker::hollow::Hollow>),
+}
+
 /// Resolves `settings`, checks the directories, and builds every part of the agent.
 pub(super) async fn build(
     settings: Settings,
     dry_run: bool,
     log_level: LogLevel,
+    pod_runtime: PodRuntimeChoice,
 ) -> Result<Agent, Error> {
     let config = resolve(settings, dry_run)?;
     let mut registry = Registry::default();
@@ -137,13 +148,10 @@ pub(super) async fn build(
         .as_ref()
         .map(|(ready, _)| node_config(&config, &shared, ready.clone(), certificate_status.clone()));
     let admission_node = node_config.as_ref().map(|c| c.admission.subscribe());
-    let placement = (!dry_run).then(|| Placement::choose(&config));
-    let containerd = match &placement {
-        None => {
-            tasks.push(Task::new("print_deltas", print_deltas(batches)).main());
-            None
-        }
-        Some(placement) => {
+    let containerd_runs = matches!(pod_runtime, PodRuntimeChoice::Containerd);
+    let placement = (!dry_run && containerd_runs).then(|| Placement::choose(&config));
+    let containerd = match (&placement, pod_runtime) {
+        (Some(placement), PodRuntimeChoice::Containerd) => {
             let (containerd, pod_tasks) = pod_side(
                 &config,
                 placement.clone(),
@@ -154,6 +162,17 @@ pub(super) async fn build(
             )?;
             tasks.extend(pod_tasks);
             Some(containerd)
+        }
+        #[cfg(feature = "hollow")]
+        (_, PodRuntimeChoice::Hollow(hollow)) => {
+            let pod_side = (batches, objects, changes);
+            tasks.push(hollow_side(&config, hollow, &shared, pod_side, pod_metrics));
+            None
+        }
+        // A dry run: nothing runs.
+        _ => {
+            tasks.push(Task::new("print_deltas", print_deltas(batches)).main());
+            None
         }
     };
     let apiserver = cluster.as_ref().map(|cluster| cluster.client.clone());
@@ -369,6 +388,54 @@ fn pod_side(
     tasks.extend(node::garbage_collector(config, connection, collector, metrics.gc));
     tasks.extend(images_dir);
     Ok((containerd, tasks))
+}
+
+/// A hollow node's pod side (B13): the pod workers over the simulated runtime, the
+/// runtime "connected" at once.
+#[cfg(feature = "hollow")]
+fn hollow_side(
+    config: &Config,
+    hollow: Arc<crate::worker::hollow::Hollow>,
+    shared: &Shared,
+    (batches, objects, changes): (mpsc::Receiver<Batch>, Objects, Changes),
+    metrics: PodMetrics,
+) -> Task {
+    if let Some((ready, _)) = &shared.runtime {
+        ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let _ = shared.runtime_version.set(crate::worker::hollow::VERSION.to_owned());
+    let settings = outpost_core::pod_worker::Settings {
+        crash_loop: outpost_core::lifecycle::CrashLoopConfig::default(),
+        host_ip: config.node_ip,
+        seed: fastrand::u64(..),
+        facts: Arc::new(outpost_core::admission::NodeFacts {
+            apparmor_enabled: false,
+            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            policy: config.admission_policy.clone(),
+            cluster_dns: !config.dns.cluster_dns.is_empty(),
+        }),
+    };
+    let stop_pods = shared.stop_pods.clone();
+    let (statuses, events, ebpf) =
+        (shared.statuses.clone(), shared.events.clone(), shared.ebpf.clone());
+    // No eviction manager: nothing feeds this channel.
+    let (_evict, evictions) = mpsc::unbounded_channel();
+    let task = async move {
+        let prober = crate::worker::probe::Prober::new()?;
+        let workers = crate::worker::Shared::with_runtime(
+            hollow,
+            settings,
+            statuses,
+            events,
+            metrics.workers,
+            ebpf,
+            prober,
+        )
+        .with_objects(objects);
+        crate::worker::run(Arc::new(workers), batches, changes, evictions, stop_pods).await;
+        Ok(())
+    };
+    Task::new("pod_workers", task).main()
 }
 
 /// The sync to the API server (its `sync` task joins `tasks`) when the agent runs pods,

@@ -1,0 +1,34 @@
+//! `cargo xtask fleet [--nodes N] [--minutes M] [--pods-per-node P] [--throttle QPS]`:
+//! builds and runs the fleet harness (`tests/benches/fleet.rs`, B13): N hollow Outpost
+//! nodes in one process against one test API server, and their idle figures. The debug
+//! build, as the tests use; no containerd, no root.
+
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, ensure};
+
+use crate::bench::executable;
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let build = [
+        "build",
+        "-p",
+        "outpost-tests",
+        "--bench",
+        "fleet",
+        "--message-format",
+        "json-render-diagnostics",
+    ];
+    let mut command = crate::cargo(&build);
+    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let shown = crate::show(&command);
+    println!("$ {shown}");
+    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
+    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
+    let messages = String::from_utf8_lossy(&out.stdout);
+    let program = executable(&messages, "fleet", "bench")
+        .with_context(|| format!("`{shown}` named no fleet program"))?;
+    let mut command = Command::new(program);
+    command.args(args).current_dir(crate::project_root().join("tests"));
+    crate::run(command)
+}
