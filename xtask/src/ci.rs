@@ -16,6 +16,8 @@
 //!   cheaper to build), smoke-tests it under qemu, and makes its `.deb`;
 //! - `bench --quick` checks that the benchmarks run, with the tests' `dev` build (the
 //!   figures come from `cargo xtask bench` on the release build);
+//! - `fleet` runs 50 hollow nodes for a minute against one test API server (B13's short
+//!   form: the harness works; its figures are printed, not judged);
 //! - `chaos` runs eleven seeded trials, one per fault, and fails on a broken invariant.
 //!
 //! `leaks` checks after the tests, and again last, that nothing Outpost-made is left on
@@ -25,7 +27,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{audit, bench, chaos, containerd, deps, dist, docs, ebpf, fuzz, images, leaks};
+use crate::{audit, bench, chaos, containerd, deps, dist, docs, ebpf, fleet, fuzz, images, leaks};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -45,6 +47,8 @@ const DIST_PROFILE: &str = "ci-dist";
 /// CI's chaos run: eleven trials (each fault once), with a fixed seed so that a failure
 /// can be replayed, and the API server flapping for 10 s, not a minute.
 const CHAOS: &[&str] = &["--quick", "--trials", "11", "--seed", "2026"];
+/// CI's fleet run: B13's harness at 50 hollow nodes for a minute.
+const FLEET: &[&str] = &["--nodes", "50", "--minutes", "1"];
 /// CI's fuzzing: every target for 15 s over the committed corpus, built unoptimized, the
 /// corpus left as it is.
 const FUZZ: &[&str] = &["--dev", "--minutes", "0.25", "--no-merge"];
@@ -132,6 +136,7 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     steps.run(&what, || dist::run(&arm64))?;
     let quick = bench::Options { quick: true, only: Vec::new(), profile: "dev".to_owned() };
     steps.run("cargo xtask bench --quick --profile dev", || bench::run(&quick, &env))?;
+    steps.run(&format!("cargo xtask fleet {}", FLEET.join(" ")), || fleet::run(&strings(FLEET)))?;
     steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&strings(CHAOS)))?;
     steps.run("cargo xtask leaks", || leaks_check(paths))
 }
