@@ -110,13 +110,7 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
         "--message-format",
         "json-render-diagnostics",
     ];
-    let mut command = crate::cargo(&args);
-    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let shown = crate::show(&command);
-    println!("$ {shown}");
-    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
-    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
-    let messages = String::from_utf8_lossy(&out.stdout);
+    let (messages, shown) = built(crate::cargo(&args))?;
     let program = executable(&messages, program, "bench")
         .with_context(|| format!("`{shown}` named no {program} program"))?;
     let agent = executable(&messages, "outpost", "bin")
@@ -128,6 +122,17 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
         agent.display()
     );
     Ok((program, agent))
+}
+
+/// Runs `command`, a cargo build with `--message-format json-render-diagnostics` (its
+/// diagnostics go to stderr); its JSON messages, and the command as shown.
+pub(crate) fn built(mut command: std::process::Command) -> anyhow::Result<(String, String)> {
+    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let shown = crate::show(&command);
+    println!("$ {shown}");
+    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
+    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), shown))
 }
 
 /// The executable of target `name` of `kind` in cargo's JSON messages.

@@ -26,7 +26,7 @@ mod smoke;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -175,12 +175,7 @@ fn build(platform: &Platform, profile: &str) -> anyhow::Result<Built> {
         command.args(["--target", &platform.triple]);
         command.envs(platform.cross_env());
     }
-    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let shown = crate::show(&command);
-    println!("$ {shown}");
-    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
-    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
-    let messages = String::from_utf8_lossy(&out.stdout);
+    let (messages, shown) = crate::bench::built(command)?;
     let executable = |name: &str| {
         crate::bench::executable(&messages, name, "bin")
             .with_context(|| format!("`{shown}` named no {name} binary"))

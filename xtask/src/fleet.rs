@@ -3,11 +3,11 @@
 //! nodes in one process against one test API server, and their idle figures. The debug
 //! build, as the tests use; no containerd, no root.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 
-use crate::bench::executable;
+use crate::bench::{built, executable};
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let build = [
@@ -19,13 +19,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "--message-format",
         "json-render-diagnostics",
     ];
-    let mut command = crate::cargo(&build);
-    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let shown = crate::show(&command);
-    println!("$ {shown}");
-    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
-    ensure!(out.status.success(), "`{shown}` failed: {}", out.status);
-    let messages = String::from_utf8_lossy(&out.stdout);
+    let (messages, shown) = built(crate::cargo(&build))?;
     let program = executable(&messages, "fleet", "bench")
         .with_context(|| format!("`{shown}` named no fleet program"))?;
     let mut command = Command::new(program);

@@ -208,15 +208,7 @@ fn fill_state(
     rng: &mut fastrand::Rng,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    // From a settled rig: what changes then is the fault's doing.
-    let (unsettled, _) = super::super::settle(rig, model, true);
-    if !unsettled.is_empty() {
-        outcome.notes.push(format!("filled the disk before the rig settled: {unsettled:?}"));
-    }
-    // Settled is not idle: churn that ends where it began (an edit, then the file put
-    // back) leaves the pod's UID as it was while its worker still replaces its container.
-    let Some(running_before) = steady_containers(rig)? else {
-        outcome.notes.push("the running containers never held still for the fill".into());
+    let Some(running_before) = steady_start(rig, model, "the fill", outcome)? else {
         return Ok(());
     };
     let checkpoints = rig.path("state/checkpoints");
@@ -251,6 +243,27 @@ fn fill_state(
     std::thread::sleep(Duration::from_secs(2));
     std::fs::remove_file(&filler).context("free the state dir")?;
     Ok(())
+}
+
+/// The running containers of a settled rig, once they hold still, before `fault`: what
+/// changes then is the fault's doing. Settled is not idle: churn that ends where it began
+/// (an edit, then the file put back) leaves the pod's UID as it was while its worker
+/// still replaces its container. `None`, with a note, when they never hold still.
+fn steady_start(
+    rig: &Rig,
+    model: &Model,
+    fault: &str,
+    outcome: &mut Outcome,
+) -> anyhow::Result<Option<std::collections::BTreeMap<String, String>>> {
+    let (unsettled, _) = super::super::settle(rig, model, true);
+    if !unsettled.is_empty() {
+        outcome.notes.push(format!("{fault} began before the rig settled: {unsettled:?}"));
+    }
+    let steady = steady_containers(rig)?;
+    if steady.is_none() {
+        outcome.notes.push(format!("the running containers never held still for {fault}"));
+    }
+    Ok(steady)
 }
 
 /// Every pod in `before` but the one `op` changed runs on in the same container; a
@@ -291,12 +304,7 @@ fn certificates_expire(
     rng: &mut fastrand::Rng,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let (unsettled, _) = super::super::settle(rig, model, true);
-    if !unsettled.is_empty() {
-        outcome.notes.push(format!("cut off before the rig settled: {unsettled:?}"));
-    }
-    let Some(running_before) = steady_containers(rig)? else {
-        outcome.notes.push("the running containers never held still for the cut".into());
+    let Some(running_before) = steady_start(rig, model, "the cut", outcome)? else {
         return Ok(());
     };
     let (left, not_after) = client_certificate_end(rig)?;
