@@ -85,10 +85,13 @@ impl Podman {
         Ok(podman)
     }
 
-    /// `podman ARGS` with this podman's storage and configuration.
+    /// `podman ARGS` with this podman's storage and configuration, and runc: the OCI
+    /// runtime Outpost uses by default (podman would take crun when it is installed, and
+    /// crun cannot run containers on these hosts' hybrid cgroups).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("podman");
         command
+            .args(["--runtime", "runc"])
             .arg("--root")
             .arg(self.dir.join("root"))
             .arg("--runroot")
