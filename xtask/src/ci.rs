@@ -62,7 +62,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 13);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 14);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -214,7 +214,8 @@ impl Steps {
             out.push_str(&format!("  {label:>5}  {what:<width$}  {:>6}{failed}\n", minutes(*took)));
         }
         let total: Duration = self.done.iter().map(|(_, _, took, _)| *took).sum();
-        let left = self.total - self.numbered();
+        // Saturating: a step added without its count must not fail a run that passed.
+        let left = self.total.saturating_sub(self.numbered());
         let not_run = if left > 0 { format!(" ({left} not run)") } else { String::new() };
         out.push_str(&format!(
             "  {:>5}  {:<width$}  {:>6}{not_run}\n",
@@ -263,5 +264,14 @@ mod tests {
         assert!(table.contains("  2/3  second     0:00  FAILED"), "{table}");
         assert!(table.contains("      -  cleanup"), "{table}");
         assert!(table.contains("(1 not run)"), "{table}");
+    }
+
+    #[test]
+    fn more_steps_than_counted_still_make_a_table() {
+        let mut steps = Steps::new(1);
+        steps.run("first", || Ok(())).unwrap();
+        steps.run("second", || Ok(())).unwrap();
+        let table = steps.table();
+        assert!(table.contains("  2/1  second") && !table.contains("not run"), "{table}");
     }
 }
