@@ -1,7 +1,8 @@
 //! A TLS client that checks no server certificate, as Go's `InsecureSkipVerify`, for the
 //! two places kubelet's habits need one: HTTPS probes (kubelet checks no certificate) and
 //! `outpost join`'s first read of `cluster-info`, which is trusted only once its signature
-//! and the CA's pin are checked (J1).
+//! and the CA's pin are checked (J1). The test API server's proxy to nodes uses it too, as
+//! kube-apiserver without `--kubelet-certificate-authority`.
 
 use std::sync::Arc;
 

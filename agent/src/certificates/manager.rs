@@ -55,15 +55,21 @@ impl CertificateStatus {
         Some(expiry(now, self.not_before?, self.not_after?))
     }
 
+    /// Shows `pair` as the node's certificate (its validity and file), in use or found
+    /// expired.
+    pub(super) fn shows(&mut self, pair: &Pair) {
+        self.not_before = Some(pair.not_before);
+        self.not_after = Some(pair.not_after);
+        self.path = Some(pair.path.clone());
+    }
+
     /// Takes `pair` as the certificate in use; replacing one that had ended is a lapse.
     pub(super) fn took(&mut self, pair: &Pair) {
         let now = SystemTime::now();
         if let Some(expired_at) = self.not_after.filter(|end| *end <= now) {
             self.lapse = Some(Lapse { expired_at, replaced_at: now });
         }
-        self.not_before = Some(pair.not_before);
-        self.not_after = Some(pair.not_after);
-        self.path = Some(pair.path.clone());
+        self.shows(pair);
         self.rotation_deadline = None;
         self.problem = None;
     }
@@ -186,9 +192,7 @@ impl Manager {
             warn!("{problem}; getting a new one with the bootstrap credentials");
             self.credentials.clear(&problem);
             self.status.send_modify(|s| {
-                s.not_before = Some(pair.not_before);
-                s.not_after = Some(pair.not_after);
-                s.path = Some(pair.path.clone());
+                s.shows(&pair);
                 s.problem = Some(problem);
             });
             return Ok(None);
@@ -206,9 +210,7 @@ impl Manager {
             }
         });
         self.status.send_modify(|s| {
-            s.not_before = Some(pair.not_before);
-            s.not_after = Some(pair.not_after);
-            s.path = Some(pair.path.clone());
+            s.shows(pair);
             s.rotation_deadline = deadline;
         });
         let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);

@@ -140,11 +140,7 @@ impl ServingManager {
             return Ok(Some(pair));
         }
         // Reported as expired until a new one comes.
-        self.status.send_modify(|s| {
-            s.not_before = Some(pair.not_before);
-            s.not_after = Some(pair.not_after);
-            s.path = Some(pair.path.clone());
-        });
+        self.status.send_modify(|s| s.shows(&pair));
         Ok(None)
     }
 

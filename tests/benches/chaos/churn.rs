@@ -114,6 +114,19 @@ impl Model {
     }
 }
 
+impl Op {
+    /// The name the agent reports for the pod this changes (see
+    /// [`Model::desired_names`]).
+    pub fn pod_name(self) -> String {
+        match self {
+            Op::PutFile(i) | Op::EditFile(i) | Op::DeleteFile(i) => {
+                format!("{}-{NODE}", file_name(i))
+            }
+            Op::CreateApi(i) | Op::DeleteApi(i) => api_name(i),
+        }
+    }
+}
+
 fn file_name(i: u32) -> String {
     format!("f-{i}")
 }

@@ -275,12 +275,7 @@ fn ran_on(
     when: &str,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let changed = match op {
-        Op::PutFile(i) | Op::EditFile(i) | Op::DeleteFile(i) => {
-            format!("f-{i}-{}", super::rig::NODE)
-        }
-        Op::CreateApi(i) | Op::DeleteApi(i) => format!("a-{i}"),
-    };
+    let changed = op.pod_name();
     let after = running_containers(rig)?;
     for (pod, container) in before.iter().filter(|(pod, _)| **pod != changed) {
         if after.get(pod) != Some(container) {

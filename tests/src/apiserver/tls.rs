@@ -3,6 +3,7 @@
 //! the server's kubelet-client identity ([`KubeletClientIdentity`]), a client certificate
 //! from a CA of its own, as kubeadm makes `apiserver-kubelet-client.crt`.
 
+use outpost::insecure_skip_verify::AnyServerCertificate;
 use std::sync::Arc;
 
 use rcgen::{
@@ -186,7 +187,7 @@ pub fn kubelet_client_config(
     let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes())
         .map_err(|e| Error::Pem(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(AnyServer(provider.clone()));
+    let verifier = Arc::new(AnyServerCertificate::new(provider.clone()));
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .dangerous()
@@ -194,53 +195,4 @@ pub fn kubelet_client_config(
         .with_client_auth_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Accepts any server certificate, checking only the handshake's signatures.
-#[derive(Debug)]
-struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
