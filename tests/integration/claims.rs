@@ -54,8 +54,13 @@ impl ClaimVolumes for Cluster {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        let pod = self.server().get_pod("default", name).unwrap();
-        assert_eq!(state(&pod, "main")["waiting"]["reason"], "ContainerCreating");
+        // The Event is posted as the mount fails; the status reaches the API server on
+        // the status sync's own write, possibly a moment later.
+        eventually("the pod's container is waiting in ContainerCreating", LONG, || {
+            self.server()
+                .get_pod("default", name)
+                .is_ok_and(|pod| state(&pod, "main")["waiting"]["reason"] == "ContainerCreating")
+        });
     }
 
     fn claim(&self, name: &str, labels: Value) -> Value {

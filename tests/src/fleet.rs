@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use outpost::config::Settings;
 use outpost::worker::hollow::Hollow;
 use tokio::task::JoinHandle;
@@ -60,6 +61,26 @@ impl HollowNode {
     }
 }
 
+/// What the fleet harness drives (B13): N nodes on one test API server, named
+/// [`node_name`]`(1..=N)`, either Outpost's hollow nodes ([`Fleet`]) or the
+/// kubelet-shaped client model (`kubelet::KubeletModel`), so both run the same
+/// scenarios side by side.
+pub trait Nodes: Send + Sync {
+    /// The nodes' names, in order (`hollow-0001`, ...).
+    fn names(&self) -> Vec<String>;
+
+    /// Makes container `container` of pod `namespace/pod` on node `node` (its index in
+    /// [`Nodes::names`]) exit with `code`; the restart then follows the pod's
+    /// restartPolicy. False when the node runs no such container.
+    fn exit(&self, node: usize, namespace: &str, pod: &str, container: &str, code: u32) -> bool;
+
+    /// The name of a node whose task has ended (it should run until the fleet stops).
+    fn ended(&self) -> Option<String>;
+
+    /// Stops every node and waits for them: each node's error, if it had one.
+    fn stop(self: Box<Self>) -> BoxFuture<'static, Vec<Result<(), String>>>;
+}
+
 /// N hollow nodes; stopping (or dropping) it stops them and removes their directories.
 #[derive(Debug)]
 pub struct Fleet {
@@ -67,7 +88,7 @@ pub struct Fleet {
     stop: CancellationToken,
     dir: tempfile::TempDir,
     /// Keeps the nodes' shared (detached) log filter alive.
-    _logging: Box<dyn std::any::Any + Send>,
+    _logging: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// The name of node `index` (`hollow-0001` for 1).
@@ -129,6 +150,24 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+impl Nodes for Fleet {
+    fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|node| node.name.clone()).collect()
+    }
+
+    fn exit(&self, node: usize, namespace: &str, pod: &str, container: &str, code: u32) -> bool {
+        self.nodes.get(node).is_some_and(|node| node.exit(namespace, pod, container, code))
+    }
+
+    fn ended(&self) -> Option<String> {
+        self.nodes.iter().find(|node| node.has_ended()).map(|node| node.name.clone())
+    }
+
+    fn stop(self: Box<Self>) -> BoxFuture<'static, Vec<Result<(), String>>> {
+        Box::pin(Fleet::stop(*self))
     }
 }
 
