@@ -333,3 +333,6 @@ async fn until(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[cfg(test)]
+mod tests;
