@@ -100,11 +100,18 @@ impl KubeletModel {
                 let span = tracing::info_span!("kubelet-model", node = %name, task);
                 tasks.push((task, tokio::spawn(future.instrument(span))));
             };
+            let lister = node::NodeLister::default();
+            let heartbeat = client.with_timeout(node::NODE_STATUS_UPDATE_FREQUENCY);
             spawn(
                 "node-status",
-                Box::pin(node::run_node_status(client.clone(), name.clone(), token.clone())),
+                Box::pin(node::run_node_status(
+                    heartbeat.clone(),
+                    lister.clone(),
+                    name.clone(),
+                    token.clone(),
+                )),
             );
-            spawn("lease", Box::pin(node::run_lease(client.clone(), name.clone(), token.clone())));
+            spawn("lease", Box::pin(node::run_lease(heartbeat, name.clone(), token.clone())));
             let feed_pods: reflector::OnChange = {
                 let pods = pods.clone();
                 Box::new(move |store: &reflector::Store| pods.sync(store))
@@ -120,7 +127,7 @@ impl KubeletModel {
                     "node-reflector",
                     "/api/v1/nodes",
                     Some(format!("metadata.name={name}")),
-                    Box::new(|_: &reflector::Store| {}),
+                    Box::new(move |store: &reflector::Store| lister.set(store.values().next())),
                 ),
                 (
                     "services-reflector",

@@ -32,6 +32,18 @@ pub enum Error {
     Status { method: Method, path: String, code: u16, reason: String, message: String },
     #[error("{method} {path}: cannot read the answer: {detail}")]
     Body { method: Method, path: String, detail: String },
+    #[error("{method} {path}: no answer within {timeout:?}")]
+    Timeout { method: Method, path: String, timeout: Duration },
+    #[error("{method} {path}: gave up after {tries} tries")]
+    GaveUp { method: Method, path: String, tries: u32 },
+    #[error("{what} is not in the informer's cache yet")]
+    NotCached { what: String },
+    #[error("the API server's address {url} is not a URL: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: hyper::http::uri::InvalidUri,
+    },
     #[error("cannot make the client for {url}: {source}")]
     Client {
         url: String,
@@ -99,6 +111,8 @@ fn refused(error: &(dyn std::error::Error + 'static)) -> bool {
 pub struct Client {
     kube: kube::Client,
     stop: CancellationToken,
+    /// How long a request may wait for its answer (none for the informers' client).
+    timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for Client {
@@ -113,14 +127,18 @@ type Answer = (StatusCode, Bytes);
 impl Client {
     /// A client of the server at `url` (plain HTTP), giving up on `stop`.
     pub fn new(url: &str, stop: CancellationToken) -> Result<Client, Error> {
-        let uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| Error::Client {
-            url: url.to_owned(),
-            source: kube::Error::Service(e.into()),
-        })?;
+        let uri = url.parse().map_err(|source| Error::Url { url: url.to_owned(), source })?;
         let config = kube::Config::new(uri);
         let kube = kube::Client::try_from(config)
             .map_err(|source| Error::Client { url: url.to_owned(), source })?;
-        Ok(Client { kube, stop })
+        Ok(Client { kube, stop, timeout: None })
+    }
+
+    /// The same client (the same connections) with a timeout on each request: kubelet's
+    /// `heartbeatClient`, whose timeout is `nodeStatusUpdateFrequency` (10 s), for the
+    /// node status and the Lease.
+    pub fn with_timeout(&self, timeout: Duration) -> Client {
+        Client { timeout: Some(timeout), ..self.clone() }
     }
 
     /// GET `path` (with its query).
@@ -186,8 +204,14 @@ impl Client {
                 path: path.to_owned(),
                 detail: e.to_string(),
             })?;
+            let limit = self.timeout.unwrap_or(Duration::MAX);
             let sent = tokio::select! {
-                sent = self.kube.send(request) => sent,
+                sent = tokio::time::timeout(limit, self.kube.send(request)) => match sent {
+                    Ok(sent) => sent,
+                    Err(_) => {
+                        return Err(Error::Timeout { method, path: path.to_owned(), timeout: limit });
+                    }
+                },
                 () = self.stop.cancelled() => {
                     return Err(Error::Stopped { method, path: path.to_owned() });
                 }

@@ -5,15 +5,16 @@
 //! - Registration (`registerWithAPIServer`): wait 100 ms (doubled after each failure,
 //!   at most 7 s), create the Node; on `AlreadyExists`, GET it.
 //! - Node status (`syncNodeStatus`, every `nodeStatusUpdateFrequency` 10 s with jitter
-//!   0.04, sliding): up to 5 tries (`nodeStatusUpdateRetry`) of GET the Node (the first
-//!   at `resourceVersion=0`, from the watch cache), then PATCH `nodes/status` only when
-//!   the status changed (heartbeats aside) or `nodeStatusReportFrequency` (5 min)
-//!   passed since the last report.
+//!   0.04, sliding): up to 5 tries (`nodeStatusUpdateRetry`) of reading the Node (the
+//!   first from the node informer's cache, no request; the others a GET), then PATCH
+//!   `nodes/status` only when the status changed (heartbeats aside) or
+//!   `nodeStatusReportFrequency` (5 min) passed since the last report.
 //! - Lease (`renewInterval` 10 s = 0.25 × 40 s, jitter 0.04, sliding): UPDATE the cached
 //!   Lease with a new `renewTime` (5 tries); failing that, GET it back (creating it if
 //!   404) with a backoff of 200 ms doubling to 7 s until the server answers, then UPDATE.
 //!   A new Lease is owned by the Node (one GET of the Node for its uid).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -92,7 +93,12 @@ pub fn node_status(name: &str, since: &str, heartbeat: &str) -> Value {
 }
 
 /// Registration, then the node status loop, until stopped.
-pub async fn run_node_status(client: Client, name: String, stop: CancellationToken) {
+pub async fn run_node_status(
+    client: Client,
+    lister: NodeLister,
+    name: String,
+    stop: CancellationToken,
+) {
     let (since, _) = client::now();
     if !register(&client, &name, &since, &stop).await {
         return;
@@ -100,8 +106,15 @@ pub async fn run_node_status(client: Client, name: String, stop: CancellationTok
     let mut last_report: Option<Instant> = None;
     loop {
         for attempt in 0..RETRIES {
-            match try_update_node_status(&client, &name, &since, attempt, &mut last_report).await {
-                Ok(()) => break,
+            let update =
+                try_update_node_status(&client, &lister, &name, &since, attempt, last_report);
+            match update.await {
+                Ok(reported) => {
+                    if reported {
+                        last_report = Some(Instant::now());
+                    }
+                    break;
+                }
                 Err(Error::Stopped { .. }) => return,
                 Err(error) => debug!(node = %name, %error, attempt, "node status update failed"),
             }
@@ -147,34 +160,50 @@ async fn register(client: &Client, name: &str, since: &str, stop: &CancellationT
     }
 }
 
-/// `tryUpdateNodeStatus`.
+/// `tryUpdateNodeStatus`: true when it reported the status. The first try reads the
+/// Node from the node informer's cache, the others from the API server.
 async fn try_update_node_status(
     client: &Client,
+    lister: &NodeLister,
     name: &str,
     since: &str,
     attempt: u32,
-    last_report: &mut Option<Instant>,
-) -> Result<(), Error> {
+    last_report: Option<Instant>,
+) -> Result<bool, Error> {
     let path = node_path(name);
-    let get = if attempt == 0 {
-        client::with_query(&path, &[("resourceVersion", "0")])
-    } else {
-        path.clone()
+    let cached = if attempt == 0 { lister.get() } else { None };
+    let original = match cached {
+        Some(node) => node,
+        None if attempt == 0 => return Err(Error::NotCached { what: format!("node {name}") }),
+        None => client.get(&path).await?,
     };
-    let original = client.get(&get).await?;
     let (now, _) = client::now();
     let status = node_status(name, since, &now);
     let changed =
         patch::without_heartbeats(&original["status"]) != patch::without_heartbeats(&status);
     let due = last_report.is_none_or(|at| at.elapsed() >= NODE_STATUS_REPORT_FREQUENCY);
     if !changed && !due {
-        return Ok(());
+        return Ok(false);
     }
     if let Some(diff) = patch::merge_diff(&original["status"], &status) {
         client.merge_patch(&format!("{path}/status"), &json!({ "status": diff })).await?;
     }
-    *last_report = Some(Instant::now());
-    Ok(())
+    Ok(true)
+}
+
+/// The node informer's cache of the node's own Node (kubelet's `nodeLister`).
+#[derive(Debug, Clone, Default)]
+pub struct NodeLister(Arc<Mutex<Option<Value>>>);
+
+impl NodeLister {
+    fn get(&self) -> Option<Value> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Takes what the node reflector holds (its one Node, or none).
+    pub fn set(&self, node: Option<&Value>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = node.cloned();
+    }
 }
 
 /// The node lease controller, until stopped.
@@ -251,24 +280,25 @@ impl LeaseController {
 
     /// `retryUpdateLease`: 5 UPDATEs at most; a conflict gets the Lease again first.
     async fn retry_update(&mut self, mut base: Value) -> Result<(), Error> {
-        let mut last = None;
+        let path = lease_path(&self.name);
         for _ in 0..RETRIES {
             let lease = self.new_lease(Some(&base)).await;
-            match self.client.update(&lease_path(&self.name), &lease).await {
+            match self.client.update(&path, &lease).await {
                 Ok(updated) => {
                     self.latest = Some(updated);
                     return Ok(());
                 }
                 Err(error @ Error::Stopped { .. }) => return Err(error),
                 Err(error) if error.is_conflict() => {
-                    let (lease, _) = self.backoff_ensure().await.ok_or(error)?;
+                    let Some((lease, _)) = self.backoff_ensure().await else {
+                        return Err(Error::Stopped { method: hyper::Method::PUT, path });
+                    };
                     base = lease;
                 }
-                Err(error) => last = Some(error),
+                Err(error) => debug!(node = %self.name, %error, "lease update failed"),
             }
         }
-        Err(last
-            .unwrap_or(Error::Stopped { method: hyper::Method::PUT, path: lease_path(&self.name) }))
+        Err(Error::GaveUp { method: hyper::Method::PUT, path, tries: RETRIES })
     }
 
     /// `newLease`: `base` (or a new Lease) renewed now, owned by the Node when the
