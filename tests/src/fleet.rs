@@ -214,5 +214,7 @@ fn settings(root: &Path, name: &str, kubeconfig: &Path) -> Result<Settings, Erro
     })
 }
 
+pub mod kubelet;
+
 #[cfg(test)]
 mod tests;
