@@ -296,13 +296,19 @@ pub struct RunArgs {
 pub const AGENT_CONFIG: &str = "/etc/outpost/outpost.yaml";
 
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("bootstrap_token").required(true).args(["token", "token_file"]))]
 pub struct JoinArgs {
     /// The API server, `https://HOST:PORT` (or `HOST:PORT`).
     #[arg(long, value_name = "URL")]
     pub server: String,
-    /// The bootstrap token, `ID.SECRET` (`kubeadm token create` makes one).
+    /// The bootstrap token, `ID.SECRET` (`kubeadm token create` makes one). Seen by
+    /// anyone who can list processes: prefer --token-file.
     #[arg(long, value_name = "ID.SECRET")]
-    pub token: outpost_core::bootstrap_token::Token,
+    pub token: Option<outpost_core::bootstrap_token::Token>,
+    /// A file holding the bootstrap token (`ID.SECRET`, surrounding whitespace ignored),
+    /// e.g. written by cloud-init; readable by its owner only.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// The hash of the cluster CA's public key, `sha256:<hex>` (`kubeadm token create
     /// --print-join-command` prints it); repeatable, one must match.
     #[arg(

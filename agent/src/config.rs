@@ -64,6 +64,12 @@ pub enum Error {
         "{0} is set without {1}: serving the local API over TLS needs both a certificate and its key"
     )]
     TlsPair(&'static str, &'static str),
+    #[error(
+        "node lease duration {0} s: give at least {min} s (the agent renews its Lease on a \
+         10 s beat, which must be at most a quarter of the duration)",
+        min = crate::sync::lease::DURATION_SECONDS
+    )]
+    LeaseDuration(i32),
     #[error("manifest URL header {0:?}: expected \"Name: value\"")]
     Header(String),
     #[error("node labels {0:?}: expected key=value pairs separated by commas")]
@@ -150,6 +156,9 @@ pub struct Config {
     pub register_with_taints: Vec<Taint>,
     /// `--max-pods` (`maxPods`): the Node's `pods` capacity and allocatable (K4).
     pub max_pods: u32,
+    /// `--node-lease-duration-seconds` (`nodeLeaseDurationSeconds`): the node Lease's
+    /// duration; it is renewed every quarter of it or sooner.
+    pub node_lease_duration_seconds: i32,
     /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
     /// them running for the next agent to adopt.
     pub stop_pods_on_shutdown: bool,
@@ -335,6 +344,7 @@ impl Config {
             node_labels: s.node_labels.into_iter().flat_map(|labels| labels.0).collect(),
             register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
             max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
+            node_lease_duration_seconds: lease_duration(s.node_lease_duration_seconds)?,
             stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
             shutdown_groups: node_shutdown::resolve(
                 s.shutdown_grace_period,
@@ -370,6 +380,16 @@ impl Config {
 }
 
 /// `path` made absolute against the current directory (kept as is if that fails).
+/// `nodeLeaseDurationSeconds`: kubelet's 40 unless given; at least that.
+fn lease_duration(given: Option<i32>) -> Result<i32, Error> {
+    let minimum = crate::sync::lease::DURATION_SECONDS;
+    match given {
+        None => Ok(minimum),
+        Some(seconds) if seconds >= minimum => Ok(seconds),
+        Some(seconds) => Err(Error::LeaseDuration(seconds)),
+    }
+}
+
 fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }

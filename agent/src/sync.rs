@@ -54,6 +54,8 @@ pub struct Context {
     pub node_config: node::Config,
     /// Set by the pod status task after each pass.
     pub status_backlog: watch::Sender<StatusBacklog>,
+    /// The node Lease's duration (`nodeLeaseDurationSeconds`).
+    pub lease_duration_seconds: i32,
 }
 
 impl Context {

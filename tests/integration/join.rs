@@ -26,17 +26,19 @@ struct Joined {
     took: Duration,
 }
 
-/// Runs `outpost join` with the config in `dir`.
+/// Runs `outpost join` with the config in `dir`, the token given by `token` (`--token
+/// ID.SECRET` or `--token-file FILE`).
 async fn join(
     server: &TestApiServer,
     dir: &Path,
-    token: &str,
+    token: [&str; 2],
     pin: &str,
     extra: &[&str],
 ) -> Joined {
     let mut command = std::process::Command::new(outpost_bin());
     command
-        .args(["join", "--server", &server.url(), "--token", token])
+        .args(["join", "--server", &server.url()])
+        .args(token)
         .args(["--discovery-token-ca-cert-hash", pin, "--config"])
         .arg(dir.join("outpost.yaml"))
         .args(extra);
@@ -61,9 +63,14 @@ async fn j1_join_verifies_cluster_info_and_writes_a_working_bootstrap_kubeconfig
     )
     .unwrap();
 
+    // The token from a file, as cloud-init would leave it (owner-only, a newline).
     let token = format!("{ID}.{SECRET}");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let from_file = ["--token-file", token_file.to_str().unwrap()];
     let joined =
-        join(&server, dir.path(), &token, &ca_pin(&server), &["--node-name", "edge-1"]).await;
+        join(&server, dir.path(), from_file, &ca_pin(&server), &["--node-name", "edge-1"]).await;
     assert_eq!(joined.code, Some(0), "{}{}", joined.stdout, joined.stderr);
     println!(
         "J1 join (cluster-info read, verified, read again over TLS; files written): {:.0?}",
@@ -105,7 +112,7 @@ async fn j1_join_verifies_cluster_info_and_writes_a_working_bootstrap_kubeconfig
 
     // Joined: a second join refuses to run.
     std::fs::write(&kubeconfig, "").unwrap();
-    let again = join(&server, dir.path(), &token, &ca_pin(&server), &[]).await;
+    let again = join(&server, dir.path(), ["--token", &token], &ca_pin(&server), &[]).await;
     assert_eq!(again.code, Some(1));
     assert!(again.stderr.contains("has joined already"), "{}", again.stderr);
 }
@@ -125,7 +132,7 @@ async fn j1_join_stops_on_a_wrong_hash_a_wrong_secret_or_an_unknown_token() {
     };
 
     let wrong_pin = Pin::of_spki(b"another cluster's CA").to_string();
-    let out = join(&server, dir.path(), &token, &wrong_pin, &[]).await;
+    let out = join(&server, dir.path(), ["--token", &token], &wrong_pin, &[]).await;
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(
         out.stderr.contains("public key hash") && out.stderr.contains(&ca_pin(&server)),
@@ -136,8 +143,14 @@ async fn j1_join_stops_on_a_wrong_hash_a_wrong_secret_or_an_unknown_token() {
     println!("J1 join refused, wrong hash, in {:.0?}: {}", out.took, out.stderr.trim());
     nothing_written();
 
-    let out =
-        join(&server, dir.path(), &format!("{ID}.ffffffffffffffff"), &ca_pin(&server), &[]).await;
+    let out = join(
+        &server,
+        dir.path(),
+        ["--token", &format!("{ID}.ffffffffffffffff")],
+        &ca_pin(&server),
+        &[],
+    )
+    .await;
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(
         out.stderr.contains("JWS signature of cluster-info does not match token"),
@@ -150,7 +163,7 @@ async fn j1_join_stops_on_a_wrong_hash_a_wrong_secret_or_an_unknown_token() {
     let out = join(
         &server,
         dir.path(),
-        "zzzzzz.0123456789abcdef",
+        ["--token", "zzzzzz.0123456789abcdef"],
         &ca_pin(&server),
         &["--discovery-timeout", "2s"],
     )
@@ -163,7 +176,7 @@ async fn j1_join_stops_on_a_wrong_hash_a_wrong_secret_or_an_unknown_token() {
 
     // A malformed token never reaches the server.
     let before = server.total_requests();
-    let out = join(&server, dir.path(), "ABC.def", &ca_pin(&server), &[]).await;
+    let out = join(&server, dir.path(), ["--token", "ABC.def"], &ca_pin(&server), &[]).await;
     assert_eq!(out.code, Some(2), "clap refuses it: {}", out.stderr);
     assert!(out.stderr.contains("ID.SECRET"), "{}", out.stderr);
     assert_eq!(server.total_requests(), before);

@@ -103,6 +103,17 @@ impl Fleet {
     /// once, as a site whose power comes back. `log` is the nodes' log filter (EnvFilter
     /// syntax, e.g. `warn`), written nowhere unless the process installed a subscriber.
     pub async fn start(server: &TestApiServer, nodes: usize, log: &str) -> Result<Fleet, Error> {
+        Fleet::start_with(server, nodes, log, |_| {}).await
+    }
+
+    /// [`Fleet::start`] with each node's settings changed by `tune` first (a lever
+    /// measured: e.g. `node_lease_duration_seconds`).
+    pub async fn start_with(
+        server: &TestApiServer,
+        nodes: usize,
+        log: &str,
+        tune: impl Fn(&mut Settings),
+    ) -> Result<Fleet, Error> {
         let dir = tempfile::Builder::new()
             .prefix("outpost-fleet-")
             .tempdir()
@@ -113,7 +124,8 @@ impl Fleet {
         let mut started = Vec::with_capacity(nodes);
         for index in 1..=nodes {
             let name = node_name(index);
-            let settings = settings(dir.path(), &name, &kubeconfig)?;
+            let mut settings = settings(dir.path(), &name, &kubeconfig)?;
+            tune(&mut settings);
             let hollow = Arc::new(Hollow::default());
             let run = outpost::commands::run::hollow(
                 settings,
@@ -203,6 +215,8 @@ fn settings(root: &Path, name: &str, kubeconfig: &Path) -> Result<Settings, Erro
         ..Settings::default()
     })
 }
+
+pub mod kubelet;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@
 //! version was yanked is not checked: that needs the crates.io index, and the audit runs
 //! offline.
 //!
+//! Then it checks the licence and duplicate policy ([`policy`]) over `cargo metadata`.
+//!
 //! It also fails when a lockfile brings ICU4X back: Outpost's host names are ASCII, and
 //! `idna`'s Unicode back end is chosen by the locked version of `idna_adapter` (1.0.x has
 //! none; 1.2.x, which a plain `cargo update` picks, pulls about twenty ICU4X crates).
@@ -22,6 +24,8 @@ use anyhow::{Context, bail};
 use rustsec::advisory::Informational;
 use rustsec::report::{Report, Settings};
 use rustsec::{Database, Lockfile, Vulnerability, Warning};
+
+mod policy;
 
 /// The lockfiles checked, relative to the workspace root.
 const LOCKFILES: [&str; 2] = ["Cargo.lock", "fuzz/Cargo.lock"];
@@ -79,8 +83,18 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             unicode.push(format!("{lockfile} locks idna_adapter {version}"));
         }
     }
+    let findings = policy::check(&metadata()?, &policy::SHIPPED);
+    print!("{}", policy::describe(&findings));
     if vulnerable > 0 {
         bail!("{vulnerable} vulnerable locked package(s): upgrade them (see above)");
+    }
+    if !findings.licence_errors.is_empty() {
+        bail!(
+            "{} package(s) with a licence the policy does not allow (see above): replace \
+             them, or, for a test-only crate, add it to the exceptions in \
+             xtask/src/audit/policy.rs with the reason",
+            findings.licence_errors.len()
+        );
     }
     if !unicode.is_empty() {
         bail!(
@@ -90,6 +104,22 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The workspace's `cargo metadata`, as locked, for the targets the binaries are built for.
+fn metadata() -> anyhow::Result<serde_json::Value> {
+    let mut args = vec!["metadata", "--format-version", "1", "--locked"];
+    for target in policy::TARGETS {
+        args.extend(["--filter-platform", target]);
+    }
+    let output = crate::cargo(&args).output().context("cannot run `cargo metadata`")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo metadata --locked` failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("cannot read `cargo metadata`'s output")
 }
 
 /// One lockfile's audit.

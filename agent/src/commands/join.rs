@@ -87,6 +87,25 @@ pub enum Error {
     },
     #[error("cannot start the join's runtime")]
     Runtime(#[source] std::io::Error),
+    #[error("cannot read the bootstrap token file {path}")]
+    ReadToken {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the bootstrap token file {path} may be read by others (mode {mode:o}): a token lets \
+         anyone join this cluster as a node; `chmod 600` it"
+    )]
+    TokenFileMode { path: PathBuf, mode: u32 },
+    #[error("the bootstrap token file {path} does not hold a token")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: bootstrap_token::Error,
+    },
+    #[error("give the bootstrap token with --token or --token-file")]
+    NoToken,
 }
 
 impl Error {
@@ -102,6 +121,7 @@ pub fn join(args: &JoinArgs) -> Result<ExitCode, Error> {
         .ok_or_else(|| Error::Timeout(args.discovery_timeout.clone()))?;
     let layout = files::Layout::new(&args.config, args.kubeconfig_dir.as_deref());
     layout.check_not_joined()?;
+    let token = token(args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -109,17 +129,17 @@ pub fn join(args: &JoinArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let info = runtime.block_on(discovery::discover(
         &args.server,
-        &args.token,
+        &token,
         &args.ca_cert_hashes,
         timeout,
     ))?;
     println!(
         "cluster-info of {} verified: signed with token {}, CA public key {} pinned",
         info.server,
-        args.token.id(),
+        token.id(),
         info.pin
     );
-    let written = layout.write(&info, &args.token, args.node_name.as_deref())?;
+    let written = layout.write(&info, &token, args.node_name.as_deref())?;
     for path in &written {
         println!("wrote {}", path.display());
     }
@@ -130,4 +150,21 @@ pub fn join(args: &JoinArgs) -> Result<ExitCode, Error> {
         args.config.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The token of `--token`, or read from `--token-file` (owner-only, like the kubeconfig
+/// the join writes with it).
+fn token(args: &JoinArgs) -> Result<bootstrap_token::Token, Error> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Some(token) = &args.token {
+        return Ok(token.clone());
+    }
+    let path = args.token_file.as_ref().ok_or(Error::NoToken)?;
+    let read = |source| Error::ReadToken { path: path.clone(), source };
+    let mode = std::fs::metadata(path).map_err(read)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::TokenFileMode { path: path.clone(), mode });
+    }
+    let text = std::fs::read_to_string(path).map_err(read)?;
+    text.trim().parse().map_err(|source| Error::TokenFile { path: path.clone(), source })
 }

@@ -40,6 +40,7 @@ pub fn configz(config: &Config) -> Value {
         json!(format!("unix://{}", config.containerd_socket.display())),
     );
     set("maxPods", json!(config.max_pods));
+    set("nodeLeaseDurationSeconds", json!(config.node_lease_duration_seconds));
     let resources = &config.node_resources;
     let driver = match resources.layout.driver {
         Driver::Cgroupfs => "cgroupfs",

@@ -250,6 +250,14 @@ settings! {
         #[arg(long, value_name = "TAINTS")]
         #[serde(deserialize_with = "one")]
         pub register_with_taints: Vec<Taints>,
+        /// The node Lease's duration in seconds (kubelet's nodeLeaseDurationSeconds,
+        /// default 40, at least 40). The Lease is renewed on the agent's 10 s beat every
+        /// quarter of it or sooner: 40 and 60 every 10 s, 80 every 20 s, 120 every 30 s.
+        /// A longer Lease means fewer writes to the API server (a fleet's main load when
+        /// idle) and a node noticed gone later: the node lifecycle controller's
+        /// --node-monitor-grace-period must exceed the renew interval.
+        #[arg(long, value_name = "SECONDS")]
+        pub node_lease_duration_seconds: Option<i32>,
         /// The most pods the node runs (kubelet's maxPods, default 110): the Node's `pods`
         /// capacity; a pod beyond it is rejected with OutOfpods (K4).
         #[arg(long, value_name = "N")]

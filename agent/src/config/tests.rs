@@ -466,3 +466,19 @@ fn the_oci_runtime_is_runc_unless_crun_is_set() {
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("runtime: \"youki\": expected runc or crun"), "{err}");
 }
+
+/// `nodeLeaseDurationSeconds`: kubelet's 40 by default, from the file or the flag, and
+/// nothing shorter than the beat's four periods.
+#[test]
+fn the_node_lease_duration_defaults_to_kubelets_and_refuses_less() {
+    let named = || Settings { node_name: Some("n".into()), ..Settings::default() };
+    assert_eq!(Config::resolve(named()).unwrap().node_lease_duration_seconds, 40);
+    let f = file("nodeLeaseDurationSeconds: 120\n");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_lease_duration_seconds, 120);
+    for seconds in [0, 39, -5] {
+        let short = Settings { node_lease_duration_seconds: Some(seconds), ..named() };
+        let error = Config::resolve(short).unwrap_err().to_string();
+        let expected = format!("node lease duration {seconds} s: give at least 40 s");
+        assert!(error.starts_with(&expected), "{error}");
+    }
+}

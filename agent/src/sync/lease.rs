@@ -1,6 +1,7 @@
 //! The node Lease in `kube-node-lease`, as kubelet's lease controller keeps it: holder
-//! and name = the node, 40 s duration, renewed every 10 s (on the writers'
-//! [beat](super::beat)) by an update of the latest Lease it has (a 409 Conflict reads it
+//! and name = the node, 40 s duration (`nodeLeaseDurationSeconds`), renewed every 10 s,
+//! a quarter of it (on the writers' [beat](super::beat); a longer Lease on every n-th
+//! beat, [`beats_per_renewal`]) by an update of the latest Lease it has (a 409 Conflict reads it
 //! again, a 404 creates it), with an ownerReference to the Node once its UID is known.
 //!
 //! While the API server is unreachable the lease is not renewed on the 10 s tick; the
@@ -35,9 +36,10 @@ use crate::apiserver::CallError;
 use crate::error_chain::describe;
 
 pub const NAMESPACE: &str = "kube-node-lease";
-/// kubelet's `nodeLeaseDurationSeconds`.
+/// kubelet's default `nodeLeaseDurationSeconds`, and the shortest the agent takes: it is
+/// renewed on the beat, which must be at most a quarter of it.
 pub const DURATION_SECONDS: i32 = 40;
-/// kubelet renews at a quarter of the duration: on the writers' beat.
+/// kubelet renews at a quarter of the default duration: on the writers' beat.
 pub const RENEW_INTERVAL: Duration = super::beat::PERIOD;
 /// The probe's backoff while the server is unreachable.
 const PROBE: Backoff = Backoff::new(Duration::from_secs(1), RENEW_INTERVAL);
@@ -84,14 +86,28 @@ impl Error {
     }
 }
 
-/// `lease` as this renewal writes it: held by the node for 40 s from `now`, owned by
-/// the Node when its identity is known (an ownerReference to an older Node is replaced).
-pub fn renewed(mut lease: Lease, node_name: &str, node: Option<&NodeRef>, now: Timestamp) -> Lease {
+/// How many beats apart the Lease of `duration_seconds` is renewed: the most whole
+/// beats within a quarter of the duration (kubelet's renew interval), at least one.
+pub fn beats_per_renewal(duration_seconds: i32) -> u64 {
+    let quarter = Duration::from_secs(u64::try_from(duration_seconds.max(0)).unwrap_or(0)) / 4;
+    (quarter.as_millis() / RENEW_INTERVAL.as_millis()).max(1) as u64
+}
+
+/// `lease` as this renewal writes it: held by the node for `duration_seconds` from
+/// `now`, owned by the Node when its identity is known (an ownerReference to an older
+/// Node is replaced).
+pub fn renewed(
+    mut lease: Lease,
+    node_name: &str,
+    node: Option<&NodeRef>,
+    duration_seconds: i32,
+    now: Timestamp,
+) -> Lease {
     lease.metadata.name = Some(node_name.to_owned());
     lease.metadata.namespace = Some(NAMESPACE.to_owned());
     let spec = lease.spec.get_or_insert_default();
     spec.holder_identity = Some(node_name.to_owned());
-    spec.lease_duration_seconds = Some(DURATION_SECONDS);
+    spec.lease_duration_seconds = Some(duration_seconds);
     spec.renew_time = Some(MicroTime(now));
     if let Some(node) = node {
         let owners = lease.metadata.owner_references.get_or_insert_default();
@@ -126,6 +142,11 @@ struct LeaseSync {
 pub async fn run(context: Arc<Context>, mut beats: Beats) {
     let mut wakeups = context.client.connectivity().wakeups();
     let mut node = context.node.subscribe();
+    let duration = context.lease_duration_seconds;
+    // A beat that comes less than half a beat before the renew interval is up (after a
+    // renewal off the beat, a retry) is left to the next.
+    let due = RENEW_INTERVAL * u32::try_from(beats_per_renewal(duration)).unwrap_or(1)
+        - RENEW_INTERVAL / 2;
     let mut lease = LeaseSync { context, latest: None };
     let mut probe = PROBE;
     loop {
@@ -155,10 +176,9 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
         loop {
             tokio::select! {
                 () = sleep_until(retry), if retry.is_some() => break,
-                // Every 10 s; a beat that comes less than 5 s after a renewal off the beat
-                // (after a retry) is left to the next.
+                // Every 10 s (every n-th beat for a longer Lease).
                 Ok(()) = beats.changed(), if retry.is_none() => {
-                    if renewed.elapsed() >= RENEW_INTERVAL / 2 {
+                    if renewed.elapsed() >= due {
                         break;
                     }
                 }
@@ -197,7 +217,8 @@ impl LeaseSync {
                 },
             };
             let node = self.context.node.borrow().clone();
-            let lease = renewed(current, &name, node.as_ref(), Timestamp::now());
+            let duration = self.context.lease_duration_seconds;
+            let lease = renewed(current, &name, node.as_ref(), duration, Timestamp::now());
             let body = serde_json::to_vec(&lease)
                 .map_err(|source| Error::Encode { lease: name.clone(), source })?;
             let request = Self::request().replace(&name, &PostParams::default(), body);
@@ -231,7 +252,8 @@ impl LeaseSync {
 
     async fn create(&self, name: &str) -> Result<Lease, Error> {
         let node = self.context.node.borrow().clone();
-        let lease = renewed(named(name), name, node.as_ref(), Timestamp::now());
+        let duration = self.context.lease_duration_seconds;
+        let lease = renewed(named(name), name, node.as_ref(), duration, Timestamp::now());
         let body = serde_json::to_vec(&lease)
             .map_err(|source| Error::Encode { lease: name.to_owned(), source })?;
         let request = Self::request().create(&PostParams::default(), body);

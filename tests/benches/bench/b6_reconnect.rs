@@ -224,6 +224,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             certificates: Vec::new(),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
+        lease_duration_seconds: sync::lease::DURATION_SECONDS,
     });
     let writers = tokio::spawn(writers);
     let cut = Cut { server: &server, uplink, outage };

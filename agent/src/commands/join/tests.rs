@@ -145,3 +145,53 @@ fn j1_server_is_an_https_url_or_host_and_port() {
     assert!(reason.contains("TLS"), "{reason}");
     assert!(matches!(url("https://"), Err(Error::Server { .. })));
 }
+
+/// `outpost join`'s arguments as clap parses them.
+fn join_args(args: &[&str]) -> Result<JoinArgs, clap::Error> {
+    use clap::Parser as _;
+    let pin = format!("sha256:{}", "ab".repeat(32));
+    let mut argv = vec!["outpost", "join", "--server", "https://10.0.0.1:6443"];
+    argv.extend(["--discovery-token-ca-cert-hash", &pin]);
+    argv.extend(args);
+    match crate::cli::Cli::try_parse_from(argv)?.command {
+        crate::cli::Command::Join(join) => Ok(join),
+        other => panic!("not a join: {other:?}"),
+    }
+}
+
+#[test]
+fn j1_the_token_comes_from_the_flag_or_an_owner_only_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "abcdef.0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let path = file.to_str().unwrap();
+
+    let from_flag = join_args(&["--token", "abcdef.0123456789abcdef"]).unwrap();
+    assert_eq!(token(&from_flag).unwrap().id(), "abcdef");
+    let from_file = join_args(&["--token-file", path]).unwrap();
+    assert_eq!(token(&from_file).unwrap().id(), "abcdef");
+
+    // Neither, or both: clap says so before anything is read.
+    assert!(join_args(&[]).is_err());
+    assert!(join_args(&["--token", "abcdef.0123456789abcdef", "--token-file", path]).is_err());
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let error = token(&from_file).unwrap_err().to_string();
+    assert!(
+        error.contains("may be read by others (mode 644)") && error.contains("chmod 600"),
+        "{error}"
+    );
+
+    std::fs::write(&file, "not a token").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let error = token(&from_file).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!("the bootstrap token file {path} does not hold")),
+        "{error}"
+    );
+
+    let missing = join_args(&["--token-file", "/nonexistent/token"]).unwrap();
+    let error = token(&missing).unwrap_err().to_string();
+    assert_eq!(error, "cannot read the bootstrap token file /nonexistent/token");
+}

@@ -464,6 +464,7 @@ fn synced(
         events: shared.events.clone(),
         node_config,
         status_backlog,
+        lease_duration_seconds: config.node_lease_duration_seconds,
     };
     let (handle, task) = sync::build(context);
     tasks.push(Task::infallible("sync", task));
