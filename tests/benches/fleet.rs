@@ -199,6 +199,15 @@ fn print_outage(outage: &Outage, throttle: Option<f64>) {
         outage.budget(),
         if beyond <= outage.budget() { "met" } else { "MISSED" },
     );
+    println!(
+        "  beyond idle, Events left out: {:.0} (per pod {})",
+        outage.beyond_idle_except("events"),
+        if outage.pods > 0 {
+            format!("{:.2}", outage.beyond_idle_except("events") / outage.pods as f64)
+        } else {
+            "-".to_owned()
+        },
+    );
     println!("  nodes whose Node was written after the restore: {}", outage.node_writes);
     if throttle.is_some() {
         println!("  throttled (429): {}", outage.throttled);

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::kubelet::KubeletModel;
 use super::{Fleet, Nodes};
 use crate::apiserver::{TestApiServer, Throttle, Transferred};
 pub use count::PerSecond;
@@ -35,11 +36,8 @@ pub enum Error {
     Server(#[source] crate::apiserver::Error),
     #[error("cannot start the hollow nodes: {0}")]
     Fleet(#[source] super::Error),
-    #[error(
-        "the kubelet-shaped client model (outpost_tests::fleet::kubelet) is not built in this \
-         tree; run with --client outpost"
-    )]
-    KubeletNotBuilt,
+    #[error("cannot start the kubelet-shaped client model: {0}")]
+    Kubelet(#[source] super::kubelet::Error),
     #[error(transparent)]
     Limits(#[from] limits::Error),
     #[error(
@@ -91,7 +89,10 @@ impl Client {
                 let fleet = Fleet::start(server, nodes, "warn").await.map_err(Error::Fleet)?;
                 Ok(Box::new(fleet))
             }
-            Client::Kubelet => Err(Error::KubeletNotBuilt),
+            Client::Kubelet => {
+                let model = KubeletModel::start(server, nodes).map_err(Error::Kubelet)?;
+                Ok(Box::new(model))
+            }
         }
     }
 }

@@ -85,6 +85,17 @@ impl Outage {
         (self.total() as f64 - self.idle_qps * self.window_seconds()).max(0.0)
     }
 
+    /// [`Outage::beyond_idle`] without the requests on `resource` (e.g. `events`, which
+    /// the kubelet model does not post), as if idle had none of them either.
+    pub fn beyond_idle_except(&self, resource: &str) -> f64 {
+        let on = |key: &(String, String)| {
+            key.1 == resource || key.1.starts_with(&format!("{resource}/"))
+        };
+        let those: u64 =
+            self.requests.iter().filter(|(key, _)| on(key)).map(|(_, count)| count).sum();
+        (self.beyond_idle() - those as f64).max(0.0)
+    }
+
     /// The reconnect target: at most 2 requests per pod and 5 per node beyond idle.
     pub fn budget(&self) -> f64 {
         (2 * self.pods + 5 * self.nodes) as f64

@@ -55,6 +55,7 @@ fn b13_outage_counts_beyond_idle_against_the_reconnect_budget() {
     assert_eq!(outage.peak(), (0, 6));
     assert_eq!(outage.beyond_idle(), 10.0, "11 requests in 4 s, 1 of them idle");
     assert_eq!(outage.budget(), 18.0, "4 pods and 2 nodes");
+    assert_eq!(outage.beyond_idle_except("pods"), 4.0, "pods and pods/status left out");
     assert_eq!(outage.synced_after(), Some(Duration::from_secs(3)), "the nodes' and the pods'");
 }
 
@@ -73,7 +74,17 @@ fn b13_outage_beyond_idle_is_never_negative() {
 /// requests are counted (the pods' status writes among them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn b13_whole_fleet_outage_ends_with_every_node_and_pod_synced() {
-    let mut scenario = Scenario::new(Client::Outpost, 3);
+    whole_fleet_outage(Client::Outpost).await;
+}
+
+/// The same scenario drives the kubelet-shaped model through the same outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b13_whole_fleet_outage_of_the_kubelet_model_ends_synced() {
+    whole_fleet_outage(Client::Kubelet).await;
+}
+
+async fn whole_fleet_outage(client: Client) {
+    let mut scenario = Scenario::new(client, 3);
     scenario.pods_per_node = 2;
     scenario.settle = Duration::from_secs(1);
     scenario.idle = Duration::from_secs(2);
