@@ -1,5 +1,6 @@
 //! The fleet harness (B13): `cargo xtask fleet [--client outpost|kubelet] [--nodes N]
-//! [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]`
+//! [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]
+//! [--history EVENTS]`
 //! runs the scenario of `outpost_tests::fleet::scenario` (N nodes, all at once, on one
 //! test API server, P API pods each; an idle window of M minutes; then each whole-fleet
 //! outage in turn) and prints its figures:
@@ -22,7 +23,7 @@ use outpost_tests::fleet::scenario::{self, Client, Figures, Outage, Scenario};
 
 /// What the issue measured with 20 real agents (no containerd), idle.
 const MEASURED_REAL_AGENTS: f64 = 6.0;
-const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]";
+const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS]";
 
 fn parse(args: &[String]) -> anyhow::Result<Scenario> {
     let mut scenario = Scenario::new(Client::Outpost, 20);
@@ -52,6 +53,7 @@ fn parse(args: &[String]) -> anyhow::Result<Scenario> {
                 }
             }
             "--throttle" => scenario.throttle = Some(value()?.parse().context("--throttle")?),
+            "--history" => scenario.history = Some(value()?.parse().context("--history")?),
             // `cargo bench` passes this to harness-less programs.
             "--bench" => {}
             other => bail!("unknown argument {other}: {USAGE}"),
@@ -97,11 +99,15 @@ fn print_idle(figures: &Figures) {
     let node_minutes = n as f64 * idle.seconds / 60.0;
     println!();
     println!(
-        "B13 fleet, idle: {n} {} nodes, {} API pods per node, {:.2} min{}",
+        "B13 fleet, idle: {n} {} nodes, {} API pods per node, {:.2} min{}{}",
         figures.client.name(),
         figures.pods_per_node,
         idle.seconds / 60.0,
         figures.throttle.map(|qps| format!(", throttled at {qps} QPS")).unwrap_or_default(),
+        figures
+            .history
+            .map(|events| format!(", a watch history of {events} events"))
+            .unwrap_or_default(),
     );
     println!(
         "  Ready in {:.1} s, pods running {:.1} s after the start",

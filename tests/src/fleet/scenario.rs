@@ -112,6 +112,11 @@ pub struct Scenario {
     pub tail: Duration,
     /// Flow control's rate (QPS), from the idle window on.
     pub throttle: Option<f64>,
+    /// The test API server's watch history, in events (its default, 1,000, when
+    /// `None`): one history for every resource, so at a fleet's write rate it holds only
+    /// seconds, and watches that resume later get 410 and list again; kube-apiserver's
+    /// watch cache keeps one per resource.
+    pub history: Option<usize>,
 }
 
 impl Scenario {
@@ -126,6 +131,7 @@ impl Scenario {
             outages: Vec::new(),
             tail: Duration::from_secs(10),
             throttle: None,
+            history: None,
         }
     }
 }
@@ -160,6 +166,8 @@ pub struct Figures {
     pub nodes: usize,
     pub pods_per_node: usize,
     pub throttle: Option<f64>,
+    /// The test API server's watch history, when not its default.
+    pub history: Option<usize>,
     pub ready_after: Duration,
     pub running_after: Duration,
     /// The process's RSS growth over the nodes' start, per node (KiB).
@@ -185,7 +193,11 @@ pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<F
     for line in &raised {
         say(line.clone());
     }
-    let server = TestApiServer::builder().start().await.map_err(Error::Server)?;
+    let mut builder = TestApiServer::builder();
+    if let Some(events) = scenario.history {
+        builder = builder.history_limit(events);
+    }
+    let server = builder.start().await.map_err(Error::Server)?;
     let rss_before = count::rss_kib();
     let started = Instant::now();
     let nodes = scenario.client.start(&server, scenario.nodes).await?;
@@ -264,6 +276,7 @@ async fn measure(
         nodes: n,
         pods_per_node: scenario.pods_per_node,
         throttle: scenario.throttle,
+        history: scenario.history,
         ready_after,
         running_after,
         memory_per_node_kib: rss_after.saturating_sub(rss_before) as f64 / n as f64,
