@@ -189,9 +189,9 @@ impl Nodes for KubeletModel {
     }
 
     fn ended(&self) -> Option<String> {
-        self.nodes
-            .iter()
-            .find_map(|node| node.ended().map(|task| format!("{} ({task})", node.name)))
+        let (node, task) = self.nodes.iter().find_map(|node| Some((node, node.ended()?)))?;
+        tracing::error!(node = %node.name, task, "a model node's task ended before the stop");
+        Some(node.name.clone())
     }
 
     fn stop(self: Box<Self>) -> BoxFuture<'static, Vec<Result<(), String>>> {
