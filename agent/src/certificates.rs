@@ -18,6 +18,7 @@ pub mod csr;
 pub mod kubeconfig;
 pub mod manager;
 pub mod pki;
+mod rotation;
 pub mod serving;
 
 use std::path::PathBuf;

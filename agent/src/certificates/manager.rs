@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use outpost_core::backoff::Backoff;
-use outpost_core::certificates::{Expiry, Held, Lapse, expiry, rfc3339, rotation_deadline};
+use outpost_core::certificates::{Expiry, Held, Lapse, expiry, rfc3339};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -16,6 +15,7 @@ use super::Error;
 use super::csr::{self, Wanted};
 use super::kubeconfig::{self, ClusterInfo};
 use super::pki::{Pair, Pki};
+use super::rotation::{self, Rotation};
 use crate::apiserver::{ApiClient, Connectivity, Credentials};
 
 /// kubelet's wait for a bootstrap or renewal request's certificate.
@@ -141,7 +141,7 @@ impl Manager {
                 );
                 match tokio::time::timeout(START_WAIT, manager.bootstrap()).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => manager.complain(&e),
+                    Ok(Err(e)) => rotation::report(&manager, &e),
                     Err(_) => warn!(
                         waited = ?START_WAIT,
                         "no client certificate yet; starting without (pods keep running), still waiting"
@@ -163,76 +163,7 @@ impl Manager {
 
     /// The `certificates` task: forever, renew at the deadline, bootstrap when expired.
     pub async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-        loop {
-            let outcome = match self.valid_current() {
-                Ok(Some(pair)) => self.keep(&pair).await,
-                Ok(None) => self.bootstrap().await,
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(()) => backoff.reset(),
-                Err(e) => {
-                    self.complain(&e);
-                    tokio::time::sleep(backoff.next_delay(fastrand::f64())).await;
-                }
-            }
-        }
-    }
-
-    /// The current certificate if it is valid now (an expired one is said so).
-    fn valid_current(&self) -> Result<Option<Pair>, Error> {
-        let Some(pair) = self.pki.current(CLIENT)? else { return Ok(None) };
-        if expiry(SystemTime::now(), pair.not_before, pair.not_after) == Expiry::Expired {
-            let problem = format!(
-                "the client certificate {} expired at {}",
-                pair.path.display(),
-                rfc3339(pair.not_after)
-            );
-            warn!("{problem}; getting a new one with the bootstrap credentials");
-            self.credentials.clear(&problem);
-            self.status.send_modify(|s| {
-                s.shows(&pair);
-                s.problem = Some(problem);
-            });
-            return Ok(None);
-        }
-        Ok(Some(pair))
-    }
-
-    /// Waits for `pair`'s rotation deadline (or its end, without rotation) and renews it.
-    async fn keep(&self, pair: &Pair) -> Result<(), Error> {
-        let deadline = self.rotate.then(|| {
-            let known = self.status.borrow().clone();
-            match known.rotation_deadline {
-                Some(deadline) if known.path.as_ref() == Some(&pair.path) => deadline,
-                _ => rotation_deadline(pair.not_before, pair.not_after, fastrand::f64()),
-            }
-        });
-        self.status.send_modify(|s| {
-            s.shows(pair);
-            s.rotation_deadline = deadline;
-        });
-        let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);
-        if let Ok(wait) = until.duration_since(SystemTime::now()) {
-            info!(deadline = %rfc3339(until), expires = %rfc3339(pair.not_after), "client certificate valid; waiting for its rotation deadline");
-            tokio::time::sleep(wait).await;
-        }
-        if deadline.is_none() || SystemTime::now() >= pair.not_after {
-            return Ok(());
-        }
-        info!("rotating the client certificate");
-        let issued = with_timeout(csr::request(
-            self.client.kube().clone(),
-            &Wanted::client(&self.node_name),
-        ))
-        .await?;
-        let new = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
-        let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
-        self.use_pair(&new, &cluster).await?;
-        self.status.send_modify(|s| s.rotations += 1);
-        info!(expires = %rfc3339(new.not_after), "client certificate rotated");
-        Ok(())
+        rotation::run(self).await;
     }
 
     /// Gets a certificate with the bootstrap credentials.
@@ -259,21 +190,74 @@ impl Manager {
         self.status.send_modify(|s| s.took(pair));
         Ok(())
     }
+}
+
+impl Rotation for Manager {
+    fn status(&self) -> &watch::Sender<CertificateStatus> {
+        &self.status
+    }
+
+    /// The current certificate if it is valid now (an expired one is said so).
+    fn valid_current(&self) -> Result<Option<Pair>, Error> {
+        let Some(pair) = self.pki.current(CLIENT)? else { return Ok(None) };
+        if expiry(SystemTime::now(), pair.not_before, pair.not_after) == Expiry::Expired {
+            let problem = format!(
+                "the client certificate {} expired at {}",
+                pair.path.display(),
+                rfc3339(pair.not_after)
+            );
+            warn!("{problem}; getting a new one with the bootstrap credentials");
+            self.credentials.clear(&problem);
+            self.status.send_modify(|s| {
+                s.shows(&pair);
+                s.problem = Some(problem);
+            });
+            return Ok(None);
+        }
+        Ok(Some(pair))
+    }
+
+    /// Waits for `pair`'s rotation deadline (or its end, without rotation) and renews it.
+    async fn keep(&self, pair: &Pair) -> Result<(), Error> {
+        let deadline = self.rotate.then(|| rotation::deadline(&self.status, pair));
+        self.status.send_modify(|s| {
+            s.shows(pair);
+            s.rotation_deadline = deadline;
+        });
+        let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);
+        if let Ok(wait) = until.duration_since(SystemTime::now()) {
+            info!(deadline = %rfc3339(until), expires = %rfc3339(pair.not_after), "client certificate valid; waiting for its rotation deadline");
+            tokio::time::sleep(wait).await;
+        }
+        if deadline.is_none() || SystemTime::now() >= pair.not_after {
+            return Ok(());
+        }
+        info!("rotating the client certificate");
+        let issued = with_timeout(csr::request(
+            self.client.kube().clone(),
+            &Wanted::client(&self.node_name),
+        ))
+        .await?;
+        let new = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
+        let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
+        self.use_pair(&new, &cluster).await?;
+        self.status.send_modify(|s| s.rotations += 1);
+        info!(expires = %rfc3339(new.not_after), "client certificate rotated");
+        Ok(())
+    }
+
+    async fn obtain(&self) -> Result<(), Error> {
+        self.bootstrap().await
+    }
 
     /// Says loudly what keeps the node from a valid certificate.
-    fn complain(&self, problem: &Error) {
+    fn failed(&self, problem: &str) {
         let standing = self.status.borrow().expiry(SystemTime::now());
-        let expired = !matches!(standing, Some(Expiry::Valid | Expiry::ExpiringSoon));
-        let message = crate::error_chain::describe(problem);
-        if expired {
-            error!(problem = %message, "the node has no valid client certificate; pods keep running, the API server gets nothing until one is issued");
+        if matches!(standing, Some(Expiry::Valid | Expiry::ExpiringSoon)) {
+            warn!(%problem, "cannot renew the client certificate yet; retrying");
         } else {
-            warn!(problem = %message, "cannot renew the client certificate yet; retrying");
+            error!(%problem, "the node has no valid client certificate; pods keep running, the API server gets nothing until one is issued");
         }
-        self.status.send_modify(|s| {
-            s.problem = Some(message);
-            s.renew_errors += 1;
-        });
     }
 }
 

@@ -9,11 +9,10 @@
 //! with the one they started with. Until the first certificate, handshakes fail.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
-use outpost_core::backoff::Backoff;
-use outpost_core::certificates::{Expiry, expiry, rfc3339, rotation_deadline};
+use outpost_core::certificates::{Expiry, expiry, rfc3339};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -24,6 +23,7 @@ use super::Error;
 use super::csr::{self, SERVING_SIGNER, Wanted};
 use super::manager::CertificateStatus;
 use super::pki::{Pair, Pki};
+use super::rotation::{self, Rotation};
 use crate::apiserver::ApiClient;
 
 /// The serving certificate's kind in kubelet's file names.
@@ -112,51 +112,7 @@ impl ServingManager {
 
     /// Forever: get a certificate when there is none, renew it at its deadline.
     pub async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-        loop {
-            let outcome = match self.valid_current() {
-                Ok(Some(pair)) => self.keep(&pair).await,
-                Ok(None) => self.renew().await,
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(()) => backoff.reset(),
-                Err(e) => {
-                    let message = crate::error_chain::describe(&e);
-                    warn!(problem = %message, "cannot get the serving certificate yet; retrying");
-                    self.status.send_modify(|s| {
-                        s.problem = Some(message);
-                        s.renew_errors += 1;
-                    });
-                    tokio::time::sleep(backoff.next_delay(fastrand::f64())).await;
-                }
-            }
-        }
-    }
-
-    fn valid_current(&self) -> Result<Option<Pair>, Error> {
-        let Some(pair) = self.pki.current(SERVER)? else { return Ok(None) };
-        if expiry(SystemTime::now(), pair.not_before, pair.not_after) != Expiry::Expired {
-            return Ok(Some(pair));
-        }
-        // Reported as expired until a new one comes.
-        self.status.send_modify(|s| s.shows(&pair));
-        Ok(None)
-    }
-
-    async fn keep(&self, pair: &Pair) -> Result<(), Error> {
-        let known = self.status.borrow().clone();
-        let deadline = match known.rotation_deadline {
-            Some(deadline) if known.path.as_ref() == Some(&pair.path) => deadline,
-            _ => rotation_deadline(pair.not_before, pair.not_after, fastrand::f64()),
-        };
-        self.status.send_modify(|s| s.rotation_deadline = Some(deadline));
-        if let Ok(wait) = deadline.duration_since(SystemTime::now()) {
-            tokio::time::sleep(wait).await;
-        }
-        self.renew().await?;
-        self.status.send_modify(|s| s.rotations += 1);
-        Ok(())
+        rotation::run(self).await;
     }
 
     /// A new certificate, written and installed.
@@ -173,5 +129,40 @@ impl ServingManager {
         self.certificate.install(pair)?;
         self.status.send_modify(|s| s.took(pair));
         Ok(())
+    }
+}
+
+impl Rotation for ServingManager {
+    fn status(&self) -> &watch::Sender<CertificateStatus> {
+        &self.status
+    }
+
+    fn valid_current(&self) -> Result<Option<Pair>, Error> {
+        let Some(pair) = self.pki.current(SERVER)? else { return Ok(None) };
+        if expiry(SystemTime::now(), pair.not_before, pair.not_after) != Expiry::Expired {
+            return Ok(Some(pair));
+        }
+        // Reported as expired until a new one comes.
+        self.status.send_modify(|s| s.shows(&pair));
+        Ok(None)
+    }
+
+    async fn keep(&self, pair: &Pair) -> Result<(), Error> {
+        let deadline = rotation::deadline(&self.status, pair);
+        self.status.send_modify(|s| s.rotation_deadline = Some(deadline));
+        if let Ok(wait) = deadline.duration_since(SystemTime::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        self.renew().await?;
+        self.status.send_modify(|s| s.rotations += 1);
+        Ok(())
+    }
+
+    async fn obtain(&self) -> Result<(), Error> {
+        self.renew().await
+    }
+
+    fn failed(&self, problem: &str) {
+        warn!(%problem, "cannot get the serving certificate yet; retrying");
     }
 }

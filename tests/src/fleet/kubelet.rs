@@ -24,7 +24,8 @@
 //! reflectors retry their watches (a refused connect backs off, 800 ms doubling to 30 s
 //! with jitter) and re-LIST when the server's history no longer has their
 //! resourceVersion (410), the lease controller GETs the Lease back and UPDATEs it, the
-//! node status loop GETs the Node and PATCHes it if due, and the status manager writes
+//! node status loop (which reads the Node from its informer's cache) PATCHes it only
+//! if due (5 minutes since the last report) or changed, and the status manager writes
 //! every pending pod status, each with its GET, on its next 10 s tick.
 //!
 //! What it leaves out: protobuf (JSON only), client-side rate limiting (kubelet's
@@ -189,9 +190,9 @@ impl Nodes for KubeletModel {
     }
 
     fn ended(&self) -> Option<String> {
-        self.nodes
-            .iter()
-            .find_map(|node| node.ended().map(|task| format!("{} ({task})", node.name)))
+        let (node, task) = self.nodes.iter().find_map(|node| Some((node, node.ended()?)))?;
+        tracing::error!(node = %node.name, task, "a model node's task ended before the stop");
+        Some(node.name.clone())
     }
 
     fn stop(self: Box<Self>) -> BoxFuture<'static, Vec<Result<(), String>>> {
