@@ -1,6 +1,6 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
 //! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B10 burst, B11
-//! config, B12 streams (B2, B5 and B10 with podman beside, `bench/podman.rs`); O2
+//! config, B12 streams, B13 fleet (B2, B5 and B10 with podman beside, `bench/podman.rs`); O2
 //! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
 //! (asked for by the reliability issue).
 //!
@@ -18,6 +18,7 @@ mod bench {
     pub mod b10_burst;
     pub mod b11_config;
     pub mod b12_streams;
+    pub mod b13_fleet;
     pub mod b1_detect;
     pub mod b2_start;
     pub mod b3_restart;
@@ -41,7 +42,8 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b10_burst, b11_config, b12_streams, l1_load, o2_restart, pods, report, signal,
+    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, l1_load, o2_restart, pods, report,
+    signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -83,7 +85,7 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) {
         println!("bench: an unoptimized build: a check that the benchmarks run, not their figures");
     }
-    let benches: [(&str, Bench); 14] = [
+    let benches: [(&str, Bench); 15] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         ("B10", b10_burst::run),
         ("B11", b11_config::run),
         ("B12", b12_streams::run),
+        ("B13", b13_fleet::run),
         ("O2", o2_restart::run),
         ("L1", l1_load::run),
     ];

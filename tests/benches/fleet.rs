@@ -1,69 +1,68 @@
-//! The fleet harness (B13): `cargo xtask fleet --nodes N --minutes M [--pods-per-node P]
-//! [--throttle QPS]` starts N hollow Outpost nodes (`outpost_tests::fleet`: the real
-//! agent on a simulated pod runtime) in this process against one test API server, all
-//! at once, gives each P API pods, lets them settle, then measures M idle minutes:
+//! The fleet harness (B13): `cargo xtask fleet [--client outpost|kubelet] [--nodes N]
+//! [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]
+//! [--history EVENTS]`
+//! runs the scenario of `outpost_tests::fleet::scenario` (N nodes, all at once, on one
+//! test API server, P API pods each; an idle window of M minutes; then each whole-fleet
+//! outage in turn) and prints its figures:
 //!
-//! - requests per node-minute by verb and resource, and the body bytes each way;
-//! - the open watches per node, by resource;
-//! - memory per hollow node: this process's RSS growth from before the nodes start to
-//!   after they settle, over N (the test API server's share of each node, its watches
-//!   and objects, included);
-//! - the worst one-second request count over the window's mean (the Leases of nodes
-//!   started in the same second renew together unless they are spread).
+//! - idle: requests per node-minute by verb and resource with their bytes, the open
+//!   watches per node, the memory per node, the worst second over the mean;
+//! - each outage, from the restore: requests per second and by verb and resource, the
+//!   peak second, the total, the requests beyond idle per pod and per node against the
+//!   reconnect target, the seconds until every node and every pod is synced, the slowest
+//!   node's first write against its backoff's cap, and the 429s under `--throttle`.
 //!
-//! Timings are figures to read, not pass/fail: the program fails only when the fleet
-//! does not come up (a node never Ready, a pod never running).
+//! This program parses arguments and prints; the scenario measures. It fails only when
+//! the fleet does not come up.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use outpost_tests::apiserver::{TestApiServer, Throttle};
-use outpost_tests::fleet::{Fleet, node_name};
-use serde_json::{Value, json};
+use outpost_tests::fleet::scenario::{self, Client, Figures, Outage, Scenario};
 
-/// How long the fleet may take to come up before the run fails.
-const START_TIMEOUT: Duration = Duration::from_secs(600);
-/// After every pod runs: the startup's last writes (status, Events) are let through
-/// before the idle window.
-const SETTLE: Duration = Duration::from_secs(15);
 /// What the issue measured with 20 real agents (no containerd), idle.
 const MEASURED_REAL_AGENTS: f64 = 6.0;
+const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS]";
 
-#[derive(Debug)]
-struct Options {
-    nodes: usize,
-    minutes: f64,
-    pods_per_node: usize,
-    throttle: Option<f64>,
-}
-
-impl Options {
-    fn parse(args: &[String]) -> anyhow::Result<Options> {
-        let mut options = Options { nodes: 20, minutes: 1.0, pods_per_node: 0, throttle: None };
-        let mut args = args.iter();
-        while let Some(flag) = args.next() {
-            let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
-            match flag.as_str() {
-                "--nodes" => options.nodes = value()?.parse().context("--nodes")?,
-                "--minutes" => options.minutes = value()?.parse().context("--minutes")?,
-                "--pods-per-node" => {
-                    options.pods_per_node = value()?.parse().context("--pods-per-node")?
+fn parse(args: &[String]) -> anyhow::Result<Scenario> {
+    let mut scenario = Scenario::new(Client::Outpost, 20);
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--client" => {
+                scenario.client = match value()?.as_str() {
+                    "outpost" => Client::Outpost,
+                    "kubelet" => Client::Kubelet,
+                    other => bail!("--client {other}: outpost or kubelet"),
                 }
-                "--throttle" => options.throttle = Some(value()?.parse().context("--throttle")?),
-                // `cargo bench` passes this to harness-less programs.
-                "--bench" => {}
-                other => bail!(
-                    "unknown argument {other}: fleet [--nodes N] [--minutes M] [--pods-per-node P] [--throttle QPS]"
-                ),
             }
+            "--nodes" => scenario.nodes = value()?.parse().context("--nodes")?,
+            "--minutes" => {
+                let minutes: f64 = value()?.parse().context("--minutes")?;
+                scenario.idle = Duration::try_from_secs_f64(minutes * 60.0).context("--minutes")?;
+            }
+            "--pods-per-node" => {
+                scenario.pods_per_node = value()?.parse().context("--pods-per-node")?
+            }
+            "--outage" => {
+                for seconds in value()?.split(',') {
+                    let seconds: u64 = seconds.trim().parse().context("--outage")?;
+                    scenario.outages.push(Duration::from_secs(seconds));
+                }
+            }
+            "--throttle" => scenario.throttle = Some(value()?.parse().context("--throttle")?),
+            "--history" => scenario.history = Some(value()?.parse().context("--history")?),
+            // `cargo bench` passes this to harness-less programs.
+            "--bench" => {}
+            other => bail!("unknown argument {other}: {USAGE}"),
         }
-        if options.nodes == 0 {
-            bail!("--nodes must be at least 1");
-        }
-        Ok(options)
     }
+    if scenario.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    Ok(scenario)
 }
 
 fn main() -> ExitCode {
@@ -73,12 +72,18 @@ fn main() -> ExitCode {
     if std::env::var_os("OUTPOST_LOG").is_some() {
         outpost::logging::init(None);
     }
-    let result = Options::parse(&args).and_then(|options| {
-        tokio::runtime::Builder::new_multi_thread()
+    let result = parse(&args).and_then(|scenario| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
-            .context("cannot start the tokio runtime")?
-            .block_on(run(options))
+            .context("cannot start the tokio runtime")?;
+        let say = |line: String| println!("fleet: {line}");
+        let figures = runtime.block_on(scenario::run(&scenario, &say))?;
+        print_idle(&figures);
+        for outage in &figures.outages {
+            print_outage(outage, figures.throttle);
+        }
+        Ok(())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -89,127 +94,32 @@ fn main() -> ExitCode {
     }
 }
 
-/// This process's resident memory, in KiB (`VmRSS`).
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or_default()
-}
-
-fn is_ready(node: &Value) -> bool {
-    node.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
-        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-fn is_running(pod: &Value) -> bool {
-    pod.pointer("/status/containerStatuses/0/ready") == Some(&json!(true))
-}
-
-/// Waits until `count()` reaches `want`, or fails saying `what`; says how far it got
-/// every 10 s.
-async fn until(what: &str, want: usize, count: impl Fn() -> usize) -> anyhow::Result<()> {
-    let start = Instant::now();
-    let mut said = start;
-    loop {
-        let now = count();
-        if now >= want {
-            return Ok(());
-        }
-        if start.elapsed() > START_TIMEOUT {
-            bail!("{what}: {now} of {want} after {START_TIMEOUT:?}");
-        }
-        if said.elapsed() >= Duration::from_secs(10) {
-            println!("fleet: {what}: {now} of {want} after {:.0} s", start.elapsed().as_secs_f64());
-            said = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn run(options: Options) -> anyhow::Result<()> {
-    let n = options.nodes;
-    let mut builder = TestApiServer::builder();
-    if let Some(qps) = options.throttle {
-        builder = builder.throttle(Throttle::per_second(qps));
-    }
-    let server = builder.start().await.context("cannot start the test API server")?;
-    let rss_before = rss_kib();
-    let started = Instant::now();
-    let fleet = Fleet::start(&server, n, "warn").await.context("cannot start the fleet")?;
-    let ready = || {
-        let nodes = server.list("nodes", None).unwrap_or_default();
-        nodes.iter().filter(|node| is_ready(node)).count()
-    };
-    until("nodes Ready", n, ready).await?;
-    println!("fleet: {n} hollow nodes Ready in {:.1} s", started.elapsed().as_secs_f64());
-    for index in 1..=n {
-        for pod in 0..options.pods_per_node {
-            let name = format!("{}-pod-{pod}", node_name(index));
-            server
-                .create(json!({
-                    "apiVersion": "v1", "kind": "Pod",
-                    "metadata": { "name": name, "namespace": "default" },
-                    "spec": {
-                        "nodeName": node_name(index),
-                        "containers": [{ "name": "main", "image": "registry.example/app:1" }],
-                    },
-                }))
-                .with_context(|| format!("cannot create pod {name}"))?;
-        }
-    }
-    let pods = n * options.pods_per_node;
-    let running = || {
-        let pods = server.list("pods", Some("default")).unwrap_or_default();
-        pods.iter().filter(|pod| is_running(pod)).count()
-    };
-    until("pods running", pods, running).await?;
-    println!(
-        "fleet: {pods} API pods running {:.1} s after the start",
-        started.elapsed().as_secs_f64()
-    );
-    tokio::time::sleep(SETTLE).await;
-    let rss_after = rss_kib();
-    if let Some(node) = fleet.nodes.iter().find(|node| node.has_ended()) {
-        bail!("hollow node {} ended before the idle window", node.name);
-    }
-
-    // The idle window: requests counted per second.
-    server.reset_requests();
-    let window = Duration::from_secs_f64(options.minutes * 60.0);
-    let mut per_second = Vec::new();
-    let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    ticks.tick().await;
-    let (begin, mut last) = (Instant::now(), 0);
-    while begin.elapsed() < window {
-        ticks.tick().await;
-        let total = server.total_requests();
-        per_second.push(total - last);
-        last = total;
-    }
-    let minutes = begin.elapsed().as_secs_f64() / 60.0;
-    let requests = server.requests();
-    let bytes = server.bytes();
-    let watches = server.all_watchers();
-    let throttled = server.throttled_requests();
-    let node_minutes = n as f64 * minutes;
-
-    let total: u64 = requests.values().sum();
+fn print_idle(figures: &Figures) {
+    let (n, idle) = (figures.nodes, &figures.idle);
+    let node_minutes = n as f64 * idle.seconds / 60.0;
     println!();
     println!(
-        "B13 fleet, idle: {n} nodes, {} API pods per node, {minutes:.2} min",
-        options.pods_per_node
+        "B13 fleet, idle: {n} {} nodes, {} API pods per node, {:.2} min{}{}",
+        figures.client.name(),
+        figures.pods_per_node,
+        idle.seconds / 60.0,
+        figures.throttle.map(|qps| format!(", throttled at {qps} QPS")).unwrap_or_default(),
+        figures
+            .history
+            .map(|events| format!(", a watch history of {events} events"))
+            .unwrap_or_default(),
+    );
+    println!(
+        "  Ready in {:.1} s, pods running {:.1} s after the start",
+        figures.ready_after.as_secs_f64(),
+        figures.running_after.as_secs_f64()
     );
     println!(
         "  requests per node-minute: {:.2} (the issue's 20 real agents: {MEASURED_REAL_AGENTS:.1}; target <= 6.5)",
-        total as f64 / node_minutes
+        figures.requests_per_node_minute()
     );
-    for ((verb, resource), count) in &requests {
-        let sent = bytes.get(&(verb.clone(), resource.clone())).copied().unwrap_or_default();
+    for ((verb, resource), count) in &idle.requests {
+        let sent = idle.bytes.get(&(verb.clone(), resource.clone())).copied().unwrap_or_default();
         println!(
             "    {verb:>7} {resource:<28} {:>7.2} /node-min  {:>9.0} B in  {:>9.0} B out /node-min",
             *count as f64 / node_minutes,
@@ -218,32 +128,100 @@ async fn run(options: Options) -> anyhow::Result<()> {
         );
     }
     println!("  watches per node (open at the end):");
-    let by_resource: BTreeMap<_, _> = watches.into_iter().filter(|(_, open)| *open > 0).collect();
-    for (resource, open) in &by_resource {
+    for (resource, open) in &idle.watches {
         println!("    {resource:<28} {:.2}", *open as f64 / n as f64);
     }
     println!(
         "    all                          {:.2}",
-        by_resource.values().sum::<usize>() as f64 / n as f64
+        idle.watches.values().sum::<usize>() as f64 / n as f64
     );
     println!(
-        "  memory per hollow node: {:.0} KiB (RSS {} -> {} KiB over {n} nodes, the test API server's share included)",
-        rss_after.saturating_sub(rss_before) as f64 / n as f64,
-        rss_before,
-        rss_after,
+        "  memory per node: {:.0} KiB (the process's RSS growth over {n} nodes, the test API server's share included)",
+        figures.memory_per_node_kib
     );
-    let mean = total as f64 / per_second.len().max(1) as f64;
-    let peak = per_second.iter().copied().max().unwrap_or_default();
+    let mean = idle.qps();
+    let peak = idle.per_second.iter().copied().max().unwrap_or_default();
     println!(
         "  fleet QPS: mean {mean:.2}, worst second {peak} ({:.1} x the mean; target <= 2 x at 1,000 nodes)",
         peak as f64 / mean.max(f64::MIN_POSITIVE)
     );
-    if options.throttle.is_some() {
-        println!("  throttled (429): {throttled}");
+    if figures.throttle.is_some() {
+        println!("  throttled (429): {}", idle.throttled);
     }
-    let failures: Vec<String> = fleet.stop().await.into_iter().filter_map(Result::err).collect();
-    if !failures.is_empty() {
-        bail!("hollow nodes failed: {}", failures.join("; "));
+}
+
+fn seconds(at: Option<Duration>) -> String {
+    at.map_or_else(|| "never".to_owned(), |at| format!("{:.1} s", at.as_secs_f64()))
+}
+
+fn print_outage(outage: &Outage, throttle: Option<f64>) {
+    println!();
+    println!(
+        "B13 fleet, outage of {} s: {} nodes, {} API pods (each container exited once during it){}",
+        outage.length.as_secs(),
+        outage.nodes,
+        outage.pods,
+        throttle.map(|qps| format!(", throttled at {qps} QPS")).unwrap_or_default(),
+    );
+    let synced = outage.synced_after();
+    println!(
+        "  synced: every Lease {}, every node (Lease, Ready) {}, every pod (restart shown) {}; all {} (target < 60 s)",
+        seconds(outage.leases_after),
+        seconds(outage.nodes_after),
+        seconds(outage.pods_after),
+        seconds(synced),
+    );
+    if synced.is_none() {
+        println!(
+            "  NOT synced when the count stopped: {} nodes, {} pods",
+            outage.unsynced_nodes, outage.unsynced_pods
+        );
     }
-    Ok(())
+    if let Some((node, at)) = &outage.slowest_first_write {
+        println!(
+            "  slowest first write after the restore: {node} at {:.1} s (its backoff's cap: {} s)",
+            at.as_secs_f64(),
+            outage.backoff_cap.as_secs()
+        );
+    }
+    let (at, peak) = outage.peak();
+    let idle = outage.idle_qps.max(f64::MIN_POSITIVE);
+    println!(
+        "  requests: {} in {:.0} s from the restore; peak {peak} in second {at} ({:.1} x the idle QPS {:.2}; target <= 10 x)",
+        outage.total(),
+        outage.window_seconds(),
+        peak as f64 / idle,
+        outage.idle_qps,
+    );
+    let beyond = outage.beyond_idle();
+    let per_pod = if outage.pods > 0 {
+        format!("{:.2}", beyond / outage.pods as f64)
+    } else {
+        "-".to_owned()
+    };
+    println!(
+        "  beyond idle: {beyond:.0} (per pod {per_pod}, per node {:.2}); target <= 2 per pod + 5 per node = {:.0}: {}",
+        beyond / outage.nodes as f64,
+        outage.budget(),
+        if beyond <= outage.budget() { "met" } else { "MISSED" },
+    );
+    println!(
+        "  beyond idle, Events left out: {:.0} (per pod {})",
+        outage.beyond_idle_except("events"),
+        if outage.pods > 0 {
+            format!("{:.2}", outage.beyond_idle_except("events") / outage.pods as f64)
+        } else {
+            "-".to_owned()
+        },
+    );
+    println!("  nodes whose Node was written after the restore: {}", outage.node_writes);
+    if throttle.is_some() {
+        println!("  throttled (429): {}", outage.throttled);
+    }
+    for ((verb, resource), count) in &outage.requests {
+        println!("    {verb:>7} {resource:<28} {count:>7}");
+    }
+    let totals: Vec<String> =
+        outage.seconds.iter().map(|second| second.values().sum::<u64>().to_string()).collect();
+    println!("  per second from the restore: {}", totals.join(" "));
 }

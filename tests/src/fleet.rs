@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::TestApiServer;
 
+pub mod scenario;
+
 /// Why the fleet could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -1,7 +1,11 @@
-//! `cargo xtask fleet [--nodes N] [--minutes M] [--pods-per-node P] [--throttle QPS]`:
-//! builds and runs the fleet harness (`tests/benches/fleet.rs`, B13): N hollow Outpost
-//! nodes in one process against one test API server, and their idle figures. The debug
-//! build, as the tests use; no containerd, no root.
+//! `cargo xtask fleet [--client outpost|kubelet] [--nodes N] [--minutes M]
+//! [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]`: builds and runs
+//! the fleet harness (`tests/benches/fleet.rs`, B13): N hollow Outpost nodes (or the
+//! kubelet-shaped model) in one process against one test API server, their idle figures,
+//! then each whole-fleet outage's reconnect. The debug build, as the tests use; no
+//! containerd. Past about 60 nodes the kernel's per-user watch limits
+//! (`fs.inotify.max_user_instances`, `fs.fanotify.max_user_groups`) must be raised: as
+//! root the harness raises them and says so, otherwise it names the `sysctl` to run.
 
 use std::process::Command;
 

@@ -48,10 +48,13 @@ tasks:
   containerd [start|stop|status]
                     a private containerd for development and tests (root), under
                     target/containerd/ (socket target/containerd/containerd.sock)
-  fleet [--nodes N] [--minutes M] [--pods-per-node P] [--throttle QPS]
+  fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P]
+        [--outage SECONDS[,SECONDS...]] [--throttle QPS]
                     B13: N hollow nodes (the agent on a simulated pod runtime) in one
                     process on one test API server; idle requests per node-minute by verb
-                    and resource, watches and memory per node, the worst second's QPS
+                    and resource, watches and memory per node, the worst second's QPS;
+                    then whole-fleet outages: the reconnect per second, its peak and total,
+                    the requests beyond idle per pod and node, the seconds until all synced
   deps              install the Debian packages the tests and `dist` need (root)
   docs              build the book (docs/, mdBook) into target/book/ and check its links
                     and anchors; installs the pinned mdbook with `cargo install` into
