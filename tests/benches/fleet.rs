@@ -1,6 +1,6 @@
 //! The fleet harness (B13): `cargo xtask fleet [--client outpost|kubelet] [--nodes N]
 //! [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]
-//! [--history EVENTS]`
+//! [--history EVENTS] [--lease-duration-seconds S]`
 //! runs the scenario of `outpost_tests::fleet::scenario` (N nodes, all at once, on one
 //! test API server, P API pods each; an idle window of M minutes; then each whole-fleet
 //! outage in turn) and prints its figures:
@@ -23,7 +23,7 @@ use outpost_tests::fleet::scenario::{self, Client, Figures, Outage, Scenario};
 
 /// What the issue measured with 20 real agents (no containerd), idle.
 const MEASURED_REAL_AGENTS: f64 = 6.0;
-const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS]";
+const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS] [--lease-duration-seconds S]";
 
 fn parse(args: &[String]) -> anyhow::Result<Scenario> {
     let mut scenario = Scenario::new(Client::Outpost, 20);
@@ -54,6 +54,10 @@ fn parse(args: &[String]) -> anyhow::Result<Scenario> {
             }
             "--throttle" => scenario.throttle = Some(value()?.parse().context("--throttle")?),
             "--history" => scenario.history = Some(value()?.parse().context("--history")?),
+            "--lease-duration-seconds" => {
+                let seconds = value()?.parse().context("--lease-duration-seconds")?;
+                scenario.lease_duration_seconds = Some(seconds);
+            }
             // `cargo bench` passes this to harness-less programs.
             "--bench" => {}
             other => bail!("unknown argument {other}: {USAGE}"),
@@ -109,6 +113,9 @@ fn print_idle(figures: &Figures) {
             .map(|events| format!(", a watch history of {events} events"))
             .unwrap_or_default(),
     );
+    if let Some(seconds) = figures.lease_duration_seconds {
+        println!("  nodeLeaseDurationSeconds {seconds} (kubelet's default: 40)");
+    }
     println!(
         "  Ready in {:.1} s, pods running {:.1} s after the start",
         figures.ready_after.as_secs_f64(),

@@ -1,13 +1,29 @@
 //! A token bucket, as a value: the caller supplies the clock, so the policy is a pure
 //! function. It paces the agent's writes to the API server (kubelet's client QPS and
 //! burst), so that a backlog sent after a reconnect is spread out instead of a burst.
+//!
+//! When the API server refuses a request for load (429, its flow control), the rate is
+//! halved down to [`FLOOR`] and the tokens on hand dropped, and it grows back by
+//! [`RECOVERY`] per second while the server answers (additive increase, multiplicative
+//! decrease, as TCP backs off): a fleet that reconnects into a throttled server offers
+//! it what it serves instead of retrying every request together after `Retry-After`
+//! (B13: 9,288 of 14,483 requests refused at a 50 QPS throttle before this).
 
 use std::time::Duration;
+
+/// The lowest rate refusals take the bucket to, per second.
+pub const FLOOR: f64 = 1.0;
+/// How fast the rate grows back after a refusal, per second of answers.
+pub const RECOVERY: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TokenBucket {
     /// Tokens added per second.
     rate: f64,
+    /// The rate without refusals.
+    ceiling: f64,
+    /// When the rate last changed (a refusal, or growing back).
+    adjusted: Duration,
     burst: f64,
     tokens: f64,
     /// The clock reading of the last refill (any monotonic origin).
@@ -23,7 +39,33 @@ impl TokenBucket {
     pub fn new(rate: f64, burst: u32, now: Duration) -> TokenBucket {
         let burst = f64::from(burst.max(1));
         let rate = if rate.is_finite() && rate > 0.0 { rate } else { 1.0 };
-        TokenBucket { rate, burst, tokens: burst, last: now }
+        TokenBucket { rate, ceiling: rate, adjusted: now, burst, tokens: burst, last: now }
+    }
+
+    /// The current rate, per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The server refused a request for load at `now`: half the rate (not below
+    /// [`FLOOR`]), and no tokens on hand, so the next request waits for one.
+    pub fn refused(&mut self, now: Duration) {
+        self.refill(now);
+        self.rate = (self.rate / 2.0).max(FLOOR.min(self.ceiling));
+        self.tokens = self.tokens.min(0.0);
+        self.adjusted = self.adjusted.max(now);
+    }
+
+    /// The server answered at `now` (anything but a refusal for load): the rate grows
+    /// back by [`RECOVERY`] per second since it last changed, up to its ceiling.
+    pub fn answered(&mut self, now: Duration) {
+        if self.rate >= self.ceiling || now <= self.adjusted {
+            return;
+        }
+        self.refill(now);
+        let grown = (now - self.adjusted).as_secs_f64() * RECOVERY;
+        self.rate = (self.rate + grown).min(self.ceiling);
+        self.adjusted = now;
     }
 
     /// Takes one token at `now`: `None` if one was there, else how long to wait before
@@ -90,7 +132,58 @@ mod tests {
         assert!(!bucket.try_take(Duration::from_secs(1)));
     }
 
+    #[test]
+    fn refusals_halve_the_rate_to_the_floor_and_answers_grow_it_back() {
+        let mut bucket = TokenBucket::new(50.0, 100, Duration::ZERO);
+        bucket.refused(Duration::ZERO);
+        assert_eq!(bucket.rate(), 25.0);
+        // The burst on hand is gone: the next request waits for a token.
+        let wait = bucket.take(Duration::ZERO).unwrap_or_default();
+        assert!((wait.as_secs_f64() - 1.0 / 25.0).abs() < 1e-9, "{wait:?}");
+        for _ in 0..10 {
+            bucket.refused(Duration::ZERO);
+        }
+        assert_eq!(bucket.rate(), FLOOR);
+        // One answer a second later: one more per second; then to the ceiling, not past.
+        bucket.answered(Duration::from_secs(1));
+        assert_eq!(bucket.rate(), 2.0);
+        bucket.answered(Duration::from_secs(11));
+        assert_eq!(bucket.rate(), 12.0);
+        bucket.answered(Duration::from_secs(1000));
+        assert_eq!(bucket.rate(), 50.0);
+        // Answers at the ceiling change nothing; a clock going backwards adds nothing.
+        bucket.answered(Duration::from_secs(2000));
+        assert_eq!(bucket.rate(), 50.0);
+        bucket.refused(Duration::from_secs(2000));
+        bucket.answered(Duration::from_secs(1500));
+        assert_eq!(bucket.rate(), 25.0);
+    }
+
+    #[test]
+    fn a_bucket_slower_than_the_floor_keeps_its_own_rate() {
+        let mut bucket = TokenBucket::new(0.5, 1, Duration::ZERO);
+        bucket.refused(Duration::ZERO);
+        assert_eq!(bucket.rate(), 0.5);
+    }
+
     proptest! {
+        /// Whatever refusals and answers come, the rate stays between the floor (or the
+        /// bucket's own rate, if lower) and its ceiling.
+        #[test]
+        fn the_rate_stays_between_floor_and_ceiling(
+            rate in 0.1f64..200.0,
+            events in proptest::collection::vec((any::<bool>(), 0u64..5_000), 1..200),
+        ) {
+            let mut bucket = TokenBucket::new(rate, 10, Duration::ZERO);
+            let mut now = Duration::ZERO;
+            for (refused, step) in events {
+                now += Duration::from_millis(step);
+                if refused { bucket.refused(now) } else { bucket.answered(now) }
+                prop_assert!(bucket.rate() <= rate + 1e-9);
+                prop_assert!(bucket.rate() >= FLOOR.min(rate) - 1e-9);
+            }
+        }
+
         /// However the calls are spread, no more than burst + rate × elapsed tokens are
         /// handed out without waiting, and waits never exceed the queue's length / rate.
         #[test]

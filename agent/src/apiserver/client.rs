@@ -209,6 +209,7 @@ impl ApiClient {
             }
         };
         self.connectivity.reachable();
+        self.paced_by(response.status());
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_RESPONSE)
             .collect()
@@ -238,6 +239,32 @@ impl ApiClient {
             }),
             retry_after,
         })
+    }
+
+    /// The same client (connections, credentials, connectivity) with a bucket of its
+    /// own at kubelet's pace: kubelet's heartbeat client, so that the Lease is not
+    /// queued behind a backlog of status writes that a throttled server slowed down.
+    pub fn heartbeat(&self) -> ApiClient {
+        let (rate, burst) = TokenBucket::KUBELET;
+        ApiClient::with_pace(
+            self.client.clone(),
+            self.server.clone(),
+            self.connectivity.clone(),
+            rate,
+            burst,
+        )
+    }
+
+    /// The server's answer tells the bucket its pace: a 429 (flow control) slows it,
+    /// any other answer lets it grow back.
+    fn paced_by(&self, status: http::StatusCode) {
+        let mut guard = lock(&self.bucket);
+        let (origin, bucket) = &mut *guard;
+        if status == http::StatusCode::TOO_MANY_REQUESTS {
+            bucket.refused(origin.elapsed());
+        } else {
+            bucket.answered(origin.elapsed());
+        }
     }
 
     /// Waits for a token of the shared bucket.

@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use super::beat::Beats;
 use super::{Context, NodeRef, sleep_until};
-use crate::apiserver::CallError;
+use crate::apiserver::{ApiClient, CallError};
 use crate::error_chain::describe;
 
 pub const NAMESPACE: &str = "kube-node-lease";
@@ -135,6 +135,8 @@ fn named(node_name: &str) -> Lease {
 
 struct LeaseSync {
     context: Arc<Context>,
+    /// The agent's client with a bucket of its own (kubelet's heartbeat client).
+    client: ApiClient,
     /// The latest Lease the server returned; `None`: read it first.
     latest: Option<Lease>,
 }
@@ -147,7 +149,8 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
     // renewal off the beat, a retry) is left to the next.
     let due = RENEW_INTERVAL * u32::try_from(beats_per_renewal(duration)).unwrap_or(1)
         - RENEW_INTERVAL / 2;
-    let mut lease = LeaseSync { context, latest: None };
+    let client = context.client.heartbeat();
+    let mut lease = LeaseSync { context, client, latest: None };
     let mut probe = PROBE;
     loop {
         let result = match tokio::time::timeout(TIMEOUT, lease.renew()).await {
@@ -222,7 +225,7 @@ impl LeaseSync {
             let body = serde_json::to_vec(&lease)
                 .map_err(|source| Error::Encode { lease: name.clone(), source })?;
             let request = Self::request().replace(&name, &PostParams::default(), body);
-            match self.context.client.call::<Lease>(request).await {
+            match self.client.call::<Lease>(request).await {
                 Ok(updated) => {
                     self.latest = Some(updated);
                     return Ok(());
@@ -243,7 +246,7 @@ impl LeaseSync {
 
     async fn get(&self, name: &str) -> Result<Option<Lease>, Error> {
         let request = Self::request().get(name, &GetParams::default());
-        match self.context.client.call::<Lease>(request).await {
+        match self.client.call::<Lease>(request).await {
             Ok(lease) => Ok(Some(lease)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(source) => Err(Error::Call { verb: "get", lease: name.to_owned(), source }),
@@ -257,7 +260,7 @@ impl LeaseSync {
         let body = serde_json::to_vec(&lease)
             .map_err(|source| Error::Encode { lease: name.to_owned(), source })?;
         let request = Self::request().create(&PostParams::default(), body);
-        self.context.client.call::<Lease>(request).await.map_err(|source| Error::Call {
+        self.client.call::<Lease>(request).await.map_err(|source| Error::Call {
             verb: "create",
             lease: name.to_owned(),
             source,

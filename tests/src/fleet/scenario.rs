@@ -83,10 +83,21 @@ impl Client {
         }
     }
 
-    async fn start(self, server: &TestApiServer, nodes: usize) -> Result<Box<dyn Nodes>, Error> {
+    /// `nodes` nodes; Outpost's with `lease_duration_seconds` when given (the model
+    /// keeps kubelet's default, 40 s).
+    async fn start(
+        self,
+        server: &TestApiServer,
+        nodes: usize,
+        lease_duration_seconds: Option<i32>,
+    ) -> Result<Box<dyn Nodes>, Error> {
         match self {
             Client::Outpost => {
-                let fleet = Fleet::start(server, nodes, "warn").await.map_err(Error::Fleet)?;
+                let tune = |settings: &mut outpost::config::Settings| {
+                    settings.node_lease_duration_seconds = lease_duration_seconds;
+                };
+                let fleet =
+                    Fleet::start_with(server, nodes, "warn", tune).await.map_err(Error::Fleet)?;
                 Ok(Box::new(fleet))
             }
             Client::Kubelet => {
@@ -117,6 +128,9 @@ pub struct Scenario {
     /// seconds, and watches that resume later get 410 and list again; kube-apiserver's
     /// watch cache keeps one per resource.
     pub history: Option<usize>,
+    /// Outpost's `nodeLeaseDurationSeconds` (kubelet's 40 when `None`): a lever on the
+    /// idle rate, the Lease renewed every quarter of it.
+    pub lease_duration_seconds: Option<i32>,
 }
 
 impl Scenario {
@@ -132,6 +146,7 @@ impl Scenario {
             tail: Duration::from_secs(10),
             throttle: None,
             history: None,
+            lease_duration_seconds: None,
         }
     }
 }
@@ -168,6 +183,8 @@ pub struct Figures {
     pub throttle: Option<f64>,
     /// The test API server's watch history, when not its default.
     pub history: Option<usize>,
+    /// Outpost's `nodeLeaseDurationSeconds`, when not kubelet's 40.
+    pub lease_duration_seconds: Option<i32>,
     pub ready_after: Duration,
     pub running_after: Duration,
     /// The process's RSS growth over the nodes' start, per node (KiB).
@@ -186,11 +203,12 @@ impl Figures {
 
 /// Runs `scenario` on a test API server of its own; `say` is told the progress.
 pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<Figures, Error> {
-    let raised = match scenario.client {
+    // Held until the scenario ends: the limits go back to what they were.
+    let mut raised = match scenario.client {
         Client::Outpost => limits::check(scenario.nodes)?,
-        Client::Kubelet => Vec::new(),
+        Client::Kubelet => limits::Raised::default(),
     };
-    for line in &raised {
+    for line in &raised.lines {
         say(line.clone());
     }
     let mut builder = TestApiServer::builder();
@@ -200,14 +218,15 @@ pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<F
     let server = builder.start().await.map_err(Error::Server)?;
     let rss_before = count::rss_kib();
     let started = Instant::now();
-    let nodes = scenario.client.start(&server, scenario.nodes).await?;
+    let nodes =
+        scenario.client.start(&server, scenario.nodes, scenario.lease_duration_seconds).await?;
     let measured = measure(scenario, &server, nodes.as_ref(), started, rss_before, say).await;
     let failures: Vec<String> = nodes.stop().await.into_iter().filter_map(Result::err).collect();
     let mut figures = measured?;
     if !failures.is_empty() {
         return Err(Error::Stopped(failures.join("; ")));
     }
-    figures.raised = raised;
+    figures.raised = std::mem::take(&mut raised.lines);
     Ok(figures)
 }
 
@@ -277,6 +296,7 @@ async fn measure(
         pods_per_node: scenario.pods_per_node,
         throttle: scenario.throttle,
         history: scenario.history,
+        lease_duration_seconds: scenario.lease_duration_seconds,
         ready_after,
         running_after,
         memory_per_node_kib: rss_after.saturating_sub(rss_before) as f64 / n as f64,

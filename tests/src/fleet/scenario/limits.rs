@@ -3,7 +3,8 @@
 //! both limit the watchers per user (`fs.fanotify.max_user_groups`,
 //! `fs.inotify.max_user_instances`: 128 by default), so a fleet past about a hundred
 //! nodes would have nodes fail their file source. Root raises a limit that is too low,
-//! and says so; anyone else gets the `sysctl` to run.
+//! says so, and puts it back when the fleet is done ([`Raised`]); anyone else gets the
+//! `sysctl` to run.
 
 use std::path::Path;
 
@@ -36,11 +37,30 @@ pub enum Error {
     },
 }
 
-/// Checks (and as root raises) the limits for `nodes` hollow nodes; what it raised, to
-/// say.
-pub fn check(nodes: usize) -> Result<Vec<String>, Error> {
+/// The limits [`check`] raised, put back to what they were when dropped (the machine is
+/// left as it was found).
+#[derive(Debug, Default)]
+pub struct Raised {
+    /// What to say: a line per limit raised.
+    pub lines: Vec<String>,
+    /// (/proc/sys path, the value before).
+    before: Vec<(&'static str, u64)>,
+}
+
+impl Drop for Raised {
+    fn drop(&mut self) {
+        for (path, value) in self.before.drain(..) {
+            // Best effort: a limit left raised harms nothing but the machine's tidiness.
+            let _ = std::fs::write(path, value.to_string());
+        }
+    }
+}
+
+/// Checks (and as root raises, until the returned [`Raised`] is dropped) the limits for
+/// `nodes` hollow nodes.
+pub fn check(nodes: usize) -> Result<Raised, Error> {
     let root = crate::is_root();
-    let mut raised = Vec::new();
+    let mut raised = Raised::default();
     for (name, path, per_node) in LIMITS {
         // A kernel without the limit (no fanotify) has nothing to check.
         let Some(have) = read(Path::new(path)) else { continue };
@@ -56,7 +76,8 @@ pub fn check(nodes: usize) -> Result<Vec<String>, Error> {
             need,
             source,
         })?;
-        raised.push(format!(
+        raised.before.push((path, have));
+        raised.lines.push(format!(
             "raised {name} from {have} to {need} for {nodes} hollow nodes (sysctl -w {name}={need})"
         ));
     }
