@@ -14,7 +14,9 @@ use kube::core::{ListMeta, ObjectList, Status, TypeMeta};
 use super::{ListWatch, WatchStream};
 use crate::apiserver::lock;
 
-/// A call made to the fake, with what the watcher asked for.
+/// A call made to the fake, with what the watcher asked for. A watch's timeout spread
+/// below [`WATCH_TIMEOUT_SECS`](super::WATCH_TIMEOUT_SECS) (`spread_timeout`, tested on
+/// its own) is recorded as that maximum, so that scripts compare whole calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Call {
     List { fields: Option<String>, limit: Option<u32>, continue_token: Option<String> },
@@ -117,7 +119,7 @@ impl<K: Clone + Send + 'static> ListWatch<K> for FakeListWatch<K> {
             let mut script = lock(&self.0);
             script.calls.push(Call::Watch {
                 fields: params.field_selector.clone(),
-                timeout: params.timeout,
+                timeout: params.timeout.map(unspread),
                 version: version.to_owned(),
             });
             script.watches.pop_front()
@@ -171,4 +173,10 @@ pub(crate) fn bookmark<K>(version: &str) -> Result<WatchEvent<K>, kube::Error> {
             annotations: Default::default(),
         },
     }))
+}
+
+/// The maximum a watch timeout was spread from, if it lies in the spread's band.
+fn unspread(timeout: u32) -> u32 {
+    let max = super::WATCH_TIMEOUT_SECS;
+    if (super::spread_timeout(max, 1.0)..=max).contains(&timeout) { max } else { timeout }
 }

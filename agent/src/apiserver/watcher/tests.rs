@@ -355,3 +355,17 @@ async fn connectivity_follows_answers_and_transport_failures_only() {
     let want: Vec<(String, bool)> = want.iter().map(|(e, r)| ((*e).to_owned(), *r)).collect();
     assert_eq!(reachable, want);
 }
+
+/// B13: each watch asks its own timeout in the last fifth below the maximum, so watches
+/// opened in the same second end apart.
+#[test]
+fn watch_timeouts_are_spread_over_the_last_fifth() {
+    assert_eq!(super::spread_timeout(290, 0.0), 290);
+    assert_eq!(super::spread_timeout(290, 0.5), 261);
+    assert_eq!(super::spread_timeout(290, 0.999_999), 233);
+    assert_eq!(super::spread_timeout(290, 7.0), 232, "clamped");
+    for step in 0..1000 {
+        let timeout = super::spread_timeout(WATCH_TIMEOUT_SECS, f64::from(step) / 1000.0);
+        assert!((232..=290).contains(&timeout), "{timeout}");
+    }
+}
