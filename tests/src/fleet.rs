@@ -218,5 +218,18 @@ fn settings(root: &Path, name: &str, kubeconfig: &Path) -> Result<Settings, Erro
 
 pub mod kubelet;
 
+/// Waits until `check` holds, for the fleet's tests (taking longer than `patience`
+/// fails the test).
+#[cfg(test)]
+async fn until(what: &str, patience: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(patience, async {
+        while !check() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "timed out waiting for {what}");
+}
+
 #[cfg(test)]
 mod tests;

@@ -311,7 +311,9 @@ pub fn pod_names(node: &str, pods_per_node: usize) -> impl Iterator<Item = Strin
     (0..pods_per_node).map(move |pod| format!("{node}-pod-{pod}"))
 }
 
-fn api_pod(name: &str, node: &str) -> Value {
+/// The API pod `name` bound to `node`, as the scenario creates them (one container of
+/// an image the hollow runtime and the model take as there).
+pub fn api_pod(name: &str, node: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": name, "namespace": "default" },

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::scenario::api_pod;
 use super::{Fleet, node_name};
 use crate::apiserver::TestApiServer;
 
@@ -13,31 +14,13 @@ use crate::apiserver::TestApiServer;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Waits until `check` holds (a hang fails the test).
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let waited = tokio::time::timeout(PATIENCE, async {
-        while !check() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+async fn until(what: &str, check: impl FnMut() -> bool) {
+    crate::fleet::until(what, PATIENCE, check).await;
 }
 
 fn ready(node: &Value) -> bool {
     node.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
         conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-fn api_pod(name: &str, node: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": name, "namespace": "default" },
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Always",
-            "containers": [{ "name": "main", "image": "registry.example/app:1" }],
-        },
     })
 }
 

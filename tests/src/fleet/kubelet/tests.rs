@@ -11,38 +11,21 @@ use serde_json::{Value, json};
 
 use super::KubeletModel;
 use crate::apiserver::TestApiServer;
+use crate::fleet::scenario::api_pod;
 use crate::fleet::{Nodes, node_name};
 
 /// How long a step that should happen within a few periods may take on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(90);
 
 /// Waits until `check` holds (a hang fails the test).
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let waited = tokio::time::timeout(PATIENCE, async {
-        while !check() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+async fn until(what: &str, check: impl FnMut() -> bool) {
+    crate::fleet::until(what, PATIENCE, check).await;
 }
 
 fn condition(object: &Value, kind: &str) -> Option<String> {
     let conditions = object.pointer("/status/conditions")?.as_array()?;
     let found = conditions.iter().find(|c| c["type"] == kind)?;
     found["status"].as_str().map(str::to_owned)
-}
-
-fn api_pod(name: &str, node: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": name, "namespace": "default" },
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Always",
-            "containers": [{ "name": "main", "image": "registry.example/app:1" }],
-        },
-    })
 }
 
 /// The harness's "synced" check: the container running with `restarts` restarts, the
