@@ -20,10 +20,12 @@ pub mod manager;
 pub mod pki;
 mod rotation;
 pub mod serving;
+mod status;
 
 use std::path::PathBuf;
 
-pub use self::manager::{CertificateStatus, Manager, Status};
+pub use self::manager::Manager;
+pub use self::status::{CertificateStatus, Status};
 
 /// Why a certificate could not be had or kept.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use outpost_core::certificates::{Expiry, Held, Lapse, expiry, rfc3339};
+use outpost_core::certificates::{Expiry, expiry, rfc3339};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -16,6 +16,7 @@ use super::csr::{self, Wanted};
 use super::kubeconfig::{self, ClusterInfo};
 use super::pki::{Pair, Pki};
 use super::rotation::{self, Rotation};
+use super::status::{CertificateStatus, Status};
 use crate::apiserver::{ApiClient, Connectivity, Credentials};
 
 /// kubelet's wait for a bootstrap or renewal request's certificate.
@@ -27,61 +28,6 @@ pub const START_WAIT: Duration = Duration::from_secs(30);
 
 /// The client certificate's kind in kubelet's file names.
 const CLIENT: &str = "client";
-
-/// Where one certificate stands.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CertificateStatus {
-    /// Its validity, once there is one.
-    pub not_before: Option<SystemTime>,
-    pub not_after: Option<SystemTime>,
-    /// The file it is in.
-    pub path: Option<PathBuf>,
-    /// When it is renewed (with rotation).
-    pub rotation_deadline: Option<SystemTime>,
-    /// Renewals done since the agent started.
-    pub rotations: u64,
-    /// Failed attempts to get or renew one.
-    pub renew_errors: u64,
-    /// What is wrong, loudly (expired and no way to renew it, a request denied).
-    pub problem: Option<String>,
-    /// The last time the certificate was found expired and then replaced (the Node
-    /// condition says so once the node can write again).
-    pub lapse: Option<Lapse>,
-}
-
-impl CertificateStatus {
-    /// How it stands at `now`: `None` without a certificate.
-    pub fn expiry(&self, now: SystemTime) -> Option<Expiry> {
-        Some(expiry(now, self.not_before?, self.not_after?))
-    }
-
-    /// Shows `pair` as the node's certificate (its validity and file), in use or found
-    /// expired.
-    pub(super) fn shows(&mut self, pair: &Pair) {
-        self.not_before = Some(pair.not_before);
-        self.not_after = Some(pair.not_after);
-        self.path = Some(pair.path.clone());
-    }
-
-    /// Takes `pair` as the certificate in use; replacing one that had ended is a lapse.
-    pub(super) fn took(&mut self, pair: &Pair) {
-        let now = SystemTime::now();
-        if let Some(expired_at) = self.not_after.filter(|end| *end <= now) {
-            self.lapse = Some(Lapse { expired_at, replaced_at: now });
-        }
-        self.shows(pair);
-        self.rotation_deadline = None;
-        self.problem = None;
-    }
-
-    /// What the Node condition needs of it, as the certificate of `kind`.
-    pub fn held(&self, kind: &'static str) -> Held {
-        Held { kind, not_after: self.not_after, problem: self.problem.clone(), lapse: self.lapse }
-    }
-}
-
-/// The client certificate's status, shared with `/status` and the metrics.
-pub type Status = watch::Receiver<CertificateStatus>;
 
 /// The certificate manager, built: its API client and the task that keeps it.
 pub struct Manager {
@@ -273,43 +219,4 @@ fn server_url(cluster: &ClusterInfo) -> String {
         .parse::<http::Uri>()
         .map(|uri| uri.to_string())
         .unwrap_or_else(|_| cluster.server.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pair(name: &str, from: SystemTime, to: SystemTime) -> Pair {
-        Pair {
-            path: PathBuf::from(name),
-            not_before: from,
-            not_after: to,
-            common_name: "system:node:edge-1".into(),
-        }
-    }
-
-    /// J2: replacing a certificate that had ended records the lapse (for the Node
-    /// condition); a rotation before the end does not, and keeps an earlier lapse.
-    #[test]
-    fn j2_replacing_an_ended_certificate_is_a_lapse() {
-        let now = SystemTime::now();
-        let hour = Duration::from_secs(3600);
-        let mut status = CertificateStatus::default();
-        status.took(&pair("a.pem", now - hour * 2, now - hour));
-        assert_eq!(status.lapse, None, "the first certificate replaces none");
-        status.problem = Some("cannot reach the server".into());
-        status.took(&pair("b.pem", now, now + hour));
-        let lapse = status.lapse.expect("the ended certificate's lapse");
-        assert_eq!(lapse.expired_at, now - hour);
-        assert!(lapse.replaced_at >= now);
-        assert_eq!(status.problem, None);
-        status.took(&pair("c.pem", now, now + hour * 2));
-        assert_eq!(status.lapse, Some(lapse));
-        assert_eq!(status.path, Some(PathBuf::from("c.pem")));
-        let held = status.held("client");
-        assert_eq!(
-            (held.kind, held.not_after, held.lapse),
-            ("client", Some(now + hour * 2), Some(lapse))
-        );
-    }
 }

@@ -10,8 +10,8 @@ use outpost_core::certificates::rotation_deadline;
 use tokio::sync::watch;
 
 use super::Error;
-use super::manager::CertificateStatus;
 use super::pki::Pair;
+use super::status::CertificateStatus;
 
 /// The backoff between failed attempts.
 const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));

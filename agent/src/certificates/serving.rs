@@ -21,9 +21,9 @@ use tracing::{info, warn};
 
 use super::Error;
 use super::csr::{self, SERVING_SIGNER, Wanted};
-use super::manager::CertificateStatus;
 use super::pki::{Pair, Pki};
 use super::rotation::{self, Rotation};
+use super::status::CertificateStatus;
 use crate::apiserver::ApiClient;
 
 /// The serving certificate's kind in kubelet's file names.
