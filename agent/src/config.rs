@@ -67,7 +67,7 @@ pub enum Error {
     #[error(
         "node lease duration {0} s: give at least {min} s (the agent renews its Lease on a \
          10 s beat, which must be at most a quarter of the duration)",
-        min = crate::sync::lease::DURATION_SECONDS
+        min = outpost_core::node_status::NODE_LEASE_DURATION_SECONDS
     )]
     LeaseDuration(i32),
     #[error("manifest URL header {0:?}: expected \"Name: value\"")]
@@ -379,10 +379,9 @@ impl Config {
     }
 }
 
-/// `path` made absolute against the current directory (kept as is if that fails).
 /// `nodeLeaseDurationSeconds`: kubelet's 40 unless given; at least that.
 fn lease_duration(given: Option<i32>) -> Result<i32, Error> {
-    let minimum = crate::sync::lease::DURATION_SECONDS;
+    let minimum = outpost_core::node_status::NODE_LEASE_DURATION_SECONDS;
     match given {
         None => Ok(minimum),
         Some(seconds) if seconds >= minimum => Ok(seconds),
@@ -390,6 +389,7 @@ fn lease_duration(given: Option<i32>) -> Result<i32, Error> {
     }
 }
 
+/// `path` made absolute against the current directory (kept as is if that fails).
 fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }

@@ -32,6 +32,10 @@ pub use self::allocatable::{Capacity, Reservation};
 pub use self::conditions::Conditions;
 pub use self::machine::MemInfo;
 
+/// kubelet's default `nodeLeaseDurationSeconds`, and the shortest the agent takes: it
+/// renews the Lease on its 10 s beat, which must be at most a quarter of the duration.
+pub const NODE_LEASE_DURATION_SECONDS: i32 = 40;
+
 /// kubelet's `nodeStatusUpdateFrequency`: how often the status is computed.
 pub const STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 /// kubelet's `nodeStatusReportFrequency`: the longest time between two reports.

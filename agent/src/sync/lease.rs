@@ -36,9 +36,8 @@ use crate::apiserver::{ApiClient, CallError};
 use crate::error_chain::describe;
 
 pub const NAMESPACE: &str = "kube-node-lease";
-/// kubelet's default `nodeLeaseDurationSeconds`, and the shortest the agent takes: it is
-/// renewed on the beat, which must be at most a quarter of it.
-pub const DURATION_SECONDS: i32 = 40;
+/// kubelet's default `nodeLeaseDurationSeconds`, and the shortest the agent takes.
+pub const DURATION_SECONDS: i32 = outpost_core::node_status::NODE_LEASE_DURATION_SECONDS;
 /// kubelet renews at a quarter of the default duration: on the writers' beat.
 pub const RENEW_INTERVAL: Duration = super::beat::PERIOD;
 /// The probe's backoff while the server is unreachable.
