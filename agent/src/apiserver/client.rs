@@ -245,14 +245,7 @@ impl ApiClient {
     /// own at kubelet's pace: kubelet's heartbeat client, so that the Lease is not
     /// queued behind a backlog of status writes that a throttled server slowed down.
     pub fn heartbeat(&self) -> ApiClient {
-        let (rate, burst) = TokenBucket::KUBELET;
-        ApiClient::with_pace(
-            self.client.clone(),
-            self.server.clone(),
-            self.connectivity.clone(),
-            rate,
-            burst,
-        )
+        ApiClient::new(self.client.clone(), self.server.clone(), self.connectivity.clone())
     }
 
     /// The server's answer tells the bucket its pace: a 429 (flow control) slows it,

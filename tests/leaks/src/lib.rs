@@ -60,6 +60,9 @@ pub enum Leftover {
     Containerd(String, &'static str, String),
     /// A shim socket file nobody has bound.
     Socket(PathBuf),
+    /// A directory a killed run left in the temporary directory (a fleet's
+    /// `outpost-fleet-*`).
+    Directory(PathBuf),
 }
 
 impl std::fmt::Display for Leftover {
@@ -72,6 +75,7 @@ impl std::fmt::Display for Leftover {
             Leftover::Cni(path) => write!(f, "CNI state {}", path.display()),
             Leftover::Containerd(ns, kind, id) => write!(f, "containerd {kind} {ns}/{id}"),
             Leftover::Socket(path) => write!(f, "stale shim socket {}", path.display()),
+            Leftover::Directory(path) => write!(f, "directory {}", path.display()),
         }
     }
 }
@@ -82,6 +86,8 @@ const CNI_NETWORKS: &str = "/var/lib/cni/networks";
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 /// Where containerd 1.6's shims bind their sockets, whatever containerd's state dir.
 const SHIM_SOCKETS: &str = "/run/containerd/s";
+/// The prefix of the temporary directories of the tests' hollow fleets.
+const FLEET_DIRS: &str = "outpost-fleet-";
 
 impl Scope {
     /// Everything any Outpost agent, test or bench makes on this machine.
@@ -127,6 +133,7 @@ impl Scope {
         left.extend(self.containerd());
         if self.machine {
             left.extend(stale_shim_sockets().into_iter().map(Leftover::Socket));
+            left.extend(fleet_dirs().into_iter().map(Leftover::Directory));
         }
         left.into_iter().collect()
     }
@@ -324,6 +331,9 @@ pub fn clean(scope: &Scope) -> Vec<Leftover> {
             Leftover::Socket(path) => {
                 let _ = std::fs::remove_file(path);
             }
+            Leftover::Directory(path) => {
+                let _ = std::fs::remove_dir_all(path);
+            }
             Leftover::Process(..) | Leftover::Containerd(..) => {}
         }
     }
@@ -401,6 +411,17 @@ fn stale_shim_sockets() -> Vec<PathBuf> {
 }
 
 /// The socket files in `dir` no process has bound.
+/// The hollow fleets' directories in the temporary directory: a fleet removes its own
+/// when it ends, so one that is there when nothing runs is a killed run's.
+fn fleet_dirs() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(FLEET_DIRS))
+        .map(|entry| entry.path())
+        .collect()
+}
+
 fn stale_sockets_in(dir: &Path) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt as _;
     let files: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -101,8 +101,9 @@ pub fn packages(metadata: &Value) -> Vec<Package> {
 }
 
 /// The ids of the packages a shipped binary builds: those reached from the `roots`
-/// packages through normal and build dependencies (dev-dependencies are the tests').
-pub fn shipped(metadata: &Value, roots: &[&str]) -> BTreeSet<String> {
+/// packages through normal and build dependencies (dev-dependencies are the tests');
+/// `packages` are the metadata's ([`packages`]).
+pub fn shipped(metadata: &Value, packages: &[Package], roots: &[&str]) -> BTreeSet<String> {
     let mut edges: HashMap<&str, Vec<&str>> = HashMap::new();
     for node in metadata["resolve"]["nodes"].as_array().map(Vec::as_slice).unwrap_or_default() {
         let from = node["id"].as_str().unwrap_or_default();
@@ -116,7 +117,6 @@ pub fn shipped(metadata: &Value, roots: &[&str]) -> BTreeSet<String> {
     }
     let members = metadata["workspace_members"].as_array().map(Vec::as_slice).unwrap_or_default();
     let members: BTreeSet<&str> = members.iter().filter_map(Value::as_str).collect();
-    let packages = packages(metadata);
     let mut next: Vec<&str> = packages
         .iter()
         .filter(|p| members.contains(p.id.as_str()) && roots.contains(&p.name.as_str()))
@@ -157,7 +157,7 @@ pub fn licence_problem(license: Option<&str>) -> Option<String> {
 /// being built from the `roots` packages ([`SHIPPED`]).
 pub fn check(metadata: &Value, roots: &[&str]) -> Findings {
     let packages = packages(metadata);
-    let shipped = shipped(metadata, roots);
+    let shipped = shipped(metadata, &packages, roots);
     let mut findings = Findings { packages: packages.len(), ..Findings::default() };
     for package in &packages {
         let Some(problem) = licence_problem(package.license.as_deref()) else { continue };
