@@ -67,18 +67,23 @@ impl Agent {
         manifests: &Path,
         extra: &[S],
     ) -> Agent {
-        let chosen = extra.iter().any(|a| a.as_ref().to_string_lossy().starts_with("--ebpf"));
-        let mode: &[&str] = if ebpf_off() && !chosen {
-            &[ANONYMOUS_READS, "--ebpf=false"]
-        } else {
-            &[ANONYMOUS_READS]
-        };
-        Agent::spawn(command, mode, manifests, extra)
+        let given =
+            |flag: &str| extra.iter().any(|a| a.as_ref().to_string_lossy().starts_with(flag));
+        let mut mode = vec![ANONYMOUS_READS.to_owned()];
+        if ebpf_off() && !given("--ebpf") {
+            mode.push("--ebpf=false".to_owned());
+        }
+        if let Some(runtime) = oci_runtime()
+            && !given("--runtime")
+        {
+            mode.extend(["--runtime".to_owned(), runtime]);
+        }
+        Agent::spawn(command, &mode, manifests, extra)
     }
 
-    fn spawn<S: AsRef<OsStr>>(
+    fn spawn<S: AsRef<OsStr>, M: AsRef<OsStr>>(
         mut command: Command,
-        mode: &[&str],
+        mode: &[M],
         manifests: &Path,
         extra: &[S],
     ) -> Agent {
@@ -242,6 +247,15 @@ pub const EBPF_ENV: &str = "OUTPOST_TEST_EBPF";
 /// Whether `OUTPOST_TEST_EBPF=off`.
 pub fn ebpf_off() -> bool {
     std::env::var(EBPF_ENV).is_ok_and(|v| v == "off")
+}
+
+/// The environment variable that gives [`Agent::start_pods`] agents another OCI runtime
+/// (`OUTPOST_TEST_RUNTIME=crun`: the benchmarks' figures under crun).
+pub const RUNTIME_ENV: &str = "OUTPOST_TEST_RUNTIME";
+
+/// The runtime `OUTPOST_TEST_RUNTIME` names, if any.
+pub fn oci_runtime() -> Option<String> {
+    std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty())
 }
 
 /// An HTTP/1.1 request head for one request on its own connection.
