@@ -44,8 +44,8 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, h5_heap, l1_load, o2_restart,
-    pods, report, signal,
+    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, h5_heap, l1_load, o2_restart, pods,
+    report, signal,
 };
 
 #[derive(Debug, Clone, Default)]

@@ -23,7 +23,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
-            "--profile" => profile = args.next().context("--profile needs a cargo profile")?.clone(),
+            "--profile" => {
+                profile = args.next().context("--profile needs a cargo profile")?.clone()
+            }
             other => bail!(
                 "`heap`: unknown argument {other:?}; usage: cargo xtask heap [--quick] [--profile P]"
             ),

@@ -116,8 +116,9 @@ impl Profile {
     fn read(file: &Path) -> anyhow::Result<Profile> {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON (a partly written profile?)", file.display()))?;
+        let json: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not JSON (a partly written profile?)", file.display())
+        })?;
         if json["mode"] != "rust-heap" {
             bail!("{} is not a dhat heap profile (mode {})", file.display(), json["mode"]);
         }
