@@ -8,7 +8,10 @@
 //! frame of the agent's own code above the allocation. The profile itself stays in
 //! `target/heap/dhat-heap.json` for dhat's viewer (`dh_view.html`).
 //!
-//! A plain agent then adopts the pods and removes them, as B5's teardown does.
+//! A plain agent (the same binary, not recording) then adopts the pods; once settled, its
+//! RSS is reported with where it is (`smaps`), and it removes the pods as B5's teardown
+//! does. The RSS is that of the build H5 ran (`cargo xtask heap` builds the dev
+//! profile): a comparison between two commits, not B5's figure.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +22,7 @@ use anyhow::{Context, bail};
 use outpost_tests::agent::Agent;
 use outpost_tests::outpost_bin;
 use outpost_tests::pods::Node;
+use outpost_tests::smaps::Breakdown;
 
 use crate::Options;
 use crate::bench::b5_footprint::{PREFIX, manifest, procfs, teardown, wait_running};
@@ -68,13 +72,38 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
 
     // A plain agent adopts the pods and removes them.
     let agent = node.start();
-    let adopted = wait_running(&agent, PREFIX, count);
+    let adopted = wait_running(&agent, PREFIX, count).map(|_| {
+        std::thread::sleep(settle);
+        plain_rss(&agent, count)
+    });
     let torn_down = teardown(&node, agent, &uids, PREFIX);
     let profile = written?;
-    adopted.context("the pods after the profiled agent stopped")?;
+    let rss = adopted.context("the pods after the profiled agent stopped")??;
     torn_down.context("teardown")?;
     println!("heap profile: {}", file.display());
-    Ok(profile.entries(count, rss_mib, &file))
+    let mut entries = profile.entries(count, rss_mib, &file);
+    entries.push(rss);
+    Ok(entries)
+}
+
+/// The plain agent's RSS with its pods, and where it is.
+fn plain_rss(agent: &Agent, pods: usize) -> anyhow::Result<Entry> {
+    let pid = agent.pid();
+    let rss = procfs::memory_mib(pid, "VmRSS")?;
+    let breakdown = Breakdown::of(pid).with_context(|| format!("cannot read /proc/{pid}/smaps"))?;
+    let entry = Entry::new(
+        "H5",
+        format!("agent RSS without recording, {pods} adopted pods (this build)"),
+        "MiB",
+        Stats::of(vec![(rss * 1000.0).round() / 1000.0]),
+    )
+    .target("(B5 measures the release build)", true)
+    .detail("anon_mib", procfs::memory_mib(pid, "RssAnon")?)
+    .detail("arenas", breakdown.arenas);
+    Ok(breakdown
+        .rss_mib
+        .iter()
+        .fold(entry, |entry, (kind, mib)| entry.detail(kind.key(), (mib * 1000.0).round() / 1000.0)))
 }
 
 /// `<target dir>/heap/dhat-heap.json` (`CARGO_TARGET_DIR` when set, as the report's).
