@@ -4,12 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use outpost::cli::{Cli, Command};
-use outpost::{commands, heap_profile, logging};
-
-/// The heap profiler's allocator (`--features dhat-heap`, `outpost::heap_profile`).
-#[cfg(feature = "dhat-heap")]
-#[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+use outpost::{commands, logging};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -65,8 +60,6 @@ fn run(args: outpost::cli::RunArgs, log_level: logging::LogLevel) -> anyhow::Res
     // Before the runtime's threads exist: these edit the environment and malloc's setup.
     let systemd = outpost::systemd::take_env();
     outpost::host::allocator::configure();
-    // Dropped after the runtime (declared before it): the profile's t-end is the stop.
-    let _heap = heap_profile::start();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(commands::run::run(args.settings, args.dry_run, systemd, log_level))?;

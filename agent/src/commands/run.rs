@@ -139,6 +139,8 @@ pub async fn run(
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
+    // A heap profile, if one is asked for: written at the stop signal, or here at the end.
+    let _heap = crate::heap_profile::start();
     let containerd = build::PodRuntimeChoice::Containerd;
     run_with(settings, dry_run, systemd, log_level, containerd, shutdown::signal()).await
 }

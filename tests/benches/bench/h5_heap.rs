@@ -100,10 +100,9 @@ fn plain_rss(agent: &Agent, pods: usize) -> anyhow::Result<Entry> {
     .target("(B5 measures the release build)", true)
     .detail("anon_mib", procfs::memory_mib(pid, "RssAnon")?)
     .detail("arenas", breakdown.arenas);
-    Ok(breakdown
-        .rss_mib
-        .iter()
-        .fold(entry, |entry, (kind, mib)| entry.detail(kind.key(), (mib * 1000.0).round() / 1000.0)))
+    Ok(breakdown.rss_mib.iter().fold(entry, |entry, (kind, mib)| {
+        entry.detail(kind.key(), (mib * 1000.0).round() / 1000.0)
+    }))
 }
 
 /// `<target dir>/heap/dhat-heap.json` (`CARGO_TARGET_DIR` when set, as the report's).
