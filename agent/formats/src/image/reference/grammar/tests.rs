@@ -48,7 +48,7 @@ fn references_parse_as_oci_spec_parses_them() {
         format!("a:{}", "t".repeat(128)),
         format!("a:{}", "t".repeat(129)),
         format!("a/{}", "b".repeat(254)),
-        format!("{}", "b".repeat(250)),
+        "b".repeat(250),
         format!("x.io/{}", "b".repeat(256)),
     ];
     for case in cases {
