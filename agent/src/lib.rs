@@ -13,6 +13,7 @@ pub mod ebpf;
 pub mod eviction;
 pub mod gc;
 pub mod heap_profile;
+pub mod heap_trim;
 pub mod insecure_skip_verify;
 pub mod logging;
 pub mod metrics;
