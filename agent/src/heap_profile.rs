@@ -1,11 +1,11 @@
 //! The agent's heap profile (dhat) for `outpost run`, in a binary built with the
 //! `dhat-heap` feature (`cargo xtask heap`; never in a distribution build). With
 //! `OUTPOST_DHAT_HEAP=<file>` in the environment, every allocation from the start of
-//! `outpost run`'s command is recorded, and the profile is written to `<file>` the moment SIGTERM or SIGINT
-//! arrives, before the agent lets go of anything: its end (t-end) is the heap of the
-//! running agent, its peak (t-gmax) the largest heap so far, each by allocation site,
-//! readable with dhat's viewer (`dh_view.html`). Without the variable, or without the
-//! feature, nothing is recorded.
+//! `outpost run`'s command is recorded, and the profile is written to `<file>` the moment
+//! SIGTERM or SIGINT arrives, before the agent lets go of anything: its end (t-end) is the
+//! heap of the running agent, its peak (t-gmax) the largest heap so far, each by
+//! allocation site, readable with dhat's viewer (`dh_view.html`). Without the variable, or
+//! without the feature, nothing is recorded.
 
 /// The environment variable that names the profile's file.
 pub const ENV: &str = "OUTPOST_DHAT_HEAP";
