@@ -2,16 +2,9 @@
 
 use tokio::signal::unix::{SignalKind, signal as unix_signal};
 
-/// Resolves on SIGINT or SIGTERM with the signal's name (a heap profile, if one is
-/// recording, is written first: [`crate::heap_profile`]). If a handler cannot be
+/// Resolves on SIGINT or SIGTERM with the signal's name. If a handler cannot be
 /// installed, that signal is simply not waited for.
 pub async fn signal() -> &'static str {
-    let signal = wait().await;
-    crate::heap_profile::finish();
-    signal
-}
-
-async fn wait() -> &'static str {
     let term = unix_signal(SignalKind::terminate());
     let int = unix_signal(SignalKind::interrupt());
     match (term, int) {
