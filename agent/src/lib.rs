@@ -12,6 +12,8 @@ pub mod config;
 pub mod ebpf;
 pub mod eviction;
 pub mod gc;
+pub mod heap_profile;
+pub mod heap_trim;
 pub mod insecure_skip_verify;
 pub mod logging;
 pub mod metrics;

@@ -2,7 +2,8 @@
 //! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B10 burst, B11
 //! config, B12 streams, B13 fleet (B2, B5 and B10 with podman beside, `bench/podman.rs`); O2
 //! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
-//! (asked for by the reliability issue).
+//! (asked for by the reliability issue). H5, the agent's heap profile at B5's pods, runs
+//! only when named, with an agent built with its heap profiler (`cargo xtask heap`).
 //!
 //! Run with `cargo xtask bench [--quick] [ID…]` (the release profile; CI's check uses
 //! `--profile dev`). Writes `target/bench/report.json` (under `CARGO_TARGET_DIR` when
@@ -28,6 +29,7 @@ mod bench {
     pub mod b7_scale;
     pub mod b8_probes;
     pub mod b9_pressure;
+    pub mod h5_heap;
     pub mod l1_load;
     pub mod o2_restart;
     pub mod podman;
@@ -42,8 +44,8 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, l1_load, o2_restart, pods, report,
-    signal,
+    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, h5_heap, l1_load, o2_restart, pods,
+    report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -102,12 +104,12 @@ fn main() -> ExitCode {
         ("O2", o2_restart::run),
         ("L1", l1_load::run),
     ];
+    // Run only when named: not benchmarks, and they need an agent built otherwise.
+    let on_request: [(&str, Bench); 1] = [("H5", h5_heap::run)];
+    let named = on_request.into_iter().filter(|(id, _)| options.only.iter().any(|o| o == id));
     let mut entries = Vec::new();
     let mut failed = Vec::new();
-    for (id, bench) in benches {
-        if !options.selects(id) {
-            continue;
-        }
+    for (id, bench) in benches.into_iter().filter(|(id, _)| options.selects(id)).chain(named) {
         eprintln!("bench: running {id}{}", if options.quick { " (quick)" } else { "" });
         // Flush dirty pages first: writeback of a build that just finished (as in CI)
         // would otherwise compete with the filesystem benchmarks for the same disk.

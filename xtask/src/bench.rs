@@ -91,7 +91,16 @@ pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
 /// and the agent with its container logger beside it (so that they share every
 /// dependency); the paths of the program and the agent.
 pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let args = [
+    build_program_with(profile, program, &[])
+}
+
+/// [`build_program`] with more cargo arguments (`--features outpost/dhat-heap`).
+pub(crate) fn build_program_with(
+    profile: &str,
+    program: &str,
+    extra: &[&str],
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let mut args = vec![
         "build",
         "--profile",
         profile,
@@ -110,6 +119,7 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
         "--message-format",
         "json-render-diagnostics",
     ];
+    args.extend_from_slice(extra);
     let (messages, shown) = built(crate::cargo(&args))?;
     let program = executable(&messages, program, "bench")
         .with_context(|| format!("`{shown}` named no {program} program"))?;

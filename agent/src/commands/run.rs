@@ -139,8 +139,16 @@ pub async fn run(
     systemd: systemd::Env,
     log_level: LogLevel,
 ) -> Result<(), Error> {
+    // A heap profile, if one is asked for: written at the stop signal, before the agent
+    // lets go of anything (or when the guard drops, if the agent ends otherwise).
+    let _heap = crate::heap_profile::start();
+    let stop = async {
+        let signal = shutdown::signal().await;
+        crate::heap_profile::finish();
+        signal
+    };
     let containerd = build::PodRuntimeChoice::Containerd;
-    run_with(settings, dry_run, systemd, log_level, containerd, shutdown::signal()).await
+    run_with(settings, dry_run, systemd, log_level, containerd, stop).await
 }
 
 /// Runs a hollow node (B13's fleet harness): the agent as [`run`] runs it, its pods on the

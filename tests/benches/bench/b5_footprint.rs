@@ -61,7 +61,7 @@ use helpers::{Helpers, total};
 use procfs::{Delta, Memory, Sample};
 
 /// The names of this benchmark's pods start with it.
-const PREFIX: &str = "fp-";
+pub const PREFIX: &str = "fp-";
 /// The pod counts measured without a kubeconfig, in order (the same pods carried over).
 const STEPS: [usize; 3] = [0, 10, 100];
 /// The pod count measured with a kubeconfig.
@@ -210,7 +210,7 @@ pub fn failed(mut entries: Vec<Entry>, error: &anyhow::Error) -> Vec<Entry> {
 }
 
 /// A pod with one container that sleeps, on the pod network.
-fn manifest(i: usize) -> String {
+pub fn manifest(i: usize) -> String {
     format!(
         r#"apiVersion: v1
 kind: Pod

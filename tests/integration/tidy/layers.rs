@@ -32,8 +32,9 @@ const CRATES: &[&[&str]] = &[
 const RANKS: &[&[&str]] = &[
     // Leaves: signals, file permissions, the pods' status store, logind's shutdowns.
     &["shutdown", "permissions", "status", "node_shutdown", "insecure_skip_verify"],
-    // Settings; the API server's shared services; checkpoints.
-    &["config", "apiserver", "checkpoint"],
+    // Settings; the API server's shared services; checkpoints; the heap profiler and
+    // malloc's trim after the pods' bursts of status changes.
+    &["config", "apiserver", "checkpoint", "heap_profile", "heap_trim"],
     // The manifest audit, the agent's own logs, systemd notifications, the node's
     // certificates (on the API server's client).
     &["audit", "logging", "systemd", "certificates"],

@@ -1,6 +1,9 @@
 //! Image references normalized as containerd and docker name them:
-//! `busybox` → `docker.io/library/busybox:latest`, parsed by oci-spec's distribution
-//! [`Reference`] (the grammar of the distribution project). No IO.
+//! `busybox` → `docker.io/library/busybox:latest`, as oci-spec's distribution
+//! [`Reference`] (the grammar of the distribution project), matched without its regular
+//! expression ([`grammar`]). No IO.
+
+mod grammar;
 
 pub use oci_spec::distribution::{ParseError, Reference};
 
@@ -25,7 +28,7 @@ pub fn parse(reference: &str) -> Result<Reference, InvalidReference> {
     if !reference.is_ascii() {
         return Err(invalid("it is not ASCII".to_owned()));
     }
-    Reference::try_from(reference).map_err(|error: ParseError| invalid(error.to_string()))
+    grammar::parse(reference).map_err(|error: ParseError| invalid(error.to_string()))
 }
 
 /// The fully qualified form of `reference` ([`parse`]d and written whole).

@@ -161,6 +161,10 @@ pub(super) async fn build(
                 admission_node,
             )?;
             tasks.extend(pod_tasks);
+            tasks.push(Task::infallible(
+                "heap_trim",
+                crate::heap_trim::run(shared.statuses.clone()),
+            ));
             Some(containerd)
         }
         #[cfg(feature = "hollow")]
