@@ -29,9 +29,17 @@ fn main() -> ExitCode {
                 max_size: args.max_size,
                 max_files: args.max_files,
             };
-            let args =
-                outpost_container_log::shim::Args { path: args.path, limits, fifos: args.fifos };
+            let args = outpost_container_log::shim::Args { path: args.path, limits };
             args.run().map(|()| ExitCode::SUCCESS).map_err(|e| anyhow::anyhow!(e))
+        }
+        Command::ContainerLogNode(args) => {
+            // Out of the agent's session: the node logger outlives it.
+            let _ = nix::unistd::setsid();
+            let args = outpost_container_log::node::Args {
+                state_dir: args.state_dir,
+                socket: args.socket,
+            };
+            outpost_container_log::node::run(&args).map(|()| ExitCode::SUCCESS).map_err(Into::into)
         }
         Command::PodInit(_) => {
             outpost::runtime::netns::pid::run_init().map(|()| ExitCode::SUCCESS).map_err(Into::into)
