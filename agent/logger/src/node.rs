@@ -183,8 +183,8 @@ struct NodeLogger {
 
 impl NodeLogger {
     fn new(dirs: StateDir, listener: UnixListener) -> Result<NodeLogger> {
-        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
-            .map_err(|e| Error::Setup(e.into()))?;
+        let epoll =
+            Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Setup(e.into()))?;
         epoll
             .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
             .map_err(|e| Error::Setup(e.into()))?;
@@ -447,13 +447,13 @@ impl NodeLogger {
         let Container { registration, file, .. } = container;
         drop(file);
         if let Err(e) = self.dirs.forget(&registration.id) {
-            eprintln!("outpost-container-log: container {}: cannot forget it: {e}", registration.id);
+            eprintln!(
+                "outpost-container-log: container {}: cannot forget it: {e}",
+                registration.id
+            );
         }
         if let Err(e) = std::fs::remove_dir_all(&registration.fifos) {
-            eprintln!(
-                "outpost-container-log: cannot remove {}: {e}",
-                registration.fifos.display()
-            );
+            eprintln!("outpost-container-log: cannot remove {}: {e}", registration.fifos.display());
         }
     }
 }

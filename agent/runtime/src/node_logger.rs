@@ -136,10 +136,7 @@ impl NodeLogger {
         let failed = |source| Error::Spawn { binary: self.binary.clone(), source };
         std::fs::create_dir_all(&self.state_dir).map_err(failed)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log());
-        let small = self
-            .binary
-            .file_name()
-            .is_some_and(|n| n == outpost_container_log::BINARY);
+        let small = self.binary.file_name().is_some_and(|n| n == outpost_container_log::BINARY);
         let subcommand =
             if small { outpost_container_log::node::SUBCOMMAND } else { AGENT_SUBCOMMAND };
         let mut command = tokio::process::Command::new(&self.binary);

@@ -286,11 +286,8 @@ impl PodRuntime for Pods {
         let node = self.settings.container_logger == crate::config::ContainerLogger::Node;
         let registration = if node || stdin {
             let io_dir = self.io_dir();
-            let registered = self
-                .settings
-                .node_logger
-                .register(&io_dir, &id, &log_path, terminal, stdin)
-                .await;
+            let registered =
+                self.settings.node_logger.register(&io_dir, &id, &log_path, terminal, stdin).await;
             Some(registered.map_err(|e| create_error(describe(&e)))?)
         } else {
             None

@@ -365,9 +365,8 @@ fn kill_logger_under(
         return Ok(());
     }
     let at_kill = counted(log).unwrap_or(0);
-    let after = wait_for(Duration::from_secs(30), || {
-        counted(log).ok().filter(|n| *n > at_kill + 50)
-    });
+    let after =
+        wait_for(Duration::from_secs(30), || counted(log).ok().filter(|n| *n > at_kill + 50));
     match counted(log) {
         Err(violation) => outcome.violations.push(violation),
         Ok(_) if after.is_none() => outcome

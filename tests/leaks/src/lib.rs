@@ -25,7 +25,8 @@ use std::time::Duration;
 /// The first arguments of Outpost's helper processes: the per-container logger, the node
 /// logger (`outpost-container-log node`, or the agent's `container-log-node`), a pod's
 /// pid-namespace init, and agents.
-const HELPER_SUBCOMMANDS: [&str; 5] = ["container-log", "node", "container-log-node", "pod-init", "run"];
+const HELPER_SUBCOMMANDS: [&str; 5] =
+    ["container-log", "node", "container-log-node", "pod-init", "run"];
 
 /// Where Outpost's things are, for one inventory.
 #[derive(Debug, Clone)]
@@ -179,14 +180,13 @@ impl Scope {
             let managed =
                 args.first().is_some_and(|a| a.ends_with("/containerd") || a == "containerd")
                     && flag("--config").is_some_and(|config| self.under_roots(config));
-            let helper = args.first().is_some_and(|a| {
-                ["outpost", "outpost-container-log"]
-                    .iter()
-                    .any(|bin| a == bin || a.ends_with(&format!("/{bin}")))
-            }) && args
-                .get(1)
-                .is_some_and(|a| HELPER_SUBCOMMANDS.contains(&a.as_str()))
-                && (self.machine || args.iter().any(|a| self.under_roots(a)));
+            let helper =
+                args.first().is_some_and(|a| {
+                    ["outpost", "outpost-container-log"]
+                        .iter()
+                        .any(|bin| a == bin || a.ends_with(&format!("/{bin}")))
+                }) && args.get(1).is_some_and(|a| HELPER_SUBCOMMANDS.contains(&a.as_str()))
+                    && (self.machine || args.iter().any(|a| self.under_roots(a)));
             if shim || helper || managed {
                 found.push(Leftover::Process(pid, args.join(" ")));
             }

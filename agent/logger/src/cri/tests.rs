@@ -115,7 +115,8 @@ fn a_long_partial_line_is_consumed_a_maximum_record_at_a_time() {
     assert_eq!((consumed, records), (MAX_RECORD_CONTENT, vec![(Tag::Partial, MAX_RECORD_CONTENT)]));
     // Exactly the maximum may still end with a newline: one F record then.
     let mut records = Vec::new();
-    let consumed = complete(&long[..MAX_RECORD_CONTENT], false, |tag, c| records.push((tag, c.len())));
+    let consumed =
+        complete(&long[..MAX_RECORD_CONTENT], false, |tag, c| records.push((tag, c.len())));
     assert_eq!((consumed, records), (0, vec![]));
 }
 

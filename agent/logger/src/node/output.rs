@@ -100,8 +100,12 @@ impl Pump {
     ) -> io::Result<Progress> {
         let capacity = self.buf.capacity();
         loop {
-            let n = match tee(&output.reader, &self.copy_w, capacity, SpliceFFlags::SPLICE_F_NONBLOCK)
-            {
+            let n = match tee(
+                &output.reader,
+                &self.copy_w,
+                capacity,
+                SpliceFFlags::SPLICE_F_NONBLOCK,
+            ) {
                 Ok(0) => return Ok(Progress::Ended),
                 Ok(n) => n,
                 Err(Errno::EAGAIN) => return Ok(Progress::Waiting),
@@ -113,7 +117,8 @@ impl Pump {
             let stream = output.stream;
             // The writers gone: what is left can only be the end of the stream.
             let end = output.hung_up && output.hold.is_none();
-            let consumed = cri::complete(&self.buf, end, |tag, content| write(stream, tag, content));
+            let consumed =
+                cri::complete(&self.buf, end, |tag, content| write(stream, tag, content));
             consume(&output.reader, &mut self.buf[..consumed])?;
             if consumed < n {
                 return Ok(Progress::Waiting);

@@ -79,14 +79,9 @@ impl Registration {
     /// Reads [`Registration::to_fields`] back.
     pub fn from_fields(fields: &str) -> Option<Registration> {
         let mut parts = fields.split('\t');
-        let (Some(id), Some(fifos), Some(log), Some(size), Some(files), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
+        let (Some(id), Some(fifos), Some(log), Some(size), Some(files), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return None;
         };
         let limits = Limits { max_size: size.parse().ok()?, max_files: files.parse().ok()? };

@@ -55,7 +55,12 @@ impl Node {
     }
 
     /// Sends `request` on a new connection and returns the answer and the connection.
-    fn request(&self, logger: &mut NodeLogger, socket: &str, request: &str) -> (String, UnixStream) {
+    fn request(
+        &self,
+        logger: &mut NodeLogger,
+        socket: &str,
+        request: &str,
+    ) -> (String, UnixStream) {
         let mut client = UnixStream::connect(self.tmp.path().join(socket)).unwrap();
         client.write_all(format!("{request}\n").as_bytes()).unwrap();
         client.set_read_timeout(Some(Duration::from_millis(20))).unwrap();

@@ -32,10 +32,7 @@ fn limits_may_be_given_before_or_after_the_path() {
     let args = parse(&["container-log", "--max-size", "20000", "/x/0.log", "--max-files", "3"]);
     assert_eq!(
         args.unwrap(),
-        Args {
-            path: "/x/0.log".into(),
-            limits: Limits { max_size: 20000, max_files: 3 }
-        }
+        Args { path: "/x/0.log".into(), limits: Limits { max_size: 20000, max_files: 3 } }
     );
 }
 

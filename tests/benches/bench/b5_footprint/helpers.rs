@@ -38,12 +38,13 @@ impl Helpers {
             .iter()
             .filter(|p| {
                 let logger = p.name() == "outpost-container-log"
-                    || p.args.get(1).is_some_and(|a| a == "container-log" || a == "container-log-node");
-                let ours = shims.contains(&p.ppid)
                     || p.args
-                        .iter()
-                        .skip(1)
-                        .any(|a| Path::new(a).starts_with(log_dir) || Path::new(a).starts_with(run_dir));
+                        .get(1)
+                        .is_some_and(|a| a == "container-log" || a == "container-log-node");
+                let ours = shims.contains(&p.ppid)
+                    || p.args.iter().skip(1).any(|a| {
+                        Path::new(a).starts_with(log_dir) || Path::new(a).starts_with(run_dir)
+                    });
                 logger && ours
             })
             .map(|p| p.pid)
