@@ -6,7 +6,7 @@ use nix::sys::stat::Mode;
 
 use super::protocol::Registration;
 use super::*;
-use crate::cri::{Joiner, Line, decode};
+use crate::cri::{Joiner, Line, Stream, decode};
 use crate::rotation::Limits;
 
 struct Node {
