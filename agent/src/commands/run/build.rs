@@ -353,7 +353,7 @@ fn pod_side(
     let (evict, evictions) = mpsc::unbounded_channel();
     let (images, images_dir) = node::images_dir(config, connection.clone(), &gc, metrics.images);
     let exe = std::env::current_exe().map_err(Error::Exe)?;
-    let node_logger = pods::node_logger(config, &exe);
+    let node_logger = pods::node_logger(config, &exe, connection.clone());
     let workers = pods::Deps {
         exe,
         batches,

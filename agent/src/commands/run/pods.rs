@@ -176,15 +176,20 @@ fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Erro
     Ok(())
 }
 
-/// The `node_logger` task (with `containerLogger: node`): starts the node logger if none
-/// runs or adopts the one that does (it outlives the agent), and starts it again whenever
-/// it ends; it is left running when the agent exits.
-pub(super) fn node_logger(config: &Config, exe: &Path) -> Option<Task> {
+/// The `node_logger` task (with `containerLogger: node`): once containerd answers (no
+/// container runs before), starts the node logger if none runs or adopts the one that
+/// does (it outlives the agent), and starts it again whenever it ends; it is left running
+/// when the agent exits.
+pub(super) fn node_logger(config: &Config, exe: &Path, connection: Connection) -> Option<Task> {
     if config.container_logger != ContainerLogger::Node {
         return None;
     }
     let logger = NodeLogger::new(&logs::logger_binary(exe), &config.run_dir);
-    Some(Task::infallible("node_logger", supervise(logger)))
+    Some(Task::infallible("node_logger", async move {
+        if connection.connected().await.is_some() {
+            supervise(logger).await;
+        }
+    }))
 }
 
 /// Keeps the node logger running (see [`node_logger`]).
