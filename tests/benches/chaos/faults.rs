@@ -308,10 +308,12 @@ fn kill_logger(
     rng: &mut fastrand::Rng,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let name = "counter";
+    // A name of its own each time: a static pod's UID comes from its manifest, and the
+    // log of an earlier counter pod of the same name and UID may still be there.
+    let name = format!("counter-{}", rng.u32(..1_000_000));
     let manifest = rig.path("manifests").join(format!("{name}.yaml"));
     let tmp = rig.path("manifests").join(format!(".{name}.yaml.tmp"));
-    std::fs::write(&tmp, counter_manifest(name))?;
+    std::fs::write(&tmp, counter_manifest(&name))?;
     std::fs::rename(&tmp, &manifest)?;
     let pod = format!("{name}-{}", super::rig::NODE);
     let log = wait_for(Duration::from_secs(60), || {
