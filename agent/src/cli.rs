@@ -62,6 +62,9 @@ Examples:\n  outpost exec default/web -- ls /\n  outpost exec web -c main -i -t 
     /// The container logger containerd's shim runs (internal; see `runtime::logs`).
     #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
     ContainerLog(ContainerLogArgs),
+    /// The node logger, run by the agent where `outpost-container-log` is not installed.
+    #[command(name = crate::runtime::node_logger::AGENT_SUBCOMMAND, hide = true)]
+    ContainerLogNode(ContainerLogNodeArgs),
     /// The pid 1 of a pod's shared pid namespace (internal; see `runtime::netns::pid`).
     #[command(name = crate::runtime::netns::pid::INIT_SUBCOMMAND, hide = true)]
     PodInit(PodInitArgs),
@@ -246,9 +249,18 @@ pub struct ContainerLogArgs {
     /// Files to keep, the live one included.
     #[arg(long, value_name = "N", default_value_t = crate::runtime::logs::DEFAULT_MAX_FILES, value_parser = at_least_one)]
     pub max_files: usize,
-    /// The container's FIFOs, when the agent starts the logger (a container with stdin).
+}
+
+/// `outpost container-log-node`'s arguments (the node logger, where
+/// `outpost-container-log` is not installed).
+#[derive(Debug, clap::Args)]
+pub struct ContainerLogNodeArgs {
+    /// The node logger's state directory.
     #[arg(long, value_name = "DIR")]
-    pub fifos: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    /// The Unix socket the agent registers containers on.
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
 }
 
 fn at_least_one(value: &str) -> Result<usize, String> {

@@ -1,6 +1,7 @@
 //! One module per `outpost` subcommand; `main.rs` only dispatches here.
 
 pub mod client;
+pub mod container_log;
 pub mod describe;
 pub mod exec;
 pub mod images;

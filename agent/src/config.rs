@@ -17,7 +17,9 @@ mod settings;
 mod values;
 
 pub use self::settings::{Labels, Settings, Taints};
-pub use self::values::{Backend, LogFormat, Mode, OciRuntime, Preference, ShimGrouping};
+pub use self::values::{
+    Backend, ContainerLogger, LogFormat, Mode, OciRuntime, Preference, ShimGrouping,
+};
 use self::values::{from_value_name, value_name};
 
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
@@ -26,6 +28,7 @@ pub use crate::runtime::containerd::DEFAULT_SOCKET as DEFAULT_CONTAINERD_SOCKET;
 pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
 pub const DEFAULT_WATCHER: Preference = Preference::Auto;
 pub const DEFAULT_SHIM_GROUPING: ShimGrouping = ShimGrouping::Pod;
+pub const DEFAULT_CONTAINER_LOGGER: ContainerLogger = ContainerLogger::Node;
 pub const DEFAULT_RUNTIME: OciRuntime = OciRuntime::Runc;
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
 /// The seccomp profile root under the state directory, as kubelet's is under its root
@@ -143,6 +146,7 @@ pub struct Config {
     pub watcher: Preference,
     pub containerd_namespace: String,
     pub shim_grouping: ShimGrouping,
+    pub container_logger: ContainerLogger,
     pub runtime: OciRuntime,
     pub node_ip: Option<IpAddr>,
     pub run_dir: PathBuf,
@@ -333,6 +337,7 @@ impl Config {
                 .containerd_namespace
                 .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
             shim_grouping: s.shim_grouping.unwrap_or(DEFAULT_SHIM_GROUPING),
+            container_logger: s.container_logger.unwrap_or(DEFAULT_CONTAINER_LOGGER),
             runtime: s.runtime.unwrap_or(DEFAULT_RUNTIME),
             node_ip: s.node_ip,
             // Absolute: containerd's shims get log paths, and they run elsewhere.

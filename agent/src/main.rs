@@ -24,15 +24,12 @@ fn main() -> ExitCode {
         Command::Manifests(command) => commands::manifests::manifests(&command).map_err(Into::into),
         Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
         Command::Exec(args) => commands::exec::exec(&args).map_err(Into::into),
-        Command::ContainerLog(args) => {
-            let limits = outpost::runtime::logs::rotation::Limits {
-                max_size: args.max_size,
-                max_files: args.max_files,
-            };
-            let args =
-                outpost_container_log::shim::Args { path: args.path, limits, fifos: args.fifos };
-            args.run().map(|()| ExitCode::SUCCESS).map_err(|e| anyhow::anyhow!(e))
-        }
+        Command::ContainerLog(args) => commands::container_log::container_log(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| anyhow::anyhow!(e)),
+        Command::ContainerLogNode(args) => commands::container_log::container_log_node(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
         Command::PodInit(_) => {
             outpost::runtime::netns::pid::run_init().map(|()| ExitCode::SUCCESS).map_err(Into::into)
         }

@@ -37,6 +37,7 @@ mod manifest_audit;
 mod metrics;
 mod node_admission;
 mod node_api_auth;
+mod node_logger;
 mod node_shutdown;
 mod node_stats;
 mod oci_runtime;

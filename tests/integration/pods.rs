@@ -65,13 +65,20 @@ fn a_dropped_manifest_runs_and_serves_on_its_pod_ip() {
     eventually("the container log is written", LONG, || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains(" stdout F serving"))
     });
-    // Written by the small logger beside the agent, not by the agent's own binary.
+    // Written by the node logger, the small binary beside the agent: one process for the
+    // node, none per container, not the agent's own binary (issue 38).
+    assert!(loggers_of(&log).is_empty(), "{:?}", loggers_of(&log));
+    let state = node.path("run/logger");
+    let loggers: Vec<Vec<String>> = node.node_loggers().into_iter().map(|(_, args)| args).collect();
     assert_eq!(
-        loggers_of(&log),
+        loggers,
         [vec![
             outpost_tests::container_log_bin().display().to_string(),
-            "container-log".to_owned(),
-            log.display().to_string(),
+            "node".to_owned(),
+            "--state-dir".to_owned(),
+            state.display().to_string(),
+            "--socket".to_owned(),
+            state.join("logger.sock").display().to_string(),
         ]]
     );
 }

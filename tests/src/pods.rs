@@ -293,6 +293,20 @@ impl Node {
 }
 
 impl Node {
+    /// The node loggers of this node's agents (`outpost-container-log node`, under its
+    /// run dir): pid and command line.
+    pub fn node_loggers(&self) -> Vec<(u32, Vec<String>)> {
+        let state = self.path("run/logger");
+        outpost_leaks::processes()
+            .into_iter()
+            .filter(|p| {
+                p.args.get(1).is_some_and(|a| a == "node" || a == "container-log-node")
+                    && p.args.iter().any(|a| Path::new(a) == state)
+            })
+            .map(|p| (p.pid, p.args))
+            .collect()
+    }
+
     /// Everything of this node's on the machine: its containerd namespace, cgroup root,
     /// directory (mounts, helper processes) and bridge.
     pub fn scope(&self) -> outpost_leaks::Scope {

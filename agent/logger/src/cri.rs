@@ -4,7 +4,8 @@
 //! [`MAX_RECORD_CONTENT`], or the last output of a stream when it ends without a newline,
 //! as containerd's CRI plugin writes them).
 //!
-//! [`LineSplitter`] turns a stream's bytes into records, [`encode`] writes one, [`decode`]
+//! [`LineSplitter`] turns a stream's bytes into records ([`complete`] does it without
+//! holding the start of a line), [`encode`] writes one, [`decode`]
 //! reads one and [`Joiner`] puts the parts of a line back together. No IO here.
 
 use crate::time::Time;
@@ -113,6 +114,30 @@ impl LineSplitter {
             self.pending.clear();
         }
     }
+}
+
+/// The records that can be written from the start of a stream's unread bytes `bytes`,
+/// and how many bytes they account for (the bytes to consume): every complete line, and
+/// of a line longer than [`MAX_RECORD_CONTENT`] its parts but the last; with `end` (no
+/// more bytes will come) the rest too, as a `P` record. What is not accounted for (the
+/// start of a line) is to be read again, with what follows it, next time. Fed this way,
+/// a stream gives the same records as [`LineSplitter`] (the node logger reads a FIFO
+/// without consuming it, `tee(2)`, and consumes only what it has written).
+pub fn complete(bytes: &[u8], end: bool, mut emit: impl FnMut(Tag, &[u8])) -> usize {
+    let mut done = 0;
+    while let Some(newline) = bytes[done..].iter().position(|&b| b == b'\n') {
+        emit_line(&bytes[done..done + newline], &mut emit);
+        done += newline + 1;
+    }
+    while bytes.len() - done > MAX_RECORD_CONTENT {
+        emit(Tag::Partial, &bytes[done..done + MAX_RECORD_CONTENT]);
+        done += MAX_RECORD_CONTENT;
+    }
+    if end && done < bytes.len() {
+        emit(Tag::Partial, &bytes[done..]);
+        done = bytes.len();
+    }
+    done
 }
 
 fn emit_line(line: &[u8], emit: &mut impl FnMut(Tag, &[u8])) {

@@ -14,13 +14,14 @@
 //! - [`rotation`]: kubelet's size-based rotation of the live file;
 //! - [`logger`]: the copy loop, one thread per stream;
 //! - [`shim`]: the process's side of containerd's `binary://` log protocol;
-//! - [`fifos`]: the same logger, started by the agent on FIFOs, for a container with
-//!   `stdin: true` (the shim's `binary://` logging gives a container no stdin);
+//! - [`node`]: the node logger, one process per node that holds every container's
+//!   output (on FIFOs), outlives the agent and survives its own restart without losing a
+//!   line;
 //! - [`time`]: the UTC timestamps both formats write.
 
 pub mod cri;
-pub mod fifos;
 pub mod logger;
+pub mod node;
 pub mod rotation;
 pub mod shim;
 pub mod time;

@@ -42,37 +42,30 @@ pub fn container_log(path: &Path, limits: Limits) -> Result<()> {
     Ok(())
 }
 
-/// What the shim (or the agent, or a person) asked for: `[container-log] [--max-size
-/// BYTES] [--max-files N] [--fifos DIR] PATH`.
+/// What the shim (or a person) asked for: `[container-log] [--max-size BYTES]
+/// [--max-files N] PATH`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
     pub path: PathBuf,
     pub limits: Limits,
-    /// The container's FIFOs, for a logger the agent starts ([`crate::fifos`]); `None`:
-    /// the shim's fds.
-    pub fifos: Option<PathBuf>,
 }
 
 impl Args {
-    /// Logs as asked: from the shim's fds, or from the FIFOs.
+    /// Logs as asked, from the shim's fds.
     pub fn run(&self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        match &self.fifos {
-            None => container_log(&self.path, self.limits)?,
-            Some(dir) => crate::fifos::container_log(dir, &self.path, self.limits)?,
-        }
+        container_log(&self.path, self.limits)?;
         Ok(())
     }
 }
 
 /// The usage line of the `outpost-container-log` binary.
-pub const USAGE: &str = "usage: outpost-container-log [container-log] [--max-size BYTES] [--max-files N] [--fifos DIR] PATH (run by containerd's shim from a binary:// log URI, or with --fifos by the agent)";
+pub const USAGE: &str = "usage: outpost-container-log [container-log] [--max-size BYTES] [--max-files N] PATH (run by containerd's shim from a binary:// log URI)";
 
 /// Parses the arguments after the program's name. The shim passes the log URI's query as
 /// `container-log PATH`; the limits default to kubelet's.
 pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Args, String> {
     let mut limits = Limits::default();
     let mut path = None;
-    let mut fifos = None;
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|first| first == crate::SUBCOMMAND) {
         args.next();
@@ -84,16 +77,13 @@ pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
                 0 => return Err("--max-files must be at least 1".to_owned()),
                 n => limits.max_files = n,
             },
-            Some("--fifos") => {
-                fifos = Some(PathBuf::from(args.next().ok_or("--fifos needs a directory")?));
-            }
             Some(flag) if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
             _ if path.is_some() => return Err("more than one PATH".to_owned()),
             _ => path = Some(PathBuf::from(arg)),
         }
     }
     let path = path.ok_or("no PATH: the live log file to write")?;
-    Ok(Args { path, limits, fifos })
+    Ok(Args { path, limits })
 }
 
 fn number<T: std::str::FromStr>(

@@ -17,6 +17,7 @@ pub mod image;
 pub mod logs;
 pub mod managed;
 pub mod netns;
+pub mod node_logger;
 pub mod stdio;
 pub mod termination;
 pub mod volumes;

@@ -209,6 +209,12 @@ settings! {
              that dies takes every container with it)",
             value_name(&DEFAULT_SHIM_GROUPING)))]
         pub shim_grouping: Option<ShimGrouping>,
+        #[arg(long, value_enum, value_name = "LOGGER", help = with_default(
+            "Which process writes containers' output into their log files: \"node\" (one \
+             logger for the node, outliving the agent) or \"container\" (one per container, \
+             started by the shim)",
+            value_name(&DEFAULT_CONTAINER_LOGGER)))]
+        pub container_logger: Option<ContainerLogger>,
         #[arg(long, value_enum, value_name = "RUNTIME", help = with_default(
             "The OCI runtime the runc shim runs containers and exec with: \"runc\" or \"crun\" \
              (faster to start and exec; Debian's crun package)",

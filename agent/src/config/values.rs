@@ -89,6 +89,19 @@ impl ShimGrouping {
     }
 }
 
+/// `--container-logger`: which process writes containers' output into their CRI log
+/// files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ContainerLogger {
+    // One node logger for every container (`outpost-container-log node`): it outlives
+    // the agent and loses no line when it restarts.
+    Node,
+    // One logger per container, which the shim starts (containerd's `binary://` logging):
+    // about 0.19 MiB PSS each; a container with `stdin: true` still uses the node logger.
+    Container,
+}
+
 /// `--runtime`: the OCI runtime the runc shim runs containers, probes' and hooks' commands
 /// and `exec` with (the shim's `BinaryName` option, as containerd's CRI runtime handlers
 /// set it).
@@ -128,6 +141,7 @@ from_value_name!(
     Preference: "watcher",
     LogFormat: "logFormat",
     ShimGrouping: "shimGrouping",
+    ContainerLogger: "containerLogger",
     OciRuntime: "runtime"
 );
 

@@ -63,8 +63,14 @@ pub struct Settings {
     pub pod_log_dir: PathBuf,
     /// This binary (a pod's shared pid namespace's init runs it).
     pub exe: PathBuf,
-    /// The container logger containerd's shims run (`runtime::logs::logger_binary`).
+    /// The container logger containerd's shims run (`runtime::logs::logger_binary`), with
+    /// `containerLogger: container`.
     pub logger: PathBuf,
+    /// Which process logs containers' output.
+    pub container_logger: crate::config::ContainerLogger,
+    /// The node logger (with `containerLogger: container`, for containers with stdin
+    /// only).
+    pub node_logger: crate::runtime::node_logger::NodeLogger,
     /// K2: the cluster DNS servers and domain, and the node's resolv.conf pods start from.
     pub dns: crate::runtime::spec::NodeDns,
     pub crash_loop: CrashLoopConfig,
@@ -128,7 +134,7 @@ impl Pods {
         self.settings.state_dir.join("pods")
     }
 
-    /// `<run-dir>/io`: the stdio FIFOs of containers with stdin, by container ID.
+    /// `<run-dir>/io`: the stdio FIFOs of containers, by container ID.
     pub fn io_dir(&self) -> PathBuf {
         self.settings.run_dir.join("io")
     }
@@ -274,18 +280,20 @@ impl PodRuntime for Pods {
         let create_error =
             |message| StartFailure::new(WaitingReason::CreateContainerError, message);
         let terminal = container.tty.unwrap_or(false);
-        // A container with stdin has FIFOs and a logger the agent starts; released (the
-        // value dropped) once the task is created or its creation failed.
-        let logger = if container.stdin.unwrap_or(false) {
+        let stdin = container.stdin.unwrap_or(false);
+        // FIFOs registered with the node logger (released, the value dropped, once the
+        // task is created or its creation failed), or the shim's per-container logger.
+        let node = self.settings.container_logger == crate::config::ContainerLogger::Node;
+        let registration = if node || stdin {
             let io_dir = self.io_dir();
-            let logger = &self.settings.logger;
-            let started = stdio::Logger::start(&io_dir, &id, logger, &log_path, terminal).await;
-            Some(started.map_err(|e| create_error(describe(&e)))?)
+            let registered =
+                self.settings.node_logger.register(&io_dir, &id, &log_path, terminal, stdin).await;
+            Some(registered.map_err(|e| create_error(describe(&e)))?)
         } else {
             None
         };
-        let stdio = match &logger {
-            Some(logger) => logger.stdio.clone(),
+        let stdio = match &registration {
+            Some(registration) => registration.stdio.clone(),
             None => {
                 let uri = logs::logger_uri(&self.settings.logger, &log_path)
                     .map_err(|e| create_error(describe(&e)))?;
@@ -317,7 +325,7 @@ impl PodRuntime for Pods {
             runtime_binary: self.settings.runtime_binary.as_deref(),
         };
         let created = self.limited(container::create(&self.containerd, &new)).await;
-        drop(logger);
+        drop(registration);
         created.map_err(|e| create_error(describe(&e)))?;
         Ok(Created { id, image_id: image.digest.clone(), started_at })
     }

@@ -291,7 +291,8 @@ fn measure(agent: &Agent, node: &Node, window: Duration) -> anyhow::Result<Measu
     let start = Sample::take(pid)?;
     std::thread::sleep(window);
     let end = Sample::take(pid)?;
-    let helpers = Helpers::find(&node.namespace, &node.socket, &node.path("logs"));
+    let helpers =
+        Helpers::find(&node.namespace, &node.socket, &node.path("logs"), &node.path("run"));
     Ok(Measured {
         window,
         delta: Delta::between(&start, &end),

@@ -2,7 +2,8 @@
 //! what is wrong):
 //! - every desired pod runs exactly once: in `/pods` as Running, in its current
 //!   generation, with one running task for its container in containerd;
-//! - nothing undesired is left: no task, container, shim, logger, pod cgroup, pod dir,
+//! - nothing undesired is left: no task, container, shim, logger (but the one node
+//!   logger), node logger registration or FIFO directory, pod cgroup, pod dir,
 //!   pod mount, veth, IP allocation or active snapshot beyond what the desired pods hold,
 //!   and no lease;
 //! - `/pods` names the container containerd runs;
@@ -142,9 +143,18 @@ fn host(rig: &Rig, containers: &[Container], uids: &BTreeSet<String>, bad: &mut 
     let agent = rig.agent().map(|a| a.pid()).ok();
     let containerd = rig.containerd_pid();
     let processes = outpost_leaks::processes();
+    // The node logger: one, on the rig's run dir (issue 38).
+    let logger_state = format!(" --state-dir {run}/logger ");
+    let mut node_loggers = 0;
     for leftover in rig.scope().inventory() {
         match &leftover {
             Leftover::Process(pid, _) if Some(*pid) == agent || Some(*pid) == containerd => {}
+            Leftover::Process(_, cmdline) if cmdline.contains(&logger_state) => {
+                node_loggers += 1;
+                if node_loggers > 1 {
+                    bad.push(format!("a second node logger: {leftover}"));
+                }
+            }
             Leftover::Process(pid, cmdline) if cmdline.contains("containerd-shim") => {
                 // A grouped shim's -id names the first container of its group, which may
                 // be gone while the shim serves the others (its children).
@@ -180,6 +190,16 @@ fn host(rig: &Rig, containers: &[Container], uids: &BTreeSet<String>, bad: &mut 
                 bad.push(format!("active snapshot {id} has no container"));
             }
             _ => {}
+        }
+    }
+    // What the node logger holds: a registration and a FIFO directory for a container with
+    // a task, no more.
+    for dir in ["run/logger/containers", "run/io"] {
+        for entry in std::fs::read_dir(rig.path(dir)).into_iter().flatten().flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if !with_task.contains(id.as_str()) {
+                bad.push(format!("{dir}/{id} of a container without a task is left"));
+            }
         }
     }
     for dir in ["state/pods", "run/pods"] {

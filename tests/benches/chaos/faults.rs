@@ -35,6 +35,9 @@ pub enum Fault {
     /// `kill -9` of one runc shim: every container it serves dies with it (with
     /// `--shim-grouping node`, every container on the node).
     KillShim,
+    /// `kill -9` of the node logger while a line-numbered container writes (issue 38):
+    /// no line it wrote before or after may be lost or repeated.
+    KillLogger,
     /// The API server cut and restored every few seconds.
     ApiFlap,
     /// The state dir full: a checkpoint write fails, the old one stays, pods run on.
@@ -46,7 +49,7 @@ pub enum Fault {
 }
 
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 11] = [
+pub const ALL: [Fault; 12] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
@@ -54,6 +57,7 @@ pub const ALL: [Fault; 11] = [
     Fault::KillContainerd,
     Fault::KillContainerdMidStart,
     Fault::KillShim,
+    Fault::KillLogger,
     Fault::ApiFlap,
     Fault::FillState,
     Fault::OfflineReboot,
@@ -67,6 +71,7 @@ impl Fault {
             Fault::KillContainerd => "kill -9 containerd".into(),
             Fault::KillContainerdMidStart => "kill -9 containerd mid-start".into(),
             Fault::KillShim => "kill -9 a shim".into(),
+            Fault::KillLogger => "kill -9 the node logger".into(),
             Fault::ApiFlap => "API server flapping".into(),
             Fault::FillState => "state dir full".into(),
             Fault::OfflineReboot => "offline reboot".into(),
@@ -168,6 +173,7 @@ pub fn inject(
                 std::thread::sleep(Duration::from_millis(rng.u64(1_000..3_000)));
             }
         }
+        Fault::KillLogger => kill_logger(rig, model, rng, &mut outcome)?,
         Fault::FillState => fill_state(rig, model, rng, &mut outcome)?,
         Fault::OfflineReboot => offline_reboot(rig, model, &mut outcome)?,
         Fault::CertificatesExpire => certificates_expire(rig, model, rng, &mut outcome)?,
@@ -286,6 +292,157 @@ fn ran_on(
         }
     }
     Ok(())
+}
+
+/// A container that prints 0, 1, 2, ... a line each 10 ms: a gap or a repeat in its log
+/// is a lost or repeated line.
+const COUNTER: &str = "i=0; while true; do echo $i; i=$((i+1)); sleep 0.01; done";
+
+/// Issue 38: `kill -9` of the node logger while the counter pod writes and the churn
+/// changes a pod: the agent must start another logger, and the counter's log must hold
+/// every number once and in order, from before the kill and after. The counter pod is
+/// the fault's own (not the model's): it is removed before the trial settles.
+fn kill_logger(
+    rig: &mut Rig,
+    model: &mut Model,
+    rng: &mut fastrand::Rng,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    // A name of its own each time: a static pod's UID comes from its manifest, and the
+    // log of an earlier counter pod of the same name and UID may still be there.
+    let name = format!("counter-{}", rng.u32(..1_000_000));
+    let manifest = rig.path("manifests").join(format!("{name}.yaml"));
+    let tmp = rig.path("manifests").join(format!(".{name}.yaml.tmp"));
+    std::fs::write(&tmp, counter_manifest(&name))?;
+    std::fs::rename(&tmp, &manifest)?;
+    let pod = format!("{name}-{}", super::rig::NODE);
+    let log = wait_for(Duration::from_secs(60), || {
+        let pods = rig.pods().ok()?;
+        let p = pods.get(&pod)?;
+        let uid = p["metadata"]["uid"].as_str()?;
+        let log = rig.path("logs").join(format!("default_{pod}_{uid}")).join("main/0.log");
+        (counted(&log).ok()? > 20).then_some(log)
+    });
+    let checked = match log {
+        None => {
+            outcome.violations.push(format!("the {pod} pod logged no 20 lines within 60 s"));
+            Ok(())
+        }
+        Some(log) => kill_logger_under(rig, model, rng, &log, outcome),
+    };
+    std::fs::remove_file(&manifest)?;
+    let gone = wait_for(Duration::from_secs(60), || {
+        rig.pods().ok().is_some_and(|pods| !pods.contains_key(&pod)).then_some(())
+    });
+    if gone.is_none() {
+        outcome.notes.push(format!("the {pod} pod was not removed within 60 s"));
+    }
+    checked
+}
+
+fn kill_logger_under(
+    rig: &mut Rig,
+    model: &mut Model,
+    rng: &mut fastrand::Rng,
+    log: &std::path::Path,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let before = node_loggers(rig);
+    let Some(&pid) = before.first() else {
+        outcome.violations.push("no node logger runs".into());
+        return Ok(());
+    };
+    super::rig::kill(pid);
+    let op = model.pick(rng);
+    model.apply(rig, op)?;
+    let restarted = wait_for(Duration::from_secs(30), || {
+        let now = node_loggers(rig);
+        (now.len() == 1 && now[0] != pid).then_some(())
+    });
+    if restarted.is_none() {
+        outcome.violations.push(format!(
+            "no new node logger within 30 s of the kill (running: {:?})",
+            node_loggers(rig)
+        ));
+        return Ok(());
+    }
+    let at_kill = counted(log).unwrap_or(0);
+    let after =
+        wait_for(Duration::from_secs(30), || counted(log).ok().filter(|n| *n > at_kill + 50));
+    match counted(log) {
+        Err(violation) => outcome.violations.push(violation),
+        Ok(_) if after.is_none() => outcome
+            .violations
+            .push("the counter logged no 50 more lines within 30 s of the new logger".into()),
+        Ok(n) => outcome.notes.push(format!("{n} counter lines, in order, none repeated")),
+    }
+    Ok(())
+}
+
+/// The node loggers of the rig (`outpost-container-log node` under its run dir).
+fn node_loggers(rig: &Rig) -> Vec<u32> {
+    rig.scope()
+        .inventory()
+        .into_iter()
+        .filter_map(|leftover| match leftover {
+            Leftover::Process(pid, cmdline)
+                if cmdline.contains(" node --state-dir")
+                    || cmdline.contains(" container-log-node ") =>
+            {
+                Some(pid)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many lines the counter's log holds, if they are 0, 1, 2, ... in order; otherwise
+/// the violation.
+fn counted(log: &std::path::Path) -> Result<usize, String> {
+    let text = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        let content = line.splitn(4, ' ').nth(3).unwrap_or_default();
+        if content != i.to_string() {
+            return Err(format!(
+                "line {i} of the counter's log holds {content:?}: a line was lost or repeated across the node logger's kill -9"
+            ));
+        }
+    }
+    Ok(text.lines().count())
+}
+
+fn counter_manifest(name: &str) -> String {
+    let script = serde_json::to_string(COUNTER).unwrap_or_default();
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: {}
+    imagePullPolicy: Never
+    command: ["sh", "-c", {script}]
+"#,
+        outpost_tests::containerd::BUSYBOX_IMAGE
+    )
+}
+
+/// Polls `check` every 200 ms until it gives a value, at most `timeout`.
+fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// J2: the API server cut past the end of the node's client certificate. While cut off

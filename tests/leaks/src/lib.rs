@@ -6,7 +6,8 @@
 //! ([`Scope::machine`]), or one agent's (its containerd namespace, cgroup root and
 //! directories) for `chaos`. What counts:
 //! - processes: containerd shims serving an Outpost namespace, `outpost` helpers
-//!   (`container-log`, `pod-init`), `outpost-container-log` loggers, agents (`run`), and
+//!   (`container-log`, `container-log-node`, `pod-init`), `outpost-container-log` loggers
+//!   (the node logger: `node`), agents (`run`), and
 //!   managed containerds (their config under Outpost's directories);
 //! - cgroups named after an Outpost root (`outpost*`, `kubepods*`) in every hierarchy;
 //! - mounts under Outpost's directories (pod netns and tmpfs mounts);
@@ -20,6 +21,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+/// The first arguments of Outpost's helper processes: the per-container logger, the node
+/// logger (`outpost-container-log node`, or the agent's `container-log-node`), a pod's
+/// pid-namespace init, and agents.
+const HELPER_SUBCOMMANDS: [&str; 5] =
+    ["container-log", "node", "container-log-node", "pod-init", "run"];
 
 /// Where Outpost's things are, for one inventory.
 #[derive(Debug, Clone)]
@@ -180,14 +187,13 @@ impl Scope {
             let managed =
                 args.first().is_some_and(|a| a.ends_with("/containerd") || a == "containerd")
                     && flag("--config").is_some_and(|config| self.under_roots(config));
-            let helper = args.first().is_some_and(|a| {
-                ["outpost", "outpost-container-log"]
-                    .iter()
-                    .any(|bin| a == bin || a.ends_with(&format!("/{bin}")))
-            }) && args
-                .get(1)
-                .is_some_and(|a| ["container-log", "pod-init", "run"].contains(&a.as_str()))
-                && (self.machine || args.iter().any(|a| self.under_roots(a)));
+            let helper =
+                args.first().is_some_and(|a| {
+                    ["outpost", "outpost-container-log"]
+                        .iter()
+                        .any(|bin| a == bin || a.ends_with(&format!("/{bin}")))
+                }) && args.get(1).is_some_and(|a| HELPER_SUBCOMMANDS.contains(&a.as_str()))
+                    && (self.machine || args.iter().any(|a| self.under_roots(a)));
             if shim || helper || managed {
                 found.push(Leftover::Process(pid, args.join(" ")));
             }

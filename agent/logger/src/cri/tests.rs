@@ -14,6 +14,25 @@ fn split(chunks: &[&[u8]], finish: bool) -> Vec<(Tag, Vec<u8>)> {
     records
 }
 
+/// What the node logger writes from a FIFO that receives `chunks`: at each chunk it reads
+/// everything unread (`tee`), writes the records [`complete`] finds and consumes only
+/// their bytes; `end`: the writers have gone after the last chunk.
+fn tee_and_consume(chunks: &[&[u8]], end: bool) -> Vec<(Tag, Vec<u8>)> {
+    let mut fifo = Vec::new();
+    let mut records = Vec::new();
+    for chunk in chunks {
+        fifo.extend_from_slice(chunk);
+        let consumed = complete(&fifo, false, |tag, content| records.push((tag, content.to_vec())));
+        fifo.drain(..consumed);
+    }
+    if end {
+        let consumed = complete(&fifo, true, |tag, content| records.push((tag, content.to_vec())));
+        fifo.drain(..consumed);
+        assert!(fifo.is_empty(), "everything is consumed at the end");
+    }
+    records
+}
+
 fn full(s: &str) -> (Tag, Vec<u8>) {
     (Tag::Full, s.as_bytes().to_vec())
 }
@@ -70,6 +89,35 @@ fn longer_lines_are_cut_into_partial_records() {
         assert_eq!(records[1].1, line[MAX_RECORD_CONTENT..2 * MAX_RECORD_CONTENT]);
         assert_eq!(records[2].1, line[2 * MAX_RECORD_CONTENT..]);
     }
+}
+
+#[test]
+fn a_partial_line_stays_unconsumed_until_its_newline() {
+    let mut records = Vec::new();
+    let consumed = complete(b"one\ntw", false, |tag, c| records.push((tag, c.to_vec())));
+    assert_eq!((consumed, records), (4, vec![full("one")]));
+    let mut records = Vec::new();
+    let consumed = complete(b"tw", false, |tag, c| records.push((tag, c.to_vec())));
+    assert_eq!((consumed, records), (0, vec![]));
+    assert_eq!(tee_and_consume(&[b"one\ntw", b"o\nthr"], false), [full("one"), full("two")]);
+}
+
+#[test]
+fn a_partial_line_is_a_partial_record_at_the_end() {
+    assert_eq!(tee_and_consume(&[b"one\ntw"], true), [full("one"), (Tag::Partial, b"tw".to_vec())]);
+}
+
+#[test]
+fn a_long_partial_line_is_consumed_a_maximum_record_at_a_time() {
+    let long = vec![b'x'; MAX_RECORD_CONTENT + 10];
+    let mut records = Vec::new();
+    let consumed = complete(&long, false, |tag, c| records.push((tag, c.len())));
+    assert_eq!((consumed, records), (MAX_RECORD_CONTENT, vec![(Tag::Partial, MAX_RECORD_CONTENT)]));
+    // Exactly the maximum may still end with a newline: one F record then.
+    let mut records = Vec::new();
+    let consumed =
+        complete(&long[..MAX_RECORD_CONTENT], false, |tag, c| records.push((tag, c.len())));
+    assert_eq!((consumed, records), (0, vec![]));
 }
 
 #[test]
@@ -162,6 +210,8 @@ proptest! {
             start = cut;
         }
         let records = split(&chunks, true);
+        // The node logger's tee-and-consume reading gives the same records.
+        prop_assert_eq!(&tee_and_consume(&chunks, true), &records);
         let mut file = Vec::new();
         for (tag, content) in &records {
             prop_assert!(content.len() <= MAX_RECORD_CONTENT);

@@ -32,19 +32,8 @@ fn limits_may_be_given_before_or_after_the_path() {
     let args = parse(&["container-log", "--max-size", "20000", "/x/0.log", "--max-files", "3"]);
     assert_eq!(
         args.unwrap(),
-        Args {
-            path: "/x/0.log".into(),
-            limits: Limits { max_size: 20000, max_files: 3 },
-            fifos: None
-        }
+        Args { path: "/x/0.log".into(), limits: Limits { max_size: 20000, max_files: 3 } }
     );
-}
-
-#[test]
-fn the_agent_names_the_fifos_directory() {
-    let args = parse(&["container-log", "--fifos", "/run/outpost/io/abc", "/x/0.log"]).unwrap();
-    assert_eq!(args.fifos, Some(PathBuf::from("/run/outpost/io/abc")));
-    assert_eq!(parse(&["/x/0.log", "--fifos"]).unwrap_err(), "--fifos needs a directory");
 }
 
 #[test]

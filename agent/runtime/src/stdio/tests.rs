@@ -20,56 +20,25 @@ fn a_logged_container_has_no_stdin_and_with_a_tty_no_stderr() {
 fn fifos_are_private_and_a_tty_has_no_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = fifo_dir(tmp.path(), "abc");
-    let stdio = make_fifos(&dir, "abc", false).unwrap();
+    let stdio = make_fifos(&dir, "abc", false, true).unwrap();
     for path in [&stdio.stdin, &stdio.stdout, &stdio.stderr] {
         let meta = std::fs::metadata(path).unwrap();
         assert!(meta.file_type().is_fifo(), "{path}");
         assert_eq!(meta.permissions().mode() & 0o077, 0, "{path}");
     }
     assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-    let tty = make_fifos(&fifo_dir(tmp.path(), "tty"), "tty", true).unwrap();
+    let tty = make_fifos(&fifo_dir(tmp.path(), "tty"), "tty", true, true).unwrap();
     assert_eq!(tty.stderr, "");
     assert!(!tmp.path().join("tty").join(STDERR).exists());
-}
-
-/// A stand-in logger (the real one is `outpost-container-log`'s `fifos`, tested there
-/// and end to end): a shell script that prints `first` and then waits for its release.
-fn stand_in(dir: &Path, first: &str) -> PathBuf {
-    let path = dir.join("logger");
-    std::fs::write(&path, format!("#!/bin/sh\necho '{first}'\nexec cat >/dev/null\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-#[tokio::test]
-async fn a_ready_logger_is_started_and_an_unready_one_fails_the_creation_with_its_reason() {
-    let tmp = tempfile::tempdir().unwrap();
-    let io_dir = tmp.path().join("io");
-    let log = tmp.path().join("0.log");
-    let ready = stand_in(tmp.path(), READY);
-    let started = Logger::start(&io_dir, "abc", &ready, &log, false).await.unwrap();
-    assert_eq!(started.stdio.stdin, io_dir.join("abc/stdin").to_string_lossy());
-    drop(started);
-
-    let unready = tmp.path().join("unready");
-    std::fs::create_dir(&unready).unwrap();
-    let unready = stand_in(&unready, "cannot open /x/0.log: Permission denied");
-    let error = Logger::start(&io_dir, "def", &unready, &log, false).await.unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "container def: its logger cannot log: cannot open /x/0.log: Permission denied"
-    );
-    assert!(!io_dir.join("def").exists(), "the FIFOs of a failed start are removed");
-
-    let missing = tmp.path().join("no-such-logger");
-    let error = Logger::start(&io_dir, "ghi", &missing, &log, false).await.unwrap_err();
-    assert!(error.to_string().starts_with("container ghi: cannot start its logger "), "{error}");
+    let no_stdin = make_fifos(&fifo_dir(tmp.path(), "out"), "out", false, false).unwrap();
+    assert_eq!(no_stdin.stdin, "");
+    assert!(!tmp.path().join("out").join(STDIN).exists());
 }
 
 #[tokio::test]
 async fn stdin_opens_only_while_something_reads_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let stdio = make_fifos(&fifo_dir(tmp.path(), "abc"), "abc", true).unwrap();
+    let stdio = make_fifos(&fifo_dir(tmp.path(), "abc"), "abc", true, true).unwrap();
     let error = open_stdin(tmp.path(), "abc").unwrap_err();
     assert!(error.to_string().contains("has no open stdin"), "{error}");
     // The shim's reader.

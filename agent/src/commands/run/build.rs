@@ -356,8 +356,10 @@ fn pod_side(
     // through this channel (E2, G1).
     let (evict, evictions) = mpsc::unbounded_channel();
     let (images, images_dir) = node::images_dir(config, connection.clone(), &gc, metrics.images);
+    let exe = std::env::current_exe().map_err(Error::Exe)?;
+    let node_logger = pods::node_logger(config, &exe, connection.clone());
     let workers = pods::Deps {
-        exe: std::env::current_exe().map_err(Error::Exe)?,
+        exe,
         batches,
         connection: connection.clone(),
         images,
@@ -373,6 +375,7 @@ fn pod_side(
         node: admission_node,
     };
     let mut tasks = vec![pods::build(config, workers, metrics.workers)?];
+    tasks.extend(node_logger);
     let eviction = EvictionDeps {
         snapshot: shared.snapshot.clone(),
         statuses: shared.statuses.clone(),

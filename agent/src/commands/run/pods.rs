@@ -18,7 +18,7 @@ use super::containerd::Connection;
 use super::node::ImagesReady;
 use super::task::{Stop, Task};
 use crate::apiserver::Recorder;
-use crate::config::Config;
+use crate::config::{Config, ContainerLogger};
 use crate::error_chain::describe;
 use crate::gc;
 use crate::objects::{Changes, Objects};
@@ -27,6 +27,8 @@ use crate::runtime::cgroups::PodCgroups;
 use crate::runtime::cni::{Cni, CniConfig};
 use crate::runtime::image::credentials::Keyring;
 use crate::runtime::image::pull::PullOptions;
+use crate::runtime::logs;
+use crate::runtime::node_logger::NodeLogger;
 use crate::runtime::spec;
 use crate::status::StatusStore;
 use crate::worker::metrics::Metrics;
@@ -102,6 +104,8 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             run_dir: config.run_dir.clone(),
             pod_log_dir: config.pod_log_dir.clone(),
             logger: container_logger(&deps.exe),
+            container_logger: config.container_logger,
+            node_logger: NodeLogger::new(&logs::logger_binary(&deps.exe), &config.run_dir),
             exe: deps.exe,
             dns: config.dns.node(config.node_ip),
             crash_loop: CrashLoopConfig::default(),
@@ -170,6 +174,50 @@ fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Erro
         "pods cgroup ready"
     );
     Ok(())
+}
+
+/// The `node_logger` task (with `containerLogger: node`): once containerd answers (no
+/// container runs before), starts the node logger if none runs or adopts the one that
+/// does (it outlives the agent), and starts it again whenever it ends; it is left running
+/// when the agent exits.
+pub(super) fn node_logger(config: &Config, exe: &Path, connection: Connection) -> Option<Task> {
+    if config.container_logger != ContainerLogger::Node {
+        return None;
+    }
+    let logger = NodeLogger::new(&logs::logger_binary(exe), &config.run_dir);
+    Some(Task::infallible("node_logger", async move {
+        if connection.connected().await.is_some() {
+            supervise(logger).await;
+        }
+    }))
+}
+
+/// Keeps the node logger running (see [`node_logger`]).
+async fn supervise(logger: NodeLogger) {
+    const FIRST_RETRY: Duration = Duration::from_millis(100);
+    const LAST_RETRY: Duration = Duration::from_secs(10);
+    let mut retry = FIRST_RETRY;
+    loop {
+        match logger.ensure_running().await {
+            Ok((pid, true)) => {
+                info!(pid, socket = %logger.socket().display(), "started the node logger");
+                retry = FIRST_RETRY;
+            }
+            Ok((pid, false)) => {
+                info!(pid, socket = %logger.socket().display(), "adopted the running node logger");
+                retry = FIRST_RETRY;
+            }
+            Err(e) => {
+                warn!(error = %describe(&e), retry = ?retry, "cannot start the node logger");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(LAST_RETRY);
+                continue;
+            }
+        }
+        logger.watch().await;
+        warn!("the node logger ended; starting it again (it re-opens every container's output)");
+        tokio::time::sleep(FIRST_RETRY).await;
+    }
 }
 
 /// The container logger the shims will run ([`crate::runtime::logs::logger_binary`]),

@@ -15,14 +15,15 @@ pub struct Helpers {
     pub shims: Vec<u32>,
     /// The container loggers: `outpost-container-log …` (the logger's own binary) or
     /// `outpost container-log …`, writing under the agent's log dir or started by one
-    /// of its shims.
+    /// of its shims; and the node logger (`outpost-container-log node`, or `outpost
+    /// container-log-node`, its state under the agent's run dir).
     pub loggers: Vec<u32>,
 }
 
 impl Helpers {
     /// The helpers of the agent using `namespace` on the containerd at `socket`, with
-    /// pod logs under `log_dir`.
-    pub fn find(namespace: &str, socket: &Path, log_dir: &Path) -> Helpers {
+    /// pod logs under `log_dir` and its run dir `run_dir`.
+    pub fn find(namespace: &str, socket: &Path, log_dir: &Path, run_dir: &Path) -> Helpers {
         let all = processes();
         let shims: Vec<u32> = all
             .iter()
@@ -37,9 +38,13 @@ impl Helpers {
             .iter()
             .filter(|p| {
                 let logger = p.name() == "outpost-container-log"
-                    || p.args.get(1).is_some_and(|a| a == "container-log");
+                    || p.args
+                        .get(1)
+                        .is_some_and(|a| a == "container-log" || a == "container-log-node");
                 let ours = shims.contains(&p.ppid)
-                    || p.args.iter().skip(1).any(|a| Path::new(a).starts_with(log_dir));
+                    || p.args.iter().skip(1).any(|a| {
+                        Path::new(a).starts_with(log_dir) || Path::new(a).starts_with(run_dir)
+                    });
                 logger && ours
             })
             .map(|p| p.pid)

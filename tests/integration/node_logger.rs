@@ -1,0 +1,114 @@
+//! The node logger (issue 38): one `outpost-container-log node` process writes every
+//! container's output; an agent that starts again adopts it, and the agent starts it
+//! again after a `kill -9`, which loses and repeats no line.
+
+use outpost_tests::needs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::outpost_bin;
+use outpost_tests::pods::{Node, container, eventually, wait_pod};
+
+const LONG: Duration = Duration::from_secs(60);
+/// A line-numbered container: a gap or a repeat in its log is a lost or repeated line.
+const COUNTER: &str = "i=0; while true; do echo $i; i=$((i+1)); sleep 0.01; done";
+
+fn manifest(name: &str, script: &str) -> String {
+    let script = serde_json::to_string(script).unwrap();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+    )
+}
+
+fn running(p: &serde_json::Value) -> bool {
+    p["status"]["phase"] == "Running" && container(p)["state"]["running"].is_object()
+}
+
+/// The numbers of the counter's log, record by record (each a whole `F` line).
+fn numbers(log: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.splitn(4, ' ').collect();
+            assert_eq!(fields[1..3], ["stdout", "F"], "{line}");
+            fields[3].parse().unwrap_or_else(|_| panic!("not a number: {line}"))
+        })
+        .collect()
+}
+
+/// Whether `numbers` are 0, 1, 2, ... each once and in order: no line lost or repeated.
+fn assert_counted(numbers: &[u64]) {
+    for (i, n) in numbers.iter().enumerate() {
+        assert_eq!(*n, i as u64, "line {i} of the log holds {n}: a line was lost or repeated");
+    }
+}
+
+fn pids(node: &Node) -> Vec<u32> {
+    node.node_loggers().into_iter().map(|(pid, _)| pid).collect()
+}
+
+/// The node logger's proportional memory, from `smaps_rollup`, in KiB.
+fn pss_kib(pid: u32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 38: logs land in the CRI file through the node logger; an agent restart adopts
+/// the running logger (same pid); a `kill -9` of the logger is followed by a new one, and
+/// every number the container printed before and after is in the log exactly once and in
+/// order; `outpost logs` reads it.
+#[needs(pods)]
+#[test]
+fn the_node_logger_is_adopted_and_survives_kill_9_without_losing_or_repeating_a_line() {
+    let node = Node::new();
+    let agent = node.start();
+    node.put("counter.yaml", &manifest("counter", COUNTER));
+    let p = wait_pod(&agent, "counter-edge-1", LONG, running);
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_owned();
+    let log = node.path("logs").join(format!("default_counter-edge-1_{uid}")).join("main/0.log");
+    eventually("the counter's lines are logged", LONG, || numbers(&log).len() > 20);
+    let first = pids(&node);
+    assert_eq!(first.len(), 1, "one node logger: {:?}", node.node_loggers());
+    println!("node logger PSS with 1 container: {} KiB", pss_kib(first[0]));
+
+    // The agent is killed and starts again: it adopts the running logger.
+    drop(agent);
+    let agent = node.start();
+    agent.wait_for_log("adopted the running node logger");
+    assert_eq!(pids(&node), first, "the same node logger");
+    let before = numbers(&log).len();
+    eventually("lines after the agent's restart", LONG, || numbers(&log).len() > before + 20);
+
+    // kill -9 of the logger: the agent starts another, which goes on where it stopped.
+    let killed = Command::new("kill").args(["-KILL", &first[0].to_string()]).status().unwrap();
+    assert!(killed.success());
+    eventually("another node logger", LONG, || {
+        let now = pids(&node);
+        now.len() == 1 && now != first
+    });
+    agent.wait_for_log("started the node logger");
+    let at_kill = numbers(&log).len();
+    eventually("lines after the logger's restart", LONG, || numbers(&log).len() > at_kill + 50);
+    let logged = numbers(&log);
+    assert_counted(&logged);
+    println!("{} lines, no gap nor repeat across an agent restart and a kill -9", logged.len());
+
+    // `outpost logs` reads what the node logger wrote.
+    let out = Command::new(outpost_bin())
+        .args(["logs", "default/counter-edge-1", "--pod-log-dir"])
+        .arg(node.path("logs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read: Vec<u64> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| l.parse().unwrap()).collect();
+    assert!(read.len() >= logged.len());
+    assert_counted(&read);
+    drop(agent);
+}
