@@ -34,7 +34,7 @@ use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 
 use self::audit::{AuditLog, Entry};
 use self::cgroups::Cgroups;
-pub use self::reader::{Observed, Reader};
+pub use self::reader::Observed;
 use self::records::{ExecInfoValue, ExecRecord, Traffic, TrafficValue};
 use crate::runtime::cgroups::Layout;
 use outpost_core::qos::QosClass;
@@ -332,7 +332,10 @@ impl Handle {
     /// Starts reading the ring buffer (once): `deliver` gets the events of pod
     /// containers, resolved to their pod and container, in the order the kernel wrote
     /// them, until the returned task is aborted.
-    pub fn watch(&self, deliver: impl FnMut(Observed) + Send + 'static) -> Option<Reader> {
+    pub fn watch(
+        &self,
+        deliver: impl FnMut(Observed) + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let kernel = self.kernel()?;
         let ring = kernel.events.lock().ok()?.take()?;
         match reader::spawn(ring, kernel.cgroups.clone(), deliver) {

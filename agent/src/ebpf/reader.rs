@@ -3,12 +3,9 @@
 //! order the kernel wrote it (an OOM victim before its exit), straight to whoever acts on
 //! it: no queue or task between the ring and the pod worker.
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use aya::maps::{MapData, RingBuf};
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::eventfd::{EfdFlags, EventFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::task::JoinHandle;
@@ -25,87 +22,16 @@ pub struct Observed {
     pub event: KernelEvent,
 }
 
-/// The running reader; [`Reader::stop`] ends it.
-#[derive(Debug)]
-pub enum Reader {
-    /// A task woken by tokio's reactor.
-    Task(JoinHandle<()>),
-    /// A thread of its own, blocked in poll(2) on the ring buffer and on `stop`.
-    Thread { stop: Arc<EventFd>, thread: Option<std::thread::JoinHandle<()>> },
-}
-
-impl Reader {
-    pub fn stop(mut self) {
-        match &mut self {
-            Reader::Task(task) => task.abort(),
-            Reader::Thread { stop, thread } => {
-                if stop.write(1).is_ok()
-                    && let Some(thread) = thread.take()
-                {
-                    let _ = thread.join();
-                }
-            }
-        }
-    }
-}
-
 /// Starts the reader task ("ebpf events"), which hands each event to `deliver`; it runs
-/// until stopped. `OUTPOST_EBPF_READER=thread`: on a thread of its own instead.
+/// until aborted.
 pub fn spawn(
     ring: RingBuf<MapData>,
     cgroups: Arc<Cgroups>,
     deliver: impl FnMut(Observed) + Send + 'static,
-) -> std::io::Result<Reader> {
-    if std::env::var_os("OUTPOST_EBPF_READER").is_some_and(|v| v == "thread") {
-        let stop =
-            Arc::new(EventFd::from_flags(EfdFlags::EFD_CLOEXEC).map_err(std::io::Error::from)?);
-        let stopped = stop.clone();
-        let span = tracing::info_span!("ebpf events");
-        let thread = std::thread::Builder::new()
-            .name("ebpf-events".into())
-            .spawn(move || span.in_scope(|| read_blocking(ring, &stopped, &cgroups, deliver)))?;
-        return Ok(Reader::Thread { stop, thread: Some(thread) });
-    }
+) -> std::io::Result<JoinHandle<()>> {
     let fd = register(ring)?;
     let span = tracing::info_span!("ebpf events");
-    Ok(Reader::Task(tokio::spawn(read(fd, cgroups, deliver).instrument(span))))
-}
-
-fn read_blocking(
-    mut ring: RingBuf<MapData>,
-    stop: &EventFd,
-    cgroups: &Cgroups,
-    mut deliver: impl FnMut(Observed),
-) {
-    loop {
-        // Drained before waiting: a record written after the last one read wakes poll.
-        while let Some(item) = ring.next() {
-            match records::parse(&item) {
-                Ok(event) => {
-                    if let Some(observed) = resolve(cgroups, event) {
-                        deliver(observed);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "skipping a BPF ring buffer record"),
-            }
-        }
-        let mut fds = [
-            PollFd::new(ring.as_fd(), PollFlags::POLLIN),
-            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {
-                if fds[1].revents().is_some_and(|r| !r.is_empty()) {
-                    return;
-                }
-            }
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot wait on the BPF ring buffer; kernel events stop");
-                return;
-            }
-        }
-    }
+    Ok(tokio::spawn(read(fd, cgroups, deliver).instrument(span)))
 }
 
 /// The only `unsafe` of the BPF side: registering the ring buffer with tokio's reactor.

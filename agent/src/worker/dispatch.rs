@@ -85,7 +85,7 @@ pub async fn run<R: PodRuntime>(
     workers.end(node_shutdown, &mut resyncs).await;
     watcher.abort();
     if let Some(kernel) = kernel {
-        kernel.stop();
+        kernel.abort();
     }
 }
 
