@@ -139,7 +139,16 @@ fn api_name(i: u32) -> String {
 const SCRIPT: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
 
 fn file_manifest(name: &str, generation: u32) -> String {
-    let script = serde_json::to_string(SCRIPT).unwrap_or_default();
+    let mut manifest = busybox_manifest(name, SCRIPT);
+    manifest
+        .push_str(&format!("    env:\n    - name: GENERATION\n      value: \"{generation}\"\n"));
+    manifest
+}
+
+/// A static pod (namespace `default`, 2 s grace) of one busybox container, `main`,
+/// running `script` with `sh -c`.
+pub fn busybox_manifest(name: &str, script: &str) -> String {
+    let script = serde_json::to_string(script).unwrap_or_default();
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -153,9 +162,6 @@ spec:
     image: {BUSYBOX_IMAGE}
     imagePullPolicy: Never
     command: ["sh", "-c", {script}]
-    env:
-    - name: GENERATION
-      value: "{generation}"
 "#
     )
 }

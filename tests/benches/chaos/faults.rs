@@ -313,7 +313,7 @@ fn kill_logger(
     let name = format!("counter-{}", rng.u32(..1_000_000));
     let manifest = rig.path("manifests").join(format!("{name}.yaml"));
     let tmp = rig.path("manifests").join(format!(".{name}.yaml.tmp"));
-    std::fs::write(&tmp, counter_manifest(&name))?;
+    std::fs::write(&tmp, super::churn::busybox_manifest(&name, COUNTER))?;
     std::fs::rename(&tmp, &manifest)?;
     let pod = format!("{name}-{}", super::rig::NODE);
     let log = wait_for(Duration::from_secs(60), || {
@@ -409,26 +409,6 @@ fn counted(log: &std::path::Path) -> Result<usize, String> {
         }
     }
     Ok(text.lines().count())
-}
-
-fn counter_manifest(name: &str) -> String {
-    let script = serde_json::to_string(COUNTER).unwrap_or_default();
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: {}
-    imagePullPolicy: Never
-    command: ["sh", "-c", {script}]
-"#,
-        outpost_tests::containerd::BUSYBOX_IMAGE
-    )
 }
 
 /// Polls `check` every 200 ms until it gives a value, at most `timeout`.
