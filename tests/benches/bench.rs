@@ -170,14 +170,18 @@ fn fs_type(path: &Path) -> String {
         .map_or_else(|| "unknown fs".to_owned(), |(_, kind)| kind)
 }
 
-/// `<target dir>/bench/report.json`: `CARGO_TARGET_DIR` when set (relative to the
-/// workspace root, as cargo reads it), else `<workspace>/target`.
+/// `<target dir>/bench/report.json`.
 fn report_path() -> PathBuf {
+    target_dir().join("bench").join("report.json")
+}
+
+/// cargo's target directory: `CARGO_TARGET_DIR` when set (relative to the workspace
+/// root, as cargo reads it), else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    std::env::var_os("CARGO_TARGET_DIR")
         .filter(|d| !d.is_empty())
-        .map_or_else(|| workspace.join("target"), |d| workspace.join(d));
-    target.join("bench").join("report.json")
+        .map_or_else(|| workspace.join("target"), |d| workspace.join(d))
 }

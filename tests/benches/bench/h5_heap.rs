@@ -105,15 +105,9 @@ fn plain_rss(agent: &Agent, pods: usize) -> anyhow::Result<Entry> {
     }))
 }
 
-/// `<target dir>/heap/dhat-heap.json` (`CARGO_TARGET_DIR` when set, as the report's).
+/// `<target dir>/heap/dhat-heap.json` (the report's target directory).
 fn profile_path() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .filter(|d| !d.is_empty())
-        .map_or_else(|| workspace.join("target"), |d| workspace.join(d));
-    target.join("heap").join("dhat-heap.json")
+    crate::target_dir().join("heap").join("dhat-heap.json")
 }
 
 /// Bytes and blocks.
