@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outpost_core::admission::NodeFacts;
+use outpost_core::backoff::Backoff;
 use outpost_core::lifecycle::CrashLoopConfig;
 use outpost_core::node_status;
 use tokio::sync::mpsc;
@@ -194,29 +195,29 @@ pub(super) fn node_logger(config: &Config, exe: &Path, connection: Connection) -
 
 /// Keeps the node logger running (see [`node_logger`]).
 async fn supervise(logger: NodeLogger) {
-    const FIRST_RETRY: Duration = Duration::from_millis(100);
-    const LAST_RETRY: Duration = Duration::from_secs(10);
-    let mut retry = FIRST_RETRY;
+    const RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut backoff = RETRY;
     loop {
         match logger.ensure_running().await {
             Ok((pid, true)) => {
                 info!(pid, socket = %logger.socket().display(), "started the node logger");
-                retry = FIRST_RETRY;
+                backoff.reset();
             }
             Ok((pid, false)) => {
                 info!(pid, socket = %logger.socket().display(), "adopted the running node logger");
-                retry = FIRST_RETRY;
+                backoff.reset();
             }
             Err(e) => {
+                // One logger per node: no herd to spread, so the nominal delay, unjittered.
+                let retry = backoff.next_delay(1.0);
                 warn!(error = %describe(&e), retry = ?retry, "cannot start the node logger");
                 tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(LAST_RETRY);
                 continue;
             }
         }
         logger.watch().await;
         warn!("the node logger ended; starting it again (it re-opens every container's output)");
-        tokio::time::sleep(FIRST_RETRY).await;
+        tokio::time::sleep(RETRY.nominal()).await;
     }
 }
 
