@@ -503,13 +503,18 @@ fn j1_join_then_run_to_a_ready_node() {
     assert!(created >= 1, "the node created nothing as {NODE_USER}: {by_user:?}");
 }
 
-/// J2, N3: an `outpost exec -i` stream opened before the serving certificate's renewal
-/// goes on across the swap: a line written before and one written after both come back,
-/// and the command ends with its exit code.
+/// J2, N3: both certificates rotate under load. A pod churn runs the whole time (a
+/// static pod, whose mirror pod the node writes, and an API pod bound to the node, each
+/// started, seen Running in the API, removed and seen gone), and an `outpost exec -i`
+/// stream is open from before the churn to after both renewals: the client
+/// certificate's (the node's writes go on with the new one) and the serving
+/// certificate's (the stream's line written after the swap comes back, and it ends with
+/// its exit code). Prints the churn's cycles and what the rotations cost in requests.
 #[outpost_tests::needs(pods)]
 #[test]
-fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
+fn j2_both_certificates_rotate_under_pod_churn_with_an_exec_stream_open() {
     use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let lifetime = Duration::from_secs(20);
     let cluster = cluster(lifetime);
     let token = cluster.server.create_bootstrap_token(None).unwrap();
@@ -533,20 +538,22 @@ fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
     args.extend(["--server-tls-bootstrap".into(), "--node-ip".into(), "127.0.0.1".into()]);
     let agent = Agent::start_pods(&node.manifests(), &args);
     agent.wait_for_log("serving certificate installed");
-    node.put(
-        "shell.yaml",
-        &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: shell\nspec:\n  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
+    let busybox = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
             outpost_tests::containerd::BUSYBOX_IMAGE
-        ),
-    );
-    // The local API is TLS with the cluster's CA now: the pod is watched through its
-    // mirror pod on the API server.
+        )
+    };
+    node.put("shell.yaml", &busybox("shell"));
+    // The local API is TLS with the cluster's CA now: pods are watched in the API server
+    // (a static pod through its mirror pod).
     let running =
         |pod: &Value| pod["status"]["containerStatuses"][0]["state"]["running"].is_object();
-    wait_until("the pod to run", Duration::from_secs(90), || {
-        cluster.server.get("pods", Some("default"), "shell-edge-1").is_ok_and(|p| running(&p))
-    });
+    let pod_running = |name: &str| {
+        cluster.server.get("pods", Some("default"), name).is_ok_and(|pod| running(&pod))
+    };
+    let pod_gone = |name: &str| cluster.server.get("pods", Some("default"), name).is_err();
+    wait_until("the pod to run", Duration::from_secs(90), || pod_running("shell-edge-1"));
     let server = format!("https://{}", agent.addr);
     let mut exec = std::process::Command::new(outpost_tests::outpost_bin())
         .args(["exec", "--server", &server, "--certificate-authority"])
@@ -562,18 +569,96 @@ fn j2_an_exec_stream_stays_open_across_the_serving_certificate_swap() {
     let mut lines = BufReader::new(exec.stdout.take().unwrap()).lines();
     stdin.write_all(b"before the swap\n").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "before the swap");
+
+    let (client_before, serving_before) = (
+        count(&agent, "client certificate rotated"),
+        count(&agent, "serving certificate installed"),
+    );
+    let (requests_before, total_before) =
+        (cluster.server.requests(), cluster.server.total_requests());
     let started = Instant::now();
-    while count(&agent, "serving certificate installed") < 2 {
-        assert!(started.elapsed() < lifetime * 3, "no renewal of the serving certificate");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let stop = AtomicBool::new(false);
+    let cycles = AtomicUsize::new(0);
+    let (window, after_rotations) = std::thread::scope(|scope| {
+        let churn = scope.spawn(|| {
+            let limit = Duration::from_secs(90);
+            for i in 0.. {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let (file, mirror, api) = (
+                    format!("churn-{i}.yaml"),
+                    format!("churn-{i}-edge-1"),
+                    format!("api-churn-{i}"),
+                );
+                node.put(&file, &busybox(&format!("churn-{i}")));
+                let pod = json!({
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": { "name": api, "namespace": "default" },
+                    "spec": {
+                        "nodeName": "edge-1",
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{
+                            "name": "main",
+                            "image": outpost_tests::containerd::BUSYBOX_IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sleep", "3600"],
+                        }],
+                    },
+                });
+                cluster.server.create_pod(&serde_json::from_value(pod).unwrap()).unwrap();
+                wait_until(&format!("{mirror} and {api} running"), limit, || {
+                    pod_running(&mirror) && pod_running(&api)
+                });
+                node.remove(&file);
+                cluster.server.delete("pods", Some("default"), &api, Some(1)).unwrap();
+                wait_until(&format!("{mirror} and {api} gone"), limit, || {
+                    pod_gone(&mirror) && pod_gone(&api)
+                });
+                cycles.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        wait_until("both renewals under the churn", lifetime * 6, || {
+            assert!(!churn.is_finished(), "the churn stopped");
+            count(&agent, "client certificate rotated") > client_before
+                && count(&agent, "serving certificate installed") > serving_before
+        });
+        let window = started.elapsed();
+        // A whole cycle begun after both renewals: the node's writes go on with them.
+        let at_rotations = cycles.load(Ordering::SeqCst);
+        wait_until("a churn cycle after the renewals", Duration::from_secs(180), || {
+            assert!(!churn.is_finished(), "the churn stopped");
+            cycles.load(Ordering::SeqCst) >= at_rotations + 2
+        });
+        stop.store(true, Ordering::SeqCst);
+        churn.join().expect("the churn");
+        (window, cycles.load(Ordering::SeqCst) - at_rotations)
+    });
     stdin.write_all(b"after the swap\n").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "after the swap");
     drop(stdin);
     let status = exec.wait().unwrap();
     assert!(status.success(), "outpost exec ended with {status}");
+    node.remove("shell.yaml");
+    wait_until("the shell pod gone", Duration::from_secs(90), || pod_gone("shell-edge-1"));
+
+    let csr_requests: u64 = cluster
+        .server
+        .requests()
+        .iter()
+        .filter(|((_, resource), _)| resource.starts_with(CSRS))
+        .map(|(key, n)| n - requests_before.get(key).copied().unwrap_or(0))
+        .sum();
+    let rotations = (count(&agent, "client certificate rotated") - client_before)
+        + (count(&agent, "serving certificate installed") - serving_before);
     println!(
-        "J2 figures: an exec stream stayed open {:?} across the serving certificate's swap",
-        started.elapsed()
+        "J2 figures under load: {rotations} renewals (client and serving) in {window:?} with {} churn cycles \
+         (a static and an API pod each), {after_rotations} of them after both; certificate requests \
+         {csr_requests} ({} per renewal); all requests {}; the exec stream stayed open {:?}",
+        cycles.load(Ordering::SeqCst),
+        csr_requests as f64 / rotations as f64,
+        cluster.server.total_requests() - total_before,
+        started.elapsed(),
     );
 }

@@ -11,9 +11,13 @@
 //! `kubernetes.io/kube-apiserver-client-kubelet` whose subject is `CN=system:node:<name>,
 //! O=system:nodes` with no SANs and the usages digital signature and client auth (key
 //! encipherment allowed), sent by a bootstrap token (`system:bootstrap:*`, a new node)
-//! or by that node itself (a renewal). Simplified: the real approver asks a
-//! SubjectAccessReview for `certificatesigningrequests/nodeclient` or `selfnodeclient`;
-//! here there is no authorization, so the sender decides alone. Serving requests
+//! or by that node itself (a renewal), when the sender passes the approver's
+//! SubjectAccessReview, answered from the server's rules (module `reviews`): `create` on
+//! `certificatesigningrequests/selfnodeclient` for a node renewing its own certificate,
+//! else on `certificatesigningrequests/nodeclient`. The rules hold kubeadm's two
+//! bindings, so a kubeadm bootstrap token's request and a node's renewal are approved; a
+//! token outside kubeadm's group, or a node asking for another node's name, is left
+//! pending, as the real approver leaves it (it never denies). Serving requests
 //! (`kubernetes.io/kubelet-serving`) are left to the test to approve, as clusters do.
 //!
 //! The signer signs each approved request of the two kubelet signers at once, after the
@@ -26,6 +30,7 @@ use serde_json::{Value, json};
 use super::authn::User;
 use super::error::{Error, Result};
 use super::resource::CERTIFICATESIGNINGREQUESTS as CSRS;
+use super::reviews::Rules;
 use super::signer::CertificateSigner;
 use super::store::Store;
 use super::strategy::now;
@@ -40,6 +45,7 @@ pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 pub fn create(
     store: &Store,
     signer: &CertificateSigner,
+    rules: &Rules,
     user: &User,
     mut object: Value,
     approve_serving: bool,
@@ -60,7 +66,7 @@ pub fn create(
     let name = created.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let serving =
         created.pointer("/spec/signerName").and_then(Value::as_str) == Some(SERVING_SIGNER);
-    if let Some(reason) = auto_approvable(&created) {
+    if let Some(reason) = auto_approvable(&created, rules) {
         approve(store, name, "AutoApproved", reason)?;
         sign_if_approved(store, signer, name)?;
     } else if serving && approve_serving {
@@ -168,8 +174,11 @@ pub fn sign_if_approved(store: &Store, signer: &CertificateSigner, name: &str) -
     Ok(())
 }
 
-/// Why the approver approves `object`, or `None` when it leaves it alone.
-fn auto_approvable(object: &Value) -> Option<&'static str> {
+/// Why the approver approves `object`, or `None` when it leaves it alone: a node client
+/// request as kubelet makes it, whose sender passes the SubjectAccessReview of the first
+/// of kube-controller-manager's recognizers that fits (a renewal of the sender's own
+/// name, then any node's).
+fn auto_approvable(object: &Value, rules: &Rules) -> Option<&'static str> {
     if object.pointer("/spec/signerName").and_then(Value::as_str) != Some(CLIENT_SIGNER) {
         return None;
     }
@@ -189,10 +198,18 @@ fn auto_approvable(object: &Value) -> Option<&'static str> {
         return None;
     }
     let username = object.pointer("/spec/username").and_then(Value::as_str).unwrap_or_default();
-    if username.starts_with("system:bootstrap:") {
-        Some("Auto approving kubelet client certificate after SubjectAccessReview.")
-    } else if username == subject.common_name {
+    let groups: Vec<&str> = object
+        .pointer("/spec/groups")
+        .and_then(Value::as_array)
+        .map(|groups| groups.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let may = |permission: &str| {
+        rules.allows(username, &groups, "create", "certificatesigningrequests", permission)
+    };
+    if username == subject.common_name && may("selfnodeclient") {
         Some("Auto approving self kubelet client certificate after SubjectAccessReview.")
+    } else if may("nodeclient") {
+        Some("Auto approving kubelet client certificate after SubjectAccessReview.")
     } else {
         None
     }

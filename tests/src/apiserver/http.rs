@@ -350,7 +350,14 @@ async fn serve_csr(
         (&Method::POST, None) => {
             let object = decode_object(content_type, &read_body(body).await?)?;
             let approve_serving = shared.approve_serving.load(std::sync::atomic::Ordering::Relaxed);
-            let created = csr::create(store, &shared.certificates, user, object, approve_serving)?;
+            let created = csr::create(
+                store,
+                &shared.certificates,
+                &shared.rules,
+                user,
+                object,
+                approve_serving,
+            )?;
             return Ok(json_response(StatusCode::CREATED, &created));
         }
         (&Method::PUT, Some(name)) => {

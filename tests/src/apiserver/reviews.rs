@@ -83,27 +83,59 @@ impl Rule {
     }
 }
 
-/// The rules tests set.
-#[derive(Debug, Default)]
-pub struct Rules(Mutex<Vec<Rule>>);
+/// What SubjectAccessReviews are answered from: kubeadm's bindings for node client
+/// certificates, which every kubeadm cluster has, and the rules tests set.
+#[derive(Debug)]
+pub struct Rules {
+    cluster: Vec<Rule>,
+    added: Mutex<Vec<Rule>>,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules { cluster: kubeadm_node_certificate_bindings(), added: Mutex::default() }
+    }
+}
+
+/// kubeadm's ClusterRoleBindings that kube-controller-manager's approver finds through its
+/// SubjectAccessReviews: `kubeadm:node-autoapprove-bootstrap` (its bootstrap tokens' group
+/// may ask for a new node's client certificate) and
+/// `kubeadm:node-autoapprove-certificate-rotation` (a node may renew its own).
+fn kubeadm_node_certificate_bindings() -> Vec<Rule> {
+    vec![
+        Rule::group(
+            super::bootstrap_auth::KUBEADM_GROUP,
+            "create",
+            "certificatesigningrequests/nodeclient",
+        ),
+        Rule::group("system:nodes", "create", "certificatesigningrequests/selfnodeclient"),
+    ]
+}
 
 impl Rules {
     pub fn add(&self, rule: Rule) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(rule);
+        self.added.lock().unwrap_or_else(|p| p.into_inner()).push(rule);
     }
 
+    /// Drops the rules tests added; kubeadm's bindings stay.
     pub fn clear(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.added.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    fn allows(&self, user: &str, groups: &[&str], verb: &str, resource: &str, sub: &str) -> bool {
+    /// Whether `user` in `groups` may `verb` the `resource`'s `sub` (empty: the resource
+    /// itself), as the authorizer answers a SubjectAccessReview.
+    pub(super) fn allows(
+        &self,
+        user: &str,
+        groups: &[&str],
+        verb: &str,
+        resource: &str,
+        sub: &str,
+    ) -> bool {
+        let grants = |rule: &Rule| rule.grants(user, groups, verb, resource, sub);
         groups.iter().any(|g| SUPERUSER_GROUPS.contains(g))
-            || self
-                .0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .any(|rule| rule.grants(user, groups, verb, resource, sub))
+            || self.cluster.iter().any(grants)
+            || self.added.lock().unwrap_or_else(|p| p.into_inner()).iter().any(grants)
     }
 }
 

@@ -203,3 +203,47 @@ async fn j2_expired_client_certificate_is_refused() {
         other => panic!("expected 401, got {other:?}"),
     }
 }
+
+/// J1: the approver approves only after its SubjectAccessReview: a bootstrap token
+/// outside kubeadm's group (no `auth-extra-groups`) gets no binding, so its node client
+/// request is left pending, never denied; once the cluster grants the group
+/// `certificatesigningrequests/nodeclient`, the next request is approved.
+#[tokio::test]
+async fn j1_a_bootstrap_token_without_kubeadms_binding_is_left_pending() {
+    use crate::apiserver::reviews::Rule;
+    let server = TestApiServer::builder().tls().start().await.unwrap();
+    let (id, secret) = crate::apiserver::bootstrap_auth::generate();
+    let mut object = crate::apiserver::bootstrap_auth::secret(&id, &secret, None);
+    object["stringData"].as_object_mut().unwrap().remove("auth-extra-groups");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(super::client(&server).await, "kube-system");
+    soon(secrets.create(&PostParams::default(), &serde_json::from_value(object).unwrap()))
+        .await
+        .unwrap();
+    let token = json!({ "token": format!("{id}.{secret}") });
+    let csrs: Api<CertificateSigningRequest> = Api::all(client_for(&server, token).await);
+    let node_request = |name: &str| {
+        request(
+            name,
+            "kubernetes.io/kube-apiserver-client-kubelet",
+            "system:node:edge-1",
+            "system:nodes",
+            &[],
+            &["digital signature", "client auth"],
+        )
+        .0
+    };
+    soon(csrs.create(&PostParams::default(), &node_request("unbound"))).await.unwrap();
+    let pending = soon(csrs.get("unbound")).await.unwrap();
+    assert!(conditions(&pending).is_empty() && certificate(&pending).is_none(), "{pending:?}");
+
+    server.allow(Rule::group(
+        "system:bootstrappers",
+        "create",
+        "certificatesigningrequests/nodeclient",
+    ));
+    soon(csrs.create(&PostParams::default(), &node_request("bound"))).await.unwrap();
+    let approved = soon(csrs.get("bound")).await.unwrap();
+    assert_eq!(conditions(&approved), [("Approved".to_owned(), "AutoApproved".to_owned())]);
+    assert!(certificate(&approved).is_some());
+}
