@@ -1,5 +1,5 @@
-//! `cargo xtask bench [--quick] [--profile P] [ID…]`: runs the benchmark program
-//! (`tests/benches/bench.rs`) with the release profile. It prints a table and writes
+//! `cargo xtask bench [--quick] [--profile P] [--agent-profile P] [ID…]`: runs the benchmark
+//! program (`tests/benches/bench.rs`) with the release profile. It prints a table and writes
 //! `target/bench/report.json`; a missed target is reported there, only an error (a missed
 //! edit, a wrong delta, an IO failure) fails the task. IDs (`b8`) select benchmarks.
 //!
@@ -9,6 +9,10 @@
 //! its own, as the test support otherwise does, recompiled every crate that depends on
 //! them in a second release build. The program is then run directly, told where the
 //! agent is (`OUTPOST_TEST_BIN`).
+//!
+//! `--agent-profile distribution` measures the agent as `cargo xtask dist` ships it (B5's
+//! RSS target is the distribution build's): the agent and its logger are then built
+//! apart, in that profile, and the program runs them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,11 +36,13 @@ pub struct Options {
     /// benchmarks run with the `dev` build the tests already made (their figures are then
     /// not the release's, and the report says so).
     pub profile: String,
+    /// The cargo profile of the agent measured, when not the program's.
+    pub agent_profile: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { quick: false, only: Vec::new(), profile: PROFILE.to_owned() }
+        Options { quick: false, only: Vec::new(), profile: PROFILE.to_owned(), agent_profile: None }
     }
 }
 
@@ -51,10 +57,14 @@ impl Options {
                     options.profile =
                         args.next().context("--profile needs a cargo profile")?.clone();
                 }
+                "--agent-profile" => {
+                    options.agent_profile =
+                        Some(args.next().context("--agent-profile needs a cargo profile")?.clone());
+                }
                 id if is_id(id) => options.only.push(id.to_owned()),
                 other => {
                     bail!(
-                        "`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick] [--profile P] [ID…] (ID: b1, B8, o2…)"
+                        "`bench`: unknown argument {other:?}; usage: cargo xtask bench [--quick] [--profile P] [--agent-profile P] [ID…] (ID: b1, B8, o2…)"
                     )
                 }
             }
@@ -74,7 +84,11 @@ fn is_id(arg: &str) -> bool {
 /// Builds and runs the benchmarks with `env` added to their environment (`ci` passes the
 /// test containerd's socket and the test images' directory).
 pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
-    let (program, agent) = build_program(&options.profile, "bench")?;
+    let (program, mut agent) = build_program(&options.profile, "bench")?;
+    if let Some(profile) = &options.agent_profile {
+        agent = build_agent(profile)?;
+        println!("bench: measuring the agent built with profile {profile}: {}", agent.display());
+    }
     let mut command = Command::new(&program);
     if options.quick {
         command.arg("--quick");
@@ -92,6 +106,34 @@ pub fn run(options: &Options, env: &[(&str, PathBuf)]) -> anyhow::Result<()> {
 /// dependency); the paths of the program and the agent.
 pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     build_program_with(profile, program, &[])
+}
+
+/// The agent and its container logger beside it, built in `profile`; the agent's path.
+fn build_agent(profile: &str) -> anyhow::Result<PathBuf> {
+    let args = [
+        "build",
+        "--profile",
+        profile,
+        "-p",
+        "outpost",
+        "-p",
+        "outpost-container-log",
+        "--bin",
+        "outpost",
+        "--bin",
+        "outpost-container-log",
+        "--message-format",
+        "json-render-diagnostics",
+    ];
+    let (messages, shown) = built(crate::cargo(&args))?;
+    let agent = executable(&messages, "outpost", "bin")
+        .with_context(|| format!("`{shown}` named no outpost binary"))?;
+    ensure!(
+        agent.with_file_name("outpost-container-log").is_file(),
+        "`{shown}` built no outpost-container-log beside {}",
+        agent.display()
+    );
+    Ok(agent)
 }
 
 /// [`build_program`] with more cargo arguments (`--features outpost/dhat-heap`).
@@ -175,6 +217,10 @@ mod tests {
         let dev = Options::parse(&args(&["--quick", "--profile", "dev"])).unwrap();
         assert_eq!(dev.profile, "dev");
         assert!(Options::parse(&args(&["--profile"])).is_err());
+        let shipped = Options::parse(&args(&["--agent-profile", "distribution", "B5"])).unwrap();
+        assert_eq!(shipped.agent_profile.as_deref(), Some("distribution"));
+        assert_eq!(shipped.profile, "release");
+        assert!(Options::parse(&args(&["--agent-profile"])).is_err());
         assert!(Options::parse(&args(&["--slow"])).is_err());
         assert!(Options::parse(&args(&["b"])).is_err());
         assert!(Options::parse(&args(&["bench"])).is_err());

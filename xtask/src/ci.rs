@@ -134,7 +134,8 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     };
     let what = format!("cargo xtask dist --target {DIST_TARGET} --deb --profile {DIST_PROFILE}");
     steps.run(&what, || dist::run(&arm64))?;
-    let quick = bench::Options { quick: true, only: Vec::new(), profile: "dev".to_owned() };
+    let quick =
+        bench::Options { quick: true, profile: "dev".to_owned(), ..bench::Options::default() };
     steps.run("cargo xtask bench --quick --profile dev", || bench::run(&quick, &env))?;
     steps.run(&format!("cargo xtask fleet {}", FLEET.join(" ")), || fleet::run(&strings(FLEET)))?;
     steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&strings(CHAOS)))?;
