@@ -78,6 +78,11 @@ impl Agent {
         {
             mode.extend(["--runtime".to_owned(), runtime]);
         }
+        if let Some(logger) = container_logger()
+            && !given("--container-logger")
+        {
+            mode.extend(["--container-logger".to_owned(), logger]);
+        }
         Agent::spawn(command, &mode, manifests, extra)
     }
 
@@ -256,6 +261,16 @@ pub const RUNTIME_ENV: &str = "OUTPOST_TEST_RUNTIME";
 /// The runtime `OUTPOST_TEST_RUNTIME` names, if any.
 pub fn oci_runtime() -> Option<String> {
     std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty())
+}
+
+/// The environment variable that gives [`Agent::start_pods`] agents another container
+/// logger (`OUTPOST_TEST_CONTAINER_LOGGER=container`: B2 with a logger per container
+/// beside the node's).
+pub const CONTAINER_LOGGER_ENV: &str = "OUTPOST_TEST_CONTAINER_LOGGER";
+
+/// The container logger `OUTPOST_TEST_CONTAINER_LOGGER` names, if any.
+pub fn container_logger() -> Option<String> {
+    std::env::var(CONTAINER_LOGGER_ENV).ok().filter(|v| !v.is_empty())
 }
 
 /// An HTTP/1.1 request head for one request on its own connection.
