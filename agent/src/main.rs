@@ -57,8 +57,7 @@ fn run(args: outpost::cli::RunArgs, log_level: logging::LogLevel) -> anyhow::Res
     // Before the runtime's threads exist: these edit the environment and malloc's setup.
     let systemd = outpost::systemd::take_env();
     outpost::host::allocator::configure();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = commands::run::runtime()?;
     runtime.block_on(commands::run::run(args.settings, args.dry_run, systemd, log_level))?;
     Ok(ExitCode::SUCCESS)
 }
