@@ -5,8 +5,9 @@
 //! `--quick` 20 s) is measured without a request to the agent:
 //!
 //! - CPU and wakeups/s of the agent from `/proc`, as B5 reads them (`procfs`): the times
-//!   its threads were scheduled, which counts preemptions too; beside it, the voluntary
-//!   switches per probe run (the times a thread slept and was woken);
+//!   its threads slept and were woken (voluntary switches); beside it, the times they were
+//!   scheduled, which counts preemptions too (containerd, the shim and runc running first
+//!   on a core during an exec probe);
 //! - each handler's latency from the agent's own
 //!   `outpost_prober_probe_duration_seconds` (Readiness is the httpGet probe, Liveness
 //!   the exec one): the buckets' counts gained over the window, scraped just before and
@@ -197,9 +198,8 @@ impl Measured {
         )
         .target(&format!("<= 1.1 x {probe_rate:.1} probes/s"), wakeups <= limit)
         .detail("per_probe", round(wakeups / probe_rate))
-        // The times a thread slept and was woken, apart from the times it was preempted
-        // (a process it wrote to, containerd or the shim, running first on its core).
-        .detail("voluntary_per_probe", round(d.voluntary as f64 / d.seconds / probe_rate))
+        // Every time a thread was put on a core, preemptions included.
+        .detail("scheduled_per_probe", round(d.scheduled as f64 / d.seconds / probe_rate))
         .detail("probes_run_per_s", round(probe_rate))
         .detail("probes_configured_per_s", round(nominal_rate))
         .detail("voluntary_switches", d.voluntary)

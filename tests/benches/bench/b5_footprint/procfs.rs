@@ -154,8 +154,12 @@ impl Delta {
         delta
     }
 
+    /// Wakeups per second: the times the threads went to sleep (voluntary switches), each
+    /// ended by one wakeup. A preemption (an involuntary switch: another process ran first
+    /// on the core, as containerd or the shim does after the agent writes to it) is not a
+    /// wakeup; [`Delta::scheduled`] counts both.
     pub fn wakeups_per_s(&self) -> f64 {
-        self.scheduled as f64 / self.seconds
+        self.voluntary as f64 / self.seconds
     }
 }
 
