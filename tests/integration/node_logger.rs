@@ -10,6 +10,7 @@ use std::time::Duration;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::outpost_bin;
 use outpost_tests::pods::{Node, container, eventually, wait_pod};
+use outpost_tests::workload::shims;
 
 const LONG: Duration = Duration::from_secs(60);
 /// A line-numbered container: a gap or a repeat in its log is a lost or repeated line.
@@ -110,5 +111,62 @@ fn the_node_logger_is_adopted_and_survives_kill_9_without_losing_or_repeating_a_
         String::from_utf8_lossy(&out.stdout).lines().map(|l| l.parse().unwrap()).collect();
     assert!(read.len() >= logged.len());
     assert_counted(&read);
+    drop(agent);
+}
+
+/// How many pods share the node's one shim in
+/// [`b5_one_shim_for_the_node_tears_down_every_pod_logged_by_the_node_logger`].
+const SHARED_SHIM_PODS: usize = 100;
+
+/// A pod of one container that sleeps, gone at once when removed (B5's pods).
+fn sleeper(i: usize) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: shared-{i:03}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: main\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"1000000\"]\n"
+    )
+}
+
+/// How many of the agent's pods run their container.
+fn running_pods(agent: &outpost_tests::agent::Agent) -> usize {
+    let (status, body) = agent.get("/pods");
+    assert_eq!(status, 200, "GET /pods: {body}");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("/pods is JSON");
+    list["items"].as_array().map_or(0, |pods| pods.iter().filter(|p| running(p)).count())
+}
+
+/// B5's last step (issue 38's bug): many pods in ONE runc shim (`--shim-grouping node`),
+/// every container logged by the node logger. Removing them all must stop and delete
+/// every container and task, end the shim, and leave the logger no container: in the
+/// release bench of issue 38 the shared shim wedged (containerd's `State` calls timed
+/// out) and nothing was deleted.
+#[needs(pods)]
+#[test]
+fn b5_one_shim_for_the_node_tears_down_every_pod_logged_by_the_node_logger() {
+    let node = Node::new();
+    let mut args = node.args();
+    args.extend(["--shim-grouping".into(), "node".into()]);
+    let agent = outpost_tests::agent::Agent::start_pods(&node.manifests(), &args);
+    let started = std::time::Instant::now();
+    for i in 0..SHARED_SHIM_PODS {
+        node.put(&format!("shared-{i:03}.yaml"), &sleeper(i));
+    }
+    let pods_up = Duration::from_secs(240);
+    eventually("every pod runs", pods_up, || running_pods(&agent) == SHARED_SHIM_PODS);
+    println!("{SHARED_SHIM_PODS} pods running in {:?}", started.elapsed());
+    assert_eq!(shims(&node.namespace).len(), 1, "one shim for the node");
+
+    let removed = std::time::Instant::now();
+    for i in 0..SHARED_SHIM_PODS {
+        node.remove(&format!("shared-{i:03}.yaml"));
+    }
+    let teardown = Duration::from_secs(120);
+    eventually("every container is deleted", teardown, || node.containers().is_empty());
+    eventually("every task is deleted", teardown, || node.tasks().is_empty());
+    eventually("the node's shim has ended", teardown, || shims(&node.namespace).is_empty());
+    let empty = |dir: &Path| std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
+    let registrations = node.path("run").join("logger/containers");
+    eventually("the node logger holds no container", teardown, || empty(&registrations));
+    let fifos = node.path("run").join("io");
+    eventually("every container's FIFO directory is removed", teardown, || empty(&fifos));
+    println!("{SHARED_SHIM_PODS} pods torn down in {:?}", removed.elapsed());
     drop(agent);
 }
