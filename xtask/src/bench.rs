@@ -108,29 +108,41 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
     build_program_with(profile, program, &[])
 }
 
-/// The agent and its container logger beside it, built in `profile`; the agent's path.
-fn build_agent(profile: &str) -> anyhow::Result<PathBuf> {
-    let args = [
+/// `cargo build` of the agent and its container logger in `profile`, with cargo's JSON
+/// messages; more packages and targets go after.
+fn agent_build_args(profile: &str) -> Vec<&str> {
+    vec![
         "build",
         "--profile",
         profile,
-        "-p",
-        "outpost",
-        "-p",
-        "outpost-container-log",
-        "--bin",
-        "outpost",
-        "--bin",
-        "outpost-container-log",
         "--message-format",
         "json-render-diagnostics",
-    ];
-    let (messages, shown) = built(crate::cargo(&args))?;
-    let agent = executable(&messages, "outpost", "bin")
+        "-p",
+        "outpost",
+        "-p",
+        "outpost-container-log",
+        "--bin",
+        "outpost",
+        "--bin",
+        "outpost-container-log",
+    ]
+}
+
+/// The agent and its container logger beside it, built in `profile`; the agent's path.
+fn build_agent(profile: &str) -> anyhow::Result<PathBuf> {
+    let (messages, shown) = built(crate::cargo(&agent_build_args(profile)))?;
+    agent_with_logger(&messages, &shown)
+}
+
+/// The agent cargo's `messages` name, checked to have its container logger beside it
+/// (else the agent's shims would run another build's logger).
+fn agent_with_logger(messages: &str, shown: &str) -> anyhow::Result<PathBuf> {
+    let agent = executable(messages, "outpost", "bin")
         .with_context(|| format!("`{shown}` named no outpost binary"))?;
+    let logger = executable(messages, "outpost-container-log", "bin");
     ensure!(
-        agent.with_file_name("outpost-container-log").is_file(),
-        "`{shown}` built no outpost-container-log beside {}",
+        logger.as_deref() == Some(agent.with_file_name("outpost-container-log").as_path()),
+        "`{shown}` built no outpost-container-log beside {} (the agent's shims would run another build's logger)",
         agent.display()
     );
     Ok(agent)
@@ -142,38 +154,13 @@ pub(crate) fn build_program_with(
     program: &str,
     extra: &[&str],
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let mut args = vec![
-        "build",
-        "--profile",
-        profile,
-        "-p",
-        "outpost",
-        "-p",
-        "outpost-container-log",
-        "-p",
-        "outpost-tests",
-        "--bin",
-        "outpost",
-        "--bin",
-        "outpost-container-log",
-        "--bench",
-        program,
-        "--message-format",
-        "json-render-diagnostics",
-    ];
+    let mut args = agent_build_args(profile);
+    args.extend(["-p", "outpost-tests", "--bench", program]);
     args.extend_from_slice(extra);
     let (messages, shown) = built(crate::cargo(&args))?;
     let program = executable(&messages, program, "bench")
         .with_context(|| format!("`{shown}` named no {program} program"))?;
-    let agent = executable(&messages, "outpost", "bin")
-        .with_context(|| format!("`{shown}` named no outpost binary"))?;
-    let logger = executable(&messages, "outpost-container-log", "bin");
-    ensure!(
-        logger.as_deref() == Some(agent.with_file_name("outpost-container-log").as_path()),
-        "`{shown}` built no outpost-container-log beside {} (the agent's shims would run the agent's own logger)",
-        agent.display()
-    );
-    Ok((program, agent))
+    Ok((program, agent_with_logger(&messages, &shown)?))
 }
 
 /// Runs `command`, a cargo build with `--message-format json-render-diagnostics` (its
