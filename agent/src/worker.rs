@@ -104,7 +104,6 @@ impl Runtime {
                 crate::host::capacity::cpus(),
             )),
             prefetched: containerd::Prefetched::default(),
-            shim_calls: tokio::sync::Semaphore::new(containerd::SHARED_SHIM_CALLS),
         };
         let prober = Prober::new()?;
         let shared = Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober);

@@ -261,8 +261,8 @@ pub async fn close_stdin(containerd: &Containerd, id: &str) -> Result<()> {
     }
 }
 
-/// Sends `signal` to the task's init process (`all`: to every process in it). A task that
-/// is already gone is not an error.
+/// Sends `signal` to the task's init process (`all`: to every process in it), in its turn
+/// in a shared shim ([`Containerd::in_shim`]). A task that is already gone is not an error.
 pub async fn kill(containerd: &Containerd, id: &str, signal: i32, all: bool) -> Result<()> {
     let request = KillRequest {
         container_id: id.to_owned(),
@@ -270,7 +270,7 @@ pub async fn kill(containerd: &Containerd, id: &str, signal: i32, all: bool) -> 
         signal: u32::try_from(signal).unwrap_or(9),
         all,
     };
-    match containerd.tasks().kill(request).await {
+    match containerd.in_shim(containerd.tasks().kill(request)).await {
         Ok(_) => Ok(()),
         Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
         // runc reports a stopped task as "process already finished".
@@ -289,13 +289,14 @@ pub async fn task(containerd: &Containerd, id: &str) -> Result<Option<Process>> 
     }
 }
 
-/// Deletes a stopped task (reaping it); returns its exit status and time if it had one.
+/// Deletes a stopped task (reaping it), in its turn in a shared shim
+/// ([`Containerd::in_shim`]); returns its exit status and time if it had one.
 pub async fn delete_task(
     containerd: &Containerd,
     id: &str,
 ) -> Result<Option<(u32, Option<prost_types::Timestamp>)>> {
     let request = DeleteTaskRequest { container_id: id.to_owned() };
-    match containerd.tasks().delete(request).await {
+    match containerd.in_shim(containerd.tasks().delete(request)).await {
         Ok(response) => {
             let deleted = response.into_inner();
             Ok(Some((deleted.exit_status, deleted.exited_at)))

@@ -135,6 +135,18 @@ pub struct Version {
     pub revision: String,
 }
 
+/// How many kills and task deletions run at once in a shim shared by the whole node
+/// (`shimGrouping: node`, [`Containerd::with_shared_shim`]). containerd 1.6's runc shim
+/// holds a container's lock while its `runc kill` runs and waits for that runc's exit from
+/// the shim's reaper, and handles every exit on one goroutine that needs the exiting
+/// container's lock; the reaper hands exits to that goroutine through a channel of 32. A
+/// hundred kills at once (B5's teardown, issue 38) fill it with runc's and the containers'
+/// exits while the exit goroutine waits on a killed container's lock: the reaper then
+/// delivers one exit a second, and every call into the shim waits behind it for minutes.
+/// A few calls at a time keep the exits in flight far below 32. Per-pod shims have a
+/// reaper each and need no bound.
+pub const SHARED_SHIM_CALLS: usize = 4;
+
 /// A connection to containerd. Cheap to clone; requests reconnect by themselves if
 /// containerd restarts.
 #[derive(Debug, Clone)]
@@ -142,6 +154,9 @@ pub struct Containerd {
     socket: PathBuf,
     channel: Channel,
     metadata: Metadata,
+    /// With one shim for the node: the turns of the calls that make its processes exit
+    /// ([`SHARED_SHIM_CALLS`]), shared by every clone.
+    shared_shim: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
 
 impl Containerd {
@@ -159,6 +174,7 @@ impl Containerd {
                 namespace: AsciiMetadataValue::from_static(NAMESPACE),
                 lease: None,
             },
+            shared_shim: None,
         };
         let mut version = containerd.version_client();
         tokio::time::timeout(CONNECT_TIMEOUT, version.version(()))
@@ -240,6 +256,28 @@ impl Containerd {
         let mut containerd = self.clone();
         containerd.metadata.lease = Some(lease);
         Ok(containerd)
+    }
+
+    /// The same connection for a node whose containers all share one shim: every kill and
+    /// task deletion (of a container or an exec process) made through it, and through its
+    /// clones, waits for one of [`SHARED_SHIM_CALLS`] turns ([`Containerd::in_shim`]).
+    pub fn with_shared_shim(&self) -> Containerd {
+        let mut containerd = self.clone();
+        let turns = tokio::sync::Semaphore::new(SHARED_SHIM_CALLS);
+        containerd.shared_shim = Some(std::sync::Arc::new(turns));
+        containerd
+    }
+
+    /// Makes `call`, a kill or a task deletion, waiting first for a turn in the node's one
+    /// shim when it has one ([`Containerd::with_shared_shim`]). Waiting for an exit needs no
+    /// turn: it makes none.
+    pub async fn in_shim<T>(&self, call: impl Future<Output = T>) -> T {
+        // Never closed; were it, the call would go unbounded rather than fail.
+        let _turn = match &self.shared_shim {
+            Some(turns) => turns.acquire().await.ok(),
+            None => None,
+        };
+        call.await
     }
 
     fn service(&self) -> Service {

@@ -15,6 +15,7 @@
 
 mod fifo;
 mod process;
+mod specs;
 
 use std::path::{Path, PathBuf};
 use std::pin::pin;
@@ -32,6 +33,7 @@ use tokio::time::Instant;
 
 use self::fifo::{Collected, Output};
 use self::process::Process;
+use self::specs::Specs;
 use super::Containerd;
 use super::container;
 
@@ -113,6 +115,8 @@ pub struct Execs {
     containerd: Containerd,
     /// Where each exec's FIFOs go (`<run-dir>/exec/<exec id>/`).
     dir: PathBuf,
+    /// The containers' init processes, read once each (module `specs`).
+    specs: Specs,
 }
 
 /// The stdio paths of an exec (empty: none).
@@ -125,7 +129,12 @@ struct Stdio<'a> {
 
 impl Execs {
     pub fn new(containerd: Containerd, dir: PathBuf) -> Execs {
-        Execs { containerd, dir }
+        Execs { containerd, dir, specs: Specs::default() }
+    }
+
+    /// Drops what is kept of container `id` (its init's process): it was removed.
+    pub fn forget(&self, id: &str) {
+        self.specs.forget(id);
     }
 
     /// Runs `command` in container `id` to its end; past `timeout` it is killed and
@@ -367,6 +376,21 @@ impl Execs {
         command: &[String],
         tty: bool,
     ) -> Result<prost_types::Any, Error> {
+        let process = match self.specs.get(id) {
+            Some(process) => process,
+            None => {
+                let process = self.init_process(id).await?;
+                self.specs.keep(id, process.clone());
+                process
+            }
+        };
+        let value = exec_process(process, command, tty)
+            .map_err(|source| Error::Spec { id: id.to_owned(), source })?;
+        Ok(prost_types::Any { type_url: PROCESS_TYPE_URL.to_owned(), value })
+    }
+
+    /// The process of container `id`'s init, from its record's OCI spec.
+    async fn init_process(&self, id: &str) -> Result<oci_spec::runtime::Process, Error> {
         let request = GetContainerRequest { id: id.to_owned() };
         let container = match self.containerd.containers().get(request).await {
             Ok(response) => response.into_inner().container,
@@ -382,9 +406,7 @@ impl Execs {
             }
         };
         let spec = container.and_then(|c| c.spec).map(|any| any.value).unwrap_or_default();
-        let value = exec_process(&spec, command, tty)
-            .map_err(|source| Error::Spec { id: id.to_owned(), source })?;
-        Ok(prost_types::Any { type_url: PROCESS_TYPE_URL.to_owned(), value })
+        init_process(&spec).map_err(|source| Error::Spec { id: id.to_owned(), source })
     }
 
     /// `Tasks.Exec`: containerd (its shim) records the process; nothing runs yet.
@@ -514,16 +536,23 @@ impl Session {
 /// The process part of the container's OCI spec (`spec`, JSON) with `command` as its
 /// arguments and a TTY or not: everything else (user, cwd, env, capabilities, rlimits,
 /// AppArmor profile, SELinux label, noNewPrivileges, OOM score) is the container's.
-fn exec_process(spec: &[u8], command: &[String], tty: bool) -> Result<Vec<u8>, serde_json::Error> {
-    /// Only the process is decoded (the rest of the spec is skipped).
+/// The `process` of an OCI runtime spec (the rest of the spec is skipped).
+fn init_process(spec: &[u8]) -> Result<oci_spec::runtime::Process, serde_json::Error> {
     #[derive(Deserialize)]
     struct Spec {
         process: Option<oci_spec::runtime::Process>,
     }
     let spec: Spec = serde_json::from_slice(spec)?;
-    let mut process = spec.process.ok_or_else(|| {
-        <serde_json::Error as serde::de::Error>::custom("the spec has no process")
-    })?;
+    spec.process
+        .ok_or_else(|| <serde_json::Error as serde::de::Error>::custom("the spec has no process"))
+}
+
+/// The container's init `process` with `command` as its arguments, as JSON.
+fn exec_process(
+    mut process: oci_spec::runtime::Process,
+    command: &[String],
+    tty: bool,
+) -> Result<Vec<u8>, serde_json::Error> {
     process.set_args(Some(command.to_vec()));
     process.set_terminal(Some(tty));
     process.set_console_size(None);

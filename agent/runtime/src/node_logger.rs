@@ -62,12 +62,15 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Where the node logger of an agent lives, and how to start it.
+/// Where the node logger of an agent lives, and how to start it. Clones share
+/// [`NodeLogger::started`].
 #[derive(Debug, Clone)]
 pub struct NodeLogger {
     binary: PathBuf,
     state_dir: PathBuf,
     socket: PathBuf,
+    /// Told each time this agent starts a logger (a permit kept if nobody waits).
+    started: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// A registered container, held by the logger until this is dropped (once
@@ -85,7 +88,8 @@ impl NodeLogger {
     pub fn new(binary: &Path, run_dir: &Path) -> NodeLogger {
         let state_dir = run_dir.join("logger");
         let socket = state_dir.join("logger.sock");
-        NodeLogger { binary: binary.to_path_buf(), state_dir, socket }
+        let started = std::sync::Arc::default();
+        NodeLogger { binary: binary.to_path_buf(), state_dir, socket, started }
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -116,6 +120,7 @@ impl NodeLogger {
             return Ok((pid, false));
         }
         self.spawn()?;
+        self.started.notify_one();
         let deadline = tokio::time::Instant::now() + START_WAIT;
         loop {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -126,6 +131,15 @@ impl NodeLogger {
                     return Err(Error::Silent { socket: self.socket.clone(), log: self.log() });
                 }
             }
+        }
+    }
+
+    /// Returns once a logger runs: at once if one answers, else when this agent (a clone
+    /// of this value) starts one. With `containerLogger: container` the logger is started
+    /// on demand, by the first container with stdin, and supervised from then on.
+    pub async fn running(&self) {
+        if self.ping().await.is_err() {
+            self.started.notified().await;
         }
     }
 

@@ -111,21 +111,7 @@ pub struct Pods {
     pub starts: tokio::sync::Semaphore,
     /// New pods' images, resolved while their sandboxes are set up.
     pub prefetched: Prefetched,
-    /// Bounds the kills and task deletions that run at once in the node's one shim
-    /// (`shimGrouping: node`, [`SHARED_SHIM_CALLS`]).
-    pub shim_calls: tokio::sync::Semaphore,
 }
-
-/// How many kills and task deletions run at once in a shim shared by the whole node
-/// (`shimGrouping: node`). containerd 1.6's runc shim holds a container's lock while its
-/// `runc kill` runs and waits for that runc's exit from the shim's reaper, and handles
-/// every exit on one goroutine that needs the exiting container's lock; the reaper hands
-/// exits to that goroutine through a channel of 32. A hundred kills at once (B5's
-/// teardown, issue 38) fill it with runc's and the containers' exits while the exit
-/// goroutine waits on a killed container's lock: the reaper then delivers one exit a
-/// second, and every call into the shim waits behind it for minutes. A few calls at a
-/// time keep the exits in flight far below 32. Per-pod shims have a reaper each.
-pub const SHARED_SHIM_CALLS: usize = 4;
 
 /// How many CNI ADDs and DELs, container creations and starts run at once: a
 /// burst of pods (a reboot, 100 manifests dropped together) is neither a serial queue nor
@@ -140,15 +126,6 @@ impl Pods {
     async fn limited<T>(&self, call: impl Future<Output = T>) -> T {
         // Never closed; were it, the call would go unbounded rather than fail.
         let _permit = self.starts.acquire().await.ok();
-        call.await
-    }
-
-    /// Makes `call` (a kill or a task deletion), waiting for a turn among
-    /// [`SHARED_SHIM_CALLS`] when every container shares the node's one shim.
-    async fn in_shim<T>(&self, call: impl Future<Output = T>) -> T {
-        let shared = self.settings.shim_grouping == crate::config::ShimGrouping::Node;
-        // Never closed; were it, the call would go unbounded rather than fail.
-        let _permit = if shared { self.shim_calls.acquire().await.ok() } else { None };
         call.await
     }
 
@@ -365,7 +342,7 @@ impl PodRuntime for Pods {
             StopSignal::Term => (libc::SIGTERM, false),
             StopSignal::Kill => (libc::SIGKILL, true),
         };
-        self.in_shim(container::kill(&self.containerd, id, signal, all)).await
+        container::kill(&self.containerd, id, signal, all).await
     }
 
     async fn task(&self, id: &str) -> Result<TaskState, container::Error> {
@@ -383,11 +360,11 @@ impl PodRuntime for Pods {
     }
 
     async fn delete_task(&self, id: &str, wait: bool) -> Result<(), container::Error> {
-        // `container::reap`, with only the deletion waiting for a turn in the shim.
         if wait {
-            container::wait_stopped(&self.containerd, id, container::REAP_WAIT).await;
+            container::reap(&self.containerd, id, container::REAP_WAIT).await?;
+        } else {
+            container::delete_task(&self.containerd, id).await?;
         }
-        self.in_shim(container::delete_task(&self.containerd, id)).await?;
         Ok(())
     }
 
@@ -402,7 +379,9 @@ impl PodRuntime for Pods {
     }
 
     async fn remove_container(&self, id: &str) -> Result<(), container::Error> {
-        container::remove(&self.containerd, id).await
+        container::remove(&self.containerd, id).await?;
+        self.execs.forget(id);
+        Ok(())
     }
 
     async fn exec(

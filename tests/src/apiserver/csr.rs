@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::authn::User;
 use super::error::{Error, Result};
 use super::resource::CERTIFICATESIGNINGREQUESTS as CSRS;
-use super::reviews::Rules;
+use super::reviews::{Rules, strings};
 use super::signer::CertificateSigner;
 use super::store::Store;
 use super::strategy::now;
@@ -198,11 +198,7 @@ fn auto_approvable(object: &Value, rules: &Rules) -> Option<&'static str> {
         return None;
     }
     let username = object.pointer("/spec/username").and_then(Value::as_str).unwrap_or_default();
-    let groups: Vec<&str> = object
-        .pointer("/spec/groups")
-        .and_then(Value::as_array)
-        .map(|groups| groups.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let groups = strings(object.pointer("/spec/groups"));
     let may = |permission: &str| {
         rules.allows(username, &groups, "create", "certificatesigningrequests", permission)
     };

@@ -163,15 +163,17 @@ pub fn token_review(
     Ok(review)
 }
 
+/// The strings of a list field such as a review's or a CSR's `groups` (absent: none).
+pub fn strings(list: Option<&Value>) -> Vec<&str> {
+    let list = list.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    list.iter().filter_map(Value::as_str).collect()
+}
+
 /// The answer to a SubjectAccessReview create.
 pub fn subject_access_review(rules: &Rules, mut review: Value) -> Result<Value> {
     let spec = review.get("spec").cloned().unwrap_or_default();
     let user = spec.get("user").and_then(Value::as_str).unwrap_or_default();
-    let groups: Vec<&str> = spec
-        .get("groups")
-        .and_then(Value::as_array)
-        .map(|g| g.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let groups = strings(spec.get("groups"));
     let kind = ("SubjectAccessReview", "authorization.k8s.io");
     if user.is_empty() && groups.is_empty() {
         let cause = Cause::invalid("spec.user", "at least one of user or group must be specified");

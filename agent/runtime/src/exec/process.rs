@@ -117,7 +117,7 @@ async fn delete(containerd: &Containerd, id: &str, exec_id: &str, kill: bool) ->
             signal: libc::SIGKILL as u32,
             all: false,
         };
-        match tasks.kill(request).await {
+        match containerd.in_shim(tasks.kill(request)).await {
             // It ran: wait for the shim to reap it (a running process cannot be deleted).
             Ok(_) => {
                 let request =
@@ -132,7 +132,7 @@ async fn delete(containerd: &Containerd, id: &str, exec_id: &str, kill: bool) ->
         }
     }
     let request = DeleteProcessRequest { container_id: id.to_owned(), exec_id: exec_id.to_owned() };
-    match tasks.delete_process(request).await {
+    match containerd.in_shim(tasks.delete_process(request)).await {
         Ok(_) => Ok(()),
         Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
         Err(source) => Err(failed("deleting the exec process", source)),

@@ -25,13 +25,22 @@ const SPEC: &str = r#"{
   "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}
 }"#;
 
+/// The exec process made from a whole spec, as an exec without a kept process makes it.
+fn exec_from_spec(
+    spec: &[u8],
+    command: &[String],
+    tty: bool,
+) -> Result<Vec<u8>, serde_json::Error> {
+    exec_process(init_process(spec)?, command, tty)
+}
+
 fn args(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
 }
 
 #[test]
 fn the_exec_process_is_the_containers_with_other_arguments() {
-    let value = exec_process(SPEC.as_bytes(), &args(&["cat", "/etc/hostname"]), false).unwrap();
+    let value = exec_from_spec(SPEC.as_bytes(), &args(&["cat", "/etc/hostname"]), false).unwrap();
     let process: serde_json::Value = serde_json::from_slice(&value).unwrap();
     let mut expected: serde_json::Value = serde_json::from_str(SPEC).unwrap();
     let expected = expected["process"].take();
@@ -54,7 +63,7 @@ fn the_exec_process_is_the_containers_with_other_arguments() {
 
 #[test]
 fn a_tty_exec_gets_a_terminal_and_term() {
-    let value = exec_process(SPEC.as_bytes(), &args(&["sh"]), true).unwrap();
+    let value = exec_from_spec(SPEC.as_bytes(), &args(&["sh"]), true).unwrap();
     let process: serde_json::Value = serde_json::from_slice(&value).unwrap();
     assert_eq!(process["terminal"], true);
     assert_eq!(
@@ -64,16 +73,16 @@ fn a_tty_exec_gets_a_terminal_and_term() {
 
     // The container's own TERM stays.
     let own = SPEC.replace("\"HOSTNAME=web\"", "\"TERM=vt100\"");
-    let value = exec_process(own.as_bytes(), &args(&["sh"]), true).unwrap();
+    let value = exec_from_spec(own.as_bytes(), &args(&["sh"]), true).unwrap();
     let process: serde_json::Value = serde_json::from_slice(&value).unwrap();
     assert_eq!(process["env"], serde_json::json!(["PATH=/usr/bin:/bin", "TERM=vt100"]));
 }
 
 #[test]
 fn a_spec_without_a_process_is_an_error() {
-    let error = exec_process(br#"{"ociVersion": "1.1.0"}"#, &args(&["true"]), false).unwrap_err();
+    let error = exec_from_spec(br#"{"ociVersion": "1.1.0"}"#, &args(&["true"]), false).unwrap_err();
     assert!(error.to_string().contains("no process"), "{error}");
-    assert!(exec_process(b"", &args(&["true"]), false).is_err());
+    assert!(exec_from_spec(b"", &args(&["true"]), false).is_err());
 }
 
 #[test]

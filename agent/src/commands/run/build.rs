@@ -357,9 +357,13 @@ fn pod_side(
     let (evict, evictions) = mpsc::unbounded_channel();
     let (images, images_dir) = node::images_dir(config, connection.clone(), &gc, metrics.images);
     let exe = std::env::current_exe().map_err(Error::Exe)?;
-    let node_logger = pods::node_logger(config, &exe, connection.clone());
+    let logger = pods::container_logger(&exe);
+    let node_logger = crate::runtime::node_logger::NodeLogger::new(&logger, &config.run_dir);
+    let supervisor = pods::node_logger(config, node_logger.clone(), connection.clone());
     let workers = pods::Deps {
         exe,
+        logger,
+        node_logger,
         batches,
         connection: connection.clone(),
         images,
@@ -374,8 +378,7 @@ fn pod_side(
         stop_pods: shared.stop_pods.clone(),
         node: admission_node,
     };
-    let mut tasks = vec![pods::build(config, workers, metrics.workers)?];
-    tasks.extend(node_logger);
+    let mut tasks = vec![pods::build(config, workers, metrics.workers)?, supervisor];
     let eviction = EvictionDeps {
         snapshot: shared.snapshot.clone(),
         statuses: shared.statuses.clone(),

@@ -15,7 +15,7 @@ use super::Error;
 use super::task::{Stop, Task};
 use crate::api::runtime::{self as api_runtime, RuntimeSlot};
 use crate::api::status::RuntimeInfo;
-use crate::config::Config;
+use crate::config::{Config, ShimGrouping};
 use crate::error_chain::describe;
 use crate::runtime::Containerd;
 use crate::runtime::exec::Execs;
@@ -101,6 +101,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
     let (socket, namespace) =
         (config.containerd_socket.clone(), config.containerd_namespace.clone());
     let exec_dir = config.run_dir.join("exec");
+    let shim_grouping = config.shim_grouping;
     let pods_dir = config.run_dir.join("pods");
     let io_dir = config.run_dir.join("io");
     let stopped = stop.clone();
@@ -114,7 +115,11 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
         };
         let connect = Containerd::connect_with_backoff(&socket, Backoff::WATCH);
         let containerd = tokio::select! {
-            containerd = connect => containerd.with_namespace(&namespace)?,
+            containerd = connect => {
+                let containerd = containerd.with_namespace(&namespace)?;
+                // One shim for the node: its kills and deletions take turns (issue 38).
+                if shim_grouping == ShimGrouping::Node { containerd.with_shared_shim() } else { containerd }
+            }
             () = deps.stop_pods.cancelled() => {
                 // A node shutdown before containerd answered: no pods to stop. The
                 // agent may stay (logind's shutdown: J3), and so does this task.

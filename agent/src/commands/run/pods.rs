@@ -45,6 +45,10 @@ pub(super) struct Deps {
     /// This executable: pod-init, and the container logger where the small one is not
     /// installed.
     pub(super) exe: PathBuf,
+    /// The container logger the shims run ([`container_logger`]).
+    pub(super) logger: PathBuf,
+    /// The node logger, run from `logger` (shared with the `node_logger` task).
+    pub(super) node_logger: NodeLogger,
     pub(super) batches: mpsc::Receiver<Batch>,
     pub(super) connection: Connection,
     pub(super) images: ImagesReady,
@@ -104,9 +108,9 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             state_dir: config.state_dir.clone(),
             run_dir: config.run_dir.clone(),
             pod_log_dir: config.pod_log_dir.clone(),
-            logger: container_logger(&deps.exe),
+            logger: deps.logger,
             container_logger: config.container_logger,
-            node_logger: NodeLogger::new(&logs::logger_binary(&deps.exe), &config.run_dir),
+            node_logger: deps.node_logger,
             exe: deps.exe,
             dns: config.dns.node(config.node_ip),
             crash_loop: CrashLoopConfig::default(),
@@ -177,20 +181,22 @@ fn ensure_node_cgroups(config: &Config, cgroups: &PodCgroups) -> Result<(), Erro
     Ok(())
 }
 
-/// The `node_logger` task (with `containerLogger: node`): once containerd answers (no
-/// container runs before), starts the node logger if none runs or adopts the one that
-/// does (it outlives the agent), and starts it again whenever it ends; it is left running
-/// when the agent exits.
-pub(super) fn node_logger(config: &Config, exe: &Path, connection: Connection) -> Option<Task> {
-    if config.container_logger != ContainerLogger::Node {
-        return None;
-    }
-    let logger = NodeLogger::new(&logs::logger_binary(exe), &config.run_dir);
-    Some(Task::infallible("node_logger", async move {
-        if connection.connected().await.is_some() {
-            supervise(logger).await;
+/// The `node_logger` task: keeps the node logger running once one runs, and leaves it
+/// running when the agent exits (it outlives the agent). With `containerLogger: node` it
+/// starts the logger once containerd answers (no container runs before), or adopts the
+/// one that runs; with `container`, the first container with stdin starts it
+/// ([`NodeLogger::running`]).
+pub(super) fn node_logger(config: &Config, logger: NodeLogger, connection: Connection) -> Task {
+    let on_demand = config.container_logger != ContainerLogger::Node;
+    Task::infallible("node_logger", async move {
+        if connection.connected().await.is_none() {
+            return;
         }
-    }))
+        if on_demand {
+            logger.running().await;
+        }
+        supervise(logger).await;
+    })
 }
 
 /// Keeps the node logger running (see [`node_logger`]).
@@ -221,10 +227,10 @@ async fn supervise(logger: NodeLogger) {
     }
 }
 
-/// The container logger the shims will run ([`crate::runtime::logs::logger_binary`]),
+/// The container logger the shims will run ([`logs::logger_binary`]),
 /// said once.
-fn container_logger(exe: &Path) -> PathBuf {
-    let logger = crate::runtime::logs::logger_binary(exe);
+pub(super) fn container_logger(exe: &Path) -> PathBuf {
+    let logger = logs::logger_binary(exe);
     if logger == exe {
         warn!(
             exe = %exe.display(),
