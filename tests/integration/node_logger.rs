@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use outpost_tests::agent::Agent;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::outpost_bin;
 use outpost_tests::pods::{Node, container, eventually, wait_pod};
@@ -111,6 +112,42 @@ fn the_node_logger_is_adopted_and_survives_kill_9_without_losing_or_repeating_a_
         String::from_utf8_lossy(&out.stdout).lines().map(|l| l.parse().unwrap()).collect();
     assert!(read.len() >= logged.len());
     assert_counted(&read);
+    drop(agent);
+}
+
+/// Issue 38: with `containerLogger: container` a container with `stdin: true` still logs
+/// through the node logger, which it starts on demand (none runs before it); from then on
+/// the agent supervises that logger as with `containerLogger: node`: after a `kill -9` it
+/// starts another, and the container's log loses and repeats no line.
+#[needs(pods)]
+#[test]
+fn an_on_demand_node_logger_is_started_again_after_kill_9() {
+    let node = Node::new();
+    let mut args = node.args();
+    args.extend(["--container-logger".into(), "container".into()]);
+    let agent = Agent::start_pods(&node.manifests(), &args);
+    agent.wait_for_log("connected to containerd");
+    assert!(pids(&node).is_empty(), "no logger before a container needs one");
+    node.put("counter.yaml", &format!("{}    stdin: true\n", manifest("counter", COUNTER)));
+    let p = wait_pod(&agent, "counter-edge-1", LONG, running);
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_owned();
+    let log = node.path("logs").join(format!("default_counter-edge-1_{uid}")).join("main/0.log");
+    eventually("the counter's lines are logged", LONG, || numbers(&log).len() > 20);
+    let first = pids(&node);
+    assert_eq!(first.len(), 1, "one node logger: {:?}", node.node_loggers());
+
+    let killed = Command::new("kill").args(["-KILL", &first[0].to_string()]).status().unwrap();
+    assert!(killed.success());
+    eventually("another node logger, started by the supervision", LONG, || {
+        let now = pids(&node);
+        now.len() == 1 && now != first
+    });
+    agent.wait_for_log("the node logger ended; starting it again");
+    let at_kill = numbers(&log).len();
+    eventually("lines after the logger's restart", LONG, || numbers(&log).len() > at_kill + 50);
+    let logged = numbers(&log);
+    assert_counted(&logged);
+    println!("{} lines, no gap nor repeat across a kill -9 of an on-demand logger", logged.len());
     drop(agent);
 }
 
