@@ -78,7 +78,7 @@ fn all_steps(steps: &mut Steps) -> anyhow::Result<()> {
     let paths = containerd::Paths::new();
     let started = steps.run("cargo xtask containerd start", || {
         if crate::in_ci() || crate::is_root() {
-            containerd::start(&paths).map(Some)
+            containerd::start(&paths, crate::shim::Shim::chosen(false)).map(Some)
         } else {
             println!(
                 "ci: not root and not CI: no private containerd; tests that need it are ignored"

@@ -4,6 +4,10 @@
 //! pid file. The CRI plugin is off (Outpost talks to containerd's own API), so is the debug
 //! socket; the overlayfs snapshotter is the default.
 //!
+//! Its runc v2 shim is containerd's Go one. `start --rust-shim` (or `OUTPOST_RUST_SHIM=1`)
+//! puts the Rust one (`containerd-runc-shim` 0.1.1, [`crate::shim`]) first on containerd's
+//! `PATH` instead, for comparisons.
+//!
 //! Only the process named by our pid file, and running our config, is ever signalled.
 
 use std::fs;
@@ -15,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::shim::{self, Shim};
+
 /// How long `start` waits for the socket to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The line `start` writes to the log before each start; error messages show the log after it.
@@ -25,7 +31,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// What `containerd` was asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    Start,
+    Start(Shim),
     Stop,
     Status,
 }
@@ -35,15 +41,18 @@ impl Action {
         match args {
             [] => Ok(Action::Status),
             [one] => match one.as_str() {
-                "start" => Ok(Action::Start),
+                "start" => Ok(Action::Start(Shim::chosen(false))),
                 "stop" => Ok(Action::Stop),
                 "status" => Ok(Action::Status),
                 other => bail!(
-                    "`containerd`: unknown action {other:?}; usage: cargo xtask containerd [start|stop|status]"
+                    "`containerd`: unknown action {other:?}; usage: cargo xtask containerd [start [--rust-shim]|stop|status]"
                 ),
             },
+            [start, flag] if start == "start" && flag == "--rust-shim" => {
+                Ok(Action::Start(Shim::chosen(true)))
+            }
             _ => bail!(
-                "`containerd` takes one action; usage: cargo xtask containerd [start|stop|status]"
+                "`containerd` takes one action; usage: cargo xtask containerd [start [--rust-shim]|stop|status]"
             ),
         }
     }
@@ -97,21 +106,30 @@ impl Paths {
 pub fn run(action: Action) -> anyhow::Result<()> {
     let paths = Paths::new();
     match action {
-        Action::Start => start(&paths).map(|_| ()),
+        Action::Start(shim) => start(&paths, shim).map(|_| ()),
         Action::Stop => stop(&paths),
         Action::Status => status(&paths),
     }
 }
 
-/// Starts the private containerd unless it already runs; returns once its socket answers.
-pub fn start(paths: &Paths) -> anyhow::Result<Started> {
+/// Starts the private containerd with `shim` unless it already runs; returns once its
+/// socket answers.
+pub fn start(paths: &Paths, shim: Shim) -> anyhow::Result<Started> {
     require_root("start")?;
     if let Some(pid) = running_pid(paths) {
         if answers(&paths.socket()) {
+            let running = shim::of_process(pid).unwrap_or(Shim::Go);
             println!(
-                "containerd: already running (pid {pid}), socket {}",
+                "containerd: already running (pid {pid}) with the {}, socket {}",
+                running.name(),
                 paths.socket().display()
             );
+            if running != shim {
+                eprintln!(
+                    "containerd: the {} was asked for; `cargo xtask containerd stop` and start it again to switch",
+                    shim.name()
+                );
+            }
             return Ok(Started::AlreadyRunning);
         }
         bail!(
@@ -133,6 +151,7 @@ pub fn start(paths: &Paths) -> anyhow::Result<Started> {
             );
         }
     }
+    let path = shim::containerd_path(shim)?;
     remove_stale(paths)?;
     for dir in [&paths.dir, &paths.root(), &paths.state(), &paths.opt()] {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -156,6 +175,7 @@ pub fn start(paths: &Paths) -> anyhow::Result<Started> {
         .arg("--config")
         .arg(paths.config())
         .current_dir(&paths.dir)
+        .env("PATH", path)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -193,7 +213,8 @@ pub fn start(paths: &Paths) -> anyhow::Result<Started> {
         sleep(Duration::from_millis(100));
     }
     println!(
-        "containerd: started (pid {pid}), socket {}, log {}",
+        "containerd: started (pid {pid}) with the {}, socket {}, log {}",
+        shim.name(),
         paths.socket().display(),
         paths.log().display()
     );
@@ -216,9 +237,11 @@ pub fn stop(paths: &Paths) -> anyhow::Result<()> {
 
 fn status(paths: &Paths) -> anyhow::Result<()> {
     match running_pid(paths) {
-        Some(pid) if answers(&paths.socket()) => {
-            println!("containerd: running (pid {pid}), socket {}", paths.socket().display())
-        }
+        Some(pid) if answers(&paths.socket()) => println!(
+            "containerd: running (pid {pid}) with the {}, socket {}",
+            shim::of_process(pid).unwrap_or(Shim::Go).name(),
+            paths.socket().display()
+        ),
         Some(pid) => println!(
             "containerd: pid {pid} runs but the socket {} does not answer{}",
             paths.socket().display(),

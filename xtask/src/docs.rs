@@ -100,7 +100,7 @@ fn ensure_mdbook() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-fn cargo_home() -> anyhow::Result<PathBuf> {
+pub(crate) fn cargo_home() -> anyhow::Result<PathBuf> {
     if let Some(home) = std::env::var_os("CARGO_HOME") {
         return Ok(PathBuf::from(home));
     }

@@ -17,6 +17,7 @@ mod fuzz;
 mod heap;
 mod images;
 mod leaks;
+mod shim;
 mod tarball;
 
 use std::path::{Path, PathBuf};
@@ -46,9 +47,12 @@ tasks:
                     again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
                     `bench --quick`, and `leaks` (after the tests and last)
-  containerd [start|stop|status]
+  containerd [start [--rust-shim]|stop|status]
                     a private containerd for development and tests (root), under
-                    target/containerd/ (socket target/containerd/containerd.sock)
+                    target/containerd/ (socket target/containerd/containerd.sock); its
+                    runc v2 shim is containerd's Go one, or with --rust-shim (or
+                    OUTPOST_RUST_SHIM=1) containerd-runc-shim 0.1.1, built once with
+                    `cargo install` into $CARGO_HOME/outpost-tools/
   fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P]
         [--outage SECONDS[,SECONDS...]] [--throttle QPS]
                     B13: N hollow nodes (the agent on a simulated pod runtime) in one

@@ -18,6 +18,7 @@ pub mod logs;
 pub mod managed;
 pub mod netns;
 pub mod node_logger;
+pub mod shim;
 pub mod stdio;
 pub mod termination;
 pub mod volumes;

@@ -61,6 +61,8 @@ pub enum Error {
     #[error(transparent)]
     Managed(#[from] managed::Error),
     #[error(transparent)]
+    Shim(#[from] crate::runtime::shim::Error),
+    #[error(transparent)]
     Containerd(#[from] crate::runtime::containerd::Error),
     #[error(transparent)]
     ImagesDir(#[from] crate::runtime::image::watch::Error),

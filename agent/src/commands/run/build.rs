@@ -91,6 +91,10 @@ pub(super) async fn build(
     pod_runtime: PodRuntimeChoice,
 ) -> Result<Agent, Error> {
     let config = resolve(settings, dry_run)?;
+    if !dry_run && config.container_logger == crate::config::ContainerLogger::Container {
+        // The Rust runc shim cannot start a binary:// logger: refuse before any pod hangs.
+        crate::runtime::shim::refuse_binary_logging(&config.containerd_socket).await?;
+    }
     let mut registry = Registry::default();
     let outpost = registry.sub_registry_with_prefix("outpost");
     let audit = ManifestAudit::default();
