@@ -61,6 +61,26 @@ fn pss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// `kill -9` of the node's one logger; waits for the agent to start another and for the
+/// counter's log to go on, and checks that no line was lost or repeated. The log's numbers.
+fn kill_the_logger(node: &Node, agent: &Agent, log: &Path) -> Vec<u64> {
+    let first = pids(node);
+    assert_eq!(first.len(), 1, "one node logger: {:?}", node.node_loggers());
+    let killed = Command::new("kill").args(["-KILL", &first[0].to_string()]).status().unwrap();
+    assert!(killed.success());
+    eventually("another node logger", LONG, || {
+        let now = pids(node);
+        now.len() == 1 && now != first
+    });
+    agent.wait_for_log("the node logger ended; starting it again");
+    agent.wait_for_log("started the node logger");
+    let at_kill = numbers(log).len();
+    eventually("lines after the logger's restart", LONG, || numbers(log).len() > at_kill + 50);
+    let logged = numbers(log);
+    assert_counted(&logged);
+    logged
+}
+
 /// Issue 38: logs land in the CRI file through the node logger; an agent restart adopts
 /// the running logger (same pid); a `kill -9` of the logger is followed by a new one, and
 /// every number the container printed before and after is in the log exactly once and in
@@ -88,17 +108,7 @@ fn the_node_logger_is_adopted_and_survives_kill_9_without_losing_or_repeating_a_
     eventually("lines after the agent's restart", LONG, || numbers(&log).len() > before + 20);
 
     // kill -9 of the logger: the agent starts another, which goes on where it stopped.
-    let killed = Command::new("kill").args(["-KILL", &first[0].to_string()]).status().unwrap();
-    assert!(killed.success());
-    eventually("another node logger", LONG, || {
-        let now = pids(&node);
-        now.len() == 1 && now != first
-    });
-    agent.wait_for_log("started the node logger");
-    let at_kill = numbers(&log).len();
-    eventually("lines after the logger's restart", LONG, || numbers(&log).len() > at_kill + 50);
-    let logged = numbers(&log);
-    assert_counted(&logged);
+    let logged = kill_the_logger(&node, &agent, &log);
     println!("{} lines, no gap nor repeat across an agent restart and a kill -9", logged.len());
 
     // `outpost logs` reads what the node logger wrote.
@@ -133,20 +143,7 @@ fn an_on_demand_node_logger_is_started_again_after_kill_9() {
     let uid = p["metadata"]["uid"].as_str().unwrap().to_owned();
     let log = node.path("logs").join(format!("default_counter-edge-1_{uid}")).join("main/0.log");
     eventually("the counter's lines are logged", LONG, || numbers(&log).len() > 20);
-    let first = pids(&node);
-    assert_eq!(first.len(), 1, "one node logger: {:?}", node.node_loggers());
-
-    let killed = Command::new("kill").args(["-KILL", &first[0].to_string()]).status().unwrap();
-    assert!(killed.success());
-    eventually("another node logger, started by the supervision", LONG, || {
-        let now = pids(&node);
-        now.len() == 1 && now != first
-    });
-    agent.wait_for_log("the node logger ended; starting it again");
-    let at_kill = numbers(&log).len();
-    eventually("lines after the logger's restart", LONG, || numbers(&log).len() > at_kill + 50);
-    let logged = numbers(&log);
-    assert_counted(&logged);
+    let logged = kill_the_logger(&node, &agent, &log);
     println!("{} lines, no gap nor repeat across a kill -9 of an on-demand logger", logged.len());
     drop(agent);
 }
