@@ -23,9 +23,14 @@ fn apparmor_enabled_in(parameter: &std::path::Path) -> bool {
 
 /// The executable `name` on `PATH`, as a shell would find it.
 pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    in_search_path(name, &std::env::var_os("PATH")?)
+}
+
+/// The first executable file `name` in the directories of `path` (a `PATH` value, such as
+/// another process's), as a shell would find it.
+pub fn in_search_path(name: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+    std::env::split_paths(path).map(|dir| dir.join(name)).find(|candidate| {
         std::fs::metadata(candidate)
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
@@ -33,6 +38,24 @@ pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_first_executable_of_its_name_in_a_search_path_is_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let name = "containerd-shim-runc-v2";
+        let dirs = tempfile::tempdir().unwrap();
+        let (first, second) = (dirs.path().join("a"), dirs.path().join("b"));
+        for dir in [&first, &second] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        // Not executable: skipped, as a shell's lookup would.
+        std::fs::write(first.join(name), "").unwrap();
+        std::fs::write(second.join(name), "").unwrap();
+        std::fs::set_permissions(second.join(name), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let path = std::env::join_paths([&first, &second]).unwrap();
+        assert_eq!(super::in_search_path(name, &path), Some(second.join(name)));
+    }
+
     #[test]
     fn apparmor_enabled_reads_the_kernel_parameter() {
         let dir = tempfile::tempdir().unwrap();

@@ -92,6 +92,11 @@ impl NodeLogger {
         NodeLogger { binary: binary.to_path_buf(), state_dir, socket, started }
     }
 
+    /// The logger binary it runs (the one the shims run with `containerLogger: container`).
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }

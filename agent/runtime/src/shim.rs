@@ -42,7 +42,8 @@ pub enum Error {
 /// will say what is wrong.
 pub async fn refuse_binary_logging(socket: &Path) -> Result<(), Error> {
     let path = containerd_path(socket).await.or_else(|| std::env::var_os("PATH"));
-    let Some(shim) = path.and_then(|path| lookup(&path)) else { return Ok(()) };
+    let shim = path.and_then(|path| outpost_host::in_search_path(RUNC_SHIM, &path));
+    let Some(shim) = shim else { return Ok(()) };
     match version(&shim).await {
         Some(Answer::Go) | None => Ok(()),
         Some(Answer::Other(answer)) => Err(Error::NotTheGoShim { shim, answer }),
@@ -62,15 +63,6 @@ fn path_of_environ(environ: &[u8]) -> Option<OsString> {
     use std::os::unix::ffi::OsStringExt;
     let value = environ.split(|&b| b == 0).find_map(|var| var.strip_prefix(b"PATH="))?;
     Some(OsString::from_vec(value.to_vec()))
-}
-
-/// The first executable file [`RUNC_SHIM`] in `path`'s directories.
-fn lookup(path: &OsString) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(path).map(|dir| dir.join(RUNC_SHIM)).find(|candidate| {
-        std::fs::metadata(candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -121,22 +113,5 @@ mod tests {
         let environ = b"HOME=/root\0PATH=/opt/shim:/usr/bin\0TERM=x\0";
         assert_eq!(path_of_environ(environ), Some(OsString::from("/opt/shim:/usr/bin")));
         assert_eq!(path_of_environ(b"HOME=/root\0"), None);
-    }
-
-    #[test]
-    fn the_shim_is_the_first_executable_of_its_name_on_path() {
-        use std::os::unix::fs::PermissionsExt;
-        let dirs = tempfile::tempdir().unwrap();
-        let (first, second) = (dirs.path().join("a"), dirs.path().join("b"));
-        for dir in [&first, &second] {
-            std::fs::create_dir(dir).unwrap();
-        }
-        // Not executable: skipped, as a shell's lookup would.
-        std::fs::write(first.join(RUNC_SHIM), "").unwrap();
-        std::fs::write(second.join(RUNC_SHIM), "").unwrap();
-        std::fs::set_permissions(second.join(RUNC_SHIM), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
-        let path = std::env::join_paths([&first, &second]).unwrap();
-        assert_eq!(lookup(&path), Some(second.join(RUNC_SHIM)));
     }
 }

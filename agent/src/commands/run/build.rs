@@ -366,7 +366,6 @@ fn pod_side(
     let supervisor = pods::node_logger(config, node_logger.clone(), connection.clone());
     let workers = pods::Deps {
         exe,
-        logger,
         node_logger,
         batches,
         connection: connection.clone(),

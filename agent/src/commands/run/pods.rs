@@ -45,9 +45,8 @@ pub(super) struct Deps {
     /// This executable: pod-init, and the container logger where the small one is not
     /// installed.
     pub(super) exe: PathBuf,
-    /// The container logger the shims run ([`container_logger`]).
-    pub(super) logger: PathBuf,
-    /// The node logger, run from `logger` (shared with the `node_logger` task).
+    /// The node logger, run from the container logger the shims run too
+    /// ([`container_logger`]); shared with the `node_logger` task.
     pub(super) node_logger: NodeLogger,
     pub(super) batches: mpsc::Receiver<Batch>,
     pub(super) connection: Connection,
@@ -108,7 +107,7 @@ pub(super) fn build(config: &Config, deps: Deps, metrics: Metrics) -> Result<Tas
             state_dir: config.state_dir.clone(),
             run_dir: config.run_dir.clone(),
             pod_log_dir: config.pod_log_dir.clone(),
-            logger: deps.logger,
+            logger: deps.node_logger.binary().to_path_buf(),
             container_logger: config.container_logger,
             node_logger: deps.node_logger,
             exe: deps.exe,
