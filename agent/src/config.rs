@@ -77,6 +77,10 @@ pub enum Error {
     Header(String),
     #[error("node labels {0:?}: expected key=value pairs separated by commas")]
     NodeLabel(String),
+    /// K5: kubelet refuses to start with these; a real cluster's NodeRestriction would
+    /// refuse the Node.
+    #[error("failed to validate node labels: {0}")]
+    NodeLabels(#[from] outpost_core::node_labels::Error),
     #[error(
         "taint {0:?}: expected key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute"
     )]
@@ -346,7 +350,7 @@ impl Config {
             cni_conf_dir: s.cni_conf_dir.unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
             cni_bin_dirs,
             image_credentials_file: s.image_credentials_file,
-            node_labels: s.node_labels.into_iter().flat_map(|labels| labels.0).collect(),
+            node_labels: node_labels(s.node_labels)?,
             register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
             max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
             node_lease_duration_seconds: lease_duration(s.node_lease_duration_seconds)?,
@@ -466,6 +470,13 @@ pub fn allowed_unsafe_sysctls(patterns: Vec<String>) -> Result<Vec<String>, Erro
             .map_err(Error::UnsafeSysctl)?;
     }
     Ok(patterns)
+}
+
+/// `--node-labels` of every flag and the file, checked as kubelet checks them (K5).
+fn node_labels(given: Vec<Labels>) -> Result<BTreeMap<String, String>, Error> {
+    let labels = given.into_iter().flat_map(|labels| labels.0).collect();
+    outpost_core::node_labels::validate(&labels)?;
+    Ok(labels)
 }
 
 /// kubelet's `--node-labels`: `key=value` pairs separated by commas (each flag value may

@@ -1,14 +1,17 @@
 //! The API objects API pods refer to (SEMANTICS.md V1, V3): ConfigMaps and Secrets, each
 //! watched alone while a pod refers to it, and tokens of the pods' service accounts; and
 //! (K3) the PersistentVolumeClaims of claim volumes, with the PersistentVolume each is
-//! bound to (cluster-scoped; a key derived from the claim once it names its volume: the
-//! pod's claim grows by it when the claim's answer comes, and the pod is told).
+//! bound to (cluster-scoped; a key derived from the claim once it names its volume).
 //!
-//! As kubelet's watch-based managers do, every referenced object gets its own list+watch
-//! (`fieldSelector=metadata.name=<name>` in its namespace): no polling, no cluster-wide
-//! list. A pod [`Objects::claim`]s its references when the merge hands it over (and again
-//! before each use) and [`Objects::release`]s them when it is gone; an object nobody
-//! claims any more is no longer watched, nor kept.
+//! As kubelet's watch-based managers do, every referenced ConfigMap and Secret gets its
+//! own list+watch (`fieldSelector=metadata.name=<name>` in its namespace): no polling, no
+//! cluster-wide list. Claims and volumes are read with `get` each time the pod's volumes
+//! are set up, as kubelet's volume manager reads them: a node may only `get` them (K5,
+//! the Node authorizer), so a pod waiting for its claim to bind reads it again on each
+//! retry of its sandbox, at the sandbox's backoff. A pod [`Objects::claim`]s its
+//! references when the merge hands it over (and again before each use) and
+//! [`Objects::release`]s them when it is gone; an object nobody claims any more is no
+//! longer watched, nor kept.
 //!
 //! What is known of each object, present or known absent, and the tokens, are kept in
 //! the private checkpoint `api-objects` (mode 0600: it holds Secrets), written before
@@ -38,6 +41,7 @@ use outpost_core::pod::{self, FullName};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
+use tracing::debug;
 
 use self::claiming::{apply, unclaim};
 use self::token::{Token, TokenKey};
@@ -66,6 +70,12 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// ConfigMaps and Secrets are watched; claims and volumes are read with `get` when
+    /// they are used (K5).
+    fn is_watched(self) -> bool {
+        matches!(self, Kind::ConfigMap | Kind::Secret)
+    }
+
     /// As kubelet's messages name it (`configmap "x" not found`).
     fn as_str(self) -> &'static str {
         match self {
@@ -109,7 +119,7 @@ struct Entry {
     known: Known,
     /// The pods (by UID) that refer to it.
     claimants: BTreeSet<String>,
-    /// Its list+watch, while claimed.
+    /// Its list+watch, while claimed (ConfigMaps and Secrets).
     watch: Option<AbortHandle>,
 }
 
@@ -300,8 +310,12 @@ impl Objects {
 }
 
 impl Inner {
-    /// What is known of `key`, waiting a little for its first answer.
-    async fn object(&self, key: &Key) -> Resolution {
+    /// What is known of `key`: a watched object's, waiting a little for its first answer;
+    /// a claim's or a volume's, read now.
+    async fn object(self: &Arc<Self>, key: &Key) -> Resolution {
+        if !key.kind.is_watched() {
+            return self.fetch(key).await;
+        }
         let deadline = tokio::time::Instant::now() + FIRST_ANSWER;
         loop {
             let answered = self.answered.notified();
@@ -323,32 +337,65 @@ impl Inner {
         }
     }
 
+    /// K3, K5: a claim or a volume read with `get`. What the server answers is kept and
+    /// checkpointed (the caller uses it; its claimants are not told, as they read it
+    /// again when they use it); when the server cannot answer, what was kept is used
+    /// (V3), else the pod waits.
+    async fn fetch(self: &Arc<Self>, key: &Key) -> Resolution {
+        let known = match watch::get(self, key).await {
+            Ok(Some(object)) => Known::Present(object),
+            Ok(None) => Known::Absent,
+            Err(error) => {
+                debug!(object = %key, error = %crate::error_chain::describe(&error), "cannot get the object");
+                let kept = lock(&self.state).objects.get(key).map(|e| e.known.clone());
+                return match kept {
+                    Some(Known::Present(object)) => Resolution::Found(object),
+                    Some(Known::Absent) => Resolution::Absent,
+                    _ => Resolution::Unavailable(format!(
+                        "cannot get {key}: {}",
+                        crate::error_chain::describe(&error)
+                    )),
+                };
+            }
+        };
+        if self.keep(key, known.clone()).is_some() {
+            self.save().await;
+        }
+        match known {
+            Known::Present(object) => Resolution::Found(object),
+            _ => Resolution::Absent,
+        }
+    }
+
     /// A watch's answer for `key`: kept, checkpointed, then told to the claimants.
     async fn answer(self: &Arc<Self>, key: &Key, known: Known) {
-        let claimants = {
-            let mut state = lock(&self.state);
-            let Some(entry) = state.objects.get_mut(key) else { return };
-            if entry.known == known {
-                return;
-            }
-            entry.known = known;
-            let uids: Vec<String> = entry.claimants.iter().cloned().collect();
-            if key.kind == Kind::PersistentVolumeClaim {
-                // K3: the claim's volume joins (or leaves) its claimants' claims.
-                for uid in &uids {
-                    let Some(claim) = state.claims.get(uid) else { continue };
-                    let (name, base) = (claim.name.clone(), claim.base.clone());
-                    apply(self, &mut state, uid, name, base);
-                }
-            }
-            let names = uids.iter().filter_map(|uid| state.claims.get(uid));
-            names.map(|claim| claim.name.clone()).collect::<Vec<FullName>>()
-        };
+        let Some(claimants) = self.keep(key, known) else { return };
         self.save().await;
         self.answered.notify_waiters();
         for name in claimants {
             let _ = self.changes.send(name);
         }
+    }
+
+    /// Keeps what is now known of `key`; the pods that claim it, if that changed.
+    fn keep(self: &Arc<Self>, key: &Key, known: Known) -> Option<Vec<FullName>> {
+        let mut state = lock(&self.state);
+        let entry = state.objects.get_mut(key)?;
+        if entry.known == known {
+            return None;
+        }
+        entry.known = known;
+        let uids: Vec<String> = entry.claimants.iter().cloned().collect();
+        if key.kind == Kind::PersistentVolumeClaim {
+            // K3: the claim's volume joins (or leaves) its claimants' claims.
+            for uid in &uids {
+                let Some(claim) = state.claims.get(uid) else { continue };
+                let (name, base) = (claim.name.clone(), claim.base.clone());
+                apply(self, &mut state, uid, name, base);
+            }
+        }
+        let names = uids.iter().filter_map(|uid| state.claims.get(uid));
+        Some(names.map(|claim| claim.name.clone()).collect())
     }
 
     /// Writes the checkpoint of the state as it is now.

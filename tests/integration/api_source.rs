@@ -36,7 +36,7 @@ impl Cluster {
         let server = rt.block_on(config(TestApiServer::builder()).start()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
-        server.kubeconfig(dir.path()).unwrap();
+        server.node_kubeconfig(dir.path(), "edge-1").unwrap();
         Cluster { rt, server, dir }
     }
 
@@ -46,7 +46,7 @@ impl Cluster {
 
     /// `outpost run --dry-run --kubeconfig … --state-dir …` with an empty manifest dir.
     pub fn agent(&self) -> Agent {
-        let kubeconfig = self.dir.path().join("kubeconfig");
+        let kubeconfig = self.dir.path().join("node-kubeconfig");
         Agent::start_args(
             &self.dir.path().join("manifests"),
             &[

@@ -154,14 +154,26 @@ fn j1_tls_bootstrapping_from_a_token() {
 /// J2: a client certificate of 20 s is renewed at 70–90 % of its lifetime through a
 /// request sent with the current certificate, swapped in without a restart; after two
 /// rotations (the first certificate long expired) new connections still authenticate.
+/// The kubeconfig is never rewritten by a renewal: an operator's addition to it stays,
+/// and its inode and modification time do not change.
 #[test]
 fn j2_client_certificate_rotates_without_restart() {
     let lifetime = Duration::from_secs(20);
     let cluster = cluster(lifetime);
     let token = cluster.server.create_bootstrap_token(None).unwrap();
-    let (agent, _) = bootstrap_agent(&cluster, &token);
+    let (agent, kubeconfig) = bootstrap_agent(&cluster, &token);
     agent.wait_for_log("TLS bootstrapping done");
     cluster.wait_for_watch();
+    // An operator adds to the file (appended in place: the same inode).
+    let operator = "# an operator's note\n";
+    let mut file = std::fs::OpenOptions::new().append(true).open(&kubeconfig).unwrap();
+    std::io::Write::write_all(&mut file, operator.as_bytes()).unwrap();
+    drop(file);
+    let identity = |path: &std::path::Path| {
+        let meta = std::fs::metadata(path).unwrap();
+        (std::os::unix::fs::MetadataExt::ino(&meta), meta.modified().unwrap())
+    };
+    let kept = identity(&kubeconfig);
     let pid = agent.pid();
     let before = cluster.server.requests();
     let total_before = cluster.server.total_requests();
@@ -200,6 +212,9 @@ fn j2_client_certificate_rotates_without_restart() {
     let renewals: Vec<_> =
         csrs(&cluster).into_iter().filter(|(user, _)| user == NODE_USER).collect();
     assert!(renewals.len() >= 2 && renewals.iter().all(|(_, issued)| *issued), "{renewals:?}");
+    // operations/certificates.md: a renewal moves the link and never rewrites the file.
+    assert_eq!(identity(&kubeconfig), kept, "the kubeconfig was rewritten by a renewal");
+    assert!(std::fs::read_to_string(&kubeconfig).unwrap().ends_with(operator));
 
     // New connections take the new certificate: cut every connection, and pods still
     // come (the bootstrap certificate expired long ago).

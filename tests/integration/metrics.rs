@@ -219,7 +219,7 @@ impl DryRun {
         std::fs::write(manifests.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
         std::fs::write(manifests.join("broken.yaml"), "kind: Pod\nspec: [not a spec\n").unwrap();
         outpost_tests::write_private(&dir.path().join("token"), TOKEN);
-        let kubeconfig = server.kubeconfig(dir.path()).unwrap();
+        let kubeconfig = server.node_kubeconfig(dir.path(), "edge-1").unwrap();
         let state = dir.path().join("state");
         let agent = Agent::start_args(
             &manifests,

@@ -33,7 +33,7 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
         std::fs::write(dir.path().join("manifests/web.yaml"), pod_yaml("web", "busybox")).unwrap();
-        server.kubeconfig(dir.path()).unwrap();
+        server.node_kubeconfig(dir.path(), "edge-1").unwrap();
         write_private(&dir.path().join("token"), format!("{OPERATOR_TOKEN}\n"));
         let pki = Pki::new();
         // The API server's kubelet-client CA and the operators' CA, one bundle.
@@ -63,7 +63,7 @@ impl Node {
         let p = |name: &str| self.path(name).display().to_string();
         let mut args = vec![
             "--kubeconfig".to_owned(),
-            p("kubeconfig"),
+            p("node-kubeconfig"),
             "--state-dir".to_owned(),
             p("state"),
             "--token-file".to_owned(),

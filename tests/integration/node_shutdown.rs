@@ -55,7 +55,7 @@ fn j3_the_inhibitor_lock_follows_loginds_prepare_for_shutdown() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(TestApiServer::start()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = server.kubeconfig(dir.path()).unwrap();
+    let kubeconfig = server.node_kubeconfig(dir.path(), "edge-1").unwrap();
     for sub in ["manifests", "state", "run", "logs", "cni"] {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();
     }
@@ -168,7 +168,7 @@ fn j3_a_machine_shutdown_stops_pods_by_priority_group() {
     let mut args = api.node.args();
     args.extend([
         OsString::from("--kubeconfig"),
-        api.kubeconfig.clone().into_os_string(),
+        api.node_kubeconfig.clone().into_os_string(),
         "--config".into(),
         config.into_os_string(),
     ]);

@@ -87,9 +87,12 @@ mod flow;
 mod http;
 mod list;
 mod net;
+mod node_authorizer;
+mod node_restriction;
 mod objects;
 mod patch;
 mod proxy;
+mod rbac;
 mod resource;
 mod reviews;
 mod selector;
@@ -113,12 +116,14 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
 
-pub use audit::Transferred;
+pub use audit::{Refusal, Transferred};
 pub use bootstrap::{KUBEADM_NODE_TOKEN_GROUP, token_secret as bootstrap_token_secret};
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use flow::Throttle;
+pub use node_restriction::{KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, node_may_set};
 pub use patch::Patch;
+pub use rbac::REQUESTS_ENV as NODE_REQUESTS_ENV;
 pub use reviews::{Rule, Subject};
 pub use tls::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_NAME, KubeletClientIdentity};
 pub use token::{ISSUER, KubernetesClaims, ObjectRef, TokenClaims, TokenError};
@@ -285,6 +290,9 @@ impl Config {
             certificates,
             users: audit::Audit::default(),
             approve_serving: std::sync::atomic::AtomicBool::new(false),
+            refusals: audit::Refusals::default(),
+            node_requests: rbac::NodeRequests::default(),
+            node_tokens: std::sync::Mutex::default(),
         });
         let acceptor =
             material.as_ref().map(|m| tokio_rustls::TlsAcceptor::from(m.server_config.clone()));
@@ -304,7 +312,8 @@ impl Config {
     }
 }
 
-/// A running test API server. Dropping it stops it.
+/// A running test API server. Dropping it stops it, and fails the test if a node was
+/// refused a request the test did not take ([`TestApiServer::take_refusals`]).
 #[derive(Debug)]
 pub struct TestApiServer {
     shared: Arc<Shared>,
@@ -398,6 +407,56 @@ impl TestApiServer {
         let path = dir.join(name);
         std::fs::write(&path, text)?;
         Ok(path)
+    }
+
+    /// Writes `DIR/node-kubeconfig`, a kubeconfig whose bearer token authenticates as the
+    /// node `node` (`system:node:<node>` in `system:nodes`, as a client certificate the
+    /// cluster CA signed would), and returns its path. Everything it asks passes the Node
+    /// authorizer and NodeRestriction, as on a real cluster; what they refuse is kept
+    /// ([`TestApiServer::refusals`]).
+    pub fn node_kubeconfig(&self, dir: &Path, node: &str) -> io::Result<PathBuf> {
+        let token = format!("node-{node}-{:016x}", fastrand::u64(..));
+        let mut tokens =
+            self.shared.node_tokens.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        tokens.insert(token.clone(), node.to_owned());
+        drop(tokens);
+        self.kubeconfig_for_user(dir, "node-kubeconfig", json!({ "token": token }))
+    }
+
+    /// What the Node authorizer and NodeRestriction refused a node so far.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.shared.refusals.snapshot()
+    }
+
+    /// [`TestApiServer::refusals`], forgetting them: a test that expects refusals takes
+    /// and checks them.
+    pub fn take_refusals(&self) -> Vec<Refusal> {
+        self.shared.refusals.take()
+    }
+
+    /// Panics, listing them, if a node was refused anything the test did not take (also
+    /// when the server is dropped, unless the thread already panics).
+    pub fn assert_no_refusals(&self) {
+        let refusals = self.refusals();
+        let listed: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+        assert!(
+            refusals.is_empty(),
+            "the Node authorizer or NodeRestriction refused the node {} request(s) (a real \
+             cluster refuses them too):\n{}",
+            refusals.len(),
+            listed.join("\n")
+        );
+    }
+
+    /// Panics, listing them, if a node asked anything `deploy/rbac.yaml` does not grant
+    /// (what a cluster without the Node authorizer would refuse); also when the server is
+    /// dropped, unless the thread already panics.
+    pub fn assert_node_requests_in_rbac(&self) {
+        let outside = self.shared.node_requests.outside_rbac();
+        assert!(
+            outside.is_empty(),
+            "deploy/rbac.yaml does not grant what the node asked: {outside:#?}"
+        );
     }
 
     /// How this server authenticates to kubelets: its kubelet-client certificate and key,
@@ -586,5 +645,14 @@ impl TestApiServer {
     /// issuer checked), expired or not: to compare an old token with its refresh.
     pub fn decode_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
         self.shared.cluster.signer.decode(token)
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.assert_no_refusals();
+            self.assert_node_requests_in_rbac();
+        }
     }
 }

@@ -1,5 +1,10 @@
 //! A test node whose agent reports to a test API server: what the sync tests (node,
 //! mirror pods, pod status, events) share.
+//!
+//! The agent runs as the node (`system:node:edge-1`), under the server's Node authorizer
+//! and NodeRestriction (SEMANTICS.md K5): when the server is dropped, a request of the
+//! agent's that they refused and the test did not take
+//! ([`TestApiServer::take_refusals`]) fails the test.
 
 // A harness fails the test by panicking.
 #![allow(clippy::expect_used)]
@@ -19,9 +24,14 @@ pub struct ApiNode {
     pub rt: Runtime,
     pub server: TestApiServer,
     pub node: Node,
-    /// The server's kubeconfig, in the node's dir.
+    /// The server's kubeconfig, in the node's dir: the test's own (kubectl's).
     pub kubeconfig: PathBuf,
+    /// The agent's kubeconfig: the node's identity.
+    pub node_kubeconfig: PathBuf,
 }
+
+/// The node name the harness gives the agent (`--node-name Edge-1`, lowercased).
+const NODE_NAME: &str = "edge-1";
 
 impl ApiNode {
     /// A node and a plain-HTTP test API server (what [`Node::new`] needs, too).
@@ -54,13 +64,16 @@ impl ApiNode {
         let rt = Runtime::new().expect("tokio runtime");
         let server = rt.block_on(config.start()).expect("test API server");
         let kubeconfig = server.kubeconfig(node.dir.path()).expect("kubeconfig");
-        ApiNode { rt, server, node, kubeconfig }
+        let node_kubeconfig =
+            server.node_kubeconfig(node.dir.path(), NODE_NAME).expect("node kubeconfig");
+        ApiNode { rt, server, node, kubeconfig, node_kubeconfig }
     }
 
     /// `outpost run` on the node, with `--kubeconfig` and `extra` flags.
     pub fn start(&self, extra: &[&str]) -> Agent {
         let mut args = self.node.args();
-        args.extend([OsString::from("--kubeconfig"), self.kubeconfig.clone().into_os_string()]);
+        let kubeconfig = self.node_kubeconfig.clone().into_os_string();
+        args.extend([OsString::from("--kubeconfig"), kubeconfig]);
         args.extend(extra.iter().map(OsString::from));
         Agent::start_pods(&self.node.manifests(), &args)
     }

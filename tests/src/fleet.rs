@@ -118,12 +118,16 @@ impl Fleet {
             .prefix("outpost-fleet-")
             .tempdir()
             .map_err(|source| Error::Dir { dir: std::env::temp_dir(), source })?;
-        let kubeconfig = server.kubeconfig(dir.path()).map_err(Error::Kubeconfig)?;
         let (log_level, subscriber) = outpost::logging::detached(log).map_err(Error::Logging)?;
         let stop = CancellationToken::new();
         let mut started = Vec::with_capacity(nodes);
         for index in 1..=nodes {
             let name = node_name(index);
+            // Each node as itself, under the Node authorizer and NodeRestriction (K5).
+            let node_dir = dir.path().join(&name);
+            std::fs::create_dir_all(&node_dir)
+                .map_err(|source| Error::Dir { dir: node_dir.clone(), source })?;
+            let kubeconfig = server.node_kubeconfig(&node_dir, &name).map_err(Error::Kubeconfig)?;
             let mut settings = settings(dir.path(), &name, &kubeconfig)?;
             tune(&mut settings);
             let hollow = Arc::new(Hollow::default());

@@ -22,6 +22,7 @@
 //! - [`node_admission`]: kubelet's admission of a pod on the node (K4): affinity, resources, taints, preemption.
 //! - [`node_api`]: the node API's authorization as kubelet's (N1): path → `nodes/<subresource>`, review caches.
 //! - [`node_status`]: the Node, its status and conditions, and when to report them.
+//! - [`node_labels`]: `--node-labels` checked as kubelet checks them (K5).
 //! - [`node_shutdown`]: graceful node shutdown (J3): priority groups, their order and grace periods.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
@@ -48,6 +49,7 @@ pub mod merge;
 pub mod mirror;
 pub mod node_admission;
 pub mod node_api;
+pub mod node_labels;
 pub mod node_shutdown;
 pub mod node_status;
 pub mod pace;

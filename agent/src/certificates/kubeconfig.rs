@@ -47,6 +47,24 @@ pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Error> {
     })
 }
 
+/// Whether the kubeconfig at `path` already takes its current user's certificate and
+/// key from `pem`: then a renewal, which moves the `pem` link, leaves the file as it is
+/// (with whatever an operator added to it: a `proxy-url`, other contexts).
+pub fn uses(path: &Path, pem: &Path) -> bool {
+    let Ok(config) = Kubeconfig::read_from(path) else { return false };
+    let current = config.current_context.as_deref().unwrap_or_default();
+    let context = config.contexts.iter().find(|c| c.name == current);
+    let Some(user) = context.and_then(|c| c.context.as_ref()).and_then(|c| c.user.as_deref())
+    else {
+        return false;
+    };
+    let auth = config.auth_infos.iter().find(|a| a.name == user).and_then(|a| a.auth_info.as_ref());
+    let pem = pem.to_str();
+    auth.is_some_and(|a| {
+        pem.is_some() && a.client_certificate.as_deref() == pem && a.client_key.as_deref() == pem
+    })
+}
+
 /// Writes the kubeconfig at `path` (0600, by a rename) for `cluster` with the
 /// certificate and key in `pem` (one file).
 pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), Error> {

@@ -130,8 +130,13 @@ impl Manager {
     }
 
     /// Writes the kubeconfig for the current link and loads it into the client.
+    /// Writes the kubeconfig only when it does not already take the link (the first
+    /// certificate): a renewal moves the link and leaves the file as it is.
     async fn use_pair(&self, pair: &Pair, cluster: &ClusterInfo) -> Result<(), Error> {
-        kubeconfig::write(&self.kubeconfig, cluster, &self.pki.current_path(CLIENT))?;
+        let link = self.pki.current_path(CLIENT);
+        if !kubeconfig::uses(&self.kubeconfig, &link) {
+            kubeconfig::write(&self.kubeconfig, cluster, &link)?;
+        }
         self.credentials.load(&self.kubeconfig).await?;
         self.status.send_modify(|s| s.took(pair));
         Ok(())

@@ -1,6 +1,7 @@
 //! A pod's claim on the objects: what it refers to, and what derives from that (K3: the
-//! PersistentVolume of each bound claim). New keys are watched; keys nobody claims any
-//! more stop being watched and kept.
+//! PersistentVolume of each bound claim). New ConfigMaps and Secrets are watched (claims
+//! and volumes are read when used); keys nobody claims any more stop being watched and
+//! kept.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub(super) fn apply(
             watch: None,
         });
         entry.claimants.insert(uid.to_owned());
-        if entry.watch.is_none() {
+        if entry.watch.is_none() && key.kind.is_watched() {
             let task = tokio::spawn(watch::follow(inner.clone(), key.clone()));
             entry.watch = Some(task.abort_handle());
         }

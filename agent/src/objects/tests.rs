@@ -254,8 +254,11 @@ fn keys(objects: &Objects) -> Vec<(Key, usize, bool)> {
     state.objects.iter().map(|(k, e)| (k.clone(), e.claimants.len(), e.watch.is_some())).collect()
 }
 
+/// K3, K5: claims and volumes are never watched (a node may only `get` them); what a
+/// `get` answers is kept, the bound claim's volume joins the pod's claim, and both are
+/// checkpointed; with the server unreachable, what was kept is used (V3).
 #[tokio::test]
-async fn k3_a_bound_claims_volume_is_watched_for_its_pods_and_told() {
+async fn k5_claims_and_volumes_are_got_not_watched_and_kept_for_offline_use() {
     let dir = tempfile::tempdir().unwrap();
     let (objects, mut changes) = Objects::start(client(SERVER), Checkpoints::new(dir.path())).await;
     objects.claim(&claim_pod("u1", "www"));
@@ -263,19 +266,25 @@ async fn k3_a_bound_claims_volume_is_watched_for_its_pods_and_told() {
         Key { kind: Kind::PersistentVolumeClaim, namespace: "default".into(), name: "www".into() };
     let volume_key =
         Key { kind: Kind::PersistentVolume, namespace: String::new(), name: "pvc-1".into() };
-    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, true)]);
+    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, false)]);
     assert_eq!(volume_key.to_string(), "persistentvolume pvc-1");
 
-    // The claim binds: its volume joins the pod's claim, and the pod is told.
+    // Nothing is known and the server cannot be reached: the pod waits, told why.
     let inner = objects.0.clone().unwrap();
-    inner.answer(&claim_key, Known::Present(bound_claim("www", "pvc-1"))).await;
-    assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
-    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, true), (volume_key.clone(), 1, true)]);
+    let Resolution::Unavailable(why) = inner.object(&claim_key).await else { panic!("known") };
+    assert!(why.starts_with("cannot get persistentvolumeclaim default/www: "), "{why}");
 
-    // Kept in the checkpoint with the claim, restored as they were.
+    // A `get` finds it bound: its volume joins the pod's claim (not watched either); the
+    // pod, which reads it itself, is not told.
+    assert!(inner.keep(&claim_key, Known::Present(bound_claim("www", "pvc-1"))).is_some());
+    assert_eq!(keys(&objects), vec![(claim_key.clone(), 1, false), (volume_key.clone(), 1, false)]);
     let volume =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "pvc-1"}})).unwrap();
-    inner.answer(&volume_key, Known::Present(Object::PersistentVolume(Arc::new(volume)))).await;
+    inner.keep(&volume_key, Known::Present(Object::PersistentVolume(Arc::new(volume))));
+    assert!(changes.try_recv().is_err(), "a claimant is not told of what it got");
+
+    // Kept in the checkpoint with the claim, restored as they were.
+    inner.save().await;
     let restored = saved::restore(&Checkpoints::new(dir.path()), SERVER).await;
     assert!(matches!(
         restored.objects[&claim_key].known,
@@ -285,10 +294,15 @@ async fn k3_a_bound_claims_volume_is_watched_for_its_pods_and_told() {
         restored.objects[&volume_key].known,
         Known::Present(Object::PersistentVolume(_))
     ));
+    // The server is unreachable: what was kept is used.
+    assert!(matches!(
+        inner.object(&volume_key).await,
+        Resolution::Found(Object::PersistentVolume(_))
+    ));
 
-    // The claim goes: so does its volume's watch; the pod is gone: nothing is watched.
-    inner.answer(&claim_key, Known::Absent).await;
-    assert_eq!(keys(&objects), vec![(claim_key, 1, true)]);
+    // The claim goes: so does its volume; the pod is gone: nothing is kept.
+    inner.keep(&claim_key, Known::Absent);
+    assert_eq!(keys(&objects), vec![(claim_key, 1, false)]);
     objects.release("u1");
     assert!(keys(&objects).is_empty());
 }

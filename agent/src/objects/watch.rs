@@ -3,6 +3,9 @@
 //! object or none, then its watch; resumed, re-listed on `410 Gone`, backed off with
 //! jitter so that many watches coming back after an outage do not arrive together).
 //! What the watcher tells is stepped into what is known of the object.
+//!
+//! Claims and volumes are not watched: a node may only `get` them (K5), and [`get`]
+//! reads one.
 
 use std::sync::Arc;
 
@@ -63,7 +66,8 @@ impl Watched for PersistentVolume {
     }
 }
 
-/// Follows `key` until the task is aborted (when no pod refers to it any more).
+/// Follows `key` (a ConfigMap or a Secret) until the task is aborted (when no pod refers
+/// to it any more).
 pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
     let kube = inner.client.kube().clone();
     let span = debug_span!("watch", object = %key);
@@ -76,15 +80,35 @@ pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
             let api = Api::<Secret>::namespaced(kube, &key.namespace);
             follow_with(inner, key, api).instrument(span).await;
         }
+        Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
+            debug!(object = %key, "claims and volumes are read with get, never watched");
+        }
+    }
+}
+
+/// K3, K5: one `get` of `key` (a claim or a volume): the object, or `None` when the server
+/// says it does not exist.
+pub(super) async fn get(inner: &Inner, key: &Key) -> Result<Option<Object>, kube::Error> {
+    let kube = inner.client.kube().clone();
+    let found = match key.kind {
         Kind::PersistentVolumeClaim => {
             let api = Api::<PersistentVolumeClaim>::namespaced(kube, &key.namespace);
-            follow_with(inner, key, api).instrument(span).await;
+            api.get_opt(&key.name).await?.map(Watched::object)
         }
         Kind::PersistentVolume => {
             let api = Api::<PersistentVolume>::all(kube);
-            follow_with(inner, key, api).instrument(span).await;
+            api.get_opt(&key.name).await?.map(Watched::object)
         }
-    }
+        Kind::ConfigMap => {
+            let api = Api::<ConfigMap>::namespaced(kube, &key.namespace);
+            api.get_opt(&key.name).await?.map(Watched::object)
+        }
+        Kind::Secret => {
+            let api = Api::<Secret>::namespaced(kube, &key.namespace);
+            api.get_opt(&key.name).await?.map(Watched::object)
+        }
+    };
+    Ok(found)
 }
 
 /// [`follow`] with the list and watch calls of `lw`.

@@ -77,9 +77,7 @@ pub struct Config {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "cannot register the Node {node}: {source}; check that the agent's credentials may create nodes"
-    )]
+    #[error("cannot register the Node {node}: {source}{hint}", hint = hint(.source, "create nodes"))]
     Register {
         node: String,
         #[source]
@@ -92,7 +90,8 @@ pub enum Error {
         source: CallError,
     },
     #[error(
-        "cannot set the well-known labels of the existing Node {node}: {source}; check that the agent's credentials may patch nodes"
+        "cannot set the well-known labels of the existing Node {node}: {source}{hint}",
+        hint = hint(.source, "patch nodes")
     )]
     Labels {
         node: String,
@@ -100,7 +99,8 @@ pub enum Error {
         source: CallError,
     },
     #[error(
-        "cannot update the status of the Node {node}: {source}; check that the agent's credentials may patch nodes/status"
+        "cannot update the status of the Node {node}: {source}{hint}",
+        hint = hint(.source, "patch nodes/status")
     )]
     Status {
         node: String,
@@ -113,6 +113,26 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// What to do about a refused request: a 401, or a 403 of the authorizer ("User … cannot
+/// create resource …"), is the credentials'; any other 403 is an admission plugin's
+/// (NodeRestriction: labels or taints a node may not set), whose reason the server's
+/// message gives (K5).
+fn hint(error: &CallError, verb_resource: &str) -> String {
+    match error {
+        CallError::Status { code: 401, .. } => {
+            format!("; check that the agent's credentials are valid and may {verb_resource}")
+        }
+        CallError::Status { code: 403, message, .. } if message.contains("User \"") => {
+            format!("; check that the agent's credentials may {verb_resource}")
+        }
+        CallError::Status { code: 403, .. } => "; the API server's admission (NodeRestriction) \
+            refused what the agent would write: change what its message names (--node-labels, \
+            --register-with-taints)"
+            .to_owned(),
+        _ => String::new(),
+    }
 }
 
 impl Error {

@@ -178,7 +178,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
         .await
         .context("test API server")?;
     let dir = tempfile::tempdir().context("temp dir")?;
-    let kubeconfig = server.kubeconfig(dir.path())?;
+    let kubeconfig = server.node_kubeconfig(dir.path(), NODE)?;
     let mut pods = Vec::with_capacity(PODS);
     for i in 0..PODS {
         let created = server.create_pod(&pod(&format!("app-{i:03}"))).context("create pod")?;

@@ -27,7 +27,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let manifests = dir.path().join("manifests");
     std::fs::create_dir_all(&manifests)?;
-    let kubeconfig = server.kubeconfig(dir.path())?;
+    let kubeconfig = server.node_kubeconfig(dir.path(), "edge-1")?;
     let state = dir.path().join("state");
     for i in 0..PODS {
         server.create_pod(&pod(&format!("app-{i:02}"))).context("create pod")?;

@@ -115,3 +115,42 @@ impl Traffic {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
     }
 }
+
+/// A request the server refused a node (Node authorizer or NodeRestriction, 403; or a
+/// pod NodeRestriction found missing, 404).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub user: String,
+    pub verb: String,
+    /// `pods`, `pods/status`, or the path of a request that is not for a resource.
+    pub resource: String,
+    /// `namespace/name`, `name`, or empty.
+    pub object: String,
+    /// The Status message sent.
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {} {}: {}", self.user, self.verb, self.resource, self.object, self.message)
+    }
+}
+
+/// The refusals made so far, in order.
+#[derive(Debug, Default)]
+pub struct Refusals(Mutex<Vec<Refusal>>);
+
+impl Refusals {
+    pub fn record(&self, refusal: Refusal) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(refusal);
+    }
+
+    /// The refusals made since the last take, which forgets them.
+    pub fn take(&self) -> Vec<Refusal> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    pub fn snapshot(&self) -> Vec<Refusal> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}

@@ -18,8 +18,9 @@ pub enum Error {
     /// 409: a stale `resourceVersion` or a failed delete precondition.
     #[error("Operation cannot be fulfilled on {} \"{name}\": {problem}", resource.qualified())]
     Conflict { resource: GroupResource, name: String, problem: String },
-    /// 403: an admission plugin refuses the request.
-    #[error("{} \"{name}\" is forbidden: {problem}", resource.qualified())]
+    /// 403: an authorizer or an admission plugin refuses the request (`NewForbidden`:
+    /// without the name when there is none, without the resource for a path).
+    #[error("{}", forbidden(resource, name, problem))]
     Forbidden { resource: GroupResource, name: String, problem: String },
     /// 422: the object fails validation.
     #[error("{}{} \"{name}\" is invalid: {}", kind, group_suffix(group), describe(causes))]
@@ -101,6 +102,15 @@ impl Cause {
 
     pub fn forbidden(field: &str, message: impl Into<String>) -> Cause {
         Cause { reason: "FieldValueForbidden", field: field.to_string(), message: message.into() }
+    }
+}
+
+/// `apierrors.NewForbidden`'s message.
+fn forbidden(resource: &GroupResource, name: &str, problem: &str) -> String {
+    match (resource.resource, name) {
+        ("", _) => format!("forbidden: {problem}"),
+        (_, "") => format!("{} is forbidden: {problem}", resource.qualified()),
+        (_, name) => format!("{} {name:?} is forbidden: {problem}", resource.qualified()),
     }
 }
 

@@ -21,7 +21,7 @@ use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::audit::Audit;
+use super::audit::{Audit, Refusal, Refusals};
 use super::authn::{self, User};
 use super::bootstrap;
 use super::cluster::Cluster;
@@ -30,6 +30,8 @@ use super::discovery;
 use super::error::{self, Error, Result};
 use super::fault::Faults;
 use super::list::{self, ListOptions};
+use super::node_authorizer::{self, Attributes};
+use super::node_restriction::{self, Write as NodeWrite};
 use super::patch::Patch;
 use super::proxy::{self, Proxied};
 use super::resource::CERTIFICATESIGNINGREQUESTS;
@@ -71,6 +73,12 @@ pub struct Shared {
     pub users: Audit,
     /// The test approves every serving request as it comes ([`csr::SERVING_SIGNER`]).
     pub approve_serving: std::sync::atomic::AtomicBool,
+    /// What the Node authorizer and NodeRestriction refused.
+    pub refusals: Refusals,
+    /// What nodes asked, against `deploy/rbac.yaml` (module `rbac`).
+    pub node_requests: super::rbac::NodeRequests,
+    /// Bearer tokens that authenticate as nodes: token → node name.
+    pub node_tokens: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// The client certificate a connection presented (its first), if any.
@@ -79,6 +87,9 @@ pub type PeerCertificate = Option<Arc<rustls::pki_types::CertificateDer<'static>
 /// Who a request is: a client certificate the cluster CA signed (an invalid one is a
 /// 401 unless a token authenticates), else the bearer token (module `authn`).
 fn authenticate(shared: &Shared, peer: &PeerCertificate, headers: &HeaderMap) -> Result<User> {
+    if let Some(user) = node_token_user(shared, headers) {
+        return Ok(user);
+    }
     let by_certificate = peer.as_ref().map(|der| shared.certificates.authenticate(der));
     if let Some(Ok(user)) = by_certificate {
         return Ok(user);
@@ -93,6 +104,93 @@ fn authenticate(shared: &Shared, peer: &PeerCertificate, headers: &HeaderMap) ->
         (Ok(user), Some(Err(error))) if user.is_anonymous() => Err(error),
         (result, _) => result,
     }
+}
+
+/// The node a bearer token of [`Shared::node_tokens`] stands for, as a client
+/// certificate `CN=system:node:<name>, O=system:nodes` would.
+fn node_token_user(shared: &Shared, headers: &HeaderMap) -> Option<User> {
+    let token = headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))?
+        .trim();
+    let tokens = shared.node_tokens.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let node = tokens.get(token)?;
+    Some(User(serde_json::json!({
+        "username": format!("{}{node}", node_authorizer::NODE_USER_PREFIX),
+        "groups": [node_authorizer::NODES_GROUP, "system:authenticated"],
+    })))
+}
+
+/// The Node authorizer, for a node's request (every other user is let through); a
+/// refusal is recorded.
+fn authorize(shared: &Shared, user: &User, attrs: &Attributes) -> Result<()> {
+    let Some(node) = node_authorizer::node_identity(user) else { return Ok(()) };
+    let reason = match node_authorizer::authorize(&shared.store, node, attrs) {
+        Ok(()) => {
+            if let Some(request) = super::rbac::Request::of(attrs) {
+                shared.node_requests.record(request);
+            }
+            return Ok(());
+        }
+        Err(_) if node.is_empty() => {
+            format!("unknown node for user {:?}", user.name())
+        }
+        Err(reason) => reason,
+    };
+    let error = node_authorizer::forbidden(user, attrs, &reason);
+    let resource = if attrs.resource.is_empty() { attrs.path.clone() } else { attrs.combined() };
+    let object = match (attrs.namespace.as_str(), attrs.name.as_str()) {
+        ("", name) => name.to_owned(),
+        (namespace, name) => format!("{namespace}/{name}"),
+    };
+    refused(shared, user, (&attrs.verb, &resource, &object), &error);
+    Err(error)
+}
+
+/// NodeRestriction, for a node's write of `target` (nothing for other users); a
+/// refusal is recorded.
+fn admit(
+    shared: &Shared,
+    user: &User,
+    verb: &str,
+    target: &Target,
+    write: NodeWrite<'_>,
+) -> Result<()> {
+    let Some(node) = node_authorizer::node_identity(user) else { return Ok(()) };
+    let subresource = target.subresource.as_deref().unwrap_or_default();
+    let namespace = target.namespace.as_deref().unwrap_or_default();
+    let name = target.name.as_deref().unwrap_or_default();
+    let result = node_restriction::admit(
+        &shared.store,
+        node,
+        (target.resource, subresource),
+        (namespace, name),
+        write,
+    );
+    if let Err(error) = &result {
+        let object =
+            if namespace.is_empty() { name.to_owned() } else { format!("{namespace}/{name}") };
+        refused(shared, user, (verb, &audit_resource(target), &object), error);
+    }
+    result
+}
+
+fn refused(
+    shared: &Shared,
+    user: &User,
+    (verb, resource, object): (&str, &str, &str),
+    error: &Error,
+) {
+    let refusal = Refusal {
+        user: user.name().to_owned(),
+        verb: verb.to_owned(),
+        resource: resource.to_owned(),
+        object: object.to_owned(),
+        message: error.to_string(),
+    };
+    tracing::warn!(%refusal, "refused a node's request");
+    shared.refusals.record(refusal);
 }
 
 /// Serves one request.
@@ -182,6 +280,16 @@ async fn respond(
     }
     if let Some(fault) = shared.faults.take(verb, &body.resource) {
         return error_response(&fault.error());
+    }
+    let reviewed = match path {
+        reviews::TOKEN_REVIEWS => Some(("authentication.k8s.io", "tokenreviews")),
+        reviews::SUBJECT_ACCESS_REVIEWS => Some(("authorization.k8s.io", "subjectaccessreviews")),
+        authn::SELF_SUBJECT_REVIEWS => Some(("authentication.k8s.io", "selfsubjectreviews")),
+        _ => None,
+    };
+    let attrs = Attributes::of_request(route.as_ref().ok(), reviewed, verb, path, query);
+    if let Err(error) = authorize(shared, &user, &attrs) {
+        return error_response(&error);
     }
     if parts.method == Method::POST && path == authn::SELF_SUBJECT_REVIEWS {
         return json_response(StatusCode::CREATED, &authn::self_subject_review(&user));
@@ -278,6 +386,7 @@ async fn serve(
             return Err(Error::MethodNotAllowed);
         };
         let request = decode_object(content_type, &read_body(body).await?)?;
+        admit(shared, user, "create", &target, NodeWrite::Create { object: &request })?;
         return Ok(json_response(StatusCode::CREATED, &cluster.token(namespace, name, request)?));
     }
     let write = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
@@ -302,24 +411,35 @@ async fn serve(
                 return Err(Error::MethodNotAllowed);
             }
             let object = decode_object(content_type, &read_body(body).await?)?;
+            admit(shared, user, "create", &target, NodeWrite::Create { object: &object })?;
             Ok(json_response(StatusCode::CREATED, &cluster.create(resource, namespace, object)?))
         }
         (&Method::PUT, Some(name)) => {
             let object = decode_object(content_type, &read_body(body).await?)?;
             let sent = object.clone();
-            match store.update(resource, namespace, name, status_only, |_| Ok(object)) {
-                Err(Error::NotFound { .. }) if resource.create_on_update && !status_only => Ok(
-                    json_response(StatusCode::CREATED, &cluster.create(resource, namespace, sent)?),
-                ),
+            let update = |old: &Value| {
+                admit(shared, user, "update", &target, NodeWrite::Update { old, new: &object })?;
+                Ok(object.clone())
+            };
+            match store.update(resource, namespace, name, status_only, update) {
+                Err(Error::NotFound { .. }) if resource.create_on_update && !status_only => {
+                    admit(shared, user, "create", &target, NodeWrite::Create { object: &sent })?;
+                    let created = cluster.create(resource, namespace, sent)?;
+                    Ok(json_response(StatusCode::CREATED, &created))
+                }
                 result => ok(result?),
             }
         }
         (&Method::PATCH, Some(name)) => {
             let patch = Patch::from_request(content_type, &read_body(body).await?)?;
-            ok(store
-                .update(resource, namespace, name, status_only, |current| patch.apply(current))?)
+            ok(store.update(resource, namespace, name, status_only, |old| {
+                let new = patch.apply(old)?;
+                admit(shared, user, "patch", &target, NodeWrite::Update { old, new: &new })?;
+                Ok(new)
+            })?)
         }
         (&Method::DELETE, Some(name)) if !status_only => {
+            admit(shared, user, "delete", &target, NodeWrite::Delete)?;
             let options = delete_options(&read_body(body).await?, query)?;
             match cluster.delete(resource, namespace, name, &options)? {
                 Deleted::Gone(object) if !resource.returns_deleted => {

@@ -83,15 +83,19 @@ impl PodWorker {
             refresh_volumes: false,
             volumes_released: false,
             problem: None,
-            sandbox_backoff: Backoff::new(
-                std::time::Duration::from_secs(1),
-                std::time::Duration::from_secs(60),
-            ),
+            sandbox_backoff: Backoff::new(SANDBOX_RETRY_INITIAL, SANDBOX_RETRY_MAX),
             slots,
             shut_down: false,
         }
     }
 }
+
+/// A sandbox that cannot be set up is tried again after 1 s, doubling (jittered) up to
+/// kubelet's pod-worker back-off after a failed sync (`backOffPeriod`, 10 s): a pod
+/// waiting for its claim to bind (K3) reads it again at each try (K5: with `get`), so it
+/// starts at most about 10 s after the claim binds.
+pub const SANDBOX_RETRY_INITIAL: std::time::Duration = std::time::Duration::from_secs(1);
+pub const SANDBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Takes over one container an earlier run left: kept if running, else treated as an exit
 /// seen now.

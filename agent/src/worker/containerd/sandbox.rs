@@ -202,7 +202,10 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
     if !volumes.iter().any(|v| projection::kind(v).is_some()) {
         return;
     }
-    let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
+    // A claim is read when the sandbox is set up, not at every refresh (K5: with `get`).
+    let mut references = projection::volume_references(pod);
+    references.retain(|r| !matches!(r, projection::Reference::PersistentVolumeClaim(_)));
+    let resolved = pods.settings.objects.resolve(pod, &references).await;
     let (dir, owned) = (pods.pods_dir().join(pod::uid(pod)), pod.clone());
     let errors = match tokio::task::spawn_blocking(move || {
         volumes::refresh(&dir, &owned, &resolved)
