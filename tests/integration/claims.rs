@@ -267,10 +267,25 @@ fn k3_an_unbound_claim_keeps_the_pod_creating_until_it_binds() {
     );
     let (path, source) = c.local_path(&claim);
     c.bind(&claim, source, NODE);
-    // The claim's change wakes the pod (no retry timer): the time is reported, not asserted.
+    // The pod reads the claim again (K5: with `get`) at each retry of its sandbox, at most
+    // about 10 s apart: the time is reported, not asserted.
     let bound = Instant::now();
     let pid = c.pid("waits");
-    eprintln!("K3 figure: claim bound -> pod running in {:?}", bound.elapsed());
+    let server = c.server();
+    eprintln!(
+        "K3 figures: claim bound -> pod running in {:?}; requests: {} get of the claim, {} get \
+         of volumes, {} list and {} watch of claims and volumes",
+        bound.elapsed(),
+        server.count_object("get", "persistentvolumeclaims", "default/late"),
+        server.count("get", "persistentvolumes"),
+        server.count("list", "persistentvolumeclaims") + server.count("list", "persistentvolumes"),
+        server.count("watch", "persistentvolumeclaims")
+            + server.count("watch", "persistentvolumes"),
+    );
+    for verb in ["list", "watch"] {
+        assert_eq!(server.count(verb, "persistentvolumeclaims"), 0, "claims are only got");
+        assert_eq!(server.count(verb, "persistentvolumes"), 0, "volumes are only got");
+    }
     assert_eq!(read(pid, "/data/f"), "ok\n");
     assert_eq!(std::fs::read_to_string(path.join("f")).unwrap(), "ok\n");
 }

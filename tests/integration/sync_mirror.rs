@@ -177,6 +177,42 @@ fn r3_orphans_go_and_m11_only_the_winner_is_mirrored() {
     assert_eq!(c.api.server.pods().unwrap().len(), 1, "one mirror only");
 }
 
+/// K5: a pod of another node holds the mirror pod's name. The create is refused
+/// (AlreadyExists), and the look at the pod that holds the name is refused too, as the
+/// Node authorizer refuses a node any pod not bound to it: the agent takes it for a pod
+/// that is not its mirror, leaves it alone, and says so.
+#[needs(pods)]
+#[test]
+fn k5_a_name_held_by_another_node_s_pod_is_left_alone() {
+    let c = Cluster::start();
+    let mut other = Pod::default();
+    other.metadata.name = Some("web-edge-1".into());
+    other.metadata.namespace = Some("default".into());
+    other.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+        node_name: Some("edge-2".into()),
+        containers: vec![k8s_openapi::api::core::v1::Container {
+            name: "main".into(),
+            image: Some(BUSYBOX_IMAGE.into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let held = c.api.server.create_pod(&other).unwrap();
+    c.api.node.put("web.yaml", &manifest("web", "web"));
+    let agent = c.agent();
+    agent.wait_for_log("another pod holds the static pod's name");
+    let after = c.mirror("web-edge-1").unwrap();
+    assert_eq!(uid(&after), uid(&held), "the other node's pod is left alone");
+    assert_eq!(annotation(&after, CONFIG_MIRROR), None);
+    assert_eq!(c.api.server.count("delete", "pods"), 0);
+    // The only refusals: the node's look at a pod not bound to it.
+    for refusal in c.api.server.take_refusals() {
+        assert_eq!((refusal.verb.as_str(), refusal.resource.as_str()), ("get", "pods"));
+        assert_eq!(refusal.object, "default/web-edge-1");
+        assert!(refusal.message.contains("no relationship found"), "{refusal}");
+    }
+}
+
 /// R4: an agent restarted while its mirror is up to date neither deletes nor creates.
 #[needs(pods)]
 #[test]

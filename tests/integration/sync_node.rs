@@ -26,7 +26,7 @@ const LEASES: &str = "kube-node-lease";
 fn start(cluster: &Cluster, node: &pods::Node, extra: &[&str]) -> Agent {
     let mut args = node.args();
     args.push("--kubeconfig".into());
-    args.push(cluster.dir.path().join("kubeconfig").into());
+    args.push(cluster.dir.path().join("node-kubeconfig").into());
     args.extend(extra.iter().map(OsString::from));
     Agent::start_pods(&node.manifests(), &args)
 }

@@ -20,14 +20,18 @@
 //!   form: the harness works; its figures are printed, not judged);
 //! - `chaos` runs eleven seeded trials, one per fault, and fails on a broken invariant.
 //!
-//! `leaks` checks after the tests, and again last, that nothing Outpost-made is left on
+//! The tests' API servers note every request an agent makes (`target/node-requests.txt`);
+//! after the tests, `deploy/rbac.yaml` must grant nothing no agent asked (K5, module
+//! `rbac`). `leaks` checks after the tests, and again last, that nothing Outpost-made is left on
 //! the machine. Each step's time is printed when it ends, and a table of all steps' times
 //! at the end (also after a failure).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{audit, bench, chaos, containerd, deps, dist, docs, ebpf, fleet, fuzz, images, leaks};
+use crate::{
+    audit, bench, chaos, containerd, deps, dist, docs, ebpf, fleet, fuzz, images, leaks, rbac,
+};
 
 /// The socket of the containerd the tests use (absolute path).
 pub const SOCKET_ENV: &str = "OUTPOST_TEST_CONTAINERD_SOCKET";
@@ -62,7 +66,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 14);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 15);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -109,7 +113,14 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     })?;
     let images = images::dir();
     steps.run("cargo xtask images", || images::build(&images))?;
-    let env: [(&str, PathBuf); 2] = [(SOCKET_ENV, paths.socket()), (IMAGES_ENV, images)];
+    // K5: every request the tests' agents make, for the check of deploy/rbac.yaml.
+    let requests = crate::project_root().join("target/node-requests.txt");
+    let _ = std::fs::remove_file(&requests);
+    let env: [(&str, PathBuf); 3] = [
+        (SOCKET_ENV, paths.socket()),
+        (IMAGES_ENV, images),
+        (rbac::REQUESTS_ENV, requests.clone()),
+    ];
     for args in CARGO_STEPS {
         steps.run(&format!("cargo {}", args.join(" ")), || {
             let mut command = crate::cargo(args);
@@ -123,6 +134,9 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         let mut command = crate::cargo(WITHOUT_EBPF);
         command.envs(env.iter().map(|(k, v)| (k, v.as_os_str()))).env(EBPF_ENV, "off");
         crate::run(command)
+    })?;
+    steps.run("deploy/rbac.yaml grants only what the agents asked", || {
+        rbac::check(&crate::project_root().join("deploy/rbac.yaml"), &requests)
     })?;
     steps.run("cargo xtask leaks (after the tests)", || leaks_check(paths))?;
     let short = fuzz::Options::parse(&strings(FUZZ))?;

@@ -17,6 +17,7 @@ mod fuzz;
 mod heap;
 mod images;
 mod leaks;
+mod rbac;
 mod shim;
 mod tarball;
 

@@ -224,6 +224,26 @@ fn node_registration_fields_from_the_file_flags_win() {
     assert!(!defaults.unwrap().stop_pods_on_shutdown, "pods keep running by default");
 }
 
+/// K5: kubelet's check of `--node-labels` at start, from the flags and from the file.
+#[test]
+fn k5_node_labels_a_node_may_not_set_stop_the_agent_with_kubelet_s_message() {
+    let mut fl = Settings { node_name: Some("n".into()), ..Settings::default() };
+    fl.node_labels = vec!["node-role.kubernetes.io/edge=,site=a".parse().unwrap()];
+    let err = Config::resolve(fl).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "failed to validate node labels: unknown 'kubernetes.io' or 'k8s.io' labels \
+             specified with --node-labels: [node-role.kubernetes.io/edge]"
+        ),
+        "{err}"
+    );
+    let f = file("nodeLabels:\n  node-restriction.kubernetes.io/site: a\n");
+    let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(err.contains("[node-restriction.kubernetes.io/site]"), "{err}");
+    let f = file("nodeLabels:\n  node.kubernetes.io/gateway: \"true\"\n  example.com/site: a\n");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_labels.len(), 2);
+}
+
 #[test]
 fn ebpf_is_on_unless_the_flag_or_the_file_says_false() {
     let c =

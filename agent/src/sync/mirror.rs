@@ -181,6 +181,13 @@ impl Mirrors {
                 self.pending.created(name, deleted, mirror, Instant::now());
             }
             Created::Blocked => {
+                warn!(
+                    pod.namespace = name.namespace,
+                    pod.name = name.name,
+                    "another pod holds the static pod's name in the API server (not this node's \
+                     mirror pod); no mirror pod is created until it is gone (rename the static pod \
+                     or delete that pod)"
+                );
                 self.held.insert(name.clone(), Instant::now());
             }
             Created::Gone => self.pending.forget(name),

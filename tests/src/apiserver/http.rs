@@ -126,13 +126,12 @@ fn node_token_user(shared: &Shared, headers: &HeaderMap) -> Option<User> {
 /// refusal is recorded.
 fn authorize(shared: &Shared, user: &User, attrs: &Attributes) -> Result<()> {
     let Some(node) = node_authorizer::node_identity(user) else { return Ok(()) };
+    // What the node asked, allowed or not, for `deploy/rbac.yaml`'s checks.
+    if let Some(request) = super::rbac::Request::of(attrs) {
+        shared.node_requests.record(request);
+    }
     let reason = match node_authorizer::authorize(&shared.store, node, attrs) {
-        Ok(()) => {
-            if let Some(request) = super::rbac::Request::of(attrs) {
-                shared.node_requests.record(request);
-            }
-            return Ok(());
-        }
+        Ok(()) => return Ok(()),
         Err(_) if node.is_empty() => {
             format!("unknown node for user {:?}", user.name())
         }

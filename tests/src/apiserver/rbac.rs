@@ -6,7 +6,8 @@
 //! allows a request when its verbs, API groups and resources (`resource` or
 //! `resource/subresource`) name the request's (no `*`, no `resourceNames` in the file).
 //!
-//! Every request a node made is also written, one `verb group resource` line each, to
+//! Every request a node made (allowed by the Node authorizer or not: a cluster without it
+//! has only this file) is also written, one `verb group resource` line each, to
 //! the file `OUTPOST_TEST_NODE_REQUESTS` names (when it is set), so that `cargo xtask ci`
 //! can check, after the whole suite, that the file grants nothing no agent asked for.
 

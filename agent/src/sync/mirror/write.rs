@@ -86,6 +86,12 @@ pub async fn create(client: &ApiClient, name: &FullName, mirror: &Pod) -> Result
     {
         Ok(existing) => existing,
         Err(e) if e.is_not_found() => return Ok(Created::Gone),
+        // K5: the Node authorizer lets a node get only the pods bound to it; the name is
+        // held by a pod of another node (or by one already gone), never by its mirror.
+        Err(e) if e.code() == Some(403) => {
+            tracing::debug!(error = %e, "the pod that holds the mirror pod's name is not this node's");
+            return Ok(Created::Blocked);
+        }
         Err(source) => return Err(Error::Get { pod: name.clone(), source }),
     };
     match pod::annotation(&existing, CONFIG_MIRROR) {
