@@ -251,3 +251,33 @@ fn sync_node_lease_is_renewed_stops_offline_and_resumes_when_back() {
     });
     eprintln!("renewed {:?} after the server came back", back.elapsed());
 }
+
+/// K5: a label NodeRestriction would refuse on the Node stops the agent at start, with
+/// kubelet's message, before it asks the API server anything (kubelet refuses it the
+/// same way), instead of a registration refused over and over.
+#[test]
+fn k5_a_node_role_label_stops_the_agent_with_kubelets_message() {
+    let cluster = Cluster::start();
+    let kubeconfig = cluster.dir.path().join("node-kubeconfig");
+    let out = std::process::Command::new(outpost_tests::outpost_bin())
+        .args(["run", "--dry-run", "--node-name", NODE, "--node-labels"])
+        .arg("node-role.kubernetes.io/edge=,site=north")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--manifest-dir")
+        .arg(cluster.dir.path().join("manifests"))
+        .arg("--state-dir")
+        .arg(cluster.dir.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: \
+             [node-role.kubernetes.io/edge]"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(cluster.server.total_requests(), 0, "nothing was asked");
+}

@@ -46,6 +46,15 @@
 //! [`TestApiServer::approve_serving_requests`]). Requests are also counted by user
 //! ([`TestApiServer::requests_by_user`]).
 //!
+//! For every node identity (a client certificate `CN=system:node:<name>, O=system:nodes`,
+//! or a token [`TestApiServer::node_kubeconfig`] maps to one) it runs what kube-apiserver
+//! runs (K5): the Node authorizer with its graph and the `system:node` rules (module
+//! `node_authorizer`) and the NodeRestriction admission plugin (module
+//! `node_restriction`); what they refuse is a 403 with the real message, recorded
+//! ([`TestApiServer::refusals`]), and fails the test when the server is dropped unless
+//! the test took it. Every node request is also held against `deploy/rbac.yaml` (module
+//! `rbac`). Other users are not authorized.
+//!
 //! Simplified, on purpose (each module's doc says more): JSON only (no protobuf, no
 //! gzip); no defaulting beyond a new pod's `Pending` status and QoS class, the
 //! ServiceAccount plugin's, a Secret's `type` and a Service's registry defaults; validation of names, pod containers,
@@ -653,6 +662,11 @@ impl Drop for TestApiServer {
         if !std::thread::panicking() {
             self.assert_no_refusals();
             self.assert_node_requests_in_rbac();
+            return;
+        }
+        // The test failed already: what was refused may be why.
+        for refusal in self.refusals() {
+            eprintln!("refused: {refusal}");
         }
     }
 }

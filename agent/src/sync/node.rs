@@ -376,3 +376,37 @@ pub fn initial_admission_node(config: &Config, node_name: &str) -> node_admissio
 fn now() -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> CallError {
+        let reason = if code == 403 { "Forbidden" } else { "Unauthorized" }.to_owned();
+        CallError::Status { code, reason, message: message.to_owned(), retry_after: None }
+    }
+
+    /// K5: a registration NodeRestriction refuses names the server's reason and what to
+    /// change, not the credentials.
+    #[test]
+    fn k5_a_refused_registration_says_who_refused_it() {
+        let admission = status(
+            403,
+            "nodes \"edge-1\" is forbidden: node \"edge-1\" is not allowed to set the following labels: node-role.kubernetes.io/edge",
+        );
+        let error = Error::Register { node: "edge-1".into(), source: admission };
+        let text = error.to_string();
+        assert!(text.contains("is not allowed to set the following labels"), "{text}");
+        assert!(text.contains("NodeRestriction") && !text.contains("credentials"), "{text}");
+
+        let authorizer = status(
+            403,
+            "nodes is forbidden: User \"system:anonymous\" cannot create resource \"nodes\" in API group \"\" at the cluster scope",
+        );
+        let text = Error::Register { node: "edge-1".into(), source: authorizer }.to_string();
+        assert!(text.ends_with("check that the agent's credentials may create nodes"), "{text}");
+        let text = Error::Status { node: "edge-1".into(), source: status(401, "Unauthorized") }
+            .to_string();
+        assert!(text.contains("credentials are valid and may patch nodes/status"), "{text}");
+    }
+}

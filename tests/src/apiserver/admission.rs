@@ -8,9 +8,10 @@
 //! [`TOKEN_MOUNT_PATH`] gets the `kube-api-access-<suffix>` projected volume there;
 //! and a pod without `imagePullSecrets` takes the service account's.
 //!
-//! Deviation: a mirror pod may not refer to configmaps either. The real server refuses
-//! that in the NodeRestriction plugin, for requests of a node (which the agent is); this
-//! server knows no identities, so the ServiceAccount plugin stands in.
+//! Deviation: a mirror pod may not refer to configmaps either, whoever creates it. The
+//! real server refuses that in the NodeRestriction plugin, for requests of a node (module
+//! `node_restriction` does too); here the ServiceAccount plugin also refuses it for other
+//! users.
 
 use serde_json::{Value, json};
 

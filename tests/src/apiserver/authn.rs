@@ -16,7 +16,11 @@
 //! The server's static token ([`Config::token`](super::Config::token)) is an
 //! administrator. Simplified: without a static token, a request with no token or with a
 //! token this server did not sign is let through as `system:anonymous` (the real server
-//! refuses an unknown token); there is no authorization.
+//! refuses an unknown token). Tokens the test maps to a node
+//! ([`TestApiServer::node_kubeconfig`](super::TestApiServer::node_kubeconfig)) are that
+//! node, as its client certificate would be. Only nodes are authorized (module
+//! `node_authorizer`, and `node_restriction` for their writes); every other user may do
+//! everything.
 
 use hyper::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};

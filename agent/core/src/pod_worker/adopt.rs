@@ -94,8 +94,8 @@ impl PodWorker {
 /// kubelet's pod-worker back-off after a failed sync (`backOffPeriod`, 10 s): a pod
 /// waiting for its claim to bind (K3) reads it again at each try (K5: with `get`), so it
 /// starts at most about 10 s after the claim binds.
-pub const SANDBOX_RETRY_INITIAL: std::time::Duration = std::time::Duration::from_secs(1);
-pub const SANDBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+const SANDBOX_RETRY_INITIAL: std::time::Duration = std::time::Duration::from_secs(1);
+const SANDBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Takes over one container an earlier run left: kept if running, else treated as an exit
 /// seen now.

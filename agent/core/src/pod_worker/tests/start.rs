@@ -349,9 +349,9 @@ fn sandbox_failures_back_off_and_show_in_the_status() {
         d.set_time(at - d.base);
         assert_eq!(shown(&d.step(Input::Tick)), ["SetUpSandbox u1"]);
         assert_eq!(d.wake, None);
-        base = (base * 2).min(secs(60));
+        base = (base * 2).min(secs(10));
     }
-    assert_eq!(base, secs(60), "capped at a minute");
+    assert_eq!(base, secs(10), "capped at kubelet's pod-worker back-off");
     // Recovery: the containers start, the condition clears.
     assert_eq!(
         shown(&d.step(Input::SandboxReady { ips: vec![pod_ip()], fresh: false })),
