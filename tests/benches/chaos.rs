@@ -4,7 +4,9 @@
 //! the agent mid-CNI, mid-create, mid-stop or mid-checkpoint, `kill -9` of containerd
 //! (also mid-start) or of a shim, a flapping API server, a full state dir, an offline
 //! reboot, a cut that outlasts the node's client certificate — and checked once the
-//! trial settles (`check`).
+//! trial settles (`check`). The agent is the node to the server's Node authorizer and
+//! NodeRestriction (K5): a refusal is a violation, unless it is a read or a token for a
+//! pod the churn deleted (a note: a real server refuses those too).
 //!
 //! Writes `target/chaos/report.json` (trials, faults, violations, time to settle) and
 //! exits non-zero when an invariant is broken. The agent's log goes to stderr.
@@ -177,14 +179,40 @@ fn one_trial(
     let (mut violations, settle) = settle(rig, model, true);
     violations.extend(outcome.violations);
     violations.extend(faults::after_settle(rig, model, fault));
+    let mut notes = outcome.notes;
+    // K5: what the server's Node authorizer and NodeRestriction refused the node.
+    for refusal in rig.server.take_refusals() {
+        if is_for_a_pod_gone(&refusal) {
+            notes.push(format!("refused while its pod was going: {refusal}"));
+        } else {
+            violations.push(format!("refused: {refusal}"));
+        }
+    }
     Ok(Trial {
         trial: 0,
         fault: fault.name(),
         ops,
         settle_ms: settle.map(|d| d.as_millis()),
         violations,
-        notes: outcome.notes,
+        notes,
     })
+}
+
+/// A read of a ConfigMap or Secret, or a token request, for a pod that the churn deleted
+/// while the agent was cut off or had not heard of it yet: a real server refuses it too
+/// (the pod is no longer bound to the node), until the agent drops the pod. Any other
+/// refusal breaks K5.
+fn is_for_a_pod_gone(refusal: &outpost_tests::apiserver::Refusal) -> bool {
+    let unrelated = refusal.message.contains("no relationship found");
+    match refusal.resource.as_str() {
+        "configmaps" | "secrets" => unrelated && refusal.verb != "create",
+        "serviceaccounts/token" => {
+            unrelated
+                || refusal.message.contains("not found")
+                || refusal.message.contains("does not match the UID in record")
+        }
+        _ => false,
+    }
 }
 
 /// Polls the invariants until they hold (the time it took) or [`SETTLE_TIMEOUT`] passes
