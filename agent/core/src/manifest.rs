@@ -24,7 +24,7 @@ mod document;
 mod nesting;
 mod parse;
 mod typed;
-mod validate;
+pub(crate) mod validate;
 mod yaml;
 
 /// The largest manifest accepted, in bytes (S8).

@@ -109,7 +109,7 @@ fn qualified_name(key: &str) -> Result<(), Vec<String>> {
     if let Some(prefix) = prefix {
         if prefix.is_empty() {
             problems.push("prefix part must be non-empty".to_owned());
-        } else if !is_subdomain(prefix) {
+        } else if crate::manifest::validate::dns1123_subdomain(prefix).is_err() {
             problems.push(
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case \
                  alphanumeric characters, '-' or '.', and must start and end with an \
@@ -149,18 +149,6 @@ fn is_name(value: &str) -> bool {
     bytes.first().is_some_and(edge)
         && bytes.last().is_some_and(edge)
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// An RFC 1123 subdomain: at most 253 characters, lowercase labels joined by dots.
-fn is_subdomain(value: &str) -> bool {
-    let label = |part: &str| {
-        let bytes = part.as_bytes();
-        let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        bytes.first().is_some_and(edge)
-            && bytes.last().is_some_and(edge)
-            && bytes.iter().all(|b| edge(b) || *b == b'-')
-    };
-    value.len() <= 253 && value.split('.').all(label)
 }
 
 #[cfg(test)]

@@ -25,13 +25,7 @@ pub struct ClusterInfo {
 pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Error> {
     let invalid = |reason: &str| Error::Kubeconfig { path: path.into(), reason: reason.into() };
     let config = Kubeconfig::read_from(path).map_err(|e| invalid(&e.to_string()))?;
-    let context_name = config.current_context.clone().unwrap_or_default();
-    let context = config
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.as_ref())
-        .ok_or_else(|| invalid("has no current context"))?;
+    let context = current_context(&config).ok_or_else(|| invalid("has no current context"))?;
     let cluster = config
         .clusters
         .iter()
@@ -52,10 +46,7 @@ pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Error> {
 /// (with whatever an operator added to it: a `proxy-url`, other contexts).
 pub fn uses(path: &Path, pem: &Path) -> bool {
     let Ok(config) = Kubeconfig::read_from(path) else { return false };
-    let current = config.current_context.as_deref().unwrap_or_default();
-    let context = config.contexts.iter().find(|c| c.name == current);
-    let Some(user) = context.and_then(|c| c.context.as_ref()).and_then(|c| c.user.as_deref())
-    else {
+    let Some(user) = current_context(&config).and_then(|c| c.user.as_deref()) else {
         return false;
     };
     let auth = config.auth_infos.iter().find(|a| a.name == user).and_then(|a| a.auth_info.as_ref());
@@ -63,6 +54,12 @@ pub fn uses(path: &Path, pem: &Path) -> bool {
     auth.is_some_and(|a| {
         pem.is_some() && a.client_certificate.as_deref() == pem && a.client_key.as_deref() == pem
     })
+}
+
+/// The context `config`'s `current-context` names.
+fn current_context(config: &Kubeconfig) -> Option<&kube::config::Context> {
+    let current = config.current_context.as_deref().unwrap_or_default();
+    config.contexts.iter().find(|c| c.name == current).and_then(|c| c.context.as_ref())
 }
 
 /// Writes the kubeconfig at `path` (0600, by a rename) for `cluster` with the

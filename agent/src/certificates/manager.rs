@@ -129,9 +129,8 @@ impl Manager {
         Ok(())
     }
 
-    /// Writes the kubeconfig for the current link and loads it into the client.
-    /// Writes the kubeconfig only when it does not already take the link (the first
-    /// certificate): a renewal moves the link and leaves the file as it is.
+    /// Writes the kubeconfig for the current link, unless it already takes it (a renewal
+    /// moves the link and leaves the file as it is), and loads it into the client.
     async fn use_pair(&self, pair: &Pair, cluster: &ClusterInfo) -> Result<(), Error> {
         let link = self.pki.current_path(CLIENT);
         if !kubeconfig::uses(&self.kubeconfig, &link) {

@@ -194,7 +194,7 @@ fn dns1123_label(value: &str) -> Result<(), &'static str> {
 }
 
 /// An RFC 1123 subdomain, as Kubernetes checks object names: labels joined by dots.
-fn dns1123_subdomain(value: &str) -> Result<(), &'static str> {
+pub(crate) fn dns1123_subdomain(value: &str) -> Result<(), &'static str> {
     if value.len() <= 253 && value.split('.').all(is_label) { Ok(()) } else { Err(SUBDOMAIN) }
 }
 
