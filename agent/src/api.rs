@@ -38,6 +38,7 @@ mod push;
 pub mod runtime;
 mod serve;
 mod spdy;
+pub mod start;
 pub mod stats;
 pub mod status;
 pub mod streams;
@@ -56,7 +57,7 @@ use serde::Serialize;
 
 use self::auth::Authenticator;
 pub use self::healthz_port::healthz_port;
-use crate::config::Auth;
+pub use crate::config::api::{Auth, Config, Tls};
 use crate::logging::LogLevel;
 use crate::podconfig::SnapshotHandle;
 use crate::source::Refresh;

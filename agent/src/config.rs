@@ -4,17 +4,21 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use k8s_openapi::api::core::v1::Taint;
 
+pub use self::node::Node;
 pub use self::node_resources::NodeResources;
 
+pub mod api;
+pub mod containerd;
+pub mod node;
 pub mod node_resources;
 mod settings;
-mod values;
+pub mod values;
 
 pub use self::settings::{Labels, Settings, Taints};
 pub use self::values::{
@@ -118,95 +122,45 @@ pub enum Error {
     ServerTlsBootstrap,
 }
 
-/// Everything `outpost run` needs, resolved.
+/// Everything `outpost run` needs, resolved: the node, then each component's own config
+/// (each built by its `Config::build`; the root, `commands::run`, only wires them).
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub node_name: String,
-    pub manifest_dir: PathBuf,
-    pub manifest_url: Option<String>,
-    pub manifest_url_headers: Vec<(String, String)>,
-    /// How often the manifest URL is fetched (jittered), kubelet's `httpCheckFrequency`.
-    pub manifest_url_interval: Duration,
-    /// PEM bundle of CAs trusted for an `https` manifest URL (in addition to none: when
-    /// set, only these are trusted).
-    pub manifest_url_ca_file: Option<PathBuf>,
+    /// The node: its name, address, directories and what it registers with.
+    pub node: Node,
+    /// The manifest directory, URL and push endpoint (S1-S12).
+    pub sources: sources::Config,
     pub kubeconfig: Option<PathBuf>,
     /// J1: TLS bootstrapping and rotation of the client certificate.
     pub certificates: Certificates,
-    pub state_dir: PathBuf,
-    /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
-    pub seccomp_profile_root: PathBuf,
-    /// Who runs containerd: auto, managed (the agent, see [`crate::runtime::managed`])
-    /// or external.
-    pub containerd: Mode,
-    /// The external containerd's socket (auto mode uses it if it exists).
-    pub containerd_socket: PathBuf,
-    pub listen: SocketAddr,
-    /// Where plain `/healthz` is also served (kubelet's healthz port); `None`: not.
-    pub healthz: Option<SocketAddr>,
-    /// How the local API authenticates requests.
-    pub auth: Auth,
-    pub images_dir: Option<PathBuf>,
-    pub watcher: Preference,
-    pub containerd_namespace: String,
-    pub shim_grouping: ShimGrouping,
-    pub container_logger: ContainerLogger,
-    pub runtime: OciRuntime,
-    pub node_ip: Option<IpAddr>,
-    pub run_dir: PathBuf,
-    pub pod_log_dir: PathBuf,
-    pub cni_conf_dir: PathBuf,
-    pub cni_bin_dirs: Vec<PathBuf>,
-    pub image_credentials_file: Option<PathBuf>,
-    /// Labels the Node is registered with (besides the well-known ones).
-    pub node_labels: BTreeMap<String, String>,
-    /// Taints the Node is registered with.
-    pub register_with_taints: Vec<Taint>,
-    /// `--max-pods` (`maxPods`): the Node's `pods` capacity and allocatable (K4).
-    pub max_pods: u32,
-    /// `--node-lease-duration-seconds` (`nodeLeaseDurationSeconds`): the node Lease's
-    /// duration; it is renewed every quarter of it or sooner.
-    pub node_lease_duration_seconds: i32,
-    /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
-    /// them running for the next agent to adopt.
-    pub stop_pods_on_shutdown: bool,
-    /// Graceful node shutdown's priority groups (J3), sorted; empty: off.
-    pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
+    /// Who runs containerd, and where.
+    pub containerd: containerd::Config,
+    /// What the pod workers run pods with.
+    pub pods: pods::Config,
+    /// The local API: where it listens and how it authenticates.
+    pub api: api::Config,
+    /// What a stop or the machine's shutdown does to the pods (J3).
+    pub shutdown: Shutdown,
     /// Start even if the manifest or images directory can be written by others than root.
     pub allow_writable_manifest_dir: bool,
     /// `--ebpf`: load the BPF programs.
     pub ebpf: bool,
-    /// `--allowed-unsafe-sysctls`, checked to be namespaced.
-    pub allowed_unsafe_sysctls: Vec<String>,
-    /// What each source's pods may do to the host (`admissionPolicy`).
-    pub admission_policy: outpost_core::admission::Policy,
     /// The eviction thresholds and periods (`--eviction-*`, kubelet's defaults).
     pub eviction: outpost_core::eviction::Config,
     /// Garbage collection of dead containers and images (G1).
     pub gc: gc::GcConfig,
     /// The pods' cgroups and node allocatable.
     pub node_resources: NodeResources,
-    /// K2: cluster DNS (`--cluster-dns`, `--cluster-domain`, `--resolv-conf`).
-    pub dns: dns::Dns,
 }
 
-/// Authentication of the local API. Reads and writes need the token or a client
-/// certificate; with neither configured, only `/healthz` and `/readyz` answer (and, with
-/// `anonymous_loopback_reads`, reads from loopback).
+/// What a stop or the machine's shutdown does to the pods.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Auth {
-    /// File holding the bearer token (surrounding whitespace ignored).
-    pub token_file: Option<PathBuf>,
-    /// Serve the API over TLS with this certificate chain and key (kubelet's
-    /// tlsCertFile/tlsPrivateKeyFile).
-    pub tls: Option<Tls>,
-    /// CAs whose client certificates authenticate a caller (kubelet's
-    /// authentication.x509.clientCAFile); needs `tls`.
-    pub client_ca_file: Option<PathBuf>,
-    /// Callers on a loopback address may read (GET) without credentials.
-    pub anonymous_loopback_reads: bool,
-    /// kubelet's anonymous callers, TokenReview and authorization mode (N1).
-    pub access: node_api::Access,
+pub struct Shutdown {
+    /// On SIGTERM, stop every pod (kubelet's graceful node shutdown) instead of leaving
+    /// them running for the next agent to adopt.
+    pub stop_pods: bool,
+    /// Graceful node shutdown's priority groups (J3), sorted; empty: off.
+    pub groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
 }
 
 /// J1, J2: the node's client certificate.
@@ -221,171 +175,223 @@ pub struct Certificates {
     pub server_tls_bootstrap: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tls {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
-
 impl Config {
-    /// Resolves `flags` over the config file they name (if any) over the defaults.
+    /// Resolves `flags` over the config file they name (if any) over the defaults, one
+    /// component at a time.
     pub fn resolve(flags: Settings) -> Result<Config, Error> {
         let file = match &flags.config {
             Some(path) => read_file(path)?,
             None => Settings::default(),
         };
-        let s = flags.or(file);
+        let mut s = flags.or(file);
         let eviction = eviction::resolve(&s)?;
         let eviction_hard = eviction::hard_eviction(&eviction);
-        let node_name = match s.node_name {
-            Some(name) => name,
-            None => hostname().map_err(Error::NodeName)?,
-        };
-        let listen = s.listen.unwrap_or_else(|| {
-            SocketAddr::new(
-                s.address.unwrap_or(DEFAULT_LISTEN.ip()),
-                s.port.unwrap_or(DEFAULT_LISTEN.port()),
-            )
-        });
-        let mut manifest_url_headers =
-            s.manifest_url_header.iter().map(|h| parse_header(h)).collect::<Result<Vec<_>, _>>()?;
-        for (name, values) in s.static_pod_url_header.unwrap_or_default() {
-            manifest_url_headers.extend(values.into_iter().map(|v| (name.clone(), v)));
-        }
-        let manifest_url_interval = match s.manifest_url_interval {
-            Some(raw) => outpost_core::duration::positive(&raw)
-                .ok_or(Error::Duration { field: "manifest-url-interval", value: raw })?,
-            None => DEFAULT_MANIFEST_URL_INTERVAL,
-        };
-        let tls = match (s.tls_cert_file, s.tls_private_key_file) {
-            (Some(cert_file), Some(key_file)) => Some(Tls { cert_file, key_file }),
-            (None, None) => None,
-            (Some(_), None) => return Err(Error::TlsPair("tls-cert-file", "tls-private-key-file")),
-            (None, Some(_)) => return Err(Error::TlsPair("tls-private-key-file", "tls-cert-file")),
-        };
-        let mut authentication = s.authentication;
-        let client_ca_file = s.client_ca_file.or_else(|| {
-            authentication.as_mut().and_then(|a| a.x509.take()).and_then(|x| x.client_ca_file)
-        });
-        let access = node_api::resolve(
-            node_api::Flags {
-                token_webhook: s.authentication_token_webhook,
-                token_webhook_cache_ttl: s.authentication_token_webhook_cache_ttl,
-                anonymous: s.anonymous_auth,
-                mode: s.authorization_mode,
-                authorized_ttl: s.authorization_webhook_cache_authorized_ttl,
-                unauthorized_ttl: s.authorization_webhook_cache_unauthorized_ttl,
-            },
-            authentication,
-            s.authorization,
-            s.kubeconfig.is_some(),
-        )?;
-        let server_tls_bootstrap = s.server_tls_bootstrap.unwrap_or(false);
-        if server_tls_bootstrap && (s.kubeconfig.is_none() || tls.is_some()) {
-            return Err(Error::ServerTlsBootstrap);
-        }
-        if client_ca_file.is_some() && tls.is_none() && !server_tls_bootstrap {
-            return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
-        }
-        let cni_bin_dirs = match s.cni_bin_dir {
-            dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
-            dirs => dirs,
-        };
-        let state_dir = absolute(s.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
-        if s.bootstrap_kubeconfig.is_some() && s.kubeconfig.is_none() {
-            return Err(Error::BootstrapWithoutKubeconfig);
-        }
-        if s.rotate_certificates == Some(true) && s.bootstrap_kubeconfig.is_none() {
-            return Err(Error::RotateWithoutBootstrap);
-        }
-        let certificates = Certificates {
-            server_tls_bootstrap,
-            rotate: s.rotate_certificates.unwrap_or(s.bootstrap_kubeconfig.is_some()),
-            bootstrap_kubeconfig: s.bootstrap_kubeconfig.map(absolute),
-        };
+        let node = resolve_node(&mut s)?;
+        let api = resolve_api(&mut s)?;
+        let certificates = resolve_certificates(&mut s, &api)?;
+        let sources = resolve_sources(&mut s, &api.auth)?;
+        let containerd = resolve_containerd(&mut s, &node);
+        let pods = resolve_pods(&mut s, &node)?;
         Ok(Config {
-            node_name: node_name.to_lowercase(),
-            manifest_dir: s.manifest_dir.unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
-            manifest_url: s.manifest_url,
-            manifest_url_headers,
-            manifest_url_interval,
-            manifest_url_ca_file: s.manifest_url_ca_file,
-            kubeconfig: s.kubeconfig,
+            node,
+            sources,
+            kubeconfig: s.kubeconfig.take(),
             certificates,
-            seccomp_profile_root: absolute(
-                s.seccomp_profile_root.unwrap_or_else(|| state_dir.join(SECCOMP_DIR)),
-            ),
-            state_dir,
-            containerd: s.containerd.unwrap_or(DEFAULT_CONTAINERD),
-            containerd_socket: s
-                .containerd_socket
-                .unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()),
-            listen,
-            healthz: match s.healthz_port.unwrap_or(DEFAULT_HEALTHZ.port()) {
-                0 => None,
-                port => Some(SocketAddr::new(
-                    s.healthz_bind_address.unwrap_or(DEFAULT_HEALTHZ.ip()),
-                    port,
-                )),
+            containerd,
+            pods,
+            api,
+            shutdown: Shutdown {
+                stop_pods: s.stop_pods_on_shutdown.unwrap_or(false),
+                groups: node_shutdown::resolve(
+                    s.shutdown_grace_period.take(),
+                    s.shutdown_grace_period_critical_pods.take(),
+                    s.shutdown_grace_period_by_pod_priority.take(),
+                )?,
             },
-            auth: Auth {
-                token_file: s.token_file,
-                tls,
-                client_ca_file,
-                anonymous_loopback_reads: s.anonymous_loopback_reads.unwrap_or(false),
-                access,
-            },
-            images_dir: s.images_dir,
-            watcher: s.watcher.unwrap_or(DEFAULT_WATCHER),
-            containerd_namespace: s
-                .containerd_namespace
-                .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
-            shim_grouping: s.shim_grouping.unwrap_or(DEFAULT_SHIM_GROUPING),
-            container_logger: s.container_logger.unwrap_or(DEFAULT_CONTAINER_LOGGER),
-            runtime: s.runtime.unwrap_or(DEFAULT_RUNTIME),
-            node_ip: s.node_ip,
-            // Absolute: containerd's shims get log paths, and they run elsewhere.
-            run_dir: absolute(s.run_dir.unwrap_or_else(|| DEFAULT_RUN_DIR.into())),
-            pod_log_dir: absolute(s.pod_log_dir.unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into())),
-            cni_conf_dir: s.cni_conf_dir.unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
-            cni_bin_dirs,
-            image_credentials_file: s.image_credentials_file,
-            node_labels: node_labels(s.node_labels)?,
-            register_with_taints: s.register_with_taints.into_iter().flat_map(|t| t.0).collect(),
-            max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
-            node_lease_duration_seconds: lease_duration(s.node_lease_duration_seconds)?,
-            stop_pods_on_shutdown: s.stop_pods_on_shutdown.unwrap_or(false),
-            shutdown_groups: node_shutdown::resolve(
-                s.shutdown_grace_period,
-                s.shutdown_grace_period_critical_pods,
-                s.shutdown_grace_period_by_pod_priority,
-            )?,
             allow_writable_manifest_dir: s.allow_writable_manifest_dir.unwrap_or(false),
             ebpf: s.ebpf.unwrap_or(DEFAULT_EBPF),
-            allowed_unsafe_sysctls: allowed_unsafe_sysctls(s.allowed_unsafe_sysctls)?,
-            admission_policy: admission::resolve(s.admission_policy)?,
             eviction,
-            gc: gc::GcConfig::resolve(gc::Given {
-                maximum_dead_containers_per_container: s.maximum_dead_containers_per_container,
-                maximum_dead_containers: s.maximum_dead_containers,
-                minimum_container_ttl_duration: s.minimum_container_ttl_duration,
-                image_gc_high_threshold: s.image_gc_high_threshold,
-                image_gc_low_threshold: s.image_gc_low_threshold,
-                minimum_image_ttl_duration: s.minimum_image_ttl_duration,
-                image_maximum_gc_age: s.image_maximum_gc_age,
-            })?,
+            gc: resolve_gc(&mut s)?,
             node_resources: NodeResources::resolve(node_resources::Given {
-                cgroup_driver: s.cgroup_driver,
-                cgroup_root: s.cgroup_root,
-                pod_max_pids: s.pod_max_pids,
-                system_reserved: s.system_reserved,
-                kube_reserved: s.kube_reserved,
-                enforce_node_allocatable: s.enforce_node_allocatable,
+                cgroup_driver: s.cgroup_driver.take(),
+                cgroup_root: s.cgroup_root.take(),
+                pod_max_pids: s.pod_max_pids.take(),
+                system_reserved: std::mem::take(&mut s.system_reserved),
+                kube_reserved: std::mem::take(&mut s.kube_reserved),
+                enforce_node_allocatable: std::mem::take(&mut s.enforce_node_allocatable),
             })?
             .with_eviction_hard(eviction_hard),
-            dns: dns::Dns::resolve(s.cluster_dns, s.cluster_domain, s.resolv_conf),
         })
     }
+}
+
+/// The node's name, address, directories and registration.
+fn resolve_node(s: &mut Settings) -> Result<Node, Error> {
+    let name = match s.node_name.take() {
+        Some(name) => name,
+        None => hostname().map_err(Error::NodeName)?,
+    };
+    Ok(Node {
+        name: name.to_lowercase(),
+        ip: s.node_ip,
+        state_dir: absolute(s.state_dir.take().unwrap_or_else(|| DEFAULT_STATE_DIR.into())),
+        // Absolute: containerd's shims get log paths, and they run elsewhere.
+        run_dir: absolute(s.run_dir.take().unwrap_or_else(|| DEFAULT_RUN_DIR.into())),
+        pod_log_dir: absolute(s.pod_log_dir.take().unwrap_or_else(|| DEFAULT_POD_LOG_DIR.into())),
+        labels: node_labels(std::mem::take(&mut s.node_labels))?,
+        taints: std::mem::take(&mut s.register_with_taints).into_iter().flat_map(|t| t.0).collect(),
+        max_pods: s.max_pods.unwrap_or(outpost_core::node_status::MAX_PODS),
+        lease_duration_seconds: lease_duration(s.node_lease_duration_seconds)?,
+    })
+}
+
+/// The local API: its addresses, TLS files and who may call it (N1).
+fn resolve_api(s: &mut Settings) -> Result<api::Config, Error> {
+    let listen = s.listen.unwrap_or_else(|| {
+        SocketAddr::new(
+            s.address.unwrap_or(DEFAULT_LISTEN.ip()),
+            s.port.unwrap_or(DEFAULT_LISTEN.port()),
+        )
+    });
+    let tls = match (s.tls_cert_file.take(), s.tls_private_key_file.take()) {
+        (Some(cert_file), Some(key_file)) => Some(api::Tls { cert_file, key_file }),
+        (None, None) => None,
+        (Some(_), None) => return Err(Error::TlsPair("tls-cert-file", "tls-private-key-file")),
+        (None, Some(_)) => return Err(Error::TlsPair("tls-private-key-file", "tls-cert-file")),
+    };
+    let mut authentication = s.authentication.take();
+    let client_ca_file = s.client_ca_file.take().or_else(|| {
+        authentication.as_mut().and_then(|a| a.x509.take()).and_then(|x| x.client_ca_file)
+    });
+    let access = node_api::resolve(
+        node_api::Flags {
+            token_webhook: s.authentication_token_webhook,
+            token_webhook_cache_ttl: s.authentication_token_webhook_cache_ttl.take(),
+            anonymous: s.anonymous_auth,
+            mode: s.authorization_mode.take(),
+            authorized_ttl: s.authorization_webhook_cache_authorized_ttl.take(),
+            unauthorized_ttl: s.authorization_webhook_cache_unauthorized_ttl.take(),
+        },
+        authentication,
+        s.authorization.take(),
+        s.kubeconfig.is_some(),
+    )?;
+    let healthz = match s.healthz_port.unwrap_or(DEFAULT_HEALTHZ.port()) {
+        0 => None,
+        port => Some(SocketAddr::new(s.healthz_bind_address.unwrap_or(DEFAULT_HEALTHZ.ip()), port)),
+    };
+    let auth = api::Auth {
+        token_file: s.token_file.take(),
+        tls,
+        client_ca_file,
+        anonymous_loopback_reads: s.anonymous_loopback_reads.unwrap_or(false),
+        access,
+    };
+    Ok(api::Config { listen, healthz, auth })
+}
+
+/// J1, J2: the client certificate's bootstrap and rotation, the serving certificate's
+/// bootstrap; each needs what it names.
+fn resolve_certificates(s: &mut Settings, api: &api::Config) -> Result<Certificates, Error> {
+    let server_tls_bootstrap = s.server_tls_bootstrap.unwrap_or(false);
+    if server_tls_bootstrap && (s.kubeconfig.is_none() || api.auth.tls.is_some()) {
+        return Err(Error::ServerTlsBootstrap);
+    }
+    if api.auth.client_ca_file.is_some() && api.auth.tls.is_none() && !server_tls_bootstrap {
+        return Err(Error::TlsPair("client-ca-file", "tls-cert-file and tls-private-key-file"));
+    }
+    if s.bootstrap_kubeconfig.is_some() && s.kubeconfig.is_none() {
+        return Err(Error::BootstrapWithoutKubeconfig);
+    }
+    if s.rotate_certificates == Some(true) && s.bootstrap_kubeconfig.is_none() {
+        return Err(Error::RotateWithoutBootstrap);
+    }
+    Ok(Certificates {
+        server_tls_bootstrap,
+        rotate: s.rotate_certificates.unwrap_or(s.bootstrap_kubeconfig.is_some()),
+        bootstrap_kubeconfig: s.bootstrap_kubeconfig.take().map(absolute),
+    })
+}
+
+/// The manifest directory, the manifest URL and its headers, and whether the push
+/// endpoint exists (only when callers of the local API can authenticate).
+fn resolve_sources(s: &mut Settings, auth: &api::Auth) -> Result<sources::Config, Error> {
+    let mut manifest_url_headers =
+        s.manifest_url_header.iter().map(|h| parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+    for (name, values) in s.static_pod_url_header.take().unwrap_or_default() {
+        manifest_url_headers.extend(values.into_iter().map(|v| (name.clone(), v)));
+    }
+    let manifest_url_interval = match s.manifest_url_interval.take() {
+        Some(raw) => outpost_core::duration::positive(&raw)
+            .ok_or(Error::Duration { field: "manifest-url-interval", value: raw })?,
+        None => DEFAULT_MANIFEST_URL_INTERVAL,
+    };
+    Ok(sources::Config {
+        manifest_dir: s.manifest_dir.take().unwrap_or_else(|| DEFAULT_MANIFEST_DIR.into()),
+        watcher: s.watcher.unwrap_or(DEFAULT_WATCHER),
+        manifest_url: s.manifest_url.take(),
+        manifest_url_headers,
+        manifest_url_interval,
+        manifest_url_ca_file: s.manifest_url_ca_file.take(),
+        push: auth.token_file.is_some() || auth.client_ca_file.is_some(),
+    })
+}
+
+/// Who runs containerd, its socket and namespace.
+fn resolve_containerd(s: &mut Settings, node: &Node) -> containerd::Config {
+    containerd::Config {
+        mode: s.containerd.unwrap_or(DEFAULT_CONTAINERD),
+        socket: s.containerd_socket.take().unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()),
+        namespace: s
+            .containerd_namespace
+            .take()
+            .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
+        shim_grouping: s.shim_grouping.unwrap_or(DEFAULT_SHIM_GROUPING),
+        state_dir: node.state_dir.clone(),
+        run_dir: node.run_dir.clone(),
+    }
+}
+
+/// What the pod workers run pods with: the OCI runtime and logger, CNI, image
+/// credentials and the images dir, seccomp profiles, admission, DNS.
+fn resolve_pods(s: &mut Settings, node: &Node) -> Result<pods::Config, Error> {
+    let cni_bin_dirs = match std::mem::take(&mut s.cni_bin_dir) {
+        dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
+        dirs => dirs,
+    };
+    Ok(pods::Config {
+        container_logger: s.container_logger.unwrap_or(DEFAULT_CONTAINER_LOGGER),
+        runtime: s.runtime.unwrap_or(DEFAULT_RUNTIME),
+        cni_conf_dir: s.cni_conf_dir.take().unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
+        cni_bin_dirs,
+        image_credentials_file: s.image_credentials_file.take(),
+        images_dir: s.images_dir.take(),
+        seccomp_profile_root: absolute(
+            s.seccomp_profile_root.take().unwrap_or_else(|| node.state_dir.join(SECCOMP_DIR)),
+        ),
+        allowed_unsafe_sysctls: allowed_unsafe_sysctls(std::mem::take(
+            &mut s.allowed_unsafe_sysctls,
+        ))?,
+        admission_policy: admission::resolve(s.admission_policy.take())?,
+        dns: dns::Dns::resolve(
+            std::mem::take(&mut s.cluster_dns),
+            s.cluster_domain.take(),
+            s.resolv_conf.take(),
+        ),
+    })
+}
+
+/// Garbage collection's thresholds and ages (G1).
+fn resolve_gc(s: &mut Settings) -> Result<gc::GcConfig, Error> {
+    Ok(gc::GcConfig::resolve(gc::Given {
+        maximum_dead_containers_per_container: s.maximum_dead_containers_per_container,
+        maximum_dead_containers: s.maximum_dead_containers,
+        minimum_container_ttl_duration: s.minimum_container_ttl_duration.take(),
+        image_gc_high_threshold: s.image_gc_high_threshold,
+        image_gc_low_threshold: s.image_gc_low_threshold,
+        minimum_image_ttl_duration: s.minimum_image_ttl_duration.take(),
+        image_maximum_gc_age: s.image_maximum_gc_age.take(),
+    })?)
 }
 
 /// `nodeLeaseDurationSeconds`: kubelet's 40 unless given; at least that.
@@ -544,5 +550,7 @@ pub mod eviction;
 pub mod gc;
 pub mod node_api;
 pub mod node_shutdown;
+pub mod pods;
+pub mod sources;
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,7 @@ mod imagefs;
 pub mod metrics;
 mod notify;
 mod signals;
+pub mod start;
 pub mod storage;
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod images;
 mod leftovers;
 pub mod metrics;
 mod shims;
+pub mod start;
 
 use std::path::PathBuf;
 use std::sync::Arc;

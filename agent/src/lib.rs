@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod containerd;
 pub mod ebpf;
 pub mod eviction;
 pub mod gc;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod status;
 pub mod sync;
 pub mod systemd;
+pub mod task;
 pub mod worker;
 
 // Crates below the agent, under the names its modules use.

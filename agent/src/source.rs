@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod file;
+pub mod local;
 pub mod metrics;
 pub mod problems;
 pub mod push;

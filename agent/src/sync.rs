@@ -20,6 +20,7 @@ pub mod lease;
 pub mod mirror;
 pub mod node;
 pub mod pod_status;
+pub mod start;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,10 +15,12 @@ mod dispatch;
 mod fake;
 #[cfg(feature = "hollow")]
 pub mod hollow;
+pub mod images_dir;
 pub mod metrics;
 mod pod;
 mod pod_runtime;
 pub mod probe;
+pub mod start;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

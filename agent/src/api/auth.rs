@@ -39,9 +39,9 @@ use self::admit::Incoming;
 use self::admit::Refused;
 use self::review::Reviewer;
 pub use self::user::User;
+use super::Auth;
 use super::{AppState, Error, Problem};
 use crate::apiserver::ApiClient;
-use crate::config::Auth;
 use crate::config::node_api::{Access, Authorization};
 
 mod admit;

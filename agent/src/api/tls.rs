@@ -15,8 +15,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
 use super::Error;
+use super::Tls;
 use super::auth::check_private;
-use crate::config::Tls;
 
 /// J2: the TLS configuration with the certificate `resolver` gives (the serving
 /// certificate the cluster signed, swapped at each renewal: new handshakes take the new

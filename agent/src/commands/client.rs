@@ -207,8 +207,8 @@ impl Client {
 /// The agent's address as its config says: https when it serves TLS, loopback when it
 /// listens on every address.
 fn server_of(config: &Config) -> String {
-    let scheme = if config.auth.tls.is_some() { "https" } else { "http" };
-    let mut addr = config.listen;
+    let scheme = if config.api.auth.tls.is_some() { "https" } else { "http" };
+    let mut addr = config.api.listen;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr.ip() {
             std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),

@@ -132,7 +132,7 @@ pub fn only_container(pod: &Pod, shown: &str) -> Result<String, Error> {
 /// The arguments for reading the files: the agent config's pod log dir unless
 /// `--pod-log-dir` says otherwise.
 fn file_args(args: &LogsArgs, client: &Client) -> LogsArgs {
-    let configured = client.agent_config().map(|c| c.pod_log_dir.clone());
+    let configured = client.agent_config().map(|c| c.node.pod_log_dir.clone());
     let pod_log_dir = match configured {
         Some(dir) if args.pod_log_dir.as_os_str() == DEFAULT_POD_LOG_DIR => dir,
         _ => args.pod_log_dir.clone(),

@@ -1,20 +1,15 @@
 //! `outpost run`: build the agent's parts, spawn their tasks, and supervise them until a
 //! signal or a main task ends the agent.
 //!
-//! - `build`: the composition root: the config resolved, each component built.
-//! - `sources`, `containerd`, `pods`, `node`: the components' builders, each returning
-//!   its handle and its task.
-//! - `task`: the named task list, spawned and stopped in one order.
+//! - `build`: the composition root: the config resolved, each component built by its
+//!   own `Config::build` (sources, containerd, pod workers, garbage collector, eviction
+//!   manager, images dir), which returns its handle and its task ([`crate::task`]).
+//! - `cluster`: the API server's side, with a kubeconfig.
 
 mod build;
-mod containerd;
-mod node;
-mod pods;
-mod sources;
-mod task;
+mod cluster;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 
 use outpost_core::merge::PodDelta;
 use outpost_core::pod::{self, CONFIG_HASH, Source};
@@ -23,15 +18,11 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use self::build::Agent;
-use self::task::{Task, Tasks};
 use crate::config::{self, Settings};
 use crate::logging::LogLevel;
 use crate::podconfig::{Batch, SnapshotHandle};
-use crate::runtime::image::credentials;
-use crate::runtime::managed;
-use crate::source::file;
-use crate::source::{push, url};
 use crate::status::RuntimeReady;
+use crate::task::{Task, Tasks};
 use crate::{api, permissions, shutdown, systemd};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,68 +32,27 @@ pub enum Error {
     #[error(transparent)]
     Permissions(#[from] permissions::Error),
     #[error(transparent)]
-    FileSource(#[from] file::Error),
+    Sources(#[from] crate::source::local::Error),
     #[error(transparent)]
     Api(#[from] api::Error),
-    #[error(transparent)]
-    UrlSource(#[from] url::Error),
-    #[error(transparent)]
-    PushSource(#[from] push::Error),
     #[error(transparent)]
     ApiClient(#[from] crate::apiserver::client::ConfigError),
     #[error(transparent)]
     Certificates(#[from] crate::certificates::Error),
-    #[error("cannot install the SIGHUP handler: {0}")]
-    Signal(#[source] io::Error),
     #[error(
         "cannot find this executable (pod-init runs it, and the container logger where outpost-container-log is not installed)"
     )]
     Exe(#[source] io::Error),
     #[error(transparent)]
-    Managed(#[from] managed::Error),
-    #[error(transparent)]
     Shim(#[from] crate::runtime::shim::Error),
     #[error(transparent)]
-    Containerd(#[from] crate::runtime::containerd::Error),
+    Pods(#[from] crate::worker::start::Error),
     #[error(transparent)]
-    ImagesDir(#[from] crate::runtime::image::watch::Error),
-    #[error("cannot read the image credentials file {}", path.display())]
-    CredentialsFile {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("image credentials file {}", path.display())]
-    Credentials {
-        path: PathBuf,
-        #[source]
-        source: credentials::Error,
-    },
-    #[error(transparent)]
-    Prober(#[from] crate::worker::probe::Error),
-    #[error(
-        "the OCI runtime {name} is not installed (no {name} on PATH); install it (Debian: apt-get install {name}) or set runtime: runc"
-    )]
-    OciRuntime { name: &'static str },
-    #[error(
-        "crun cannot run containers on this host: its cgroups are hybrid (v1 hierarchies and a v2 one at /sys/fs/cgroup/unified) and the v2 one holds controllers ({controllers}), which crun does not support; mount those controllers as v1 hierarchies, boot with cgroup v2 only, or set runtime: runc"
-    )]
-    CrunHybridCgroups { controllers: String },
-    #[error("the agent's {task} task panicked")]
-    Task {
-        task: &'static str,
-        #[source]
-        source: tokio::task::JoinError,
-    },
+    Task(#[from] crate::task::Error),
     #[error(transparent)]
     Systemd(#[from] systemd::Error),
     #[error("cannot write deltas to stdout: {0}")]
     Stdout(#[source] io::Error),
-    #[error(
-        "cannot set up the pods' cgroups (the pods cgroup and its QoS classes); the agent needs \
-         root and the cgroup hierarchies mounted under /sys/fs/cgroup"
-    )]
-    Cgroups(#[source] crate::runtime::cgroups::Error),
 }
 
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last
@@ -213,7 +163,7 @@ async fn run_with(
         tasks.spawn_first(Task::infallible("systemd", systemd::run(notifier, watch)));
     }
     let result = tokio::select! {
-        ended = tasks.main_ended() => ended,
+        ended = tasks.main_ended() => ended.map_err(Error::from),
         Some(shutdown) = next_shutdown(&mut node_shutdown) => {
             // J3: logind says the machine shuts down. The pods stop by priority group,
             // their statuses and the Node's Ready=False are sent, then logind may go on;
@@ -224,7 +174,7 @@ async fn run_with(
                 });
             }
             stop_pods.cancel();
-            let stopped = tasks.join("pod_workers").await;
+            let stopped = tasks.join("pod_workers").await.map_err(Error::from);
             if let Some(sync) = &sync
                 && !sync.flush(SHUTDOWN_FLUSH).await
             {
@@ -238,7 +188,7 @@ async fn run_with(
             shutdown.release();
             match stopped {
                 Ok(()) => tokio::select! {
-                    ended = tasks.main_ended() => ended,
+                    ended = tasks.main_ended() => ended.map_err(Error::from),
                     signal = shutdown::signal() => {
                         info!(signal, "shutting down; the pods were stopped for the machine's shutdown");
                         Ok(())
@@ -253,10 +203,10 @@ async fn run_with(
                     status: format!("{signal}: shutting down"),
                 });
             }
-            if config.stop_pods_on_shutdown && !dry_run {
+            if config.shutdown.stop_pods && !dry_run {
                 info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
                 stop_pods.cancel();
-                let stopped = tasks.join("pod_workers").await;
+                let stopped = tasks.join("pod_workers").await.map_err(Error::from);
                 if let Some(sync) = &sync
                     && !sync.flush(SHUTDOWN_FLUSH).await
                 {

@@ -16,31 +16,34 @@ pub fn configz(config: &Config) -> Value {
     set("kind", json!("KubeletConfiguration"));
     set("apiVersion", json!("kubelet.config.k8s.io/v1beta1"));
     set("enableServer", json!(true));
-    set("staticPodPath", json!(config.manifest_dir));
-    if let Some(url) = &config.manifest_url {
+    set("staticPodPath", json!(config.sources.manifest_dir));
+    if let Some(url) = &config.sources.manifest_url {
         set("staticPodURL", json!(url));
     }
-    set("httpCheckFrequency", json!(seconds(config.manifest_url_interval)));
-    set("address", json!(config.listen.ip().to_string()));
-    set("port", json!(config.listen.port()));
-    set("healthzBindAddress", json!(config.healthz.map_or(String::new(), |a| a.ip().to_string())));
-    set("healthzPort", json!(config.healthz.map_or(0, |a| a.port())));
-    if let Some(tls) = &config.auth.tls {
+    set("httpCheckFrequency", json!(seconds(config.sources.manifest_url_interval)));
+    set("address", json!(config.api.listen.ip().to_string()));
+    set("port", json!(config.api.listen.port()));
+    set(
+        "healthzBindAddress",
+        json!(config.api.healthz.map_or(String::new(), |a| a.ip().to_string())),
+    );
+    set("healthzPort", json!(config.api.healthz.map_or(0, |a| a.port())));
+    if let Some(tls) = &config.api.auth.tls {
         set("tlsCertFile", json!(tls.cert_file));
         set("tlsPrivateKeyFile", json!(tls.key_file));
     }
-    let x509 = match &config.auth.client_ca_file {
+    let x509 = match &config.api.auth.client_ca_file {
         Some(file) => json!({"clientCAFile": file}),
         None => json!({}),
     };
     set("authentication", json!({"x509": x509}));
-    set("podLogsDir", json!(config.pod_log_dir));
+    set("podLogsDir", json!(config.node.pod_log_dir));
     set(
         "containerRuntimeEndpoint",
-        json!(format!("unix://{}", config.containerd_socket.display())),
+        json!(format!("unix://{}", config.containerd.socket.display())),
     );
-    set("maxPods", json!(config.max_pods));
-    set("nodeLeaseDurationSeconds", json!(config.node_lease_duration_seconds));
+    set("maxPods", json!(config.node.max_pods));
+    set("nodeLeaseDurationSeconds", json!(config.node.lease_duration_seconds));
     let resources = &config.node_resources;
     let driver = match resources.layout.driver {
         Driver::Cgroupfs => "cgroupfs",
@@ -51,22 +54,25 @@ pub fn configz(config: &Config) -> Value {
     if let Some(limit) = resources.pod_pids_limit {
         set("podPidsLimit", json!(limit));
     }
-    if !config.dns.cluster_dns.is_empty() {
-        let servers: Vec<String> = config.dns.cluster_dns.iter().map(ToString::to_string).collect();
+    if !config.pods.dns.cluster_dns.is_empty() {
+        let servers: Vec<String> =
+            config.pods.dns.cluster_dns.iter().map(ToString::to_string).collect();
         set("clusterDNS", json!(servers));
     }
-    if !config.dns.cluster_domain.is_empty() {
-        set("clusterDomain", json!(config.dns.cluster_domain));
+    if !config.pods.dns.cluster_domain.is_empty() {
+        set("clusterDomain", json!(config.pods.dns.cluster_domain));
     }
     set(
         "resolvConf",
-        json!(config.dns.resolv_conf.as_ref().map_or(String::new(), |p| p.display().to_string())),
+        json!(
+            config.pods.dns.resolv_conf.as_ref().map_or(String::new(), |p| p.display().to_string())
+        ),
     );
-    if !config.register_with_taints.is_empty() {
-        set("registerWithTaints", json!(config.register_with_taints));
+    if !config.node.taints.is_empty() {
+        set("registerWithTaints", json!(config.node.taints));
     }
-    if !config.allowed_unsafe_sysctls.is_empty() {
-        set("allowedUnsafeSysctls", json!(config.allowed_unsafe_sysctls));
+    if !config.pods.allowed_unsafe_sysctls.is_empty() {
+        set("allowedUnsafeSysctls", json!(config.pods.allowed_unsafe_sysctls));
     }
     json!({ "kubeletconfig": c })
 }

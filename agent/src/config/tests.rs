@@ -1,7 +1,9 @@
 use std::io::Write;
 use std::time::Duration;
 
+use super::api::Tls;
 use super::*;
+use std::net::IpAddr;
 
 fn file(yaml: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -28,19 +30,19 @@ fn flags(path: &Path) -> Settings {
 fn defaults_follow_the_design() {
     let c =
         Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
-    assert_eq!(c.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
-    assert_eq!(c.state_dir, Path::new(DEFAULT_STATE_DIR));
-    assert_eq!(c.containerd, Mode::Auto);
-    assert_eq!(c.containerd_socket, Path::new(DEFAULT_CONTAINERD_SOCKET));
-    assert_eq!(c.listen.to_string(), "127.0.0.1:10250");
-    assert_eq!(c.listen, DEFAULT_LISTEN);
-    assert_eq!(c.watcher, Preference::Auto);
+    assert_eq!(c.sources.manifest_dir, Path::new(DEFAULT_MANIFEST_DIR));
+    assert_eq!(c.node.state_dir, Path::new(DEFAULT_STATE_DIR));
+    assert_eq!(c.containerd.mode, Mode::Auto);
+    assert_eq!(c.containerd.socket, Path::new(DEFAULT_CONTAINERD_SOCKET));
+    assert_eq!(c.api.listen.to_string(), "127.0.0.1:10250");
+    assert_eq!(c.api.listen, DEFAULT_LISTEN);
+    assert_eq!(c.sources.watcher, Preference::Auto);
 }
 
 #[test]
 fn node_name_is_lowercased_like_kubelet() {
     let f = file("");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_name, "edge-1");
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node.name, "edge-1");
 }
 
 #[test]
@@ -51,10 +53,13 @@ fn kubelet_configuration_aliases_are_accepted() {
          staticPodURLHeader:\n  Authorization: [\"Bearer x\"]\naddress: 0.0.0.0\nport: 10255\n",
     );
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.manifest_dir, Path::new("/srv/pods"));
-    assert_eq!(c.manifest_url.as_deref(), Some("http://127.0.0.1:9/pods"));
-    assert_eq!(c.manifest_url_headers, vec![("Authorization".to_owned(), "Bearer x".to_owned())]);
-    assert_eq!(c.listen.to_string(), "0.0.0.0:10255");
+    assert_eq!(c.sources.manifest_dir, Path::new("/srv/pods"));
+    assert_eq!(c.sources.manifest_url.as_deref(), Some("http://127.0.0.1:9/pods"));
+    assert_eq!(
+        c.sources.manifest_url_headers,
+        vec![("Authorization".to_owned(), "Bearer x".to_owned())]
+    );
+    assert_eq!(c.api.listen.to_string(), "0.0.0.0:10255");
 }
 
 #[test]
@@ -64,17 +69,17 @@ fn outpost_names_in_the_file_and_flags_over_the_file() {
          manifestUrlHeader: [\"X-Token: t\"]\nwatcher: inotify\nimagesDir: /i\n",
     );
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.manifest_dir, Path::new("/a"));
-    assert_eq!(c.containerd, Mode::Managed);
-    assert_eq!(c.watcher, Preference::Inotify);
-    assert_eq!(c.manifest_url_headers, vec![("X-Token".to_owned(), "t".to_owned())]);
+    assert_eq!(c.sources.manifest_dir, Path::new("/a"));
+    assert_eq!(c.containerd.mode, Mode::Managed);
+    assert_eq!(c.sources.watcher, Preference::Inotify);
+    assert_eq!(c.sources.manifest_url_headers, vec![("X-Token".to_owned(), "t".to_owned())]);
     let mut fl = flags(f.path());
     fl.manifest_dir = Some("/b".into());
     fl.listen = Some("127.0.0.1:99".parse().unwrap());
     let c = Config::resolve(fl).unwrap();
-    assert_eq!(c.manifest_dir, Path::new("/b"));
-    assert_eq!(c.listen.port(), 99);
-    assert_eq!(c.state_dir, Path::new("/s"));
+    assert_eq!(c.sources.manifest_dir, Path::new("/b"));
+    assert_eq!(c.api.listen.port(), 99);
+    assert_eq!(c.node.state_dir, Path::new("/s"));
 }
 
 #[test]
@@ -126,17 +131,17 @@ fn url_headers_must_have_a_name() {
 fn url_interval_accepts_kubelet_durations() {
     let f = file("httpCheckFrequency: 1m30s\n");
     assert_eq!(
-        Config::resolve(flags(f.path())).unwrap().manifest_url_interval,
+        Config::resolve(flags(f.path())).unwrap().sources.manifest_url_interval,
         Duration::from_secs(90)
     );
     let c = Config::resolve(Settings {
         manifest_url_interval: Some("250ms".into()),
         ..flags(f.path())
     });
-    assert_eq!(c.unwrap().manifest_url_interval, Duration::from_millis(250), "flags win");
+    assert_eq!(c.unwrap().sources.manifest_url_interval, Duration::from_millis(250), "flags win");
     let d =
         Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
-    assert_eq!(d.manifest_url_interval, DEFAULT_MANIFEST_URL_INTERVAL);
+    assert_eq!(d.sources.manifest_url_interval, DEFAULT_MANIFEST_URL_INTERVAL);
     for bad in ["0s", "-5s", "soon", ""] {
         let err = Config::resolve(Settings {
             manifest_url_interval: Some(bad.into()),
@@ -151,7 +156,7 @@ fn tls_needs_a_certificate_and_a_key_and_client_cas_need_tls() {
     let f = file(
         "tlsCertFile: /etc/outpost/tls.crt\ntlsPrivateKeyFile: /etc/outpost/tls.key\ntokenFile: /etc/outpost/token\n",
     );
-    let auth = Config::resolve(flags(f.path())).unwrap().auth;
+    let auth = Config::resolve(flags(f.path())).unwrap().api.auth;
     assert_eq!(
         auth.tls,
         Some(Tls {
@@ -173,11 +178,11 @@ fn tls_needs_a_certificate_and_a_key_and_client_cas_need_tls() {
 fn containerd_mode_and_socket_from_file_and_flags() {
     let f = file("containerd: external\ncontainerdSocket: /run/k3s/containerd.sock\n");
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.containerd, Mode::External);
-    assert_eq!(c.containerd_socket, Path::new("/run/k3s/containerd.sock"));
+    assert_eq!(c.containerd.mode, Mode::External);
+    assert_eq!(c.containerd.socket, Path::new("/run/k3s/containerd.sock"));
     let mut fl = flags(f.path());
     fl.containerd = Some(Mode::Auto);
-    assert_eq!(Config::resolve(fl).unwrap().containerd, Mode::Auto);
+    assert_eq!(Config::resolve(fl).unwrap().containerd.mode, Mode::Auto);
     let f = file("containerd: docker\n");
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("containerd") && err.contains("auto, managed or external"), "{err}");
@@ -211,17 +216,17 @@ fn node_registration_fields_from_the_file_flags_win() {
         "nodeLabels:\n  zone: north\nregisterWithTaints:\n- key: edge\n  effect: NoSchedule\nstopPodsOnShutdown: true\n",
     );
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.node_labels["zone"], "north");
-    assert_eq!(c.register_with_taints[0].key, "edge");
-    assert!(c.stop_pods_on_shutdown);
+    assert_eq!(c.node.labels["zone"], "north");
+    assert_eq!(c.node.taints[0].key, "edge");
+    assert!(c.shutdown.stop_pods);
     let mut fl = flags(f.path());
     fl.node_labels = vec!["zone=south".parse().unwrap()];
     fl.register_with_taints = vec!["other:NoExecute".parse().unwrap()];
     let c = Config::resolve(fl).unwrap();
-    assert_eq!(c.node_labels["zone"], "south");
-    assert_eq!(c.register_with_taints[0].key, "other");
+    assert_eq!(c.node.labels["zone"], "south");
+    assert_eq!(c.node.taints[0].key, "other");
     let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
-    assert!(!defaults.unwrap().stop_pods_on_shutdown, "pods keep running by default");
+    assert!(!defaults.unwrap().shutdown.stop_pods, "pods keep running by default");
 }
 
 /// K5: kubelet's check of `--node-labels` at start, from the flags and from the file.
@@ -241,7 +246,7 @@ fn k5_node_labels_a_node_may_not_set_stop_the_agent_with_kubelet_s_message() {
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("[node-restriction.kubernetes.io/site]"), "{err}");
     let f = file("nodeLabels:\n  node.kubernetes.io/gateway: \"true\"\n  example.com/site: a\n");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_labels.len(), 2);
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node.labels.len(), 2);
 }
 
 #[test]
@@ -296,12 +301,12 @@ fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
         ..Settings::default()
     };
     let c = Config::resolve(settings("/srv/outpost", None)).unwrap();
-    assert_eq!(c.seccomp_profile_root, Path::new("/srv/outpost/seccomp"));
+    assert_eq!(c.pods.seccomp_profile_root, Path::new("/srv/outpost/seccomp"));
     let c = Config::resolve(settings("/srv/outpost", Some("/etc/seccomp"))).unwrap();
-    assert_eq!(c.seccomp_profile_root, Path::new("/etc/seccomp"));
+    assert_eq!(c.pods.seccomp_profile_root, Path::new("/etc/seccomp"));
     let f = file("seccompProfileRoot: /opt/profiles\n");
     assert_eq!(
-        Config::resolve(flags(f.path())).unwrap().seccomp_profile_root,
+        Config::resolve(flags(f.path())).unwrap().pods.seccomp_profile_root,
         Path::new("/opt/profiles")
     );
 }
@@ -310,7 +315,7 @@ fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
 fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
     let f = file("allowedUnsafeSysctls:\n- net.core.somaxconn\n- kernel.msg*\n");
     let c = Config::resolve(flags(f.path())).unwrap();
-    assert_eq!(c.allowed_unsafe_sysctls, ["net.core.somaxconn", "kernel.msg*"]);
+    assert_eq!(c.pods.allowed_unsafe_sysctls, ["net.core.somaxconn", "kernel.msg*"]);
     let settings = parse_flags(&["--allowed-unsafe-sysctls", "net.core.*,fs.mqueue.msg_max"]);
     assert_eq!(settings.allowed_unsafe_sysctls, ["net.core.*", "fs.mqueue.msg_max"]);
 
@@ -318,7 +323,7 @@ fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
     assert!(err.contains("\"vm.swappiness\" is not known to be namespaced"), "{err}");
     let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
-    assert!(defaults.unwrap().allowed_unsafe_sysctls.is_empty());
+    assert!(defaults.unwrap().pods.allowed_unsafe_sysctls.is_empty());
 }
 
 #[test]
@@ -326,12 +331,12 @@ fn the_admission_policy_is_read_from_the_file_over_the_defaults() {
     use outpost_core::admission::{Policy, SourcePolicy};
     let defaults =
         Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
-    assert_eq!(defaults.admission_policy, Policy::default());
+    assert_eq!(defaults.pods.admission_policy, Policy::default());
 
     let f = file(
         "admissionPolicy:\n  push:\n    privileged: true\n    hostPID: true\n    allowedHostPaths: [/var/log/, /srv//data/./x/..]\n  file:\n    hostNetwork: false\n",
     );
-    let policy = Config::resolve(flags(f.path())).unwrap().admission_policy;
+    let policy = Config::resolve(flags(f.path())).unwrap().pods.admission_policy;
     assert_eq!(
         policy.push,
         SourcePolicy {
@@ -368,9 +373,12 @@ fn k2_cluster_dns_domain_and_resolv_conf_from_the_file_or_flags() {
     );
     let c = Config::resolve(flags(f.path())).unwrap();
     let ips: Vec<IpAddr> = vec!["10.96.0.10".parse().unwrap(), "fd00::a".parse().unwrap()];
-    assert_eq!(c.dns.cluster_dns, ips);
-    assert_eq!(c.dns.cluster_domain, "corp.internal");
-    assert_eq!(c.dns.resolv_conf.as_deref(), Some(Path::new("/run/systemd/resolve/resolv.conf")));
+    assert_eq!(c.pods.dns.cluster_dns, ips);
+    assert_eq!(c.pods.dns.cluster_domain, "corp.internal");
+    assert_eq!(
+        c.pods.dns.resolv_conf.as_deref(),
+        Some(Path::new("/run/systemd/resolve/resolv.conf"))
+    );
 
     let settings = parse_flags(&[
         "--cluster-dns",
@@ -383,11 +391,11 @@ fn k2_cluster_dns_domain_and_resolv_conf_from_the_file_or_flags() {
         "",
     ]);
     let c = Config::resolve(Settings { node_name: Some("n".into()), ..settings }).unwrap();
-    assert_eq!(c.dns.cluster_dns.len(), 3);
-    assert_eq!((c.dns.cluster_domain.as_str(), c.dns.resolv_conf), ("", None));
+    assert_eq!(c.pods.dns.cluster_dns.len(), 3);
+    assert_eq!((c.pods.dns.cluster_domain.as_str(), c.pods.dns.resolv_conf), ("", None));
 
     let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
-    let dns = defaults.unwrap().dns;
+    let dns = defaults.unwrap().pods.dns;
     assert!(dns.cluster_dns.is_empty());
     assert_eq!(dns.cluster_domain, "cluster.local");
     assert_eq!(dns.resolv_conf.as_deref(), Some(Path::new("/etc/resolv.conf")));
@@ -398,12 +406,12 @@ fn k2_cluster_dns_domain_and_resolv_conf_from_the_file_or_flags() {
 #[test]
 fn k4_max_pods_from_the_file_and_the_flag() {
     let defaults = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
-    assert_eq!(defaults.unwrap().max_pods, 110);
+    assert_eq!(defaults.unwrap().node.max_pods, 110);
     let f = file("maxPods: 12\n");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().max_pods, 12);
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node.max_pods, 12);
     let mut fl = flags(f.path());
     fl.max_pods = Some(3);
-    assert_eq!(Config::resolve(fl).unwrap().max_pods, 3);
+    assert_eq!(Config::resolve(fl).unwrap().node.max_pods, 3);
     let bad = file("maxPods: many\n");
     assert!(Config::resolve(flags(bad.path())).is_err());
 }
@@ -411,24 +419,24 @@ fn k4_max_pods_from_the_file_and_the_flag() {
 #[test]
 fn j3_shutdown_grace_periods_from_the_file_flags_win() {
     let f = file("shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n");
-    let groups = Config::resolve(flags(f.path())).unwrap().shutdown_groups;
+    let groups = Config::resolve(flags(f.path())).unwrap().shutdown.groups;
     let graces: Vec<(i32, u64)> = groups.iter().map(|g| (g.priority, g.grace.as_secs())).collect();
     assert_eq!(graces, [(0, 20), (2_000_000_000, 10)]);
     let mut fl = flags(f.path());
     fl.shutdown_grace_period = Some("1m".into());
-    let groups = Config::resolve(fl).unwrap().shutdown_groups;
+    let groups = Config::resolve(fl).unwrap().shutdown.groups;
     assert_eq!(groups[0].grace.as_secs(), 50);
 
     let f = file(
         "shutdownGracePeriodByPodPriority:\n- priority: 100000\n  shutdownGracePeriodSeconds: 60\n\
          - priority: 0\n  shutdownGracePeriodSeconds: 20\n",
     );
-    let groups = Config::resolve(flags(f.path())).unwrap().shutdown_groups;
+    let groups = Config::resolve(flags(f.path())).unwrap().shutdown.groups;
     let graces: Vec<(i32, u64)> = groups.iter().map(|g| (g.priority, g.grace.as_secs())).collect();
     assert_eq!(graces, [(0, 20), (100_000, 60)]);
 
     let off = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
-    assert!(off.unwrap().shutdown_groups.is_empty(), "off unless given");
+    assert!(off.unwrap().shutdown.groups.is_empty(), "off unless given");
     let f = file("shutdownGracePeriodByPodPriority:\n- priority: 0\n  seconds: 20\n");
     assert!(Config::resolve(flags(f.path())).is_err(), "an unknown field is refused");
 }
@@ -476,11 +484,11 @@ fn j1_j2_certificate_settings_resolve_and_are_checked() {
 #[test]
 fn the_oci_runtime_is_runc_unless_crun_is_set() {
     let f = file("");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().runtime, OciRuntime::Runc);
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().pods.runtime, OciRuntime::Runc);
     let crun = Settings { node_name: Some("n".into()), ..parse_flags(&["--runtime", "crun"]) };
-    assert_eq!(Config::resolve(crun).unwrap().runtime, OciRuntime::Crun);
+    assert_eq!(Config::resolve(crun).unwrap().pods.runtime, OciRuntime::Crun);
     let f = file("runtime: crun\n");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().runtime, OciRuntime::Crun);
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().pods.runtime, OciRuntime::Crun);
     assert_eq!(OciRuntime::Crun.binary(), "crun");
     let f = file("runtime: youki\n");
     let err = Config::resolve(flags(f.path())).unwrap_err().to_string();
@@ -492,9 +500,9 @@ fn the_oci_runtime_is_runc_unless_crun_is_set() {
 #[test]
 fn the_node_lease_duration_defaults_to_kubelets_and_refuses_less() {
     let named = || Settings { node_name: Some("n".into()), ..Settings::default() };
-    assert_eq!(Config::resolve(named()).unwrap().node_lease_duration_seconds, 40);
+    assert_eq!(Config::resolve(named()).unwrap().node.lease_duration_seconds, 40);
     let f = file("nodeLeaseDurationSeconds: 120\n");
-    assert_eq!(Config::resolve(flags(f.path())).unwrap().node_lease_duration_seconds, 120);
+    assert_eq!(Config::resolve(flags(f.path())).unwrap().node.lease_duration_seconds, 120);
     for seconds in [0, 39, -5] {
         let short = Settings { node_lease_duration_seconds: Some(seconds), ..named() };
         let error = Config::resolve(short).unwrap_err().to_string();

@@ -47,6 +47,52 @@ pub struct Hollow {
     state: Mutex<State>,
 }
 
+/// What a hollow node's pod workers work with, from the other components.
+#[derive(Debug)]
+pub struct Deps {
+    pub batches: mpsc::Receiver<crate::podconfig::Batch>,
+    pub objects: crate::objects::Objects,
+    pub changes: crate::objects::Changes,
+    pub statuses: crate::status::StatusStore,
+    pub events: crate::apiserver::Recorder,
+    pub ebpf: crate::ebpf::Handle,
+    pub stop_pods: tokio_util::sync::CancellationToken,
+}
+
+/// The `pod_workers` task of a hollow node: the real workers over `hollow`. No eviction
+/// manager: nothing feeds its channel.
+pub fn pod_workers(
+    hollow: Arc<Hollow>,
+    host_ip: Option<IpAddr>,
+    facts: outpost_core::admission::NodeFacts,
+    deps: Deps,
+    metrics: super::metrics::Metrics,
+) -> crate::task::Task {
+    let settings = outpost_core::pod_worker::Settings {
+        crash_loop: outpost_core::lifecycle::CrashLoopConfig::default(),
+        host_ip,
+        seed: fastrand::u64(..),
+        facts: Arc::new(facts),
+    };
+    let (_evict, evictions) = mpsc::unbounded_channel();
+    let task = async move {
+        let prober = super::probe::Prober::new()?;
+        let workers = super::Shared::with_runtime(
+            hollow,
+            settings,
+            deps.statuses,
+            deps.events,
+            metrics,
+            deps.ebpf,
+            prober,
+        )
+        .with_objects(deps.objects);
+        super::run(Arc::new(workers), deps.batches, deps.changes, evictions, deps.stop_pods).await;
+        Ok::<(), super::probe::Error>(())
+    };
+    crate::task::Task::new("pod_workers", task).main()
+}
+
 impl Hollow {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

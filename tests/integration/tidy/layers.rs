@@ -31,13 +31,13 @@ const CRATES: &[&[&str]] = &[
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
     // Leaves: signals, file permissions, the pods' status store, logind's shutdowns.
-    &["shutdown", "permissions", "status", "node_shutdown", "insecure_skip_verify"],
+    &["shutdown", "permissions", "status", "node_shutdown", "insecure_skip_verify", "task"],
     // Settings; the API server's shared services; checkpoints; the heap profiler and
     // malloc's trim after the pods' bursts of status changes.
     &["config", "apiserver", "checkpoint", "heap_profile", "heap_trim"],
     // The manifest audit, the agent's own logs, systemd notifications, the node's
     // certificates (on the API server's client).
-    &["audit", "logging", "systemd", "certificates"],
+    &["audit", "logging", "systemd", "certificates", "containerd"],
     // The kernel's eBPF events; the pod sources.
     &["ebpf", "source"],
     // The merge task; the API objects API pods refer to.

@@ -49,7 +49,7 @@ impl Credentials {
             let token_origin = format!("a bearer token from --token-file {}", path.display());
             return Ok(Credentials { token: Some(token), token_origin, client_certificate });
         }
-        let from_config = config.and_then(|c| c.auth.token_file.as_ref());
+        let from_config = config.and_then(|c| c.api.auth.token_file.as_ref());
         let (token, token_origin) = match from_config {
             Some(path) => {
                 let origin = format!("tokenFile in {}", config_file.display());
@@ -100,7 +100,7 @@ impl Credentials {
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(Error::TlsConfig)?;
-        let agent_cert = config.and_then(|c| c.auth.tls.as_ref()).map(|t| t.cert_file.clone());
+        let agent_cert = config.and_then(|c| c.api.auth.tls.as_ref()).map(|t| t.cert_file.clone());
         let trusted = match (&args.certificate_authority, agent_cert) {
             (Some(path), _) => Some(("--certificate-authority", path.clone())),
             (None, Some(path)) => Some(("tlsCertFile of the agent config", path)),

@@ -37,10 +37,10 @@ fn resolve(args: &[&str], yaml: &str) -> Result<Config, crate::config::Error> {
 #[test]
 fn n1_nothing_configured_keeps_the_earlier_behaviour() {
     let c = resolve(&[], "").unwrap();
-    assert_eq!(c.auth.access, Access::default());
-    assert_eq!(c.auth.access.authorization, Authorization::AlwaysAllow);
-    assert!(!c.auth.access.anonymous);
-    assert_eq!(c.auth.access.token_webhook, None);
+    assert_eq!(c.api.auth.access, Access::default());
+    assert_eq!(c.api.auth.access.authorization, Authorization::AlwaysAllow);
+    assert!(!c.api.auth.access.anonymous);
+    assert_eq!(c.api.auth.access.token_webhook, None);
 }
 
 /// N1: KubeletConfiguration's `authentication` and `authorization` blocks, kubelet's
@@ -53,9 +53,9 @@ fn n1_kubelet_configuration_blocks() {
           \x20 webhook: {enabled: true}\n  anonymous: {enabled: true}\n\
         authorization:\n  mode: Webhook\n";
     let c = resolve(&[], yaml).unwrap();
-    assert_eq!(c.auth.client_ca_file.as_deref(), Some(Path::new("/etc/kubernetes/pki/ca.crt")));
+    assert_eq!(c.api.auth.client_ca_file.as_deref(), Some(Path::new("/etc/kubernetes/pki/ca.crt")));
     assert_eq!(
-        c.auth.access,
+        c.api.auth.access,
         Access {
             anonymous: true,
             token_webhook: Some(Duration::from_secs(120)),
@@ -68,9 +68,9 @@ fn n1_kubelet_configuration_blocks() {
     let yaml = "kubeconfig: /k\nauthentication:\n  webhook: {enabled: true, cacheTTL: 10s}\n\
         authorization:\n  mode: Webhook\n  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 0s}\n";
     let c = resolve(&[], yaml).unwrap();
-    assert_eq!(c.auth.access.token_webhook, Some(Duration::from_secs(10)));
+    assert_eq!(c.api.auth.access.token_webhook, Some(Duration::from_secs(10)));
     assert_eq!(
-        c.auth.access.authorization,
+        c.api.auth.access.authorization,
         Authorization::Webhook {
             authorized_ttl: Duration::from_secs(60),
             unauthorized_ttl: Duration::ZERO
@@ -94,9 +94,9 @@ fn n1_kubelet_flags_over_the_file() {
         yaml,
     )
     .unwrap();
-    assert!(!c.auth.access.anonymous);
-    assert_eq!(c.auth.access.token_webhook, Some(Duration::from_secs(60)));
-    assert_eq!(c.auth.access.authorization, Authorization::AlwaysAllow);
+    assert!(!c.api.auth.access.anonymous);
+    assert_eq!(c.api.auth.access.token_webhook, Some(Duration::from_secs(60)));
+    assert_eq!(c.api.auth.access.authorization, Authorization::AlwaysAllow);
 
     let c = resolve(
         &[
@@ -114,10 +114,10 @@ fn n1_kubelet_flags_over_the_file() {
         "",
     )
     .unwrap();
-    assert!(c.auth.access.anonymous);
-    assert_eq!(c.auth.access.token_webhook, Some(Duration::from_secs(120)));
+    assert!(c.api.auth.access.anonymous);
+    assert_eq!(c.api.auth.access.token_webhook, Some(Duration::from_secs(120)));
     assert_eq!(
-        c.auth.access.authorization,
+        c.api.auth.access.authorization,
         Authorization::Webhook {
             authorized_ttl: Duration::from_secs(120),
             unauthorized_ttl: Duration::from_secs(5)

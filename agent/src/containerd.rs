@@ -1,4 +1,4 @@
-//! containerd for `outpost run`: chosen (a socket to connect to, or one the agent starts),
+//! containerd for the agent: chosen (a socket to connect to, or one the agent starts),
 //! connected with backoff, and shared with every part that needs it once it answers.
 
 use std::path::PathBuf;
@@ -11,23 +11,29 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Error;
-use super::task::{Stop, Task};
-use crate::api::runtime::{self as api_runtime, RuntimeSlot};
-use crate::api::status::RuntimeInfo;
-use crate::config::{Config, ShimGrouping};
+use crate::config::values::ShimGrouping;
 use crate::error_chain::describe;
 use crate::runtime::Containerd;
-use crate::runtime::exec::Execs;
 use crate::runtime::managed::{self, Choice, ManagedContainerd};
 use crate::status::RuntimeReady;
+use crate::task::{Stop, Task};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Managed(#[from] managed::Error),
+    #[error(transparent)]
+    Containerd(#[from] crate::runtime::containerd::Error),
+}
+
+pub use crate::config::containerd::Config;
 
 /// How long the managed containerd may take to stop at the agent's exit.
 const MANAGED_STOP: Duration = Duration::from_secs(30);
 
 /// Where containerd is: its socket, or the binary the agent runs it with.
 #[derive(Debug, Clone)]
-pub(super) struct Placement {
+pub struct Placement {
     choice: Choice,
     /// The `containerd` binary, for [`Choice::Managed`].
     binary: PathBuf,
@@ -35,27 +41,25 @@ pub(super) struct Placement {
 
 impl Placement {
     /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
-    pub(super) fn choose(config: &Config) -> Placement {
+    pub fn choose(config: &Config) -> Placement {
         let binary = managed::find_binary();
-        let choice = managed::choose(
-            config.containerd.choice(),
-            config.containerd_socket.exists(),
-            binary.is_some(),
-        );
+        let choice =
+            managed::choose(config.mode.choice(), config.socket.exists(), binary.is_some());
         // Without a binary, starting it fails with the error that says so.
         Placement { choice, binary: binary.unwrap_or_else(|| PathBuf::from("containerd")) }
     }
 
-    /// What `/status` says of the runtime.
-    pub(super) fn info(&self, config: &Config) -> RuntimeInfo {
-        RuntimeInfo {
-            socket: match self.choice {
-                Choice::External => config.containerd_socket.clone(),
-                Choice::Managed => self.managed_options(config).socket(),
-            },
-            namespace: config.containerd_namespace.clone(),
-            managed: self.choice == Choice::Managed,
+    /// The socket the agent connects to.
+    pub fn socket(&self, config: &Config) -> PathBuf {
+        match self.choice {
+            Choice::External => config.socket.clone(),
+            Choice::Managed => self.managed_options(config).socket(),
         }
+    }
+
+    /// Whether the agent runs containerd itself.
+    pub fn is_managed(&self) -> bool {
+        self.choice == Choice::Managed
     }
 
     /// The managed containerd's options: its data under the state dir, sockets under the
@@ -69,41 +73,49 @@ impl Placement {
 
 /// containerd once connected, for the parts that wait for it.
 #[derive(Debug, Clone)]
-pub(super) struct Connection(watch::Receiver<Option<Containerd>>);
+pub struct Connection(watch::Receiver<Option<Containerd>>);
 
 impl Connection {
     /// containerd, once it answers; `None` if it never will (the node shut down first,
     /// or the connection task failed, which ends the agent).
-    pub(super) async fn connected(mut self) -> Option<Containerd> {
+    pub async fn connected(mut self) -> Option<Containerd> {
         self.0.wait_for(Option::is_some).await.ok().and_then(|connected| connected.clone())
     }
 }
 
 /// What the connection announces, and to whom.
-#[derive(Debug)]
-pub(super) struct Deps {
-    pub(super) ready: RuntimeReady,
+pub struct Deps {
+    pub ready: RuntimeReady,
     /// containerd's version, once connected (the Node's nodeInfo).
-    pub(super) version: Arc<OnceLock<String>>,
-    /// Where the local API finds the container runtime (`/exec`, `/run`, `/containerLogs`).
-    pub(super) runtime_slot: RuntimeSlot,
+    pub version: Arc<OnceLock<String>>,
+    /// Told once containerd answers, before anything waiting on the connection (the
+    /// local API's `/exec`, `/run` and `/containerLogs` find it so).
+    pub connected: Box<dyn FnOnce(&Containerd) + Send>,
     /// A node shutdown before containerd answered: there are no pods to stop.
-    pub(super) stop_pods: CancellationToken,
+    pub stop_pods: CancellationToken,
 }
 
-/// The `containerd` task: starts containerd if it is the agent's to run, connects
-/// (retrying until it answers), announces it, and at the agent's exit stops the managed
-/// containerd (its containers keep running: shims outlive containerd).
-pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Connection, Task) {
+impl std::fmt::Debug for Deps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deps").field("version", &self.version).finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// The `containerd` task: starts containerd if it is the agent's to run, connects
+    /// (retrying until it answers), announces it, and at the agent's exit stops the
+    /// managed containerd (its containers keep running: shims outlive containerd).
+    pub fn build(self, placement: &Placement, deps: Deps) -> (Connection, Task) {
+        let managed =
+            (placement.choice == Choice::Managed).then(|| placement.managed_options(&self));
+        connect(self, managed, deps)
+    }
+}
+
+fn connect(config: Config, managed: Option<managed::Options>, deps: Deps) -> (Connection, Task) {
     let (connected, connection) = watch::channel(None);
     let stop = CancellationToken::new();
-    let managed = (placement.choice == Choice::Managed).then(|| placement.managed_options(config));
-    let (socket, namespace) =
-        (config.containerd_socket.clone(), config.containerd_namespace.clone());
-    let exec_dir = config.run_dir.join("exec");
-    let shim_grouping = config.shim_grouping;
-    let pods_dir = config.run_dir.join("pods");
-    let io_dir = config.run_dir.join("io");
+    let Config { socket, namespace, shim_grouping, .. } = config;
     let stopped = stop.clone();
     let task = async move {
         let (socket, managed) = match managed {
@@ -129,12 +141,7 @@ pub(super) fn build(config: &Config, placement: Placement, deps: Deps) -> (Conne
             }
         };
         deps.ready.store(true, Ordering::Relaxed);
-        deps.runtime_slot.set(api_runtime::Runtime {
-            execs: Execs::new(containerd.clone(), exec_dir),
-            containerd: containerd.clone(),
-            pods_dir,
-            io_dir,
-        });
+        (deps.connected)(&containerd);
         match containerd.version().await {
             Ok(v) => {
                 info!(socket = %socket.display(), version = v.version, "connected to containerd");

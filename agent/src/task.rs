@@ -1,6 +1,6 @@
 //! The agent's long-running tasks: each named, spawned in one list, and stopped in that
-//! list's order (linkerd's shape: every component's `build` returns its handle and its
-//! task; the root only spawns and supervises them).
+//! list's order (linkerd's shape: every component's `Config::build` returns its handle
+//! and its task; the root, `commands::run`, only wires, spawns and supervises them).
 
 use std::time::Duration;
 
@@ -9,12 +9,25 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
 
-use super::Error;
 use crate::error_chain::describe;
+
+/// How a task ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The task's own error, as its component made it.
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+    #[error("the agent's {task} task panicked")]
+    Panicked {
+        task: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
 
 /// How a task is stopped when the agent shuts down.
 #[derive(Debug, Clone)]
-pub(super) enum Stop {
+pub enum Stop {
     /// Dropped where it is: it holds nothing that must be finished.
     Abort,
     /// Given up to this long to end by itself (the tasks before it in the list are
@@ -26,7 +39,7 @@ pub(super) enum Stop {
 
 /// What a task's end means for the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
+pub enum Role {
     /// Its end, with its result, is the agent's (the pod workers, a dry run's printer).
     Main,
     /// Its end is logged and the agent goes on without it, unless it failed: a task's
@@ -35,38 +48,43 @@ pub(super) enum Role {
 }
 
 /// A named long-running part of the agent, not yet spawned.
-pub(super) struct Task {
-    pub(super) name: &'static str,
-    pub(super) role: Role,
-    pub(super) stop: Stop,
+pub struct Task {
+    pub name: &'static str,
+    pub role: Role,
+    pub stop: Stop,
     future: BoxFuture<'static, Result<(), Error>>,
 }
 
 impl Task {
-    pub(super) fn new(
+    pub fn new<E>(
         name: &'static str,
-        future: impl Future<Output = Result<(), Error>> + Send + 'static,
-    ) -> Task {
+        future: impl Future<Output = Result<(), E>> + Send + 'static,
+    ) -> Task
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let future = async move { future.await.map_err(|e| Error::Failed(Box::new(e))) };
         Task { name, role: Role::Helper, stop: Stop::Abort, future: Box::pin(future) }
     }
 
     /// A task whose end has no result of its own.
-    pub(super) fn infallible(
+    pub fn infallible(
         name: &'static str,
         future: impl Future<Output = ()> + Send + 'static,
     ) -> Task {
-        Task::new(name, async move {
+        let future = async move {
             future.await;
             Ok(())
-        })
+        };
+        Task { name, role: Role::Helper, stop: Stop::Abort, future: Box::pin(future) }
     }
 
-    pub(super) fn main(mut self) -> Task {
+    pub fn main(mut self) -> Task {
         self.role = Role::Main;
         self
     }
 
-    pub(super) fn stop(mut self, stop: Stop) -> Task {
+    pub fn stop(mut self, stop: Stop) -> Task {
         self.stop = stop;
         self
     }
@@ -82,6 +100,7 @@ impl std::fmt::Debug for Task {
     }
 }
 
+#[derive(Debug)]
 struct Running {
     name: &'static str,
     role: Role,
@@ -90,13 +109,14 @@ struct Running {
 }
 
 /// The spawned tasks, in their shutdown order.
-pub(super) struct Tasks {
+#[derive(Debug)]
+pub struct Tasks {
     running: Vec<Running>,
 }
 
 impl Tasks {
     /// Spawns every task, each in a span named after it.
-    pub(super) fn spawn(tasks: Vec<Task>) -> Tasks {
+    pub fn spawn(tasks: Vec<Task>) -> Tasks {
         let running = tasks
             .into_iter()
             .map(|task| {
@@ -113,7 +133,7 @@ impl Tasks {
     }
 
     /// The main tasks, by name, while they run (systemd's watchdog is fed while none ended).
-    pub(super) fn main_tasks(&self) -> Vec<(&'static str, AbortHandle)> {
+    pub fn main_tasks(&self) -> Vec<(&'static str, AbortHandle)> {
         self.running
             .iter()
             .filter(|task| task.role == Role::Main)
@@ -122,7 +142,7 @@ impl Tasks {
     }
 
     /// Adds a task that is stopped before all the others (the watchdog's feeder).
-    pub(super) fn spawn_first(&mut self, task: Task) {
+    pub fn spawn_first(&mut self, task: Task) {
         let mut spawned = Tasks::spawn(vec![task]);
         self.running.splice(0..0, spawned.running.drain(..));
     }
@@ -130,7 +150,7 @@ impl Tasks {
     /// Waits until a main task ends or any task fails, and returns its result. Helpers
     /// that end well are logged and forgotten. With nothing left to wait for, waits
     /// forever.
-    pub(super) async fn main_ended(&mut self) -> Result<(), Error> {
+    pub async fn main_ended(&mut self) -> Result<(), Error> {
         loop {
             let waiting: Vec<(usize, &mut JoinHandle<Result<(), Error>>)> = self
                 .running
@@ -146,7 +166,7 @@ impl Tasks {
             let task = &mut self.running[indices[which]];
             task.handle = None;
             let result = ended
-                .map_err(|source| Error::Task { task: task.name, source })
+                .map_err(|source| Error::Panicked { task: task.name, source })
                 .and_then(|result| result);
             match (task.role, result) {
                 (Role::Helper, Ok(())) => info!(task = task.name, "task done"),
@@ -161,21 +181,21 @@ impl Tasks {
 
     /// Waits for the named task to end by itself, and returns its result (a node
     /// shutdown's pods stopped first).
-    pub(super) async fn join(&mut self, name: &str) -> Result<(), Error> {
+    pub async fn join(&mut self, name: &str) -> Result<(), Error> {
         let Some(task) = self.running.iter_mut().find(|task| task.name == name) else {
             return Ok(());
         };
         match task.handle.take() {
             Some(handle) => handle
                 .await
-                .map_err(|source| Error::Task { task: task.name, source })
+                .map_err(|source| Error::Panicked { task: task.name, source })
                 .and_then(|result| result),
             None => Ok(()),
         }
     }
 
     /// Stops every task still running, one after the other in the list's order.
-    pub(super) async fn stop(self) {
+    pub async fn stop(self) {
         for task in self.running {
             let Some(mut handle) = task.handle else { continue };
             let limit = match task.stop {

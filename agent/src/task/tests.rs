@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::Error;
 use super::{Stop, Task, Tasks};
-use crate::commands::run::Error;
 
 /// The order in which tasks said they stopped, as `(name, how)`.
 type Log = Arc<Mutex<Vec<(&'static str, &'static str)>>>;
@@ -28,8 +28,8 @@ fn forever(name: &'static str, log: &Log) -> Task {
     })
 }
 
-fn failure() -> Error {
-    Error::Stdout(std::io::Error::other("scripted"))
+fn failure() -> std::io::Error {
+    std::io::Error::other("scripted")
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,7 +81,7 @@ async fn a_main_tasks_end_is_the_agents() {
         forever("helper", &log),
         Task::new("main", async {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok(())
+            Ok::<(), std::io::Error>(())
         })
         .main(),
     ];
@@ -94,16 +94,16 @@ async fn a_main_tasks_end_is_the_agents() {
 #[tokio::test(start_paused = true)]
 async fn a_helper_that_ends_well_is_forgotten_and_one_that_fails_ends_the_agent() {
     let tasks = vec![
-        Task::new("done", async { Ok(()) }),
+        Task::new("done", async { Ok::<(), std::io::Error>(()) }),
         Task::new("fails", async {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Err(failure())
         }),
-        Task::new("main", std::future::pending()).main(),
+        Task::new("main", std::future::pending::<Result<(), std::io::Error>>()).main(),
     ];
     let mut tasks = Tasks::spawn(tasks);
     let ended = tasks.main_ended().await;
-    assert!(matches!(ended, Err(Error::Stdout(_))), "{ended:?}");
+    assert!(matches!(&ended, Err(Error::Failed(e)) if e.to_string() == "scripted"), "{ended:?}");
     tasks.stop().await;
 }
 
@@ -112,7 +112,7 @@ async fn a_panic_names_its_task() {
     let tasks = vec![Task::infallible("panics", async { panic!("scripted") })];
     let mut tasks = Tasks::spawn(tasks);
     match tasks.main_ended().await {
-        Err(Error::Task { task, source }) => {
+        Err(Error::Panicked { task, source }) => {
             assert_eq!(task, "panics");
             assert!(source.is_panic());
         }
@@ -126,7 +126,7 @@ async fn join_waits_for_the_named_task_and_stop_skips_it() {
     let tasks = vec![
         Task::new("pod_workers", async {
             tokio::time::sleep(Duration::from_secs(7)).await;
-            Ok(())
+            Ok::<(), std::io::Error>(())
         })
         .main()
         .stop(Stop::Drain(Duration::from_secs(10))),

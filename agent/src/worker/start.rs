@@ -1,0 +1,332 @@
+//! The pod workers as the agent starts them: once containerd answers and the images
+//! dir's tarballs are in, the node's cgroups and CNI are set up and the workers take the
+//! merge's batches. The node logger's task lives here too: the containers' output goes
+//! through it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use outpost_core::admission::NodeFacts;
+use outpost_core::backoff::Backoff;
+use outpost_core::lifecycle::CrashLoopConfig;
+use outpost_core::node_status;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::apiserver::Recorder;
+use crate::config::node::Node;
+use crate::config::node_resources::NodeResources;
+use crate::config::values::{ContainerLogger, OciRuntime, ShimGrouping};
+use crate::containerd::Connection;
+use crate::error_chain::describe;
+use crate::gc;
+use crate::objects::{Changes, Objects};
+use crate::podconfig::Batch;
+use crate::runtime::cgroups::PodCgroups;
+use crate::runtime::cni::{Cni, CniConfig};
+use crate::runtime::image::credentials::{self, Keyring};
+use crate::runtime::image::pull::PullOptions;
+use crate::runtime::logs;
+use crate::runtime::node_logger::NodeLogger;
+use crate::runtime::spec;
+use crate::status::StatusStore;
+use crate::task::{Stop, Task};
+use crate::worker::images_dir::ImagesReady;
+use crate::worker::metrics::Metrics;
+use crate::worker::{self, Runtime, Settings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read the image credentials file {}", path.display())]
+    CredentialsFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("image credentials file {}", path.display())]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: credentials::Error,
+    },
+    #[error(
+        "the OCI runtime {name} is not installed (no {name} on PATH); install it (Debian: apt-get install {name}) or set runtime: runc"
+    )]
+    OciRuntime { name: &'static str },
+    #[error(
+        "crun cannot run containers on this host: its cgroups are hybrid (v1 hierarchies and a v2 one at /sys/fs/cgroup/unified) and the v2 one holds controllers ({controllers}), which crun does not support; mount those controllers as v1 hierarchies, boot with cgroup v2 only, or set runtime: runc"
+    )]
+    CrunHybridCgroups { controllers: String },
+    #[error(
+        "cannot set up the pods' cgroups (the pods cgroup and its QoS classes); the agent needs \
+         root and the cgroup hierarchies mounted under /sys/fs/cgroup"
+    )]
+    Cgroups(#[source] crate::runtime::cgroups::Error),
+    #[error(transparent)]
+    Prober(#[from] crate::worker::probe::Error),
+}
+
+pub use crate::config::pods::Config;
+
+/// When the agent exits and leaves the pods running, how long the pod workers may take
+/// to finish what they were doing.
+const LEAVE_WAIT: Duration = Duration::from_secs(10);
+
+/// What the pod workers work with.
+#[derive(Debug)]
+pub struct Deps {
+    /// This executable: pod-init, and the container logger where the small one is not
+    /// installed.
+    pub exe: PathBuf,
+    /// The node logger, run from the container logger the shims run too
+    /// ([`container_logger`]); shared with the `node_logger` task.
+    pub node_logger: NodeLogger,
+    pub batches: mpsc::Receiver<Batch>,
+    pub connection: Connection,
+    pub images: ImagesReady,
+    pub statuses: StatusStore,
+    pub events: Recorder,
+    /// The BPF programs, if loaded.
+    pub ebpf: crate::ebpf::Handle,
+    /// The API objects API pods refer to, and their changes.
+    pub objects: Objects,
+    pub changes: Changes,
+    /// The eviction manager's choices (E2).
+    pub evictions: worker::Evictions,
+    pub gc: gc::Handle,
+    /// The pods' cgroups: the pods and QoS cgroups are made before any pod runs.
+    pub cgroups: Arc<PodCgroups>,
+    /// Cancelled on a node shutdown with `--stop-pods-on-shutdown`: every pod stops.
+    pub stop_pods: CancellationToken,
+    /// The node as admission sees it (K4).
+    pub node: Option<tokio::sync::watch::Receiver<outpost_core::node_admission::Node>>,
+    /// The pods cgroup's limits (node allocatable) and the cgroup layout.
+    pub resources: NodeResources,
+    /// One shim per pod or one for the node (containerd's config).
+    pub shim_grouping: ShimGrouping,
+    /// Graceful node shutdown's priority groups (J3): the pods' stop order.
+    pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
+}
+
+impl Config {
+    /// The admission facts of this node that the pods' specs are held against.
+    pub fn facts(&self, apparmor_enabled: bool) -> NodeFacts {
+        NodeFacts {
+            apparmor_enabled,
+            allowed_unsafe_sysctls: self.allowed_unsafe_sysctls.clone(),
+            policy: self.admission_policy.clone(),
+            cluster_dns: !self.dns.cluster_dns.is_empty(),
+        }
+    }
+
+    /// The `pod_workers` task. Its end is the agent's: with the merge gone the workers
+    /// finish what is under way (a replaced container's removal, a task's reaping) and
+    /// end, pods still running.
+    pub fn build(self, node: &Node, deps: Deps, metrics: Metrics) -> Result<Task, Error> {
+        let keyring = keyring(self.image_credentials_file.as_deref())?;
+        let runtime_binary = runtime_binary(self.runtime)?;
+        let task = run(self, node.clone(), keyring, runtime_binary, deps, metrics);
+        Ok(Task::new("pod_workers", task).main().stop(Stop::Drain(LEAVE_WAIT)))
+    }
+}
+
+/// The pod workers, from containerd's answer to the merge's end.
+async fn run(
+    config: Config,
+    node: Node,
+    keyring: Keyring,
+    runtime_binary: Option<String>,
+    deps: Deps,
+    metrics: Metrics,
+) -> Result<(), Error> {
+    let Some(containerd) = deps.connection.connected().await else { return Ok(()) };
+    deps.images.wait().await;
+    let cni = Cni::new(CniConfig {
+        conf_dir: config.cni_conf_dir.clone(),
+        bin_dirs: config.cni_bin_dirs.clone(),
+        cache_dir: node.state_dir.join("cni"),
+    });
+    match cni.ensure_default_config() {
+        Ok(Some(path)) => {
+            info!(path = %path.display(), "no CNI network config found; wrote Outpost's default")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn!(error = %describe(&e), "cannot write the default CNI config; pods wait for one")
+        }
+    }
+    ensure_node_cgroups(&deps.resources, &deps.cgroups)?;
+    if let Some(warning) = config.dns.stub_warning() {
+        warn!("{warning}");
+    }
+    let mut node_labels = node.labels.clone();
+    let architecture = node_status::machine::go_arch(std::env::consts::ARCH);
+    node_labels.extend(node_status::well_known_labels(&node.name, architecture));
+    let settings = Settings {
+        node_name: node.name.clone(),
+        node_labels,
+        host_ip: node.ip,
+        state_dir: node.state_dir.clone(),
+        run_dir: node.run_dir.clone(),
+        pod_log_dir: node.pod_log_dir.clone(),
+        logger: deps.node_logger.binary().to_path_buf(),
+        container_logger: config.container_logger,
+        node_logger: deps.node_logger,
+        exe: deps.exe,
+        dns: config.dns.node(node.ip),
+        crash_loop: CrashLoopConfig::default(),
+        keyring,
+        pull: PullOptions::default(),
+        host_capabilities: spec::host_capabilities(
+            &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        ),
+        seccomp_profile_root: config.seccomp_profile_root.clone(),
+        facts: Arc::new(config.facts(crate::host::apparmor_enabled())),
+        objects: deps.objects,
+        gc: deps.gc,
+        cgroups: deps.cgroups,
+        shim_grouping: deps.shim_grouping,
+        runtime_binary,
+    };
+    let runtime =
+        Runtime::new(containerd, cni, settings, deps.statuses, deps.events, metrics, deps.ebpf)?;
+    let runtime = match deps.node {
+        Some(node) => runtime.with_node(node),
+        None => runtime,
+    };
+    let runtime = runtime.with_shutdown_groups(deps.shutdown_groups);
+    worker::run(Arc::new(runtime), deps.batches, deps.changes, deps.evictions, deps.stop_pods)
+        .await;
+    Ok(())
+}
+
+/// `--image-credentials-file`, read at start: a file that cannot be read or parsed stops
+/// the agent before any pull goes out without its credentials.
+fn keyring(path: Option<&Path>) -> Result<Keyring, Error> {
+    let Some(path) = path else { return Ok(Keyring::default()) };
+    let bytes = std::fs::read(path)
+        .map_err(|source| Error::CredentialsFile { path: path.to_owned(), source })?;
+    Keyring::from_docker_config(&bytes)
+        .map_err(|source| Error::Credentials { path: path.to_owned(), source })
+}
+
+/// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node
+/// allocatable with `enforceNodeAllocatable: [pods]`.
+fn ensure_node_cgroups(resources: &NodeResources, cgroups: &PodCgroups) -> Result<(), Error> {
+    let capacity = crate::host::capacity::capacity();
+    let pods = resources.reservation.pods_cgroup(&capacity, resources.enforce_pods);
+    cgroups.ensure_node(&pods).map_err(Error::Cgroups)?;
+    info!(
+        cgroup = cgroups.path(&resources.layout.pods()),
+        enforce_node_allocatable = resources.enforce_pods,
+        memory_limit = ?pods.memory_limit,
+        cpu_shares = pods.cpu_shares,
+        pids_limit = ?pods.pids_limit,
+        "pods cgroup ready"
+    );
+    Ok(())
+}
+
+/// The `node_logger` task: keeps the node logger running once one runs, and leaves it
+/// running when the agent exits (it outlives the agent). With `containerLogger: node` it
+/// starts the logger once containerd answers (no container runs before), or adopts the
+/// one that runs; with `container`, the first container with stdin starts it
+/// ([`NodeLogger::running`]).
+pub fn node_logger(config: &Config, logger: NodeLogger, connection: Connection) -> Task {
+    let on_demand = config.container_logger != ContainerLogger::Node;
+    Task::infallible("node_logger", async move {
+        if connection.connected().await.is_none() {
+            return;
+        }
+        if on_demand {
+            logger.running().await;
+        }
+        supervise(logger).await;
+    })
+}
+
+/// Keeps the node logger running (see [`node_logger`]).
+async fn supervise(logger: NodeLogger) {
+    const RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut backoff = RETRY;
+    loop {
+        match logger.ensure_running().await {
+            Ok((pid, true)) => {
+                info!(pid, socket = %logger.socket().display(), "started the node logger");
+                backoff.reset();
+            }
+            Ok((pid, false)) => {
+                info!(pid, socket = %logger.socket().display(), "adopted the running node logger");
+                backoff.reset();
+            }
+            Err(e) => {
+                // One logger per node: no herd to spread, so the nominal delay, unjittered.
+                let retry = backoff.next_delay(1.0);
+                warn!(error = %describe(&e), retry = ?retry, "cannot start the node logger");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        }
+        logger.watch().await;
+        warn!("the node logger ended; starting it again (it re-opens every container's output)");
+        tokio::time::sleep(RETRY.nominal()).await;
+    }
+}
+
+/// The container logger the shims will run ([`logs::logger_binary`]),
+/// said once.
+pub fn container_logger(exe: &Path) -> PathBuf {
+    let logger = logs::logger_binary(exe);
+    if logger == exe {
+        warn!(
+            exe = %exe.display(),
+            "outpost-container-log is not installed beside outpost: containers log through `outpost container-log`, which costs about 1.4 MiB more memory per container"
+        );
+    } else {
+        info!(logger = %logger.display(), "container logger");
+    }
+    logger
+}
+
+/// The OCI runtime's path for the shim, `None` for runc (the shim's own default); a
+/// runtime that is not installed stops the start.
+fn runtime_binary(runtime: OciRuntime) -> Result<Option<String>, Error> {
+    if runtime == OciRuntime::Runc {
+        return Ok(None);
+    }
+    let name = runtime.binary();
+    let path = outpost_host::on_path(name).ok_or(Error::OciRuntime { name })?;
+    let unified = std::fs::read_to_string(HYBRID_UNIFIED_CONTROLLERS).ok();
+    if let Some(controllers) = hybrid_controllers(unified.as_deref()) {
+        return Err(Error::CrunHybridCgroups { controllers });
+    }
+    info!(runtime = name, path = %path.display(), "containers run with this OCI runtime");
+    Ok(Some(path.to_string_lossy().into_owned()))
+}
+
+/// On a hybrid host (cgroup v1 hierarchies with the v2 one at `unified`), the controllers
+/// the v2 hierarchy holds.
+const HYBRID_UNIFIED_CONTROLLERS: &str = "/sys/fs/cgroup/unified/cgroup.controllers";
+
+/// The controllers a hybrid host's v2 hierarchy holds (its `cgroup.controllers`), if any:
+/// crun refuses to run containers there ("cgroups in hybrid mode not supported"), where
+/// runc does.
+fn hybrid_controllers(unified: Option<&str>) -> Option<String> {
+    let controllers = unified?.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!controllers.is_empty()).then_some(controllers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hybrid_controllers;
+
+    #[test]
+    fn crun_is_refused_only_where_the_hybrid_v2_hierarchy_holds_controllers() {
+        assert_eq!(hybrid_controllers(None), None, "pure v1 or pure v2");
+        assert_eq!(hybrid_controllers(Some("\n")), None, "hybrid, every controller on v1");
+        assert_eq!(hybrid_controllers(Some("hugetlb\n")).as_deref(), Some("hugetlb"));
+        assert_eq!(hybrid_controllers(Some("hugetlb misc\n")).as_deref(), Some("hugetlb misc"));
+    }
+}
