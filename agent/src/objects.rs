@@ -31,20 +31,23 @@ mod saved;
 mod services;
 mod token;
 mod watch;
+mod watches;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use outpost_core::claims::Claims;
 use outpost_core::pod::{self, FullName};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 use tracing::debug;
 
-use self::claiming::{apply, unclaim};
+use self::claiming::apply;
 use self::token::{Token, TokenKey};
+use self::watches::Watches;
 use crate::apiserver::{ApiClient, lock};
 use crate::checkpoint::Checkpoints;
 use crate::runtime::spec::claims;
@@ -114,34 +117,31 @@ enum Known {
     Absent,
 }
 
+/// A pod that claimed objects: its full name (changes are told by name) and what it
+/// refers to itself (its claim in [`State::claims`] adds what derives from that: the
+/// PersistentVolume of each bound claim, K3).
 #[derive(Debug)]
-struct Entry {
-    known: Known,
-    /// The pods (by UID) that refer to it.
-    claimants: BTreeSet<String>,
-    /// Its list+watch, while claimed (ConfigMaps and Secrets).
-    watch: Option<AbortHandle>,
-}
-
-/// A pod's claim: its full name (changes are told by name) and what it refers to.
-#[derive(Debug)]
-struct Claim {
+struct Claimant {
     name: FullName,
-    /// What the pod itself refers to.
     base: BTreeSet<Key>,
-    /// `base` and what is derived from it: the PersistentVolume of each bound claim (K3).
-    keys: BTreeSet<Key>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    objects: BTreeMap<Key, Entry>,
-    claims: HashMap<String, Claim>,
+    /// What is known of each claimed object, and of those the checkpoint kept that no
+    /// pod claimed yet.
+    objects: BTreeMap<Key, Known>,
+    /// Who claims which object.
+    claims: Claims<Key>,
+    /// The pods that claimed, by UID.
+    pods: HashMap<String, Claimant>,
     tokens: BTreeMap<TokenKey, Token>,
     /// The refresh timer of each token.
     timers: HashMap<TokenKey, AbortHandle>,
     /// K1: the Services of the pods' variables.
     services: services::Services,
+    /// Every list+watch running, objects' and Services'.
+    watches: Watches,
 }
 
 #[derive(Debug)]
@@ -192,8 +192,8 @@ impl Objects {
             .collect();
         let uid = pod::uid(pod).to_owned();
         let mut state = lock(&inner.state);
-        state.services.claim(inner, &uid, services::scopes(pod));
-        if state.claims.get(&uid).is_some_and(|claim| claim.base == base) {
+        state.claim_services(inner, &uid, services::scopes(pod));
+        if state.pods.get(&uid).is_some_and(|claimant| claimant.base == base) {
             return;
         }
         let dropped = apply(inner, &mut state, &uid, FullName::of(pod), base);
@@ -209,7 +209,7 @@ impl Objects {
     pub fn claim_services(&self, pod: &Pod) {
         let Some(inner) = &self.0 else { return };
         let uid = pod::uid(pod).to_owned();
-        lock(&inner.state).services.claim(inner, &uid, services::scopes(pod));
+        lock(&inner.state).claim_services(inner, &uid, services::scopes(pod));
     }
 
     /// The pod `uid` is gone: what only it referred to is no longer watched nor kept,
@@ -217,10 +217,13 @@ impl Objects {
     pub fn release(&self, uid: &str) {
         let Some(inner) = &self.0 else { return };
         let mut state = lock(&inner.state);
-        state.services.release(uid);
-        let Some(claim) = state.claims.remove(uid) else { return };
-        let keys: Vec<Key> = claim.keys.into_iter().collect();
-        unclaim(&mut state, uid, &keys);
+        let scopes = state.services.claims.release(uid);
+        state.apply_scopes(inner, scopes);
+        if state.pods.remove(uid).is_none() {
+            return;
+        }
+        let keys = state.claims.release(uid);
+        state.apply_objects(inner, keys);
         let tokens: Vec<TokenKey> = state.tokens.keys().filter(|k| k.uid == uid).cloned().collect();
         for key in tokens {
             state.tokens.remove(&key);
@@ -238,9 +241,9 @@ impl Objects {
         let Some(inner) = &self.0 else { return };
         let mut state = lock(&inner.state);
         let before = state.objects.len();
-        state.objects.retain(|_, entry| !entry.claimants.is_empty());
-        let claimed: BTreeSet<String> = state.claims.keys().cloned().collect();
-        state.tokens.retain(|key, _| claimed.contains(&key.uid));
+        let State { objects, claims, pods, tokens, .. } = &mut *state;
+        objects.retain(|key, _| claims.is_claimed(key));
+        tokens.retain(|key, _| pods.contains_key(&key.uid));
         let dropped = before - state.objects.len() + state.services.collect_garbage();
         drop(state);
         if dropped > 0 {
@@ -319,7 +322,7 @@ impl Inner {
         let deadline = tokio::time::Instant::now() + FIRST_ANSWER;
         loop {
             let answered = self.answered.notified();
-            let known = lock(&self.state).objects.get(key).map(|e| e.known.clone());
+            let known = lock(&self.state).objects.get(key).cloned();
             match known {
                 Some(Known::Present(object)) => return Resolution::Found(object),
                 Some(Known::Absent) => return Resolution::Absent,
@@ -347,7 +350,7 @@ impl Inner {
             Ok(None) => Known::Absent,
             Err(error) => {
                 debug!(object = %key, error = %crate::error_chain::describe(&error), "cannot get the object");
-                let kept = lock(&self.state).objects.get(key).map(|e| e.known.clone());
+                let kept = lock(&self.state).objects.get(key).cloned();
                 return match kept {
                     Some(Known::Present(object)) => Resolution::Found(object),
                     Some(Known::Absent) => Resolution::Absent,
@@ -380,22 +383,22 @@ impl Inner {
     /// Keeps what is now known of `key`; the pods that claim it, if that changed.
     fn keep(self: &Arc<Self>, key: &Key, known: Known) -> Option<Vec<FullName>> {
         let mut state = lock(&self.state);
-        let entry = state.objects.get_mut(key)?;
-        if entry.known == known {
+        let kept = state.objects.get_mut(key)?;
+        if *kept == known {
             return None;
         }
-        entry.known = known;
-        let uids: Vec<String> = entry.claimants.iter().cloned().collect();
+        *kept = known;
+        let uids: Vec<String> = state.claims.claimants(key).map(str::to_owned).collect();
         if key.kind == Kind::PersistentVolumeClaim {
             // K3: the claim's volume joins (or leaves) its claimants' claims.
             for uid in &uids {
-                let Some(claim) = state.claims.get(uid) else { continue };
-                let (name, base) = (claim.name.clone(), claim.base.clone());
+                let Some(claimant) = state.pods.get(uid) else { continue };
+                let (name, base) = (claimant.name.clone(), claimant.base.clone());
                 apply(self, &mut state, uid, name, base);
             }
         }
-        let names = uids.iter().filter_map(|uid| state.claims.get(uid));
-        Some(names.map(|claim| claim.name.clone()).collect())
+        let names = uids.iter().filter_map(|uid| state.pods.get(uid));
+        Some(names.map(|claimant| claimant.name.clone()).collect())
     }
 
     /// Writes the checkpoint of the state as it is now.
@@ -424,8 +427,8 @@ impl Inner {
 
     /// Tells the pod `uid` that something it refers to changed.
     fn tell(&self, uid: &str) {
-        if let Some(claim) = lock(&self.state).claims.get(uid) {
-            let _ = self.changes.send(claim.name.clone());
+        if let Some(claimant) = lock(&self.state).pods.get(uid) {
+            let _ = self.changes.send(claimant.name.clone());
         }
     }
 }

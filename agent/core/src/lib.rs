@@ -36,6 +36,7 @@ pub mod admission;
 pub mod backoff;
 pub mod bootstrap_token;
 pub mod certificates;
+pub mod claims;
 pub mod container_log;
 pub mod debounce;
 pub mod duration;

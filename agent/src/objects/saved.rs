@@ -1,7 +1,6 @@
 //! The objects' checkpoint (V3): what is known of every kept object, and the tokens, of
 //! one API server. Private (mode 0600): it holds Secrets and tokens.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
@@ -11,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::services::Scope;
 use super::token::{Token, TokenKey};
-use super::{Entry, Key, Known, State};
+use super::{Key, Known, State};
 use crate::checkpoint::Checkpoints;
 use crate::runtime::spec::projection::Object;
 
@@ -57,7 +56,7 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
                 persistent_volume_claim: None,
                 persistent_volume: None,
             };
-            match &entry.known {
+            match entry {
                 Known::Unknown | Known::Present(Object::Token(_)) => return None,
                 Known::Absent => {}
                 Known::Present(Object::ConfigMap(c)) => saved.config_map = Some(c.clone()),
@@ -120,8 +119,7 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
         } else {
             Known::Absent
         };
-        let entry = Entry { known, claimants: BTreeSet::new(), watch: None };
-        state.objects.insert(object.key, entry);
+        state.objects.insert(object.key, known);
     }
     state.tokens = saved.tokens.into_iter().collect();
     for (scope, services) in saved.services {

@@ -10,15 +10,15 @@
 //! been read (kubelet's "services have not yet been read at least once"); a static pod's
 //! takes what is known.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::Api;
 use outpost_core::backoff::Backoff;
+use outpost_core::claims::Claims;
 use serde::{Deserialize, Serialize};
-use tokio::task::AbortHandle;
 use tracing::{Instrument, debug, debug_span};
 
 use super::{FIRST_ANSWER, Inner, State};
@@ -57,16 +57,15 @@ pub(super) struct Watched {
     pub(super) read: bool,
     /// By name.
     pub(super) services: BTreeMap<String, Arc<Service>>,
-    /// The pods (by UID) that need it.
-    claimants: BTreeSet<String>,
-    watch: Option<AbortHandle>,
 }
 
 /// The scopes watched and who needs them.
 #[derive(Debug, Default)]
 pub(super) struct Services {
+    /// What is known of each claimed scope, and of those the checkpoint kept that no pod
+    /// claimed yet.
     pub(super) scopes: BTreeMap<Scope, Watched>,
-    claims: HashMap<String, BTreeSet<Scope>>,
+    pub(super) claims: Claims<Scope>,
 }
 
 /// Whether `pod` uses service links (`enableServiceLinks`, true unless false).
@@ -93,52 +92,11 @@ pub(super) fn scopes(pod: &Pod) -> BTreeSet<Scope> {
 }
 
 impl Services {
-    /// `uid` needs `scopes` (and no others): new scopes are watched, those nobody needs
-    /// any more are dropped. Whether anything changed.
-    pub(super) fn claim(&mut self, inner: &Arc<Inner>, uid: &str, scopes: BTreeSet<Scope>) -> bool {
-        let before = self.claims.get(uid).cloned().unwrap_or_default();
-        if before == scopes {
-            return false;
-        }
-        for scope in scopes.difference(&before) {
-            let watched = self.scopes.entry(scope.clone()).or_default();
-            watched.claimants.insert(uid.to_owned());
-            if watched.watch.is_none() {
-                let task = tokio::spawn(follow(inner.clone(), scope.clone()));
-                watched.watch = Some(task.abort_handle());
-            }
-        }
-        let dropped: Vec<Scope> = before.difference(&scopes).cloned().collect();
-        self.unclaim(uid, &dropped);
-        self.claims.insert(uid.to_owned(), scopes);
-        true
-    }
-
-    /// The pod `uid` is gone.
-    pub(super) fn release(&mut self, uid: &str) {
-        if let Some(scopes) = self.claims.remove(uid) {
-            let scopes: Vec<Scope> = scopes.into_iter().collect();
-            self.unclaim(uid, &scopes);
-        }
-    }
-
-    fn unclaim(&mut self, uid: &str, scopes: &[Scope]) {
-        for scope in scopes {
-            let Some(watched) = self.scopes.get_mut(scope) else { continue };
-            watched.claimants.remove(uid);
-            if watched.claimants.is_empty() {
-                if let Some(watch) = watched.watch.take() {
-                    watch.abort();
-                }
-                self.scopes.remove(scope);
-            }
-        }
-    }
-
     /// Drops what nobody claims (the checkpoint's leftovers); how many.
     pub(super) fn collect_garbage(&mut self) -> usize {
         let before = self.scopes.len();
-        self.scopes.retain(|_, watched| !watched.claimants.is_empty());
+        let claims = &self.claims;
+        self.scopes.retain(|scope, _| claims.is_claimed(scope));
         before - self.scopes.len()
     }
 
@@ -146,7 +104,7 @@ impl Services {
     pub(super) fn restore(&mut self, scope: Scope, services: Vec<Arc<Service>>) {
         let services =
             services.into_iter().filter_map(|s| Some((s.metadata.name.clone()?, s))).collect();
-        self.scopes.insert(scope, Watched { read: true, services, ..Watched::default() });
+        self.scopes.insert(scope, Watched { read: true, services });
     }
 
     /// Whether every one of `scopes` has been read.
@@ -193,7 +151,7 @@ impl Inner {
     async fn services_answer(self: &Arc<Self>, scope: &Scope, change: Change) {
         let told = {
             let mut state = lock(&self.state);
-            let State { services, claims, .. } = &mut *state;
+            let State { services, pods, .. } = &mut *state;
             let Some(watched) = services.scopes.get_mut(scope) else { return };
             let first = !watched.read;
             match change {
@@ -209,10 +167,11 @@ impl Inner {
                     watched.services.remove(&name);
                 }
             }
-            let uids: Vec<&String> =
-                if first && watched.read { watched.claimants.iter().collect() } else { Vec::new() };
+            let told = first && watched.read;
+            let uids: Vec<&str> =
+                if told { services.claims.claimants(scope).collect() } else { Vec::new() };
             uids.into_iter()
-                .filter_map(|uid| claims.get(uid))
+                .filter_map(|uid| pods.get(uid))
                 .map(|c| c.name.clone())
                 .collect::<Vec<_>>()
         };
@@ -243,7 +202,7 @@ fn kept(mut service: Service) -> Arc<Service> {
 }
 
 /// Follows `scope` until the task is aborted (when no pod needs it any more).
-async fn follow(inner: Arc<Inner>, scope: Scope) {
+pub(super) async fn follow(inner: Arc<Inner>, scope: Scope) {
     let kube = inner.client.kube().clone();
     let (namespace, field_selector) = match &scope {
         Scope::Master => (MASTER_NAMESPACE, Some(format!("metadata.name={MASTER_SERVICE}"))),

@@ -47,8 +47,8 @@ fn watched(objects: &Objects) -> Vec<(String, usize, bool)> {
     let state = lock(&objects.0.as_ref().unwrap().state);
     state
         .objects
-        .iter()
-        .map(|(k, e)| (k.name.clone(), e.claimants.len(), e.watch.is_some()))
+        .keys()
+        .map(|k| (k.name.clone(), state.claims.claimants(k).count(), state.watches.is_watching(k)))
         .collect()
 }
 
@@ -79,18 +79,13 @@ async fn v3_the_checkpoint_keeps_objects_and_tokens_of_the_same_server_only() {
         ("absent", Known::Absent),
         ("unknown", Known::Unknown),
     ] {
-        let entry = Entry { known, claimants: BTreeSet::new(), watch: None };
-        state.objects.insert(cm_key(name), entry);
+        state.objects.insert(cm_key(name), known);
     }
     let mut secret = Secret::default();
     secret.metadata.name = Some("s".into());
     let secret_key = Key { kind: Kind::Secret, namespace: "default".into(), name: "s".into() };
-    let entry = Entry {
-        known: Known::Present(Object::Secret(Arc::new(secret))),
-        claimants: BTreeSet::new(),
-        watch: None,
-    };
-    state.objects.insert(secret_key.clone(), entry);
+    let known = Known::Present(Object::Secret(Arc::new(secret)));
+    state.objects.insert(secret_key.clone(), known);
     let token_key = TokenKey {
         uid: "u1".into(),
         service_account: "default".into(),
@@ -104,19 +99,19 @@ async fn v3_the_checkpoint_keeps_objects_and_tokens_of_the_same_server_only() {
 
     let restored = saved::restore(&checkpoints, SERVER).await;
     let known: Vec<(String, Known)> =
-        restored.objects.iter().map(|(k, e)| (k.name.clone(), e.known.clone())).collect();
+        restored.objects.iter().map(|(k, known)| (k.name.clone(), known.clone())).collect();
     assert_eq!(
         known,
         [
             ("absent".into(), Known::Absent),
             ("present".into(), Known::Present(config_map("present", "v1"))),
-            ("s".into(), restored.objects[&secret_key].known.clone()),
+            ("s".into(), restored.objects[&secret_key].clone()),
         ],
         "what was unknown is not kept"
     );
-    assert!(matches!(restored.objects[&secret_key].known, Known::Present(Object::Secret(_))));
+    assert!(matches!(restored.objects[&secret_key], Known::Present(Object::Secret(_))));
     assert_eq!(restored.tokens.get(&token_key), Some(&token));
-    assert!(restored.objects.values().all(|e| e.claimants.is_empty() && e.watch.is_none()));
+    assert!(restored.claims.claimed().next().is_none() && restored.watches.len() == 0);
 
     let other = saved::restore(&checkpoints, "https://elsewhere:6443").await;
     assert!(other.objects.is_empty() && other.tokens.is_empty(), "another server's: not used");
@@ -129,9 +124,7 @@ async fn v3_restored_objects_answer_offline_and_unclaimed_ones_go_at_garbage_col
     let mut state = State::default();
     for name in ["kept", "stale"] {
         let known = Known::Present(config_map(name, "v1"));
-        state
-            .objects
-            .insert(cm_key(name), Entry { known, claimants: BTreeSet::new(), watch: None });
+        state.objects.insert(cm_key(name), known);
     }
     checkpoints.write_private(saved::CHECKPOINT, &saved::snapshot(SERVER, &state)).unwrap();
     let (objects, _changes) = Objects::start(client(SERVER), checkpoints).await;
@@ -168,13 +161,10 @@ async fn without_an_api_server_nothing_resolves() {
 fn claimed(objects: &Objects, key: &Key) -> Arc<Inner> {
     let inner = objects.0.clone().unwrap();
     let mut state = lock(&inner.state);
-    let claimants = BTreeSet::from(["u1".to_owned()]);
-    state.objects.insert(key.clone(), Entry { known: Known::Unknown, claimants, watch: None });
+    state.objects.insert(key.clone(), Known::Unknown);
+    state.claims.claim("u1", BTreeSet::from([key.clone()]));
     let name = FullName { namespace: "default".into(), name: "web-u1".into() };
-    state.claims.insert(
-        "u1".into(),
-        Claim { name, base: BTreeSet::from([key.clone()]), keys: BTreeSet::from([key.clone()]) },
-    );
+    state.pods.insert("u1".into(), Claimant { name, base: BTreeSet::from([key.clone()]) });
     drop(state);
     inner
 }
@@ -185,7 +175,7 @@ async fn told(changes: &mut Changes) -> Option<String> {
 }
 
 fn known(inner: &Inner, key: &Key) -> Option<Known> {
-    lock(&inner.state).objects.get(key).map(|e| e.known.clone())
+    lock(&inner.state).objects.get(key).cloned()
 }
 
 #[tokio::test(start_paused = true)]
@@ -251,7 +241,8 @@ fn bound_claim(name: &str, volume: &str) -> Object {
 
 fn keys(objects: &Objects) -> Vec<(Key, usize, bool)> {
     let state = lock(&objects.0.as_ref().unwrap().state);
-    state.objects.iter().map(|(k, e)| (k.clone(), e.claimants.len(), e.watch.is_some())).collect()
+    let claimants = |k| state.claims.claimants(k).count();
+    state.objects.keys().map(|k| (k.clone(), claimants(k), state.watches.is_watching(k))).collect()
 }
 
 /// K3, K5: claims and volumes are never watched (a node may only `get` them); what a
@@ -287,13 +278,10 @@ async fn k5_claims_and_volumes_are_got_not_watched_and_kept_for_offline_use() {
     inner.save().await;
     let restored = saved::restore(&Checkpoints::new(dir.path()), SERVER).await;
     assert!(matches!(
-        restored.objects[&claim_key].known,
+        restored.objects[&claim_key],
         Known::Present(Object::PersistentVolumeClaim(_))
     ));
-    assert!(matches!(
-        restored.objects[&volume_key].known,
-        Known::Present(Object::PersistentVolume(_))
-    ));
+    assert!(matches!(restored.objects[&volume_key], Known::Present(Object::PersistentVolume(_))));
     // The server is unreachable: what was kept is used.
     assert!(matches!(
         inner.object(&volume_key).await,
