@@ -6,6 +6,7 @@
 //! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
 //! - [`mirror`]: mirror pods (R1–R5): their content and the plan that keeps them.
+//! - [`source`]: the file, URL and push sources' decisions (state machines), and what a source tells the merge.
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
@@ -59,4 +60,5 @@ pub mod probe;
 pub mod qos;
 pub mod quantity;
 pub mod resource_config;
+pub mod source;
 pub mod status_queue;
