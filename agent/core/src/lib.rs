@@ -26,6 +26,7 @@
 //! - [`node_labels`]: `--node-labels` checked as kubelet checks them (K5).
 //! - [`node_shutdown`]: graceful node shutdown (J3): priority groups, their order and grace periods.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
+//! - [`stats`]: the node's stats and kubelet's metrics (N2) from a reading: the Summary API, rates, text formats.
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
 //! - [`error_chain`]: one line for an error and its causes (logs, `/readyz`, the CLI).
 //!
@@ -61,4 +62,5 @@ pub mod qos;
 pub mod quantity;
 pub mod resource_config;
 pub mod source;
+pub mod stats;
 pub mod status_queue;
