@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use outpost_core::admission::Policy;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 pub use self::ring::Ring;
 pub use self::writer::{DataSource, KernelExec, Origin, Writer};
@@ -125,13 +124,6 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub writer: Writer,
-}
-
-/// A short content hash: `sha256:` and the first 16 hex digits.
-pub fn short_sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
 }
 
 /// Which entries a reader wants.

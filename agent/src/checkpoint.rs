@@ -57,6 +57,22 @@ pub enum Error {
     },
 }
 
+/// The error as the sources' machines take it (`outpost_core::source::checkpoint`): the
+/// path and what went wrong, in the same words.
+impl From<Error> for outpost_core::source::checkpoint::Error {
+    fn from(error: Error) -> Self {
+        use outpost_core::source::checkpoint::Error as Described;
+        match error {
+            Error::Write { path, source } => Described::Write { path, reason: source.to_string() },
+            Error::Read { path, source } => Described::Read { path, reason: source.to_string() },
+            Error::Corrupt { path, reason } => Described::Corrupt { path, reason },
+            Error::Encode { path, source } => {
+                Described::Encode { path, reason: source.to_string() }
+            }
+        }
+    }
+}
+
 /// The checkpoint directory. Cheap to clone; every method is blocking IO, so async
 /// callers use the `*_async` forms that run on the blocking pool.
 #[derive(Debug, Clone)]

@@ -6,33 +6,24 @@
 //! volumes. Nothing is sampled on a timer: each scrape reads, and CPU rates come from
 //! the previous scrape's reading ([`rates`]).
 //!
-//! - `summary`: the Summary API's shapes (pure).
-//! - `rates`: `usageNanoCores` from two readings, in a bounded cache (pure).
-//! - `procfs`: the `/proc` files parsed (pure).
-//! - `exposition`: the Prometheus text format kubelet writes, with timestamps (pure).
-//! - `resource`: `/metrics/resource` from a summary (pure).
-//! - `cadvisor`: `/metrics/cadvisor` from a reading (pure).
+//! - `outpost_core::stats`: what is made of a reading, with no IO: the Summary API's
+//!   shapes, the CPU rates, the `/proc` files parsed, `/metrics/resource`,
+//!   `/metrics/cadvisor` and `/runningpods`, and the text format kubelet writes.
 //! - `gather`: the reading (IO).
 
-pub mod cadvisor;
-pub mod exposition;
 mod gather;
-pub mod procfs;
-pub mod rates;
-pub mod resource;
-pub mod running;
-pub mod summary;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use k8s_openapi::jiff::Timestamp;
+use outpost_core::stats::{Reading, rates};
+
 use crate::podconfig::SnapshotHandle;
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::PodCgroups;
 use crate::status::StatusStore;
-
-pub use self::gather::{ContainerMeta, PodMeta, Reading};
 
 /// What the stats are read from.
 #[derive(Debug, Clone, Default)]
@@ -131,7 +122,7 @@ impl Stats {
             Ok(reading) => reading,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the node's stats failed");
-                Reading::failed(&self.0.sources.node_name)
+                Reading::failed(&self.0.sources.node_name, Timestamp::now())
             }
         }
     }

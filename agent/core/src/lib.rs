@@ -6,6 +6,7 @@
 //! - [`pod`]: pod identity, the annotations kubelet stamps, and precomputed fingerprints.
 //! - [`merge`]: the `PodStore`, kubelet's PodConfig/podStorage contract (M1–M11).
 //! - [`mirror`]: mirror pods (R1–R5): their content and the plan that keeps them.
+//! - [`source`]: the file, URL and push sources' decisions (state machines), and what a source tells the merge.
 //! - [`lifecycle`]: restart policy, CrashLoopBackOff, pod phase, defaults the API server applies.
 //! - [`pod_worker`]: a pod worker's decisions, a pure state machine the agent's executor drives.
 //! - [`probe`]: probes and lifecycle hooks resolved to handlers; each container's probe schedule and results.
@@ -25,6 +26,7 @@
 //! - [`node_labels`]: `--node-labels` checked as kubelet checks them (K5).
 //! - [`node_shutdown`]: graceful node shutdown (J3): priority groups, their order and grace periods.
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
+//! - [`stats`]: the node's stats and kubelet's metrics (N2) from a reading: the Summary API, rates, text formats.
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
 //! - [`error_chain`]: one line for an error and its causes (logs, `/readyz`, the CLI).
 //!
@@ -60,4 +62,6 @@ pub mod probe;
 pub mod qos;
 pub mod quantity;
 pub mod resource_config;
+pub mod source;
+pub mod stats;
 pub mod status_queue;

@@ -19,6 +19,8 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
+use outpost_core::source::push::Error as Refusal;
+use outpost_core::source::short_sha256;
 use serde::Serialize;
 
 use super::auth::{Authorized, Method as Credential, Peer};
@@ -97,7 +99,7 @@ async fn put(
         };
         Problem::new(status, error)
     })?;
-    let sha256 = audit::short_sha256(&body);
+    let sha256 = short_sha256(&body);
     let (summary, change) = handle.put(&key, body).await.map_err(problem)?;
     let pods = handle.pods(&key);
     let refusals = state.audit.refusals(ManifestSource::Push, pods.iter().map(|p| &**p));
@@ -140,7 +142,7 @@ async fn show(
     let handle = handle(&state)?;
     let Path(key) = key.map_err(path_problem)?;
     push::validate_key(&key).map_err(problem)?;
-    handle.summary(&key).map(Json).ok_or_else(|| problem(push::Error::NotFound { key }))
+    handle.summary(&key).map(Json).ok_or_else(|| problem(Refusal::NotFound { key }))
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<List>, Problem> {
@@ -190,15 +192,19 @@ fn path_problem(rejection: PathRejection) -> Problem {
 }
 
 /// The status for each kind of push error.
-fn problem(error: push::Error) -> Problem {
+fn problem(error: impl Into<push::Error>) -> Problem {
     use push::Error as E;
+    let error = error.into();
     let status = match &error {
         _ if error.is_too_large() => StatusCode::PAYLOAD_TOO_LARGE,
-        E::Key { .. } | E::Empty { .. } | E::Manifest { .. } | E::Duplicate { .. } => {
-            StatusCode::BAD_REQUEST
-        }
-        E::Conflict { .. } => StatusCode::CONFLICT,
-        E::NotFound { .. } => StatusCode::NOT_FOUND,
+        E::Refused(
+            Refusal::Key { .. }
+            | Refusal::Empty { .. }
+            | Refusal::Manifest { .. }
+            | Refusal::Duplicate { .. },
+        ) => StatusCode::BAD_REQUEST,
+        E::Refused(Refusal::Conflict { .. }) => StatusCode::CONFLICT,
+        E::Refused(Refusal::NotFound { .. }) => StatusCode::NOT_FOUND,
         E::Stopped { .. } => StatusCode::SERVICE_UNAVAILABLE,
         E::Checkpoint { .. } | E::Task { .. } | E::Restore { .. } => {
             StatusCode::INTERNAL_SERVER_ERROR
@@ -212,7 +218,7 @@ fn problem(error: push::Error) -> Problem {
     let details = error.details();
     let error = match &error {
         // The problems are listed in `details`; the message says what happened.
-        E::Manifest { key, errors } => format!(
+        E::Refused(Refusal::Manifest { key, errors }) => format!(
             "manifest {key} is rejected ({} problem{}), nothing changed: {}",
             errors.0.len(),
             if errors.0.len() == 1 { "" } else { "s" },

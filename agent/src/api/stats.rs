@@ -12,10 +12,11 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use outpost_core::stats::{cadvisor, exposition, resource, running, summary};
 use prometheus_client::registry::Registry;
 
 use super::AppState;
-use crate::stats::{Scope, Stats, cadvisor, exposition, resource, summary};
+use crate::stats::{Scope, Stats};
 
 /// What these endpoints read.
 #[derive(Debug, Clone, Default)]
@@ -84,5 +85,5 @@ async fn running_pods(State(state): State<AppState>) -> Response {
     let snap = state.snapshot.load();
     let statuses = state.statuses.all();
     let pods = snap.pods.iter().map(|(_, pod)| pod.as_ref());
-    axum::Json(crate::stats::running::pod_list(pods, &statuses)).into_response()
+    axum::Json(running::pod_list(pods, &statuses)).into_response()
 }

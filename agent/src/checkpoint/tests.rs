@@ -130,3 +130,19 @@ fn v3_a_private_checkpoint_is_readable_by_its_owner_only() {
     cps.write("api", &sample()).unwrap();
     assert_eq!(mode("api") & 0o600, 0o600);
 }
+
+#[test]
+fn the_sources_machines_see_the_error_in_the_same_words() {
+    let path = PathBuf::from("/var/lib/outpost/checkpoints/url.json");
+    let errors = [
+        Error::Write { path: path.clone(), source: io::Error::from_raw_os_error(libc::ENOSPC) },
+        Error::Read { path: path.clone(), source: io::Error::from_raw_os_error(libc::EACCES) },
+        Error::Corrupt { path: path.clone(), reason: "no header line".into() },
+        Error::Encode { path, source: serde_json::from_str::<u32>("x").expect_err("not a number") },
+    ];
+    for error in errors {
+        let shown = outpost_core::error_chain::describe(&error);
+        let described = outpost_core::source::checkpoint::Error::from(error);
+        assert_eq!(outpost_core::error_chain::describe(&described), shown);
+    }
+}

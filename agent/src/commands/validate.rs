@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use outpost_core::admission::{self, NodeFacts, Severity};
 use outpost_core::manifest::{self, Origin};
 use outpost_core::pod::{FullName, Source};
+use outpost_core::source::file::is_manifest_name;
 
 use crate::cli::AGENT_CONFIG;
 use crate::cli::ValidateArgs;
 use crate::config::{self, Config, Settings};
-use crate::source::file::{is_manifest_name, read_manifest};
+use crate::source::file::read_manifest;
 use crate::source::problems::located;
 
 /// What validation found.

@@ -6,14 +6,13 @@
 //! event, one file re-read. Every change yields a SET of the whole directory (as kubelet's
 //! file source does); the merge turns it into deltas cheaply.
 //!
-//! - `state`: the decisions, a pure state machine (`state::Machine::step`);
+//! - `outpost_core::source::file`: the decisions, a pure state machine (`Machine::step`);
 //! - this module: its executor, which performs the actions with the kernel watch and the
 //!   filesystem and feeds the results back;
+//! - `watch`: the kernel watches (fanotify, inotify);
 //! - `audited`: the audit log's side of the changes it acts on.
 
 mod audited;
-pub mod manifests;
-mod state;
 pub mod watch;
 
 use std::collections::VecDeque;
@@ -27,9 +26,11 @@ use k8s_openapi::jiff::Timestamp;
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
 use outpost_core::merge::SourceUpdate;
 use outpost_core::pod::Source;
+use outpost_core::source::file::{
+    Action, Change, Content, Found, Input, Link, Listing, Machine, Now, Target,
+};
 use tracing::{debug, info, warn};
 
-use self::state::{Action, Change, Content, Found, Input, Link, Listing, Machine, Now, Target};
 use self::watch::{Preference, Scope, WatchId, Watcher};
 use super::{EventStream, Freshness, SourceEvent};
 use crate::apiserver::events::{self, EventType, Recorder, reason};
@@ -54,21 +55,7 @@ pub struct Config {
     pub watcher: Preference,
 }
 
-/// S10: not a dotfile; `.yaml`, `.yml`, `.json` or no extension.
-pub fn is_manifest_name(name: &OsStr) -> bool {
-    let Some(name) = name.to_str() else {
-        return false;
-    };
-    if name.starts_with('.') || name.is_empty() {
-        return false;
-    }
-    match Path::new(name).extension().and_then(OsStr::to_str) {
-        None => true,
-        Some(ext) => matches!(ext, "yaml" | "yml" | "json"),
-    }
-}
-
-/// The manifest directory source: the executor of its state machine (`state::Machine`).
+/// The manifest directory source: the executor of its state machine ([`Machine`]).
 #[derive(Debug)]
 pub struct FileSource {
     machine: Machine,

@@ -15,9 +15,8 @@
 //! is pushed again or deleted; so is a key whose manifest decoded with warnings (logged
 //! once, when it is stored, and answered with the manifest).
 //!
-//! - `state`: the pushed manifests and their transitions, with no IO.
-
-mod state;
+//! - `outpost_core::source::push`: the pushed manifests and their transitions, with no IO;
+//! - this module: the executor, which checkpoints, publishes and sends them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,16 +24,15 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::manifest;
-use outpost_core::pod::{FullName, Source};
+use outpost_core::pod::Source;
+use outpost_core::source::push::{self as state, Checkpoint, Manifests, Problems, Put};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{Instrument, error, info, info_span, warn};
 
-use self::state::{Checkpoint, Manifests, Problems, Put};
-pub use self::state::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::metrics::SourceMetrics;
-use crate::source::{EventStream, Freshness, SourceEvent, problems};
+use crate::source::{EventStream, Freshness, SourceEvent};
+pub use outpost_core::source::push::{MAX_KEY_LEN, PodRef, Summary, validate_key};
 
 /// The checkpoint's name (`<state-dir>/checkpoints/push.json`).
 const CHECKPOINT: &str = "push";
@@ -43,24 +41,9 @@ const QUEUE: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "push key {key:?} {reason}; a key is 1 to 253 letters, digits, '.', '_' or '-', and not \".\", \"..\" or \"audit\""
-    )]
-    Key { key: String, reason: &'static str },
-    #[error("manifest {key}: the body is empty; to remove pushed pods, DELETE /manifests/{key}")]
-    Empty { key: String },
-    #[error("manifest {key} is rejected, nothing changed:\n{}", problems::error_lines(key, errors).join("\n"))]
-    Manifest { key: String, errors: manifest::Errors },
-    #[error(
-        "manifest {key} holds pod {pod} twice; each pod of a manifest needs its own namespace/name"
-    )]
-    Duplicate { key: String, pod: FullName },
-    #[error(
-        "manifest {key}: pod {pod} is already pushed under key {other}; delete /manifests/{other} first, or push the pod under {other}"
-    )]
-    Conflict { key: String, pod: FullName, other: String },
-    #[error("no manifest is pushed under key {key}")]
-    NotFound { key: String },
+    /// The key, the body or what the other keys hold refuses the change.
+    #[error(transparent)]
+    Refused(#[from] state::Error),
     #[error("manifest {key}: nothing changed: {source}")]
     Checkpoint {
         key: String,
@@ -98,15 +81,14 @@ impl Error {
     /// that are not about the manifest's content.
     pub fn details(&self) -> Vec<String> {
         match self {
-            Error::Manifest { key, errors } => problems::error_lines(key, errors),
+            Error::Refused(refusal) => refusal.details(),
             _ => Vec::new(),
         }
     }
 
     /// Whether the body was over the size limit (S8).
     pub fn is_too_large(&self) -> bool {
-        matches!(self, Error::Manifest { errors, .. }
-            if errors.0.iter().any(|e| matches!(e, manifest::Error::TooLarge { .. })))
+        matches!(self, Error::Refused(refusal) if refusal.is_too_large())
     }
 }
 
@@ -280,7 +262,7 @@ impl PushHandle {
         let mut writer = self.inner.writer.lock().await;
         let put = match prepared {
             Ok(pushed) => self.put_locked(key, pushed, &writer.tx).await,
-            Err(error) => Err(error),
+            Err(refusal) => Err(refusal.into()),
         };
         let changed = match &put {
             Ok((summary, _)) => match self.inner.current.load().get(key) {
@@ -290,7 +272,8 @@ impl PushHandle {
                     false
                 }
             },
-            Err(error) => writer.problems.rejected(key, error),
+            Err(Error::Refused(refusal)) => writer.problems.rejected(key, refusal),
+            Err(_) => false,
         };
         if changed {
             report(&writer).await;
@@ -316,7 +299,7 @@ impl PushHandle {
         let summary = next
             .get(key)
             .map(|pushed| Summary::of(key, pushed))
-            .ok_or_else(|| Error::NotFound { key: key.to_owned() })?;
+            .ok_or_else(|| state::Error::NotFound { key: key.to_owned() })?;
         self.store(key, tx, next).await?;
         info!(pods = summary.pods.len(), ?change, digest = %summary.digest, "manifest pushed");
         if !summary.warnings.is_empty() {
@@ -333,10 +316,10 @@ impl PushHandle {
         let mut writer = self.inner.writer.lock().await;
         let deleted = match self.inner.current.load().delete(key) {
             Ok((next, removed)) => self.store(key, &writer.tx, next).await.map(|()| removed),
-            Err(error) => Err(error),
+            Err(refusal) => Err(refusal.into()),
         };
         // A key deleted, or never stored, has no problem left to show.
-        let gone = matches!(deleted, Ok(_) | Err(Error::NotFound { .. }));
+        let gone = matches!(deleted, Ok(_) | Err(Error::Refused(state::Error::NotFound { .. })));
         if gone && writer.problems.removed(key) {
             report(&writer).await;
         }

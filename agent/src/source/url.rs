@@ -14,39 +14,37 @@
 //! the last good pods stay. A source that never got a good document stays "never seen"
 //! (M9) rather than claiming an empty set.
 //!
-//! - `state`: the decisions, a pure state machine (`state::Machine::step`);
+//! - `outpost_core::source::url`: the decisions, a pure state machine (`Machine::step`);
 //! - `client`: the HTTP client and one conditional GET;
 //! - this module: the executor, which performs the state machine's actions (the
 //!   checkpoint store, HTTP, the decoder, the audit) and feeds the results back.
 
 mod client;
-mod state;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use outpost_core::manifest::{self, MAX_MANIFEST_BYTES, Origin};
+use outpost_core::manifest::{self, Origin};
 use outpost_core::pod::Source;
-use serde::{Deserialize, Serialize};
+use outpost_core::source::url::{Action, Error as Failure, Input, Machine, Record};
 use tracing::Instrument;
 
 use self::client::Client;
-use self::state::{Action, Input, Machine};
 use crate::audit::admission::Manifest;
 use crate::audit::{self, ManifestAudit, ManifestSource, Writer};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::metrics::SourceMetrics;
-use crate::source::{EventStream, Refresh, SourceEvent, problems};
+use crate::source::{EventStream, Refresh, SourceEvent};
 
 pub use self::client::{CONNECT_TIMEOUT, MAX_REDIRECTS, SYSTEM_CA_BUNDLE, TOTAL_TIMEOUT};
-pub use self::state::{JITTER, MIN_INTERVAL};
+pub use outpost_core::source::url::{JITTER, MIN_INTERVAL};
 
 /// The checkpoint's name: `<state-dir>/checkpoints/url.json`.
 pub const CHECKPOINT: &str = "url";
 
+/// Errors of the source's configuration and HTTP client. What goes wrong once it runs
+/// (a fetch, a document, a checkpoint) is `outpost_core::source::url::Error`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("--manifest-url {url:?} is not a valid URL: {reason}")]
@@ -77,53 +75,10 @@ pub enum Error {
         #[source]
         source: reqwest::Error,
     },
-    #[error(
-        "cannot fetch {url}: no CA to check its certificate against: no --manifest-url-ca-file \
-         given and no system bundle at {SYSTEM_CA_BUNDLE}; pass --manifest-url-ca-file"
-    )]
-    NoTrustRoots { url: String },
-    #[error("cannot fetch {url}: {detail}")]
-    /// `detail` is reqwest's cause chain in words, with advice (see `client::describe`).
-    /// It is the error itself, not a cause: reqwest's own top line ("error sending
-    /// request for url") says nothing more, so the reqwest error is not kept as a
-    /// `source` that readers of the chain would print a second time.
-    Fetch { url: String, detail: String },
     #[error("more than {max} redirects; point --manifest-url at the document itself")]
     TooManyRedirects { max: usize },
     #[error("refusing a redirect from https to {to}: it would drop TLS")]
     Downgrade { to: String },
-    #[error(
-        "cannot fetch {url}: the server answered {status}; only 200 is a manifest, so the last good pods (if any) are kept"
-    )]
-    Status { url: String, status: reqwest::StatusCode },
-    #[error(
-        "{url}: the document is {}, over the limit of {MAX_MANIFEST_BYTES} bytes (10 MiB, S8); \
-         it is ignored and the last good pods (if any) are kept; split it into smaller documents",
-        size.map_or_else(|| "larger".to_owned(), |s| format!("{s} bytes"))
-    )]
-    TooLarge { url: String, size: Option<u64> },
-    #[error(
-        "{url}: the document is empty; it is ignored and the last good pods (if any) are kept \
-         (to remove every pod, serve an empty PodList)"
-    )]
-    Empty { url: String },
-    #[error("{}", diagnostics(.url, .errors))]
-    Manifest { url: String, errors: manifest::Errors },
-    #[error("{url}: the manifest decoder failed (a bug; please report it): {source}")]
-    Decoder {
-        url: String,
-        #[source]
-        source: tokio::task::JoinError,
-    },
-    #[error(transparent)]
-    Checkpoint(#[from] checkpoint::Error),
-}
-
-/// Every problem of a rejected document as `<url>:L:C: message` (`<url>: message` when
-/// the position is unknown), on one line so `/readyz` keeps one line per source.
-fn diagnostics(url: &str, errors: &manifest::Errors) -> String {
-    let lines = problems::error_lines(&url, errors);
-    format!("{} (document rejected; the last good pods, if any, are kept)", lines.join("; "))
 }
 
 #[derive(Debug, Clone)]
@@ -140,23 +95,7 @@ pub struct Config {
     pub refresh: Refresh,
 }
 
-/// What the checkpoint holds: the last good document's pods as decoded (defaulted,
-/// validated), and what is needed to ask the server whether it is still current.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Record {
-    /// The URL as shown (password hidden): a checkpoint of another URL is not replayed.
-    url: String,
-    /// The pods are defaulted for this node (S2, S4, S5): another node's are not replayed.
-    node_name: String,
-    etag: Option<String>,
-    last_modified: Option<String>,
-    /// XXH3-128 of the body, 32 hex digits.
-    body_hash: String,
-    pods: Vec<Arc<Pod>>,
-}
-
-/// The URL source: the executor of its state machine (`state::Machine`).
+/// The URL source: the executor of its state machine ([`Machine`]).
 #[derive(Debug)]
 pub struct UrlSource {
     machine: Machine,
@@ -259,7 +198,7 @@ impl UrlSource {
                                 source: std::io::Error::other(e),
                             })
                         });
-                self.results.push_back(Input::CheckpointRead(read));
+                self.results.push_back(Input::CheckpointRead(read.map_err(Into::into)));
             }
             Action::Fetch(validators) => {
                 let fetched = self.client.fetch(validators.as_ref()).await;
@@ -271,11 +210,12 @@ impl UrlSource {
                     manifest::decode_with_warnings(&body, Origin::Url(&url), &node)
                 })
                 .await;
+                let url = self.shown.clone();
                 let decoded = match decoded {
                     Ok(Ok(decoded)) => Ok(decoded),
-                    Ok(Err(errors)) => Err(Error::Manifest { url: self.shown.clone(), errors }),
+                    Ok(Err(errors)) => Err(Failure::Manifest { url, errors }),
                     // The decoder panicked: a bug, reported as this document's failure.
-                    Err(source) => Err(Error::Decoder { url: self.shown.clone(), source }),
+                    Err(panic) => Err(Failure::Decoder { url, reason: panic.to_string() }),
                 };
                 self.results.push_back(Input::Decoded(decoded));
             }
@@ -293,7 +233,7 @@ impl UrlSource {
             }
             Action::WriteCheckpoint(record) => {
                 let written = self.checkpoints.write_async(CHECKPOINT, record).await;
-                self.results.push_back(Input::Written(written));
+                self.results.push_back(Input::Written(written.map_err(Into::into)));
             }
             Action::CountRejected => self.metrics.manifest_rejected(Source::Url),
             Action::Emit(event) => self.events.push_back(event),

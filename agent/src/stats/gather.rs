@@ -17,89 +17,19 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::pod;
+use outpost_core::stats::procfs;
+use outpost_core::stats::rates::CpuRates;
+use outpost_core::stats::summary::{
+    ContainerStats, FsStats, NetworkStats, PodReference, PodStats, ProcessStats, PvcReference,
+    Summary, SwapStats, VolumeStats,
+};
+use outpost_core::stats::{ContainerMeta, PodMeta, Reading};
 
 use super::Sources;
-use super::procfs;
-use super::rates::CpuRates;
-use super::summary::{
-    ContainerStats, FsStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats,
-    PvcReference, Summary, SwapStats, VolumeStats,
-};
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::Usage;
 use crate::runtime::image::SNAPSHOTTER;
 use crate::runtime::logs::pod_log_dir;
-
-/// A reading: the Summary, and what cAdvisor's series add about each pod and container.
-#[derive(Debug, Clone)]
-pub struct Reading {
-    pub summary: Summary,
-    /// The pods in `summary.pods`' order.
-    pub pods: Vec<PodMeta>,
-    /// When the reading was taken.
-    pub time: Timestamp,
-    /// The machine's memory and CPUs.
-    pub memory_bytes: u64,
-    pub cpus: usize,
-    /// The device imagefs is on (`container_fs_*`'s `device`).
-    pub imagefs_device: Option<String>,
-    /// Whether some figure that should have been read could not be (`scrape_error`).
-    pub failed: bool,
-}
-
-impl Reading {
-    /// A reading that could not be taken: the node's name, nothing else, failed.
-    pub fn failed(node_name: &str) -> Reading {
-        let time = Timestamp::now();
-        Reading {
-            summary: Summary {
-                node: NodeStats {
-                    node_name: node_name.to_owned(),
-                    system_containers: Vec::new(),
-                    start_time: Time(time),
-                    cpu: None,
-                    memory: None,
-                    network: None,
-                    fs: None,
-                    runtime: None,
-                    rlimit: None,
-                    swap: None,
-                },
-                pods: Vec::new(),
-            },
-            pods: Vec::new(),
-            time,
-            memory_bytes: 0,
-            cpus: 0,
-            imagefs_device: None,
-            failed: true,
-        }
-    }
-}
-
-/// What cAdvisor's series say of a pod besides its stats.
-#[derive(Debug, Clone, Default)]
-pub struct PodMeta {
-    /// The pod's cgroup path (cAdvisor's `id`).
-    pub cgroup: String,
-    /// Its containers, in its stats' order.
-    pub containers: Vec<ContainerMeta>,
-}
-
-/// What cAdvisor's series say of a container besides its stats.
-#[derive(Debug, Clone, Default)]
-pub struct ContainerMeta {
-    pub image: String,
-    /// The runtime's container ID (cAdvisor's `name`).
-    pub id: String,
-    /// Its cgroup path (cAdvisor's `id`).
-    pub cgroup: String,
-    /// Its limits as its cgroup was given them (kubelet's per-container config).
-    pub cpu_shares: u64,
-    pub cpu_period: u64,
-    pub cpu_quota: Option<i64>,
-    pub memory_limit: Option<i64>,
-}
 
 /// A pod that runs, with its running containers.
 #[derive(Debug, Clone)]

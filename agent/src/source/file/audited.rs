@@ -3,10 +3,10 @@
 //! `refused` entry when the admission policy refuses pods of the file.
 
 use k8s_openapi::jiff::Timestamp;
+use outpost_core::source::file::{Cause, Change, ChangeKind};
 use tracing::{info, warn};
 
 use super::FileSource;
-use super::state::{Cause, Change};
 use crate::audit::admission::Manifest;
 use crate::audit::{Action, Entry, ManifestSource, Origin};
 
@@ -14,7 +14,13 @@ impl FileSource {
     /// Records one change (and logs it, with its writer). Pods added or changed that the
     /// admission policy refuses are recorded next.
     pub(super) fn audited(&self, change: Change) {
-        let Change { name, path, action, cause, pods, sha256, error } = change;
+        let Change { name, path, kind, cause, pods, sha256, error } = change;
+        let action = match kind {
+            ChangeKind::Added => Action::Added,
+            ChangeKind::Changed => Action::Changed,
+            ChangeKind::Removed => Action::Removed,
+            ChangeKind::Rejected => Action::Rejected,
+        };
         let (origin, cause_kind, pid) = match cause {
             Cause::Event { pid } => {
                 (Origin::Event { pid, backend: self.backend() }, crate::audit::Cause::Event, pid)

@@ -38,8 +38,6 @@ mod inotify;
 #[allow(unsafe_code)]
 mod sys;
 
-use std::ffi::OsString;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -49,16 +47,8 @@ use tracing::info;
 /// settings-level names (the audit and the metrics name the backend too), defined with
 /// the other settings.
 pub use crate::config::{Backend, Preference};
-
-/// What a watch on a directory reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Entries appearing, disappearing or moving, and the directory's own deletion or
-    /// move: enough to follow one name in a directory whose other files are none of ours.
-    Entries,
-    /// Also writes, closes after writing and attribute changes of the entries.
-    Contents,
-}
+/// What a watch reports, as the file source's machine takes it.
+pub use outpost_core::source::file::watch::{Event, Mask, Scope, WatchId};
 
 /// References to one watched directory, counted by scope: the kernel watch covers the
 /// widest scope still referenced.
@@ -121,24 +111,6 @@ impl Refs {
     }
 }
 
-/// One watched directory. Ids are never reused within a [`Watcher`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WatchId(u64);
-
-#[cfg(test)]
-impl WatchId {
-    /// An id as a watcher would hand it out, for the file source's state tests.
-    pub(crate) fn fake(n: u64) -> WatchId {
-        WatchId(n)
-    }
-}
-
-impl fmt::Display for WatchId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "watch#{}", self.0)
-    }
-}
-
 /// Hands out [`WatchId`]s; shared by the backends so that an id stays unique even if
 /// [`Preference::Auto`] switches backend.
 #[derive(Debug, Default)]
@@ -147,51 +119,8 @@ struct Ids(u64);
 impl Ids {
     fn next(&mut self) -> WatchId {
         self.0 += 1;
-        WatchId(self.0)
+        WatchId::new(self.0)
     }
-}
-
-/// What happened, from the kernel's point of view. Several flags may be set in one event.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Mask {
-    pub create: bool,
-    pub modify: bool,
-    pub close_write: bool,
-    /// chmod, chown, touch (timestamps), link count changes.
-    pub attrib: bool,
-    pub delete: bool,
-    pub moved_from: bool,
-    pub moved_to: bool,
-    /// The watched directory itself was deleted (`name` is `None`).
-    pub self_deleted: bool,
-    /// The watched directory itself was renamed or moved (`name` is `None`); the watch
-    /// stays on it.
-    pub self_moved: bool,
-    /// The subject of the event is a directory.
-    pub is_dir: bool,
-}
-
-impl Mask {
-    /// Whether no flag is set.
-    pub fn is_empty(&self) -> bool {
-        *self == Mask::default()
-    }
-}
-
-/// What a [`Watcher`] reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// Something happened to `name` inside the watched directory `dir`, or to `dir`
-    /// itself when `name` is `None` (`self_deleted`, `self_moved`, or `attrib` on the
-    /// directory). `pid` is the writer's process id (fanotify only; `None` if the writer
-    /// lives in another PID namespace).
-    Entry { dir: WatchId, name: Option<OsString>, mask: Mask, pid: Option<i32> },
-    /// The kernel's queue overflowed (or a kernel record could not be read): events were
-    /// lost; the consumer must rescan everything.
-    Overflow,
-    /// A watch was removed by the kernel (directory deleted, filesystem unmounted): the
-    /// id is dead. Always comes after the `self_deleted` entry when there is one.
-    WatchGone(WatchId),
 }
 
 /// Errors of the watch backends.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outpost_core::manifest::MAX_MANIFEST_BYTES;
+use outpost_core::source::url::{Error as Failure, Fetched, Validators};
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{StatusCode, Url, redirect};
 use rustls_pki_types::CertificateDer;
@@ -59,22 +60,6 @@ impl std::fmt::Display for Trust {
     }
 }
 
-/// The validators of the document the source holds, sent to make a GET conditional.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Validators {
-    pub etag: Option<String>,
-    pub last_modified: Option<String>,
-}
-
-/// What one GET brought back.
-#[derive(Debug)]
-pub enum Fetched {
-    /// 304: the document is what the validators describe.
-    NotModified,
-    /// 200, with the whole body (at most [`MAX_MANIFEST_BYTES`]).
-    Document { body: Vec<u8>, validators: Validators },
-}
-
 /// The HTTP client of one manifest URL.
 #[derive(Debug)]
 pub struct Client {
@@ -122,9 +107,13 @@ impl Client {
     /// One GET, conditional when `validators` has any. Reads at most
     /// [`MAX_MANIFEST_BYTES`] of the body (S8): a larger document is an error, and
     /// reading stops as soon as it is known to be too large.
-    pub async fn fetch(&self, validators: Option<&Validators>) -> Result<Fetched, Error> {
+    pub async fn fetch(&self, validators: Option<&Validators>) -> Result<Fetched, Failure> {
         if self.url.scheme() == "https" && matches!(self.trust, Trust::Nothing) {
-            return Err(Error::NoTrustRoots { url: self.shown.clone() });
+            let detail = format!(
+                "no CA to check its certificate against: no --manifest-url-ca-file given and \
+                 no system bundle at {SYSTEM_CA_BUNDLE}; pass --manifest-url-ca-file"
+            );
+            return Err(Failure::Fetch { url: self.shown.clone(), detail });
         }
         let mut headers = self.headers.clone();
         let mut conditional = false;
@@ -149,9 +138,13 @@ impl Client {
         match response.status() {
             StatusCode::OK => {}
             StatusCode::NOT_MODIFIED if conditional => return Ok(Fetched::NotModified),
-            status => return Err(Error::Status { url: self.shown.clone(), status }),
+            status => {
+                let url = self.shown.clone();
+                let reason = status.canonical_reason().unwrap_or("<unknown status code>");
+                return Err(Failure::Status { url, code: status.as_u16(), reason: reason.into() });
+            }
         }
-        let too_large = |size| Error::TooLarge { url: self.shown.clone(), size };
+        let too_large = |size| Failure::TooLarge { url: self.shown.clone(), size };
         let declared = response.content_length();
         if let Some(len) = declared.filter(|&len| len > MAX_MANIFEST_BYTES as u64) {
             return Err(too_large(Some(len)));
@@ -171,8 +164,8 @@ impl Client {
         Ok(Fetched::Document { body, validators })
     }
 
-    fn fetch_error(&self, error: reqwest::Error) -> Error {
-        Error::Fetch { url: self.shown.clone(), detail: describe(&error, &self.trust) }
+    fn fetch_error(&self, error: reqwest::Error) -> Failure {
+        Failure::Fetch { url: self.shown.clone(), detail: describe(&error, &self.trust) }
     }
 }
 

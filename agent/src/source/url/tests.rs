@@ -8,8 +8,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use outpost_core::merge::Op;
 use outpost_core::pod::SourcePod;
+use outpost_core::source::url::hash;
 
-use super::state::hash;
 use super::*;
 use crate::source::Freshness;
 
@@ -128,18 +128,6 @@ fn a_ca_file_must_hold_certificates() {
     c.ca_file = Some(broken);
     let message = new_error(c);
     assert!(message.contains("cannot parse PEM"), "{message}");
-}
-
-#[test]
-fn manifest_errors_name_the_url_and_position() {
-    let url = "http://h/pods.yaml";
-    let errors =
-        manifest::decode(b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Origin::Url(url), NODE)
-            .unwrap_err();
-    let message = Error::Manifest { url: url.into(), errors }.to_string();
-    assert!(message.starts_with("http://h/pods.yaml:"), "{message}");
-    assert!(message.contains("metadata.name: missing"), "{message}");
-    assert!(!message.contains('\n'), "one line: {message}");
 }
 
 #[test]

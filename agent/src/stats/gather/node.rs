@@ -6,14 +6,14 @@
 use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-use super::Context;
-use crate::runtime::cgroups::{Hierarchy, Usage};
-use crate::stats::procfs;
-use crate::stats::summary::{
+use outpost_core::stats::procfs;
+use outpost_core::stats::summary::{
     ContainerStats, CpuStats, FsStats, MemoryStats, NetworkStats, NodeStats, RlimitStats,
     RuntimeStats, SwapStats,
 };
+
+use super::Context;
+use crate::runtime::cgroups::{Hierarchy, Usage};
 
 /// `/proc/stat`'s tick rate (`USER_HZ`): 100 on every Linux architecture Outpost runs on.
 const USER_HZ: u64 = 100;

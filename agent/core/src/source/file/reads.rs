@@ -7,12 +7,13 @@ use std::ffi::{OsStr, OsString};
 
 use tracing::{debug, warn};
 
+use super::manifests::{Manifests, Outcome};
+use super::watch::WatchId;
 use super::{
-    Action, Cause, Change, Content, Found, Link, Listing, Machine, Now, Reads, Rest, State,
+    Action, Cause, Change, ChangeKind, Content, Found, Link, Listing, Machine, Now, Reads, Rest,
+    State,
 };
-use crate::audit;
-use crate::source::file::manifests::{Manifests, Outcome};
-use crate::source::file::watch::WatchId;
+use crate::source::short_sha256;
 
 impl Machine {
     /// A full scan's listing: files no longer there are forgotten, every manifest is read.
@@ -136,7 +137,7 @@ impl Machine {
                 let outcome = self.manifests.offer(&name, &bytes, now.wall);
                 // Hashed only for what is recorded: unchanged rewrites cost nothing more.
                 let recorded = matches!(outcome, Outcome::Changed | Outcome::Rejected(_));
-                (outcome, recorded.then(|| audit::short_sha256(&bytes)))
+                (outcome, recorded.then(|| short_sha256(&bytes)))
             }
             Content::Unreadable(error) => {
                 let path = self.manifests.path_of(&name);
@@ -144,9 +145,9 @@ impl Machine {
             }
         };
         let decoded = matches!(outcome, Outcome::Changed | Outcome::SamePods);
-        let (action, error) = match outcome {
-            Outcome::Changed if had_pods => (audit::Action::Changed, None),
-            Outcome::Changed => (audit::Action::Added, None),
+        let (kind, error) = match outcome {
+            Outcome::Changed if had_pods => (ChangeKind::Changed, None),
+            Outcome::Changed => (ChangeKind::Added, None),
             Outcome::Unchanged => return false,
             Outcome::SamePods => {
                 self.warn(&name, out);
@@ -156,13 +157,13 @@ impl Machine {
                 debug!(file = ?name, "manifest is empty (being rewritten?); keeping its last good pods");
                 return false;
             }
-            Outcome::Rejected(report) => (audit::Action::Rejected, Some(report)),
+            Outcome::Rejected(report) => (ChangeKind::Rejected, Some(report)),
         };
-        out.push(Action::Record(change(&self.manifests, &name, action, cause, sha256, error)));
+        out.push(Action::Record(change(&self.manifests, &name, kind, cause, sha256, error)));
         if decoded {
             self.warn(&name, out);
         }
-        action != audit::Action::Rejected
+        kind != ChangeKind::Rejected
     }
 
     /// Reports the warnings about the content of `name` just decoded, if any.
@@ -176,7 +177,7 @@ impl Machine {
 
     /// The file is gone; true if it had pods.
     pub(super) fn forget(&mut self, name: &OsStr, cause: Cause, out: &mut Vec<Action>) -> bool {
-        let removed = change(&self.manifests, name, audit::Action::Removed, cause, None, None);
+        let removed = change(&self.manifests, name, ChangeKind::Removed, cause, None, None);
         let changed = self.manifests.forget(name);
         if changed {
             out.push(Action::Record(removed));
@@ -189,7 +190,7 @@ impl Machine {
 fn change(
     manifests: &Manifests,
     name: &OsStr,
-    action: audit::Action,
+    kind: ChangeKind,
     cause: Cause,
     sha256: Option<String>,
     error: Option<String>,
@@ -197,7 +198,7 @@ fn change(
     Change {
         name: name.to_owned(),
         path: manifests.path_of(name),
-        action,
+        kind,
         cause,
         pods: manifests.pods_of(name).to_vec(),
         sha256,

@@ -1,9 +1,10 @@
-//! The manifest URL source's decisions, as a pure state machine (the pod worker's
-//! shape): [`Machine::step`] takes one [`Input`] (a timer, a refresh request, or the
-//! result of an action) and the time, and returns the [`Action`]s to perform and when to
-//! wake it next. The executor ([`super::UrlSource`]) performs them (the checkpoint store,
-//! HTTP, the decoder, the audit) and feeds their results back as inputs, each before any
-//! other input; nothing here fetches, reads, writes or waits.
+//! The manifest URL source's decisions (`--manifest-url`, kubelet's `staticPodURL`), as
+//! a pure state machine (the pod worker's shape): [`Machine::step`] takes one [`Input`]
+//! (a timer, a refresh request, or the result of an action) and the time, and returns
+//! the [`Action`]s to perform and when to wake it next. The agent's executor
+//! (`outpost::source::url::UrlSource`) performs them (the checkpoint store, HTTP, the
+//! decoder, the audit) and feeds their results back as inputs, each before any other
+//! input; nothing here fetches, reads, writes or waits.
 //!
 //! One cycle: read the checkpoint once (O2), then wait, fetch (conditionally, with the
 //! held document's validators), and for a new good document decode, checkpoint (O1) and
@@ -20,23 +21,94 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use outpost_core::manifest::Decoded;
-use outpost_core::merge::{Op, SourceUpdate};
-use outpost_core::pod::{Source, SourcePod};
+use serde::{Deserialize, Serialize};
 use tracing::{debug, error, info, warn};
 
-use super::client::{Fetched, Validators};
-use super::{Error, Record};
-use crate::audit;
-use crate::checkpoint;
-use crate::source::problems::{self, ManifestProblem};
-use crate::source::{Freshness, SourceEvent};
+use super::checkpoint;
+use super::problems::{self, ManifestProblem};
+use super::{Freshness, SourceEvent, short_sha256};
+use crate::manifest::{self, Decoded, MAX_MANIFEST_BYTES};
+use crate::merge::{Op, SourceUpdate};
+use crate::pod::{Source, SourcePod};
 
 /// Each wait is the interval times a factor drawn from `[1, 1 + JITTER)`, so agents
 /// started together do not fetch together (kubelet's `wait.Jitter`).
 pub const JITTER: f64 = 0.1;
 /// The shortest interval between fetches, whatever is configured (no busy loop).
 pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
+
+/// What goes wrong with the URL source once it runs: a fetch, a document, a checkpoint.
+/// Each is reported ([`SourceEvent::Failed`]) and the last good pods (if any) stay.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot fetch {url}: {detail}")]
+    /// `detail` is what went wrong with the request, in words that say what to check
+    /// (the executor's HTTP client describes its errors' causes).
+    Fetch { url: String, detail: String },
+    #[error(
+        "cannot fetch {url}: the server answered {code} {reason}; only 200 is a manifest, so the last good pods (if any) are kept"
+    )]
+    /// An answer other than 200 (or a 304 to a conditional GET): its code and reason
+    /// phrase.
+    Status { url: String, code: u16, reason: String },
+    #[error(
+        "{url}: the document is {}, over the limit of {MAX_MANIFEST_BYTES} bytes (10 MiB, S8); \
+         it is ignored and the last good pods (if any) are kept; split it into smaller documents",
+        size.map_or_else(|| "larger".to_owned(), |s| format!("{s} bytes"))
+    )]
+    TooLarge { url: String, size: Option<u64> },
+    #[error(
+        "{url}: the document is empty; it is ignored and the last good pods (if any) are kept \
+         (to remove every pod, serve an empty PodList)"
+    )]
+    Empty { url: String },
+    #[error("{}", diagnostics(.url, .errors))]
+    Manifest { url: String, errors: manifest::Errors },
+    #[error("{url}: the manifest decoder failed (a bug; please report it): {reason}")]
+    /// The decoder panicked; `reason` is the panic, in words.
+    Decoder { url: String, reason: String },
+    #[error(transparent)]
+    Checkpoint(#[from] checkpoint::Error),
+}
+
+/// Every problem of a rejected document as `<url>:L:C: message` (`<url>: message` when
+/// the position is unknown), on one line so `/readyz` keeps one line per source.
+fn diagnostics(url: &str, errors: &manifest::Errors) -> String {
+    let lines = problems::error_lines(&url, errors);
+    format!("{} (document rejected; the last good pods, if any, are kept)", lines.join("; "))
+}
+
+/// The validators of the document the source holds, sent to make a GET conditional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// What one GET brought back.
+#[derive(Debug)]
+pub enum Fetched {
+    /// 304: the document is what the validators describe.
+    NotModified,
+    /// 200, with the whole body (at most [`MAX_MANIFEST_BYTES`]).
+    Document { body: Vec<u8>, validators: Validators },
+}
+
+/// What the checkpoint holds: the last good document's pods as decoded (defaulted,
+/// validated), and what is needed to ask the server whether it is still current.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The URL as shown (password hidden): a checkpoint of another URL is not replayed.
+    pub url: String,
+    /// The pods are defaulted for this node (S2, S4, S5): another node's are not replayed.
+    pub node_name: String,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// XXH3-128 of the body, 32 hex digits.
+    pub body_hash: String,
+    pub pods: Vec<Arc<Pod>>,
+}
 
 /// What happens to the source.
 #[derive(Debug)]
@@ -338,7 +410,7 @@ impl Machine {
             self.rejected(Error::Empty { url: self.shown.clone() }, out);
             return self.wait(now);
         }
-        let sha256 = audit::short_sha256(&body);
+        let sha256 = short_sha256(&body);
         out.push(Action::Decode(body));
         State::Decoding { good: Good { body_hash, validators }, sha256 }
     }

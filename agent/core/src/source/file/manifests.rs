@@ -7,10 +7,10 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::manifest::{self, Origin};
-use outpost_core::pod::{self, CONFIG_SEEN, SourcePod};
 use xxhash_rust::xxh3::xxh3_128;
 
+use crate::manifest::{self, Origin};
+use crate::pod::{self, CONFIG_SEEN, SourcePod};
 use crate::source::problems::{self, ManifestProblem};
 
 /// The result of offering one file's current content.

@@ -1,10 +1,8 @@
 use std::ffi::OsStr;
 
-use outpost_core::pod;
-
-use crate::source::problems::Severity;
-
 use super::*;
+use crate::pod;
+use crate::source::problems::Severity;
 
 const NGINX: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx:1\n";
 
@@ -14,6 +12,11 @@ fn manifests() -> Manifests {
 
 fn name(s: &str) -> &OsStr {
     OsStr::new(s)
+}
+
+/// A read an hour after the epoch (the core has no clock: the time comes with each read).
+fn later() -> Timestamp {
+    Timestamp::from_second(3600).expect("a valid time")
 }
 
 #[test]
@@ -27,10 +30,10 @@ fn s5_path_is_the_configured_one_and_content_decides_the_uid() {
     assert_eq!(pods.len(), 1);
     let uid = pods[0].uid().to_owned();
     let mut other = manifests();
-    other.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::now());
+    other.offer(name("web.yaml"), NGINX.as_bytes(), later());
     assert_eq!(other.pods()[0].uid(), uid, "same content, path and node: same UID");
     let mut renamed = manifests();
-    renamed.offer(name("web2.yaml"), NGINX.as_bytes(), Timestamp::now());
+    renamed.offer(name("web2.yaml"), NGINX.as_bytes(), later());
     assert_ne!(renamed.pods()[0].uid(), uid, "another path: another UID");
 }
 
@@ -49,15 +52,9 @@ fn same_bytes_or_same_pods_are_unchanged_and_keep_the_arc() {
     let mut m = manifests();
     m.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::UNIX_EPOCH);
     let before = m.pods()[0].pod.clone();
-    assert!(matches!(
-        m.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::now()),
-        Outcome::Unchanged
-    ));
+    assert!(matches!(m.offer(name("web.yaml"), NGINX.as_bytes(), later()), Outcome::Unchanged));
     let commented = format!("# a comment\n{NGINX}");
-    assert!(matches!(
-        m.offer(name("web.yaml"), commented.as_bytes(), Timestamp::now()),
-        Outcome::SamePods
-    ));
+    assert!(matches!(m.offer(name("web.yaml"), commented.as_bytes(), later()), Outcome::SamePods));
     assert!(std::sync::Arc::ptr_eq(&before, &m.pods()[0].pod));
 }
 
@@ -67,17 +64,14 @@ fn a_half_written_file_keeps_the_last_good_pods() {
     m.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::UNIX_EPOCH);
     let uid = m.pods()[0].uid().to_owned();
     // Truncated: the writer has emptied the file and not written yet.
-    assert!(matches!(m.offer(name("web.yaml"), b"", Timestamp::now()), Outcome::Empty));
+    assert!(matches!(m.offer(name("web.yaml"), b"", later()), Outcome::Empty));
     // Half written: does not parse.
     let half = &NGINX[..NGINX.len() - 12];
-    assert!(matches!(
-        m.offer(name("web.yaml"), half.as_bytes(), Timestamp::now()),
-        Outcome::Rejected(_)
-    ));
+    assert!(matches!(m.offer(name("web.yaml"), half.as_bytes(), later()), Outcome::Rejected(_)));
     assert_eq!(m.pods()[0].uid(), uid);
     assert_eq!(m.errors().count(), 1);
     // Complete again: the error clears.
-    m.offer(name("web.yaml"), NGINX.as_bytes(), Timestamp::now());
+    m.offer(name("web.yaml"), NGINX.as_bytes(), later());
     assert_eq!(m.errors().count(), 0);
     assert_eq!(m.pods()[0].uid(), uid);
 }
@@ -86,7 +80,7 @@ fn a_half_written_file_keeps_the_last_good_pods() {
 fn s1_rejections_name_the_file_line_and_column() {
     let mut m = manifests();
     let Outcome::Rejected(report) =
-        m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Timestamp::now())
+        m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", later())
     else {
         panic!("a pod without a name must be rejected");
     };
@@ -98,8 +92,8 @@ fn s1_rejections_name_the_file_line_and_column() {
 #[test]
 fn forget_and_retain_remove_files() {
     let mut m = manifests();
-    m.offer(name("a.yaml"), NGINX.as_bytes(), Timestamp::now());
-    m.offer(name("b.yaml"), NGINX.replace("web", "api").as_bytes(), Timestamp::now());
+    m.offer(name("a.yaml"), NGINX.as_bytes(), later());
+    m.offer(name("b.yaml"), NGINX.replace("web", "api").as_bytes(), later());
     assert!(m.forget(name("a.yaml")));
     assert!(!m.forget(name("a.yaml")));
     assert_eq!(m.pods().len(), 1);
@@ -111,8 +105,8 @@ fn forget_and_retain_remove_files() {
 fn s9_pods_of_a_stream_are_listed_in_file_then_document_order() {
     let mut m = manifests();
     let stream = format!("{}---\n{}", NGINX.replace("web", "b"), NGINX.replace("web", "a"));
-    m.offer(name("z.yaml"), stream.as_bytes(), Timestamp::now());
-    m.offer(name("a.yaml"), NGINX.as_bytes(), Timestamp::now());
+    m.offer(name("z.yaml"), stream.as_bytes(), later());
+    m.offer(name("a.yaml"), NGINX.as_bytes(), later());
     let names: Vec<_> =
         m.pods().iter().map(|p| p.pod.metadata.name.clone().unwrap_or_default()).collect();
     assert_eq!(names, vec!["web-node-a", "b-node-a", "a-node-a"]);
@@ -122,9 +116,9 @@ fn s9_pods_of_a_stream_are_listed_in_file_then_document_order() {
 fn problems_list_rejected_and_warned_files_with_their_first_problem() {
     let mut m = manifests();
     let warned = NGINX.replace("spec:\n", "spec:\n  priorityClassName: gold\n");
-    m.offer(name("web.yaml"), warned.as_bytes(), Timestamp::now());
-    m.offer(name("ok.yaml"), NGINX.replace("web", "ok").as_bytes(), Timestamp::now());
-    m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Timestamp::now());
+    m.offer(name("web.yaml"), warned.as_bytes(), later());
+    m.offer(name("ok.yaml"), NGINX.replace("web", "ok").as_bytes(), later());
+    m.offer(name("bad.yaml"), b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", later());
     let problems = m.problems();
     let listed: Vec<(&str, Severity)> =
         problems.iter().map(|p| (p.manifest.as_str(), p.severity)).collect();
@@ -139,10 +133,10 @@ fn problems_list_rejected_and_warned_files_with_their_first_problem() {
     assert!(problems[1].first.contains(": warning: spec.priorityClassName: "), "{problems:?}");
     assert_eq!(m.warnings_of(name("web.yaml")).len(), 1);
     // A rejection replaces the warnings of the content before it.
-    m.offer(name("web.yaml"), b"kind: Pod\n", Timestamp::now());
+    m.offer(name("web.yaml"), b"kind: Pod\n", later());
     assert_eq!(m.problems()[1].severity, Severity::Rejected);
     assert!(m.warnings_of(name("web.yaml")).is_empty());
     m.forget(name("web.yaml"));
-    m.offer(name("bad.yaml"), NGINX.replace("web", "bad").as_bytes(), Timestamp::now());
+    m.offer(name("bad.yaml"), NGINX.replace("web", "bad").as_bytes(), later());
     assert!(m.problems().is_empty(), "fixed or gone: no longer listed");
 }

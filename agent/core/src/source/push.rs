@@ -1,6 +1,8 @@
-//! The push source's state with no IO: the pushed manifests by key, and the transitions
-//! a PUT or DELETE makes. Each transition returns a new [`Manifests`] (copy on write, the
-//! manifests themselves are shared), so the caller can persist it before publishing it.
+//! The push source's state with no IO (manifests PUT to the local API under
+//! `/manifests/{key}`): the pushed manifests by key, and the transitions a PUT or DELETE
+//! makes. Each transition returns a new [`Manifests`] (copy on write, the manifests
+//! themselves are shared), so the caller can persist it before publishing it. The
+//! agent's executor (`outpost::source::push`) checkpoints, publishes and sends.
 //! [`Problems`]: the keys whose last push was rejected or is stored with warnings.
 
 use std::collections::{BTreeMap, HashSet};
@@ -8,14 +10,54 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::manifest::{self, Origin};
-use outpost_core::merge::{Op, SourceUpdate};
-use outpost_core::pod::{Source, SourcePod};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::Error;
-use crate::source::problems::{self, ManifestProblem};
+use super::problems::{self, ManifestProblem};
+use crate::manifest::{self, Origin};
+use crate::merge::{Op, SourceUpdate};
+use crate::pod::{FullName, Source, SourcePod};
+
+/// Why a push or a delete is refused: the key, the body, or what the other keys hold.
+/// Nothing changes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "push key {key:?} {reason}; a key is 1 to 253 letters, digits, '.', '_' or '-', and not \".\", \"..\" or \"audit\""
+    )]
+    Key { key: String, reason: &'static str },
+    #[error("manifest {key}: the body is empty; to remove pushed pods, DELETE /manifests/{key}")]
+    Empty { key: String },
+    #[error("manifest {key} is rejected, nothing changed:\n{}", problems::error_lines(key, errors).join("\n"))]
+    Manifest { key: String, errors: manifest::Errors },
+    #[error(
+        "manifest {key} holds pod {pod} twice; each pod of a manifest needs its own namespace/name"
+    )]
+    Duplicate { key: String, pod: FullName },
+    #[error(
+        "manifest {key}: pod {pod} is already pushed under key {other}; delete /manifests/{other} first, or push the pod under {other}"
+    )]
+    Conflict { key: String, pod: FullName, other: String },
+    #[error("no manifest is pushed under key {key}")]
+    NotFound { key: String },
+}
+
+impl Error {
+    /// The manifest's problems, one per line as `<key>:L:C: message`; empty for errors
+    /// that are not about the manifest's content.
+    pub fn details(&self) -> Vec<String> {
+        match self {
+            Error::Manifest { key, errors } => problems::error_lines(key, errors),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the body was over the size limit (S8).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, Error::Manifest { errors, .. }
+            if errors.0.iter().any(|e| matches!(e, manifest::Error::TooLarge { .. })))
+    }
+}
 
 /// The longest push key (a DNS subdomain's length, so a key can be a pod or app name).
 pub const MAX_KEY_LEN: usize = 253;
@@ -112,6 +154,10 @@ pub struct Manifests(BTreeMap<String, Arc<Pushed>>);
 impl Manifests {
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     pub fn get(&self, key: &str) -> Option<&Arc<Pushed>> {
@@ -294,7 +340,7 @@ impl Problems {
     }
 
     /// A push of `key` was refused with `error`. Only a body's problems count (not a bad
-    /// key, a failed checkpoint or a shutdown); true if the list changed.
+    /// key); true if the list changed.
     pub fn rejected(&mut self, key: &str, error: &Error) -> bool {
         let lines = match error {
             Error::Manifest { .. } => error.details(),
@@ -330,3 +376,6 @@ impl Problems {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use outpost_core::manifest;
+use crate::manifest;
 use serde::{Deserialize, Serialize};
 
 /// Whether a manifest's pods were refused or only warned about.

@@ -6,8 +6,8 @@ use std::ffi::{OsStr, OsString};
 
 use tracing::{debug, info, warn};
 
+use super::watch::{Event, Mask, Scope, WatchId};
 use super::{Action, Cause, MODIFY_QUIET, Machine, Now, Rest, State};
-use crate::source::file::watch::{Event, Mask, Scope, WatchId};
 
 /// What a batch of events (or a timer) calls for, gathered before acting on it.
 #[derive(Debug, Default)]

@@ -3,9 +3,8 @@
 
 use std::path::PathBuf;
 
-use outpost_core::manifest::{self, Origin};
-
 use super::*;
+use crate::manifest::Origin;
 
 const URL: &str = "http://h/pods";
 const NODE: &str = "node-a";
@@ -33,7 +32,7 @@ fn not_modified() -> Input {
 fn write_error() -> checkpoint::Error {
     checkpoint::Error::Write {
         path: PathBuf::from("/var/lib/outpost/checkpoints/url.json"),
-        source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        reason: "No space left on device (os error 28)".into(),
     }
 }
 
@@ -302,7 +301,8 @@ fn a_rejected_document_is_listed_until_the_server_serves_a_good_one() {
     h.tick_when_due();
     h.step(Input::Fetched(Err(Error::Status {
         url: URL.into(),
-        status: reqwest::StatusCode::BAD_GATEWAY,
+        code: 502,
+        reason: "Bad Gateway".into(),
     })));
     assert_eq!(h.problems.len(), 1);
     // The held document served again: no longer rejected.
@@ -358,7 +358,7 @@ fn fetch_failures_keep_the_pods_and_retry_at_the_next_interval() {
     for _ in 0..3 {
         h.tick_when_due();
         let at = h.elapsed.as_millis() as u64;
-        let failure = Error::Status { url: URL.into(), status: reqwest::StatusCode::NOT_FOUND };
+        let failure = Error::Status { url: URL.into(), code: 404, reason: "Not Found".into() };
         let actions = h.step(Input::Fetched(Err(failure)));
         assert_actions(&actions, &["failed: the server answered 404 Not Found"]);
         let next = h.wake_ms().expect("the next fetch");
@@ -493,4 +493,16 @@ fn stray_inputs_are_ignored() {
     assert!(h.step(not_modified()).is_empty());
     assert!(h.step(Input::Start).is_empty());
     assert_eq!(h.wake, wake, "still waiting for the same fetch");
+}
+
+#[test]
+fn manifest_errors_name_the_url_and_position() {
+    let url = "http://h/pods.yaml";
+    let errors =
+        manifest::decode(b"apiVersion: v1\nkind: Pod\nmetadata: {}\n", Origin::Url(url), NODE)
+            .unwrap_err();
+    let message = Error::Manifest { url: url.into(), errors }.to_string();
+    assert!(message.starts_with("http://h/pods.yaml:"), "{message}");
+    assert!(message.contains("metadata.name: missing"), "{message}");
+    assert!(!message.contains('\n'), "one line: {message}");
 }

@@ -1,9 +1,10 @@
-//! The manifest directory source's decisions, as a pure state machine (the pod worker's
-//! shape): [`Machine::step`] takes one [`Input`] (a batch of kernel events, a timer, or
-//! the result of an action) and the time, and returns the [`Action`]s to perform and when
-//! to wake it next. The executor ([`super::FileSource`]) performs them with the kernel
-//! watch and the filesystem and feeds their results back as inputs, each before any other
-//! input; nothing here reads a file, touches a watch or waits.
+//! The manifest directory source's decisions (kubelet's `staticPodPath`), as a pure
+//! state machine (the pod worker's shape): [`Machine::step`] takes one [`Input`] (a batch
+//! of kernel events, a timer, or the result of an action) and the time, and returns the
+//! [`Action`]s to perform and when to wake it next. The agent's executor
+//! (`outpost::source::file::FileSource`) performs them with the kernel watch and the
+//! filesystem and feeds their results back as inputs, each before any other input;
+//! nothing here reads a file, touches a watch or waits.
 //!
 //! What it keeps to:
 //! - a full scan (list the directory, read every manifest) happens only at start, after
@@ -11,7 +12,7 @@
 //!   when what symlinked manifests point through changed (a new symlinked manifest, a
 //!   `..data` symlink swapped);
 //! - otherwise one event, one name looked at again: the kernel's flags say that something
-//!   happened to a name, not what it is now (see [`super::watch`]);
+//!   happened to a name, not what it is now (see [`watch`]);
 //! - a file written but not closed is read once it has been quiet for [`MODIFY_QUIET`];
 //! - with neither the directory nor its parent watchable, watching is retried with a
 //!   backoff from [`REWATCH_MIN`] to [`REWATCH_MAX`];
@@ -21,24 +22,31 @@
 //! - a manifest's warnings are reported once per content (a rescan of unchanged bytes
 //!   decodes nothing), and the list of manifests rejected or warned about goes out when
 //!   the reads are done, if it changed.
+//!
+//! - `events`: what kernel events (and timers) call for;
+//! - `reads`: the listing and the files read, offered to [`Manifests`];
+//! - [`manifests`]: what the directory holds, file by file;
+//! - [`watch`]: what a kernel watch reports, as data.
 
 mod events;
+pub mod manifests;
 mod reads;
+pub mod watch;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::merge::{Op, SourceUpdate};
-use outpost_core::pod::{Source, SourcePod};
 use tracing::{info, warn};
 
-use super::manifests::Manifests;
-use super::watch::{Event, Scope, WatchId};
-use crate::audit;
-use crate::source::problems::ManifestProblem;
+use self::manifests::Manifests;
+use self::watch::{Event, Scope, WatchId};
+use super::problems::ManifestProblem;
+use crate::merge::{Op, SourceUpdate};
+use crate::pod::{Source, SourcePod};
 
 /// How long a file may keep changing without being closed before it is read anyway.
 pub const MODIFY_QUIET: Duration = Duration::from_millis(250);
@@ -71,8 +79,22 @@ impl Target {
     pub fn wants(&self, name: &OsStr) -> bool {
         match self {
             Target::File { name: file, .. } => name == file,
-            Target::Dir(_) => super::is_manifest_name(name),
+            Target::Dir(_) => is_manifest_name(name),
         }
+    }
+}
+
+/// S10: not a dotfile; `.yaml`, `.yml`, `.json` or no extension.
+pub fn is_manifest_name(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    if name.starts_with('.') || name.is_empty() {
+        return false;
+    }
+    match Path::new(name).extension().and_then(OsStr::to_str) {
+        None => true,
+        Some(ext) => matches!(ext, "yaml" | "yml" | "json"),
     }
 }
 
@@ -157,7 +179,7 @@ pub struct Change {
     pub name: OsString,
     /// The manifest's path as configured (the S5 location).
     pub path: PathBuf,
-    pub action: audit::Action,
+    pub kind: ChangeKind,
     pub cause: Cause,
     /// The file's pods after the change; before it, for a removal; the last good ones
     /// (kept), for a rejection.
@@ -166,6 +188,30 @@ pub struct Change {
     pub sha256: Option<String>,
     /// A rejection's report (`file:line:col: message` lines).
     pub error: Option<String>,
+}
+
+/// What a change did to a manifest (the audit log's action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// A file with no good content before now yields pods.
+    Added,
+    /// The file's pods changed.
+    Changed,
+    /// The file is gone (deleted, renamed away); its pods went with it.
+    Removed,
+    /// The content is not a valid manifest; the file's last good pods (if any) stay.
+    Rejected,
+}
+
+impl fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Changed => "changed",
+            ChangeKind::Removed => "removed",
+            ChangeKind::Rejected => "rejected",
+        })
+    }
 }
 
 /// What the executor does, in order.

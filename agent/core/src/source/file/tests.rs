@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
+use super::watch::Mask;
 use super::*;
-use crate::source::file::watch::Mask;
 
 const DIR: &str = "/etc/outpost/manifests";
 const PARENT: &str = "/etc/outpost";
@@ -13,7 +13,7 @@ const DIR_WATCH: u64 = 1;
 const PARENT_WATCH: u64 = 2;
 
 fn id(n: u64) -> WatchId {
-    WatchId::fake(n)
+    WatchId::new(n)
 }
 
 fn pod(name: &str, image: &str) -> Content {
@@ -292,7 +292,7 @@ fn describe(action: &Action) -> String {
                 Cause::Event { pid: None } => "event".into(),
                 Cause::Rescan => "rescan".into(),
             };
-            format!("{} {} ({cause})", c.action, c.name.to_string_lossy())
+            format!("{} {} ({cause})", c.kind, c.name.to_string_lossy())
         }
         Action::Warn { path, .. } => format!("warn {}", path.display()),
         Action::Problems(problems) => format!("problems {}", problems.len()),
