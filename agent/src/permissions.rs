@@ -118,6 +118,24 @@ fn writers(mode: u32) -> &'static str {
     }
 }
 
+/// The security defaults, before any source reads a manifest: the manifest directory and
+/// the images directory (`trusted`; `None` with `--allow-writable-manifest-dir`) may be
+/// written by root alone, and the state directory is made private.
+pub fn secure_dirs(trusted: Option<(&Path, Option<&Path>)>, state_dir: &Path) -> Result<(), Error> {
+    match trusted {
+        None => tracing::warn!(
+            "--allow-writable-manifest-dir: not checking who may write the manifest and images directories"
+        ),
+        Some((manifest_dir, images_dir)) => {
+            check_trusted_dir("the manifest directory", manifest_dir)?;
+            if let Some(dir) = images_dir {
+                check_trusted_dir("the images directory", dir)?;
+            }
+        }
+    }
+    secure_state_dir(state_dir)
+}
+
 /// Refuses `target` (`what` names it in messages, e.g. "the manifest directory") when
 /// someone other than root or this process's user could change what is in it. A target
 /// that does not exist yet is judged by the directory it would be created in; both the

@@ -3,6 +3,7 @@
 //! snapshot of the desired pods and of each source's health for readers (the local
 //! API, metrics).
 
+pub mod dry_run;
 pub mod metrics;
 
 use std::sync::Arc;

@@ -35,6 +35,19 @@ impl RuntimeSlot {
         let _ = self.0.set(runtime);
     }
 
+    /// What fills the slot once containerd answers: its execs, and the pods' namespaces
+    /// and stdio FIFOs under `run_dir`.
+    pub fn on_connected(self, run_dir: std::path::PathBuf) -> Box<dyn FnOnce(&Containerd) + Send> {
+        Box::new(move |containerd: &Containerd| {
+            self.set(Runtime {
+                execs: Execs::new(containerd.clone(), run_dir.join("exec")),
+                containerd: containerd.clone(),
+                pods_dir: run_dir.join("pods"),
+                io_dir: run_dir.join("io"),
+            });
+        })
+    }
+
     pub(super) fn get(&self) -> Option<&Runtime> {
         self.0.get()
     }

@@ -9,18 +9,14 @@
 mod build;
 mod cluster;
 
-use std::io::{self, Write};
+use std::io;
 
-use outpost_core::merge::PodDelta;
-use outpost_core::pod::{self, CONFIG_HASH, Source};
-use serde::Serialize;
-use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use self::build::Agent;
 use crate::config::{self, Settings};
 use crate::logging::LogLevel;
-use crate::podconfig::{Batch, SnapshotHandle};
+use crate::podconfig::SnapshotHandle;
 use crate::status::RuntimeReady;
 use crate::task::{Task, Tasks};
 use crate::{api, permissions, shutdown, systemd};
@@ -51,38 +47,11 @@ pub enum Error {
     Task(#[from] crate::task::Error),
     #[error(transparent)]
     Systemd(#[from] systemd::Error),
-    #[error("cannot write deltas to stdout: {0}")]
-    Stdout(#[source] io::Error),
 }
 
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last
 /// statuses may take to reach the API server before the agent exits anyway.
 const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// One delta as `--dry-run` prints it, one JSON object per line.
-#[derive(Debug, Serialize)]
-pub struct DeltaLine<'a> {
-    pub op: outpost_core::merge::DeltaOp,
-    pub source: Source,
-    pub uid: &'a str,
-    pub namespace: &'a str,
-    pub name: &'a str,
-    pub hash: Option<&'a str>,
-}
-
-impl<'a> DeltaLine<'a> {
-    pub fn of(delta: &'a PodDelta) -> DeltaLine<'a> {
-        let meta = &delta.pod.metadata;
-        DeltaLine {
-            op: delta.op,
-            source: delta.source,
-            uid: pod::uid(&delta.pod),
-            namespace: meta.namespace.as_deref().unwrap_or_default(),
-            name: meta.name.as_deref().unwrap_or_default(),
-            hash: pod::annotation(&delta.pod, CONFIG_HASH),
-        }
-    }
-}
 
 /// The agent's tokio worker threads: one. The agent waits on IO almost all the time (its
 /// CPU is well under 1 % of a core with 100 probed pods, B8), so a second worker buys no
@@ -249,24 +218,4 @@ fn ready_check(
             None => "all pod sources seen (dry run: no pods run)".to_owned(),
         })
     })
-}
-
-/// `--dry-run`: one JSON line per delta on stdout, nothing run.
-async fn print_deltas(mut batches: mpsc::Receiver<Batch>) -> Result<(), Error> {
-    while let Some(batch) = batches.recv().await {
-        let written = (|| {
-            let mut out = io::stdout().lock();
-            for delta in &batch.deltas {
-                serde_json::to_writer(&mut out, &DeltaLine::of(delta))?;
-                out.write_all(b"\n")?;
-            }
-            out.flush()
-        })();
-        match written {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(Error::Stdout(e)),
-        }
-    }
-    Ok(())
 }

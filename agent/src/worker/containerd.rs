@@ -143,6 +143,34 @@ impl Pods {
     pub fn run_pods_dir(&self) -> PathBuf {
         self.settings.run_dir.join("pods")
     }
+
+    /// Where container `id`'s output goes: FIFOs registered with the node logger (with
+    /// `containerLogger: node`, or for stdin; released, the registration dropped, once
+    /// the task is created or its creation failed), or the shim's per-container logger.
+    async fn container_stdio(
+        &self,
+        container: &Container,
+        id: &str,
+        log_path: &std::path::Path,
+    ) -> Result<(Option<crate::runtime::node_logger::Registration>, stdio::Stdio), StartFailure>
+    {
+        let create_error =
+            |message| StartFailure::new(WaitingReason::CreateContainerError, message);
+        let terminal = container.tty.unwrap_or(false);
+        let stdin = container.stdin.unwrap_or(false);
+        let node = self.settings.container_logger == crate::config::ContainerLogger::Node;
+        if node || stdin {
+            let io_dir = self.io_dir();
+            let registered =
+                self.settings.node_logger.register(&io_dir, id, log_path, terminal, stdin).await;
+            let registration = registered.map_err(|e| create_error(describe(&e)))?;
+            let stdio = registration.stdio.clone();
+            return Ok((Some(registration), stdio));
+        }
+        let uri = logs::logger_uri(&self.settings.logger, log_path)
+            .map_err(|e| create_error(describe(&e)))?;
+        Ok((None, stdio::Stdio::logged(&uri, terminal)))
+    }
 }
 
 impl PodRuntime for Pods {
@@ -279,47 +307,16 @@ impl PodRuntime for Pods {
         );
         let create_error =
             |message| StartFailure::new(WaitingReason::CreateContainerError, message);
-        let terminal = container.tty.unwrap_or(false);
-        let stdin = container.stdin.unwrap_or(false);
         // FIFOs registered with the node logger (released, the value dropped, once the
         // task is created or its creation failed), or the shim's per-container logger.
-        let node = self.settings.container_logger == crate::config::ContainerLogger::Node;
-        let registration = if node || stdin {
-            let io_dir = self.io_dir();
-            let registered =
-                self.settings.node_logger.register(&io_dir, &id, &log_path, terminal, stdin).await;
-            Some(registered.map_err(|e| create_error(describe(&e)))?)
-        } else {
-            None
-        };
-        let stdio = match &registration {
-            Some(registration) => registration.stdio.clone(),
-            None => {
-                let uri = logs::logger_uri(&self.settings.logger, &log_path)
-                    .map_err(|e| create_error(describe(&e)))?;
-                stdio::Stdio::logged(&uri, terminal)
-            }
-        };
+        let (registration, stdio) = self.container_stdio(container, &id, &log_path).await?;
         let started_at = Timestamp::now();
-        let labels: HashMap<String, String> = [
-            (LABEL_POD_UID, uid.to_owned()),
-            (LABEL_POD_NAMESPACE, namespace.to_owned()),
-            (LABEL_POD_NAME, name.to_owned()),
-            (LABEL_CONTAINER_NAME, container.name.clone()),
-            (LABEL_RESTART_COUNT, restart_count.to_string()),
-            (LABEL_HASH, hash.to_owned()),
-            (LABEL_STARTED_AT, started_at.to_string()),
-            (LABEL_GRACE_PERIOD, lifecycle::grace_period(pod).as_secs().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
         let new = container::NewContainer {
             id: &id,
             image: &image.name,
             parent_snapshot: &image.chain_id,
             spec: &spec,
-            labels,
+            labels: labels(pod, &container.name, restart_count, hash, started_at),
             stdio: &stdio,
             systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
             runtime_binary: self.settings.runtime_binary.as_deref(),
@@ -605,4 +602,30 @@ async fn pull_image(
 /// A new containerd container ID (CRI style: random hex).
 fn new_container_id() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// The CRI labels a container of `pod` carries (adoption and the garbage collector read
+/// them).
+fn labels(
+    pod: &Pod,
+    container: &str,
+    restart_count: u32,
+    hash: &str,
+    started_at: Timestamp,
+) -> HashMap<String, String> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    [
+        (LABEL_POD_UID, pod::uid(pod).to_owned()),
+        (LABEL_POD_NAMESPACE, namespace.to_owned()),
+        (LABEL_POD_NAME, name.to_owned()),
+        (LABEL_CONTAINER_NAME, container.to_owned()),
+        (LABEL_RESTART_COUNT, restart_count.to_string()),
+        (LABEL_HASH, hash.to_owned()),
+        (LABEL_STARTED_AT, started_at.to_string()),
+        (LABEL_GRACE_PERIOD, lifecycle::grace_period(pod).as_secs().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
 }

@@ -229,22 +229,31 @@ fn ensure_node_cgroups(resources: &NodeResources, cgroups: &PodCgroups) -> Resul
     Ok(())
 }
 
-/// The `node_logger` task: keeps the node logger running once one runs, and leaves it
-/// running when the agent exits (it outlives the agent). With `containerLogger: node` it
-/// starts the logger once containerd answers (no container runs before), or adopts the
-/// one that runs; with `container`, the first container with stdin starts it
-/// ([`NodeLogger::running`]).
-pub fn node_logger(config: &Config, logger: NodeLogger, connection: Connection) -> Task {
+/// The node logger run from the container logger the shims run too (see
+/// [`container_logger`]), and its `node_logger` task: keeps it running once one runs,
+/// and leaves it running when the agent exits (it outlives the agent). With
+/// `containerLogger: node` it starts the logger once containerd answers (no container
+/// runs before), or adopts the one that runs; with `container`, the first container with
+/// stdin starts it ([`NodeLogger::running`]).
+pub fn node_logger(
+    config: &Config,
+    exe: &Path,
+    run_dir: &Path,
+    connection: Connection,
+) -> (NodeLogger, Task) {
+    let logger = NodeLogger::new(&container_logger(exe), run_dir);
     let on_demand = config.container_logger != ContainerLogger::Node;
-    Task::infallible("node_logger", async move {
+    let supervised = logger.clone();
+    let task = Task::infallible("node_logger", async move {
         if connection.connected().await.is_none() {
             return;
         }
         if on_demand {
-            logger.running().await;
+            supervised.running().await;
         }
-        supervise(logger).await;
-    })
+        supervise(supervised).await;
+    });
+    (logger, task)
 }
 
 /// Keeps the node logger running (see [`node_logger`]).
@@ -277,7 +286,7 @@ async fn supervise(logger: NodeLogger) {
 
 /// The container logger the shims will run ([`logs::logger_binary`]),
 /// said once.
-pub fn container_logger(exe: &Path) -> PathBuf {
+fn container_logger(exe: &Path) -> PathBuf {
     let logger = logs::logger_binary(exe);
     if logger == exe {
         warn!(

@@ -10,10 +10,10 @@ use outpost_core::eviction::Pressure;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
+use super::Error;
 use super::cluster::{self, Cluster};
-use super::{Error, print_deltas};
 use crate::api::{self, runtime::RuntimeSlot};
 use crate::apiserver::Recorder;
 use crate::audit::ManifestAudit;
@@ -115,16 +115,7 @@ pub(super) async fn build(
     let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
     let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
     let (certificate_status, serving) = certificates(&config, cluster.as_mut(), &mut tasks);
-    // Registered in a dry run too: a scrape's families do not depend on the mode.
-    let pod_metrics = PodMetrics {
-        workers: crate::worker::metrics::Metrics::register(outpost),
-        images: crate::runtime::image::metrics::ImageImports::register(outpost),
-        gc: crate::gc::metrics::GarbageCollection::register(outpost),
-        evictions: crate::eviction::metrics::Evictions::register(outpost),
-    };
-    // `/metrics/probes`' own registry: the same probe counters, kubelet's name.
-    let mut probes = Registry::default();
-    pod_metrics.workers.register_probes(&mut probes);
+    let (pod_metrics, probes) = PodMetrics::register(outpost);
     // The Node as the node task keeps it, and as admission sees it (K4).
     let node_config = node_config(&config, &shared, &certificate_status);
     let admission_node = node_config.as_ref().map(|c| c.admission.subscribe());
@@ -271,7 +262,7 @@ fn runtime_side(
         }
         // A dry run: nothing runs.
         _ => {
-            tasks.push(Task::new("print_deltas", print_deltas(pods.0)).main());
+            tasks.push(podconfig::dry_run::printer(pods.0));
             None
         }
     };
@@ -304,6 +295,23 @@ fn synced(
         handle
     });
     (sync, Some(health))
+}
+
+impl PodMetrics {
+    /// The pod side's families, registered in a dry run too (a scrape's families do not
+    /// depend on the mode), and `/metrics/probes`' own registry: the same probe counters,
+    /// kubelet's name.
+    fn register(outpost: &mut Registry) -> (PodMetrics, Registry) {
+        let metrics = PodMetrics {
+            workers: crate::worker::metrics::Metrics::register(outpost),
+            images: crate::runtime::image::metrics::ImageImports::register(outpost),
+            gc: crate::gc::metrics::GarbageCollection::register(outpost),
+            evictions: crate::eviction::metrics::Evictions::register(outpost),
+        };
+        let mut probes = Registry::default();
+        metrics.workers.register_probes(&mut probes);
+        (metrics, probes)
+    }
 }
 
 impl Shared {
@@ -341,19 +349,10 @@ fn pod_side(
     admission_node: Option<watch::Receiver<outpost_core::node_admission::Node>>,
 ) -> Result<(Task, Vec<Task>), Error> {
     let (ready, runtime_slot) = shared.runtime.clone().unwrap_or_default();
-    let run_dir = config.node.run_dir.clone();
-    let connected = move |containerd: &crate::runtime::Containerd| {
-        runtime_slot.set(api::runtime::Runtime {
-            execs: crate::runtime::exec::Execs::new(containerd.clone(), run_dir.join("exec")),
-            containerd: containerd.clone(),
-            pods_dir: run_dir.join("pods"),
-            io_dir: run_dir.join("io"),
-        });
-    };
     let deps = containerd::Deps {
         ready,
         version: shared.runtime_version.clone(),
-        connected: Box::new(connected),
+        connected: runtime_slot.on_connected(config.node.run_dir.clone()),
         stop_pods: shared.stop_pods.clone(),
     };
     let (connection, containerd) = config.containerd.clone().build(&placement, deps);
@@ -370,9 +369,8 @@ fn pod_side(
         metrics.images,
     );
     let exe = std::env::current_exe().map_err(Error::Exe)?;
-    let logger = pods::container_logger(&exe);
-    let node_logger = crate::runtime::node_logger::NodeLogger::new(&logger, &config.node.run_dir);
-    let supervisor = pods::node_logger(&config.pods, node_logger.clone(), connection.clone());
+    let (node_logger, supervisor) =
+        pods::node_logger(&config.pods, &exe, &config.node.run_dir, connection.clone());
     let workers = pods::Deps {
         exe,
         node_logger,
@@ -476,7 +474,11 @@ fn resolve(settings: Settings, dry_run: bool) -> Result<Config, Error> {
         let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
         config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
     }
-    secure_dirs(&config)?;
+    let images_dir = config.pods.images_dir.as_deref();
+    let manifest_dir = &config.sources.manifest_dir;
+    let trusted =
+        (!config.allow_writable_manifest_dir).then_some((manifest_dir.as_path(), images_dir));
+    permissions::secure_dirs(trusted, &config.node.state_dir)?;
     Ok(config)
 }
 
@@ -497,19 +499,4 @@ fn kernel(config: &Config, dry_run: bool, audit: &ManifestAudit) -> crate::ebpf:
 fn pod_cgroups(config: &Config) -> PodCgroups {
     let resources = &config.node_resources;
     PodCgroups::new(resources.layout.clone(), Hierarchy::detect(), resources.pod_pids_limit)
-}
-
-/// The security defaults (see [`permissions`]), before any source reads a manifest.
-fn secure_dirs(config: &Config) -> Result<(), permissions::Error> {
-    if config.allow_writable_manifest_dir {
-        warn!(
-            "--allow-writable-manifest-dir: not checking who may write the manifest and images directories"
-        );
-    } else {
-        permissions::check_trusted_dir("the manifest directory", &config.sources.manifest_dir)?;
-        if let Some(dir) = &config.pods.images_dir {
-            permissions::check_trusted_dir("the images directory", dir)?;
-        }
-    }
-    permissions::secure_state_dir(&config.node.state_dir)
 }

@@ -123,7 +123,50 @@ async fn make(
             .await
             .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?
     };
-    let ips = match &namespaces.network {
+    let ips = network(pods, pod, &uid, namespaces.network.as_ref(), fresh).await?;
+    let pod_dir = pods.pods_dir().join(&uid);
+    let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
+    let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
+    let (dir, owned, pod_ips, dns) =
+        (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.dns.clone());
+    let (node_name, labels) = (pods.settings.node_name.clone(), pods.settings.node_labels.clone());
+    let (claimed, dns_events) = blocking(move || {
+        let node = claims::Node { name: &node_name, labels: &labels };
+        let claimed = volumes::set_up_claims(&dir, &owned, &resolved, node).map_err(Box::new)?;
+        let events = volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)?;
+        Ok::<_, Box<volumes::Error>>((claimed, events))
+    })
+    .await
+    .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
+    // K2: said once per pod (when its resolv.conf is first written), not at every set-up.
+    if first_resolv_conf {
+        let object = pod_ref(pod, None);
+        for event in dns_events {
+            tracing::warn!(pod.uid = %uid, reason = event.reason, "{}", event.message);
+            if event.reason == spec::MISSING_CLUSTER_DNS {
+                // kubelet tells the Node as well.
+                let node = events::node_ref(&pods.settings.node_name);
+                let message = spec::MISSING_CLUSTER_DNS_ON_NODE;
+                pods.events.emit(&node, EventType::Warning, event.reason, message);
+            }
+            pods.events.emit(&object, EventType::Warning, event.reason, event.message);
+        }
+    }
+    let sandbox = Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup, claimed };
+    Ok((sandbox, fresh))
+}
+
+/// The pod's IPs: the node's with the host's network, else its network namespace's
+/// attachment (the cached one, unless the namespace was made anew).
+async fn network(
+    pods: &Pods,
+    pod: &Pod,
+    uid: &str,
+    netns: Option<&PathBuf>,
+    fresh: bool,
+) -> Result<Vec<IpAddr>, SandboxProblem> {
+    let uid = uid.to_owned();
+    let ips = match netns {
         None => pods.settings.host_ip.into_iter().collect(),
         Some(netns) => {
             let cached = pods
@@ -163,36 +206,7 @@ async fn make(
             }
         }
     };
-    let pod_dir = pods.pods_dir().join(&uid);
-    let first_resolv_conf = !pod_dir.join(volumes::RESOLV_CONF).exists();
-    let resolved = pods.settings.objects.resolve(pod, &projection::volume_references(pod)).await;
-    let (dir, owned, pod_ips, dns) =
-        (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.dns.clone());
-    let (node_name, labels) = (pods.settings.node_name.clone(), pods.settings.node_labels.clone());
-    let (claimed, dns_events) = blocking(move || {
-        let node = claims::Node { name: &node_name, labels: &labels };
-        let claimed = volumes::set_up_claims(&dir, &owned, &resolved, node).map_err(Box::new)?;
-        let events = volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)?;
-        Ok::<_, Box<volumes::Error>>((claimed, events))
-    })
-    .await
-    .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
-    // K2: said once per pod (when its resolv.conf is first written), not at every set-up.
-    if first_resolv_conf {
-        let object = pod_ref(pod, None);
-        for event in dns_events {
-            tracing::warn!(pod.uid = %uid, reason = event.reason, "{}", event.message);
-            if event.reason == spec::MISSING_CLUSTER_DNS {
-                // kubelet tells the Node as well.
-                let node = events::node_ref(&pods.settings.node_name);
-                let message = spec::MISSING_CLUSTER_DNS_ON_NODE;
-                pods.events.emit(&node, EventType::Warning, event.reason, message);
-            }
-            pods.events.emit(&object, EventType::Warning, event.reason, event.message);
-        }
-    }
-    let sandbox = Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup, claimed };
-    Ok((sandbox, fresh))
+    Ok(ips)
 }
 
 /// Writes the pod's API-object and downward API volumes again, from the objects as they

@@ -57,76 +57,15 @@ impl<R: PodRuntime> PodWorker<R> {
                     Err(failure) => Input::StartFailed { container, failure },
                 });
             }
-            Action::Signal { container_ids, signal } => {
-                for id in &container_ids {
-                    if signal == StopSignal::Kill {
-                        // Its hooks and probes are abandoned with it.
-                        self.abandon_runs(id);
-                    }
-                    if let Err(e) = runtime.kill(id, signal).await {
-                        let signal = match signal {
-                            StopSignal::Term => "SIGTERM",
-                            StopSignal::Kill => "SIGKILL",
-                        };
-                        tracing::warn!(container_id = id, error = %describe(&e), "cannot send {signal}");
-                    }
-                }
-            }
+            Action::Signal { container_ids, signal } => self.signal(&container_ids, signal).await,
             Action::Probe { pod, container, container_id, kind, handler, timeout } => {
                 self.probe(&pod, container, container_id, kind, handler, timeout);
             }
             Action::RunHook { pod, container, container_id, hook, handler, timeout } => {
                 self.run_hook(&pod, &container, container_id, hook, handler, timeout);
             }
-            Action::CheckExited { container_ids } => {
-                for id in container_ids {
-                    let (exit_code, finished_at) = match runtime.task(&id).await {
-                        Ok(TaskState::Running) => continue,
-                        Ok(TaskState::Exited { exit_status, exited_at }) => {
-                            (exit_code(exit_status), exited_at)
-                        }
-                        Ok(TaskState::Missing) => (UNKNOWN_EXIT, None),
-                        // Looked at again when containerd is back (Resync).
-                        Err(e) if e.is_unreachable() => {
-                            tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task: containerd is unreachable");
-                            continue;
-                        }
-                        Err(e) => {
-                            tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task; taking it as exited");
-                            (UNKNOWN_EXIT, None)
-                        }
-                    };
-                    inputs.push_back(Input::Exited(Exit {
-                        container_id: id,
-                        exit_code,
-                        finished_at,
-                        signal: None,
-                        by: ExitSource::Containerd,
-                    }));
-                }
-            }
-            Action::DeleteTask { container_id, reap } => {
-                // Its events stay routed here: the other side's late word about this exit
-                // (the kernel's signal or OOM victim) still counts.
-                // Either way the garbage collector looks then: the container is dead now,
-                // and the one before it may be one too many (G1).
-                if reap {
-                    // containerd may not have reaped it yet: delete it once it has, off
-                    // the path of this status update and restart decision.
-                    let shared = shared.clone();
-                    self.cleanup.spawn(async move {
-                        if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
-                            tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
-                        }
-                        shared.gc.collect_containers_now();
-                    });
-                } else {
-                    if let Err(e) = runtime.delete_task(&container_id, false).await {
-                        tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
-                    }
-                    shared.gc.collect_containers_now();
-                }
-            }
+            Action::CheckExited { container_ids } => self.check_exited(container_ids, inputs).await,
+            Action::DeleteTask { container_id, reap } => self.delete_task(container_id, reap).await,
             Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
                 let Some(spec) = outpost_core::pod::container(&pod, &container) else { return };
                 let message =
@@ -153,18 +92,7 @@ impl<R: PodRuntime> PodWorker<R> {
                 });
             }
             Action::RemoveContainer { container_id, background } => {
-                self.abandon_runs(&container_id);
-                // Routed here until it is gone (late words about its exit).
-                if background {
-                    let shared = shared.clone();
-                    self.cleanup.spawn(async move {
-                        remove(&shared.runtime, &container_id).await;
-                        shared.routes.remove(&container_id);
-                    });
-                } else {
-                    remove(runtime, &container_id).await;
-                    shared.routes.remove(&container_id);
-                }
+                self.remove_container(container_id, background).await;
             }
             Action::Event { pod, container, kind, reason, message } => {
                 shared.events.emit(&pod_ref(&pod, container.as_deref()), kind, reason, message);
@@ -176,6 +104,101 @@ impl<R: PodRuntime> PodWorker<R> {
                 shared.metrics.pod_started(source, latency);
             }
             Action::RemoveStatus { uid } => shared.statuses.remove(&uid),
+        }
+    }
+
+    /// Sends `signal` to each container (a kill abandons its hooks and probes).
+    async fn signal(&mut self, container_ids: &[String], signal: StopSignal) {
+        let shared = self.shared.clone();
+        let runtime = &shared.runtime;
+        for id in container_ids {
+            if signal == StopSignal::Kill {
+                // Its hooks and probes are abandoned with it.
+                self.abandon_runs(id);
+            }
+            if let Err(e) = runtime.kill(id, signal).await {
+                let signal = match signal {
+                    StopSignal::Term => "SIGTERM",
+                    StopSignal::Kill => "SIGKILL",
+                };
+                tracing::warn!(container_id = id, error = %describe(&e), "cannot send {signal}");
+            }
+        }
+    }
+
+    /// Whether each container's task exited, as containerd says (a lost event's stand-in).
+    async fn check_exited(&mut self, container_ids: Vec<String>, inputs: &mut VecDeque<Input>) {
+        let runtime = &self.shared.runtime;
+        for id in container_ids {
+            let (exit_code, finished_at) = match runtime.task(&id).await {
+                Ok(TaskState::Running) => continue,
+                Ok(TaskState::Exited { exit_status, exited_at }) => {
+                    (exit_code(exit_status), exited_at)
+                }
+                Ok(TaskState::Missing) => (UNKNOWN_EXIT, None),
+                // Looked at again when containerd is back (Resync).
+                Err(e) if e.is_unreachable() => {
+                    tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task: containerd is unreachable");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(container_id = id, error = %describe(&e), "cannot look up the task; taking it as exited");
+                    (UNKNOWN_EXIT, None)
+                }
+            };
+            inputs.push_back(Input::Exited(Exit {
+                container_id: id,
+                exit_code,
+                finished_at,
+                signal: None,
+                by: ExitSource::Containerd,
+            }));
+        }
+    }
+
+    /// Deletes an exited container's task (reaped off the status path when asked), then
+    /// has the garbage collector look (G1).
+    async fn delete_task(&mut self, container_id: String, reap: bool) {
+        let shared = self.shared.clone();
+        let runtime = &shared.runtime;
+        // Its events stay routed here: the other side's late word about this exit
+        // (the kernel's signal or OOM victim) still counts.
+        // Either way the garbage collector looks then: the container is dead now,
+        // and the one before it may be one too many (G1).
+        if reap {
+            // containerd may not have reaped it yet: delete it once it has, off
+            // the path of this status update and restart decision.
+            let shared = shared.clone();
+            self.cleanup.spawn(async move {
+                if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
+                    tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+                }
+                shared.gc.collect_containers_now();
+            });
+        } else {
+            if let Err(e) = runtime.delete_task(&container_id, false).await {
+                tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
+            }
+            shared.gc.collect_containers_now();
+        }
+    }
+
+    /// Removes a container, in the background when asked; its events stay routed here
+    /// until it is gone.
+    async fn remove_container(&mut self, container_id: String, background: bool) {
+        let shared = self.shared.clone();
+        let runtime = &shared.runtime;
+        self.abandon_runs(&container_id);
+        // Routed here until it is gone (late words about its exit).
+        if background {
+            let shared = shared.clone();
+            self.cleanup.spawn(async move {
+                remove(&shared.runtime, &container_id).await;
+                shared.routes.remove(&container_id);
+            });
+        } else {
+            remove(runtime, &container_id).await;
+            shared.routes.remove(&container_id);
         }
     }
 
