@@ -12,6 +12,7 @@ pub mod client;
 pub mod connectivity;
 pub mod credentials;
 pub mod events;
+pub mod kubeconfig;
 pub mod network;
 pub mod watcher;
 

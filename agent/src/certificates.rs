@@ -15,7 +15,6 @@
 //! and keeps every pod running.
 
 pub mod csr;
-pub mod kubeconfig;
 pub mod manager;
 pub mod pki;
 mod rotation;

@@ -13,10 +13,10 @@ use tracing::{error, info, warn};
 
 use super::Error;
 use super::csr::{self, Wanted};
-use super::kubeconfig::{self, ClusterInfo};
 use super::pki::{Pair, Pki};
 use super::rotation::{self, Rotation};
 use super::status::{CertificateStatus, Status};
+use crate::apiserver::kubeconfig::{self, ClusterInfo};
 use crate::apiserver::{ApiClient, Connectivity, Credentials};
 
 /// kubelet's wait for a bootstrap or renewal request's certificate.
@@ -62,7 +62,7 @@ impl Manager {
     /// until the first bootstrap (tried here for up to [`START_WAIT`]).
     pub async fn start(settings: Settings, connectivity: Connectivity) -> Result<Manager, Error> {
         let source = settings.bootstrap.as_deref().unwrap_or(&settings.kubeconfig);
-        let cluster = kubeconfig::cluster_of(source)?;
+        let cluster = cluster_of(source)?;
         let (client, credentials) =
             Credentials::none(server_url(&cluster), connectivity, "waiting for TLS bootstrapping");
         let (status, _) = watch::channel(CertificateStatus::default());
@@ -120,7 +120,7 @@ impl Manager {
                 reason: "has no valid client certificate, and there is no --bootstrap-kubeconfig to get one with".into(),
             });
         };
-        let cluster = kubeconfig::cluster_of(bootstrap)?;
+        let cluster = cluster_of(bootstrap)?;
         let (client, _) = ApiClient::kube_client(bootstrap).await?;
         let issued = with_timeout(csr::request(client, &Wanted::client(&self.node_name))).await?;
         let pair = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
@@ -134,7 +134,8 @@ impl Manager {
     async fn use_pair(&self, pair: &Pair, cluster: &ClusterInfo) -> Result<(), Error> {
         let link = self.pki.current_path(CLIENT);
         if !kubeconfig::uses(&self.kubeconfig, &link) {
-            kubeconfig::write(&self.kubeconfig, cluster, &link)?;
+            kubeconfig::write(&self.kubeconfig, cluster, &link)
+                .map_err(|e| Error::Write { path: e.path, source: e.source })?;
         }
         self.credentials.load(&self.kubeconfig).await?;
         self.status.send_modify(|s| s.took(pair));
@@ -189,7 +190,7 @@ impl Rotation for Manager {
         ))
         .await?;
         let new = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
-        let cluster = kubeconfig::cluster_of(&self.kubeconfig)?;
+        let cluster = cluster_of(&self.kubeconfig)?;
         self.use_pair(&new, &cluster).await?;
         self.status.send_modify(|s| s.rotations += 1);
         info!(expires = %rfc3339(new.not_after), "client certificate rotated");
@@ -223,4 +224,10 @@ fn server_url(cluster: &ClusterInfo) -> String {
         .parse::<http::Uri>()
         .map(|uri| uri.to_string())
         .unwrap_or_else(|_| cluster.server.clone())
+}
+
+/// The cluster of the kubeconfig at `path`'s current context.
+fn cluster_of(path: &std::path::Path) -> Result<ClusterInfo, Error> {
+    kubeconfig::cluster_of(path)
+        .map_err(|problem| Error::Kubeconfig { path: path.into(), reason: problem.to_string() })
 }

@@ -30,7 +30,7 @@ use outpost_core::bootstrap_token;
 
 use crate::cli::JoinArgs;
 
-pub use discovery::ClusterInfo;
+pub use discovery::Discovered;
 pub use files::{BOOTSTRAP_KUBECONFIG, KUBECONFIG};
 
 /// Why a join stopped.

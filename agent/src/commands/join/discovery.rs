@@ -10,13 +10,14 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 
 use super::Error;
+use crate::apiserver::kubeconfig::{Problem, current_or_first_cluster};
 
 /// How long to wait between two reads of `cluster-info` (kubeadm waits 5 s).
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What discovery found and checked.
 #[derive(Debug, Clone)]
-pub struct ClusterInfo {
+pub struct Discovered {
     /// The API server, as `cluster-info` names it.
     pub server: String,
     /// The cluster's CA bundle (PEM), verified against the pins.
@@ -31,7 +32,7 @@ pub async fn discover(
     token: &Token,
     pins: &[Pin],
     timeout: Duration,
-) -> Result<ClusterInfo, Error> {
+) -> Result<Discovered, Error> {
     let url = cluster_info_url(server)?;
     let started = Instant::now();
     loop {
@@ -74,7 +75,7 @@ async fn discover_once(
     url: &reqwest::Url,
     token: &Token,
     pins: &[Pin],
-) -> Result<ClusterInfo, Error> {
+) -> Result<Discovered, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let insecure = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -110,7 +111,7 @@ async fn discover_once(
     if again != kubeconfig {
         return Err(Error::Changed { url: url.to_string() });
     }
-    Ok(ClusterInfo { server, ca_pem, pin })
+    Ok(Discovered { server, ca_pem, pin })
 }
 
 fn fetch_error(url: &reqwest::Url, error: impl std::fmt::Display) -> Error {
@@ -177,26 +178,16 @@ fn cluster_of(url: &reqwest::Url, kubeconfig: &str) -> Result<(String, Vec<u8>),
     let unusable = |reason: String| Error::ClusterInfo { url: url.to_string(), reason };
     let config = kube::config::Kubeconfig::from_yaml(kubeconfig)
         .map_err(|e| unusable(format!("its kubeconfig does not parse: {e}")))?;
-    let current = config
-        .current_context
-        .as_deref()
-        .and_then(|name| config.contexts.iter().find(|c| c.name == name))
-        .and_then(|c| c.context.as_ref())
-        .map(|c| c.cluster.clone());
-    let named = current
-        .and_then(|name| config.clusters.iter().find(|c| c.name == name))
-        .or_else(|| config.clusters.first());
-    let cluster = named
-        .and_then(|c| c.cluster.as_ref())
-        .ok_or_else(|| unusable("its kubeconfig has no cluster".into()))?;
-    let server =
-        cluster.server.clone().ok_or_else(|| unusable("its cluster has no server".into()))?;
+    let cluster = current_or_first_cluster(&config).map_err(|problem| match problem {
+        Problem::NoServer => unusable("its cluster has no server".into()),
+        _ => unusable("its kubeconfig has no cluster".into()),
+    })?;
     let ca = cluster
-        .certificate_authority_data
+        .ca_data
         .as_deref()
         .ok_or_else(|| unusable("its cluster has no certificate-authority-data".into()))?;
     let ca_pem = base64::engine::general_purpose::STANDARD
         .decode(ca.trim())
         .map_err(|e| unusable(format!("its certificate-authority-data is not base64: {e}")))?;
-    Ok((server, ca_pem))
+    Ok((cluster.server, ca_pem))
 }

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use outpost_core::bootstrap_token::Token;
 use serde_json::json;
 
-use super::{ClusterInfo, Error};
+use super::{Discovered, Error};
 
 /// The bootstrap kubeconfig's file name (kubeadm's `/etc/kubernetes/bootstrap-kubelet.conf`).
 pub const BOOTSTRAP_KUBECONFIG: &str = "bootstrap-kubelet.conf";
@@ -61,7 +61,7 @@ impl Layout {
     /// Writes the bootstrap kubeconfig, then the config; returns their paths.
     pub fn write(
         &self,
-        info: &ClusterInfo,
+        info: &Discovered,
         token: &Token,
         node_name: Option<&str>,
     ) -> Result<Vec<PathBuf>, Error> {
@@ -92,7 +92,7 @@ const NEW_CONFIG: &str =
 
 /// The bootstrap kubeconfig: kubeadm's names (cluster `kubernetes`, user
 /// `tls-bootstrap-token-user`), the CA embedded, the token as bearer token.
-pub fn bootstrap_kubeconfig(info: &ClusterInfo, token: &Token) -> String {
+pub fn bootstrap_kubeconfig(info: &Discovered, token: &Token) -> String {
     let config = json!({
         "apiVersion": "v1",
         "kind": "Config",

@@ -74,8 +74,8 @@ fn j1_the_installed_config_stays_valid() {
     );
 }
 
-fn info() -> ClusterInfo {
-    ClusterInfo {
+fn info() -> Discovered {
+    Discovered {
         server: "https://10.0.0.1:6443".into(),
         ca_pem: b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_vec(),
         pin: Pin::of_spki(b"x"),

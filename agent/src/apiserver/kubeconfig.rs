@@ -1,7 +1,11 @@
-//! J1: the kubeconfig the agent writes at `--kubeconfig` once it has a client
-//! certificate, as kubelet writes it: the bootstrap kubeconfig's cluster (server and
-//! CA), and a user whose certificate and key are the PKI's `kubelet-client-current.pem`
-//! link, so that a renewal changes the link and never this file.
+//! The agent's one reader and writer of kubeconfigs (besides kube's client config):
+//! the cluster a kubeconfig's current context names (J1's bootstrap and `--kubeconfig`;
+//! `outpost join`'s verified `cluster-info`, which falls back to its first cluster as
+//! kubeadm does), whether it already uses the node's certificate, and the kubeconfig
+//! the agent writes at `--kubeconfig` once it has a client certificate, as kubelet
+//! writes it: the bootstrap kubeconfig's cluster (server and CA), and a user whose
+//! certificate and key are the PKI's `kubelet-client-current.pem` link, so that a
+//! renewal changes the link and never this file.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -9,9 +13,32 @@ use std::path::{Path, PathBuf};
 use kube::config::Kubeconfig;
 use serde_json::json;
 
-use super::Error;
+/// What makes a kubeconfig's cluster unusable; says what it lacks, after the
+/// kubeconfig's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("does not parse: {0}")]
+    Parse(String),
+    #[error("has no current context")]
+    NoCurrentContext,
+    #[error("names a cluster it does not have")]
+    UnknownCluster,
+    #[error("has no cluster")]
+    NoCluster,
+    #[error("has no server")]
+    NoServer,
+}
 
-/// The server (URL) and CA of the bootstrap kubeconfig's current context.
+/// A kubeconfig that cannot be written: the file or directory, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}", path.display())]
+pub struct WriteError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The server (URL) and CA of a kubeconfig's cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterInfo {
     pub server: String,
@@ -22,19 +49,26 @@ pub struct ClusterInfo {
 }
 
 /// The cluster of `path`'s current context.
-pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Error> {
-    let invalid = |reason: &str| Error::Kubeconfig { path: path.into(), reason: reason.into() };
-    let config = Kubeconfig::read_from(path).map_err(|e| invalid(&e.to_string()))?;
-    let context = current_context(&config).ok_or_else(|| invalid("has no current context"))?;
-    let cluster = config
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .and_then(|c| c.cluster.as_ref())
-        .ok_or_else(|| invalid("names a cluster it does not have"))?;
-    let server = cluster.server.clone().ok_or_else(|| invalid("has no server"))?;
+pub fn cluster_of(path: &Path) -> Result<ClusterInfo, Problem> {
+    let config = Kubeconfig::read_from(path).map_err(|e| Problem::Parse(e.to_string()))?;
+    let context = current_context(&config).ok_or(Problem::NoCurrentContext)?;
+    let named = config.clusters.iter().find(|c| c.name == context.cluster);
+    info(named.and_then(|c| c.cluster.as_ref()).ok_or(Problem::UnknownCluster)?)
+}
+
+/// The cluster of `config`'s current context, else its first one (as kubeadm reads
+/// `cluster-info`).
+pub fn current_or_first_cluster(config: &Kubeconfig) -> Result<ClusterInfo, Problem> {
+    let current = current_context(config).map(|c| c.cluster.as_str());
+    let named = current
+        .and_then(|name| config.clusters.iter().find(|c| c.name == name))
+        .or_else(|| config.clusters.first());
+    info(named.and_then(|c| c.cluster.as_ref()).ok_or(Problem::NoCluster)?)
+}
+
+fn info(cluster: &kube::config::Cluster) -> Result<ClusterInfo, Problem> {
     Ok(ClusterInfo {
-        server,
+        server: cluster.server.clone().ok_or(Problem::NoServer)?,
         ca_data: cluster.certificate_authority_data.clone(),
         ca_file: cluster.certificate_authority.clone(),
         insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
@@ -64,7 +98,7 @@ fn current_context(config: &Kubeconfig) -> Option<&kube::config::Context> {
 
 /// Writes the kubeconfig at `path` (0600, by a rename) for `cluster` with the
 /// certificate and key in `pem` (one file).
-pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), Error> {
+pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), WriteError> {
     let mut cluster_entry = json!({ "server": cluster.server });
     if let Some(data) = &cluster.ca_data {
         cluster_entry["certificate-authority-data"] = json!(data);
@@ -91,10 +125,9 @@ pub fn write(path: &Path, cluster: &ClusterInfo, pem: &Path) -> Result<(), Error
         "current-context": "default-context",
         "preferences": {},
     });
-    let write =
-        |target: &Path, source: std::io::Error| Error::Write { path: target.into(), source };
+    let write = |target: &Path, source: std::io::Error| WriteError { path: target.into(), source };
     let text = serde_saphyr::to_string(&config)
-        .map_err(|e| Error::Write { path: path.into(), source: std::io::Error::other(e) })?;
+        .map_err(|e| WriteError { path: path.into(), source: std::io::Error::other(e) })?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| write(dir, e))?;
     }
