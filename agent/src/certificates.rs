@@ -16,6 +16,7 @@
 
 pub mod csr;
 pub mod manager;
+pub mod metrics;
 pub mod pki;
 mod rotation;
 pub mod serving;

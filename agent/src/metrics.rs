@@ -43,7 +43,7 @@
 //! - `outpost_evictions_total{signal}` (`eviction::metrics`); the garbage collector's
 //!   `outpost_image_gc_*` and `outpost_container_gc_removed_total` (`gc::metrics`).
 //!
-//! API server (`sync`), with a kubeconfig: `outpost_apiserver_reachable` (1 or 0) and
+//! API server (`sync::metrics`), with a kubeconfig: `outpost_apiserver_reachable` (1 or 0) and
 //! `outpost_pod_status_updates_queued` (waiting to be sent: offline, or backing off).
 //! Always: `outpost_events_recorded_total`, `outpost_events_rate_limited_total`,
 //! `outpost_events_dropped_total`: Kubernetes Events recorded, refused by the spam
@@ -63,11 +63,9 @@
 //! The process (`process`): `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //! `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`.
 
-mod certificates;
 mod kernel;
 mod pods;
 mod process;
-mod sync;
 mod usage;
 
 use prometheus_client::registry::Registry;
@@ -102,7 +100,10 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
     let outpost = registry.sub_registry_with_prefix("outpost");
     outpost.register_collector(Box::new(pods::PodSources(snapshot.clone())));
     for (kind, status) in sources.certificates {
-        outpost.register_collector(Box::new(certificates::Certificate { kind, status }));
+        outpost.register_collector(Box::new(crate::certificates::metrics::Certificate {
+            kind,
+            status,
+        }));
     }
     outpost.register_collector(Box::new(pods::Running {
         snapshot: snapshot.clone(),
@@ -115,8 +116,10 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
             cgroups,
         }));
     }
-    outpost
-        .register_collector(Box::new(sync::Sync { health: sources.sync, events: sources.events }));
+    outpost.register_collector(Box::new(crate::sync::metrics::Sync {
+        health: sources.sync,
+        events: sources.events,
+    }));
     outpost.register_collector(Box::new(kernel::Kernel { snapshot, ebpf: sources.ebpf }));
 }
 

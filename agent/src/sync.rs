@@ -17,6 +17,7 @@
 pub mod beat;
 pub mod events;
 pub mod lease;
+pub mod metrics;
 pub mod mirror;
 pub mod node;
 pub mod pod_status;

@@ -11,7 +11,7 @@ use crate::apiserver::{Health, Recorder};
 
 /// The sync to the API server and the events.
 #[derive(Debug)]
-pub(super) struct Sync {
+pub struct Sync {
     pub health: Option<Health>,
     pub events: Recorder,
 }

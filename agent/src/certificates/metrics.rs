@@ -12,11 +12,11 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::certificates::Status;
+use super::Status;
 
 /// A certificate's manager: `kind` is `client` or `server` (the serving certificate).
 #[derive(Debug)]
-pub(super) struct Certificate {
+pub struct Certificate {
     pub kind: &'static str,
     pub status: Status,
 }
