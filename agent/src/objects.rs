@@ -9,9 +9,10 @@
 //! are set up, as kubelet's volume manager reads them: a node may only `get` them (K5,
 //! the Node authorizer), so a pod waiting for its claim to bind reads it again on each
 //! retry of its sandbox, at the sandbox's backoff. A pod [`Objects::claim`]s its
-//! references when the merge hands it over (and again before each use) and
-//! [`Objects::release`]s them when it is gone; an object nobody claims any more is no
-//! longer watched, nor kept.
+//! references once, when the merge hands it over (the pod workers' dispatcher does), and
+//! [`Objects::release`]s them when it is gone; what it resolves or reads later is what
+//! it claimed. An object nobody claims any more is no longer watched, nor kept
+//! ([`outpost_core::claims`] decides, [`watches`] carries it out).
 //!
 //! What is known of each object, present or known absent, and the tokens, are kept in
 //! the private checkpoint `api-objects` (mode 0600: it holds Secrets), written before
@@ -265,7 +266,6 @@ impl Objects {
                     .collect(),
             );
         };
-        self.claim(pod);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
         let mut resolved = BTreeMap::new();
         for reference in references {
@@ -303,11 +303,6 @@ impl Objects {
         let annotations = pod.metadata.annotations.as_ref();
         let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
         let is_static = source != Some(pod::Source::Api.config_source());
-        if is_static {
-            self.claim_services(pod);
-        } else {
-            self.claim(pod);
-        }
         inner.service_env(pod, is_static).await
     }
 }

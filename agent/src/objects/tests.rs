@@ -129,6 +129,7 @@ async fn v3_restored_objects_answer_offline_and_unclaimed_ones_go_at_garbage_col
     checkpoints.write_private(saved::CHECKPOINT, &saved::snapshot(SERVER, &state)).unwrap();
     let (objects, _changes) = Objects::start(client(SERVER), checkpoints).await;
     let p = pod("u1", &["kept", "missing"]);
+    objects.claim(&p);
     let references = projection::volume_references(&p);
     let resolved = objects.resolve(&p, &references).await;
     assert_eq!(

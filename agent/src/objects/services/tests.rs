@@ -65,6 +65,8 @@ async fn k1_an_api_pod_waits_for_services_read_and_a_static_pod_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let (objects, _changes) = Objects::start(client(), Checkpoints::new(dir.path())).await;
     let api = pod("apps", None, "api");
+    // Claimed when the merge hands it over (the dispatcher), as every API pod.
+    objects.claim(&api);
     assert_eq!(objects.service_env(&api).await, Err(NOT_READ.to_owned()));
     // It is watched now, while the pod is there.
     let watched = |objects: &Objects| {
@@ -72,7 +74,9 @@ async fn k1_an_api_pod_waits_for_services_read_and_a_static_pod_does_not() {
         state.services.scopes.keys().cloned().collect::<Vec<_>>()
     };
     assert_eq!(watched(&objects), [Scope::Master, namespace_scope("apps")]);
-    assert_eq!(objects.service_env(&pod("apps", None, "file")).await, Ok(ServiceEnv::new()));
+    let file = pod("apps", None, "file");
+    objects.claim_services(&file);
+    assert_eq!(objects.service_env(&file).await, Ok(ServiceEnv::new()));
     objects.release("u-apps");
     assert_eq!(watched(&objects), []);
     // Without an API server there are no Service variables, for any pod.
