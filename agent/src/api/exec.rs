@@ -194,7 +194,7 @@ async fn command(
 ) -> Response {
     let (options, command) = match StreamOptions::parse(request.uri().query()) {
         Ok(parsed) => parsed,
-        Err(message) => return Refusal::bad_request(message).into_response(),
+        Err(e) => return Refusal::bad_request(e.to_string()).into_response(),
     };
     if verb == Verb::Exec && command.is_empty() {
         return Refusal::bad_request(
