@@ -64,7 +64,7 @@ fn n3_port_forward_takes_the_ports_of_every_port_parameter() {
         (Some("port=80,,81"), "is not a port"),
         (Some("port=http"), "is not a port"),
     ] {
-        let error = port_forward::ports(query).unwrap_err();
+        let error = port_forward::ports(query).unwrap_err().to_string();
         assert!(error.contains(expected), "{query:?}: {error}");
     }
 }
