@@ -55,6 +55,18 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// [`decode`]: the bytes do not start with a header line ([`Error::Corrupt`]'s reason).
+    #[error("no header line")]
+    NoHeader,
+    /// [`decode`]: the first line is not a checkpoint header.
+    #[error("unknown header {0:?}")]
+    UnknownHeader(String),
+    /// [`decode`]: the header is not the one the body that follows it would have.
+    #[error("header {header:?} does not match the {len}-byte body (torn or corrupted write)")]
+    Torn { header: String, len: usize },
+    /// [`decode`]: the body is what the header says but not what the reader expects.
+    #[error("checksum matches but content does not decode: {0}")]
+    Body(#[source] serde_json::Error),
 }
 
 /// The error as the sources' machines take it (`outpost_core::source::checkpoint`): the
@@ -69,6 +81,8 @@ impl From<Error> for outpost_core::source::checkpoint::Error {
             Error::Encode { path, source } => {
                 Described::Encode { path, reason: source.to_string() }
             }
+            // [`decode`]'s own, which its callers turn into `Corrupt` with the path.
+            decoding => Described::Corrupt { path: PathBuf::new(), reason: decoding.to_string() },
         }
     }
 }
@@ -145,7 +159,7 @@ impl Checkpoints {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(Error::Read { path, source }),
         };
-        decode(&bytes).map(Some).map_err(|reason| Error::Corrupt { path, reason })
+        decode(&bytes).map(Some).map_err(|e| Error::Corrupt { path, reason: e.to_string() })
     }
 
     /// [`Checkpoints::write`] on the blocking pool.
@@ -170,11 +184,11 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
 }
 
 /// Reads a checkpoint file's bytes: checks the header against the body and decodes the
-/// body. The error is why the file is corrupt ([`Error::Corrupt`]'s reason).
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+/// body. The error is why the file is corrupt ([`Error::Corrupt`]'s reason): one of
+/// [`Error::NoHeader`], [`Error::UnknownHeader`], [`Error::Torn`] and [`Error::Body`].
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let body = verify(bytes)?;
-    serde_json::from_slice(body)
-        .map_err(|e| format!("checksum matches but content does not decode: {e}"))
+    serde_json::from_slice(body).map_err(Error::Body)
 }
 
 fn header(body: &[u8]) -> String {
@@ -183,18 +197,15 @@ fn header(body: &[u8]) -> String {
 
 /// Checks the header line against the body that follows it and returns the body. The
 /// header must be exactly what [`header`] writes for that body, byte for byte.
-fn verify(bytes: &[u8]) -> Result<&[u8], String> {
-    let newline = bytes.iter().position(|&b| b == b'\n').ok_or("no header line")?;
+fn verify(bytes: &[u8]) -> Result<&[u8], Error> {
+    let newline = bytes.iter().position(|&b| b == b'\n').ok_or(Error::NoHeader)?;
     let (line, body) = (&bytes[..=newline], &bytes[newline + 1..]);
+    let text = || String::from_utf8_lossy(line).trim_end().to_owned();
     if !line.starts_with(MAGIC.as_bytes()) {
-        return Err(format!("unknown header {:?}", String::from_utf8_lossy(line).trim_end()));
+        return Err(Error::UnknownHeader(text()));
     }
     if line != header(body).as_bytes() {
-        return Err(format!(
-            "header {:?} does not match the {}-byte body (torn or corrupted write)",
-            String::from_utf8_lossy(line).trim_end(),
-            body.len()
-        ));
+        return Err(Error::Torn { header: text(), len: body.len() });
     }
     Ok(body)
 }

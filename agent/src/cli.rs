@@ -6,6 +6,16 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{self, LogFormat, Settings};
 
+/// A flag's value the parsers below refuse (clap prints it after the flag and value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A count that must be at least 1 (`--max-files`).
+    #[error("must be at least 1")]
+    Zero,
+    #[error(transparent)]
+    Number(#[from] std::num::ParseIntError),
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "outpost",
@@ -263,11 +273,10 @@ pub struct ContainerLogNodeArgs {
     pub socket: PathBuf,
 }
 
-fn at_least_one(value: &str) -> Result<usize, String> {
-    match value.parse() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{e}")),
+fn at_least_one(value: &str) -> Result<usize, Error> {
+    match value.parse()? {
+        0 => Err(Error::Zero),
+        n => Ok(n),
     }
 }
 

@@ -93,7 +93,7 @@ pub enum Error {
         "allowed unsafe sysctls: {0}; allow only namespaced sysctls (net.*, kernel.shm*, \
          kernel.msg*, kernel.sem, fs.mqueue.*)"
     )]
-    UnsafeSysctl(String),
+    UnsafeSysctl(#[source] outpost_core::admission::sysctl::Error),
     #[error(transparent)]
     Eviction(#[from] outpost_core::eviction::Error),
     #[error("cannot determine the node name from the hostname ({0}); pass --node-name")]

@@ -43,6 +43,12 @@ pub enum Error {
     Unknown(Vec<String>),
     #[error("invalid node labels: {}", .0.join("; "))]
     Invalid(Vec<String>),
+    /// One label value too long (an item of [`Error::Invalid`]).
+    #[error("'{0}' - must be no more than 63 characters")]
+    ValueLength(String),
+    /// One label value that is not a name (an item of [`Error::Invalid`]).
+    #[error("'{0}' - a valid label {NAME_CHARS}")]
+    ValueName(String),
 }
 
 /// Checks `labels` as kubelet checks `--node-labels` (unknown Kubernetes labels first,
@@ -62,7 +68,7 @@ pub fn validate(labels: &BTreeMap<String, String>) -> Result<(), Error> {
             invalid.push(format!("'{key}' - {}", problems.join(", ")));
         }
         if let Err(problem) = label_value(value) {
-            invalid.push(format!("'{value}' - {problem}"));
+            invalid.push(problem.to_string());
         }
     }
     if invalid.is_empty() { Ok(()) } else { Err(Error::Invalid(invalid)) }
@@ -132,12 +138,12 @@ fn qualified_name(key: &str) -> Result<(), Vec<String>> {
 }
 
 /// `validation.IsValidLabelValue`: empty, or a name of at most 63 characters.
-fn label_value(value: &str) -> Result<(), String> {
+fn label_value(value: &str) -> Result<(), Error> {
     if value.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
+        return Err(Error::ValueLength(value.to_owned()));
     }
     if !value.is_empty() && !is_name(value) {
-        return Err(format!("a valid label {NAME_CHARS}"));
+        return Err(Error::ValueName(value.to_owned()));
     }
     Ok(())
 }

@@ -16,6 +16,38 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use self::schedule::{Probes, Run, Verdict};
 
+/// What in a probe or lifecycle hook cannot be run. The messages name the field (under
+/// the probe or hook) and what to set instead; validation reports them per field (A1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "tcpSocket is not a lifecycle hook handler (kubelet runs none); use exec, httpGet or sleep"
+    )]
+    TcpSocketHook,
+    #[error("sleep.seconds {0} is negative")]
+    NegativeSleep(i64),
+    #[error("no handler: set exactly one of exec, httpGet, tcpSocket, grpc or sleep")]
+    NoHandler,
+    #[error("more than one handler: set exactly one")]
+    ManyHandlers,
+    #[error("exec.command is empty")]
+    EmptyCommand,
+    #[error("httpGet.scheme {0:?}: use HTTP or HTTPS")]
+    Scheme(String),
+    #[error("httpGet.protocol {0:?} is not supported by Outpost; leave it unset (HTTP/1.1)")]
+    Protocol(String),
+    #[error("grpc.mode {0:?} is not supported by Outpost; leave it unset or Plaintext")]
+    GrpcMode(String),
+    #[error("grpc.port {0} is not a port number")]
+    GrpcPort(i32),
+    #[error("port {0} is not a port number (1-65535)")]
+    PortNumber(i32),
+    #[error("port {name:?} is not the name of one of container {container}'s ports")]
+    PortName { name: String, container: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// The three probes of a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProbeKind {
@@ -198,11 +230,7 @@ pub struct ProbeSpec {
 impl ProbeSpec {
     /// The probe of `kind` of `container`, resolved; `None` if it has none. An error says
     /// what in it cannot be run (a port name the container does not declare, say).
-    pub fn of(
-        kind: ProbeKind,
-        container: &Container,
-        target: Target,
-    ) -> Option<Result<ProbeSpec, String>> {
+    pub fn of(kind: ProbeKind, container: &Container, target: Target) -> Option<Result<ProbeSpec>> {
         let probe = kind.of(container)?;
         Some(probe_spec(kind, probe, container, target))
     }
@@ -213,7 +241,7 @@ fn probe_spec(
     probe: &Probe,
     container: &Container,
     target: Target,
-) -> Result<ProbeSpec, String> {
+) -> Result<ProbeSpec> {
     let handler = probe_handler(probe, container, target)?;
     let seconds = |v: Option<i32>, default: u64, min: u64| {
         Duration::from_secs(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(default).max(min))
@@ -246,11 +274,7 @@ fn probe_spec(
 }
 
 /// The one handler a probe has.
-pub fn probe_handler(
-    probe: &Probe,
-    container: &Container,
-    target: Target,
-) -> Result<Handler, String> {
+pub fn probe_handler(probe: &Probe, container: &Container, target: Target) -> Result<Handler> {
     let handlers = [
         probe.exec.as_ref().map(exec),
         probe.http_get.as_ref().map(|h| http_get(h, container, target)),
@@ -265,57 +289,47 @@ pub fn hook_handler(
     hook: &LifecycleHandler,
     container: &Container,
     target: Target,
-) -> Result<Handler, String> {
+) -> Result<Handler> {
     let handlers = [
         hook.exec.as_ref().map(exec),
         hook.http_get.as_ref().map(|h| http_get(h, container, target)),
         // The API keeps tcpSocket hooks for compatibility; kubelet runs none ("invalid
         // handler"), and neither does Outpost.
-        hook.tcp_socket.as_ref().map(|_| {
-            Err("tcpSocket is not a lifecycle hook handler (kubelet runs none); use exec, httpGet or sleep".to_owned())
-        }),
+        hook.tcp_socket.as_ref().map(|_| Err(Error::TcpSocketHook)),
         hook.sleep.as_ref().map(|s| {
             u64::try_from(s.seconds)
                 .map(|s| Handler::Sleep(Duration::from_secs(s)))
-                .map_err(|_| format!("sleep.seconds {} is negative", s.seconds))
+                .map_err(|_| Error::NegativeSleep(s.seconds))
         }),
     ];
     one(handlers)
 }
 
-fn one<const N: usize>(handlers: [Option<Result<Handler, String>>; N]) -> Result<Handler, String> {
+fn one<const N: usize>(handlers: [Option<Result<Handler>>; N]) -> Result<Handler> {
     let mut set = handlers.into_iter().flatten();
     match (set.next(), set.next()) {
         (Some(handler), None) => handler,
-        (None, _) => {
-            Err("no handler: set exactly one of exec, httpGet, tcpSocket, grpc or sleep".to_owned())
-        }
-        (Some(_), Some(_)) => Err("more than one handler: set exactly one".to_owned()),
+        (None, _) => Err(Error::NoHandler),
+        (Some(_), Some(_)) => Err(Error::ManyHandlers),
     }
 }
 
-fn exec(action: &ExecAction) -> Result<Handler, String> {
+fn exec(action: &ExecAction) -> Result<Handler> {
     let command = action.command.clone().unwrap_or_default();
     if command.is_empty() {
-        return Err("exec.command is empty".to_owned());
+        return Err(Error::EmptyCommand);
     }
     Ok(Handler::Exec { command })
 }
 
-fn http_get(
-    action: &HTTPGetAction,
-    container: &Container,
-    target: Target,
-) -> Result<Handler, String> {
+fn http_get(action: &HTTPGetAction, container: &Container, target: Target) -> Result<Handler> {
     let scheme = match action.scheme.as_deref().map(str::to_ascii_uppercase).as_deref() {
         None | Some("HTTP") => Scheme::Http,
         Some("HTTPS") => Scheme::Https,
-        Some(other) => return Err(format!("httpGet.scheme {other:?}: use HTTP or HTTPS")),
+        Some(other) => return Err(Error::Scheme(other.to_owned())),
     };
     if let Some(protocol) = action.protocol.as_deref().filter(|p| *p != "HTTP/1.1") {
-        return Err(format!(
-            "httpGet.protocol {protocol:?} is not supported by Outpost; leave it unset (HTTP/1.1)"
-        ));
+        return Err(Error::Protocol(protocol.to_owned()));
     }
     let port = port(&action.port, container)?;
     let path = match action.path.as_deref() {
@@ -329,27 +343,19 @@ fn http_get(
     Ok(Handler::HttpGet(HttpGet { scheme, host, port, path, headers }))
 }
 
-fn tcp_socket(
-    action: &TCPSocketAction,
-    container: &Container,
-    target: Target,
-) -> Result<Handler, String> {
+fn tcp_socket(action: &TCPSocketAction, container: &Container, target: Target) -> Result<Handler> {
     Ok(Handler::TcpSocket {
         host: host(action.host.as_deref(), target),
         port: port(&action.port, container)?,
     })
 }
 
-fn grpc(action: &GRPCAction, target: Target) -> Result<Handler, String> {
+fn grpc(action: &GRPCAction, target: Target) -> Result<Handler> {
     if let Some(mode) = action.mode.as_deref().filter(|m| *m != "Plaintext") {
-        return Err(format!(
-            "grpc.mode {mode:?} is not supported by Outpost; leave it unset or Plaintext"
-        ));
+        return Err(Error::GrpcMode(mode.to_owned()));
     }
-    let port = u16::try_from(action.port)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("grpc.port {} is not a port number", action.port))?;
+    let port =
+        u16::try_from(action.port).ok().filter(|p| *p > 0).ok_or(Error::GrpcPort(action.port))?;
     Ok(Handler::Grpc {
         host: target.default_host(),
         port,
@@ -365,12 +371,11 @@ fn host(host: Option<&str>, target: Target) -> String {
 }
 
 /// A port number, or the name of one of the container's ports.
-fn port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+fn port(port: &IntOrString, container: &Container) -> Result<u16> {
     match port {
-        IntOrString::Int(n) => u16::try_from(*n)
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("port {n} is not a port number (1-65535)")),
+        IntOrString::Int(n) => {
+            u16::try_from(*n).ok().filter(|p| *p > 0).ok_or(Error::PortNumber(*n))
+        }
         IntOrString::String(name) => {
             if let Ok(n) = name.parse::<i32>() {
                 return self::port(&IntOrString::Int(n), container);
@@ -381,11 +386,9 @@ fn port(port: &IntOrString, container: &Container) -> Result<u16, String> {
                 .flatten()
                 .find(|p| p.name.as_deref() == Some(name.as_str()))
                 .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "port {name:?} is not the name of one of container {}'s ports",
-                        container.name
-                    )
+                .ok_or_else(|| Error::PortName {
+                    name: name.clone(),
+                    container: container.name.clone(),
                 })
         }
     }
@@ -404,7 +407,7 @@ pub fn check(at: &str, container: &Container) -> Vec<(String, String)> {
     ] {
         let Some(probe) = kind.of(container) else { continue };
         if let Err(e) = probe_handler(probe, container, target) {
-            problems.push((format!("{at}.{field}"), e));
+            problems.push((format!("{at}.{field}"), e.to_string()));
         }
         if kind != ProbeKind::Readiness && probe.success_threshold.is_some_and(|t| t != 1) {
             problems.push((
@@ -433,7 +436,7 @@ pub fn check(at: &str, container: &Container) -> Vec<(String, String)> {
         for (hook, field) in [(Hook::PostStart, "postStart"), (Hook::PreStop, "preStop")] {
             let Some(handler) = hook.of(container) else { continue };
             if let Err(e) = hook_handler(handler, container, target) {
-                problems.push((format!("{at}.lifecycle.{field}"), e));
+                problems.push((format!("{at}.lifecycle.{field}"), e.to_string()));
             }
         }
         if let Some(signal) = &lifecycle.stop_signal {

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn usage(reason: &str, usage: &str) -> ExitCode {
+fn usage(reason: &dyn std::fmt::Display, usage: &str) -> ExitCode {
     eprintln!("outpost-container-log: {reason}\n{usage}");
     ExitCode::from(2)
 }

@@ -65,6 +65,44 @@ pub enum Error {
     Setup(#[source] io::Error),
     #[error("cannot wait for events")]
     Wait(#[source] nix::Error),
+    /// The arguments: one the node logger does not take.
+    #[error("unexpected argument {0}")]
+    Argument(String),
+    /// The arguments: a flag without its value.
+    #[error("a flag needs a value")]
+    FlagValue,
+    /// The arguments: a flag left out (`--state-dir`, `--socket`).
+    #[error("{0} is required")]
+    Required(&'static str),
+    /// A registration of a container the logger already logs.
+    #[error("container {0} is registered already")]
+    Registered(String),
+    /// A registration the protocol cannot carry.
+    #[error(transparent)]
+    Protocol(#[from] protocol::Error),
+    #[error("container {id}: cannot record its registration")]
+    Record { id: String, source: io::Error },
+    /// A registered (or recorded) container that cannot be logged: [`Error::Fifo`],
+    /// [`Error::LogFile`] or [`Error::Watch`].
+    #[error("container {id}")]
+    Container { id: String, source: Box<Error> },
+    #[error("cannot open its {name} FIFO {}", .path.display())]
+    Fifo { name: &'static str, path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    LogFile(crate::rotation::Error),
+    #[error("cannot watch its FIFOs")]
+    Watch(#[source] nix::Error),
+}
+
+/// `error: cause: cause`, on one line (a protocol answer, a line of the logger's stderr).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        line.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    line
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -81,20 +119,20 @@ pub const USAGE: &str =
     "usage: outpost-container-log node --state-dir DIR --socket PATH (started by the agent)";
 
 /// Parses the arguments after `node`.
-pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Args, String> {
+pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Args> {
     let (mut state_dir, mut socket) = (None, None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let slot = match arg.to_str() {
             Some("--state-dir") => &mut state_dir,
             Some("--socket") => &mut socket,
-            _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
+            _ => return Err(Error::Argument(arg.to_string_lossy().into_owned())),
         };
-        *slot = Some(PathBuf::from(args.next().ok_or("a flag needs a value")?));
+        *slot = Some(PathBuf::from(args.next().ok_or(Error::FlagValue)?));
     }
     Ok(Args {
-        state_dir: state_dir.ok_or("--state-dir is required")?,
-        socket: socket.ok_or("--socket is required")?,
+        state_dir: state_dir.ok_or(Error::Required("--state-dir"))?,
+        socket: socket.ok_or(Error::Required("--socket"))?,
     })
 }
 
@@ -221,6 +259,7 @@ impl NodeLogger {
             match self.add(registration) {
                 Ok(key) => self.release(key),
                 Err(e) => {
+                    let e = chain(&e);
                     eprintln!("outpost-container-log: container {id}: {e}; forgetting it");
                     let _ = self.dirs.forget(&id);
                 }
@@ -340,7 +379,7 @@ impl NodeLogger {
                     }
                     OK.to_owned()
                 }
-                Err(message) => format!("{ERROR}\t{message}"),
+                Err(error) => format!("{ERROR}\t{}", chain(&error)),
             }),
         }
     }

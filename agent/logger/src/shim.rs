@@ -26,6 +26,18 @@ pub enum Error {
     Open(#[from] rotation::Error),
     #[error(transparent)]
     Logger(#[from] logger::Error),
+    /// The arguments: a flag the logger does not take.
+    #[error("unknown flag {0}")]
+    UnknownFlag(String),
+    /// The arguments: a flag's value that is not a whole number.
+    #[error("{0} needs a whole number")]
+    Number(&'static str),
+    #[error("--max-files must be at least 1")]
+    NoFiles,
+    #[error("more than one PATH")]
+    Paths,
+    #[error("no PATH: the live log file to write")]
+    NoPath,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -63,7 +75,7 @@ pub const USAGE: &str = "usage: outpost-container-log [container-log] [--max-siz
 
 /// Parses the arguments after the program's name. The shim passes the log URI's query as
 /// `container-log PATH`; the limits default to kubelet's.
-pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Args, String> {
+pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Args> {
     let mut limits = Limits::default();
     let mut path = None;
     let mut args = args.into_iter().peekable();
@@ -74,27 +86,25 @@ pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
         match arg.to_str() {
             Some("--max-size") => limits.max_size = number(args.next(), "--max-size")?,
             Some("--max-files") => match number(args.next(), "--max-files")? {
-                0 => return Err("--max-files must be at least 1".to_owned()),
+                0 => return Err(Error::NoFiles),
                 n => limits.max_files = n,
             },
-            Some(flag) if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
-            _ if path.is_some() => return Err("more than one PATH".to_owned()),
+            Some(flag) if flag.starts_with("--") => {
+                return Err(Error::UnknownFlag(flag.to_owned()));
+            }
+            _ if path.is_some() => return Err(Error::Paths),
             _ => path = Some(PathBuf::from(arg)),
         }
     }
-    let path = path.ok_or("no PATH: the live log file to write")?;
+    let path = path.ok_or(Error::NoPath)?;
     Ok(Args { path, limits })
 }
 
 fn number<T: std::str::FromStr>(
     value: Option<std::ffi::OsString>,
-    flag: &str,
-) -> Result<T, String> {
-    value
-        .as_ref()
-        .and_then(|v| v.to_str())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{flag} needs a whole number"))
+    flag: &'static str,
+) -> Result<T> {
+    value.as_ref().and_then(|v| v.to_str()).and_then(|v| v.parse().ok()).ok_or(Error::Number(flag))
 }
 
 /// Takes ownership of fds 3, 4 and 5, once per process, after checking that each was

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::projection::{self, Object, Reference, Resolved};
 
-mod affinity;
+pub mod affinity;
 pub(crate) mod volume;
 
 pub use self::affinity::matches as node_affinity_matches;
@@ -95,7 +95,24 @@ pub enum Error {
     Processing(String),
     /// `MountVolume.NodeAffinity check failed for volume "pv" : no matching NodeSelectorTerms`.
     #[error("MountVolume.NodeAffinity check failed for volume {volume:?} : {why}")]
-    NodeAffinity { volume: String, why: String },
+    NodeAffinity {
+        volume: String,
+        #[source]
+        why: affinity::Error,
+    },
+    /// kubelet's check that the volume is bound to the claim: it is bound to none (an
+    /// item of [`Error::Processing`]).
+    #[error(
+        "found PV object {volume} but it has a nil pv.Spec.ClaimRef indicating it is not yet \
+         bound to the claim"
+    )]
+    Unbound { volume: String },
+    /// The volume is bound to another claim (an item of [`Error::Processing`]).
+    #[error(
+        "found PV object {volume} but its pv.Spec.ClaimRef.UID {got} does not point to \
+         claim.UID {expected}"
+    )]
+    OtherClaim { volume: String, got: String, expected: String },
     /// A volume Outpost does not mount (A1), naming its type.
     #[error(
         "MountVolume.SetUp failed for volume {volume:?} : PersistentVolume {volume} is of type \
@@ -184,7 +201,7 @@ pub fn bind(
         Ok(Some(Object::PersistentVolume(persistent))) => persistent.clone(),
         Ok(Some(other)) => return Err(fetch_failed(projection::wrong_kind(other))),
     };
-    check_claim_ref(&persistent, &claim).map_err(processing)?;
+    check_claim_ref(&persistent, &claim).map_err(|e| processing(e.to_string()))?;
     let spec = persistent.spec.clone().unwrap_or_default();
     let mode = spec.volume_mode.as_deref().unwrap_or("Filesystem");
     if mode != "Filesystem" {
@@ -215,22 +232,20 @@ pub fn bind(
 fn check_claim_ref(
     persistent: &PersistentVolume,
     claim: &PersistentVolumeClaim,
-) -> Result<(), String> {
-    let name = persistent.metadata.name.as_deref().unwrap_or_default();
+) -> Result<(), Error> {
+    let volume = persistent.metadata.name.clone().unwrap_or_default();
     let claim_ref = persistent.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
     let Some(claim_ref) = claim_ref else {
-        return Err(format!(
-            "found PV object {name} but it has a nil pv.Spec.ClaimRef indicating it is not yet \
-             bound to the claim"
-        ));
+        return Err(Error::Unbound { volume });
     };
     let expected = claim.metadata.uid.as_deref().unwrap_or_default();
     let got = claim_ref.uid.as_deref().unwrap_or_default();
     if got != expected {
-        return Err(format!(
-            "found PV object {name} but its pv.Spec.ClaimRef.UID {got} does not point to \
-             claim.UID {expected}"
-        ));
+        return Err(Error::OtherClaim {
+            volume,
+            got: got.to_owned(),
+            expected: expected.to_owned(),
+        });
     }
     Ok(())
 }

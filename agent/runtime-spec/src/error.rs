@@ -115,7 +115,12 @@ pub enum Error {
     SeccompNotRead { at: Subject, name: PathBuf },
 
     #[error("{at}: seccomp profile {}: {problem}", path.display())]
-    SeccompProfile { at: Subject, path: PathBuf, problem: String },
+    SeccompProfile {
+        at: Subject,
+        path: PathBuf,
+        #[source]
+        problem: crate::seccomp::Error,
+    },
 
     #[error(
         "{at}: {field}: {value:?} is not an AppArmor profile type; use RuntimeDefault, Localhost or Unconfined"

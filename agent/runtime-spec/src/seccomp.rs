@@ -22,10 +22,24 @@ use oci_spec::runtime::{
 };
 use serde::Deserialize;
 
-use super::error::{Error, Result};
+use super::error::Result;
 use super::subject::Subject;
 
 mod runtime_default;
+
+/// Why a Localhost profile file cannot be converted to a filter; the spec's
+/// [`crate::Error::SeccompProfile`] names the container and the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("is not a seccomp profile: {0}")]
+    Parse(#[source] serde_json::Error),
+    #[error("has syscall rules but no defaultAction")]
+    NoDefaultAction,
+    #[error("sets both architectures and archMap; use one")]
+    ArchitecturesAndArchMap,
+    #[error("has a rule with both name and names; use one")]
+    NameAndNames,
+}
 
 /// The pod-wide legacy annotation.
 pub const POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
@@ -82,14 +96,14 @@ fn from_field(profile: &SeccompProfile, field: &str, at: &Subject) -> Result<Pro
         "RuntimeDefault" => Ok(Profile::RuntimeDefault),
         "Localhost" => {
             let Some(path) = profile.localhost_profile.as_deref().filter(|p| !p.is_empty()) else {
-                return Err(Error::SeccompLocalhostMissing {
+                return Err(crate::Error::SeccompLocalhostMissing {
                     at: at.clone(),
                     field: field.to_owned(),
                 });
             };
             localhost(path, &format!("{field}.localhostProfile"), at)
         }
-        other => Err(Error::SeccompType {
+        other => Err(crate::Error::SeccompType {
             at: at.clone(),
             field: format!("{field}.type"),
             value: other.to_owned(),
@@ -104,7 +118,7 @@ fn from_annotation(annotation: &str, value: &str, at: &Subject) -> Result<Profil
         "unconfined" => Ok(Profile::Unconfined),
         _ => match value.strip_prefix("localhost/") {
             Some(path) => localhost(path, &format!("annotation {annotation}"), at),
-            None => Err(Error::SeccompAnnotation {
+            None => Err(crate::Error::SeccompAnnotation {
                 at: at.clone(),
                 annotation: annotation.to_owned(),
                 value: value.to_owned(),
@@ -119,7 +133,7 @@ fn localhost(path: &str, field: &str, at: &Subject) -> Result<Profile> {
     let plain =
         relative.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
     if path.is_empty() || !plain {
-        return Err(Error::SeccompLocalhostPath {
+        return Err(crate::Error::SeccompLocalhostPath {
             at: at.clone(),
             field: field.to_owned(),
             path: path.to_owned(),
@@ -145,9 +159,9 @@ pub(super) fn seccomp(
         Profile::RuntimeDefault => Ok(Some(runtime_default::profile(capabilities))),
         Profile::Localhost(name) => {
             let Some(file) = localhost else {
-                return Err(Error::SeccompNotRead { at: at.clone(), name: name.clone() });
+                return Err(crate::Error::SeccompNotRead { at: at.clone(), name: name.clone() });
             };
-            convert(&file.json, capabilities).map_err(|problem| Error::SeccompProfile {
+            convert(&file.json, capabilities).map_err(|problem| crate::Error::SeccompProfile {
                 at: at.clone(),
                 path: file.path.clone(),
                 problem,
@@ -229,17 +243,16 @@ const NATIVE: (&str, Arch) = (std::env::consts::ARCH, Arch::ScmpArchNative);
 
 /// containerd's conversion of a profile file: `None` when it has neither a default action
 /// nor rules; otherwise the filter for this architecture and these capabilities.
-fn convert(json: &str, capabilities: &[Capability]) -> Result<Option<LinuxSeccomp>, String> {
-    let file: File =
-        serde_json::from_str(json).map_err(|e| format!("is not a seccomp profile: {e}"))?;
+fn convert(json: &str, capabilities: &[Capability]) -> Result<Option<LinuxSeccomp>, Error> {
+    let file: File = serde_json::from_str(json).map_err(Error::Parse)?;
     let Some(default_action) = file.default_action else {
         if file.syscalls.is_empty() {
             return Ok(None);
         }
-        return Err("has syscall rules but no defaultAction".to_owned());
+        return Err(Error::NoDefaultAction);
     };
     if !file.architectures.is_empty() && !file.arch_map.is_empty() {
-        return Err("sets both architectures and archMap; use one".to_owned());
+        return Err(Error::ArchitecturesAndArchMap);
     }
     let (native_name, native) = NATIVE;
     let mut architectures = file.architectures;
@@ -251,7 +264,7 @@ fn convert(json: &str, capabilities: &[Capability]) -> Result<Option<LinuxSeccom
     let mut syscalls = Vec::with_capacity(file.syscalls.len());
     for rule in file.syscalls {
         let names = match (rule.name.is_empty(), rule.names.is_empty()) {
-            (false, false) => return Err("has a rule with both name and names; use one".to_owned()),
+            (false, false) => return Err(Error::NameAndNames),
             (false, true) => vec![rule.name],
             _ => rule.names,
         };

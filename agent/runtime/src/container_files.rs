@@ -38,11 +38,12 @@ pub enum Error {
         source: tonic::Status,
     },
 
-    #[error(
-        "image snapshot {chain_id}: snapshotter mount {kind:?} is not one Outpost reads files \
-         from (overlay or bind)"
-    )]
-    MountType { chain_id: String, kind: String },
+    #[error("image snapshot {chain_id}: {source}")]
+    MountType {
+        chain_id: String,
+        #[source]
+        source: layers::Error,
+    },
 
     #[error("cannot read the image's /{path}")]
     Image {
@@ -117,5 +118,6 @@ async fn image_layers(containerd: &Containerd, chain_id: &str) -> Result<Vec<Pat
         .map_err(|source| Error::View { chain_id: chain_id.to_owned(), source })?
         .into_inner()
         .mounts;
-    layers::dirs(&mounts).map_err(|kind| Error::MountType { chain_id: chain_id.to_owned(), kind })
+    layers::dirs(&mounts)
+        .map_err(|source| Error::MountType { chain_id: chain_id.to_owned(), source })
 }

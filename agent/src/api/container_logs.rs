@@ -44,9 +44,38 @@ const CHANNEL_CHUNKS: usize = 4;
 /// there is for now); a chunk never holds more.
 const CHUNK_BYTES: usize = 32 * 1024;
 
-/// Parses the query into read options; `now` anchors `sinceSeconds`. The error says
-/// which parameter is wrong and what it takes.
-pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
+/// A query parameter that cannot be used (a 400): which one, and what it takes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{key} {value:?}: expected true or false")]
+    Boolean { key: String, value: String },
+    #[error("{key} {value:?}: expected a whole number")]
+    Number { key: String, value: String },
+    #[error("tailLines {0:?}: expected a number of lines, 0 or more")]
+    TailLines(String),
+    #[error("limitBytes {0:?}: expected a number of bytes, 1 or more")]
+    LimitBytes(String),
+    #[error("sinceSeconds {0:?}: expected a number of seconds, 1 or more")]
+    SinceSeconds(String),
+    #[error(
+        "sinceTime {value:?}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z ({source})"
+    )]
+    SinceTime {
+        value: String,
+        #[source]
+        source: jiff::Error,
+    },
+    #[error("sinceSeconds and sinceTime: give at most one of them")]
+    SinceBoth,
+    #[error(
+        "follow and previous: a previous run has ended, so it cannot be followed; give one of \
+         them"
+    )]
+    FollowPrevious,
+}
+
+/// Parses the query into read options; `now` anchors `sinceSeconds`.
+pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, Error> {
     let mut options = Options::default();
     let mut since_seconds = None;
     let mut since_time = None;
@@ -57,30 +86,31 @@ pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
             "timestamps" => options.timestamps = boolean(&key, &value)?,
             "tailLines" => {
                 let n = number(&key, &value)?;
-                options.tail = Some(usize::try_from(n).map_err(|_| {
-                    format!("tailLines {value:?}: expected a number of lines, 0 or more")
-                })?);
+                options.tail =
+                    Some(usize::try_from(n).map_err(|_| Error::TailLines(value.to_string()))?);
             }
             "limitBytes" => {
                 let n = number(&key, &value)?;
-                options.limit_bytes =
-                    Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
-                        format!("limitBytes {value:?}: expected a number of bytes, 1 or more")
-                    })?);
+                options.limit_bytes = Some(
+                    u64::try_from(n)
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| Error::LimitBytes(value.to_string()))?,
+                );
             }
             "sinceSeconds" => {
                 let n = number(&key, &value)?;
                 if n <= 0 {
-                    return Err(format!(
-                        "sinceSeconds {value:?}: expected a number of seconds, 1 or more"
-                    ));
+                    return Err(Error::SinceSeconds(value.to_string()));
                 }
                 since_seconds = Some(n);
             }
             "sinceTime" => {
-                since_time = Some(value.parse::<Timestamp>().map_err(|e| {
-                    format!("sinceTime {value:?}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z ({e})")
-                })?);
+                since_time = Some(
+                    value
+                        .parse::<Timestamp>()
+                        .map_err(|source| Error::SinceTime { value: value.to_string(), source })?,
+                );
             }
             // Other parameters (`container`, `insecureSkipTLSVerifyBackend`, …) do not
             // apply here; kubelet ignores unknown ones too.
@@ -89,7 +119,7 @@ pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
     }
     options.since = match (since_seconds, since_time) {
         (Some(_), Some(_)) => {
-            return Err("sinceSeconds and sinceTime: give at most one of them".into());
+            return Err(Error::SinceBoth);
         }
         (Some(seconds), None) => Some(
             now.checked_sub(jiff::SignedDuration::from_secs(seconds)).unwrap_or(Timestamp::MIN),
@@ -97,22 +127,22 @@ pub fn parse(query: Option<&str>, now: Timestamp) -> Result<Options, String> {
         (None, time) => time,
     };
     if options.follow && options.previous {
-        return Err("follow and previous: a previous run has ended, so it cannot be followed; give one of them".into());
+        return Err(Error::FollowPrevious);
     }
     Ok(options)
 }
 
 /// `true`/`false` as Go's `strconv.ParseBool` reads them; a key alone is true.
-fn boolean(key: &str, value: &str) -> Result<bool, String> {
+fn boolean(key: &str, value: &str) -> Result<bool, Error> {
     match value {
         "" | "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(format!("{key} {value:?}: expected true or false")),
+        _ => Err(Error::Boolean { key: key.to_owned(), value: value.to_owned() }),
     }
 }
 
-fn number(key: &str, value: &str) -> Result<i64, String> {
-    value.parse().map_err(|_| format!("{key} {value:?}: expected a whole number"))
+fn number(key: &str, value: &str) -> Result<i64, Error> {
+    value.parse().map_err(|_| Error::Number { key: key.to_owned(), value: value.to_owned() })
 }
 
 /// Whether a request streams without end (`/containerLogs/...?follow=true`), so that the
@@ -153,7 +183,7 @@ pub async fn container_logs(
 ) -> Response {
     let options = match parse(query.as_deref(), Timestamp::now()) {
         Ok(options) => options,
-        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", message),
+        Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", e.to_string()),
     };
     let target = match find(&state, namespace, name, container) {
         Ok(target) => target,

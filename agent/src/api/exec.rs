@@ -194,7 +194,7 @@ async fn command(
 ) -> Response {
     let (options, command) = match StreamOptions::parse(request.uri().query()) {
         Ok(parsed) => parsed,
-        Err(message) => return Refusal::bad_request(message).into_response(),
+        Err(e) => return Refusal::bad_request(e.to_string()).into_response(),
     };
     if verb == Verb::Exec && command.is_empty() {
         return Refusal::bad_request(
@@ -250,7 +250,7 @@ async fn forward(
     let is_websocket = !super::spdy::is_spdy(&request) && !super::spdy::is_tunneled_spdy(&request);
     let ports = match port_forward::ports(request.uri().query()) {
         Ok(ports) => ports,
-        Err(message) if is_websocket => return Refusal::bad_request(message).into_response(),
+        Err(e) if is_websocket => return Refusal::bad_request(e.to_string()).into_response(),
         Err(_) => Vec::new(),
     };
     let runtime = match super::runtime::unavailable(state.runtime_slot.as_ref()) {

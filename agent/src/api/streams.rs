@@ -9,10 +9,61 @@
 //! [`StreamOptions::parse`] reads them.
 
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::runtime::{container, exec, stdio};
+
+/// Why a stream session cannot start, resize its terminal or tell how its command ended.
+/// The transports send its text ([`crate::error_chain::describe`]) in the error channel's
+/// `InternalError` status.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A query parameter for a stream that is neither true nor false (`input=2`).
+    #[error("{key} {value:?}: expected 1 (or true) or 0 (or false)")]
+    Flag { key: String, value: String },
+    /// A query that asks for no stream.
+    #[error(
+        "you must specify at least 1 of stdin, stdout, stderr (the query parameters input=1, \
+         output=1, error=1)"
+    )]
+    NoStream,
+    /// An exec's command: starting it, resizing its terminal, waiting for it.
+    #[error(transparent)]
+    Exec(#[from] exec::Error),
+    /// An attach's input: the container's stdin FIFO.
+    #[error(transparent)]
+    Stdin(#[from] stdio::Error),
+    /// An attach: the container's run cannot be read from the runtime.
+    #[error(transparent)]
+    Container(#[from] container::Error),
+    /// An attach: the container is no longer in the runtime.
+    #[error("container {0} is gone from the runtime")]
+    Gone(String),
+    /// An attach: the container's CRI log, which its output is followed in.
+    #[error("cannot open the container's log {}: {source}", path.display())]
+    OpenLog {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the container's log {}: {source}", path.display())]
+    ReadLog {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// An attach: the container's TTY cannot be resized.
+    #[error("resizing the TTY of container {id}: {source}")]
+    Resize {
+        id: String,
+        #[source]
+        source: tonic::Status,
+    },
+}
 
 /// The client's side of a command's input.
 pub type Input = Pin<Box<dyn AsyncWrite + Send>>;
@@ -34,14 +85,14 @@ impl StreamOptions {
     /// command (`command`, once per argument; attach has none). A TTY drops `error` (as
     /// kubelet does); at least one stream must be asked for. kubelet takes `1` for true;
     /// so does this, and `true` too.
-    pub fn parse(query: Option<&str>) -> Result<(StreamOptions, Vec<String>), String> {
+    pub fn parse(query: Option<&str>) -> Result<(StreamOptions, Vec<String>), Error> {
         let mut options = StreamOptions::default();
         let mut command = Vec::new();
         for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
             let flag = || match &*value {
                 "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
                 "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-                other => Err(format!("{key} {other:?}: expected 1 (or true) or 0 (or false)")),
+                other => Err(Error::Flag { key: key.to_string(), value: other.to_owned() }),
             };
             match &*key {
                 "command" => command.push(value.to_string()),
@@ -57,7 +108,7 @@ impl StreamOptions {
             options.stderr = false;
         }
         if !(options.stdin || options.stdout || options.stderr) {
-            return Err("you must specify at least 1 of stdin, stdout, stderr (the query parameters input=1, output=1, error=1)".into());
+            return Err(Error::NoStream);
         }
         Ok((options, command))
     }
@@ -86,14 +137,14 @@ impl std::fmt::Debug for Attached {
 
 /// How a stream session ended, for the error channel: the command's exit code, or why
 /// it cannot be told.
-pub type Ended = Result<i32, String>;
+pub type Ended = Result<i32, Error>;
 
 /// The process a stream session is attached to. Dropped without [`Process::wait`] (the
 /// client went away), an exec's command is killed and removed; an attached container
 /// keeps running.
 pub trait Process: Send {
     /// Sets the TTY's size (nothing without a TTY).
-    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), String>>;
+    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), Error>>;
     /// Waits for the end, once the output streams have ended.
     fn wait(self: Box<Self>) -> BoxFuture<'static, Ended>;
 }
@@ -120,7 +171,7 @@ pub enum Endpoint {
 }
 
 /// Starts an exec's command or an attach to a container.
-pub type Start = Box<dyn FnOnce() -> BoxFuture<'static, Result<Attached, String>> + Send>;
+pub type Start = Box<dyn FnOnce() -> BoxFuture<'static, Result<Attached, Error>> + Send>;
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

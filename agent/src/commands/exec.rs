@@ -53,8 +53,8 @@ pub enum Error {
     )]
     NoStatus,
     /// The command could not be run: the agent's message.
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(crate::api::exec::channel::Error),
     #[error("the agent's exit status is not a metav1.Status")]
     BadStatus(#[source] serde_json::Error),
     #[error("cannot put the terminal in raw mode")]

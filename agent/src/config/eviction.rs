@@ -16,6 +16,13 @@ use serde::Deserialize;
 
 use super::Settings;
 
+/// A map flag's item that is not `signal<value` (thresholds) or `signal=value`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("{item:?}: expected signal{separator}value items separated by commas")]
+    Item { item: String, separator: char },
+}
+
 /// Thresholds, `signal<value[,…]` on the command line; a map in the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
@@ -27,32 +34,28 @@ pub struct Thresholds(pub BTreeMap<String, String>);
 pub struct SignalValues(pub BTreeMap<String, String>);
 
 impl FromStr for Thresholds {
-    type Err = String;
-    fn from_str(raw: &str) -> Result<Thresholds, String> {
+    type Err = Error;
+    fn from_str(raw: &str) -> Result<Thresholds, Error> {
         split(raw, '<').map(Thresholds)
     }
 }
 
 impl FromStr for SignalValues {
-    type Err = String;
-    fn from_str(raw: &str) -> Result<SignalValues, String> {
+    type Err = Error;
+    fn from_str(raw: &str) -> Result<SignalValues, Error> {
         split(raw, '=').map(SignalValues)
     }
 }
 
 /// kubelet's map flags: `key<sep>value` items separated by commas.
-fn split(raw: &str, separator: char) -> Result<BTreeMap<String, String>, String> {
+fn split(raw: &str, separator: char) -> Result<BTreeMap<String, String>, Error> {
     let mut map = BTreeMap::new();
     for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         match item.split_once(separator) {
             Some((key, value)) if !key.trim().is_empty() => {
                 map.insert(key.trim().to_owned(), value.trim().to_owned());
             }
-            _ => {
-                return Err(format!(
-                    "{item:?}: expected signal{separator}value items separated by commas"
-                ));
-            }
+            _ => return Err(Error::Item { item: item.to_owned(), separator }),
         }
     }
     Ok(map)

@@ -58,8 +58,8 @@ pub enum AuthorizationMode {
 }
 
 impl TryFrom<String> for AuthorizationMode {
-    type Error = String;
-    fn try_from(name: String) -> Result<Self, String> {
+    type Error = super::values::Error;
+    fn try_from(name: String) -> Result<Self, super::values::Error> {
         super::from_value_name("authorization.mode", &name)
     }
 }

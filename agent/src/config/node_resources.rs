@@ -46,6 +46,9 @@ pub enum Error {
          {0:?}; use --cgroup-driver cgroupfs"
     )]
     NoSystemd(String),
+    /// `--system-reserved`, `--kube-reserved`: an item that is not `resource=quantity`.
+    #[error("{0:?}: expected resource=quantity")]
+    ReservedItem(String),
 }
 
 /// `--cgroup-driver`.
@@ -57,8 +60,8 @@ pub enum CgroupDriver {
 }
 
 impl TryFrom<String> for CgroupDriver {
-    type Error = String;
-    fn try_from(name: String) -> Result<Self, String> {
+    type Error = super::values::Error;
+    fn try_from(name: String) -> Result<Self, super::values::Error> {
         super::from_value_name("cgroupDriver", &name)
     }
 }
@@ -87,15 +90,15 @@ impl Scalar {
 }
 
 impl FromStr for ReservedList {
-    type Err = String;
-    fn from_str(raw: &str) -> Result<ReservedList, String> {
+    type Err = Error;
+    fn from_str(raw: &str) -> Result<ReservedList, Error> {
         let mut map = BTreeMap::new();
         for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some((key, value)) if !key.trim().is_empty() => {
                     map.insert(key.trim().to_owned(), Scalar::Text(value.trim().to_owned()));
                 }
-                _ => return Err(format!("{pair:?}: expected resource=quantity")),
+                _ => return Err(Error::ReservedItem(pair.to_owned())),
             }
         }
         Ok(ReservedList(map))

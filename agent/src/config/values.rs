@@ -5,6 +5,14 @@
 use clap::ValueEnum;
 use serde::Deserialize;
 
+/// A setting's value that is none of its names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `expected`: the known names (`auto, managed or external`).
+    #[error("{setting}: {name:?}: expected {expected}")]
+    Name { setting: &'static str, name: String, expected: String },
+}
+
 /// `--containerd`: who runs containerd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(try_from = "String")]
@@ -129,8 +137,8 @@ impl OciRuntime {
 macro_rules! from_value_name {
     ($($enum:ty: $setting:literal),*) => {$(
         impl TryFrom<String> for $enum {
-            type Error = String;
-            fn try_from(name: String) -> Result<Self, String> {
+            type Error = Error;
+            fn try_from(name: String) -> Result<Self, Error> {
                 from_value_name($setting, &name)
             }
         }
@@ -145,11 +153,12 @@ from_value_name!(
     OciRuntime: "runtime"
 );
 
-pub(super) fn from_value_name<T: ValueEnum>(setting: &str, name: &str) -> Result<T, String> {
+pub(super) fn from_value_name<T: ValueEnum>(setting: &'static str, name: &str) -> Result<T, Error> {
     T::from_str(name, false).map_err(|_| {
         let mut names: Vec<String> = T::value_variants().iter().map(value_name).collect();
         let last = names.pop().unwrap_or_default();
-        format!("{setting}: {name:?}: expected {} or {last}", names.join(", "))
+        let expected = format!("{} or {last}", names.join(", "));
+        Error::Name { setting, name: name.to_owned(), expected }
     })
 }
 

@@ -25,6 +25,30 @@ pub enum Error {
     Client(#[source] reqwest::Error),
     #[error("cannot set up TLS for the probes' HTTP client")]
     Tls(#[source] rustls::Error),
+    /// `httpGet.httpHeaders`: a name that is no HTTP header name (Go's words, as the
+    /// probe's failure says them).
+    #[error("net/http: invalid header field name {0:?}")]
+    HeaderName(String),
+    /// `httpGet.httpHeaders`: the value of header `0` is no HTTP header value.
+    #[error("net/http: invalid header field value for {0:?}")]
+    HeaderValue(String),
+    /// `tcpSocket`: the host name cannot be looked up.
+    #[error("dial tcp: lookup {host}: {source}")]
+    Lookup {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `tcpSocket`: the host name has no address.
+    #[error("dial tcp: lookup {host}: no such host")]
+    NoHost { host: String },
+    /// `tcpSocket`: no connection to `address` (the last one tried).
+    #[error("dial tcp {address}: connect: {}", os_error(source))]
+    Connect {
+        address: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What every probe run shares (the HTTP client: no connection pool, no certificate

@@ -1,6 +1,20 @@
 //! kubelet's sysctl admission: the safe sysctls, those allowed by
 //! `--allowed-unsafe-sysctls`, and the namespaces they live in.
 
+/// Why a sysctl is refused, in kubelet's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `--allowed-unsafe-sysctls` names a sysctl (or prefix) that is not namespaced.
+    #[error("the sysctl {0:?} is not known to be namespaced")]
+    NotNamespaced(String),
+    /// A pod's sysctl is neither safe nor allowed by `--allowed-unsafe-sysctls`.
+    #[error("{0:?} not allowlisted")]
+    NotAllowlisted(String),
+    /// A pod's sysctl lives in a namespace the pod shares with the host.
+    #[error("{name:?} not allowed with host {} enabled", namespace.host_word())]
+    HostNamespace { name: String, namespace: Namespace },
+}
+
 /// kubelet's pod status reason for a refused sysctl.
 pub(super) const FORBIDDEN: &str = "SysctlForbidden";
 
@@ -85,19 +99,19 @@ pub fn normalize(name: &str) -> String {
 
 /// Whether `--allowed-unsafe-sysctls` may hold `pattern` (a name, or a prefix ending in
 /// `*`): kubelet allows only namespaced sysctls there.
-pub fn check_allowed_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_allowed_pattern(pattern: &str) -> Result<(), Error> {
     let name = normalize(pattern);
     let probe = name.strip_suffix('*').map_or(name.clone(), |prefix| format!("{prefix}x"));
     if matches!(namespace(&probe), Some(Namespace::Ipc | Namespace::Network)) {
         Ok(())
     } else {
-        Err(format!("the sysctl {pattern:?} is not known to be namespaced"))
+        Err(Error::NotNamespaced(pattern.to_owned()))
     }
 }
 
 /// Admits one sysctl of a pod, or says why not in kubelet's words (after
 /// "forbidden sysctl: ").
-pub(super) fn admit(name: &str, host: HostNamespaces, allowed: &[String]) -> Result<(), String> {
+pub(super) fn admit(name: &str, host: HostNamespaces, allowed: &[String]) -> Result<(), Error> {
     let name = normalize(name);
     let matches = |pattern: &String| {
         let pattern = normalize(pattern);
@@ -107,15 +121,15 @@ pub(super) fn admit(name: &str, host: HostNamespaces, allowed: &[String]) -> Res
         }
     };
     if !SAFE.contains(&name.as_str()) && !allowed.iter().any(matches) {
-        return Err(format!("{name:?} not allowlisted"));
+        return Err(Error::NotAllowlisted(name));
     }
     match namespace(&name) {
-        Some(ns @ Namespace::Network) if host.network => Err(host_enabled(&name, ns)),
-        Some(ns @ Namespace::Ipc) if host.ipc => Err(host_enabled(&name, ns)),
+        Some(namespace @ Namespace::Network) if host.network => {
+            Err(Error::HostNamespace { name, namespace })
+        }
+        Some(namespace @ Namespace::Ipc) if host.ipc => {
+            Err(Error::HostNamespace { name, namespace })
+        }
         _ => Ok(()),
     }
-}
-
-fn host_enabled(name: &str, namespace: Namespace) -> String {
-    format!("{name:?} not allowed with host {} enabled", namespace.host_word())
 }

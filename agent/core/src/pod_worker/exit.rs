@@ -51,7 +51,7 @@ impl PodWorker {
             out.push(Action::Count(Metric::PodStarted { source, latency }));
         }
         if let Err(error) = hook {
-            self.post_start_done(&id, Err(error), now, out);
+            self.post_start_done(&id, Err(error.to_string()), now, out);
         }
     }
 

@@ -70,7 +70,7 @@ impl Hooks<'_> {
             Err(e) => {
                 tracing::warn!(
                     container = container.name,
-                    error = e,
+                    error = %e,
                     "cannot run the preStop hook"
                 );
                 out.push(failed_pre_stop(self.pod, &container.name));

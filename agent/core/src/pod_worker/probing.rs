@@ -13,7 +13,7 @@ use super::slot::{KillReason, Slot, SlotState};
 use super::{Action, Current, Now, PodWorker, reason};
 use crate::event_aggregate::EventType;
 use crate::lifecycle;
-use crate::probe::{Hook, Outcome, ProbeKind, Probes, Target, Verdict, hook_handler};
+use crate::probe::{self, Hook, Outcome, ProbeKind, Probes, Target, Verdict, hook_handler};
 
 impl Current {
     /// Where the pod's probes and hooks go by default.
@@ -40,7 +40,7 @@ pub(super) fn post_start(
     slot: &mut Slot,
     target: Target,
     out: &mut Vec<Action>,
-) -> Result<(), String> {
+) -> Result<(), probe::Error> {
     let (Some(container), Some(id)) = (container, slot.running_id().map(str::to_owned)) else {
         return Ok(());
     };
@@ -84,7 +84,7 @@ pub(super) fn probe(
             tracing::warn!(
                 container = container.name,
                 probe = kind.as_str(),
-                error,
+                %error,
                 "probe cannot run"
             );
             out.push(Action::Event {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Container;
 
-use super::{Handler, ProbeKind, ProbeSpec, Target};
+use super::{Error, Handler, ProbeKind, ProbeSpec, Target};
 
 /// A probe to run now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +34,7 @@ struct State {
     /// `Err`: the probe cannot be run (a port name the container lacks): it never runs,
     /// so its result stays what it starts as (as kubelet, which keeps the last result
     /// when a probe errs).
-    spec: Result<ProbeSpec, String>,
+    spec: Result<ProbeSpec, Error>,
     next_at: Instant,
     in_flight: bool,
     successes: u32,
@@ -96,8 +96,8 @@ impl Probes {
     }
 
     /// Probes that cannot be run, and why (for an event).
-    pub fn errors(&self) -> impl Iterator<Item = (ProbeKind, &str)> {
-        self.states.iter().filter_map(|s| Some((s.kind, s.spec.as_ref().err()?.as_str())))
+    pub fn errors(&self) -> impl Iterator<Item = (ProbeKind, &Error)> {
+        self.states.iter().filter_map(|s| Some((s.kind, s.spec.as_ref().err()?)))
     }
 
     /// The startup probe passed (or there is none): P2.

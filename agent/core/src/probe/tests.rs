@@ -90,8 +90,8 @@ fn resolved_http(action: HTTPGetAction, target: Target) -> HttpGet {
     }
 }
 
-fn error(result: Result<Handler, String>) -> String {
-    result.expect_err("the handler cannot run")
+fn error(result: Result<Handler, Error>) -> String {
+    result.expect_err("the handler cannot run").to_string()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -545,7 +545,8 @@ fn a_probe_spec_is_none_without_the_probe_and_an_error_when_it_cannot_run() {
     let c = with_probe(ProbeKind::Liveness, tcp_probe(named("admin")));
     assert_eq!(ProbeSpec::of(ProbeKind::Readiness, &c, target()), None);
     assert_eq!(ProbeSpec::of(ProbeKind::Startup, &c, target()), None);
-    let Some(Err(message)) = ProbeSpec::of(ProbeKind::Liveness, &c, target()) else { panic!() };
+    let Some(Err(error)) = ProbeSpec::of(ProbeKind::Liveness, &c, target()) else { panic!() };
+    let message = error.to_string();
     assert!(message.contains("\"admin\""), "{message}");
 }
 

@@ -7,40 +7,42 @@ use nix::sys::epoll::{EpollEvent, EpollFlags};
 
 use super::output::{Output, Progress};
 use super::protocol::Registration;
-use super::{Container, NodeLogger, STDERR, STDOUT, Target};
+use super::{Container, Error, NodeLogger, Result, STDERR, STDOUT, Target, chain};
 use crate::cri::{self, Stream, Tag};
-use crate::rotation::{self, LogFile};
+use crate::rotation::LogFile;
 use crate::time::Time;
 
 impl NodeLogger {
-    /// Opens and records a new container; the error as one line.
-    pub(super) fn register(&mut self, registration: Registration) -> Result<u64, String> {
+    /// Opens and records a new container.
+    pub(super) fn register(&mut self, registration: Registration) -> Result<u64> {
         let id = registration.id.clone();
         if self.containers.values().any(|c| c.registration.id == id) {
-            return Err(format!("container {id} is registered already"));
+            return Err(Error::Registered(id));
         }
-        let fields = registration.to_fields().map_err(|e| e.to_string())?;
+        let fields = registration.to_fields()?;
         self.dirs
             .save(&registration, &fields)
-            .map_err(|e| format!("container {id}: cannot record its registration: {e}"))?;
+            .map_err(|source| Error::Record { id: id.clone(), source })?;
         self.add(registration).map_err(|e| {
             let _ = self.dirs.forget(&id);
-            format!("container {id}: {e}")
+            Error::Container { id, source: Box::new(e) }
         })
     }
 
     /// Opens a container's FIFOs (held) and log file and watches the FIFOs.
-    pub(super) fn add(&mut self, registration: Registration) -> Result<u64, String> {
+    pub(super) fn add(&mut self, registration: Registration) -> Result<u64> {
         let dir = &registration.fifos;
         let open = |name, stream| {
-            Output::open(dir, name, stream).map_err(|e| {
-                format!("cannot open its {name} FIFO {}: {e}", dir.join(name).display())
+            Output::open(dir, name, stream).map_err(|source| Error::Fifo {
+                name,
+                path: dir.join(name),
+                source,
             })
         };
         let stdout = open(STDOUT, Stream::Stdout)?;
         let stderr =
             if dir.join(STDERR).exists() { Some(open(STDERR, Stream::Stderr)?) } else { None };
-        let file = LogFile::open(&registration.log, registration.limits).map_err(|e| chain(&e))?;
+        let file = LogFile::open(&registration.log, registration.limits).map_err(Error::LogFile)?;
         let key = self.next;
         self.next += 1;
         let outputs = [Some(stdout), stderr];
@@ -50,7 +52,7 @@ impl NodeLogger {
             let flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLET;
             self.epoll
                 .add(output.reader().as_fd(), EpollEvent::new(flags, token))
-                .map_err(|e| format!("cannot watch its FIFOs: {e}"))?;
+                .map_err(Error::Watch)?;
         }
         self.containers.insert(key, Container { registration, file, outputs, failing: false });
         for index in 0..2 {
@@ -150,14 +152,4 @@ fn write(
             *failing = true;
         }
     }
-}
-
-fn chain(e: &rotation::Error) -> String {
-    let mut line = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        line.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    line
 }

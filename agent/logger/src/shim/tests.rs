@@ -16,7 +16,7 @@ fn only_open_fds_without_close_on_exec_count_as_inherited() {
 }
 
 fn parse(args: &[&str]) -> Result<Args, String> {
-    parse_args(args.iter().map(std::ffi::OsString::from))
+    parse_args(args.iter().map(std::ffi::OsString::from)).map_err(|e| e.to_string())
 }
 
 #[test]

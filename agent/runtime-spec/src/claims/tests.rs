@@ -285,7 +285,7 @@ mod affinity {
     use k8s_openapi::api::core::v1::VolumeNodeAffinity;
     use proptest::prelude::*;
 
-    fn check(terms: Value, labels: &[(&str, &str)]) -> Result<(), String> {
+    fn check(terms: Value, labels: &[(&str, &str)]) -> Result<(), crate::claims::affinity::Error> {
         let affinity: VolumeNodeAffinity =
             serde_json::from_value(json!({"required": {"nodeSelectorTerms": terms}})).unwrap();
         let labels: BTreeMap<String, String> =

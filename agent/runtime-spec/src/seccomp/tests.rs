@@ -61,7 +61,10 @@ fn annotation_values() {
         error.contains("annotation seccomp.security.alpha.kubernetes.io/pod: \"RuntimeDefault\""),
         "{error}"
     );
-    assert!(matches!(with("localhost//etc/x.json"), Err(Error::SeccompLocalhostPath { .. })));
+    assert!(matches!(
+        with("localhost//etc/x.json"),
+        Err(crate::Error::SeccompLocalhostPath { .. })
+    ));
 }
 
 #[test]
@@ -236,7 +239,7 @@ fn an_empty_profile_is_no_filter() {
 
 #[test]
 fn invalid_profiles_say_why() {
-    let error = |json: &str| convert(json, &[]).unwrap_err();
+    let error = |json: &str| convert(json, &[]).unwrap_err().to_string();
     assert!(error("not json").starts_with("is not a seccomp profile"));
     assert!(error(r#"{"defaultAction": "SCMP_ACT_NOPE"}"#).starts_with("is not a seccomp profile"));
     assert_eq!(
@@ -268,7 +271,7 @@ fn privileged_and_unread_profiles() {
     assert_eq!(seccomp(&localhost("p.json"), Some(&file), &[], true, &at()).unwrap(), None);
     assert!(matches!(
         seccomp(&localhost("p.json"), None, &[], false, &at()),
-        Err(Error::SeccompNotRead { .. })
+        Err(crate::Error::SeccompNotRead { .. })
     ));
     let error =
         seccomp(&localhost("p.json"), Some(&file), &[], false, &at()).unwrap_err().to_string();

@@ -14,8 +14,9 @@ use super::tree::Error;
 
 /// Runs `systemctl` with arguments.
 pub trait Systemctl: std::fmt::Debug + Send + Sync {
-    /// `Err`: what it said (its standard error, or why it could not run).
-    fn run(&self, args: &[String]) -> Result<(), String>;
+    /// `Err`: it could not run ([`Error::SystemctlRun`]), or what it said on its standard
+    /// error ([`Error::Systemctl`]).
+    fn run(&self, args: &[String]) -> Result<(), Error>;
 }
 
 /// The real `systemctl`.
@@ -23,12 +24,16 @@ pub trait Systemctl: std::fmt::Debug + Send + Sync {
 pub struct SystemctlCommand;
 
 impl Systemctl for SystemctlCommand {
-    fn run(&self, args: &[String]) -> Result<(), String> {
-        let out = Command::new("systemctl").args(args).output().map_err(|e| e.to_string())?;
+    fn run(&self, args: &[String]) -> Result<(), Error> {
+        let out = Command::new("systemctl")
+            .args(args)
+            .output()
+            .map_err(|source| Error::SystemctlRun { args: args.join(" "), source })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+            let message = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            Err(Error::Systemctl { args: args.join(" "), message })
         }
     }
 }
@@ -83,7 +88,7 @@ pub fn stop(systemctl: &dyn Systemctl, unit: &str) -> Result<(), Error> {
 }
 
 fn call(systemctl: &dyn Systemctl, args: Vec<String>) -> Result<(), Error> {
-    systemctl.run(&args).map_err(|message| Error::Systemctl { args: args.join(" "), message })
+    systemctl.run(&args)
 }
 
 /// A [`Systemctl`] that records its calls and fails those whose arguments contain a
@@ -97,12 +102,12 @@ pub struct Recording {
 
 #[cfg(test)]
 impl Systemctl for Recording {
-    fn run(&self, args: &[String]) -> Result<(), String> {
+    fn run(&self, args: &[String]) -> Result<(), Error> {
         let call = args.join(" ");
         if let Some((needle, message)) = &self.fail
             && call.contains(needle.as_str())
         {
-            return Err(message.clone());
+            return Err(Error::Systemctl { args: call, message: message.clone() });
         }
         self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(call);
         Ok(())

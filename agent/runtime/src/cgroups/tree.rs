@@ -37,6 +37,14 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// `systemctl` could not be run at all.
+    #[error("systemctl {args}: {source}")]
+    SystemctlRun {
+        args: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `systemctl` failed; `message` is what it said on its standard error.
     #[error("systemctl {args}: {message}")]
     Systemctl { args: String, message: String },
 }

@@ -28,11 +28,14 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+
+    /// A snapshot mounted other than by overlay or bind: its mount type.
+    #[error("snapshotter mount {0:?} is not one Outpost reads files from (overlay or bind)")]
+    MountType(String),
 }
 
-/// The layer directories of a snapshot's mounts, top first; the unknown mount type as the
-/// error.
-pub(super) fn dirs(mounts: &[Mount]) -> Result<Vec<PathBuf>, String> {
+/// The layer directories of a snapshot's mounts, top first.
+pub(super) fn dirs(mounts: &[Mount]) -> Result<Vec<PathBuf>, Error> {
     let mut dirs = Vec::new();
     for mount in mounts {
         match mount.r#type.as_str() {
@@ -44,7 +47,7 @@ pub(super) fn dirs(mounts: &[Mount]) -> Result<Vec<PathBuf>, String> {
                 let lower = options.clone().find_map(|o| o.strip_prefix("lowerdir="));
                 dirs.extend(lower.into_iter().flat_map(|l| l.split(':')).map(PathBuf::from));
             }
-            other => return Err(other.to_owned()),
+            other => return Err(Error::MountType(other.to_owned())),
         }
     }
     Ok(dirs)

@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 use super::locate::{Found, Stdin};
 use super::{Named, Refusal};
 use crate::api::AppState;
-use crate::api::streams::{Attached, Ended, Input, Output, Process, Start, StreamOptions};
+use crate::api::streams::{Attached, Ended, Error, Input, Output, Process, Start, StreamOptions};
 use crate::error_chain::describe;
 use crate::runtime::Containerd;
 use crate::runtime::container;
@@ -88,22 +88,23 @@ struct Target {
     stdin: Stdin,
 }
 
-async fn attach(target: Target, options: StreamOptions) -> Result<Attached, String> {
+async fn attach(target: Target, options: StreamOptions) -> Result<Attached, Error> {
     let Target { containerd, id, log_dir: dir, io_dir, stdin } = target;
     let input = if options.stdin {
-        let sender = stdio::open_stdin(&io_dir, &id).map_err(|e| describe(&e))?;
+        let sender = stdio::open_stdin(&io_dir, &id)?;
         let once = (stdin == Stdin::Once).then(|| (containerd.clone(), id.clone()));
         Some(Box::pin(ContainerStdin { sender, once }) as Input)
     } else {
         None
     };
-    let run = container::run_of(&containerd, &id)
-        .await
-        .map_err(|e| describe(&e))?
-        .ok_or_else(|| format!("container {id} is gone from the runtime"))?;
+    let run = container::run_of(&containerd, &id).await?.ok_or_else(|| Error::Gone(id.clone()))?;
     let path = dir.join(logs::log_file_name(run));
-    let mut file = open(&path).await?;
-    file.seek(SeekFrom::End(0)).await.map_err(|e| read_failed(&path, &e))?;
+    let mut file = tokio::fs::File::open(&path)
+        .await
+        .map_err(|source| Error::OpenLog { path: path.clone(), source })?;
+    file.seek(SeekFrom::End(0))
+        .await
+        .map_err(|source| Error::ReadLog { path: path.clone(), source })?;
     let pipe = |wanted: bool| wanted.then(|| tokio::io::simplex(PIPE));
     let (stdout, stderr) = (pipe(options.stdout), pipe(options.stderr && !options.tty));
     let (stdout_reader, stdout_writer) = split(stdout);
@@ -127,16 +128,6 @@ fn split(pipe: Option<(ReadHalf<SimplexStream>, Writer)>) -> (Option<Output>, Op
         None => (None, None),
         Some((reader, writer)) => (Some(Box::pin(reader) as Output), Some(writer)),
     }
-}
-
-async fn open(path: &Path) -> Result<tokio::fs::File, String> {
-    tokio::fs::File::open(path)
-        .await
-        .map_err(|e| format!("cannot open the container's log {}: {e}", path.display()))
-}
-
-fn read_failed(path: &Path, error: &io::Error) -> String {
-    format!("cannot read the container's log {}: {error}", path.display())
 }
 
 /// The follower's ends of the output pipes (`None`: not asked for, or its reader gone).
@@ -221,9 +212,12 @@ impl Follower {
         &mut self,
         file: &mut tokio::fs::File,
         pending: &mut Vec<u8>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, Error> {
         let mut buffer = vec![0; 32 * 1024];
-        let n = file.read(&mut buffer).await.map_err(|e| read_failed(&self.path, &e))?;
+        let n = file
+            .read(&mut buffer)
+            .await
+            .map_err(|source| Error::ReadLog { path: self.path.clone(), source })?;
         pending.extend_from_slice(&buffer[..n]);
         let Some(last) = pending.iter().rposition(|&b| b == b'\n') else { return Ok(n) };
         let complete: Vec<u8> = pending.drain(..=last).collect();
@@ -309,7 +303,7 @@ impl Drop for Attachment {
 }
 
 impl Process for Attachment {
-    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), String>> {
+    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), Error>> {
         let request = ResizePtyRequest {
             container_id: self.id.clone(),
             exec_id: String::new(),
@@ -322,7 +316,7 @@ impl Process for Attachment {
                 .resize_pty(request)
                 .await
                 .map(drop)
-                .map_err(|e| format!("resizing the TTY of container {}: {e}", self.id))
+                .map_err(|source| Error::Resize { id: self.id.clone(), source })
         }
         .boxed()
     }

@@ -63,29 +63,39 @@ pub enum Inbound<'a> {
     Ignored,
 }
 
-/// A client message the protocol does not allow.
+/// A client message the protocol does not allow ([`parse`]), or, to a client, an exit
+/// status that tells no exit code ([`Status::exit_code`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FrameError {
+pub enum Error {
     #[error("the resize message is not a terminal size such as {{\"Width\":80,\"Height\":24}}")]
     Resize,
     #[error("a close-stream message holds exactly one channel byte; this one holds {0}")]
     Close(usize),
+    /// The command failed: the status's message, the server's words for why.
+    #[error("{message}")]
+    Failed { message: String },
+    /// The command failed, with a status that has a reason and no message.
+    #[error("the command failed ({reason})")]
+    FailedReason { reason: String },
+    /// The command failed, with a status that has neither message nor reason.
+    #[error("the command failed (status {status:?})")]
+    FailedStatus { status: String },
 }
 
 /// Reads one binary message from a client.
-pub fn parse(protocol: Protocol, message: &[u8]) -> Result<Inbound<'_>, FrameError> {
+pub fn parse(protocol: Protocol, message: &[u8]) -> Result<Inbound<'_>, Error> {
     let Some((&channel, data)) = message.split_first() else { return Ok(Inbound::Ignored) };
     match channel {
         CLOSE if protocol == Protocol::V5 => match data {
             [stream] => Ok(Inbound::Close(*stream)),
-            other => Err(FrameError::Close(other.len())),
+            other => Err(Error::Close(other.len())),
         },
         STDIN => Ok(Inbound::Stdin(data)),
         RESIZE => serde_json::Deserializer::from_slice(data)
             .into_iter::<TerminalSize>()
             .collect::<Result<Vec<_>, _>>()
             .map(Inbound::Resize)
-            .map_err(|_| FrameError::Resize),
+            .map_err(|_| Error::Resize),
         _ => Ok(Inbound::Ignored),
     }
 }
@@ -200,7 +210,7 @@ impl Status {
 
     /// The exit code a client should exit with, or the failure's message: `Success` is 0,
     /// `NonZeroExitCode` the code of its `ExitCode` cause.
-    pub fn exit_code(&self) -> Result<i32, String> {
+    pub fn exit_code(&self) -> Result<i32, Error> {
         if self.status == "Success" {
             return Ok(0);
         }
@@ -215,9 +225,9 @@ impl Status {
             return Ok(code);
         }
         Err(match (self.message.is_empty(), self.reason.is_empty()) {
-            (false, _) => self.message.clone(),
-            (true, false) => format!("the command failed ({})", self.reason),
-            (true, true) => format!("the command failed (status {:?})", self.status),
+            (false, _) => Error::Failed { message: self.message.clone() },
+            (true, false) => Error::FailedReason { reason: self.reason.clone() },
+            (true, true) => Error::FailedStatus { status: self.status.clone() },
         })
     }
 }

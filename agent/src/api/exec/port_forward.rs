@@ -45,33 +45,47 @@ pub const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
 /// The query parameter naming the ports (core/v1's `PortHeader`).
 const PORT_PARAMETER: &str = "port";
 
+/// A WebSocket port-forward's query without the ports to forward.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("query parameter {:?} cannot be empty", PORT_PARAMETER)]
+    Empty,
+    #[error("port {0:?} must be > 0")]
+    Zero(String),
+    #[error("{0:?} is not a port (1-65535)")]
+    NotAPort(String),
+    #[error(
+        "query parameter {:?} is required: the ports to forward, e.g. ?port=80&port=8080",
+        PORT_PARAMETER
+    )]
+    Required,
+}
+
 /// Chunks from the client queued for one connection; the socket is read no further
 /// past this.
 const CHUNKS_IN_FLIGHT: usize = 16;
 
 /// The ports of a WebSocket port-forward's query: every `port` parameter, each a port
 /// or a comma-separated list of them, in order, at least one.
-pub fn ports(query: Option<&str>) -> Result<Vec<u16>, String> {
+pub fn ports(query: Option<&str>) -> Result<Vec<u16>, Error> {
     let mut ports = Vec::new();
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         if key != PORT_PARAMETER {
             continue;
         }
         if value.is_empty() {
-            return Err(format!("query parameter {PORT_PARAMETER:?} cannot be empty"));
+            return Err(Error::Empty);
         }
         for part in value.split(',') {
             match part.parse::<u16>() {
-                Ok(0) => return Err(format!("port {part:?} must be > 0")),
+                Ok(0) => return Err(Error::Zero(part.to_owned())),
                 Ok(port) => ports.push(port),
-                Err(_) => return Err(format!("{part:?} is not a port (1-65535)")),
+                Err(_) => return Err(Error::NotAPort(part.to_owned())),
             }
         }
     }
     if ports.is_empty() {
-        return Err(format!(
-            "query parameter {PORT_PARAMETER:?} is required: the ports to forward, e.g. ?port=80&port=8080"
-        ));
+        return Err(Error::Required);
     }
     Ok(ports)
 }

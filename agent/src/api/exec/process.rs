@@ -6,8 +6,7 @@
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use crate::api::streams::{Attached, Ended, Input, Output, Process, Start, StreamOptions};
-use crate::error_chain::describe;
+use crate::api::streams::{Attached, Ended, Error, Input, Output, Process, Start, StreamOptions};
 use crate::runtime::exec::{Execs, Request, Session};
 
 /// What starts `command` in container `id` with the streams of `options`.
@@ -26,7 +25,7 @@ pub(super) fn start(
                 stderr: options.stderr,
                 tty: options.tty,
             };
-            let session = execs.start(&id, &request).await.map_err(|e| describe(&e))?;
+            let session = execs.start(&id, &request).await?;
             Ok(attached(session))
         }
         .boxed()
@@ -45,11 +44,11 @@ fn attached(mut session: Session) -> Attached {
 struct Command(Session);
 
 impl Process for Command {
-    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), String>> {
-        async move { self.0.resize(width, height).await.map_err(|e| describe(&e)) }.boxed()
+    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), Error>> {
+        async move { Ok(self.0.resize(width, height).await?) }.boxed()
     }
 
     fn wait(self: Box<Self>) -> BoxFuture<'static, Ended> {
-        async move { self.0.wait().await.map_err(|e| describe(&e)) }.boxed()
+        async move { Ok(self.0.wait().await?) }.boxed()
     }
 }

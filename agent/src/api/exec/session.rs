@@ -34,6 +34,7 @@ use super::upgrade;
 use crate::api::streams::{
     Attached, Ended, Endpoint, Input, Output, Process, Start, StreamOptions,
 };
+use crate::error_chain::describe;
 
 /// How often the agent pings a client.
 pub(super) const PING_INTERVAL: Duration = Duration::from_secs(30);
@@ -105,6 +106,7 @@ pub async fn serve(socket: WebSocket, target: Target) {
                 .map(|ended| status(&command, ended))
         }
         Err(e) => {
+            let e = describe(&e);
             warn!(error = %e, "the stream cannot start");
             Some(Status::internal_error(&e))
         }
@@ -213,6 +215,7 @@ fn status(command: &[String], ended: Ended) -> Status {
             Status::exited(command, code)
         }
         Err(e) => {
+            let e = describe(&e);
             warn!(error = %e, "the stream cannot learn how the command ended");
             Status::internal_error(&e)
         }
@@ -248,7 +251,7 @@ fn resize(process: Option<&dyn Process>, sizes: Vec<channel::TerminalSize>) -> B
     async move {
         for resize in resizes {
             if let Err(e) = resize.await {
-                debug!(error = %e, "the stream cannot resize the terminal");
+                debug!(error = %describe(&e), "the stream cannot resize the terminal");
             }
         }
     }

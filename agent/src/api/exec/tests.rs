@@ -24,7 +24,9 @@ fn n3_the_query_gives_the_command_and_the_streams_by_kubelets_names() {
 /// N3: Outpost's old names are not kubelet's: they ask for no stream.
 #[test]
 fn n3_stdin_stdout_and_stderr_are_not_kubelets_parameters() {
-    let refused = StreamOptions::parse(Some("command=true&stdin=1&stdout=1&stderr=1")).unwrap_err();
+    let refused = StreamOptions::parse(Some("command=true&stdin=1&stdout=1&stderr=1"))
+        .unwrap_err()
+        .to_string();
     assert!(refused.contains("at least 1 of stdin, stdout, stderr"), "{refused}");
 }
 
@@ -38,9 +40,9 @@ fn n3_a_tty_merges_stderr_into_stdout() {
 #[test]
 fn n3_a_query_without_a_stream_or_with_a_bad_flag_is_refused() {
     assert!(StreamOptions::parse(None).is_err());
-    let no_stream = StreamOptions::parse(Some("command=true")).unwrap_err();
+    let no_stream = StreamOptions::parse(Some("command=true")).unwrap_err().to_string();
     assert!(no_stream.contains("at least 1 of stdin, stdout, stderr"), "{no_stream}");
-    let bad = StreamOptions::parse(Some("command=true&output=yes")).unwrap_err();
+    let bad = StreamOptions::parse(Some("command=true&output=yes")).unwrap_err().to_string();
     assert!(bad.starts_with("output \"yes\""), "{bad}");
     // Attach has no command: the streams alone are a valid query.
     let (options, command) = StreamOptions::parse(Some("output=1&error=1")).unwrap();
@@ -62,7 +64,7 @@ fn n3_port_forward_takes_the_ports_of_every_port_parameter() {
         (Some("port=80,,81"), "is not a port"),
         (Some("port=http"), "is not a port"),
     ] {
-        let error = port_forward::ports(query).unwrap_err();
+        let error = port_forward::ports(query).unwrap_err().to_string();
         assert!(error.contains(expected), "{query:?}: {error}");
     }
 }

@@ -22,7 +22,7 @@ use super::{MAX_SESSIONS, Refusal};
 use crate::api::AppState;
 use crate::api::container_logs::status;
 use crate::api::spdy;
-use crate::api::streams::{Ended, Endpoint, PortDialer, Process};
+use crate::api::streams::{Ended, Endpoint, Error, PortDialer, Process};
 
 /// The transport a request asks for.
 pub(super) enum Transport {
@@ -91,7 +91,7 @@ struct Held {
 }
 
 impl Process for Held {
-    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), String>> {
+    fn resize(&self, width: u16, height: u16) -> BoxFuture<'_, Result<(), Error>> {
         self.process.resize(width, height)
     }
 

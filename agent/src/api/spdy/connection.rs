@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use outpost_formats::spdy::frame::{self, Frame, goaway, rst, settings};
-use outpost_formats::spdy::{Decoder, Deflater, Headers, Inflater};
+use outpost_formats::spdy::{Decoder, Deflater, Headers, Inflater, headers};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -52,11 +52,28 @@ pub enum Error {
     Finished(u32),
     #[error("the SPDY connection is closed")]
     Closed,
+    /// A stream's SYN_STREAM header block cannot be read: the connection ends
+    /// (GOAWAY `PROTOCOL_ERROR`).
+    #[error("stream {stream}'s headers: {source}")]
+    Headers {
+        stream: u32,
+        #[source]
+        source: headers::Error,
+    },
+    /// A HEADERS frame's block cannot be read: the connection ends.
+    #[error("stream {stream}'s HEADERS: {source}")]
+    HeadersFrame {
+        stream: u32,
+        #[source]
+        source: headers::Error,
+    },
 }
 
 /// Decides whether a stream the client opens is taken, from its headers: `Err` says why
-/// not (the stream is refused with RST_STREAM `REFUSED_STREAM`).
-pub type Accept = Box<dyn Fn(&Headers) -> Result<(), String> + Send + Sync>;
+/// not, in the endpoint's own error (the stream is refused with RST_STREAM
+/// `REFUSED_STREAM`, the reason logged).
+pub type Accept =
+    Box<dyn Fn(&Headers) -> Result<(), Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
 
 /// A stream the client opened: its headers, what it sends, and a [`Sender`] to answer.
 #[derive(Debug)]
@@ -330,7 +347,7 @@ impl Reader {
             match decoder.next_frame() {
                 Ok(Some(frame)) => {
                     if let Err(ended) = self.handle(frame, &mut inflater).await {
-                        break ended;
+                        break ended.to_string();
                     }
                     continue;
                 }
@@ -358,14 +375,14 @@ impl Reader {
     }
 
     /// Acts on one frame; `Err` ends the connection, saying why.
-    async fn handle(&mut self, frame: Frame, inflater: &mut Inflater) -> Result<(), String> {
+    async fn handle(&mut self, frame: Frame, inflater: &mut Inflater) -> Result<(), Error> {
         match frame {
             Frame::SynStream { stream_id, fin, unidirectional, header_block, .. } => {
                 let headers = match inflater.inflate(&header_block) {
                     Ok(headers) => headers,
                     Err(e) => {
                         self.go_away(goaway::PROTOCOL_ERROR).await;
-                        return Err(format!("stream {stream_id}'s headers: {e}"));
+                        return Err(Error::Headers { stream: stream_id, source: e });
                     }
                 };
                 self.open(stream_id, headers, fin, unidirectional).await;
@@ -401,9 +418,9 @@ impl Reader {
             }
             Frame::Headers { stream_id, fin, header_block } => {
                 // Read to keep the compression state; Kubernetes' streams carry no more.
-                if let Err(e) = inflater.inflate(&header_block) {
+                if let Err(source) = inflater.inflate(&header_block) {
                     self.go_away(goaway::PROTOCOL_ERROR).await;
-                    return Err(format!("stream {stream_id}'s HEADERS: {e}"));
+                    return Err(Error::HeadersFrame { stream: stream_id, source });
                 }
                 if fin {
                     self.remote_fin(stream_id);

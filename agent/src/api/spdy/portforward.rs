@@ -31,19 +31,37 @@ pub enum StreamType {
     Error,
 }
 
-/// A stream's port-forward headers, or why it is refused (kubelet's words).
-pub fn check(headers: &Headers) -> Result<(u16, StreamType), String> {
-    let port =
-        headers.get("port").filter(|p| !p.is_empty()).ok_or("\"port\" header is required")?;
-    let port: u16 = port.parse().map_err(|e| format!("unable to parse {port:?} as a port: {e}"))?;
+/// Why a port-forward stream is refused, from its headers (kubelet's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("\"port\" header is required")]
+    NoPort,
+    #[error("unable to parse {port:?} as a port: {source}")]
+    Port {
+        port: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("port \"0\" must be > 0")]
+    ZeroPort,
+    #[error("\"streamType\" header is required")]
+    NoStreamType,
+    #[error("invalid stream type {0:?}")]
+    StreamType(String),
+}
+
+/// A stream's port-forward headers, or why it is refused.
+pub fn check(headers: &Headers) -> Result<(u16, StreamType), Error> {
+    let port = headers.get("port").filter(|p| !p.is_empty()).ok_or(Error::NoPort)?;
+    let port: u16 = port.parse().map_err(|source| Error::Port { port: port.to_owned(), source })?;
     if port == 0 {
-        return Err(format!("port \"{port}\" must be > 0"));
+        return Err(Error::ZeroPort);
     }
     let kind = match headers.get("streamType") {
-        None | Some("") => return Err("\"streamType\" header is required".into()),
+        None | Some("") => return Err(Error::NoStreamType),
         Some("data") => StreamType::Data,
         Some("error") => StreamType::Error,
-        Some(other) => return Err(format!("invalid stream type {other:?}")),
+        Some(other) => return Err(Error::StreamType(other.to_owned())),
     };
     Ok((port, kind))
 }
@@ -73,7 +91,9 @@ pub async fn serve<T>(io: T, dialer: Arc<dyn PortDialer>)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
-    let mut connection = Connection::new(io, Box::new(|headers| check(headers).map(|_| ())));
+    let accept: super::connection::Accept =
+        Box::new(|headers| check(headers).map(|_| ()).map_err(Into::into));
+    let mut connection = Connection::new(io, accept);
     let mut pairs: HashMap<String, Pair> = HashMap::new();
     let mut forwards = JoinSet::new();
     let span = Span::current();

@@ -23,6 +23,7 @@ use tracing::{Instrument, Span, debug, info, warn};
 use super::connection::{Connection, Receiver, Sender, Stream};
 use crate::api::exec::channel::{Status, TerminalSize};
 use crate::api::streams::{Ended, Input, Output, Start, StreamOptions};
+use crate::error_chain::describe;
 
 /// kubelet's default `streamCreationTimeout`: how long the client has to open its
 /// streams.
@@ -80,7 +81,7 @@ impl Protocol {
                 }
                 status
             }
-            Err(message) => Status::internal_error(message),
+            Err(error) => Status::internal_error(&describe(error)),
         };
         if self == Protocol::V4 {
             // Strings and numbers only: serializing cannot fail.
@@ -135,9 +136,9 @@ where
             };
             ended
         }
-        Err(message) => {
-            warn!(error = %message, "the remote command cannot start");
-            Err(message)
+        Err(error) => {
+            warn!(error = %describe(&error), "the remote command cannot start");
+            Err(error)
         }
     };
     debug!(?ended, "remote command ended");
@@ -245,7 +246,7 @@ async fn run(
                 Some(chunk) => {
                     for size in sizes.push(&chunk) {
                         if let Err(e) = process.resize(size.width, size.height).await {
-                            debug!(error = %e, "resize not applied");
+                            debug!(error = %describe(&e), "resize not applied");
                         }
                     }
                     if sizes.failed() {

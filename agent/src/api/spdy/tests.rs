@@ -26,7 +26,7 @@ fn command() -> Endpoint {
     let options = StreamOptions { stdout: true, ..StreamOptions::default() };
     Endpoint::Command {
         options,
-        start: Box::new(|| async { Err("not started".to_owned()) }.boxed()),
+        start: Box::new(|| async { Err(crate::api::streams::Error::Gone("c".into())) }.boxed()),
     }
 }
 

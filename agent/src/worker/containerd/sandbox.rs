@@ -73,7 +73,7 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
         std::fs::create_dir_all(&run_dir).map(|()| fresh)
     })
     .await
-    .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+    .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
     if !fresh {
         return make(pods, pod, uid, fresh).await;
     }
@@ -96,7 +96,7 @@ async fn make(
     let (cgroups, owned) = (pods.settings.cgroups.clone(), pod.clone());
     let cgroup = blocking(move || cgroups.ensure_pod(&owned))
         .await
-        .map_err(|message| problem(SandboxReason::PodCgroupFailed, message))?;
+        .map_err(|e| problem(SandboxReason::PodCgroupFailed, describe(&e)))?;
     let spec = pod.spec.as_ref();
     let sharing = Sharing {
         host_network: host_network(pod),
@@ -105,12 +105,12 @@ async fn make(
     let ns_dir = namespaces_dir(pods, &uid);
     let namespaces = blocking(move || PodNamespaces::create(&ns_dir, sharing))
         .await
-        .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+        .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
     let pid_namespace = if shares_process_namespace(pod) {
         let (dir, exe) = (namespaces_dir(pods, &uid), pods.settings.exe.clone());
         let file = blocking(move || pid::ensure(&dir, &exe))
             .await
-            .map_err(|message| problem(SandboxReason::NamespacesFailed, message))?;
+            .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
         Some(file)
     } else {
         None
@@ -121,7 +121,7 @@ async fn make(
         let (dir, owned) = (pods.run_pods_dir().join(&uid).join(DEV_SHM), pod.clone());
         blocking(move || volumes::dev_shm(&owned, &dir).map(|()| dir).map_err(Box::new))
             .await
-            .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?
+            .map_err(|e| problem(SandboxReason::VolumesNotReady, describe(&e)))?
     };
     let ips = network(pods, pod, &uid, namespaces.network.as_ref(), fresh).await?;
     let pod_dir = pods.pods_dir().join(&uid);
@@ -137,7 +137,7 @@ async fn make(
         Ok::<_, Box<volumes::Error>>((claimed, events))
     })
     .await
-    .map_err(|message| problem(SandboxReason::VolumesNotReady, message))?;
+    .map_err(|e| problem(SandboxReason::VolumesNotReady, describe(&e)))?;
     // K2: said once per pod (when its resolv.conf is first written), not at every set-up.
     if first_resolv_conf {
         let object = pod_ref(pod, None);
@@ -246,20 +246,20 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
     }
     let ns_dir = namespaces_dir(pods, uid);
-    if let Err(message) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
-        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's namespaces");
+    if let Err(e) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's namespaces");
     }
     let run_dir = pods.run_pods_dir().join(uid);
-    if let Err(message) = blocking(move || volumes::cleanup(&run_dir).map_err(Box::new)).await {
-        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's run directory");
+    if let Err(e) = blocking(move || volumes::cleanup(&run_dir).map_err(Box::new)).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's run directory");
     }
     let pod_dir = pods.pods_dir().join(uid);
-    if let Err(message) = blocking(move || volumes::cleanup(&pod_dir).map_err(Box::new)).await {
-        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's directory");
+    if let Err(e) = blocking(move || volumes::cleanup(&pod_dir).map_err(Box::new)).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's directory");
     }
     let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
-    if let Err(message) = blocking(move || cgroups.remove_pod(&owned)).await {
-        tracing::warn!(pod.uid = uid, error = message, "cannot remove the pod's cgroup");
+    if let Err(e) = blocking(move || cgroups.remove_pod(&owned)).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's cgroup");
     }
 }
 
@@ -269,10 +269,10 @@ pub async fn release_volumes(pods: &Pods, uid: &str) {
     let empty_dirs = pods.pods_dir().join(uid).join(volumes::EMPTY_DIR);
     match blocking(move || volumes::cleanup(&empty_dirs).map_err(Box::new)).await {
         Ok(()) => tracing::info!(pod.uid = uid, "the finished pod's emptyDir volumes are removed"),
-        Err(message) => {
+        Err(e) => {
             tracing::warn!(
                 pod.uid = uid,
-                error = message,
+                error = %describe(&e),
                 "cannot remove the finished pod's emptyDir volumes"
             );
         }
@@ -350,17 +350,27 @@ fn problem(reason: SandboxReason, message: String) -> SandboxProblem {
     SandboxProblem { reason, message }
 }
 
-/// Runs blocking filesystem/namespace work off the async threads; errors as text. The
-/// volumes' errors come boxed: `outpost_runtime::volumes::Error` is 128 bytes, too large
-/// to return by value (clippy's `result_large_err`).
-async fn blocking<T, E>(work: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, String>
+/// Why [`blocking`] work failed: its own error `E`, or the end of its thread (a panic).
+/// Either reads as its cause.
+#[derive(Debug, thiserror::Error)]
+enum Error<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Work(E),
+    #[error(transparent)]
+    Join(tokio::task::JoinError),
+}
+
+/// Runs blocking filesystem/namespace work off the async threads. The volumes' errors
+/// come boxed: `outpost_runtime::volumes::Error` is 128 bytes, too large to return by
+/// value (clippy's `result_large_err`).
+async fn blocking<T, E>(work: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, Error<E>>
 where
     T: Send + 'static,
     E: std::error::Error + Send + 'static,
 {
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(describe(&e)),
-        Err(e) => Err(describe(&e)),
+        Ok(Err(e)) => Err(Error::Work(e)),
+        Err(e) => Err(Error::Join(e)),
     }
 }

@@ -91,13 +91,13 @@ impl Client {
 
     /// The probe's headers, then kubelet's `User-Agent` and `Accept: */*` where the probe
     /// sets none, and `Connection: close`.
-    fn headers(&self, probe: &[(String, String)]) -> Result<HeaderMap, String> {
+    fn headers(&self, probe: &[(String, String)]) -> Result<HeaderMap, Error> {
         let mut headers = HeaderMap::with_capacity(probe.len() + 3);
         for (name, value) in probe {
-            let name = HeaderName::try_from(name.as_str())
-                .map_err(|_| format!("net/http: invalid header field name {name:?}"))?;
+            let name =
+                HeaderName::try_from(name.as_str()).map_err(|_| Error::HeaderName(name.clone()))?;
             let value = HeaderValue::try_from(value.as_str())
-                .map_err(|_| format!("net/http: invalid header field value for {name:?}"))?;
+                .map_err(|_| Error::HeaderValue(name.as_str().to_owned()))?;
             headers.append(name, value);
         }
         match headers.get(header::USER_AGENT) {

@@ -90,7 +90,7 @@ impl Builder {
                     return self.key(Key::Merge(at));
                 }
                 let value = scalar(&text, style, tag.as_deref())
-                    .map_err(|message| Error { message, at })?;
+                    .map_err(|e| Error { message: e.to_string(), at })?;
                 self.finish(Node { value, at }, anchor)?;
             }
             Event::Alias(anchor) => {
@@ -194,7 +194,7 @@ fn core_tag(tag: &EventTag) -> Option<String> {
     tag.suffix_in_namespace("tag:yaml.org,2002:").map(|suffix| suffix.into_owned())
 }
 
-fn scalar(text: &str, style: ScalarStyle, tag: Option<&EventTag>) -> Result<Value, String> {
+fn scalar(text: &str, style: ScalarStyle, tag: Option<&EventTag>) -> Result<Value, resolve::Error> {
     let resolved = match tag {
         Some(tag) => {
             let tag = match core_tag(tag).as_deref() {

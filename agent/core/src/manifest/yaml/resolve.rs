@@ -9,6 +9,15 @@
 //! so is every quoted or block scalar without a tag. Timestamps stay strings: go-yaml
 //! keeps them so when it decodes into an untyped value, as kubelet does.
 
+/// Why a tagged scalar cannot be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(in crate::manifest) enum Error {
+    /// The text is not of its tag's kind (go-yaml: "cannot decode !!str `abc` as a
+    /// !!int").
+    #[error("cannot decode `{text}` as a !!{tag}")]
+    Mismatch { text: String, tag: &'static str },
+}
+
 /// A resolved scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(in crate::manifest) enum Scalar {
@@ -49,7 +58,7 @@ pub(in crate::manifest) fn plain(text: &str) -> Scalar {
 
 /// A scalar with an explicit tag, quoted or not. `Err` when the text is not of the tag's
 /// kind (go-yaml: "cannot decode !!str `abc` as a !!int").
-pub(in crate::manifest) fn tagged(text: &str, tag: Tag) -> Result<Scalar, String> {
+pub(in crate::manifest) fn tagged(text: &str, tag: Tag) -> Result<Scalar, Error> {
     let resolved = plain(text);
     let fits = match (tag, resolved) {
         (Tag::Str | Tag::Other, _) => return Ok(Scalar::Str),
@@ -69,7 +78,7 @@ pub(in crate::manifest) fn tagged(text: &str, tag: Tag) -> Result<Scalar, String
             Tag::Bool => "bool",
             _ => "null",
         };
-        Err(format!("cannot decode `{text}` as a !!{name}"))
+        Err(Error::Mismatch { text: text.to_owned(), tag: name })
     }
 }
 

@@ -340,7 +340,7 @@ fn an_unresolvable_probe_never_runs_and_keeps_its_initial_result() {
 
     // Readiness: never ready.
     let mut p = fresh(t0, &[(Readiness, bad.clone()), (Liveness, every(0, 10))]);
-    let errors: Vec<(ProbeKind, String)> = p.errors().map(|(k, e)| (k, e.to_owned())).collect();
+    let errors: Vec<(ProbeKind, String)> = p.errors().map(|(k, e)| (k, e.to_string())).collect();
     assert_eq!(
         errors,
         [(Readiness, "port \"nope\" is not the name of one of container web's ports".to_owned())]

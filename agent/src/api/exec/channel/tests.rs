@@ -37,10 +37,10 @@ fn stdin_resize_and_close_are_read_by_their_channel_byte() {
 
 #[test]
 fn malformed_resize_and_close_messages_are_errors() {
-    assert_eq!(parse(Protocol::V5, b"\x04{\"Width\":-1}"), Err(FrameError::Resize));
-    assert_eq!(parse(Protocol::V5, b"\x0480x24"), Err(FrameError::Resize));
-    assert_eq!(parse(Protocol::V5, &[CLOSE]), Err(FrameError::Close(0)));
-    assert_eq!(parse(Protocol::V5, &[CLOSE, 0, 1]), Err(FrameError::Close(2)));
+    assert_eq!(parse(Protocol::V5, b"\x04{\"Width\":-1}"), Err(Error::Resize));
+    assert_eq!(parse(Protocol::V5, b"\x0480x24"), Err(Error::Resize));
+    assert_eq!(parse(Protocol::V5, &[CLOSE]), Err(Error::Close(0)));
+    assert_eq!(parse(Protocol::V5, &[CLOSE, 0, 1]), Err(Error::Close(2)));
 }
 
 #[test]
@@ -97,9 +97,8 @@ fn a_client_reads_the_exit_code_back() {
     }
     let failed = Status::internal_error("no such container");
     assert_eq!(
-        failed.exit_code(),
-        Err("Internal error occurred: error executing command in container: no such container"
-            .to_owned())
+        failed.exit_code().unwrap_err().to_string(),
+        "Internal error occurred: error executing command in container: no such container"
     );
     // A status from another server, with fields this one never sends.
     let other: Status = serde_json::from_str(
@@ -109,5 +108,5 @@ fn a_client_reads_the_exit_code_back() {
     assert_eq!(other.exit_code(), Ok(42));
     let bare: Status =
         serde_json::from_str(r#"{"status":"Failure","reason":"Forbidden"}"#).unwrap();
-    assert_eq!(bare.exit_code(), Err("the command failed (Forbidden)".to_owned()));
+    assert_eq!(bare.exit_code().unwrap_err().to_string(), "the command failed (Forbidden)");
 }

@@ -1,6 +1,7 @@
 //! N3: kubelet's remote command over SPDY/3.1, each protocol version, with real local
 //! processes (`sh`) behind the streams and the test client in front.
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
@@ -10,6 +11,7 @@ use tokio::process::{Child, Command};
 use super::*;
 use crate::api::spdy::test_client::{Client, Event, Transcript};
 use crate::api::streams::{Attached, Process};
+use crate::runtime::exec;
 
 /// The sizes a session applied.
 type Sizes = Arc<Mutex<Vec<(u16, u16)>>>;
@@ -35,7 +37,11 @@ fn local(
                 .stderr(piped(options.stderr))
                 .kill_on_drop(true)
                 .spawn()
-                .map_err(|e| e.to_string())?;
+                .map_err(|source| exec::Error::Io {
+                    id: "local".into(),
+                    step: "start sh",
+                    source,
+                })?;
             *pid.lock().unwrap() = child.id();
             Ok(Attached {
                 stdin: child.stdin.take().map(|s| Box::pin(s) as _),
@@ -58,15 +64,20 @@ impl Process for Local {
         &self,
         width: u16,
         height: u16,
-    ) -> futures::future::BoxFuture<'_, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'_, Result<(), crate::api::streams::Error>> {
         self.sizes.lock().unwrap().push((width, height));
         async { Ok(()) }.boxed()
     }
 
     fn wait(mut self: Box<Self>) -> futures::future::BoxFuture<'static, Ended> {
         async move {
-            let status = self.child.wait().await.map_err(|e| e.to_string())?;
-            status.code().ok_or_else(|| "killed by a signal".to_owned())
+            let status = self.child.wait().await.map_err(|source| exec::Error::Io {
+                id: "local".into(),
+                step: "wait for sh",
+                source,
+            })?;
+            // Killed by a signal: as a shell tells it.
+            Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or_default()))
         }
         .boxed()
     }
@@ -179,7 +190,13 @@ async fn n3_older_protocols_write_the_message_text() {
 #[tokio::test]
 async fn n3_a_command_that_cannot_start_is_reported() {
     let (mut client, io) = Client::pair();
-    let start: Start = Box::new(|| async { Err("no such container".to_owned()) }.boxed());
+    let start: Start = Box::new(|| {
+        async {
+            let state = "no such container";
+            Err(exec::Error::NotRunning { id: "c1".into(), state }.into())
+        }
+        .boxed()
+    });
     let server = tokio::spawn(serve(io, Protocol::V4, options(false, true, false, false), start));
     let error = client.open(&[("streamType", "error")]).await;
     client.open(&[("streamType", "stdout")]).await;
