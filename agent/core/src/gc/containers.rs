@@ -16,7 +16,9 @@
 //!   status names the run that just ended. Without this rule the run the status still
 //!   shows as `lastState` (what `kubectl logs --previous` reads, with its termination
 //!   message) went at every crash-loop restart. Such an instance is held, not counted
-//!   out: once the status moves on, the next pass removes it ([`Plan::held`]). With
+//!   out: the plan is kubelet's as if no status named anything, less what they name, so
+//!   a name never makes another container go; once the status moves on, the next pass
+//!   removes it ([`Plan::held`]). With
 //!   `maximum-dead-containers-per-container` 0 no dead container is wanted, and this rule
 //!   does not apply (the last termination goes, as on kubelet).
 
@@ -90,28 +92,40 @@ pub struct Plan {
 }
 
 /// kubelet's choice among `instances` at `now` under `policy`, keeping the instances
-/// `named` by the pods' statuses (see the module's rules).
+/// `named` by the pods' statuses (see the module's rules): kubelet's plan without the
+/// names, less what they name. So a name never makes the collector remove more (were the
+/// names counted in the limits, keeping one could push the node over its limit and
+/// trim every pod's containers to an equal share).
 pub fn plan(
     instances: &[Instance],
     named: &BTreeSet<&str>,
     policy: &Policy,
     now: Timestamp,
 ) -> Plan {
+    let plan = kubelet_plan(instances, policy, now);
+    if policy.max_per_pod_container == 0 {
+        return plan;
+    }
+    let held = plan.remove.iter().any(|id| named.contains(id.as_str()));
+    let remove = plan.remove.into_iter().filter(|id| !named.contains(id.as_str())).collect();
+    Plan { remove, revisit_at: plan.revisit_at, held }
+}
+
+/// kubelet's choice among `instances` at `now` under `policy`.
+fn kubelet_plan(instances: &[Instance], policy: &Policy, now: Timestamp) -> Plan {
     let oldest_allowed = now.checked_sub(policy.min_age).unwrap_or(Timestamp::MIN);
-    let none: BTreeSet<&str> = BTreeSet::new();
-    let named = if policy.max_per_pod_container == 0 { &none } else { named };
     let mut units: BTreeMap<(&str, &str), Vec<&Instance>> = BTreeMap::new();
     for instance in instances {
         units.entry(instance.unit()).or_default().push(instance);
     }
     let mut revisit_at: Option<Timestamp> = None;
     // Per unit, newest first: its evictable instances (dead and old enough), and which of
-    // them are protected (the unit's newest, those a status names).
+    // them is protected (the unit's newest).
     let mut evictable: Vec<Unit<'_>> = Vec::new();
     for list in units.values_mut() {
         list.sort_by(Instance::newer_first);
         let newest = list.first().map(|i| i.id.as_str());
-        let mut unit = Unit { newest, protected: BTreeSet::new(), dead: Vec::new() };
+        let mut unit = Unit { protected: BTreeSet::new(), dead: Vec::new() };
         for instance in list.iter().filter(|i| !i.running) {
             if instance.created_at > oldest_allowed {
                 let due = instance.created_at.checked_add(policy.min_age).ok();
@@ -121,7 +135,7 @@ pub fn plan(
                 };
                 continue;
             }
-            if Some(instance.id.as_str()) == newest || named.contains(instance.id.as_str()) {
+            if Some(instance.id.as_str()) == newest {
                 unit.protected.insert(instance.id.as_str());
             }
             unit.dead.push(instance);
@@ -131,10 +145,9 @@ pub fn plan(
         }
     }
     let mut remove: Vec<&Instance> = Vec::new();
-    let mut held = false;
     if let Ok(keep) = usize::try_from(policy.max_per_pod_container) {
         for unit in &mut evictable {
-            remove.extend(unit.trim(keep, named, &mut held));
+            remove.extend(unit.trim(keep));
         }
     }
     if let Ok(max) = usize::try_from(policy.max_containers) {
@@ -144,7 +157,7 @@ pub fn plan(
             // across the node.
             let share = (max / evictable.len().max(1)).max(1);
             for unit in &mut evictable {
-                remove.extend(unit.trim(share, named, &mut held));
+                remove.extend(unit.trim(share));
             }
             let mut rest: Vec<(&Instance, bool)> = evictable
                 .iter()
@@ -158,7 +171,6 @@ pub fn plan(
                     break;
                 }
                 if protected {
-                    held |= unit_holds(instance, named, &evictable);
                     continue;
                 }
                 remove.push(instance);
@@ -167,35 +179,25 @@ pub fn plan(
         }
     }
     remove.sort_by_key(|i| (i.created_at, i.restart_count));
-    Plan { remove: remove.into_iter().map(|i| i.id.clone()).collect(), revisit_at, held }
-}
-
-/// Whether `instance` is kept only because a status names it (not as its unit's newest).
-fn unit_holds(instance: &Instance, named: &BTreeSet<&str>, units: &[Unit<'_>]) -> bool {
-    let newest = units.iter().any(|u| u.newest == Some(instance.id.as_str()));
-    named.contains(instance.id.as_str()) && !newest
+    Plan { remove: remove.into_iter().map(|i| i.id.clone()).collect(), revisit_at, held: false }
 }
 
 /// One container of a pod: its evictable dead instances, newest first.
 struct Unit<'a> {
-    /// The unit's newest instance (dead or not).
-    newest: Option<&'a str>,
-    /// Among the dead, the unit's newest instance and those a status names: never removed.
+    /// Among the dead, the unit's newest instance: never removed.
     protected: BTreeSet<&'a str>,
     dead: Vec<&'a Instance>,
 }
 
 impl<'a> Unit<'a> {
-    /// Keeps the newest `keep` (and the protected ones); returns the others. `held` is set
-    /// when one of those kept beyond `keep` is kept only because a status names it.
-    fn trim(&mut self, keep: usize, named: &BTreeSet<&str>, held: &mut bool) -> Vec<&'a Instance> {
+    /// Keeps the newest `keep` (and the protected one); returns the others.
+    fn trim(&mut self, keep: usize) -> Vec<&'a Instance> {
         if self.dead.len() <= keep {
             return Vec::new();
         }
         let beyond = self.dead.split_off(keep);
         let (kept, removed): (Vec<&Instance>, Vec<&Instance>) =
             beyond.into_iter().partition(|i| self.protected.contains(i.id.as_str()));
-        *held |= kept.iter().any(|i| named.contains(i.id.as_str()) && self.newest != Some(&i.id));
         self.dead.extend(kept);
         removed
     }
