@@ -16,7 +16,7 @@ pub mod credentials;
 pub mod metrics;
 pub mod pull;
 pub mod resolve;
-mod store;
+pub mod store;
 mod tree;
 mod unpack;
 pub mod watch;

@@ -4,7 +4,8 @@
 //! does not know that a lease of a pull or import cut short by a crash is dead (Outpost's
 //! expire after an hour, holding their content until then), and its collector runs only
 //! after deletions or many changes. At start, the agent deletes its own leases
-//! (`outpost-*`) created before this run, and removes the active snapshots no container
+//! (`outpost-*`) created before this run whose holder (a label: pid and boot) no longer
+//! runs, and removes the active snapshots no container
 //! references that were made before this run (a container create cut short between its
 //! snapshot and its record), then has containerd collect at once.
 
@@ -20,7 +21,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::runtime::Containerd;
 use crate::runtime::events::timestamp;
-use crate::runtime::image::SNAPSHOTTER;
+use crate::runtime::image::{SNAPSHOTTER, store};
 
 /// The prefix of the leases Outpost's pulls and imports take.
 const LEASE_PREFIX: &str = "outpost-";
@@ -56,7 +57,7 @@ pub(super) async fn remove(containerd: &Containerd, started: Timestamp) {
     }
 }
 
-/// Outpost's leases created before `started`.
+/// Outpost's leases created before `started` whose holder no longer runs.
 async fn stale_leases(containerd: &Containerd, started: Timestamp) -> Vec<String> {
     let leases = match containerd.leases().list(ListLeases { filters: vec![] }).await {
         Ok(response) => response.into_inner().leases,
@@ -69,6 +70,10 @@ async fn stale_leases(containerd: &Containerd, started: Timestamp) -> Vec<String
         .into_iter()
         .filter(|l| l.id.starts_with(LEASE_PREFIX))
         .filter(|l| l.created_at.as_ref().and_then(timestamp).is_some_and(|at| at < started))
+        // Another live process's pull or import (the CLI's, another agent's) is not ours.
+        .filter(|l| {
+            !l.labels.get(store::HOLDER_LABEL).is_some_and(|holder| store::holder_runs(holder))
+        })
         .map(|l| l.id)
         .collect()
 }

@@ -19,6 +19,31 @@ use crate::containerd::{self, Containerd};
 /// How long a session's lease protects its content if the session dies without deleting
 /// it (containerd's GC deletes expired leases).
 const LEASE_EXPIRY: Duration = Duration::from_secs(3600);
+/// The label naming the process that holds a lease (`<pid>@<boot id>`): a lease another
+/// live process holds (the CLI's `images import`, another agent on the same containerd)
+/// is not an earlier run's leftover.
+pub const HOLDER_LABEL: &str = "outpost.io/holder";
+
+/// This process, as [`HOLDER_LABEL`] names it.
+pub fn holder() -> String {
+    format!("{}@{}", std::process::id(), boot_id())
+}
+
+/// Whether the process `holder` names ([`HOLDER_LABEL`]) still runs: it is of this boot
+/// and its pid is there.
+pub fn holder_runs(holder: &str) -> bool {
+    let Some((pid, boot)) = holder.split_once('@') else { return false };
+    boot == boot_id()
+        && pid
+            .parse::<u32>()
+            .is_ok_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|id| id.trim().to_owned())
+        .unwrap_or_default()
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -83,10 +108,13 @@ impl Store {
         let expires = jiff::Timestamp::now()
             + jiff::SignedDuration::try_from(LEASE_EXPIRY)
                 .unwrap_or(jiff::SignedDuration::from_hours(1));
-        let labels = [(
-            "containerd.io/gc.expire".to_owned(),
-            expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        )];
+        let labels = [
+            (
+                "containerd.io/gc.expire".to_owned(),
+                expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            ),
+            (HOLDER_LABEL.to_owned(), holder()),
+        ];
         containerd
             .leases()
             .create(CreateLease { id: lease.clone(), labels: labels.into_iter().collect() })
@@ -166,3 +194,6 @@ pub(super) fn to_proto(descriptor: &Descriptor) -> containerd_client::types::Des
         annotations: descriptor.annotations.clone().into_iter().collect(),
     }
 }
+
+#[cfg(test)]
+mod tests;
