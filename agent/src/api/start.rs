@@ -81,6 +81,7 @@ impl Config {
                 cgroups,
                 state_dir: node.state_dir.clone(),
                 pod_log_dir: node.pod_log_dir.clone(),
+                host: Arc::new(crate::host::Kernel),
             }),
             probes: Arc::new(deps.probes),
             configz: Arc::new(deps.configz),

@@ -31,6 +31,8 @@ pub struct Sources {
     pub imagefs: Option<PathBuf>,
     /// Where `/proc` is (tests point it elsewhere).
     pub proc: PathBuf,
+    /// The host the cgroups' usage is read through.
+    pub host: std::sync::Arc<dyn crate::host::Host>,
 }
 
 /// cgroup v1's "no limit" (`PAGE_COUNTER_MAX` pages, rounded): anything this large is
@@ -44,7 +46,7 @@ pub fn read(sources: &Sources) -> Reading {
         .ok()
         .and_then(|text| machine::meminfo(&text));
     if let Some(mem) = meminfo {
-        let root = sources.hierarchy.usage("/").ok();
+        let root = sources.hierarchy.usage(sources.host.as_ref(), "/").ok();
         let root_usage = root.and_then(|u| Some((u.memory_bytes?, u.working_set_bytes?)));
         let working_set = match root_usage {
             Some((usage, working_set)) => {
@@ -105,7 +107,7 @@ fn pods_cgroup(sources: &Sources) -> Option<Memcg> {
     if limit >= UNLIMITED {
         return None;
     }
-    let usage = sources.hierarchy.usage(&sources.pods_cgroup).ok()?;
+    let usage = sources.hierarchy.usage(sources.host.as_ref(), &sources.pods_cgroup).ok()?;
     let (used, working_set) = (usage.memory_bytes?, usage.working_set_bytes?);
     Some(Memcg { usage: used, inactive: used.saturating_sub(working_set), capacity: limit })
 }

@@ -42,6 +42,7 @@ pub fn build(
     deps: Deps,
 ) -> Task {
     let hierarchy = Hierarchy::detect();
+    let host: std::sync::Arc<dyn crate::host::Host> = std::sync::Arc::new(crate::host::Kernel);
     let mut options = Options {
         config,
         sources: Sources {
@@ -50,12 +51,14 @@ pub fn build(
             nodefs: node.state_dir.clone(),
             imagefs: None,
             proc: PathBuf::from("/proc"),
+            host: host.clone(),
         },
         places: PodPlaces {
             hierarchy,
             layout,
             state_dir: node.state_dir.clone(),
             pod_log_dir: node.pod_log_dir.clone(),
+            host,
         },
         snapshot: deps.snapshot,
         statuses: deps.statuses,

@@ -40,6 +40,8 @@ fn machine(root: &Path) -> Sources {
         nodefs: root.to_owned(),
         imagefs: Some(root.join("containerd/snapshots")),
         proc,
+        // The tree above is on disk: the kernel's host reads it where it is.
+        host: Arc::new(crate::host::Kernel),
     }
 }
 
@@ -150,6 +152,7 @@ fn candidates_read_their_pod_and_container_cgroups() {
         layout,
         state_dir: dir.path().join("state"),
         pod_log_dir: dir.path().join("logs"),
+        host: Arc::new(crate::host::Kernel),
     };
     let pods = vec![
         (Source::Api, pod("hog", "hog")),

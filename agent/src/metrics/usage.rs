@@ -95,7 +95,7 @@ impl Usage {
             let ids = running.iter().filter_map(|c| {
                 c.container_id.as_deref().map(|id| id.trim_start_matches("containerd://"))
             });
-            let (own, by_container) = self.cgroups.usage(desired, ids);
+            let (own, by_container) = self.cgroups.usage(&crate::host::Kernel, desired, ids);
             if let Some(usage) = own {
                 pods.push((vec![("namespace", namespace.clone()), ("pod", name.clone())], usage));
             }

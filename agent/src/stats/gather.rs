@@ -26,6 +26,7 @@ use outpost_core::stats::summary::{
 use outpost_core::stats::{ContainerMeta, PodMeta, Reading};
 
 use super::Sources;
+use crate::host::Pid;
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::Usage;
 use crate::runtime::image::SNAPSHOTTER;
@@ -109,7 +110,8 @@ pub(super) fn read(context: &mut Context<'_>, targets: &[Target]) -> Reading {
     let (node, memory_bytes, cpus) = node::node(context, &time);
     let nodefs = node.fs.clone();
     let imagefs = node.runtime.as_ref().and_then(|r| r.image_fs.clone());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let host = context.sources.host.clone();
+    let mounts = host.proc_pid_text(Pid::Own, "mounts").unwrap_or_default();
     let imagefs_device =
         context.imagefs.and_then(|root| procfs::mount_source(&mounts, &root.to_string_lossy()));
     let mut pods = Vec::new();
@@ -153,16 +155,17 @@ fn pod(
     let mut own = None;
     let mut pids = Vec::new();
     let logs_dir = pod_log_dir(&context.sources.pod_log_dir, &namespace, &name, uid);
+    let host = context.sources.host.clone();
     if let Some(cgroups) = context.sources.cgroups.clone() {
         let pod_cgroup = cgroups.pod_name(pod);
         meta.cgroup = cgroups.path(&pod_cgroup);
         let ids = target.containers.iter().map(|(_, id)| id.as_str());
-        let (pod_usage, by_container) = cgroups.usage(pod, ids);
+        let (pod_usage, by_container) = cgroups.usage(host.as_ref(), pod, ids);
         own = pod_usage;
         for ((status, id), (_, usage)) in target.containers.iter().zip(by_container) {
             let cgroup = cgroups.layout().container_cgroup(&pod_cgroup, id);
             if pids.is_empty() {
-                pids = cgroups.hierarchy().processes(&cgroup);
+                pids = cgroups.hierarchy().processes(host.as_ref(), &cgroup);
             }
             let usage = usage.unwrap_or_default();
             let started = status
@@ -200,7 +203,7 @@ fn pod(
     }
     let ok = context.sources.cgroups.is_none() || own.is_some();
     let network = pids.first().filter(|_| context.all()).and_then(|pid| {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+        let text = host.proc_pid_text(Pid::Id(*pid), "net/dev").ok()?;
         let interfaces = procfs::net_dev(&text, false);
         (!interfaces.is_empty()).then(|| NetworkStats {
             time: time.clone(),
