@@ -157,15 +157,6 @@ pub fn mounts() -> io::Result<Vec<Mount>> {
     Ok(parse_mountinfo(&fs::read_to_string(MOUNTINFO)?))
 }
 
-/// The mount points at or under `dir` (a canonical path), as the kernel lists them.
-pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    Ok(mounts()?
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|mount_point| mount_point.starts_with(dir))
-        .collect())
-}
-
 /// The mounts in `/proc/<pid>/mountinfo` text (lines that do not parse are skipped).
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
     text.lines()
