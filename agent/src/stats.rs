@@ -9,9 +9,12 @@
 //! - `outpost_core::stats`: what is made of a reading, with no IO: the Summary API's
 //!   shapes, the CPU rates, the `/proc` files parsed, `/metrics/resource`,
 //!   `/metrics/cadvisor` and `/runningpods`, and the text format kubelet writes.
-//! - `gather`: the reading (IO), through the [`Sources`]' host.
+//! - `gather`: the reading (IO), through the [`Sources`]' host. Its reading of a pod's
+//!   cgroups ([`Stats::usage`]) is also the one `/metrics`' usage collector takes.
 
 mod gather;
+
+pub use self::gather::{PodUsage, Target};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -98,6 +101,24 @@ impl Stats {
 
     pub fn sources(&self) -> &Sources {
         &self.0.sources
+    }
+
+    /// What each desired pod the workers report running, and its running containers, use
+    /// now, as their cgroups tell it (blocking: a few small files each): the reading of
+    /// the pods' cgroups [`Stats::read`] makes, for `/metrics`' usage collector. Empty
+    /// without cgroups (a dry run).
+    pub fn usage(&self) -> Vec<(Target, PodUsage)> {
+        let sources = &self.0.sources;
+        let Some(cgroups) = &sources.cgroups else { return Vec::new() };
+        let host = sources.host.as_ref();
+        let targets = gather::targets(sources);
+        targets
+            .into_iter()
+            .map(|target| {
+                let usage = gather::usage(host, cgroups, &target);
+                (target, usage)
+            })
+            .collect()
     }
 
     /// Reads the node and its pods now; `containerd` (once connected) gives the

@@ -21,10 +21,10 @@ const USER_HZ: u64 = 100;
 
 /// The node's stats, and its memory total and CPU count (cAdvisor's machine figures).
 pub(super) fn node(context: &mut Context<'_>, time: &Time) -> (NodeStats, u64, usize) {
-    let host = context.sources.host.clone();
+    let host = context.sources.host.as_ref();
     let read = |file: &str| host.proc(file).unwrap_or_default();
-    let hierarchy = Hierarchy::on(host.as_ref(), Path::new(CGROUP_ROOT));
-    let root = hierarchy.usage(host.as_ref(), "/").ok();
+    let hierarchy = Hierarchy::on(host, Path::new(CGROUP_ROOT));
+    let root = hierarchy.usage(host, "/").ok();
     let cpu_ns = root.and_then(|u| u.cpu_ns).or_else(|| procfs::cpu_ns(&read("stat"), USER_HZ));
     let cpu = cpu_ns.map(|ns| context.cpu("/", ns, time));
     let meminfo = read("meminfo");
@@ -128,10 +128,10 @@ fn system_containers(
     let mut containers = Vec::new();
     let pods = context.sources.cgroups.as_ref().map(|c| c.path(&c.layout().pods()));
     let own = procfs::own_cgroup(self_cgroup).filter(|path| path != "/");
-    let host = context.sources.host.clone();
+    let host = context.sources.host.as_ref();
     for (name, path) in [("pods", pods), ("kubelet", own)] {
         let Some(path) = path else { continue };
-        let Ok(usage) = hierarchy.usage(host.as_ref(), &path) else { continue };
+        let Ok(usage) = hierarchy.usage(host, &path) else { continue };
         containers.push(ContainerStats {
             name: name.to_owned(),
             start_time: time.clone(),
