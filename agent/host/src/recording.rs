@@ -80,6 +80,18 @@ impl Recording {
         self
     }
 
+    /// Takes `path` out of the table, and every file, link and namespace under it (a file
+    /// deleted, a cgroup removed).
+    pub fn remove(&self, path: impl AsRef<Path>) -> &Recording {
+        let path = path.as_ref();
+        let mut state = self.state();
+        state.files.retain(|p, _| !p.starts_with(path));
+        state.links.retain(|p, _| !p.starts_with(path));
+        state.namespaces.retain(|p, _| !p.starts_with(path));
+        drop(state);
+        self
+    }
+
     /// Adds a mount of `fstype` on `mount_point` to the mount table.
     pub fn mount(&self, mount_point: impl AsRef<Path>, fstype: &str) -> &Recording {
         let mount = Mount { mount_point: mount_point.as_ref().to_owned(), fstype: fstype.into() };
@@ -232,6 +244,8 @@ mod tests {
         assert_eq!(host.proc_pid_ns(Pid::Id(7), "pid").unwrap(), Namespace { dev: 4, ino: 99 });
         let pod = Path::new("/sys/fs/cgroup/kubepods/pod1");
         assert!(host.cgroup_exists(pod));
+        host.remove("/proc/42");
+        assert_eq!(host.proc_pids().unwrap(), [7], "gone with its files");
         assert!(host.cgroup_exists(Path::new("/sys/fs/cgroup")));
         assert!(!host.cgroup_exists(Path::new("/sys/fs/cgroup/kubepods/pod2")));
         assert_eq!(host.cgroup_file(pod, "memory.current").unwrap(), "4096\n");

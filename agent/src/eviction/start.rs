@@ -1,8 +1,6 @@
 //! The eviction manager as the agent starts it (E1, E2): the pods' cgroups where
 //! `--cgroup-root` and `--cgroup-driver` put them, once containerd answers.
 
-use std::path::PathBuf;
-
 use outpost_core::eviction::Pressure;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, info_span};
@@ -50,7 +48,6 @@ pub fn build(
             pods_cgroup: layout.pods().path(layout.driver),
             nodefs: node.state_dir.clone(),
             imagefs: None,
-            proc: PathBuf::from("/proc"),
             host: host.clone(),
         },
         places: PodPlaces {
