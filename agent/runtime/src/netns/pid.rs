@@ -180,3 +180,6 @@ fn reap_all() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
