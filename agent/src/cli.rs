@@ -379,7 +379,7 @@ pub struct ValidateArgs {
 pub fn validate_node_name(given: Option<&str>) -> String {
     given
         .map(str::to_owned)
-        .or_else(|| config::hostname().ok())
+        .or_else(|| config::hostname(&crate::host::Kernel).ok())
         .unwrap_or_else(|| "node".into())
         .to_lowercase()
 }

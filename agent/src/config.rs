@@ -229,7 +229,7 @@ impl Config {
 fn resolve_node(s: &mut Settings) -> Result<Node, Error> {
     let name = match s.node_name.take() {
         Some(name) => name,
-        None => hostname().map_err(Error::NodeName)?,
+        None => hostname(&crate::host::Kernel).map_err(Error::NodeName)?,
     };
     Ok(Node {
         name: name.to_lowercase(),
@@ -537,8 +537,8 @@ pub fn parse_header(raw: &str) -> Result<(String, String), Error> {
 }
 
 /// The kernel's node name (what `hostname` prints), as kubelet's default.
-pub fn hostname() -> std::io::Result<String> {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
+pub fn hostname(host: &dyn crate::host::Host) -> std::io::Result<String> {
+    let name = host.proc("sys/kernel/hostname")?;
     Ok(name.trim().to_owned())
 }
 

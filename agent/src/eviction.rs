@@ -257,7 +257,7 @@ impl Kernel {
     fn open(sources: &Sources) -> Kernel {
         let v1 = !sources.hierarchy.is_v2();
         let mut psi = Vec::new();
-        let mut psi_files = vec![sources.proc.join("pressure/memory")];
+        let mut psi_files = vec![crate::host::proc::system_path("pressure/memory")];
         if !v1 {
             psi_files.push(
                 sources.hierarchy.dir("memory", &sources.pods_cgroup).join("memory.pressure"),

@@ -102,6 +102,8 @@ pub struct Settings {
     /// Where when each image was first seen and last used is kept across restarts
     /// (`<state-dir>/image-gc.json`; `None`: in memory only).
     pub image_record: Option<PathBuf>,
+    /// The host whose processes are looked at for shims serving no task.
+    pub host: Arc<dyn crate::host::Host>,
 }
 
 /// The collector, ready to run.
@@ -149,7 +151,7 @@ impl Collector {
 
     /// Runs until the task is aborted.
     pub async fn run(mut self) {
-        leftovers::remove(&self.containerd, self.started).await;
+        leftovers::remove(self.settings.host.as_ref(), &self.containerd, self.started).await;
         let mut status_changes = self.statuses.subscribe();
         let mut later = self.collect_containers(&mut status_changes).await;
         let mut images_at = Instant::now();
@@ -165,7 +167,7 @@ impl Collector {
                 () = containers_due => later = self.collect_containers(&mut status_changes).await,
                 Ok(()) = status_changes.changed(), if later.held => later = self.collect_containers(&mut status_changes).await,
                 () = self.handle.images.notified() => images_at = self.collect_images().await,
-                () = self.handle.reconnected.notified() => shims::end_orphaned(&self.containerd).await,
+                () = self.handle.reconnected.notified() => shims::end_orphaned(self.settings.host.as_ref(), &self.containerd).await,
                 () = tokio::time::sleep_until(images_at) => images_at = self.collect_images().await,
             }
         }

@@ -54,8 +54,9 @@
 //! pod cgroups' packet counters, read at scrape time; and
 //! `outpost_pod_process_execs_total{namespace,pod,container}` from the exec events.
 //!
-//! The pods' cgroups (`usage`), read at scrape time: `outpost_pod_cpu_usage_seconds_total`
-//! and `outpost_pod_memory_working_set_bytes{namespace,pod}`,
+//! The pods' cgroups (`usage`), read at scrape time by the node's stats' reading of them
+//! (`stats::Stats::usage`): `outpost_pod_cpu_usage_seconds_total` and
+//! `outpost_pod_memory_working_set_bytes{namespace,pod}`,
 //! `outpost_container_cpu_usage_seconds_total` and
 //! `outpost_container_memory_working_set_bytes{namespace,pod,container}` (kubelet's
 //! resource metrics).
@@ -86,8 +87,8 @@ pub struct Sources {
     pub statuses: StatusStore,
     /// The BPF side: pod traffic and exec counts.
     pub ebpf: crate::ebpf::Handle,
-    /// The pods' cgroups (what pods and containers use), when pods run.
-    pub cgroups: Option<std::sync::Arc<crate::runtime::cgroups::PodCgroups>>,
+    /// The node's stats: what pods and containers use, from their cgroups when pods run.
+    pub stats: crate::stats::Stats,
     /// J2: the client certificate's manager, with bootstrapping or rotation.
     /// `client` and `server` (the serving certificate), when managed.
     pub certificates: Vec<(&'static str, crate::certificates::Status)>,
@@ -109,12 +110,8 @@ pub fn register(registry: &mut Registry, snapshot: SnapshotHandle, sources: Sour
         snapshot: snapshot.clone(),
         statuses: sources.statuses.clone(),
     }));
-    if let Some(cgroups) = sources.cgroups {
-        outpost.register_collector(Box::new(usage::Usage {
-            snapshot: snapshot.clone(),
-            statuses: sources.statuses,
-            cgroups,
-        }));
+    if sources.stats.sources().cgroups.is_some() {
+        outpost.register_collector(Box::new(usage::Usage { stats: sources.stats }));
     }
     outpost.register_collector(Box::new(crate::sync::metrics::Sync {
         health: sources.sync,

@@ -9,9 +9,12 @@
 //! - `outpost_core::stats`: what is made of a reading, with no IO: the Summary API's
 //!   shapes, the CPU rates, the `/proc` files parsed, `/metrics/resource`,
 //!   `/metrics/cadvisor` and `/runningpods`, and the text format kubelet writes.
-//! - `gather`: the reading (IO).
+//! - `gather`: the reading (IO), through the [`Sources`]' host. Its reading of a pod's
+//!   cgroups ([`Stats::usage`]) is also the one `/metrics`' usage collector takes.
 
 mod gather;
+
+pub use self::gather::{PodUsage, Target};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -20,13 +23,14 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::stats::{Reading, rates};
 
+use crate::host::Host;
 use crate::podconfig::SnapshotHandle;
 use crate::runtime::Containerd;
 use crate::runtime::cgroups::PodCgroups;
 use crate::status::StatusStore;
 
 /// What the stats are read from.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Sources {
     pub node_name: String,
     pub snapshot: SnapshotHandle,
@@ -36,6 +40,23 @@ pub struct Sources {
     /// The state dir: nodefs, and the pods' volumes under `pods/<uid>`.
     pub state_dir: PathBuf,
     pub pod_log_dir: PathBuf,
+    /// What `/proc` and the cgroups are read through.
+    pub host: Arc<dyn Host>,
+}
+
+impl Default for Sources {
+    /// No pods: the node's own files, read from this machine's kernel.
+    fn default() -> Sources {
+        Sources {
+            node_name: String::new(),
+            snapshot: SnapshotHandle::default(),
+            statuses: StatusStore::default(),
+            cgroups: None,
+            state_dir: PathBuf::new(),
+            pod_log_dir: PathBuf::new(),
+            host: Arc::new(crate::host::Kernel),
+        }
+    }
 }
 
 /// What a reading covers.
@@ -80,6 +101,24 @@ impl Stats {
 
     pub fn sources(&self) -> &Sources {
         &self.0.sources
+    }
+
+    /// What each desired pod the workers report running, and its running containers, use
+    /// now, as their cgroups tell it (blocking: a few small files each): the reading of
+    /// the pods' cgroups [`Stats::read`] makes, for `/metrics`' usage collector. Empty
+    /// without cgroups (a dry run).
+    pub fn usage(&self) -> Vec<(Target, PodUsage)> {
+        let sources = &self.0.sources;
+        let Some(cgroups) = &sources.cgroups else { return Vec::new() };
+        let host = sources.host.as_ref();
+        let targets = gather::targets(sources);
+        targets
+            .into_iter()
+            .map(|target| {
+                let usage = gather::usage(host, cgroups, &target);
+                (target, usage)
+            })
+            .collect()
     }
 
     /// Reads the node and its pods now; `containerd` (once connected) gives the

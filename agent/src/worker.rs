@@ -106,6 +106,7 @@ impl Runtime {
                 crate::host::capacity::cpus(),
             )),
             prefetched: containerd::Prefetched::default(),
+            host: std::sync::Arc::new(crate::host::Kernel),
         };
         let prober = Prober::new()?;
         let shared = Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober);

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use outpost::host::Kernel;
 use outpost::runtime::cni::conf::DefaultNetwork;
 use outpost::runtime::cni::{self, Attachment, Cni, CniConfig, PortMapping, Protocol};
 use outpost::runtime::netns::{PodNamespaces, Sharing};
@@ -152,7 +153,7 @@ impl Drop for Net {
         .join();
         if let Ok(pods) = std::fs::read_dir(self.dir.path().join("pods")) {
             for pod in pods.flatten() {
-                let _ = PodNamespaces::remove(&pod.path().join("ns"));
+                let _ = PodNamespaces::remove(&Kernel, &pod.path().join("ns"));
             }
         }
         let _ =
@@ -253,14 +254,14 @@ fn pod_namespaces_are_real_namespaces_that_outlive_their_thread() {
     assert_eq!(PodNamespaces::create(&ns_dir, Sharing::default()).unwrap(), ns);
     assert_eq!(std::fs::metadata(&net).unwrap().ino(), inode);
 
-    PodNamespaces::remove(&ns_dir).unwrap();
+    PodNamespaces::remove(&Kernel, &ns_dir).unwrap();
     assert!(!ns_dir.exists());
-    PodNamespaces::remove(&ns_dir).unwrap();
+    PodNamespaces::remove(&Kernel, &ns_dir).unwrap();
 
     let host_net = Sharing { host_network: true, host_ipc: false };
     let ns = PodNamespaces::create(&ns_dir, host_net).unwrap();
     assert_eq!((ns.network.is_none(), ns.uts.is_none(), ns.ipc.is_some()), (true, true, true));
-    PodNamespaces::remove(&ns_dir).unwrap();
+    PodNamespaces::remove(&Kernel, &ns_dir).unwrap();
 }
 
 #[needs(cni)]
@@ -315,7 +316,7 @@ async fn del_after_the_netns_is_gone_still_frees_the_address() {
     let netns = net.namespaces("b");
     let network = net.cni.add(&net.attachment("pod-b", &netns, Vec::new())).await.unwrap();
     assert!(net.allocation(network.ips[0]).is_file());
-    PodNamespaces::remove(netns.parent().unwrap()).unwrap();
+    PodNamespaces::remove(&Kernel, netns.parent().unwrap()).unwrap();
     net.cni.del("pod-b").await.unwrap();
     assert!(!net.allocation(network.ips[0]).exists(), "host-local freed the address");
     assert_eq!(net.cni.attached().unwrap(), Vec::<String>::new());

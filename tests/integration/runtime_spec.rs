@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use oci_spec::image::ImageConfiguration;
+use outpost::host::Kernel;
 use outpost::runtime::spec::projection::{Object, Reference, Resolution, Resolved};
 use outpost::runtime::spec::{
     ContainerFiles, Namespaces, NodeDns, PodContext, container_spec, host_capabilities, layout,
@@ -66,7 +67,7 @@ impl Bundle {
         let resolv = self.dir.path().join("host-resolv.conf");
         std::fs::write(&resolv, "nameserver 192.0.2.53\n").unwrap();
         let dns = NodeDns { resolv_conf: Some(resolv), ..NodeDns::default() };
-        volumes::prepare(&self.pod_dir(), pod, &ips, &dns, resolved).unwrap();
+        volumes::prepare(&Kernel, &self.pod_dir(), pod, &ips, &dns, resolved).unwrap();
         let capabilities =
             host_capabilities(&std::fs::read_to_string("/proc/self/status").unwrap());
         let cgroups_path = format!("{}/{}", self.cgroup_parent, self.id);
@@ -122,7 +123,7 @@ impl Drop for Bundle {
             let _ = std::fs::remove_dir(&parent);
             let _ = parent.parent().map(std::fs::remove_dir);
         }
-        let _ = volumes::cleanup(&self.pod_dir());
+        let _ = volumes::cleanup(&Kernel, &self.pod_dir());
     }
 }
 
@@ -273,7 +274,8 @@ spec:
     let output = std::thread::scope(|scope| {
         let run = scope.spawn(|| bundle.run_with(&pod, &config_map("app", "mode", "fast")));
         wait_for(&sync.join("started"));
-        volumes::refresh(&bundle.pod_dir(), &pod, &config_map("app", "mode", "slow")).unwrap();
+        volumes::refresh(&Kernel, &bundle.pod_dir(), &pod, &config_map("app", "mode", "slow"))
+            .unwrap();
         std::fs::write(sync.join("go"), "").unwrap();
         run.join().unwrap()
     });

@@ -7,6 +7,8 @@ use std::path::Path;
 use outpost_core::node_status::Capacity;
 use outpost_core::node_status::machine;
 
+use super::{Host, Kernel};
+
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
@@ -22,9 +24,9 @@ pub fn cpus() -> u32 {
 }
 
 /// The PID limit as kubelet counts it: the lower of `pid_max` and `threads-max`.
-pub fn pid_max() -> Option<u64> {
-    let number = |path: &str| read(path)?.trim().parse::<u64>().ok();
-    match (number("/proc/sys/kernel/pid_max"), number("/proc/sys/kernel/threads-max")) {
+pub fn pid_max(host: &dyn Host) -> Option<u64> {
+    let number = |file: &str| host.proc(file).ok()?.trim().parse::<u64>().ok();
+    match (number("sys/kernel/pid_max"), number("sys/kernel/threads-max")) {
         (Some(pid_max), Some(threads_max)) => Some(pid_max.min(threads_max)),
         (Some(one), None) | (None, Some(one)) => Some(one),
         (None, None) => None,
@@ -35,9 +37,13 @@ pub fn pid_max() -> Option<u64> {
 pub fn capacity() -> Capacity {
     Capacity {
         cpu_milli: u64::from(cpus()) * 1000,
-        memory: read("/proc/meminfo").and_then(|text| machine::meminfo(&text)).map(|m| m.total),
+        memory: Kernel
+            .proc("meminfo")
+            .ok()
+            .and_then(|text| machine::meminfo(&text))
+            .map(|m| m.total),
         ephemeral_storage: None,
-        pids: pid_max(),
+        pids: pid_max(&Kernel),
     }
 }
 

@@ -1,7 +1,8 @@
-//! `/proc`: every file the agent reads there, in one place, and the parsing of
-//! `mountinfo`. Readers return the file's text (or `None`/an error when it cannot be read:
-//! a process that is gone); what a caller makes of `stat`, `status` or `limits` stays
-//! with the caller.
+//! `/proc`: how its files are named ([`Pid`], [`Pid::path`]), the readers of the agent's
+//! own files, and the parsing of `mountinfo`. Readers return the file's text (or
+//! `None`/an error when it cannot be read: a process that is gone); what a caller makes
+//! of `stat`, `status` or `limits` stays with the caller. What the agent reads about other
+//! processes and the system goes through [`crate::Host`].
 //!
 //! The `procfs` crate would do this too, but it parses far more than the handful of
 //! files read here and brings its own dependencies; these readers are a few lines each.
@@ -12,6 +13,58 @@ use std::path::{Path, PathBuf};
 
 /// This process's mount table.
 pub const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// A process as `/proc` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Pid {
+    /// `/proc/self`: the agent.
+    Own,
+    /// `/proc/thread-self`: the calling thread.
+    OwnThread,
+    /// `/proc/<pid>`.
+    Id(u32),
+}
+
+impl Pid {
+    /// The init process, pid 1.
+    pub const INIT: Pid = Pid::Id(1);
+
+    /// `/proc/<pid>/<file>`.
+    pub fn path(self, file: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{self}/{file}"))
+    }
+}
+
+impl std::fmt::Display for Pid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pid::Own => f.write_str("self"),
+            Pid::OwnThread => f.write_str("thread-self"),
+            Pid::Id(pid) => write!(f, "{pid}"),
+        }
+    }
+}
+
+/// `/proc/<file>`: a system-wide file (`meminfo`, `net/unix`, `sys/kernel/hostname`).
+pub fn system_path(file: &str) -> PathBuf {
+    Path::new("/proc").join(file)
+}
+
+/// A namespace, known by its nsfs inode: `/proc/<pid>/ns/<kind>`, or a file a bind mount
+/// of one holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespace {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl Namespace {
+    /// The namespace whose nsfs file `metadata` is of.
+    pub fn of(metadata: &fs::Metadata) -> Namespace {
+        use std::os::unix::fs::MetadataExt;
+        Namespace { dev: metadata.dev(), ino: metadata.ino() }
+    }
+}
 
 /// `/proc/<pid>`.
 pub fn pid_dir(pid: i32) -> PathBuf {
@@ -102,15 +155,6 @@ pub struct Mount {
 /// This process's mounts ([`MOUNTINFO`]).
 pub fn mounts() -> io::Result<Vec<Mount>> {
     Ok(parse_mountinfo(&fs::read_to_string(MOUNTINFO)?))
-}
-
-/// The mount points at or under `dir` (a canonical path), as the kernel lists them.
-pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    Ok(mounts()?
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|mount_point| mount_point.starts_with(dir))
-        .collect())
 }
 
 /// The mounts in `/proc/<pid>/mountinfo` text (lines that do not parse are skipped).

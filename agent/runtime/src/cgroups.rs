@@ -21,4 +21,4 @@ mod usage;
 pub use self::layout::{CgroupName, Driver, Layout, PODS};
 pub use self::pods::PodCgroups;
 pub use self::tree::Error;
-pub use self::usage::{Hierarchy, Usage};
+pub use self::usage::{CGROUP_ROOT, Hierarchy, Usage};

@@ -25,6 +25,7 @@ use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::statfs::{NSFS_MAGIC, statfs};
+use outpost_host::{Host, Pid};
 
 pub mod dial;
 pub mod pid;
@@ -225,11 +226,11 @@ impl PodNamespaces {
     }
 
     /// Unmounts (lazily) and deletes the namespace files under `dir` (and stops the pid
-    /// namespace's init, [`pid::remove`]), then `dir` itself.
+    /// namespace's init, [`pid::remove`], found through `host`), then `dir` itself.
     /// Idempotent; a missing `dir` is fine. The namespaces end when nothing else holds
     /// them (a container still running in one keeps it).
-    pub fn remove(dir: &Path) -> Result<()> {
-        pid::remove(dir)?;
+    pub fn remove(host: &dyn Host, dir: &Path) -> Result<()> {
+        pid::remove(host, dir)?;
         for kind in Kind::ALL {
             let file = dir.join(kind.name());
             unmount_all(&file)?;
@@ -287,8 +288,8 @@ fn make_namespaces(dir: &Path, missing: Vec<(Kind, PathBuf)>) -> Result<()> {
                 loopback_up().map_err(|source| Error::Loopback { source })?;
             }
             for (kind, file) in missing {
-                let own = format!("/proc/thread-self/ns/{}", kind.name());
-                mount(Some(own.as_str()), &file, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                let own = Pid::OwnThread.path(&format!("ns/{}", kind.name()));
+                mount(Some(&own), &file, None::<&str>, MsFlags::MS_BIND, None::<&str>)
                     .map_err(|source| Error::Mount { kind, file: file.clone(), source })?;
                 tracing::debug!(kind = kind.name(), file = %file.display(), "created pod namespace");
             }

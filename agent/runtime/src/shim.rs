@@ -18,6 +18,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use outpost_host::{Host, Kernel, Pid};
+
 /// The binary containerd runs for runtime `io.containerd.runc.v2`.
 pub const RUNC_SHIM: &str = "containerd-shim-runc-v2";
 /// How long the shim's `-v` may take.
@@ -41,7 +43,7 @@ pub enum Error {
 /// one. A shim that cannot be found or asked is not a refusal: the container's creation
 /// will say what is wrong.
 pub async fn refuse_binary_logging(socket: &Path) -> Result<(), Error> {
-    let path = containerd_path(socket).await.or_else(|| std::env::var_os("PATH"));
+    let path = containerd_path(&Kernel, socket).await.or_else(|| std::env::var_os("PATH"));
     let shim = path.and_then(|path| outpost_host::in_search_path(RUNC_SHIM, &path));
     let Some(shim) = shim else { return Ok(()) };
     match version(&shim).await {
@@ -50,11 +52,12 @@ pub async fn refuse_binary_logging(socket: &Path) -> Result<(), Error> {
     }
 }
 
-/// The `PATH` of the process listening on `socket`, if it answers and can be read.
-async fn containerd_path(socket: &Path) -> Option<OsString> {
+/// The `PATH` of the process listening on `socket`, if it answers and `host` shows its
+/// environment.
+async fn containerd_path(host: &dyn Host, socket: &Path) -> Option<OsString> {
     let stream = tokio::net::UnixStream::connect(socket).await.ok()?;
-    let pid = stream.peer_cred().ok()?.pid()?;
-    let environ = tokio::fs::read(format!("/proc/{pid}/environ")).await.ok()?;
+    let pid = u32::try_from(stream.peer_cred().ok()?.pid()?).ok()?;
+    let environ = host.proc_pid(Pid::Id(pid), "environ").ok()?;
     path_of_environ(&environ)
 }
 
@@ -106,6 +109,21 @@ mod tests {
             b"io.containerd.runc.v2-rs: InvalidArgument(\"flag provided but not defined: -v\")";
         let Answer::Other(answer) = classify(false, b"", rust) else { panic!("taken for Go") };
         assert!(answer.contains("flag provided but not defined"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn containerds_path_is_read_from_the_environment_of_the_process_on_its_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("containerd.sock");
+        // This process listens: the peer's pid is its own.
+        let _listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let host = outpost_host::Recording::new();
+        let environ = format!("/proc/{}/environ", std::process::id());
+        host.file(&environ, "HOME=/root\0PATH=/opt/shim:/usr/bin\0");
+        let path = containerd_path(&host, &socket).await;
+        assert_eq!(path, Some(OsString::from("/opt/shim:/usr/bin")));
+        assert_eq!(host.reads(), [PathBuf::from(environ)]);
+        assert_eq!(containerd_path(&host, &dir.path().join("gone.sock")).await, None);
     }
 
     #[test]

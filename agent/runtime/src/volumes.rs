@@ -30,6 +30,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
+use outpost_host::Host;
 
 use super::spec::projection::{self, Kind, Resolved};
 use super::spec::{self, Subject, layout};
@@ -165,8 +166,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// projected ones on a tmpfs; given to the `fsGroup` read-only), and the `subPath`
 /// directories the containers mount. Safe to call again: data and mounts are kept.
 /// Returns the Warning Events forming the resolv.conf gave (kubelet's `MissingClusterDNS`
-/// and `DNSConfigForming`), for the caller to record.
+/// and `DNSConfigForming`), for the caller to record. `host` shows the mounts and gives
+/// files to the `fsGroup`.
 pub fn prepare(
+    host: &dyn Host,
     pod_dir: &Path,
     pod: &Pod,
     pod_ips: &[IpAddr],
@@ -183,11 +186,11 @@ pub fn prepare(
         spec::etc_hosts(pod, pod_ips, &dns.cluster_domain)
     };
     fs::write_atomic(&at, &pod_dir.join(ETC_HOSTS), &hosts)?;
-    let host = match &dns.resolv_conf {
+    let node_resolv_conf = match &dns.resolv_conf {
         Some(path) => Some(fs::read_or_empty(&at, path)?),
         None => None,
     };
-    let formed = spec::resolv_conf(pod, dns, host.as_deref()).map_err(Error::Dns)?;
+    let formed = spec::resolv_conf(pod, dns, node_resolv_conf.as_deref()).map_err(Error::Dns)?;
     fs::write_atomic(&at, &pod_dir.join(RESOLV_CONF), &formed.resolv_conf)?;
 
     let fs_group = fs_group(&at, pod)?;
@@ -196,10 +199,10 @@ pub fn prepare(
     for volume in volumes(pod) {
         if let Some(empty_dir) = &volume.empty_dir {
             let dir = pod_dir.join(EMPTY_DIR).join(&volume.name);
-            mounts::empty_dir(&at, &volume.name, &dir, empty_dir)?;
+            mounts::empty_dir(host, &at, &volume.name, &dir, empty_dir)?;
             if let Some(fs_group) = fs_group {
                 let access = ownership::Access::ReadWrite;
-                ownership::set(&at, &dir, fs_group, change_policy, access)?;
+                ownership::set(host, &at, &dir, fs_group, change_policy, access)?;
             }
         } else if let Some(host_path) = &volume.host_path {
             host_path::check(&at, &volume.name, host_path)?;
@@ -208,11 +211,11 @@ pub fn prepare(
         } else if let Some(kind) = projection::kind(volume) {
             let dir = source_path(pod_dir, pod, &volume.name)?;
             if in_memory(kind) {
-                mounts::memory_volume(&at, &volume.name, &dir)?;
+                mounts::memory_volume(host, &at, &volume.name, &dir)?;
             } else {
                 fs::make_dir(&at, &dir, 0o777)?;
             }
-            write_volume(&at, pod, volume, &dir, resolved, fs_group)?;
+            write_volume(host, &at, pod, volume, &dir, resolved, fs_group)?;
         } else {
             return Err(layout::unsupported(pod, volume).into());
         }
@@ -228,7 +231,12 @@ pub fn prepare(
 /// it, and is reported. Nothing is done for a pod whose directory does not exist, nor
 /// for a volume not set up yet (a secret or projected volume with no tmpfs after a
 /// reboot is left to [`prepare`]: its content must not reach the disk).
-pub fn refresh(pod_dir: &Path, pod: &Pod, resolved: &Resolved) -> Result<(), Vec<Error>> {
+pub fn refresh(
+    host: &dyn Host,
+    pod_dir: &Path,
+    pod: &Pod,
+    resolved: &Resolved,
+) -> Result<(), Vec<Error>> {
     if !pod_dir.is_dir() {
         return Ok(());
     }
@@ -239,9 +247,9 @@ pub fn refresh(pod_dir: &Path, pod: &Pod, resolved: &Resolved) -> Result<(), Vec
         let Some(kind) = projection::kind(volume) else { continue };
         let refreshed =
             source_path(pod_dir, pod, &volume.name).map_err(Error::from).and_then(|dir| {
-                let set_up = dir.is_dir() && (!in_memory(kind) || mounts::mounted(&dir)?);
+                let set_up = dir.is_dir() && (!in_memory(kind) || mounts::mounted(host, &dir)?);
                 if set_up {
-                    write_volume(&at, pod, volume, &dir, resolved, fs_group)?;
+                    write_volume(host, &at, pod, volume, &dir, resolved, fs_group)?;
                 }
                 Ok(())
             });
@@ -260,6 +268,7 @@ fn in_memory(kind: Kind) -> bool {
 /// Writes `volume`'s payload into `dir` with the atomic writer, and gives it to the
 /// pod's `fsGroup` as kubelet gives a read-only volume.
 fn write_volume(
+    host: &dyn Host,
     at: &Subject,
     pod: &Pod,
     volume: &Volume,
@@ -275,16 +284,13 @@ fn write_volume(
             source: Box::new(source),
         })?
         .unwrap_or_default();
-    let written = atomic_writer::write(dir, &payload, fs_group).map_err(|source| Error::Write {
-        at: at.clone(),
-        volume: name(),
-        source,
-    })?;
+    let written = atomic_writer::write(host, dir, &payload, fs_group)
+        .map_err(|source| Error::Write { at: at.clone(), volume: name(), source })?;
     if written {
         tracing::info!(pod.namespace = at.namespace(), pod.name = at.name(), volume = %volume.name, files = payload.len(), "volume written");
     }
     if let Some(fs_group) = fs_group {
-        ownership::set(at, dir, fs_group, None, ownership::Access::ReadOnly)?;
+        ownership::set(host, at, dir, fs_group, None, ownership::Access::ReadOnly)?;
     }
     Ok(())
 }
@@ -334,13 +340,14 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
 /// Mounts the pod's `/dev/shm` tmpfs on `dir` (in its run directory), as containerd's
 /// CRI plugin does for a sandbox; the containers bind it. Safe to call again: a mounted
 /// one (and its data) is kept. [`cleanup`] of the run directory unmounts it.
-pub fn dev_shm(pod: &Pod, dir: &Path) -> Result<()> {
-    mounts::dev_shm(&Subject::pod(pod), dir)
+pub fn dev_shm(host: &dyn Host, pod: &Pod, dir: &Path) -> Result<()> {
+    mounts::dev_shm(host, &Subject::pod(pod), dir)
 }
 
-/// Unmounts everything mounted under `pod_dir` (deepest first), then removes it. Safe to
-/// call again, and on a directory that does not exist.
-pub fn cleanup(pod_dir: &Path) -> Result<()> {
+/// Unmounts everything mounted under `pod_dir` (deepest first, as `host`'s mount table
+/// lists them), then removes it. Safe to call again, and on a directory that does not
+/// exist.
+pub fn cleanup(host: &dyn Host, pod_dir: &Path) -> Result<()> {
     let pod_dir = match pod_dir.canonicalize() {
         Ok(dir) => dir,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -349,8 +356,8 @@ pub fn cleanup(pod_dir: &Path) -> Result<()> {
             return Err(Error::Cleanup { operation: "resolve", path, source });
         }
     };
-    mounts::unmount_all(&pod_dir)?;
-    if let Some(mount) = mounts::under(&pod_dir)?.into_iter().next() {
+    mounts::unmount_all(host, &pod_dir)?;
+    if let Some(mount) = mounts::under(host, &pod_dir)?.into_iter().next() {
         return Err(Error::StillMounted { pod_dir, mount });
     }
     std::fs::remove_dir_all(&pod_dir).or_else(|error| match error.kind() {

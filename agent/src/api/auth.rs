@@ -372,10 +372,21 @@ pub fn check_private(flag: &'static str, path: &Path) -> Result<(), Error> {
         source,
     })?;
     let euid = nix::unistd::geteuid().as_raw();
-    if metadata.uid() != euid {
-        return Err(Error::SecretOwner { flag, path: path.into(), owner: metadata.uid(), euid });
+    judge_private(flag, path, (metadata.uid(), metadata.mode()), euid)
+}
+
+/// [`check_private`]'s rule, for a file of `owner` and `mode` and an agent running as
+/// `euid`.
+fn judge_private(
+    flag: &'static str,
+    path: &Path,
+    (owner, mode): (u32, u32),
+    euid: u32,
+) -> Result<(), Error> {
+    if owner != euid {
+        return Err(Error::SecretOwner { flag, path: path.into(), owner, euid });
     }
-    let mode = metadata.mode() & 0o777;
+    let mode = mode & 0o777;
     if mode & 0o077 != 0 {
         return Err(Error::SecretMode { flag, path: path.into(), mode });
     }

@@ -61,6 +61,17 @@ impl Config {
     /// The `local_api` task.
     pub async fn build(self, node: &Node, deps: Deps) -> Result<Task, Error> {
         let Deps { mut registry, snapshot, statuses, events, ebpf, cgroups, .. } = deps;
+        // The node's stats: the Summary API's and cAdvisor's reading, and the pods' usage
+        // `/metrics` reports.
+        let node_stats = crate::stats::Stats::new(crate::stats::Sources {
+            node_name: node.name.clone(),
+            snapshot: snapshot.clone(),
+            statuses: statuses.clone(),
+            cgroups,
+            state_dir: node.state_dir.clone(),
+            pod_log_dir: node.pod_log_dir.clone(),
+            host: Arc::new(crate::host::Kernel),
+        });
         crate::metrics::register(
             &mut registry,
             snapshot.clone(),
@@ -69,19 +80,12 @@ impl Config {
                 events: events.clone(),
                 statuses: statuses.clone(),
                 ebpf: ebpf.clone(),
-                cgroups: cgroups.clone(),
+                stats: node_stats.clone(),
                 certificates: deps.certificates.clone(),
             },
         );
         let stats = stats::Endpoints {
-            stats: crate::stats::Stats::new(crate::stats::Sources {
-                node_name: node.name.clone(),
-                snapshot: snapshot.clone(),
-                statuses: statuses.clone(),
-                cgroups,
-                state_dir: node.state_dir.clone(),
-                pod_log_dir: node.pod_log_dir.clone(),
-            }),
+            stats: node_stats,
             probes: Arc::new(deps.probes),
             configz: Arc::new(deps.configz),
         };

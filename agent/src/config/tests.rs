@@ -510,3 +510,11 @@ fn the_node_lease_duration_defaults_to_kubelets_and_refuses_less() {
         assert!(error.starts_with(&expected), "{error}");
     }
 }
+
+#[test]
+fn the_hostname_is_the_kernels_trimmed() {
+    let host = crate::host::Recording::new();
+    assert!(hostname(&host).is_err(), "unreadable");
+    host.file("/proc/sys/kernel/hostname", "Edge-1\n");
+    assert_eq!(hostname(&host).unwrap(), "Edge-1");
+}

@@ -30,6 +30,8 @@ pub struct PodPlaces {
     /// The state dir (`<state>/pods/<uid>/volumes/…`).
     pub state_dir: PathBuf,
     pub pod_log_dir: PathBuf,
+    /// The host the cgroups' usage is read through.
+    pub host: Arc<dyn crate::host::Host>,
 }
 
 /// The pods that run (a status that is not terminal), with their usage for `resource`.
@@ -72,8 +74,9 @@ fn stats(
         .into_iter()
         .chain(places.layout.pod_candidates(uid))
         .map(|name| name.path(places.layout.driver))
-        .find(|path| places.hierarchy.dir("memory", path).is_dir());
-    let usage = cgroup.as_ref().and_then(|path| places.hierarchy.usage(path).ok());
+        .find(|path| places.host.cgroup_exists(&places.hierarchy.dir("memory", path)));
+    let host = places.host.as_ref();
+    let usage = cgroup.as_ref().and_then(|path| places.hierarchy.usage(host, path).ok());
     let on_disk = matches!(resource, Resource::EphemeralStorage | Resource::Inodes);
     // Memory and PIDs come from the cgroup only; disk from the pod's files.
     if usage.is_none() && !on_disk {
@@ -104,7 +107,7 @@ fn stats(
             .map(|(_, id)| id);
         let memory = id.filter(|_| places.layout.driver == Driver::Cgroupfs).and_then(|id| {
             let cgroup = cgroup.as_ref()?;
-            places.hierarchy.usage(&format!("{cgroup}/{id}")).ok()?.working_set_bytes
+            places.hierarchy.usage(host, &format!("{cgroup}/{id}")).ok()?.working_set_bytes
         });
         let disk = on_disk.then(|| walk(&logs.join(&container.name), None).0);
         stats.containers.push(ContainerStats { name: container.name.clone(), memory, disk });

@@ -13,10 +13,12 @@
 //! - `pid.available`: the lower of `pid_max` and `threads-max`, less the tasks running.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use outpost_core::eviction::{Memcg, Observation, Observations, Reading, Signal};
 use outpost_core::node_status::machine;
 
+use crate::host::Host;
 use crate::runtime::cgroups::Hierarchy;
 
 /// Where the signals are read.
@@ -29,8 +31,8 @@ pub struct Sources {
     pub nodefs: PathBuf,
     /// containerd's snapshotter root (imagefs), once known.
     pub imagefs: Option<PathBuf>,
-    /// Where `/proc` is (tests point it elsewhere).
-    pub proc: PathBuf,
+    /// What `/proc` and the cgroups are read through.
+    pub host: Arc<dyn Host>,
 }
 
 /// cgroup v1's "no limit" (`PAGE_COUNTER_MAX` pages, rounded): anything this large is
@@ -40,11 +42,9 @@ const UNLIMITED: u64 = 1 << 62;
 /// Reads every signal it can; one that cannot be read is left out.
 pub fn read(sources: &Sources) -> Reading {
     let mut reading = Reading::default();
-    let meminfo = std::fs::read_to_string(sources.proc.join("meminfo"))
-        .ok()
-        .and_then(|text| machine::meminfo(&text));
+    let meminfo = sources.host.proc("meminfo").ok().and_then(|text| machine::meminfo(&text));
     if let Some(mem) = meminfo {
-        let root = sources.hierarchy.usage("/").ok();
+        let root = sources.hierarchy.usage(sources.host.as_ref(), "/").ok();
         let root_usage = root.and_then(|u| Some((u.memory_bytes?, u.working_set_bytes?)));
         let working_set = match root_usage {
             Some((usage, working_set)) => {
@@ -73,7 +73,7 @@ pub fn read(sources: &Sources) -> Reading {
     for (signal, observation) in disk(sources).iter() {
         reading.observations.set(signal, observation);
     }
-    if let Some(pids) = pids(&sources.proc) {
+    if let Some(pids) = pids(sources.host.as_ref()) {
         reading.observations.set(Signal::PidAvailable, pids);
     }
     reading
@@ -101,11 +101,11 @@ fn signed(value: u64) -> i64 {
 fn pods_cgroup(sources: &Sources) -> Option<Memcg> {
     let dir = sources.hierarchy.dir("memory", &sources.pods_cgroup);
     let limit_file = if sources.hierarchy.is_v2() { "memory.max" } else { "memory.limit_in_bytes" };
-    let limit: u64 = std::fs::read_to_string(dir.join(limit_file)).ok()?.trim().parse().ok()?;
+    let limit: u64 = sources.host.cgroup_file(&dir, limit_file).ok()?.trim().parse().ok()?;
     if limit >= UNLIMITED {
         return None;
     }
-    let usage = sources.hierarchy.usage(&sources.pods_cgroup).ok()?;
+    let usage = sources.hierarchy.usage(sources.host.as_ref(), &sources.pods_cgroup).ok()?;
     let (used, working_set) = (usage.memory_bytes?, usage.working_set_bytes?);
     Some(Memcg { usage: used, inactive: used.saturating_sub(working_set), capacity: limit })
 }
@@ -119,15 +119,10 @@ pub fn filesystem(path: &Path) -> Option<(Observation, Observation)> {
     Some((bytes, inodes))
 }
 
-/// PIDs as kubelet counts them: the limit less the tasks `/proc/loadavg` counts.
-fn pids(proc: &Path) -> Option<Observation> {
-    let number =
-        |file: &str| std::fs::read_to_string(proc.join(file)).ok()?.trim().parse::<u64>().ok();
-    let max = match (number("sys/kernel/pid_max"), number("sys/kernel/threads-max")) {
-        (Some(pid_max), Some(threads_max)) => pid_max.min(threads_max),
-        (Some(one), None) | (None, Some(one)) => one,
-        (None, None) => return None,
-    };
-    let running = machine::loadavg_tasks(&std::fs::read_to_string(proc.join("loadavg")).ok()?)?;
+/// PIDs as kubelet counts them: the limit (the lower of `pid_max` and `threads-max`) less
+/// the tasks `/proc/loadavg` counts.
+fn pids(host: &dyn Host) -> Option<Observation> {
+    let max = crate::host::capacity::pid_max(host)?;
+    let running = machine::loadavg_tasks(&host.proc("loadavg").ok()?)?;
     Some(Observation { available: signed(max) - signed(running), capacity: signed(max) })
 }

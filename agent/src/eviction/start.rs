@@ -1,8 +1,6 @@
 //! The eviction manager as the agent starts it (E1, E2): the pods' cgroups where
 //! `--cgroup-root` and `--cgroup-driver` put them, once containerd answers.
 
-use std::path::PathBuf;
-
 use outpost_core::eviction::Pressure;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, info_span};
@@ -42,6 +40,7 @@ pub fn build(
     deps: Deps,
 ) -> Task {
     let hierarchy = Hierarchy::detect();
+    let host: std::sync::Arc<dyn crate::host::Host> = std::sync::Arc::new(crate::host::Kernel);
     let mut options = Options {
         config,
         sources: Sources {
@@ -49,13 +48,14 @@ pub fn build(
             pods_cgroup: layout.pods().path(layout.driver),
             nodefs: node.state_dir.clone(),
             imagefs: None,
-            proc: PathBuf::from("/proc"),
+            host: host.clone(),
         },
         places: PodPlaces {
             hierarchy,
             layout,
             state_dir: node.state_dir.clone(),
             pod_log_dir: node.pod_log_dir.clone(),
+            host,
         },
         snapshot: deps.snapshot,
         statuses: deps.statuses,

@@ -11,6 +11,7 @@ use outpost_core::pod::Source;
 use super::candidates::{PodPlaces, candidates, walk};
 use super::notify::{FsWrites, Psi, Threshold};
 use super::signals::{Sources, read};
+use crate::host::Recording;
 use crate::runtime::cgroups::{Driver, Hierarchy, Layout};
 
 fn write(path: PathBuf, text: &str) {
@@ -20,34 +21,39 @@ fn write(path: PathBuf, text: &str) {
 
 const MI: u64 = 1024 * 1024;
 
-/// A fake `/proc` and cgroup v1 tree.
-fn machine(root: &Path) -> Sources {
-    let proc = root.join("proc");
-    write(proc.join("meminfo"), "MemTotal:  8388608 kB\nMemFree: 1 kB\nMemAvailable: 4194304 kB\n");
-    write(proc.join("sys/kernel/pid_max"), "32768\n");
-    write(proc.join("sys/kernel/threads-max"), "100000\n");
-    write(proc.join("loadavg"), "0.00 0.01 0.05 1/768 4242\n");
-    let cgroups = root.join("cgroup");
-    let memory = cgroups.join("memory");
-    write(memory.join("memory.usage_in_bytes"), &(7000 * MI).to_string());
-    write(memory.join("memory.stat"), &format!("total_inactive_file {}\n", 1000 * MI));
-    write(memory.join("kubepods/memory.limit_in_bytes"), &(2048 * MI).to_string());
-    write(memory.join("kubepods/memory.usage_in_bytes"), &(1500 * MI).to_string());
-    write(memory.join("kubepods/memory.stat"), &format!("total_inactive_file {}\n", 100 * MI));
-    Sources {
-        hierarchy: Hierarchy::at(&cgroups),
+/// A cgroup v1 hierarchy on the recording host.
+fn v1() -> Hierarchy {
+    Hierarchy::V1 { root: PathBuf::from("/sys/fs/cgroup") }
+}
+
+/// A `/proc` and a cgroup v1 tree on the recording host; the filesystems are `root`'s.
+fn machine(root: &Path) -> (Sources, Arc<Recording>) {
+    let host = Arc::new(Recording::new());
+    let memory = v1().dir("memory", "/");
+    host.file("/proc/meminfo", "MemTotal:  8388608 kB\nMemFree: 1 kB\nMemAvailable: 4194304 kB\n")
+        .file("/proc/sys/kernel/pid_max", "32768\n")
+        .file("/proc/sys/kernel/threads-max", "100000\n")
+        .file("/proc/loadavg", "0.00 0.01 0.05 1/768 4242\n")
+        .file(memory.join("memory.usage_in_bytes"), (7000 * MI).to_string())
+        .file(memory.join("memory.stat"), format!("total_inactive_file {}\n", 1000 * MI))
+        .file(memory.join("kubepods/memory.limit_in_bytes"), (2048 * MI).to_string())
+        .file(memory.join("kubepods/memory.usage_in_bytes"), (1500 * MI).to_string())
+        .file(memory.join("kubepods/memory.stat"), format!("total_inactive_file {}\n", 100 * MI));
+    let sources = Sources {
+        hierarchy: v1(),
         pods_cgroup: "/kubepods".into(),
         nodefs: root.to_owned(),
         imagefs: Some(root.join("containerd/snapshots")),
-        proc,
-    }
+        host: host.clone(),
+    };
+    (sources, host)
 }
 
 // E1: the signals as kubelet computes them.
 #[test]
 fn signals_are_read_as_kubelet_computes_them() {
     let dir = tempfile::tempdir().unwrap();
-    let reading = read(&machine(dir.path()));
+    let reading = read(&machine(dir.path()).0);
     let o = |s| reading.observations.get(s).unwrap();
     let mi = |n: u64| i64::try_from(n * MI).unwrap();
     // 8 GiB less (7000 - 1000) MiB of working set.
@@ -78,11 +84,11 @@ fn signals_are_read_as_kubelet_computes_them() {
 #[test]
 fn an_unlimited_or_missing_pods_cgroup_gives_no_allocatable_signal() {
     let dir = tempfile::tempdir().unwrap();
-    let sources = machine(dir.path());
+    let (sources, host) = machine(dir.path());
     let limit = sources.hierarchy.dir("memory", "/kubepods").join("memory.limit_in_bytes");
-    std::fs::write(&limit, "9223372036854771712").unwrap();
+    host.file(&limit, "9223372036854771712");
     assert!(read(&sources).observations.get(Signal::AllocatableMemoryAvailable).is_none());
-    std::fs::remove_dir_all(limit.parent().unwrap()).unwrap();
+    host.remove(limit.parent().unwrap());
     let reading = read(&sources);
     assert!(reading.pods.is_none());
     assert!(reading.observations.get(Signal::MemoryAvailable).is_some());
@@ -91,9 +97,8 @@ fn an_unlimited_or_missing_pods_cgroup_gives_no_allocatable_signal() {
 #[test]
 fn without_a_root_usage_file_memory_comes_from_meminfo() {
     let dir = tempfile::tempdir().unwrap();
-    let mut sources = machine(dir.path());
-    std::fs::remove_file(sources.hierarchy.dir("memory", "/").join("memory.usage_in_bytes"))
-        .unwrap();
+    let (mut sources, host) = machine(dir.path());
+    host.remove(sources.hierarchy.dir("memory", "/").join("memory.usage_in_bytes"));
     sources.imagefs = None;
     let reading = read(&sources);
     assert_eq!(reading.root, None);
@@ -135,21 +140,22 @@ fn status(phase: &str, container: &str, id: &str) -> Arc<PodStatus> {
 #[test]
 fn candidates_read_their_pod_and_container_cgroups() {
     let dir = tempfile::tempdir().unwrap();
-    let cgroups = dir.path().join("cgroup");
-    let hierarchy = Hierarchy::at(&cgroups);
+    let host = Arc::new(Recording::new());
+    let hierarchy = v1();
     let layout = Layout::new(Driver::Cgroupfs, "/");
     let pod_cgroup = "/kubepods/besteffort/poduid-hog";
     let memory = hierarchy.dir("memory", pod_cgroup);
-    write(memory.join("memory.usage_in_bytes"), &(450 * MI).to_string());
-    write(memory.join("memory.stat"), &format!("total_inactive_file {}\n", 50 * MI));
-    write(memory.join("c1/memory.usage_in_bytes"), &(400 * MI).to_string());
-    write(memory.join("c1/memory.stat"), "total_inactive_file 0\n");
-    write(hierarchy.dir("pids", pod_cgroup).join("pids.current"), "3\n");
+    host.file(memory.join("memory.usage_in_bytes"), (450 * MI).to_string())
+        .file(memory.join("memory.stat"), format!("total_inactive_file {}\n", 50 * MI))
+        .file(memory.join("c1/memory.usage_in_bytes"), (400 * MI).to_string())
+        .file(memory.join("c1/memory.stat"), "total_inactive_file 0\n")
+        .file(hierarchy.dir("pids", pod_cgroup).join("pids.current"), "3\n");
     let places = PodPlaces {
         hierarchy,
         layout,
         state_dir: dir.path().join("state"),
         pod_log_dir: dir.path().join("logs"),
+        host,
     };
     let pods = vec![
         (Source::Api, pod("hog", "hog")),

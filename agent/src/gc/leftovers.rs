@@ -19,6 +19,7 @@ use containerd_client::services::v1::{DeleteRequest as DeleteLease, ListContaine
 use futures::StreamExt as _;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::host::Host;
 use crate::runtime::Containerd;
 use crate::runtime::events::timestamp;
 use crate::runtime::image::{SNAPSHOTTER, store};
@@ -28,8 +29,8 @@ const LEASE_PREFIX: &str = "outpost-";
 
 /// Ends the shims left serving no task ([`super::shims`]), and removes the earlier run's
 /// leases and orphaned snapshots (see the module's comment); failures are logged.
-pub(super) async fn remove(containerd: &Containerd, started: Timestamp) {
-    super::shims::end_orphaned(containerd).await;
+pub(super) async fn remove(host: &dyn Host, containerd: &Containerd, started: Timestamp) {
+    super::shims::end_orphaned(host, containerd).await;
     let leases = stale_leases(containerd, started).await;
     let snapshots = orphaned_snapshots(containerd, started).await;
     let last = leases.len() + snapshots.len();

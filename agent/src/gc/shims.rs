@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use containerd_client::services::v1::ListTasksRequest;
 
+use crate::host::{Host, Pid};
 use crate::runtime::Containerd;
 
 /// A runc shim of this containerd and namespace, as `/proc` shows it.
@@ -53,10 +54,10 @@ impl Shim {
 
 /// SIGTERMs the shims of this containerd and namespace, started before this process and
 /// before the containerd now serving, that serve no task containerd lists.
-pub(super) async fn end_orphaned(containerd: &Containerd) {
+pub(super) async fn end_orphaned(host: &dyn Host, containerd: &Containerd) {
     let socket = containerd.socket().to_path_buf();
-    let Some(agent) = start_time("self") else { return };
-    let serving = containerd_pid(&socket).await.and_then(|pid| start_time(&pid.to_string()));
+    let Some(agent) = start_time(host, Pid::Own) else { return };
+    let serving = containerd_pid(&socket).await.and_then(|pid| start_time(host, Pid::Id(pid)));
     let before = serving.map_or(agent, |serving| serving.max(agent));
     let request = ListTasksRequest { filter: String::new() };
     let tasks: HashSet<String> = match containerd.tasks().list(request).await {
@@ -67,10 +68,10 @@ pub(super) async fn end_orphaned(containerd: &Containerd) {
         }
     };
     let socket = socket.to_string_lossy();
-    let shims = shims(containerd.namespace(), &socket, &tasks);
+    let shims = shims(host, containerd.namespace(), &socket, &tasks);
     let mut ended = 0;
     for shim in &shims {
-        let older = start_time(&shim.pid.to_string()).is_some_and(|at| at < before);
+        let older = start_time(host, Pid::Id(shim.pid)).is_some_and(|at| at < before);
         if !older || shim.serves_any(&tasks) {
             continue;
         }
@@ -92,21 +93,20 @@ pub(super) async fn end_orphaned(containerd: &Containerd) {
 }
 
 /// The pid of the process serving containerd's socket (its peer credentials).
-async fn containerd_pid(socket: &Path) -> Option<i32> {
+async fn containerd_pid(socket: &Path) -> Option<u32> {
     let stream = tokio::net::UnixStream::connect(socket).await.ok()?;
-    stream.peer_cred().ok()?.pid()
+    u32::try_from(stream.peer_cred().ok()?.pid()?).ok()
 }
 
 /// The runc shims serving `namespace` of the containerd at `socket` (their command line
 /// says `-namespace NS -id ID -address SOCKET`), with what tells which of `tasks` each
 /// serves.
-fn shims(namespace: &str, socket: &str, tasks: &HashSet<String>) -> Vec<Shim> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let found: Vec<(u32, String)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+fn shims(host: &dyn Host, namespace: &str, socket: &str, tasks: &HashSet<String>) -> Vec<Shim> {
+    let Ok(pids) = host.proc_pids() else { return Vec::new() };
+    let found: Vec<(u32, String)> = pids
+        .into_iter()
+        .filter_map(|pid| {
+            let cmdline = host.proc_pid(Pid::Id(pid), "cmdline").ok()?;
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
             shim_of(&args, namespace, socket).map(|id| (pid, id))
         })
@@ -114,11 +114,11 @@ fn shims(namespace: &str, socket: &str, tasks: &HashSet<String>) -> Vec<Shim> {
     if found.is_empty() {
         return Vec::new();
     }
-    let bound = bound_sockets();
+    let bound = bound_sockets(host);
     found
         .into_iter()
         .map(|(pid, id)| {
-            let bundles = bundle_dir(pid);
+            let bundles = bundle_dir(host, pid);
             let addresses = tasks
                 .iter()
                 .filter_map(|task| {
@@ -126,7 +126,7 @@ fn shims(namespace: &str, socket: &str, tasks: &HashSet<String>) -> Vec<Shim> {
                     Some((task.clone(), std::fs::read_to_string(file).ok()?))
                 })
                 .collect();
-            Shim { pid, id, sockets: sockets_of(pid, &bound), addresses }
+            Shim { pid, id, sockets: sockets_of(host, pid, &bound), addresses }
         })
         .collect()
 }
@@ -149,15 +149,15 @@ fn shim_of(args: &[&[u8]], namespace: &str, socket: &str) -> Option<String> {
 
 /// Where the bundles of the tasks beside shim `pid`'s first one are: the parent of its
 /// working directory (that task's bundle, gone once its task is deleted).
-fn bundle_dir(pid: u32) -> Option<PathBuf> {
-    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+fn bundle_dir(host: &dyn Host, pid: u32) -> Option<PathBuf> {
+    let cwd = host.proc_pid_link(Pid::Id(pid), "cwd").ok()?;
     let cwd = cwd.to_str()?;
     Some(Path::new(cwd.strip_suffix(" (deleted)").unwrap_or(cwd)).parent()?.to_path_buf())
 }
 
 /// The path of every bound unix socket of this network namespace, by inode.
-fn bound_sockets() -> HashMap<u64, PathBuf> {
-    std::fs::read_to_string("/proc/net/unix").map(|text| parse_net_unix(&text)).unwrap_or_default()
+fn bound_sockets(host: &dyn Host) -> HashMap<u64, PathBuf> {
+    host.proc("net/unix").map(|text| parse_net_unix(&text)).unwrap_or_default()
 }
 
 /// `/proc/net/unix`'s sockets that have a path: `Num RefCount Protocol Flags Type St Inode
@@ -173,20 +173,22 @@ fn parse_net_unix(text: &str) -> HashMap<u64, PathBuf> {
 }
 
 /// The socket paths process `pid` holds open.
-fn sockets_of(pid: u32, bound: &HashMap<u64, PathBuf>) -> Vec<PathBuf> {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
-    fds.filter_map(|fd| {
-        let target = std::fs::read_link(fd.path()).ok()?;
-        let inode: u64 =
-            target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()?;
-        bound.get(&inode).cloned()
-    })
-    .collect()
+fn sockets_of(host: &dyn Host, pid: u32, bound: &HashMap<u64, PathBuf>) -> Vec<PathBuf> {
+    let pid = Pid::Id(pid);
+    let fds = host.proc_pid_fds(pid).unwrap_or_default();
+    fds.into_iter()
+        .filter_map(|fd| {
+            let target = host.proc_pid_link(pid, &format!("fd/{fd}")).ok()?;
+            let inode: u64 =
+                target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()?;
+            bound.get(&inode).cloned()
+        })
+        .collect()
 }
 
 /// When a process started, in clock ticks since boot (`/proc/<pid>/stat`'s 22nd field).
-fn start_time(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+fn start_time(host: &dyn Host, pid: Pid) -> Option<u64> {
+    let stat = host.proc_pid_text(pid, "stat").ok()?;
     // The command name, in parentheses, may hold spaces: count from its end.
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(19)?.parse().ok()

@@ -38,6 +38,7 @@ pub fn build(
         pod_log_dir: node.pod_log_dir.clone(),
         images_dir: images_dir.map(|dir| (dir, node.state_dir.join(IMPORTED_RECORD))),
         image_record: Some(node.state_dir.join("image-gc.json")),
+        host: std::sync::Arc::new(crate::host::Kernel),
     };
     let Deps { handle, desired, statuses, metrics } = deps;
     Task::infallible("garbage_collector", async move {

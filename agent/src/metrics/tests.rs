@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -324,27 +325,20 @@ fn kernel_metrics_say_whether_bpf_is_loaded_and_count_execs_per_container() {
 #[test]
 fn pods_and_containers_usage_is_read_from_their_cgroups_at_scrape_time() {
     use crate::runtime::cgroups::{Driver, Hierarchy, Layout, PodCgroups};
-    let root = tempfile::tempdir().unwrap();
-    let write = |file: &str, text: &str| {
-        let path = root.path().join(file);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
+    let host = Arc::new(crate::host::Recording::new());
     // Pod `a` (BestEffort: no resources) and its container `id1`, cgroup v1.
-    let pod_cgroup = "kubepods/besteffort/poda";
+    let pod_cgroup = "/sys/fs/cgroup/{}/kubepods/besteffort/poda";
     for (cgroup, cpu_ns, usage, inactive) in [
         (pod_cgroup.to_owned(), 2_500_000_000u64, 4096u64, 1024u64),
         (format!("{pod_cgroup}/id1"), 1_000_000_000, 3000, 0),
     ] {
-        write(&format!("cpuacct/{cgroup}/cpuacct.usage"), &cpu_ns.to_string());
-        write(&format!("memory/{cgroup}/memory.usage_in_bytes"), &usage.to_string());
-        write(
-            &format!("memory/{cgroup}/memory.stat"),
-            &format!("total_inactive_file {inactive}\n"),
-        );
+        let dir = |controller: &str| PathBuf::from(cgroup.replace("{}", controller));
+        host.file(dir("cpuacct").join("cpuacct.usage"), cpu_ns.to_string())
+            .file(dir("memory").join("memory.usage_in_bytes"), usage.to_string())
+            .file(dir("memory").join("memory.stat"), format!("total_inactive_file {inactive}\n"));
     }
-    let cgroups =
-        PodCgroups::new(Layout::new(Driver::Cgroupfs, "/"), Hierarchy::at(root.path()), None);
+    let root = PathBuf::from("/sys/fs/cgroup");
+    let cgroups = PodCgroups::new(Layout::new(Driver::Cgroupfs, "/"), Hierarchy::V1 { root }, None);
     let snapshot = Snapshot {
         pods: vec![(Source::File, pod("a", "web")), (Source::File, pod("b", "gone"))],
         sources: vec![live(Source::File)],
@@ -359,7 +353,15 @@ fn pods_and_containers_usage_is_read_from_their_cgroups_at_scrape_time() {
     // Pod `b` has a status but no cgroup (torn down meanwhile): left out.
     statuses.set("b", status("Running", &[true]));
     let handle = SnapshotHandle::from(snapshot);
-    let sources = Sources { statuses, cgroups: Some(Arc::new(cgroups)), ..Sources::default() };
+    // The node's stats read the cgroups; the usage collector takes their reading.
+    let stats = crate::stats::Stats::new(crate::stats::Sources {
+        snapshot: handle.clone(),
+        statuses: statuses.clone(),
+        cgroups: Some(Arc::new(cgroups)),
+        host: host.clone(),
+        ..crate::stats::Sources::default()
+    });
+    let sources = Sources { statuses, stats, ..Sources::default() };
     let text = render(&registry(handle, sources)).unwrap();
     has_lines(
         &text,
@@ -372,4 +374,7 @@ fn pods_and_containers_usage_is_read_from_their_cgroups_at_scrape_time() {
     );
     assert!(!text.contains("pod=\"gone\""), "{text}");
     assert!(!text.contains("container=\"c1\""), "not running: {text}");
+    // One scrape, one reading: each file of the pod's cgroups was read once.
+    let stat = PathBuf::from("/sys/fs/cgroup/memory/kubepods/besteffort/poda/memory.stat");
+    assert_eq!(host.reads().iter().filter(|path| **path == stat).count(), 1);
 }

@@ -1,27 +1,21 @@
 //! What each pod and container uses, read from their cgroups' files at scrape time (no
-//! sampling), with kubelet's resource-metric names: `pod_cpu_usage_seconds_total`,
+//! sampling) by the node's stats ([`Stats::usage`]), with kubelet's resource-metric names: `pod_cpu_usage_seconds_total`,
 //! `pod_memory_working_set_bytes`, `container_cpu_usage_seconds_total`,
 //! `container_memory_working_set_bytes` (labels `namespace`, `pod`, `container`).
 
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::ContainerStatus;
-use outpost_core::pod;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::podconfig::SnapshotHandle;
-use crate::runtime::cgroups::{PodCgroups, Usage as CgroupUsage};
-use crate::status::StatusStore;
+use crate::runtime::cgroups::Usage as CgroupUsage;
+use crate::stats::Stats;
 
+/// The pods' and containers' usage, as the node's stats read their cgroups.
 #[derive(Debug)]
 pub(super) struct Usage {
-    pub snapshot: SnapshotHandle,
-    pub statuses: StatusStore,
-    pub cgroups: Arc<PodCgroups>,
+    pub stats: Stats,
 }
 
 /// One sample's labels (namespace, pod, container) and what its cgroup used.
@@ -78,35 +72,17 @@ impl Usage {
     /// The desired pods the workers report, and their running containers, with what
     /// their cgroups use now (those whose cgroup is gone are left out).
     fn samples(&self) -> (Vec<Sample>, Vec<Sample>) {
-        let snap = self.snapshot.load();
         let mut pods = Vec::new();
         let mut containers = Vec::new();
-        for (_, desired) in &snap.pods {
-            let Some(status) = self.statuses.get(pod::uid(desired)) else { continue };
-            let namespace = desired.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-            let name = desired.metadata.name.clone().unwrap_or_default();
-            let running: Vec<&ContainerStatus> = status
-                .container_statuses
-                .iter()
-                .chain(status.init_container_statuses.iter())
-                .flatten()
-                .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
-                .collect();
-            let ids = running.iter().filter_map(|c| {
-                c.container_id.as_deref().map(|id| id.trim_start_matches("containerd://"))
-            });
-            let (own, by_container) = self.cgroups.usage(desired, ids);
-            if let Some(usage) = own {
+        for (target, usage) in self.stats.usage() {
+            let pod = target.pod();
+            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            if let Some(usage) = usage.own {
                 pods.push((vec![("namespace", namespace.clone()), ("pod", name.clone())], usage));
             }
-            for (id, usage) in by_container {
+            for (container, usage) in target.containers().zip(usage.containers) {
                 let Some(usage) = usage else { continue };
-                let Some(container) = running
-                    .iter()
-                    .find(|c| c.container_id.as_deref().is_some_and(|c| c.ends_with(id)))
-                else {
-                    continue;
-                };
                 let labels = vec![
                     ("namespace", namespace.clone()),
                     ("pod", name.clone()),

@@ -26,18 +26,47 @@ use outpost_core::stats::summary::{
 use outpost_core::stats::{ContainerMeta, PodMeta, Reading};
 
 use super::Sources;
+use crate::host::{Host, Pid};
 use crate::runtime::Containerd;
-use crate::runtime::cgroups::Usage;
+use crate::runtime::cgroups::{PodCgroups, Usage};
 use crate::runtime::image::SNAPSHOTTER;
 use crate::runtime::logs::pod_log_dir;
 
 /// A pod that runs, with its running containers.
 #[derive(Debug, Clone)]
-pub(super) struct Target {
+pub struct Target {
     pod: Arc<Pod>,
     status: Arc<PodStatus>,
     /// Its running containers (init containers too), with their runtime IDs.
     containers: Vec<(ContainerStatus, String)>,
+}
+
+impl Target {
+    pub fn pod(&self) -> &Pod {
+        &self.pod
+    }
+
+    /// Its running containers (init containers too).
+    pub fn containers(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.containers.iter().map(|(status, _)| status)
+    }
+}
+
+/// What a pod's cgroup and its running containers' use now, each `None` where the
+/// cgroup is gone.
+#[derive(Debug, Clone, Default)]
+pub struct PodUsage {
+    pub own: Option<Usage>,
+    /// By running container, in the [`Target`]'s order.
+    pub containers: Vec<Option<Usage>>,
+}
+
+/// Reads what `target`'s cgroups use: the one reading of a pod's cgroup usage, which the
+/// Summary API, cAdvisor's series and `/metrics`' usage collector all take.
+pub(super) fn usage(host: &dyn Host, cgroups: &PodCgroups, target: &Target) -> PodUsage {
+    let ids = target.containers.iter().map(|(_, id)| id.as_str());
+    let (own, containers) = cgroups.usage(host, &target.pod, ids);
+    PodUsage { own, containers: containers.into_iter().map(|(_, usage)| usage).collect() }
 }
 
 /// The desired pods the workers report, with their running containers.
@@ -109,7 +138,8 @@ pub(super) fn read(context: &mut Context<'_>, targets: &[Target]) -> Reading {
     let (node, memory_bytes, cpus) = node::node(context, &time);
     let nodefs = node.fs.clone();
     let imagefs = node.runtime.as_ref().and_then(|r| r.image_fs.clone());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let host = context.sources.host.as_ref();
+    let mounts = host.proc_pid_text(Pid::Own, "mounts").unwrap_or_default();
     let imagefs_device =
         context.imagefs.and_then(|root| procfs::mount_source(&mounts, &root.to_string_lossy()));
     let mut pods = Vec::new();
@@ -153,16 +183,16 @@ fn pod(
     let mut own = None;
     let mut pids = Vec::new();
     let logs_dir = pod_log_dir(&context.sources.pod_log_dir, &namespace, &name, uid);
+    let host = context.sources.host.as_ref();
     if let Some(cgroups) = context.sources.cgroups.clone() {
         let pod_cgroup = cgroups.pod_name(pod);
         meta.cgroup = cgroups.path(&pod_cgroup);
-        let ids = target.containers.iter().map(|(_, id)| id.as_str());
-        let (pod_usage, by_container) = cgroups.usage(pod, ids);
+        let PodUsage { own: pod_usage, containers: by_container } = usage(host, &cgroups, target);
         own = pod_usage;
-        for ((status, id), (_, usage)) in target.containers.iter().zip(by_container) {
+        for ((status, id), usage) in target.containers.iter().zip(by_container) {
             let cgroup = cgroups.layout().container_cgroup(&pod_cgroup, id);
             if pids.is_empty() {
-                pids = cgroups.hierarchy().processes(&cgroup);
+                pids = cgroups.hierarchy().processes(host, &cgroup);
             }
             let usage = usage.unwrap_or_default();
             let started = status
@@ -200,7 +230,7 @@ fn pod(
     }
     let ok = context.sources.cgroups.is_none() || own.is_some();
     let network = pids.first().filter(|_| context.all()).and_then(|pid| {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+        let text = host.proc_pid_text(Pid::Id(*pid), "net/dev").ok()?;
         let interfaces = procfs::net_dev(&text, false);
         (!interfaces.is_empty()).then(|| NetworkStats {
             time: time.clone(),

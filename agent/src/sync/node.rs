@@ -73,6 +73,8 @@ pub struct Config {
     /// J2: the certificates the node keeps (`client`, `server`), for the
     /// `CertificateExpired` condition.
     pub certificates: Vec<(&'static str, crate::certificates::Status)>,
+    /// The host the machine is read from (`machine`).
+    pub host: Arc<dyn crate::host::Host>,
 }
 
 #[derive(Debug, thiserror::Error)]

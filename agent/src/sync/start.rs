@@ -53,6 +53,7 @@ pub fn node_config(
         max_pods: node.max_pods,
         admission: watch::Sender::new(outpost_core::node_admission::Node::default()),
         certificates: deps.certificates,
+        host: Arc::new(crate::host::Kernel),
     };
     config.admission.send_replace(node::initial_admission_node(&config, &node.name));
     config

@@ -111,6 +111,9 @@ pub struct Pods {
     pub starts: tokio::sync::Semaphore,
     /// New pods' images, resolved while their sandboxes are set up.
     pub prefetched: Prefetched,
+    /// The host the pods' mounts are read from, their volumes given to their `fsGroup`
+    /// and their pid namespace's init found through.
+    pub host: std::sync::Arc<dyn crate::host::Host>,
 }
 
 /// How many CNI ADDs and DELs, container creations and starts run at once: a

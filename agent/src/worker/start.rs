@@ -180,7 +180,12 @@ async fn run(
         keyring,
         pull: PullOptions::default(),
         host_capabilities: spec::host_capabilities(
-            &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+            &crate::host::Host::proc_pid_text(
+                &crate::host::Kernel,
+                crate::host::Pid::Own,
+                "status",
+            )
+            .unwrap_or_default(),
         ),
         seccomp_profile_root: config.seccomp_profile_root.clone(),
         facts: Arc::new(config.facts(crate::host::apparmor_enabled())),

@@ -222,6 +222,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             max_pods: 110,
             admission: tokio::sync::watch::Sender::default(),
             certificates: Vec::new(),
+            host: Arc::new(outpost::host::Kernel),
         },
         status_backlog: tokio::sync::watch::Sender::default(),
         lease_duration_seconds: sync::lease::DURATION_SECONDS,

@@ -49,9 +49,11 @@ const RANKS: &[&[&str]] = &[
     // The eviction manager (it asks the workers to evict); the sync to the API server
     // (it reads what the workers publish).
     &["eviction", "sync"],
-    // The scrape-time metrics collectors and the node's stats (they read every
-    // component's state).
-    &["metrics", "stats"],
+    // The node's stats (the pods' cgroups, /proc, the filesystems).
+    &["stats"],
+    // The scrape-time metrics collectors (they read every component's state; the pods'
+    // usage through the stats' reading of their cgroups).
+    &["metrics"],
     // The local HTTP API.
     &["api"],
     // The command line's definitions.

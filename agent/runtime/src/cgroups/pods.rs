@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod;
 use outpost_core::qos::{QosClass, qos_class};
 use outpost_core::resource_config::{self, ResourceConfig};
+use outpost_host::Host;
 
 use super::systemd::{self, Systemctl, SystemctlCommand};
 use super::tree::{self, Error};
@@ -121,19 +122,18 @@ impl PodCgroups {
         self.layout.pod(qos_class(pod), pod::uid(pod))
     }
 
-    /// What pod `pod` (its cgroup) and its containers `ids` use now, each `None` where
-    /// its cgroup is gone.
+    /// What pod `pod` (its cgroup) and its containers `ids` use now, read through
+    /// `host`, each `None` where its cgroup is gone.
     pub fn usage<'i>(
         &self,
+        host: &dyn Host,
         pod: &Pod,
         ids: impl IntoIterator<Item = &'i str>,
     ) -> (Option<Usage>, Vec<(&'i str, Option<Usage>)>) {
         let name = self.pod_name(pod);
-        let own = self.hierarchy.usage(&self.path(&name)).ok();
-        let containers = ids
-            .into_iter()
-            .map(|id| (id, self.hierarchy.usage(&self.layout.container_cgroup(&name, id)).ok()))
-            .collect();
+        let own = self.hierarchy.usage(host, &self.path(&name)).ok();
+        let container = |id| self.hierarchy.usage(host, &self.layout.container_cgroup(&name, id));
+        let containers = ids.into_iter().map(|id| (id, container(id).ok())).collect();
         (own, containers)
     }
 

@@ -1,10 +1,12 @@
 //! Where this machine mounts the cgroup controllers, and what a cgroup uses, read from
-//! its files when asked (no sampling): CPU time, memory usage and working set (usage
-//! less the inactive file cache, as cAdvisor and kubelet's eviction count it), RSS, page
-//! faults, swap, the memory limit, PIDs, and the processes in it.
+//! its files through the [`Host`] when asked (no sampling): CPU time, memory usage and
+//! working set (usage less the inactive file cache, as cAdvisor and kubelet's eviction
+//! count it), RSS, page faults, swap, the memory limit, PIDs, and the processes in it.
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+use outpost_host::{Host, Kernel};
 
 /// Where cgroup hierarchies are mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -53,7 +55,12 @@ impl Hierarchy {
 
     /// The hierarchy mounted at `root`.
     pub fn at(root: &Path) -> Hierarchy {
-        if root.join("cgroup.controllers").exists() {
+        Hierarchy::on(&Kernel, root)
+    }
+
+    /// The hierarchy mounted at `root`, as `host` shows it.
+    pub fn on(host: &dyn Host, root: &Path) -> Hierarchy {
+        if host.cgroup_file(root, "cgroup.controllers").is_ok() {
             Hierarchy::V2 { root: root.to_owned() }
         } else {
             Hierarchy::V1 { root: root.to_owned() }
@@ -74,11 +81,11 @@ impl Hierarchy {
         }
     }
 
-    /// What cgroup `path` uses now. A cgroup that does not exist is an error
-    /// (`NotFound`); a file missing inside one that does is a `None` figure.
-    pub fn usage(&self, path: &str) -> io::Result<Usage> {
+    /// What cgroup `path` uses now, read through `host`. A cgroup that does not exist
+    /// is an error (`NotFound`); a file missing inside one that does is a `None` figure.
+    pub fn usage(&self, host: &dyn Host, path: &str) -> io::Result<Usage> {
         let memory_dir = self.dir("memory", path);
-        if !memory_dir.is_dir() {
+        if !host.cgroup_exists(&memory_dir) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("no cgroup {}", memory_dir.display()),
@@ -88,18 +95,20 @@ impl Hierarchy {
             Hierarchy::V1 { .. } => ("memory.usage_in_bytes", "total_inactive_file"),
             Hierarchy::V2 { .. } => ("memory.current", "inactive_file"),
         };
-        let memory_bytes = read_u64(&memory_dir.join(memory_file));
-        let stat = std::fs::read_to_string(memory_dir.join("memory.stat")).unwrap_or_default();
+        let read_u64 = |dir: &Path, file: &str| read_u64(host, dir, file);
+        let memory_bytes = read_u64(&memory_dir, memory_file);
+        let stat = host.cgroup_file(&memory_dir, "memory.stat").unwrap_or_default();
         let inactive = stat_value(&stat, inactive_key);
         let working_set_bytes = memory_bytes.map(|m| m.saturating_sub(inactive.unwrap_or(0)));
         let cpu_ns = match self {
-            Hierarchy::V1 { .. } => read_u64(&self.dir("cpuacct", path).join("cpuacct.usage")),
-            Hierarchy::V2 { .. } => {
-                read_stat(&self.dir("cpu", path).join("cpu.stat"), "usage_usec")
-                    .map(|usec| usec.saturating_mul(1000))
-            }
+            Hierarchy::V1 { .. } => read_u64(&self.dir("cpuacct", path), "cpuacct.usage"),
+            Hierarchy::V2 { .. } => host
+                .cgroup_file(&self.dir("cpu", path), "cpu.stat")
+                .ok()
+                .and_then(|text| stat_value(&text, "usage_usec"))
+                .map(|usec| usec.saturating_mul(1000)),
         };
-        let pids = read_u64(&self.dir("pids", path).join("pids.current"));
+        let pids = read_u64(&self.dir("pids", path), "pids.current");
         let (rss_key, fault_key, major_key, limit_file) = match self {
             Hierarchy::V1 { .. } => {
                 ("total_rss", "total_pgfault", "total_pgmajfault", "memory.limit_in_bytes")
@@ -108,7 +117,7 @@ impl Hierarchy {
         };
         let swap_bytes = match self {
             Hierarchy::V1 { .. } => None,
-            Hierarchy::V2 { .. } => read_u64(&memory_dir.join("memory.swap.current")),
+            Hierarchy::V2 { .. } => read_u64(&memory_dir, "memory.swap.current"),
         };
         Ok(Usage {
             cpu_ns,
@@ -120,26 +129,21 @@ impl Hierarchy {
             major_page_faults: stat_value(&stat, major_key),
             swap_bytes,
             // v2 writes `max` for no limit, which does not parse: `None` too.
-            memory_limit_bytes: read_u64(&memory_dir.join(limit_file)).filter(|l| *l < UNLIMITED),
+            memory_limit_bytes: read_u64(&memory_dir, limit_file).filter(|l| *l < UNLIMITED),
         })
     }
 
     /// The processes in cgroup `path` (its `cgroup.procs`; empty if it has none or is
-    /// gone).
-    pub fn processes(&self, path: &str) -> Vec<u32> {
-        let file = self.dir("memory", path).join("cgroup.procs");
-        let text = std::fs::read_to_string(file).unwrap_or_default();
+    /// gone), read through `host`.
+    pub fn processes(&self, host: &dyn Host, path: &str) -> Vec<u32> {
+        let text = host.cgroup_file(&self.dir("memory", path), "cgroup.procs").unwrap_or_default();
         text.lines().filter_map(|line| line.trim().parse().ok()).collect()
     }
 }
 
-fn read_u64(file: &Path) -> Option<u64> {
-    std::fs::read_to_string(file).ok()?.trim().parse().ok()
-}
-
-/// The value of `key` in a flat-keyed file (`memory.stat`, `cpu.stat`).
-fn read_stat(file: &Path, key: &str) -> Option<u64> {
-    stat_value(&std::fs::read_to_string(file).ok()?, key)
+/// A cgroup's file holding one number.
+fn read_u64(host: &dyn Host, dir: &Path, file: &str) -> Option<u64> {
+    host.cgroup_file(dir, file).ok()?.trim().parse().ok()
 }
 
 /// The value of `key` in a flat-keyed file's text.
@@ -152,29 +156,28 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use outpost_host::Recording;
 
-    fn write(path: PathBuf, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    use super::*;
 
     #[test]
     fn v1_usage_reads_each_controller() {
-        let root = tempfile::tempdir().unwrap();
-        let h = Hierarchy::at(root.path());
+        let host = Recording::new();
+        let h = Hierarchy::on(&host, Path::new(CGROUP_ROOT));
         assert!(!h.is_v2());
         let cg = "/kubepods/besteffort/podu";
-        write(h.dir("memory", cg).join("memory.usage_in_bytes"), "1000\n");
-        write(
-            h.dir("memory", cg).join("memory.stat"),
-            "cache 5\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgfault 9\ntotal_pgmajfault 1\n",
-        );
-        write(h.dir("memory", cg).join("memory.limit_in_bytes"), "9223372036854771712\n");
-        write(h.dir("memory", cg).join("cgroup.procs"), "12\n34\n");
-        write(h.dir("cpuacct", cg).join("cpuacct.usage"), "123456789\n");
-        write(h.dir("pids", cg).join("pids.current"), "3\n");
-        let usage = h.usage(cg).unwrap();
+        let (memory, cpuacct, pids) =
+            (h.dir("memory", cg), h.dir("cpuacct", cg), h.dir("pids", cg));
+        host.file(memory.join("memory.usage_in_bytes"), "1000\n")
+            .file(
+                memory.join("memory.stat"),
+                "cache 5\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgfault 9\ntotal_pgmajfault 1\n",
+            )
+            .file(memory.join("memory.limit_in_bytes"), "9223372036854771712\n")
+            .file(memory.join("cgroup.procs"), "12\n34\n")
+            .file(cpuacct.join("cpuacct.usage"), "123456789\n")
+            .file(pids.join("pids.current"), "3\n");
+        let usage = h.usage(&host, cg).unwrap();
         assert_eq!(
             usage,
             Usage {
@@ -189,28 +192,48 @@ mod tests {
                 memory_limit_bytes: None,
             }
         );
-        assert_eq!(h.processes(cg), vec![12, 34]);
-        assert_eq!(h.usage("/kubepods/none").unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(host.reads().contains(&PathBuf::from(
+            "/sys/fs/cgroup/memory/kubepods/besteffort/podu/memory.usage_in_bytes"
+        )));
+        assert_eq!(h.processes(&host, cg), vec![12, 34]);
+        let gone = h.usage(&host, "/kubepods/none").unwrap_err();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
     fn v2_usage_reads_the_unified_tree() {
-        let root = tempfile::tempdir().unwrap();
-        write(root.path().join("cgroup.controllers"), "cpu memory pids\n");
-        let h = Hierarchy::at(root.path());
+        let host = Recording::new();
+        host.file("/sys/fs/cgroup/cgroup.controllers", "cpu memory pids\n");
+        let h = Hierarchy::on(&host, Path::new(CGROUP_ROOT));
         assert!(h.is_v2());
         let cg = "/kubepods/podu";
-        write(h.dir("memory", cg).join("memory.current"), "4096\n");
-        write(h.dir("memory", cg).join("memory.stat"), "anon 1\ninactive_file 5000\n");
-        write(h.dir("cpu", cg).join("cpu.stat"), "usage_usec 7\nuser_usec 5\n");
-        write(h.dir("memory", cg).join("memory.max"), "8192\n");
-        write(h.dir("memory", cg).join("memory.swap.current"), "0\n");
-        let usage = h.usage(cg).unwrap();
+        let dir = h.dir("memory", cg);
+        assert_eq!(dir, h.dir("cpu", cg), "one tree");
+        host.file(dir.join("memory.current"), "4096\n")
+            .file(dir.join("memory.stat"), "anon 1\ninactive_file 5000\n")
+            .file(dir.join("cpu.stat"), "usage_usec 7\nuser_usec 5\n")
+            .file(dir.join("memory.max"), "8192\n")
+            .file(dir.join("memory.swap.current"), "0\n");
+        let usage = h.usage(&host, cg).unwrap();
         assert_eq!(usage.rss_bytes, Some(1));
         assert_eq!(usage.memory_limit_bytes, Some(8192));
         assert_eq!(usage.swap_bytes, Some(0));
         assert_eq!(usage.cpu_ns, Some(7000));
         assert_eq!(usage.working_set_bytes, Some(0), "never below zero");
         assert_eq!(usage.pids, None);
+        // v2's root has no memory.current: the figures it lacks are `None`.
+        let root = h.usage(&host, "/").unwrap();
+        assert_eq!((root.memory_bytes, root.cpu_ns), (None, None));
+    }
+
+    #[test]
+    fn the_kernel_reads_a_tree_where_it_is_mounted() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cgroup.controllers"), "memory\n").unwrap();
+        let h = Hierarchy::at(root.path());
+        assert!(h.is_v2());
+        std::fs::create_dir(root.path().join("pod")).unwrap();
+        std::fs::write(root.path().join("pod/memory.current"), "4096\n").unwrap();
+        assert_eq!(h.usage(&Kernel, "/pod").unwrap().memory_bytes, Some(4096));
     }
 }

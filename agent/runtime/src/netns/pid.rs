@@ -26,7 +26,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -36,6 +35,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use outpost_host::{Host, Namespace};
 
 use super::{Error, Result, delete, holds_namespace, share_dir, unmount_all};
 
@@ -49,21 +49,22 @@ const FILE: &str = "pid";
 const PID_FILE: &str = "pid-init";
 
 /// The pod's pid namespace file under `dir`, made (with its init, `exe`
-/// [`INIT_SUBCOMMAND`]) unless a live one is there already.
-pub fn ensure(dir: &Path, exe: &Path) -> Result<PathBuf> {
+/// [`INIT_SUBCOMMAND`]) unless a live one is there already (its init found through
+/// `host`).
+pub fn ensure(host: &dyn Host, dir: &Path, exe: &Path) -> Result<PathBuf> {
     let file = dir.join(FILE);
-    if holds_namespace(&file)? && live_init(dir)?.is_some() {
+    if holds_namespace(&file)? && live_init(host, dir)?.is_some() {
         return Ok(file);
     }
     // A namespace whose init died (or a set-up cut short): start again.
-    remove(dir)?;
+    remove(host, dir)?;
     fs::create_dir_all(dir)
         .map_err(|source| Error::CreateDir { dir: dir.to_path_buf(), source })?;
     share_dir(dir)?;
     fs::File::create(&file).map_err(|source| Error::CreateFile { file: file.clone(), source })?;
     let init = spawn_init(dir, exe)?;
-    let own = format!("/proc/{init}/ns/pid");
-    let mounted = mount(Some(own.as_str()), &file, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+    let own = proc_pid(init).path("ns/pid");
+    let mounted = mount(Some(&own), &file, None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .map_err(|source| Error::MountPid { file: file.clone(), source });
     let recorded = mounted.and_then(|()| {
         fs::write(dir.join(PID_FILE), init.to_string())
@@ -77,10 +78,10 @@ pub fn ensure(dir: &Path, exe: &Path) -> Result<PathBuf> {
     Ok(file)
 }
 
-/// Kills the pod's init (if it is still the one holding the namespace under `dir`) and
-/// removes the namespace's files. Idempotent; a missing `dir` is fine.
-pub fn remove(dir: &Path) -> Result<()> {
-    if let Some(init) = live_init(dir)? {
+/// Kills the pod's init (if it is still the one holding the namespace under `dir`, as
+/// `host` shows it) and removes the namespace's files. Idempotent; a missing `dir` is fine.
+pub fn remove(host: &dyn Host, dir: &Path) -> Result<()> {
+    if let Some(init) = live_init(host, dir)? {
         stop(init);
     }
     let file = dir.join(FILE);
@@ -92,17 +93,22 @@ pub fn remove(dir: &Path) -> Result<()> {
 
 /// The init recorded under `dir`, when it is alive and still in the namespace the file
 /// holds.
-fn live_init(dir: &Path) -> Result<Option<Pid>> {
+fn live_init(host: &dyn Host, dir: &Path) -> Result<Option<Pid>> {
     let pid_file = dir.join(PID_FILE);
     let recorded = match fs::read_to_string(&pid_file) {
         Ok(text) => text.trim().parse::<i32>().ok().filter(|pid| *pid > 1),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
         Err(source) => return Err(Error::ReadPid { file: pid_file, source }),
     };
-    let Some(pid) = recorded else { return Ok(None) };
-    let held = fs::metadata(dir.join(FILE)).ok().map(|m| (m.dev(), m.ino()));
-    let current = fs::metadata(format!("/proc/{pid}/ns/pid")).ok().map(|m| (m.dev(), m.ino()));
-    Ok((held.is_some() && held == current).then(|| Pid::from_raw(pid)))
+    let Some(pid) = recorded.map(Pid::from_raw) else { return Ok(None) };
+    let held = fs::metadata(dir.join(FILE)).ok().map(|m| Namespace::of(&m));
+    let current = host.proc_pid_ns(proc_pid(pid), "pid").ok();
+    Ok((held.is_some() && held == current).then_some(pid))
+}
+
+/// `/proc`'s name of process `pid` (a positive pid).
+fn proc_pid(pid: Pid) -> outpost_host::Pid {
+    outpost_host::Pid::Id(pid.as_raw().unsigned_abs())
 }
 
 /// Starts `exe pod-init <dir>` as pid 1 of a new pid namespace; its pid here.
@@ -174,3 +180,6 @@ fn reap_all() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@ fn sharing_everything_needs_no_namespace_nor_directory() {
 #[test]
 fn removing_a_missing_directory_is_fine() {
     let dir = tempfile::tempdir().unwrap();
-    PodNamespaces::remove(&dir.path().join("gone")).unwrap();
+    PodNamespaces::remove(&outpost_host::Kernel, &dir.path().join("gone")).unwrap();
 }
 
 #[test]
@@ -90,5 +90,5 @@ async fn n3_dial_connects_inside_the_pods_network_namespace() {
     assert!(matches!(missing, dial::DialError::Open { .. }), "{missing}");
 
     drop((stream, accepted, inside));
-    PodNamespaces::remove(&ns).unwrap();
+    PodNamespaces::remove(&outpost_host::Kernel, &ns).unwrap();
 }

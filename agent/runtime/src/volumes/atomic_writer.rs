@@ -20,8 +20,10 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
-use std::os::unix::fs::{PermissionsExt as _, lchown, symlink};
+use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
+
+use outpost_host::Host;
 
 use super::ownership;
 use crate::spec::projection::Payload;
@@ -48,9 +50,14 @@ fn io(operation: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
 }
 
 /// Makes `dir` (which exists) show `payload`; with `group` (the pod's fsGroup) every
-/// entry is given to it as kubelet gives a read-only volume (see `ownership`). Returns
-/// whether anything was written.
-pub(super) fn write(dir: &Path, payload: &Payload, group: Option<u32>) -> Result<bool> {
+/// entry is given to it (through `host`) as kubelet gives a read-only volume (see
+/// `ownership`). Returns whether anything was written.
+pub(super) fn write(
+    host: &dyn Host,
+    dir: &Path,
+    payload: &Payload,
+    group: Option<u32>,
+) -> Result<bool> {
     let current = match fs::read_link(dir.join(DATA)) {
         Ok(target) => Some(dir.join(target)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
@@ -61,20 +68,20 @@ pub(super) fn write(dir: &Path, payload: &Payload, group: Option<u32>) -> Result
         None => false,
     };
     if !unchanged {
-        let (name, new) = timestamped_dir(dir, group)?;
+        let (name, new) = timestamped_dir(host, dir, group)?;
         for (path, file) in payload {
-            write_file(&new, path, &file.data, file.mode, group)?;
+            write_file(host, &new, path, &file.data, file.mode, group)?;
         }
         let tmp = dir.join(DATA_TMP);
         remove_if_present(&tmp, |p| fs::remove_file(p))?;
         symlink(&name, &tmp).map_err(io("create the symlink", &tmp))?;
         if let Some(group) = group {
-            lchown(&tmp, None, Some(group)).map_err(io("change the group of", &tmp))?;
+            host.lchown(&tmp, None, Some(group)).map_err(io("change the group of", &tmp))?;
         }
         fs::rename(&tmp, dir.join(DATA)).map_err(io("swap", &dir.join(DATA)))?;
     }
     let top: BTreeSet<&str> = payload.keys().filter_map(|p| p.split('/').next()).collect();
-    visible_links(dir, &top, group)?;
+    visible_links(host, dir, &top, group)?;
     if !unchanged {
         remove_stale(dir)?;
     }
@@ -133,7 +140,7 @@ fn list_files(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<bool>
 }
 
 /// A new `..<UTC time with nanoseconds>` directory in `dir`.
-fn timestamped_dir(dir: &Path, group: Option<u32>) -> Result<(String, PathBuf)> {
+fn timestamped_dir(host: &dyn Host, dir: &Path, group: Option<u32>) -> Result<(String, PathBuf)> {
     loop {
         let now = jiff::Timestamp::now();
         let name =
@@ -141,7 +148,7 @@ fn timestamped_dir(dir: &Path, group: Option<u32>) -> Result<(String, PathBuf)> 
         let path = dir.join(&name);
         match fs::DirBuilder::new().mode(DIR_MODE).create(&path) {
             Ok(()) => {
-                set_owner_and_mode(&path, dir_mode(group), group)?;
+                set_owner_and_mode(host, &path, dir_mode(group), group)?;
                 return Ok((name, path));
             }
             // Two writes within one clock tick: take the next one.
@@ -151,13 +158,20 @@ fn timestamped_dir(dir: &Path, group: Option<u32>) -> Result<(String, PathBuf)> 
     }
 }
 
-fn write_file(root: &Path, path: &str, data: &[u8], mode: u32, group: Option<u32>) -> Result<()> {
+fn write_file(
+    host: &dyn Host,
+    root: &Path,
+    path: &str,
+    data: &[u8],
+    mode: u32,
+    group: Option<u32>,
+) -> Result<()> {
     let file_path = root.join(path);
     let mut parent = root.to_path_buf();
     for name in Path::new(path).parent().into_iter().flat_map(Path::components) {
         parent.push(name);
         match fs::DirBuilder::new().mode(DIR_MODE).create(&parent) {
-            Ok(()) => set_owner_and_mode(&parent, dir_mode(group), group)?,
+            Ok(()) => set_owner_and_mode(host, &parent, dir_mode(group), group)?,
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
             Err(source) => return Err(io("create directory", &parent)(source)),
         }
@@ -169,12 +183,12 @@ fn write_file(root: &Path, path: &str, data: &[u8], mode: u32, group: Option<u32
         .open(&file_path)
         .map_err(io("create", &file_path))?;
     file.write_all(data).map_err(io("write", &file_path))?;
-    set_owner_and_mode(&file_path, file_mode(mode, group), group)
+    set_owner_and_mode(host, &file_path, file_mode(mode, group), group)
 }
 
-fn set_owner_and_mode(path: &Path, mode: u32, group: Option<u32>) -> Result<()> {
+fn set_owner_and_mode(host: &dyn Host, path: &Path, mode: u32, group: Option<u32>) -> Result<()> {
     if let Some(group) = group {
-        lchown(path, None, Some(group)).map_err(io("change the group of", path))?;
+        host.lchown(path, None, Some(group)).map_err(io("change the group of", path))?;
     }
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io("set the mode of", path))
 }
@@ -195,7 +209,12 @@ fn dir_mode(group: Option<u32>) -> u32 {
 
 /// Adds the missing `<name> -> ..data/<name>` symlinks, and removes the writer's
 /// symlinks to names no longer in the payload.
-fn visible_links(dir: &Path, top: &BTreeSet<&str>, group: Option<u32>) -> Result<()> {
+fn visible_links(
+    host: &dyn Host,
+    dir: &Path,
+    top: &BTreeSet<&str>,
+    group: Option<u32>,
+) -> Result<()> {
     for name in top {
         let link = dir.join(name);
         match fs::symlink_metadata(&link) {
@@ -204,7 +223,8 @@ fn visible_links(dir: &Path, top: &BTreeSet<&str>, group: Option<u32>) -> Result
                 symlink(Path::new(DATA).join(name), &link)
                     .map_err(io("create the symlink", &link))?;
                 if let Some(group) = group {
-                    lchown(&link, None, Some(group)).map_err(io("change the group of", &link))?;
+                    host.lchown(&link, None, Some(group))
+                        .map_err(io("change the group of", &link))?;
                 }
             }
             Err(source) => return Err(io("inspect", &link)(source)),

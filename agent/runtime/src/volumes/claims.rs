@@ -11,6 +11,7 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use nix::mount::MsFlags;
+use outpost_host::Host;
 
 use super::{Error, Result, fs as pod_fs, host_path, mounts, ownership};
 use crate::spec::Subject;
@@ -21,8 +22,10 @@ use crate::spec::projection::Resolved;
 /// Sets up the pod's claim volumes (those its containers mount) from `resolved` (the claims and their volumes): the
 /// host path of each, by volume name, for the containers' mounts. A claim not ready
 /// (missing, unbound, its volume missing) fails with kubelet's FailedMount text; the pod
-/// waits, and is set up again when the claim changes. Safe to call again.
+/// waits, and is set up again when the claim changes. Safe to call again. `host` shows
+/// the mounts and gives a writable volume to the `fsGroup`.
 pub fn set_up(
+    host: &dyn Host,
     pod_dir: &Path,
     pod: &Pod,
     resolved: &Resolved,
@@ -51,7 +54,7 @@ pub fn set_up(
     }
     let mut claimed = BTreeMap::new();
     for (name, bound) in bound {
-        set_up_one(&at, pod_dir, pod, &name, &bound)?;
+        set_up_one(host, &at, pod_dir, pod, &name, &bound)?;
         let path = bound.path(pod_dir);
         sub_paths(&at, pod, &name, &path)?;
         claimed.insert(name, Claimed { path, read_only: bound.read_only });
@@ -59,13 +62,20 @@ pub fn set_up(
     Ok(claimed)
 }
 
-fn set_up_one(at: &Subject, pod_dir: &Path, pod: &Pod, volume: &str, bound: &Bound) -> Result<()> {
+fn set_up_one(
+    host: &dyn Host,
+    at: &Subject,
+    pod_dir: &Path,
+    pod: &Pod,
+    volume: &str,
+    bound: &Bound,
+) -> Result<()> {
     match &bound.source {
         Source::HostPath(source) => host_path::check(at, volume, source),
         Source::Local { path } => {
             let dir = bound.path(pod_dir);
             pod_fs::make_dir(at, &dir, 0o750)?;
-            if !mounts::mounted(&dir)? {
+            if !mounts::mounted(host, &dir)? {
                 bind(Path::new(path), &dir, bound.read_only)?;
                 tracing::info!(pod.namespace = at.namespace(), pod.name = at.name(), volume, persistent_volume = %bound.volume, source = %path, "mounted local volume");
             }
@@ -73,7 +83,7 @@ fn set_up_one(at: &Subject, pod_dir: &Path, pod: &Pod, volume: &str, bound: &Bou
             let fs_group = super::fs_group(at, pod)?;
             if let Some(fs_group) = fs_group.filter(|_| bound.takes_fs_group()) {
                 let policy = security.and_then(|s| s.fs_group_change_policy.as_deref());
-                ownership::set(at, &dir, fs_group, policy, ownership::Access::ReadWrite)?;
+                ownership::set(host, at, &dir, fs_group, policy, ownership::Access::ReadWrite)?;
             }
             Ok(())
         }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::EmptyDirVolumeSource;
 use nix::mount::{MntFlags, MsFlags};
 use outpost_core::quantity::Quantity;
-use outpost_host::proc::{self, MOUNTINFO};
+use outpost_host::Host;
+use outpost_host::proc::MOUNTINFO;
 
 use super::{Error, Result, fs as pod_fs};
 use crate::spec::Subject;
@@ -14,6 +15,7 @@ use crate::spec::Subject;
 /// An emptyDir's directory, mode 0777 as kubelet makes it; for `medium: Memory` a tmpfs
 /// is mounted on it (with `size=` from `sizeLimit`) unless one already is.
 pub(super) fn empty_dir(
+    host: &dyn Host,
     at: &Subject,
     volume: &str,
     dir: &Path,
@@ -28,7 +30,7 @@ pub(super) fn empty_dir(
         });
     }
     pod_fs::make_dir(at, dir, 0o777)?;
-    if medium != "Memory" || mounted(dir)? {
+    if medium != "Memory" || mounted(host, dir)? {
         return Ok(());
     }
     let mut options = "mode=0777".to_owned();
@@ -51,8 +53,8 @@ pub(super) fn empty_dir(
 /// A secret's or projected volume's directory: a tmpfs (kubelet's memory-backed
 /// emptyDir under them: mode 1777, as the kernel makes it), mounted unless one already
 /// is.
-pub(super) fn memory_volume(at: &Subject, volume: &str, dir: &Path) -> Result<()> {
-    if dir.exists() && mounted(dir)? {
+pub(super) fn memory_volume(host: &dyn Host, at: &Subject, volume: &str, dir: &Path) -> Result<()> {
+    if dir.exists() && mounted(host, dir)? {
         return Ok(());
     }
     pod_fs::make_dir(at, dir, 0o777)?;
@@ -70,9 +72,9 @@ fn tmpfs(at: &Subject, volume: &str, dir: &Path, options: &str) -> Result<()> {
 
 /// containerd CRI's sandbox `/dev/shm`: a tmpfs of 64 MiB (`size=65536k`, mode 1777,
 /// nosuid, nodev, noexec) on `dir` (0700), unless one already is.
-pub(super) fn dev_shm(at: &Subject, dir: &Path) -> Result<()> {
+pub(super) fn dev_shm(host: &dyn Host, at: &Subject, dir: &Path) -> Result<()> {
     pod_fs::make_dir(at, dir, 0o700)?;
-    if mounted(dir)? {
+    if mounted(host, dir)? {
         return Ok(());
     }
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
@@ -87,27 +89,29 @@ pub(super) fn dev_shm(at: &Subject, dir: &Path) -> Result<()> {
 }
 
 /// Whether something is mounted on `dir` itself.
-pub(super) fn mounted(dir: &Path) -> Result<bool> {
+pub(super) fn mounted(host: &dyn Host, dir: &Path) -> Result<bool> {
     let dir = dir.canonicalize().map_err(|source| Error::Cleanup {
         operation: "resolve",
         path: dir.to_path_buf(),
         source,
     })?;
-    Ok(under(&dir)?.contains(&dir))
+    Ok(under(host, &dir)?.contains(&dir))
 }
 
 /// The mount points at or under `dir` (a canonical path), as the kernel lists them.
-pub(super) fn under(dir: &Path) -> Result<Vec<PathBuf>> {
-    proc::mounts_under(dir).map_err(|source| Error::Cleanup {
+pub(super) fn under(host: &dyn Host, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mounts = host.mountinfo().map_err(|source| Error::Cleanup {
         operation: "read",
         path: MOUNTINFO.into(),
         source,
-    })
+    })?;
+    let mount_points = mounts.into_iter().map(|m| m.mount_point);
+    Ok(mount_points.filter(|mount_point| mount_point.starts_with(dir)).collect())
 }
 
 /// Unmounts everything at or under `dir`, deepest first.
-pub(super) fn unmount_all(dir: &Path) -> Result<()> {
-    let mut mounts = under(dir)?;
+pub(super) fn unmount_all(host: &dyn Host, dir: &Path) -> Result<()> {
+    let mut mounts = under(host, dir)?;
     mounts.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
     for mount in mounts {
         match nix::mount::umount2(&mount, MntFlags::MNT_DETACH) {

@@ -10,6 +10,8 @@ use std::fs::{self, Metadata};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
+use outpost_host::Host;
+
 use super::Result;
 use super::fs::io_error as io;
 use crate::spec::Subject;
@@ -26,9 +28,10 @@ pub(super) enum Access {
     ReadOnly,
 }
 
-/// Gives the volume at `dir` to `fs_group`, per `policy` (`OnRootMismatch` or `Always`,
-/// the default).
+/// Gives the volume at `dir` to `fs_group` (the `lchown`s through `host`), per `policy`
+/// (`OnRootMismatch` or `Always`, the default).
 pub(super) fn set(
+    host: &dyn Host,
     at: &Subject,
     dir: &Path,
     fs_group: u32,
@@ -39,7 +42,7 @@ pub(super) fn set(
         tracing::debug!(pod.namespace = at.namespace(), pod.name = at.name(), dir = %dir.display(), fs_group, "volume ownership already matches");
         return Ok(());
     }
-    walk(at, dir, fs_group, access)
+    walk(host, at, dir, fs_group, access)
 }
 
 /// The mode of a file (or directory) of a read-only volume given to an fsGroup.
@@ -65,30 +68,27 @@ fn root_mismatch(dir: &Path, fs_group: u32) -> bool {
         || metadata.mode() & SETGID == 0
 }
 
-fn walk(at: &Subject, path: &Path, fs_group: u32, access: Access) -> Result<()> {
+fn walk(host: &dyn Host, at: &Subject, path: &Path, fs_group: u32, access: Access) -> Result<()> {
     let metadata = fs::symlink_metadata(path).map_err(io(at, "inspect", path))?;
-    change(at, path, &metadata, fs_group, access)?;
+    change(host, at, path, &metadata, fs_group, access)?;
     if metadata.is_dir() {
         for entry in fs::read_dir(path).map_err(io(at, "list", path))? {
             let entry = entry.map_err(io(at, "list", path))?;
-            walk(at, &entry.path(), fs_group, access)?;
+            walk(host, at, &entry.path(), fs_group, access)?;
         }
     }
     Ok(())
 }
 
 fn change(
+    host: &dyn Host,
     at: &Subject,
     path: &Path,
     metadata: &Metadata,
     fs_group: u32,
     access: Access,
 ) -> Result<()> {
-    std::os::unix::fs::lchown(path, None, Some(fs_group)).map_err(io(
-        at,
-        "change the group of",
-        path,
-    ))?;
+    host.lchown(path, None, Some(fs_group)).map_err(io(at, "change the group of", path))?;
     if metadata.is_symlink() {
         return Ok(());
     }

@@ -1,6 +1,8 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixListener;
 
+use outpost_host::Kernel;
+
 use super::*;
 
 fn pod(yaml: &str) -> Pod {
@@ -73,7 +75,8 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
         dirs.host.display()
     ));
     let ips = ["10.88.0.7".parse().unwrap()];
-    let events = prepare(&dirs.pod_dir, &pod, &ips, &dirs.dns, &Resolved::default()).unwrap();
+    let events =
+        prepare(&Kernel, &dirs.pod_dir, &pod, &ips, &dirs.dns, &Resolved::default()).unwrap();
     let reasons: Vec<_> = events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, ["MissingClusterDNS"], "no cluster DNS on this node");
 
@@ -89,15 +92,15 @@ fn prepare_writes_the_pods_files_and_keeps_data() {
     assert!(!dirs.host.parent().unwrap().join("no").exists(), "a subPath with .. is not made");
 
     std::fs::write(cache.join("data"), "kept").unwrap();
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(cache.join("data")).unwrap(), "kept");
     let hosts = std::fs::read_to_string(dirs.pod_dir.join(ETC_HOSTS)).unwrap();
     assert!(!hosts.contains("10.88.0.7"), "rewritten: {hosts}");
 
-    cleanup(&dirs.pod_dir).unwrap();
+    cleanup(&Kernel, &dirs.pod_dir).unwrap();
     assert!(!dirs.pod_dir.exists());
     assert!(dirs.host.exists(), "hostPath volumes are left alone");
-    cleanup(&dirs.pod_dir).unwrap();
+    cleanup(&Kernel, &dirs.pod_dir).unwrap();
 }
 
 #[test]
@@ -109,7 +112,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     let pod = pod(
         "spec: {volumes: [{name: mem, emptyDir: {medium: Memory, sizeLimit: 4Mi}}, {name: disk, emptyDir: {}}], containers: []}",
     );
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     let mem = dirs.pod_dir.join(EMPTY_DIR).join("mem").canonicalize().unwrap();
     let tmpfs = |path: &Path| {
         std::fs::read_to_string("/proc/self/mountinfo")
@@ -128,7 +131,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
     assert_eq!(mode(&mem), 0o777);
     std::fs::write(mem.join("data"), "in memory").unwrap();
 
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap();
     assert_eq!(tmpfs(&mem).len(), 1, "not mounted twice");
     assert_eq!(std::fs::read_to_string(mem.join("data")).unwrap(), "in memory");
 
@@ -142,7 +145,7 @@ fn memory_empty_dir_is_a_tmpfs_kept_across_prepares() {
         None::<&str>,
     )
     .unwrap();
-    cleanup(&dirs.pod_dir).unwrap();
+    cleanup(&Kernel, &dirs.pod_dir).unwrap();
     assert!(tmpfs(&mem).is_empty());
     assert!(!dirs.pod_dir.exists());
 }
@@ -152,7 +155,9 @@ fn empty_dir_errors() {
     let dirs = dirs();
     let prepare_with = |volume: &str| {
         let pod = pod(&format!("spec: {{volumes: [{volume}], containers: []}}"));
-        prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap_err().to_string()
+        prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default())
+            .unwrap_err()
+            .to_string()
     };
     let error = prepare_with("{name: huge, emptyDir: {medium: HugePages}}");
     assert!(error.contains("volume \"huge\": emptyDir medium \"HugePages\""), "{error}");
@@ -168,7 +173,7 @@ fn check_host_path(path: &Path, kind: &str) -> Result<()> {
         "spec: {{volumes: [{{name: h, hostPath: {{path: '{}', type: '{kind}'}}}}], containers: []}}",
         path.display()
     ));
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).map(drop)
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).map(drop)
 }
 
 #[test]
@@ -217,7 +222,7 @@ fn missing_host_resolv_conf_gives_an_empty_file() {
         resolv_conf: Some(dirs.pod_dir.join("absent")),
         ..spec::NodeDns::default()
     };
-    prepare(&dirs.pod_dir, &pod, &[], &absent, &Resolved::default()).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &absent, &Resolved::default()).unwrap();
     assert_eq!(std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(), "");
 }
 
@@ -228,7 +233,7 @@ fn k2_cluster_dns_makes_the_cluster_file() {
     let dns =
         spec::NodeDns { cluster_dns: vec!["10.96.0.10".parse().unwrap()], ..dirs.dns.clone() };
     let pod = pod("spec: {containers: []}");
-    let events = prepare(&dirs.pod_dir, &pod, &[], &dns, &Resolved::default()).unwrap();
+    let events = prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dns, &Resolved::default()).unwrap();
     assert_eq!(events, []);
     assert_eq!(
         std::fs::read_to_string(dirs.pod_dir.join(RESOLV_CONF)).unwrap(),
@@ -240,7 +245,8 @@ fn k2_cluster_dns_makes_the_cluster_file() {
 fn resolv_conf_errors_are_reported() {
     let dirs = dirs();
     let pod = pod("spec: {dnsPolicy: None, containers: []}");
-    let error = prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap_err();
+    let error =
+        prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &Resolved::default()).unwrap_err();
     assert!(matches!(error, Error::Dns(spec::Error::DnsNoNameserver { .. })));
 }
 
@@ -293,7 +299,13 @@ mod claims {
 
     fn set_up(dirs: &Dirs, pod: &Pod, resolved: &Resolved) -> Result<BTreeMap<String, Claimed>> {
         let labels = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "node1".to_owned())]);
-        set_up_claims(&dirs.pod_dir, pod, resolved, Node { name: "node1", labels: &labels })
+        set_up_claims(
+            &Kernel,
+            &dirs.pod_dir,
+            pod,
+            resolved,
+            Node { name: "node1", labels: &labels },
+        )
     }
 
     #[test]
@@ -361,12 +373,16 @@ mod claims {
         let mount = dirs.pod_dir.join("volumes/kubernetes.io~local-volume/pv-1");
         assert_eq!(set["data"].path, mount);
         assert_eq!(std::fs::read_to_string(mount.join("data")).unwrap(), "kept");
-        assert!(mounts::mounted(&mount).unwrap());
+        assert!(mounts::mounted(&Kernel, &mount).unwrap());
         use std::os::unix::fs::MetadataExt as _;
         assert_eq!(std::fs::metadata(&dirs.host).unwrap().gid(), 3456, "the fsGroup's");
         set_up(&dirs, &pod, &resolved).unwrap();
-        assert_eq!(mounts::under(&mount.canonicalize().unwrap()).unwrap().len(), 1, "mounted once");
-        cleanup(&dirs.pod_dir).unwrap();
+        assert_eq!(
+            mounts::under(&Kernel, &mount.canonicalize().unwrap()).unwrap().len(),
+            1,
+            "mounted once"
+        );
+        cleanup(&Kernel, &dirs.pod_dir).unwrap();
         assert!(!dirs.pod_dir.exists());
         assert_eq!(std::fs::read_to_string(dirs.host.join("data")).unwrap(), "kept");
     }

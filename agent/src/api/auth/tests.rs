@@ -261,14 +261,17 @@ fn a_secret_file_must_be_private_to_the_agents_user() {
 
 #[test]
 fn a_secret_file_of_another_user_is_refused() {
-    // /etc/passwd is root's: a refusal for anyone else, and for root its mode (644).
-    let error = check_private("--token-file", Path::new("/etc/passwd")).unwrap_err();
-    if nix::unistd::geteuid().is_root() {
-        assert!(matches!(error, Error::SecretMode { .. }), "{error}");
-    } else {
-        assert!(matches!(error, Error::SecretOwner { .. }), "{error}");
-        assert!(error.to_string().contains("chown"), "{error}");
-    }
+    // Whoever runs the test: root's 0644 file is someone else's for an agent of uid 1000,
+    // and too open for one running as root.
+    let passwd = Path::new("/etc/passwd");
+    let error = judge_private("--token-file", passwd, (0, 0o100_644), 1000).unwrap_err();
+    assert!(matches!(error, Error::SecretOwner { owner: 0, euid: 1000, .. }), "{error}");
+    assert!(error.to_string().contains("chown"), "{error}");
+    let error = judge_private("--token-file", passwd, (0, 0o100_644), 0).unwrap_err();
+    assert!(matches!(error, Error::SecretMode { mode: 0o644, .. }), "{error}");
+    judge_private("--token-file", passwd, (0, 0o100_600), 0).unwrap();
+    // The real file is refused, for either reason.
+    assert!(check_private("--token-file", passwd).is_err());
 }
 
 /// N3: every streaming endpoint (exec, attach, port-forward) and `/run` is a write.

@@ -471,7 +471,8 @@ fn resolve(settings: Settings, dry_run: bool) -> Result<Config, Error> {
     let manifests = config.sources.manifest_dir.display();
     info!(node = %config.node.name, %manifests, dry_run, "starting");
     if !dry_run {
-        let pid1 = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+        let pid1 =
+            host::Host::proc_pid_text(&host::Kernel, host::Pid::INIT, "comm").unwrap_or_default();
         config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
     }
     let images_dir = config.pods.images_dir.as_deref();

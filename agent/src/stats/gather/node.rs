@@ -13,17 +13,18 @@ use outpost_core::stats::summary::{
 };
 
 use super::Context;
-use crate::runtime::cgroups::{Hierarchy, Usage};
+use crate::host::Pid;
+use crate::runtime::cgroups::{CGROUP_ROOT, Hierarchy, Usage};
 
 /// `/proc/stat`'s tick rate (`USER_HZ`): 100 on every Linux architecture Outpost runs on.
 const USER_HZ: u64 = 100;
 
 /// The node's stats, and its memory total and CPU count (cAdvisor's machine figures).
 pub(super) fn node(context: &mut Context<'_>, time: &Time) -> (NodeStats, u64, usize) {
-    let proc = Path::new("/proc");
-    let read = |file: &str| std::fs::read_to_string(proc.join(file)).unwrap_or_default();
-    let hierarchy = Hierarchy::detect();
-    let root = hierarchy.usage("/").ok();
+    let host = context.sources.host.as_ref();
+    let read = |file: &str| host.proc(file).unwrap_or_default();
+    let hierarchy = Hierarchy::on(host, Path::new(CGROUP_ROOT));
+    let root = hierarchy.usage(host, "/").ok();
     let cpu_ns = root.and_then(|u| u.cpu_ns).or_else(|| procfs::cpu_ns(&read("stat"), USER_HZ));
     let cpu = cpu_ns.map(|ns| context.cpu("/", ns, time));
     let meminfo = read("meminfo");
@@ -78,7 +79,8 @@ pub(super) fn node(context: &mut Context<'_>, time: &Time) -> (NodeStats, u64, u
         curproc: outpost_core::node_status::machine::loadavg_tasks(&read("loadavg"))
             .and_then(|n| i64::try_from(n).ok()),
     };
-    let system_containers = system_containers(context, &hierarchy, &read("self/cgroup"), time);
+    let own_cgroup = host.proc_pid_text(Pid::Own, "cgroup").unwrap_or_default();
+    let system_containers = system_containers(context, &hierarchy, &own_cgroup, time);
     let stats = NodeStats {
         node_name: context.sources.node_name.clone(),
         system_containers,
@@ -126,9 +128,10 @@ fn system_containers(
     let mut containers = Vec::new();
     let pods = context.sources.cgroups.as_ref().map(|c| c.path(&c.layout().pods()));
     let own = procfs::own_cgroup(self_cgroup).filter(|path| path != "/");
+    let host = context.sources.host.as_ref();
     for (name, path) in [("pods", pods), ("kubelet", own)] {
         let Some(path) = path else { continue };
-        let Ok(usage) = hierarchy.usage(&path) else { continue };
+        let Ok(usage) = hierarchy.usage(host, &path) else { continue };
         containers.push(ContainerStats {
             name: name.to_owned(),
             start_time: time.clone(),

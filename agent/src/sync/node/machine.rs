@@ -1,6 +1,7 @@
-//! Reads the machine for the node status: local files and one `statvfs`, no requests.
-//! A file that cannot be read leaves its part of the status empty (a container without
-//! `/sys/class/dmi`, say) rather than stopping the report.
+//! Reads the machine for the node status: `/proc` through the node task's host, local
+//! files and one `statvfs`, no requests. A file that cannot be read leaves its part of the
+//! status empty (a container without `/sys/class/dmi`, say) rather than stopping the
+//! report.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -9,6 +10,7 @@ use outpost_core::node_status::machine::{self, go_arch};
 use outpost_core::node_status::{FsStats, PidStats, Readings};
 
 use super::Config;
+use crate::host::Host;
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -18,8 +20,14 @@ fn read_line(path: &str) -> String {
     read(path).map(|text| machine::first_line(&text)).unwrap_or_default()
 }
 
+/// The first line of `/proc/<file>`.
+fn proc_line(host: &dyn Host, file: &str) -> String {
+    host.proc(file).map(|text| machine::first_line(&text)).unwrap_or_default()
+}
+
 /// The readings now (blocking: small reads of `/proc`, `/sys` and `/etc`).
 pub fn readings(config: &Config, hostname: &str) -> Readings {
+    let host = config.host.as_ref();
     let cpus = crate::host::capacity::cpus();
     let os_image = ["/etc/os-release", "/usr/lib/os-release"]
         .into_iter()
@@ -27,13 +35,13 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         .unwrap_or_else(|| "Linux".to_owned());
     Readings {
         cpus,
-        memory: read("/proc/meminfo").and_then(|text| machine::meminfo(&text)),
+        memory: host.proc("meminfo").ok().and_then(|text| machine::meminfo(&text)),
         nodefs: nodefs(&config.state_dir),
-        pids: pids(),
+        pids: pids(host),
         machine_id: read_line("/etc/machine-id"),
         system_uuid: read_line("/sys/class/dmi/id/product_uuid"),
-        boot_id: read_line("/proc/sys/kernel/random/boot_id"),
-        kernel_version: read_line("/proc/sys/kernel/osrelease"),
+        boot_id: proc_line(host, "sys/kernel/random/boot_id"),
+        kernel_version: proc_line(host, "sys/kernel/osrelease"),
         os_image,
         architecture: go_arch(std::env::consts::ARCH).to_owned(),
         node_ip: config.node_ip,
@@ -61,8 +69,23 @@ fn nodefs(state_dir: &Path) -> Option<FsStats> {
 
 /// PIDs as kubelet counts them: the limit is the lower of `pid_max` and `threads-max`,
 /// those in use the tasks `/proc/loadavg` counts.
-fn pids() -> Option<PidStats> {
-    let max = crate::host::capacity::pid_max()?;
-    let running = machine::loadavg_tasks(&read("/proc/loadavg")?)?;
+fn pids(host: &dyn Host) -> Option<PidStats> {
+    let max = crate::host::capacity::pid_max(host)?;
+    let running = machine::loadavg_tasks(&host.proc("loadavg").ok()?)?;
     Some(PidStats { max, running })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_the_lower_limit_and_the_tasks_loadavg_counts() {
+        let host = crate::host::Recording::new();
+        assert_eq!(pids(&host), None, "nothing to read");
+        host.file("/proc/sys/kernel/pid_max", "4194304\n")
+            .file("/proc/sys/kernel/threads-max", "62000\n")
+            .file("/proc/loadavg", "0.00 0.01 0.05 1/768 4242\n");
+        assert_eq!(pids(&host), Some(PidStats { max: 62000, running: 768 }));
+    }
 }

@@ -107,8 +107,9 @@ async fn make(
         .await
         .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
     let pid_namespace = if shares_process_namespace(pod) {
-        let (dir, exe) = (namespaces_dir(pods, &uid), pods.settings.exe.clone());
-        let file = blocking(move || pid::ensure(&dir, &exe))
+        let (dir, exe, host) =
+            (namespaces_dir(pods, &uid), pods.settings.exe.clone(), pods.host.clone());
+        let file = blocking(move || pid::ensure(host.as_ref(), &dir, &exe))
             .await
             .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
         Some(file)
@@ -118,10 +119,13 @@ async fn make(
     let dev_shm = if sharing.host_ipc {
         PathBuf::from(HOST_DEV_SHM)
     } else {
-        let (dir, owned) = (pods.run_pods_dir().join(&uid).join(DEV_SHM), pod.clone());
-        blocking(move || volumes::dev_shm(&owned, &dir).map(|()| dir).map_err(Box::new))
-            .await
-            .map_err(|e| problem(SandboxReason::VolumesNotReady, describe(&e)))?
+        let (dir, owned, host) =
+            (pods.run_pods_dir().join(&uid).join(DEV_SHM), pod.clone(), pods.host.clone());
+        blocking(move || {
+            volumes::dev_shm(host.as_ref(), &owned, &dir).map(|()| dir).map_err(Box::new)
+        })
+        .await
+        .map_err(|e| problem(SandboxReason::VolumesNotReady, describe(&e)))?
     };
     let ips = network(pods, pod, &uid, namespaces.network.as_ref(), fresh).await?;
     let pod_dir = pods.pods_dir().join(&uid);
@@ -130,10 +134,14 @@ async fn make(
     let (dir, owned, pod_ips, dns) =
         (pod_dir.clone(), pod.clone(), ips.clone(), pods.settings.dns.clone());
     let (node_name, labels) = (pods.settings.node_name.clone(), pods.settings.node_labels.clone());
+    let host = pods.host.clone();
     let (claimed, dns_events) = blocking(move || {
+        let host = host.as_ref();
         let node = claims::Node { name: &node_name, labels: &labels };
-        let claimed = volumes::set_up_claims(&dir, &owned, &resolved, node).map_err(Box::new)?;
-        let events = volumes::prepare(&dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)?;
+        let claimed =
+            volumes::set_up_claims(host, &dir, &owned, &resolved, node).map_err(Box::new)?;
+        let events =
+            volumes::prepare(host, &dir, &owned, &pod_ips, &dns, &resolved).map_err(Box::new)?;
         Ok::<_, Box<volumes::Error>>((claimed, events))
     })
     .await
@@ -220,9 +228,9 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
     let mut references = projection::volume_references(pod);
     references.retain(|r| !matches!(r, projection::Reference::PersistentVolumeClaim(_)));
     let resolved = pods.settings.objects.resolve(pod, &references).await;
-    let (dir, owned) = (pods.pods_dir().join(pod::uid(pod)), pod.clone());
+    let (dir, owned, host) = (pods.pods_dir().join(pod::uid(pod)), pod.clone(), pods.host.clone());
     let errors = match tokio::task::spawn_blocking(move || {
-        volumes::refresh(&dir, &owned, &resolved)
+        volumes::refresh(host.as_ref(), &dir, &owned, &resolved)
     })
     .await
     {
@@ -245,16 +253,18 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     if let Err(e) = pods.limited(pods.cni.del(uid)).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "CNI DEL failed; the pod's address may stay allocated");
     }
-    let ns_dir = namespaces_dir(pods, uid);
-    if let Err(e) = blocking(move || PodNamespaces::remove(&ns_dir)).await {
+    let (ns_dir, host) = (namespaces_dir(pods, uid), pods.host.clone());
+    if let Err(e) = blocking(move || PodNamespaces::remove(host.as_ref(), &ns_dir)).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's namespaces");
     }
-    let run_dir = pods.run_pods_dir().join(uid);
-    if let Err(e) = blocking(move || volumes::cleanup(&run_dir).map_err(Box::new)).await {
+    let (run_dir, host) = (pods.run_pods_dir().join(uid), pods.host.clone());
+    let cleanup = move || volumes::cleanup(host.as_ref(), &run_dir).map_err(Box::new);
+    if let Err(e) = blocking(cleanup).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's run directory");
     }
-    let pod_dir = pods.pods_dir().join(uid);
-    if let Err(e) = blocking(move || volumes::cleanup(&pod_dir).map_err(Box::new)).await {
+    let (pod_dir, host) = (pods.pods_dir().join(uid), pods.host.clone());
+    let cleanup = move || volumes::cleanup(host.as_ref(), &pod_dir).map_err(Box::new);
+    if let Err(e) = blocking(cleanup).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's directory");
     }
     let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
@@ -266,8 +276,9 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
 /// The finished pod's emptyDir volumes go (memory-backed ones unmounted), so what an
 /// evicted pod filled is given back; the rest of its sandbox stays until it is removed.
 pub async fn release_volumes(pods: &Pods, uid: &str) {
-    let empty_dirs = pods.pods_dir().join(uid).join(volumes::EMPTY_DIR);
-    match blocking(move || volumes::cleanup(&empty_dirs).map_err(Box::new)).await {
+    let (empty_dirs, host) =
+        (pods.pods_dir().join(uid).join(volumes::EMPTY_DIR), pods.host.clone());
+    match blocking(move || volumes::cleanup(host.as_ref(), &empty_dirs).map_err(Box::new)).await {
         Ok(()) => tracing::info!(pod.uid = uid, "the finished pod's emptyDir volumes are removed"),
         Err(e) => {
             tracing::warn!(

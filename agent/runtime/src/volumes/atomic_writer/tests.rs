@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use outpost_host::{Kernel, Recording};
+
 use super::*;
 use crate::spec::projection::File;
 
@@ -38,7 +40,7 @@ fn v1_kubelets_layout() {
     let (_scratch, dir) = volume();
     let files =
         payload(&[("app.conf", "a=1", 0o644), ("tls/key", "k", 0o400), ("tls/crt", "c", 0o644)]);
-    assert!(write(&dir, &files, None).unwrap());
+    assert!(write(&Kernel, &dir, &files, None).unwrap());
 
     let data = data_dir(&dir);
     let name = data.to_str().unwrap();
@@ -59,14 +61,14 @@ fn v1_kubelets_layout() {
 fn v1_an_equal_payload_writes_nothing() {
     let (_scratch, dir) = volume();
     let files = payload(&[("a", "1", 0o644), ("d/b", "2", 0o600)]);
-    assert!(write(&dir, &files, None).unwrap());
+    assert!(write(&Kernel, &dir, &files, None).unwrap());
     let before = data_dir(&dir);
-    assert!(!write(&dir, &files, None).unwrap());
+    assert!(!write(&Kernel, &dir, &files, None).unwrap());
     assert_eq!(data_dir(&dir), before);
 
     // A lost symlink is put back without a rewrite.
     fs::remove_file(dir.join("a")).unwrap();
-    assert!(!write(&dir, &files, None).unwrap());
+    assert!(!write(&Kernel, &dir, &files, None).unwrap());
     assert_eq!(fs::read_to_string(dir.join("a")).unwrap(), "1");
 
     // A mode, a content or a path change rewrites.
@@ -75,20 +77,24 @@ fn v1_an_equal_payload_writes_nothing() {
         payload(&[("a", "1", 0o640), ("d/b", "3", 0o600)]),
         payload(&[("a", "1", 0o640), ("d/b", "3", 0o600), ("c", "", 0o644)]),
     ] {
-        assert!(write(&dir, &changed, None).unwrap());
+        assert!(write(&Kernel, &dir, &changed, None).unwrap());
     }
 }
 
 #[test]
 fn v1_an_update_swaps_data_and_removes_what_went() {
     let (_scratch, dir) = volume();
-    assert!(write(&dir, &payload(&[("a", "1", 0o644), ("old", "x", 0o644)]), None).unwrap());
+    assert!(
+        write(&Kernel, &dir, &payload(&[("a", "1", 0o644), ("old", "x", 0o644)]), None).unwrap()
+    );
     let first = data_dir(&dir);
     // Not the writer's: kept.
     fs::write(dir.join("mine"), "kept").unwrap();
     symlink("/etc/hostname", dir.join("elsewhere")).unwrap();
 
-    assert!(write(&dir, &payload(&[("a", "2", 0o644), ("new", "y", 0o644)]), None).unwrap());
+    assert!(
+        write(&Kernel, &dir, &payload(&[("a", "2", 0o644), ("new", "y", 0o644)]), None).unwrap()
+    );
     let second = data_dir(&dir);
     assert_ne!(first, second);
     assert!(!dir.join(&first).exists(), "the old directory goes");
@@ -98,7 +104,7 @@ fn v1_an_update_swaps_data_and_removes_what_went() {
     assert_eq!(names(&dir), [second, "..data", "a", "elsewhere", "mine", "new"]);
 
     // An empty payload (an optional object now absent) empties the volume.
-    assert!(write(&dir, &Payload::new(), None).unwrap());
+    assert!(write(&Kernel, &dir, &Payload::new(), None).unwrap());
     let third = data_dir(&dir);
     assert_eq!(names(&dir), [third.to_str().unwrap(), "..data", "elsewhere", "mine"]);
     assert!(names(&dir.join(&third)).is_empty());
@@ -109,7 +115,7 @@ fn v1_leftovers_of_a_crash_are_cleaned() {
     let (_scratch, dir) = volume();
     fs::create_dir(dir.join("..2020_01_01_00_00_00.000000001")).unwrap();
     symlink("..2020_01_01_00_00_00.000000001", dir.join(DATA_TMP)).unwrap();
-    assert!(write(&dir, &payload(&[("a", "1", 0o644)]), None).unwrap());
+    assert!(write(&Kernel, &dir, &payload(&[("a", "1", 0o644)]), None).unwrap());
     let data = data_dir(&dir);
     assert_eq!(names(&dir), [data.to_str().unwrap(), "..data", "a"]);
 }
@@ -118,32 +124,42 @@ fn v1_leftovers_of_a_crash_are_cleaned() {
 fn v1_a_file_that_changed_behind_the_writer_is_rewritten() {
     let (_scratch, dir) = volume();
     let files = payload(&[("a", "1", 0o644)]);
-    write(&dir, &files, None).unwrap();
+    write(&Kernel, &dir, &files, None).unwrap();
     let data = dir.join(data_dir(&dir));
     fs::write(data.join("a"), "tampered").unwrap();
-    assert!(write(&dir, &files, None).unwrap());
+    assert!(write(&Kernel, &dir, &files, None).unwrap());
     assert_eq!(fs::read_to_string(dir.join("a")).unwrap(), "1");
     fs::write(dir.join(data_dir(&dir)).join("extra"), "x").unwrap();
-    assert!(write(&dir, &files, None).unwrap(), "a file not in the payload");
+    assert!(write(&Kernel, &dir, &files, None).unwrap(), "a file not in the payload");
 }
 
 #[test]
 fn v1_fs_group_gets_read_access() {
-    if !nix::unistd::geteuid().is_root() {
-        return;
-    }
+    // The lchowns go to the recording host (no root needed). The group is this process's
+    // own, which its files have already: the writer's check of the group holds on disk.
+    let host = Recording::new();
+    let group = nix::unistd::getegid().as_raw();
     let (_scratch, dir) = volume();
     let files = payload(&[("token", "t", 0o600), ("d/ca.crt", "c", 0o644)]);
-    assert!(write(&dir, &files, Some(4242)).unwrap());
-    let stat = |path: &Path| {
-        let metadata = fs::symlink_metadata(path).unwrap();
-        (metadata.gid(), metadata.mode() & 0o7777)
-    };
+    assert!(write(&host, &dir, &files, Some(group)).unwrap());
     let data = dir.join(data_dir(&dir));
-    assert_eq!(stat(&data.join("token")), (4242, 0o640));
-    assert_eq!(stat(&data.join("d/ca.crt")), (4242, 0o644));
-    assert_eq!(stat(&data.join("d")), (4242, 0o2755));
-    assert_eq!(stat(&data), (4242, 0o2755));
-    assert_eq!(stat(&dir.join("token")).0, 4242, "the symlinks too");
-    assert!(!write(&dir, &files, Some(4242)).unwrap(), "stable with the group's bits");
+    assert_eq!(mode(&data.join("token")), 0o640);
+    assert_eq!(mode(&data.join("d/ca.crt")), 0o644);
+    assert_eq!(mode(&data.join("d")), 0o2755);
+    assert_eq!(mode(&data), 0o2755);
+    let given: Vec<PathBuf> = host.lchowns().into_iter().map(|(path, _, _)| path).collect();
+    let expected = [
+        data.clone(),
+        data.join("d"),
+        data.join("d/ca.crt"),
+        data.join("token"),
+        dir.join(DATA_TMP),
+        // The symlinks too.
+        dir.join("d"),
+        dir.join("token"),
+    ];
+    assert_eq!(given, expected);
+    assert!(host.lchowns().iter().all(|(_, uid, gid)| (*uid, *gid) == (None, Some(group))));
+    assert!(!write(&host, &dir, &files, Some(group)).unwrap(), "stable with the group's bits");
+    assert_eq!(host.lchowns().len(), expected.len(), "nothing given again");
 }

@@ -1,4 +1,7 @@
 use std::os::unix::fs::symlink;
+use std::path::PathBuf;
+
+use outpost_host::Recording;
 
 use super::*;
 
@@ -6,14 +9,15 @@ fn at() -> Subject {
     Subject { pod: "default/p".to_owned(), container: None }
 }
 
-fn stat(path: &Path) -> (u32, u32) {
-    let metadata = fs::symlink_metadata(path).unwrap();
-    (metadata.gid(), metadata.mode() & 0o7777)
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().mode() & 0o7777
 }
 
-/// chown to another group needs root (CAP_CHOWN).
-fn root() -> bool {
-    nix::unistd::geteuid().is_root()
+/// The paths given to a group (the recording host's `lchown`s), sorted, and that group.
+fn given(host: &Recording) -> Vec<(PathBuf, Option<u32>)> {
+    let mut given: Vec<_> = host.lchowns().into_iter().map(|(path, _, gid)| (path, gid)).collect();
+    given.sort();
+    given
 }
 
 /// A volume with a file, a subdirectory and a symlink to a file outside it.
@@ -34,31 +38,34 @@ fn volume() -> (tempfile::TempDir, std::path::PathBuf) {
 
 #[test]
 fn every_file_gets_the_group_and_directories_setgid() {
-    if !root() {
-        return;
-    }
+    let host = Recording::new();
     let (scratch, dir) = volume();
-    set(&at(), &dir, 4242, None, Access::ReadWrite).unwrap();
-    assert_eq!(stat(&dir), (4242, 0o2777));
-    assert_eq!(stat(&dir.join("sub")), (4242, 0o2770));
-    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660));
-    assert_eq!(stat(&dir.join("link")).0, 4242, "the link itself is re-grouped");
-    assert_eq!(stat(&scratch.path().join("outside")), (0, 0o600), "its target is untouched");
+    set(&host, &at(), &dir, 4242, None, Access::ReadWrite).unwrap();
+    let expected = [dir.clone(), dir.join("link"), dir.join("sub"), dir.join("sub/data")];
+    // The link itself is re-grouped; its target is not.
+    assert_eq!(given(&host), expected.map(|path| (path, Some(4242))));
+    assert_eq!(mode(&dir), 0o2777);
+    assert_eq!(mode(&dir.join("sub")), 0o2770);
+    assert_eq!(mode(&dir.join("sub/data")), 0o660);
+    assert_eq!(mode(&scratch.path().join("outside")), 0o600, "the link's target is untouched");
 }
 
 #[test]
 fn on_root_mismatch_skips_a_volume_whose_root_matches() {
-    if !root() {
-        return;
-    }
+    // This process's own group: the root's group matches on disk once its bits do.
+    let group = nix::unistd::getegid().as_raw();
+    let host = Recording::new();
     let (_scratch, dir) = volume();
-    set(&at(), &dir, 4242, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
-    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660), "a mismatched root: changed");
+    set(&host, &at(), &dir, group, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
+    assert_eq!(mode(&dir.join("sub/data")), 0o660, "a mismatched root: changed");
+    assert_eq!(given(&host).len(), 4);
     fs::set_permissions(dir.join("sub/data"), fs::Permissions::from_mode(0o600)).unwrap();
-    set(&at(), &dir, 4242, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
-    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o600), "the root matches: left alone");
-    set(&at(), &dir, 4242, Some("Always"), Access::ReadWrite).unwrap();
-    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o660));
+    set(&host, &at(), &dir, group, Some("OnRootMismatch"), Access::ReadWrite).unwrap();
+    assert_eq!(mode(&dir.join("sub/data")), 0o600, "the root matches: left alone");
+    assert_eq!(given(&host).len(), 4, "nothing given again");
+    set(&host, &at(), &dir, group, Some("Always"), Access::ReadWrite).unwrap();
+    assert_eq!(mode(&dir.join("sub/data")), 0o660);
+    assert_eq!(given(&host).len(), 8);
 }
 
 #[test]
@@ -76,13 +83,12 @@ fn root_mismatch_checks_group_bits_and_setgid() {
 
 #[test]
 fn v1_a_read_only_volume_gets_read_bits_only() {
-    if !root() {
-        return;
-    }
+    let host = Recording::new();
     let (_scratch, dir) = volume();
-    set(&at(), &dir, 4242, None, Access::ReadOnly).unwrap();
-    assert_eq!(stat(&dir.join("sub")), (4242, 0o2750));
-    assert_eq!(stat(&dir.join("sub/data")), (4242, 0o640));
+    set(&host, &at(), &dir, 4242, None, Access::ReadOnly).unwrap();
+    assert_eq!(given(&host).len(), 4);
+    assert_eq!(mode(&dir.join("sub")), 0o2750);
+    assert_eq!(mode(&dir.join("sub/data")), 0o640);
     assert_eq!(read_only_mode(0o400, false), 0o440);
     assert_eq!(read_only_mode(0o755, true), 0o2755);
     assert_eq!(read_only_mode(0o700, true), 0o2750);

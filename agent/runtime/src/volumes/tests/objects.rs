@@ -6,6 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
+use outpost_host::Kernel;
+
 use super::super::*;
 use super::{Dirs, dirs, mode, pod, root};
 use crate::spec::projection::{Object, Reference, Resolution};
@@ -53,7 +55,7 @@ spec:
 fn prepared(resolved: &Resolved) -> (Dirs, Pod) {
     let dirs = dirs();
     let pod = pod(CONFIG);
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, resolved).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, resolved).unwrap();
     (dirs, pod)
 }
 
@@ -85,7 +87,7 @@ fn v1_refresh_updates_in_place_and_keeps_content_it_cannot_replace() {
 
     let edited =
         resolved(vec![config_map("app", &[("one.conf", "2")]), config_map("maybe", &[("x", "y")])]);
-    refresh(&dirs.pod_dir, &pod, &edited).unwrap();
+    refresh(&Kernel, &dirs.pod_dir, &pod, &edited).unwrap();
     assert_eq!(read(&cfg.join("one.conf")), "2");
 
     // The required one deleted, the optional one too: kubelet keeps the first and empties
@@ -94,7 +96,7 @@ fn v1_refresh_updates_in_place_and_keeps_content_it_cannot_replace() {
         absent(Reference::ConfigMap("app".to_owned())),
         absent(Reference::ConfigMap("maybe".to_owned())),
     ]);
-    let errors = refresh(&dirs.pod_dir, &pod, &deleted).unwrap_err();
+    let errors = refresh(&Kernel, &dirs.pod_dir, &pod, &deleted).unwrap_err();
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(
         messages,
@@ -105,22 +107,23 @@ fn v1_refresh_updates_in_place_and_keeps_content_it_cannot_replace() {
     assert!(!opt.join("x").exists());
 
     std::fs::remove_dir_all(&dirs.pod_dir).unwrap();
-    refresh(&dirs.pod_dir, &pod, &edited).unwrap();
+    refresh(&Kernel, &dirs.pod_dir, &pod, &edited).unwrap();
     assert!(!dirs.pod_dir.exists(), "a pod that is not set up is left alone");
 }
 
 #[test]
 fn v1_a_missing_required_object_fails_the_set_up_with_kubelets_message() {
     let dirs = dirs();
-    let error =
-        prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &Resolved::default()).unwrap_err();
+    let error = prepare(&Kernel, &dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &Resolved::default())
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap default/app: not \
          fetched yet"
     );
     let missing = resolved(vec![absent(Reference::ConfigMap("app".to_owned()))]);
-    let error = prepare(&dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &missing).unwrap_err();
+    let error =
+        prepare(&Kernel, &dirs.pod_dir, &pod(CONFIG), &[], &dirs.dns, &missing).unwrap_err();
     assert_eq!(
         error.to_string(),
         "MountVolume.SetUp failed for volume \"cfg\" : configmap \"app\" not found"
@@ -144,26 +147,29 @@ fn v1_secrets_live_on_a_tmpfs_given_to_the_fs_group() {
     let dirs = dirs();
     let pod = pod(SECRET);
     let objects = resolved(vec![secret("db", &[("password", "hunter2")])]);
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
     let creds = dirs.pod_dir.join("volumes/kubernetes.io~secret/creds");
-    assert!(mounts::mounted(&creds).unwrap());
+    assert!(mounts::mounted(&Kernel, &creds).unwrap());
     assert_eq!(read(&creds.join("password")), "hunter2");
     let file = std::fs::metadata(creds.join("password")).unwrap();
     assert_eq!((file.gid(), file.mode() & 0o7777), (4242, 0o440));
     assert_eq!(mode(&creds), 0o3777, "tmpfs's 1777, with the group's setgid");
 
     // Across agent restarts: kept, not mounted twice.
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
-    assert_eq!(super::super::mounts::under(&creds.canonicalize().unwrap()).unwrap().len(), 1);
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
+    assert_eq!(
+        super::super::mounts::under(&Kernel, &creds.canonicalize().unwrap()).unwrap().len(),
+        1
+    );
 
     // After a reboot (no tmpfs): refresh leaves it to the set-up, which mounts it again.
     nix::mount::umount(&creds).unwrap();
-    refresh(&dirs.pod_dir, &pod, &objects).unwrap();
+    refresh(&Kernel, &dirs.pod_dir, &pod, &objects).unwrap();
     assert!(!creds.join("password").exists(), "never written to the disk");
-    prepare(&dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
-    assert!(mounts::mounted(&creds).unwrap());
+    prepare(&Kernel, &dirs.pod_dir, &pod, &[], &dirs.dns, &objects).unwrap();
+    assert!(mounts::mounted(&Kernel, &creds).unwrap());
     assert_eq!(read(&creds.join("password")), "hunter2");
-    cleanup(&dirs.pod_dir).unwrap();
+    cleanup(&Kernel, &dirs.pod_dir).unwrap();
 }
 
 #[test]
@@ -185,7 +191,7 @@ fn v1_a_sub_path_bind_keeps_the_file_of_the_container_start() {
         .unwrap();
     let edited =
         resolved(vec![config_map("app", &[("one.conf", "second")]), config_map("maybe", &[])]);
-    let refreshed = refresh(&dirs.pod_dir, &pod, &edited);
+    let refreshed = refresh(&Kernel, &dirs.pod_dir, &pod, &edited);
     let seen = read(&target);
     nix::mount::umount(&target).unwrap();
     refreshed.unwrap();
