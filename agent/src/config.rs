@@ -190,7 +190,7 @@ impl Config {
         let api = resolve_api(&mut s)?;
         let certificates = resolve_certificates(&mut s, &api)?;
         let sources = resolve_sources(&mut s, &api.auth)?;
-        let containerd = resolve_containerd(&mut s, &node);
+        let containerd = resolve_containerd(&mut s);
         let pods = resolve_pods(&mut s, &node)?;
         Ok(Config {
             node,
@@ -338,7 +338,7 @@ fn resolve_sources(s: &mut Settings, auth: &api::Auth) -> Result<sources::Config
 }
 
 /// Who runs containerd, its socket and namespace.
-fn resolve_containerd(s: &mut Settings, node: &Node) -> containerd::Config {
+fn resolve_containerd(s: &mut Settings) -> containerd::Config {
     containerd::Config {
         mode: s.containerd.unwrap_or(DEFAULT_CONTAINERD),
         socket: s.containerd_socket.take().unwrap_or_else(|| DEFAULT_CONTAINERD_SOCKET.into()),
@@ -347,8 +347,6 @@ fn resolve_containerd(s: &mut Settings, node: &Node) -> containerd::Config {
             .take()
             .unwrap_or_else(|| crate::runtime::containerd::NAMESPACE.to_owned()),
         shim_grouping: s.shim_grouping.unwrap_or(DEFAULT_SHIM_GROUPING),
-        state_dir: node.state_dir.clone(),
-        run_dir: node.run_dir.clone(),
     }
 }
 

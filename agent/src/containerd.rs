@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::config::node::Node;
 use crate::config::values::ShimGrouping;
 use crate::error_chain::describe;
 use crate::runtime::Containerd;
@@ -31,43 +32,41 @@ pub use crate::config::containerd::Config;
 /// How long the managed containerd may take to stop at the agent's exit.
 const MANAGED_STOP: Duration = Duration::from_secs(30);
 
-/// Where containerd is: its socket, or the binary the agent runs it with.
+/// Where containerd is: its socket, or how the agent runs it.
 #[derive(Debug, Clone)]
 pub struct Placement {
-    choice: Choice,
-    /// The `containerd` binary, for [`Choice::Managed`].
-    binary: PathBuf,
+    /// The managed containerd's options; `None`: an external one's socket.
+    managed: Option<managed::Options>,
 }
 
 impl Placement {
-    /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary).
-    pub fn choose(config: &Config) -> Placement {
+    /// `--containerd`: connect to a socket, or run containerd ourselves (with its binary):
+    /// its data under the node's state dir, its sockets under its run dir.
+    pub fn choose(config: &Config, node: &Node) -> Placement {
         let binary = managed::find_binary();
         let choice =
             managed::choose(config.mode.choice(), config.socket.exists(), binary.is_some());
-        // Without a binary, starting it fails with the error that says so.
-        Placement { choice, binary: binary.unwrap_or_else(|| PathBuf::from("containerd")) }
+        let managed = (choice == Choice::Managed).then(|| {
+            // Without a binary, starting it fails with the error that says so.
+            let binary = binary.unwrap_or_else(|| PathBuf::from("containerd"));
+            let mut options = managed::Options::new(binary, &node.state_dir);
+            options.run_dir = node.run_dir.join("containerd");
+            options
+        });
+        Placement { managed }
     }
 
     /// The socket the agent connects to.
     pub fn socket(&self, config: &Config) -> PathBuf {
-        match self.choice {
-            Choice::External => config.socket.clone(),
-            Choice::Managed => self.managed_options(config).socket(),
+        match &self.managed {
+            None => config.socket.clone(),
+            Some(options) => options.socket(),
         }
     }
 
     /// Whether the agent runs containerd itself.
     pub fn is_managed(&self) -> bool {
-        self.choice == Choice::Managed
-    }
-
-    /// The managed containerd's options: its data under the state dir, sockets under the
-    /// run dir.
-    fn managed_options(&self, config: &Config) -> managed::Options {
-        let mut options = managed::Options::new(self.binary.clone(), &config.state_dir);
-        options.run_dir = config.run_dir.join("containerd");
-        options
+        self.managed.is_some()
     }
 }
 
@@ -106,9 +105,7 @@ impl Config {
     /// (retrying until it answers), announces it, and at the agent's exit stops the
     /// managed containerd (its containers keep running: shims outlive containerd).
     pub fn build(self, placement: &Placement, deps: Deps) -> (Connection, Task) {
-        let managed =
-            (placement.choice == Choice::Managed).then(|| placement.managed_options(&self));
-        connect(self, managed, deps)
+        connect(self, placement.managed.clone(), deps)
     }
 }
 

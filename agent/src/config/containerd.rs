@@ -15,8 +15,4 @@ pub struct Config {
     /// The containerd namespace of the agent's containers and images.
     pub namespace: String,
     pub shim_grouping: ShimGrouping,
-    /// The managed containerd's data go under it.
-    pub state_dir: PathBuf,
-    /// The managed containerd's sockets, exec and IO files go under it.
-    pub run_dir: PathBuf,
 }

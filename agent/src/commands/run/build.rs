@@ -243,7 +243,8 @@ fn runtime_side(
     tasks: &mut Vec<Task>,
 ) -> Result<(Option<Placement>, Option<Task>), Error> {
     let containerd_runs = matches!(pod_runtime, PodRuntimeChoice::Containerd);
-    let placement = (!dry_run && containerd_runs).then(|| Placement::choose(&config.containerd));
+    let placement =
+        (!dry_run && containerd_runs).then(|| Placement::choose(&config.containerd, &config.node));
     let containerd = match (&placement, pod_runtime) {
         (Some(placement), PodRuntimeChoice::Containerd) => {
             let (containerd, pod_tasks) =
