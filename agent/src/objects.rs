@@ -36,13 +36,13 @@ mod watches;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::claims::Claims;
 use outpost_core::pod::{self, FullName};
+use outpost_core::pod_worker::Answers;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::debug;
 
@@ -54,13 +54,7 @@ use crate::checkpoint::Checkpoints;
 use crate::runtime::spec::claims;
 use crate::runtime::spec::projection::{self, Object, Reference, Resolution, Resolved};
 use crate::runtime::spec::services::ServiceEnv;
-
-pub use self::services::NOT_READ as SERVICES_NOT_READ;
-
-/// How long a lookup of an object not yet answered waits for its first list, when the
-/// API server is reachable (kubelet's watch-based manager waits a second; a little more
-/// here, since the list starts only when the pod claims it).
-const FIRST_ANSWER: Duration = Duration::from_secs(5);
+pub use outpost_core::pod_worker::objects::SERVICES_NOT_READ;
 
 /// The kinds of object watched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -150,8 +144,6 @@ struct Inner {
     client: ApiClient,
     checkpoints: Checkpoints,
     state: Mutex<State>,
-    /// Woken at every answer of a watch (lookups wait for first answers on it).
-    answered: Notify,
     /// One checkpoint write at a time, each of the state as it is then.
     saving: tokio::sync::Mutex<()>,
     changes: mpsc::UnboundedSender<FullName>,
@@ -175,7 +167,6 @@ impl Objects {
             client,
             checkpoints,
             state: Mutex::new(state),
-            answered: Notify::new(),
             saving: tokio::sync::Mutex::new(()),
             changes: tx,
         };
@@ -253,9 +244,26 @@ impl Objects {
         }
     }
 
-    /// What `references` of `pod` resolve to now. An object not answered yet is waited
-    /// for (a few seconds) when the API server is reachable; a token is requested when
-    /// there is none or it is due for refresh (the old one is kept if that fails).
+    /// V1, K1: what has been answered of what `pod` claimed, for its worker to decide what
+    /// waits ([`outpost_core::pod_worker::objects`]): every ConfigMap and Secret found or
+    /// known absent, the Services of its variables read (an API pod's: a static pod's
+    /// are what is known), and whether the API server answers. Everything, without one.
+    pub fn answers(&self, pod: &Pod) -> Answers {
+        let Some(inner) = &self.0 else { return Answers::ALL };
+        let state = lock(&inner.state);
+        let base = state.pods.get(pod::uid(pod)).map(|claimant| &claimant.base);
+        let objects =
+            base.into_iter().flatten().filter(|key| key.kind.is_watched()).all(|key| {
+                matches!(state.objects.get(key), Some(Known::Present(_) | Known::Absent))
+            });
+        let services = is_static(pod) || state.services.read(&services::scopes(pod));
+        Answers { objects, services, reachable: inner.client.connectivity().is_reachable() }
+    }
+
+    /// What `references` of `pod` resolve to now: an object not answered yet is
+    /// unavailable (its worker waited for the answer, [`Objects::answers`]); a token is
+    /// requested when there is none or it is due for refresh (the old one is kept if
+    /// that fails).
     pub async fn resolve(&self, pod: &Pod, references: &BTreeSet<Reference>) -> Resolved {
         let Some(inner) = &self.0 else {
             let why = "no API server is configured (--kubeconfig)";
@@ -294,44 +302,44 @@ impl Objects {
         Resolved(resolved)
     }
 
-    /// K1: the Service variables of `pod`'s containers: an API pod's wait for their
-    /// Services to have been read ([`SERVICES_NOT_READ`] otherwise, kubelet's
-    /// `CreateContainerConfigError`), a static pod's are what is known. None without an
-    /// API server, as kubelet without one.
-    pub async fn service_env(&self, pod: &Pod) -> Result<ServiceEnv, String> {
+    /// K1: the Service variables of `pod`'s containers: an API pod's once their Services
+    /// were read (kubelet's [`SERVICES_NOT_READ`] before: its worker waited for them and
+    /// fails the start itself), a static pod's what is known. None without an API
+    /// server, as kubelet without one.
+    pub fn service_env(&self, pod: &Pod) -> Result<ServiceEnv, &'static str> {
         let Some(inner) = &self.0 else { return Ok(ServiceEnv::new()) };
-        let annotations = pod.metadata.annotations.as_ref();
-        let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
-        let is_static = source != Some(pod::Source::Api.config_source());
-        inner.service_env(pod, is_static).await
+        let state = lock(&inner.state);
+        if !is_static(pod) && !state.services.read(&services::scopes(pod)) {
+            return Err(SERVICES_NOT_READ);
+        }
+        Ok(state.services.env(pod))
     }
 }
 
+/// Not an API pod: its Services are what is known, nothing is waited for (K1).
+fn is_static(pod: &Pod) -> bool {
+    let annotations = pod.metadata.annotations.as_ref();
+    let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
+    source != Some(pod::Source::Api.config_source())
+}
+
 impl Inner {
-    /// What is known of `key`: a watched object's, waiting a little for its first answer;
-    /// a claim's or a volume's, read now.
+    /// What is known of `key`: a watched object's as answered so far; a claim's or a
+    /// volume's, read now.
     async fn object(self: &Arc<Self>, key: &Key) -> Resolution {
         if !key.kind.is_watched() {
             return self.fetch(key).await;
         }
-        let deadline = tokio::time::Instant::now() + FIRST_ANSWER;
-        loop {
-            let answered = self.answered.notified();
-            let known = lock(&self.state).objects.get(key).cloned();
-            match known {
-                Some(Known::Present(object)) => return Resolution::Found(object),
-                Some(Known::Absent) => return Resolution::Absent,
-                _ => {}
+        let known = lock(&self.state).objects.get(key).cloned();
+        match known {
+            Some(Known::Present(object)) => Resolution::Found(object),
+            Some(Known::Absent) => Resolution::Absent,
+            _ if self.client.connectivity().is_reachable() => {
+                Resolution::Unavailable("the API server has not answered yet".to_owned())
             }
-            let reachable = self.client.connectivity().is_reachable();
-            if !reachable || tokio::time::timeout_at(deadline, answered).await.is_err() {
-                let why = if reachable {
-                    "the API server has not answered yet"
-                } else {
-                    "the API server is unreachable and the object is not cached"
-                };
-                return Resolution::Unavailable(why.to_owned());
-            }
+            _ => Resolution::Unavailable(
+                "the API server is unreachable and the object is not cached".to_owned(),
+            ),
         }
     }
 
@@ -369,7 +377,6 @@ impl Inner {
     async fn answer(self: &Arc<Self>, key: &Key, known: Known) {
         let Some(claimants) = self.keep(key, known) else { return };
         self.save().await;
-        self.answered.notify_waiters();
         for name in claimants {
             let _ = self.changes.send(name);
         }

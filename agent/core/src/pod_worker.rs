@@ -22,6 +22,7 @@ mod adopt;
 mod exit;
 mod input;
 mod kill;
+pub mod objects;
 mod probing;
 pub mod slot;
 pub mod status;
@@ -40,9 +41,10 @@ use k8s_openapi::jiff::Timestamp;
 
 pub use self::action::{Action, Metric, Step, StopSignal};
 pub use self::input::{
-    Desired, Exit, ExitSource, Found, FoundTask, Input, RecordedExit, SandboxProblem,
+    Answers, Desired, Exit, ExitSource, Found, FoundTask, Input, RecordedExit, SandboxProblem,
     SandboxReason, StartFailure, Started,
 };
+use self::objects::ObjectsWait;
 use self::slot::{Slot, SlotState, creating};
 pub use self::slot::{Terminated, TerminatedReason, WaitingReason};
 use self::status::PodView;
@@ -139,6 +141,8 @@ struct Current {
     /// none may once the pod finished.
     gate: usize,
     sandbox: Sandbox,
+    /// What the objects' cache answered of the pod's objects, and the wait for the rest.
+    objects: ObjectsWait,
     /// An object changed while the sandbox was being set up: its volumes are written
     /// again once it is ready.
     refresh_volumes: bool,
@@ -292,6 +296,11 @@ impl PodWorker {
         self.current.as_ref().map(|c| c.uid.as_str()).or(refused)
     }
 
+    /// The current pod (the one whose sandbox and containers exist or are being made).
+    pub fn pod(&self) -> Option<&Arc<Pod>> {
+        self.current.as_ref().map(|c| &c.pod)
+    }
+
     /// The name of the container `container_id` stands for, if it is the current pod's.
     pub fn container_name(&self, container_id: &str) -> Option<&str> {
         let current = self.current.as_ref()?;
@@ -303,6 +312,11 @@ impl PodWorker {
         match input {
             Input::Desired(desired) => {
                 self.desired = desired;
+                if let (Some(current), Some(desired)) = (&mut self.current, &self.desired)
+                    && pod::uid(&desired.pod) == current.uid
+                {
+                    current.objects.told(desired.answers);
+                }
                 self.admit(now, out);
             }
             Input::SandboxReady { ips, fresh } => {
@@ -336,7 +350,7 @@ impl PodWorker {
             Input::TerminationMessage { container_id, message } => {
                 self.termination_message(&container_id, message);
             }
-            Input::ObjectsChanged => self.objects_changed(now, out),
+            Input::ObjectsChanged(answers) => self.objects_changed(answers, now, out),
             Input::Resync => {
                 // Running containers, and those a stop under way waits for: their exits
                 // may have gone by while containerd was away.
@@ -434,7 +448,11 @@ impl PodWorker {
                 }
                 current.pod = desired.pod;
                 current.source = desired.source;
-                current.sync(now, host_ip, &mut self.jitter, out);
+                let refused = current.sync(now, host_ip, &mut self.jitter, out);
+                // K1: as if the runtime had failed them (its result, decided here).
+                for (container, failure) in refused {
+                    self.start_failed(&container, failure, now, out);
+                }
             }
             return;
         }
@@ -526,14 +544,17 @@ impl PodWorker {
 
     /// V1: what waits for the pod's API objects goes on now; a set-up sandbox's volumes
     /// are written again.
-    fn objects_changed(&mut self, now: Now, out: &mut Vec<Action>) {
+    fn objects_changed(&mut self, answers: Answers, now: Now, out: &mut Vec<Action>) {
         let Some(current) = &mut self.current else { return };
+        current.objects.told(answers);
         match &mut current.sandbox {
             Sandbox::Pending { retry_at } => *retry_at = now.at,
             Sandbox::SettingUp => current.refresh_volumes = true,
             Sandbox::Ready { .. } => out.push(Action::RefreshVolumes { pod: current.pod.clone() }),
         }
+        // Those whose env waited for them: held for their answers, or refused for them.
         for slot in &mut current.slots {
+            slot.release_hold();
             if let SlotState::Waiting {
                 reason: WaitingReason::CreateContainerConfigError,
                 retry_at,

@@ -7,8 +7,9 @@
 //! A scope counts as read once a list of it has been answered, in this run or in an
 //! earlier one (the checkpoint keeps what each scope held, V3), so that an offline reboot
 //! gives pods the variables they had. An API pod's container waits for its scopes to have
-//! been read (kubelet's "services have not yet been read at least once"); a static pod's
-//! takes what is known.
+//! been read (its worker decides, on [`super::Objects::answers`]; kubelet's "services
+//! have not yet been read at least once" after the wait); a static pod's takes what is
+//! known.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,15 +22,10 @@ use outpost_core::claims::Claims;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, debug_span};
 
-use super::{FIRST_ANSWER, Inner, State};
+use super::{Inner, State};
 use crate::apiserver::lock;
 use crate::apiserver::watcher::{self, Event, WATCH_TIMEOUT_SECS, watcher};
 use crate::runtime::spec::services::{self, MASTER_NAMESPACE, MASTER_SERVICE, ServiceEnv};
-
-/// kubelet's message when its Service informer has not listed yet (a
-/// `CreateContainerConfigError`, retried).
-pub const NOT_READ: &str =
-    "services have not yet been read at least once, cannot construct envvars";
 
 /// What one list+watch follows.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -108,12 +104,12 @@ impl Services {
     }
 
     /// Whether every one of `scopes` has been read.
-    fn read(&self, scopes: &BTreeSet<Scope>) -> bool {
+    pub(super) fn read(&self, scopes: &BTreeSet<Scope>) -> bool {
         scopes.iter().all(|s| self.scopes.get(s).is_some_and(|w| w.read))
     }
 
     /// K1: the variables of `pod` from what is known of its scopes.
-    fn env(&self, pod: &Pod) -> ServiceEnv {
+    pub(super) fn env(&self, pod: &Pod) -> ServiceEnv {
         let known = scopes(pod).into_iter().filter_map(|s| self.scopes.get(&s));
         let all = known.flat_map(|w| w.services.values().map(AsRef::as_ref));
         services::service_env(namespace(pod), links(pod), all)
@@ -121,31 +117,6 @@ impl Services {
 }
 
 impl Inner {
-    /// K1: the Service variables of `pod`'s containers. An API pod's wait (a few seconds,
-    /// when the API server is reachable) for its scopes to have been read, and fail with
-    /// kubelet's [`NOT_READ`] if they are not; a static pod's are what is known.
-    pub(super) async fn service_env(
-        &self,
-        pod: &Pod,
-        is_static: bool,
-    ) -> Result<ServiceEnv, String> {
-        let needed = scopes(pod);
-        let deadline = tokio::time::Instant::now() + FIRST_ANSWER;
-        loop {
-            let answered = self.answered.notified();
-            {
-                let state = lock(&self.state);
-                if is_static || state.services.read(&needed) {
-                    return Ok(state.services.env(pod));
-                }
-            }
-            let reachable = self.client.connectivity().is_reachable();
-            if !reachable || tokio::time::timeout_at(deadline, answered).await.is_err() {
-                return Err(NOT_READ.to_owned());
-            }
-        }
-    }
-
     /// A list or watch event of `scope`, applied; checkpointed, and told to the pods
     /// that need it when it is the scope's first read (those waiting for it).
     async fn services_answer(self: &Arc<Self>, scope: &Scope, change: Change) {
@@ -176,7 +147,6 @@ impl Inner {
                 .collect::<Vec<_>>()
         };
         self.save().await;
-        self.answered.notify_waiters();
         for name in told {
             let _ = self.changes.send(name);
         }

@@ -248,8 +248,8 @@ impl PodRuntime for Pods {
         let resolved =
             self.settings.objects.resolve(pod, &projection::container_references(container)).await;
         // K1: read at each start only: a changed Service does not restart a container.
-        let services = self.settings.objects.service_env(pod).await.map_err(|message| {
-            StartFailure::new(WaitingReason::CreateContainerConfigError, message)
+        let services = self.settings.objects.service_env(pod).map_err(|message| {
+            StartFailure::new(WaitingReason::CreateContainerConfigError, message.to_owned())
         })?;
         let context = PodContext {
             pod,

@@ -162,7 +162,8 @@ impl<R: PodRuntime> Workers<R> {
             objects.claim_services(&delta.pod);
         }
         let rejected = self.admission.rejection(&uid).cloned();
-        Some(Desired { source: delta.source, pod: delta.pod, rejected })
+        let answers = objects.answers(&delta.pod);
+        Some(Desired { source: delta.source, pod: delta.pod, rejected, answers })
     }
 
     /// K4: the pods `deltas` remove or replace leave the node's admission; the new ones

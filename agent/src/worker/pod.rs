@@ -171,7 +171,10 @@ impl<R: PodRuntime> PodWorker<R> {
                 self.audit(&observed);
                 inputs.extend(kernel_input(observed));
             }
-            Message::ObjectsChanged => inputs.push_back(Input::ObjectsChanged),
+            Message::ObjectsChanged => {
+                let answers = self.core.pod().map(|pod| self.shared.objects.answers(pod));
+                inputs.push_back(Input::ObjectsChanged(answers.unwrap_or_default()));
+            }
             Message::Evict { uid, message, grace } => {
                 inputs.push_back(Input::Evict { uid, message, grace });
             }

@@ -80,6 +80,7 @@ impl PodWorker {
             seen,
             started: now.wall,
             sandbox: Sandbox::Pending { retry_at: now.at },
+            objects: super::ObjectsWait::new(desired.answers),
             refresh_volumes: false,
             volumes_released: false,
             problem: None,

@@ -20,6 +20,36 @@ pub struct Desired {
     /// K4: the node rejected the pod (kubelet's `rejectPod`): it is Failed with this
     /// reason and `Pod was rejected: <message>`, and nothing of it runs.
     pub rejected: Option<crate::node_admission::Rejection>,
+    /// What the objects' cache has answered of the objects the pod refers to.
+    pub answers: Answers,
+}
+
+/// What the node knows of the API objects a pod refers to (V1, K1), as the objects'
+/// cache tells its worker ([`super::objects`] decides what waits for them). A static
+/// pod, or a node without an API server, has all its answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answers {
+    /// Every ConfigMap and Secret the pod refers to was answered: found, or known absent.
+    pub objects: bool,
+    /// The Services its containers' variables are made of were read (K1).
+    pub services: bool,
+    /// The API server answers: what is missing may still come (offline, nothing will).
+    pub reachable: bool,
+}
+
+impl Answers {
+    /// Nothing to wait for.
+    pub const ALL: Answers = Answers { objects: true, services: true, reachable: true };
+
+    pub fn complete(self) -> bool {
+        self.objects && self.services
+    }
+}
+
+impl Default for Answers {
+    fn default() -> Answers {
+        Answers::ALL
+    }
 }
 
 /// A container an earlier run of the agent left, as the runtime lists it (its labels).
@@ -176,9 +206,10 @@ pub enum Input {
         message: String,
     },
     /// An API object the pod refers to changed (or came, or went), or a token of its
-    /// service account is due for refresh (V1): its volumes are written again, and what
-    /// waits for the objects (the sandbox's volumes, a container's env) is retried now.
-    ObjectsChanged,
+    /// service account is due for refresh (V1), with what is answered now: its volumes
+    /// are written again, and what waits for the objects (the sandbox's volumes, a
+    /// container's env) is retried now.
+    ObjectsChanged(Answers),
     /// The runtime's event stream had a gap: exits may have been missed.
     Resync,
     /// The node is under resource pressure and the eviction manager chose this pod

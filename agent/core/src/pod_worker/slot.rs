@@ -181,6 +181,8 @@ pub struct Slot {
     pub probes: Option<Probes>,
     /// The running container is being killed (and then restarted or not).
     pub kill: Option<Kill>,
+    /// Its start put off for its pod's objects (V1): when it was due, and until when.
+    held: Option<(Instant, Instant)>,
 }
 
 /// Why a running container is killed on its own (not with its pod).
@@ -236,6 +238,7 @@ impl Slot {
             post_start: false,
             probes: None,
             kill: None,
+            held: None,
         }
     }
 
@@ -260,6 +263,25 @@ impl Slot {
     }
 
     /// When the worker acts on it next (waiting for its start).
+    /// A waiting container's start put off to `at` (V1: its pod's objects are awaited).
+    pub fn hold_until(&mut self, at: Instant) {
+        if let SlotState::Waiting { retry_at, .. } = &mut self.state {
+            let due = self.held.map_or(*retry_at, |(due, _)| due);
+            self.held = Some((due, at));
+            *retry_at = at;
+        }
+    }
+
+    /// The objects came: a start put off for them is due when it was before.
+    pub fn release_hold(&mut self) {
+        let Some((due, until)) = self.held.take() else { return };
+        if let SlotState::Waiting { retry_at, .. } = &mut self.state
+            && *retry_at == until
+        {
+            *retry_at = due;
+        }
+    }
+
     pub fn due(&self) -> Option<Instant> {
         match self.state {
             SlotState::Waiting { retry_at, .. } => Some(retry_at),

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::slot::{self, KillReason, Slot, SlotKind, SlotState, creating};
+use super::objects::{Gate, Needs, ObjectsWait, SERVICES_NOT_READ};
+use super::slot::{self, KillReason, Slot, SlotKind, SlotState, WaitingReason, creating};
 use super::{
-    Action, Current, Now, PodFailure, PodFailureReason, Sandbox, container_hash, kill, probing,
+    Action, Current, Now, PodFailure, PodFailureReason, Sandbox, StartFailure, container_hash,
+    kill, probing,
 };
 use crate::event_aggregate::{EventType, reason};
 use crate::probe::Target;
@@ -23,21 +25,27 @@ pub const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the s
 impl Current {
     /// Sets up the sandbox when due; then per container in its turn: one whose spec
     /// changed is killed gracefully and recreated, a running one is probed when due, and
-    /// one due to (re)start is started.
+    /// one due to (re)start is started. Both wait for the pod's objects' first answers
+    /// ([`super::objects`]). Returns the starts refused here (K1: the Services not read),
+    /// to be failed as the runtime's would be.
     pub(super) fn sync(
         &mut self,
         now: Now,
         host_ip: Option<IpAddr>,
         jitter: &mut fastrand::Rng,
         out: &mut Vec<Action>,
-    ) {
+    ) -> Vec<(String, StartFailure)> {
         match self.sandbox {
             Sandbox::Pending { retry_at } if retry_at <= now.at => {
+                if let Gate::Until(at) = self.objects.gate(Needs::Volumes, now.at) {
+                    self.sandbox = Sandbox::Pending { retry_at: at };
+                    return Vec::new();
+                }
                 self.sandbox = Sandbox::SettingUp;
                 out.push(Action::SetUpSandbox { pod: self.pod.clone() });
-                return;
+                return Vec::new();
             }
-            Sandbox::Pending { .. } | Sandbox::SettingUp => return,
+            Sandbox::Pending { .. } | Sandbox::SettingUp => return Vec::new(),
             Sandbox::Ready { .. } => {}
         }
         let target = self.target(host_ip);
@@ -46,9 +54,10 @@ impl Current {
         if self.finished() {
             self.gate = 0;
             self.finish(&pod, target, now, out);
-            return;
+            return Vec::new();
         }
-        let mut turn = Turn { pod: &pod, target, now, jitter, out };
+        let objects = &mut self.objects;
+        let mut turn = Turn { pod: &pod, target, now, jitter, objects, refused: Vec::new(), out };
         // Init containers and sidecars, in order: each waits for the one before it; the
         // app containers wait for them all.
         let initialized = self.initialized;
@@ -76,6 +85,7 @@ impl Current {
             self.initialized = true;
         }
         self.gate = if self.initialized { self.slots.len() } else { gate.unwrap_or(0) };
+        turn.refused
     }
 
     /// The instant `activeDeadlineSeconds` runs out, if the pod has one.
@@ -204,6 +214,9 @@ struct Turn<'a, 'o> {
     target: Target,
     now: Now,
     jitter: &'o mut fastrand::Rng,
+    objects: &'o mut ObjectsWait,
+    /// Starts refused here, to be failed as the runtime's would be.
+    refused: Vec<(String, StartFailure)>,
     out: &'o mut Vec<Action>,
 }
 
@@ -252,6 +265,20 @@ impl Turn<'_, '_> {
             return;
         }
         let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
+        match self.objects.gate(Needs::Env, now.at) {
+            Gate::Until(at) => {
+                slot.hold_until(at);
+                return;
+            }
+            Gate::Go if self.objects.services_missing() => {
+                slot.state = SlotState::Starting { restart_count };
+                let reason = WaitingReason::CreateContainerConfigError;
+                let failure = StartFailure::new(reason, SERVICES_NOT_READ.to_owned());
+                self.refused.push((slot.name.clone(), failure));
+                return;
+            }
+            Gate::Go => {}
+        }
         // The container this start replaces stays as a dead container (G1): the garbage
         // collector keeps the newest ones, as kubelet does (`logs --previous` reads its log).
         if let Some(old) = slot.id.take() {

@@ -124,6 +124,7 @@ impl P {
             source: Source::File,
             pod: Arc::new(self.0.clone()),
             rejected: None,
+            answers: Answers::ALL,
         }))
     }
 }

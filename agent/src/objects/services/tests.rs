@@ -1,7 +1,9 @@
-//! K1: which Services a pod needs, the wait for them to have been read, and the
-//! checkpoint that makes Services of an earlier run count as read.
+//! K1: which Services a pod needs, what is answered of them (its worker waits on that),
+//! and the checkpoint that makes Services of an earlier run count as read.
 
 use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+
+use outpost_core::pod_worker::Answers;
 
 use super::super::saved;
 use super::*;
@@ -61,13 +63,15 @@ fn k1_a_pod_needs_its_namespace_with_links_and_the_kubernetes_service() {
 }
 
 #[tokio::test]
-async fn k1_an_api_pod_waits_for_services_read_and_a_static_pod_does_not() {
+async fn k1_an_api_pods_services_are_unanswered_until_read_and_a_static_pods_are_not() {
     let dir = tempfile::tempdir().unwrap();
     let (objects, _changes) = Objects::start(client(), Checkpoints::new(dir.path())).await;
     let api = pod("apps", None, "api");
     // Claimed when the merge hands it over (the dispatcher), as every API pod.
     objects.claim(&api);
-    assert_eq!(objects.service_env(&api).await, Err(NOT_READ.to_owned()));
+    let answers = objects.answers(&api);
+    assert!(answers.objects && !answers.services, "the server at :9 never answers");
+    assert_eq!(objects.service_env(&api), Err(super::super::SERVICES_NOT_READ));
     // It is watched now, while the pod is there.
     let watched = |objects: &Objects| {
         let state = lock(&objects.0.as_ref().unwrap().state);
@@ -76,11 +80,13 @@ async fn k1_an_api_pod_waits_for_services_read_and_a_static_pod_does_not() {
     assert_eq!(watched(&objects), [Scope::Master, namespace_scope("apps")]);
     let file = pod("apps", None, "file");
     objects.claim_services(&file);
-    assert_eq!(objects.service_env(&file).await, Ok(ServiceEnv::new()));
+    assert!(objects.answers(&file).complete(), "a static pod waits for nothing");
+    assert_eq!(objects.service_env(&file), Ok(ServiceEnv::new()));
     objects.release("u-apps");
     assert_eq!(watched(&objects), []);
     // Without an API server there are no Service variables, for any pod.
-    assert_eq!(Objects::default().service_env(&api).await, Ok(ServiceEnv::new()));
+    assert_eq!(Objects::default().service_env(&api), Ok(ServiceEnv::new()));
+    assert_eq!(Objects::default().answers(&api), Answers::ALL);
 }
 
 #[tokio::test]
@@ -102,10 +108,10 @@ async fn k1_services_of_an_earlier_run_count_as_read() {
         let kept: Vec<&Scope> = state.services.scopes.keys().collect();
         assert_eq!(kept, [&Scope::Master, &namespace_scope("apps")], "an unread scope is not kept");
     }
-    let env = objects.service_env(&pod("apps", None, "api")).await.unwrap();
+    let env = objects.service_env(&pod("apps", None, "api")).unwrap();
     assert_eq!(env["KUBERNETES_SERVICE_HOST"], "10.96.0.1");
     assert_eq!(env["DB_SERVICE_HOST"], "10.96.0.20");
-    let env = objects.service_env(&pod("apps", Some(false), "api")).await.unwrap();
+    let env = objects.service_env(&pod("apps", Some(false), "api")).unwrap();
     assert!(!env.contains_key("DB_SERVICE_HOST"));
     // Once every source has been seen, what nobody needs goes.
     objects.release("u-apps");

@@ -54,6 +54,7 @@ fn desired(p: &Pod) -> Message {
         source: Source::File,
         pod: Arc::new(p.clone()),
         rejected: None,
+        answers: outpost_core::pod_worker::Answers::ALL,
     }))
 }
 

@@ -77,7 +77,12 @@ fn a1_containers_left_for_a_pod_now_refused_are_stopped() {
 fn host_network_from(source: Source) -> Input {
     let mut p = web();
     p.spec().host_network = Some(true);
-    Input::Desired(Some(Desired { source, pod: Arc::new(p.0), rejected: None }))
+    Input::Desired(Some(Desired {
+        source,
+        pod: Arc::new(p.0),
+        rejected: None,
+        answers: Answers::ALL,
+    }))
 }
 
 #[test]
@@ -109,8 +114,12 @@ fn a_running_pod_the_policy_now_forbids_is_stopped_after_a_restart() {
     let mut p = web();
     p.spec().host_network = Some(true);
     let mut d = Driver::with_found(vec![found("old-c", "u1", "c", 0, &p.hash("c"))]);
-    let input =
-        Input::Desired(Some(Desired { source: Source::Url, pod: Arc::new(p.0), rejected: None }));
+    let input = Input::Desired(Some(Desired {
+        source: Source::Url,
+        pod: Arc::new(p.0),
+        rejected: None,
+        answers: Answers::ALL,
+    }));
     let actions = shown(&d.step(input));
     assert!(actions.contains(&"Signal Term old-c".to_owned()), "{actions:?}");
     assert_eq!(d.status().reason.as_deref(), Some("CapabilitiesForbidden"));

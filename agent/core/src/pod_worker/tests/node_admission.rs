@@ -15,6 +15,7 @@ fn rejected(p: &P) -> Input {
         source: Source::Api,
         pod: Arc::new(p.0.clone()),
         rejected: Some(rejected),
+        answers: Answers::ALL,
     }))
 }
 
