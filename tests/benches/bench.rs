@@ -114,7 +114,10 @@ fn main() -> ExitCode {
         // Flush dirty pages first: writeback of a build that just finished (as in CI)
         // would otherwise compete with the filesystem benchmarks for the same disk.
         let _ = std::process::Command::new("sync").status();
-        match bench(&options) {
+        let started = std::time::Instant::now();
+        let result = bench(&options);
+        eprintln!("bench: {id} took {:.1} s", started.elapsed().as_secs_f64());
+        match result {
             Ok(done) => {
                 for entry in &done {
                     if let Some(error) = &entry.error {

@@ -108,29 +108,30 @@ pub(crate) fn build_program(profile: &str, program: &str) -> anyhow::Result<(Pat
     build_program_with(profile, program, &[])
 }
 
-/// `cargo build` of the agent and its container logger in `profile`, with cargo's JSON
-/// messages; more packages and targets go after.
-fn agent_build_args(profile: &str) -> Vec<&str> {
+/// `cargo build` of the workspace's programs in `profile` (the agent and its container
+/// logger among them), with cargo's JSON messages; more targets go after. The whole
+/// workspace, not the agent's packages alone: cargo unifies the dependencies' features
+/// over the packages it is given, so a build of a few of them compiles much of the tree
+/// again (3 min in CI after the tests' build), and the tests' next build undoes it.
+fn workspace_build_args(profile: &str) -> Vec<&str> {
     vec![
         "build",
         "--profile",
         profile,
         "--message-format",
         "json-render-diagnostics",
-        "-p",
-        "outpost",
-        "-p",
-        "outpost-container-log",
-        "--bin",
-        "outpost",
-        "--bin",
-        "outpost-container-log",
+        "--workspace",
+        "--bins",
     ]
 }
 
-/// The agent and its container logger beside it, built in `profile`; the agent's path.
+/// The agent and its container logger beside it, built alone in `profile` (a shipped
+/// profile's LTO build of every workspace program would take long); the agent's path.
 fn build_agent(profile: &str) -> anyhow::Result<PathBuf> {
-    let (messages, shown) = built(crate::cargo(&agent_build_args(profile)))?;
+    let mut args = vec!["build", "--profile", profile, "--message-format"];
+    args.extend(["json-render-diagnostics", "-p", "outpost", "-p", "outpost-container-log"]);
+    args.extend(["--bin", "outpost", "--bin", "outpost-container-log"]);
+    let (messages, shown) = built(crate::cargo(&args))?;
     agent_with_logger(&messages, &shown)
 }
 
@@ -154,8 +155,8 @@ pub(crate) fn build_program_with(
     program: &str,
     extra: &[&str],
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let mut args = agent_build_args(profile);
-    args.extend(["-p", "outpost-tests", "--bench", program]);
+    let mut args = workspace_build_args(profile);
+    args.extend(["--bench", program]);
     args.extend_from_slice(extra);
     let (messages, shown) = built(crate::cargo(&args))?;
     let program = executable(&messages, program, "bench")

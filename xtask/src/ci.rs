@@ -10,15 +10,20 @@
 //! was already running is left running. After the tests, the pods' end-to-end tests run
 //! once more with the agent's BPF programs off (the fuzz corpus is replayed by the tests).
 //! Then, each in its short form:
-//! - `fuzz` runs every fuzz target for 15 s over the committed corpus (an unoptimized
-//!   build, the corpus left as it is);
-//! - `dist` cross-builds the arm64 agent (the `ci-dist` profile: a release without LTO,
-//!   cheaper to build), smoke-tests it under qemu, and makes its `.deb`;
+//! - `dist` cross-builds the arm64 agent (the `ci-dist` profile: the distribution build
+//!   unoptimized, the cheapest to build), smoke-tests it under qemu, and makes its `.deb`;
 //! - `bench --quick` checks that the benchmarks run, with the tests' `dev` build (the
 //!   figures come from `cargo xtask bench` on the release build);
 //! - `fleet` runs 50 hollow nodes for a minute against one test API server (B13's short
 //!   form: the harness works; its figures are printed, not judged);
-//! - `chaos` runs eleven seeded trials, one per fault, and fails on a broken invariant.
+//! - `chaos` runs eleven seeded trials, one per fault, and fails on a broken invariant;
+//! - `fuzz` runs every fuzz target for 15 s over the committed corpus (built in the
+//!   workspace's target directory on the tests' dependencies, the workspace's crates
+//!   instrumented; the corpus left as it is).
+//!
+//! Each build after the tests' reuses their dependencies: the benches and the fuzz
+//! programs are built with the whole workspace's features (a build of a few packages
+//! unifies fewer and compiles much of the tree again).
 //!
 //! The tests' API servers note every request an agent makes (`target/node-requests.txt`);
 //! after the tests, `deploy/rbac.yaml` must grant nothing no agent asked (K5, module
@@ -44,8 +49,8 @@ const WITHOUT_EBPF: &[&str] =
     &["test", "-p", "outpost-tests", "--test", "integration", "--", "pods::"];
 /// The release CI builds (cross) and smoke-tests (under qemu).
 const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
-/// The cargo profile of CI's arm64 build: the release's settings without LTO and at
-/// `opt-level` 1 (the workspace Cargo.toml), several times cheaper to build. What the step
+/// The cargo profile of CI's arm64 build: the distribution's settings unoptimized and
+/// without LTO (the workspace Cargo.toml), several times cheaper to build. What the step
 /// checks does not depend on them: the cross build, the binary under qemu, the `.deb`.
 const DIST_PROFILE: &str = "ci-dist";
 /// CI's chaos run: eleven trials (each fault once), with a fixed seed so that a failure
@@ -53,9 +58,9 @@ const DIST_PROFILE: &str = "ci-dist";
 const CHAOS: &[&str] = &["--quick", "--trials", "11", "--seed", "2026"];
 /// CI's fleet run: B13's harness at 50 hollow nodes for a minute.
 const FLEET: &[&str] = &["--nodes", "50", "--minutes", "1"];
-/// CI's fuzzing: every target for 15 s over the committed corpus, built unoptimized, the
+/// CI's fuzzing: every target for 15 s over the committed corpus, the shared build, the
 /// corpus left as it is.
-const FUZZ: &[&str] = &["--dev", "--minutes", "0.25", "--no-merge"];
+const FUZZ: &[&str] = &["--shared-build", "--minutes", "0.25", "--no-merge"];
 
 /// The cargo steps, run while the private containerd (if any) is up.
 const CARGO_STEPS: [&[&str]; 4] = [
@@ -139,8 +144,6 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
         rbac::check(&crate::project_root().join("deploy/rbac.yaml"), &requests)
     })?;
     steps.run("cargo xtask leaks (after the tests)", || leaks_check(paths))?;
-    let short = fuzz::Options::parse(&strings(FUZZ))?;
-    steps.run(&format!("cargo xtask fuzz {}", FUZZ.join(" ")), || fuzz::run(&short))?;
     let arm64 = dist::Options {
         target: Some(DIST_TARGET.to_owned()),
         deb: true,
@@ -153,6 +156,8 @@ fn with_containerd(steps: &mut Steps, paths: &containerd::Paths) -> anyhow::Resu
     steps.run("cargo xtask bench --quick --profile dev", || bench::run(&quick, &env))?;
     steps.run(&format!("cargo xtask fleet {}", FLEET.join(" ")), || fleet::run(&strings(FLEET)))?;
     steps.run(&format!("cargo xtask chaos {}", CHAOS.join(" ")), || chaos::run(&strings(CHAOS)))?;
+    let short = fuzz::Options::parse(&strings(FUZZ))?;
+    steps.run(&format!("cargo xtask fuzz {}", FUZZ.join(" ")), || fuzz::run(&short))?;
     steps.run("cargo xtask leaks", || leaks_check(paths))
 }
 
@@ -256,7 +261,7 @@ mod tests {
     fn ci_fuzzes_every_target_briefly_and_leaves_the_corpus() {
         let options = fuzz::Options::parse(&strings(FUZZ)).unwrap();
         assert_eq!(options.targets, fuzz::TARGETS);
-        assert!(options.dev && !options.merge);
+        assert!(options.shared_build && !options.merge);
         assert!((options.minutes - 0.25).abs() < f64::EPSILON);
     }
 

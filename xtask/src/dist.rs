@@ -3,7 +3,7 @@
 //!
 //! 1. Builds `outpost` and `outpost-container-log` with the `distribution` profile (release without debug info) for
 //!    the target (default: the host's). `--profile ci-dist` builds a cheaper binary for
-//!    CI's check of the whole path (no LTO, `opt-level` 1; see the workspace Cargo.toml):
+//!    CI's check of the whole path (unoptimized, no LTO; see the workspace Cargo.toml):
 //!    everything else is the same, but it goes to `target/dist/ci-dist/`, not where
 //!    releases go. A cross build (`aarch64-unknown-linux-gnu` on
 //!    x86_64) links with Debian's cross gcc (`gcc-aarch64-linux-gnu`,

@@ -14,15 +14,10 @@ use anyhow::Context;
 use crate::bench::{built, executable};
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let build = [
-        "build",
-        "-p",
-        "outpost-tests",
-        "--bench",
-        "fleet",
-        "--message-format",
-        "json-render-diagnostics",
-    ];
+    // The whole workspace's features, as the tests' build has them (`bench::built`'s
+    // reason): a build of `outpost-tests` alone would compile much of the tree again.
+    let build =
+        ["build", "--workspace", "--bench", "fleet", "--message-format", "json-render-diagnostics"];
     let (messages, shown) = built(crate::cargo(&build))?;
     let program = executable(&messages, "fleet", "bench")
         .with_context(|| format!("`{shown}` named no fleet program"))?;

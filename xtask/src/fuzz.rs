@@ -58,14 +58,18 @@ pub struct Options {
     pub minutes: f64,
     pub targets: Vec<String>,
     pub merge: bool,
-    /// Build unoptimized (cargo-fuzz's `--dev`).
-    pub dev: bool,
+    /// CI's build ([`shared_build`]), not cargo-fuzz's.
+    pub shared_build: bool,
 }
 
 impl Options {
     pub fn parse(args: &[String]) -> anyhow::Result<Options> {
-        let mut options =
-            Options { minutes: DEFAULT_MINUTES, targets: Vec::new(), merge: true, dev: false };
+        let mut options = Options {
+            minutes: DEFAULT_MINUTES,
+            targets: Vec::new(),
+            merge: true,
+            shared_build: false,
+        };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -85,7 +89,7 @@ impl Options {
                     options.targets.push(target.clone());
                 }
                 "--no-merge" => options.merge = false,
-                "--dev" => options.dev = true,
+                "--shared-build" => options.shared_build = true,
                 other => bail!("`fuzz` does not take {other:?}"),
             }
         }
@@ -112,19 +116,18 @@ pub struct Outcome {
 pub fn run(options: &Options) -> anyhow::Result<()> {
     anyhow::ensure!(!options.targets.is_empty(), "no fuzz target to run");
     let fuzz_dir = crate::project_root().join("fuzz");
-    let toolchain = Toolchain::ensure()?;
-    ensure_cargo_fuzz(&toolchain)?;
     let started = Instant::now();
-    let mut build = vec!["build", "-s", "none", "-a"];
-    if options.dev {
-        build.push("--dev");
-    }
-    crate::run(toolchain.cargo_fuzz(&fuzz_dir, &build))?;
+    let programs =
+        if options.shared_build { shared_build()? } else { cargo_fuzz_build(&fuzz_dir)? };
     println!("fuzz: built the targets in {:.0} s", started.elapsed().as_secs_f64());
 
     let mut outcomes = Vec::new();
     for target in &options.targets {
-        let outcome = run_target(&fuzz_dir, target, options)?;
+        let bin = programs
+            .iter()
+            .find_map(|(name, bin)| (name == target).then_some(bin))
+            .with_context(|| format!("the fuzz build made no program for target {target}"))?;
+        let outcome = run_target(&fuzz_dir, bin, target, options)?;
         outcomes.push((target.clone(), outcome));
     }
     println!("\n{}", table(&outcomes));
@@ -146,8 +149,12 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
 /// Runs one target over its corpus, then (unless `--no-merge`) minimizes the corpus with
 /// what it found.
-fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Result<Outcome> {
-    let bin = binary(fuzz_dir, target, options.dev);
+fn run_target(
+    fuzz_dir: &Path,
+    bin: &Path,
+    target: &str,
+    options: &Options,
+) -> anyhow::Result<Outcome> {
     let corpus = fuzz_dir.join("corpus").join(target);
     let scratch = fuzz_dir.join("target/fuzz-scratch").join(target);
     let artifacts = fuzz_dir.join("artifacts").join(target);
@@ -160,7 +167,7 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
     let seconds = (options.minutes * 60.0).round().max(1.0) as u64;
     println!("==> fuzz {target}: {seconds} s");
     let started = Instant::now();
-    let mut command = Command::new(&bin);
+    let mut command = Command::new(bin);
     command.args([&scratch, &corpus]);
     command.args([
         format!("-max_total_time={seconds}"),
@@ -194,7 +201,7 @@ fn run_target(fuzz_dir: &Path, target: &str, options: &Options) -> anyhow::Resul
     }
 
     if options.merge && outcome.crashes.is_empty() {
-        merge_corpus(fuzz_dir, &bin, target, &corpus, &scratch)?;
+        merge_corpus(fuzz_dir, bin, target, &corpus, &scratch)?;
     }
     outcome.corpus_files = files(&corpus)?.len();
     println!(
@@ -274,13 +281,73 @@ fn minimize(
     files(into)
 }
 
-/// The target's binary as `cargo fuzz build` leaves it. Every run and merge uses the
-/// binary built at the start: `cargo fuzz run` and `cmin` would rebuild it after a source
-/// change, in the middle of a long run.
-fn binary(fuzz_dir: &Path, target: &str, dev: bool) -> PathBuf {
+/// cargo-fuzz's build of every target (nightly, optimized, every crate instrumented):
+/// each target's program. Every run and merge uses the program built at the start: `cargo
+/// fuzz run` and `cmin` would rebuild it after a source change, in the middle of a long run.
+fn cargo_fuzz_build(fuzz_dir: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let toolchain = Toolchain::ensure()?;
+    ensure_cargo_fuzz(&toolchain)?;
+    crate::run(toolchain.cargo_fuzz(fuzz_dir, &["build", "-s", "none", "-a"]))?;
     let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let profile = if dev { "debug" } else { "release" };
-    fuzz_dir.join("target").join(triple).join(profile).join(target)
+    let dir = fuzz_dir.join("target").join(triple).join("release");
+    Ok(TARGETS.iter().map(|t| ((*t).to_owned(), dir.join(t))).collect())
+}
+
+/// The coverage flags cargo-fuzz gives rustc (without a sanitizer), for
+/// [`shared_build`]'s workspace crates.
+const COVERAGE_FLAGS: &str = "--cfg fuzzing -Cpasses=sancov-module \
+    -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+    -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares";
+
+/// CI's build (`--shared-build`): the harness crate's `fuzz-<target>` programs, built in
+/// the workspace's own target directory with the stable toolchain and the tests' features
+/// (dev-dependencies on, as `--examples` turns them on), so that every dependency is the
+/// tests' build and only the workspace's crates compile again. A `RUSTC_WORKSPACE_WRAPPER`
+/// adds the coverage flags to those crates alone: libFuzzer sees no edge inside a
+/// dependency (serde, the YAML and JSON parsers), which a 15-second run over the committed
+/// corpus does not need (it checks the harnesses' invariants on inputs like the corpus);
+/// long runs use cargo-fuzz's build. Cargo hashes the wrapper into the names of what it
+/// builds, so the instrumented crates are kept beside the tests' build of them, not over
+/// it: neither build undoes the other.
+fn shared_build() -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let wrapper = crate::project_root().join("target/fuzz-rustc");
+    let script = format!(
+        "#!/bin/sh\n# cargo xtask fuzz --shared-build: cargo-fuzz's coverage flags for the \
+         workspace's crates\nrustc=\"$1\"; shift\ncase \" $* \" in\n  *\" --crate-name \"*) \
+         exec \"$rustc\" \"$@\" {COVERAGE_FLAGS} ;;\n  *) exec \"$rustc\" \"$@\" ;;\nesac\n"
+    );
+    write_executable(&wrapper, &script)?;
+    let programs: Vec<String> = TARGETS.iter().map(|t| format!("fuzz-{t}")).collect();
+    // The fuzz programs alone (only they link libFuzzer, which the coverage calls need);
+    // `--workspace` still selects every package, so the features are the tests'.
+    let mut args = vec!["build", "--workspace", "--examples", "--features"];
+    args.extend(["outpost-fuzz/targets", "--message-format", "json-render-diagnostics"]);
+    for program in &programs {
+        args.extend(["--bin", program]);
+    }
+    let mut command = crate::cargo(&args);
+    command.env("RUSTC_WORKSPACE_WRAPPER", &wrapper);
+    let (messages, shown) = crate::bench::built(command)?;
+    TARGETS
+        .iter()
+        .zip(&programs)
+        .map(|(target, program)| {
+            let bin = crate::bench::executable(&messages, program, "bin")
+                .with_context(|| format!("`{shown}` named no {program} program"))?;
+            Ok(((*target).to_owned(), bin))
+        })
+        .collect()
+}
+
+/// Writes `text` to `path`, executable.
+fn write_executable(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
 }
 
 /// libFuzzer's final stats (`-print_final_stats=1`):

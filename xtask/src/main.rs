@@ -75,9 +75,10 @@ tasks:
   ebpf [--check]    build the BPF programs (agent-ebpf/src) into agent-ebpf/outpost.bpf.o
                     with clang-19 and the kernel's BTF; --check fails when the committed
                     object is stale
-  fuzz [--minutes M] [--target T]... [--no-merge] [--dev]
+  fuzz [--minutes M] [--target T]... [--no-merge] [--shared-build]
                     build the cargo-fuzz targets (fuzz/; installs nightly and cargo-fuzz
-                    if missing; --dev: unoptimized), run each for M minutes (default
+                    if missing; --shared-build, CI's: in the workspace on the tests'
+                    dependencies, only its own crates instrumented), run each for M minutes (default
                     0.5) over its corpus, merge what they find into
                     fuzz/corpus/<target>/ (cmin-minimized; not with --no-merge) and
                     print executions and crashes; a crash fails, its input copied to
@@ -172,6 +173,11 @@ fn cargo(args: &[&str]) -> Command {
         if name.to_str().is_some_and(is_cargo_run_env) {
             command.env_remove(&name);
         }
+    }
+    if in_ci() && std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        // A fresh clone builds each crate once: incremental caches cost time and disk
+        // there, and save nothing.
+        command.env("CARGO_INCREMENTAL", "0");
     }
     command
 }

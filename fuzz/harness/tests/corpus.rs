@@ -90,13 +90,17 @@ fn spdy_frame_corpus() {
     corpus("spdy_frame");
 }
 
-/// Every target the harness crate has is replayed above and has a fuzz target file.
+/// Every target the harness crate has is replayed above, has a fuzz target file, and is a
+/// program of this crate too (CI's short run builds it here, not with cargo-fuzz).
 #[test]
 fn every_target_is_replayed_and_fuzzed() {
     let tests = include_str!("corpus.rs");
+    let manifest = include_str!("../Cargo.toml");
     for (name, _) in TARGETS {
         assert!(tests.contains(&format!("fn {name}_corpus()")), "no replay test for {name}");
         let file = fuzz_dir().join("fuzz_targets").join(format!("{name}.rs"));
         assert!(file.is_file(), "no fuzz target {}", file.display());
+        let program = format!("name = \"fuzz-{name}\"\npath = \"../fuzz_targets/{name}.rs\"");
+        assert!(manifest.contains(&program), "harness Cargo.toml has no program fuzz-{name}");
     }
 }

@@ -1,6 +1,6 @@
 //! B5 footprint: the real `outpost` binary (its own process, against the external test
-//! containerd) with 0, then 10, then 100 running pods (the same pods kept across the
-//! steps, each with pod networking), and once more at 10 pods with a kubeconfig to the
+//! containerd) with 0, then 10, then 100 running pods (`--quick`: 0 and 10; the same pods
+//! kept across the steps, each with pod networking), and once more at 10 pods with a kubeconfig to the
 //! test API server (the sync's lease, node status, pod status and mirror timers), and
 //! last at 100 pods (`--quick`: 10) with `--shim-grouping node` (one runc shim for the
 //! node's containers instead of one per pod: the per-container figures that change).
@@ -64,6 +64,8 @@ use procfs::{Delta, Memory, Sample};
 pub const PREFIX: &str = "fp-";
 /// The pod counts measured without a kubeconfig, in order (the same pods carried over).
 const STEPS: [usize; 3] = [0, 10, 100];
+/// `--quick`'s: a check that each step runs (podman's 100 pods too cost minutes).
+const QUICK_STEPS: [usize; 2] = [0, 10];
 /// The pod count measured with a kubeconfig.
 const API_PODS: usize = 10;
 /// How often the test API server sends a watch BOOKMARK in the kubeconfig step:
@@ -86,12 +88,13 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     // blocking threads, whose exits would otherwise fall into the window.
     let settle = Duration::from_secs(if options.quick { 5 } else { 15 });
     let mut steps = Vec::new();
+    let counts: &[usize] = if options.quick { &QUICK_STEPS } else { &STEPS };
 
     let node = Node::try_new().map_err(|what| anyhow::anyhow!("B5 needs {what}"))?;
     let agent = node.start();
     let mut uids = Vec::new();
     let mut present = 0;
-    for count in STEPS {
+    for &count in counts {
         for i in present..count {
             node.put(&format!("fp-{i:03}.yaml"), &manifest(i));
         }
@@ -104,7 +107,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     drop(node);
 
     // podman's pods only once Outpost's are gone: the two never share a page.
-    let conmons = conmon_footprint(&podman_dir()?, settle);
+    let conmons = conmon_footprint(&podman_dir()?, counts, settle);
     let mut entries = vec![binary::size_entry(&outpost_tests::outpost_bin())];
     if let Some((_, _, at_start)) = steps.first() {
         entries.push(at_start.start_peak());
@@ -175,12 +178,13 @@ fn podman_dir() -> anyhow::Result<tempfile::TempDir> {
 /// pods: pod count → one `Memory` per conmon.
 fn conmon_footprint(
     dir: &tempfile::TempDir,
+    counts: &[usize],
     settle: Duration,
 ) -> anyhow::Result<BTreeMap<usize, Vec<Memory>>> {
     let podman = Podman::new(dir.path())?;
     let mut found = BTreeMap::new();
     let mut present = 0;
-    for count in STEPS.into_iter().filter(|&c| c > 0) {
+    for &count in counts.iter().filter(|&&c| c > 0) {
         let names: Vec<String> = (present..count).map(|i| format!("fp-{i:03}")).collect();
         podman.pods(&names, PODMAN_PARALLELISM, &[], |_| "exec sleep 1000000".to_owned())?;
         present = count;

@@ -29,12 +29,14 @@ fn options_default_to_every_target_for_the_ci_time() {
     assert_eq!(options.minutes, DEFAULT_MINUTES);
     assert_eq!(options.targets, TARGETS);
     assert!(options.merge);
-    assert!(!options.dev);
+    assert!(!options.shared_build);
     let args: Vec<String> =
-        ["--minutes", "10", "--target", "merge", "--no-merge", "--dev"].map(String::from).into();
+        ["--minutes", "10", "--target", "merge", "--no-merge", "--shared-build"]
+            .map(String::from)
+            .into();
     let options = Options::parse(&args).unwrap();
     assert_eq!(
-        (options.minutes, options.targets, options.merge, options.dev),
+        (options.minutes, options.targets, options.merge, options.shared_build),
         (10.0, vec!["merge".into()], false, true)
     );
     assert!(Options::parse(&["--target".into(), "nope".into()]).is_err());
