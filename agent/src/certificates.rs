@@ -27,6 +27,35 @@ use std::path::PathBuf;
 pub use self::manager::Manager;
 pub use self::status::{CertificateStatus, Status};
 
+/// The managed certificates' status, by name (`client`, `server`).
+pub type Statuses = Vec<(&'static str, Status)>;
+
+/// What serves the node API's current serving certificate (its TLS handshakes).
+pub type ServingResolver = std::sync::Arc<dyn rustls::server::ResolvesServerCert>;
+
+/// J1, J2: the tasks of the client certificate's `manager` (with TLS bootstrapping or
+/// rotation) and, with `serverTLSBootstrap` (`serving`: the node, and the client to
+/// request with), of the serving certificate's; their status, and the serving
+/// certificate.
+pub fn start(
+    manager: Option<Manager>,
+    serving: Option<(&crate::config::node::Node, crate::apiserver::ApiClient)>,
+) -> (Statuses, Option<ServingResolver>, Vec<crate::task::Task>) {
+    use crate::task::Task;
+    let (mut statuses, mut tasks) = (Vec::new(), Vec::new());
+    if let Some(manager) = manager {
+        statuses.push(("client", manager.status()));
+        tasks.push(Task::infallible("certificates", manager.run()));
+    }
+    let Some((node, client)) = serving else { return (statuses, None, tasks) };
+    let addresses = node.ip.iter().map(ToString::to_string).collect();
+    let manager = serving::ServingManager::new(&node.state_dir, client, &node.name, addresses);
+    statuses.push(("server", manager.status()));
+    let resolver: ServingResolver = manager.certificate();
+    tasks.push(Task::infallible("serving_certificate", manager.run()));
+    (statuses, Some(resolver), tasks)
+}
+
 /// Why a certificate could not be had or kept.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -34,8 +63,6 @@ pub enum Error {
     Key(#[source] rcgen::Error),
     #[error("cannot create the CertificateSigningRequest: {0}")]
     Create(#[source] kube::Error),
-    #[error("lost the CertificateSigningRequest while waiting for its certificate: {0}")]
-    Watch(#[source] kube::Error),
     #[error("the CertificateSigningRequest {name} was deleted before its certificate was issued")]
     Deleted { name: String },
     #[error(

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod node_shutdown;
 pub mod objects;
 pub mod permissions;
+pub mod pod_side;
 pub mod podconfig;
 pub mod shutdown;
 pub mod source;

@@ -5,23 +5,13 @@
 //!
 //! The test API server appends each node request it allowed, one `verb group resource`
 //! line (the core group written `""`), to the file [`REQUESTS_ENV`] names; `cargo xtask
-//! ci` sets it for the test steps and runs [`check`] after them. A grant for a path the
-//! tests cannot make happen on purpose is listed, with why, in [`ASKED_ONLY_ON_A_RACE`].
+//! ci` sets it for the test steps and runs [`check`] after them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use serde_json::Value;
-
-/// Grants the agent needs on a path the tests cannot make happen on purpose, each with
-/// the reason; no other grant may go unused.
-const ASKED_ONLY_ON_A_RACE: &[(&str, &str, &str, &str)] = &[(
-    "get",
-    "certificates.k8s.io",
-    "certificatesigningrequests",
-    "a certificate request's watch ended with 410 Gone before it was issued: the agent reads the request again",
-)];
 
 /// The variable the test API server reads (`outpost_tests::apiserver::NODE_REQUESTS_ENV`).
 pub const REQUESTS_ENV: &str = "OUTPOST_TEST_NODE_REQUESTS";
@@ -48,13 +38,9 @@ pub fn check(rbac: &Path, requests: &Path) -> anyhow::Result<()> {
             requests.display()
         );
     }
-    let on_a_race = |(verb, group, resource): &(String, String, String)| {
-        let grant = (verb.as_str(), group.as_str(), resource.as_str());
-        ASKED_ONLY_ON_A_RACE.iter().any(|(v, g, r, _)| (*v, *g, *r) == grant)
-    };
     let unused: Vec<String> = granted(&text)?
         .into_iter()
-        .filter(|grant| !asked.contains(grant) && !on_a_race(grant))
+        .filter(|grant| !asked.contains(grant))
         .map(|(verb, group, resource)| format!("{verb} {resource} (group {group:?})"))
         .collect();
     if !unused.is_empty() {

@@ -1,19 +1,24 @@
 //! J1: asking the cluster for a certificate, as kubelet's certificate manager does. The
 //! key is made here (ECDSA P-256) and never sent: a `certificates.k8s.io/v1`
 //! CertificateSigningRequest carries only the request it signs. The request is then
-//! followed with a watch on its name until it is issued, denied or failed, each step
-//! logged with what the agent waits for.
+//! followed until it is issued, denied or failed, each step logged with what the agent
+//! waits for: a list and watch of its name (`fieldSelector=metadata.name=<name>`, as
+//! kubelet's `csr.WaitForCertificate` does) through [`crate::apiserver::watcher`], which
+//! resumes, lists again and backs off when the watch breaks.
 
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
-use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ObjectMeta, PostParams};
+use outpost_core::backoff::Backoff;
 use rcgen::{CertificateParams, DnType, KeyPair, PKCS_ECDSA_P256_SHA256};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::Error;
+use crate::apiserver::Connectivity;
+use crate::apiserver::watcher::{self, Event, WATCH_TIMEOUT_SECS, watcher};
 
 /// kube-controller-manager's signer of kubelet client certificates.
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -53,8 +58,13 @@ pub struct Issued {
     pub name: String,
 }
 
-/// Makes a key, sends the request with `client`, and waits for the certificate.
-pub async fn request(client: kube::Client, wanted: &Wanted) -> Result<Issued, Error> {
+/// Makes a key, sends the request with `client`, and waits for the certificate (the
+/// watch marks `connectivity` as it goes, and is woken by it).
+pub async fn request(
+    client: kube::Client,
+    connectivity: Connectivity,
+    wanted: &Wanted,
+) -> Result<Issued, Error> {
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(Error::Key)?;
     let mut params = CertificateParams::new(wanted.sans.clone()).map_err(Error::Key)?;
     params.distinguished_name.push(DnType::CommonName, wanted.common_name.as_str());
@@ -79,45 +89,52 @@ pub async fn request(client: kube::Client, wanted: &Wanted) -> Result<Issued, Er
         subject = %wanted.common_name,
         "waiting for the CertificateSigningRequest to be approved and its certificate issued"
     );
-    let cert_pem = wait(&api, &name, created).await?;
+    let cert_pem = wait(api, connectivity, &name, &created).await?;
     info!(csr = %name, "certificate issued");
     Ok(Issued { cert_pem, key_pem: key.serialize_pem(), name })
 }
 
-/// The certificate of `name`, once issued: a watch from `seen` on, resumed when it ends.
+/// The certificate of `name`, once issued: what `created` says, then what the list and
+/// watch of its name say.
 async fn wait(
-    api: &Api<CertificateSigningRequest>,
+    api: Api<CertificateSigningRequest>,
+    connectivity: Connectivity,
     name: &str,
-    mut seen: CertificateSigningRequest,
+    created: &CertificateSigningRequest,
 ) -> Result<String, Error> {
     let mut approved = false;
-    loop {
-        if let Some(cert) = outcome(&seen, name, &mut approved)? {
-            return Ok(cert);
-        }
-        let version = seen.metadata.resource_version.clone().unwrap_or_default();
-        let params = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(290);
-        let mut events = api.watch(&params, &version).await.map_err(Error::Watch)?.boxed();
-        while let Some(event) = events.try_next().await.map_err(Error::Watch)? {
-            match event {
-                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                    seen = object;
-                    if let Some(cert) = outcome(&seen, name, &mut approved)? {
-                        return Ok(cert);
-                    }
-                }
-                WatchEvent::Deleted(_) => return Err(Error::Deleted { name: name.to_owned() }),
-                WatchEvent::Bookmark(bookmark) => {
-                    seen.metadata.resource_version = Some(bookmark.metadata.resource_version);
-                }
-                WatchEvent::Error(_) => {
-                    // Too old a resourceVersion: read it again and watch from there.
-                    seen = api.get(name).await.map_err(Error::Watch)?;
-                    break;
+    if let Some(cert) = outcome(created, name, &mut approved)? {
+        return Ok(cert);
+    }
+    let config = watcher::Config {
+        field_selector: Some(format!("metadata.name={name}")),
+        page_size: None,
+        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        backoff: Backoff::WATCH,
+    };
+    let events = watcher(api, config, connectivity);
+    futures::pin_mut!(events);
+    // Whether a list since the last `Init` has held it: one that does not means it is gone.
+    let mut listed = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Event::Init => listed = false,
+            Event::InitApply(object) | Event::Apply(object) => {
+                listed = true;
+                if let Some(cert) = outcome(&object, name, &mut approved)? {
+                    return Ok(cert);
                 }
             }
+            Event::InitDone if !listed => return Err(Error::Deleted { name: name.to_owned() }),
+            Event::Delete(_) => return Err(Error::Deleted { name: name.to_owned() }),
+            Event::Failed(error) => {
+                warn!(csr = %name, error = %crate::error_chain::describe(&error), "cannot follow the CertificateSigningRequest; trying again");
+            }
+            Event::InitDone | Event::Bookmark | Event::Recovered => {}
         }
     }
+    // The watcher's stream does not end.
+    Err(Error::Deleted { name: name.to_owned() })
 }
 
 /// The certificate if issued; an error if denied or failed; `None` while waiting.

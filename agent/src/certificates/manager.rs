@@ -57,6 +57,24 @@ pub struct Settings {
     pub state_dir: PathBuf,
 }
 
+impl Settings {
+    /// The manager's settings for the kubeconfig at `kubeconfig` when its certificate is
+    /// bootstrapped or rotated; `None`: its credentials are used as they are.
+    pub fn of(
+        config: &crate::config::Certificates,
+        node: &crate::config::node::Node,
+        kubeconfig: &std::path::Path,
+    ) -> Option<Settings> {
+        (config.bootstrap_kubeconfig.is_some() || config.rotate).then(|| Settings {
+            node_name: node.name.clone(),
+            kubeconfig: kubeconfig.to_owned(),
+            bootstrap: config.bootstrap_kubeconfig.clone(),
+            rotate: config.rotate,
+            state_dir: node.state_dir.clone(),
+        })
+    }
+}
+
 impl Manager {
     /// The API client, with the current certificate if it is valid, else with none
     /// until the first bootstrap (tried here for up to [`START_WAIT`]).
@@ -122,7 +140,8 @@ impl Manager {
         };
         let cluster = cluster_of(bootstrap)?;
         let (client, _) = ApiClient::kube_client(bootstrap).await?;
-        let issued = with_timeout(csr::request(client, &Wanted::client(&self.node_name))).await?;
+        let wanted = Wanted::client(&self.node_name);
+        let issued = with_timeout(csr::request(client, Connectivity::default(), &wanted)).await?;
         let pair = self.pki.store(CLIENT, &issued.cert_pem, &issued.key_pem)?;
         self.use_pair(&pair, &cluster).await?;
         info!(expires = %rfc3339(pair.not_after), path = %pair.path.display(), "TLS bootstrapping done: the node has its client certificate");
@@ -186,6 +205,7 @@ impl Rotation for Manager {
         info!("rotating the client certificate");
         let issued = with_timeout(csr::request(
             self.client.kube().clone(),
+            self.client.connectivity().clone(),
             &Wanted::client(&self.node_name),
         ))
         .await?;

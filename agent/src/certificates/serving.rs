@@ -118,7 +118,8 @@ impl ServingManager {
     /// A new certificate, written and installed.
     async fn renew(&self) -> Result<(), Error> {
         info!(sans = ?self.wanted.sans, "requesting the serving certificate");
-        let issued = csr::request(self.client.kube().clone(), &self.wanted).await?;
+        let connectivity = self.client.connectivity().clone();
+        let issued = csr::request(self.client.kube().clone(), connectivity, &self.wanted).await?;
         let pair = self.pki.store(SERVER, &issued.cert_pem, &issued.key_pem)?;
         self.use_pair(&pair)?;
         info!(expires = %rfc3339(pair.not_after), path = %pair.path.display(), "serving certificate installed: new connections get it");

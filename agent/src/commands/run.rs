@@ -35,14 +35,10 @@ pub enum Error {
     ApiClient(#[from] crate::apiserver::client::ConfigError),
     #[error(transparent)]
     Certificates(#[from] crate::certificates::Error),
-    #[error(
-        "cannot find this executable (pod-init runs it, and the container logger where outpost-container-log is not installed)"
-    )]
-    Exe(#[source] io::Error),
     #[error(transparent)]
     Shim(#[from] crate::runtime::shim::Error),
     #[error(transparent)]
-    Pods(#[from] crate::worker::start::Error),
+    PodSide(#[from] crate::pod_side::Error),
     #[error(transparent)]
     Task(#[from] crate::task::Error),
     #[error(transparent)]
@@ -84,7 +80,7 @@ pub async fn run(
         crate::heap_profile::finish();
         signal
     };
-    let containerd = build::PodRuntimeChoice::Containerd;
+    let containerd = crate::pod_side::Runtime::Containerd;
     run_with(settings, dry_run, systemd, log_level, containerd, stop).await
 }
 
@@ -100,7 +96,7 @@ pub async fn hollow(
     log_level: LogLevel,
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<(), Error> {
-    let runtime = build::PodRuntimeChoice::Hollow(hollow);
+    let runtime = crate::pod_side::Runtime::Hollow(hollow);
     let stopped = async move {
         stop.cancelled().await;
         "stop"
@@ -115,7 +111,7 @@ async fn run_with(
     dry_run: bool,
     systemd: systemd::Env,
     log_level: LogLevel,
-    pod_runtime: build::PodRuntimeChoice,
+    pod_runtime: crate::pod_side::Runtime,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<(), Error> {
     let Agent { config, dry_run, tasks, snapshot, runtime_ready, sync, stop_pods, node_shutdown } =
@@ -142,13 +138,7 @@ async fn run_with(
                     status: "the machine shuts down: stopping the pods".to_owned(),
                 });
             }
-            stop_pods.cancel();
-            let stopped = tasks.join("pod_workers").await.map_err(Error::from);
-            if let Some(sync) = &sync
-                && !sync.flush(SHUTDOWN_FLUSH).await
-            {
-                warn!("the pods' last statuses could not all be sent to the API server");
-            }
+            let stopped = stop_every_pod(&mut tasks, &stop_pods, sync.as_ref()).await;
             if let Some(sync) = &sync
                 && !sync.node_shutdown_reported(SHUTDOWN_FLUSH).await
             {
@@ -174,14 +164,7 @@ async fn run_with(
             }
             if config.shutdown.stop_pods && !dry_run {
                 info!(signal, "shutting down; stopping every pod first (--stop-pods-on-shutdown)");
-                stop_pods.cancel();
-                let stopped = tasks.join("pod_workers").await.map_err(Error::from);
-                if let Some(sync) = &sync
-                    && !sync.flush(SHUTDOWN_FLUSH).await
-                {
-                    warn!("the pods' last statuses could not all be sent to the API server");
-                }
-                stopped
+                stop_every_pod(&mut tasks, &stop_pods, sync.as_ref()).await
             } else {
                 // Unless told otherwise, pods keep running: the agent's exit is not the
                 // workloads' (an edge box restarts the agent, and the next one adopts them).
@@ -192,6 +175,23 @@ async fn run_with(
     };
     tasks.stop().await;
     result
+}
+
+/// Stops every pod, waits for the pod workers to end, and gives their last statuses up
+/// to [`SHUTDOWN_FLUSH`] to reach the API server.
+async fn stop_every_pod(
+    tasks: &mut Tasks,
+    stop_pods: &tokio_util::sync::CancellationToken,
+    sync: Option<&crate::sync::Handle>,
+) -> Result<(), Error> {
+    stop_pods.cancel();
+    let stopped = tasks.join("pod_workers").await.map_err(Error::from);
+    if let Some(sync) = sync
+        && !sync.flush(SHUTDOWN_FLUSH).await
+    {
+        warn!("the pods' last statuses could not all be sent to the API server");
+    }
+    stopped
 }
 
 /// The next shutdown logind announces (J3); never, with graceful node shutdown off.

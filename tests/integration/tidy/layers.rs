@@ -49,8 +49,9 @@ const RANKS: &[&[&str]] = &[
     // The eviction manager (it asks the workers to evict); the sync to the API server
     // (it reads what the workers publish).
     &["eviction", "sync"],
-    // The node's stats (the pods' cgroups, /proc, the filesystems).
-    &["stats"],
+    // The node's stats (the pods' cgroups, /proc, the filesystems); the pod side built
+    // as one component (containerd, the pod workers, eviction, gc, the images dir).
+    &["stats", "pod_side"],
     // The scrape-time metrics collectors (they read every component's state; the pods'
     // usage through the stats' reading of their cgroups).
     &["metrics"],

@@ -6,6 +6,8 @@ use outpost_core::pod::Source;
 
 use super::Error;
 use crate::apiserver::{ApiClient, Connectivity, MirrorView};
+use crate::certificates::Manager;
+use crate::certificates::manager::Settings;
 use crate::checkpoint::Checkpoints;
 use crate::config::Config;
 use crate::objects::{Changes, Objects};
@@ -20,7 +22,7 @@ pub(super) struct Cluster {
     pub(super) client: ApiClient,
     pub(super) mirrors: MirrorView,
     /// J1, J2: the client certificate's manager, with TLS bootstrapping or rotation.
-    pub(super) certificates: Option<crate::certificates::Manager>,
+    pub(super) certificates: Option<Manager>,
 }
 
 /// Connects the client, adds the API source to `sources`, and starts following the API
@@ -33,18 +35,10 @@ pub(super) async fn cluster(
     let Some(kubeconfig) = &config.kubeconfig else {
         return Ok((None, Objects::default(), tokio::sync::mpsc::unbounded_channel().1));
     };
-    let certificates = &config.certificates;
-    let manager = if certificates.bootstrap_kubeconfig.is_some() || certificates.rotate {
-        let settings = crate::certificates::manager::Settings {
-            node_name: config.node.name.clone(),
-            kubeconfig: kubeconfig.clone(),
-            bootstrap: certificates.bootstrap_kubeconfig.clone(),
-            rotate: certificates.rotate,
-            state_dir: config.node.state_dir.clone(),
-        };
-        Some(crate::certificates::Manager::start(settings, Connectivity::default()).await?)
-    } else {
-        None
+    let settings = Settings::of(&config.certificates, &config.node, kubeconfig);
+    let manager = match settings {
+        Some(settings) => Some(Manager::start(settings, Connectivity::default()).await?),
+        None => None,
     };
     let client = match &manager {
         Some(manager) => manager.client(),

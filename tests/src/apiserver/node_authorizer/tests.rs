@@ -249,6 +249,7 @@ fn node_rules_services_events_reviews_and_csrs() {
     group("create", "authentication.k8s.io", "tokenreviews");
     group("create", "authorization.k8s.io", "subjectaccessreviews");
     group("create", "certificates.k8s.io", "certificatesigningrequests");
+    group("list", "certificates.k8s.io", "certificatesigningrequests");
     group("watch", "certificates.k8s.io", "certificatesigningrequests");
     group("create", "authentication.k8s.io", "selfsubjectreviews");
     for a in &rules {
