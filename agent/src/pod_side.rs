@@ -82,6 +82,8 @@ pub struct Deps {
     pub cgroups: Arc<PodCgroups>,
     /// The node as admission sees it (K4).
     pub admission: Option<watch::Receiver<outpost_core::node_admission::Node>>,
+    /// The host's kernel, as the agent reads it.
+    pub host: Arc<dyn crate::host::Host>,
 }
 
 /// What the pods run on: containerd (the agent), or a simulated runtime (a hollow node
@@ -171,6 +173,7 @@ fn build(
         stop_pods: deps.stop_pods,
         node: deps.admission,
         resources: config.node_resources.clone(),
+        host: deps.host.clone(),
         shim_grouping: config.containerd.shim_grouping,
         shutdown_groups: config.shutdown.groups.clone(),
     };
@@ -183,6 +186,7 @@ fn build(
         pressure: deps.pressure,
         metrics: metrics.evictions.clone(),
         gc: gc.clone(),
+        host: deps.host.clone(),
     };
     let (eviction_config, layout) = (config.eviction.clone(), config.node_resources.layout.clone());
     let manager =
@@ -192,6 +196,7 @@ fn build(
         desired: deps.snapshot.clone(),
         statuses: deps.statuses.clone(),
         metrics: metrics.gc,
+        host: deps.host,
     };
     let collector =
         crate::gc::start::build(config.gc, node, images_dir, connection.clone(), collector);

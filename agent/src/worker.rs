@@ -95,6 +95,7 @@ impl Runtime {
         let execs = Execs::new(containerd.clone(), settings.run_dir.join("exec"));
         let gc = settings.gc.clone();
         let objects = settings.objects.clone();
+        let host = settings.host.clone();
         let pods = Pods {
             containerd,
             cni,
@@ -106,7 +107,7 @@ impl Runtime {
                 crate::host::capacity::cpus(),
             )),
             prefetched: containerd::Prefetched::default(),
-            host: std::sync::Arc::new(crate::host::Kernel),
+            host,
         };
         let prober = Prober::new()?;
         let shared = Shared::with_runtime(pods, core, statuses, events, metrics, ebpf, prober);

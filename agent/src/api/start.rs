@@ -29,6 +29,8 @@ pub struct Deps {
     pub ebpf: crate::ebpf::Handle,
     /// The pods' cgroups (their usage is a metric); `None` in a dry run.
     pub cgroups: Option<Arc<PodCgroups>>,
+    /// The host's kernel, as the agent reads it (the node's stats).
+    pub host: Arc<dyn crate::host::Host>,
     /// Whether containerd is connected, and where the API finds it; `None` in a dry run.
     pub runtime: Option<(RuntimeReady, RuntimeSlot)>,
     /// Where containerd is; `None` in a dry run.
@@ -70,7 +72,7 @@ impl Config {
             cgroups,
             state_dir: node.state_dir.clone(),
             pod_log_dir: node.pod_log_dir.clone(),
-            host: Arc::new(crate::host::Kernel),
+            host: deps.host.clone(),
         });
         crate::metrics::register(
             &mut registry,

@@ -191,6 +191,20 @@ pub struct RuntimeInfo {
     pub managed: bool,
 }
 
+impl RuntimeInfo {
+    /// Where the containerd at `placement`, configured by `config`, is.
+    pub fn of(
+        placement: &crate::containerd::Placement,
+        config: &crate::containerd::Config,
+    ) -> Self {
+        RuntimeInfo {
+            socket: placement.socket(config),
+            namespace: config.namespace.clone(),
+            managed: placement.is_managed(),
+        }
+    }
+}
+
 pub(super) async fn status(State(state): State<AppState>) -> Response {
     let snap = state.snapshot.load();
     let info = &state.info;

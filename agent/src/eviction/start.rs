@@ -27,6 +27,8 @@ pub struct Deps {
     pub metrics: super::metrics::Evictions,
     /// Asked to collect containers and images on disk pressure, before pods are evicted.
     pub gc: gc::Handle,
+    /// The host's kernel, as the agent reads it.
+    pub host: std::sync::Arc<dyn crate::host::Host>,
 }
 
 /// The `eviction_manager` task: the pods' cgroups where `--cgroup-root` and
@@ -40,7 +42,7 @@ pub fn build(
     deps: Deps,
 ) -> Task {
     let hierarchy = Hierarchy::detect();
-    let host: std::sync::Arc<dyn crate::host::Host> = std::sync::Arc::new(crate::host::Kernel);
+    let host = deps.host.clone();
     let mut options = Options {
         config,
         sources: Sources {

@@ -31,7 +31,7 @@ const LEASE_PREFIX: &str = "outpost-";
 /// leases and orphaned snapshots (see the module's comment); failures are logged.
 pub(super) async fn remove(host: &dyn Host, containerd: &Containerd, started: Timestamp) {
     super::shims::end_orphaned(host, containerd).await;
-    let leases = stale_leases(containerd, started).await;
+    let leases = stale_leases(host, containerd, started).await;
     let snapshots = orphaned_snapshots(containerd, started).await;
     let last = leases.len() + snapshots.len();
     let mut done = 0;
@@ -58,8 +58,8 @@ pub(super) async fn remove(host: &dyn Host, containerd: &Containerd, started: Ti
     }
 }
 
-/// Outpost's leases created before `started` whose holder no longer runs.
-async fn stale_leases(containerd: &Containerd, started: Timestamp) -> Vec<String> {
+/// Outpost's leases created before `started` whose holder no longer runs on `host`.
+async fn stale_leases(host: &dyn Host, containerd: &Containerd, started: Timestamp) -> Vec<String> {
     let leases = match containerd.leases().list(ListLeases { filters: vec![] }).await {
         Ok(response) => response.into_inner().leases,
         Err(e) => {
@@ -73,7 +73,8 @@ async fn stale_leases(containerd: &Containerd, started: Timestamp) -> Vec<String
         .filter(|l| l.created_at.as_ref().and_then(timestamp).is_some_and(|at| at < started))
         // Another live process's pull or import (the CLI's, another agent's) is not ours.
         .filter(|l| {
-            !l.labels.get(store::HOLDER_LABEL).is_some_and(|holder| store::holder_runs(holder))
+            let holder = l.labels.get(store::HOLDER_LABEL);
+            !holder.is_some_and(|holder| store::holder_runs(host, holder))
         })
         .map(|l| l.id)
         .collect()

@@ -23,6 +23,8 @@ pub struct Deps {
     pub desired: SnapshotHandle,
     pub statuses: StatusStore,
     pub metrics: GarbageCollection,
+    /// The host's kernel, as the agent reads it.
+    pub host: std::sync::Arc<dyn crate::host::Host>,
 }
 
 /// The `garbage_collector` task.
@@ -38,9 +40,9 @@ pub fn build(
         pod_log_dir: node.pod_log_dir.clone(),
         images_dir: images_dir.map(|dir| (dir, node.state_dir.join(IMPORTED_RECORD))),
         image_record: Some(node.state_dir.join("image-gc.json")),
-        host: std::sync::Arc::new(crate::host::Kernel),
+        host: deps.host,
     };
-    let Deps { handle, desired, statuses, metrics } = deps;
+    let Deps { handle, desired, statuses, metrics, .. } = deps;
     Task::infallible("garbage_collector", async move {
         let Some(containerd) = connection.connected().await else { return };
         Collector::new(containerd, settings, desired, statuses, metrics, handle).run().await;

@@ -28,6 +28,8 @@ pub struct NodeDeps {
     pub pressure: watch::Receiver<Pressure>,
     /// J2: the managed certificates' status (`client`, `server`).
     pub certificates: Vec<(&'static str, crate::certificates::Status)>,
+    /// The host's kernel, as the agent reads it (the machine's facts).
+    pub host: Arc<dyn crate::host::Host>,
 }
 
 /// What the Node is registered with and reports; admission's view of it (K4) starts as
@@ -53,7 +55,7 @@ pub fn node_config(
         max_pods: node.max_pods,
         admission: watch::Sender::new(outpost_core::node_admission::Node::default()),
         certificates: deps.certificates,
-        host: Arc::new(crate::host::Kernel),
+        host: deps.host,
     };
     config.admission.send_replace(node::initial_admission_node(&config, &node.name));
     config

@@ -83,6 +83,8 @@ pub struct Settings {
     pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
     /// The API objects API pods refer to (their volumes, env and pull secrets).
     pub objects: Objects,
+    /// The host's kernel, as the agent reads it.
+    pub host: std::sync::Arc<dyn crate::host::Host>,
     /// The garbage collector (image GC runs after a pull; dead containers are its).
     pub gc: crate::gc::Handle,
     /// The pods' cgroups (Q2): each pod's is made at sandbox set-up, its containers go

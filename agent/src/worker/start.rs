@@ -106,6 +106,8 @@ pub struct Deps {
     pub resources: NodeResources,
     /// One shim per pod or one for the node (containerd's config).
     pub shim_grouping: ShimGrouping,
+    /// The host's kernel, as the agent reads it.
+    pub host: Arc<dyn crate::host::Host>,
     /// Graceful node shutdown's priority groups (J3): the pods' stop order.
     pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
 }
@@ -180,16 +182,12 @@ async fn run(
         keyring,
         pull: PullOptions::default(),
         host_capabilities: spec::host_capabilities(
-            &crate::host::Host::proc_pid_text(
-                &crate::host::Kernel,
-                crate::host::Pid::Own,
-                "status",
-            )
-            .unwrap_or_default(),
+            &deps.host.proc_pid_text(crate::host::Pid::Own, "status").unwrap_or_default(),
         ),
         seccomp_profile_root: config.seccomp_profile_root.clone(),
         facts: Arc::new(config.facts(crate::host::apparmor_enabled())),
         objects: deps.objects,
+        host: deps.host,
         gc: deps.gc,
         cgroups: deps.cgroups,
         shim_grouping: deps.shim_grouping,

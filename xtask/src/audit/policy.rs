@@ -46,11 +46,18 @@ pub const TARGETS: [&str; 2] = ["x86_64-unknown-linux-gnu", "aarch64-unknown-lin
 
 /// Packages allowed a licence outside [`ALLOWED`], each with why; no shipped binary may
 /// build them.
-pub const EXCEPTIONS: [(&str, &str); 1] = [(
-    "openmetrics-parser",
-    "the tests parse the agent's /metrics with it to check the exposition format; \
-     it is a dev-dependency of outpost-tests and in no shipped binary",
-)];
+pub const EXCEPTIONS: [(&str, &str); 2] = [
+    (
+        "openmetrics-parser",
+        "the tests parse the agent's /metrics with it to check the exposition format; \
+         it is a dev-dependency of outpost-tests and in no shipped binary",
+    ),
+    (
+        "libfuzzer-sys",
+        "LLVM's libFuzzer (NCSA: a permissive BSD-style licence), linked only into the \
+         fuzz programs of outpost-fuzz that CI's short fuzzing runs; in no shipped binary",
+    ),
+];
 
 /// One locked package, as `cargo metadata` gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use containerd_client::services::v1::{
     AddResourceRequest, CreateRequest as CreateLease, DeleteRequest as DeleteLease, Resource,
 };
 use containerd_client::services::v1::{CreateImageRequest, Image, UpdateImageRequest};
+use outpost_host::{Host, Pid};
 
 use super::Imported;
 use super::layout::Descriptor;
@@ -26,23 +27,20 @@ pub const HOLDER_LABEL: &str = "outpost.io/holder";
 
 /// This process, as [`HOLDER_LABEL`] names it.
 pub fn holder() -> String {
-    format!("{}@{}", std::process::id(), boot_id())
+    format!("{}@{}", std::process::id(), boot_id(&outpost_host::Kernel))
 }
 
-/// Whether the process `holder` names ([`HOLDER_LABEL`]) still runs: it is of this boot
-/// and its pid is there.
-pub fn holder_runs(holder: &str) -> bool {
+/// Whether the process `holder` names ([`HOLDER_LABEL`]) still runs on `host`: it is of
+/// this boot and its pid is there.
+pub fn holder_runs(host: &dyn Host, holder: &str) -> bool {
     let Some((pid, boot)) = holder.split_once('@') else { return false };
-    boot == boot_id()
-        && pid
-            .parse::<u32>()
-            .is_ok_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    boot == boot_id(host) && host.proc_pid(Pid::Id(pid), "stat").is_ok()
 }
 
-fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|id| id.trim().to_owned())
-        .unwrap_or_default()
+/// This boot's id (`/proc/sys/kernel/random/boot_id`); empty if it cannot be read.
+fn boot_id(host: &dyn Host) -> String {
+    host.proc("sys/kernel/random/boot_id").map(|id| id.trim().to_owned()).unwrap_or_default()
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -61,6 +61,8 @@ struct Shared {
     pressure: watch::Sender<Pressure>,
     /// The pods' cgroups (made once containerd answers); their usage is a metric.
     cgroups: Option<Arc<PodCgroups>>,
+    /// The host's kernel, as every component reads it: the one made here.
+    host: Arc<dyn host::Host>,
 }
 
 /// Resolves `settings`, checks the directories, and builds every part of the agent.
@@ -93,14 +95,12 @@ pub(super) async fn build(
     let merge_metrics = podconfig::metrics::Merge::register(outpost);
     let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
     let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
-    let (certificate_status, serving, certificate_tasks) = match cluster.as_mut() {
-        Some(cluster) => {
-            let serving = config.certificates.server_tls_bootstrap;
-            let serving = serving.then(|| (&config.node, cluster.client.clone()));
-            crate::certificates::start(cluster.certificates.take(), serving)
-        }
-        None => Default::default(),
-    };
+    let certificates = cluster.as_mut().map(|cluster| {
+        let serving = config.certificates.server_tls_bootstrap;
+        let serving = serving.then(|| (&config.node, cluster.client.clone()));
+        crate::certificates::start(cluster.certificates.take(), serving)
+    });
+    let (certificate_status, serving, certificate_tasks) = certificates.unwrap_or_default();
     tasks.extend(certificate_tasks);
     let (pod_metrics, probes) = pod_side::Metrics::register(outpost);
     // The Node as the node task keeps it, and as admission sees it (K4).
@@ -126,12 +126,9 @@ pub(super) async fn build(
         events: shared.events.clone(),
         ebpf: shared.ebpf.clone(),
         cgroups: shared.cgroups.clone(),
+        host: shared.host.clone(),
         runtime: shared.runtime.clone(),
-        runtime_info: placement.map(|placement| api::status::RuntimeInfo {
-            socket: placement.socket(&config.containerd),
-            namespace: config.containerd.namespace.clone(),
-            managed: placement.is_managed(),
-        }),
+        runtime_info: placement.map(|p| api::status::RuntimeInfo::of(&p, &config.containerd)),
         push,
         refresh,
         watcher,
@@ -180,6 +177,7 @@ fn node_config(
         shutdown: shared.stop_pods.clone(),
         pressure: shared.pressure.subscribe(),
         certificates: certificates.clone(),
+        host: shared.host.clone(),
     };
     let (port, reservation) = (config.api.listen.port(), config.node_resources.reservation);
     Some(sync::start::node_config(&config.node, port, reservation, deps))
@@ -232,6 +230,7 @@ impl Shared {
             runtime_version: Arc::default(),
             pressure: watch::Sender::new(Pressure::default()),
             cgroups: (!dry_run).then(|| Arc::new(pod_side::pod_cgroups(config))),
+            host: Arc::new(host::Kernel),
         }
     }
 
@@ -260,6 +259,7 @@ impl Shared {
             pressure: self.pressure.clone(),
             cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_side::pod_cgroups(config))),
             admission,
+            host: self.host.clone(),
         }
     }
 }
