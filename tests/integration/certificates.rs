@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use outpost_tests::agent::Agent;
+use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
 use crate::api_source::Cluster;
@@ -309,8 +310,9 @@ fn peer(tls: &Tls) -> Vec<u8> {
 }
 
 /// J2: `serverTLSBootstrap`: the local API's certificate comes from a kubelet-serving
-/// request (approved by the test), and its renewal reaches new handshakes while an open
-/// connection goes on with the one it started with.
+/// request (approved by the test, the first one only once the agent follows it with its
+/// list and watch, as kubelet waits for it), and its renewal reaches new handshakes while
+/// an open connection goes on with the one it started with.
 #[test]
 fn j2_serving_certificate_rotates_under_an_open_connection() {
     let lifetime = Duration::from_secs(20);
@@ -319,8 +321,6 @@ fn j2_serving_certificate_rotates_under_an_open_connection() {
     let dir = cluster.dir.path();
     let bootstrap = bootstrap_kubeconfig(&cluster, &token);
     let kubeconfig = dir.join("agent").join("kubeconfig");
-    // The test is the administrator who approves serving requests.
-    cluster.server.approve_serving_requests(true);
     let agent = Agent::start_strict(
         &dir.join("manifests"),
         &[
@@ -333,6 +333,22 @@ fn j2_serving_certificate_rotates_under_an_open_connection() {
             "--server-tls-bootstrap".as_ref(),
         ],
     );
+    // The test is the administrator who approves serving requests: the first one by hand,
+    // once the agent watches it (nothing is signed before), then each as it comes.
+    let watched =
+        || cluster.server.node_asked("watch", "certificates.k8s.io", "certificatesigningrequests");
+    eventually("the agent watches its pending serving request", Duration::from_secs(30), watched);
+    let pending: Vec<String> = cluster
+        .server
+        .list(CSRS, None)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(pending.len(), 1, "one serving request waits: {pending:?}");
+    cluster.server.approve_certificate_signing_request(&pending[0]).unwrap();
+    cluster.server.approve_serving_requests(true);
     agent.wait_for_log("serving certificate installed");
     let ca = cluster.server.ca_pem().unwrap().to_owned();
     let mut open = connect(&agent.addr, &ca);

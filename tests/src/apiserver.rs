@@ -457,6 +457,12 @@ impl TestApiServer {
         );
     }
 
+    /// Whether a node of this server asked `verb` on `resource` (`group`: `""` for the
+    /// core group).
+    pub fn node_asked(&self, verb: &str, group: &str, resource: &str) -> bool {
+        self.shared.node_requests.asked(verb, group, resource)
+    }
+
     /// Panics, listing them, if a node asked anything `deploy/rbac.yaml` does not grant
     /// (what a cluster without the Node authorizer would refuse); also when the server is
     /// dropped, unless the thread already panics.

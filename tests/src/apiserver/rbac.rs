@@ -117,6 +117,12 @@ impl NodeRequests {
         }
     }
 
+    /// Whether a node asked `verb` on `resource` of `group`.
+    pub fn asked(&self, verb: &str, group: &str, resource: &str) -> bool {
+        let seen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        seen.iter().any(|r| r.verb == verb && r.group == group && r.resource == resource)
+    }
+
     /// The requests no rule of `deploy/rbac.yaml` allows.
     pub fn outside_rbac(&self) -> Vec<Request> {
         let seen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
