@@ -3,10 +3,7 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure().compile_protos(
-        &[
-            "proto/deviceplugin/v1beta1/api.proto",
-            "proto/podresources/v1/api.proto",
-        ],
+        &["proto/deviceplugin/v1beta1/api.proto", "proto/podresources/v1/api.proto"],
         &["proto"],
     )?;
     Ok(())

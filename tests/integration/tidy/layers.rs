@@ -19,8 +19,9 @@ const CRATES: &[&[&str]] = &[
     // Pure: the core; the parsers of what the agent reads from outside. The container
     // logger, a small binary of its own (std only).
     &["outpost-core", "outpost-formats", "outpost-container-log"],
-    // The OCI spec builder (pure); what the agent reads about its host from the kernel.
-    &["outpost-runtime-spec", "outpost-host"],
+    // The OCI spec builder (pure); what the agent reads about its host from the kernel;
+    // kubelet's node-local gRPC APIs, generated.
+    &["outpost-runtime-spec", "outpost-host", "outpost-kubelet-api"],
     // The container runtime.
     &["outpost-runtime"],
     // The agent: the library whose modules `RANKS` orders, and the binary.
@@ -40,8 +41,8 @@ const RANKS: &[&[&str]] = &[
     &["audit", "logging", "systemd", "certificates", "containerd"],
     // The kernel's eBPF events; the pod sources.
     &["ebpf", "source"],
-    // The merge task; the API objects API pods refer to.
-    &["podconfig", "objects"],
+    // The merge task; the API objects API pods refer to; the device manager.
+    &["podconfig", "objects", "devices"],
     // The garbage collector.
     &["gc"],
     // The pod workers.
