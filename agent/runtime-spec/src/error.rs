@@ -179,6 +179,32 @@ pub enum Error {
     SubPathExpr { at: Subject, index: usize },
 
     #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: Bidirectional mount propagation is \
+         available only to privileged containers"
+    )]
+    BidirectionalUnprivileged { at: Subject, index: usize },
+
+    #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: invalid MountPropagation mode {mode:?}; \
+         use None, HostToContainer or Bidirectional"
+    )]
+    PropagationMode { at: Subject, index: usize, mode: String },
+
+    #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: path {} is mounted on {} but it is not a \
+         {wanted} mount; make it so on the host (mount --make-rshared)",
+        path.display(),
+        mount_point.as_ref().map_or_else(|| "no mount the agent can see".to_owned(), |p| p.display().to_string())
+    )]
+    PropagationSource {
+        at: Subject,
+        index: usize,
+        path: PathBuf,
+        mount_point: Option<PathBuf>,
+        wanted: &'static str,
+    },
+
+    #[error(
         "{at}: dnsPolicy {policy:?} is not supported; use ClusterFirst, ClusterFirstWithHostNet, \
          Default or None"
     )]

@@ -307,8 +307,38 @@ pub(super) fn proc_mount(review: &mut Review<'_>, field: &str, value: &Value) {
     one_of(review, field, value, &["Default"]);
 }
 
+/// D6: `None`, `HostToContainer`, and `Bidirectional` in a privileged container only (the
+/// API server's validation, which kubelet applies to static pods too).
 pub(super) fn mount_propagation(review: &mut Review<'_>, field: &str, value: &Value) {
-    one_of(review, field, value, &["None"]);
+    one_of(review, field, value, &["None", "HostToContainer", "Bidirectional"]);
+    let privileged = container_of(review.pod, field)
+        .and_then(|c| c.security_context.as_ref()?.privileged)
+        .unwrap_or(false);
+    if text(value) == "Bidirectional" && !privileged {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: Forbidden: Bidirectional mount propagation is available only to \
+                 privileged containers"
+            ),
+        );
+    }
+}
+
+/// The container a field of it belongs to (`spec.containers[0].…`, `spec.initContainers[1].…`).
+fn container_of<'p>(
+    pod: &'p k8s_openapi::api::core::v1::Pod,
+    field: &str,
+) -> Option<&'p k8s_openapi::api::core::v1::Container> {
+    let spec = pod.spec.as_ref()?;
+    let (list, rest) = field.strip_prefix("spec.")?.split_once('[')?;
+    let index: usize = rest.split_once(']')?.0.parse().ok()?;
+    match list {
+        "containers" => spec.containers.get(index),
+        "initContainers" => spec.init_containers.as_ref()?.get(index),
+        _ => None,
+    }
 }
 
 pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &Value) {

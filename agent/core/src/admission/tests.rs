@@ -438,6 +438,33 @@ fn q2_pod_level_cpu_and_memory_are_supported_and_nothing_else() {
 }
 
 #[test]
+fn d6_mount_propagation_host_to_container_and_bidirectional_for_privileged_containers() {
+    let at = "spec.containers[0].volumeMounts[0].mountPropagation";
+    let with = |propagation: &str, privileged: bool| {
+        pod(
+            json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+            json!({
+                "volumeMounts": [{"name": "root", "mountPath": "/host", "mountPropagation": propagation}],
+                "securityContext": {"privileged": privileged},
+            }),
+        )
+    };
+    assert_eq!(findings(&with("HostToContainer", false)), []);
+    assert_eq!(findings(&with("None", false)), []);
+    assert_eq!(findings(&with("Bidirectional", true)), []);
+    assert_eq!(findings(&with("Bidirectional", false)), refused(at));
+    let why = review(&with("Bidirectional", false), &NodeFacts::default(), Source::File);
+    assert_eq!(
+        why[0].message,
+        format!(
+            "{at}: Forbidden: Bidirectional mount propagation is available only to privileged \
+             containers"
+        ),
+        "the API server's validation message"
+    );
+}
+
+#[test]
 fn a1_mount_options_other_than_the_defaults_are_refused() {
     let at = "spec.containers[0].volumeMounts[0]";
     let pod = |mount: Value| {
@@ -451,7 +478,7 @@ fn a1_mount_options_other_than_the_defaults_are_refused() {
         )
     };
     assert_eq!(
-        findings(&pod(json!({"mountPropagation": "HostToContainer"}))),
+        findings(&pod(json!({"mountPropagation": "Sideways"}))),
         refused(&format!("{at}.mountPropagation"))
     );
     assert_eq!(
