@@ -33,7 +33,8 @@ pub(super) fn mounts(
             || layout::is_projection(ctx.pod, &mount.name)
             || claimed_read_only;
         let target = Target { source: &source, index, privileged: security.privileged, at };
-        let propagation = propagation(mount.mount_propagation.as_deref(), &target, ctx.host_mounts)?;
+        let propagation =
+            propagation(mount.mount_propagation.as_deref(), &target, ctx.host_mounts)?;
         added.push(bind(&source, &absolute(&mount.mount_path), read_only, propagation));
     }
     let taken =
@@ -127,7 +128,11 @@ struct Target<'a> {
 /// `rslave`, its source on a shared or slave host mount (else nothing could propagate
 /// from the host); `Bidirectional` → `rshared`, in a privileged container only, its
 /// source on a shared host mount.
-fn propagation(mode: Option<&str>, target: &Target<'_>, host: &[HostMount]) -> Result<&'static str> {
+fn propagation(
+    mode: Option<&str>,
+    target: &Target<'_>,
+    host: &[HostMount],
+) -> Result<&'static str> {
     let (at, index) = (target.at.clone(), target.index);
     let wanted = match mode {
         None | Some("None") => return Ok(PRIVATE),
@@ -159,9 +164,8 @@ fn propagation(mode: Option<&str>, target: &Target<'_>, host: &[HostMount]) -> R
 /// `rshared` with a `Bidirectional` mount, else `rslave` with a `HostToContainer` one
 /// (`None`: runc's default, private).
 pub(super) fn rootfs_propagation(mounts: &[Mount]) -> Option<String> {
-    let has = |option: &str| {
-        mounts.iter().any(|m| m.options().iter().flatten().any(|o| o == option))
-    };
+    let has =
+        |option: &str| mounts.iter().any(|m| m.options().iter().flatten().any(|o| o == option));
     if has("rshared") {
         Some("rshared".to_owned())
     } else if has("rslave") {

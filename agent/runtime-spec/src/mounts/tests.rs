@@ -212,9 +212,8 @@ fn propagated(
     plugins: &str,
     host_mounts: &[crate::HostMount],
 ) -> crate::Result<oci_spec::runtime::Spec> {
-    let text = NODE_EXPORTER
-        .replace("PRIVILEGED", &privileged.to_string())
-        .replace("PLUGINS", plugins);
+    let text =
+        NODE_EXPORTER.replace("PRIVILEGED", &privileged.to_string()).replace("PLUGINS", plugins);
     let pod = pod(&text);
     let ctx = crate::PodContext { host_mounts, ..context(&pod) };
     container_spec(&ctx, first_container(&pod), &busybox(), &ContainerFiles::default(), "c1")
