@@ -63,7 +63,7 @@ pub use self::dns::{
     DNS_CONFIG_FORMING, DnsEvent, MISSING_CLUSTER_DNS, MISSING_CLUSTER_DNS_ON_NODE, NodeDns,
     PodDns, is_systemd_resolved_stub, resolv_conf,
 };
-pub use self::error::{Error, Result};
+pub use self::error::{Error, Result, SourceMount};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::security::host_capabilities;
 pub use self::subject::Subject;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, VolumeMount};
 use oci_spec::runtime::Mount;
 
 use super::context::{HostMount, PodContext};
-use super::error::{Error, Result};
+use super::error::{Error, Result, SourceMount};
 use super::security::Security;
 use super::subject::Subject;
 use super::{defaults, layout};
@@ -146,16 +146,17 @@ fn propagation(
     // The mount the source is on: the deepest mount point above it.
     let on = host.iter().filter(|m| target.source.starts_with(&m.mount_point));
     let on = on.max_by_key(|m| m.mount_point.components().count());
-    let path = target.source.to_path_buf();
+    let source =
+        |mount_point| Box::new(SourceMount { path: target.source.to_path_buf(), mount_point });
     let Some(on) = on else {
-        return Err(Error::PropagationSource { at, index, path, mount_point: None, wanted });
+        return Err(Error::PropagationSource { at, index, mount: source(None), wanted });
     };
     match wanted {
         "shared" if on.shared => Ok("rshared"),
         "shared or slave" if on.shared || on.slave => Ok("rslave"),
         _ => {
-            let mount_point = Some(on.mount_point.clone());
-            Err(Error::PropagationSource { at, index, path, mount_point, wanted })
+            let mount = source(Some(on.mount_point.clone()));
+            Err(Error::PropagationSource { at, index, mount, wanted })
         }
     }
 }
