@@ -64,6 +64,7 @@ fn probe(name: &str) -> bool {
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         "dbus" => on_path("dbus-daemon"),
+        "swap" => root && ["mkswap", "swapon", "swapoff"].iter().all(|t| on_path(t)),
         "kubectl" => kubectl_versions(),
         _ => false,
     }

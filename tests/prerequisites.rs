@@ -17,5 +17,6 @@
     ("kubectl", "kubectl on PATH with kubectl.1.27 and kubectl.1.33 beside its real file (this machine's image)"),
     ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
+    ("swap", "root, and mkswap, swapon and swapoff on PATH (util-linux and mount: swap files on this machine's filesystem)"),
     ("dbus", "dbus-daemon, a private bus for the stand-in systemd-logind (the dbus package: cargo xtask deps)"),
 ]

@@ -53,6 +53,7 @@ impl Agent {
 
     /// `outpost run` without `--dry-run`: pods really run (`extra` says where: containerd
     /// socket and namespace, state, run, log and CNI dirs; see [`crate::pods::Node`]).
+    /// It starts once no other test has swap on ([`crate::swap`]).
     /// With `OUTPOST_TEST_EBPF=off` in the environment the agent runs with `--ebpf=false`
     /// (CI runs the pod tests that way too: containerd's events alone must do), unless
     /// `extra` says `--ebpf=...` itself.
@@ -83,6 +84,8 @@ impl Agent {
         {
             mode.extend(["--container-logger".to_owned(), logger]);
         }
+        // D6: not while another test has swap on (the agent would refuse to start).
+        let _swap = crate::swap::starting();
         Agent::spawn(command, &mode, manifests, extra)
     }
 

@@ -94,6 +94,9 @@ pub struct Settings {
     pub shim_grouping: crate::config::ShimGrouping,
     /// The OCI runtime's path when it is not runc (`--runtime crun`).
     pub runtime_binary: Option<String>,
+    /// D6: what the containers' swap limits are decided from (read at start, as kubelet
+    /// reads its machine info once).
+    pub swap: spec::NodeSwap,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -275,6 +278,7 @@ impl PodRuntime for Pods {
             services: &services,
             claimed: &sandbox.claimed,
             host_mounts: &host_mounts,
+            swap: self.settings.swap,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
