@@ -33,7 +33,7 @@ pub enum Error {
     #[error(transparent)]
     Workers(#[from] pods::Error),
     #[error(transparent)]
-    SharedStateDir(crate::runtime::volumes::Error),
+    SharedStateDir(Box<crate::runtime::volumes::Error>),
 }
 
 /// The pod side's metrics, registered in a dry run too (a scrape's families do not
@@ -119,7 +119,7 @@ pub fn start(
             // D6: kubelet makes its root directory shared at start, before any pod runs;
             // the pods' directories are under the state directory here.
             crate::runtime::volumes::make_rshared(&*deps.host, &config.node.state_dir)
-                .map_err(Error::SharedStateDir)?;
+                .map_err(|e| Error::SharedStateDir(Box::new(e)))?;
             let placement = Placement::choose(&config.containerd, &config.node);
             let (containerd, tasks) = build(config, &placement, deps, metrics)?;
             Ok(Started { placement: Some(placement), containerd: Some(containerd), tasks })

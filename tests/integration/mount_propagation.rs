@@ -14,7 +14,7 @@ use std::time::Duration;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::needs;
 use outpost_tests::pods::{Node, eventually, pod, wait_pod};
-use outpost_tests::propagation::{exclusive, is_shared};
+use outpost_tests::propagation::is_shared;
 use outpost_tests::workload::{Workload, delete_and_wait, host_dir, is_running, status_of, text};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -168,7 +168,6 @@ fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 #[needs(pods)]
 #[test]
 fn d6_a_bidirectional_empty_dir_mount_shows_on_the_host_until_the_pod_goes() {
-    let _propagation = exclusive();
     let node = Node::new();
     let state = node.path("state").canonicalize().unwrap();
     let w = Workload::start(&node);

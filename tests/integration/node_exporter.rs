@@ -7,8 +7,9 @@
 //!
 //! `HostToContainer` needs the host's `/` to be a shared mount (systemd mounts it so); on
 //! a machine where it is private the test makes it shared for its duration
-//! (`propagation::RootShared`). The tmpfs is unmounted when the test ends, also when it
-//! fails.
+//! (`propagation::RootShared`, which waits for the other tests that make mounts or run
+//! containers, and holds new ones back meanwhile). The tmpfs is unmounted when the test
+//! ends, also when it fails.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -123,7 +124,7 @@ fn filesystem_size(metrics: &str, mountpoint: &Path) -> Option<f64> {
 
 /// D6's acceptance: node-exporter, as its chart runs it, sees a filesystem the host
 /// mounted after the pod started (`HostToContainer`: `/host/root` is a slave of `/`).
-#[needs(pods)]
+#[needs(pods, node_exporter)]
 #[test]
 fn d6_node_exporter_reports_a_filesystem_the_host_mounted_after_it_started() {
     let _root = RootShared::new();
@@ -132,9 +133,7 @@ fn d6_node_exporter_reports_a_filesystem_the_host_mounted_after_it_started() {
     let w = Workload::start(&node);
     let [port] = free_ports::<1>();
     node.put("node-exporter.yaml", &node_exporter(port));
-    wait_pod(&w.agent, "node-exporter-edge-1", LONG, |p| {
-        is_running(status_of(p, "node-exporter"))
-    });
+    wait_pod(&w.agent, "node-exporter-edge-1", LONG, |p| is_running(status_of(p, "node-exporter")));
     eventually("node-exporter serves /metrics", LONG, || scrape(port).is_some());
     let first = scrape(port).unwrap_or_default();
     assert!(first.contains("node_filesystem_size_bytes{"), "its filesystems: {first}");

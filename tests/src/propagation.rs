@@ -1,25 +1,72 @@
 //! Mount propagation for a test (D6): the host's `/` made a shared mount while a test
 //! needs it (as systemd mounts it; this machine's may be private), back as it was when
-//! the test ends, also when it fails. Whether `/` is shared changes what an agent
-//! started meanwhile does with its state directory (on a shared mount already, it is not
-//! bound on itself), so the tests that depend on either hold [`exclusive`] while they
-//! run.
+//! the test ends, also when it fails.
+//!
+//! While `/` is shared, every mount made under it is shared too and propagates into the
+//! containers made meanwhile, so another test's mounts (a pod's namespaces, its volumes)
+//! could outlive that test or refuse to go. So whatever makes host mounts or runs
+//! containers holds a [`MountUser`] while it lives (a [`crate::pods::Node`], a CNI
+//! test's network, a runc bundle), and [`RootShared`] waits until none is held, and
+//! holds new ones back until it is dropped (but those of its own thread).
 
 // Test support fails by panicking, with a message saying what went wrong.
 #![allow(clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 
 use crate::workload::text;
 
-static PROPAGATION: Mutex<()> = Mutex::new(());
+#[derive(Debug, Default)]
+struct State {
+    /// The [`MountUser`]s alive.
+    users: usize,
+    /// The thread whose [`RootShared`] is alive (or waits for the users to go).
+    sharing: Option<ThreadId>,
+}
 
-/// Held by a test whose agent's view of the host's mount propagation must not change
-/// under it.
-pub fn exclusive() -> MutexGuard<'static, ()> {
-    PROPAGATION.lock().unwrap_or_else(PoisonError::into_inner)
+static STATE: Mutex<State> = Mutex::new(State { users: 0, sharing: None });
+static CHANGED: Condvar = Condvar::new();
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn wait(guard: MutexGuard<'static, State>) -> MutexGuard<'static, State> {
+    CHANGED.wait(guard).unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held by what makes host mounts or runs containers, while it lives; see the module.
+#[derive(Debug)]
+pub struct MountUser(());
+
+impl MountUser {
+    /// Waits while another thread has `/` shared.
+    pub fn new() -> MountUser {
+        let me = std::thread::current().id();
+        let mut state = state();
+        while state.sharing.is_some_and(|thread| thread != me) {
+            state = wait(state);
+        }
+        state.users += 1;
+        MountUser(())
+    }
+}
+
+impl Default for MountUser {
+    fn default() -> MountUser {
+        MountUser::new()
+    }
+}
+
+impl Drop for MountUser {
+    fn drop(&mut self) {
+        let mut state = state();
+        state.users = state.users.saturating_sub(1);
+        CHANGED.notify_all();
+    }
 }
 
 /// The propagation of the mount at `mount_point` in this process's mountinfo:
@@ -27,31 +74,42 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
 pub fn is_shared(mount_point: &Path) -> Option<bool> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
     let target = mount_point.to_string_lossy();
-    mountinfo
-        .lines()
-        .filter(|line| line.split(' ').nth(4) == Some(target.as_ref()))
-        .last()
-        .map(|line| {
-            let optional = line.split(" - ").next().unwrap_or_default();
-            optional.split(' ').skip(6).any(|field| field.starts_with("shared:"))
-        })
+    mountinfo.lines().rfind(|line| line.split(' ').nth(4) == Some(target.as_ref())).map(|line| {
+        let optional = line.split(" - ").next().unwrap_or_default();
+        optional.split(' ').skip(6).any(|field| field.starts_with("shared:"))
+    })
 }
 
 /// The host's `/` shared for as long as this lives (non-recursively: its submounts keep
-/// their propagation), then private again if it was.
+/// their propagation), then private again if it was; meanwhile no other thread's
+/// [`MountUser`] is alive. Make it before the test's [`crate::pods::Node`] (which is
+/// then dropped first).
 #[derive(Debug)]
 pub struct RootShared {
     was_private: bool,
-    _exclusive: MutexGuard<'static, ()>,
 }
 
 impl RootShared {
+    /// Waits for the other tests' mount users to go (and another `RootShared`), then
+    /// shares `/`.
     pub fn new() -> RootShared {
-        let exclusive = exclusive();
-        let was_private = is_shared(Path::new("/")) == Some(false);
-        let root = RootShared { was_private, _exclusive: exclusive };
-        if was_private {
-            mount("--make-shared");
+        let me = std::thread::current().id();
+        let mut state = state();
+        while state.sharing.is_some() {
+            state = wait(state);
+        }
+        state.sharing = Some(me);
+        while state.users > 0 {
+            state = wait(state);
+        }
+        drop(state);
+        // Made first, so that a failure from here on lets the other tests go on.
+        let mut root = RootShared { was_private: false };
+        if is_shared(Path::new("/")) == Some(false) {
+            let out = Command::new("mount").args(["--make-shared", "/"]).output();
+            let out = out.expect("run mount");
+            assert!(out.status.success(), "mount --make-shared /: {}", text(&out));
+            root.was_private = true;
         }
         root
     }
@@ -68,10 +126,7 @@ impl Drop for RootShared {
         if self.was_private {
             let _ = Command::new("mount").args(["--make-private", "/"]).output();
         }
+        state().sharing = None;
+        CHANGED.notify_all();
     }
-}
-
-fn mount(flag: &str) {
-    let out = Command::new("mount").args([flag, "/"]).output().expect("run mount");
-    assert!(out.status.success(), "mount {flag} /: {}", text(&out));
 }

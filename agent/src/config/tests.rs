@@ -527,8 +527,8 @@ fn d6_swap_settings_are_kubelets_flag_and_keys() {
     let c = c.unwrap();
     assert!(c.swap.fail_swap_on, "true by default");
     assert_eq!(c.pods.swap_behavior, outpost_core::swap::Behavior::NoSwap);
-    let flags = parse_flags(&["--node-name", "n", "--fail-swap-on=false"]);
-    assert!(!Config::resolve(flags).unwrap().swap.fail_swap_on);
+    let given = parse_flags(&["--node-name", "n", "--fail-swap-on=false"]);
+    assert!(!Config::resolve(given).unwrap().swap.fail_swap_on);
     let f = file("failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n");
     let c = Config::resolve(flags(f.path())).unwrap();
     assert!(!c.swap.fail_swap_on);
@@ -540,4 +540,3 @@ fn d6_swap_settings_are_kubelets_flag_and_keys() {
     let f = file("memorySwap:\n  swapBehaviour: NoSwap\n");
     assert!(Config::resolve(flags(f.path())).is_err(), "an unknown key is refused");
 }
-
