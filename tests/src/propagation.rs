@@ -69,6 +69,30 @@ impl Drop for MountUser {
     }
 }
 
+/// The mounts an agent running pods made under `dir` (its state directory, which it
+/// makes a shared mount, bound on itself), unmounted when this drops, deepest first, for
+/// a test whose agent's directories are not a [`crate::pods::Node`]'s (which unmounts
+/// its own). It is a [`MountUser`] too.
+#[derive(Debug)]
+pub struct UnmountUnder {
+    dir: std::path::PathBuf,
+    _user: MountUser,
+}
+
+impl UnmountUnder {
+    pub fn new(dir: &Path) -> UnmountUnder {
+        UnmountUnder { dir: dir.to_owned(), _user: MountUser::new() }
+    }
+}
+
+impl Drop for UnmountUnder {
+    fn drop(&mut self) {
+        for mount in outpost_leaks::mounts_under(&self.dir) {
+            let _ = Command::new("umount").arg("--lazy").arg(&mount).output();
+        }
+    }
+}
+
 /// The propagation of the mount at `mount_point` in this process's mountinfo:
 /// `Some(true)` shared, `Some(false)` not, `None` no such mount point.
 pub fn is_shared(mount_point: &Path) -> Option<bool> {
