@@ -64,6 +64,12 @@ fn probe(name: &str) -> bool {
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         "dbus" => on_path("dbus-daemon"),
+        "swap" => {
+            let swap_off = std::fs::read_to_string("/proc/swaps")
+                .is_ok_and(|swaps| swaps.trim().lines().count() <= 1);
+            root && swap_off && ["mkswap", "swapon", "swapoff"].iter().all(|t| on_path(t))
+        }
+        "node_exporter" => Path::new("/usr/bin/prometheus-node-exporter").is_file(),
         "kubectl" => kubectl_versions(),
         _ => false,
     }

@@ -17,5 +17,7 @@
     ("kubectl", "kubectl on PATH with kubectl.1.27 and kubectl.1.33 beside its real file (this machine's image)"),
     ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
+    ("swap", "root, mkswap, swapon and swapoff on PATH (util-linux, mount), and the machine's own swap off (the test turns a swap file on)"),
+    ("node_exporter", "Debian's prometheus-node-exporter, packed into a test image (cargo xtask deps; cargo xtask images)"),
     ("dbus", "dbus-daemon, a private bus for the stand-in systemd-logind (the dbus package: cargo xtask deps)"),
 ]

@@ -111,6 +111,8 @@ pub enum Error {
     NodeApi(#[from] node_api::Error),
     #[error(transparent)]
     NodeShutdown(#[from] node_shutdown::Error),
+    #[error(transparent)]
+    Swap(#[from] swap::Error),
     #[error(
         "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"
     )]
@@ -154,6 +156,8 @@ pub struct Config {
     pub gc: gc::GcConfig,
     /// The pods' cgroups and node allocatable.
     pub node_resources: NodeResources,
+    /// D6: `failSwapOn` and `memorySwap.swapBehavior`.
+    pub swap: swap::Swap,
 }
 
 /// What a stop or the machine's shutdown does to the pods.
@@ -194,7 +198,8 @@ impl Config {
         let certificates = resolve_certificates(&mut s, &api)?;
         let sources = resolve_sources(&mut s, &api.auth)?;
         let containerd = resolve_containerd(&mut s);
-        let pods = resolve_pods(&mut s, &node)?;
+        let swap = swap::Swap::resolve(s.fail_swap_on, s.memory_swap.take())?;
+        let pods = resolve_pods(&mut s, &node, &swap)?;
         Ok(Config {
             node,
             sources,
@@ -224,6 +229,7 @@ impl Config {
                 enforce_node_allocatable: std::mem::take(&mut s.enforce_node_allocatable),
             })?
             .with_eviction_hard(eviction_hard),
+            swap,
         })
     }
 }
@@ -354,8 +360,8 @@ fn resolve_containerd(s: &mut Settings) -> containerd::Config {
 }
 
 /// What the pod workers run pods with: the OCI runtime and logger, CNI, image
-/// credentials and the images dir, seccomp profiles, admission, DNS.
-fn resolve_pods(s: &mut Settings, node: &Node) -> Result<pods::Config, Error> {
+/// credentials and the images dir, seccomp profiles, admission, DNS, swap.
+fn resolve_pods(s: &mut Settings, node: &Node, swap: &swap::Swap) -> Result<pods::Config, Error> {
     let cni_bin_dirs = match std::mem::take(&mut s.cni_bin_dir) {
         dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
         dirs => dirs,
@@ -380,6 +386,7 @@ fn resolve_pods(s: &mut Settings, node: &Node) -> Result<pods::Config, Error> {
             s.cluster_domain.take(),
             s.resolv_conf.take(),
         ),
+        swap_behavior: swap.behavior,
     })
 }
 
@@ -554,5 +561,6 @@ pub mod node_api;
 pub mod node_shutdown;
 pub mod pods;
 pub mod sources;
+pub mod swap;
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,8 @@ pub enum Error {
     Exe(#[source] std::io::Error),
     #[error(transparent)]
     Workers(#[from] pods::Error),
+    #[error(transparent)]
+    SharedStateDir(Box<crate::runtime::volumes::Error>),
 }
 
 /// The pod side's metrics, registered in a dry run too (a scrape's families do not
@@ -116,6 +118,10 @@ pub fn start(
 ) -> Result<Started, Error> {
     match runtime {
         Runtime::Containerd => {
+            // D6: kubelet makes its root directory shared at start, before any pod runs;
+            // the pods' directories are under the state directory here.
+            crate::runtime::volumes::make_rshared(&*deps.host, &config.node.state_dir)
+                .map_err(|e| Error::SharedStateDir(Box::new(e)))?;
             let placement = Placement::choose(&config.containerd, &config.node);
             let (containerd, tasks) = build(config, &placement, deps, metrics)?;
             Ok(Started { placement: Some(placement), containerd: Some(containerd), tasks })

@@ -175,6 +175,8 @@ fn dry_run_prints_deltas_and_serves_pods() {
 #[test]
 fn run_without_containerd_retries_and_is_not_ready() {
     let dir = tempfile::tempdir().unwrap();
+    // D6: the agent makes its state directory a shared mount (bound on itself here).
+    let _mounts = outpost_tests::propagation::UnmountUnder::new(dir.path());
     fs::write(dir.path().join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
     let state = dir.path().join("state");
     let socket = dir.path().join("no-containerd.sock");

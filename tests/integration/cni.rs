@@ -4,6 +4,7 @@
 //! touch /etc/cni/net.d; the bridge and any attachment left over are removed on drop.
 
 use outpost_tests::needs;
+use outpost_tests::propagation::MountUser;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -80,10 +81,13 @@ struct Net {
     name: String,
     subnet: u8,
     cni: Cni,
+    /// Its namespaces are host mounts (D6: not while another test has `/` shared).
+    _mounts: MountUser,
 }
 
 impl Net {
     fn new() -> Net {
+        let mounts = MountUser::new();
         let dir = tempfile::tempdir().unwrap();
         let tag = format!("{:08x}", fastrand::u32(..));
         let bridge = format!("opt{tag}");
@@ -103,7 +107,7 @@ impl Net {
             bin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from(PLUGINS)],
             cache_dir: dir.path().join("cache"),
         });
-        Net { dir, bridge, name, subnet, cni }
+        Net { dir, bridge, name, subnet, cni, _mounts: mounts }
     }
 
     fn conf(&self) -> PathBuf {

@@ -1,8 +1,11 @@
 //! End to end: mount propagation (SEMANTICS.md D6), as node-exporter's chart and CSI node
 //! plugins use it. A hostPath on a shared host mount, mounted `HostToContainer`, shows
 //! in the running container what the host mounts under it after the container started;
-//! one on a private host mount fails the container with containerd's words. The host
-//! mounts are tmpfs the test makes and unmounts, also when it fails.
+//! one on a private host mount fails the container with containerd's words. The agent
+//! makes its state directory a shared mount, so a privileged container's `Bidirectional`
+//! emptyDir shows on the host what the container mounts in it, until the pod goes. The
+//! host mounts are tmpfs the test makes and unmounts, also when it fails. (node-exporter
+//! itself: `node_exporter.rs`.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +14,8 @@ use std::time::Duration;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::needs;
 use outpost_tests::pods::{Node, eventually, pod, wait_pod};
-use outpost_tests::workload::{Workload, host_dir, is_running, status_of, text};
+use outpost_tests::propagation::is_shared;
+use outpost_tests::workload::{Workload, delete_and_wait, host_dir, is_running, status_of, text};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -117,4 +121,70 @@ fn d6_a_host_mount_made_after_the_start_shows_in_a_host_to_container_volume() {
         eventually("the pod is gone", LONG, || pod(&w.agent, gone).is_none());
     }
     eventually("containerd has no container left", LONG, || node.containers().is_empty());
+}
+
+/// A privileged pod (a CSI node plugin's shape) whose container mounts a tmpfs in its
+/// emptyDir, mounted `Bidirectional`, and writes a file there.
+const PLUGIN: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: plugin
+spec:
+  containers:
+  - name: plugin
+    image: outpost.test/busybox:latest
+    imagePullPolicy: IfNotPresent
+    securityContext:
+      privileged: true
+    command:
+    - /bin/sh
+    - -c
+    - mkdir -p /plugin/sub && /bin/busybox mount -t tmpfs -o size=1m outpost-d6 /plugin/sub && echo made inside > /plugin/sub/marker && exec sleep 3600
+    volumeMounts:
+    - name: plugin-dir
+      mountPath: /plugin
+      mountPropagation: Bidirectional
+  volumes:
+  - name: plugin-dir
+    emptyDir: {}
+"#;
+
+/// The mount points at or under `dir` in this process's mountinfo.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|point| point.starts_with(dir))
+        .collect()
+}
+
+/// D6: the agent makes its state directory a shared mount at start (bound on itself:
+/// this machine's `/` is private), as kubelet its root directory, so a privileged
+/// container's `Bidirectional` emptyDir propagates: the tmpfs the container mounts in it
+/// is a mount on the host under the pod's volume directory, with the file written
+/// there; when the pod goes, the agent unmounts it with the pod's directory.
+#[needs(pods)]
+#[test]
+fn d6_a_bidirectional_empty_dir_mount_shows_on_the_host_until_the_pod_goes() {
+    let node = Node::new();
+    let state = node.path("state").canonicalize().unwrap();
+    let w = Workload::start(&node);
+    assert_eq!(is_shared(&state), Some(true), "the state directory is a shared mount");
+    assert_eq!(PLUGIN.matches(BUSYBOX_IMAGE).count(), 1);
+
+    node.put("plugin.yaml", PLUGIN);
+    let running = wait_pod(&w.agent, "plugin-edge-1", LONG, |p| is_running(status_of(p, "plugin")));
+    let uid = running["metadata"]["uid"].as_str().unwrap().to_owned();
+    let pod_dir = state.join("pods").join(&uid);
+    let sub = pod_dir.join("volumes/kubernetes.io~empty-dir/plugin-dir/sub");
+    eventually("the container's tmpfs is a mount on the host", LONG, || {
+        mounts_under(&pod_dir).contains(&sub)
+    });
+    assert_eq!(std::fs::read_to_string(sub.join("marker")).unwrap(), "made inside\n");
+
+    delete_and_wait(&node, &w.agent, &[("plugin.yaml", "plugin-edge-1")]);
+    assert_eq!(mounts_under(&pod_dir), Vec::<PathBuf>::new(), "no mount left of the pod");
+    assert!(!pod_dir.exists(), "the pod's directory is gone");
 }

@@ -55,6 +55,8 @@ fn j3_the_inhibitor_lock_follows_loginds_prepare_for_shutdown() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(TestApiServer::start()).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    // D6: the agent makes its state directory a shared mount (bound on itself here).
+    let _mounts = outpost_tests::propagation::UnmountUnder::new(dir.path());
     let kubeconfig = server.node_kubeconfig(dir.path(), "edge-1").unwrap();
     for sub in ["manifests", "state", "run", "logs", "cni"] {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();

@@ -5,6 +5,7 @@
 //! namespaces (none of the pod's) and a unique cgroup parent, and checks the output.
 
 use outpost_tests::needs;
+use outpost_tests::propagation::MountUser;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -37,10 +38,13 @@ struct Bundle {
     dir: tempfile::TempDir,
     id: String,
     cgroup_parent: String,
+    /// It runs a container and mounts volumes (D6: not while another test has `/` shared).
+    _mounts: MountUser,
 }
 
 impl Bundle {
     fn new(name: &str) -> Self {
+        let mounts = MountUser::new();
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("rootfs/bin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -49,7 +53,7 @@ impl Bundle {
             std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
         }
         let id = format!("outpost-spec-{name}-{}", std::process::id());
-        Bundle { dir, cgroup_parent: format!("/outpost-test/{id}"), id }
+        Bundle { dir, cgroup_parent: format!("/outpost-test/{id}"), id, _mounts: mounts }
     }
 
     fn pod_dir(&self) -> PathBuf {
@@ -87,6 +91,7 @@ impl Bundle {
             services: &outpost::runtime::spec::services::NO_SERVICES,
             claimed: &std::collections::BTreeMap::new(),
             host_mounts: &[],
+            swap: outpost::runtime::spec::NodeSwap::default(),
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

@@ -53,6 +53,8 @@ impl Agent {
 
     /// `outpost run` without `--dry-run`: pods really run (`extra` says where: containerd
     /// socket and namespace, state, run, log and CNI dirs; see [`crate::pods::Node`]).
+    /// It starts once no other test has swap on ([`crate::swap`]), with
+    /// `--fail-swap-on=false` where the machine's own swap is on.
     /// With `OUTPOST_TEST_EBPF=off` in the environment the agent runs with `--ebpf=false`
     /// (CI runs the pod tests that way too: containerd's events alone must do), unless
     /// `extra` says `--ebpf=...` itself.
@@ -82,6 +84,13 @@ impl Agent {
             && !given("--container-logger")
         {
             mode.extend(["--container-logger".to_owned(), logger]);
+        }
+        // D6: not while another test has swap on (the agent would refuse to start); on a
+        // machine whose own swap is on, with failSwapOn false (kubelet's default would
+        // refuse every test's agent).
+        let swap = crate::swap::starting();
+        if swap.is_some() && crate::swap::is_on() && !given("--fail-swap-on") {
+            mode.push("--fail-swap-on=false".to_owned());
         }
         Agent::spawn(command, &mode, manifests, extra)
     }

@@ -30,6 +30,10 @@ pub const BUSYBOX_USER_OCI: &str = "busybox-user-oci.tar";
 pub const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.6-0";
 /// The OCI image-layout tarball of [`ETCD_IMAGE`].
 pub const ETCD_OCI: &str = "etcd-oci.tar";
+/// Debian's node_exporter and the libraries it links (`cargo xtask images`).
+pub const NODE_EXPORTER_IMAGE: &str = "outpost.test/node-exporter:latest";
+/// The OCI image-layout tarball of [`NODE_EXPORTER_IMAGE`].
+pub const NODE_EXPORTER_OCI: &str = "node-exporter-oci.tar";
 
 fn workspace_target() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target")

@@ -10,8 +10,10 @@ pub mod kubectl;
 pub mod logind;
 pub mod manifest_server;
 pub mod pods;
+pub mod propagation;
 pub mod registry;
 pub mod smaps;
+pub mod swap;
 pub mod workload;
 
 /// `#[needs(pods)]`: a test ignored, with the reason, where a prerequisite is missing.

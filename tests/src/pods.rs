@@ -34,6 +34,8 @@ pub struct Node {
     /// The node's `--cgroup-root` (`/outpost-test-<pid>-<n>`): its kubepods is its own,
     /// and dropping the node removes it.
     pub cgroup_root: String,
+    /// Its pods make host mounts (D6: not while another test has `/` shared).
+    _mounts: crate::propagation::MountUser,
 }
 
 impl Node {
@@ -54,6 +56,7 @@ impl Node {
         if !Path::new(CNI_BIN_DIR).join("bridge").is_file() {
             return Err("the CNI plugins in /usr/lib/cni (containernetworking-plugins)".into());
         }
+        let mounts = crate::propagation::MountUser::new();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let dir = tempfile::Builder::new().prefix("opn").tempdir_in("/tmp").expect("temp dir");
@@ -67,6 +70,7 @@ impl Node {
             subnet: format!("10.{}.{}.0/24", 214 + (pid % 20), n % 250),
             cgroup_root: format!("/outpost-test-{pid}-{n}"),
             dir,
+            _mounts: mounts,
         };
         node.write_cni(&node.bridge_conflist());
         let out = Command::new(outpost_bin())

@@ -33,6 +33,11 @@ const PACKAGES: &[(&str, &str)] = &[
         "a real scraper of /metrics/cadvisor, /metrics/resource and /metrics/probes (N2's \
          acceptance test)",
     ),
+    (
+        "prometheus-node-exporter",
+        "node-exporter in a test image (`cargo xtask images`): D6's acceptance test, mount \
+         propagation as its Helm chart uses it",
+    ),
     ("iproute2", "`ip netns` and `ip addr` to inspect pod network namespaces in tests"),
     (
         "dnsmasq-base",

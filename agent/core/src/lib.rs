@@ -28,6 +28,7 @@
 //! - [`event_aggregate`]: Kubernetes Events rate limited, aggregated and queued (client-go's correlator).
 //! - [`stats`]: the node's stats and kubelet's metrics (N2) from a reading: the Summary API, rates, text formats.
 //! - [`status_queue`]: the pod status manager's coalescing, ordered, backing-off queue.
+//! - [`swap`]: swap as kubelet treats it (D6): `/proc/swaps`, `swapBehavior`, each container's limit.
 //! - [`error_chain`]: one line for an error and its causes (logs, `/readyz`, the CLI).
 //!
 //! This crate imports no async runtime, no HTTP stack and no container runtime; the
@@ -66,3 +67,4 @@ pub mod resource_config;
 pub mod source;
 pub mod stats;
 pub mod status_queue;
+pub mod swap;

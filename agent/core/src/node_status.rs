@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo, Taint,
+    NodeSwapStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -78,6 +78,8 @@ pub struct Readings {
     /// Online CPUs.
     pub cpus: u32,
     pub memory: Option<MemInfo>,
+    /// D6: the swap the node has (`SwapTotal`, bytes): `status.nodeInfo.swap.capacity`.
+    pub swap: Option<u64>,
     /// The filesystem of the agent's state dir (nodefs).
     pub nodefs: Option<FsStats>,
     pub pids: Option<PidStats>,
@@ -199,6 +201,9 @@ pub fn status(
             operating_system: "linux".to_owned(),
             os_image: readings.os_image.clone(),
             system_uuid: readings.system_uuid.clone(),
+            swap: readings.swap.map(|bytes| NodeSwapStatus {
+                capacity: Some(i64::try_from(bytes).unwrap_or(i64::MAX)),
+            }),
             ..NodeSystemInfo::default()
         }),
         ..NodeStatus::default()

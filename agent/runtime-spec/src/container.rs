@@ -64,7 +64,7 @@ pub fn container_spec(
     linux
         .set_namespaces(Some(namespaces(ctx)))
         .set_cgroups_path(Some(ctx.cgroups_path.into()))
-        .set_resources(Some(resources::resources(container, &security, &at)?))
+        .set_resources(Some(resources::resources(ctx, container, &security, &at)?))
         .set_devices(None)
         .set_uid_mappings(None)
         .set_gid_mappings(None)

@@ -14,6 +14,7 @@ use crate::plugin_devices::PluginDevices;
 use crate::projection::Resolved;
 use crate::seccomp;
 use crate::services::ServiceEnv;
+use outpost_core::swap;
 
 /// Where the pod stands: what [`container_spec`](crate::container_spec) needs besides
 /// the pod and its image.
@@ -61,6 +62,32 @@ pub struct PodContext<'a> {
     /// D6: the host's mounts, read when one of the container's volume mounts asks for
     /// `mountPropagation` (empty otherwise).
     pub host_mounts: &'a [HostMount],
+    /// D6: what the containers' swap limits are decided from.
+    pub swap: NodeSwap,
+}
+
+/// D6: what a container's swap limit is decided from, as kubelet's runtime manager holds
+/// it: `memorySwap.swapBehavior`, the node's memory and swap, and the cgroup file that
+/// limits swap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeSwap {
+    pub behavior: swap::Behavior,
+    pub capacity: swap::Capacity,
+    pub controller: SwapController,
+}
+
+/// The cgroup file that limits a container's swap, if the kernel has one (kubelet's
+/// `swapControllerAvailable`: the v1 memory controller's `memory.memsw.limit_in_bytes`,
+/// the v2 `memory.swap.max` of the agent's own cgroup).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SwapController {
+    /// No swap accounting: the spec says nothing of swap.
+    #[default]
+    None,
+    /// cgroup v1's `memory.memsw.limit_in_bytes`: memory and swap together.
+    MemorySwap,
+    /// cgroup v2's `memory.swap.max`: swap alone.
+    SwapMax,
 }
 
 /// A mount of the host, as its mountinfo line shows it: where, and how mounts propagate

@@ -8,7 +8,7 @@
 //! namespaces, the container's process (`process`, `env`, `expansion`), user and groups
 //! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
 //! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
-//! (`resources`, `quantity`) and mounts (`mounts`: the pod's files and `/dev/shm`, the
+//! (`resources`, `quantity`; swap as kubelet's `memorySwap` decides it) and mounts (`mounts`: the pod's files and `/dev/shm`, the
 //! termination-message file, volumes; those made from API objects read-only).
 //! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
 //! says what an API pod refers to and what its configMap, secret, downwardAPI and
@@ -59,7 +59,9 @@ mod sysctl;
 mod users;
 
 pub use self::container::{container_spec, invalid_env_var_names};
-pub use self::context::{ContainerFiles, HostMount, Namespaces, PodContext};
+pub use self::context::{
+    ContainerFiles, HostMount, Namespaces, NodeSwap, PodContext, SwapController,
+};
 pub use self::dns::{
     DNS_CONFIG_FORMING, DnsEvent, MISSING_CLUSTER_DNS, MISSING_CLUSTER_DNS_ON_NODE, NodeDns,
     PodDns, is_systemd_resolved_stub, resolv_conf,

@@ -1,14 +1,22 @@
 //! The container's cgroup limits from `resources`, as kubelet computes them: memory limit
-//! in bytes, CPU limit as a CFS quota over a 100 ms period, CPU request as shares.
+//! in bytes, CPU limit as a CFS quota over a 100 ms period, CPU request as shares; and
+//! its swap (D6), as kubelet's CRI request makes containerd set it.
+
+use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Container;
 use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxResources};
 use outpost_core::quantity::{self, Quantity};
+use outpost_core::swap;
 
+use super::context::{PodContext, SwapController};
 use super::error::{Error, Result};
 use super::security::Security;
 use super::subject::Subject;
 use super::{defaults, selector};
+
+/// cgroup v2's swap limit, set through the spec's `unified` map as kubelet sets it.
+const SWAP_MAX: &str = "memory.swap.max";
 
 /// The CFS period, in microseconds (kubelet's default 100 ms).
 pub(super) const CPU_PERIOD: u64 = 100_000;
@@ -16,6 +24,7 @@ pub(super) const CPU_PERIOD: u64 = 100_000;
 const MIN_QUOTA: i64 = 1_000;
 
 pub(super) fn resources(
+    ctx: &PodContext<'_>,
     container: &Container,
     security: &Security,
     at: &Subject,
@@ -54,11 +63,32 @@ pub(super) fn resources(
     let mut resources = LinuxResources::default();
     resources.set_devices(Some(defaults::device_rules(security.privileged))).set_cpu(Some(cpu));
     if let Some(limit) = parse("limits", "memory")?.filter(|q| !q.is_zero()) {
+        let limit = convert("limits", "memory", limit.value())?;
         let mut memory = LinuxMemory::default();
-        memory.set_limit(Some(convert("limits", "memory", limit.value())?));
+        memory.set_limit(Some(limit));
+        // D6, cgroup v1: memory and swap limited together to the memory limit.
+        if ctx.swap.controller == SwapController::MemorySwap {
+            memory.set_swap(Some(limit));
+        }
         resources.set_memory(Some(memory));
     }
+    if ctx.swap.controller == SwapController::SwapMax {
+        resources.set_unified(Some(swap_max(ctx, container)));
+    }
     Ok(resources)
+}
+
+/// D6: the container's swap, as kubelet's `configureContainerSwapResources` asks
+/// containerd for it. With no swap controller the spec says nothing of swap. On cgroup
+/// v1, where only `NoSwap` is allowed, memory and swap together are limited to the
+/// memory limit (OCI's `memory.swap` is `memory.memsw.limit_in_bytes`), so nothing swaps
+/// beyond it (and without a memory limit, nothing is set). On cgroup v2 it is this:
+/// `memory.swap.max` set to the container's [`swap::limit`] (0 with `NoSwap`, and for
+/// every container not entitled to swap).
+fn swap_max(ctx: &PodContext<'_>, container: &Container) -> HashMap<String, String> {
+    let swap = &ctx.swap;
+    let bytes = swap::limit(swap.behavior, true, swap.capacity, ctx.pod, container);
+    HashMap::from([(SWAP_MAX.to_owned(), bytes.to_string())])
 }
 
 /// kubelet's `MilliCPUToShares`: 1024 shares per CPU, between 2 and 262144.

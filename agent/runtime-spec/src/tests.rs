@@ -54,6 +54,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         services: &crate::services::NO_SERVICES,
         claimed: &NO_CLAIMS,
         host_mounts: &[],
+        swap: crate::NodeSwap::default(),
     }
 }
 

@@ -23,7 +23,9 @@
 //!
 //! [`prepare`] is idempotent: after an agent restart it keeps the volumes' data and
 //! their tmpfs mounts (after a reboot it mounts and writes them again). [`cleanup`]
-//! unmounts whatever is mounted under the pod's directory and removes it.
+//! unmounts whatever is mounted under the pod's directory (what a container mounted in
+//! a `Bidirectional` volume too) and removes it. [`make_rshared`] makes the state
+//! directory a shared mount at start (D6).
 
 use std::io;
 use std::net::IpAddr;
@@ -99,6 +101,20 @@ pub enum Error {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+
+    /// D6: the state directory could not be made a shared mount.
+    #[error(
+        "cannot make the state directory {} a shared mount ({operation}), which a \
+         Bidirectional mount of a pod's own volume needs; run the agent as root, or make it \
+         one before: mount --bind {} {} && mount --make-rshared {}",
+        path.display(), path.display(), path.display(), path.display()
+    )]
+    Share {
+        path: PathBuf,
+        operation: &'static str,
+        #[source]
+        source: nix::Error,
     },
 
     #[error(
@@ -342,6 +358,22 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
 /// one (and its data) is kept. [`cleanup`] of the run directory unmounts it.
 pub fn dev_shm(host: &dyn Host, pod: &Pod, dir: &Path) -> Result<()> {
     mounts::dev_shm(host, &Subject::pod(pod), dir)
+}
+
+/// D6: makes `state_dir` (the pods' directories are under it) a shared mount at start,
+/// as kubelet makes its root directory (`MakeRShared`), so that a `Bidirectional` mount
+/// of a pod's own volume (an emptyDir, as CSI node plugins use) propagates: nothing if the
+/// mount it is on is shared already; else it is bind-mounted on itself (unless it is a
+/// mount point already) and made `rshared`. The bind is recursive (kubelet's is not), so
+/// the volume mounts already under it, of pods running from before, stay in view. Safe
+/// to call again (then nothing changes); nothing undoes it at exit, as with kubelet.
+pub fn make_rshared(host: &dyn Host, state_dir: &Path) -> Result<()> {
+    let dir = state_dir.canonicalize().map_err(|source| Error::Cleanup {
+        operation: "resolve",
+        path: state_dir.to_path_buf(),
+        source,
+    })?;
+    mounts::make_rshared(host, &dir)
 }
 
 /// Unmounts everything mounted under `pod_dir` (deepest first, as `host`'s mount table

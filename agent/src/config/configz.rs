@@ -54,6 +54,8 @@ pub fn configz(config: &Config) -> Value {
     if let Some(limit) = resources.pod_pids_limit {
         set("podPidsLimit", json!(limit));
     }
+    set("failSwapOn", json!(config.swap.fail_swap_on));
+    set("memorySwap", json!({"swapBehavior": config.swap.behavior.as_str()}));
     if !config.pods.dns.cluster_dns.is_empty() {
         let servers: Vec<String> =
             config.pods.dns.cluster_dns.iter().map(ToString::to_string).collect();
@@ -110,6 +112,8 @@ mod tests {
         assert_eq!(c["healthzBindAddress"], "127.0.0.1");
         assert_eq!(c["httpCheckFrequency"], "20s");
         assert_eq!(c["cgroupDriver"], "cgroupfs");
+        assert_eq!(c["failSwapOn"], true);
+        assert_eq!(c["memorySwap"]["swapBehavior"], "NoSwap");
         assert_eq!(seconds(std::time::Duration::from_secs(90)), "1m30s");
         assert_eq!(seconds(std::time::Duration::from_secs(120)), "2m0s");
     }

@@ -29,4 +29,6 @@ pub struct Config {
     pub admission_policy: outpost_core::admission::Policy,
     /// K2: cluster DNS (`--cluster-dns`, `--cluster-domain`, `--resolv-conf`).
     pub dns: Dns,
+    /// D6: `memorySwap.swapBehavior`, what the containers' swap limits follow.
+    pub swap_behavior: outpost_core::swap::Behavior,
 }

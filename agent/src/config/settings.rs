@@ -385,6 +385,16 @@ settings! {
             node_resources::DEFAULT_POD_PIDS_LIMIT))]
         #[serde(rename = "podPidsLimit", alias = "podMaxPids")]
         pub pod_max_pids: Option<i64>,
+        /// D6, kubelet's `--fail-swap-on`: refuse to start on a node with swap on
+        /// [default: true]. `false` lets the agent run there, the containers swapping as
+        /// memorySwap.swapBehavior says (NoSwap: none).
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+            default_missing_value = "true")]
+        pub fail_swap_on: Option<bool>,
+        /// D6, KubeletConfiguration's `memorySwap` (the file only): `swapBehavior` NoSwap
+        /// (the default) or LimitedSwap (cgroup v2 only).
+        #[arg(skip)]
+        pub memory_swap: Option<swap::MemorySwapSettings>,
         /// Resources reserved for the system, kept out of node allocatable:
         /// "cpu=100m,memory=100Mi,ephemeral-storage=1Gi,pid=1000"; repeatable.
         #[arg(long, value_name = "RESOURCES")]

@@ -518,3 +518,25 @@ fn the_hostname_is_the_kernels_trimmed() {
     host.file("/proc/sys/kernel/hostname", "Edge-1\n");
     assert_eq!(hostname(&host).unwrap(), "Edge-1");
 }
+
+/// D6: `--fail-swap-on` is kubelet's flag, `failSwapOn` and `memorySwap.swapBehavior`
+/// its file's keys; an unknown behaviour is refused in kubelet's words.
+#[test]
+fn d6_swap_settings_are_kubelets_flag_and_keys() {
+    let c = Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() });
+    let c = c.unwrap();
+    assert!(c.swap.fail_swap_on, "true by default");
+    assert_eq!(c.pods.swap_behavior, outpost_core::swap::Behavior::NoSwap);
+    let given = parse_flags(&["--node-name", "n", "--fail-swap-on=false"]);
+    assert!(!Config::resolve(given).unwrap().swap.fail_swap_on);
+    let f = file("failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n");
+    let c = Config::resolve(flags(f.path())).unwrap();
+    assert!(!c.swap.fail_swap_on);
+    assert_eq!(c.swap.behavior, outpost_core::swap::Behavior::LimitedSwap);
+    assert_eq!(c.pods.swap_behavior, outpost_core::swap::Behavior::LimitedSwap);
+    let f = file("memorySwap:\n  swapBehavior: UnlimitedSwap\n");
+    let error = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(error.contains("memorySwap.swapBehavior \"UnlimitedSwap\" must be one of"), "{error}");
+    let f = file("memorySwap:\n  swapBehaviour: NoSwap\n");
+    assert!(Config::resolve(flags(f.path())).is_err(), "an unknown key is refused");
+}

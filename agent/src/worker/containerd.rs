@@ -96,6 +96,9 @@ pub struct Settings {
     pub runtime_binary: Option<String>,
     /// D2: the device manager, which says what a container's devices need.
     pub devices: Option<crate::devices::Manager>,
+    /// D6: what the containers' swap limits are decided from (read at start, as kubelet
+    /// reads its machine info once).
+    pub swap: spec::NodeSwap,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -277,6 +280,7 @@ impl PodRuntime for Pods {
             services: &services,
             claimed: &sandbox.claimed,
             host_mounts: &host_mounts,
+            swap: self.settings.swap,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);

@@ -165,6 +165,7 @@ async fn run(
     if let Some(warning) = config.dns.stub_warning() {
         warn!("{warning}");
     }
+    let swap = node_swap(config.swap_behavior, &*deps.host, deps.cgroups.hierarchy());
     let mut node_labels = node.labels.clone();
     let architecture = node_status::machine::go_arch(std::env::consts::ARCH);
     node_labels.extend(node_status::well_known_labels(&node.name, architecture));
@@ -195,6 +196,7 @@ async fn run(
         shim_grouping: deps.shim_grouping,
         runtime_binary,
         devices: deps.devices.clone(),
+        swap,
     };
     let runtime =
         Runtime::new(containerd, cni, settings, deps.statuses, deps.events, metrics, deps.ebpf)?;
@@ -220,6 +222,27 @@ fn keyring(path: Option<&Path>) -> Result<Keyring, Error> {
         .map_err(|source| Error::CredentialsFile { path: path.to_owned(), source })?;
     Keyring::from_docker_config(&bytes)
         .map_err(|source| Error::Credentials { path: path.to_owned(), source })
+}
+
+/// D6: what the containers' swap limits are decided from: the setting, the node's memory
+/// and swap (`/proc/meminfo`), and the cgroup file that limits swap.
+fn node_swap(
+    behavior: outpost_core::swap::Behavior,
+    host: &dyn crate::host::Host,
+    hierarchy: &crate::runtime::cgroups::Hierarchy,
+) -> spec::NodeSwap {
+    let meminfo = host.proc("meminfo").unwrap_or_default();
+    let field = |name| node_status::machine::meminfo_field(&meminfo, name).unwrap_or(0);
+    let capacity =
+        outpost_core::swap::Capacity { memory: field("MemTotal"), swap: field("SwapTotal") };
+    let swap = spec::NodeSwap { behavior, capacity, controller: hierarchy.swap_controller(host) };
+    info!(
+        swap_behavior = behavior.as_str(),
+        swap_bytes = capacity.swap,
+        controller = ?swap.controller,
+        "containers' swap"
+    );
+    swap
 }
 
 /// Makes the pods cgroup and its QoS classes' (Q2): the pods cgroup limited to node

@@ -22,6 +22,7 @@ fn healthy() -> Readings {
     Readings {
         cpus: 4,
         memory: Some(MemInfo { total: 16 * GI, available: 8 * GI }),
+        swap: Some(2 * GI),
         nodefs: Some(FsStats { capacity: 100 * GI, available: 50 * GI }),
         pids: Some(PidStats { max: 4_194_304, running: 300 }),
         machine_id: "0123abcd".into(),
@@ -327,6 +328,8 @@ fn status_from_readings() {
     assert_eq!(info.operating_system, "linux");
     assert_eq!(info.architecture, "amd64");
     assert_eq!(info.kube_proxy_version, "");
+    // D6: the swap the node has, in bytes, as kubelet reports it (0 without swap).
+    assert_eq!(info.swap.and_then(|s| s.capacity), Some(2 * GI as i64));
     assert_eq!(status.conditions.unwrap().len(), TYPES.len());
     let endpoint = status.daemon_endpoints.unwrap().kubelet_endpoint.unwrap();
     assert_eq!(endpoint.port, 10250);
@@ -341,10 +344,12 @@ fn status_without_optional_readings() {
         node_ip: None,
         runtime_version: None,
         kubelet_port: None,
+        swap: None,
         ..healthy()
     };
     let status = status(&readings, Vec::new(), &Reservation::default(), "v");
     assert_eq!(status.daemon_endpoints, None);
+    assert_eq!(status.node_info.as_ref().unwrap().swap, None);
     let capacity = status.capacity.unwrap();
     assert_eq!(capacity.keys().collect::<Vec<_>>(), ["cpu", "pods"]);
     assert_eq!(status.addresses.unwrap().len(), 1, "Hostname only");

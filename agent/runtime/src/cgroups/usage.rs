@@ -6,7 +6,10 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use outpost_host::{Host, Kernel};
+use outpost_core::stats::procfs;
+use outpost_host::{Host, Kernel, Pid};
+
+use crate::spec::SwapController;
 
 /// Where cgroup hierarchies are mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -133,6 +136,33 @@ impl Hierarchy {
         })
     }
 
+    /// D6: the cgroup file that limits swap, as kubelet's `swapControllerAvailable` finds
+    /// it: v1's `memory.memsw.limit_in_bytes` in the memory controller's root; v2's
+    /// `memory.swap.max` in the agent's own cgroup (the root has none). A kernel without
+    /// swap accounting has neither.
+    pub fn swap_controller(&self, host: &dyn Host) -> SwapController {
+        match self {
+            Hierarchy::V1 { root } => {
+                let memory = root.join("memory");
+                match host.cgroup_file(&memory, "memory.memsw.limit_in_bytes") {
+                    Ok(_) => SwapController::MemorySwap,
+                    Err(_) => SwapController::None,
+                }
+            }
+            Hierarchy::V2 { root } => {
+                let own = host.proc_pid_text(Pid::Own, "cgroup").ok();
+                let Some(own) = own.as_deref().and_then(procfs::own_cgroup) else {
+                    return SwapController::None;
+                };
+                let dir = root.join(own.trim_start_matches('/'));
+                match host.cgroup_file(&dir, "memory.swap.max") {
+                    Ok(_) => SwapController::SwapMax,
+                    Err(_) => SwapController::None,
+                }
+            }
+        }
+    }
+
     /// The processes in cgroup `path` (its `cgroup.procs`; empty if it has none or is
     /// gone), read through `host`.
     pub fn processes(&self, host: &dyn Host, path: &str) -> Vec<u32> {
@@ -224,6 +254,24 @@ mod tests {
         // v2's root has no memory.current: the figures it lacks are `None`.
         let root = h.usage(&host, "/").unwrap();
         assert_eq!((root.memory_bytes, root.cpu_ns), (None, None));
+    }
+
+    #[test]
+    fn d6_the_swap_controller_is_where_kubelet_looks_for_it() {
+        let host = Recording::new();
+        let v1 = Hierarchy::on(&host, Path::new(CGROUP_ROOT));
+        assert_eq!(v1.swap_controller(&host), SwapController::None, "no swap accounting");
+        host.file("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", "9223372036854771712\n");
+        assert_eq!(v1.swap_controller(&host), SwapController::MemorySwap);
+
+        let host = Recording::new();
+        host.file("/sys/fs/cgroup/cgroup.controllers", "cpu memory pids\n");
+        let v2 = Hierarchy::on(&host, Path::new(CGROUP_ROOT));
+        assert_eq!(v2.swap_controller(&host), SwapController::None, "no /proc/self/cgroup");
+        host.file("/proc/self/cgroup", "0::/system.slice/outpost.service\n");
+        assert_eq!(v2.swap_controller(&host), SwapController::None, "no memory.swap.max");
+        host.file("/sys/fs/cgroup/system.slice/outpost.service/memory.swap.max", "max\n");
+        assert_eq!(v2.swap_controller(&host), SwapController::SwapMax);
     }
 
     #[test]

@@ -290,6 +290,7 @@ fn resolve(settings: Settings, dry_run: bool) -> Result<Config, Error> {
         let pid1 =
             host::Host::proc_pid_text(&host::Kernel, host::Pid::INIT, "comm").unwrap_or_default();
         config.node_resources.check_driver(&pid1).map_err(crate::config::Error::from)?;
+        check_swap(&config)?;
     }
     let images_dir = config.pods.images_dir.as_deref();
     let manifest_dir = &config.sources.manifest_dir;
@@ -297,6 +298,20 @@ fn resolve(settings: Settings, dry_run: bool) -> Result<Config, Error> {
         (!config.allow_writable_manifest_dir).then_some((manifest_dir.as_path(), images_dir));
     permissions::secure_dirs(trusted, &config.node.state_dir)?;
     Ok(config)
+}
+
+/// D6: kubelet's swap checks at start (`LimitedSwap` needs cgroup v2; swap on needs
+/// `failSwapOn: false`), before anything runs; a node whose swap is allowed says so.
+fn check_swap(config: &Config) -> Result<(), Error> {
+    let cgroup_v2 = crate::runtime::cgroups::Hierarchy::detect().is_v2();
+    let swap = &config.swap;
+    if swap.check(&host::Kernel, cgroup_v2).map_err(crate::config::Error::from)? {
+        info!(
+            swap_behavior = swap.behavior.as_str(),
+            "swap is on and failSwapOn is false: containers swap as memorySwap.swapBehavior says"
+        );
+    }
+    Ok(())
 }
 
 /// The kernel's side (eBPF): loaded before anything reads it; a dry run runs no pods.

@@ -33,9 +33,11 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         .into_iter()
         .find_map(|path| machine::os_release_pretty_name(&read(path)?))
         .unwrap_or_else(|| "Linux".to_owned());
+    let meminfo = host.proc("meminfo").ok();
     Readings {
         cpus,
-        memory: host.proc("meminfo").ok().and_then(|text| machine::meminfo(&text)),
+        memory: meminfo.as_deref().and_then(machine::meminfo),
+        swap: meminfo.as_deref().and_then(|text| machine::meminfo_field(text, "SwapTotal")),
         nodefs: nodefs(&config.state_dir),
         pids: pids(host),
         machine_id: read_line("/etc/machine-id"),
