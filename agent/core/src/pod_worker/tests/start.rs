@@ -377,7 +377,9 @@ fn d5_an_unknown_runtime_class_fails_the_sandbox_as_kubelet() {
     });
     assert_eq!(
         shown(&d.step(failed)),
-        [format!("Event Warning FailedCreatePodSandBox -: Failed to create pod sandbox: {message}")]
+        [format!(
+            "Event Warning FailedCreatePodSandBox -: Failed to create pod sandbox: {message}"
+        )]
     );
     let ready = d.condition("PodReadyToStartContainers");
     assert_eq!(ready.reason.as_deref(), Some("CreatePodSandboxError"));
