@@ -7,6 +7,7 @@
 //! test API server, whose RuntimeClass admission copies the class's overhead into the
 //! pod. An unknown class or handler leaves the pod waiting with kubelet's reason and
 //! message. A pod's overhead is in its pod cgroup's limits (this host's cgroup v1 files).
+//! Offline, an API pod keeps the class it read.
 
 use outpost_tests::needs;
 use std::os::unix::fs::PermissionsExt as _;
@@ -192,7 +193,8 @@ fn status(pod: &Pod) -> Value {
 /// allows) leads to the handler its containers are made with, and the overhead the API
 /// server's admission copied from the class is in its pod cgroup; a class deleted before
 /// the pod reached the node, and a class whose handler the node lacks, leave the pod
-/// with kubelet's reason, message and Event.
+/// with kubelet's reason, message and Event. After a reboot without the API server the
+/// pod comes back with the class it read before.
 #[needs(pods, runc)]
 #[test]
 fn d5_an_api_pods_runtime_class_leads_to_its_handler() {
@@ -244,4 +246,21 @@ fn d5_an_api_pods_runtime_class_leads_to_its_handler() {
                 .any(|e| e["reason"] == "FailedCreatePodSandBox" && e["message"] == event)
         });
     }
+
+    // A reboot without the API server: the class read before is kept (V3), and the pod
+    // comes back through the wrapper.
+    let mut c = c;
+    if let Some(agent) = c.agent.take() {
+        agent.stop();
+    }
+    c.api.rt.block_on(c.server().cut());
+    c.api.node.reboot();
+    let agent = c.api.start(&[flag.as_str(), value.as_str()]);
+    let uid = gpu.metadata.uid.clone().unwrap();
+    let back = |p: &Value| running(p) && p["metadata"]["uid"] == uid.as_str();
+    let local = wait_pod(&agent, "gpu", LONG, back);
+    let id = static_container_id(&local);
+    assert_ne!(id, container_id(&gpu, "main"), "a new container after the reboot");
+    assert!(wrapper.created(&id), "offline, the kept class still leads to the wrapper");
+    c.agent = Some(agent);
 }
