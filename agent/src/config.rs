@@ -113,6 +113,7 @@ pub enum Error {
     NodeShutdown(#[from] node_shutdown::Error),
     #[error(transparent)]
     Swap(#[from] swap::Error),
+    RuntimeHandlers(#[from] runtime_handlers::Error),
     #[error(
         "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"
     )]
@@ -359,16 +360,22 @@ fn resolve_containerd(s: &mut Settings) -> containerd::Config {
     }
 }
 
-/// What the pod workers run pods with: the OCI runtime and logger, CNI, image
-/// credentials and the images dir, seccomp profiles, admission, DNS, swap.
+/// What the pod workers run pods with: the OCI runtime, the runtime handlers (D5) and the
+/// logger, CNI, image credentials and the images dir, seccomp profiles, admission, DNS,
+/// swap.
 fn resolve_pods(s: &mut Settings, node: &Node, swap: &swap::Swap) -> Result<pods::Config, Error> {
     let cni_bin_dirs = match std::mem::take(&mut s.cni_bin_dir) {
         dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
         dirs => dirs,
     };
+    let driver = s.cgroup_driver.unwrap_or(node_resources::CgroupDriver::Cgroupfs);
     Ok(pods::Config {
         container_logger: s.container_logger.unwrap_or(DEFAULT_CONTAINER_LOGGER),
         runtime: s.runtime.unwrap_or(DEFAULT_RUNTIME),
+        runtime_handlers: runtime_handlers::resolve(
+            std::mem::take(&mut s.runtime_handler),
+            driver,
+        )?,
         cni_conf_dir: s.cni_conf_dir.take().unwrap_or_else(|| DEFAULT_CNI_CONF_DIR.into()),
         cni_bin_dirs,
         image_credentials_file: s.image_credentials_file.take(),
@@ -560,6 +567,7 @@ pub mod gc;
 pub mod node_api;
 pub mod node_shutdown;
 pub mod pods;
+pub mod runtime_handlers;
 pub mod sources;
 pub mod swap;
 #[cfg(test)]

@@ -26,6 +26,10 @@
 //!
 //! K1: the Services the pods' variables are made of are watched, kept and told the same
 //! way, by scope (`services`).
+//!
+//! D5: an API pod's RuntimeClass (cluster-scoped) is watched by name as a ConfigMap is:
+//! its sandbox waits for the first answer as for its volumes' objects, and what was read
+//! is kept through an outage.
 
 mod claiming;
 mod saved;
@@ -65,13 +69,15 @@ pub enum Kind {
     PersistentVolumeClaim,
     /// K3: cluster-scoped (its key's namespace is empty).
     PersistentVolume,
+    /// D5: cluster-scoped, watched by name as ConfigMaps and Secrets are.
+    RuntimeClass,
 }
 
 impl Kind {
     /// ConfigMaps and Secrets are watched; claims and volumes are read with `get` when
     /// they are used (K5).
     fn is_watched(self) -> bool {
-        matches!(self, Kind::ConfigMap | Kind::Secret)
+        matches!(self, Kind::ConfigMap | Kind::Secret | Kind::RuntimeClass)
     }
 
     /// As kubelet's messages name it (`configmap "x" not found`).
@@ -81,6 +87,7 @@ impl Kind {
             Kind::Secret => "secret",
             Kind::PersistentVolumeClaim => "persistentvolumeclaim",
             Kind::PersistentVolume => "persistentvolume",
+            Kind::RuntimeClass => "runtimeclass",
         }
     }
 }
@@ -316,8 +323,9 @@ impl Objects {
     }
 }
 
-/// Not an API pod: its Services are what is known, nothing is waited for (K1).
-fn is_static(pod: &Pod) -> bool {
+/// Not an API pod: its Services are what is known, nothing is waited for (K1); its
+/// class names a handler of the node, not a RuntimeClass (D5).
+pub fn is_static(pod: &Pod) -> bool {
     let annotations = pod.metadata.annotations.as_ref();
     let source = annotations.and_then(|a| a.get(pod::CONFIG_SOURCE)).map(String::as_str);
     source != Some(pod::Source::Api.config_source())
@@ -443,6 +451,10 @@ fn key(namespace: &str, reference: &Reference) -> Option<Key> {
         Reference::PersistentVolumeClaim(name) => (Kind::PersistentVolumeClaim, name),
         Reference::PersistentVolume(name) => {
             let (kind, name) = (Kind::PersistentVolume, name.clone());
+            return Some(Key { kind, namespace: String::new(), name });
+        }
+        Reference::RuntimeClass(name) => {
+            let (kind, name) = (Kind::RuntimeClass, name.clone());
             return Some(Key { kind, namespace: String::new(), name });
         }
         Reference::ServiceAccountToken { .. } => return None,

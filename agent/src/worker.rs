@@ -13,6 +13,7 @@ mod containerd;
 mod dispatch;
 #[cfg(test)]
 mod fake;
+mod handlers;
 #[cfg(feature = "hollow")]
 pub mod hollow;
 pub mod images_dir;

@@ -54,6 +54,7 @@ mod push;
 mod push_load;
 mod qos;
 mod runtime_spec;
+mod runtimeclass;
 mod security;
 mod security_context;
 mod shims;

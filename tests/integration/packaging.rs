@@ -275,6 +275,7 @@ fn rbac_grants_what_the_agent_does() {
         ("", "persistentvolumes", &["get"]),
         ("", "services", &["list", "watch"]),
         ("", "serviceaccounts/token", &["create"]),
+        ("node.k8s.io", "runtimeclasses", &["list", "watch"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb), "{verb} {group}/{resource}");

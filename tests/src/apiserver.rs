@@ -5,7 +5,7 @@
 //! `events`, `configmaps`, `secrets`, `serviceaccounts` (and their `token`
 //! subresource, a `TokenRequest`), `services` (and `services/status`),
 //! `persistentvolumeclaims` and the cluster-scoped `persistentvolumes` (each with
-//! `/status`), `coordination.k8s.io/v1` `leases` and
+//! `/status`), `node.k8s.io/v1` `runtimeclasses`, `coordination.k8s.io/v1` `leases` and
 //! `events.k8s.io/v1` `events` over HTTP or HTTPS on `127.0.0.1`, following the real
 //! API's conventions: one global `resourceVersion`, list and watch with
 //! resourceVersion semantics, bookmarks, 410 `Expired` for a resourceVersion older than
@@ -17,7 +17,8 @@
 //! It also plays the parts of the control plane that API pods need (module `cluster`): the
 //! ServiceAccount admission plugin on pod create (a default service account, the
 //! `kube-api-access-*` projected volume, the service account's pull secrets, and what
-//! mirror pods may not refer to), the controllers' `default` ServiceAccount and
+//! mirror pods may not refer to), the RuntimeClass one (module `runtime_class`: the
+//! class's overhead and scheduling into the pod), the controllers' `default` ServiceAccount and
 //! `kube-root-ca.crt` ConfigMap in every namespace (the CA of the server's TLS, or a
 //! generated one), and service account tokens: ES256 JWTs with the real claims, bound
 //! to pods, that [`TestApiServer::verify_token`] checks. A Secret's `stringData` is
@@ -104,6 +105,7 @@ mod proxy;
 mod rbac;
 mod resource;
 mod reviews;
+mod runtime_class;
 mod selector;
 mod services;
 mod signer;

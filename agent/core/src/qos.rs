@@ -170,6 +170,15 @@ pub fn pod_limit(pod: &Pod, resource: &str) -> Option<i64> {
     aggregate(pod, |c| container_limit(c, resource))
 }
 
+/// The pod's `spec.overhead` of `resource` in its unit (0 when it names none): what the
+/// API server's RuntimeClass admission copied from the pod's class, or what a static
+/// pod sets itself (D5). kubelet adds it to the pod's requests, and to each of its limits
+/// that is set, for admission and for the pod's cgroup.
+pub fn pod_overhead(pod: &Pod, resource: &str) -> i64 {
+    let overhead = pod.spec.as_ref().and_then(|s| s.overhead.as_ref());
+    overhead.and_then(|o| o.get(resource)).and_then(|q| in_unit(q, resource)).unwrap_or(0)
+}
+
 /// Apps and sidecars summed, against each init container plus the sidecars before it;
 /// `None` as soon as one of them has no value.
 fn aggregate(pod: &Pod, value: impl Fn(&Container) -> Option<i64>) -> Option<i64> {

@@ -10,7 +10,7 @@ mod tests;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::qos::{QosClass, pod_limit, pod_request, qos_class};
+use crate::qos::{QosClass, pod_limit, pod_overhead, pod_request, qos_class};
 
 /// The CFS period, in microseconds (kubelet's default `cpuCFSQuotaPeriod`, 100 ms).
 pub const CPU_PERIOD: u64 = 100_000;
@@ -75,23 +75,37 @@ pub fn shares_to_weight(shares: u64) -> u64 {
 /// kubelet's `ResourceConfigForPod` (with CFS quota enforced, its default): cpu shares
 /// from the pod's cpu request; a CFS quota when the pod's cpu is limited (every container
 /// has a limit, or the pod sets one); a memory limit likewise; a BestEffort pod gets the
-/// minimum shares and nothing else. `pod_pids_limit` is `podPidsLimit` (`None` or not
-/// positive: unlimited).
+/// minimum shares and nothing else. The pod's `spec.overhead` (D5) is added to its
+/// requests, and to each limit that is set, as kubelet's `PodRequests` and `PodLimits`
+/// add it. `pod_pids_limit` is `podPidsLimit` (`None` or not positive: unlimited).
 pub fn for_pod(pod: &Pod, pod_pids_limit: Option<i64>) -> ResourceConfig {
     let pids_limit = pod_pids_limit.filter(|l| *l > 0);
     let class = qos_class(pod);
     if class == QosClass::BestEffort {
         return ResourceConfig { pids_limit, ..ResourceConfig::unlimited(MIN_SHARES) };
     }
-    let cpu_shares = milli_cpu_to_shares(pod_request(pod, "cpu"));
-    let cpu_quota = pod_limit(pod, "cpu").map(milli_cpu_to_quota).filter(|q| *q > 0);
-    let memory_limit = pod_limit(pod, "memory").filter(|m| *m > 0);
+    let cpu_shares = milli_cpu_to_shares(request_with_overhead(pod, "cpu"));
+    let cpu_quota = limit_with_overhead(pod, "cpu").map(milli_cpu_to_quota).filter(|q| *q > 0);
+    let memory_limit = limit_with_overhead(pod, "memory");
     ResourceConfig { cpu_shares, cpu_quota, cpu_period: CPU_PERIOD, memory_limit, pids_limit }
 }
 
+/// The pod's request of `resource` with its overhead (kubelet's `PodRequests`).
+fn request_with_overhead(pod: &Pod, resource: &str) -> i64 {
+    pod_request(pod, resource).saturating_add(pod_overhead(pod, resource))
+}
+
+/// The pod's limit of `resource` with its overhead, when the pod is limited (kubelet's
+/// `PodLimits`: the overhead goes only onto a limit that is set and not zero).
+fn limit_with_overhead(pod: &Pod, resource: &str) -> Option<i64> {
+    let limit = pod_limit(pod, resource).filter(|l| *l > 0)?;
+    Some(limit.saturating_add(pod_overhead(pod, resource)))
+}
+
 /// The QoS class cgroup's config (`UpdateCgroups`): BestEffort gets the minimum shares,
-/// Burstable the shares of its pods' cpu requests added up (`burstable_pods`: the pods
-/// of that class on the node). Guaranteed has no cgroup of its own: `None`.
+/// Burstable the shares of its pods' cpu requests (with their overhead, D5) added up
+/// (`burstable_pods`: the pods of that class on the node). Guaranteed has no cgroup of
+/// its own: `None`.
 pub fn for_qos<'p>(
     class: QosClass,
     burstable_pods: impl IntoIterator<Item = &'p Pod>,
@@ -102,7 +116,7 @@ pub fn for_qos<'p>(
         QosClass::Burstable => {
             let milli: i64 = burstable_pods
                 .into_iter()
-                .map(|pod| pod_request(pod, "cpu"))
+                .map(|pod| request_with_overhead(pod, "cpu"))
                 .fold(0, i64::saturating_add);
             Some(ResourceConfig::unlimited(milli_cpu_to_shares(milli)))
         }

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Container, KeyToPath, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
     ServiceAccountTokenProjection, Volume, VolumeProjection,
 };
+use k8s_openapi::api::node::v1::RuntimeClass;
 
 mod downward;
 
@@ -38,6 +39,8 @@ pub enum Reference {
     /// K3: the PersistentVolume a claim is bound to (cluster-scoped): not in the pod, it
     /// is derived from the claim's `spec.volumeName` ([`crate::claims::bound_volume`]).
     PersistentVolume(String),
+    /// D5: the pod's RuntimeClass (cluster-scoped, `spec.runtimeClassName`).
+    RuntimeClass(String),
 }
 
 /// A resolved API object.
@@ -49,6 +52,8 @@ pub enum Object {
     Token(Arc<str>),
     PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
     PersistentVolume(Arc<PersistentVolume>),
+    /// D5.
+    RuntimeClass(Arc<RuntimeClass>),
 }
 
 /// What is known of a referenced object.
@@ -177,7 +182,14 @@ pub fn pull_secret_references(pod: &Pod) -> BTreeSet<Reference> {
     secrets.filter(|s| !s.name.is_empty()).map(|s| Reference::Secret(s.name.clone())).collect()
 }
 
-/// Every object the pod refers to: volumes, every container's env, pull secrets.
+/// The pod's RuntimeClass, if it names one (D5).
+pub fn runtime_class_reference(pod: &Pod) -> Option<Reference> {
+    let name = pod.spec.as_ref()?.runtime_class_name.as_deref().filter(|n| !n.is_empty())?;
+    Some(Reference::RuntimeClass(name.to_owned()))
+}
+
+/// Every object the pod refers to: volumes, every container's env, pull secrets, its
+/// RuntimeClass.
 pub fn references(pod: &Pod) -> BTreeSet<Reference> {
     let spec = pod.spec.iter();
     let containers =
@@ -185,6 +197,7 @@ pub fn references(pod: &Pod) -> BTreeSet<Reference> {
     let mut all = volume_references(pod);
     all.extend(containers.flat_map(container_references));
     all.extend(pull_secret_references(pod));
+    all.extend(runtime_class_reference(pod));
     all
 }
 
@@ -330,6 +343,7 @@ pub(crate) fn wrong_kind(object: &Object) -> String {
         Object::Token(_) => "a token",
         Object::PersistentVolumeClaim(_) => "a PersistentVolumeClaim",
         Object::PersistentVolume(_) => "a PersistentVolume",
+        Object::RuntimeClass(_) => "a RuntimeClass",
     };
     format!("resolved to {kind}")
 }

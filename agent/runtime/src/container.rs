@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveSnapshotRequest};
 use containerd_client::services::v1::{
     CloseIoRequest, Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
@@ -22,13 +21,12 @@ use outpost_core::backoff::Backoff;
 use prost_types::FieldMask;
 
 use super::Containerd;
+use super::handler::Handler;
 use super::image::SNAPSHOTTER;
 
 /// How long to wait for containerd to see a killed or exited task stop before deleting it.
 pub const REAP_WAIT: Duration = Duration::from_secs(10);
 
-/// containerd's runc shim.
-pub const RUNTIME: &str = "io.containerd.runc.v2";
 /// The OCI annotation containerd's runc shim groups containers by: the containers whose
 /// specs carry the same value share one shim (its socket is named after the value).
 pub const ANNOTATION_SHIM_GROUP: &str = "io.containerd.runc.v2.group";
@@ -121,31 +119,8 @@ pub struct NewContainer<'a> {
     /// runc manages its cgroup through systemd (`--cgroup-driver systemd`: its
     /// `cgroupsPath` is `slice:prefix:name`).
     pub systemd_cgroup: bool,
-    /// The OCI runtime the shim runs instead of `runc` (`--runtime crun`: its path).
-    pub runtime_binary: Option<&'a str>,
-}
-
-/// The type URL of the runc shim's options (`containerd.runc.v1.Options`).
-const RUNC_OPTIONS_TYPE_URL: &str = "containerd.runc.v1.Options";
-
-/// The runc shim's options (`containerd.runc.v1.Options`), the fields Outpost sets.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RuncOptions {
-    /// The OCI runtime binary the shim runs (default `runc`).
-    #[prost(string, tag = "6")]
-    binary_name: String,
-    #[prost(bool, tag = "9")]
-    systemd_cgroup: bool,
-}
-
-/// The runc shim's options: `SystemdCgroup` and `BinaryName` when asked, else none.
-fn runtime_options(systemd_cgroup: bool, binary_name: Option<&str>) -> Option<prost_types::Any> {
-    let options =
-        RuncOptions { binary_name: binary_name.unwrap_or_default().to_owned(), systemd_cgroup };
-    (options != RuncOptions::default()).then(|| prost_types::Any {
-        type_url: RUNC_OPTIONS_TYPE_URL.to_owned(),
-        value: prost::Message::encode_to_vec(&options),
-    })
+    /// The runtime handler of its pod (D5): the shim and its options (`BinaryName`...).
+    pub handler: &'a Handler,
 }
 
 /// A container Outpost made, as containerd lists it.
@@ -180,10 +155,7 @@ pub async fn create(containerd: &Containerd, new: &NewContainer<'_>) -> Result<u
         id: id.to_owned(),
         labels: new.labels.clone(),
         image: new.image.to_owned(),
-        runtime: Some(Runtime {
-            name: RUNTIME.to_owned(),
-            options: runtime_options(new.systemd_cgroup, new.runtime_binary),
-        }),
+        runtime: Some(new.handler.runtime(new.systemd_cgroup)),
         spec: Some(prost_types::Any { type_url: SPEC_TYPE_URL.to_owned(), value: spec }),
         snapshotter: SNAPSHOTTER.to_owned(),
         snapshot_key: id.to_owned(),
@@ -427,36 +399,4 @@ pub async fn list(containerd: &Containerd) -> Result<Vec<Listed>> {
 
 fn failed(id: &str, step: &'static str, source: tonic::Status) -> Error {
     Error::Containerd { id: id.to_owned(), step, source }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The runc shim's `Options` as containerd's api declares them (the fields Outpost
-    /// sets, and one it does not, to see nothing else is set).
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Options {
-        #[prost(string, tag = "3")]
-        shim_cgroup: String,
-        #[prost(string, tag = "6")]
-        binary_name: String,
-        #[prost(bool, tag = "9")]
-        systemd_cgroup: bool,
-    }
-
-    #[test]
-    fn the_shim_options_are_runcs() {
-        assert_eq!(runtime_options(false, None), None);
-        let decode = |any: prost_types::Any| {
-            assert_eq!(any.type_url, "containerd.runc.v1.Options");
-            <Options as prost::Message>::decode(any.value.as_slice()).unwrap()
-        };
-        let systemd = decode(runtime_options(true, None).unwrap());
-        assert_eq!(systemd, Options { systemd_cgroup: true, ..Options::default() });
-        let crun = decode(runtime_options(false, Some("/usr/bin/crun")).unwrap());
-        assert_eq!(crun, Options { binary_name: "/usr/bin/crun".into(), ..Options::default() });
-        let both = decode(runtime_options(true, Some("/usr/bin/crun")).unwrap());
-        assert!(both.systemd_cgroup && both.binary_name == "/usr/bin/crun");
-    }
 }

@@ -13,6 +13,7 @@ pub mod container_files;
 pub mod containerd;
 pub mod events;
 pub mod exec;
+pub mod handler;
 pub mod image;
 pub mod logs;
 pub mod managed;

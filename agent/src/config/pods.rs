@@ -1,17 +1,22 @@
 //! What the pod workers run pods with (built by `worker::start`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::dns::Dns;
 use super::values::{ContainerLogger, OciRuntime};
+use crate::runtime::handler::Handler;
 
 /// What the pod workers run pods with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Who keeps the containers' output: the node logger, or one per container.
     pub container_logger: ContainerLogger,
-    /// The OCI runtime the shims run.
+    /// The OCI runtime the default handler's shim runs.
     pub runtime: OciRuntime,
+    /// The runtime handlers besides the default one, by name (D5); their binaries are
+    /// checked when the pod workers start.
+    pub runtime_handlers: BTreeMap<String, Handler>,
     pub cni_conf_dir: PathBuf,
     pub cni_bin_dirs: Vec<PathBuf>,
     /// `--image-credentials-file`: a Docker config.json of registry credentials.

@@ -216,10 +216,17 @@ settings! {
             value_name(&DEFAULT_CONTAINER_LOGGER)))]
         pub container_logger: Option<ContainerLogger>,
         #[arg(long, value_enum, value_name = "RUNTIME", help = with_default(
-            "The OCI runtime the runc shim runs containers and exec with: \"runc\" or \"crun\" \
-             (faster to start and exec; Debian's crun package)",
+            "The OCI runtime the runc shim runs containers and exec with, the default \
+             handler's: \"runc\" or \"crun\" (faster to start and exec; Debian's crun package)",
             value_name(&DEFAULT_RUNTIME)))]
         pub runtime: Option<OciRuntime>,
+        /// A runtime handler besides the default (D5), "NAME=BINARY": the runc shim running
+        /// BINARY (its BinaryName), for pods whose RuntimeClass's handler (a static pod's
+        /// runtimeClassName) is NAME; repeatable. In the file, `runtimeHandlers`: by name,
+        /// the binary or `{runtimeType, options}` as in containerd's config.
+        #[arg(long, value_name = "NAME=BINARY")]
+        #[serde(rename = "runtimeHandlers", deserialize_with = "one")]
+        pub runtime_handler: Vec<runtime_handlers::HandlerSettings>,
         /// The node's IP address (status.hostIP) [default: the address of the default
         /// route's interface].
         #[arg(long, value_name = "IP")]

@@ -540,3 +540,33 @@ fn d6_swap_settings_are_kubelets_flag_and_keys() {
     let f = file("memorySwap:\n  swapBehaviour: NoSwap\n");
     assert!(Config::resolve(flags(f.path())).is_err(), "an unknown key is refused");
 }
+
+/// D5: with one shim for the node, each runtime handler has a shim of its own; with one
+/// per pod, a pod's containers (one handler) share its.
+#[test]
+fn d5_each_handler_has_its_own_node_shim() {
+    assert_eq!(ShimGrouping::Pod.group("u1", Some("nvidia")), "u1");
+    assert_eq!(ShimGrouping::Node.group("u1", None), "outpost-node");
+    assert_eq!(ShimGrouping::Node.group("u1", Some("nvidia")), "outpost-node-nvidia");
+}
+
+/// D5: `--runtime-handler` flags over the file's `runtimeHandlers`, checked when the
+/// configuration is resolved.
+#[test]
+fn d5_runtime_handlers_come_from_the_flags_or_the_file() {
+    let f = file("runtimeHandlers:\n  nvidia: /usr/bin/nvidia-container-runtime\n");
+    let c = Config::resolve(flags(f.path())).unwrap();
+    let handlers: Vec<&String> = c.pods.runtime_handlers.keys().collect();
+    assert_eq!(handlers, ["nvidia"]);
+    let s = Settings {
+        config: Some(f.path().into()),
+        node_name: Some("n".into()),
+        ..parse_flags(&["--runtime-handler", "crun=/usr/bin/crun"])
+    };
+    let handlers: Vec<String> =
+        Config::resolve(s).unwrap().pods.runtime_handlers.into_keys().collect();
+    assert_eq!(handlers, ["crun"], "the flags win");
+    let f = file("runtimeHandlers:\n  runc: /usr/bin/crun\n");
+    let error = Config::resolve(flags(f.path())).unwrap_err().to_string();
+    assert!(error.contains("\"runc\" is the node's default handler"), "{error}");
+}

@@ -88,11 +88,15 @@ pub enum ShimGrouping {
 
 impl ShimGrouping {
     /// The runtime's shim group (`io.containerd.runc.v2.group`) of a container of pod
-    /// `pod_uid`.
-    pub fn group(self, pod_uid: &str) -> &str {
-        match self {
-            ShimGrouping::Pod => pod_uid,
-            ShimGrouping::Node => crate::runtime::container::NODE_SHIM_GROUP,
+    /// `pod_uid` run by the runtime handler `handler` (`None`: the default one). With one
+    /// shim for the node, each handler has its own (D5): a shim runs one runtime type,
+    /// and one handler's shim dying takes no other handler's containers with it.
+    pub fn group(self, pod_uid: &str, handler: Option<&str>) -> String {
+        let node = crate::runtime::container::NODE_SHIM_GROUP;
+        match (self, handler) {
+            (ShimGrouping::Pod, _) => pod_uid.to_owned(),
+            (ShimGrouping::Node, None) => node.to_owned(),
+            (ShimGrouping::Node, Some(handler)) => format!("{node}-{handler}"),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service,
 };
+use k8s_openapi::api::node::v1::RuntimeClass;
 use serde::{Deserialize, Serialize};
 
 use super::services::Scope;
@@ -41,6 +42,9 @@ struct SavedObject {
     persistent_volume_claim: Option<Arc<PersistentVolumeClaim>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     persistent_volume: Option<Arc<PersistentVolume>>,
+    /// D5 (absent from checkpoints written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    runtime_class: Option<Arc<RuntimeClass>>,
 }
 
 /// What `state` knows, to be written.
@@ -55,6 +59,7 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
                 secret: None,
                 persistent_volume_claim: None,
                 persistent_volume: None,
+                runtime_class: None,
             };
             match entry {
                 Known::Unknown | Known::Present(Object::Token(_)) => return None,
@@ -67,6 +72,7 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
                 Known::Present(Object::PersistentVolume(v)) => {
                     saved.persistent_volume = Some(v.clone());
                 }
+                Known::Present(Object::RuntimeClass(c)) => saved.runtime_class = Some(c.clone()),
             }
             Some(saved)
         })
@@ -116,6 +122,8 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
             Known::Present(Object::PersistentVolumeClaim(c))
         } else if let Some(v) = object.persistent_volume {
             Known::Present(Object::PersistentVolume(v))
+        } else if let Some(c) = object.runtime_class {
+            Known::Present(Object::RuntimeClass(c))
         } else {
             Known::Absent
         };

@@ -295,3 +295,58 @@ async fn k5_claims_and_volumes_are_got_not_watched_and_kept_for_offline_use() {
     objects.release("u1");
     assert!(keys(&objects).is_empty());
 }
+
+fn class_pod(uid: &str, class: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("web-{uid}"), "namespace": "default", "uid": uid},
+        "spec": {"runtimeClassName": class, "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
+fn runtime_class(name: &str, handler: &str) -> Object {
+    let mut class = k8s_openapi::api::node::v1::RuntimeClass::default();
+    class.metadata.name = Some(name.to_owned());
+    class.handler = handler.to_owned();
+    Object::RuntimeClass(Arc::new(class))
+}
+
+/// D5: an API pod's RuntimeClass is watched by name (cluster-scoped) while the pod refers
+/// to it, its first answer is waited for as a ConfigMap's, and what was read is kept in
+/// the checkpoint and answers offline.
+#[tokio::test]
+async fn d5_a_pods_runtime_class_is_watched_kept_and_answers_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoints = Checkpoints::new(dir.path());
+    let (objects, _changes) = Objects::start(client(SERVER), checkpoints.clone()).await;
+    let p = class_pod("u1", "gpu");
+    objects.claim(&p);
+    let key = Key { kind: Kind::RuntimeClass, namespace: String::new(), name: "gpu".into() };
+    let inner = objects.0.clone().unwrap();
+    assert!(lock(&inner.state).watches.is_watching(&key), "watched by name");
+    assert!(!objects.answers(&p).objects, "not answered yet: the sandbox waits");
+    assert_eq!(key.to_string(), "runtimeclass gpu");
+
+    // Answered: kept, checkpointed, and what resolves (the server is not there: offline).
+    inner.answer(&key, Known::Present(runtime_class("gpu", "nvidia"))).await;
+    assert!(objects.answers(&p).objects);
+    let reference = Reference::RuntimeClass("gpu".into());
+    let resolved = objects.resolve(&p, &BTreeSet::from([reference.clone()])).await;
+    assert_eq!(
+        resolved.0.get(&reference),
+        Some(&Resolution::Found(runtime_class("gpu", "nvidia")))
+    );
+    let restored = saved::restore(&checkpoints, SERVER).await;
+    assert_eq!(restored.objects.get(&key), Some(&Known::Present(runtime_class("gpu", "nvidia"))));
+
+    // After a restart without the server, the pod's class answers from the checkpoint.
+    let (again, _changes) = Objects::start(client(SERVER), checkpoints).await;
+    again.claim(&p);
+    let resolved = again.resolve(&p, &BTreeSet::from([reference.clone()])).await;
+    assert_eq!(
+        resolved.0.get(&reference),
+        Some(&Resolution::Found(runtime_class("gpu", "nvidia")))
+    );
+    objects.release("u1");
+    assert!(!lock(&inner.state).watches.is_watching(&key), "no pod refers to it any more");
+}

@@ -1,4 +1,5 @@
-//! One object's list+watch, as kubelet's watch-based ConfigMap and Secret managers do:
+//! One object's list+watch (a ConfigMap's, a Secret's, a RuntimeClass's, D5), as
+//! kubelet's watch-based ConfigMap and Secret managers do:
 //! the agent's [`watcher`] with `fieldSelector=metadata.name=<name>` (a list of one
 //! object or none, then its watch; resumed, re-listed on `410 Gone`, backed off with
 //! jitter so that many watches coming back after an outage do not arrive together).
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::Api;
 use outpost_core::backoff::Backoff;
 use serde::de::DeserializeOwned;
@@ -66,8 +68,14 @@ impl Watched for PersistentVolume {
     }
 }
 
-/// Follows `key` (a ConfigMap or a Secret) until the task is aborted (when no pod refers
-/// to it any more).
+impl Watched for RuntimeClass {
+    fn wrap(self) -> Object {
+        Object::RuntimeClass(Arc::new(self))
+    }
+}
+
+/// Follows `key` (a ConfigMap, a Secret or a RuntimeClass) until the task is aborted
+/// (when no pod refers to it any more).
 pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
     let kube = inner.client.kube().clone();
     let span = debug_span!("watch", object = %key);
@@ -78,6 +86,10 @@ pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
         }
         Kind::Secret => {
             let api = Api::<Secret>::namespaced(kube, &key.namespace);
+            follow_with(inner, key, api).instrument(span).await;
+        }
+        Kind::RuntimeClass => {
+            let api = Api::<RuntimeClass>::all(kube);
             follow_with(inner, key, api).instrument(span).await;
         }
         Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
@@ -105,6 +117,10 @@ pub(super) async fn get(inner: &Inner, key: &Key) -> Result<Option<Object>, kube
         }
         Kind::Secret => {
             let api = Api::<Secret>::namespaced(kube, &key.namespace);
+            api.get_opt(&key.name).await?.map(Watched::object)
+        }
+        Kind::RuntimeClass => {
+            let api = Api::<RuntimeClass>::all(kube);
             api.get_opt(&key.name).await?.map(Watched::object)
         }
     };

@@ -1,6 +1,7 @@
 //! The pod runtime the agent runs on: containerd for images, containers and tasks, CNI
 //! for the network, the pod's namespaces and files for the rest of its sandbox.
 
+mod handler;
 mod prefetch;
 mod sandbox;
 
@@ -92,8 +93,9 @@ pub struct Settings {
     pub cgroups: std::sync::Arc<PodCgroups>,
     /// Which containers share a runc shim.
     pub shim_grouping: crate::config::ShimGrouping,
-    /// The OCI runtime's path when it is not runc (`--runtime crun`).
-    pub runtime_binary: Option<String>,
+    /// The node's runtime handlers (D5): the default one (`--runtime`) and those
+    /// configured, which pods' RuntimeClasses name.
+    pub handlers: std::sync::Arc<crate::runtime::handler::Handlers>,
     /// D2: the device manager, which says what a container's devices need.
     pub devices: Option<crate::devices::Manager>,
     /// D6: what the containers' swap limits are decided from (read at start, as kubelet
@@ -307,7 +309,7 @@ impl PodRuntime for Pods {
                 }
                 _ => config_error(describe(&e)),
             })?;
-        let group = self.settings.shim_grouping.group(uid).to_owned();
+        let group = self.settings.shim_grouping.group(uid, sandbox.handler_name.as_deref());
         let mut annotations = spec.annotations().clone().unwrap_or_default();
         annotations.insert(container::ANNOTATION_SHIM_GROUP.to_owned(), group);
         spec.set_annotations(Some(annotations));
@@ -343,7 +345,7 @@ impl PodRuntime for Pods {
             labels: labels(pod, &container.name, restart_count, hash, started_at),
             stdio: &stdio,
             systemd_cgroup: self.settings.cgroups.layout().driver == Driver::Systemd,
-            runtime_binary: self.settings.runtime_binary.as_deref(),
+            handler: &sandbox.handler,
         };
         let created = self.limited(container::create(&self.containerd, &new)).await;
         drop(registration);

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use crate::apiserver::Recorder;
 use crate::config::node::Node;
 use crate::config::node_resources::NodeResources;
-use crate::config::values::{ContainerLogger, OciRuntime, ShimGrouping};
+use crate::config::values::{ContainerLogger, ShimGrouping};
 use crate::containerd::Connection;
 use crate::error_chain::describe;
 use crate::gc;
@@ -26,6 +26,7 @@ use crate::objects::{Changes, Objects};
 use crate::podconfig::Batch;
 use crate::runtime::cgroups::PodCgroups;
 use crate::runtime::cni::{Cni, CniConfig};
+use crate::runtime::handler::Handlers;
 use crate::runtime::image::credentials::{self, Keyring};
 use crate::runtime::image::pull::PullOptions;
 use crate::runtime::logs;
@@ -51,14 +52,8 @@ pub enum Error {
         #[source]
         source: credentials::Error,
     },
-    #[error(
-        "the OCI runtime {name} is not installed (no {name} on PATH); install it (Debian: apt-get install {name}) or set runtime: runc"
-    )]
-    OciRuntime { name: &'static str },
-    #[error(
-        "crun cannot run containers on this host: its cgroups are hybrid (v1 hierarchies and a v2 one at /sys/fs/cgroup/unified) and the v2 one holds controllers ({controllers}), which crun does not support; mount those controllers as v1 hierarchies, boot with cgroup v2 only, or set runtime: runc"
-    )]
-    CrunHybridCgroups { controllers: String },
+    #[error(transparent)]
+    Handlers(#[from] crate::worker::handlers::Error),
     #[error(
         "cannot set up the pods' cgroups (the pods cgroup and its QoS classes); the agent needs \
          root and the cgroup hierarchies mounted under /sys/fs/cgroup"
@@ -128,10 +123,11 @@ impl Config {
     /// The `pod_workers` task. Its end is the agent's: with the merge gone the workers
     /// finish what is under way (a replaced container's removal, a task's reaping) and
     /// end, pods still running.
-    pub fn build(self, node: &Node, deps: Deps, metrics: Metrics) -> Result<Task, Error> {
+    pub fn build(mut self, node: &Node, deps: Deps, metrics: Metrics) -> Result<Task, Error> {
         let keyring = keyring(self.image_credentials_file.as_deref())?;
-        let runtime_binary = runtime_binary(self.runtime)?;
-        let task = run(self, node.clone(), keyring, runtime_binary, deps, metrics);
+        let named = std::mem::take(&mut self.runtime_handlers);
+        let handlers = crate::worker::handlers::handlers(self.runtime, named)?;
+        let task = run(self, node.clone(), keyring, handlers, deps, metrics);
         Ok(Task::new("pod_workers", task).main().stop(Stop::Drain(LEAVE_WAIT)))
     }
 }
@@ -141,7 +137,7 @@ async fn run(
     config: Config,
     node: Node,
     keyring: Keyring,
-    runtime_binary: Option<String>,
+    handlers: Handlers,
     deps: Deps,
     metrics: Metrics,
 ) -> Result<(), Error> {
@@ -194,7 +190,7 @@ async fn run(
         gc: deps.gc,
         cgroups: deps.cgroups,
         shim_grouping: deps.shim_grouping,
-        runtime_binary,
+        handlers: Arc::new(handlers),
         devices: deps.devices.clone(),
         swap,
     };
@@ -330,45 +326,4 @@ fn container_logger(exe: &Path) -> PathBuf {
         info!(logger = %logger.display(), "container logger");
     }
     logger
-}
-
-/// The OCI runtime's path for the shim, `None` for runc (the shim's own default); a
-/// runtime that is not installed stops the start.
-fn runtime_binary(runtime: OciRuntime) -> Result<Option<String>, Error> {
-    if runtime == OciRuntime::Runc {
-        return Ok(None);
-    }
-    let name = runtime.binary();
-    let path = outpost_host::on_path(name).ok_or(Error::OciRuntime { name })?;
-    let unified = std::fs::read_to_string(HYBRID_UNIFIED_CONTROLLERS).ok();
-    if let Some(controllers) = hybrid_controllers(unified.as_deref()) {
-        return Err(Error::CrunHybridCgroups { controllers });
-    }
-    info!(runtime = name, path = %path.display(), "containers run with this OCI runtime");
-    Ok(Some(path.to_string_lossy().into_owned()))
-}
-
-/// On a hybrid host (cgroup v1 hierarchies with the v2 one at `unified`), the controllers
-/// the v2 hierarchy holds.
-const HYBRID_UNIFIED_CONTROLLERS: &str = "/sys/fs/cgroup/unified/cgroup.controllers";
-
-/// The controllers a hybrid host's v2 hierarchy holds (its `cgroup.controllers`), if any:
-/// crun refuses to run containers there ("cgroups in hybrid mode not supported"), where
-/// runc does.
-fn hybrid_controllers(unified: Option<&str>) -> Option<String> {
-    let controllers = unified?.split_whitespace().collect::<Vec<_>>().join(" ");
-    (!controllers.is_empty()).then_some(controllers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hybrid_controllers;
-
-    #[test]
-    fn crun_is_refused_only_where_the_hybrid_v2_hierarchy_holds_controllers() {
-        assert_eq!(hybrid_controllers(None), None, "pure v1 or pure v2");
-        assert_eq!(hybrid_controllers(Some("\n")), None, "hybrid, every controller on v1");
-        assert_eq!(hybrid_controllers(Some("hugetlb\n")).as_deref(), Some("hugetlb"));
-        assert_eq!(hybrid_controllers(Some("hugetlb misc\n")).as_deref(), Some("hugetlb misc"));
-    }
 }

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission;
 use super::error::{Error, Result};
 use super::resource::{CONFIGMAPS, PODS, ResourceType, SERVICEACCOUNTS, SERVICES};
 use super::services::{self, Allocator};
 use super::store::{DeleteOptions, Deleted, Store};
 use super::token::{self, Signer};
+use super::{admission, runtime_class};
 
 /// The namespaces a new cluster has.
 const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -74,6 +74,7 @@ impl Cluster {
             self.ensure_namespace(namespace);
             if resource == &PODS && object.is_object() {
                 admission::admit_pod(&self.store, namespace, &mut object)?;
+                runtime_class::admit_pod(&self.store, &mut object)?;
             }
             if resource == &SERVICES {
                 self.cluster_ips.prepare(&mut object);

@@ -22,6 +22,8 @@
 //!   (`get`, `list`, `watch` by name; writes are left to NodeRestriction); pods listed or
 //!   watched only with `fieldSelector=spec.nodeName=<node>`, got only when bound to it;
 //!   pod create and delete, `pods/status` and `pods/eviction` are left to NodeRestriction;
+//! - RuntimeClasses: `get`, `list` and `watch` of any (the `system:node` rule: a node
+//!   reads the classes its pods name, D5);
 //! - everything else by the `system:node` rules ([`NODE_RULES`]), and the discovery
 //!   and self-review rules bound to `system:authenticated`.
 //!
@@ -150,7 +152,7 @@ pub struct Rule {
 const READ: &[&str] = &["get", "list", "watch"];
 
 /// `bootstrappolicy.NodeRules()` (1.33), less what this server does not serve (CSI
-/// drivers and nodes, RuntimeClasses, VolumeAttachments, DRA and pod certificates).
+/// drivers and nodes, VolumeAttachments, DRA and pod certificates).
 pub const NODE_RULES: &[Rule] = &[
     Rule { verbs: &["create"], groups: &["authentication.k8s.io"], resources: &["tokenreviews"] },
     Rule {
@@ -190,6 +192,8 @@ pub const NODE_RULES: &[Rule] = &[
         groups: &[""],
         resources: &["persistentvolumeclaims/status"],
     },
+    // D5: any RuntimeClass (the graph does not cover them).
+    Rule { verbs: READ, groups: &["node.k8s.io"], resources: &["runtimeclasses"] },
 ];
 
 /// What every authenticated user may do (`system:basic-user`, bound to

@@ -208,8 +208,21 @@ pub static CERTIFICATESIGNINGREQUESTS: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+/// D5: cluster-scoped; a node reads the RuntimeClasses its pods name.
+pub static RUNTIMECLASSES: ResourceType = ResourceType {
+    group: "node.k8s.io",
+    version: "v1",
+    plural: "runtimeclasses",
+    kind: "RuntimeClass",
+    namespaced: false,
+    status: false,
+    fields: &[],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 12] = [
+pub static RESOURCES: [&ResourceType; 13] = [
     &PODS,
     &NODES,
     &LEASES,
@@ -222,6 +235,7 @@ pub static RESOURCES: [&ResourceType; 12] = [
     &PERSISTENTVOLUMECLAIMS,
     &PERSISTENTVOLUMES,
     &CERTIFICATESIGNINGREQUESTS,
+    &RUNTIMECLASSES,
 ];
 
 impl ResourceType {

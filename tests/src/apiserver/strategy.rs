@@ -6,7 +6,8 @@
 //! create resets its status to `Pending` with a QoS class and the deprecated
 //! `spec.serviceAccount` mirrors `spec.serviceAccountName`, and a new PersistentVolumeClaim's
 //! or PersistentVolume's status is reset to `Pending`), validation covers names,
-//! pod containers and the data of ConfigMaps and Secrets only (see [`data`]), no `managedFields`, and a status-subresource write takes
+//! pod containers, a RuntimeClass's `handler` and the data of ConfigMaps and Secrets
+//! only (see [`data`]), no `managedFields`, and a status-subresource write takes
 //! only `.status` from the request (the real one also takes label and annotation
 //! changes).
 
@@ -15,7 +16,9 @@ mod data;
 use serde_json::{Map, Value, json};
 
 use super::error::{Cause, Error, Result};
-use super::resource::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, ResourceType};
+use super::resource::{
+    PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, RUNTIMECLASSES, ResourceType,
+};
 
 /// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
@@ -229,6 +232,9 @@ pub fn prepare_update(
         metadata(&mut new)?.insert("generation".into(), json!(generation + 1));
     }
     let mut causes = Vec::new();
+    if resource == &RUNTIMECLASSES && old.get("handler") != new.get("handler") {
+        causes.push(Cause::invalid("handler", "Invalid value: field is immutable"));
+    }
     data::check_update(resource, old, &new, &mut causes);
     validate(resource, &new, causes)?;
     Ok(new)
@@ -293,6 +299,9 @@ fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> 
             }
         }
     }
+    if resource == &RUNTIMECLASSES {
+        runtime_class_handler(object, &mut causes);
+    }
     data::validate(resource, object, &mut causes);
     if causes.is_empty() {
         return Ok(());
@@ -303,6 +312,26 @@ fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> 
         name: name.to_string(),
         causes,
     })
+}
+
+/// D5: a RuntimeClass's `handler` is required, and a DNS label (RFC 1123).
+fn runtime_class_handler(object: &Value, causes: &mut Vec<Cause>) {
+    match object.get("handler").and_then(Value::as_str) {
+        None | Some("") => causes.push(Cause::required("handler")),
+        Some(handler)
+            if handler.len() > 63 || !is_dns_subdomain(handler) || handler.contains('.') =>
+        {
+            causes.push(Cause::invalid(
+                "handler",
+                format!(
+                    "Invalid value: {handler:?}: a lowercase RFC 1123 label must consist of lower \
+                     case alphanumeric characters or '-', and must start and end with an \
+                     alphanumeric character"
+                ),
+            ));
+        }
+        Some(_) => {}
+    }
 }
 
 fn is_dns_subdomain(name: &str) -> bool {

@@ -101,20 +101,6 @@ pub(super) fn readiness_gates(review: &mut Review<'_>, field: &str, value: &Valu
     }
 }
 
-pub(super) fn runtime_class(review: &mut Review<'_>, field: &str, value: &Value) {
-    let class = text(value);
-    if !class.is_empty() {
-        review.refuse(
-            field,
-            UNSUPPORTED_FIELD,
-            format!(
-                "{field}: runtime class {class:?} is not supported: Outpost runs every pod with \
-                 runc, containerd's default handler; remove runtimeClassName"
-            ),
-        );
-    }
-}
-
 /// `appArmorProfile`, the pod's or a container's: Unconfined always; RuntimeDefault and
 /// Localhost only where AppArmor is enabled.
 pub(super) fn apparmor_profile(review: &mut Review<'_>, field: &str, value: &Value) {

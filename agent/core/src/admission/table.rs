@@ -107,7 +107,8 @@ pub(super) const POD: Table = &[
     ("spec.resources.limits", Check(S, checks::pod_resources)),
     ("spec.resources.requests", Check(S, checks::pod_resources)),
     ("spec.restartPolicy", Supported),
-    ("spec.runtimeClassName", Check(R, checks::runtime_class)),
+    // D5: a RuntimeClass (API pods) or a handler of the node (static pods).
+    ("spec.runtimeClassName", Supported),
     ("spec.schedulerName", Ignored),
     ("spec.schedulingGates", Ignored),
     ("spec.schedulingGroup", Ignored),

@@ -201,12 +201,14 @@ fn a1_os_other_than_linux_is_refused_with_kubelets_reason() {
     );
 }
 
+/// D5: a class is a handler of the node (static pods) or a RuntimeClass (API pods); an
+/// unknown one fails the sandbox, as under kubelet, not admission.
 #[test]
-fn a1_runtime_class_is_refused_unless_empty() {
-    assert_eq!(
-        findings(&pod_with("runtimeClassName", json!("kata"))),
-        refused("spec.runtimeClassName")
-    );
+fn d5_a_runtime_class_is_admitted_from_every_source() {
+    let p = pod_with("runtimeClassName", json!("nvidia"));
+    for source in [Source::File, Source::Url, Source::Push, Source::Api] {
+        assert_eq!(review(&p, &NodeFacts::default(), source), vec![], "{source:?}");
+    }
     assert_eq!(findings(&pod_with("runtimeClassName", json!(""))), vec![]);
 }
 

@@ -61,13 +61,11 @@ pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
             names.extend(list.keys().cloned());
         }
     }
-    let overhead = spec.overhead.as_ref();
-    names.extend(overhead.into_iter().flat_map(|o| o.keys().cloned()));
+    names.extend(spec.overhead.iter().flat_map(|o| o.keys().cloned()));
     names
         .into_iter()
         .map(|name| {
-            let extra = overhead.and_then(|o| o.get(&name)).and_then(|q| in_unit(&q.0, &name));
-            let total = qos::pod_request(pod, &name).saturating_add(extra.unwrap_or(0));
+            let total = qos::pod_request(pod, &name).saturating_add(qos::pod_overhead(pod, &name));
             (name, total)
         })
         .collect()

@@ -97,6 +97,9 @@ pub enum SandboxReason {
     /// The pod's cgroup could not be made or limited (kubelet's
     /// `FailedCreatePodContainer`).
     PodCgroupFailed,
+    /// No runtime handler for the pod's RuntimeClass (D5): kubelet's
+    /// `CreatePodSandboxError`.
+    CreatePodSandboxError,
 }
 
 impl SandboxReason {
@@ -106,6 +109,7 @@ impl SandboxReason {
             SandboxReason::NetworkNotReady => "NetworkNotReady",
             SandboxReason::VolumesNotReady => "VolumesNotReady",
             SandboxReason::PodCgroupFailed => "FailedCreatePodContainer",
+            SandboxReason::CreatePodSandboxError => crate::runtime_class::CREATE_POD_SANDBOX_ERROR,
         }
     }
 }

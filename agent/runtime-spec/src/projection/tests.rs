@@ -128,6 +128,18 @@ spec:
     assert!(all.contains(&sec("sec-init")));
 }
 
+/// D5: an API pod refers to its RuntimeClass (an empty name is no class).
+#[test]
+fn d5_the_runtime_class_is_a_reference() {
+    let with = pod("spec:\n  runtimeClassName: nvidia\n  containers: [{name: a, image: b}]\n");
+    let class = Reference::RuntimeClass("nvidia".into());
+    assert_eq!(runtime_class_reference(&with), Some(class.clone()));
+    assert_eq!(references(&with).into_iter().collect::<Vec<_>>(), [class]);
+    let empty = pod("spec:\n  runtimeClassName: \"\"\n  containers: [{name: a, image: b}]\n");
+    assert_eq!(runtime_class_reference(&empty), None);
+    assert!(references(&empty).is_empty());
+}
+
 #[test]
 fn v1_the_default_service_account() {
     let pod = pod(

@@ -19,6 +19,7 @@ use crate::apiserver::events::{self, EventType, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::runtime::cgroups::CgroupName;
 use crate::runtime::cni::{Attachment, PortMapping, Protocol};
+use crate::runtime::handler::Handler;
 use crate::runtime::netns::{PodNamespaces, Sharing, pid};
 use crate::runtime::spec::claims::{self, Claimed};
 use crate::runtime::spec::projection;
@@ -38,6 +39,10 @@ pub struct Sandbox {
     pub cgroup: CgroupName,
     /// K3: the host paths of its claim volumes, by volume name.
     pub claimed: BTreeMap<String, Claimed>,
+    /// D5: the runtime handler its containers are made with, and its name (`None`: the
+    /// default one).
+    pub handler: Handler,
+    pub handler_name: Option<String>,
 }
 
 /// The host's shm, which a `hostIPC` pod's containers get.
@@ -66,6 +71,8 @@ fn shares_process_namespace(pod: &Pod) -> bool {
 /// A new sandbox's images are resolved meanwhile (`Prefetched`), for its containers'
 /// starts.
 pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxProblem> {
+    // D5: as kubelet, the handler is looked up before anything of the sandbox is made.
+    let handler = super::handler::resolve(pods, pod).await?;
     let uid = pod::uid(pod).to_owned();
     let run_dir = pods.run_pods_dir().join(&uid);
     let fresh = blocking(move || {
@@ -75,10 +82,10 @@ pub async fn set_up(pods: &Pods, pod: &Pod) -> Result<(Sandbox, bool), SandboxPr
     .await
     .map_err(|e| problem(SandboxReason::NamespacesFailed, describe(&e)))?;
     if !fresh {
-        return make(pods, pod, uid, fresh).await;
+        return make(pods, pod, uid, fresh, handler).await;
     }
     let prefetch = pods.prefetched.resolve(&pods.containerd, &uid, pod);
-    let (made, ()) = tokio::join!(make(pods, pod, uid.clone(), fresh), prefetch);
+    let (made, ()) = tokio::join!(make(pods, pod, uid.clone(), fresh, handler), prefetch);
     if made.is_err() {
         pods.prefetched.forget(&uid);
     }
@@ -91,6 +98,7 @@ async fn make(
     pod: &Pod,
     uid: String,
     fresh: bool,
+    (handler_name, handler): (Option<String>, Handler),
 ) -> Result<(Sandbox, bool), SandboxProblem> {
     // The pod's cgroup with its limits, again for an adopted pod (the same limits).
     let (cgroups, owned) = (pods.settings.cgroups.clone(), pod.clone());
@@ -160,7 +168,17 @@ async fn make(
             pods.events.emit(&object, EventType::Warning, event.reason, event.message);
         }
     }
-    let sandbox = Sandbox { namespaces, pid_namespace, dev_shm, ips, pod_dir, cgroup, claimed };
+    let sandbox = Sandbox {
+        namespaces,
+        pid_namespace,
+        dev_shm,
+        ips,
+        pod_dir,
+        cgroup,
+        claimed,
+        handler,
+        handler_name,
+    };
     Ok((sandbox, fresh))
 }
 
@@ -357,7 +375,7 @@ fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
         .collect()
 }
 
-fn problem(reason: SandboxReason, message: String) -> SandboxProblem {
+pub(super) fn problem(reason: SandboxReason, message: String) -> SandboxProblem {
     SandboxProblem { reason, message }
 }
 

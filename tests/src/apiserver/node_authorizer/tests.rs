@@ -300,3 +300,20 @@ fn responsewriters_forbidden_names_the_user_the_request_and_the_reason() {
          group \"\" at the cluster scope"
     );
 }
+
+/// D5: `bootstrappolicy.NodeRules()` lets a node read any RuntimeClass, and no more.
+#[test]
+fn node_rules_runtime_classes_are_read_only() {
+    let store = store();
+    let class = |verb: &str, name: &str| {
+        let mut a = attrs(verb, "runtimeclasses", "", name);
+        a.group = "node.k8s.io";
+        a
+    };
+    for a in [class("get", "gpu"), class("list", "gpu"), class("watch", ""), class("list", "")] {
+        assert!(allowed(&store, &a), "{a:?}");
+    }
+    for a in [class("create", ""), class("update", "gpu"), class("delete", "gpu")] {
+        assert!(!allowed(&store, &a), "{a:?}");
+    }
+}

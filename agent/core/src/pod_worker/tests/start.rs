@@ -364,6 +364,33 @@ fn sandbox_failures_back_off_and_show_in_the_status() {
     assert_eq!(d.phase(), "Running");
 }
 
+/// D5: a class the API server does not have fails the sandbox with kubelet's Event and
+/// `CreatePodSandboxError`, and is tried again at the sandbox's backoff.
+#[test]
+fn d5_an_unknown_runtime_class_fails_the_sandbox_as_kubelet() {
+    let mut d = Driver::new();
+    d.step(web().input());
+    let message = "runtimeclass.node.k8s.io \"gpu\" not found";
+    let failed = Input::SandboxFailed(SandboxProblem {
+        reason: SandboxReason::CreatePodSandboxError,
+        message: message.into(),
+    });
+    assert_eq!(
+        shown(&d.step(failed)),
+        [format!(
+            "Event Warning FailedCreatePodSandBox -: Failed to create pod sandbox: {message}"
+        )]
+    );
+    let ready = d.condition("PodReadyToStartContainers");
+    assert_eq!(ready.reason.as_deref(), Some("CreatePodSandboxError"));
+    assert_eq!(ready.message.as_deref(), Some(message));
+    assert_eq!(d.waiting("c").reason.as_deref(), Some("ContainerCreating"));
+    assert_eq!(d.phase(), "Pending");
+    let at = d.wake.unwrap();
+    d.set_time(at - d.base);
+    assert_eq!(shown(&d.step(Input::Tick)), ["SetUpSandbox u1"]);
+}
+
 #[test]
 fn sandbox_results_without_a_pod_are_ignored() {
     let mut d = Driver::new();
