@@ -34,6 +34,7 @@
 //! the files and the spec is decided here.
 
 pub mod apparmor;
+pub mod cdi;
 pub mod claims;
 mod container;
 mod context;
