@@ -64,6 +64,7 @@ fn probe(name: &str) -> bool {
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         "dbus" => on_path("dbus-daemon"),
+        "podman" => root && on_path("podman"),
         "kubectl" => kubectl_versions(),
         _ => false,
     }

@@ -18,4 +18,5 @@
     ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),
     ("dnsmasq", "root, dnsmasq and ip (dnsmasq-base and iproute2: cargo xtask deps)"),
     ("dbus", "dbus-daemon, a private bus for the stand-in systemd-logind (the dbus package: cargo xtask deps)"),
+    ("podman", "root and podman (Debian's podman 4.3: cargo xtask deps)"),
 ]

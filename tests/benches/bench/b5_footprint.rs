@@ -55,7 +55,7 @@ use outpost_tests::smaps::Breakdown;
 
 use crate::Options;
 use crate::bench::b10_burst::PODMAN_PARALLELISM;
-use crate::bench::podman::Podman;
+use outpost_tests::podman::Podman;
 use crate::report::{Entry, Stats};
 use helpers::{Helpers, total};
 use procfs::{Delta, Memory, Sample};
