@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
+
 use crate::containerd::{BUSYBOX_IMAGE, BUSYBOX_OCI, find_image};
 
 /// The limits podman is given for every container (`--ulimit`, `default_ulimits`).

@@ -33,7 +33,7 @@ pub enum Error {
     #[error("{source} (CDI spec directories: {}{})", list(dirs), refused(left_out))]
     Inject {
         #[source]
-        source: cdi::Error,
+        source: Box<cdi::Error>,
         dirs: Vec<PathBuf>,
         left_out: Vec<String>,
     },
@@ -73,7 +73,7 @@ fn inject_blocking(mut spec: Spec, devices: &[String], dirs: Vec<PathBuf>) -> Re
             tracing::info!(devices = ?devices, "CDI devices injected");
             Ok(spec)
         }
-        Err(source) => Err(Error::Inject { source, dirs, left_out }),
+        Err(source) => Err(Error::Inject { source: Box::new(source), dirs, left_out }),
     }
 }
 

@@ -126,7 +126,7 @@ fn vendor_or_class(name: &str) -> Result<(), Part> {
         return Ok(());
     }
     if let Some(character) =
-        inner(name).find(|c| !(c.is_ascii_alphanumeric() || "_-.".contains(*c)))
+        inner(name).into_iter().find(|c| !(c.is_ascii_alphanumeric() || "_-.".contains(*c)))
     {
         return Err(Part::Character { name: owned(), character });
     }
@@ -150,7 +150,7 @@ pub fn validate_device_name(name: &str) -> Result<(), Error> {
         return Ok(());
     }
     if let Some(character) =
-        inner(name).find(|c| !(c.is_ascii_alphanumeric() || "_-.:".contains(*c)))
+        inner(name).into_iter().find(|c| !(c.is_ascii_alphanumeric() || "_-.:".contains(*c)))
     {
         return Err(Error::DeviceNameCharacter { name: owned(), character });
     }
@@ -162,10 +162,10 @@ pub fn validate_device_name(name: &str) -> Result<(), Error> {
 
 /// The characters between the first and the last byte (the library decodes that byte
 /// range, so a character cut at either end reads as U+FFFD).
-fn inner(name: &str) -> impl Iterator<Item = char> + '_ {
+fn inner(name: &str) -> Vec<char> {
     let bytes = name.as_bytes();
     let middle = bytes.get(1..bytes.len().saturating_sub(1)).unwrap_or_default();
-    String::from_utf8_lossy(middle).chars().collect::<Vec<_>>().into_iter()
+    String::from_utf8_lossy(middle).chars().collect()
 }
 
 #[cfg(test)]

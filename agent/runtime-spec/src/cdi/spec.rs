@@ -113,18 +113,17 @@ impl Spec {
         self.container_edits.validate().map_err(Error::Edits)?;
         let mut names = std::collections::HashSet::new();
         for device in &self.devices {
-            let named = |name: &String| name.clone();
             name::validate_device_name(&device.name)
-                .map_err(|source| Error::DeviceName { name: named(&device.name), source })?;
+                .map_err(|source| Error::DeviceName { name: device.name.clone(), source })?;
             if device.container_edits.is_empty() {
-                return Err(Error::EmptyDevice { name: named(&device.name) });
+                return Err(Error::EmptyDevice { name: device.name.clone() });
             }
             device
                 .container_edits
                 .validate()
-                .map_err(|source| Error::DeviceEdits { name: named(&device.name), source })?;
+                .map_err(|source| Error::DeviceEdits { name: device.name.clone(), source })?;
             if !names.insert(device.name.as_str()) {
-                return Err(Error::DuplicateDevice { name: named(&device.name) });
+                return Err(Error::DuplicateDevice { name: device.name.clone() });
             }
         }
         if names.is_empty() {
