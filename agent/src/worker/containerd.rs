@@ -97,6 +97,8 @@ pub struct Settings {
     pub shim_grouping: crate::config::ShimGrouping,
     /// The OCI runtime's path when it is not runc (`--runtime crun`).
     pub runtime_binary: Option<String>,
+    /// D2: the device manager, which says what a container's devices need.
+    pub devices: Option<crate::devices::Manager>,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -152,10 +154,12 @@ impl Pods {
         self.settings.run_dir.join("pods")
     }
 
-    /// D3: `spec` with the CDI devices `cdi_devices` and the pod's `cdi.k8s.io/`
-    /// annotations name injected from the spec files of `--cdi-spec-dir` (read only when
-    /// there are some); a name that is not resolved fails the container
-    /// (`CreateContainerError`), naming it and the directories.
+    /// D3: `spec` with CDI devices injected from the spec files of `--cdi-spec-dir` (read
+    /// only when there are some): `cdi_devices` (the device plugins' `Allocate` answers'),
+    /// then those the `cdi.k8s.io/` annotations name: the spec's (the plugins'
+    /// annotations, as containerd reads the container's) over the pod's. A name that is
+    /// not resolved fails the container (`CreateContainerError`), naming it and the
+    /// directories.
     async fn inject_cdi_devices(
         &self,
         spec: oci_spec::runtime::Spec,
@@ -164,9 +168,10 @@ impl Pods {
     ) -> Result<oci_spec::runtime::Spec, StartFailure> {
         let create_error =
             |message| StartFailure::new(WaitingReason::CreateContainerError, message);
-        let none = std::collections::BTreeMap::new();
-        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&none);
-        let devices = spec::cdi::requested(cdi_devices, annotations)
+        let mut annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        annotations
+            .extend(spec.annotations().iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+        let devices = spec::cdi::requested(cdi_devices, &annotations)
             .map_err(|e| create_error(describe(&e)))?;
         if devices.is_empty() {
             return Ok(spec);
@@ -268,7 +273,7 @@ impl PodRuntime for Pods {
         &self,
         new: NewContainer<'_, Sandbox, Image>,
     ) -> Result<Created, StartFailure> {
-        let NewContainer { pod, sandbox, container, image, restart_count, hash, cdi_devices } = new;
+        let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
         let id = new_container_id();
         let uid = pod::uid(pod);
         let cgroups_path = self.settings.cgroups.container_path(&sandbox.cgroup, &id);
@@ -304,7 +309,7 @@ impl PodRuntime for Pods {
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
-        let files = container_files::read(
+        let mut files = container_files::read(
             &self.containerd,
             &image.chain_id,
             pod,
@@ -313,6 +318,14 @@ impl PodRuntime for Pods {
         )
         .await
         .map_err(|e| config_error(describe(&e)))?;
+        let mut cdi_devices = Vec::new();
+        if let Some(devices) = &self.settings.devices {
+            let given = devices.container_devices(pod, container).await;
+            let given = given.map_err(|e| config_error(describe(&e)))?;
+            files.devices = crate::devices::nodes::plugin_devices(&given)
+                .map_err(|e| config_error(describe(&e)))?;
+            cdi_devices = crate::devices::nodes::cdi_names(&given);
+        }
         let mut spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| match e {
                 // D6: containerd's CRI fails the create itself (kubelet's CreateContainerError).
@@ -322,12 +335,11 @@ impl PodRuntime for Pods {
                 _ => config_error(describe(&e)),
             })?;
         let group = self.settings.shim_grouping.group(uid).to_owned();
-        // Merged into what the spec has (a device plugin's annotations, D2).
-        spec.annotations_mut()
-            .get_or_insert_with(HashMap::new)
-            .insert(container::ANNOTATION_SHIM_GROUP.to_owned(), group);
+        let mut annotations = spec.annotations().clone().unwrap_or_default();
+        annotations.insert(container::ANNOTATION_SHIM_GROUP.to_owned(), group);
+        spec.set_annotations(Some(annotations));
         // D3: last, as containerd's CRI injects CDI devices after the rest of the spec.
-        let spec = self.inject_cdi_devices(spec, pod, cdi_devices).await?;
+        let spec = self.inject_cdi_devices(spec, pod, &cdi_devices).await?;
         let create_error =
             |message| StartFailure::new(WaitingReason::CreateContainerError, message);
         let object = pod_ref(pod, Some(&container.name));

@@ -277,7 +277,6 @@ mod tests {
             image: &image,
             restart_count: 0,
             hash: "h",
-            cdi_devices: &[],
         };
         let id = hollow.create_container(new).await.unwrap().id;
         assert!(matches!(hollow.task(&id).await.unwrap(), TaskState::Exited { .. }));

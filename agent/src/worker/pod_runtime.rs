@@ -28,11 +28,6 @@ pub struct NewContainer<'a, S, I> {
     pub restart_count: u32,
     /// The container spec's hash (its label, for adoption).
     pub hash: &'a str,
-    /// D3: the CDI devices the container's device plugins allocated to it (their
-    /// `Allocate` answers' `cdi_devices`, and the names in their `cdi.k8s.io/`
-    /// annotations), injected with those of the pod's `cdi.k8s.io/` annotations. Empty
-    /// until the device manager allocates (D2).
-    pub cdi_devices: &'a [String],
 }
 
 /// A pod's sandbox, set up.

@@ -220,16 +220,8 @@ impl<R: PodRuntime> PodWorker<R> {
         };
         let object = pod_ref(pod, Some(container));
         let image = runtime.ensure_image(pod, spec).await?;
-        // D2 will give the container the CDI devices its device plugins allocate.
-        let new = NewContainer {
-            pod,
-            sandbox,
-            container: spec,
-            image: &image,
-            restart_count,
-            hash,
-            cdi_devices: &[],
-        };
+        let new =
+            NewContainer { pod, sandbox, container: spec, image: &image, restart_count, hash };
         let created = runtime.create_container(new).await?;
         events.emit(
             &object,
