@@ -70,6 +70,7 @@ fn probe(name: &str) -> bool {
             root && swap_off && ["mkswap", "swapon", "swapoff"].iter().all(|t| on_path(t))
         }
         "node_exporter" => Path::new("/usr/bin/prometheus-node-exporter").is_file(),
+        "podman" => root && on_path("podman"),
         "kubectl" => kubectl_versions(),
         _ => false,
     }

@@ -20,4 +20,5 @@
     ("swap", "root, mkswap, swapon and swapoff on PATH (util-linux, mount), and the machine's own swap off (the test turns a swap file on)"),
     ("node_exporter", "Debian's prometheus-node-exporter, packed into a test image (cargo xtask deps; cargo xtask images)"),
     ("dbus", "dbus-daemon, a private bus for the stand-in systemd-logind (the dbus package: cargo xtask deps)"),
+    ("podman", "root and podman (Debian's podman 4.3: cargo xtask deps)"),
 ]

@@ -361,14 +361,20 @@ fn resolve_containerd(s: &mut Settings) -> containerd::Config {
 }
 
 /// What the pod workers run pods with: the OCI runtime, the runtime handlers (D5) and the
-/// logger, CNI, image credentials and the images dir, seccomp profiles, admission, DNS,
-/// swap.
+/// logger, CNI, image credentials and the images dir, seccomp profiles, CDI specs,
+/// admission, DNS, swap.
 fn resolve_pods(s: &mut Settings, node: &Node, swap: &swap::Swap) -> Result<pods::Config, Error> {
     let cni_bin_dirs = match std::mem::take(&mut s.cni_bin_dir) {
         dirs if dirs.is_empty() => DEFAULT_CNI_BIN_DIRS.iter().map(PathBuf::from).collect(),
         dirs => dirs,
     };
     let driver = s.cgroup_driver.unwrap_or(node_resources::CgroupDriver::Cgroupfs);
+    let cdi_spec_dirs = match std::mem::take(&mut s.cdi_spec_dir) {
+        dirs if dirs.is_empty() => {
+            crate::runtime::cdi::DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect()
+        }
+        dirs => dirs,
+    };
     Ok(pods::Config {
         container_logger: s.container_logger.unwrap_or(DEFAULT_CONTAINER_LOGGER),
         runtime: s.runtime.unwrap_or(DEFAULT_RUNTIME),
@@ -384,6 +390,7 @@ fn resolve_pods(s: &mut Settings, node: &Node, swap: &swap::Swap) -> Result<pods
         seccomp_profile_root: absolute(
             s.seccomp_profile_root.take().unwrap_or_else(|| node.state_dir.join(SECCOMP_DIR)),
         ),
+        cdi_spec_dirs,
         allowed_unsafe_sysctls: allowed_unsafe_sysctls(std::mem::take(
             &mut s.allowed_unsafe_sysctls,
         ))?,

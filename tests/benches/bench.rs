@@ -1,6 +1,6 @@
 //! Outpost's benchmarks (BENCHMARKS.md): B1 detect, B2 start, B3 restart, B4 merge, B5
 //! footprint, B6 reconnect, B7 scale (merge only), B8 probes, B9 pressure, B10 burst, B11
-//! config, B12 streams, B13 fleet (B2, B5 and B10 with podman beside, `bench/podman.rs`); O2
+//! config, B12 streams, B13 fleet (B2, B5 and B10 with podman beside, `outpost_tests::podman`); O2
 //! restart from checkpoint (asked for by the sources issue); and L1 load on the local API
 //! (asked for by the reliability issue). H5, the agent's heap profile at B5's pods, runs
 //! only when named, with an agent built with its heap profiler (`cargo xtask heap`).
@@ -32,7 +32,6 @@ mod bench {
     pub mod h5_heap;
     pub mod l1_load;
     pub mod o2_restart;
-    pub mod podman;
     pub mod pods;
     pub mod report;
     pub mod signal;

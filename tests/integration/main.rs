@@ -8,6 +8,7 @@ mod admission_policy;
 mod api_objects;
 mod api_source;
 mod attach;
+mod cdi;
 mod certificates;
 mod claims;
 mod cli;

@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod kubectl;
 pub mod logind;
 pub mod manifest_server;
+pub mod podman;
 pub mod pods;
 pub mod propagation;
 pub mod registry;

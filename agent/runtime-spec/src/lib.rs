@@ -13,7 +13,8 @@
 //! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
 //! says what an API pod refers to and what its configMap, secret, downwardAPI and
 //! projected volumes hold. `selector` reads the downward API's selectors for `env` and
-//! `projection` alike. Every [`Error`] names the pod and container it is about
+//! `projection` alike. `cdi` resolves the CDI devices a container names against the CDI
+//! spec files the caller reads, and applies their edits to its spec (D3). Every [`Error`] names the pod and container it is about
 //! ([`Subject`]).
 //!
 //! Not done here, unlike kubelet with containerd's CRI plugin: `oom_score_adj` is not set
@@ -35,6 +36,7 @@
 //! the files and the spec is decided here.
 
 pub mod apparmor;
+pub mod cdi;
 pub mod claims;
 mod container;
 mod context;

@@ -6,6 +6,7 @@
 //! `outpost-core` and `outpost-host` of Outpost's crates, so nothing here can reach up
 //! into the pod workers, the sources or the API.
 
+pub mod cdi;
 pub mod cgroups;
 pub mod cni;
 pub mod container;

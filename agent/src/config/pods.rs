@@ -28,6 +28,9 @@ pub struct Config {
     pub root_dir: PathBuf,
     /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
     pub seccomp_profile_root: PathBuf,
+    /// D3: the CDI spec directories, in priority order (`/etc/cdi`, `/var/run/cdi` unless
+    /// given).
+    pub cdi_spec_dirs: Vec<PathBuf>,
     /// `--allowed-unsafe-sysctls`, checked to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
     /// What each source's pods may do to the host (`admissionPolicy`).

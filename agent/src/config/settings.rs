@@ -241,6 +241,12 @@ settings! {
             format_args!("<state-dir>/{SECCOMP_DIR}")))]
         pub seccomp_profile_root: Option<PathBuf>,
         #[arg(long, value_name = "DIR", help = with_default(
+            "Where CDI spec files are read, in priority order (a later directory's device \
+             wins); repeatable",
+            crate::runtime::cdi::DEFAULT_SPEC_DIRS.join(" and ")))]
+        #[serde(rename = "cdiSpecDirs")]
+        pub cdi_spec_dir: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
             "Runtime state that a reboot clears: pods' namespaces", DEFAULT_RUN_DIR))]
         pub run_dir: Option<PathBuf>,
         #[arg(long, value_name = "DIR", help = with_default(

@@ -311,6 +311,22 @@ fn the_seccomp_profile_root_is_under_the_state_dir_unless_given() {
     );
 }
 
+/// D3: the CDI spec directories are containerd's defaults unless given, in the order
+/// given.
+#[test]
+fn d3_cdi_spec_dirs_are_etc_cdi_and_var_run_cdi_unless_given() {
+    let c =
+        Config::resolve(Settings { node_name: Some("n".into()), ..Settings::default() }).unwrap();
+    assert_eq!(c.pods.cdi_spec_dirs, [Path::new("/etc/cdi"), Path::new("/var/run/cdi")]);
+    let f = file("cdiSpecDirs: [/opt/cdi, /run/cdi]\n");
+    assert_eq!(
+        Config::resolve(flags(f.path())).unwrap().pods.cdi_spec_dirs,
+        [Path::new("/opt/cdi"), Path::new("/run/cdi")]
+    );
+    let settings = parse_flags(&["--cdi-spec-dir", "/b", "--cdi-spec-dir", "/a"]);
+    assert_eq!(settings.cdi_spec_dir, [Path::new("/b"), Path::new("/a")]);
+}
+
 #[test]
 fn allowed_unsafe_sysctls_from_the_file_or_flags_namespaced_only() {
     let f = file("allowedUnsafeSysctls:\n- net.core.somaxconn\n- kernel.msg*\n");

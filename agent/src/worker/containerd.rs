@@ -27,6 +27,7 @@ use crate::apiserver::events::{EventType, Recorder, pod_ref, reason};
 use crate::error_chain::describe;
 use crate::objects::Objects;
 use crate::runtime::Containerd;
+use crate::runtime::cdi;
 use crate::runtime::cgroups::{Driver, PodCgroups};
 use crate::runtime::cni::Cni;
 use crate::runtime::container::{
@@ -80,6 +81,8 @@ pub struct Settings {
     pub host_capabilities: Vec<Capability>,
     /// `--seccomp-profile-root`: where `Localhost` seccomp profiles are.
     pub seccomp_profile_root: PathBuf,
+    /// D3: `--cdi-spec-dir`, where CDI spec files are read, in priority order.
+    pub cdi_spec_dirs: Vec<PathBuf>,
     /// What the node can do (admission's facts; AppArmor for the spec).
     pub facts: std::sync::Arc<outpost_core::admission::NodeFacts>,
     /// The API objects API pods refer to (their volumes, env and pull secrets).
@@ -154,6 +157,32 @@ impl Pods {
     /// `<run-dir>/pods`: each pod's namespaces, by UID.
     pub fn run_pods_dir(&self) -> PathBuf {
         self.settings.run_dir.join("pods")
+    }
+
+    /// D3: `spec` with CDI devices injected from the spec files of `--cdi-spec-dir` (read
+    /// only when there are some): `cdi_devices` (the device plugins' `Allocate` answers'),
+    /// then those the `cdi.k8s.io/` annotations name: the spec's (the plugins'
+    /// annotations, as containerd reads the container's) over the pod's. A name that is
+    /// not resolved fails the container (`CreateContainerError`), naming it and the
+    /// directories.
+    async fn inject_cdi_devices(
+        &self,
+        spec: oci_spec::runtime::Spec,
+        pod: &Pod,
+        cdi_devices: &[String],
+    ) -> Result<oci_spec::runtime::Spec, StartFailure> {
+        let create_error =
+            |message| StartFailure::new(WaitingReason::CreateContainerError, message);
+        let mut annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        annotations
+            .extend(spec.annotations().iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+        let devices = spec::cdi::requested(cdi_devices, &annotations)
+            .map_err(|e| create_error(describe(&e)))?;
+        if devices.is_empty() {
+            return Ok(spec);
+        }
+        let dirs = self.settings.cdi_spec_dirs.clone();
+        cdi::inject(spec, devices, dirs).await.map_err(|e| create_error(describe(&e)))
     }
 
     /// Where container `id`'s output goes: FIFOs registered with the node logger (with
@@ -295,11 +324,13 @@ impl PodRuntime for Pods {
         )
         .await
         .map_err(|e| config_error(describe(&e)))?;
+        let mut cdi_devices = Vec::new();
         if let Some(devices) = &self.settings.devices {
             let given = devices.container_devices(pod, container).await;
             let given = given.map_err(|e| config_error(describe(&e)))?;
             files.devices = crate::devices::nodes::plugin_devices(&given)
                 .map_err(|e| config_error(describe(&e)))?;
+            cdi_devices = crate::devices::nodes::cdi_names(&given);
         }
         let mut spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| match e {
@@ -313,14 +344,17 @@ impl PodRuntime for Pods {
         let mut annotations = spec.annotations().clone().unwrap_or_default();
         annotations.insert(container::ANNOTATION_SHIM_GROUP.to_owned(), group);
         spec.set_annotations(Some(annotations));
+        // D3: last, as containerd's CRI injects CDI devices after the rest of the spec.
+        let spec = self.inject_cdi_devices(spec, pod, &cdi_devices).await?;
+        let create_error =
+            |message| StartFailure::new(WaitingReason::CreateContainerError, message);
         let object = pod_ref(pod, Some(&container.name));
         for message in spec::invalid_env_var_names(pod, container, &resolved) {
             let kind = EventType::Warning;
             self.events.emit(&object, kind, reason::INVALID_ENVIRONMENT_VARIABLE_NAMES, message);
         }
         let message_file = layout::termination_message_file(&sandbox.pod_dir, &container.name, &id);
-        termination::create(&message_file)
-            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        termination::create(&message_file).map_err(|e| create_error(describe(&e)))?;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let log_path = logs::container_log_path(
@@ -331,8 +365,6 @@ impl PodRuntime for Pods {
             &container.name,
             restart_count,
         );
-        let create_error =
-            |message| StartFailure::new(WaitingReason::CreateContainerError, message);
         // FIFOs registered with the node logger (released, the value dropped, once the
         // task is created or its creation failed), or the shim's per-container logger.
         let (registration, stdio) = self.container_stdio(container, &id, &log_path).await?;

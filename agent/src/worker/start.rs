@@ -184,6 +184,7 @@ async fn run(
             &deps.host.proc_pid_text(crate::host::Pid::Own, "status").unwrap_or_default(),
         ),
         seccomp_profile_root: config.seccomp_profile_root.clone(),
+        cdi_spec_dirs: config.cdi_spec_dirs.clone(),
         facts: Arc::new(config.facts(crate::host::apparmor_enabled())),
         objects: deps.objects,
         host: deps.host,

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use outpost_tests::agent::Agent;
+use outpost_tests::podman::Podman;
 use outpost_tests::pods::Node;
 
 use crate::Options;
 use crate::bench::b2_start;
 use crate::bench::b5_footprint::{PATIENCE, bench_pods, bench_uids, teardown};
-use crate::bench::podman::Podman;
 use crate::report::{Entry, Stats};
 use crate::signal::{Signals, announce};
 

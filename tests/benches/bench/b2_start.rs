@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::podman::Podman;
 use outpost_tests::pods::{CNI_BIN_DIR, Node, eventually, pod};
 
 use crate::Options;
-use crate::bench::podman::Podman;
 use crate::report::{Entry, Stats};
 use crate::signal::{Signals, announce};
 

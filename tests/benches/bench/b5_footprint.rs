@@ -50,12 +50,12 @@ use outpost_tests::agent::Agent;
 use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::cluster::ApiNode;
 use outpost_tests::containerd::BUSYBOX_IMAGE;
+use outpost_tests::podman::Podman;
 use outpost_tests::pods::Node;
 use outpost_tests::smaps::Breakdown;
 
 use crate::Options;
 use crate::bench::b10_burst::PODMAN_PARALLELISM;
-use crate::bench::podman::Podman;
 use crate::report::{Entry, Stats};
 use helpers::{Helpers, total};
 use procfs::{Delta, Memory, Sample};

@@ -234,4 +234,6 @@ pub(super) const ANNOTATIONS: Table = &[
     ("container.apparmor.security.beta.kubernetes.io/*", Check(S, checks::apparmor_annotation)),
     ("container.seccomp.security.alpha.kubernetes.io/*", Check(S, checks::seccomp_annotation)),
     ("seccomp.security.alpha.kubernetes.io/pod", Check(S, checks::seccomp_annotation)),
+    // D3: CDI device names, injected when a container is created.
+    ("cdi.k8s.io/*", Supported),
 ];

@@ -1,6 +1,7 @@
-//! Podman as a side-by-side baseline (B2, B5, B10): Debian's podman 4.3 (CNI backend)
-//! doing the same work as an Outpost pod: an infra container, the CNI ADD of podman's
-//! own network, the app container.
+//! Podman beside Outpost: the side-by-side baseline of the benchmarks (B2, B5, B10),
+//! Debian's podman 4.3 (CNI backend) doing the same work as an Outpost pod (an infra
+//! container, the CNI ADD of podman's own network, the app container), and the reference
+//! the CDI test compares a container's devices with (D3: [`Podman::run_once`]).
 //!
 //! Each [`Podman`] keeps its own storage, run and tmp directories (`--root`,
 //! `--runroot`, `--tmpdir` under a benchmark's directory): the test image is loaded from
@@ -29,7 +30,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use outpost_tests::containerd::{BUSYBOX_IMAGE, BUSYBOX_OCI, find_image};
+
+use crate::containerd::{BUSYBOX_IMAGE, BUSYBOX_OCI, find_image};
 
 /// The limits podman is given for every container (`--ulimit`, `default_ulimits`).
 const ULIMITS: [&str; 2] = ["nproc=4096:4096", "nofile=1024:1024"];
@@ -127,6 +129,18 @@ impl Podman {
         args.extend([BUSYBOX_IMAGE, "sh", "-c", script]);
         self.run(&args)?;
         Ok(())
+    }
+
+    /// `podman run --rm --network none ARGS IMAGE sh -c SCRIPT` with the busybox image (no
+    /// pod, no network); the container's output.
+    pub fn run_once(&self, args: &[&str], script: &str) -> anyhow::Result<String> {
+        let mut all = vec!["run", "--rm", "--network", "none"];
+        for ulimit in ULIMITS {
+            all.extend(["--ulimit", ulimit]);
+        }
+        all.extend(args);
+        all.extend([BUSYBOX_IMAGE, "sh", "-c", script]);
+        self.run(&all)
     }
 
     /// Starts the pods `names` with `parallelism` of them under way at a time, as
