@@ -8,5 +8,10 @@
 //! - [`plugins`]: the Registration service and one endpoint per plugin (the gRPC side);
 //!   it reports [`plugins::PluginEvent`]s and calls a plugin through its
 //!   [`plugins::Endpoint`].
+//! - [`podresources`]: the pod resources API (`podresources/v1`, D4), read through a
+//!   [`podresources::Source`].
+//! - [`socket`]: the sockets both serve on.
 
 pub mod plugins;
+pub mod podresources;
+pub mod socket;

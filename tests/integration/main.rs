@@ -14,6 +14,7 @@ mod cli;
 mod cluster_dns;
 mod cni;
 mod containerd;
+mod device_plugins;
 mod ebpf;
 mod etcd;
 mod eviction;
