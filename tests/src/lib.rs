@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod kubectl;
 pub mod logind;
 pub mod manifest_server;
+pub mod pod_resources;
 pub mod pods;
 pub mod registry;
 pub mod smaps;
