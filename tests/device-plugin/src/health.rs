@@ -25,12 +25,15 @@ fn read(ids: &[String], dir: Option<&Path>) -> Vec<api::Device> {
         .collect()
 }
 
+/// The device list, as it changes.
+pub type Devices = watch::Receiver<Vec<api::Device>>;
+
 /// The device list as it changes, and the task that follows the health directory (none
 /// without one: every device stays healthy, and the list never changes).
 pub fn follow(
     ids: Vec<String>,
     dir: Option<PathBuf>,
-) -> Result<(watch::Receiver<Vec<api::Device>>, Option<tokio::task::JoinHandle<()>>), Error> {
+) -> Result<(Devices, Option<tokio::task::JoinHandle<()>>), Error> {
     let Some(dir) = dir else {
         let (_, devices) = watch::channel(read(&ids, None));
         return Ok((devices, None));

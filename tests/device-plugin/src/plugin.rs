@@ -7,9 +7,9 @@ use std::pin::Pin;
 
 use futures::Stream;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
-use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+use crate::health::Devices;
 use crate::{Args, Error};
 
 /// The plugin's devices and what `Allocate` answers besides them.
@@ -17,7 +17,7 @@ use crate::{Args, Error};
 pub struct Plugin {
     options: api::DevicePluginOptions,
     paths: HashMap<String, PathBuf>,
-    devices: watch::Receiver<Vec<api::Device>>,
+    devices: Devices,
     env: String,
     mounts: Vec<api::Mount>,
     annotations: HashMap<String, String>,
@@ -26,7 +26,7 @@ pub struct Plugin {
 }
 
 impl Plugin {
-    pub fn new(args: &Args, devices: watch::Receiver<Vec<api::Device>>) -> Result<Plugin, Error> {
+    pub fn new(args: &Args, devices: Devices) -> Result<Plugin, Error> {
         let mounts = args.mounts.iter().map(|m| mount(m)).collect::<Result<_, _>>()?;
         Ok(Plugin {
             options: api::DevicePluginOptions {

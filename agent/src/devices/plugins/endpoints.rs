@@ -91,7 +91,7 @@ impl Endpoints {
 
     /// A stream ended by itself: its endpoint is stopped, unless it was replaced already.
     pub(super) async fn ended(&mut self, ended: Ended) -> Result<(), Closed> {
-        if !self.running.get(&ended.resource).is_some_and(|r| r.id == ended.id) {
+        if self.running.get(&ended.resource).is_none_or(|r| r.id != ended.id) {
             return Ok(());
         }
         match self.running.remove(&ended.resource) {
