@@ -36,6 +36,7 @@ mod logs;
 mod managed;
 mod manifest_audit;
 mod metrics;
+mod mount_propagation;
 mod node_admission;
 mod node_api_auth;
 mod node_logger;

@@ -86,6 +86,7 @@ impl Bundle {
             resolved,
             services: &outpost::runtime::spec::services::NO_SERVICES,
             claimed: &std::collections::BTreeMap::new(),
+            host_mounts: &[],
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

@@ -42,6 +42,7 @@ pub mod certificates;
 pub mod claims;
 pub mod container_log;
 pub mod debounce;
+pub mod devices;
 pub mod duration;
 pub mod error_chain;
 pub mod event_aggregate;

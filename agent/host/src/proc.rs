@@ -145,11 +145,15 @@ fn running_state(stat: &str) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
-/// One line of mountinfo: where, and which filesystem type.
+/// One line of mountinfo: where, which filesystem type, and how mounts propagate to and
+/// from it (its optional fields: `shared:N` is a peer group's member, `master:N` a slave
+/// of one; neither: private).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
     pub mount_point: PathBuf,
     pub fstype: String,
+    pub shared: bool,
+    pub slave: bool,
 }
 
 /// This process's mounts ([`MOUNTINFO`]).
@@ -163,13 +167,24 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
         .filter_map(|line| {
             let mut fields = line.split(' ');
             let mount_point = fields.nth(4)?;
-            // Optional fields, then "-", then the filesystem type.
-            let mut rest = fields.skip_while(|f| *f != "-");
-            rest.next()?;
-            let fstype = rest.next()?;
+            // The mount's options, then the optional fields, then "-", then the
+            // filesystem type.
+            fields.next()?;
+            let (mut shared, mut slave) = (false, false);
+            for field in fields.by_ref() {
+                match field {
+                    "-" => break,
+                    _ if field.starts_with("shared:") => shared = true,
+                    _ if field.starts_with("master:") => slave = true,
+                    _ => {}
+                }
+            }
+            let fstype = fields.next()?;
             Some(Mount {
                 mount_point: PathBuf::from(unescape(mount_point)),
                 fstype: fstype.to_owned(),
+                shared,
+                slave,
             })
         })
         .collect()

@@ -94,7 +94,8 @@ impl Recording {
 
     /// Adds a mount of `fstype` on `mount_point` to the mount table.
     pub fn mount(&self, mount_point: impl AsRef<Path>, fstype: &str) -> &Recording {
-        let mount = Mount { mount_point: mount_point.as_ref().to_owned(), fstype: fstype.into() };
+        let mount_point = mount_point.as_ref().to_owned();
+        let mount = Mount { mount_point, fstype: fstype.into(), shared: false, slave: false };
         self.state().mounts.push(mount);
         self
     }

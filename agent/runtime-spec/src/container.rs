@@ -80,10 +80,12 @@ pub fn container_spec(
     let mut root = Root::default();
     root.set_path("rootfs".into()).set_readonly(Some(security.read_only_root));
 
+    let mounts = mounts::mounts(ctx, container, container_id, &security, &at)?;
+    linux.set_rootfs_propagation(mounts::rootfs_propagation(&mounts));
     let mut spec = Spec::default();
     spec.set_version(OCI_VERSION.to_owned())
         .set_root(Some(root))
-        .set_mounts(Some(mounts::mounts(ctx, container, container_id, &security, &at)?))
+        .set_mounts(Some(mounts))
         .set_process(Some(process))
         .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)

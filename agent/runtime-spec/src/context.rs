@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 use oci_spec::runtime::Capability;
@@ -57,6 +57,19 @@ pub struct PodContext<'a> {
     /// K3: the host paths of the pod's claim volumes (`persistentVolumeClaim`,
     /// `ephemeral`), by volume name, as `outpost_runtime::volumes::prepare` set them up.
     pub claimed: &'a BTreeMap<String, Claimed>,
+    /// D6: the host's mounts, read when one of the container's volume mounts asks for
+    /// `mountPropagation` (empty otherwise).
+    pub host_mounts: &'a [HostMount],
+}
+
+/// A mount of the host, as its mountinfo line shows it: where, and how mounts propagate
+/// from it (`shared`: a peer group's member; `slave`: a slave of one). What a volume
+/// mount's `mountPropagation` needs of the host mount its source is on (D6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    pub mount_point: PathBuf,
+    pub shared: bool,
+    pub slave: bool,
 }
 
 /// What a container's spec takes from files outside the manifest, read by the caller:

@@ -179,6 +179,26 @@ pub enum Error {
     SubPathExpr { at: Subject, index: usize },
 
     #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: Bidirectional mount propagation is \
+         available only to privileged containers"
+    )]
+    BidirectionalUnprivileged { at: Subject, index: usize },
+
+    #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: invalid MountPropagation mode {mode:?}; \
+         use None, HostToContainer or Bidirectional"
+    )]
+    PropagationMode { at: Subject, index: usize, mode: String },
+
+    #[error(
+        "{at}: volumeMounts[{index}].mountPropagation: path {} is mounted on {} but it is not a \
+         {wanted} mount; make it so on the host (mount --make-rshared)",
+        mount.path.display(),
+        mount.mount_point.as_ref().map_or_else(|| "no mount the agent can see".to_owned(), |p| p.display().to_string())
+    )]
+    PropagationSource { at: Subject, index: usize, mount: Box<SourceMount>, wanted: &'static str },
+
+    #[error(
         "{at}: dnsPolicy {policy:?} is not supported; use ClusterFirst, ClusterFirstWithHostNet, \
          Default or None"
     )]
@@ -225,3 +245,10 @@ impl From<selector::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A volume mount's host path and the host mount it is on (`None`: none the agent sees).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMount {
+    pub path: PathBuf,
+    pub mount_point: Option<PathBuf>,
+}

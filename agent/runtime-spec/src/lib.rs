@@ -21,8 +21,9 @@
 //! no AppArmor profile runs unconfined (containerd loads and applies its default profile
 //! itself), `runAsNonRoot` with an image USER that is a name checks the uid that name has
 //! in the image (kubelet refuses it, unable to check), a privileged container gets every
-//! device allowed in its cgroup but only the default device nodes in `/dev`, every volume
-//! mount is `rprivate` (admission refuses another `mountPropagation`), `subPathExpr` is
+//! device allowed in its cgroup but only the default device nodes in `/dev`, a volume
+//! mount's `mountPropagation` is checked against the host mount its source is on by the
+//! path's prefix (containerd resolves symbolic links first), `subPathExpr` is
 //! refused, the pod's sysctls are set by each container's spec (there is no sandbox
 //! container to hold them; they land in the same pod namespaces), `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
 //! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
@@ -57,12 +58,12 @@ mod sysctl;
 mod users;
 
 pub use self::container::{container_spec, invalid_env_var_names};
-pub use self::context::{ContainerFiles, Namespaces, PodContext};
+pub use self::context::{ContainerFiles, HostMount, Namespaces, PodContext};
 pub use self::dns::{
     DNS_CONFIG_FORMING, DnsEvent, MISSING_CLUSTER_DNS, MISSING_CLUSTER_DNS_ON_NODE, NodeDns,
     PodDns, is_systemd_resolved_stub, resolv_conf,
 };
-pub use self::error::{Error, Result};
+pub use self::error::{Error, Result, SourceMount};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::security::host_capabilities;
 pub use self::subject::Subject;

@@ -8,8 +8,8 @@ use std::path::{Component, Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, VolumeMount};
 use oci_spec::runtime::Mount;
 
-use super::context::PodContext;
-use super::error::{Error, Result};
+use super::context::{HostMount, PodContext};
+use super::error::{Error, Result, SourceMount};
 use super::security::Security;
 use super::subject::Subject;
 use super::{defaults, layout};
@@ -32,26 +32,31 @@ pub(super) fn mounts(
         let read_only = mount.read_only.unwrap_or(false)
             || layout::is_projection(ctx.pod, &mount.name)
             || claimed_read_only;
-        added.push(bind(&source, &absolute(&mount.mount_path), read_only));
+        let target = Target { source: &source, index, privileged: security.privileged, at };
+        let propagation =
+            propagation(mount.mount_propagation.as_deref(), &target, ctx.host_mounts)?;
+        added.push(bind(&source, &absolute(&mount.mount_path), read_only, propagation));
     }
     let taken =
         |added: &[Mount], path: &str| added.iter().any(|m| m.destination() == Path::new(path));
     // kubelet mounts its hosts file once the pod has an IP, read-write.
     if !ctx.pod_ips.is_empty() && !taken(&added, "/etc/hosts") {
-        added.push(bind(&ctx.pod_dir.join(layout::ETC_HOSTS), Path::new("/etc/hosts"), false));
+        let hosts = ctx.pod_dir.join(layout::ETC_HOSTS);
+        added.push(bind(&hosts, Path::new("/etc/hosts"), false, PRIVATE));
     }
     if !taken(&added, "/etc/resolv.conf") {
         let source = ctx.pod_dir.join(layout::RESOLV_CONF);
-        added.push(bind(&source, Path::new("/etc/resolv.conf"), security.read_only_root));
+        let read_only = security.read_only_root;
+        added.push(bind(&source, Path::new("/etc/resolv.conf"), read_only, PRIVATE));
     }
     // kubelet's termination-message file, one per container instance, read-write.
     let message_file = layout::termination_message_file(ctx.pod_dir, &container.name, container_id);
     let message_path = absolute(layout::termination_message_path(container));
-    added.push(bind(&message_file, &message_path, false));
+    added.push(bind(&message_file, &message_path, false, PRIVATE));
     // containerd CRI's sandbox shm, shared by the pod's containers (replaces the default
     // tmpfs per container).
     if !taken(&added, "/dev/shm") {
-        added.push(bind(ctx.dev_shm, Path::new("/dev/shm"), false));
+        added.push(bind(ctx.dev_shm, Path::new("/dev/shm"), false, PRIVATE));
     }
     // Parents before children; a stable sort keeps the manifest's order otherwise.
     added.sort_by_key(|m| m.destination().components().count());
@@ -106,6 +111,71 @@ fn volume_source(
     }
 }
 
+/// No mount propagates into or out of the mount (kubelet's `None`).
+const PRIVATE: &str = "rprivate";
+
+/// The volume mount a propagation is for.
+struct Target<'a> {
+    /// The host path it binds.
+    source: &'a Path,
+    index: usize,
+    privileged: bool,
+    at: &'a Subject,
+}
+
+/// D6: a volume mount's propagation, as kubelet translates `mountPropagation` and
+/// containerd's CRI applies it: unset or `None` → `rprivate`; `HostToContainer` →
+/// `rslave`, its source on a shared or slave host mount (else nothing could propagate
+/// from the host); `Bidirectional` → `rshared`, in a privileged container only, its
+/// source on a shared host mount.
+fn propagation(
+    mode: Option<&str>,
+    target: &Target<'_>,
+    host: &[HostMount],
+) -> Result<&'static str> {
+    let (at, index) = (target.at.clone(), target.index);
+    let wanted = match mode {
+        None | Some("None") => return Ok(PRIVATE),
+        Some("HostToContainer") => "shared or slave",
+        Some("Bidirectional") if !target.privileged => {
+            return Err(Error::BidirectionalUnprivileged { at, index });
+        }
+        Some("Bidirectional") => "shared",
+        Some(other) => return Err(Error::PropagationMode { at, index, mode: other.to_owned() }),
+    };
+    // The mount the source is on: the deepest mount point above it.
+    let on = host.iter().filter(|m| target.source.starts_with(&m.mount_point));
+    let on = on.max_by_key(|m| m.mount_point.components().count());
+    let source =
+        |mount_point| Box::new(SourceMount { path: target.source.to_path_buf(), mount_point });
+    let Some(on) = on else {
+        return Err(Error::PropagationSource { at, index, mount: source(None), wanted });
+    };
+    match wanted {
+        "shared" if on.shared => Ok("rshared"),
+        "shared or slave" if on.shared || on.slave => Ok("rslave"),
+        _ => {
+            let mount = source(Some(on.mount_point.clone()));
+            Err(Error::PropagationSource { at, index, mount, wanted })
+        }
+    }
+}
+
+/// The root filesystem's propagation that `mounts` need, as containerd's CRI sets it:
+/// `rshared` with a `Bidirectional` mount, else `rslave` with a `HostToContainer` one
+/// (`None`: runc's default, private).
+pub(super) fn rootfs_propagation(mounts: &[Mount]) -> Option<String> {
+    let has =
+        |option: &str| mounts.iter().any(|m| m.options().iter().flatten().any(|o| o == option));
+    if has("rshared") {
+        Some("rshared".to_owned())
+    } else if has("rslave") {
+        Some("rslave".to_owned())
+    } else {
+        None
+    }
+}
+
 /// `path` made absolute and clean (no `.`, `..` or doubled slashes).
 fn absolute(path: &str) -> PathBuf {
     let mut clean = PathBuf::from("/");
@@ -121,10 +191,10 @@ fn absolute(path: &str) -> PathBuf {
     clean
 }
 
-/// A recursive, private bind mount.
-fn bind(source: &Path, destination: &Path, read_only: bool) -> Mount {
+/// A recursive bind mount, with its propagation (`rprivate`, `rslave` or `rshared`).
+fn bind(source: &Path, destination: &Path, read_only: bool, propagation: &str) -> Mount {
     let access = if read_only { "ro" } else { "rw" };
-    let mut mount = defaults::mount("", "bind", "", &["rbind", "rprivate", access]);
+    let mut mount = defaults::mount("", "bind", "", &["rbind", propagation, access]);
     mount.set_destination(destination.to_path_buf()).set_source(Some(source.to_path_buf()));
     mount
 }

@@ -53,6 +53,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         resolved: &NO_OBJECTS,
         services: &crate::services::NO_SERVICES,
         claimed: &NO_CLAIMS,
+        host_mounts: &[],
     }
 }
 

@@ -41,7 +41,7 @@ use crate::runtime::image::pull::{self, PullErrorKind, PullOptions};
 use crate::runtime::image::resolve::{self, Image};
 use crate::runtime::logs;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
-use crate::runtime::spec::{self, Namespaces, PodContext, layout, projection};
+use crate::runtime::spec::{self, HostMount, Namespaces, PodContext, layout, projection};
 use crate::runtime::stdio;
 use crate::runtime::termination;
 use crate::worker::metrics::Metrics;
@@ -253,6 +253,7 @@ impl PodRuntime for Pods {
         let services = self.settings.objects.service_env(pod).map_err(|message| {
             StartFailure::new(WaitingReason::CreateContainerConfigError, message.to_owned())
         })?;
+        let host_mounts = host_mounts(&*self.settings.host, container);
         let context = PodContext {
             pod,
             node_name: &self.settings.node_name,
@@ -273,6 +274,7 @@ impl PodRuntime for Pods {
             resolved: &resolved,
             services: &services,
             claimed: &sandbox.claimed,
+            host_mounts: &host_mounts,
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
@@ -286,7 +288,13 @@ impl PodRuntime for Pods {
         .await
         .map_err(|e| config_error(describe(&e)))?;
         let mut spec = spec::container_spec(&context, container, &image.config, &files, &id)
-            .map_err(|e| config_error(describe(&e)))?;
+            .map_err(|e| match e {
+                // D6: containerd's CRI fails the create itself (kubelet's CreateContainerError).
+                spec::Error::PropagationSource { .. } => {
+                    StartFailure::new(WaitingReason::CreateContainerError, describe(&e))
+                }
+                _ => config_error(describe(&e)),
+            })?;
         let group = self.settings.shim_grouping.group(uid).to_owned();
         spec.set_annotations(Some(HashMap::from([(
             container::ANNOTATION_SHIM_GROUP.to_owned(),
@@ -633,4 +641,23 @@ fn labels(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect()
+}
+
+/// D6: the host's mounts, read when one of `container`'s volume mounts asks for
+/// `mountPropagation` (what its source is on decides whether it can have it).
+fn host_mounts(host: &dyn crate::host::Host, container: &Container) -> Vec<HostMount> {
+    let mut mounts = container.volume_mounts.iter().flatten();
+    if !mounts.any(|m| m.mount_propagation.as_deref().is_some_and(|p| p != "None")) {
+        return Vec::new();
+    }
+    match host.mountinfo() {
+        Ok(mounts) => mounts
+            .into_iter()
+            .map(|m| HostMount { mount_point: m.mount_point, shared: m.shared, slave: m.slave })
+            .collect(),
+        Err(error) => {
+            tracing::warn!(error = %describe(&error), "cannot read the host's mounts for a volume mount's propagation");
+            Vec::new()
+        }
+    }
 }

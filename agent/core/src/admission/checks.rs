@@ -4,6 +4,8 @@ use serde_json::Value;
 
 use super::review::Review;
 use super::{UNSUPPORTED_FIELD, builtin_priority, sysctl};
+use crate::devices;
+use crate::quantity::Quantity;
 
 /// kubelet's reason and message when a pod asks for AppArmor on a host without it.
 const APPARMOR: &str = "AppArmor";
@@ -232,19 +234,65 @@ pub(super) fn sysctls(review: &mut Review<'_>, field: &str, value: &Value) {
 
 /// A container's `resources.limits` or `resources.requests`: cpu, memory and
 /// ephemeral-storage (a limit evicts the pod past it, as kubelet's local storage
-/// eviction does; see `gc::storage`). Anything else is refused.
+/// eviction does; see `gc::storage`), and extended resources (D1, D2: a device plugin's,
+/// given by the device manager, or a cluster's, counted by the node's admission), which
+/// the API server's validation holds to whole numbers with a request equal to the limit.
+/// Huge pages are refused.
 pub(super) fn resources(review: &mut Review<'_>, field: &str, value: &Value) {
-    for name in value.as_object().into_iter().flatten().map(|(name, _)| name) {
-        let why = match name.as_str() {
-            "cpu" | "memory" | "ephemeral-storage" => continue,
-            hugepages if hugepages.starts_with("hugepages-") => "huge pages are not implemented",
-            _ => "this node has no device plugins or extended resources",
-        };
-        review.refuse(
-            &format!("{field}.{name}"),
-            UNSUPPORTED_FIELD,
-            format!("{field}.{name}: not supported: {why}; use cpu, memory and ephemeral-storage"),
-        );
+    let limits = field.ends_with(".limits");
+    for (name, quantity) in value.as_object().into_iter().flatten() {
+        let at = format!("{field}.{name}");
+        match name.as_str() {
+            "cpu" | "memory" | "ephemeral-storage" => {}
+            hugepages if hugepages.starts_with("hugepages-") => review.refuse(
+                &at,
+                UNSUPPORTED_FIELD,
+                format!("{at}: not supported: huge pages are not implemented; use cpu, memory and ephemeral-storage"),
+            ),
+            extended if devices::is_extended_resource(extended) => {
+                if let Some(message) = extended_quantity(review, field, limits, extended, quantity) {
+                    review.refuse(&at, UNSUPPORTED_FIELD, format!("{at}: {message}"));
+                }
+            }
+            _ => review.refuse(
+                &at,
+                UNSUPPORTED_FIELD,
+                format!(
+                    "{at}: not supported: not a resource this node knows; use cpu, memory, \
+                     ephemeral-storage or an extended resource (a domain-prefixed name such as \
+                     example.com/device)"
+                ),
+            ),
+        }
+    }
+}
+
+/// The API server's validation of an extended resource's quantity: a whole number, and
+/// a request only with the same limit (extended resources cannot be overcommitted).
+fn extended_quantity(
+    review: &Review<'_>,
+    field: &str,
+    limits: bool,
+    name: &str,
+    quantity: &Value,
+) -> Option<String> {
+    let text = quantity.as_str().map(str::to_owned).unwrap_or_else(|| quantity.to_string());
+    let milli = |text: &str| Quantity::parse(text).ok().and_then(|q| q.milli_value().ok());
+    let whole = milli(&text).is_some_and(|m| m % 1000 == 0);
+    if !whole {
+        return Some(format!("Invalid value: {text:?}: must be an integer"));
+    }
+    if limits {
+        return None;
+    }
+    let container = container_of(review.pod, field)?;
+    let limit = container.resources.as_ref()?.limits.as_ref().and_then(|l| l.get(name));
+    match limit {
+        None => Some("Forbidden: Limit must be set for non overcommitable resources".to_owned()),
+        Some(limit) if milli(&limit.0) != milli(&text) => {
+            Some(format!("Invalid value: {text:?}: must be equal to {name} limit of {}", limit.0))
+        }
+        Some(_) => None,
     }
 }
 
@@ -307,8 +355,38 @@ pub(super) fn proc_mount(review: &mut Review<'_>, field: &str, value: &Value) {
     one_of(review, field, value, &["Default"]);
 }
 
+/// D6: `None`, `HostToContainer`, and `Bidirectional` in a privileged container only (the
+/// API server's validation, which kubelet applies to static pods too).
 pub(super) fn mount_propagation(review: &mut Review<'_>, field: &str, value: &Value) {
-    one_of(review, field, value, &["None"]);
+    one_of(review, field, value, &["None", "HostToContainer", "Bidirectional"]);
+    let privileged = container_of(review.pod, field)
+        .and_then(|c| c.security_context.as_ref()?.privileged)
+        .unwrap_or(false);
+    if text(value) == "Bidirectional" && !privileged {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: Forbidden: Bidirectional mount propagation is available only to \
+                 privileged containers"
+            ),
+        );
+    }
+}
+
+/// The container a field of it belongs to (`spec.containers[0].…`, `spec.initContainers[1].…`).
+fn container_of<'p>(
+    pod: &'p k8s_openapi::api::core::v1::Pod,
+    field: &str,
+) -> Option<&'p k8s_openapi::api::core::v1::Container> {
+    let spec = pod.spec.as_ref()?;
+    let (list, rest) = field.strip_prefix("spec.")?.split_once('[')?;
+    let index: usize = rest.split_once(']')?.0.parse().ok()?;
+    match list {
+        "containers" => spec.containers.get(index),
+        "initContainers" => spec.init_containers.as_ref()?.get(index),
+        _ => None,
+    }
 }
 
 pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &Value) {

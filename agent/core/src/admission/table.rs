@@ -218,7 +218,7 @@ pub(super) const CONTAINER: Table = &[
     ("volumeDevices", Refused("raw block volumes need PersistentVolumeClaims; mount the device with a hostPath volume")),
     ("volumeMounts[].bindMountOptions", Refused("bind mount options are not implemented; remove them")),
     ("volumeMounts[].mountPath", Supported),
-    ("volumeMounts[].mountPropagation", Check(R, checks::mount_propagation)),
+    ("volumeMounts[].mountPropagation", Check(S, checks::mount_propagation)),
     ("volumeMounts[].name", Supported),
     ("volumeMounts[].readOnly", Supported),
     ("volumeMounts[].recursiveReadOnly", Check(R, checks::recursive_read_only)),

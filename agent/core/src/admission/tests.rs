@@ -409,8 +409,8 @@ fn a1_resources_other_than_cpu_memory_and_ephemeral_storage_are_refused() {
         refused(&format!("{at}.limits.hugepages-2Mi"))
     );
     assert_eq!(
-        findings(&pod(json!({"requests": {"nvidia.com/gpu": "1"}}))),
-        refused(&format!("{at}.requests.nvidia.com/gpu"))
+        findings(&pod(json!({"limits": {"unprefixed": "1"}}))),
+        refused(&format!("{at}.limits.unprefixed"))
     );
     assert_eq!(
         findings(&pod(json!({"claims": [{"name": "gpu"}]}))),
@@ -437,6 +437,67 @@ fn q2_pod_level_cpu_and_memory_are_supported_and_nothing_else() {
     );
 }
 
+/// D2: extended resources are admitted (the device manager gives them), held to the API
+/// server's validation: whole numbers, a request only with an equal limit.
+#[test]
+fn d2_extended_resources_are_whole_numbers_requested_as_limited() {
+    let at = "spec.containers[0].resources";
+    let pod = |resources: Value| container_with("resources", resources);
+    let messages = |pod: &Pod| -> Vec<String> {
+        review(pod, &NodeFacts::default(), Source::File).into_iter().map(|f| f.message).collect()
+    };
+    let serial = json!({"limits": {"squat.ai/serial": "1"}, "requests": {"squat.ai/serial": "1"}});
+    assert_eq!(findings(&pod(serial)), []);
+    assert_eq!(findings(&pod(json!({"limits": {"nvidia.com/gpu": "2"}}))), []);
+    let half = pod(json!({"limits": {"nvidia.com/gpu": "500m"}}));
+    assert_eq!(
+        messages(&half),
+        [format!("{at}.limits.nvidia.com/gpu: Invalid value: \"500m\": must be an integer")]
+    );
+    let unlimited = pod(json!({"requests": {"nvidia.com/gpu": "1"}}));
+    assert_eq!(
+        messages(&unlimited),
+        [format!(
+            "{at}.requests.nvidia.com/gpu: Forbidden: Limit must be set for non overcommitable resources"
+        )]
+    );
+    let unequal =
+        pod(json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "2"}}));
+    assert_eq!(
+        messages(&unequal),
+        [format!(
+            "{at}.requests.nvidia.com/gpu: Invalid value: \"2\": must be equal to nvidia.com/gpu limit of 1"
+        )]
+    );
+}
+
+#[test]
+fn d6_mount_propagation_host_to_container_and_bidirectional_for_privileged_containers() {
+    let at = "spec.containers[0].volumeMounts[0].mountPropagation";
+    let with = |propagation: &str, privileged: bool| {
+        pod(
+            json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+            json!({
+                "volumeMounts": [{"name": "root", "mountPath": "/host", "mountPropagation": propagation}],
+                "securityContext": {"privileged": privileged},
+            }),
+        )
+    };
+    assert_eq!(findings(&with("HostToContainer", false)), []);
+    assert_eq!(findings(&with("None", false)), []);
+    assert_eq!(findings(&with("Bidirectional", true)), []);
+    assert_eq!(findings(&with("Bidirectional", false)), refused(at));
+    let why = review(&with("Bidirectional", false), &NodeFacts::default(), Source::File);
+    assert_eq!(
+        why[0].message,
+        format!(
+            "{at}: Forbidden: Bidirectional mount propagation is available only to privileged \
+             containers"
+        ),
+        "the API server's validation message"
+    );
+}
+
 #[test]
 fn a1_mount_options_other_than_the_defaults_are_refused() {
     let at = "spec.containers[0].volumeMounts[0]";
@@ -451,7 +512,7 @@ fn a1_mount_options_other_than_the_defaults_are_refused() {
         )
     };
     assert_eq!(
-        findings(&pod(json!({"mountPropagation": "HostToContainer"}))),
+        findings(&pod(json!({"mountPropagation": "Sideways"}))),
         refused(&format!("{at}.mountPropagation"))
     );
     assert_eq!(

@@ -27,6 +27,25 @@ garbage
 }
 
 #[test]
+fn mountinfo_optional_fields_give_the_propagation() {
+    let text = "\
+1 0 0:1 / / rw shared:1 - ext4 /dev/vda1 rw
+2 1 0:2 / /run rw,nosuid shared:5 master:1 - tmpfs tmpfs rw
+3 1 0:3 / /var/lib/x rw master:1 - ext4 /dev/vda1 rw
+4 1 0:4 / /private rw - tmpfs tmpfs rw
+";
+    let got: Vec<(String, bool, bool)> = parse_mountinfo(text)
+        .into_iter()
+        .map(|m| (m.mount_point.display().to_string(), m.shared, m.slave))
+        .collect();
+    let want = [("/", true, false), ("/run", true, true), ("/var/lib/x", false, true)];
+    let mut want: Vec<(String, bool, bool)> =
+        want.iter().map(|(p, sh, sl)| ((*p).to_owned(), *sh, *sl)).collect();
+    want.push(("/private".to_owned(), false, false));
+    assert_eq!(got, want);
+}
+
+#[test]
 fn a_zombie_is_not_alive() {
     assert!(running_state("42 (sh) S 1 42 42 0"));
     assert!(running_state("42 (a) (b)) R 1"));

@@ -37,7 +37,7 @@ const VOLUMES: &str = r#"spec:
   - name: app
     image: b
     volumeMounts:
-    - {name: host, mountPath: /data/deeper, readOnly: true, subPath: sub/dir, mountPropagation: HostToContainer}
+    - {name: host, mountPath: /data/deeper, readOnly: true, subPath: sub/dir}
     - {name: cache, mountPath: /data}
     - {name: cache, mountPath: dev/shm}
 "#;
@@ -186,4 +186,81 @@ fn k3_a_claims_volume_is_bound_from_its_set_up_path_read_only_when_the_claim_is(
         assert_eq!(logs.source().as_deref(), Some(path.join("logs").as_path()));
         assert_eq!(options(logs), ["rbind", "rprivate", access]);
     }
+}
+
+const NODE_EXPORTER: &str = r#"spec:
+  volumes:
+  - {name: root, hostPath: {path: /}}
+  - {name: plugins, hostPath: {path: /var/lib/plugins}}
+  containers:
+  - name: node-exporter
+    image: b
+    securityContext: {privileged: PRIVILEGED}
+    volumeMounts:
+    - {name: root, mountPath: /host, readOnly: true, mountPropagation: HostToContainer}
+    - {name: plugins, mountPath: /plugins, mountPropagation: PLUGINS}
+"#;
+
+fn host_mount(mount_point: &str, shared: bool, slave: bool) -> crate::HostMount {
+    crate::HostMount { mount_point: mount_point.into(), shared, slave }
+}
+
+/// The spec of [`NODE_EXPORTER`] (`privileged`, the plugins' mount's propagation) on a
+/// host with `host_mounts`.
+fn propagated(
+    privileged: bool,
+    plugins: &str,
+    host_mounts: &[crate::HostMount],
+) -> crate::Result<oci_spec::runtime::Spec> {
+    let text =
+        NODE_EXPORTER.replace("PRIVILEGED", &privileged.to_string()).replace("PLUGINS", plugins);
+    let pod = pod(&text);
+    let ctx = crate::PodContext { host_mounts, ..context(&pod) };
+    container_spec(&ctx, first_container(&pod), &busybox(), &ContainerFiles::default(), "c1")
+}
+
+#[test]
+fn d6_host_to_container_is_rslave_and_the_rootfs_follows() {
+    let host = [host_mount("/", true, false), host_mount("/var/lib/plugins", false, true)];
+    let spec = propagated(false, "None", &host).unwrap();
+    assert_eq!(options(mount(&spec, "/host").unwrap()), ["rbind", "rslave", "ro"]);
+    assert_eq!(options(mount(&spec, "/plugins").unwrap()), ["rbind", "rprivate", "rw"]);
+    let linux = spec.linux().as_ref().unwrap();
+    assert_eq!(linux.rootfs_propagation().as_deref(), Some("rslave"), "containerd's CRI");
+    // A slave host mount is enough for HostToContainer.
+    let spec = propagated(false, "HostToContainer", &host).unwrap();
+    assert_eq!(options(mount(&spec, "/plugins").unwrap()), ["rbind", "rslave", "rw"]);
+}
+
+#[test]
+fn d6_bidirectional_is_rshared_for_a_privileged_container_on_a_shared_mount() {
+    let host = [host_mount("/", true, false), host_mount("/var/lib/plugins", true, false)];
+    let spec = propagated(true, "Bidirectional", &host).unwrap();
+    assert_eq!(options(mount(&spec, "/plugins").unwrap()), ["rbind", "rshared", "rw"]);
+    let linux = spec.linux().as_ref().unwrap();
+    assert_eq!(linux.rootfs_propagation().as_deref(), Some("rshared"));
+    let error = propagated(false, "Bidirectional", &host).unwrap_err().to_string();
+    assert!(error.contains("available only to privileged containers"), "{error}");
+}
+
+#[test]
+fn d6_a_source_on_a_private_mount_cannot_have_propagation() {
+    // The deepest mount above the source decides: /var/lib/plugins is private.
+    let host = [host_mount("/", true, false), host_mount("/var/lib/plugins", false, false)];
+    let error = propagated(false, "HostToContainer", &host).unwrap_err().to_string();
+    assert!(
+        error.contains(
+            "path /var/lib/plugins is mounted on /var/lib/plugins but it is not a shared or \
+             slave mount"
+        ),
+        "containerd's words: {error}"
+    );
+    let host = [host_mount("/", false, true), host_mount("/var/lib/plugins", false, true)];
+    let error = propagated(true, "Bidirectional", &host).unwrap_err().to_string();
+    assert!(error.contains("is not a shared mount"), "{error}");
+    // Not one mount known: said so.
+    let error = propagated(false, "None", &[]).unwrap_err().to_string();
+    assert!(error.contains("no mount the agent can see"), "{error}");
+    let error = propagated(false, "Sideways", &host).unwrap_err().to_string();
+    assert!(error.contains("invalid MountPropagation mode"), "{error}");
 }
