@@ -14,7 +14,6 @@
 //! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
-//! - [`resource_name`]: resource names as kubelet classifies them (extended resources: D1).
 //! - [`container_log`]: which container instance a log request reads (kubelet's choice from the status).
 //! - [`bootstrap_token`]: bootstrap tokens, CA key pins and cluster-info's JWS (J1).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
@@ -64,7 +63,6 @@ pub mod probe;
 pub mod qos;
 pub mod quantity;
 pub mod resource_config;
-pub mod resource_name;
 pub mod source;
 pub mod stats;
 pub mod status_queue;

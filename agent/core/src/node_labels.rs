@@ -101,7 +101,7 @@ start and end with an alphanumeric character (e.g. 'MyName', or 'my.name', or '1
 regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 
 /// `validation.IsQualifiedName`: `[prefix/]name`, the prefix a DNS subdomain.
-pub(crate) fn qualified_name(key: &str) -> Result<(), Vec<String>> {
+fn qualified_name(key: &str) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     let (prefix, name) = match key.split('/').collect::<Vec<_>>()[..] {
         [name] => (None, name),

@@ -51,7 +51,7 @@ pub(super) fn validate(request: &api::RegisterRequest) -> Result<(), String> {
             supported.join(" ")
         ));
     }
-    if !outpost_core::resource_name::is_extended(&request.resource_name) {
+    if !outpost_core::devices::is_extended_resource(&request.resource_name) {
         return Err(format!("the ResourceName {} is invalid", go_quote(&request.resource_name)));
     }
     Ok(())
