@@ -133,22 +133,8 @@ impl Checkpoints {
         tracing::debug!(checkpoint = name, "writing checkpoint");
         let body = serde_json::to_vec(value)
             .map_err(|source| Error::Encode { path: path.clone(), source })?;
-        let write = || -> io::Result<()> {
-            fs::create_dir_all(&self.dir)?;
-            let tmp = self.dir.join(format!(".{name}.json.tmp"));
-            // A leftover temporary file may have another mode: start afresh.
-            match fs::remove_file(&tmp) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-            let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-            file.write_all(&frame(&body))?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        };
-        write().map_err(|source| Error::Write { path: path.clone(), source })
+        write_atomically(&path, &frame(&body), mode)
+            .map_err(|source| Error::Write { path: path.clone(), source })
     }
 
     /// Reads checkpoint `name`: `Ok(None)` if there is none.
@@ -177,6 +163,28 @@ impl Checkpoints {
 }
 
 /// A checkpoint file's bytes for the JSON `body`: the header line, then the body.
+/// Writes `bytes` to `path` so that a crash leaves the old file or the new one: a
+/// temporary file beside it (`.<name>.tmp`, with `mode`) is written and fsynced, renamed
+/// over `path`, and the directory fsynced. The directory is made if missing.
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a file path"));
+    };
+    fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    // A leftover temporary file may have another mode: start afresh.
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
 pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut bytes = header(body).into_bytes();
     bytes.extend_from_slice(body);

@@ -35,6 +35,9 @@ pub const DEFAULT_SHIM_GROUPING: ShimGrouping = ShimGrouping::Pod;
 pub const DEFAULT_CONTAINER_LOGGER: ContainerLogger = ContainerLogger::Node;
 pub const DEFAULT_RUNTIME: OciRuntime = OciRuntime::Runc;
 pub const DEFAULT_RUN_DIR: &str = "/run/outpost";
+/// kubelet's `--root-dir`: the device plugins' and the pod resources API's sockets are
+/// under it, where plugins and monitoring agents look for them (D1, D4).
+pub const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelet";
 /// The seccomp profile root under the state directory, as kubelet's is under its root
 /// directory.
 pub const SECCOMP_DIR: &str = "seccomp";
@@ -364,6 +367,7 @@ fn resolve_pods(s: &mut Settings, node: &Node) -> Result<pods::Config, Error> {
         cni_bin_dirs,
         image_credentials_file: s.image_credentials_file.take(),
         images_dir: s.images_dir.take(),
+        root_dir: absolute(s.root_dir.take().unwrap_or_else(|| DEFAULT_ROOT_DIR.into())),
         seccomp_profile_root: absolute(
             s.seccomp_profile_root.take().unwrap_or_else(|| node.state_dir.join(SECCOMP_DIR)),
         ),

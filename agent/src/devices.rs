@@ -5,6 +5,8 @@
 //! `GetPreferredAllocation`/`Allocate`/`PreStartContainer`. The pod resources API (D4)
 //! reports what was given.
 //!
+//! - [`manager`]: the state (the core's `Devices`), fed by the plugins' events, asked
+//!   by admission and by the pod workers, checkpointed in kubelet's format;
 //! - [`plugins`]: the Registration service and one endpoint per plugin (the gRPC side);
 //!   it reports [`plugins::PluginEvent`]s and calls a plugin through its
 //!   [`plugins::Endpoint`].
@@ -12,6 +14,31 @@
 //!   [`podresources::Source`].
 //! - [`socket`]: the sockets both serve on.
 
+pub mod manager;
+pub mod nodes;
 pub mod plugins;
 pub mod podresources;
 pub mod socket;
+
+pub use manager::{ContainerDevices, Manager};
+
+use std::path::{Path, PathBuf};
+
+use crate::task::Task;
+
+/// The device-plugin directory under kubelet's root directory.
+pub fn plugin_dir(root_dir: &Path) -> PathBuf {
+    root_dir.join("device-plugins")
+}
+
+/// The device manager as the agent starts it: its state from the checkpoint in the
+/// device-plugin directory, and its task, which applies the plugins' events.
+pub fn start(root_dir: &Path, host: &dyn crate::host::Host) -> (Manager, Vec<Task>) {
+    let plugin_dir = plugin_dir(root_dir);
+    let boot_id = host.proc("sys/kernel/random/boot_id").map(|id| id.trim().to_owned());
+    let (manager, awaited) = Manager::open(&plugin_dir, boot_id.unwrap_or_default());
+    let (events, received) = tokio::sync::mpsc::channel(64);
+    drop(events);
+    let run = Task::infallible("device_manager", manager.clone().run(received, awaited));
+    (manager, vec![run])
+}

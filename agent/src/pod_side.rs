@@ -84,6 +84,8 @@ pub struct Deps {
     pub admission: Option<watch::Receiver<outpost_core::node_admission::Node>>,
     /// The host's kernel, as the agent reads it.
     pub host: Arc<dyn crate::host::Host>,
+    /// D1, D2: the device manager.
+    pub devices: Option<crate::devices::Manager>,
 }
 
 /// What the pods run on: containerd (the agent), or a simulated runtime (a hollow node
@@ -176,6 +178,7 @@ fn build(
         host: deps.host.clone(),
         shim_grouping: config.containerd.shim_grouping,
         shutdown_groups: config.shutdown.groups.clone(),
+        devices: deps.devices,
     };
     let node = &config.node;
     let mut tasks = vec![config.pods.clone().build(node, workers, metrics.workers)?, supervisor];

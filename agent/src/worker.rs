@@ -69,6 +69,8 @@ pub struct Shared<R> {
     /// A node shutdown's priority groups (J3), sorted; empty: every pod stops at once,
     /// each within its own grace period.
     pub shutdown_groups: Vec<PriorityGroup>,
+    /// D2: the device manager; `None`: no pod gets devices.
+    pub devices: Option<crate::devices::Manager>,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -136,6 +138,7 @@ impl<R: PodRuntime> Shared<R> {
             objects: objects::Objects::default(),
             node: None,
             shutdown_groups: Vec::new(),
+            devices: None,
             settings,
             routes: Routes::default(),
         }
@@ -153,6 +156,12 @@ impl<R: PodRuntime> Shared<R> {
         node: watch::Receiver<outpost_core::node_admission::Node>,
     ) -> Shared<R> {
         self.node = Some(node);
+        self
+    }
+
+    /// Gives pods their devices through `devices` at admission (D2).
+    pub fn with_devices(mut self, devices: crate::devices::Manager) -> Shared<R> {
+        self.devices = Some(devices);
         self
     }
 

@@ -108,6 +108,9 @@ pub struct Readings {
     /// The certificates the node keeps (TLS bootstrapping): the `CertificateExpired`
     /// condition (J2). Empty without: no such condition.
     pub certificates: Vec<crate::certificates::Held>,
+    /// D1: the device plugins' resources (capacity: every device; allocatable: the
+    /// healthy ones).
+    pub devices: crate::devices::Capacity,
 }
 
 /// `v1.37.0+outpost-0.1.0` for Outpost 0.1.0: the Kubernetes version whose kubelet it
@@ -159,6 +162,12 @@ pub fn status(
     }
     capacity.insert("pods".to_owned(), Quantity(readings.max_pods.to_string()));
     allocatable.insert("pods".to_owned(), Quantity(readings.max_pods.to_string()));
+    for (name, count) in &readings.devices.capacity {
+        capacity.insert(name.clone(), Quantity(count.to_string()));
+    }
+    for (name, count) in &readings.devices.allocatable {
+        allocatable.insert(name.clone(), Quantity(count.to_string()));
+    }
     let mut addresses = Vec::new();
     if let Some(ip) = readings.node_ip {
         addresses.push(NodeAddress { type_: "InternalIP".to_owned(), address: ip.to_string() });

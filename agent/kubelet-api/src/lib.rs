@@ -11,6 +11,9 @@
 //! Registration and PodResourcesLister and calls DevicePlugin; the tests' device plugin
 //! does the reverse.
 
+/// The protobuf runtime the messages are encoded with.
+pub use prost;
+
 /// `deviceplugin/v1beta1`.
 pub mod deviceplugin {
     pub mod v1beta1 {

@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::projection::Resolved;
 use crate::subject::Subject;
 use crate::{
-    apparmor, defaults, env, hosts, mounts, process, resources, seccomp, security, sysctl,
+    apparmor, defaults, env, hosts, mounts, plugin_devices, process, resources, seccomp, security,
+    sysctl,
 };
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
@@ -39,7 +40,7 @@ pub fn container_spec(
     security.check(&at)?;
     let image_config = image.config().as_ref();
 
-    let environment = env::environment(ctx, container, image_config, &at)?;
+    let environment = env::environment(ctx, container, image_config, &files.devices.env, &at)?;
     let mut process =
         process::process(container, image_config, &environment, &security, files, &at)?;
     let capabilities = security.capabilities(ctx.host_capabilities, &at)?;
@@ -90,6 +91,7 @@ pub fn container_spec(
         .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)
         .set_linux(Some(linux));
+    plugin_devices::apply(&mut spec, &files.devices);
     Ok(spec)
 }
 

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use oci_spec::runtime::Capability;
 
 use crate::claims::Claimed;
+use crate::plugin_devices::PluginDevices;
 use crate::projection::Resolved;
 use crate::seccomp;
 use crate::services::ServiceEnv;
@@ -82,6 +83,8 @@ pub struct ContainerFiles {
     pub group: Option<String>,
     /// The file [`seccomp::profile`] names, when it is `Localhost`.
     pub seccomp_profile: Option<seccomp::LocalhostProfile>,
+    /// D2: what the container's device plugins gave it.
+    pub devices: PluginDevices,
 }
 
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.

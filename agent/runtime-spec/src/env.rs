@@ -42,11 +42,16 @@ pub(super) fn environment(
     ctx: &PodContext<'_>,
     container: &Container,
     image: Option<&Config>,
+    devices: &[(String, String)],
     at: &Subject,
 ) -> Result<Environment> {
     let mut entries: Vec<String> = image.and_then(|c| c.env().clone()).unwrap_or_default();
     if !entries.iter().any(|e| e.starts_with("PATH=")) {
         entries.insert(0, DEFAULT_PATH.to_owned());
+    }
+    // D2: the device plugins' variables (kubelet puts them before the container's own).
+    for (name, value) in devices {
+        set(&mut entries, name, value);
     }
     let mut container_vars: HashMap<String, String> = HashMap::new();
     // kubelet: envFrom first (a later source wins), then env, which wins over envFrom;

@@ -46,6 +46,7 @@ mod expansion;
 mod hosts;
 pub mod layout;
 mod mounts;
+mod plugin_devices;
 mod process;
 pub mod projection;
 mod resources;
@@ -65,6 +66,7 @@ pub use self::dns::{
 };
 pub use self::error::{Error, Result, SourceMount};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
+pub use self::plugin_devices::{PluginDevices, PluginMount};
 pub use self::security::host_capabilities;
 pub use self::subject::Subject;
 pub use outpost_core::quantity::Error as QuantityError;

@@ -285,7 +285,7 @@ fn user_from_files(yaml: &str, image_user: &str) -> Result<(u32, u32, Option<Vec
     let files = ContainerFiles {
         passwd: Some(IMAGE_PASSWD.to_owned()),
         group: Some(IMAGE_GROUP.to_owned()),
-        seccomp_profile: None,
+        ..ContainerFiles::default()
     };
     let spec =
         container_spec(&context(&pod), first_container(&pod), &image(&config), &files, "c1")?;
@@ -436,4 +436,71 @@ fn tty_gives_a_terminal_and_stdin_is_the_stdio_s_not_the_spec_s() {
         "spec: {containers: [{name: app, image: b, stdin: true, stdinOnce: true, tty: true}]}",
     );
     assert_eq!(with_stdin.process(), tty.process());
+}
+
+/// D2: a device plugin's answer in the spec: the node in `linux.devices`, admitted by the
+/// device cgroup with the plugin's permissions (after the deny-all rule), the mount a
+/// private bind, the variable set over the image's but under the container's own, the
+/// annotation on the spec.
+#[test]
+fn d2_plugin_devices_are_nodes_cgroup_rules_mounts_env_and_annotations() {
+    use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceType};
+    let pod = pod(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: zigbee, namespace: default, uid: u1}\nspec:\n  containers:\n  - name: z2m\n    image: busybox\n    env: [{name: OWN, value: mine}]\n",
+    );
+    let node = LinuxDeviceBuilder::default()
+        .path("/dev/ttyACM0")
+        .typ(LinuxDeviceType::C)
+        .major(166)
+        .minor(0)
+        .file_mode(0o660u32)
+        .uid(0u32)
+        .gid(20u32)
+        .build()
+        .unwrap();
+    let files = ContainerFiles {
+        devices: PluginDevices {
+            nodes: vec![(node.clone(), "rw".to_owned())],
+            mounts: vec![PluginMount {
+                container_path: "/opt/zigbee".into(),
+                host_path: "/usr/share/zigbee".into(),
+                read_only: true,
+            }],
+            env: vec![
+                ("ZIGBEE_DEVICE".to_owned(), "/dev/ttyACM0".to_owned()),
+                ("OWN".to_owned(), "plugin".to_owned()),
+            ],
+            annotations: [("example.com/stick".to_owned(), "sonoff".to_owned())].into(),
+        },
+        ..ContainerFiles::default()
+    };
+    let config = r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["ZIGBEE_DEVICE=image"],"Cmd":["sh"]}}"#;
+    let spec = container_spec(&context(&pod), first_container(&pod), &image(config), &files, "c1")
+        .unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    assert_eq!(linux.devices().as_deref(), Some(&[node][..]));
+    let rules = linux.resources().as_ref().unwrap().devices().clone().unwrap();
+    assert!(!rules[0].allow(), "deny all first");
+    let last = rules.last().unwrap();
+    assert!(last.allow());
+    assert_eq!(
+        (last.typ(), last.major(), last.minor(), last.access().as_deref()),
+        (Some(LinuxDeviceType::C), Some(166), Some(0), Some("rw"))
+    );
+    let mount = spec
+        .mounts()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.destination() == std::path::Path::new("/opt/zigbee"))
+        .unwrap();
+    assert_eq!(mount.source().as_deref(), Some(std::path::Path::new("/usr/share/zigbee")));
+    assert_eq!(
+        mount.options().as_deref(),
+        Some(&["rbind".to_owned(), "rprivate".to_owned(), "ro".to_owned()][..])
+    );
+    let env = spec.process().as_ref().unwrap().env().clone().unwrap();
+    assert!(env.contains(&"ZIGBEE_DEVICE=/dev/ttyACM0".to_owned()), "over the image's: {env:?}");
+    assert!(env.contains(&"OWN=mine".to_owned()), "under the container's own: {env:?}");
+    assert_eq!(spec.annotations().as_ref().unwrap()["example.com/stick"], "sonoff");
 }

@@ -86,7 +86,12 @@ pub async fn read(
     let read = |path: &'static str| {
         layers::read(&layers, path, MAX_FILE).map_err(|source| Error::Image { path, source })
     };
-    Ok(ContainerFiles { passwd: read("etc/passwd")?, group: read("etc/group")?, seccomp_profile })
+    Ok(ContainerFiles {
+        passwd: read("etc/passwd")?,
+        group: read("etc/group")?,
+        seccomp_profile,
+        ..ContainerFiles::default()
+    })
 }
 
 /// `<root>/<name>`, read.

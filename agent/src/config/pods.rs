@@ -18,6 +18,9 @@ pub struct Config {
     pub image_credentials_file: Option<PathBuf>,
     /// Image tarballs imported into containerd and followed (the `images_dir` task).
     pub images_dir: Option<PathBuf>,
+    /// kubelet's root directory (`--root-dir`): `device-plugins/` (D1) and
+    /// `pod-resources/` (D4) are under it.
+    pub root_dir: PathBuf,
     /// Where `Localhost` seccomp profiles are (`<state-dir>/seccomp` unless given).
     pub seccomp_profile_root: PathBuf,
     /// `--allowed-unsafe-sysctls`, checked to be namespaced.

@@ -225,6 +225,11 @@ settings! {
         #[arg(long, value_name = "IP")]
         pub node_ip: Option<IpAddr>,
         #[arg(long, value_name = "DIR", help = with_default(
+            "kubelet's root directory: device plugins register in its device-plugins/, the pod \
+             resources API is served in its pod-resources/",
+            DEFAULT_ROOT_DIR))]
+        pub root_dir: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", help = with_default(
             "Directory of Localhost seccomp profiles (kubelet's <root-dir>/seccomp)",
             format_args!("<state-dir>/{SECCOMP_DIR}")))]
         pub seccomp_profile_root: Option<PathBuf>,

@@ -75,6 +75,9 @@ pub struct Config {
     pub certificates: Vec<(&'static str, crate::certificates::Status)>,
     /// The host the machine is read from (`machine`).
     pub host: Arc<dyn crate::host::Host>,
+    /// D1: the device plugins' resources, as the device manager holds them; a change is
+    /// reported at once.
+    pub devices: watch::Receiver<outpost_core::devices::Capacity>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +196,7 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
     };
     let mut reported_shutdown = false;
     let mut pressure = node.context.node_config.pressure.clone();
+    let mut devices = node.context.node_config.devices.clone();
     let mut own_node = std::pin::pin!(informer::own_node(&node.context));
     loop {
         let next = node.pass().await;
@@ -210,6 +214,7 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
                 Ok(()) = beats.changed(), if retry.is_none() => {}
                 () = sleep_until(retry), if retry.is_some() => {}
                 Ok(()) = pressure.changed() => {}
+                Ok(()) = devices.changed() => {}
                 _ = &mut woken => node.offline_since_report = true,
                 // Once: after it, the flag is read with the machine on every pass.
                 () = shutdown.cancelled(), if !reported_shutdown => reported_shutdown = true,

@@ -30,6 +30,8 @@ pub struct NodeDeps {
     pub certificates: Vec<(&'static str, crate::certificates::Status)>,
     /// The host's kernel, as the agent reads it (the machine's facts).
     pub host: Arc<dyn crate::host::Host>,
+    /// D1: the device plugins' resources.
+    pub devices: watch::Receiver<outpost_core::devices::Capacity>,
 }
 
 /// What the Node is registered with and reports; admission's view of it (K4) starts as
@@ -56,6 +58,7 @@ pub fn node_config(
         admission: watch::Sender::new(outpost_core::node_admission::Node::default()),
         certificates: deps.certificates,
         host: deps.host,
+        devices: deps.devices,
     };
     config.admission.send_replace(node::initial_admission_node(&config, &node.name));
     config

@@ -94,6 +94,8 @@ pub struct Settings {
     pub shim_grouping: crate::config::ShimGrouping,
     /// The OCI runtime's path when it is not runc (`--runtime crun`).
     pub runtime_binary: Option<String>,
+    /// D2: the device manager, which says what a container's devices need.
+    pub devices: Option<crate::devices::Manager>,
 }
 
 /// containerd, CNI and the host, as a [`PodRuntime`].
@@ -278,7 +280,7 @@ impl PodRuntime for Pods {
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
-        let files = container_files::read(
+        let mut files = container_files::read(
             &self.containerd,
             &image.chain_id,
             pod,
@@ -287,6 +289,12 @@ impl PodRuntime for Pods {
         )
         .await
         .map_err(|e| config_error(describe(&e)))?;
+        if let Some(devices) = &self.settings.devices {
+            let given = devices.container_devices(pod, container).await;
+            let given = given.map_err(|e| config_error(describe(&e)))?;
+            files.devices = crate::devices::nodes::plugin_devices(&given)
+                .map_err(|e| config_error(describe(&e)))?;
+        }
         let mut spec = spec::container_spec(&context, container, &image.config, &files, &id)
             .map_err(|e| match e {
                 // D6: containerd's CRI fails the create itself (kubelet's CreateContainerError).
@@ -296,10 +304,9 @@ impl PodRuntime for Pods {
                 _ => config_error(describe(&e)),
             })?;
         let group = self.settings.shim_grouping.group(uid).to_owned();
-        spec.set_annotations(Some(HashMap::from([(
-            container::ANNOTATION_SHIM_GROUP.to_owned(),
-            group,
-        )])));
+        let mut annotations = spec.annotations().clone().unwrap_or_default();
+        annotations.insert(container::ANNOTATION_SHIM_GROUP.to_owned(), group);
+        spec.set_annotations(Some(annotations));
         let object = pod_ref(pod, Some(&container.name));
         for message in spec::invalid_env_var_names(pod, container, &resolved) {
             let kind = EventType::Warning;

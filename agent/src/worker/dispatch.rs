@@ -110,7 +110,7 @@ fn watch_events<R: PodRuntime>(
 
 impl<R: PodRuntime> Workers<R> {
     fn new(shared: Arc<Shared<R>>, found: HashMap<FullName, Vec<Found>>) -> Workers<R> {
-        let admission = Admission::new(shared.node.clone());
+        let admission = Admission::new(shared.node.clone(), shared.devices.clone());
         Workers {
             shared,
             outboxes: HashMap::new(),
@@ -126,7 +126,7 @@ impl<R: PodRuntime> Workers<R> {
     /// The merge's `batch`: each delta to the worker of its full name; after the first
     /// batch once every source has been seen, the orphans go (M9).
     async fn apply(&mut self, batch: Batch) {
-        self.admit(&batch.deltas);
+        self.admit(&batch.deltas).await;
         for delta in batch.deltas {
             let name = FullName::of(&delta.pod);
             let pod = self.desire(delta);
@@ -168,7 +168,7 @@ impl<R: PodRuntime> Workers<R> {
 
     /// K4: the pods `deltas` remove or replace leave the node's admission; the new ones
     /// are admitted ([`admit`]), and the pods preempted for critical ones told so.
-    fn admit(&mut self, deltas: &[PodDelta]) {
+    async fn admit(&mut self, deltas: &[PodDelta]) {
         for delta in deltas {
             let uid = outpost_core::pod::uid(&delta.pod);
             let name = FullName::of(&delta.pod);
@@ -183,7 +183,9 @@ impl<R: PodRuntime> Workers<R> {
             found.get(name).is_some_and(|f| f.iter().any(|c| c.pod_uid.as_deref() == Some(uid)))
         };
         let shared = &self.shared;
-        let preempted = self.admission.batch(deltas, &shared.statuses, &shared.events, adopted);
+        let (statuses, events) = (&shared.statuses, &shared.events);
+        self.admission.allocate_devices(deltas, statuses, events, &adopted).await;
+        let preempted = self.admission.batch(deltas, statuses, events, adopted);
         for (name, uid) in preempted {
             self.send(name, Message::Preempt { uid });
         }

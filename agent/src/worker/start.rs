@@ -110,6 +110,8 @@ pub struct Deps {
     pub host: Arc<dyn crate::host::Host>,
     /// Graceful node shutdown's priority groups (J3): the pods' stop order.
     pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
+    /// D1, D2: the device manager.
+    pub devices: Option<crate::devices::Manager>,
 }
 
 impl Config {
@@ -192,6 +194,7 @@ async fn run(
         cgroups: deps.cgroups,
         shim_grouping: deps.shim_grouping,
         runtime_binary,
+        devices: deps.devices.clone(),
     };
     let runtime =
         Runtime::new(containerd, cni, settings, deps.statuses, deps.events, metrics, deps.ebpf)?;
@@ -200,6 +203,10 @@ async fn run(
         None => runtime,
     };
     let runtime = runtime.with_shutdown_groups(deps.shutdown_groups);
+    let runtime = match deps.devices {
+        Some(devices) => runtime.with_devices(devices),
+        None => runtime,
+    };
     worker::run(Arc::new(runtime), deps.batches, deps.changes, deps.evictions, deps.stop_pods)
         .await;
     Ok(())

@@ -223,6 +223,7 @@ async fn sample(uplink: &Uplink, outage: Duration) -> anyhow::Result<Sample> {
             admission: tokio::sync::watch::Sender::default(),
             certificates: Vec::new(),
             host: Arc::new(outpost::host::Kernel),
+            devices: tokio::sync::watch::channel(Default::default()).1,
         },
         status_backlog: tokio::sync::watch::Sender::default(),
         lease_duration_seconds: sync::lease::DURATION_SECONDS,

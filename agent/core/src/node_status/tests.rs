@@ -39,7 +39,20 @@ fn healthy() -> Readings {
         kubelet_port: Some(10250),
         max_pods: MAX_PODS,
         certificates: Vec::new(),
+        devices: crate::devices::Capacity::default(),
     }
+}
+
+/// D1: the device plugins' resources are in capacity (every device) and allocatable
+/// (the healthy ones), as whole numbers.
+#[test]
+fn d1_device_plugin_resources_are_in_capacity_and_allocatable() {
+    let mut readings = healthy();
+    readings.devices.capacity.insert("squat.ai/serial".into(), 2);
+    readings.devices.allocatable.insert("squat.ai/serial".into(), 1);
+    let status = status(&readings, Vec::new(), &Reservation::default(), "v1");
+    assert_eq!(status.capacity.unwrap()["squat.ai/serial"].0, "2");
+    assert_eq!(status.allocatable.unwrap()["squat.ai/serial"].0, "1");
 }
 
 fn condition<'a>(conditions: &'a [NodeCondition], type_: &str) -> &'a NodeCondition {

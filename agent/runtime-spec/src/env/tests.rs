@@ -8,7 +8,7 @@ fn env_of(yaml: &str, image_env: &str) -> Result<Vec<String>> {
     ));
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let at = Subject::container(&pod, &container.name);
-    environment(&context(&pod), container, image.config().as_ref(), &at).map(|e| e.entries)
+    environment(&context(&pod), container, image.config().as_ref(), &[], &at).map(|e| e.entries)
 }
 
 fn env(vars: &str) -> Vec<String> {

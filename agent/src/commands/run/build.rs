@@ -63,6 +63,8 @@ struct Shared {
     cgroups: Option<Arc<PodCgroups>>,
     /// The host's kernel, as every component reads it: the one made here.
     host: Arc<dyn host::Host>,
+    /// D1, D2: the device manager; `None` in a dry run.
+    devices: Option<crate::devices::Manager>,
 }
 
 /// Resolves `settings`, checks the directories, and builds every part of the agent.
@@ -81,7 +83,13 @@ pub(super) async fn build(
     let outpost = registry.sub_registry_with_prefix("outpost");
     let audit = ManifestAudit::default();
     audit.set_policy(config.pods.admission_policy.clone());
-    let shared = Shared::new(&config, dry_run, &audit, outpost);
+    let mut shared = Shared::new(&config, dry_run, &audit, outpost);
+    let mut tasks = Vec::new();
+    if !dry_run {
+        let (devices, device_tasks) = crate::devices::start(&config.pods.root_dir, &*shared.host);
+        shared.devices = Some(devices);
+        tasks.extend(device_tasks);
+    }
     let deps = local::Deps {
         checkpoints: shared.checkpoints.clone(),
         events: shared.events.clone(),
@@ -94,7 +102,7 @@ pub(super) async fn build(
     let (batches_tx, batches) = mpsc::channel::<Batch>(64);
     let merge_metrics = podconfig::metrics::Merge::register(outpost);
     let merge = podconfig::run(streams, batches_tx, shared.snapshot.clone(), merge_metrics);
-    let mut tasks = vec![sighup, Task::infallible("merge", merge).main()];
+    tasks.extend([sighup, Task::infallible("merge", merge).main()]);
     let certificates = cluster.as_mut().map(|cluster| {
         let serving = config.certificates.server_tls_bootstrap;
         let serving = serving.then(|| (&config.node, cluster.client.clone()));
@@ -178,6 +186,10 @@ fn node_config(
         pressure: shared.pressure.subscribe(),
         certificates: certificates.clone(),
         host: shared.host.clone(),
+        devices: shared
+            .devices
+            .as_ref()
+            .map_or_else(|| watch::channel(Default::default()).1, |d| d.capacity()),
     };
     let (port, reservation) = (config.api.listen.port(), config.node_resources.reservation);
     Some(sync::start::node_config(&config.node, port, reservation, deps))
@@ -231,6 +243,7 @@ impl Shared {
             pressure: watch::Sender::new(Pressure::default()),
             cgroups: (!dry_run).then(|| Arc::new(pod_side::pod_cgroups(config))),
             host: Arc::new(host::Kernel),
+            devices: None,
         }
     }
 
@@ -260,6 +273,7 @@ impl Shared {
             cgroups: cgroups.unwrap_or_else(|| Arc::new(pod_side::pod_cgroups(config))),
             admission,
             host: self.host.clone(),
+            devices: self.devices.clone(),
         }
     }
 }

@@ -52,6 +52,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
         runtime_version: config.runtime_version.get().cloned(),
         kubelet_port: config.kubelet_port,
         max_pods: config.max_pods,
+        devices: config.devices.borrow().clone(),
         certificates: config
             .certificates
             .iter()

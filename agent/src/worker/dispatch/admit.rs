@@ -33,6 +33,7 @@ use outpost_core::pod::{self, FullName};
 use tokio::sync::watch;
 
 use crate::apiserver::events::{Recorder, pod_ref};
+use crate::error_chain::describe;
 use crate::status::StatusStore;
 
 /// The pods admitted and rejected, by UID.
@@ -40,6 +41,8 @@ use crate::status::StatusStore;
 pub(super) struct Admission {
     /// The node as admission sees it; `None`: nothing is checked (tests of other rules).
     node: Option<watch::Receiver<Node>>,
+    /// D2: the device manager, which gives new pods their devices before the fit.
+    devices: Option<crate::devices::Manager>,
     admitted: HashMap<String, Admitted>,
     /// The order pods were admitted in (kubelet's active pods are in that order).
     order: Vec<String>,
@@ -51,8 +54,50 @@ pub(super) struct Admission {
 pub(super) type Preemptions = Vec<(FullName, String)>;
 
 impl Admission {
-    pub(super) fn new(node: Option<watch::Receiver<Node>>) -> Admission {
-        Admission { node, ..Admission::default() }
+    pub(super) fn new(
+        node: Option<watch::Receiver<Node>>,
+        devices: Option<crate::devices::Manager>,
+    ) -> Admission {
+        Admission { node, devices, ..Admission::default() }
+    }
+
+    /// D2: kubelet's device manager admits before the resource fit: each new pod that
+    /// limits a device plugin's resource is given its devices now; one that cannot be is
+    /// rejected with `UnexpectedAdmissionError` and kubelet's message. Pods an earlier run
+    /// left are not (their devices are in the checkpoint).
+    pub(super) async fn allocate_devices(
+        &mut self,
+        deltas: &[PodDelta],
+        statuses: &StatusStore,
+        events: &Recorder,
+        adopted: impl Fn(&FullName, &str) -> bool,
+    ) {
+        let Some(devices) = self.devices.clone() else { return };
+        for delta in deltas.iter().filter(|d| d.op != DeltaOp::Remove) {
+            let uid = pod::uid(&delta.pod);
+            let known = self.admitted.contains_key(uid) || self.rejected.contains_key(uid);
+            let skip = known
+                || is_terminal(&delta.pod)
+                || rejected_before(&delta.pod).is_some()
+                || delta.pod.metadata.deletion_timestamp.is_some()
+                || adopted(&FullName::of(&delta.pod), uid)
+                || !limits_devices(&delta.pod, &devices);
+            if skip {
+                continue;
+            }
+            let active = self.active(statuses).into_iter().map(|a| a.uid).collect();
+            if let Err(e) = devices.allocate_pod(&delta.pod, &active).await {
+                let rejection = Rejection {
+                    reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+                    message: format!(
+                        "Allocate failed due to {}, which is unexpected",
+                        describe(&e)
+                    ),
+                };
+                reject(&delta.pod, &rejection, events);
+                self.rejected.insert(uid.to_owned(), rejection);
+            }
+        }
     }
 
     /// The rejection of the pod `uid`, if it was rejected.
@@ -104,13 +149,16 @@ impl Admission {
             if is_terminal(&delta.pod) {
                 continue;
             }
-            let Some(node) = self.node.as_ref().map(|n| n.borrow().clone()) else {
+            let Some(mut node) = self.node.as_ref().map(|n| n.borrow().clone()) else {
                 self.admit(admitted);
                 continue;
             };
             if adopted(&name, &uid) || delta.pod.metadata.deletion_timestamp.is_some() {
                 self.admit(admitted);
                 continue;
+            }
+            if let Some(devices) = &self.devices {
+                sanitize(&mut node, devices);
             }
             let active = self.active(statuses);
             match node_admission::admit(&node, &active, &delta.pod, delta.source) {
@@ -178,6 +226,28 @@ fn reject(pod: &Arc<Pod>, rejection: &Rejection, events: &Recorder) {
         &rejection.reason,
         rejection.message.clone(),
     );
+}
+
+/// kubelet's reason for a pod its device manager could not give devices to.
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// Whether a container of `pod` limits a device plugin's resource.
+fn limits_devices(pod: &Pod, devices: &crate::devices::Manager) -> bool {
+    let spec = pod.spec.iter();
+    let containers = spec.flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
+    let limits = containers.filter_map(|c| c.resources.as_ref()?.limits.as_ref());
+    limits.flatten().any(|(name, _)| devices.is_device_resource(name))
+}
+
+/// kubelet's `sanitizeNodeAllocatable`: a device resource's allocatable is at least what
+/// containers hold of it (a held device that turned unhealthy still counts as given).
+fn sanitize(node: &mut Node, devices: &crate::devices::Manager) {
+    for (name, allocatable) in node.allocatable.iter_mut() {
+        let held = i64::try_from(devices.allocated_count(name)).unwrap_or(i64::MAX);
+        if held > *allocatable {
+            *allocatable = held;
+        }
+    }
 }
 
 /// Whether the pod's status (as its source has it) is already Succeeded or Failed.
