@@ -60,6 +60,7 @@ fn probe(name: &str) -> bool {
         "seccomp" => python_has("seccomp"),
         "prometheus" => Path::new("/usr/bin/prometheus").is_file(),
         "python_websockets" => python_has("websockets"),
+        "python_grpc" => python_has("grpc") && python_has("grpc_tools"),
         "systemd_analyze" => on_path("systemd-analyze"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),

@@ -10,10 +10,15 @@
 //! - [`plugins`]: the Registration service and one endpoint per plugin (the gRPC side);
 //!   it reports [`plugins::PluginEvent`]s and calls a plugin through its
 //!   [`plugins::Endpoint`].
+//! - [`podresources`]: the pod resources API (`podresources/v1`, D4), read through a
+//!   [`podresources::Source`].
+//! - [`socket`]: the sockets both serve on.
 
 pub mod manager;
 pub mod nodes;
 pub mod plugins;
+pub mod podresources;
+pub mod socket;
 
 pub use manager::{ContainerDevices, Manager};
 

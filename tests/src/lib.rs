@@ -5,10 +5,12 @@ pub mod api_pods;
 pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
+pub mod device_plugin;
 pub mod fleet;
 pub mod kubectl;
 pub mod logind;
 pub mod manifest_server;
+pub mod pod_resources;
 pub mod podman;
 pub mod pods;
 pub mod propagation;
@@ -114,6 +116,12 @@ pub fn outpost_bin() -> PathBuf {
 }
 
 fn build_outpost() -> PathBuf {
+    cargo_build(&[("outpost", "outpost"), ("outpost-container-log", "outpost-container-log")])
+}
+
+/// Builds `(package, binary)`s next to this test binary with the same cargo, target
+/// directory and profile; the first one's path.
+fn cargo_build(binaries: &[(&str, &str)]) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/integration-<hash> → target/<profile>/outpost
     let profile_dir =
@@ -141,29 +149,18 @@ fn build_outpost() -> PathBuf {
             command.env_remove(&name);
         }
     }
+    command.args(["build", "--quiet"]);
+    for (package, bin) in binaries {
+        command.args(["--package", package, "--bin", bin]);
+    }
     let status = command
-        .args([
-            "build",
-            "--quiet",
-            "--package",
-            "outpost",
-            "--bin",
-            "outpost",
-            "--package",
-            "outpost-container-log",
-            "--bin",
-            "outpost-container-log",
-            "--profile",
-            profile,
-        ])
+        .args(["--profile", profile])
         .env("CARGO_TARGET_DIR", &target_dir)
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .status();
-    assert!(
-        status.as_ref().is_ok_and(|s| s.success()),
-        "cannot build the outpost binary: {status:?}"
-    );
-    let bin = profile_dir.join("outpost");
+    let names: Vec<&str> = binaries.iter().map(|(_, bin)| *bin).collect();
+    assert!(status.as_ref().is_ok_and(|s| s.success()), "cannot build {names:?}: {status:?}");
+    let bin = profile_dir.join(names.first().copied().unwrap_or_default());
     assert!(bin.is_file(), "{} was not built", bin.display());
     bin
 }

@@ -13,6 +13,11 @@ const PACKAGES: &[(&str, &str)] = &[
         "python3-websockets",
         "a WebSocket client that is not Outpost's drives /exec (the exec tests)",
     ),
+    (
+        "python3-grpcio",
+        "a gRPC client that is not Outpost's reads the pod resources API (D4's acceptance test)",
+    ),
+    ("python3-grpc-tools", "generates that client's stubs from the repository's proto file"),
     ("containerd", "the container runtime the agent drives (`cargo xtask containerd start`)"),
     ("runc", "the OCI runtime containerd's shims start containers with"),
     (

@@ -4,12 +4,69 @@
 //!
 //! What this side reports, the manager decides on: [`PluginEvent`]s arrive in the order a
 //! plugin's life gives them (registered, then device lists, then stopped).
+//!
+//! As kubelet's (D1): [`start`] creates the device-plugin directory, removes the sockets
+//! left in it (so that running plugins, which watch `kubelet.sock`, register again) and
+//! serves `kubelet.sock`. A registration is validated (API version, extended resource
+//! name), the plugin's socket dialled and its options asked for before it is answered;
+//! a plugin that registers again for its resource replaces its old endpoint. The
+//! directory is watched through inotify: a `kubelet.sock` someone removed is served
+//! again, and a plugin whose socket is removed is stopped.
+//!
+//! - `directory`: the directory (its cleanup, `kubelet.sock`'s listener, the watch);
+//! - `registration`: the Registration service;
+//! - `endpoints`: the registered plugins and their `ListAndWatch` streams;
+//! - `server`: the task that owns them.
+
+mod directory;
+mod endpoints;
+mod registration;
+mod server;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+
+use crate::task::{Stop, Task};
+
+/// kubelet's device-plugin directory (`<root-dir>/device-plugins/`).
+pub const DEFAULT_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins/";
+
+/// The device manager's checkpoint, in the device-plugin directory: the cleanup at start
+/// leaves it (and every file that is not a socket) where it is.
+pub const CHECKPOINT: &str = "kubelet_internal_checkpoint";
+
+/// Where the plugins' side works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The device-plugin directory: `kubelet.sock` and the plugins' own sockets.
+    pub plugin_dir: PathBuf,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { plugin_dir: PathBuf::from(DEFAULT_PLUGIN_DIR) }
+    }
+}
+
+/// How long the task may take to stop its plugins' streams and its server.
+const STOP: Duration = Duration::from_secs(1);
+
+/// Prepares the device-plugin directory (created, its sockets removed), listens on
+/// `kubelet.sock` there and starts watching it; the task (`device_plugins`) serves the
+/// Registration service and sends what happens to the plugins to `events`. It ends when
+/// `events` is closed; stopped (or dropped), it stops every plugin's stream and removes
+/// `kubelet.sock`.
+pub fn start(settings: Settings, events: mpsc::Sender<PluginEvent>) -> Result<Task, Error> {
+    let prepared = directory::prepare(&settings.plugin_dir)?;
+    let stop = CancellationToken::new();
+    let task = server::run(prepared, events, stop.clone());
+    Ok(Task::new("device_plugins", task).stop(Stop::Cancel(stop, STOP)))
+}
 
 /// How long a call to a plugin may take (kubelet's endpoint calls have no deadline but
 /// the pod's; a plugin that hangs must not hang a pod's admission forever).
@@ -45,6 +102,39 @@ pub enum Error {
     Timeout { resource: String, call: &'static str },
     #[error("device plugin {resource:?}: {call} answered {got} containers' results for 1")]
     Answer { resource: String, call: &'static str, got: usize },
+    #[error("cannot create the device-plugin directory {}: {source}", dir.display())]
+    Directory {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot remove the stale sockets {sockets:?} of the device-plugin directory {}: \
+         {source}; remove them by hand",
+        dir.display()
+    )]
+    Cleanup {
+        dir: PathBuf,
+        sockets: Vec<PathBuf>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {}: {source}", socket.display())]
+    Listen {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot watch the device-plugin directory {} with inotify: {source}; if a per-user \
+         limit is reached, raise fs.inotify.max_user_instances or max_user_watches",
+        dir.display()
+    )]
+    Watch {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// One registered plugin: its socket, options and connection. Clones share the
@@ -59,12 +149,10 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Connects to the plugin's socket (`endpoint` in the registration, in the
-    /// device-plugin directory).
-    pub async fn connect(
-        resource: &str,
-        socket: &Path,
-        options: api::DevicePluginOptions,
-    ) -> Result<Endpoint, Error> {
+    /// device-plugin directory) and asks for its options (`GetDevicePluginOptions`, as
+    /// kubelet's manager does once connected: the options in the registration request
+    /// are not the ones kubelet uses).
+    pub async fn connect(resource: &str, socket: &Path) -> Result<Endpoint, Error> {
         let connect = containerd_client::connect(socket);
         let channel = match tokio::time::timeout(CALL_TIMEOUT, connect).await {
             Ok(Ok(channel)) => channel,
@@ -79,22 +167,30 @@ impl Endpoint {
                 return Err(Error::Timeout { resource: resource.to_owned(), call: "connect" });
             }
         };
-        Ok(Endpoint {
+        let mut endpoint = Endpoint {
             resource: resource.to_owned(),
             socket: socket.to_owned(),
-            options,
+            options: api::DevicePluginOptions::default(),
             client: api::device_plugin_client::DevicePluginClient::new(channel),
-        })
+        };
+        let call = "GetDevicePluginOptions";
+        let mut client = endpoint.client.clone();
+        endpoint.options =
+            endpoint.call(call, client.get_device_plugin_options(api::Empty {})).await?;
+        Ok(endpoint)
     }
 
+    /// The extended resource the plugin registered for.
     pub fn resource(&self) -> &str {
         &self.resource
     }
 
+    /// The plugin's socket.
     pub fn socket(&self) -> &Path {
         &self.socket
     }
 
+    /// What the plugin asked for (`GetDevicePluginOptions`).
     pub fn options(&self) -> &api::DevicePluginOptions {
         &self.options
     }
@@ -170,3 +266,6 @@ impl Endpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

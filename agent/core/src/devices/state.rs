@@ -403,7 +403,8 @@ pub fn is_extended_resource(name: &str) -> bool {
             && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
             && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
     };
-    let domain = prefix.len() <= 253
+    // The domain is a DNS subdomain with quota's `requests.` before it: 244 characters.
+    let domain = "requests.".len() + prefix.len() <= 253
         && prefix.split('.').all(|part| {
             !part.is_empty()
                 && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')

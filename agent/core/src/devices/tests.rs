@@ -202,6 +202,9 @@ fn d1_extended_resource_names_are_kubelets() {
     ] {
         assert!(!is_extended_resource(no), "{no}");
     }
+    // The domain's limit counts quota's `requests.` prefix.
+    assert!(is_extended_resource(&format!("{}/x", "a".repeat(244))));
+    assert!(!is_extended_resource(&format!("{}/x", "a".repeat(245))));
 }
 
 proptest! {
