@@ -113,6 +113,7 @@ pub enum Error {
     NodeShutdown(#[from] node_shutdown::Error),
     #[error(transparent)]
     Swap(#[from] swap::Error),
+    #[error(transparent)]
     RuntimeHandlers(#[from] runtime_handlers::Error),
     #[error(
         "--bootstrap-kubeconfig needs --kubeconfig: the path where the agent writes the kubeconfig of the client certificate it gets"

@@ -12,9 +12,11 @@
 //!   [`plugins::Endpoint`].
 //! - [`podresources`]: the pod resources API (`podresources/v1`, D4), read through a
 //!   [`podresources::Source`].
+//! - [`node_pods`]: what the pod resources API reads on a running node;
 //! - [`socket`]: the sockets both serve on.
 
 pub mod manager;
+pub mod node_pods;
 pub mod nodes;
 pub mod plugins;
 pub mod podresources;
@@ -31,14 +33,35 @@ pub fn plugin_dir(root_dir: &Path) -> PathBuf {
     root_dir.join("device-plugins")
 }
 
+/// The pod resources socket under kubelet's root directory.
+pub fn pod_resources_socket(root_dir: &Path) -> PathBuf {
+    root_dir.join("pod-resources").join("kubelet.sock")
+}
+
+/// Errors starting the device manager's servers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Plugins(#[from] plugins::Error),
+    #[error(transparent)]
+    PodResources(#[from] podresources::Error),
+}
+
 /// The device manager as the agent starts it: its state from the checkpoint in the
-/// device-plugin directory, and its task, which applies the plugins' events.
-pub fn start(root_dir: &Path, host: &dyn crate::host::Host) -> (Manager, Vec<Task>) {
+/// device-plugin directory; the Registration service on `kubelet.sock` there, whose
+/// events the manager's task applies; and the pod resources API, which reads `pods`.
+pub fn start(
+    root_dir: &Path,
+    host: &dyn crate::host::Host,
+    pods: impl FnOnce(Manager) -> node_pods::NodePods,
+) -> Result<(Manager, Vec<Task>), Error> {
     let plugin_dir = plugin_dir(root_dir);
     let boot_id = host.proc("sys/kernel/random/boot_id").map(|id| id.trim().to_owned());
     let (manager, awaited) = Manager::open(&plugin_dir, boot_id.unwrap_or_default());
     let (events, received) = tokio::sync::mpsc::channel(64);
-    drop(events);
+    let registration = plugins::start(plugins::Settings { plugin_dir }, events)?;
     let run = Task::infallible("device_manager", manager.clone().run(received, awaited));
-    (manager, vec![run])
+    let source = std::sync::Arc::new(pods(manager.clone()));
+    let pod_resources = podresources::start(pod_resources_socket(root_dir), source)?;
+    Ok((manager, vec![registration, run, pod_resources]))
 }

@@ -70,6 +70,8 @@ fn j3_the_inhibitor_lock_follows_loginds_prepare_for_shutdown() {
         path("no-containerd.sock"),
         "--state-dir".into(),
         path("state"),
+        "--root-dir".into(),
+        path("kubelet"),
         "--run-dir".into(),
         path("run"),
         "--pod-log-dir".into(),

@@ -341,6 +341,8 @@ fn the_systemd_driver_is_refused_where_systemd_is_not_pid_1() {
         .arg(dir.path())
         .arg("--state-dir")
         .arg(dir.path().join("state"))
+        .arg("--root-dir")
+        .arg(dir.path().join("kubelet"))
         .args(["--containerd", "external", "--containerd-socket"])
         .arg(dir.path().join("no.sock"))
         .args(["--cgroup-driver", "systemd"])

@@ -208,6 +208,7 @@ fn settings(root: &Path, name: &str, kubeconfig: &Path) -> Result<Settings, Erro
         manifest_dir: Some(sub("manifests")?),
         kubeconfig: Some(kubeconfig.to_owned()),
         state_dir: Some(state),
+        root_dir: Some(sub("kubelet")?),
         run_dir: Some(sub("run")?),
         pod_log_dir: Some(sub("logs")?),
         cni_conf_dir: Some(sub("cni")?),

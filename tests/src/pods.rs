@@ -103,6 +103,7 @@ impl Node {
         arg("--containerd-socket", &self.socket);
         arg("--containerd-namespace", Path::new(&self.namespace));
         arg("--state-dir", &self.path("state"));
+        arg("--root-dir", &self.path("kubelet"));
         arg("--run-dir", &self.path("run"));
         arg("--pod-log-dir", &self.path("logs"));
         arg("--cni-conf-dir", &self.path("cni"));

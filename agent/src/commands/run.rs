@@ -43,6 +43,8 @@ pub enum Error {
     Task(#[from] crate::task::Error),
     #[error(transparent)]
     Systemd(#[from] systemd::Error),
+    #[error(transparent)]
+    Devices(#[from] crate::devices::Error),
 }
 
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last

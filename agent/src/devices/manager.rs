@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use outpost_core::devices::checkpoint::{self, Checkpoint};
-use outpost_core::devices::{Capacity, Device, Devices, Plan, choose};
+use outpost_core::devices::{Allocation, Capacity, Device, Devices, Plan, choose};
 use outpost_core::pod;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
 use outpost_kubelet_api::prost::{self, Message as _};
@@ -261,18 +261,12 @@ impl Manager {
         Ok(out)
     }
 
-    /// The devices each container of pod `uid` holds, by resource (the pod resources API).
-    pub fn pod_devices(&self, uid: &str) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+    /// The devices `container` of pod `uid` holds: each resource's allocation (the pod
+    /// resources API, D4).
+    pub fn container_allocations(&self, uid: &str, container: &str) -> Vec<(String, Allocation)> {
         let state = self.state();
-        let pod = state.pod(uid).into_iter().flatten();
-        pod.map(|(container, resources)| {
-            let by_resource = resources
-                .iter()
-                .map(|(r, a)| (r.clone(), a.ids().into_iter().map(str::to_owned).collect()))
-                .collect();
-            (container.clone(), by_resource)
-        })
-        .collect()
+        let held = state.pod(uid).and_then(|containers| containers.get(container));
+        held.into_iter().flatten().map(|(r, a)| (r.clone(), a.clone())).collect()
     }
 
     /// The healthy devices, by resource, with their NUMA nodes (the pod resources API).

@@ -121,6 +121,7 @@ impl Rig {
         arg("--containerd", Path::new("managed"));
         arg("--containerd-namespace", Path::new(NAMESPACE));
         arg("--state-dir", &self.path("state"));
+        arg("--root-dir", &self.path("kubelet"));
         arg("--run-dir", &self.path("run"));
         arg("--pod-log-dir", &self.path("logs"));
         arg("--cni-conf-dir", &self.path("cni"));

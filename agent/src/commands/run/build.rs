@@ -86,7 +86,10 @@ pub(super) async fn build(
     let mut shared = Shared::new(&config, dry_run, &audit, outpost);
     let mut tasks = Vec::new();
     if !dry_run {
-        let (devices, device_tasks) = crate::devices::start(&config.pods.root_dir, &*shared.host);
+        let (snapshot, statuses) = (shared.snapshot.clone(), shared.statuses.clone());
+        let pods = |devices| crate::devices::node_pods::NodePods { snapshot, statuses, devices };
+        let (devices, device_tasks) =
+            crate::devices::start(&config.pods.root_dir, &*shared.host, pods)?;
         shared.devices = Some(devices);
         tasks.extend(device_tasks);
     }
