@@ -3,15 +3,14 @@
 //! directory: `outpost::devices::plugins::start` serves `kubelet.sock`, and each test
 //! reads the events it sends the manager.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use outpost::devices::plugins::{self, CHECKPOINT, PluginEvent, Settings};
 use outpost::task::Tasks;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
-use outpost_tests::device_plugin::{PluginArgs, PluginProcess, daemonset_pod};
-use outpost_tests::needs;
-use outpost_tests::pods::{Node, eventually};
+use outpost_tests::device_plugin::{PluginArgs, PluginProcess};
+use outpost_tests::pods::eventually;
 use tokio::sync::mpsc;
 
 const SERIAL: &str = "example.com/serial";
@@ -336,53 +335,4 @@ async fn d1_start_removes_the_sockets_and_running_plugins_register_again() {
     assert_eq!(std::fs::read_to_string(h.plugin_dir().join("notes")).unwrap(), "kept");
     assert!(plugin.stderr().contains("made again"), "{}", plugin.stderr());
     h.stop().await;
-}
-
-/// D1: the plugin deploys as device plugins do: a DaemonSet-shaped pod the agent runs
-/// (kube-system, system-node-critical, the device-plugin directory a hostPath) registers
-/// with the `kubelet.sock` served there, and its health directory (a hostPath) flips its
-/// devices; the pod removed, its endpoint is stopped.
-#[needs(pods)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn d1_the_plugin_runs_as_a_daemonset_pod() {
-    let node = Node::new();
-    let plugin_dir = node.path("device-plugins");
-    let state = node.path("plugin-state");
-    std::fs::create_dir_all(state.join("health")).unwrap();
-    let (sender, mut events) = mpsc::channel(64);
-    let task = plugins::start(Settings { plugin_dir: plugin_dir.clone() }, sender).unwrap();
-    let tasks = Tasks::spawn(vec![task]);
-    let mut args = PluginArgs::new(SERIAL, "serial.sock").device("serial0", Path::new("/dev/null"));
-    args.health_dir = Some(PathBuf::from("/var/lib/outpost-test-device-plugin/health"));
-    node.put(
-        "device-plugin.yaml",
-        &daemonset_pod("test-device-plugin", &args, &plugin_dir, &state),
-    );
-    let agent = node.start();
-    let mut next =
-        async || match tokio::time::timeout(Duration::from_secs(120), events.recv()).await {
-            Ok(Some(event)) => event,
-            _ => panic!("no event from the device plugins' task; agent log:\n{}", agent.log()),
-        };
-    match next().await {
-        PluginEvent::Registered { resource, endpoint } => {
-            assert_eq!(resource, SERIAL);
-            assert_eq!(endpoint.socket(), plugin_dir.join("serial.sock"));
-        }
-        other => panic!("expected the pod's plugin registered, got {other:?}"),
-    }
-    let PluginEvent::Devices { devices, .. } = next().await else { panic!("expected a list") };
-    assert_eq!(health(&devices), [("serial0", "Healthy")]);
-    std::fs::write(state.join("health/serial0"), "").unwrap();
-    let PluginEvent::Devices { devices, .. } = next().await else { panic!("expected a list") };
-    assert_eq!(health(&devices), [("serial0", "Unhealthy")]);
-    node.remove("device-plugin.yaml");
-    loop {
-        if let PluginEvent::Stopped { resource, .. } = next().await {
-            assert_eq!(resource, SERIAL);
-            break;
-        }
-    }
-    agent.stop();
-    tasks.stop().await;
 }

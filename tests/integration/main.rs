@@ -16,6 +16,7 @@ mod cluster_dns;
 mod cni;
 mod containerd;
 mod device_plugins;
+mod devices;
 mod ebpf;
 mod etcd;
 mod eviction;

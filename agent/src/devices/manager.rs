@@ -178,15 +178,23 @@ impl Manager {
     }
 
     /// Gives every container of `pod` the devices it asks for (kubelet's admission
-    /// handler calls `Allocate` for each init container, then each app container), after
-    /// freeing the devices of pods no longer in `active`.
-    pub async fn allocate_pod(&self, pod: &Pod, active: &BTreeSet<String>) -> Result<(), Error> {
+    /// handler calls `Allocate` for each init container, then each app container). With
+    /// `release` (every source seen: kubelet's `sourcesReady`), the devices of pods no
+    /// longer in `active` are freed first; before, a pod not seen yet may still be coming.
+    pub async fn allocate_pod(
+        &self,
+        pod: &Pod,
+        active: &BTreeSet<String>,
+        release: bool,
+    ) -> Result<(), Error> {
         let _turn = self.inner.allocating.lock().await;
         let uid = pod::uid(pod).to_owned();
         self.change(|devices| {
-            let mut active = active.clone();
-            active.insert(uid.clone());
-            devices.release_inactive(&active);
+            if release {
+                let mut active = active.clone();
+                active.insert(uid.clone());
+                devices.release_inactive(&active);
+            }
             devices.begin_pod(&uid);
         });
         let Some(spec) = pod.spec.as_ref() else { return Ok(()) };

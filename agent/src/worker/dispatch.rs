@@ -126,7 +126,7 @@ impl<R: PodRuntime> Workers<R> {
     /// The merge's `batch`: each delta to the worker of its full name; after the first
     /// batch once every source has been seen, the orphans go (M9).
     async fn apply(&mut self, batch: Batch) {
-        self.admit(&batch.deltas).await;
+        self.admit(&batch.deltas, batch.synced || self.synced).await;
         for delta in batch.deltas {
             let name = FullName::of(&delta.pod);
             let pod = self.desire(delta);
@@ -168,7 +168,7 @@ impl<R: PodRuntime> Workers<R> {
 
     /// K4: the pods `deltas` remove or replace leave the node's admission; the new ones
     /// are admitted ([`admit`]), and the pods preempted for critical ones told so.
-    async fn admit(&mut self, deltas: &[PodDelta]) {
+    async fn admit(&mut self, deltas: &[PodDelta], synced: bool) {
         for delta in deltas {
             let uid = outpost_core::pod::uid(&delta.pod);
             let name = FullName::of(&delta.pod);
@@ -184,8 +184,7 @@ impl<R: PodRuntime> Workers<R> {
         };
         let shared = &self.shared;
         let (statuses, events) = (&shared.statuses, &shared.events);
-        self.admission.allocate_devices(deltas, statuses, events, &adopted).await;
-        let preempted = self.admission.batch(deltas, statuses, events, adopted);
+        let preempted = self.admission.batch(deltas, statuses, events, adopted, synced).await;
         for (name, uid) in preempted {
             self.send(name, Message::Preempt { uid });
         }

@@ -215,15 +215,24 @@ impl Reflector {
         Ok(())
     }
 
-    /// A digest of what a restart would need: each pod's UID and desired content.
+    /// A digest of what a restart would need: each pod's UID, desired content, and
+    /// whether it is finished (a pod the server has as Failed or Succeeded, rejected by
+    /// the node's admission among them, is replayed so and never runs again: kubelet
+    /// reads the phase from the API server).
     fn digest(&self) -> u128 {
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         for (uid, pod) in &self.pods {
             hasher.update(uid.as_bytes());
             hasher.update(&pod.fingerprint.semantic.to_le_bytes());
+            hasher.update(&[u8::from(is_finished(&pod.pod))]);
         }
         hasher.digest128()
     }
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 fn is_mirror(pod: &Pod) -> bool {

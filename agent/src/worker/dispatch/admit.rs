@@ -61,43 +61,24 @@ impl Admission {
         Admission { node, devices, ..Admission::default() }
     }
 
-    /// D2: kubelet's device manager admits before the resource fit: each new pod that
-    /// limits a device plugin's resource is given its devices now; one that cannot be is
-    /// rejected with `UnexpectedAdmissionError` and kubelet's message. Pods an earlier run
-    /// left are not (their devices are in the checkpoint).
-    pub(super) async fn allocate_devices(
-        &mut self,
-        deltas: &[PodDelta],
+    /// D2: kubelet's device manager admits before the resource fit: a new pod that
+    /// limits a device plugin's resource is given its devices (after the devices of pods
+    /// no longer active are freed, once every source has been seen: kubelet's
+    /// `sourcesReady`); one that cannot be is rejected with `UnexpectedAdmissionError` and
+    /// kubelet's message.
+    async fn allocate_devices(
+        &self,
+        pod: &Pod,
         statuses: &StatusStore,
-        events: &Recorder,
-        adopted: impl Fn(&FullName, &str) -> bool,
-    ) {
-        let Some(devices) = self.devices.clone() else { return };
-        for delta in deltas.iter().filter(|d| d.op != DeltaOp::Remove) {
-            let uid = pod::uid(&delta.pod);
-            let known = self.admitted.contains_key(uid) || self.rejected.contains_key(uid);
-            let skip = known
-                || is_terminal(&delta.pod)
-                || rejected_before(&delta.pod).is_some()
-                || delta.pod.metadata.deletion_timestamp.is_some()
-                || adopted(&FullName::of(&delta.pod), uid)
-                || !limits_devices(&delta.pod, &devices);
-            if skip {
-                continue;
-            }
-            let active = self.active(statuses).into_iter().map(|a| a.uid).collect();
-            if let Err(e) = devices.allocate_pod(&delta.pod, &active).await {
-                let rejection = Rejection {
-                    reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
-                    message: format!(
-                        "Allocate failed due to {}, which is unexpected",
-                        describe(&e)
-                    ),
-                };
-                reject(&delta.pod, &rejection, events);
-                self.rejected.insert(uid.to_owned(), rejection);
-            }
-        }
+        synced: bool,
+    ) -> Option<Rejection> {
+        let devices = self.devices.as_ref().filter(|d| limits_devices(pod, d))?;
+        let active = self.active(statuses).into_iter().map(|a| a.uid).collect();
+        let error = devices.allocate_pod(pod, &active, synced).await.err()?;
+        Some(Rejection {
+            reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+            message: format!("Allocate failed due to {}, which is unexpected", describe(&error)),
+        })
     }
 
     /// The rejection of the pod `uid`, if it was rejected.
@@ -115,12 +96,13 @@ impl Admission {
 
     /// K4: admits the new pods of `deltas` in creation-time order. `adopted` says whether
     /// an earlier run left containers for a pod UID under its full name.
-    pub(super) fn batch(
+    pub(super) async fn batch(
         &mut self,
         deltas: &[PodDelta],
         statuses: &StatusStore,
         events: &Recorder,
         adopted: impl Fn(&FullName, &str) -> bool,
+        synced: bool,
     ) -> Preemptions {
         let mut new: Vec<&PodDelta> = deltas
             .iter()
@@ -149,14 +131,20 @@ impl Admission {
             if is_terminal(&delta.pod) {
                 continue;
             }
-            let Some(mut node) = self.node.as_ref().map(|n| n.borrow().clone()) else {
-                self.admit(admitted);
-                continue;
-            };
+            // A pod an earlier run left keeps its devices (the checkpoint has them).
             if adopted(&name, &uid) || delta.pod.metadata.deletion_timestamp.is_some() {
                 self.admit(admitted);
                 continue;
             }
+            if let Some(rejection) = self.allocate_devices(&delta.pod, statuses, synced).await {
+                reject(&delta.pod, &rejection, events);
+                self.rejected.insert(uid, rejection);
+                continue;
+            }
+            let Some(mut node) = self.node.as_ref().map(|n| n.borrow().clone()) else {
+                self.admit(admitted);
+                continue;
+            };
             if let Some(devices) = &self.devices {
                 sanitize(&mut node, devices);
             }
