@@ -12,11 +12,9 @@
 //!   [`plugins::Endpoint`].
 //! - [`podresources`]: the pod resources API (`podresources/v1`, D4), read through a
 //!   [`podresources::Source`].
-//! - [`node_pods`]: what the pod resources API reads on a running node;
 //! - [`socket`]: the sockets both serve on.
 
 pub mod manager;
-pub mod node_pods;
 pub mod nodes;
 pub mod plugins;
 pub mod podresources;
@@ -25,6 +23,7 @@ pub mod socket;
 pub use manager::{ContainerDevices, Manager};
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::task::Task;
 
@@ -53,7 +52,7 @@ pub enum Error {
 pub fn start(
     root_dir: &Path,
     host: &dyn crate::host::Host,
-    pods: impl FnOnce(Manager) -> node_pods::NodePods,
+    pods: impl FnOnce(Manager) -> Arc<dyn podresources::Source>,
 ) -> Result<(Manager, Vec<Task>), Error> {
     let plugin_dir = plugin_dir(root_dir);
     let boot_id = host.proc("sys/kernel/random/boot_id").map(|id| id.trim().to_owned());
@@ -61,7 +60,7 @@ pub fn start(
     let (events, received) = tokio::sync::mpsc::channel(64);
     let registration = plugins::start(plugins::Settings { plugin_dir }, events)?;
     let run = Task::infallible("device_manager", manager.clone().run(received, awaited));
-    let source = std::sync::Arc::new(pods(manager.clone()));
+    let source = pods(manager.clone());
     let pod_resources = podresources::start(pod_resources_socket(root_dir), source)?;
     Ok((manager, vec![registration, run, pod_resources]))
 }

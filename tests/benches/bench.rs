@@ -20,6 +20,7 @@ mod bench {
     pub mod b11_config;
     pub mod b12_streams;
     pub mod b13_fleet;
+    pub mod b14_devices;
     pub mod b1_detect;
     pub mod b2_start;
     pub mod b3_restart;
@@ -43,8 +44,8 @@ use std::process::ExitCode;
 use bench::report::Entry;
 use bench::{
     b1_detect, b2_start, b3_restart, b4_merge, b5_footprint, b6_reconnect, b7_scale, b8_probes,
-    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, h5_heap, l1_load, o2_restart, pods,
-    report, signal,
+    b9_pressure, b10_burst, b11_config, b12_streams, b13_fleet, b14_devices, h5_heap, l1_load,
+    o2_restart, pods, report, signal,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) {
         println!("bench: an unoptimized build: a check that the benchmarks run, not their figures");
     }
-    let benches: [(&str, Bench); 15] = [
+    let benches: [(&str, Bench); 16] = [
         ("B1", b1_detect::run),
         ("B2", b2_start::run),
         ("B3", b3_restart::run),
@@ -100,6 +101,7 @@ fn main() -> ExitCode {
         ("B11", b11_config::run),
         ("B12", b12_streams::run),
         ("B13", b13_fleet::run),
+        ("B14", b14_devices::run),
         ("O2", o2_restart::run),
         ("L1", l1_load::run),
     ];

@@ -313,7 +313,7 @@ const RULES: &[(char, u32)] = &[
     ('N', 3),
     ('J', 3),
     ('D', 6),
-    ('B', 13),
+    ('B', 14),
 ];
 
 /// Tokens that look like rule ids but are not: percentiles (`fn p99_below`).

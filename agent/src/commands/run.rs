@@ -8,6 +8,7 @@
 
 mod build;
 mod cluster;
+mod pod_resources;
 
 use std::io;
 

@@ -87,7 +87,9 @@ pub(super) async fn build(
     let mut tasks = Vec::new();
     if !dry_run {
         let (snapshot, statuses) = (shared.snapshot.clone(), shared.statuses.clone());
-        let pods = |devices| crate::devices::node_pods::NodePods { snapshot, statuses, devices };
+        let pods = |devices| -> Arc<dyn crate::devices::podresources::Source> {
+            Arc::new(super::pod_resources::NodePods { snapshot, statuses, devices })
+        };
         let (devices, device_tasks) =
             crate::devices::start(&config.pods.root_dir, &*shared.host, pods)?;
         shared.devices = Some(devices);

@@ -7,17 +7,17 @@ use k8s_openapi::api::core::v1::Pod;
 use outpost_core::devices::NO_NUMA_NODE;
 use outpost_kubelet_api::podresources::v1;
 
-use super::Manager;
-use super::podresources::Source;
+use crate::devices::Manager;
+use crate::devices::podresources::Source;
 use crate::podconfig::SnapshotHandle;
 use crate::status::StatusStore;
 
 /// The node's pods and devices, as the pod resources API reads them.
 #[derive(Debug, Clone)]
-pub struct NodePods {
-    pub snapshot: SnapshotHandle,
-    pub statuses: StatusStore,
-    pub devices: Manager,
+pub(super) struct NodePods {
+    pub(super) snapshot: SnapshotHandle,
+    pub(super) statuses: StatusStore,
+    pub(super) devices: Manager,
 }
 
 impl Source for NodePods {
