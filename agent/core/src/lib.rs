@@ -69,4 +69,5 @@ pub mod runtime_class;
 pub mod source;
 pub mod stats;
 pub mod status_queue;
+pub mod strconv;
 pub mod swap;

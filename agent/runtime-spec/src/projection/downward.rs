@@ -1,9 +1,8 @@
 //! The downward API's files: a pod's metadata (`fieldRef`) and its containers'
 //! resources (`resourceFieldRef`), as kubelet's downwardAPI plugin writes them.
 
-use std::fmt::Write as _;
-
 use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod};
+use outpost_core::strconv;
 
 use super::{Error, File, Payload, clean, mode};
 use crate::selector;
@@ -61,54 +60,7 @@ fn field_value(pod: &Pod, path: &str) -> Result<String, Error> {
 /// kubelet's `fieldpath.FormatMap`: `key="value"` lines in key order (the map's), values
 /// quoted as Go's `%q`, joined by newlines (none at the end).
 fn format_map<'m>(map: impl Iterator<Item = (&'m String, &'m String)>) -> String {
-    let lines: Vec<String> = map.map(|(key, value)| format!("{key}={}", go_quote(value))).collect();
+    let lines: Vec<String> =
+        map.map(|(key, value)| format!("{key}={}", strconv::quote(value))).collect();
     lines.join("\n")
-}
-
-/// `text` as Go's `strconv.Quote` writes it. Go keeps the characters it deems printable;
-/// this escapes control characters, spaces other than ASCII's, the common invisible
-/// format characters and private-use ones (Go also escapes unassigned code points, which
-/// std cannot tell).
-fn go_quote(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            '\u{7}' => quoted.push_str("\\a"),
-            '\u{8}' => quoted.push_str("\\b"),
-            '\u{c}' => quoted.push_str("\\f"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            '\u{b}' => quoted.push_str("\\v"),
-            c if printable(c) => quoted.push(c),
-            c if u32::from(c) < 0x80 => {
-                let _ = write!(quoted, "\\x{:02x}", u32::from(c));
-            }
-            c if u32::from(c) < 0x10000 => {
-                let _ = write!(quoted, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let _ = write!(quoted, "\\U{:08x}", u32::from(c));
-            }
-        }
-    }
-    quoted.push('"');
-    quoted
-}
-
-fn printable(c: char) -> bool {
-    let invisible = matches!(
-        c,
-        '\u{ad}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{feff}'
-            | '\u{e000}'..='\u{f8ff}'
-            | '\u{f0000}'..='\u{10ffff}'
-    );
-    !c.is_control() && (c == ' ' || !c.is_whitespace()) && !invisible
 }

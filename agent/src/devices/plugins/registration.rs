@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use outpost_core::error_chain::describe;
+use outpost_core::strconv;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Response, Status};
@@ -44,43 +45,20 @@ impl Registration {
 /// not serve, or a resource name that is not an extended resource's; in kubelet's words.
 pub(super) fn validate(request: &api::RegisterRequest) -> Result<(), String> {
     if !SUPPORTED_VERSIONS.contains(&request.version.as_str()) {
-        let supported: Vec<String> = SUPPORTED_VERSIONS.iter().map(|v| go_quote(v)).collect();
+        let supported: Vec<String> = SUPPORTED_VERSIONS.iter().map(|v| strconv::quote(v)).collect();
         return Err(format!(
             "requested API version {} is not supported by kubelet. Supported version is [{}]",
-            go_quote(&request.version),
+            strconv::quote(&request.version),
             supported.join(" ")
         ));
     }
     if !outpost_core::devices::is_extended_resource(&request.resource_name) {
-        return Err(format!("the ResourceName {} is invalid", go_quote(&request.resource_name)));
+        return Err(format!(
+            "the ResourceName {} is invalid",
+            strconv::quote(&request.resource_name)
+        ));
     }
     Ok(())
-}
-
-/// A string as Go's `%q` writes it (kubelet's messages quote what the plugin sent).
-pub(super) fn go_quote(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            '\n' => quoted.push_str("\\n"),
-            '\t' => quoted.push_str("\\t"),
-            '\r' => quoted.push_str("\\r"),
-            '\u{7}' => quoted.push_str("\\a"),
-            '\u{8}' => quoted.push_str("\\b"),
-            '\u{c}' => quoted.push_str("\\f"),
-            '\u{b}' => quoted.push_str("\\v"),
-            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
-                quoted.push_str(&format!("\\x{:02x}", u32::from(c)));
-            }
-            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    quoted
 }
 
 /// The plugin's answer when it cannot be dialled or asked for its options (kubelet's

@@ -4,7 +4,7 @@ use std::os::unix::net::UnixListener;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
 
 use super::directory::{cleanup, listen};
-use super::registration::{go_quote, validate};
+use super::registration::validate;
 use super::{CHECKPOINT, Error};
 use crate::devices::socket::identity;
 
@@ -38,14 +38,6 @@ fn d1_registration_is_validated_with_kubelet_s_messages() {
             format!("the ResourceName \"{bad}\" is invalid")
         );
     }
-}
-
-#[test]
-fn quoted_as_go_quotes() {
-    assert_eq!(go_quote("v1"), "\"v1\"");
-    assert_eq!(go_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-    assert_eq!(go_quote("a\nb\tc\u{1}"), "\"a\\nb\\tc\\x01\"");
-    assert_eq!(go_quote("gpu-é"), "\"gpu-é\"");
 }
 
 /// D1: the cleanup at start removes the sockets (and links to sockets), and leaves the
