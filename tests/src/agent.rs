@@ -27,6 +27,9 @@ pub struct Agent {
     /// `host:port` of the local API.
     pub addr: String,
     log: Arc<Mutex<Vec<String>>>,
+    /// D1, D4: the kubelet root directory made for an agent whose test named none (so no
+    /// test's agent serves its sockets in the machine's `/var/lib/kubelet`).
+    _root_dir: Option<tempfile::TempDir>,
 }
 
 impl Agent {
@@ -92,7 +95,14 @@ impl Agent {
         if swap.is_some() && crate::swap::is_on() && !given("--fail-swap-on") {
             mode.push("--fail-swap-on=false".to_owned());
         }
-        Agent::spawn(command, &mode, manifests, extra)
+        let root_dir = (!given("--root-dir")).then(|| {
+            let dir = tempfile::Builder::new().prefix("opr").tempdir().expect("a root dir");
+            mode.extend(["--root-dir".to_owned(), dir.path().display().to_string()]);
+            dir
+        });
+        let mut agent = Agent::spawn(command, &mode, manifests, extra);
+        agent._root_dir = root_dir;
+        agent
     }
 
     fn spawn<S: AsRef<OsStr>, M: AsRef<OsStr>>(
@@ -156,7 +166,7 @@ impl Agent {
                 panic!("the agent never listened (exit: {status:?})");
             }
         };
-        Agent { child, deltas, addr, log }
+        Agent { child, deltas, addr, log, _root_dir: None }
     }
 
     /// The next printed delta (panics after 30 s without one).
