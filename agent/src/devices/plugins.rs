@@ -33,24 +33,15 @@ use tonic::transport::Channel;
 
 use crate::task::{Stop, Task};
 
-/// kubelet's device-plugin directory (`<root-dir>/device-plugins/`).
-pub const DEFAULT_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins/";
-
 /// The device manager's checkpoint, in the device-plugin directory: the cleanup at start
 /// leaves it (and every file that is not a socket) where it is.
-pub const CHECKPOINT: &str = "kubelet_internal_checkpoint";
+pub use outpost_core::devices::checkpoint::FILE_NAME as CHECKPOINT;
 
 /// Where the plugins' side works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// The device-plugin directory: `kubelet.sock` and the plugins' own sockets.
     pub plugin_dir: PathBuf,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings { plugin_dir: PathBuf::from(DEFAULT_PLUGIN_DIR) }
-    }
 }
 
 /// How long the task may take to stop its plugins' streams and its server.

@@ -29,9 +29,6 @@ use tracing::{Instrument, info, info_span};
 use crate::devices::socket::{Removal, listen_in_place};
 use crate::task::{Stop, Task};
 
-/// kubelet's socket (`<root-dir>/pod-resources/kubelet.sock`).
-pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
-
 /// Calls a second, and at once (kubelet's `DefaultQPS` and `DefaultBurstTokens`).
 pub const QPS: f64 = 100.0;
 pub const BURST: u32 = 10;
