@@ -70,3 +70,4 @@ mod sync_node;
 mod sync_status;
 mod tidy;
 mod url_source;
+mod volume_mounts;

@@ -92,6 +92,7 @@ impl Bundle {
             claimed: &std::collections::BTreeMap::new(),
             host_mounts: &[],
             swap: outpost::runtime::spec::NodeSwap::default(),
+            recursive_read_only: false,
         };
         let image: ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Env":["PATH=/bin"],"Cmd":["sh"]}}"#,

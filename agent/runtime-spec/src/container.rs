@@ -13,7 +13,7 @@ use crate::projection::Resolved;
 use crate::subject::Subject;
 use crate::{
     apparmor, defaults, env, hosts, mounts, plugin_devices, process, resources, seccomp, security,
-    sysctl,
+    sub_path, sysctl,
 };
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
@@ -81,7 +81,8 @@ pub fn container_spec(
     let mut root = Root::default();
     root.set_path("rootfs".into()).set_readonly(Some(security.read_only_root));
 
-    let mounts = mounts::mounts(ctx, container, container_id, &security, &at)?;
+    let vars = sub_path::Vars { environment: &environment, devices: &files.devices.env };
+    let mounts = mounts::mounts(ctx, container, container_id, &security, &vars, &at)?;
     linux.set_rootfs_propagation(mounts::rootfs_propagation(&mounts));
     let mut spec = Spec::default();
     spec.set_version(OCI_VERSION.to_owned())

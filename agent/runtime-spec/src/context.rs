@@ -64,6 +64,9 @@ pub struct PodContext<'a> {
     pub host_mounts: &'a [HostMount],
     /// D6: what the containers' swap limits are decided from.
     pub swap: NodeSwap,
+    /// Whether the node has recursively read-only mounts (`recursive_read_only`:
+    /// runc's `rro`, on Linux 5.12 or later), for `recursiveReadOnly`.
+    pub recursive_read_only: bool,
 }
 
 /// D6: what a container's swap limit is decided from, as kubelet's runtime manager holds

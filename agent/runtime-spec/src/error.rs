@@ -173,10 +173,26 @@ pub enum Error {
     )]
     SubPath { at: Subject, index: usize, sub_path: String },
 
+    /// kubelet's `CreateContainerConfigError`, with its words.
     #[error(
-        "{at}: volumeMounts[{index}].subPathExpr is not supported; use subPath with a fixed path"
+        "{at}: volumeMounts[{index}].recursiveReadOnly: failed to resolve recursive read-only mode"
     )]
-    SubPathExpr { at: Subject, index: usize },
+    RecursiveReadOnly {
+        at: Subject,
+        index: usize,
+        #[source]
+        source: crate::recursive_read_only::Error,
+    },
+
+    /// kubelet's `CreateContainerConfigError`: the cause is kubelet's message.
+    #[error("{at}: volumeMounts[{index}].subPathExpr {expr:?}")]
+    SubPathExpr {
+        at: Subject,
+        index: usize,
+        expr: String,
+        #[source]
+        source: crate::sub_path::Error,
+    },
 
     #[error(
         "{at}: volumeMounts[{index}].mountPropagation: Bidirectional mount propagation is \

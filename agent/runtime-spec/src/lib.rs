@@ -9,7 +9,8 @@
 //! (`users`, from the image's `/etc/passwd` and `/etc/group` the caller reads), security
 //! context (`security`, `seccomp`, `apparmor`), the pod's sysctls (`sysctl`), resources
 //! (`resources`, `quantity`; swap as kubelet's `memorySwap` decides it) and mounts (`mounts`: the pod's files and `/dev/shm`, the
-//! termination-message file, volumes; those made from API objects read-only).
+//! termination-message file, volumes; those made from API objects read-only; `sub_path`
+//! expands `subPathExpr`, `recursive_read_only` resolves `recursiveReadOnly`).
 //! [`etc_hosts`] and [`resolv_conf`] make the pod's files (`hosts`, `dns`); `projection`
 //! says what an API pod refers to and what its configMap, secret, downwardAPI and
 //! projected volumes hold. `selector` reads the downward API's selectors for `env` and
@@ -24,8 +25,7 @@
 //! in the image (kubelet refuses it, unable to check), a privileged container gets every
 //! device allowed in its cgroup but only the default device nodes in `/dev`, a volume
 //! mount's `mountPropagation` is checked against the host mount its source is on by the
-//! path's prefix (containerd resolves symbolic links first), `subPathExpr` is
-//! refused, the pod's sysctls are set by each container's spec (there is no sandbox
+//! path's prefix (containerd resolves symbolic links first), the pod's sysctls are set by each container's spec (there is no sandbox
 //! container to hold them; they land in the same pod namespaces), `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
 //! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
 //! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
@@ -51,11 +51,13 @@ mod mounts;
 mod plugin_devices;
 mod process;
 pub mod projection;
+pub mod recursive_read_only;
 mod resources;
 pub mod seccomp;
 mod security;
 pub mod selector;
 pub mod services;
+mod sub_path;
 mod subject;
 mod sysctl;
 mod users;
@@ -72,6 +74,7 @@ pub use self::error::{Error, Result, SourceMount};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::plugin_devices::{PluginDevices, PluginMount};
 pub use self::security::host_capabilities;
+pub use self::sub_path::{Error as SubPathError, SubPathDir, sub_path_dirs};
 pub use self::subject::Subject;
 pub use outpost_core::quantity::Error as QuantityError;
 

@@ -12,18 +12,19 @@ use super::context::{HostMount, PodContext};
 use super::error::{Error, Result, SourceMount};
 use super::security::Security;
 use super::subject::Subject;
-use super::{defaults, layout};
+use super::{defaults, layout, recursive_read_only, sub_path};
 
 pub(super) fn mounts(
     ctx: &PodContext<'_>,
     container: &Container,
     container_id: &str,
     security: &Security,
+    vars: &sub_path::Vars<'_>,
     at: &Subject,
 ) -> Result<Vec<Mount>> {
     let mut added = Vec::new();
     for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
-        let source = volume_source(ctx, mount, index, at)?;
+        let source = volume_source(ctx, mount, index, vars, at)?;
         // kubelet mounts the volumes it writes from API objects read-only, whatever
         // `readOnly` says.
         // A claim's volume mounted read-only (the pod's `persistentVolumeClaim.readOnly`)
@@ -35,7 +36,14 @@ pub(super) fn mounts(
         let target = Target { source: &source, index, privileged: security.privileged, at };
         let propagation =
             propagation(mount.mount_propagation.as_deref(), &target, ctx.host_mounts)?;
-        added.push(bind(&source, &absolute(&mount.mount_path), read_only, propagation));
+        let recursive = recursive_read_only::resolve(mount, ctx.recursive_read_only)
+            .map_err(|source| Error::RecursiveReadOnly { at: at.clone(), index, source })?;
+        let mut bound = bind(&source, &absolute(&mount.mount_path), read_only, propagation);
+        if recursive {
+            // containerd's CRI: runc's `rro` after the bind's `ro`.
+            bound.options_mut().get_or_insert_with(Vec::new).push("rro".to_owned());
+        }
+        added.push(bound);
     }
     let taken =
         |added: &[Mount], path: &str| added.iter().any(|m| m.destination() == Path::new(path));
@@ -75,27 +83,25 @@ pub(super) fn mounts(
     Ok(mounts)
 }
 
-/// The host path a volume mount binds: the volume's directory, or the `subPath` in it.
-fn volume_source(
+/// The host path a volume mount binds: the volume's directory, or the `subPath` in it,
+/// or its `subPathExpr` expanded with `vars` (`sub_path`).
+pub(super) fn volume_source(
     ctx: &PodContext<'_>,
     mount: &VolumeMount,
     index: usize,
+    vars: &sub_path::Vars<'_>,
     at: &Subject,
 ) -> Result<PathBuf> {
-    if mount.sub_path_expr.as_deref().is_some_and(|e| !e.is_empty()) {
-        return Err(Error::SubPathExpr { at: at.clone(), index });
+    let source = volume_dir(ctx, mount, index, at)?;
+    if let Some(expr) = mount.sub_path_expr.as_deref().filter(|e| !e.is_empty()) {
+        let sub_path = sub_path::expand(expr, vars).map_err(|source| Error::SubPathExpr {
+            at: at.clone(),
+            index,
+            expr: expr.to_owned(),
+            source,
+        })?;
+        return Ok(if sub_path.is_empty() { source } else { source.join(sub_path) });
     }
-    let source = match ctx.claimed.get(&mount.name) {
-        Some(claimed) => claimed.path.clone(),
-        None => layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| {
-            Error::Volume {
-                at: at.clone(),
-                index,
-                volume: mount.name.clone(),
-                source: Box::new(source),
-            }
-        })?,
-    };
     match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
         None => Ok(source),
         Some(sub_path) => {
@@ -107,6 +113,26 @@ fn volume_source(
                 });
             }
             Ok(source.join(sub_path))
+        }
+    }
+}
+
+/// The host directory of the volume a mount binds: its claim's, or the pod's.
+pub(super) fn volume_dir(
+    ctx: &PodContext<'_>,
+    mount: &VolumeMount,
+    index: usize,
+    at: &Subject,
+) -> Result<PathBuf> {
+    match ctx.claimed.get(&mount.name) {
+        Some(claimed) => Ok(claimed.path.clone()),
+        None => {
+            layout::source_path(ctx.pod_dir, ctx.pod, &mount.name).map_err(|source| Error::Volume {
+                at: at.clone(),
+                index,
+                volume: mount.name.clone(),
+                source: Box::new(source),
+            })
         }
     }
 }

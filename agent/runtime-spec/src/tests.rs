@@ -55,6 +55,7 @@ pub(super) fn context(pod: &Pod) -> PodContext<'_> {
         claimed: &NO_CLAIMS,
         host_mounts: &[],
         swap: crate::NodeSwap::default(),
+        recursive_read_only: true,
     }
 }
 

@@ -353,6 +353,18 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
     Ok(())
 }
 
+/// Makes the missing directories a container's `subPathExpr` mounts bind
+/// ([`spec::sub_path_dirs`]), with the mode of their volume's directory, as kubelet makes
+/// them before it creates the container.
+pub fn make_sub_path_dirs(pod: &Pod, dirs: &[spec::SubPathDir]) -> Result<()> {
+    let at = Subject::pod(pod);
+    for dir in dirs.iter().filter(|d| !d.path.exists()) {
+        let mode = fs::mode(&at, &dir.volume)?;
+        fs::make_dir(&at, &dir.path, mode)?;
+    }
+    Ok(())
+}
+
 /// Mounts the pod's `/dev/shm` tmpfs on `dir` (in its run directory), as containerd's
 /// CRI plugin does for a sandbox; the containers bind it. Safe to call again: a mounted
 /// one (and its data) is kept. [`cleanup`] of the run directory unmounts it.

@@ -46,6 +46,7 @@ use crate::runtime::spec::projection::{Object, Reference, Resolution};
 use crate::runtime::spec::{self, HostMount, Namespaces, PodContext, layout, projection};
 use crate::runtime::stdio;
 use crate::runtime::termination;
+use crate::runtime::volumes;
 use crate::worker::metrics::Metrics;
 
 /// What the runtime is configured with.
@@ -312,6 +313,7 @@ impl PodRuntime for Pods {
             claimed: &sandbox.claimed,
             host_mounts: &host_mounts,
             swap: self.settings.swap,
+            recursive_read_only: recursive_read_only(&*self.settings.host),
         };
         let config_error =
             |message| StartFailure::new(WaitingReason::CreateContainerConfigError, message);
@@ -339,6 +341,12 @@ impl PodRuntime for Pods {
                     StartFailure::new(WaitingReason::CreateContainerError, describe(&e))
                 }
                 _ => config_error(describe(&e)),
+            })?;
+        // kubelet makes a `subPathExpr`'s directory once it is expanded.
+        spec::sub_path_dirs(&context, container, &files)
+            .map_err(|e| config_error(describe(&e)))
+            .and_then(|dirs| {
+                volumes::make_sub_path_dirs(pod, &dirs).map_err(|e| config_error(describe(&e)))
             })?;
         let group = self.settings.shim_grouping.group(uid, sandbox.handler_name.as_deref());
         let mut annotations = spec.annotations().clone().unwrap_or_default();
@@ -686,6 +694,13 @@ fn labels(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect()
+}
+
+/// Whether this node has recursively read-only mounts: runc's `rro` (runc 1.1 and
+/// later, which Outpost needs) on a kernel with `mount_setattr(2)`.
+fn recursive_read_only(host: &dyn crate::host::Host) -> bool {
+    host.proc("sys/kernel/osrelease")
+        .is_ok_and(|release| spec::recursive_read_only::kernel_supports(&release))
 }
 
 /// D6: the host's mounts, read when one of `container`'s volume mounts asks for

@@ -376,8 +376,9 @@ fn container_of<'p>(
 }
 
 pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &Value) {
-    // IfPossible falls back to a plain read-only mount, as on a runtime without it.
-    one_of(review, field, value, &["Disabled", "IfPossible"]);
+    // `Enabled` is runc's `rro`; on a kernel without it the container fails as kubelet's
+    // does, and `IfPossible` falls back to a plain read-only mount.
+    one_of(review, field, value, &["Disabled", "IfPossible", "Enabled"]);
 }
 
 /// A projected volume's sources: the downward API is the pod's own; configMap, secret and

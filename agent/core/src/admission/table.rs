@@ -222,9 +222,9 @@ pub(super) const CONTAINER: Table = &[
     ("volumeMounts[].mountPropagation", Check(S, checks::mount_propagation)),
     ("volumeMounts[].name", Supported),
     ("volumeMounts[].readOnly", Supported),
-    ("volumeMounts[].recursiveReadOnly", Check(R, checks::recursive_read_only)),
+    ("volumeMounts[].recursiveReadOnly", Check(S, checks::recursive_read_only)),
     ("volumeMounts[].subPath", Supported),
-    ("volumeMounts[].subPathExpr", Refused("use subPath with a fixed path")),
+    ("volumeMounts[].subPathExpr", Supported),
     ("workingDir", Supported),
 ];
 

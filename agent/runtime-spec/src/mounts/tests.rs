@@ -106,7 +106,8 @@ fn volume_mount_errors() {
     );
     assert!(with_mount("{name: cache, mountPath: /x, subPath: /abs}").contains("relative path"));
     assert!(
-        with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}").contains("subPathExpr")
+        with_mount("{name: cache, mountPath: /x, subPathExpr: $(POD)}")
+            .ends_with("subPathExpr \"$(POD)\": missing value for POD")
     );
     assert!(with_mount("{name: nope, mountPath: /x}").contains("not declared"));
 }
