@@ -48,6 +48,7 @@ mod node_stats;
 mod oci_runtime;
 mod operator_cli;
 mod packaging;
+mod pod_fields;
 mod pod_resources;
 mod pod_spec;
 mod pods;

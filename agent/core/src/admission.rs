@@ -33,6 +33,9 @@ pub use self::sysctl::check_allowed_pattern as check_allowed_unsafe_sysctl;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeFacts {
     pub apparmor_enabled: bool,
+    /// The host has SELinux enabled (`outpost_host::selinux_enabled`): `seLinuxOptions`
+    /// would have to label processes and mounts, which Outpost does not do.
+    pub selinux_enabled: bool,
     /// kubelet's --allowed-unsafe-sysctls: names or prefixes ending in `*` ("net.core.*").
     pub allowed_unsafe_sysctls: Vec<String>,
     /// What each source's pods may do to the host.
@@ -49,6 +52,7 @@ impl NodeFacts {
     pub fn permissive() -> Self {
         NodeFacts {
             apparmor_enabled: true,
+            selinux_enabled: false,
             allowed_unsafe_sysctls: sysctl::ALL_NAMESPACED.iter().map(|&p| p.to_owned()).collect(),
             policy: Policy::unrestricted(),
             cluster_dns: true,

@@ -83,6 +83,20 @@ fn apparmor_enabled_in(parameter: &std::path::Path) -> bool {
     std::fs::read_to_string(parameter).is_ok_and(|value| value.trim_start().starts_with('Y'))
 }
 
+/// selinuxfs's mode file: present (enforcing `1` or permissive `0`) only where the kernel
+/// has SELinux enabled and its filesystem is mounted.
+const SELINUX_ENFORCE: &str = "/sys/fs/selinux/enforce";
+
+/// Whether the host has SELinux enabled (enforcing or permissive), as go-selinux decides
+/// for containerd's CRI: labels are applied only then.
+pub fn selinux_enabled() -> bool {
+    selinux_enabled_in(std::path::Path::new(SELINUX_ENFORCE))
+}
+
+fn selinux_enabled_in(enforce: &std::path::Path) -> bool {
+    std::fs::read_to_string(enforce).is_ok_and(|mode| matches!(mode.trim(), "0" | "1"))
+}
+
 /// The executable `name` on `PATH`, as a shell would find it.
 pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
     in_search_path(name, &std::env::var_os("PATH")?)
@@ -147,5 +161,16 @@ mod tests {
         assert!(super::apparmor_enabled_in(&parameter));
         std::fs::write(&parameter, "N\n").unwrap();
         assert!(!super::apparmor_enabled_in(&parameter));
+    }
+
+    #[test]
+    fn selinux_enabled_reads_selinuxfs_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let enforce = dir.path().join("enforce");
+        assert!(!super::selinux_enabled_in(&enforce), "no selinuxfs: disabled");
+        std::fs::write(&enforce, "1").unwrap();
+        assert!(super::selinux_enabled_in(&enforce), "enforcing");
+        std::fs::write(&enforce, "0").unwrap();
+        assert!(super::selinux_enabled_in(&enforce), "permissive is enabled too");
     }
 }

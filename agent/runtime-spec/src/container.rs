@@ -13,7 +13,7 @@ use crate::projection::Resolved;
 use crate::subject::Subject;
 use crate::{
     apparmor, defaults, env, hosts, mounts, plugin_devices, process, resources, seccomp, security,
-    sub_path, sysctl,
+    selinux, sub_path, sysctl,
 };
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
@@ -38,9 +38,11 @@ pub fn container_spec(
     }
     let security = security::Security::of(ctx.pod, container);
     security.check(&at)?;
+    selinux::check(ctx.pod, container, &at)?;
     let image_config = image.config().as_ref();
 
-    let environment = env::environment(ctx, container, image_config, &files.devices.env, &at)?;
+    let environment =
+        env::environment(ctx, container, image_config, &files.devices.env, &files.env_files, &at)?;
     let mut process =
         process::process(container, image_config, &environment, &security, files, &at)?;
     let capabilities = security.capabilities(ctx.host_capabilities, &at)?;

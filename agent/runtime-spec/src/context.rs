@@ -115,7 +115,13 @@ pub struct ContainerFiles {
     pub seccomp_profile: Option<seccomp::LocalhostProfile>,
     /// D2: what the container's device plugins gave it.
     pub devices: PluginDevices,
+    /// The env files its `fileKeyRef` variables name, by (volume, path) (KEP-3721).
+    pub env_files: EnvFiles,
 }
+
+/// The files of `env[].valueFrom.fileKeyRef`, by volume name and path in the volume:
+/// the file's text, or `None` where there is no such file.
+pub type EnvFiles = std::collections::BTreeMap<(String, String), Option<String>>;
 
 /// Paths of the namespaces a pod's containers join; `None` is the host's namespace.
 #[derive(Debug, Clone, Copy, Default)]

@@ -19,9 +19,12 @@ use super::subject::Subject;
 /// containerd's `PATH` for an image that sets none.
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+mod files;
 mod objects;
 
+pub use self::files::file_key_refs;
 pub(super) use self::objects::invalid_names;
+use super::context::EnvFiles;
 
 /// The container's environment as `NAME=value` strings, and the values of the
 /// container's own variables (what `$(VAR)` in command and args refers to).
@@ -43,6 +46,7 @@ pub(super) fn environment(
     container: &Container,
     image: Option<&Config>,
     devices: &[(String, String)],
+    env_files: &EnvFiles,
     at: &Subject,
 ) -> Result<Environment> {
     let mut entries: Vec<String> = image.and_then(|c| c.env().clone()).unwrap_or_default();
@@ -66,7 +70,7 @@ pub(super) fn environment(
                 container_vars.get(name).or_else(|| ctx.services.get(name)).map(String::as_str)
             }),
             _ => match &var.value_from {
-                Some(source) => match value_from(ctx, container, var, source, at)? {
+                Some(source) => match value_from(ctx, container, var, source, env_files, at)? {
                     Some(value) => value,
                     // An optional key or object that is missing: no variable.
                     None => continue,
@@ -104,6 +108,7 @@ fn value_from(
     container: &Container,
     var: &EnvVar,
     source: &EnvVarSource,
+    env_files: &EnvFiles,
     at: &Subject,
 ) -> Result<Option<String>> {
     if let Some(field) = &source.field_ref {
@@ -120,9 +125,8 @@ fn value_from(
         objects::config_map_key(ctx.pod, ctx.resolved, key, at)
     } else if let Some(key) = &source.secret_key_ref {
         objects::secret_key(ctx.pod, ctx.resolved, key, at)
-    } else if source.file_key_ref.is_some() {
-        let source_kind = "fileKeyRef";
-        Err(Error::UnsupportedEnvSource { at: at.clone(), name: var.name.clone(), source_kind })
+    } else if let Some(selector) = &source.file_key_ref {
+        files::file_key(env_files, &var.name, selector, at)
     } else {
         Err(Error::EmptyEnvSource { at: at.clone(), name: var.name.clone() })
     }

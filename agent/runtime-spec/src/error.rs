@@ -11,11 +11,36 @@ use crate::{layout, projection, selector};
 /// what to change in the manifest.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// KEP-3721: the env file a `fileKeyRef` names is not there (and it is not optional).
     #[error(
-        "{at}: env {name}: valueFrom.{source_kind} is not supported by Outpost; put the value \
-         in `value`, or mount the file as a volume"
+        "{at}: env {name}: fileKeyRef: no file {path:?} in volume {volume:?}; write it before \
+         the container starts (from an init container), or set optional: true"
     )]
-    UnsupportedEnvSource { at: Subject, name: String, source_kind: &'static str },
+    EnvFileMissing { at: Subject, name: String, volume: String, path: String },
+
+    /// kubelet's words: the key is not in the file (an empty value counts as none).
+    #[error(
+        "{at}: env {name}: environment variable key {key:?} not found in file {path:?} of \
+         volume {volume:?}; add a {key}=VALUE line, or set optional: true"
+    )]
+    EnvFileKey { at: Subject, name: String, key: String, volume: String, path: String },
+
+    #[error("{at}: env {name}: fileKeyRef: file {path:?} of volume {volume:?}: {source}")]
+    EnvFileFormat {
+        at: Subject,
+        name: String,
+        volume: String,
+        path: String,
+        #[source]
+        source: outpost_core::env_file::Error,
+    },
+
+    /// The API server's rule for `fileKeyRef.path`, which a static pod has not met.
+    #[error(
+        "{at}: env {name}: fileKeyRef.path {path:?} must be a relative path without \"..\" \
+         (a file inside volume {volume:?})"
+    )]
+    EnvFilePath { at: Subject, name: String, volume: String, path: String },
 
     #[error(
         "{at}: env {name}: valueFrom has no source; set fieldRef, resourceFieldRef, \
@@ -88,6 +113,13 @@ pub enum Error {
 
     #[error("{at}: securityContext.procMount: {value:?} is not valid; use Default")]
     ProcMount { at: Subject, value: String },
+
+    /// containerd CRI's words for a level it cannot read, checked with SELinux on or off.
+    #[error(
+        "{at}: {field}: the format of 'level' {level:?} is not correct; write an MLS level such \
+         as s0 or s0:c123,c456"
+    )]
+    SelinuxLevel { at: Subject, field: &'static str, level: String },
 
     #[error(
         "{at}: {field}: {value:?} is not a seccomp profile type; use RuntimeDefault, Localhost or Unconfined"

@@ -17,16 +17,21 @@ pub(super) const MAX_KERNEL_HOSTNAME: usize = 64;
 /// kubelet's `GeneratePodHostNameAndDomain`: `spec.hostname`, else the pod's name cut to
 /// 63 characters (without a trailing `-` or `.`); the domain is
 /// `<subdomain>.<namespace>.svc.<cluster domain>` (K2) when `spec.subdomain` is set
-/// (`<subdomain>.<namespace>.svc` without a cluster domain).
+/// (`<subdomain>.<namespace>.svc` without a cluster domain). `spec.hostnameOverride`
+/// (KEP-4762) replaces both: the hostname is the override, cut as the pod's name is, and
+/// there is no domain (the API server keeps it from `setHostnameAsFQDN` and `hostNetwork`).
 pub(super) fn pod_hostname(pod: &Pod, cluster_domain: &str) -> (String, Option<String>) {
     let spec = pod.spec.as_ref();
+    let cut = |name: &str| {
+        let cut = name.get(..MAX_HOSTNAME).unwrap_or(name);
+        cut.trim_end_matches(['-', '.']).to_owned()
+    };
+    if let Some(hostname) = spec.and_then(|s| s.hostname_override.as_deref()) {
+        return (cut(hostname), None);
+    }
     let hostname = match spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
         Some(hostname) => hostname.to_owned(),
-        None => {
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            let cut = name.get(..MAX_HOSTNAME).unwrap_or(name);
-            cut.trim_end_matches(['-', '.']).to_owned()
-        }
+        None => cut(pod.metadata.name.as_deref().unwrap_or_default()),
     };
     let domain = spec.and_then(|s| s.subdomain.as_deref()).filter(|s| !s.is_empty()).map(|sub| {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");

@@ -56,6 +56,7 @@ mod resources;
 pub mod seccomp;
 mod security;
 pub mod selector;
+mod selinux;
 pub mod services;
 mod sub_path;
 mod subject;
@@ -64,12 +65,13 @@ mod users;
 
 pub use self::container::{container_spec, invalid_env_var_names};
 pub use self::context::{
-    ContainerFiles, HostMount, Namespaces, NodeSwap, PodContext, SwapController,
+    ContainerFiles, EnvFiles, HostMount, Namespaces, NodeSwap, PodContext, SwapController,
 };
 pub use self::dns::{
     DNS_CONFIG_FORMING, DnsEvent, MISSING_CLUSTER_DNS, MISSING_CLUSTER_DNS_ON_NODE, NodeDns,
     PodDns, is_systemd_resolved_stub, resolv_conf,
 };
+pub use self::env::file_key_refs;
 pub use self::error::{Error, Result, SourceMount};
 pub use self::hosts::{etc_hosts, host_network_etc_hosts};
 pub use self::plugin_devices::{PluginDevices, PluginMount};

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::Containerd;
 use super::image::SNAPSHOTTER;
 use super::spec::seccomp::{self, LocalhostProfile, Profile};
-use super::spec::{self, ContainerFiles};
+use super::spec::{self, ContainerFiles, EnvFiles};
 
 mod layers;
 
@@ -63,6 +63,17 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// KEP-3721: an env file a `fileKeyRef` names could not be read.
+    #[error("cannot read environment variable file {}", path.display())]
+    EnvFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(transparent)]
+    Layout(#[from] spec::layout::Error),
+
     #[error(transparent)]
     Spec(#[from] spec::Error),
 }
@@ -92,6 +103,23 @@ pub async fn read(
         seccomp_profile,
         ..ContainerFiles::default()
     })
+}
+
+/// The env files `container`'s `fileKeyRef` variables name, read from the pod's volumes
+/// under `pod_dir` when the container is created (its init containers have written
+/// them): a missing file is `None`, which `optional` decides about.
+pub fn env_files(pod_dir: &Path, pod: &Pod, container: &Container) -> Result<EnvFiles> {
+    let mut files = EnvFiles::new();
+    for (volume, path) in spec::file_key_refs(pod, container)? {
+        let file = spec::layout::source_path(pod_dir, pod, &volume)?.join(&path);
+        let text = match layers::read_limited(&file, MAX_FILE) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => return Err(Error::EnvFile { path: file, source }),
+        };
+        files.insert((volume, path), text);
+    }
+    Ok(files)
 }
 
 /// `<root>/<name>`, read.

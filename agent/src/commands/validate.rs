@@ -43,6 +43,7 @@ pub fn node_facts(args: &ValidateArgs) -> Result<NodeFacts, config::Error> {
     })?;
     Ok(NodeFacts {
         apparmor_enabled: crate::host::apparmor_enabled(),
+        selinux_enabled: crate::host::selinux_enabled(),
         allowed_unsafe_sysctls: config.pods.allowed_unsafe_sysctls,
         policy: config.pods.admission_policy,
         cluster_dns: !config.pods.dns.cluster_dns.is_empty(),

@@ -326,6 +326,8 @@ impl PodRuntime for Pods {
         )
         .await
         .map_err(|e| config_error(describe(&e)))?;
+        files.env_files = container_files::env_files(&sandbox.pod_dir, pod, container)
+            .map_err(|e| config_error(describe(&e)))?;
         let mut cdi_devices = Vec::new();
         if let Some(devices) = &self.settings.devices {
             let given = devices.container_devices(pod, container).await;

@@ -114,6 +114,7 @@ impl Config {
     pub fn facts(&self, apparmor_enabled: bool) -> NodeFacts {
         NodeFacts {
             apparmor_enabled,
+            selinux_enabled: crate::host::selinux_enabled(),
             allowed_unsafe_sysctls: self.allowed_unsafe_sysctls.clone(),
             policy: self.admission_policy.clone(),
             cluster_dns: !self.dns.cluster_dns.is_empty(),

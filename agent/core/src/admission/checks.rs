@@ -52,8 +52,31 @@ pub(super) fn host_users(review: &mut Review<'_>, field: &str, value: &Value) {
             field,
             UNSUPPORTED_FIELD,
             format!(
-                "{field}: false (a user namespace) is not supported; remove it to run in the \
-                 host's user namespace"
+                "{field}: false (a user namespace) is not supported: the pod's volumes would need \
+                 idmapped mounts, which runc does from 1.2 (Debian 12 ships runc 1.1.5) on Linux \
+                 5.12 or later (5.19 for tmpfs), and Outpost does not yet map the pod's users \
+                 (the OCI spec's uidMappings and gidMappings); remove it to run in the host's \
+                 user namespace"
+            ),
+        );
+    }
+}
+
+/// `seLinuxOptions`, the pod's or a container's: passed on as kubelet passes them. Where
+/// SELinux is off, containerd's CRI sets no label (go-selinux's `InitLabels` gives none), so
+/// the options change nothing; where it is on, the container's process and mounts would
+/// need the label, which Outpost does not apply: refused.
+pub(super) fn selinux_options(review: &mut Review<'_>, field: &str, value: &Value) {
+    if review.facts.selinux_enabled && !super::review::is_unset(value) {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: this host has SELinux enabled (/sys/fs/selinux/enforce), and Outpost \
+                 does not label a container's process and mounts (the OCI spec's \
+                 process.selinuxLabel and linux.mountLabel) as containerd's CRI does; remove \
+                 seLinuxOptions (the container then runs with the runtime's default label), or \
+                 run the pod on a node with SELinux disabled"
             ),
         );
     }

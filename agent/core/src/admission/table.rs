@@ -52,8 +52,14 @@ impl Rule {
 use Class::{Refused as R, Supported as S};
 use Rule::{ApiObject, Check, Ignored, Refused, Supported};
 
-const VOLUME: &str = "Outpost mounts no network or cloud storage; mount it on the host and \
-use a hostPath volume";
+const VOLUME: &str = "Outpost has no volume plugins for network or cloud storage (no CSI \
+driver registry, no in-tree cloud or network mounters; kubelet has them migrated to CSI drivers \
+that a node-local agent cannot run); mount the storage on the host (fstab, a systemd mount unit) \
+and use a hostPath volume";
+const DRA: &str = "dynamic resource allocation needs the kubelet plugin API (DRA drivers \
+registering over gRPC) and ResourceClaims allocated by the control plane's scheduler, which \
+Outpost has neither of; request the device from a device plugin (extended resources, D1, D2) or \
+mount it with a hostPath volume";
 /// The pod, outside its containers.
 #[rustfmt::skip]
 pub(super) const POD: Table = &[
@@ -84,14 +90,14 @@ pub(super) const POD: Table = &[
     // K1: the Service variables (the agent's `objects`).
     ("spec.enableServiceLinks", Supported),
     ("spec.ephemeralContainers", Refused("ephemeral containers (kubectl debug) are not run; use `outpost exec`")),
-    ("spec.evictionResponders", Refused("eviction responders are not implemented; remove them")),
+    ("spec.evictionResponders", Refused("eviction responders answer EvictionRequests through the API server's Eviction API, which this node has no controller for (and a static pod cannot be evicted through the API at all); remove them")),
     ("spec.hostAliases", Supported),
     ("spec.hostIPC", Supported),
     ("spec.hostNetwork", Supported),
     ("spec.hostPID", Supported),
     ("spec.hostUsers", Check(R, checks::host_users)),
     ("spec.hostname", Supported),
-    ("spec.hostnameOverride", Refused("set spec.hostname (and spec.subdomain) instead")),
+    ("spec.hostnameOverride", Supported),
     ("spec.imagePullSecrets", ApiObject),
     ("spec.initContainers", Rule::Containers { init: true }),
     ("spec.nodeName", Supported),
@@ -102,8 +108,8 @@ pub(super) const POD: Table = &[
     ("spec.priority", Supported),
     ("spec.priorityClassName", Check(S, checks::priority_class)),
     ("spec.readinessGates", Check(S, checks::readiness_gates)),
-    ("spec.resourceClaims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
-    ("spec.resources.claims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
+    ("spec.resourceClaims", Refused(DRA)),
+    ("spec.resources.claims", Refused(DRA)),
     ("spec.resources.limits", Check(S, checks::pod_resources)),
     ("spec.resources.requests", Check(S, checks::pod_resources)),
     ("spec.restartPolicy", Supported),
@@ -119,7 +125,7 @@ pub(super) const POD: Table = &[
     ("spec.securityContext.runAsNonRoot", Supported),
     ("spec.securityContext.runAsUser", Supported),
     ("spec.securityContext.seLinuxChangePolicy", Ignored),
-    ("spec.securityContext.seLinuxOptions", Refused("SELinux labels are not applied; remove seLinuxOptions")),
+    ("spec.securityContext.seLinuxOptions", Check(S, checks::selinux_options)),
     ("spec.securityContext.seccompProfile", Check(S, checks::seccomp_profile)),
     ("spec.securityContext.supplementalGroups", Supported),
     ("spec.securityContext.supplementalGroupsPolicy", Check(S, checks::supplemental_groups_policy)),
@@ -147,7 +153,7 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].flexVolume", Refused(VOLUME)),
     ("spec.volumes[].flocker", Refused(VOLUME)),
     ("spec.volumes[].gcePersistentDisk", Refused(VOLUME)),
-    ("spec.volumes[].gitRepo", Refused("gitRepo volumes are deprecated; clone into an emptyDir with an init container")),
+    ("spec.volumes[].gitRepo", Refused("gitRepo volumes run the host's git on the pod's behalf (CVE-2024-10220) and are deprecated; Outpost runs no host commands for a pod; clone into an emptyDir with an init container")),
     ("spec.volumes[].glusterfs", Refused(VOLUME)),
     ("spec.volumes[].hostPath", Supported),
     ("spec.volumes[].image", Refused("image volumes are not implemented; copy the files into an emptyDir with an init container")),
@@ -176,7 +182,7 @@ pub(super) const CONTAINER: Table = &[
     ("env[].value", Supported),
     ("env[].valueFrom.configMapKeyRef", ApiObject),
     ("env[].valueFrom.fieldRef", Supported),
-    ("env[].valueFrom.fileKeyRef", Refused("variables from files are not implemented; set `value`")),
+    ("env[].valueFrom.fileKeyRef", Supported),
     ("env[].valueFrom.resourceFieldRef", Supported),
     ("env[].valueFrom.secretKeyRef", ApiObject),
     ("envFrom", ApiObject),
@@ -192,7 +198,7 @@ pub(super) const CONTAINER: Table = &[
     ("ports[].protocol", Supported),
     ("readinessProbe", Supported),
     ("resizePolicy", Refused("in-place resize is not implemented; remove resizePolicy (a changed manifest recreates the pod)")),
-    ("resources.claims", Refused("dynamic resource allocation (DRA) is not implemented; use hostPath devices")),
+    ("resources.claims", Refused(DRA)),
     ("resources.limits", Check(S, checks::resources)),
     ("resources.requests", Check(S, checks::resources)),
     ("restartPolicy", Check(S, checks::container_restart_policy)),
@@ -207,7 +213,7 @@ pub(super) const CONTAINER: Table = &[
     ("securityContext.runAsGroup", Supported),
     ("securityContext.runAsNonRoot", Supported),
     ("securityContext.runAsUser", Supported),
-    ("securityContext.seLinuxOptions", Refused("SELinux labels are not applied; remove seLinuxOptions")),
+    ("securityContext.seLinuxOptions", Check(S, checks::selinux_options)),
     ("securityContext.seccompProfile", Check(S, checks::seccomp_profile)),
     ("securityContext.windowsOptions", Ignored),
     ("startupProbe", Supported),
@@ -217,7 +223,7 @@ pub(super) const CONTAINER: Table = &[
     ("terminationMessagePolicy", Supported),
     ("tty", Supported),
     ("volumeDevices", Refused("raw block volumes need PersistentVolumeClaims; mount the device with a hostPath volume")),
-    ("volumeMounts[].bindMountOptions", Refused("bind mount options are not implemented; remove them")),
+    ("volumeMounts[].bindMountOptions", Refused("bind mount options are an alpha field kubelet 1.37 passes to CRI runtimes as mount options; Outpost's mounts take none besides ro, propagation and recursive read-only; remove them")),
     ("volumeMounts[].mountPath", Supported),
     ("volumeMounts[].mountPropagation", Check(S, checks::mount_propagation)),
     ("volumeMounts[].name", Supported),

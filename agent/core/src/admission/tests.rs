@@ -760,3 +760,23 @@ fn s12_unknown_security_fields_of_an_api_pod_are_refused() {
     );
     assert!(found[0].message.contains("unknown field in a securityContext"), "{found:?}");
 }
+
+#[test]
+fn a1_selinux_options_are_passed_on_where_selinux_is_off_and_refused_where_it_is_on() {
+    let off = NodeFacts::default();
+    let on = NodeFacts { selinux_enabled: true, ..NodeFacts::default() };
+    let options = json!({"seLinuxOptions": {"level": "s0:c123,c456", "type": "spc_t"}});
+    let in_container = container_with("securityContext", options.clone());
+    let in_pod = pod_with("securityContext", options);
+    assert_eq!(apparmor(&off, &in_container), vec![]);
+    assert_eq!(apparmor(&off, &in_pod), vec![]);
+    assert_eq!(
+        apparmor(&on, &in_container),
+        refused("spec.containers[0].securityContext.seLinuxOptions")
+    );
+    assert_eq!(apparmor(&on, &in_pod), refused("spec.securityContext.seLinuxOptions"));
+    let message = &review(&in_pod, &on, Source::File)[0].message;
+    assert!(message.contains("SELinux enabled") && message.contains("process.selinuxLabel"));
+    let empty = container_with("securityContext", json!({"seLinuxOptions": {}}));
+    assert_eq!(apparmor(&on, &empty), vec![], "empty options ask for no label");
+}

@@ -17,6 +17,7 @@ pub(super) fn validate(pod: &Pod, prefix: &str) -> Vec<Error> {
     let no_spec = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&no_spec);
     check.restart_policy(spec.restart_policy.as_deref());
+    check.hostname_override(spec);
     let volumes = check.volumes(spec.volumes.iter().flatten().map(|v| v.name.as_str()));
     if spec.containers.is_empty() {
         check.invalid("spec.containers", "required: a pod needs at least one container".to_owned());
@@ -75,6 +76,44 @@ impl Check<'_> {
                 "spec.restartPolicy",
                 format!("{other:?} is not supported; use Always, OnFailure or Never"),
             ),
+        }
+    }
+
+    /// The API server's rules for `hostnameOverride` (KEP-4762): an RFC 1123 subdomain of
+    /// at most 64 characters (the kernel's nodename), neither with `setHostnameAsFQDN`
+    /// (which names the pod by its subdomain) nor with `hostNetwork` (the node's hostname).
+    fn hostname_override(&mut self, spec: &PodSpec) {
+        let Some(hostname) = spec.hostname_override.as_deref() else { return };
+        let field = "spec.hostnameOverride";
+        if hostname.len() > MAX_HOSTNAME_OVERRIDE {
+            let length = hostname.len();
+            self.invalid(
+                field,
+                format!(
+                    "{hostname:?} is {length} characters long: use at most \
+                     {MAX_HOSTNAME_OVERRIDE}, what the kernel's hostname holds"
+                ),
+            );
+        } else if hostname.is_empty() {
+            self.invalid(field, "is empty: name the hostname, or remove the field".to_owned());
+        } else if let Err(why) = dns1123_subdomain(hostname) {
+            self.invalid(field, format!("{hostname:?} {why}"));
+        }
+        if spec.set_hostname_as_fqdn == Some(true) {
+            self.invalid(
+                "spec.setHostnameAsFQDN",
+                "cannot be set with spec.hostnameOverride, which is the pod's whole hostname; \
+                 remove one of them"
+                    .to_owned(),
+            );
+        }
+        if spec.host_network == Some(true) {
+            self.invalid(
+                field,
+                "cannot be set with spec.hostNetwork: true, where the pod has the node's \
+                 hostname; remove one of them"
+                    .to_owned(),
+            );
         }
     }
 
@@ -181,6 +220,9 @@ starting and ending with a letter or digit";
 
 const SUBDOMAIN: &str = "is not a valid name: use at most 253 lowercase letters, digits, '-' \
 and '.', each part between dots starting and ending with a letter or digit";
+
+/// The longest `hostnameOverride` the API server takes (the kernel's nodename).
+const MAX_HOSTNAME_OVERRIDE: usize = 64;
 
 /// An RFC 1123 label, as Kubernetes checks names of containers, volumes and namespaces.
 fn dns1123_label(value: &str) -> Result<(), &'static str> {

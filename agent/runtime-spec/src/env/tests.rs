@@ -8,7 +8,8 @@ fn env_of(yaml: &str, image_env: &str) -> Result<Vec<String>> {
     ));
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let at = Subject::container(&pod, &container.name);
-    environment(&context(&pod), container, image.config().as_ref(), &[], &at).map(|e| e.entries)
+    environment(&context(&pod), container, image.config().as_ref(), &[], &Default::default(), &at)
+        .map(|e| e.entries)
 }
 
 fn env(vars: &str) -> Vec<String> {
@@ -99,9 +100,9 @@ fn unsupported_field_paths() {
 }
 
 #[test]
-fn sources_outpost_does_not_have() {
+fn an_empty_source_and_an_env_file_not_read() {
     let error = env_error("[{name: P, valueFrom: {fileKeyRef: {volumeName: v, path: p, key: k}}}]");
-    assert!(error.contains("env P: valueFrom.fileKeyRef is not supported by Outpost"), "{error}");
+    assert!(error.contains("env P: fileKeyRef: no file \"p\" in volume \"v\""), "{error}");
     let error = env_error("[{name: P, valueFrom: {}}]");
     assert!(error.contains("valueFrom has no source"), "{error}");
 }

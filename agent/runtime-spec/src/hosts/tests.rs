@@ -106,3 +106,22 @@ fn set_hostname_as_fqdn_needs_a_subdomain_and_fits_the_kernel() {
     let fits = long.replace(&"h".repeat(26), &"h".repeat(25));
     assert_eq!(hostname(&fits).unwrap().unwrap().len(), 64);
 }
+
+/// KEP-4762: `hostnameOverride` is the hostname, over `hostname` and `subdomain`, with no
+/// domain in `/etc/hosts`; 64 characters are cut to a label's 63, as the pod's name is.
+#[test]
+fn hostname_override_is_the_whole_hostname() {
+    let overridden = pod(
+        "spec: {hostname: db, subdomain: backend, hostnameOverride: db-1.plant.example, containers: [{name: a, image: b}]}",
+    );
+    assert_eq!(pod_hostname(&overridden, "cluster.local"), ("db-1.plant.example".to_owned(), None));
+    assert_eq!(
+        etc_hosts(&overridden, &ips(&["10.88.0.5"]), "cluster.local"),
+        format!("{HEADER}10.88.0.5\tdb-1.plant.example\n")
+    );
+    let ctx = context(&overridden);
+    let at = Subject::pod(&overridden);
+    assert_eq!(container_hostname(&ctx, &at).unwrap().as_deref(), Some("db-1.plant.example"));
+    let long = pod(&format!("spec: {{hostnameOverride: {}.b, containers: []}}", "a".repeat(62)));
+    assert_eq!(pod_hostname(&long, "").0, "a".repeat(62));
+}

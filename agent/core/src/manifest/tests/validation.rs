@@ -247,3 +247,28 @@ fn probes_and_hooks_as_real_manifests_carry_them_are_accepted() {
     let fields = "    ports:\n    - {name: http, containerPort: 80}\n    livenessProbe:\n      failureThreshold: 8\n      httpGet: {host: 127.0.0.1, path: /health, port: 2381, scheme: HTTP}\n      initialDelaySeconds: 10\n      periodSeconds: 10\n      timeoutSeconds: 15\n    readinessProbe:\n      httpGet: {path: /, port: http}\n    startupProbe:\n      grpc: {port: 2379}\n    lifecycle:\n      postStart:\n        exec: {command: [\"/bin/sh\", \"-c\", \"echo Hello > /usr/share/message\"]}\n      preStop:\n        sleep: {seconds: 5}\n";
     decode_one(&with_container(fields), file());
 }
+
+#[test]
+fn hostname_override_is_a_subdomain_without_set_hostname_as_fqdn_or_host_network() {
+    let with = |fields: &str| format!("{}{fields}", manifest("web"));
+    decode_one(&with("  hostnameOverride: web-1.example.internal\n"), file());
+    decode_one(&with("  hostname: web\n  hostnameOverride: other\n"), file());
+    let long = format!("  hostnameOverride: {}\n", "a".repeat(65));
+    assert_invalid(&with(&long), "spec.hostnameOverride", "use at most 64");
+    assert_invalid(
+        &with("  hostnameOverride: Web_1\n"),
+        "spec.hostnameOverride",
+        "is not a valid name",
+    );
+    assert_invalid(&with("  hostnameOverride: \"\"\n"), "spec.hostnameOverride", "is empty");
+    assert_invalid(
+        &with("  hostnameOverride: web\n  setHostnameAsFQDN: true\n"),
+        "spec.setHostnameAsFQDN",
+        "cannot be set with spec.hostnameOverride",
+    );
+    assert_invalid(
+        &with("  hostnameOverride: web\n  hostNetwork: true\n"),
+        "spec.hostnameOverride",
+        "spec.hostNetwork: true",
+    );
+}

@@ -51,7 +51,8 @@ fn env_with(container: &str) -> Result<Vec<String>> {
     let ctx = PodContext { resolved: &resolved, ..context(&pod) };
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let at = Subject::container(&pod, &container.name);
-    environment(&ctx, container, None, &[], &at).map(|e| e.entries[1..].to_vec())
+    environment(&ctx, container, None, &[], &Default::default(), &at)
+        .map(|e| e.entries[1..].to_vec())
 }
 
 #[test]

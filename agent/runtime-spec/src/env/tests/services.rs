@@ -37,7 +37,7 @@ fn environment_of(container: &str, services: &ServiceEnv) -> Environment {
     let ctx = PodContext { resolved: &resolved, services, ..context(&pod) };
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let at = Subject::container(&pod, &container.name);
-    environment(&ctx, container, None, &[], &at).unwrap()
+    environment(&ctx, container, None, &[], &Default::default(), &at).unwrap()
 }
 
 #[test]
@@ -94,7 +94,8 @@ fn k1_a_service_variable_replaces_the_image_one() {
     );
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let at = Subject::container(&pod, &container.name);
-    let env = environment(&ctx, container, image.config().as_ref(), &[], &at).unwrap();
+    let env = environment(&ctx, container, image.config().as_ref(), &[], &Default::default(), &at)
+        .unwrap();
     assert!(env.entries.contains(&"WEB_SERVICE_HOST=10.0.0.2".to_owned()), "{:?}", env.entries);
 }
 
