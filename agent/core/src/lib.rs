@@ -45,6 +45,7 @@ pub mod container_log;
 pub mod debounce;
 pub mod devices;
 pub mod duration;
+pub mod ephemeral;
 pub mod error_chain;
 pub mod event_aggregate;
 pub mod eviction;

@@ -762,3 +762,26 @@ fn s12_unknown_security_fields_of_an_api_pod_are_refused() {
     );
     assert!(found[0].message.contains("unknown field in a securityContext"), "{found:?}");
 }
+
+#[test]
+fn x2_an_ephemeral_container_is_a_container_without_what_the_api_server_forbids() {
+    let debugger = json!([{
+        "name": "debugger",
+        "image": "busybox",
+        "stdin": true,
+        "tty": true,
+        "targetContainerName": "app",
+        "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}},
+    }]);
+    assert_eq!(findings(&pod_with("ephemeralContainers", debugger)), []);
+    let ported = json!([{"name": "debugger", "image": "busybox", "ports": [{"containerPort": 80}],
+        "readinessProbe": {"exec": {"command": ["true"]}}}]);
+    assert_eq!(
+        findings_of(&pod_with("ephemeralContainers", ported)),
+        ["spec.ephemeralContainers[0].ports", "spec.ephemeralContainers[0].readinessProbe"]
+    );
+}
+
+fn findings_of(pod: &Pod) -> Vec<String> {
+    findings(pod).into_iter().map(|(f, _, _)| f).collect()
+}
