@@ -110,7 +110,6 @@ fn x1_kubectl_debug_profiles_general_and_sysadmin_set_the_security_context() {
 
 /// Not a pass/fail test: `kubectl debug -it` to its shell's first prompt, a few times,
 /// and the median (the figure issue 50 asks for). Run with `--ignored --nocapture`.
-#[needs(pods, kubectl)]
 #[test]
 #[ignore = "a measurement, not a check"]
 fn x1_kubectl_debug_it_to_a_prompt_p50() {
