@@ -18,6 +18,7 @@ mod containerd;
 mod device_plugins;
 mod devices;
 mod ebpf;
+mod ephemeral_containers;
 mod etcd;
 mod eviction;
 mod exec;

@@ -91,6 +91,7 @@ mod bootstrap_auth;
 mod cluster;
 mod csr;
 mod discovery;
+mod ephemeral;
 mod error;
 mod fault;
 mod flow;

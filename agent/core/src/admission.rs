@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::pod::Source;
 
 mod checks;
+mod ephemeral;
 pub mod policy;
 mod review;
 pub mod sysctl;

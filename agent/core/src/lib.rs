@@ -19,6 +19,7 @@
 //! - [`bootstrap_token`]: bootstrap tokens, CA key pins and cluster-info's JWS (J1).
 //! - [`backoff`]: jittered exponential backoff (reconnects, retries).
 //! - [`duration`]: durations as settings write them (Go's syntax, ISO 8601, `0`).
+//! - [`ephemeral`]: ephemeral containers (`kubectl debug`) as the containers they run as, their targets, the fields the API server forbids them.
 //! - [`debounce`]: bursts of messages (the kernel's network changes) turned into rounds.
 //! - [`pace`]: a token bucket (pacing writes to the API server).
 //! - [`node_admission`]: kubelet's admission of a pod on the node (K4): affinity, resources, taints, preemption.
@@ -46,6 +47,7 @@ pub mod debounce;
 pub mod devices;
 pub mod duration;
 pub mod env_file;
+pub mod ephemeral;
 pub mod error_chain;
 pub mod event_aggregate;
 pub mod eviction;

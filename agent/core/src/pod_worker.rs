@@ -19,6 +19,7 @@
 
 mod action;
 mod adopt;
+mod ephemeral;
 mod exit;
 mod input;
 mod kill;
@@ -448,6 +449,13 @@ impl PodWorker {
                 }
                 current.pod = desired.pod;
                 current.source = desired.source;
+                // X1: the ephemeral containers the change added.
+                ephemeral::add_slots(
+                    &mut current.slots,
+                    &current.pod,
+                    self.settings.crash_loop,
+                    now,
+                );
                 let refused = current.sync(now, host_ip, &mut self.jitter, out);
                 // K1: as if the runtime had failed them (its result, decided here).
                 for (container, failure) in refused {
@@ -534,7 +542,10 @@ impl PodWorker {
                 // A container that may not start yet has no wake of its own (its turn
                 // comes with another's result).
                 let wakes = current.slots.iter().enumerate().filter_map(|(i, slot)| {
-                    let waits_its_turn = i >= current.gate && slot.due().is_some();
+                    // X1: ephemeral containers wait for no one's turn.
+                    let waits_its_turn = i >= current.gate
+                        && slot.due().is_some()
+                        && slot.kind != slot::SlotKind::Ephemeral;
                     if waits_its_turn { None } else { slot.wake() }
                 });
                 wakes.chain(deadline).min()

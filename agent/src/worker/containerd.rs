@@ -186,6 +186,22 @@ impl Pods {
         cdi::inject(spec, devices, dirs).await.map_err(|e| create_error(describe(&e)))
     }
 
+    /// X1: the process namespace of the running container `target` (its task's
+    /// `/proc/<pid>/ns/pid`, as containerd's CRI joins a `TARGET` namespace); its task
+    /// gone, the start fails as kubelet's does and is tried again.
+    async fn target_pid_namespace(&self, target: &str) -> Result<PathBuf, StartFailure> {
+        let process = container::task(&self.containerd, target).await;
+        let running = process
+            .ok()
+            .flatten()
+            .filter(|p| p.status() == containerd_client::types::v1::Status::Running && p.pid != 0);
+        let Some(process) = running else {
+            let message = format!("unable to find target container {target}");
+            return Err(StartFailure::new(WaitingReason::CreateContainerConfigError, message));
+        };
+        Ok(outpost_host::Pid::Id(process.pid).path("ns/pid"))
+    }
+
     /// Where container `id`'s output goes: FIFOs registered with the node logger (with
     /// `containerLogger: node`, or for stdin; released, the registration dropped, once
     /// the task is created or its creation failed), or the shim's per-container logger.
@@ -279,7 +295,7 @@ impl PodRuntime for Pods {
         &self,
         new: NewContainer<'_, Sandbox, Image>,
     ) -> Result<Created, StartFailure> {
-        let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
+        let NewContainer { pod, sandbox, container, image, restart_count, hash, target } = new;
         let id = new_container_id();
         let uid = pod::uid(pod);
         let cgroups_path = self.settings.cgroups.container_path(&sandbox.cgroup, &id);
@@ -291,6 +307,10 @@ impl PodRuntime for Pods {
             StartFailure::new(WaitingReason::CreateContainerConfigError, message.to_owned())
         })?;
         let host_mounts = host_mounts(&*self.settings.host, container);
+        let target_pid = match target {
+            Some(target) => Some(self.target_pid_namespace(target).await?),
+            None => None,
+        };
         let context = PodContext {
             pod,
             node_name: &self.settings.node_name,
@@ -298,7 +318,7 @@ impl PodRuntime for Pods {
             host_ip: self.settings.host_ip,
             cluster_domain: &self.settings.dns.cluster_domain,
             namespaces: Namespaces {
-                pid: sandbox.pid_namespace.as_deref(),
+                pid: target_pid.as_deref().or(sandbox.pid_namespace.as_deref()),
                 network: ns.network.as_deref(),
                 ipc: ns.ipc.as_deref(),
                 uts: ns.uts.as_deref(),

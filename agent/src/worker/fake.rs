@@ -179,7 +179,7 @@ impl PodRuntime for Fake {
         &self,
         new: NewContainer<'_, String, String>,
     ) -> Result<Created, StartFailure> {
-        let NewContainer { pod, sandbox, container, image, restart_count, hash } = new;
+        let NewContainer { pod, sandbox, container, image, restart_count, hash, target: _ } = new;
         assert_eq!(sandbox, outpost_core::pod::uid(pod), "the pod's own sandbox");
         assert_eq!(Some(image), container.image.as_ref());
         assert_eq!(hash, container_hash(container));

@@ -277,6 +277,7 @@ mod tests {
             image: &image,
             restart_count: 0,
             hash: "h",
+            target: None,
         };
         let id = hollow.create_container(new).await.unwrap().id;
         assert!(matches!(hollow.task(&id).await.unwrap(), TaskState::Exited { .. }));

@@ -28,6 +28,9 @@ pub struct NewContainer<'a, S, I> {
     pub restart_count: u32,
     /// The container spec's hash (its label, for adoption).
     pub hash: &'a str,
+    /// X1: an ephemeral container's target, the running container (by id) whose
+    /// process namespace it joins.
+    pub target: Option<&'a str>,
 }
 
 /// A pod's sandbox, set up.

@@ -27,6 +27,7 @@ use super::bootstrap;
 use super::cluster::Cluster;
 use super::csr;
 use super::discovery;
+use super::ephemeral;
 use super::error::{self, Error, Result};
 use super::fault::Faults;
 use super::list::{self, ListOptions};
@@ -34,8 +35,8 @@ use super::node_authorizer::{self, Attributes};
 use super::node_restriction::{self, Write as NodeWrite};
 use super::patch::Patch;
 use super::proxy::{self, Proxied};
-use super::resource::CERTIFICATESIGNINGREQUESTS;
 use super::resource::{self, PathError, Target};
+use super::resource::{CERTIFICATESIGNINGREQUESTS, PODS};
 use super::reviews;
 use super::signer::CertificateSigner;
 use super::store::{DeleteOptions, Deleted, Store};
@@ -388,6 +389,9 @@ async fn serve(
         admit(shared, user, "create", &target, NodeWrite::Create { object: &request })?;
         return Ok(json_response(StatusCode::CREATED, &cluster.token(namespace, name, request)?));
     }
+    if target.subresource.as_deref() == Some(ephemeral::SUBRESOURCE) {
+        return serve_ephemeral_containers(shared, user, method, content_type, body, &target).await;
+    }
     let write = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
     if resource == &CERTIFICATESIGNINGREQUESTS && write {
         return serve_csr(shared, user, method, content_type, body, target).await;
@@ -451,6 +455,43 @@ async fn serve(
         }
         _ => Err(Error::MethodNotAllowed),
     }
+}
+
+/// `pods/ephemeralcontainers` (X1, module `ephemeral`): GET gives the pod, PUT and PATCH
+/// change only its ephemeral containers.
+async fn serve_ephemeral_containers(
+    shared: &Arc<Shared>,
+    user: &User,
+    method: &Method,
+    content_type: &str,
+    body: Received,
+    target: &Target,
+) -> Result<Response<Body>> {
+    let store = &shared.store;
+    let (namespace, name) =
+        (target.namespace.as_deref(), target.name.as_deref().unwrap_or_default());
+    let change: Box<dyn FnOnce(&Value) -> Result<Value> + Send> = match *method {
+        Method::GET => {
+            return Ok(json_response(StatusCode::OK, &store.get(&PODS, namespace, name)?));
+        }
+        Method::PUT => {
+            let object = decode_object(content_type, &read_body(body).await?)?;
+            Box::new(move |_| Ok(object))
+        }
+        Method::PATCH => {
+            let patch = Patch::from_request(content_type, &read_body(body).await?)?;
+            Box::new(move |old| patch.apply(old))
+        }
+        _ => return Err(Error::MethodNotAllowed),
+    };
+    let verb = if *method == Method::PUT { "update" } else { "patch" };
+    let updated =
+        store.update_with(&PODS, (namespace, name), ephemeral::prepare_update, |old| {
+            let new = change(old)?;
+            admit(shared, user, verb, target, NodeWrite::Update { old, new: &new })?;
+            Ok(new)
+        })?;
+    Ok(json_response(StatusCode::OK, &updated))
 }
 
 /// Writes of `certificatesigningrequests` (module `csr`); reads are any resource's.

@@ -244,6 +244,20 @@ impl Store {
         status_only: bool,
         change: impl FnOnce(&Value) -> Result<Value>,
     ) -> Result<Value> {
+        let prepare = |old: &Value, new| strategy::prepare_update(resource, old, new, status_only);
+        self.update_with(resource, (namespace, name), prepare, change)
+    }
+
+    /// [`Store::update`] with the subresource's strategy `prepare` (old, new → what is
+    /// written) in place of the main resource's or the status's (X1:
+    /// `pods/ephemeralcontainers`).
+    pub fn update_with(
+        &self,
+        resource: &ResourceType,
+        (namespace, name): (Option<&str>, &str),
+        prepare: impl FnOnce(&Value, Value) -> Result<Value>,
+        change: impl FnOnce(&Value) -> Result<Value>,
+    ) -> Result<Value> {
         let key = Key::new(resource, namespace, name);
         let mut state = self.lock();
         let Some(old) = state.objects.get(&key).cloned() else {
@@ -266,7 +280,7 @@ impl Store {
         if requested.is_some_and(|rv| Some(rv) != meta(&old, "resourceVersion")) {
             return Err(conflict(resource, name, STALE));
         }
-        let new = strategy::prepare_update(resource, &old, new, status_only)?;
+        let new = prepare(&old, new)?;
         if new == *old {
             return Ok(Value::clone(&old));
         }

@@ -7,6 +7,7 @@ mod certificates;
 mod claims;
 mod crud;
 mod data;
+mod ephemeral;
 mod fault;
 mod flow;
 mod net;

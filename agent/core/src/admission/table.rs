@@ -89,7 +89,8 @@ pub(super) const POD: Table = &[
     ("spec.dnsPolicy", Check(S, checks::dns_policy)),
     // K1: the Service variables (the agent's `objects`).
     ("spec.enableServiceLinks", Supported),
-    ("spec.ephemeralContainers", Refused("ephemeral containers (kubectl debug) are not run; use `outpost exec`")),
+    // X1, X2: each walked as a container, without what the API server forbids.
+    ("spec.ephemeralContainers", Check(S, super::ephemeral::containers)),
     ("spec.evictionResponders", Refused("eviction responders answer EvictionRequests through the API server's Eviction API, which this node has no controller for (and a static pod cannot be evicted through the API at all); remove them")),
     ("spec.hostAliases", Supported),
     ("spec.hostIPC", Supported),

@@ -780,3 +780,26 @@ fn a1_selinux_options_are_passed_on_where_selinux_is_off_and_refused_where_it_is
     let empty = container_with("securityContext", json!({"seLinuxOptions": {}}));
     assert_eq!(apparmor(&on, &empty), vec![], "empty options ask for no label");
 }
+
+#[test]
+fn x2_an_ephemeral_container_is_a_container_without_what_the_api_server_forbids() {
+    let debugger = json!([{
+        "name": "debugger",
+        "image": "busybox",
+        "stdin": true,
+        "tty": true,
+        "targetContainerName": "app",
+        "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}},
+    }]);
+    assert_eq!(findings(&pod_with("ephemeralContainers", debugger)), []);
+    let ported = json!([{"name": "debugger", "image": "busybox", "ports": [{"containerPort": 80}],
+        "readinessProbe": {"exec": {"command": ["true"]}}}]);
+    assert_eq!(
+        findings_of(&pod_with("ephemeralContainers", ported)),
+        ["spec.ephemeralContainers[0].ports", "spec.ephemeralContainers[0].readinessProbe"]
+    );
+}
+
+fn findings_of(pod: &Pod) -> Vec<String> {
+    findings(pod).into_iter().map(|(f, _, _)| f).collect()
+}

@@ -60,6 +60,9 @@ pub enum Action {
         container: String,
         restart_count: u32,
         hash: String,
+        /// X1: an ephemeral container's target, the running container (its containerd
+        /// id) whose process namespace it joins.
+        target: Option<String>,
     },
     Signal {
         container_ids: Vec<String>,

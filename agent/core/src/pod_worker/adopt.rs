@@ -37,6 +37,7 @@ impl PodWorker {
             .chain(app)
             .map(|(c, kind)| Slot::new(&c.name, kind, super::container_hash(c), crash_loop, now.at))
             .collect();
+        super::ephemeral::add_slots(&mut slots, pod, self.settings.crash_loop, now);
         found.sort_by_key(|f| f.restart_count);
         for container in found.into_iter().rev() {
             let name = container.container.as_deref().unwrap_or_default();

@@ -123,6 +123,9 @@ pub enum SlotKind {
     Sidecar,
     /// `containers`.
     App,
+    /// `ephemeralContainers`: started once when added, never restarted, no probes or
+    /// hooks, not counted in readiness or phase (X1, X2).
+    Ephemeral,
 }
 
 impl SlotKind {
@@ -139,12 +142,13 @@ impl SlotKind {
             SlotKind::Init => exit_code != 0 && policy != RestartPolicy::Never,
             SlotKind::Sidecar => true,
             SlotKind::App => policy.restarts(exit_code),
+            SlotKind::Ephemeral => false,
         }
     }
 
     /// In `initContainerStatuses` rather than `containerStatuses`.
     pub fn is_init(self) -> bool {
-        self != SlotKind::App
+        matches!(self, SlotKind::Init | SlotKind::Sidecar)
     }
 }
 

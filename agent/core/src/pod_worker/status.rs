@@ -37,8 +37,9 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     let PodView { pod, slots, ips, host_ip, started, sandbox_problem: sandbox, .. } = *view;
     let phase = phase(view);
     let apps = || slots.iter().filter(|s| s.kind == SlotKind::App);
-    // Sidecars count for readiness beside the app containers; init containers do not.
-    let counted = || slots.iter().filter(|s| s.kind != SlotKind::Init);
+    // Sidecars count for readiness beside the app containers; init and ephemeral
+    // containers do not (X2).
+    let counted = || slots.iter().filter(|s| matches!(s.kind, SlotKind::Sidecar | SlotKind::App));
     let containers_ready = apps().next().is_some() && counted().all(Slot::is_ready);
     // Readiness gates are conditions others set through the API server (P4): none is
     // here, so a pod with gates is not ready, as kubelet reports it without them.
@@ -79,7 +80,7 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
             .filter(|s| match s.kind {
                 SlotKind::Init => !s.is_completed(),
                 SlotKind::Sidecar => !s.is_started(),
-                SlotKind::App => false,
+                SlotKind::App | SlotKind::Ephemeral => false,
             })
             .map(|s| s.name.as_str())
             .collect(),
@@ -111,7 +112,7 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
     let statuses = |init: bool| {
         let list: Vec<ContainerStatus> = slots
             .iter()
-            .filter(|s| s.kind.is_init() == init)
+            .filter(|s| s.kind.is_init() == init && s.kind != SlotKind::Ephemeral)
             .map(|s| container_status(pod, s, !initialized))
             .collect();
         (!init || !list.is_empty()).then_some(list)
@@ -127,6 +128,7 @@ pub fn pod_status(view: &PodView<'_>, now: Timestamp) -> PodStatus {
         qos_class: Some(qos_class(pod).as_str().to_owned()),
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
+        ephemeral_container_statuses: ephemeral_statuses(pod, slots),
         ..PodStatus::default()
     };
     if let Some(failed) = view.failed {
@@ -194,6 +196,25 @@ fn phase(view: &PodView<'_>) -> Phase {
     let apps: Vec<ContainerPhase> =
         view.slots.iter().filter(|s| s.kind == SlotKind::App).map(Slot::phase).collect();
     lifecycle::pod_phase(RestartPolicy::of(view.pod), &apps)
+}
+
+/// X3: `ephemeralContainerStatuses`, as kubelet reports them: one per ephemeral
+/// container the worker has a slot for, never ready, without `started` (its prober never
+/// sees them); absent while the pod has none.
+fn ephemeral_statuses(pod: &Pod, slots: &[Slot]) -> Option<Vec<ContainerStatus>> {
+    let list: Vec<ContainerStatus> = slots
+        .iter()
+        .filter(|s| s.kind == SlotKind::Ephemeral)
+        .map(|s| ContainerStatus {
+            image: crate::ephemeral::find(pod, &s.name)
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default(),
+            ready: false,
+            started: None,
+            ..container_status(pod, s, false)
+        })
+        .collect();
+    (!list.is_empty()).then_some(list)
 }
 
 /// A container's status; `initializing`: the pod's init containers are not done, so a

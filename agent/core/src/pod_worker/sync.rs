@@ -78,8 +78,12 @@ impl Current {
                         gate = gate.or(Some(i + 1));
                     }
                 }
+                // Not in `containers` or `initContainers`: synced below.
+                SlotKind::Ephemeral => {}
             }
         }
+        // X1: ephemeral containers start whether or not the pod is initialized.
+        turn.sync_ephemeral(&mut self.slots);
         if gate.is_none() && !initialized {
             tracing::info!(pod.uid = self.uid, "pod initialized");
             self.initialized = true;
@@ -209,15 +213,15 @@ impl Current {
 }
 
 /// What syncing one container needs besides it.
-struct Turn<'a, 'o> {
-    pod: &'a std::sync::Arc<Pod>,
+pub(super) struct Turn<'a, 'o> {
+    pub(super) pod: &'a std::sync::Arc<Pod>,
     target: Target,
-    now: Now,
+    pub(super) now: Now,
     jitter: &'o mut fastrand::Rng,
     objects: &'o mut ObjectsWait,
     /// Starts refused here, to be failed as the runtime's would be.
-    refused: Vec<(String, StartFailure)>,
-    out: &'o mut Vec<Action>,
+    pub(super) refused: Vec<(String, StartFailure)>,
+    pub(super) out: &'o mut Vec<Action>,
 }
 
 impl Turn<'_, '_> {
@@ -261,7 +265,16 @@ impl Turn<'_, '_> {
             probing::probe(pod, container, slot, target, now, self.jitter, self.out);
             return;
         }
-        if !may_start || slot.due().is_none_or(|at| at > now.at) {
+        if may_start {
+            self.start_when_due(slot, hash, None);
+        }
+    }
+
+    /// A container not running, started if its start is due (once the pod's objects
+    /// answered); `target`: the running container whose process namespace it shares (X1).
+    pub(super) fn start_when_due(&mut self, slot: &mut Slot, hash: String, target: Option<String>) {
+        let Turn { pod, now, .. } = *self;
+        if slot.due().is_none_or(|at| at > now.at) {
             return;
         }
         let restart_count = if slot.ran { slot.restart_count + 1 } else { 0 };
@@ -290,6 +303,7 @@ impl Turn<'_, '_> {
             container: slot.name.clone(),
             restart_count,
             hash,
+            target,
         });
     }
 }

@@ -25,6 +25,7 @@ use crate::pod::{CONFIG_SEEN, FullName, Source};
 mod admission;
 mod adopt;
 mod changes;
+mod ephemeral;
 mod evict;
 mod exits;
 mod init;

@@ -50,8 +50,9 @@ impl<R: PodRuntime> PodWorker<R> {
                 // Said once it is done: tests and operators wait for this line.
                 tracing::info!(pod.uid = uid, "pod sandbox removed");
             }
-            Action::StartContainer { pod, container, restart_count, hash } => {
-                let result = self.start(&pod, &container, restart_count, &hash).await;
+            Action::StartContainer { pod, container, restart_count, hash, target } => {
+                let run = Run { restart_count, hash: &hash, target: target.as_deref() };
+                let result = self.start(&pod, &container, run).await;
                 inputs.push_back(match result {
                     Ok(started) => Input::Started { container, started },
                     Err(failure) => Input::StartFailed { container, failure },
@@ -67,7 +68,8 @@ impl<R: PodRuntime> PodWorker<R> {
             Action::CheckExited { container_ids } => self.check_exited(container_ids, inputs).await,
             Action::DeleteTask { container_id, reap } => self.delete_task(container_id, reap).await,
             Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
-                let Some(spec) = outpost_core::pod::container(&pod, &container) else { return };
+                let spec = outpost_core::ephemeral::any_container(&pod, &container);
+                let Some(spec) = spec.as_deref() else { return };
                 let message =
                     runtime.termination_message(&pod, spec, &container_id, exit_code).await;
                 if let Some(message) = message {
@@ -208,20 +210,28 @@ impl<R: PodRuntime> PodWorker<R> {
         &self,
         pod: &Arc<Pod>,
         container: &str,
-        restart_count: u32,
-        hash: &str,
+        run: Run<'_>,
     ) -> Result<Started, StartFailure> {
+        let Run { restart_count, hash, target } = run;
         let runtime = &self.shared.runtime;
         let events = &self.shared.events;
-        let spec = outpost_core::pod::container(pod, container);
-        let (Some(spec), Some((_, sandbox))) = (spec, &self.sandbox) else {
+        // X1: an ephemeral container runs as a container of its fields.
+        let spec = outpost_core::ephemeral::any_container(pod, container);
+        let (Some(spec), Some((_, sandbox))) = (spec.as_deref(), &self.sandbox) else {
             let message = format!("container {container} has no spec or its pod no sandbox");
             return Err(StartFailure::new(WaitingReason::CreateContainerError, message));
         };
         let object = pod_ref(pod, Some(container));
         let image = runtime.ensure_image(pod, spec).await?;
-        let new =
-            NewContainer { pod, sandbox, container: spec, image: &image, restart_count, hash };
+        let new = NewContainer {
+            pod,
+            sandbox,
+            container: spec,
+            image: &image,
+            restart_count,
+            hash,
+            target,
+        };
         let created = runtime.create_container(new).await?;
         events.emit(
             &object,
@@ -245,6 +255,14 @@ impl<R: PodRuntime> PodWorker<R> {
         );
         Ok(Started { id: created.id, image_id: created.image_id, started_at: created.started_at })
     }
+}
+
+/// Which run of a container a start makes.
+struct Run<'a> {
+    restart_count: u32,
+    hash: &'a str,
+    /// X1: the container whose process namespace an ephemeral container joins.
+    target: Option<&'a str>,
 }
 
 /// Removes a container (killing its task first if it runs), also across a containerd
