@@ -11,36 +11,9 @@ use crate::{layout, projection, selector};
 /// what to change in the manifest.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// KEP-3721: the env file a `fileKeyRef` names is not there (and it is not optional).
-    #[error(
-        "{at}: env {name}: fileKeyRef: no file {path:?} in volume {volume:?}; write it before \
-         the container starts (from an init container), or set optional: true"
-    )]
-    EnvFileMissing { at: Subject, name: String, volume: String, path: String },
-
-    /// kubelet's words: the key is not in the file (an empty value counts as none).
-    #[error(
-        "{at}: env {name}: environment variable key {key:?} not found in file {path:?} of \
-         volume {volume:?}; add a {key}=VALUE line, or set optional: true"
-    )]
-    EnvFileKey { at: Subject, name: String, key: String, volume: String, path: String },
-
-    #[error("{at}: env {name}: fileKeyRef: file {path:?} of volume {volume:?}: {source}")]
-    EnvFileFormat {
-        at: Subject,
-        name: String,
-        volume: String,
-        path: String,
-        #[source]
-        source: outpost_core::env_file::Error,
-    },
-
-    /// The API server's rule for `fileKeyRef.path`, which a static pod has not met.
-    #[error(
-        "{at}: env {name}: fileKeyRef.path {path:?} must be a relative path without \"..\" \
-         (a file inside volume {volume:?})"
-    )]
-    EnvFilePath { at: Subject, name: String, volume: String, path: String },
+    /// KEP-3721: a `fileKeyRef` that cannot be resolved (boxed: it names a file).
+    #[error(transparent)]
+    EnvFile(Box<EnvFileError>),
 
     #[error(
         "{at}: env {name}: valueFrom has no source; set fieldRef, resourceFieldRef, \
@@ -299,4 +272,39 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct SourceMount {
     pub path: PathBuf,
     pub mount_point: Option<PathBuf>,
+}
+
+/// Why a `fileKeyRef` variable cannot be set (KEP-3721).
+#[derive(Debug, thiserror::Error)]
+pub enum EnvFileError {
+    /// KEP-3721: the env file a `fileKeyRef` names is not there (and it is not optional).
+    #[error(
+        "{at}: env {name}: fileKeyRef: no file {path:?} in volume {volume:?}; write it before \
+         the container starts (from an init container), or set optional: true"
+    )]
+    Missing { at: Subject, name: String, volume: String, path: String },
+
+    /// kubelet's words: the key is not in the file (an empty value counts as none).
+    #[error(
+        "{at}: env {name}: environment variable key {key:?} not found in file {path:?} of \
+         volume {volume:?}; add a {key}=VALUE line, or set optional: true"
+    )]
+    Key { at: Subject, name: String, key: String, volume: String, path: String },
+
+    #[error("{at}: env {name}: fileKeyRef: file {path:?} of volume {volume:?}: {source}")]
+    Format {
+        at: Subject,
+        name: String,
+        volume: String,
+        path: String,
+        #[source]
+        source: outpost_core::env_file::Error,
+    },
+
+    /// The API server's rule for `fileKeyRef.path`, which a static pod has not met.
+    #[error(
+        "{at}: env {name}: fileKeyRef.path {path:?} must be a relative path without \"..\" \
+         (a file inside volume {volume:?})"
+    )]
+    Path { at: Subject, name: String, volume: String, path: String },
 }

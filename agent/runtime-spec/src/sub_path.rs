@@ -95,7 +95,8 @@ pub fn sub_path_dirs(
     files: &ContainerFiles,
 ) -> Result<Vec<SubPathDir>> {
     let at = Subject::container(ctx.pod, &container.name);
-    let environment = env::environment(ctx, container, None, &files.devices.env, &at)?;
+    let environment =
+        env::environment(ctx, container, None, &files.devices.env, &files.env_files, &at)?;
     let vars = Vars { environment: &environment, devices: &files.devices.env };
     let mut dirs = Vec::new();
     for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {

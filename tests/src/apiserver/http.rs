@@ -457,6 +457,9 @@ async fn serve(
     }
 }
 
+/// What a PUT or PATCH of a subresource makes of the stored object.
+type Change = Box<dyn FnOnce(&Value) -> Result<Value> + Send>;
+
 /// `pods/ephemeralcontainers` (X1, module `ephemeral`): GET gives the pod, PUT and PATCH
 /// change only its ephemeral containers.
 async fn serve_ephemeral_containers(
@@ -470,7 +473,7 @@ async fn serve_ephemeral_containers(
     let store = &shared.store;
     let (namespace, name) =
         (target.namespace.as_deref(), target.name.as_deref().unwrap_or_default());
-    let change: Box<dyn FnOnce(&Value) -> Result<Value> + Send> = match *method {
+    let change: Change = match *method {
         Method::GET => {
             return Ok(json_response(StatusCode::OK, &store.get(&PODS, namespace, name)?));
         }

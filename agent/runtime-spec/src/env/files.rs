@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Container, FileKeySelector, Pod};
 use outpost_core::env_file;
 
 use crate::context::EnvFiles;
-use crate::error::{Error, Result};
+use crate::error::{EnvFileError, Error, Result};
 use crate::subject::Subject;
 
 /// The (volume, path) of each env file the container's variables name, each path
@@ -27,12 +27,12 @@ pub fn file_key_refs(pod: &Pod, container: &Container) -> Result<Vec<(String, St
         let inside = !selector.path.is_empty()
             && path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
         if !inside {
-            return Err(Error::EnvFilePath {
+            return Err(Error::EnvFile(Box::new(EnvFileError::Path {
                 at,
                 name: var.name.clone(),
                 volume: selector.volume_name.clone(),
                 path: selector.path.clone(),
-            });
+            })));
         }
         let file = (selector.volume_name.clone(), selector.path.clone());
         if !files.contains(&file) {
@@ -58,27 +58,34 @@ pub(super) fn file_key(
         if optional {
             return Ok(None);
         }
-        return Err(Error::EnvFileMissing { at: at.clone(), name: name.to_owned(), volume, path });
+        return Err(Error::EnvFile(Box::new(EnvFileError::Missing {
+            at: at.clone(),
+            name: name.to_owned(),
+            volume,
+            path,
+        })));
     };
-    let value = env_file::lookup(text, &selector.key).map_err(|source| Error::EnvFileFormat {
-        at: at.clone(),
-        name: name.to_owned(),
-        volume: volume.clone(),
-        path: path.clone(),
-        source,
+    let value = env_file::lookup(text, &selector.key).map_err(|source| {
+        Error::EnvFile(Box::new(EnvFileError::Format {
+            at: at.clone(),
+            name: name.to_owned(),
+            volume: volume.clone(),
+            path: path.clone(),
+            source,
+        }))
     })?;
     // kubelet 1.34's ParseEnv answers "" for a key it did not find, so an empty value
     // is taken as no value, as there.
     match value.filter(|v| !v.is_empty()) {
         Some(value) => Ok(Some(value.to_owned())),
         None if optional => Ok(None),
-        None => Err(Error::EnvFileKey {
+        None => Err(Error::EnvFile(Box::new(EnvFileError::Key {
             at: at.clone(),
             name: name.to_owned(),
             key: selector.key.clone(),
             volume,
             path,
-        }),
+        }))),
     }
 }
 
