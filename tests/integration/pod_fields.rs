@@ -73,7 +73,7 @@ spec:
 /// of its IP in `/etc/hosts` (no domain), as kubelet 1.34 makes them.
 #[needs(pods)]
 #[test]
-fn hostname_override_is_the_containers_hostname() {
+fn a1_hostname_override_is_the_containers_hostname() {
     let node = Node::new();
     let agent = node.start();
     let yaml = format!(
@@ -108,7 +108,7 @@ spec:
 /// required key that is missing keeps a container from being created, naming the key.
 #[needs(pods)]
 #[test]
-fn file_key_ref_reads_the_env_file_an_init_container_wrote() {
+fn a1_file_key_ref_reads_the_env_file_an_init_container_wrote() {
     let node = Node::new();
     let agent = node.start();
     let yaml = format!(

@@ -162,6 +162,11 @@ pub fn prepare_create(
     meta.remove("resourceVersion");
     if resource == &PODS {
         meta.insert("generation".into(), json!(1));
+        // SetDefaults_PodSpec: a pod always has a securityContext (clients such as
+        // `kubectl debug` read it without a nil check).
+        if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.entry("securityContext").or_insert_with(|| json!({}));
+        }
         let qos = qos_class(&object);
         set_field(&mut object, "status", Some(&json!({ "phase": "Pending", "qosClass": qos })));
     }
