@@ -317,3 +317,13 @@ fn node_rules_runtime_classes_are_read_only() {
         assert!(!allowed(&store, &a), "{a:?}");
     }
 }
+
+#[test]
+fn x1_a_node_may_not_add_ephemeral_containers_even_to_its_own_pods() {
+    // RBAC's system:node role has no pods/ephemeralcontainers: only a user adds them.
+    let attrs = Attributes {
+        subresource: "ephemeralcontainers".into(),
+        ..attrs("patch", "pods", "default", "web")
+    };
+    assert!(!allowed(&store(), &attrs));
+}
