@@ -151,16 +151,22 @@ pub fn resizable_part(resources: Option<&ResourceRequirements>) -> Option<Resour
     let resources = resources?;
     let requests = keep(resources.requests.as_ref());
     let limits = keep(resources.limits.as_ref());
-    (requests.is_some() || limits.is_some())
-        .then(|| ResourceRequirements { requests, limits, ..ResourceRequirements::default() })
+    (requests.is_some() || limits.is_some()).then(|| ResourceRequirements {
+        requests,
+        limits,
+        ..ResourceRequirements::default()
+    })
 }
 
 /// `container`'s resources with its cpu and memory taken from `from` (the others, and
 /// claims, stay the container's).
-fn with_resizable(container: &Container, from: Option<&ResourceRequirements>) -> ResourceRequirements {
+fn with_resizable(
+    container: &Container,
+    from: Option<&ResourceRequirements>,
+) -> ResourceRequirements {
     let mut resources = container.resources.clone().unwrap_or_default();
     let merge = |mine: &mut Option<BTreeMap<String, ApiQuantity>>,
-                     theirs: Option<&BTreeMap<String, ApiQuantity>>| {
+                 theirs: Option<&BTreeMap<String, ApiQuantity>>| {
         let mut list = mine.take().unwrap_or_default();
         list.retain(|name, _| !RESIZABLE.contains(&name.as_str()));
         for (name, quantity) in theirs.into_iter().flatten() {
@@ -217,7 +223,12 @@ pub fn differs(desired: &Pod, allocated: &BTreeMap<String, ResourceRequirements>
 /// kubelet's `canResizePod`: whether the node can allocate `desired` (the pod with its
 /// resized resources), which now holds `allocated`, beside `others` (the other active
 /// pods, with their allocated resources).
-pub fn decide(node: &Node, others: &[Admitted], allocated: &Pod, desired: &Pod) -> Result<(), Pending> {
+pub fn decide(
+    node: &Node,
+    others: &[Admitted],
+    allocated: &Pod,
+    desired: &Pod,
+) -> Result<(), Pending> {
     if qos_class(allocated) != qos_class(desired) {
         return Err(Pending {
             reason: PendingReason::Infeasible,

@@ -30,8 +30,11 @@ fn burstable(uid: &str, cpu: (&str, &str), memory: (&str, &str)) -> Pod {
 }
 
 fn node(cpu_milli: i64, memory: i64) -> Node {
-    let allocatable =
-        BTreeMap::from([("cpu".into(), cpu_milli), ("memory".into(), memory), ("pods".into(), 110)]);
+    let allocatable = BTreeMap::from([
+        ("cpu".into(), cpu_milli),
+        ("memory".into(), memory),
+        ("pods".into(), 110),
+    ]);
     Node { name: "edge".into(), allocatable, ..Node::default() }
 }
 
@@ -53,7 +56,10 @@ fn k6_more_than_allocatable_is_infeasible_with_kubelets_message() {
     let desired = burstable("a", ("5", "5"), ("64Mi", "128Mi"));
     let pending = decide(&node(2000, 1 << 30), &[], &allocated, &desired).unwrap_err();
     assert_eq!(pending.reason, PendingReason::Infeasible);
-    assert_eq!(pending.message, "Node didn't have enough capacity: cpu, requested: 5000, capacity: 2000");
+    assert_eq!(
+        pending.message,
+        "Node didn't have enough capacity: cpu, requested: 5000, capacity: 2000"
+    );
     // Memory is named first when both are short, as kubelet does.
     let desired = burstable("a", ("5", "6"), ("2Gi", "3Gi"));
     let pending = decide(&node(2000, 1 << 30), &[], &allocated, &desired).unwrap_err();
@@ -82,7 +88,10 @@ fn k6_a_resize_never_changes_the_qos_class() {
     let allocated = burstable("a", ("100m", "200m"), ("64Mi", "128Mi"));
     let desired = burstable("a", ("200m", "200m"), ("128Mi", "128Mi"));
     let pending = decide(&node(2000, 1 << 30), &[], &allocated, &desired).unwrap_err();
-    assert_eq!(pending, Pending { reason: PendingReason::Infeasible, message: QOS_CHANGE_MESSAGE.into() });
+    assert_eq!(
+        pending,
+        Pending { reason: PendingReason::Infeasible, message: QOS_CHANGE_MESSAGE.into() }
+    );
 }
 
 #[test]
@@ -91,7 +100,10 @@ fn k6_the_allocated_pod_keeps_the_allocation_until_it_changes() {
     let desired = burstable("a", ("5", "5"), ("64Mi", "128Mi"));
     let pod = allocated_pod(&desired, &allocation(&allocated));
     assert!(!differs(&pod, &allocation(&allocated)));
-    assert_eq!(pod.spec.as_ref().unwrap().containers[0].resources, allocated.spec.unwrap().containers[0].resources);
+    assert_eq!(
+        pod.spec.as_ref().unwrap().containers[0].resources,
+        allocated.spec.unwrap().containers[0].resources
+    );
 }
 
 #[test]
@@ -121,10 +133,18 @@ fn k6_resize_policy_restarts_only_for_its_resource() {
 
 #[test]
 fn k6_memory_request_alone_changes_no_cgroup() {
-    let a = Amounts::of(burstable("a", ("1", "2"), ("1Gi", "2Gi")).spec.unwrap().containers[0].resources.as_ref());
-    let b = Amounts::of(burstable("a", ("1", "2"), ("1500Mi", "2Gi")).spec.unwrap().containers[0].resources.as_ref());
+    let a = Amounts::of(
+        burstable("a", ("1", "2"), ("1Gi", "2Gi")).spec.unwrap().containers[0].resources.as_ref(),
+    );
+    let b = Amounts::of(
+        burstable("a", ("1", "2"), ("1500Mi", "2Gi")).spec.unwrap().containers[0]
+            .resources
+            .as_ref(),
+    );
     assert!(a.changed(&b).is_empty());
-    let c = Amounts::of(burstable("a", ("1", "3"), ("1Gi", "3Gi")).spec.unwrap().containers[0].resources.as_ref());
+    let c = Amounts::of(
+        burstable("a", ("1", "3"), ("1Gi", "3Gi")).spec.unwrap().containers[0].resources.as_ref(),
+    );
     assert_eq!(a.changed(&c), vec![Resource::Cpu, Resource::Memory]);
 }
 
