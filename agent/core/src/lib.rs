@@ -13,6 +13,7 @@
 //! - [`eviction`]: node-pressure eviction (E1–E2): signals, thresholds, pressure conditions, ranking.
 //! - [`gc`]: garbage collection of dead containers and images, ephemeral-storage limits (G1).
 //! - [`qos`]: a pod's QoS class and resource totals (Q1); [`quantity`]: resource quantities.
+//! - [`resize`]: in-place resize of a running pod's cpu and memory (K6): allocation, its order.
 //! - [`resource_config`]: the limits of the pods', QoS classes' and pods cgroups (Q2).
 //! - [`runtime_class`]: the runtime handler a pod runs with, from its RuntimeClass (D5).
 //! - [`container_log`]: which container instance a log request reads (kubelet's choice from the status).
@@ -67,6 +68,7 @@ pub mod pod_worker;
 pub mod probe;
 pub mod qos;
 pub mod quantity;
+pub mod resize;
 pub mod resource_config;
 pub mod runtime_class;
 pub mod source;

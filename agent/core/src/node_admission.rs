@@ -33,7 +33,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node as ApiNode, Pod, Taint};
 
 pub use self::affinity::required_matches;
-pub use self::fit::{Insufficient, pod_requests};
+pub use self::fit::{Insufficient, insufficient, pod_requests};
 pub use self::preempt::{PREEMPTED_CONDITION_MESSAGE, PREEMPTED_MESSAGE, PREEMPTED_REASON};
 use crate::pod::{self, CONFIG_MIRROR, Source};
 

@@ -25,6 +25,7 @@ mod input;
 mod kill;
 pub mod objects;
 mod probing;
+mod resizing;
 pub mod slot;
 pub mod status;
 mod stop;
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
-pub use self::action::{Action, Metric, Step, StopSignal};
+pub use self::action::{Action, Metric, ResizeContainer, Step, StopSignal};
 pub use self::input::{
     Answers, Desired, Exit, ExitSource, Found, FoundTask, Input, RecordedExit, SandboxProblem,
     SandboxReason, StartFailure, Started,
@@ -154,6 +155,8 @@ struct Current {
     slots: Vec<Slot>,
     /// Stopped by a node shutdown and reported so.
     shut_down: bool,
+    /// The in-place resize of its containers (K6).
+    resize: resizing::Resize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,7 +291,9 @@ impl PodWorker {
             initialized: current.initialized,
             failed: current.failed.as_ref(),
         };
-        Some((&current.uid, status::pod_status(&view, now)))
+        let mut status = status::pod_status(&view, now);
+        current.resize_status(&mut status, now);
+        Some((&current.uid, status))
     }
 
     /// The current pod's UID (or the refused one's).
@@ -352,6 +357,7 @@ impl PodWorker {
                 self.termination_message(&container_id, message);
             }
             Input::ObjectsChanged(answers) => self.objects_changed(answers, now, out),
+            Input::Resized { applied, error } => self.resized(applied, error),
             Input::Resync => {
                 // Running containers, and those a stop under way waits for: their exits
                 // may have gone by while containerd was away.
@@ -456,7 +462,9 @@ impl PodWorker {
                     self.settings.crash_loop,
                     now,
                 );
+                current.resize.pending = desired.resize_pending;
                 let refused = current.sync(now, host_ip, &mut self.jitter, out);
+                current.resize_running(out);
                 // K1: as if the runtime had failed them (its result, decided here).
                 for (container, failure) in refused {
                     self.start_failed(&container, failure, now, out);
@@ -654,8 +662,29 @@ fn same_labels_and_annotations(a: &Pod, b: &Pod) -> bool {
 }
 
 /// The hash of a container's spec, as kubelet labels containers with it: a different
-/// hash means the container must be recreated.
+/// hash means the container must be recreated. Its cpu and memory and its
+/// `resizePolicy` are left out, as kubelet hashes a container with in-place resize on
+/// (K6): a change of them is a resize ([`crate::resize`]), not a new container.
 pub fn container_hash(container: &Container) -> String {
+    let mut container = container.clone();
+    container.resize_policy = None;
+    if let Some(resources) = container.resources.as_mut() {
+        for list in [&mut resources.requests, &mut resources.limits] {
+            if let Some(l) = list.as_mut() {
+                l.retain(|name, _| !crate::resize::RESIZABLE.contains(&name.as_str()));
+            }
+            if list.as_ref().is_some_and(std::collections::BTreeMap::is_empty) {
+                *list = None;
+            }
+        }
+    }
+    legacy_container_hash(&container)
+}
+
+/// The hash agents before in-place resize labelled containers with (the whole spec): a
+/// container an earlier agent made with it is its spec's container all the same, and is
+/// adopted, not restarted, after an upgrade.
+pub fn legacy_container_hash(container: &Container) -> String {
     let bytes = serde_json::to_vec(container).unwrap_or_default();
     format!("{:x}", xxhash_rust::xxh3::xxh3_64(&bytes))
 }

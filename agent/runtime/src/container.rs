@@ -13,7 +13,7 @@ use containerd_client::services::v1::snapshots::{PrepareSnapshotRequest, RemoveS
 use containerd_client::services::v1::{
     CloseIoRequest, Container, CreateContainerRequest, CreateTaskRequest, DeleteContainerRequest,
     DeleteTaskRequest, GetContainerRequest, GetRequest, KillRequest, ListContainersRequest,
-    ListTasksRequest, StartRequest, UpdateContainerRequest, WaitRequest,
+    ListTasksRequest, StartRequest, UpdateContainerRequest, UpdateTaskRequest, WaitRequest,
 };
 use containerd_client::types::v1::{Process, Status};
 use oci_spec::runtime::Spec;
@@ -49,6 +49,11 @@ pub const LABEL_EXIT_CODE: &str = "io.outpost.container.exitCode";
 pub const LABEL_STARTED_AT: &str = "io.outpost.container.startedAt";
 pub const LABEL_FINISHED_AT: &str = "io.outpost.container.finishedAt";
 pub const LABEL_REASON: &str = "io.outpost.container.reason";
+/// K6: the cpu and memory (a `ResourceRequirements` as JSON) a resize set the running
+/// container to; its spec still has those it was created with.
+pub const LABEL_RESOURCES: &str = "io.outpost.container.resources";
+/// containerd's type of a task update's resources.
+const RESOURCES_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources";
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -249,6 +254,26 @@ pub async fn kill(containerd: &Containerd, id: &str, signal: i32, all: bool) -> 
         Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(()),
         Err(source) => Err(failed(id, "signalling the task", source)),
     }
+}
+
+/// K6: sets the running task's cgroup limits to `resources` (containerd's `UpdateTask`,
+/// runc's `update`), without a restart; what `resources` leaves unset stays.
+pub async fn update_resources(
+    containerd: &Containerd,
+    id: &str,
+    resources: &oci_spec::runtime::LinuxResources,
+) -> Result<()> {
+    let value = serde_json::to_vec(resources).unwrap_or_default();
+    let request = UpdateTaskRequest {
+        container_id: id.to_owned(),
+        resources: Some(prost_types::Any { type_url: RESOURCES_TYPE_URL.to_owned(), value }),
+        ..UpdateTaskRequest::default()
+    };
+    containerd
+        .in_shim(containerd.tasks().update(request))
+        .await
+        .map_err(|source| failed(id, "updating the task's resources (runc update)", source))?;
+    Ok(())
 }
 
 /// The task's process as containerd sees it (`None`: no task).

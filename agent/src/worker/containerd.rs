@@ -3,6 +3,7 @@
 
 mod handler;
 mod prefetch;
+mod resize;
 mod sandbox;
 
 use std::collections::{HashMap, HashSet};
@@ -490,6 +491,15 @@ impl PodRuntime for Pods {
     async fn remove_orphans(&self, owned: &HashSet<String>) {
         sandbox::remove_orphans(self, owned).await;
     }
+
+    async fn resize(
+        &self,
+        pod: &Pod,
+        actual: &Pod,
+        containers: &[outpost_core::pod_worker::ResizeContainer],
+    ) -> (Vec<(String, k8s_openapi::api::core::v1::ResourceRequirements)>, Option<String>) {
+        resize::resize(self, pod, actual, containers).await
+    }
 }
 
 /// What a listed container's labels and task say, for adoption.
@@ -528,6 +538,9 @@ fn found(listed: Listed) -> Option<(FullName, Found)> {
             reason: label(LABEL_REASON),
             finished_at: listed.label(LABEL_FINISHED_AT).and_then(|t| t.parse().ok()),
         },
+        resources: listed
+            .label(crate::runtime::container::LABEL_RESOURCES)
+            .and_then(|r| serde_json::from_str(r).ok()),
         id: listed.id,
     };
     Some((name, found))

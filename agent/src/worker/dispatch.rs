@@ -11,6 +11,7 @@ use outpost_core::merge::{DeltaOp, PodDelta};
 use outpost_core::node_shutdown;
 use outpost_core::pod::{FullName, Source};
 use outpost_core::pod_worker::{Desired, Found};
+use outpost_core::resize::PendingReason;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,8 @@ struct Workers<R: PodRuntime> {
     synced: bool,
     /// The node's admission of new pods (K4).
     admission: Admission,
+    /// K6: the pods (by UID) whose resize waits for room, as last desired.
+    deferred: HashMap<String, PodDelta>,
 }
 
 /// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
@@ -120,6 +123,7 @@ impl<R: PodRuntime> Workers<R> {
             priorities: HashMap::new(),
             synced: false,
             admission,
+            deferred: HashMap::new(),
         }
     }
 
@@ -132,6 +136,7 @@ impl<R: PodRuntime> Workers<R> {
             let pod = self.desire(delta);
             self.send(name, Message::Desired(pod));
         }
+        self.retry_deferred();
         if batch.synced && !self.synced {
             self.synced = true;
             self.remove_orphans().await;
@@ -163,7 +168,33 @@ impl<R: PodRuntime> Workers<R> {
         }
         let rejected = self.admission.rejection(&uid).cloned();
         let answers = objects.answers(&delta.pod);
-        Some(Desired { source: delta.source, pod: delta.pod, rejected, answers })
+        // K6: the worker runs the pod with its allocated resources.
+        let (pod, resize_pending) = self.admission.allocate(&delta.pod, &self.shared.statuses);
+        let deferred = resize_pending.as_ref().is_some_and(|p| p.reason == PendingReason::Deferred);
+        if deferred {
+            self.deferred.insert(uid, delta.clone());
+        } else {
+            self.deferred.remove(&uid);
+        }
+        Some(Desired { source: delta.source, pod, rejected, answers, resize_pending })
+    }
+
+    /// K6: resizes deferred for want of room are tried again once a batch has changed
+    /// what the other pods hold (kubelet retries pending resizes as pods go).
+    fn retry_deferred(&mut self) {
+        let deferred: Vec<PodDelta> = self.deferred.values().cloned().collect();
+        for delta in deferred {
+            let uid = outpost_core::pod::uid(&delta.pod);
+            let name = FullName::of(&delta.pod);
+            if self.desired.get(&name).is_none_or(|desired| desired != uid) {
+                self.deferred.remove(uid);
+                continue;
+            }
+            let desired = self.desire(delta);
+            if desired.as_ref().is_some_and(|d| d.resize_pending.is_none()) {
+                self.send(name, Message::Desired(desired));
+            }
+        }
     }
 
     /// K4: the pods `deltas` remove or replace leave the node's admission; the new ones
@@ -185,6 +216,18 @@ impl<R: PodRuntime> Workers<R> {
         let shared = &self.shared;
         let (statuses, events) = (&shared.statuses, &shared.events);
         let preempted = self.admission.batch(deltas, statuses, events, adopted, synced).await;
+        // K6: adopted pods' allocation is what their containers were resized to.
+        for delta in deltas {
+            let uid = outpost_core::pod::uid(&delta.pod);
+            let found = self.found.get(&FullName::of(&delta.pod)).into_iter().flatten();
+            let allocation: std::collections::BTreeMap<_, _> = found
+                .filter(|f| f.pod_uid.as_deref() == Some(uid))
+                .filter_map(|f| Some((f.container.clone()?, f.resources.clone()?)))
+                .collect();
+            if !allocation.is_empty() {
+                self.admission.restore_allocation(uid, &allocation);
+            }
+        }
         for (name, uid) in preempted {
             self.send(name, Message::Preempt { uid });
         }

@@ -282,6 +282,17 @@ impl PodRuntime for Fake {
         owned.sort_unstable();
         self.call(format!("remove_orphans but {}", owned.join(","))).await;
     }
+
+    async fn resize(
+        &self,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+        _actual: &k8s_openapi::api::core::v1::Pod,
+        containers: &[outpost_core::pod_worker::ResizeContainer],
+    ) -> (Vec<(String, k8s_openapi::api::core::v1::ResourceRequirements)>, Option<String>) {
+        let ids: Vec<&str> = containers.iter().map(|c| c.container_id.as_str()).collect();
+        self.call(format!("resize {}", ids.join(","))).await;
+        (containers.iter().map(|c| (c.container_id.clone(), c.resources.clone())).collect(), None)
+    }
 }
 
 /// Lets every task that can run, run (the fake never waits unless held): yields leave
@@ -352,6 +363,7 @@ pub fn found_running(id: &str, uid: &str, container: &Container, restart_count: 
         grace: Some(Duration::from_secs(30)),
         task: FoundTask::Running,
         recorded_exit: pod_worker::RecordedExit::default(),
+        resources: None,
     }
 }
 

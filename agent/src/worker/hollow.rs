@@ -252,6 +252,16 @@ impl PodRuntime for Arc<Hollow> {
     }
 
     async fn remove_orphans(&self, _owned: &HashSet<String>) {}
+
+    async fn resize(
+        &self,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+        _actual: &k8s_openapi::api::core::v1::Pod,
+        containers: &[outpost_core::pod_worker::ResizeContainer],
+    ) -> (Vec<(String, k8s_openapi::api::core::v1::ResourceRequirements)>, Option<String>) {
+        // A hollow node's containers have no cgroups: every resize takes.
+        (containers.iter().map(|c| (c.container_id.clone(), c.resources.clone())).collect(), None)
+    }
 }
 
 #[cfg(test)]

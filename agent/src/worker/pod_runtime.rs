@@ -9,10 +9,12 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use k8s_openapi::jiff::Timestamp;
 use outpost_core::pod::FullName;
-use outpost_core::pod_worker::{Found, SandboxProblem, StartFailure, StopSignal, Terminated};
+use outpost_core::pod_worker::{
+    Found, ResizeContainer, SandboxProblem, StartFailure, StopSignal, Terminated,
+};
 
 use crate::runtime::container;
 use crate::runtime::events::TaskEvent;
@@ -169,6 +171,17 @@ pub trait PodRuntime: Send + Sync + 'static {
         &self,
         deliver: impl FnMut(TaskEvent) -> bool + Send,
     ) -> impl Future<Output = ()> + Send;
+
+    /// K6: resizes the running `containers` of `pod` (with its allocated resources) in
+    /// place, and its cgroup, from `actual` (the pod with the resources they run with):
+    /// the containers updated (by id, with their new resources), and the error that
+    /// stopped it.
+    fn resize(
+        &self,
+        pod: &Pod,
+        actual: &Pod,
+        containers: &[ResizeContainer],
+    ) -> impl Future<Output = (Vec<(String, ResourceRequirements)>, Option<String>)> + Send;
 
     /// Removes the sandboxes (namespaces, files, cgroups, network) of every pod whose UID
     /// is not in `owned` (M9's orphans).

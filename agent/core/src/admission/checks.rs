@@ -343,6 +343,21 @@ pub(super) fn container_restart_policy(review: &mut Review<'_>, field: &str, val
     );
 }
 
+/// K6: an app container's (or sidecar's) `resizePolicy` says how in-place resize treats
+/// it; an init container is never resized.
+pub(super) fn resize_policy(review: &mut Review<'_>, field: &str, _value: &Value) {
+    if review.in_init_container {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}: on an init container is not supported: in-place resize (K6) is for \
+                 app containers; remove it"
+            ),
+        );
+    }
+}
+
 /// `Merge` (the default: the image's groups of the user too); `Strict` is not implemented.
 pub(super) fn supplemental_groups_policy(review: &mut Review<'_>, field: &str, value: &Value) {
     one_of(review, field, value, &["Merge"]);

@@ -198,7 +198,7 @@ pub(super) const CONTAINER: Table = &[
     ("ports[].name", Supported),
     ("ports[].protocol", Supported),
     ("readinessProbe", Supported),
-    ("resizePolicy", Refused("in-place resize is not implemented; remove resizePolicy (a changed manifest recreates the pod)")),
+    ("resizePolicy", Check(S, checks::resize_policy)),
     ("resources.claims", Refused(DRA)),
     ("resources.limits", Check(S, checks::resources)),
     ("resources.requests", Check(S, checks::resources)),

@@ -135,6 +135,15 @@ pub enum Action {
         container_id: String,
         background: bool,
     },
+    /// K6: update the running containers' cgroups to their allocated resources in place
+    /// (and the pod's cgroup, in [`crate::resize::order`]), recording them in the
+    /// containers' labels → `Resized`. `pod` carries the allocated resources, `actual`
+    /// those the containers run with now.
+    ResizeContainers {
+        pod: Arc<Pod>,
+        actual: Arc<Pod>,
+        containers: Vec<ResizeContainer>,
+    },
     Event {
         pod: Arc<Pod>,
         container: Option<String>,
@@ -147,6 +156,16 @@ pub enum Action {
     RemoveStatus {
         uid: String,
     },
+}
+
+/// One running container of a resize, and its resources after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResizeContainer {
+    pub name: String,
+    pub container_id: String,
+    pub resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    /// The resources whose cgroup values change.
+    pub changed: Vec<crate::resize::Resource>,
 }
 
 /// The result of a step.

@@ -35,17 +35,19 @@ impl PodWorker {
         let app = pod.spec.iter().flat_map(|s| &s.containers).map(|c| (c, SlotKind::App));
         let mut slots: Vec<Slot> = init
             .chain(app)
-            .map(|(c, kind)| Slot::new(&c.name, kind, super::container_hash(c), crash_loop, now.at))
+            .map(|(c, kind)| {
+                let mut slot =
+                    Slot::new(&c.name, kind, super::container_hash(c), crash_loop, now.at);
+                slot.resources = crate::resize::resizable_part(c.resources.as_ref());
+                slot
+            })
             .collect();
         super::ephemeral::add_slots(&mut slots, pod, self.settings.crash_loop, now);
         found.sort_by_key(|f| f.restart_count);
         for container in found.into_iter().rev() {
             let name = container.container.as_deref().unwrap_or_default();
             match slots.iter_mut().find(|s| s.name == name) {
-                Some(slot)
-                    if slot.id.is_none()
-                        && container.hash.as_deref() == Some(slot.hash.as_str()) =>
-                {
+                Some(slot) if slot.id.is_none() && same_spec(pod, slot, &container) => {
                     adopt_container(policy, slot, container, now, out);
                 }
                 // An earlier exit of an adopted container: a dead container, left to the
@@ -88,8 +90,17 @@ impl PodWorker {
             sandbox_backoff: Backoff::new(SANDBOX_RETRY_INITIAL, SANDBOX_RETRY_MAX),
             slots,
             shut_down: false,
+            resize: super::resizing::Resize::default(),
         }
     }
+}
+
+/// Whether `found` was made from the spec `slot` stands for: its hash label is the
+/// spec's, or the hash an agent before in-place resize gave the same spec (K6).
+fn same_spec(pod: &Pod, slot: &Slot, found: &Found) -> bool {
+    let Some(hash) = found.hash.as_deref() else { return false };
+    hash == slot.hash
+        || pod::container(pod, &slot.name).is_some_and(|c| super::legacy_container_hash(c) == hash)
 }
 
 /// A sandbox that cannot be set up is tried again after 1 s, doubling (jittered) up to
@@ -110,6 +121,10 @@ fn adopt_container(
 ) {
     slot.restart_count = found.restart_count;
     slot.ran = true;
+    // K6: what the container was resized to, or else made with.
+    if found.resources.is_some() {
+        slot.resources = found.resources.clone();
+    }
     let started_at = found.started_at.unwrap_or(now.wall);
     let recorded = &found.recorded_exit;
     let (exit_code, finished_at) = match found.task {

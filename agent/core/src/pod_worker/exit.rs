@@ -44,6 +44,7 @@ impl PodWorker {
         slot.oom = None;
         slot.stopped_running();
         slot.running_since = Some(now.at);
+        slot.resources = crate::resize::resizable_part(spec.and_then(|c| c.resources.as_ref()));
         let hook = probing::post_start(&pod, spec, slot, target, out);
         if let Some(seen) = seen {
             let latency = started.started_at.duration_since(seen).unsigned_abs();

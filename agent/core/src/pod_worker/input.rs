@@ -22,6 +22,9 @@ pub struct Desired {
     pub rejected: Option<crate::node_admission::Rejection>,
     /// What the objects' cache has answered of the objects the pod refers to.
     pub answers: Answers,
+    /// K6: a resize of the pod the node has not allocated (the pod's containers carry
+    /// their allocated resources meanwhile).
+    pub resize_pending: Option<crate::resize::Pending>,
 }
 
 /// What the node knows of the API objects a pod refers to (V1, K1), as the objects'
@@ -53,7 +56,7 @@ impl Default for Answers {
 }
 
 /// A container an earlier run of the agent left, as the runtime lists it (its labels).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Found {
     pub id: String,
     pub pod_uid: Option<String>,
@@ -66,6 +69,8 @@ pub struct Found {
     pub task: FoundTask,
     /// How it ended, as recorded in its labels once its task was deleted.
     pub recorded_exit: RecordedExit,
+    /// K6: the cpu and memory it was resized to, as recorded in its labels.
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// A found container's task.
@@ -236,6 +241,12 @@ pub enum Input {
     /// within the shorter of its own grace period and the group's, report it, end.
     ShutdownWithin {
         grace: Duration,
+    },
+    /// K6: the resize of [`super::Action::ResizeContainers`] ran: the containers (ids)
+    /// now at their new resources, and the error that stopped it, if one did.
+    Resized {
+        applied: Vec<(String, k8s_openapi::api::core::v1::ResourceRequirements)>,
+        error: Option<String>,
     },
     /// A wake-up time came due.
     Tick,

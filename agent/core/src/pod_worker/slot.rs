@@ -187,6 +187,9 @@ pub struct Slot {
     pub kill: Option<Kill>,
     /// Its start put off for its pod's objects (V1): when it was due, and until when.
     held: Option<(Instant, Instant)>,
+    /// The cpu and memory its current container runs with (K6: kubelet's actuated
+    /// resources; a resize changes them in place).
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// Why a running container is killed on its own (not with its pod).
@@ -243,6 +246,7 @@ impl Slot {
             probes: None,
             kill: None,
             held: None,
+            resources: None,
         }
     }
 

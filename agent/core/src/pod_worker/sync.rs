@@ -13,7 +13,7 @@ use super::objects::{Gate, Needs, ObjectsWait, SERVICES_NOT_READ};
 use super::slot::{self, KillReason, Slot, SlotKind, SlotState, WaitingReason, creating};
 use super::{
     Action, Current, Now, PodFailure, PodFailureReason, Sandbox, StartFailure, container_hash,
-    kill, probing,
+    kill, probing, resizing,
 };
 use crate::event_aggregate::{EventType, reason};
 use crate::probe::Target;
@@ -260,6 +260,12 @@ impl Turn<'_, '_> {
             }
             slot.hash.clone_from(&hash);
             slot.state = creating(now.at);
+        }
+        // K6: a resize whose resizePolicy restarts the container.
+        if slot.is_running()
+            && resizing::restart_for_resize(pod, container, slot, target, now, self.out)
+        {
+            return;
         }
         if slot.is_running() {
             probing::probe(pod, container, slot, target, now, self.jitter, self.out);

@@ -35,6 +35,7 @@ mod node_admission;
 mod objects;
 mod probes;
 mod qos;
+mod resize;
 mod start;
 mod stop;
 
@@ -126,6 +127,7 @@ impl P {
             pod: Arc::new(self.0.clone()),
             rejected: None,
             answers: Answers::ALL,
+            resize_pending: None,
         }))
     }
 }
@@ -146,6 +148,7 @@ fn found(id: &str, uid: &str, container: &str, restart_count: u32, hash: &str) -
         grace: None,
         task: FoundTask::Running,
         recorded_exit: RecordedExit::default(),
+        resources: None,
     }
 }
 
@@ -377,6 +380,11 @@ fn show(action: &Action) -> String {
             format!("Count PodStarted {source} {latency:?}")
         }
         Action::RemoveStatus { uid } => format!("RemoveStatus {uid}"),
+        Action::ResizeContainers { containers, .. } => {
+            let resized: Vec<String> =
+                containers.iter().map(|c| format!("{}/{}", c.name, c.container_id)).collect();
+            format!("ResizeContainers {}", resized.join(","))
+        }
         Action::RefreshVolumes { pod: p } => format!("RefreshVolumes {}", pod::uid(p)),
         Action::ReleaseVolumes { uid } => format!("ReleaseVolumes {uid}"),
         Action::Probe { container, container_id, kind, handler, timeout, .. } => format!(

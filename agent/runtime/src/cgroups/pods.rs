@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError};
 use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod;
 use outpost_core::qos::{QosClass, qos_class};
+use outpost_core::resize::Resource;
 use outpost_core::resource_config::{self, ResourceConfig};
 use outpost_host::Host;
 
@@ -115,6 +116,26 @@ impl PodCgroups {
             }
         }
         Ok(name)
+    }
+
+    /// K6: sets the cgroup of pod `pod` (with its allocated resources) to its limits of
+    /// `resource`, leaving the others; the Burstable cgroup's cpu shares follow its pods'
+    /// requests.
+    pub fn resize_pod(&self, pod: &Pod, resource: Resource) -> Result<(), Error> {
+        let name = self.pod_name(pod);
+        let config = resource_config::for_pod(pod, self.pod_pids_limit);
+        match self.layout.driver {
+            Driver::Cgroupfs => {
+                tree::apply_part(&self.hierarchy, &self.path(&name), &config, resource)?
+            }
+            Driver::Systemd => self.make(&name, Some(&config))?,
+        }
+        if resource == Resource::Cpu && qos_class(pod) == QosClass::Burstable {
+            let mut pods = self.burstable.lock().unwrap_or_else(PoisonError::into_inner);
+            pods.insert(pod::uid(pod).to_owned(), pod.clone());
+            self.apply_qos(QosClass::Burstable, &pods)?;
+        }
+        Ok(())
     }
 
     /// The name of the cgroup pod `pod` has under this layout.

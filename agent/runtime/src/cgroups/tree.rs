@@ -9,6 +9,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use outpost_core::resize::Resource;
 use outpost_core::resource_config::{ResourceConfig, shares_to_weight};
 
 use super::Hierarchy;
@@ -86,6 +87,26 @@ pub fn create(hierarchy: &Hierarchy, path: &str) -> Result<(), Error> {
 /// Sets cgroup `path`'s limits to `config`. A limit whose file is missing is an error,
 /// unless the value is "unlimited" (that controller's tree is not mounted).
 pub fn apply(hierarchy: &Hierarchy, path: &str, config: &ResourceConfig) -> Result<(), Error> {
+    write(hierarchy, path, config, None)
+}
+
+/// K6: sets cgroup `path`'s limits of `resource` (cpu shares, quota and period; or the
+/// memory limit) to `config`'s, leaving the others.
+pub fn apply_part(
+    hierarchy: &Hierarchy,
+    path: &str,
+    config: &ResourceConfig,
+    resource: Resource,
+) -> Result<(), Error> {
+    write(hierarchy, path, config, Some(resource))
+}
+
+fn write(
+    hierarchy: &Hierarchy,
+    path: &str,
+    config: &ResourceConfig,
+    part: Option<Resource>,
+) -> Result<(), Error> {
     let quota = config.cpu_quota;
     let memory = config.memory_limit;
     let pids = config.pids_limit;
@@ -115,7 +136,20 @@ pub fn apply(hierarchy: &Hierarchy, path: &str, config: &ResourceConfig) -> Resu
             ]
         }
     };
+    let of = |file: &PathBuf| {
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with("cpu.") {
+            Some(Resource::Cpu)
+        } else if name.starts_with("memory.") {
+            Some(Resource::Memory)
+        } else {
+            None
+        }
+    };
     for (file, value, required) in writes {
+        if part.is_some() && of(&file) != part {
+            continue;
+        }
         if !required && !file.exists() {
             continue;
         }

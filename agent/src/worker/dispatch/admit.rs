@@ -22,14 +22,15 @@
 //!   pods are preempted through their workers (kubelet waits for them to stop before
 //!   it starts the critical pod; here the critical pod's sandbox is set up meanwhile).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
 use outpost_core::event_aggregate::EventType;
 use outpost_core::merge::{DeltaOp, PodDelta};
 use outpost_core::node_admission::{self, Admitted, Node, Rejection, Verdict};
 use outpost_core::pod::{self, FullName};
+use outpost_core::resize::{self, Pending};
 use tokio::sync::watch;
 
 use crate::apiserver::events::{Recorder, pod_ref};
@@ -174,6 +175,57 @@ impl Admission {
             }
         }
         preemptions
+    }
+
+    /// K6: the version `pod` of an admitted pod against its allocation (the pod as
+    /// admitted, with the resizes allocated since): a resize that fits is allocated;
+    /// one that does not leaves the allocation as it is and is pending. Returns the pod
+    /// for its worker (with its allocated resources) and the pending resize.
+    pub(super) fn allocate(
+        &mut self,
+        pod: &Arc<Pod>,
+        statuses: &StatusStore,
+    ) -> (Arc<Pod>, Option<Pending>) {
+        let uid = pod::uid(pod);
+        let Some(allocated) = self.admitted.get(uid).map(|a| a.pod.clone()) else {
+            return (pod.clone(), None);
+        };
+        let allocation = resize::allocation(&allocated);
+        let verdict = if !resize::differs(pod, &allocation) {
+            Ok(())
+        } else if let Some(node) = self.node.as_ref().map(|n| n.borrow().clone()) {
+            resize::decide(&node, &self.active(statuses), &allocated, pod)
+        } else {
+            Ok(())
+        };
+        let (given, pending) = match verdict {
+            Ok(()) => (pod.clone(), None),
+            Err(pending) => {
+                tracing::info!(
+                    pod.uid = uid,
+                    reason = pending.reason.as_str(),
+                    message = pending.message,
+                    "resize not allocated (K6)"
+                );
+                (Arc::new(resize::allocated_pod(pod, &allocation)), Some(pending))
+            }
+        };
+        if let Some(admitted) = self.admitted.get_mut(uid) {
+            admitted.pod = given.clone();
+        }
+        (given, pending)
+    }
+
+    /// K6: an adopted pod's allocation is what its containers were resized to (their
+    /// labels), not its spec's.
+    pub(super) fn restore_allocation(
+        &mut self,
+        uid: &str,
+        allocation: &BTreeMap<String, ResourceRequirements>,
+    ) {
+        if let Some(admitted) = self.admitted.get_mut(uid) {
+            admitted.pod = Arc::new(resize::allocated_pod(&admitted.pod, allocation));
+        }
     }
 
     fn admit(&mut self, admitted: Admitted) {

@@ -223,6 +223,7 @@ async fn m9_a_name_whose_orphans_stopped_is_served_anew() {
             pod: p,
             rejected: None,
             answers: outpost_core::pod_worker::Answers::ALL,
+            resize_pending: None,
         })),
     );
     let done = workers.running.join_next().await.unwrap();

@@ -106,6 +106,10 @@ impl<R: PodRuntime> PodWorker<R> {
                 shared.metrics.pod_started(source, latency);
             }
             Action::RemoveStatus { uid } => shared.statuses.remove(&uid),
+            Action::ResizeContainers { pod, actual, containers } => {
+                let (applied, error) = runtime.resize(&pod, &actual, &containers).await;
+                inputs.push_back(Input::Resized { applied, error });
+            }
         }
     }
 

@@ -55,6 +55,7 @@ fn desired(p: &Pod) -> Message {
         pod: Arc::new(p.clone()),
         rejected: None,
         answers: outpost_core::pod_worker::Answers::ALL,
+        resize_pending: None,
     }))
 }
 

@@ -433,6 +433,15 @@ impl PodRuntime for Commands {
     async fn remove_orphans(&self, _: &HashSet<String>) {
         unreachable!()
     }
+
+    async fn resize(
+        &self,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+        _actual: &k8s_openapi::api::core::v1::Pod,
+        _containers: &[outpost_core::pod_worker::ResizeContainer],
+    ) -> (Vec<(String, k8s_openapi::api::core::v1::ResourceRequirements)>, Option<String>) {
+        unreachable!()
+    }
 }
 
 fn cat_healthy() -> Handler {

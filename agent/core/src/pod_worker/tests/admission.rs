@@ -82,6 +82,7 @@ fn host_network_from(source: Source) -> Input {
         pod: Arc::new(p.0),
         rejected: None,
         answers: Answers::ALL,
+        resize_pending: None,
     }))
 }
 
@@ -119,6 +120,7 @@ fn a_running_pod_the_policy_now_forbids_is_stopped_after_a_restart() {
         pod: Arc::new(p.0),
         rejected: None,
         answers: Answers::ALL,
+        resize_pending: None,
     }));
     let actions = shown(&d.step(input));
     assert!(actions.contains(&"Signal Term old-c".to_owned()), "{actions:?}");

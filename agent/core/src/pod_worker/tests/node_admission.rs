@@ -16,6 +16,7 @@ fn rejected(p: &P) -> Input {
         pod: Arc::new(p.0.clone()),
         rejected: Some(rejected),
         answers: Answers::ALL,
+        resize_pending: None,
     }))
 }
 

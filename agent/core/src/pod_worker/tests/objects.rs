@@ -92,6 +92,7 @@ fn answered(p: &P, answers: Answers) -> Input {
         pod: Arc::new(p.0.clone()),
         rejected: None,
         answers,
+        resize_pending: None,
     }))
 }
 
