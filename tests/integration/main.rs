@@ -59,6 +59,7 @@ mod pull;
 mod push;
 mod push_load;
 mod qos;
+mod resize;
 mod runtime_spec;
 mod runtimeclass;
 mod security;

@@ -104,6 +104,7 @@ mod objects;
 mod patch;
 mod proxy;
 mod rbac;
+mod resize;
 mod resource;
 mod reviews;
 mod runtime_class;

@@ -35,6 +35,7 @@ use super::node_authorizer::{self, Attributes};
 use super::node_restriction::{self, Write as NodeWrite};
 use super::patch::Patch;
 use super::proxy::{self, Proxied};
+use super::resize;
 use super::resource::{self, PathError, Target};
 use super::resource::{CERTIFICATESIGNINGREQUESTS, PODS};
 use super::reviews;
@@ -389,8 +390,14 @@ async fn serve(
         admit(shared, user, "create", &target, NodeWrite::Create { object: &request })?;
         return Ok(json_response(StatusCode::CREATED, &cluster.token(namespace, name, request)?));
     }
-    if target.subresource.as_deref() == Some(ephemeral::SUBRESOURCE) {
-        return serve_ephemeral_containers(shared, user, method, content_type, body, &target).await;
+    let prepare = match target.subresource.as_deref() {
+        Some(ephemeral::SUBRESOURCE) => Some(ephemeral::prepare_update as Prepare),
+        Some(resize::SUBRESOURCE) => Some(resize::prepare_update as Prepare),
+        _ => None,
+    };
+    if let Some(prepare) = prepare {
+        let request = (method, content_type, body);
+        return serve_pod_spec_subresource(shared, user, request, &target, prepare).await;
     }
     let write = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
     if resource == &CERTIFICATESIGNINGREQUESTS && write {
@@ -460,15 +467,18 @@ async fn serve(
 /// What a PUT or PATCH of a subresource makes of the stored object.
 type Change = Box<dyn FnOnce(&Value) -> Result<Value> + Send>;
 
-/// `pods/ephemeralcontainers` (X1, module `ephemeral`): GET gives the pod, PUT and PATCH
-/// change only its ephemeral containers.
-async fn serve_ephemeral_containers(
+/// How a pod's subresource makes the stored pod from the old one and what was sent.
+type Prepare = fn(&Value, Value) -> Result<Value>;
+
+/// The pod subresources that change a part of its spec: `pods/ephemeralcontainers` (X1,
+/// module `ephemeral`) and `pods/resize` (K6, module `resize`). GET gives the pod; PUT
+/// and PATCH change only that part, as `prepare` says.
+async fn serve_pod_spec_subresource(
     shared: &Arc<Shared>,
     user: &User,
-    method: &Method,
-    content_type: &str,
-    body: Received,
+    (method, content_type, body): (&Method, &str, Received),
     target: &Target,
+    prepare: Prepare,
 ) -> Result<Response<Body>> {
     let store = &shared.store;
     let (namespace, name) =
@@ -488,12 +498,11 @@ async fn serve_ephemeral_containers(
         _ => return Err(Error::MethodNotAllowed),
     };
     let verb = if *method == Method::PUT { "update" } else { "patch" };
-    let updated =
-        store.update_with(&PODS, (namespace, name), ephemeral::prepare_update, |old| {
-            let new = change(old)?;
-            admit(shared, user, verb, target, NodeWrite::Update { old, new: &new })?;
-            Ok(new)
-        })?;
+    let updated = store.update_with(&PODS, (namespace, name), prepare, |old| {
+        let new = change(old)?;
+        admit(shared, user, verb, target, NodeWrite::Update { old, new: &new })?;
+        Ok(new)
+    })?;
     Ok(json_response(StatusCode::OK, &updated))
 }
 

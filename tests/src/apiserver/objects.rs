@@ -98,6 +98,16 @@ impl TestApiServer {
             .update(resource, namespace, name, status_only, |current| patch.apply(current))
     }
 
+    /// Resizes a pod's containers as a strategic merge PATCH of `pods/resize` would
+    /// (K6): only their cpu and memory change, under the subresource's rules.
+    pub fn resize_pod(&self, namespace: &str, name: &str, patch: Value) -> Result<Value> {
+        let patch = Patch::Strategic(patch);
+        let key = (Some(namespace), name);
+        self.shared.store.update_with(&resource::PODS, key, super::resize::prepare_update, |old| {
+            patch.apply(old)
+        })
+    }
+
     /// Deletes an object as a DELETE with `gracePeriodSeconds` would: pods bound to a
     /// node with a grace period are only marked (`deletionTimestamp`); the rest go at
     /// once. Returns the object's last state, or its new state when only marked.

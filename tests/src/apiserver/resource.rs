@@ -359,7 +359,8 @@ pub fn parse_path(path: &str) -> Result<Target, PathError> {
         Some("status") if resource.status => {}
         Some("token") if resource == &SERVICEACCOUNTS && name.is_some() => {}
         Some("approval") if resource == &CERTIFICATESIGNINGREQUESTS && name.is_some() => {}
-        Some(super::ephemeral::SUBRESOURCE) if resource == &PODS && name.is_some() => {}
+        Some(super::ephemeral::SUBRESOURCE | super::resize::SUBRESOURCE)
+            if resource == &PODS && name.is_some() => {}
         Some(_) => return Err(PathError::Subresource),
         None => {}
     }

@@ -12,6 +12,7 @@ mod fault;
 mod flow;
 mod net;
 mod parts;
+mod resize;
 mod reviews;
 mod services;
 mod token;

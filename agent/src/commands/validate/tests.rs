@@ -83,7 +83,14 @@ fn a1_admission_warnings_are_printed_and_counted_not_invalid() {
 fn a1_an_unsupported_field_is_an_error_with_its_position() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("web.yaml");
-    fs::write(&f, GOOD.replace("    image: nginx:1\n", "    image: nginx:1\n    resources:\n      claims: [{name: gpu}]\n")).unwrap();
+    fs::write(
+        &f,
+        GOOD.replace(
+            "    image: nginx:1\n",
+            "    image: nginx:1\n    resources:\n      claims: [{name: gpu}]\n",
+        ),
+    )
+    .unwrap();
     let (summary, out) = run(std::slice::from_ref(&f));
     assert_eq!(summary.invalid_files, 1);
     assert!(

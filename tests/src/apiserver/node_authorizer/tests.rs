@@ -327,3 +327,13 @@ fn x1_a_node_may_not_add_ephemeral_containers_even_to_its_own_pods() {
     };
     assert!(!allowed(&store(), &attrs));
 }
+
+#[test]
+fn k6_a_node_may_not_resize_its_own_pods() {
+    // RBAC's system:node role has no pods/resize: a user or a controller resizes.
+    for verb in ["patch", "update"] {
+        let attrs =
+            Attributes { subresource: "resize".into(), ..attrs(verb, "pods", "default", "web") };
+        assert!(!allowed(&store(), &attrs), "{verb}");
+    }
+}
