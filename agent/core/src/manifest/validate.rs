@@ -207,11 +207,79 @@ impl Check<'_> {
                     "required: the path in the container to mount the volume at".to_owned(),
                 );
             }
+            let sub_path = mount.sub_path.as_deref().unwrap_or_default();
+            let expr = mount.sub_path_expr.as_deref().unwrap_or_default();
+            if !sub_path.is_empty() && !expr.is_empty() {
+                self.invalid(
+                    &format!("{at}.volumeMounts[{i}].subPathExpr"),
+                    "subPathExpr and subPath are mutually exclusive; keep one".to_owned(),
+                );
+            }
+            for (field, value) in [("subPath", sub_path), ("subPathExpr", expr)] {
+                if let Some(problem) = local_descending_path(value) {
+                    self.invalid(&format!("{at}.volumeMounts[{i}].{field}"), problem.to_owned());
+                }
+            }
+        }
+        for (i, var) in container.env.iter().flatten().enumerate() {
+            let Some(selector) = var.value_from.as_ref().and_then(|v| v.file_key_ref.as_ref())
+            else {
+                continue;
+            };
+            let field = format!("{at}.env[{i}].valueFrom.fileKeyRef");
+            if !volumes.contains_key(selector.volume_name.as_str()) {
+                let volume = &selector.volume_name;
+                let message = format!(
+                    "volumeName: volume {volume:?} is not declared; name one of spec.volumes, \
+                     usually the emptyDir an init container writes the env file into"
+                );
+                self.invalid(&field, message);
+            }
+            if selector.path.is_empty() {
+                self.invalid(
+                    &format!("{field}.path"),
+                    "required: the env file's path in the volume".to_owned(),
+                );
+            } else if let Some(problem) = local_descending_path(&selector.path) {
+                self.invalid(&format!("{field}.path"), problem.to_owned());
+            }
+            if let Some(problem) = env_file_key(&selector.key) {
+                self.invalid(&format!("{field}.key"), problem.to_owned());
+            }
         }
         // Probes and hooks Outpost cannot run are refused, not ignored (A1).
         for (field, message) in crate::probe::check(at, container) {
             self.invalid(&field, message);
         }
+    }
+}
+
+/// kube-apiserver's `validateLocalDescendingPath`: a path inside a volume is relative and
+/// never steps out of it.
+fn local_descending_path(path: &str) -> Option<&'static str> {
+    if path.starts_with('/') {
+        Some("must be a relative path inside the volume")
+    } else if path.split('/').any(|part| part == "..") {
+        Some("must not contain '..'")
+    } else {
+        None
+    }
+}
+
+/// The longest key of an env file the API server takes (`EnvFiles`, alpha).
+const MAX_ENV_FILE_KEY: usize = 128;
+
+/// A key of an env file, as the API server checks `fileKeyRef.key`: required, at most
+/// [`MAX_ENV_FILE_KEY`] printable ASCII characters, without `=`.
+fn env_file_key(key: &str) -> Option<&'static str> {
+    if key.is_empty() {
+        Some("required: the variable's key in the env file")
+    } else if key.len() > MAX_ENV_FILE_KEY {
+        Some("must be no more than 128 characters")
+    } else if !key.bytes().all(|b| b.is_ascii_graphic() && b != b'=') {
+        Some("must consist of printable ASCII characters other than '='")
+    } else {
+        None
     }
 }
 

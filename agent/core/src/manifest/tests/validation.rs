@@ -272,3 +272,46 @@ fn hostname_override_is_a_subdomain_without_set_hostname_as_fqdn_or_host_network
         "spec.hostNetwork: true",
     );
 }
+
+/// A1: a static pod's `subPath`/`subPathExpr` as kube-apiserver checks them: one of the
+/// two, each relative and inside the volume.
+#[test]
+fn a1_sub_path_and_sub_path_expr_are_exclusive_and_stay_inside_the_volume() {
+    let with = |mount: &str| {
+        let pod = with_container(&format!(
+            "    volumeMounts:\n    - name: data\n      mountPath: /data\n{mount}"
+        ));
+        format!("{pod}  volumes:\n  - name: data\n    emptyDir: {{}}\n")
+    };
+    decode_one(&with("      subPathExpr: $(POD_NAME)\n"), file());
+    let field = "spec.containers[0].volumeMounts[0].subPathExpr";
+    assert_invalid(
+        &with("      subPath: logs\n      subPathExpr: $(POD_NAME)\n"),
+        field,
+        "mutually exclusive",
+    );
+    assert_invalid(&with("      subPathExpr: ../$(POD_NAME)\n"), field, "must not contain '..'");
+    let field = "spec.containers[0].volumeMounts[0].subPath";
+    assert_invalid(&with("      subPath: /etc\n"), field, "must be a relative path");
+}
+
+/// A1: a static pod's `fileKeyRef` names a declared volume, a relative path in it, and a
+/// key an env file can hold.
+#[test]
+fn a1_file_key_ref_names_a_declared_volume_a_path_inside_it_and_a_valid_key() {
+    let with = |selector: &str| {
+        let pod = with_container(&format!(
+            "    env:\n    - name: DB_URL\n      valueFrom:\n        fileKeyRef: {selector}\n"
+        ));
+        format!("{pod}  volumes:\n  - name: config\n    emptyDir: {{}}\n")
+    };
+    decode_one(&with("{volumeName: config, path: app.env, key: DB_URL}"), file());
+    let field = "spec.containers[0].env[0].valueFrom.fileKeyRef";
+    assert_invalid(&with("{volumeName: other, path: app.env, key: DB_URL}"), field, "not declared");
+    let path = format!("{field}.path");
+    assert_invalid(&with("{volumeName: config, path: ../app.env, key: DB_URL}"), &path, "'..'");
+    let key = format!("{field}.key");
+    assert_invalid(&with("{volumeName: config, path: app.env, key: \"A=B\"}"), &key, "'='");
+    let long = format!("{{volumeName: config, path: app.env, key: {}}}", "K".repeat(129));
+    assert_invalid(&with(&long), &key, "128 characters");
+}
