@@ -104,6 +104,34 @@ pub fn forbidden(container: &Value, path: &str) -> Vec<String> {
     found
 }
 
+/// X4: what is wrong with adding `container` (as JSON) to `pod`'s ephemeral containers,
+/// each as `<field>: <message>` in kube-apiserver's words (`validateEphemeralContainers`):
+/// a name and an image, a name no other container of the pod has, a target among its
+/// regular and init containers, none of the [`FORBIDDEN_FIELDS`]. Empty: it may be added.
+pub fn addition_problems(pod: &Pod, container: &Value) -> Vec<String> {
+    let at = format!("spec.ephemeralContainers[{}]", all(pod).count());
+    let text = |field: &str| container.get(field).and_then(Value::as_str).unwrap_or_default();
+    let mut problems = Vec::new();
+    for field in ["name", "image"] {
+        if text(field).is_empty() {
+            problems.push(format!("{at}.{field}: Required value"));
+        }
+    }
+    let spec = pod.spec.as_ref();
+    let regular = spec.into_iter().flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()));
+    let names: Vec<&str> = regular.map(|c| c.name.as_str()).collect();
+    let name = text("name");
+    if !name.is_empty() && (names.contains(&name) || find(pod, name).is_some()) {
+        problems.push(format!("{at}.name: Duplicate value: {name:?}"));
+    }
+    let target = text("targetContainerName");
+    if !target.is_empty() && !names.contains(&target) {
+        problems.push(format!("{at}.targetContainerName: Not found: {target:?}"));
+    }
+    problems.extend(forbidden(container, &at).into_iter().map(|field| format!("{field}: Forbidden: {FORBIDDEN}")));
+    problems
+}
+
 /// Go's zero value is "not set": null, false, 0, "", an empty list, or an object with
 /// nothing set in it.
 fn is_set(value: &Value) -> bool {

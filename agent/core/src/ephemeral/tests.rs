@@ -71,3 +71,35 @@ fn x2_the_api_servers_forbidden_fields_are_named() {
     );
     assert!(forbidden(&json!({"name": "d", "resources": {}}), "p").is_empty());
 }
+
+#[test]
+fn x4_an_addition_is_checked_as_the_api_server_checks_it() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "initContainers": [{"name": "setup", "image": "busybox"}],
+            "containers": [{"name": "app", "image": "nginx"}],
+            "ephemeralContainers": [{"name": "debugger-1", "image": "busybox"}]
+        }
+    }))
+    .unwrap();
+    let good = json!({"name": "debugger-2", "image": "busybox", "targetContainerName": "app",
+                      "stdin": true, "tty": true});
+    assert_eq!(addition_problems(&pod, &good), Vec::<String>::new());
+    let bad = json!({"name": "debugger-1", "targetContainerName": "nope",
+                     "ports": [{"containerPort": 80}]});
+    assert_eq!(
+        addition_problems(&pod, &bad),
+        [
+            "spec.ephemeralContainers[1].image: Required value",
+            "spec.ephemeralContainers[1].name: Duplicate value: \"debugger-1\"",
+            "spec.ephemeralContainers[1].targetContainerName: Not found: \"nope\"",
+            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
+        ]
+    );
+    let same_as_app = json!({"name": "app", "image": "busybox"});
+    assert_eq!(
+        addition_problems(&pod, &same_as_app),
+        ["spec.ephemeralContainers[1].name: Duplicate value: \"app\""]
+    );
+}
