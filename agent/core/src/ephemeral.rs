@@ -118,7 +118,9 @@ pub fn addition_problems(pod: &Pod, container: &Value) -> Vec<String> {
         }
     }
     let spec = pod.spec.as_ref();
-    let regular = spec.into_iter().flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()));
+    let regular = spec
+        .into_iter()
+        .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()));
     let names: Vec<&str> = regular.map(|c| c.name.as_str()).collect();
     let name = text("name");
     if !name.is_empty() && (names.contains(&name) || find(pod, name).is_some()) {
@@ -128,7 +130,11 @@ pub fn addition_problems(pod: &Pod, container: &Value) -> Vec<String> {
     if !target.is_empty() && !names.contains(&target) {
         problems.push(format!("{at}.targetContainerName: Not found: {target:?}"));
     }
-    problems.extend(forbidden(container, &at).into_iter().map(|field| format!("{field}: Forbidden: {FORBIDDEN}")));
+    problems.extend(
+        forbidden(container, &at)
+            .into_iter()
+            .map(|field| format!("{field}: Forbidden: {FORBIDDEN}")),
+    );
     problems
 }
 

@@ -187,7 +187,9 @@ fn k6_resizable_part_keeps_cpu_and_memory_only() {
 }
 
 /// A resize request: a pod's index and its new cpu and memory (request, limit).
-fn requests() -> impl Strategy<Value = Vec<(usize, (i64, i64), (i64, i64))>> {
+type Request = (usize, (i64, i64), (i64, i64));
+
+fn requests() -> impl Strategy<Value = Vec<Request>> {
     let amount = |max: i64| (1..max).prop_flat_map(move |r| (Just(r), r..=max));
     proptest::collection::vec((0..4usize, amount(3000), amount(2048)), 1..24)
 }
