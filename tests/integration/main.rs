@@ -59,6 +59,7 @@ mod pull;
 mod push;
 mod push_load;
 mod qos;
+mod restart_rules;
 mod runtime_spec;
 mod runtimeclass;
 mod security;
