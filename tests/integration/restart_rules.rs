@@ -1,13 +1,17 @@
 //! End to end: a container's own `restartPolicy` and `restartPolicyRules` (I4, KEP-5307)
 //! on the real containerd and runc: restarts by exit code in a `Never` pod, and a
-//! container's `OnFailure` in an `Always` pod.
+//! container's `OnFailure` in an `Always` pod; what kube-apiserver refuses of them,
+//! refused in its words by `outpost validate` (A1).
 
 use outpost_tests::needs;
+use std::fs;
+use std::process::Command;
 use std::time::Duration;
 
 use outpost_tests::containerd::BUSYBOX_IMAGE;
 use outpost_tests::pods::{Node, wait_pod};
 use outpost_tests::workload::{delete_and_wait, is_running, pretty, restarts, status_of};
+use outpost_tests::{outpost_bin, pod_yaml};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -128,4 +132,39 @@ spec:
     assert!(is_running(status_of(&pod, "server")), "{}", pretty(&pod));
     assert_eq!(pod["status"]["phase"], "Running", "{}", pretty(&pod));
     delete_and_wait(&node, &agent, &[("migrate.yaml", "migrate-edge-1")]);
+}
+
+/// A1, I4: rules without the container's own `restartPolicy` are refused as
+/// kube-apiserver refuses them, naming the field, before anything runs.
+#[test]
+fn a1_i4_validate_refuses_rules_without_the_containers_own_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    let rules =
+        "    restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]\n";
+    let yaml = pod_yaml("web", BUSYBOX_IMAGE)
+        .replace("  - name: main\n", &format!("  - name: main\n{rules}"));
+    fs::write(&file, yaml).unwrap();
+    let validate = || {
+        let mut command = Command::new(outpost_bin());
+        command.args(["validate", "--node-name", "n1"]).arg(&file);
+        command.output().unwrap()
+    };
+    let out = validate();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "spec.containers[0].restartPolicy: Required value: must specify restartPolicy when \
+             restart rules are used"
+        ),
+        "{stdout}"
+    );
+    // With the container's own policy, the same rules are valid.
+    let with_policy = fs::read_to_string(&file)
+        .unwrap()
+        .replace(rules, &format!("    restartPolicy: Never\n{rules}"));
+    fs::write(&file, with_policy).unwrap();
+    let out = validate();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
