@@ -60,6 +60,7 @@ mod push;
 mod push_load;
 mod qos;
 mod resize;
+mod restart_rules;
 mod runtime_spec;
 mod runtimeclass;
 mod security;

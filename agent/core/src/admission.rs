@@ -22,6 +22,7 @@ use crate::pod::Source;
 mod checks;
 mod ephemeral;
 pub mod policy;
+mod restart;
 mod review;
 pub mod sysctl;
 mod table;

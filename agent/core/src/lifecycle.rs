@@ -11,7 +11,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-/// `spec.restartPolicy`.
+pub use self::restart::{ContainerRestart, ExitCodes, Operator, RestartRule};
+
+pub mod restart;
+
+/// `spec.restartPolicy`, or a container's (I4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestartPolicy {
     Always,
@@ -22,10 +26,17 @@ pub enum RestartPolicy {
 impl RestartPolicy {
     /// The pod's policy; `Always` when unset (validation rejects other values).
     pub fn of(pod: &Pod) -> RestartPolicy {
-        match pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) {
-            Some("OnFailure") => RestartPolicy::OnFailure,
-            Some("Never") => RestartPolicy::Never,
-            _ => RestartPolicy::Always,
+        let policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+        policy.and_then(RestartPolicy::parse).unwrap_or(RestartPolicy::Always)
+    }
+
+    /// A policy's value; `None` for one validation refuses.
+    pub fn parse(value: &str) -> Option<RestartPolicy> {
+        match value {
+            "Always" => Some(RestartPolicy::Always),
+            "OnFailure" => Some(RestartPolicy::OnFailure),
+            "Never" => Some(RestartPolicy::Never),
+            _ => None,
         }
     }
 
@@ -162,21 +173,27 @@ pub enum ContainerPhase {
     /// Waiting to be restarted after it ran and exited.
     Restarting,
     Running,
+    /// Exited; `restarts`: what its restart policy and rules say of its exit code
+    /// ([`ContainerRestart::after_exit`]), which the phase counts as restarting.
     Exited {
         exit_code: i32,
+        restarts: bool,
     },
 }
 
-/// kubelet's `getPhase` for a pod's regular containers.
-pub fn pod_phase(policy: RestartPolicy, containers: &[ContainerPhase]) -> Phase {
-    let (mut waiting, mut running, mut stopped, mut succeeded) = (0, 0, 0, 0);
+/// kubelet's `getPhase` for a pod's regular containers, as kubelet 1.34 counts them with
+/// container restart rules (I4): once none runs, the pod runs on while one of them is
+/// restarting or would be restarted by its exit code; else it succeeded if all exited 0.
+pub fn pod_phase(containers: &[ContainerPhase]) -> Phase {
+    let (mut waiting, mut running, mut restarting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
     for c in containers {
         match c {
             ContainerPhase::Waiting => waiting += 1,
-            ContainerPhase::Restarting => stopped += 1,
+            ContainerPhase::Restarting => restarting += 1,
             ContainerPhase::Running => running += 1,
-            ContainerPhase::Exited { exit_code } => {
+            ContainerPhase::Exited { exit_code, restarts } => {
                 stopped += 1;
+                restarting += u32::from(*restarts);
                 if *exit_code == 0 {
                     succeeded += 1;
                 }
@@ -189,12 +206,12 @@ pub fn pod_phase(policy: RestartPolicy, containers: &[ContainerPhase]) -> Phase 
     if running > 0 {
         return Phase::Running;
     }
-    debug_assert!(stopped > 0);
-    match policy {
-        RestartPolicy::Always => Phase::Running,
-        _ if stopped == succeeded => Phase::Succeeded,
-        RestartPolicy::Never => Phase::Failed,
-        RestartPolicy::OnFailure => Phase::Running,
+    if restarting > 0 {
+        Phase::Running
+    } else if stopped == succeeded {
+        Phase::Succeeded
+    } else {
+        Phase::Failed
     }
 }
 

@@ -324,25 +324,6 @@ pub(super) fn pod_resources(review: &mut Review<'_>, field: &str, value: &Value)
     }
 }
 
-/// A container's `restartPolicy`: `Always` on an init container makes it a sidecar (I3);
-/// container restart rules are not implemented.
-pub(super) fn container_restart_policy(review: &mut Review<'_>, field: &str, value: &Value) {
-    let policy = text(value);
-    if policy.is_empty() || (review.in_init_container && policy == "Always") {
-        return;
-    }
-    let what =
-        if review.in_init_container { "on an init container" } else { "on an app container" };
-    review.refuse(
-        field,
-        UNSUPPORTED_FIELD,
-        format!(
-            "{field}: {policy:?} {what} is not supported; only Always on an init container (a \
-             sidecar) is; use spec.restartPolicy"
-        ),
-    );
-}
-
 /// K6: an app container's (or sidecar's) `resizePolicy` says how in-place resize treats
 /// it; an init container is never resized.
 pub(super) fn resize_policy(review: &mut Review<'_>, field: &str, _value: &Value) {

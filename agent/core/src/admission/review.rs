@@ -20,12 +20,21 @@ pub(super) struct Review<'a> {
     pub(super) source: Source,
     /// Whether the walk is in an init container.
     pub(super) in_init_container: bool,
+    /// The `restartPolicy` of the container the walk is in (its rules need it, I4).
+    pub(super) restart_policy: Option<String>,
     pub(super) findings: Vec<Finding>,
 }
 
 impl<'a> Review<'a> {
     pub(super) fn new(pod: &'a Pod, facts: &'a NodeFacts, source: Source) -> Self {
-        Review { pod, facts, source, in_init_container: false, findings: Vec::new() }
+        Review {
+            pod,
+            facts,
+            source,
+            in_init_container: false,
+            restart_policy: None,
+            findings: Vec::new(),
+        }
     }
 
     /// A reference to an API object at `field`: refused for a static pod (V2).

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::Class;
-use super::checks;
 use super::review::Review;
+use super::{checks, restart};
 
 /// What Outpost does with a field.
 #[derive(Clone, Copy)]
@@ -202,8 +202,8 @@ pub(super) const CONTAINER: Table = &[
     ("resources.claims", Refused(DRA)),
     ("resources.limits", Check(S, checks::resources)),
     ("resources.requests", Check(S, checks::resources)),
-    ("restartPolicy", Check(S, checks::container_restart_policy)),
-    ("restartPolicyRules", Refused("container restart rules are not implemented; use spec.restartPolicy")),
+    ("restartPolicy", Check(S, restart::policy)),
+    ("restartPolicyRules", Check(S, restart::rules)),
     ("securityContext.allowPrivilegeEscalation", Supported),
     ("securityContext.appArmorProfile", Check(S, checks::apparmor_profile)),
     ("securityContext.capabilities.add", Supported),

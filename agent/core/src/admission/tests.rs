@@ -6,6 +6,7 @@ use super::table::{CONTAINER, POD, Rule};
 use super::*;
 
 mod inventory;
+mod restart;
 
 /// A pod from JSON: `spec` and the first container's fields merged over a minimal pod.
 fn pod(spec: Value, container: Value) -> Pod {
@@ -549,8 +550,10 @@ fn a1_init_containers_are_reviewed_with_their_index_and_may_be_sidecars() {
         )
     };
     assert_eq!(findings(&init(Some("Always"), json!({}))), vec![]);
+    // Their own policy (I4).
+    assert_eq!(findings(&init(Some("OnFailure"), json!({}))), vec![]);
     assert_eq!(
-        findings(&init(Some("OnFailure"), json!({}))),
+        findings(&init(Some("Sometimes"), json!({}))),
         refused("spec.initContainers[1].restartPolicy")
     );
     assert_eq!(
@@ -560,11 +563,8 @@ fn a1_init_containers_are_reviewed_with_their_index_and_may_be_sidecars() {
         )),
         refused("spec.initContainers[1].resizePolicy")
     );
-    // An app container may not be a sidecar.
-    assert_eq!(
-        findings(&container_with("restartPolicy", json!("Always"))),
-        refused("spec.containers[0].restartPolicy")
-    );
+    // An app container's own policy is not a sidecar's: it overrides the pod's (I4).
+    assert_eq!(findings(&container_with("restartPolicy", json!("Always"))), vec![]);
 }
 
 #[test]

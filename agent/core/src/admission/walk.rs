@@ -81,10 +81,13 @@ impl Review<'_> {
                 for (i, item) in value.as_array().into_iter().flatten().enumerate() {
                     if let Value::Object(object) = item {
                         self.in_init_container = init;
+                        let policy = object.get("restartPolicy").and_then(Value::as_str);
+                        self.restart_policy = policy.map(str::to_owned);
                         self.walk(CONTAINER, "", &format!("{field}[{i}]"), object);
                     }
                 }
                 self.in_init_container = false;
+                self.restart_policy = None;
             }
             Rule::Annotations => {
                 for (key, value) in value.as_object().into_iter().flatten() {

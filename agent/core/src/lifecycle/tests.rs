@@ -118,24 +118,89 @@ fn phase_follows_kubelet() {
     const RUN: ContainerPhase = ContainerPhase::Running;
     let (pending, running) = (Phase::Pending, Phase::Running);
     let (succeeded, failed) = (Phase::Succeeded, Phase::Failed);
-    let exited = |exit_code| ContainerPhase::Exited { exit_code };
-    let cases: &[(RestartPolicy, &[ContainerPhase], Phase)] = &[
+    let cases: &[(RestartPolicy, &[Option<i32>], Phase)] = &[
         (Always, &[], pending),
-        (Always, &[Waiting], pending),
-        (Always, &[RUN, Waiting], pending),
-        (Always, &[RUN], running),
-        (Always, &[RUN, exited(0)], running),
-        (Always, &[Restarting], running),
-        (Always, &[exited(0)], running),
-        (OnFailure, &[exited(0)], succeeded),
-        (OnFailure, &[exited(0), Restarting], running),
-        (OnFailure, &[exited(0), exited(0)], succeeded),
-        (Never, &[exited(0)], succeeded),
-        (Never, &[exited(1)], failed),
-        (Never, &[exited(0), exited(2)], failed),
-        (Never, &[RUN, exited(2)], running),
+        (Always, &[Some(0)], running),
+        (OnFailure, &[Some(0)], succeeded),
+        (OnFailure, &[Some(0), Some(0)], succeeded),
+        (OnFailure, &[Some(0), Some(3)], running),
+        (Never, &[Some(0)], succeeded),
+        (Never, &[Some(1)], failed),
+        (Never, &[Some(0), Some(2)], failed),
+        (Never, &[None, Some(2)], running),
     ];
     for (policy, containers, phase) in cases {
-        assert_eq!(pod_phase(*policy, containers), *phase, "{policy:?} {containers:?}");
+        let containers: Vec<ContainerPhase> =
+            containers.iter().map(|c| c.map_or(RUN, |code| exited(*policy, code))).collect();
+        assert_eq!(pod_phase(&containers), *phase, "{policy:?} {containers:?}");
+    }
+    assert_eq!(pod_phase(&[Waiting]), pending);
+    assert_eq!(pod_phase(&[RUN, Waiting]), pending);
+    assert_eq!(pod_phase(&[RUN]), running);
+    assert_eq!(pod_phase(&[Restarting]), running);
+    assert_eq!(pod_phase(&[exited(Never, 0), Restarting]), running);
+}
+
+/// I4: a container's own policy and rules decide whether its exit keeps the pod running.
+#[test]
+fn i4_phase_counts_what_each_container_would_restart() {
+    let exited = |exit_code, restarts| ContainerPhase::Exited { exit_code, restarts };
+    // Under restartPolicy: Always, a container with its own Never that exited 0: done.
+    assert_eq!(pod_phase(&[exited(0, false)]), Phase::Succeeded);
+    assert_eq!(pod_phase(&[exited(1, false), exited(0, false)]), Phase::Failed);
+    // Under Never, a container whose rule restarts exit code 42.
+    assert_eq!(pod_phase(&[exited(42, true)]), Phase::Running);
+    assert_eq!(pod_phase(&[exited(42, true), exited(1, false)]), Phase::Running);
+}
+
+fn exited(policy: RestartPolicy, exit_code: i32) -> ContainerPhase {
+    ContainerPhase::Exited { exit_code, restarts: policy.restarts(exit_code) }
+}
+
+/// kubelet's `getPhase` before container restart rules: by the pod's policy alone.
+fn phase_by_pod_policy(policy: RestartPolicy, containers: &[ContainerPhase]) -> Phase {
+    let waiting = containers.contains(&ContainerPhase::Waiting);
+    if waiting || containers.is_empty() {
+        return Phase::Pending;
+    }
+    if containers.contains(&ContainerPhase::Running) {
+        return Phase::Running;
+    }
+    let all_succeeded =
+        containers.iter().all(|c| matches!(c, ContainerPhase::Exited { exit_code: 0, .. }));
+    match policy {
+        RestartPolicy::Always => Phase::Running,
+        _ if all_succeeded => Phase::Succeeded,
+        RestartPolicy::Never => Phase::Failed,
+        RestartPolicy::OnFailure => Phase::Running,
+    }
+}
+
+fn restart_policy() -> impl Strategy<Value = RestartPolicy> {
+    prop_oneof![
+        Just(RestartPolicy::Always),
+        Just(RestartPolicy::OnFailure),
+        Just(RestartPolicy::Never)
+    ]
+}
+
+proptest! {
+    /// I4: without container policies, the phase is what the pod's policy alone made it.
+    #[test]
+    fn i4_without_container_policies_the_phase_is_the_pod_policys(
+        policy in restart_policy(),
+        containers in prop::collection::vec((0u8..4, -2i32..3), 0..5),
+    ) {
+        let containers: Vec<ContainerPhase> = containers
+            .into_iter()
+            .map(|(kind, code)| match kind {
+                0 => ContainerPhase::Waiting,
+                1 => ContainerPhase::Running,
+                // Restarting only where the pod's policy restarts anything.
+                2 if policy != RestartPolicy::Never => ContainerPhase::Restarting,
+                _ => exited(policy, code),
+            })
+            .collect();
+        prop_assert_eq!(pod_phase(&containers), phase_by_pod_policy(policy, &containers));
     }
 }

@@ -10,7 +10,7 @@ use super::{
     Sandbox,
 };
 use crate::backoff::Backoff;
-use crate::lifecycle::{CrashLoop, RestartPolicy};
+use crate::lifecycle::{ContainerRestart, CrashLoop};
 use crate::pod::{self, CONFIG_SEEN};
 
 impl PodWorker {
@@ -28,7 +28,6 @@ impl PodWorker {
         let uid = pod::uid(pod).to_owned();
         out.push(Action::TrackPod { uid: uid.clone() });
         let crash_loop = CrashLoop::new(self.settings.crash_loop);
-        let policy = RestartPolicy::of(pod);
         // Init containers and sidecars first, in their order, then the app containers.
         let init = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
         let init = init.map(|c| (c, SlotKind::of_init(c)));
@@ -48,7 +47,8 @@ impl PodWorker {
             let name = container.container.as_deref().unwrap_or_default();
             match slots.iter_mut().find(|s| s.name == name) {
                 Some(slot) if slot.id.is_none() && same_spec(pod, slot, &container) => {
-                    adopt_container(policy, slot, container, now, out);
+                    let restart = ContainerRestart::of_named(pod, name);
+                    adopt_container(&restart, slot, container, now, out);
                 }
                 // An earlier exit of an adopted container: a dead container, left to the
                 // garbage collector's count (G1).
@@ -113,7 +113,7 @@ const SANDBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10
 /// Takes over one container an earlier run left: kept if running, else treated as an exit
 /// seen now.
 fn adopt_container(
-    policy: RestartPolicy,
+    restart: &ContainerRestart,
     slot: &mut Slot,
     found: Found,
     now: Now,
@@ -166,7 +166,7 @@ fn adopt_container(
         "adopted exited container"
     );
     slot.id = Some(found.id);
-    if slot.kind.restarts(policy, exit_code) {
+    if slot.kind.restarts(restart, exit_code) {
         slot.last_termination = Some(terminated);
         slot.state = creating(now.at);
     } else {

@@ -10,7 +10,7 @@ use super::{
     reason,
 };
 use crate::event_aggregate::EventType;
-use crate::lifecycle::RestartPolicy;
+use crate::lifecycle::ContainerRestart;
 
 impl PodWorker {
     pub(super) fn started(
@@ -110,7 +110,7 @@ impl PodWorker {
 
     /// A container's task exited. While a stop is under way, containerd's exit is what
     /// the stop waits for; otherwise a running container's exit is recorded and
-    /// restarted by the pod's restartPolicy. A second report of the same exit (the kernel
+    /// restarted by its restart policies and rules (I4). A second report of the same exit (the kernel
     /// and containerd both tell) finds the container no longer running, and only adds
     /// what the kernel knows (the signal).
     pub(super) fn exited(&mut self, exit: Exit, now: Now, out: &mut Vec<Action>) {
@@ -125,7 +125,6 @@ impl PodWorker {
             return;
         }
         let Some(current) = &mut self.current else { return };
-        let policy = RestartPolicy::of(&current.pod);
         let pod = current.pod.clone();
         let uid = current.uid.clone();
         // A finished pod restarts nothing (a sidecar exiting after its app containers
@@ -145,6 +144,7 @@ impl PodWorker {
             return;
         };
         let SlotState::Running { started_at } = slot.state else { return };
+        let restart = ContainerRestart::of_named(&pod, &slot.name);
         let killed_for = slot.kill.as_ref().map(|k| k.reason);
         slot.stopped_running();
         let id = exit.container_id;
@@ -152,16 +152,16 @@ impl PodWorker {
         let finished_at = exit.finished_at.unwrap_or(now.wall);
         let oom = slot.oom.take();
         let reason = TerminatedReason::of(exit_code, oom.is_some());
-        // kubelet restarts a container killed for a failed probe unless the policy is
-        // Never, and one whose spec changed in any case; other exits go by exit code.
+        // kubelet restarts a container killed for a failed probe unless its policy is
+        // Never (I4), and one whose spec changed in any case; other exits go by exit code.
         let restarts = !finished
             && match killed_for {
                 Some(KillReason::Probe(_)) => {
-                    slot.kind == SlotKind::Sidecar || policy != RestartPolicy::Never
+                    slot.kind == SlotKind::Sidecar || restart.after_probe()
                 }
                 Some(KillReason::SpecChanged) => true,
                 Some(KillReason::PodFinished) => false,
-                Some(KillReason::PostStartHook) | None => slot.kind.restarts(policy, exit_code),
+                Some(KillReason::PostStartHook) | None => slot.kind.restarts(&restart, exit_code),
             };
         tracing::info!(
             container = slot.name,

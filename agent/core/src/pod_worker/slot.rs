@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::backoff::Backoff;
-use crate::lifecycle::{ContainerPhase, CrashLoop, RestartPolicy};
+use crate::lifecycle::{ContainerPhase, ContainerRestart, CrashLoop};
 use crate::probe::{ProbeKind, Probes};
 
 /// kubelet's waiting reasons (`ContainerStateWaiting.reason`) that Outpost reports.
@@ -135,13 +135,13 @@ impl SlotKind {
     }
 
     /// Whether a container of this kind that exited with `exit_code` is started again,
-    /// under the pod's `policy`: an init container until it succeeds (unless the pod's
-    /// policy is Never, I2), a sidecar always (I3), an app container by the policy.
-    pub fn restarts(self, policy: RestartPolicy, exit_code: i32) -> bool {
+    /// as its `restart` policies and rules say (I4): an init container until it succeeds
+    /// (I2), a sidecar always (I3), an app container by what they say.
+    pub fn restarts(self, restart: &ContainerRestart, exit_code: i32) -> bool {
         match self {
-            SlotKind::Init => exit_code != 0 && policy != RestartPolicy::Never,
+            SlotKind::Init => exit_code != 0 && restart.after_exit(exit_code),
             SlotKind::Sidecar => true,
-            SlotKind::App => policy.restarts(exit_code),
+            SlotKind::App => restart.after_exit(exit_code),
             SlotKind::Ephemeral => false,
         }
     }
@@ -328,14 +328,18 @@ impl Slot {
         self.due().or_else(|| self.probes.as_ref()?.next_due())
     }
 
-    pub fn phase(&self) -> ContainerPhase {
+    /// What the pod's phase counts of it, `restart` saying what its exit leads to (I4).
+    pub fn phase(&self, restart: &ContainerRestart) -> ContainerPhase {
         match &self.state {
             SlotState::Running { .. } if self.post_start && self.last_termination.is_some() => {
                 ContainerPhase::Restarting
             }
             SlotState::Running { .. } if self.post_start => ContainerPhase::Waiting,
             SlotState::Running { .. } => ContainerPhase::Running,
-            SlotState::Terminated(t) => ContainerPhase::Exited { exit_code: t.exit_code },
+            SlotState::Terminated(t) => ContainerPhase::Exited {
+                exit_code: t.exit_code,
+                restarts: restart.after_exit(t.exit_code),
+            },
             SlotState::Waiting { .. } | SlotState::Starting { .. }
                 if self.last_termination.is_some() =>
             {

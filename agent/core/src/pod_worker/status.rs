@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::SandboxProblem;
 use super::slot::{Slot, SlotKind, SlotState, Terminated, WaitingReason};
-use crate::lifecycle::{self, ContainerPhase, Phase, RestartPolicy};
+use crate::lifecycle::{self, ContainerPhase, ContainerRestart, Phase};
 use crate::qos::{QosClass, qos_class};
 
 /// What the status is made of besides the slots.
@@ -184,7 +184,7 @@ pub fn refused(reason: &str, message: &str, started: Timestamp, qos: QosClass) -
 
 /// kubelet's `getPhase`: Failed past the active deadline or once an init container
 /// failed for good (I2); Pending until initialized; then what the app containers add up
-/// to, sidecars aside (I3).
+/// to, sidecars aside (I3), each by its restart policy and rules (I4).
 fn phase(view: &PodView<'_>) -> Phase {
     let init_failed = view.slots.iter().any(Slot::is_failed_init);
     if view.failed.is_some() || init_failed {
@@ -193,9 +193,13 @@ fn phase(view: &PodView<'_>) -> Phase {
     if !view.initialized {
         return Phase::Pending;
     }
-    let apps: Vec<ContainerPhase> =
-        view.slots.iter().filter(|s| s.kind == SlotKind::App).map(Slot::phase).collect();
-    lifecycle::pod_phase(RestartPolicy::of(view.pod), &apps)
+    let apps: Vec<ContainerPhase> = view
+        .slots
+        .iter()
+        .filter(|s| s.kind == SlotKind::App)
+        .map(|s| s.phase(&ContainerRestart::of_named(view.pod, &s.name)))
+        .collect();
+    lifecycle::pod_phase(&apps)
 }
 
 /// X3: `ephemeralContainerStatuses`, as kubelet reports them: one per ephemeral

@@ -160,8 +160,8 @@ impl Current {
     }
 
     /// Nothing more of the pod starts: it was evicted, its active deadline passed, an init container
-    /// failed under `restartPolicy: Never` (I2), or every app container completed and
-    /// is not restarted (sidecars do not keep a pod going, I3).
+    /// failed and is not retried (`restartPolicy: Never`, I2, or its own policy, I4), or every
+    /// app container completed and is not restarted (sidecars do not keep a pod going, I3).
     pub(super) fn finished(&self) -> bool {
         let init_failed = self.slots.iter().any(Slot::is_failed_init);
         let apps_done = self.initialized

@@ -36,6 +36,7 @@ mod objects;
 mod probes;
 mod qos;
 mod resize;
+mod restart_rules;
 mod start;
 mod stop;
 

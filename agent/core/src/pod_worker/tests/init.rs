@@ -8,7 +8,7 @@ use super::*;
 use crate::probe::{Outcome, ProbeKind};
 
 /// Init containers on a pod under construction.
-trait Initializing {
+pub(super) trait Initializing {
     /// An init container; `sidecar`: with `restartPolicy: Always`.
     fn init(self, name: &str, sidecar: bool) -> P;
     fn startup_probe(self, init_container: &str) -> P;
