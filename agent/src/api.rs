@@ -29,6 +29,7 @@
 mod audit;
 mod auth;
 mod container_logs;
+mod debug;
 pub mod exec;
 mod health;
 mod healthz_port;
@@ -133,6 +134,8 @@ struct AppState {
     exec_sessions: Arc<tokio::sync::Semaphore>,
     /// kubelet's stats and metrics endpoints.
     stats: stats::Endpoints,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    debug: crate::debug_containers::DebugContainers,
 }
 
 impl FromRef<AppState> for SnapshotHandle {
@@ -158,6 +161,7 @@ fn routes() -> Router<AppState> {
         .route("/status", get(status::status))
         .merge(log_level::routes())
         .merge(pod::routes())
+        .merge(debug::routes())
         .merge(audit::routes())
         .merge(push::routes())
         .merge(exec::routes())
@@ -202,6 +206,8 @@ pub struct Options {
     /// J2: the serving certificate the cluster signed (`serverTLSBootstrap`), instead of
     /// `--tls-cert-file`.
     pub serving: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    pub debug: crate::debug_containers::DebugContainers,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -276,6 +282,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         runtime_slot,
         apiserver: _,
         stats,
+        debug,
     } = options;
     AppState {
         snapshot,
@@ -294,6 +301,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
         stats,
+        debug,
     }
 }
 

@@ -63,6 +63,8 @@ pub enum Action {
     /// The manifest is valid, but the admission policy refuses some of its pods: they
     /// are Failed (`CapabilitiesForbidden`) and do not run; the others run.
     Refused,
+    /// An ephemeral container was added to one of its pods through `outpost debug` (X4).
+    Debugged,
 }
 
 impl fmt::Display for Action {
@@ -73,6 +75,7 @@ impl fmt::Display for Action {
             Action::Removed => "removed",
             Action::Rejected => "rejected",
             Action::Refused => "refused",
+            Action::Debugged => "debugged",
         })
     }
 }
@@ -90,6 +93,8 @@ pub enum Cause {
     Push,
     /// A new document from the manifest URL.
     Fetch,
+    /// A POST of an ephemeral container to the local API (`outpost debug`, X4).
+    Debug,
 }
 
 /// The static source a manifest belongs to.

@@ -69,6 +69,13 @@ containerd connected), 1 if it is not ready or cannot be reached.")]
 (agent unreachable, credentials refused, pod or container not found or not running).\n\n\
 Examples:\n  outpost exec default/web -- ls /\n  outpost exec web -c main -i -t -- sh")]
     Exec(ExecArgs),
+    /// Add an ephemeral container to a static pod, through the agent's local API, as
+    /// `kubectl debug` does for an API pod (X4); with -i, attach to it.
+    #[command(after_help = "Exit status: the debug container's own with -i, else 0 once it \
+is added; 1 if it could not be added (agent unreachable, credentials refused, pod not found \
+or an API pod, container not valid).\n\nExamples:\n  outpost debug -it web-edge-1 --image \
+busybox --target app\n  outpost debug kube-system/etcd-edge-1 --image busybox -- sleep 3600")]
+    Debug(DebugArgs),
     /// The container logger containerd's shim runs (internal; see `runtime::logs`).
     #[command(name = crate::runtime::logs::LOGGER_SUBCOMMAND, hide = true)]
     ContainerLog(ContainerLogArgs),
@@ -234,6 +241,37 @@ pub struct ExecArgs {
     pub tty: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `outpost debug`'s arguments (kubectl debug's names).
+#[derive(Debug, clap::Args)]
+pub struct DebugArgs {
+    /// The static pod, NAMESPACE/NAME (NAME alone: namespace default).
+    #[arg(value_name = "NAMESPACE/POD")]
+    pub pod: String,
+    /// The debug container's image.
+    #[arg(long, required = true)]
+    pub image: String,
+    /// The container whose processes the debug container sees (its PID namespace).
+    #[arg(long, value_name = "CONTAINER")]
+    pub target: Option<String>,
+    /// The debug container's name [default: debugger-<5 random characters>].
+    #[arg(short, long)]
+    pub container: Option<String>,
+    /// The image's pull policy [default: the image's: Always for :latest or no tag].
+    #[arg(long, value_name = "POLICY")]
+    pub image_pull_policy: Option<String>,
+    /// Keep stdin open and attach to it.
+    #[arg(short = 'i', long)]
+    pub stdin: bool,
+    /// Give it a terminal (with -i, the local one is put in raw mode while attached).
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// The command and its arguments, after `--` [default: the image's].
+    #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
     #[command(flatten)]
     pub client: ClientArgs,

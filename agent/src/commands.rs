@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod container_log;
+pub mod debug;
 pub mod describe;
 pub mod exec;
 pub mod images;

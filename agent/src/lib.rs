@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod containerd;
+pub mod debug_containers;
 pub mod devices;
 pub mod ebpf;
 pub mod eviction;

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Manifests(command) => commands::manifests::manifests(&command).map_err(Into::into),
         Command::Logs(args) => commands::logs::logs(&args).map_err(Into::into),
         Command::Exec(args) => commands::exec::exec(&args).map_err(Into::into),
+        Command::Debug(args) => commands::debug::debug(&args).map_err(Into::into),
         Command::ContainerLog(args) => commands::container_log::container_log(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| anyhow::anyhow!(e)),

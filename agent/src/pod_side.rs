@@ -88,6 +88,8 @@ pub struct Deps {
     pub host: Arc<dyn crate::host::Host>,
     /// D1, D2: the device manager.
     pub devices: Option<crate::devices::Manager>,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    pub debug: crate::debug_containers::DebugContainers,
 }
 
 /// What the pods run on: containerd (the agent), or a simulated runtime (a hollow node
@@ -185,6 +187,7 @@ fn build(
         shim_grouping: config.containerd.shim_grouping,
         shutdown_groups: config.shutdown.groups.clone(),
         devices: deps.devices,
+        debug: deps.debug.clone(),
     };
     let node = &config.node;
     let mut tasks = vec![config.pods.clone().build(node, workers, metrics.workers)?, supervisor];

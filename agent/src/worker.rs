@@ -72,6 +72,8 @@ pub struct Shared<R> {
     pub shutdown_groups: Vec<PriorityGroup>,
     /// D2: the device manager; `None`: no pod gets devices.
     pub devices: Option<crate::devices::Manager>,
+    /// X4: the ephemeral containers `outpost debug` added to static pods.
+    pub debug: crate::debug_containers::DebugContainers,
     settings: pod_worker::Settings,
     routes: Routes,
 }
@@ -140,6 +142,7 @@ impl<R: PodRuntime> Shared<R> {
             node: None,
             shutdown_groups: Vec::new(),
             devices: None,
+            debug: crate::debug_containers::DebugContainers::default(),
             settings,
             routes: Routes::default(),
         }
@@ -161,6 +164,15 @@ impl<R: PodRuntime> Shared<R> {
     }
 
     /// Gives pods their devices through `devices` at admission (D2).
+    /// X4: static pods run with the ephemeral containers `debug` holds for them.
+    pub fn with_debug_containers(
+        mut self,
+        debug: crate::debug_containers::DebugContainers,
+    ) -> Shared<R> {
+        self.debug = debug;
+        self
+    }
+
     pub fn with_devices(mut self, devices: crate::devices::Manager) -> Shared<R> {
         self.devices = Some(devices);
         self

@@ -66,6 +66,7 @@ mod runtimeclass;
 mod security;
 mod security_context;
 mod shims;
+mod static_pod_debug;
 mod static_pods;
 mod swap;
 mod sync_events;

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use k8s_openapi::api::core::v1::{Event, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
+use outpost_core::pod::Source;
 use serde::Serialize;
 
 use super::AppState;
@@ -39,7 +40,11 @@ async fn pods(State(state): State<AppState>) -> Response {
         metadata: serde_json::Map<String, serde_json::Value>,
         items: Vec<Arc<Pod>>,
     }
-    let items = snap.pods.iter().map(|(_, pod)| with_live_status(pod, &state.statuses)).collect();
+    let items = snap
+        .pods
+        .iter()
+        .map(|(source, pod)| with_live_status(&debugged(*source, pod, &state), &state.statuses))
+        .collect();
     let list =
         PodList { kind: "PodList", api_version: "v1", metadata: serde_json::Map::new(), items };
     json(StatusCode::OK, &list)
@@ -114,11 +119,19 @@ async fn exec_audit(
 /// own until a worker has one).
 pub(super) fn find(state: &AppState, namespace: &str, name: &str) -> Option<Arc<Pod>> {
     let snap = state.snapshot.load();
-    let (_, pod) = snap.pods.iter().find(|(_, pod)| {
+    let (source, pod) = snap.pods.iter().find(|(_, pod)| {
         pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
             && pod.metadata.name.as_deref() == Some(name)
     })?;
-    Some(with_live_status(pod, &state.statuses))
+    Some(with_live_status(&debugged(*source, pod, state), &state.statuses))
+}
+
+/// X4: a static pod with the ephemeral containers `outpost debug` added to it.
+fn debugged(source: Source, pod: &Arc<Pod>, state: &AppState) -> Arc<Pod> {
+    match source {
+        Source::Api => pod.clone(),
+        _ => state.debug.applied(pod.clone()),
+    }
 }
 
 /// `pod` with the status its worker last reported, if any.

@@ -165,7 +165,7 @@ async fn refresh(_: Authorized, State(state): State<AppState>) -> Result<Respons
     Ok((StatusCode::ACCEPTED, Json(Requested { refresh: "requested" })).into_response())
 }
 
-fn credential(method: Credential) -> &'static str {
+pub(super) fn credential(method: Credential) -> &'static str {
     match method {
         Credential::Token => "the bearer token",
         Credential::ClientCert => "a client certificate",

@@ -51,6 +51,8 @@ pub struct Deps {
     pub serving: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
     /// `/configz`: the configuration in kubelet's shape.
     pub configz: serde_json::Value,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    pub debug: crate::debug_containers::DebugContainers,
 }
 
 impl std::fmt::Debug for Deps {
@@ -123,6 +125,7 @@ impl Config {
             apiserver: deps.apiserver,
             stats,
             serving: deps.serving,
+            debug: deps.debug,
         })
         .await?;
         Ok(Task::new("local_api", server))

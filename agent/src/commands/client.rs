@@ -191,6 +191,33 @@ impl Client {
         Err(self.refusal(shown, code, &body))
     }
 
+    /// `POST` of a JSON document with the credentials; the answer's JSON document. An
+    /// answer other than 2xx is an error.
+    pub async fn post_json<T: DeserializeOwned>(
+        &self,
+        url: Url,
+        body: &serde_json::Value,
+    ) -> Result<T> {
+        let shown = url.to_string();
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let mut request = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(bytes);
+        if let Some(token) = self.credentials.token() {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| self.unreachable(reason(&e)))?;
+        let code = response.status();
+        let bytes =
+            response.bytes().await.map_err(|source| Error::Read { url: shown.clone(), source })?;
+        if !code.is_success() {
+            return Err(self.refusal(shown, code, &String::from_utf8_lossy(&bytes)));
+        }
+        serde_json::from_slice(&bytes).map_err(|source| Error::Decode { url: shown, source })
+    }
+
     /// `GET` of a JSON document.
     pub async fn get_json<T: DeserializeOwned>(&self, url: Url) -> Result<T> {
         let shown = url.to_string();
@@ -249,7 +276,19 @@ fn message(body: &str) -> Option<String> {
     }
     let json: Option<serde_json::Value> = serde_json::from_str(text).ok();
     let field = |name: &str| json.as_ref()?.get(name)?.as_str().map(str::to_owned);
-    Some(field("message").or_else(|| field("error")).unwrap_or_else(|| text.to_owned()))
+    let said = field("message").or_else(|| field("error")).unwrap_or_else(|| text.to_owned());
+    // The local API's `details`: one line per problem.
+    let details: Vec<&str> = json
+        .as_ref()
+        .and_then(|j| j.get("details")?.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    if details.is_empty() {
+        return Some(said);
+    }
+    Some(format!("{said}:\n  {}", details.join("\n  ")))
 }
 
 /// Whether `body` is a `metav1.Status` (the agent's "no such object", not a missing route).

@@ -10,8 +10,8 @@
 //! - `connect`: the TCP/TLS connection and the WebSocket upgrade.
 //! - `terminal`: raw mode and the window size.
 
-mod connect;
-mod terminal;
+pub(super) mod connect;
+pub(super) mod terminal;
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -138,7 +138,7 @@ pub fn default_container(pod: &Pod) -> Option<(String, Option<Vec<String>>)> {
 
 /// Streams until the agent closes: stdout and stderr to ours, stdin (with `-i`) and the
 /// window's size (with `-t`) to the command; the exit code from the error channel.
-async fn stream(socket: Socket, stdin: bool, tty: bool) -> Result<i32, Error> {
+pub(super) async fn stream(socket: Socket, stdin: bool, tty: bool) -> Result<i32, Error> {
     let (mut sink, mut source) = socket.split();
     let mut input = if stdin { Some(read_stdin()?) } else { None };
     let mut window = if tty { Some(watch(SignalKind::window_change())?) } else { None };

@@ -42,6 +42,9 @@ struct Workers<R: PodRuntime> {
     admission: Admission,
     /// K6: the pods (by UID) whose resize waits for room, as last desired.
     deferred: HashMap<String, PodDelta>,
+    /// X4: the static pods as the merge last desired them, for the ephemeral containers
+    /// `outpost debug` adds.
+    statics: HashMap<FullName, PodDelta>,
 }
 
 /// Runs the workers until `batches` closes (the agent leaves; pods keep running), or
@@ -83,6 +86,7 @@ pub async fn run<R: PodRuntime>(
                 break true;
             }
             Some(done) = workers.running.join_next() => workers.finished(done),
+            debugged = shared.debug.added() => workers.debugged(debugged),
         }
     };
     workers.end(node_shutdown, &mut resyncs).await;
@@ -124,6 +128,7 @@ impl<R: PodRuntime> Workers<R> {
             synced: false,
             admission,
             deferred: HashMap::new(),
+            statics: HashMap::new(),
         }
     }
 
@@ -151,15 +156,26 @@ impl<R: PodRuntime> Workers<R> {
         let name = FullName::of(&delta.pod);
         if delta.op == DeltaOp::Remove {
             self.priorities.remove(&name);
+            self.statics.remove(&name);
             if let Some(uid) = self.desired.remove(&name) {
                 objects.release(&uid);
+                self.shared.debug.forget(&uid);
             }
             return None;
         }
         let uid = outpost_core::pod::uid(&delta.pod).to_owned();
         self.priorities.insert(name.clone(), outpost_core::admission::priority(&delta.pod));
-        if let Some(replaced) = self.desired.insert(name, uid.clone()).filter(|old| *old != uid) {
+        if let Some(replaced) =
+            self.desired.insert(name.clone(), uid.clone()).filter(|old| *old != uid)
+        {
             objects.release(&replaced);
+            self.shared.debug.forget(&replaced);
+        }
+        let mut delta = delta;
+        if delta.source != Source::Api {
+            // X4: what `outpost debug` added, kept across the source's updates.
+            self.statics.insert(name, delta.clone());
+            delta.pod = self.shared.debug.applied(delta.pod);
         }
         if delta.source == Source::Api {
             objects.claim(&delta.pod);
@@ -177,6 +193,16 @@ impl<R: PodRuntime> Workers<R> {
             self.deferred.remove(&uid);
         }
         Some(Desired { source: delta.source, pod, rejected, answers, resize_pending })
+    }
+
+    /// X4: static pods that gained ephemeral containers run them: each is desired again
+    /// as the merge last desired it, with them.
+    fn debugged(&mut self, pods: Vec<FullName>) {
+        for name in pods {
+            let Some(delta) = self.statics.get(&name).cloned() else { continue };
+            let desired = self.desire(delta);
+            self.send(name, Message::Desired(desired));
+        }
     }
 
     /// K6: resizes deferred for want of room are tried again once a batch has changed

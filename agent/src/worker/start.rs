@@ -107,6 +107,8 @@ pub struct Deps {
     pub shutdown_groups: Vec<outpost_core::node_shutdown::PriorityGroup>,
     /// D1, D2: the device manager.
     pub devices: Option<crate::devices::Manager>,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    pub debug: crate::debug_containers::DebugContainers,
 }
 
 impl Config {
@@ -202,7 +204,8 @@ async fn run(
         Some(node) => runtime.with_node(node),
         None => runtime,
     };
-    let runtime = runtime.with_shutdown_groups(deps.shutdown_groups);
+    let runtime =
+        runtime.with_shutdown_groups(deps.shutdown_groups).with_debug_containers(deps.debug);
     let runtime = match deps.devices {
         Some(devices) => runtime.with_devices(devices),
         None => runtime,

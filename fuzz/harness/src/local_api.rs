@@ -133,6 +133,9 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         audit: outpost::audit::ManifestAudit::new(64, None),
         runtime_slot: Some(RuntimeSlot::default()),
         serving: None,
+        debug: outpost::debug_containers::DebugContainers::new(
+            PathBuf::from(state_dir).join("pods"),
+        ),
         apiserver: None,
         stats: api::stats::Endpoints::default(),
     };

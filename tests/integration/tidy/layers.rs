@@ -31,8 +31,17 @@ const CRATES: &[&[&str]] = &[
 /// The top-level modules of the agent library by rank, lowest first. Modules of one
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
-    // Leaves: signals, file permissions, the pods' status store, logind's shutdowns.
-    &["shutdown", "permissions", "status", "node_shutdown", "insecure_skip_verify", "task"],
+    // Leaves: signals, file permissions, the pods' status store, logind's shutdowns, the
+    // ephemeral containers `outpost debug` adds to static pods.
+    &[
+        "shutdown",
+        "permissions",
+        "status",
+        "node_shutdown",
+        "insecure_skip_verify",
+        "task",
+        "debug_containers",
+    ],
     // Settings; the API server's shared services; checkpoints; the heap profiler and
     // malloc's trim after the pods' bursts of status changes.
     &["config", "apiserver", "checkpoint", "heap_profile", "heap_trim"],

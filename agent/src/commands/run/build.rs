@@ -19,6 +19,7 @@ use crate::apiserver::Recorder;
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Settings};
+use crate::debug_containers::DebugContainers;
 use crate::logging::LogLevel;
 use crate::objects::{Changes, Objects};
 use crate::podconfig::{self, Batch, SnapshotHandle};
@@ -65,6 +66,8 @@ struct Shared {
     host: Arc<dyn host::Host>,
     /// D1, D2: the device manager; `None` in a dry run.
     devices: Option<crate::devices::Manager>,
+    /// X4: the ephemeral containers `outpost debug` adds to static pods.
+    debug: DebugContainers,
 }
 
 /// Resolves `settings`, checks the directories, and builds every part of the agent.
@@ -152,6 +155,7 @@ pub(super) async fn build(
         certificates: certificate_status,
         serving,
         configz: crate::config::configz::configz(&config),
+        debug: shared.debug.clone(),
     };
     tasks.push(config.api.clone().build(&config.node, local).await?);
     if let Some(healthz) = api::healthz_port(config.api.healthz).await {
@@ -249,6 +253,7 @@ impl Shared {
             cgroups: (!dry_run).then(|| Arc::new(pod_side::pod_cgroups(config))),
             host: Arc::new(host::Kernel),
             devices: None,
+            debug: DebugContainers::new(config.node.state_dir.join("pods")),
         }
     }
 
@@ -279,6 +284,7 @@ impl Shared {
             admission,
             host: self.host.clone(),
             devices: self.devices.clone(),
+            debug: self.debug.clone(),
         }
     }
 }

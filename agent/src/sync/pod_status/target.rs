@@ -95,7 +95,11 @@ pub fn targets(
             target.created = pod::annotation(pod, CONFIG_SEEN)
                 .and_then(|seen| seen.parse().ok())
                 .unwrap_or(Timestamp::UNIX_EPOCH);
-            target.status = Some(report::merged(status, mirror.pod.status.as_ref()));
+            let mut status = report::merged(status, mirror.pod.status.as_ref());
+            // X4: the mirror pod has no ephemeral containers (the API server refuses
+            // them on one); those `outpost debug` adds are reported locally only.
+            status.ephemeral_container_statuses = None;
+            target.status = Some(status);
         }
         out.list.push(target);
     }
