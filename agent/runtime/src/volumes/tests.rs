@@ -387,3 +387,31 @@ mod claims {
         assert_eq!(std::fs::read_to_string(dirs.host.join("data")).unwrap(), "kept");
     }
 }
+
+#[test]
+fn v4_an_image_volume_view_is_mounted_read_only() {
+    use containerd_client::types::Mount;
+    use nix::mount::MsFlags;
+    let mount = |kind: &str, source: &str, options: &[&str]| Mount {
+        r#type: kind.to_owned(),
+        source: source.to_owned(),
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
+        ..Mount::default()
+    };
+    let overlay = mount("overlay", "overlay", &["ro", "lowerdir=/s/2/fs:/s/1/fs"]);
+    let calls = super::image::syscalls(&[overlay]).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].fs_type.as_deref(), Some("overlay"));
+    assert_eq!(calls[0].flags, MsFlags::MS_RDONLY);
+    assert_eq!(calls[0].data.as_deref(), Some("lowerdir=/s/2/fs:/s/1/fs"));
+    assert!(!calls[0].remount_read_only);
+
+    let single = mount("bind", "/s/1/fs", &["ro", "rbind"]);
+    let calls = super::image::syscalls(&[single]).unwrap();
+    assert_eq!(calls[0].source, "/s/1/fs");
+    assert_eq!(calls[0].flags, MsFlags::MS_BIND | MsFlags::MS_REC);
+    assert!(calls[0].remount_read_only, "a bind is made read-only by a remount");
+
+    let other = mount("erofs", "/dev/loop0", &[]);
+    assert_eq!(super::image::syscalls(&[other]).unwrap_err(), "erofs");
+}
