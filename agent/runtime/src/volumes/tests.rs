@@ -46,7 +46,7 @@ fn dirs() -> Dirs {
 #[test]
 fn source_paths() {
     let pod = pod(
-        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}], containers: []}",
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}, {name: m, image: {reference: model:v1}}], containers: []}",
     );
     let dir = Path::new("/state/pods/u");
     assert_eq!(
@@ -61,8 +61,13 @@ fn source_paths() {
     assert_eq!(
         source_path(dir, &pod, "c").unwrap_err().to_string(),
         "pod default/web-node1: volume \"c\" is of type nfs, which Outpost does not support; \
-         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, or a \
          persistentVolumeClaim of a hostPath or local PersistentVolume"
+    );
+    assert_eq!(
+        source_path(dir, &pod, "m").unwrap(),
+        Path::new("/state/pods/u/volumes/kubernetes.io~image/m"),
+        "V4"
     );
     assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
