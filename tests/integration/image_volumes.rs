@@ -1,8 +1,9 @@
 //! End to end: image volumes (KEP-4639, V4) on a real containerd, from the loopback test
 //! registry: the artifact image `cargo xtask images` builds (data files only) is pulled
 //! per the volume's `pullPolicy`, mounted read-only in a busybox container (whole and by
-//! `subPath`), and its mount and snapshot view go with the pod. A volume whose image
-//! cannot be had holds only the containers that mount it, with kubelet's pull errors.
+//! `subPath`), and its mount and snapshot view go with the pod; an API pod's is pulled
+//! with its pull secrets. A volume whose image cannot be had holds only the containers
+//! that mount it, with kubelet's pull errors.
 
 use std::time::Duration;
 
@@ -162,4 +163,42 @@ fn v4_an_image_volume_that_cannot_be_pulled_holds_only_its_containers() {
 
     delete_and_wait(&node, &w.agent, &[("missing.yaml", name)]);
     assert!(image_mounts(&node).is_empty(), "{:?}", image_mounts(&node));
+}
+
+/// V4: an API pod's image volume is pulled with the pod's `imagePullSecrets`, as its
+/// containers' images are: the registry wants a password, which only the secret has.
+#[needs(pods, registry)]
+#[test]
+fn v4_an_api_pods_image_volume_is_pulled_with_its_pull_secrets() {
+    use base64::Engine as _;
+    use outpost_tests::api_pods::{Cluster, api_pod, read};
+    use serde_json::json;
+
+    let registry = Registry::start_with_auth("puller", "right-password");
+    registry.push(&test_image(MODEL_OCI), "private/model:v1", false);
+    let reference = format!("{}/private/model:v1", registry.host());
+    let c = Cluster::start();
+    let auth = base64::engine::general_purpose::STANDARD.encode("puller:right-password");
+    let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "regcred", "namespace": "default"},
+        "stringData": {".dockerconfigjson": config},
+    }));
+    c.create_pod(api_pod(
+        "model",
+        json!({"volumeMounts": [{"name": "model", "mountPath": "/model"}]}),
+        json!({
+            "imagePullSecrets": [{"name": "regcred"}],
+            "automountServiceAccountToken": false,
+            "volumes": [{"name": "model", "image": {"reference": reference}}],
+        }),
+    ));
+    let pid = c.pid_of("default", "model", "main");
+    assert_eq!(read(pid, "/model/model/weights.txt"), MODEL_WEIGHTS);
+    let pulled = c.events("model").iter().any(|e| {
+        e["reason"] == "Pulled"
+            && e["message"].as_str().is_some_and(|m| m.contains(&format!("\"{reference}\"")))
+    });
+    assert!(pulled, "{:?}", c.events("model"));
 }
