@@ -112,31 +112,33 @@ fn v4_an_image_volume_is_pulled_mounted_read_only_and_removed_with_its_pod() {
 
 /// V4: an image volume whose image is not in the registry holds the container that
 /// mounts it with kubelet's `ErrImagePull` (then `ImagePullBackOff`) and a Failed Event;
-/// with `pullPolicy: Never` and no image, `ErrImageNeverPull`. A container of the pod
-/// that mounts neither runs.
+/// with `pullPolicy: Never` and no image, `ErrImageNeverPull`; a `subPath` to a file of
+/// the image, `CreateContainerError` (containerd mounts directories only). A container
+/// of the pod that mounts none of them runs.
 #[needs(pods, registry)]
 #[test]
 fn v4_an_image_volume_that_cannot_be_pulled_holds_only_its_containers() {
     let registry = Registry::start();
+    registry.push(&test_image(MODEL_OCI), "test/model:v1", false);
+    let model = format!("{}/test/model:v1", registry.host());
     let missing = format!("{}/test/missing:v1", registry.host());
     let node = Node::new();
     let w = Workload::start(&node);
-    let container = |name: &str, mount: Option<&str>| {
-        let mount = mount
-            .map(|v| format!("\n    volumeMounts: [{{name: {v}, mountPath: /data}}]"))
-            .unwrap_or_default();
+    let container = |name: &str, mounts: &str| {
         format!(
             "  - name: {name}\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    \
-             command: [sleep, '3600']{mount}\n"
+             command: [sleep, '3600']\n    volumeMounts: [{mounts}]\n"
         )
     };
     let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: missing\nspec:\n  containers:\n{}{}{}  \
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: missing\nspec:\n  containers:\n{}{}{}{}  \
          volumes:\n  - name: pulled\n    image: {{reference: '{missing}'}}\n  - name: never\n    \
-         image: {{reference: 'outpost.test/absent:v1', pullPolicy: Never}}\n",
-        container("app", Some("pulled")),
-        container("local", Some("never")),
-        container("other", None),
+         image: {{reference: 'outpost.test/absent:v1', pullPolicy: Never}}\n  - name: model\n    \
+         image: {{reference: '{model}'}}\n",
+        container("app", "{name: pulled, mountPath: /data}"),
+        container("local", "{name: never, mountPath: /data}"),
+        container("file", "{name: model, mountPath: /w, subPath: model/weights.txt}"),
+        container("other", ""),
     );
     node.put("missing.yaml", &manifest);
     let name = "missing-edge-1";
@@ -145,7 +147,10 @@ fn v4_an_image_volume_that_cannot_be_pulled_holds_only_its_containers() {
         is_running(status_of(p, "other"))
             && (waiting("app") == "ErrImagePull" || waiting("app") == "ImagePullBackOff")
             && waiting("local") == "ErrImageNeverPull"
+            && waiting("file") == "CreateContainerError"
     });
+    let file = status_of(&pod, "file")["state"]["waiting"]["message"].as_str().unwrap_or_default();
+    assert!(file.contains("is not a directory"), "containerd's rule: {file}");
     let message =
         status_of(&pod, "local")["state"]["waiting"]["message"].as_str().unwrap_or_default();
     let never =
@@ -159,9 +164,13 @@ fn v4_an_image_volume_that_cannot_be_pulled_holds_only_its_containers() {
                     .is_some_and(|m| m.starts_with(&format!("Failed to pull image \"{missing}\"")))
         })
     });
-    assert!(views(&node).is_empty(), "no view without its image: {:?}", views(&node));
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let only_model =
+        views(&node).iter().all(|v| v.starts_with(&format!("{KEY_PREFIX}{uid}/model ")));
+    assert!(only_model, "no view without its image: {:?}", views(&node));
 
     delete_and_wait(&node, &w.agent, &[("missing.yaml", name)]);
+    eventually("no image volume snapshot is left", LONG, || views(&node).is_empty());
     assert!(image_mounts(&node).is_empty(), "{:?}", image_mounts(&node));
 }
 

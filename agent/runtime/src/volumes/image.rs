@@ -59,6 +59,13 @@ pub enum Error {
         source: nix::Error,
     },
 
+    /// containerd's rule: an image volume's `subPath` is a directory in the image.
+    #[error(
+        "image volume {volume:?}: subPath {sub_path:?} {problem}; only a directory of the \
+         image can be mounted by subPath"
+    )]
+    SubPath { volume: String, sub_path: String, problem: &'static str },
+
     #[error(transparent)]
     Volumes(#[from] Box<super::Error>),
 
@@ -143,11 +150,12 @@ pub async fn mount(
 ) -> Result<PathBuf> {
     let at = Subject::pod(pod);
     let dir = pod_dir.join(layout::IMAGE).join(volume);
-    pod_fs::make_dir(&at, pod_dir, 0o750).map_err(Box::new)?;
-    pod_fs::make_dir(&at, &dir, 0o755).map_err(Box::new)?;
-    if mounts::mounted(host, &dir).map_err(Box::new)? {
+    // Mounted: its root is the image's, read-only (not to be made again).
+    if dir.exists() && mounts::mounted(host, &dir).map_err(Box::new)? {
         return Ok(dir);
     }
+    pod_fs::make_dir(&at, pod_dir, 0o750).map_err(Box::new)?;
+    pod_fs::make_dir(&at, &dir, 0o755).map_err(Box::new)?;
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let key = image_volume_key(uid, volume);
     let view_error = |source| Error::View {
@@ -200,6 +208,25 @@ pub async fn mount(
         "image volume mounted"
     );
     Ok(dir)
+}
+
+/// Checks that `sub_path` is a directory in the mounted image volume `dir`, as
+/// containerd's CRI plugin checks it (symbolic links resolved, staying in the volume).
+pub fn check_sub_path(dir: &Path, volume: &str, sub_path: &str) -> Result<()> {
+    let refuse = |problem| Error::SubPath {
+        volume: volume.to_owned(),
+        sub_path: sub_path.to_owned(),
+        problem,
+    };
+    let root = dir.canonicalize().map_err(|_| refuse("cannot be resolved"))?;
+    let path = root.join(sub_path).canonicalize().map_err(|_| refuse("is not in the image"))?;
+    if !path.starts_with(&root) {
+        return Err(refuse("leads out of the image"));
+    }
+    if !path.is_dir() {
+        return Err(refuse("is not a directory"));
+    }
+    Ok(())
 }
 
 /// Removes the snapshot views of the pod `uid`'s image volumes, once

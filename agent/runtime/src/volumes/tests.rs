@@ -420,3 +420,23 @@ fn v4_an_image_volume_view_is_mounted_read_only() {
     let other = mount("erofs", "/dev/loop0", &[]);
     assert_eq!(super::image::syscalls(&[other]).unwrap_err(), "erofs");
 }
+
+#[test]
+fn v4_an_image_volume_sub_path_is_a_directory_within_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("volume");
+    std::fs::create_dir_all(dir.join("model")).unwrap();
+    std::fs::write(dir.join("model/weights.txt"), "w").unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("out")).unwrap();
+    let check = |sub: &str| super::image::check_sub_path(&dir, "v", sub).map_err(|e| e.to_string());
+    assert_eq!(check("model"), Ok(()));
+    let words = |sub: &str| check(sub).unwrap_err();
+    assert!(
+        words("model/weights.txt").contains("is not a directory"),
+        "{}",
+        words("model/weights.txt")
+    );
+    assert!(words("absent").contains("is not in the image"));
+    assert!(words("out").contains("leads out of the image"));
+    assert!(words("../..").contains("leads out of the image"));
+}

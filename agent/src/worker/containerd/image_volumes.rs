@@ -6,7 +6,8 @@
 //! As kubelet does (`getImageVolumes`, then `toKubeContainerImageVolumes`), a container
 //! that mounts an image volume whose image cannot be had waits with that pull's error
 //! (`ErrImagePull`, then `ImagePullBackOff`; `ErrImageNeverPull`); containers that do
-//! not mount it start.
+//! not mount it start. A `subPath` into one must be a directory of the image, as
+//! containerd's CRI plugin requires (kubelet's `CreateContainerError` otherwise).
 
 use std::collections::BTreeSet;
 
@@ -44,9 +45,26 @@ pub(super) async fn ensure(
         };
         let pod_dir = pods.pods_dir().join(pod::uid(pod));
         let host = &*pods.settings.host;
-        volumes::image::mount(&pods.containerd, host, &pod_dir, pod, &volume.name, &image.chain_id)
-            .await
-            .map_err(|e| StartFailure::new(WaitingReason::CreateContainerError, describe(&e)))?;
+        let create_error = |e: volumes::image::Error| {
+            StartFailure::new(WaitingReason::CreateContainerError, describe(&e))
+        };
+        let dir = volumes::image::mount(
+            &pods.containerd,
+            host,
+            &pod_dir,
+            pod,
+            &volume.name,
+            &image.chain_id,
+        )
+        .await
+        .map_err(create_error)?;
+        let mounts = container.volume_mounts.iter().flatten();
+        for mount in mounts.filter(|m| m.name == volume.name) {
+            if let Some(sub_path) = mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
+                volumes::image::check_sub_path(&dir, &volume.name, sub_path)
+                    .map_err(create_error)?;
+            }
+        }
     }
     failed.map_or(Ok(()), Err)
 }
