@@ -27,6 +27,7 @@ mod exec_spdy;
 mod file_source;
 mod gc;
 mod hardening;
+mod image_volumes;
 mod images;
 mod images_dir;
 mod in_cluster;

@@ -34,6 +34,10 @@ pub const ETCD_OCI: &str = "etcd-oci.tar";
 pub const NODE_EXPORTER_IMAGE: &str = "outpost.test/node-exporter:latest";
 /// The OCI image-layout tarball of [`NODE_EXPORTER_IMAGE`].
 pub const NODE_EXPORTER_OCI: &str = "node-exporter-oci.tar";
+/// The artifact image (data files only) for image volumes (V4), from `cargo xtask images`.
+pub const MODEL_OCI: &str = "model-oci.tar";
+/// The text of its `/model/weights.txt`.
+pub const MODEL_WEIGHTS: &str = "outpost test weights v1\n";
 
 fn workspace_target() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target")

@@ -12,7 +12,9 @@
 //! - `kubectl-oci.tar`: `outpost.test/kubectl:latest`, busybox with the host's `kubectl`
 //!   (see [`kubectl`]);
 //! - `node-exporter-oci.tar`: `outpost.test/node-exporter:latest`, Debian's
-//!   `prometheus-node-exporter` and the libraries it links (see [`node_exporter`]).
+//!   `prometheus-node-exporter` and the libraries it links (see [`node_exporter`]);
+//! - `model-oci.tar`: `outpost.test/model:v1`, an artifact of data files only, for image
+//!   volumes (see [`model`]).
 //!
 //! The busybox tarballs hold the same single uncompressed layer, made of the Debian
 //! `busybox-static` binary; the first two the same config, tagged
@@ -26,6 +28,7 @@
 
 mod etcd;
 mod kubectl;
+mod model;
 mod node_exporter;
 
 use std::fs;
@@ -105,7 +108,8 @@ pub fn build(dir: &Path) -> anyhow::Result<()> {
     build_busybox(dir)?;
     etcd::build(dir)?;
     kubectl::build(dir)?;
-    node_exporter::build(dir)
+    node_exporter::build(dir)?;
+    model::build(dir)
 }
 
 /// Builds the busybox tarballs into `dir`.

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, ImageVolumeSource, Pod};
 
 pub use self::restart::{ContainerRestart, ExitCodes, Operator, RestartRule};
 
@@ -73,13 +73,26 @@ pub enum PullPolicy {
 impl PullPolicy {
     /// The container's policy, defaulted by its image's tag as the API server does.
     pub fn of(container: &Container) -> PullPolicy {
-        match container.image_pull_policy.as_deref() {
+        Self::parse(
+            container.image_pull_policy.as_deref(),
+            container.image.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// An image volume's `pullPolicy` (KEP-4639), defaulted by its reference's tag as the
+    /// API server defaults it (`SetDefaults_ImageVolumeSource`): `Always` for `:latest`
+    /// or no tag, else `IfNotPresent`. An unknown value (the API server refuses it) is
+    /// read as the default.
+    pub fn of_image_volume(source: &ImageVolumeSource) -> PullPolicy {
+        Self::parse(source.pull_policy.as_deref(), source.reference.as_deref().unwrap_or_default())
+    }
+
+    fn parse(policy: Option<&str>, image: &str) -> PullPolicy {
+        match policy {
             Some("Always") => PullPolicy::Always,
             Some("IfNotPresent") => PullPolicy::IfNotPresent,
             Some("Never") => PullPolicy::Never,
-            _ if latest_or_untagged(container.image.as_deref().unwrap_or_default()) => {
-                PullPolicy::Always
-            }
+            _ if latest_or_untagged(image) => PullPolicy::Always,
             _ => PullPolicy::IfNotPresent,
         }
     }

@@ -27,6 +27,11 @@ pub const CONFIG_MAP: &str = "volumes/kubernetes.io~configmap";
 pub const SECRET: &str = "volumes/kubernetes.io~secret";
 pub const DOWNWARD_API: &str = "volumes/kubernetes.io~downward-api";
 pub const PROJECTED: &str = "volumes/kubernetes.io~projected";
+/// Where image volumes (KEP-4639) are mounted, under the pod's directory: a read-only
+/// view of the image's snapshot each (V4).
+pub const IMAGE: &str = "volumes/kubernetes.io~image";
+/// The prefix of the snapshot keys of a pod's image volumes ([`image_volume_key`]).
+pub const IMAGE_VOLUME_KEY_PREFIX: &str = "outpost-image-volume";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -35,7 +40,7 @@ pub enum Error {
 
     #[error(
         "{at}: volume {volume:?} is of type {kind}, which Outpost does not support; use \
-         emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, or a \
          persistentVolumeClaim of a hostPath or local PersistentVolume"
     )]
     Unsupported { at: Subject, volume: String, kind: String },
@@ -54,9 +59,29 @@ pub fn source_path(pod_dir: &Path, pod: &Pod, volume_name: &str) -> Result<PathB
         Ok(PathBuf::from(&host_path.path))
     } else if let Some(kind) = projection::kind(volume) {
         Ok(pod_dir.join(kind_dir(kind)).join(&volume.name))
+    } else if volume.image.is_some() {
+        Ok(pod_dir.join(IMAGE).join(&volume.name))
     } else {
         Err(unsupported(pod, volume))
     }
+}
+
+/// Whether the pod's volume `volume_name` is an image volume (V4): kubelet mounts it
+/// read-only whatever `readOnly` says, and makes no `subPath` directory in it.
+pub fn is_image(pod: &Pod, volume_name: &str) -> bool {
+    find(pod, volume_name).is_ok_and(|v| v.image.is_some())
+}
+
+/// The key of the read-only snapshot view the pod `uid`'s image volume `volume` is
+/// mounted from (V4): owned by the pod (its UID), so the pod's teardown finds and
+/// removes it, also after an agent restart ([`image_volume_key_prefix`]).
+pub fn image_volume_key(uid: &str, volume: &str) -> String {
+    format!("{}{volume}", image_volume_key_prefix(uid))
+}
+
+/// The prefix every snapshot key of the pod `uid`'s image volumes starts with.
+pub fn image_volume_key_prefix(uid: &str) -> String {
+    format!("{IMAGE_VOLUME_KEY_PREFIX}/{uid}/")
 }
 
 /// Where the volumes of `kind` live, under the pod's directory.

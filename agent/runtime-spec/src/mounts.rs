@@ -30,8 +30,10 @@ pub(super) fn mounts(
         // A claim's volume mounted read-only (the pod's `persistentVolumeClaim.readOnly`)
         // is read-only in every container, as kubelet's mounter attributes make it (K3).
         let claimed_read_only = ctx.claimed.get(&mount.name).is_some_and(|c| c.read_only);
+        // V4: an image volume is read-only, as kubelet mounts it.
         let read_only = mount.read_only.unwrap_or(false)
             || layout::is_projection(ctx.pod, &mount.name)
+            || layout::is_image(ctx.pod, &mount.name)
             || claimed_read_only;
         let target = Target { source: &source, index, privileged: security.privileged, at };
         let propagation =

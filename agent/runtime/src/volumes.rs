@@ -8,6 +8,7 @@
 //!     volumes/kubernetes.io~downward-api/<name>/        downwardAPI, 0777
 //!     volumes/kubernetes.io~secret/<name>/              secret, a tmpfs (1777)
 //!     volumes/kubernetes.io~projected/<name>/           projected, a tmpfs (1777)
+//!     volumes/kubernetes.io~image/<name>/               image, a read-only snapshot view (V4)
 //! ```
 //!
 //! `hostPath` volumes are the host's paths, checked (or created) per their `type`. The
@@ -41,6 +42,7 @@ mod atomic_writer;
 mod claims;
 mod fs;
 mod host_path;
+pub mod image;
 mod mounts;
 mod ownership;
 
@@ -224,6 +226,9 @@ pub fn prepare(
             host_path::check(&at, &volume.name, host_path)?;
         } else if layout::is_claim(pod, &volume.name) {
             // Set up by `set_up_claims` (K3).
+        } else if volume.image.is_some() {
+            // Mounted by `image::mount` once its image is pulled, before a container
+            // mounting it is created (V4).
         } else if let Some(kind) = projection::kind(volume) {
             let dir = source_path(pod_dir, pod, &volume.name)?;
             if in_memory(kind) {
@@ -340,7 +345,10 @@ fn sub_paths(pod_dir: &Path, pod: &Pod, at: &Subject) -> Result<()> {
         let Some(sub_path) = mount.sub_path.as_deref().filter(|p| is_plain_relative(p)) else {
             continue;
         };
-        if layout::is_projection(pod, &mount.name) || layout::is_claim(pod, &mount.name) {
+        if layout::is_projection(pod, &mount.name)
+            || layout::is_claim(pod, &mount.name)
+            || layout::is_image(pod, &mount.name)
+        {
             continue;
         }
         let volume = source_path(pod_dir, pod, &mount.name)?;

@@ -256,7 +256,8 @@ async fn remove(containerd: &Containerd, names: &[&str]) -> bool {
 }
 
 /// The images containers of the namespace (running or dead) were made from, and those
-/// the desired pods name (normalized); `None` if the containers cannot be listed.
+/// the desired pods name in their containers and image volumes (normalized); `None` if
+/// the containers cannot be listed.
 async fn in_use(containerd: &Containerd, desired: &Snapshot) -> Option<BTreeSet<String>> {
     let listed = match container::list(containerd).await {
         Ok(listed) => listed,
@@ -269,7 +270,11 @@ async fn in_use(containerd: &Containerd, desired: &Snapshot) -> Option<BTreeSet<
     for (_, pod) in &desired.pods {
         let Some(spec) = &pod.spec else { continue };
         let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
-        for image in containers.filter_map(|c| c.image.as_deref()) {
+        let containers = containers.filter_map(|c| c.image.as_deref());
+        // V4: an image volume's image is in use while its pod is desired.
+        let volumes = spec.volumes.iter().flatten();
+        let volumes = volumes.filter_map(|v| v.image.as_ref()?.reference.as_deref());
+        for image in containers.chain(volumes) {
             if let Ok(name) = reference::normalize(image) {
                 in_use.insert(name);
             }

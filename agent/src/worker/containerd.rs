@@ -2,6 +2,7 @@
 //! for the network, the pod's namespaces and files for the rest of its sandbox.
 
 mod handler;
+mod image_volumes;
 mod prefetch;
 mod resize;
 mod sandbox;
@@ -255,7 +256,12 @@ impl PodRuntime for Pods {
     }
 
     async fn ensure_image(&self, pod: &Pod, container: &Container) -> Result<Image, StartFailure> {
-        ensure_image(self, pod, container, &pod_ref(pod, Some(&container.name))).await
+        // V4: kubelet pulls the image volumes first; a container mounting one that
+        // cannot be had waits with its error.
+        image_volumes::ensure(self, pod, container).await?;
+        let reference = container.image.as_deref().unwrap_or_default();
+        let object = pod_ref(pod, Some(&container.name));
+        ensure_image(self, pod, reference, PullPolicy::of(container), &object).await
     }
 
     async fn termination_message(
@@ -546,18 +552,18 @@ fn found(listed: Listed) -> Option<(FullName, Found)> {
     Some((name, found))
 }
 
-/// The container's image, pulled first if its imagePullPolicy says so. An `Always` image
-/// that cannot be pulled because the registry is unreachable runs from the local copy
-/// when there is one: an edge node must restart its pods with no network. Records
-/// kubelet's image events on `object` (the container).
+/// The image `reference` (a container's, or an image volume's), pulled first if `policy`
+/// says so. An `Always` image that cannot be pulled because the registry is unreachable
+/// runs from the local copy when there is one: an edge node must restart its pods with
+/// no network. Records kubelet's image events on `object` (the container, or the pod).
 async fn ensure_image(
     pods: &Pods,
     pod: &Pod,
-    container: &Container,
+    reference: &str,
+    policy: PullPolicy,
     object: &ObjectReference,
 ) -> Result<Image, StartFailure> {
     let events = &pods.events;
-    let reference = container.image.as_deref().unwrap_or_default();
     let prefetched = pods.prefetched.take(pod::uid(pod), reference);
     let present = match prefetched {
         Some(image) => Ok(Some(image)),
@@ -568,7 +574,6 @@ async fn ensure_image(
         events.emit(object, EventType::Warning, reason::INSPECT_FAILED, message.clone());
         StartFailure::new(WaitingReason::InspectFailed, message)
     })?;
-    let policy = PullPolicy::of(container);
     match (policy, present) {
         (PullPolicy::Never, None) => {
             let message =

@@ -13,7 +13,7 @@
 //! - mounts under Outpost's directories (pod netns and tmpfs mounts);
 //! - network links: the test bridges (`otb*`), Outpost's bridge, and veths on them;
 //! - CNI state: libcni results and host-local allocations of Outpost's networks;
-//! - in the containerd at `socket`: containers, tasks, leases and active snapshots;
+//! - in the containerd at `socket`: containers, tasks, leases and active and view snapshots;
 //! - for the machine: shim sockets in `/run/containerd/s` no process has bound (what a
 //!   SIGKILLed shim leaves: a shim ended by SIGTERM or by containerd removes its own).
 
@@ -592,12 +592,13 @@ fn ctr_first_column(socket: &Path, namespace: Option<&str>, args: &[&str]) -> Ve
     table(socket, namespace, args).into_iter().filter_map(|row| row.into_iter().next()).collect()
 }
 
-/// The active snapshots of the overlayfs snapshotter (`KEY PARENT KIND`).
+/// The active and view snapshots of the overlayfs snapshotter (`KEY PARENT KIND`): a
+/// container's rootfs, an image volume's read-only view (V4).
 fn active_snapshots(socket: &Path, namespace: Option<&str>) -> Vec<String> {
     let args = ["snapshots", "--snapshotter", "overlayfs", "list"];
     table(socket, namespace, &args)
         .into_iter()
-        .filter(|row| row.last().is_some_and(|kind| kind == "Active"))
+        .filter(|row| row.last().is_some_and(|kind| kind == "Active" || kind == "View"))
         .filter_map(|row| row.into_iter().next())
         .collect()
 }

@@ -400,6 +400,30 @@ pub(super) fn recursive_read_only(review: &mut Review<'_>, field: &str, value: &
     one_of(review, field, value, &["Disabled", "IfPossible", "Enabled"]);
 }
 
+/// V4: an image volume, as the API server validates it (`validateImageVolumeSource`): a
+/// `reference` is required, and `pullPolicy` is one of the three (a static pod meets no
+/// API server, so the node says it).
+pub(super) fn image_volume(review: &mut Review<'_>, field: &str, value: &Value) {
+    let reference = value.get("reference").map(text).unwrap_or_default();
+    if reference.is_empty() {
+        review.refuse(
+            field,
+            UNSUPPORTED_FIELD,
+            format!(
+                "{field}.reference: Required value: name the image, e.g. registry.example/model:v1"
+            ),
+        );
+    }
+    if let Some(policy) = value.get("pullPolicy") {
+        one_of(
+            review,
+            &format!("{field}.pullPolicy"),
+            policy,
+            &["Always", "IfNotPresent", "Never"],
+        );
+    }
+}
+
 /// A projected volume's sources: the downward API is the pod's own; configMap, secret and
 /// serviceAccountToken are API objects (refused for static pods, V2); clusterTrustBundle
 /// is not implemented. A source the API does not define is refused as unknown fields are.

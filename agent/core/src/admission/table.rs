@@ -157,7 +157,7 @@ pub(super) const POD: Table = &[
     ("spec.volumes[].gitRepo", Refused("gitRepo volumes run the host's git on the pod's behalf (CVE-2024-10220) and are deprecated; Outpost runs no host commands for a pod; clone into an emptyDir with an init container")),
     ("spec.volumes[].glusterfs", Refused(VOLUME)),
     ("spec.volumes[].hostPath", Supported),
-    ("spec.volumes[].image", Refused("image volumes are not implemented; copy the files into an emptyDir with an init container")),
+    ("spec.volumes[].image", Check(S, checks::image_volume)),
     ("spec.volumes[].iscsi", Refused(VOLUME)),
     ("spec.volumes[].name", Supported),
     ("spec.volumes[].nfs", Refused(VOLUME)),

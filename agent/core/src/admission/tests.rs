@@ -657,6 +657,26 @@ fn projected_sources_outpost_does_not_make_are_refused_for_every_pod() {
 }
 
 #[test]
+fn v4_image_volumes_are_admitted_and_checked_as_the_api_server_checks_them() {
+    let pod = pod_with(
+        "volumes",
+        json!([{"name": "model", "image": {"reference": "outpost.test/model:v1", "pullPolicy": "IfNotPresent"}}]),
+    );
+    for source in [Source::File, Source::Api] {
+        assert!(review(&pod, &NodeFacts::default(), source).is_empty(), "{source:?}");
+    }
+    let pod = pod_with(
+        "volumes",
+        json!([{"name": "model", "image": {"reference": "", "pullPolicy": "Sometimes"}}]),
+    );
+    let found = review(&pod, &NodeFacts::default(), Source::File);
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["spec.volumes[0].image", "spec.volumes[0].image.pullPolicy"]);
+    assert!(found[0].message.contains("reference: Required value"), "{}", found[0].message);
+    assert!(refuses(&found));
+}
+
+#[test]
 fn fields_lists_each_path_once() {
     let mut paths: Vec<String> = fields().map(|(path, _)| path).collect();
     let count = paths.len();

@@ -73,6 +73,31 @@ fn pull_policy_defaults_by_tag() {
 }
 
 #[test]
+fn v4_image_volume_pull_policy_defaults_by_tag_as_the_api_server_does() {
+    let v = |reference: &str, policy: Option<&str>| ImageVolumeSource {
+        reference: Some(reference.to_owned()),
+        pull_policy: policy.map(str::to_owned),
+    };
+    let cases = [
+        ("outpost.test/model", None, PullPolicy::Always),
+        ("outpost.test/model:latest", None, PullPolicy::Always),
+        ("localhost:5000/model", None, PullPolicy::Always),
+        ("localhost:5000/model:v1", None, PullPolicy::IfNotPresent),
+        ("model@sha256:abcd", None, PullPolicy::IfNotPresent),
+        ("model:latest", Some("IfNotPresent"), PullPolicy::IfNotPresent),
+        ("model:v1", Some("Always"), PullPolicy::Always),
+        ("model:v1", Some("Never"), PullPolicy::Never),
+        ("model:v1", Some(""), PullPolicy::IfNotPresent),
+    ];
+    for (reference, policy, expected) in cases {
+        let got = PullPolicy::of_image_volume(&v(reference, policy));
+        assert_eq!(got, expected, "{reference} {policy:?}");
+    }
+    let empty = ImageVolumeSource::default();
+    assert_eq!(PullPolicy::of_image_volume(&empty), PullPolicy::Always, "no reference: untagged");
+}
+
+#[test]
 fn crash_loop_doubles_to_the_cap_and_resets_after_a_long_run() {
     let mut b = CrashLoop::new(CrashLoopConfig::default());
     let short = Duration::from_secs(1);

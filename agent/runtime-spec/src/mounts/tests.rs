@@ -89,6 +89,39 @@ fn v1_api_object_volumes_are_mounted_read_only() {
     assert_eq!(options(file), ["rbind", "rprivate", "ro"]);
 }
 
+const IMAGE_VOLUME: &str = r#"spec:
+  volumes:
+  - name: model
+    image: {reference: "outpost.test/model:v1", pullPolicy: IfNotPresent}
+  containers:
+  - name: app
+    image: b
+    volumeMounts:
+    - {name: model, mountPath: /model, readOnly: false}
+    - {name: model, mountPath: /weights, subPath: model}
+"#;
+
+#[test]
+fn v4_image_volumes_are_bound_from_their_view_read_only() {
+    let spec = spec(IMAGE_VOLUME);
+    let dir = "/var/lib/outpost/pods/0123/volumes/kubernetes.io~image/model";
+    let whole = mount(&spec, "/model").unwrap();
+    assert_eq!(whole.source().as_deref(), Some(Path::new(dir)));
+    assert_eq!(options(whole), ["rbind", "rprivate", "ro"], "readOnly: false is overruled");
+    let sub = mount(&spec, "/weights").unwrap();
+    assert_eq!(sub.source().as_deref(), Some(Path::new(&format!("{dir}/model"))));
+    assert_eq!(options(sub), ["rbind", "rprivate", "ro"]);
+}
+
+#[test]
+fn v4_image_volume_snapshot_keys_are_the_pods() {
+    use crate::layout::{image_volume_key, image_volume_key_prefix};
+    let key = image_volume_key("0123", "model");
+    assert_eq!(key, "outpost-image-volume/0123/model");
+    assert!(key.starts_with(&image_volume_key_prefix("0123")));
+    assert!(!key.starts_with(&image_volume_key_prefix("012")), "a UID is not another's prefix");
+}
+
 #[test]
 fn volume_mount_errors() {
     let with_mount = |mount: &str| {

@@ -46,7 +46,7 @@ fn dirs() -> Dirs {
 #[test]
 fn source_paths() {
     let pod = pod(
-        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}], containers: []}",
+        "spec: {volumes: [{name: a, emptyDir: {}}, {name: h, hostPath: {path: /srv}}, {name: s, secret: {secretName: x}}, {name: c, nfs: {server: nas, path: /x}}, {name: m, image: {reference: model:v1}}], containers: []}",
     );
     let dir = Path::new("/state/pods/u");
     assert_eq!(
@@ -61,8 +61,13 @@ fn source_paths() {
     assert_eq!(
         source_path(dir, &pod, "c").unwrap_err().to_string(),
         "pod default/web-node1: volume \"c\" is of type nfs, which Outpost does not support; \
-         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, or a \
+         use emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, or a \
          persistentVolumeClaim of a hostPath or local PersistentVolume"
+    );
+    assert_eq!(
+        source_path(dir, &pod, "m").unwrap(),
+        Path::new("/state/pods/u/volumes/kubernetes.io~image/m"),
+        "V4"
     );
     assert!(matches!(source_path(dir, &pod, "zz"), Err(layout::Error::NotDeclared { .. })));
 }
@@ -386,4 +391,52 @@ mod claims {
         assert!(!dirs.pod_dir.exists());
         assert_eq!(std::fs::read_to_string(dirs.host.join("data")).unwrap(), "kept");
     }
+}
+
+#[test]
+fn v4_an_image_volume_view_is_mounted_read_only() {
+    use containerd_client::types::Mount;
+    use nix::mount::MsFlags;
+    let mount = |kind: &str, source: &str, options: &[&str]| Mount {
+        r#type: kind.to_owned(),
+        source: source.to_owned(),
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
+        ..Mount::default()
+    };
+    let overlay = mount("overlay", "overlay", &["ro", "lowerdir=/s/2/fs:/s/1/fs"]);
+    let calls = super::image::syscalls(&[overlay]).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].fs_type.as_deref(), Some("overlay"));
+    assert_eq!(calls[0].flags, MsFlags::MS_RDONLY);
+    assert_eq!(calls[0].data.as_deref(), Some("lowerdir=/s/2/fs:/s/1/fs"));
+    assert!(!calls[0].remount_read_only);
+
+    let single = mount("bind", "/s/1/fs", &["ro", "rbind"]);
+    let calls = super::image::syscalls(&[single]).unwrap();
+    assert_eq!(calls[0].source, "/s/1/fs");
+    assert_eq!(calls[0].flags, MsFlags::MS_BIND | MsFlags::MS_REC);
+    assert!(calls[0].remount_read_only, "a bind is made read-only by a remount");
+
+    let other = mount("erofs", "/dev/loop0", &[]);
+    assert_eq!(super::image::syscalls(&[other]).unwrap_err(), "erofs");
+}
+
+#[test]
+fn v4_an_image_volume_sub_path_is_a_directory_within_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("volume");
+    std::fs::create_dir_all(dir.join("model")).unwrap();
+    std::fs::write(dir.join("model/weights.txt"), "w").unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("out")).unwrap();
+    let check = |sub: &str| super::image::check_sub_path(&dir, "v", sub).map_err(|e| e.to_string());
+    assert_eq!(check("model"), Ok(()));
+    let words = |sub: &str| check(sub).unwrap_err();
+    assert!(
+        words("model/weights.txt").contains("is not a directory"),
+        "{}",
+        words("model/weights.txt")
+    );
+    assert!(words("absent").contains("is not in the image"));
+    assert!(words("out").contains("leads out of the image"));
+    assert!(words("../..").contains("leads out of the image"));
 }

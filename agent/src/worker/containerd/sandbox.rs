@@ -263,8 +263,9 @@ pub async fn refresh_volumes(pods: &Pods, pod: &Pod) {
     }
 }
 
-/// Removes everything [`set_up`] made for the pod `uid`, and the dead containers kept
-/// for it (G1: the pod takes them with it); logs what it cannot remove.
+/// Removes everything [`set_up`] made for the pod `uid` (its image volumes' snapshot
+/// views too, V4), and the dead containers kept for it (G1: the pod takes them with
+/// it); logs what it cannot remove.
 pub async fn tear_down(pods: &Pods, uid: &str) {
     pods.prefetched.forget(uid);
     remove_dead_containers(pods, uid).await;
@@ -284,6 +285,10 @@ pub async fn tear_down(pods: &Pods, uid: &str) {
     let cleanup = move || volumes::cleanup(host.as_ref(), &pod_dir).map_err(Box::new);
     if let Err(e) = blocking(cleanup).await {
         tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's directory");
+    }
+    // V4: the image volumes' views, unmounted with the pod's directory.
+    if let Err(e) = volumes::image::remove_views(&pods.containerd, uid).await {
+        tracing::warn!(pod.uid = uid, error = %describe(&e), "cannot remove the pod's image volume snapshots");
     }
     let (cgroups, owned) = (pods.settings.cgroups.clone(), uid.to_owned());
     if let Err(e) = blocking(move || cgroups.remove_pod(&owned)).await {
