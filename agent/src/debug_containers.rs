@@ -71,25 +71,17 @@ impl DebugContainers {
     /// `pod` with the ephemeral containers added to it after those its spec has.
     pub fn apply(&self, pod: &mut Pod) {
         let added = self.containers(outpost_core::pod::uid(pod));
-        if added.is_empty() {
-            return;
-        }
-        let spec = pod.spec.get_or_insert_with(Default::default);
-        let list = spec.ephemeral_containers.get_or_insert_with(Vec::new);
-        for container in added {
-            if !list.iter().any(|c| c.name == container.name) {
-                list.push(container);
-            }
-        }
+        add_to(pod, added);
     }
 
     /// [`DebugContainers::apply`] to a shared pod: the same pod when it has none.
     pub fn applied(&self, pod: Arc<Pod>) -> Arc<Pod> {
-        if self.containers(outpost_core::pod::uid(&pod)).is_empty() {
+        let added = self.containers(outpost_core::pod::uid(&pod));
+        if added.is_empty() {
             return pod;
         }
         let mut pod = Pod::clone(&pod);
-        self.apply(&mut pod);
+        add_to(&mut pod, added);
         Arc::new(pod)
     }
 
@@ -130,6 +122,20 @@ impl DebugContainers {
                 return changed;
             }
             self.0.added.notified().await;
+        }
+    }
+}
+
+/// `added` appended to the pod's ephemeral containers, each name once.
+fn add_to(pod: &mut Pod, added: Vec<EphemeralContainer>) {
+    if added.is_empty() {
+        return;
+    }
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    let list = spec.ephemeral_containers.get_or_insert_with(Vec::new);
+    for container in added {
+        if !list.iter().any(|c| c.name == container.name) {
+            list.push(container);
         }
     }
 }

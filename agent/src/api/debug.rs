@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use k8s_openapi::api::core::v1::EphemeralContainer;
 use k8s_openapi::jiff::Timestamp;
-use outpost_core::pod::{FullName, Source};
+use outpost_core::pod::FullName;
 
 use super::auth::{Authorized, Peer};
 use super::{AppState, Problem};
@@ -30,30 +30,20 @@ async fn add(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let shown = format!("{namespace}/{name}");
-    let snap = state.snapshot.load();
-    let found = snap.pods.iter().find(|(_, pod)| {
-        pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
-            && pod.metadata.name.as_deref() == Some(name.as_str())
-    });
-    let Some((source, pod)) = found.cloned() else {
+    let Some((source, pod)) = super::pod::desired(&state, &namespace, &name) else {
         return Err(Problem::new(
             StatusCode::NOT_FOUND,
             format!("pod {shown} not found on this node"),
         ));
     };
-    let manifest = match source {
-        Source::File => ManifestSource::File,
-        Source::Url => ManifestSource::Url,
-        Source::Push => ManifestSource::Push,
-        Source::Api => {
-            return Err(Problem::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "pod {shown} comes from the API server, which keeps its ephemeral containers: \
-                     use kubectl debug -it -n {namespace} {name} --image IMAGE"
-                ),
-            ));
-        }
+    let Some(manifest) = ManifestSource::of(source) else {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            format!(
+                "pod {shown} comes from the API server, which keeps its ephemeral containers: \
+                 use kubectl debug -it -n {namespace} {name} --image IMAGE"
+            ),
+        ));
     };
     let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
         Problem::new(

@@ -118,12 +118,20 @@ async fn exec_audit(
 /// The desired pod `namespace/name`, with the status its worker reports (the source's
 /// own until a worker has one).
 pub(super) fn find(state: &AppState, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    let (source, pod) = desired(state, namespace, name)?;
+    Some(with_live_status(&debugged(source, &pod, state), &state.statuses))
+}
+
+/// The desired pod `namespace/name` as the merge has it, and its source.
+pub(super) fn desired(state: &AppState, namespace: &str, name: &str) -> Option<(Source, Arc<Pod>)> {
     let snap = state.snapshot.load();
-    let (source, pod) = snap.pods.iter().find(|(_, pod)| {
-        pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
-            && pod.metadata.name.as_deref() == Some(name)
-    })?;
-    Some(with_live_status(&debugged(*source, pod, state), &state.statuses))
+    snap.pods
+        .iter()
+        .find(|(_, pod)| {
+            pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                && pod.metadata.name.as_deref() == Some(name)
+        })
+        .cloned()
 }
 
 /// X4: a static pod with the ephemeral containers `outpost debug` added to it.

@@ -38,6 +38,16 @@ pub struct Manifest {
 }
 
 impl ManifestSource {
+    /// The static source of pods from `source`; `None` for the API server's.
+    pub fn of(source: Source) -> Option<ManifestSource> {
+        match source {
+            Source::File => Some(ManifestSource::File),
+            Source::Url => Some(ManifestSource::Url),
+            Source::Push => Some(ManifestSource::Push),
+            Source::Api => None,
+        }
+    }
+
     pub fn pod_source(self) -> Source {
         match self {
             ManifestSource::File => Source::File,

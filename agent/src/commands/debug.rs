@@ -37,10 +37,7 @@ pub enum Error {
 /// Runs `outpost debug`; with `-i`, the debug container's exit code is the process's.
 pub fn debug(args: &DebugArgs) -> Result<ExitCode, Error> {
     let client = Client::new(&args.client)?;
-    let tty = args.tty && terminal::stdin_is_terminal();
-    if args.tty && !tty {
-        eprintln!("outpost: unable to use a TTY: stdin is not a terminal; running without one");
-    }
+    let tty = exec::tty_if_terminal(args.tty);
     let code = client::runtime()?.block_on(run(&client, args, tty))?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)))
 }
@@ -93,19 +90,13 @@ const EXIT_WAIT: Duration = Duration::from_secs(10);
 /// attach ended another way).
 async fn exit_code(
     client: &Client,
-    (namespace, name): (&str, &str),
+    pod: (&str, &str),
     container: &str,
 ) -> Result<Option<i32>, Error> {
-    let started = Instant::now();
-    while started.elapsed() < EXIT_WAIT {
-        let pod: Pod = client.get_json(client.url(&["pods", namespace, name], &[])).await?;
-        let state = ephemeral_state(&pod, container);
-        if let Some(terminated) = state.and_then(|s| s.terminated) {
-            return Ok(Some(terminated.exit_code));
-        }
-        tokio::time::sleep(POLL).await;
-    }
-    Ok(None)
+    let terminated = |state: Option<&ContainerState>| {
+        state.and_then(|s| s.terminated.as_ref()).map(|t| t.exit_code)
+    };
+    watch_state(client, pod, container, EXIT_WAIT, terminated).await
 }
 
 /// The ephemeral container kubectl debug makes of these flags.
@@ -149,19 +140,42 @@ async fn wait_running(
     container: &str,
 ) -> Result<(), Error> {
     let shown = format!("{namespace}/{name}");
+    let running = |state: Option<&ContainerState>| {
+        let state = state?;
+        if state.running.is_some() {
+            return Some(Ok(()));
+        }
+        not_starting(state).map(Err)
+    };
+    match watch_state(client, (namespace, name), container, START_WAIT, running).await? {
+        Some(Ok(())) => Ok(()),
+        Some(Err(reason)) => {
+            Err(Error::NotStarted { pod: shown, container: container.to_owned(), reason })
+        }
+        None => {
+            let container = container.to_owned();
+            Err(Error::Timeout { pod: shown, container, waited: START_WAIT })
+        }
+    }
+}
+
+/// Reads the pod every [`POLL`] until `decide` makes something of the state of its
+/// ephemeral container `container`; `None` once `wait` has passed.
+async fn watch_state<T>(
+    client: &Client,
+    (namespace, name): (&str, &str),
+    container: &str,
+    wait: Duration,
+    decide: impl Fn(Option<&ContainerState>) -> Option<T>,
+) -> Result<Option<T>, Error> {
     let started = Instant::now();
     loop {
         let pod: Pod = client.get_json(client.url(&["pods", namespace, name], &[])).await?;
-        let state = ephemeral_state(&pod, container);
-        if state.as_ref().is_some_and(|s| s.running.is_some()) {
-            return Ok(());
+        if let Some(found) = decide(ephemeral_state(&pod, container).as_ref()) {
+            return Ok(Some(found));
         }
-        if let Some(reason) = state.as_ref().and_then(not_starting) {
-            return Err(Error::NotStarted { pod: shown, container: container.to_owned(), reason });
-        }
-        if started.elapsed() > START_WAIT {
-            let container = container.to_owned();
-            return Err(Error::Timeout { pod: shown, container, waited: START_WAIT });
+        if started.elapsed() > wait {
+            return Ok(None);
         }
         tokio::time::sleep(POLL).await;
     }

@@ -72,12 +72,18 @@ pub enum Error {
 /// Runs `outpost exec`; the command's exit code is the process's.
 pub fn exec(args: &ExecArgs) -> Result<ExitCode, Error> {
     let client = Client::new(&args.client)?;
-    let tty = args.tty && terminal::stdin_is_terminal();
-    if args.tty && !tty {
-        eprintln!("outpost: unable to use a TTY: stdin is not a terminal; running without one");
-    }
+    let tty = tty_if_terminal(args.tty);
     let code = client::runtime()?.block_on(run(&client, args, tty))?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)))
+}
+
+/// Whether a terminal asked for (`-t`) can be had: stdin must be one (said when not).
+pub(super) fn tty_if_terminal(asked: bool) -> bool {
+    let tty = asked && terminal::stdin_is_terminal();
+    if asked && !tty {
+        eprintln!("outpost: unable to use a TTY: stdin is not a terminal; running without one");
+    }
+    tty
 }
 
 async fn run(client: &Client, args: &ExecArgs, tty: bool) -> Result<i32, Error> {

@@ -151,7 +151,7 @@ impl<R: PodRuntime> Workers<R> {
     /// What `delta` leaves desired under its full name (`None`: nothing). API pods claim
     /// the objects they refer to, static pods the Services of their variables (K1); a pod
     /// no longer desired, or replaced, releases its own.
-    fn desire(&mut self, delta: PodDelta) -> Option<Desired> {
+    fn desire(&mut self, mut delta: PodDelta) -> Option<Desired> {
         let objects = &self.shared.objects;
         let name = FullName::of(&delta.pod);
         if delta.op == DeltaOp::Remove {
@@ -171,7 +171,6 @@ impl<R: PodRuntime> Workers<R> {
             objects.release(&replaced);
             self.shared.debug.forget(&replaced);
         }
-        let mut delta = delta;
         if delta.source != Source::Api {
             // X4: what `outpost debug` added, kept across the source's updates.
             self.statics.insert(name, delta.clone());

@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::error::{Cause, Error, Result};
+use super::error::{Cause, Result};
 use super::resource::PODS;
-use super::strategy::{check_type, meta};
+use super::strategy::{check_type, invalid, meta};
 
 /// The subresource's name.
 pub const SUBRESOURCE: &str = "ephemeralcontainers";
@@ -22,17 +22,11 @@ pub const SUBRESOURCE: &str = "ephemeralcontainers";
 pub fn prepare_update(old: &Value, mut new: Value) -> Result<Value> {
     check_type(&PODS, &mut new)?;
     let name = meta(old, "name").unwrap_or_default();
-    let invalid = |causes: Vec<Cause>| Error::Invalid {
-        kind: PODS.kind.to_string(),
-        group: String::new(),
-        name: name.to_string(),
-        causes,
-    };
     let mirror = old.pointer("/metadata/annotations/kubernetes.io~1config.mirror").is_some();
     if mirror {
         let cause =
             Cause::forbidden("", "Forbidden: static pods do not support ephemeral containers");
-        return Err(invalid(vec![cause]));
+        return Err(invalid(&PODS, name, vec![cause]));
     }
     let list = |pod: &Value| -> Vec<Value> {
         pod.pointer("/spec/ephemeralContainers")
@@ -93,7 +87,7 @@ pub fn prepare_update(old: &Value, mut new: Value) -> Result<Value> {
         }
     }
     if !causes.is_empty() {
-        return Err(invalid(causes));
+        return Err(invalid(&PODS, name, causes));
     }
     let mut updated = old.clone();
     if after.is_empty() {

@@ -17,9 +17,9 @@ use outpost_core::qos::qos_class;
 use outpost_core::quantity::Quantity;
 use serde_json::{Map, Value, json};
 
-use super::error::{Cause, Error, Result};
+use super::error::{Cause, Result};
 use super::resource::PODS;
-use super::strategy::{check_type, meta};
+use super::strategy::{check_type, invalid, meta};
 
 /// The subresource's name.
 pub const SUBRESOURCE: &str = "resize";
@@ -31,19 +31,13 @@ const RESIZABLE: [&str; 2] = ["cpu", "memory"];
 pub fn prepare_update(old: &Value, mut new: Value) -> Result<Value> {
     check_type(&PODS, &mut new)?;
     let name = meta(old, "name").unwrap_or_default();
-    let invalid = |causes: Vec<Cause>| Error::Invalid {
-        kind: PODS.kind.to_string(),
-        group: String::new(),
-        name: name.to_string(),
-        causes,
-    };
     let updated = take_resize_fields(old, &new);
     if let Some(refusal) = refused_pod(old, &updated) {
-        return Err(invalid(vec![Cause::forbidden("", refusal)]));
+        return Err(invalid(&PODS, name, vec![Cause::forbidden("", refusal)]));
     }
     let causes = resize_causes(old, &updated);
     if !causes.is_empty() {
-        return Err(invalid(causes));
+        return Err(invalid(&PODS, name, causes));
     }
     let mut updated = updated;
     if updated != *old {

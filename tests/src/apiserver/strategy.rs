@@ -262,12 +262,13 @@ pub fn deletion_grace(resource: &ResourceType, object: &Value, requested: Option
     requested.or(default).unwrap_or(30).max(0)
 }
 
-fn invalid(resource: &ResourceType, name: &str, cause: Cause) -> Error {
+/// The 422 for the object `name` of `resource`, with each cause.
+pub(super) fn invalid(resource: &ResourceType, name: &str, causes: Vec<Cause>) -> Error {
     Error::Invalid {
         kind: resource.kind.to_string(),
         group: resource.group.to_string(),
         name: name.to_string(),
-        causes: vec![cause],
+        causes,
     }
 }
 
@@ -311,12 +312,7 @@ fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> 
     if causes.is_empty() {
         return Ok(());
     }
-    Err(Error::Invalid {
-        kind: resource.kind.to_string(),
-        group: resource.group.to_string(),
-        name: name.to_string(),
-        causes,
-    })
+    Err(invalid(resource, name, causes))
 }
 
 /// D5: a RuntimeClass's `handler` is required, and a DNS label (RFC 1123).
@@ -379,12 +375,12 @@ fn check_pod_spec_update(old: &Value, new: &Value) -> Result<()> {
     Err(invalid(
         &PODS,
         name,
-        Cause::forbidden(
+        vec![Cause::forbidden(
             "spec",
             "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,\
              `spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` \
              (only additions to existing tolerations),`spec.terminationGracePeriodSeconds`",
-        ),
+        )],
     ))
 }
 
