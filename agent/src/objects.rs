@@ -30,6 +30,10 @@
 //! D5: an API pod's RuntimeClass (cluster-scoped) is watched by name as a ConfigMap is:
 //! its sandbox waits for the first answer as for its volumes' objects, and what was read
 //! is kept through an outage.
+//!
+//! V1: while any pod projects a `clusterTrustBundle`, every ClusterTrustBundle is listed
+//! and watched as one object (kubelet's ClusterTrustBundle informer: a source selects by
+//! signer and labels, which a watch by name cannot follow), kept and told the same way.
 
 mod claiming;
 mod saved;
@@ -71,13 +75,18 @@ pub enum Kind {
     PersistentVolume,
     /// D5: cluster-scoped, watched by name as ConfigMaps and Secrets are.
     RuntimeClass,
+    /// V1: every ClusterTrustBundle (cluster-scoped), as one object of no name.
+    ClusterTrustBundles,
 }
 
 impl Kind {
     /// ConfigMaps and Secrets are watched; claims and volumes are read with `get` when
     /// they are used (K5).
     fn is_watched(self) -> bool {
-        matches!(self, Kind::ConfigMap | Kind::Secret | Kind::RuntimeClass)
+        matches!(
+            self,
+            Kind::ConfigMap | Kind::Secret | Kind::RuntimeClass | Kind::ClusterTrustBundles
+        )
     }
 
     /// As kubelet's messages name it (`configmap "x" not found`).
@@ -88,6 +97,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => "persistentvolumeclaim",
             Kind::PersistentVolume => "persistentvolume",
             Kind::RuntimeClass => "runtimeclass",
+            Kind::ClusterTrustBundles => "clustertrustbundles",
         }
     }
 }
@@ -103,6 +113,9 @@ pub struct Key {
 
 impl std::fmt::Display for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.name.is_empty() {
+            return f.write_str(self.kind.as_str());
+        }
         if self.namespace.is_empty() {
             return write!(f, "{} {}", self.kind.as_str(), self.name);
         }
@@ -456,6 +469,10 @@ fn key(namespace: &str, reference: &Reference) -> Option<Key> {
         Reference::RuntimeClass(name) => {
             let (kind, name) = (Kind::RuntimeClass, name.clone());
             return Some(Key { kind, namespace: String::new(), name });
+        }
+        Reference::ClusterTrustBundles => {
+            let kind = Kind::ClusterTrustBundles;
+            return Some(Key { kind, namespace: String::new(), name: String::new() });
         }
         Reference::ServiceAccountToken { .. } => return None,
     };

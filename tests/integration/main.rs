@@ -75,5 +75,6 @@ mod sync_mirror;
 mod sync_node;
 mod sync_status;
 mod tidy;
+mod trust_bundles;
 mod url_source;
 mod volume_mounts;

@@ -27,7 +27,8 @@
 //! mount's `mountPropagation` is checked against the host mount its source is on by the
 //! path's prefix (containerd resolves symbolic links first), the pod's sysctls are set by each container's spec (there is no sandbox
 //! container to hold them; they land in the same pod namespaces), `envFrom` variables come in name order (kubelet's come in Go's map order), a projected
-//! `clusterTrustBundle` source is refused, and the downward API's `metadata.labels` and
+//! `clusterTrustBundle` source's certificates are sorted (kubelet shuffles them once per
+//! start), and the downward API's `metadata.labels` and
 //! `metadata.annotations` files quote values as Go's `%q` except for unassigned code
 //! points, which Go escapes and Outpost keeps (`projection`).
 //!

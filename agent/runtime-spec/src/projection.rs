@@ -20,6 +20,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::node::v1::RuntimeClass;
 
 mod downward;
+mod trust_bundle;
+
+pub use self::trust_bundle::{TrustBundles, selects};
 
 /// An API object a pod refers to, in the pod's namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +44,9 @@ pub enum Reference {
     PersistentVolume(String),
     /// D5: the pod's RuntimeClass (cluster-scoped, `spec.runtimeClassName`).
     RuntimeClass(String),
+    /// V1: every ClusterTrustBundle (cluster-scoped), which `clusterTrustBundle` sources
+    /// select from by name or by signer and labels.
+    ClusterTrustBundles,
 }
 
 /// A resolved API object.
@@ -54,6 +60,8 @@ pub enum Object {
     PersistentVolume(Arc<PersistentVolume>),
     /// D5.
     RuntimeClass(Arc<RuntimeClass>),
+    /// V1: every ClusterTrustBundle, by name.
+    ClusterTrustBundles(Arc<TrustBundles>),
 }
 
 /// What is known of a referenced object.
@@ -107,6 +115,10 @@ pub enum Error {
     /// A downward API item kubelet would also refuse (bad fieldPath, resource, path).
     #[error("{0}")]
     Invalid(String),
+    /// V1: a `clusterTrustBundle` source selects no bundle, or the bundles are not known
+    /// yet; as kubelet's ClusterTrustBundle manager says it.
+    #[error("{0}")]
+    TrustAnchors(String),
 }
 
 /// The kind of an API-object volume, `None` for every other volume (emptyDir, hostPath).
@@ -145,6 +157,9 @@ pub fn volume_references(pod: &Pod) -> BTreeSet<Reference> {
             }
             if let Some(token) = &source.service_account_token {
                 references.insert(token_reference(pod, token));
+            }
+            if source.cluster_trust_bundle.is_some() {
+                references.insert(Reference::ClusterTrustBundles);
             }
         }
         if let Some(claim) = crate::claims::volume::claim(pod, volume) {
@@ -256,11 +271,12 @@ fn project(
         let mode = if fs_group(pod).is_some() { 0o600 } else { default_mode };
         payload.insert(clean(&source.path)?, File { data: token.as_bytes().to_vec(), mode });
         Ok(())
-    } else if projection.cluster_trust_bundle.is_some() {
-        Err(Error::Invalid(format!(
-            "volume {volume:?}: projected source clusterTrustBundle is not supported by Outpost; \
-             put the bundle in a ConfigMap and project that"
-        )))
+    } else if let Some(source) = &projection.cluster_trust_bundle {
+        let data = trust_bundle::anchors(resolved, source)?;
+        // As for tokens, 0600 when the pod has an fsGroup.
+        let mode = if fs_group(pod).is_some() { 0o600 } else { default_mode };
+        payload.insert(clean(&source.path)?, File { data, mode });
+        Ok(())
     } else {
         Ok(())
     }
@@ -344,6 +360,7 @@ pub(crate) fn wrong_kind(object: &Object) -> String {
         Object::PersistentVolumeClaim(_) => "a PersistentVolumeClaim",
         Object::PersistentVolume(_) => "a PersistentVolume",
         Object::RuntimeClass(_) => "a RuntimeClass",
+        Object::ClusterTrustBundles(_) => "the ClusterTrustBundles",
     };
     format!("resolved to {kind}")
 }

@@ -13,7 +13,7 @@ use super::services::Scope;
 use super::token::{Token, TokenKey};
 use super::{Key, Known, State};
 use crate::checkpoint::Checkpoints;
-use crate::runtime::spec::projection::Object;
+use crate::runtime::spec::projection::{Object, TrustBundles};
 
 /// The checkpoint's name.
 pub(super) const CHECKPOINT: &str = "api-objects";
@@ -45,6 +45,9 @@ struct SavedObject {
     /// D5 (absent from checkpoints written before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     runtime_class: Option<Arc<RuntimeClass>>,
+    /// V1: every ClusterTrustBundle, by name (absent from checkpoints written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster_trust_bundles: Option<Arc<TrustBundles>>,
 }
 
 /// What `state` knows, to be written.
@@ -60,6 +63,7 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
                 persistent_volume_claim: None,
                 persistent_volume: None,
                 runtime_class: None,
+                cluster_trust_bundles: None,
             };
             match entry {
                 Known::Unknown | Known::Present(Object::Token(_)) => return None,
@@ -73,6 +77,9 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
                     saved.persistent_volume = Some(v.clone());
                 }
                 Known::Present(Object::RuntimeClass(c)) => saved.runtime_class = Some(c.clone()),
+                Known::Present(Object::ClusterTrustBundles(b)) => {
+                    saved.cluster_trust_bundles = Some(b.clone());
+                }
             }
             Some(saved)
         })
@@ -124,6 +131,8 @@ pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
             Known::Present(Object::PersistentVolume(v))
         } else if let Some(c) = object.runtime_class {
             Known::Present(Object::RuntimeClass(c))
+        } else if let Some(b) = object.cluster_trust_bundles {
+            Known::Present(Object::ClusterTrustBundles(b))
         } else {
             Known::Absent
         };

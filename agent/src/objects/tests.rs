@@ -350,3 +350,63 @@ async fn d5_a_pods_runtime_class_is_watched_kept_and_answers_offline() {
     objects.release("u1");
     assert!(!lock(&inner.state).watches.is_watching(&key), "no pod refers to it any more");
 }
+
+fn trust_bundle(
+    name: &str,
+    pem: &str,
+) -> k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"trustBundle": pem},
+    }))
+    .unwrap()
+}
+
+/// The set as it is kept, of `(name, pem)`.
+fn trust_bundles(bundles: &[(&str, &str)]) -> Known {
+    let set = bundles
+        .iter()
+        .map(|(name, pem)| {
+            let mut bundle = trust_bundle(name, pem);
+            bundle.metadata.managed_fields = None;
+            ((*name).to_owned(), bundle)
+        })
+        .collect();
+    Known::Present(Object::ClusterTrustBundles(Arc::new(set)))
+}
+
+/// V1: every ClusterTrustBundle is listed (in pages, with no field selector) and
+/// watched as one object; each change tells the claimants the whole set, and a watch
+/// event that changes nothing tells nobody.
+#[tokio::test(start_paused = true)]
+async fn v1_the_cluster_trust_bundles_are_one_listed_and_watched_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (objects, mut changes) = Objects::start(client(SERVER), Checkpoints::new(dir.path())).await;
+    let key =
+        Key { kind: Kind::ClusterTrustBundles, namespace: String::new(), name: String::new() };
+    assert_eq!(key.to_string(), "clustertrustbundles");
+    let inner = claimed(&objects, &key);
+    let fake = FakeListWatch::default();
+    fake.answer_list(vec![trust_bundle("a", "A")], "10");
+    let watch = fake.open_watch();
+    let task = tokio::spawn(watch::follow_all(inner.clone(), key.clone(), fake.clone()));
+
+    assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+    assert_eq!(known(&inner, &key), Some(trust_bundles(&[("a", "A")])));
+    for (event, want) in [
+        (WatchEvent::Added(trust_bundle("b", "B")), trust_bundles(&[("a", "A"), ("b", "B")])),
+        (WatchEvent::Modified(trust_bundle("a", "A2")), trust_bundles(&[("a", "A2"), ("b", "B")])),
+        (WatchEvent::Deleted(trust_bundle("b", "B")), trust_bundles(&[("a", "A2")])),
+    ] {
+        watch.unbounded_send(Ok(event)).unwrap();
+        assert_eq!(told(&mut changes).await.as_deref(), Some("web-u1"));
+        assert_eq!(known(&inner, &key), Some(want));
+    }
+    // The same bundle again (a resync, a relist): nobody is told.
+    watch.unbounded_send(Ok(WatchEvent::Modified(trust_bundle("a", "A2")))).unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(changes.try_recv().is_err());
+    task.abort();
+    let list = Call::List { fields: None, limit: Some(500), continue_token: None };
+    assert_eq!(fake.calls()[0], list);
+}

@@ -5,12 +5,16 @@
 //! jitter so that many watches coming back after an outage do not arrive together).
 //! What the watcher tells is stepped into what is known of the object.
 //!
+//! V1: the ClusterTrustBundles are listed and watched whole, as kubelet's informer does
+//! ([`follow_all`]).
+//!
 //! Claims and volumes are not watched: a node may only `get` them (K5), and [`get`]
 //! reads one.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::Api;
@@ -20,7 +24,7 @@ use tracing::{Instrument, debug, debug_span};
 
 use super::{Inner, Key, Kind, Known};
 use crate::apiserver::watcher::{self, Event, ListWatch, WATCH_TIMEOUT_SECS, watcher};
-use crate::runtime::spec::projection::Object;
+use crate::runtime::spec::projection::{Object, TrustBundles};
 
 /// A kind of object watched, namespaced or cluster-scoped (the [`Api`] given to
 /// [`follow_with`] says where), and how it becomes an [`Object`].
@@ -92,6 +96,10 @@ pub(super) async fn follow(inner: Arc<Inner>, key: Key) {
             let api = Api::<RuntimeClass>::all(kube);
             follow_with(inner, key, api).instrument(span).await;
         }
+        Kind::ClusterTrustBundles => {
+            let api = Api::<ClusterTrustBundle>::all(kube);
+            follow_all(inner, key, api).instrument(span).await;
+        }
         Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
             debug!(object = %key, "claims and volumes are read with get, never watched");
         }
@@ -123,8 +131,103 @@ pub(super) async fn get(inner: &Inner, key: &Key) -> Result<Option<Object>, kube
             let api = Api::<RuntimeClass>::all(kube);
             api.get_opt(&key.name).await?.map(Watched::object)
         }
+        Kind::ClusterTrustBundles => {
+            let api = Api::<ClusterTrustBundle>::all(kube);
+            let list = api.list(&kube::api::ListParams::default()).await?;
+            let set = list.items.into_iter().map(stripped).map(named).collect();
+            Some(Object::ClusterTrustBundles(Arc::new(set)))
+        }
     };
     Ok(found)
+}
+
+/// V1: every ClusterTrustBundle, listed then watched, stepped into one object (the set,
+/// by name) told whole on each change.
+pub(super) async fn follow_all(
+    inner: Arc<Inner>,
+    key: Key,
+    lw: impl ListWatch<ClusterTrustBundle>,
+) {
+    let config = watcher::Config {
+        field_selector: None,
+        page_size: Some(LIST_PAGE),
+        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        backoff: Backoff::WATCH,
+    };
+    let events = watcher(lw, config, inner.client.connectivity().clone());
+    let mut events = std::pin::pin!(events);
+    let mut set = Set::default();
+    while let Some(event) = events.next().await {
+        if let Some(known) = set.step(event) {
+            inner.answer(&key, known).await;
+        }
+    }
+}
+
+/// Bundles per list page, as kubelet's informers page.
+const LIST_PAGE: u32 = 500;
+
+/// The ClusterTrustBundles known (shared with what [`Inner`] keeps), and the list under
+/// way.
+#[derive(Debug, Default)]
+struct Set {
+    /// `None` until the first list is complete.
+    current: Option<Arc<TrustBundles>>,
+    listing: Option<TrustBundles>,
+}
+
+impl Set {
+    /// One event of the watcher: the set, when it changed.
+    fn step(&mut self, event: Event<ClusterTrustBundle>) -> Option<Known> {
+        match event {
+            Event::Init => self.listing = Some(TrustBundles::new()),
+            Event::InitApply(bundle) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.extend([named(stripped(bundle))]);
+                }
+            }
+            Event::InitDone => {
+                let listed = self.listing.take()?;
+                return self.replace(listed);
+            }
+            Event::Apply(bundle) => {
+                let mut next = TrustBundles::clone(self.current.as_ref()?);
+                next.extend([named(stripped(bundle))]);
+                return self.replace(next);
+            }
+            Event::Delete(bundle) => {
+                let mut next = TrustBundles::clone(self.current.as_ref()?);
+                next.remove(bundle.metadata.name.as_deref().unwrap_or_default());
+                return self.replace(next);
+            }
+            Event::Bookmark | Event::Recovered => {}
+            Event::Failed(error) => {
+                debug!(error = %error, "cannot watch the ClusterTrustBundles");
+                self.listing = None;
+            }
+        }
+        None
+    }
+
+    fn replace(&mut self, next: TrustBundles) -> Option<Known> {
+        if self.current.as_deref() == Some(&next) {
+            return None;
+        }
+        let next = Arc::new(next);
+        self.current = Some(next.clone());
+        Some(Known::Present(Object::ClusterTrustBundles(next)))
+    }
+}
+
+/// A bundle as it is kept: without `metadata.managedFields` (as [`Watched::object`]).
+fn stripped(mut bundle: ClusterTrustBundle) -> ClusterTrustBundle {
+    bundle.metadata.managed_fields = None;
+    bundle
+}
+
+/// A bundle by its name, as [`TrustBundles`] keeps it.
+fn named(bundle: ClusterTrustBundle) -> (String, ClusterTrustBundle) {
+    (bundle.metadata.name.clone().unwrap_or_default(), bundle)
 }
 
 /// [`follow`] with the list and watch calls of `lw`.

@@ -53,12 +53,24 @@ fn groups() -> Value {
         RESOURCES.iter().filter(|r| !r.group.is_empty()).map(|r| (r.group, r.version)).collect();
     names.push(("authentication.k8s.io", "v1"));
     names.push(("authorization.k8s.io", "v1"));
-    names.dedup();
-    let groups: Vec<Value> = names
+    // One entry per group, its versions in the order served (certificates.k8s.io: v1,
+    // then v1beta1 for ClusterTrustBundles); the first is preferred.
+    let mut versions: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (group, version) in names {
+        match versions.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, list)) if list.contains(&version) => {}
+            Some((_, list)) => list.push(version),
+            None => versions.push((group, vec![version])),
+        }
+    }
+    let groups: Vec<Value> = versions
         .into_iter()
-        .map(|(group, version)| {
-            let gv = json!({ "groupVersion": format!("{group}/{version}"), "version": version });
-            json!({ "name": group, "versions": [gv.clone()], "preferredVersion": gv })
+        .map(|(group, versions)| {
+            let gvs: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({ "groupVersion": format!("{group}/{v}"), "version": v }))
+                .collect();
+            json!({ "name": group, "versions": gvs.clone(), "preferredVersion": gvs[0] })
         })
         .collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })

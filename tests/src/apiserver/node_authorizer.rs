@@ -24,6 +24,9 @@
 //!   pod create and delete, `pods/status` and `pods/eviction` are left to NodeRestriction;
 //! - RuntimeClasses: `get`, `list` and `watch` of any (the `system:node` rule: a node
 //!   reads the classes its pods name, D5);
+//! - ClusterTrustBundles: `get`, `list` and `watch` of any, no subresource
+//!   (`authorizeClusterTrustBundle`, with the `ClusterTrustBundleProjection` feature on,
+//!   and the `system:node` rule it adds; V1);
 //! - everything else by the `system:node` rules ([`NODE_RULES`]), and the discovery
 //!   and self-review rules bound to `system:authenticated`.
 //!
@@ -194,6 +197,8 @@ pub const NODE_RULES: &[Rule] = &[
     },
     // D5: any RuntimeClass (the graph does not cover them).
     Rule { verbs: READ, groups: &["node.k8s.io"], resources: &["runtimeclasses"] },
+    // V1: any ClusterTrustBundle (`ClusterTrustBundleProjection`).
+    Rule { verbs: READ, groups: &["certificates.k8s.io"], resources: &["clustertrustbundles"] },
 ];
 
 /// What every authenticated user may do (`system:basic-user`, bound to

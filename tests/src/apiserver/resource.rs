@@ -221,8 +221,22 @@ pub static RUNTIMECLASSES: ResourceType = ResourceType {
     returns_deleted: false,
 };
 
+/// V1: cluster-scoped; `certificates.k8s.io/v1beta1`, as kube-apiserver 1.33 serves it
+/// with the `ClusterTrustBundle` feature on. Selectable by `spec.signerName`.
+pub static CLUSTERTRUSTBUNDLES: ResourceType = ResourceType {
+    group: "certificates.k8s.io",
+    version: "v1beta1",
+    plural: "clustertrustbundles",
+    kind: "ClusterTrustBundle",
+    namespaced: false,
+    status: false,
+    fields: &["spec.signerName"],
+    create_on_update: false,
+    returns_deleted: false,
+};
+
 /// Every served resource.
-pub static RESOURCES: [&ResourceType; 13] = [
+pub static RESOURCES: [&ResourceType; 14] = [
     &PODS,
     &NODES,
     &LEASES,
@@ -236,6 +250,7 @@ pub static RESOURCES: [&ResourceType; 13] = [
     &PERSISTENTVOLUMES,
     &CERTIFICATESIGNINGREQUESTS,
     &RUNTIMECLASSES,
+    &CLUSTERTRUSTBUNDLES,
 ];
 
 impl ResourceType {

@@ -6,18 +6,21 @@
 //! create resets its status to `Pending` with a QoS class and the deprecated
 //! `spec.serviceAccount` mirrors `spec.serviceAccountName`, and a new PersistentVolumeClaim's
 //! or PersistentVolume's status is reset to `Pending`), validation covers names,
-//! pod containers, a RuntimeClass's `handler` and the data of ConfigMaps and Secrets
-//! only (see [`data`]), no `managedFields`, and a status-subresource write takes
+//! pod containers, a RuntimeClass's `handler`, ClusterTrustBundles ([`trust_bundle`])
+//! and the data of ConfigMaps and Secrets only (see [`data`]), no `managedFields`, and a
+//! status-subresource write takes
 //! only `.status` from the request (the real one also takes label and annotation
 //! changes).
 
 mod data;
+mod trust_bundle;
 
 use serde_json::{Map, Value, json};
 
 use super::error::{Cause, Error, Result};
 use super::resource::{
-    PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, RUNTIMECLASSES, ResourceType,
+    CLUSTERTRUSTBUNDLES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, RUNTIMECLASSES,
+    ResourceType,
 };
 
 /// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
@@ -240,6 +243,10 @@ pub fn prepare_update(
     if resource == &RUNTIMECLASSES && old.get("handler") != new.get("handler") {
         causes.push(Cause::invalid("handler", "Invalid value: field is immutable"));
     }
+    let signer = |o: &Value| o.pointer("/spec/signerName").cloned();
+    if resource == &CLUSTERTRUSTBUNDLES && signer(old) != signer(&new) {
+        causes.push(Cause::invalid("spec.signerName", "Invalid value: field is immutable"));
+    }
     data::check_update(resource, old, &new, &mut causes);
     validate(resource, &new, causes)?;
     Ok(new)
@@ -280,6 +287,8 @@ fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> 
             message: "Required value: name or generateName is required".into(),
             ..Cause::required("metadata.name")
         });
+    } else if resource == &CLUSTERTRUSTBUNDLES {
+        trust_bundle::validate(object, &mut causes);
     } else if !is_dns_subdomain(name) {
         causes.push(Cause::invalid(
             "metadata.name",

@@ -424,9 +424,9 @@ pub(super) fn image_volume(review: &mut Review<'_>, field: &str, value: &Value) 
     }
 }
 
-/// A projected volume's sources: the downward API is the pod's own; configMap, secret and
-/// serviceAccountToken are API objects (refused for static pods, V2); clusterTrustBundle
-/// is not implemented. A source the API does not define is refused as unknown fields are.
+/// A projected volume's sources: the downward API is the pod's own; configMap, secret,
+/// serviceAccountToken and clusterTrustBundle are API objects (refused for static pods,
+/// V2). A source the API does not define is refused as unknown fields are.
 pub(super) fn projected(review: &mut Review<'_>, field: &str, value: &Value) {
     let sources = value.get("sources").and_then(Value::as_array);
     for (i, source) in sources.into_iter().flatten().enumerate() {
@@ -434,16 +434,9 @@ pub(super) fn projected(review: &mut Review<'_>, field: &str, value: &Value) {
             let at = format!("{field}.sources[{i}].{kind}");
             match kind.as_str() {
                 "downwardAPI" => {}
-                "configMap" | "secret" | "serviceAccountToken" => review.api_object(&at),
-                "clusterTrustBundle" if !super::review::is_unset(value) => review.refuse(
-                    &at,
-                    UNSUPPORTED_FIELD,
-                    format!(
-                        "{at}: not supported: ClusterTrustBundles are not projected; put the \
-                         bundle in a ConfigMap and project that"
-                    ),
-                ),
-                "clusterTrustBundle" => {}
+                "configMap" | "secret" | "serviceAccountToken" | "clusterTrustBundle" => {
+                    review.api_object(&at);
+                }
                 _ if super::review::is_unset(value) => {}
                 _ => review.refuse(
                     &at,

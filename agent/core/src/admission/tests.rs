@@ -636,7 +636,7 @@ fn k3_claim_volumes_are_for_api_pods_only() {
 }
 
 #[test]
-fn projected_sources_outpost_does_not_make_are_refused_for_every_pod() {
+fn v1_a_cluster_trust_bundle_is_an_api_object_and_pod_certificates_are_refused() {
     let pod = pod_with(
         "volumes",
         json!([{"name": "p", "projected": {"sources": [
@@ -644,16 +644,19 @@ fn projected_sources_outpost_does_not_make_are_refused_for_every_pod() {
             {"podCertificate": {"signerName": "example.com/x", "keyType": "ED25519"}},
         ]}}]),
     );
-    let found = review(&pod, &NodeFacts::default(), Source::Api);
-    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    let fields = |source| {
+        let found = review(&pod, &NodeFacts::default(), source);
+        assert!(refuses(&found));
+        found.into_iter().map(|f| f.field).collect::<Vec<_>>()
+    };
+    assert_eq!(fields(Source::Api), ["spec.volumes[0].projected.sources[1].podCertificate"]);
     assert_eq!(
-        fields,
+        fields(Source::File),
         [
             "spec.volumes[0].projected.sources[0].clusterTrustBundle",
             "spec.volumes[0].projected.sources[1].podCertificate",
         ]
     );
-    assert!(refuses(&found));
 }
 
 #[test]

@@ -412,8 +412,7 @@ fn v1_projected_errors() {
     assert_eq!(error("{serviceAccountToken: {path: t}}"), "serviceaccount \"default\" not found");
     assert_eq!(
         error("{clusterTrustBundle: {path: b, name: x}}"),
-        "volume \"p\": projected source clusterTrustBundle is not supported by Outpost; put the \
-         bundle in a ConfigMap and project that"
+        "ClusterTrustBundles are not known yet: not fetched yet"
     );
     let yaml = "spec: {serviceAccountName: robot, volumes: [{name: p, projected: {sources: [{serviceAccountToken: {path: t}}]}}], containers: []}";
     assert_eq!(
@@ -421,3 +420,5 @@ fn v1_projected_errors() {
         "couldn't get token of serviceaccount default/robot: offline"
     );
 }
+
+mod trust_bundles;

@@ -318,6 +318,24 @@ fn node_rules_runtime_classes_are_read_only() {
     }
 }
 
+/// V1: `authorizeClusterTrustBundle` lets a node read any ClusterTrustBundle, and no
+/// more.
+#[test]
+fn v1_a_node_reads_cluster_trust_bundles_and_writes_none() {
+    let store = store();
+    let bundle = |verb: &str, name: &str| {
+        let mut a = attrs(verb, "clustertrustbundles", "", name);
+        a.group = "certificates.k8s.io";
+        a
+    };
+    for a in [bundle("get", "edge-roots"), bundle("list", ""), bundle("watch", "")] {
+        assert!(allowed(&store, &a), "{a:?}");
+    }
+    for a in [bundle("create", ""), bundle("update", "edge-roots"), bundle("delete", "x")] {
+        assert!(!allowed(&store, &a), "{a:?}");
+    }
+}
+
 #[test]
 fn x1_a_node_may_not_add_ephemeral_containers_even_to_its_own_pods() {
     // RBAC's system:node role has no pods/ephemeralcontainers: only a user adds them.
