@@ -322,7 +322,7 @@ mod claims {
         );
         let resolved = claimed(serde_json::json!({"path": path, "type": "DirectoryOrCreate"}));
         let set = set_up(&dirs, &pod, &resolved).unwrap();
-        assert_eq!(set["data"], Claimed { path: path.clone(), read_only: true });
+        assert_eq!(set["data"], Claimed { path: path.clone(), read_only: true, device: None });
         assert!(path.join("logs").is_dir(), "the subPath is made in the volume");
         assert_eq!(mode(&path), 0o755);
     }
