@@ -54,7 +54,9 @@ const DEVICE_ACCESS_READ_ONLY: &str = "r";
 /// lists them. A volume in neither is not set up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// The volumes some container lists in `volumeMounts`.
     pub mounts: BTreeSet<String>,
+    /// The volumes some container lists in `volumeDevices`.
     pub devices: BTreeSet<String>,
 }
 
@@ -319,6 +321,7 @@ pub fn bind(
 /// (`makeBlockVolumes`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceError {
+    /// A relative `devicePath` (the API server lets it through; kubelet does not).
     #[error("error DevicePath `{path}` must be an absolute path")]
     NotAbsolute { path: String },
     /// The volume is not a block volume the pod's set-up linked.

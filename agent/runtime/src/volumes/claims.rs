@@ -26,8 +26,8 @@ use oci_spec::runtime::LinuxDevice;
 use outpost_host::Host;
 
 use super::{Error, Result, fs as pod_fs, host_path, mounts, ownership};
-use crate::spec::Subject;
 use crate::device_node;
+use crate::spec::Subject;
 use crate::spec::claims::{self, Bound, Claimed, Node, Source, Usage};
 use crate::spec::layout::is_plain_relative;
 use crate::spec::projection::Resolved;
