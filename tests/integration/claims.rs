@@ -5,13 +5,16 @@
 //! restart and an offline reboot; an unbound claim keeps its pod `ContainerCreating` with
 //! kubelet's FailedMount until it binds; a `local` volume is bind-mounted and given to
 //! the `fsGroup`; a volume pinned to another node is refused; an ephemeral volume waits
-//! for the claim made for its pod.
+//! for the claim made for its pod; a `local` volume in Block mode (a loop device) is a
+//! device in the container.
 
 use outpost_tests::needs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use outpost_tests::api_pods::{Cluster, LONG, NODE, SERVE, api_pod, container_id, read, state};
+use outpost_tests::api_pods::{
+    Cluster, LONG, NODE, SERVE, api_pod, container_id, inside, read, state,
+};
 use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
@@ -31,6 +34,10 @@ trait ClaimVolumes {
     /// `pvc-<claim uid>` with `source` (and local-path's node affinity on `node`), bound
     /// to the claim, then the claim bound to it. The volume's name.
     fn bind(&self, claim: &Value, source: Value, node: &str) -> String;
+
+    /// What the binder does: `volume` (a PersistentVolume) made with its `claimRef` to
+    /// `claim` and `Bound`, then the claim bound to it. The volume's name.
+    fn bind_volume(&self, claim: &Value, volume: Value) -> String;
 
     /// local-path's hostPath source for `claim`, under the node's directory (for
     /// `/opt/local-path-provisioner`): `<base>/pvc-<uid>_<namespace>_<name>`.
@@ -89,7 +96,6 @@ impl ClaimVolumes for Cluster {
 
     fn bind(&self, claim: &Value, source: Value, node: &str) -> String {
         let name = format!("pvc-{}", claim["metadata"]["uid"].as_str().unwrap());
-        let claim_name = claim["metadata"]["name"].as_str().unwrap();
         let mut volume = json!({
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -104,14 +110,6 @@ impl ClaimVolumes for Cluster {
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
                 "capacity": {"storage": "1Gi"},
-                "claimRef": {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "name": claim_name,
-                    "namespace": "default",
-                    "resourceVersion": claim["metadata"]["resourceVersion"],
-                    "uid": claim["metadata"]["uid"],
-                },
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
                 ]}]}},
@@ -123,6 +121,20 @@ impl ClaimVolumes for Cluster {
         for (key, value) in source.as_object().unwrap() {
             volume["spec"][key] = value.clone();
         }
+        self.bind_volume(claim, volume)
+    }
+
+    fn bind_volume(&self, claim: &Value, mut volume: Value) -> String {
+        let name = volume["metadata"]["name"].as_str().unwrap().to_owned();
+        let claim_name = claim["metadata"]["name"].as_str().unwrap();
+        volume["spec"]["claimRef"] = json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "name": claim_name,
+            "namespace": "default",
+            "resourceVersion": claim["metadata"]["resourceVersion"],
+            "uid": claim["metadata"]["uid"],
+        });
         let created = self.create(volume);
         let mut status = created.clone();
         status["status"] = json!({"phase": "Bound"});
@@ -358,11 +370,12 @@ fn k3_a_volume_pinned_to_another_node_is_refused_with_kubelets_message() {
     );
 }
 
-/// K3 (A1): a claim bound to a network volume (NFS here) or to a `Block` volume is not
-/// mounted: the pod waits in ContainerCreating, its FailedMount naming the type.
+/// K3 (A1): a claim bound to a network volume (NFS here) is not mounted, nor a `hostPath`
+/// one in Block mode given as a device: the pod waits in ContainerCreating, its
+/// FailedMount naming the type.
 #[needs(pods)]
 #[test]
-fn k3_network_and_block_volumes_are_refused_naming_the_type() {
+fn k3_network_and_block_host_path_volumes_are_refused_naming_the_type() {
     let c = Cluster::start();
     let shared = c.claim("shared", json!({}));
     let nfs = json!({"nfs": {"server": "nfs.example.internal", "path": "/exports/www"}});
@@ -385,20 +398,163 @@ fn k3_network_and_block_volumes_are_refused_naming_the_type() {
     let raw = c.claim("raw", json!({}));
     let (_, mut source) = c.local_path(&raw);
     source["volumeMode"] = json!("Block");
-    c.bind(&raw, source, NODE);
-    c.create_pod(pod(
-        "on-block",
-        "true",
-        json!({"persistentVolumeClaim": {"claimName": "raw"}}),
-        json!({}),
-    ));
+    let volume = c.bind(&raw, source, NODE);
+    let mut spec =
+        pod("on-block", "true", json!({"persistentVolumeClaim": {"claimName": "raw"}}), json!({}));
+    let main = &mut spec["spec"]["containers"][0];
+    main.as_object_mut().unwrap().remove("volumeMounts");
+    main["volumeDevices"] = json!([{"name": "www", "devicePath": "/dev/xvda"}]);
+    c.create_pod(spec);
     c.wait_failed_mount(
         "on-block",
-        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], \
-         unattached volumes=[], failed to process volumes=[www]: error processing PVC \
-         default/raw: volume www has volumeMode Block, but is specified in volumeMounts; \
-         Outpost mounts Filesystem volumes only",
+        &format!(
+            "MapVolume.FindMapperPluginBySpec failed for volume \"{volume}\" : no volume plugin \
+             matched: PersistentVolume {volume} is a hostPath volume in volumeMode Block, which \
+             kubelet's hostPath plugin does not map; use a local PersistentVolume for a block \
+             device"
+        ),
     );
+}
+
+/// A loop device on an 8 MiB file of its own: a block device a test can write and read
+/// back through its file. Detached, and its file removed, when dropped (on failure too).
+struct LoopDisk {
+    device: String,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDisk {
+    fn new() -> LoopDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("disk.img");
+        let run = |program: &str, args: &[&str]| {
+            let out = std::process::Command::new(program).args(args).output().unwrap();
+            assert!(out.status.success(), "{program} {args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        run("truncate", &["-s", "8M", file.to_str().unwrap()]);
+        let device = run("losetup", &["--find", "--show", file.to_str().unwrap()]);
+        LoopDisk { device, file, _dir: dir }
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let detached = std::process::Command::new("losetup").args(["-d", &self.device]).status();
+        if !detached.is_ok_and(|s| s.success()) {
+            eprintln!("losetup -d {} failed", self.device);
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// K3: kubernetes.io's raw block volume: a claim with `volumeMode: Block` bound to a
+/// `local` PersistentVolume in Block mode (a loop device here), and a pod that takes it
+/// in `volumeDevices` at `/dev/xvda`, writes to the device with `dd` and reads it back;
+/// the bytes are on the loop device's file. A Filesystem claim in `volumeDevices` waits
+/// with kubelet's message.
+#[needs(pods)]
+#[test]
+fn k3_a_local_block_volume_is_a_device_in_the_container() {
+    const WRITTEN: &str = "outpost-k3-block";
+    // Made first, dropped last: the agent and its pods are gone before it is detached.
+    let disk = LoopDisk::new();
+    let c = Cluster::start();
+    let claim = c.create(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "block-pvc", "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Block",
+            "resources": {"requests": {"storage": "8Mi"}},
+            "storageClassName": "local-storage",
+        },
+    }));
+    // kubernetes.io's local PersistentVolume, in Block mode, pinned to this node.
+    let volume = c.bind_volume(
+        &claim,
+        json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {
+                "name": "block-pv",
+                "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"},
+                "finalizers": ["kubernetes.io/pv-protection"],
+            },
+            "spec": {
+                "capacity": {"storage": "8Mi"},
+                "volumeMode": "Block",
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "local-storage",
+                "local": {"path": disk.device},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE]},
+                ]}]}},
+            },
+        }),
+    );
+    let script = format!(
+        "set -e; printf {WRITTEN} > /written; dd if=/written of=/dev/xvda conv=fsync; \
+         dd if=/dev/xvda of=/read bs={} count=1",
+        WRITTEN.len()
+    );
+    let uid = c
+        .create_pod(api_pod(
+            "pod-with-block-volume",
+            json!({
+                "command": ["sh", "-c", format!("{script}; {SERVE}")],
+                "volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}],
+            }),
+            json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "block-pvc"}}]}),
+        ))
+        .metadata
+        .uid
+        .unwrap();
+    let pid = c.pid("pod-with-block-volume");
+    eventually("the container read the device back", LONG, || {
+        std::fs::read_to_string(inside(pid, "/read")).is_ok_and(|r| r.len() == WRITTEN.len())
+    });
+    assert_eq!(read(pid, "/read"), WRITTEN);
+    let on_disk = std::fs::read(&disk.file).unwrap();
+    assert_eq!(&on_disk[..WRITTEN.len()], WRITTEN.as_bytes(), "the bytes are on the device");
+    let link = c
+        .api
+        .node
+        .path("state/pods")
+        .join(&uid)
+        .join("volumeDevices/kubernetes.io~local-volume")
+        .join(&volume);
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new(&disk.device));
+
+    // A Filesystem claim is no device: kubelet's populator says so, the pod waits.
+    let claim = c.claim("fs", json!({}));
+    let (_, source) = c.local_path(&claim);
+    c.bind(&claim, source, NODE);
+    let mut spec = pod(
+        "fs-as-device",
+        "true",
+        json!({"persistentVolumeClaim": {"claimName": "fs"}}),
+        json!({}),
+    );
+    let main = &mut spec["spec"]["containers"][0];
+    main.as_object_mut().unwrap().remove("volumeMounts");
+    main["volumeDevices"] = json!([{"name": "www", "devicePath": "/dev/xvda"}]);
+    c.create_pod(spec);
+    c.wait_failed_mount(
+        "fs-as-device",
+        "Unable to attach or mount volumes: unmounted volumes=[kube-api-access-* www], \
+         unattached volumes=[], failed to process volumes=[www]: volume www has volumeMode \
+         Filesystem, but is specified in volumeDevices",
+    );
+
+    c.server().delete_pod("default", "pod-with-block-volume").unwrap();
+    eventually("the pod's directory is gone", LONG, || {
+        !c.api.node.path("state/pods").join(&uid).exists()
+    });
+    assert!(Path::new(&disk.device).exists(), "the device stays");
 }
 
 #[needs(pods)]

@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::projection::Resolved;
 use crate::subject::Subject;
 use crate::{
-    apparmor, defaults, env, hosts, mounts, plugin_devices, process, resources, seccomp, security,
-    selinux, sub_path, sysctl,
+    apparmor, claims, defaults, env, hosts, mounts, plugin_devices, process, resources, seccomp,
+    security, selinux, sub_path, sysctl,
 };
 
 /// The OCI runtime spec version written, containerd 1.6's (runc 1.1 reads it).
@@ -94,7 +94,12 @@ pub fn container_spec(
         .set_hostname(hosts::container_hostname(ctx, &at)?)
         .set_annotations(None)
         .set_linux(Some(linux));
-    plugin_devices::apply(&mut spec, &files.devices);
+    // kubelet appends the block volumes to the plugins' devices (K3, D2).
+    let mut devices = files.devices.clone();
+    let volume_devices = claims::devices(ctx.claimed, container)
+        .map_err(|source| Error::VolumeDevice { at, source })?;
+    devices.nodes.extend(volume_devices);
+    plugin_devices::apply(&mut spec, &devices);
     Ok(spec)
 }
 

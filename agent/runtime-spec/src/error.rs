@@ -164,6 +164,14 @@ pub enum Error {
     )]
     Capability { at: Subject, name: String },
 
+    /// K3: kubelet's words (`makeBlockVolumes`), its `CreateContainerConfigError`.
+    #[error("{source}")]
+    VolumeDevice {
+        at: Subject,
+        #[source]
+        source: crate::claims::DeviceError,
+    },
+
     #[error("{at}: volumeMounts[{index}] (volume {volume:?})")]
     Volume {
         at: Subject,

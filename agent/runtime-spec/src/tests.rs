@@ -506,3 +506,60 @@ fn d2_plugin_devices_are_nodes_cgroup_rules_mounts_env_and_annotations() {
     assert!(env.contains(&"OWN=mine".to_owned()), "under the container's own: {env:?}");
     assert_eq!(spec.annotations().as_ref().unwrap()["example.com/stick"], "sonoff");
 }
+
+/// K3: a block volume in the spec, as containerd's CRI applies kubelet's `Devices`: the
+/// host's node (type, numbers, mode, owner) at `devicePath` in `linux.devices`, admitted
+/// by the device cgroup with `mrw` after the plugins' devices.
+#[test]
+fn k3_a_volume_device_is_a_node_and_a_cgroup_rule_after_the_plugins() {
+    use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceType};
+    let pod = pod(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: block, namespace: default, uid: u1}\nspec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: block-pvc}}]\n  containers:\n  - name: main\n    image: busybox\n    volumeDevices: [{name: data, devicePath: /dev/xvda}]\n",
+    );
+    let device = |path: &str, typ, major, minor| {
+        LinuxDeviceBuilder::default()
+            .path(path)
+            .typ(typ)
+            .major(major)
+            .minor(minor)
+            .file_mode(0o660u32)
+            .uid(0u32)
+            .gid(6u32)
+            .build()
+            .unwrap()
+    };
+    let claimed = std::collections::BTreeMap::from([(
+        "data".to_owned(),
+        claims::Claimed {
+            path: "/var/lib/outpost/pods/u1/volumeDevices/kubernetes.io~local-volume/pv-1".into(),
+            read_only: false,
+            device: Some(device("/dev/loop3", LinuxDeviceType::B, 7, 3)),
+        },
+    )]);
+    let plugin = device("/dev/ttyACM0", LinuxDeviceType::C, 166, 0);
+    let files = ContainerFiles {
+        devices: PluginDevices {
+            nodes: vec![(plugin.clone(), "rw".to_owned())],
+            ..PluginDevices::default()
+        },
+        ..ContainerFiles::default()
+    };
+    let ctx = PodContext { claimed: &claimed, ..context(&pod) };
+    let spec = container_spec(&ctx, first_container(&pod), &busybox(), &files, "c1").unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    let block = device("/dev/xvda", LinuxDeviceType::B, 7, 3);
+    assert_eq!(linux.devices().as_deref(), Some(&[plugin, block][..]));
+    let rules = linux.resources().as_ref().unwrap().devices().clone().unwrap();
+    let last = rules.last().unwrap();
+    assert!(last.allow());
+    assert_eq!(
+        (last.typ(), last.major(), last.minor(), last.access().as_deref()),
+        (Some(LinuxDeviceType::B), Some(7), Some(3), Some("mrw"))
+    );
+
+    // Without its volume set up as a block volume, the container is not made.
+    let none = std::collections::BTreeMap::new();
+    let ctx = PodContext { claimed: &none, ..context(&pod) };
+    let error = container_spec(&ctx, first_container(&pod), &busybox(), &files, "c1").unwrap_err();
+    assert_eq!(error.to_string(), "cannot find volume \"data\" to pass into container \"main\"");
+}

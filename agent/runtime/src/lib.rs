@@ -12,6 +12,7 @@ pub mod cni;
 pub mod container;
 pub mod container_files;
 pub mod containerd;
+pub mod device_node;
 pub mod events;
 pub mod exec;
 pub mod handler;

@@ -20,6 +20,7 @@
 //!
 //! ```text
 //!     volumes/kubernetes.io~local-volume/<pv name>/     a local PersistentVolume, bind-mounted
+//!     volumeDevices/kubernetes.io~local-volume/<pv name> a link to a local Block volume's device
 //! ```
 //!
 //! [`prepare`] is idempotent: after an agent restart it keeps the volumes' data and

@@ -3,11 +3,10 @@
 //! under it, as containerd's `HostDevicesFromPath` walks it), each mount, variable and
 //! annotation as given.
 
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 
-use nix::sys::stat::{major, minor};
-use oci_spec::runtime::{LinuxDevice, LinuxDeviceBuilder, LinuxDeviceType};
+use oci_spec::runtime::LinuxDevice;
+use outpost_runtime::device_node::from_metadata as node;
 use outpost_runtime::spec::{PluginDevices, PluginMount};
 
 use super::ContainerDevices;
@@ -87,26 +86,4 @@ fn walk(dir: &Path, container_dir: &Path, found: &mut Vec<LinuxDevice>) {
             found.push(node);
         }
     }
-}
-
-fn node(metadata: &std::fs::Metadata, container_path: &Path) -> Option<LinuxDevice> {
-    let kind = metadata.file_type();
-    let typ = if kind.is_char_device() {
-        LinuxDeviceType::C
-    } else if kind.is_block_device() {
-        LinuxDeviceType::B
-    } else {
-        return None;
-    };
-    let rdev = metadata.rdev();
-    LinuxDeviceBuilder::default()
-        .path(container_path)
-        .typ(typ)
-        .major(i64::try_from(major(rdev)).ok()?)
-        .minor(i64::try_from(minor(rdev)).ok()?)
-        .file_mode(metadata.mode() & 0o7777)
-        .uid(metadata.uid())
-        .gid(metadata.gid())
-        .build()
-        .ok()
 }

@@ -223,7 +223,8 @@ pub(super) const CONTAINER: Table = &[
     ("terminationMessagePath", Supported),
     ("terminationMessagePolicy", Supported),
     ("tty", Supported),
-    ("volumeDevices", Refused("raw block volumes need PersistentVolumeClaims; mount the device with a hostPath volume")),
+    // K3: raw block volumes of the pod's claims (API pods only, V2).
+    ("volumeDevices", Check(S, checks::volume_devices)),
     ("volumeMounts[].bindMountOptions", Refused("bind mount options are an alpha field kubelet 1.37 passes to CRI runtimes as mount options; Outpost's mounts take none besides ro, propagation and recursive read-only; remove them")),
     ("volumeMounts[].mountPath", Supported),
     ("volumeMounts[].mountPropagation", Check(S, checks::mount_propagation)),

@@ -635,6 +635,114 @@ fn k3_claim_volumes_are_for_api_pods_only() {
     assert!(refuses(&found));
 }
 
+/// kubernetes.io's raw block volume example: a pod with `volumeDevices` of a Block claim.
+fn block_pod(devices: Value, mounts: Value) -> Pod {
+    pod(
+        json!({"volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "block-pvc"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "volumeMode": "Block",
+                "resources": {"requests": {"storage": "1Gi"}},
+            }}}},
+            {"name": "cache", "emptyDir": {}},
+        ]}),
+        json!({"volumeDevices": devices, "volumeMounts": mounts}),
+    )
+}
+
+#[test]
+fn k3_volume_devices_of_claims_are_for_api_pods_only() {
+    let devices = json!([
+        {"name": "data", "devicePath": "/dev/xvda"},
+        {"name": "scratch", "devicePath": "/dev/xvdb"},
+    ]);
+    let pod = block_pod(devices, json!([{"name": "cache", "mountPath": "/cache"}]));
+    assert_eq!(review(&pod, &NodeFacts::default(), Source::Api), vec![], "API pods may");
+    let found = review(&pod, &NodeFacts::default(), Source::File);
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.containers[0].volumeDevices",
+            "spec.volumes[0].persistentVolumeClaim",
+            "spec.volumes[1].ephemeral",
+        ]
+    );
+    assert!(found.iter().all(|f| f.message.contains("static pods may not refer to API objects")));
+}
+
+#[test]
+fn k3_volume_devices_are_validated_as_the_api_server_does() {
+    let messages = |devices: Value, mounts: Value| -> Vec<String> {
+        let pod = block_pod(devices, mounts);
+        let found = review(&pod, &NodeFacts::default(), Source::Api);
+        assert!(found.iter().all(|f| f.severity == Severity::Refused), "{found:?}");
+        found.into_iter().map(|f| f.message).collect()
+    };
+    let at = "spec.containers[0].volumeDevices";
+    assert_eq!(
+        messages(
+            json!([
+                {"name": "cache", "devicePath": "/dev/a"},
+                {"name": "nowhere", "devicePath": "/dev/a"},
+                {"name": "data", "devicePath": "dev/b"},
+                {"name": "data", "devicePath": "/dev/../c"},
+                {"name": "", "devicePath": ""},
+            ]),
+            json!([]),
+        ),
+        [
+            format!(
+                "{at}[0].name: Invalid value: \"cache\": can only use volume source type of \
+                 PersistentVolumeClaim or Ephemeral for block mode"
+            ),
+            format!("{at}[1].name: Not found: \"nowhere\""),
+            format!("{at}[1].devicePath: Invalid value: \"/dev/a\": must be unique"),
+            format!(
+                "{at}[2].devicePath: Invalid value: \"dev/b\": must be an absolute path \
+                 (kubelet: error DevicePath `dev/b` must be an absolute path)"
+            ),
+            format!("{at}[3].name: Invalid value: \"data\": must be unique"),
+            format!(
+                "{at}[3].devicePath: Invalid value: \"/dev/../c\": can not contain backsteps \
+                 ('..')"
+            ),
+            format!("{at}[4].name: Required value"),
+            format!("{at}[4].name: Not found: \"\""),
+            format!("{at}[4].devicePath: Required value"),
+        ]
+    );
+    // A volume is mounted or a device in one container, not both; nor a path both.
+    assert_eq!(
+        messages(
+            json!([{"name": "data", "devicePath": "/cache"}]),
+            json!([{"name": "data", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}]),
+        ),
+        [
+            format!(
+                "{at}[0].name: Invalid value: \"data\": must not already exist in volumeMounts"
+            ),
+            format!(
+                "{at}[0].devicePath: Invalid value: \"/cache\": must not already exist as a path \
+                 in volumeMounts"
+            ),
+        ]
+    );
+    // An ephemeral container's are checked against its own mounts.
+    let mut debug = block_pod(json!([]), json!([]));
+    debug.spec.as_mut().unwrap().ephemeral_containers = Some(vec![
+        serde_json::from_value(json!({
+            "name": "debugger", "image": "busybox",
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}],
+        }))
+        .unwrap(),
+    ]);
+    let found = review(&debug, &NodeFacts::default(), Source::Api);
+    let fields: Vec<_> = found.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["spec.ephemeralContainers[0].volumeDevices[0].name"]);
+}
+
 #[test]
 fn v1_a_cluster_trust_bundle_is_an_api_object_and_pod_certificates_are_refused() {
     let pod = pod_with(

@@ -1,8 +1,8 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, PersistentVolume, PersistentVolumeClaim, Pod, Volume};
 use serde_json::{Value, json};
 
 use super::*;
@@ -64,10 +64,23 @@ fn www(read_only: bool) -> Pod {
     )
 }
 
+/// The pod's first volume bound, as a container mounts it.
 fn bind_www(pod: &Pod, resolved: &Resolved) -> Result<Option<Bound>, Error> {
+    bind_used(pod, resolved, false)
+}
+
+/// The pod's first volume bound, as a container mounts it or (`device`) takes it as a
+/// device.
+fn bind_used(pod: &Pod, resolved: &Resolved, device: bool) -> Result<Option<Bound>, Error> {
     let labels = labels();
     let volume: &Volume = &pod.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
-    bind(pod, volume, resolved, Node { name: "edge-1", labels: &labels })
+    let used = BTreeSet::from([volume.name.clone()]);
+    let usage = if device {
+        Usage { devices: used, ..Usage::default() }
+    } else {
+        Usage { mounts: used, ..Usage::default() }
+    };
+    bind(pod, volume, &usage, resolved, Node { name: "edge-1", labels: &labels })
 }
 
 fn host_path() -> Value {
@@ -203,14 +216,132 @@ fn k3_a_missing_or_foreign_volume_waits_with_kubelets_messages() {
     );
 }
 
+/// kubelet's populator: a Block volume may not be mounted, a Filesystem one (the
+/// default) may not be a device; its words, not prefixed as the claim's errors are.
 #[test]
-fn k3_block_volumes_and_network_or_csi_sources_are_refused_naming_the_type() {
+fn k3_a_volume_used_against_its_mode_is_refused_in_kubelets_words() {
     let p = www(false);
-    let mut block = volume_object(json!({"local": {"path": "/dev/sdb"}}));
-    block["spec"]["volumeMode"] = json!("Block");
-    let r = resolved(Some(claim_object("Bound", "pvc-1")), Some(block));
-    let Err(Error::Processing(message)) = bind_www(&p, &r) else { panic!("refused") };
-    assert!(message.contains("volume www has volumeMode Block"), "{message}");
+    let local = |mode: Option<&str>| {
+        let mut pv = volume_object(json!({"local": {"path": "/dev/sdb"}}));
+        if let Some(mode) = mode {
+            pv["spec"]["volumeMode"] = json!(mode);
+        }
+        resolved(Some(claim_object("Bound", "pvc-1")), Some(pv))
+    };
+    assert_eq!(
+        bind_used(&p, &local(Some("Block")), false),
+        Err(Error::Processing(
+            "volume www has volumeMode Block, but is specified in volumeMounts".into()
+        ))
+    );
+    for mode in [Some("Filesystem"), None] {
+        assert_eq!(
+            bind_used(&p, &local(mode), true),
+            Err(Error::Processing(
+                "volume www has volumeMode Filesystem, but is specified in volumeDevices".into()
+            ))
+        );
+    }
+}
+
+#[test]
+fn k3_a_local_block_volume_is_its_device_linked_in_the_pod_dir_without_fs_group() {
+    let mut pv = volume_object(json!({"local": {"path": "/dev/loop3"}}));
+    pv["spec"]["volumeMode"] = json!("Block");
+    let r = resolved(Some(claim_object("Bound", "pvc-1")), Some(pv));
+    let bound = bind_used(&www(false), &r, true).unwrap().unwrap();
+    assert_eq!(bound.source, Source::Local { path: "/dev/loop3".into() });
+    assert!(bound.block);
+    assert_eq!(
+        bound.path(Path::new("/state/pods/u")),
+        Path::new("/state/pods/u/volumeDevices/kubernetes.io~local-volume/pvc-1")
+    );
+    assert!(!bound.takes_fs_group());
+}
+
+#[test]
+fn k3_a_host_path_volume_in_block_mode_is_refused_naming_it() {
+    let mut pv = volume_object(host_path());
+    pv["spec"]["volumeMode"] = json!("Block");
+    let r = resolved(Some(claim_object("Bound", "pvc-1")), Some(pv));
+    let error = bind_used(&www(false), &r, true).unwrap_err();
+    assert_eq!(error, Error::BlockHostPath { volume: "pvc-1".into() });
+    assert!(
+        error.to_string().starts_with(
+            "MapVolume.FindMapperPluginBySpec failed for volume \"pvc-1\" : no volume plugin \
+             matched"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn k3_usage_is_every_containers_mounts_and_devices() {
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "a", "volumeMounts": [{"name": "www", "mountPath": "/w"}],
+                            "volumeDevices": [{"name": "raw", "devicePath": "/dev/xvda"}]}],
+            "initContainers": [{"name": "i", "volumeDevices": [{"name": "raw2", "devicePath": "/dev/b"}]}],
+            "ephemeralContainers": [{"name": "e", "volumeMounts": [{"name": "logs", "mountPath": "/l"}]}],
+        },
+    }))
+    .unwrap();
+    let usage = Usage::of(&p);
+    let set = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<BTreeSet<_>>();
+    assert_eq!(usage.mounts, set(&["logs", "www"]));
+    assert_eq!(usage.devices, set(&["raw", "raw2"]));
+    assert!(usage.uses("raw") && usage.uses("www") && !usage.uses("other"));
+    assert_eq!(usage.expected(), ["logs", "raw", "raw2", "www"]);
+}
+
+/// kubelet's `makeBlockVolumes` with containerd's `WithDevices`: the host's node at the
+/// entry's `devicePath`, `mrw`, or `r` for a read-only claim.
+#[test]
+fn k3_volume_devices_are_the_hosts_nodes_at_their_device_paths() {
+    use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceType};
+    let host = LinuxDeviceBuilder::default()
+        .path("/dev/loop3")
+        .typ(LinuxDeviceType::B)
+        .major(7)
+        .minor(3)
+        .file_mode(0o660u32)
+        .uid(0u32)
+        .gid(6u32)
+        .build()
+        .unwrap();
+    let container: Container = serde_json::from_value(json!({
+        "name": "main",
+        "volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}],
+    }))
+    .unwrap();
+    for (read_only, access) in [(false, "mrw"), (true, "r")] {
+        let claimed = BTreeMap::from([(
+            "data".to_owned(),
+            Claimed { path: "/p".into(), read_only, device: Some(host.clone()) },
+        )]);
+        let nodes = devices(&claimed, &container).unwrap();
+        let mut expected = host.clone();
+        expected.set_path("/dev/xvda".into());
+        assert_eq!(nodes, [(expected, access.to_owned())]);
+    }
+    let filesystem = BTreeMap::from([(
+        "data".to_owned(),
+        Claimed { path: "/p".into(), read_only: false, device: None },
+    )]);
+    let missing = DeviceError::NoVolume { volume: "data".into(), container: "main".into() };
+    assert_eq!(devices(&filesystem, &container), Err(missing.clone()));
+    assert_eq!(devices(&BTreeMap::new(), &container), Err(missing.clone()));
+    assert_eq!(missing.to_string(), "cannot find volume \"data\" to pass into container \"main\"");
+    let mut relative = container.clone();
+    relative.volume_devices.as_mut().unwrap()[0].device_path = "xvda".into();
+    let error = devices(&BTreeMap::new(), &relative).unwrap_err();
+    assert_eq!(error.to_string(), "error DevicePath `xvda` must be an absolute path");
+}
+
+#[test]
+fn k3_network_or_csi_sources_are_refused_naming_the_type() {
+    let p = www(false);
     for (source, kind) in [
         (json!({"nfs": {"server": "nas", "path": "/x"}}), "nfs"),
         (json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "v"}}), "csi"),

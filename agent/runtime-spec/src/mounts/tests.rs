@@ -202,8 +202,10 @@ fn k3_a_claims_volume_is_bound_from_its_set_up_path_read_only_when_the_claim_is(
     ));
     for (read_only, access) in [(false, "rw"), (true, "ro")] {
         let path = Path::new("/var/lib/outpost/pods/0123/volumes/kubernetes.io~local-volume/pv-1");
-        let claimed =
-            BTreeMap::from([("claim".to_owned(), Claimed { path: path.to_path_buf(), read_only })]);
+        let claimed = BTreeMap::from([(
+            "claim".to_owned(),
+            Claimed { path: path.to_path_buf(), read_only, device: None },
+        )]);
         let ctx = crate::PodContext { claimed: &claimed, ..context(&pod) };
         let spec = container_spec(
             &ctx,

@@ -5,22 +5,36 @@
 //! and given to the pod's `fsGroup` when writable. What the claim and its volume are
 //! allowed to be is `spec::claims`' decision. The local mounts go with the pod's
 //! directory ([`super::cleanup`]).
+//!
+//! A `local` volume in `Block` mode (a container's `volumeDevices`) is its `local.path`,
+//! which must be a block device: kubelet's per-pod link
+//! `<pod dir>/volumeDevices/kubernetes.io~local-volume/<pv>` is made to it (and goes with
+//! the pod's directory), and its node (type, numbers, mode, owner) is read for the
+//! containers' specs. Not done, unlike kubelet: the bind mount of the device on its
+//! global map path (`plugins/kubernetes.io~local-volume/volumeDevices/<pv>/<pod uid>`)
+//! and the loop device kubelet opens on it to keep it from being detached while in use;
+//! the per-pod link is all the containers need, and nothing else here would detach it.
 
 use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use nix::mount::MsFlags;
+use oci_spec::runtime::LinuxDevice;
 use outpost_host::Host;
 
 use super::{Error, Result, fs as pod_fs, host_path, mounts, ownership};
+use crate::device_node;
 use crate::spec::Subject;
-use crate::spec::claims::{self, Bound, Claimed, Node, Source};
+use crate::spec::claims::{self, Bound, Claimed, Node, Source, Usage};
 use crate::spec::layout::is_plain_relative;
 use crate::spec::projection::Resolved;
 
-/// Sets up the pod's claim volumes (those its containers mount) from `resolved` (the claims and their volumes): the
-/// host path of each, by volume name, for the containers' mounts. A claim not ready
+/// Sets up the pod's claim volumes (those its containers mount or take as devices) from
+/// `resolved` (the claims and their volumes): the host path of each, by volume name, for
+/// the containers' mounts, and a block volume's device node. A claim not ready
 /// (missing, unbound, its volume missing) fails with kubelet's FailedMount text; the pod
 /// waits, and is set up again when the claim changes. Safe to call again. `host` shows
 /// the mounts and gives a writable volume to the `fsGroup`.
@@ -32,13 +46,14 @@ pub fn set_up(
     node: Node<'_>,
 ) -> Result<BTreeMap<String, Claimed>> {
     let at = Subject::pod(pod);
-    let expected = mounted_volumes(pod);
+    let usage = Usage::of(pod);
+    let expected = usage.expected();
     let mut bound = Vec::new();
     let mut failed = Vec::new();
-    // kubelet's volume manager skips a volume no container mounts.
+    // kubelet's volume manager skips a volume no container uses.
     let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
-    for volume in volumes.filter(|v| expected.contains(&v.name)) {
-        match claims::bind(pod, volume, resolved, node) {
+    for volume in volumes.filter(|v| usage.uses(&v.name)) {
+        match claims::bind(pod, volume, &usage, resolved, node) {
             Ok(Some(b)) => bound.push((volume.name.clone(), b)),
             Ok(None) => {}
             Err(claims::Error::Processing(why)) => failed.push((volume.name.clone(), why)),
@@ -54,12 +69,68 @@ pub fn set_up(
     }
     let mut claimed = BTreeMap::new();
     for (name, bound) in bound {
-        set_up_one(host, &at, pod_dir, pod, &name, &bound)?;
         let path = bound.path(pod_dir);
-        sub_paths(&at, pod, &name, &path)?;
-        claimed.insert(name, Claimed { path, read_only: bound.read_only });
+        let device = match &bound.source {
+            Source::Local { path: device } if bound.block => {
+                Some(map_device(&at, &path, &name, &bound, Path::new(device))?)
+            }
+            _ => {
+                set_up_one(host, &at, pod_dir, pod, &name, &bound)?;
+                sub_paths(&at, pod, &name, &path)?;
+                None
+            }
+        };
+        claimed.insert(name, Claimed { path, read_only: bound.read_only, device });
     }
     Ok(claimed)
+}
+
+/// A `local` block volume: its `device` must be a block device; `link` (the pod's device
+/// map path) is made to point at it. The device's node, as the host has it.
+fn map_device(
+    at: &Subject,
+    link: &Path,
+    volume: &str,
+    bound: &Bound,
+    device: &Path,
+) -> Result<LinuxDevice> {
+    let failed = |problem: String| Error::Claim {
+        at: at.clone(),
+        volume: volume.to_owned(),
+        message: format!(
+            "MapVolume.MapBlockVolume failed for volume {:?} : {problem}",
+            bound.volume
+        ),
+    };
+    let metadata = std::fs::metadata(device)
+        .map_err(|e| failed(format!("cannot stat local volume path {}: {e}", device.display())))?;
+    let node = device_node::from_metadata(&metadata, device)
+        .filter(|_| metadata.file_type().is_block_device());
+    let Some(node) = node else {
+        return Err(failed(format!(
+            "local volume path {} is not a block device; a PersistentVolume in volumeMode \
+             Block must name one (e.g. /dev/sdb, a loop device)",
+            device.display()
+        )));
+    };
+    if let Some(dir) = link.parent() {
+        pod_fs::make_dir(at, dir, 0o750)?;
+    }
+    let io_error = |operation, source| Error::Io {
+        at: at.clone(),
+        operation,
+        path: link.to_path_buf(),
+        source,
+    };
+    match std::fs::read_link(link) {
+        Ok(target) if target == device => return Ok(node),
+        Ok(_) => std::fs::remove_file(link).map_err(|e| io_error("remove the stale link", e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error("read the link", e)),
+    }
+    std::os::unix::fs::symlink(device, link).map_err(|e| io_error("make the device link", e))?;
+    tracing::info!(pod.namespace = at.namespace(), pod.name = at.name(), volume, persistent_volume = %bound.volume, device = %device.display(), "mapped local block volume");
+    Ok(node)
 }
 
 fn set_up_one(
@@ -121,12 +192,4 @@ fn sub_paths(at: &Subject, pod: &Pod, volume: &str, path: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The volumes the pod's containers mount (kubelet's expected volumes), by name.
-fn mounted_volumes(pod: &Pod) -> Vec<String> {
-    let spec = pod.spec.iter();
-    let containers =
-        spec.flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()));
-    containers.flat_map(|c| c.volume_mounts.iter().flatten()).map(|m| m.name.clone()).collect()
 }

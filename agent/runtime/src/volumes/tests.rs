@@ -322,7 +322,7 @@ mod claims {
         );
         let resolved = claimed(serde_json::json!({"path": path, "type": "DirectoryOrCreate"}));
         let set = set_up(&dirs, &pod, &resolved).unwrap();
-        assert_eq!(set["data"], Claimed { path: path.clone(), read_only: true });
+        assert_eq!(set["data"], Claimed { path: path.clone(), read_only: true, device: None });
         assert!(path.join("logs").is_dir(), "the subPath is made in the volume");
         assert_eq!(mode(&path), 0o755);
     }
@@ -390,6 +390,68 @@ mod claims {
         cleanup(&Kernel, &dirs.pod_dir).unwrap();
         assert!(!dirs.pod_dir.exists());
         assert_eq!(std::fs::read_to_string(dirs.host.join("data")).unwrap(), "kept");
+    }
+
+    /// The claim `www` bound to `pv-1`, a `local` volume in Block mode at `path`.
+    fn block(path: &Path) -> Resolved {
+        let mut resolved = claimed(serde_json::Value::Null);
+        let pv = serde_json::json!({
+            "metadata": {"name": "pv-1"},
+            "spec": {
+                "claimRef": {"name": "www", "namespace": "default", "uid": "c1"},
+                "local": {"path": path},
+                "volumeMode": "Block",
+            },
+        });
+        resolved.0.insert(
+            Reference::PersistentVolume("pv-1".into()),
+            Resolution::Found(Object::PersistentVolume(Arc::new(
+                serde_json::from_value(pv).unwrap(),
+            ))),
+        );
+        resolved
+    }
+
+    #[test]
+    fn k3_a_local_block_volume_is_its_device_linked_from_the_pod_dir() {
+        use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+        use oci_spec::runtime::LinuxDeviceType;
+        if !root() {
+            return;
+        }
+        let dirs = dirs();
+        let device = dirs.host.join("sdz");
+        mknod(&device, SFlag::S_IFBLK, Mode::from_bits_truncate(0o640), makedev(7, 200)).unwrap();
+        let pod = pod(
+            "spec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: www, readOnly: true}}]\n  containers: [{name: a, image: b, volumeDevices: [{name: data, devicePath: /dev/xvda}]}]\n",
+        );
+        let set = set_up(&dirs, &pod, &block(&device)).unwrap();
+        let link = dirs.pod_dir.join("volumeDevices/kubernetes.io~local-volume/pv-1");
+        assert_eq!(set["data"].path, link);
+        assert!(set["data"].read_only);
+        let node = set["data"].device.clone().unwrap();
+        assert_eq!(node.path(), &device, "the host's node");
+        assert_eq!((node.typ(), node.major(), node.minor()), (LinuxDeviceType::B, 7, 200));
+        assert_eq!((node.file_mode(), node.uid(), node.gid()), (Some(0o640), Some(0), Some(0)));
+        assert_eq!(std::fs::read_link(&link).unwrap(), device);
+        assert_eq!(set_up(&dirs, &pod, &block(&device)).unwrap(), set, "again, the same");
+        cleanup(&Kernel, &dirs.pod_dir).unwrap();
+        assert!(!dirs.pod_dir.exists());
+        assert!(device.exists(), "the device stays");
+
+        // A file is no block device: the pod's volumes are not set up, naming the path.
+        let file = dirs.host.join("disk.img");
+        std::fs::write(&file, "").unwrap();
+        let error = set_up(&dirs, &pod, &block(&file)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "MapVolume.MapBlockVolume failed for volume \"pv-1\" : local volume path {} is \
+                 not a block device; a PersistentVolume in volumeMode Block must name one (e.g. \
+                 /dev/sdb, a loop device)",
+                file.display()
+            )
+        );
     }
 }
 

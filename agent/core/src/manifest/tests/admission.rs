@@ -25,7 +25,7 @@ fn a1_an_unsupported_field_is_an_error_with_its_path_and_position() {
     let Error::Invalid { field, message, position } = &errors.0[0] else { panic!("{errors:?}") };
     assert_eq!(field, "spec.containers[0].volumeDevices");
     assert_eq!(*position, Some((18, 5)));
-    assert!(message.starts_with("not supported: raw block volumes"), "{message}");
+    assert!(message.starts_with("not supported: static pods may not refer"), "{message}");
     assert!(
         errors.to_string().starts_with("18:5: spec.containers[0].volumeDevices: not supported: "),
         "{errors}"
