@@ -4,10 +4,11 @@
  * much traffic each pod sends and receives. Only BTF tracepoints and cgroup programs:
  * fentry/fexit, LSM and kprobes are not available on the kernels Outpost targets.
  *
- * Built by `cargo xtask ebpf` (CO-RE: vmlinux.h comes from the running kernel's BTF);
- * the object is committed as agent-ebpf/outpost.bpf.o and embedded in the agent.
+ * Built by `cargo xtask ebpf` (CO-RE: kernel.h declares the fields read, which libbpf
+ * finds in the running kernel's BTF at load); the object is committed as
+ * agent-ebpf/outpost.bpf.o and embedded in the agent.
  */
-#include "vmlinux.h"
+#include "kernel.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

@@ -57,7 +57,6 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     ("clang-19", "compiles the BPF programs (`cargo xtask ebpf`, CI's stale-object check)"),
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
-    ("bpftool", "writes vmlinux.h from the kernel's BTF for the CO-RE build"),
     ("libbpf-dev", "bpf_helpers.h and the CO-RE read macros the BPF programs include"),
     (
         "podman",

@@ -3,10 +3,12 @@
 //! plain `cargo build` needs no clang. `--check` rebuilds into `target/ebpf/` and fails
 //! when the committed object differs: a source changed without a rebuild.
 //!
-//! The build is reproducible: `vmlinux.h` comes from the running kernel's BTF
-//! (`bpftool btf dump`), clang is pinned to one major version (another version emits other
-//! bytes), file paths are mapped to stable names, and the DWARF is stripped (the `.BTF` and
-//! `.BTF.ext` sections CO-RE needs stay).
+//! The build is reproducible on any machine: the kernel types come from
+//! `agent-ebpf/src/kernel.h` (the fields the programs read, resolved by CO-RE against the
+//! running kernel's BTF at load), not from the building kernel's `vmlinux.h`; clang is
+//! pinned to one major version (another version emits other bytes), file paths are mapped
+//! to stable names, and the DWARF is stripped (the `.BTF` and `.BTF.ext` sections CO-RE
+//! needs stay).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +18,6 @@ use anyhow::{Context, bail};
 /// The compiler and strip tool, one pinned LLVM release (Debian `clang-19`, `llvm-19`).
 const CLANG: &str = "clang-19";
 const LLVM_STRIP: &str = "llvm-strip-19";
-const BPFTOOL: &str = "bpftool";
-/// The kernel's own type information, the source of `vmlinux.h`.
-const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// The program source and the committed object, relative to the `agent-ebpf` directory.
 const SOURCE: &str = "src/outpost.bpf.c";
 const OBJECT: &str = "outpost.bpf.o";
@@ -69,8 +68,8 @@ pub fn check(dir: &Path, work: &Path) -> anyhow::Result<()> {
     if rebuilt != committed {
         bail!(
             "{} is stale: rebuilding its sources gives another object (sha256 {} committed, {} \
-             rebuilt). Run `cargo xtask ebpf` and commit {OBJECT}. (The kernel's BTF and the \
-             clang release are inputs too: build on the kernel CI runs on, with {CLANG}.)",
+             rebuilt). Run `cargo xtask ebpf` and commit {OBJECT}. (The clang release is an \
+             input too: build with {CLANG}.)",
             committed_path.display(),
             crate::sha256(&committed),
             crate::sha256(&rebuilt),
@@ -79,32 +78,19 @@ pub fn check(dir: &Path, work: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the object of `dir` (an `agent-ebpf` directory), using `work` for `vmlinux.h`
-/// and the intermediate object; returns the object's bytes.
+/// Builds the object of `dir` (an `agent-ebpf` directory), using `work` for the
+/// intermediate object; returns the object's bytes.
 pub fn build(dir: &Path, work: &Path) -> anyhow::Result<Vec<u8>> {
-    for tool in [CLANG, LLVM_STRIP, BPFTOOL] {
+    for tool in [CLANG, LLVM_STRIP] {
         if which(tool).is_none() {
-            bail!(
-                "{tool} is missing: install clang-19, llvm-19, bpftool and libbpf-dev (cargo xtask deps)"
-            );
+            bail!("{tool} is missing: install clang-19, llvm-19 and libbpf-dev (cargo xtask deps)");
         }
-    }
-    if !Path::new(KERNEL_BTF).exists() {
-        bail!(
-            "{KERNEL_BTF} is missing: this kernel has no BTF (CONFIG_DEBUG_INFO_BTF), so no vmlinux.h"
-        );
     }
     std::fs::create_dir_all(work).with_context(|| format!("cannot create {}", work.display()))?;
     let work = std::fs::canonicalize(work)
         .with_context(|| format!("cannot resolve {}", work.display()))?;
     let dir =
         std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-
-    let vmlinux = work.join("vmlinux.h");
-    let mut dump = Command::new(BPFTOOL);
-    dump.args(["btf", "dump", "file", KERNEL_BTF, "format", "c"]);
-    let header = output(dump)?;
-    crate::write_atomically(&vmlinux, &header)?;
 
     let unstripped = work.join("outpost.bpf.unstripped.o");
     let stripped = work.join(OBJECT);
@@ -113,10 +99,7 @@ pub fn build(dir: &Path, work: &Path) -> anyhow::Result<Vec<u8>> {
         .current_dir(&dir)
         .args(["-target", "bpfel", "-O2", "-g", "-Wall", "-Werror"])
         .arg(format!("-fdebug-prefix-map={}=.", dir.display()))
-        .arg(format!("-fdebug-prefix-map={}=/vmlinux", work.display()))
         .arg("-fdebug-compilation-dir=.")
-        .arg("-I")
-        .arg(&work)
         .args(["-c", SOURCE, "-o"])
         .arg(&unstripped);
     crate::run(clang)?;
@@ -124,15 +107,6 @@ pub fn build(dir: &Path, work: &Path) -> anyhow::Result<Vec<u8>> {
     strip.arg("--strip-debug").arg(&unstripped).arg("-o").arg(&stripped);
     crate::run(strip)?;
     std::fs::read(&stripped).with_context(|| format!("cannot read {}", stripped.display()))
-}
-
-fn output(mut command: Command) -> anyhow::Result<Vec<u8>> {
-    let shown = crate::show(&command);
-    let out = command.output().with_context(|| format!("cannot run `{shown}`"))?;
-    if !out.status.success() {
-        bail!("`{shown}` failed: {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(out.stdout)
 }
 
 /// Where `tool` is on `PATH`.

@@ -6,7 +6,7 @@ use super::*;
 fn copy_agent_ebpf(to: &Path) {
     let from = crate::project_root().join("agent-ebpf");
     std::fs::create_dir_all(to.join("src")).expect("mkdir src");
-    for name in ["outpost.bpf.c", "outpost.h"] {
+    for name in ["outpost.bpf.c", "outpost.h", "kernel.h"] {
         std::fs::copy(from.join("src").join(name), to.join("src").join(name)).expect("copy source");
     }
     std::fs::copy(from.join(OBJECT), to.join(OBJECT)).expect("copy object");
@@ -14,16 +14,11 @@ fn copy_agent_ebpf(to: &Path) {
 
 /// Whether the BPF toolchain is here; in CI it must be.
 fn toolchain() -> bool {
-    let present = [CLANG, LLVM_STRIP, BPFTOOL].iter().all(|t| which(t).is_some())
-        && Path::new(KERNEL_BTF).exists();
-    if present {
+    if [CLANG, LLVM_STRIP].iter().all(|t| which(t).is_some()) {
         return true;
     }
-    assert!(
-        !crate::in_ci(),
-        "CI=true but clang-19, llvm-strip-19, bpftool or kernel BTF is missing"
-    );
-    eprintln!("skipped: no BPF toolchain (clang-19, llvm-19, bpftool) or no kernel BTF");
+    assert!(!crate::in_ci(), "CI=true but clang-19 or llvm-strip-19 is missing");
+    eprintln!("skipped: no BPF toolchain (clang-19, llvm-19)");
     false
 }
 
