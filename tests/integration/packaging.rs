@@ -43,7 +43,9 @@ fn unit_passes_systemd_analyze_verify() {
     assert!(complaints.is_empty(), "systemd-analyze verify complains: {complaints:#?}");
 }
 
-/// Receives datagrams until one contains `wanted`; returns them all.
+/// Receives datagrams until one contains `wanted`; returns them all. A signal to the
+/// test process (another test's child exiting, a handler another test installed)
+/// interrupts a `recv` with EINTR: it is retried.
 fn receive_until(socket: &UnixDatagram, wanted: &str) -> Vec<String> {
     let mut seen = Vec::new();
     let mut buf = vec![0u8; 4096];
@@ -57,6 +59,7 @@ fn receive_until(socket: &UnixDatagram, wanted: &str) -> Vec<String> {
                     return seen;
                 }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => panic!("no {wanted} from the agent ({e}); received {seen:#?}"),
         }
     }

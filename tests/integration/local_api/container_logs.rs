@@ -91,12 +91,16 @@ fn inotify_fds(pid: u32) -> usize {
         .count()
 }
 
-/// Reads from `stream` until what arrived contains `needle` (a hang fails the test).
+/// Reads from `stream` until what arrived contains `needle` (a hang fails the test). A
+/// read with a timeout is not restarted after a signal: EINTR is retried.
 fn read_until(stream: &mut TcpStream, seen: &mut Vec<u8>, needle: &str) {
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(seen).contains(needle) {
-        let n = stream.read(&mut buf).unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}"));
+        let n = match stream.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            read => read.unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}")),
+        };
         assert!(n > 0, "closed before {needle:?}: {}", String::from_utf8_lossy(seen));
         seen.extend_from_slice(&buf[..n]);
     }
