@@ -266,16 +266,12 @@ fn project(
         downward::files(pod, volume, items, default_mode, payload)
     } else if let Some(source) = &projection.service_account_token {
         let token = token(resolved, pod, source)?;
-        // kubelet writes the token 0600 when the pod has an fsGroup: the group then
-        // reads it through the volume's ownership, the world does not.
-        let mode = if fs_group(pod).is_some() { 0o600 } else { default_mode };
-        payload.insert(clean(&source.path)?, File { data: token.as_bytes().to_vec(), mode });
+        let file = File { data: token.as_bytes().to_vec(), mode: owned_mode(pod, default_mode) };
+        payload.insert(clean(&source.path)?, file);
         Ok(())
     } else if let Some(source) = &projection.cluster_trust_bundle {
         let data = trust_bundle::anchors(resolved, source)?;
-        // As for tokens, 0600 when the pod has an fsGroup.
-        let mode = if fs_group(pod).is_some() { 0o600 } else { default_mode };
-        payload.insert(clean(&source.path)?, File { data, mode });
+        payload.insert(clean(&source.path)?, File { data, mode: owned_mode(pod, default_mode) });
         Ok(())
     } else {
         Ok(())
@@ -401,6 +397,13 @@ fn service_account(pod: &Pod) -> &str {
 
 fn namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// The mode kubelet gives a token's or a trust bundle's file: 0600 when the pod has an
+/// `fsGroup` (the group then reads it through the volume's ownership, the world does
+/// not), else the volume's `defaultMode`.
+fn owned_mode(pod: &Pod, default_mode: u32) -> u32 {
+    if fs_group(pod).is_some() { 0o600 } else { default_mode }
 }
 
 fn fs_group(pod: &Pod) -> Option<i64> {

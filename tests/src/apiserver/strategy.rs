@@ -292,10 +292,7 @@ fn validate(resource: &ResourceType, object: &Value, mut causes: Vec<Cause>) -> 
     } else if !is_dns_subdomain(name) {
         causes.push(Cause::invalid(
             "metadata.name",
-            format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case \
-                 alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-            ),
+            format!("Invalid value: {name:?}: {NOT_A_DNS_SUBDOMAIN}"),
         ));
     }
     if resource == &PODS {
@@ -343,6 +340,10 @@ fn runtime_class_handler(object: &Value, causes: &mut Vec<Cause>) {
         Some(_) => {}
     }
 }
+
+/// `IsDNS1123Subdomain`'s message.
+const NOT_A_DNS_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253

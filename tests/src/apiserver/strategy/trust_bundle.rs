@@ -18,22 +18,16 @@ pub fn name_problem(name: &str, signer: &str) -> Option<String> {
                 "ClusterTrustBundle without signer name must not have \":\" in its name".into(),
             );
         }
-        return (!super::is_dns_subdomain(name)).then(subdomain_problem);
+        return (!super::is_dns_subdomain(name)).then(|| super::NOT_A_DNS_SUBDOMAIN.to_owned());
     }
     let prefix = format!("{}:", signer.replace('/', ":"));
     match name.strip_prefix(&prefix) {
         None => Some(format!(
             "ClusterTrustBundle for signerName {signer} must be named with prefix {prefix}"
         )),
-        Some(rest) if !super::is_dns_subdomain(rest) => Some(subdomain_problem()),
+        Some(rest) if !super::is_dns_subdomain(rest) => Some(super::NOT_A_DNS_SUBDOMAIN.to_owned()),
         Some(_) => None,
     }
-}
-
-fn subdomain_problem() -> String {
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or \
-     '.', and must start and end with an alphanumeric character"
-        .into()
 }
 
 /// The causes of a bundle's `spec`.
