@@ -132,6 +132,8 @@ struct AppState {
     runtime_slot: Option<runtime::RuntimeSlot>,
     /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
     exec_sessions: Arc<tokio::sync::Semaphore>,
+    /// The bounds on streaming connections.
+    streaming: streams::Limits,
     /// kubelet's stats and metrics endpoints.
     stats: stats::Endpoints,
     /// X4: the ephemeral containers `outpost debug` adds to static pods.
@@ -300,6 +302,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         audit,
         runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
+        streaming: streams::Limits::default(),
         stats,
         debug,
     }

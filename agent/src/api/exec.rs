@@ -25,6 +25,7 @@
 //! - `run`: the `/run` handler.
 //! - `session`: one WebSocket exec or attach session, from the start to its status.
 //! - `upgrade`: which transport a request asks for, and the permit each session holds.
+//! - `websocket`: an upgraded socket as logical streams (the channels).
 
 mod attach;
 pub mod channel;
@@ -34,6 +35,7 @@ mod process;
 mod run;
 mod session;
 mod upgrade;
+mod websocket;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
@@ -228,10 +230,14 @@ async fn command(
         Ok(permit) => permit,
         Err(refusal) => return refusal.into_response(),
     };
-    let endpoint = upgrade::hold(Endpoint::Command { options, start }, permit);
+    let endpoint = upgrade::hold(Endpoint::Command { options, command, start }, permit);
     match upgrade::transport(&state, request, &channel::PROTOCOLS).await {
-        Ok(Transport::Spdy(request)) => span.in_scope(|| super::spdy::upgrade(request, endpoint)),
-        Ok(Transport::WebSocket(upgrade)) => session::upgrade(upgrade, endpoint, command, span),
+        Ok(Transport::Spdy(request)) => {
+            span.in_scope(|| super::spdy::upgrade(request, endpoint, state.streaming))
+        }
+        Ok(Transport::WebSocket(upgrade)) => {
+            session::upgrade(upgrade, endpoint, state.streaming, span)
+        }
         Err(response) => response,
     }
 }
@@ -275,8 +281,12 @@ async fn forward(
     let endpoint = Endpoint::PortForward { dialer: std::sync::Arc::new(dialer), ports };
     let endpoint = upgrade::hold(endpoint, permit);
     match upgrade::transport(&state, request, &port_forward::PROTOCOLS).await {
-        Ok(Transport::Spdy(request)) => span.in_scope(|| super::spdy::upgrade(request, endpoint)),
-        Ok(Transport::WebSocket(upgrade)) => port_forward::upgrade(upgrade, endpoint, span),
+        Ok(Transport::Spdy(request)) => {
+            span.in_scope(|| super::spdy::upgrade(request, endpoint, state.streaming))
+        }
+        Ok(Transport::WebSocket(upgrade)) => {
+            port_forward::upgrade(upgrade, endpoint, state.streaming, span)
+        }
         Err(response) => response,
     }
 }

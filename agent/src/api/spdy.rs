@@ -17,6 +17,7 @@
 //!   GOAWAY).
 
 pub mod connection;
+mod logical;
 mod portforward;
 mod remotecommand;
 #[cfg(test)]
@@ -30,7 +31,7 @@ use hyper_util::rt::TokioIo;
 use tracing::{Instrument, Span, debug, warn};
 
 use super::container_logs::status;
-use super::streams::Endpoint;
+use super::streams::{Endpoint, Limits};
 
 pub use remotecommand::Protocol;
 
@@ -60,11 +61,11 @@ pub fn is_tunneled_spdy(request: &Request) -> bool {
 }
 
 /// Upgrades `request` to SPDY/3.1 (or to a WebSocket tunnelling SPDY, for
-/// [`is_tunneled_spdy`] requests) and serves `endpoint` on the connection. The session
-/// runs on its own task, in the caller's span.
-pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
+/// [`is_tunneled_spdy`] requests) and serves `endpoint` on the connection, within
+/// `limits`. The session runs on its own task, in the caller's span.
+pub fn upgrade(mut request: Request, endpoint: Endpoint, limits: Limits) -> Response {
     if is_tunneled_spdy(&request) {
-        return tunnel::upgrade(request, endpoint);
+        return tunnel::upgrade(request, endpoint, limits);
     }
     if !is_spdy(&request) {
         return status(
@@ -86,7 +87,7 @@ pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
     tokio::spawn(
         async move {
             match on_upgrade.await {
-                Ok(upgraded) => serve(TokioIo::new(upgraded), &chosen, endpoint).await,
+                Ok(upgraded) => serve(TokioIo::new(upgraded), &chosen, endpoint, limits).await,
                 Err(e) => warn!(error = %e, "the SPDY upgrade did not complete"),
             }
         }
@@ -102,18 +103,22 @@ pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
     response
 }
 
-/// Serves `endpoint` over SPDY/3.1 on `io`, speaking `protocol`.
-pub async fn serve<T>(io: T, protocol: &str, endpoint: Endpoint)
+/// Serves `endpoint` over SPDY/3.1 on `io`, speaking `protocol`, within `limits`.
+pub async fn serve<T>(io: T, protocol: &str, endpoint: Endpoint, limits: Limits)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
     debug!(protocol, "SPDY session started");
+    let limits = connection::Limits {
+        max_streams: limits.streams_per_connection,
+        idle_timeout: Some(limits.idle_timeout),
+    };
     match endpoint {
-        Endpoint::Command { options, start } => {
+        Endpoint::Command { options, command, start } => {
             let protocol = Protocol::from_name(protocol).unwrap_or(Protocol::V1);
-            remotecommand::serve(io, protocol, options, start).await;
+            remotecommand::serve(io, protocol, options, command, start, limits).await;
         }
-        Endpoint::PortForward { dialer, .. } => portforward::serve(io, dialer).await,
+        Endpoint::PortForward { dialer, .. } => portforward::serve(io, dialer, limits).await,
     }
 }
 

@@ -7,10 +7,22 @@
 //! kubelet's query parameters name the streams `input`, `output`, `error` and `tty`
 //! (core/v1's `ExecStdinParam`, `ExecStdoutParam`, `ExecStderrParam`, `ExecTTYParam`);
 //! [`StreamOptions::parse`] reads them.
+//!
+//! The sessions themselves are written once, over the [`logical`] streams both
+//! transports implement:
+//! - [`remote_command`]: one exec or attach, from the start to how it ended;
+//! - [`port_forward`]: one forwarded connection;
+//! - [`status`]: the error stream's `metav1.Status` and the resize stream's sizes.
+
+pub mod logical;
+pub mod port_forward;
+pub mod remote_command;
+pub mod status;
 
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -161,9 +173,10 @@ pub trait PortDialer: Send + Sync {
 
 /// What a streaming endpoint serves once its connection is upgraded.
 pub enum Endpoint {
-    /// `/exec` and `/attach`: the streams asked for, and what starts the process once
-    /// the transport has them (SPDY's client opens its streams before that).
-    Command { options: StreamOptions, start: Start },
+    /// `/exec` and `/attach`: the streams asked for, the command (for its status; empty
+    /// for an attach), and what starts the process once the transport has the streams
+    /// (SPDY's client opens them before that).
+    Command { options: StreamOptions, command: Vec<String>, start: Start },
     /// `/portForward`: connections into the pod's network namespace. Over WebSocket the
     /// ports come from the query (`port`, as kube-apiserver passes them); over SPDY each
     /// stream pair names its own.
@@ -183,5 +196,32 @@ impl std::fmt::Debug for Endpoint {
                 f.debug_struct("PortForward").field("ports", ports).finish_non_exhaustive()
             }
         }
+    }
+}
+
+/// How long a streaming connection may carry no data before it is closed: kubelet's
+/// `streamingConnectionIdleTimeout` default.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 60 * 60);
+/// The most streams one SPDY connection has open at once. kubectl opens at most five
+/// for a remote command and two per forwarded connection; a client past this many is
+/// not one of them.
+pub const STREAMS_PER_CONNECTION: usize = 128;
+/// The most streaming sessions one authenticated user holds open at once (the API
+/// server, which carries every kubectl's, is one user).
+pub const SESSIONS_PER_USER: usize = 16;
+
+/// The bounds on streaming connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// kubelet's `streamingConnectionIdleTimeout`: a connection that carries no data
+    /// for this long is closed.
+    pub idle_timeout: Duration,
+    /// Streams open at once on one SPDY connection; past it a stream is refused.
+    pub streams_per_connection: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { idle_timeout: IDLE_TIMEOUT, streams_per_connection: STREAMS_PER_CONNECTION }
     }
 }

@@ -24,7 +24,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use self::connect::Socket;
 use super::client::{self, Client, split_pod};
-use crate::api::exec::channel::{self, Status};
+use crate::api::exec::channel;
+use crate::api::streams::status::Status;
 use crate::cli::ExecArgs;
 
 /// The annotation `kubectl exec` (and `logs`, `attach`) take the default container from.
@@ -54,7 +55,7 @@ pub enum Error {
     NoStatus,
     /// The command could not be run: the agent's message.
     #[error(transparent)]
-    Failed(crate::api::exec::channel::Error),
+    Failed(crate::api::streams::status::Failed),
     #[error("the agent's exit status is not a metav1.Status")]
     BadStatus(#[source] serde_json::Error),
     #[error("cannot put the terminal in raw mode")]

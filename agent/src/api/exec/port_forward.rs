@@ -4,7 +4,8 @@
 //! as the same binary framing), and each port `i` gets two channels: `2i` carries its
 //! data both ways, `2i+1` (the agent's only) a message when forwarding fails. The first
 //! message on each channel is the port, two bytes little-endian, so that a client can
-//! tell which is which. Every port is connected at once; the session ends when every
+//! tell which is which. Every port is one forwarded connection
+//! ([`port_forward::forward`]), connected at once; the session ends when every
 //! connection has (the pod closed it, or it failed) or when the client goes away, which
 //! closes them all.
 //!
@@ -18,24 +19,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::response::Response;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
-use tracing::{Instrument, Span, debug, info};
+use tracing::{Instrument, Span, info};
 
-use super::channel;
 use super::locate::FoundPod;
-use super::session::{
-    CLIENT_SILENCE, CLOSE_TIMEOUT, FRAMES_IN_FLIGHT, OUTPUT_CHUNK, PING_INTERVAL,
-};
 use super::upgrade;
+use super::websocket::{self, Route};
 use crate::api::runtime::Runtime;
-use crate::api::streams::{Endpoint, PortDialer};
+use crate::api::streams::port_forward::{self, Forward};
+use crate::api::streams::{Endpoint, Limits, PortDialer};
 use crate::error_chain::describe;
 use crate::runtime::netns;
 
@@ -60,10 +56,6 @@ pub enum Error {
     )]
     Required,
 }
-
-/// Chunks from the client queued for one connection; the socket is read no further
-/// past this.
-const CHUNKS_IN_FLIGHT: usize = 16;
 
 /// The ports of a WebSocket port-forward's query: every `port` parameter, each a port
 /// or a comma-separated list of them, in order, at least one.
@@ -161,7 +153,12 @@ async fn dial(namespace: Option<&PathBuf>, addr: SocketAddr) -> io::Result<tokio
 
 /// Completes the WebSocket upgrade for a port-forward `endpoint` and serves the session
 /// on the upgraded connection's own task.
-pub(super) fn upgrade(upgrade: WebSocketUpgrade, endpoint: Endpoint, span: Span) -> Response {
+pub(super) fn upgrade(
+    upgrade: WebSocketUpgrade,
+    endpoint: Endpoint,
+    limits: Limits,
+    span: Span,
+) -> Response {
     let status = crate::api::container_logs::status;
     let bad = axum::http::StatusCode::BAD_REQUEST;
     let Endpoint::PortForward { dialer, ports } = endpoint else {
@@ -180,139 +177,44 @@ pub(super) fn upgrade(upgrade: WebSocketUpgrade, endpoint: Endpoint, span: Span)
     if let Err(refusal) = upgrade::protocol(&upgrade, &PROTOCOLS, true) {
         return axum::response::IntoResponse::into_response(refusal);
     }
-    upgrade.on_upgrade(move |socket| serve(socket, dialer, ports).instrument(span))
+    upgrade.on_upgrade(move |socket| serve(socket, dialer, ports, limits).instrument(span))
 }
 
 /// Serves one session on `socket` until every connection has ended or the client goes
 /// away.
-async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>) {
-    let (sink, mut stream) = socket.split();
-    let (frames, frames_rx) = mpsc::channel::<Message>(FRAMES_IN_FLIGHT);
-    let mut writer = JoinSet::new();
-    writer.spawn(super::session::write_frames(sink, frames_rx).instrument(Span::current()));
+async fn serve(socket: WebSocket, dialer: Arc<dyn PortDialer>, ports: Vec<u16>, limits: Limits) {
+    let count = ports.len();
+    let route = move |message: Bytes| match message.first() {
+        Some(&channel) => match port_index(channel, count) {
+            Some(index) => Route::To(index, message.slice(1..)),
+            None => Route::Nowhere,
+        },
+        None => Route::Nowhere,
+    };
+    let (client, inbound) = websocket::split(socket, count, route, limits.idle_timeout);
     info!(?ports, "port-forward started");
     let mut forwards = JoinSet::new();
-    let mut inputs = Vec::with_capacity(ports.len());
-    for (index, &port) in ports.iter().enumerate() {
-        for channel in [data_channel(index), error_channel(index)] {
-            let message = channel::frame(channel, &port.to_le_bytes());
-            let _ = frames.send(Message::Binary(message.into())).await;
-        }
-        let (input, chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        inputs.push(Some(input));
-        let forward = Forward { index, port, frames: frames.clone() };
-        forwards.spawn(forward.run(dialer.clone(), chunks).instrument(Span::current()));
+    for ((index, &port), from_client) in ports.iter().enumerate().zip(inbound) {
+        let (data, error) = (data_channel(index), error_channel(index));
+        client.send(data, &port.to_le_bytes()).await;
+        client.send(error, &port.to_le_bytes()).await;
+        let forward = Forward {
+            port,
+            from_client: Box::new(from_client),
+            to_client: Box::new(client.channel(data)),
+            error: Box::new(client.channel(error)),
+        };
+        let forward = port_forward::forward(dialer.clone(), forward);
+        forwards.spawn(forward.instrument(Span::current()));
     }
     drop(dialer);
-    let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
-    let mut heard = Instant::now();
-    loop {
-        tokio::select! {
-            ended = forwards.join_next() => if ended.is_none() {
-                info!("port-forward ended: every connection is closed");
-                break;
-            },
-            message = stream.next() => {
-                heard = Instant::now();
-                let data = match message {
-                    None | Some(Ok(Message::Close(_))) => break,
-                    Some(Err(e)) => {
-                        debug!(error = %e, "the port-forward client's connection failed");
-                        break;
-                    }
-                    Some(Ok(Message::Binary(data))) => data,
-                    Some(Ok(Message::Text(text))) => Bytes::copy_from_slice(text.as_str().as_bytes()),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                };
-                let Some((&channel, _)) = data.split_first() else { continue };
-                let Some(index) = port_index(channel, inputs.len()) else {
-                    debug!(channel, "a message on a channel the client does not write is ignored");
-                    continue;
-                };
-                // Waits while that connection's queue is full (the pod is not reading).
-                if let Some(input) = &inputs[index]
-                    && data.len() > 1
-                    && input.send(data.slice(1..)).await.is_err()
-                {
-                    inputs[index] = None;
-                }
-            }
-            _ = ping.tick() => {
-                if heard.elapsed() > CLIENT_SILENCE {
-                    info!(silent = ?heard.elapsed(), "the port-forward client stopped answering");
-                    break;
-                }
-                let _ = frames.try_send(Message::Ping(Bytes::new()));
-            }
+    tokio::select! {
+        () = async { while forwards.join_next().await.is_some() {} } => {
+            info!("port-forward ended: every connection is closed");
         }
+        () = client.gone.cancelled() => info!("the port-forward client went away"),
     }
     // The connections still open close with their tasks.
     forwards.shutdown().await;
-    drop(frames);
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, writer.join_next()).await;
-}
-
-/// One forwarded port of a session.
-struct Forward {
-    index: usize,
-    port: u16,
-    frames: mpsc::Sender<Message>,
-}
-
-impl Forward {
-    /// Connects and copies both ways until the pod's side ends (its close, as containerd's
-    /// CRI ends a forward when one direction does) or fails; a failure goes to the
-    /// error channel in kubelet's words.
-    async fn run(self, dialer: Arc<dyn PortDialer>, chunks: mpsc::Receiver<Bytes>) {
-        let result = match dialer.dial(self.port).await {
-            Ok(connection) => {
-                debug!(port = self.port, "port-forward connected");
-                self.copy(connection, chunks).await
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            info!(port = self.port, error = %e, "port-forward failed");
-            let message =
-                format!("error forwarding port {} to pod {}: {e}", self.port, dialer.pod());
-            let frame = channel::frame(error_channel(self.index), message.as_bytes());
-            let _ = self.frames.send(Message::Binary(frame.into())).await;
-        } else {
-            debug!(port = self.port, "port-forward connection closed");
-        }
-    }
-
-    async fn copy(
-        &self,
-        connection: tokio::net::TcpStream,
-        mut chunks: mpsc::Receiver<Bytes>,
-    ) -> io::Result<()> {
-        let (mut from_pod, mut to_pod) = connection.into_split();
-        let inbound = async {
-            while let Some(chunk) = chunks.recv().await {
-                to_pod.write_all(&chunk).await?;
-            }
-            // The client is gone: nothing more will come.
-            to_pod.shutdown().await?;
-            std::future::pending().await
-        };
-        let outbound = async {
-            let mut buffer = vec![0; OUTPUT_CHUNK];
-            let data = data_channel(self.index);
-            loop {
-                let n = from_pod.read(&mut buffer).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                let frame = channel::frame(data, &buffer[..n]);
-                if self.frames.send(Message::Binary(frame.into())).await.is_err() {
-                    return Ok(());
-                }
-            }
-        };
-        tokio::select! {
-            result = inbound => result,
-            result = outbound => result,
-        }
-    }
+    client.close().await;
 }

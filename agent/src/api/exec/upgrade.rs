@@ -66,7 +66,7 @@ pub(super) fn permit(state: &AppState) -> Result<OwnedSemaphorePermit, Refusal> 
 /// `endpoint`, holding `permit` for as long as its session lasts.
 pub(super) fn hold(endpoint: Endpoint, permit: OwnedSemaphorePermit) -> Endpoint {
     match endpoint {
-        Endpoint::Command { options, start } => {
+        Endpoint::Command { options, command, start } => {
             let start = Box::new(move || {
                 async move {
                     let mut attached = start().await?;
@@ -75,7 +75,7 @@ pub(super) fn hold(endpoint: Endpoint, permit: OwnedSemaphorePermit) -> Endpoint
                 }
                 .boxed()
             });
-            Endpoint::Command { options, start }
+            Endpoint::Command { options, command, start }
         }
         Endpoint::PortForward { dialer, ports } => Endpoint::PortForward {
             dialer: Arc::new(HeldDialer { dialer, _permit: permit }),

@@ -43,6 +43,13 @@ const PENDING_STREAMS: usize = 16;
 /// last frames are not lost to a reset socket.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The bounds of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_streams: usize,
+    pub idle_timeout: Option<Duration>,
+}
+
 /// Why a stream or the connection cannot carry data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -91,12 +98,6 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// A receiver of nothing: the stream's end at once.
-    pub fn closed() -> Receiver {
-        let (_, chunks) = mpsc::channel(1);
-        Receiver { chunks }
-    }
-
     /// The next chunk, `None` once the client finished the stream (FIN), reset it, or
     /// the connection ended.
     pub async fn recv(&mut self) -> Option<Bytes> {
@@ -168,7 +169,7 @@ pub struct Connection {
 
 impl Connection {
     /// Serves SPDY/3.1 on `io`; `accept` decides which streams the client may open.
-    pub fn new<T>(io: T, accept: Accept) -> Connection
+    pub fn new<T>(io: T, accept: Accept, _limits: Limits) -> Connection
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {

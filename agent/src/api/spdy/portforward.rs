@@ -3,26 +3,23 @@
 //! with the headers `port` and `requestID` (older clients send no `requestID`: the pair
 //! is then told by stream IDs, the error stream's ID and the data stream's minus 2, as
 //! kubelet does). A stream without a valid `port` or `streamType` is refused. Once both
-//! streams of a pair are open (within [`STREAM_CREATION_TIMEOUT`]) the data stream is
-//! joined to a TCP connection to the port in the pod ([`PortDialer`]); an error (the
-//! dial fails, the pair never completes) is written on the pair's error stream as
-//! kubelet writes it. The session lasts as long as the client's connection.
+//! streams of a pair are open (within [`STREAM_CREATION_TIMEOUT`]) the pair is one
+//! forwarded connection ([`port_forward::forward`]); a pair that never completes is
+//! told on its error stream as kubelet tells it. The session lasts as long as the
+//! client's connection.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug, warn};
 
-use super::connection::{Connection, Receiver, Sender, Stream};
+use super::connection::{Connection, Limits, Stream};
 use super::remotecommand::STREAM_CREATION_TIMEOUT;
 use crate::api::streams::PortDialer;
+use crate::api::streams::port_forward::{self, Forward};
 use outpost_formats::spdy::Headers;
-
-/// The most of a connection's bytes read at once.
-const CHUNK: usize = 32 * 1024;
 
 /// Which stream of a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,13 +84,13 @@ struct Pair {
 }
 
 /// Serves port-forward streams on `io` until the client closes the connection.
-pub async fn serve<T>(io: T, dialer: Arc<dyn PortDialer>)
+pub async fn serve<T>(io: T, dialer: Arc<dyn PortDialer>, limits: Limits)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
     let accept: super::connection::Accept =
         Box::new(|headers| check(headers).map(|_| ()).map_err(Into::into));
-    let mut connection = Connection::new(io, accept);
+    let mut connection = Connection::new(io, accept, limits);
     let mut pairs: HashMap<String, Pair> = HashMap::new();
     let mut forwards = JoinSet::new();
     let span = Span::current();
@@ -157,78 +154,17 @@ where
     connection.close().await;
 }
 
-/// One forwarded connection: the data stream joined to a TCP connection to its port.
+/// One forwarded connection: the pair's data stream joined to its port.
 async fn forward(dialer: Arc<dyn PortDialer>, id: String, data: Stream, error: Stream) {
     let port = check(&data.headers).map(|(port, _)| port).unwrap_or_default();
     debug!(request = %id, port, "forwarding");
-    match dialer.dial(port).await {
-        Ok(tcp) => {
-            let (read, write) = tcp.into_split();
-            let to_pod = to_pod(data.inbound, write);
-            let from_pod = from_pod(read, data.sender.clone());
-            if let Err(e) = copy_both_ways(to_pod, from_pod).await {
-                debug!(request = %id, port, error = %e, "forwarded connection ended with an error");
-            }
-        }
-        Err(e) => {
-            let message = format!("error forwarding port {port} to pod {}: {e}", dialer.pod());
-            warn!(request = %id, %message);
-            let _ = error.sender.send(message.as_bytes()).await;
-            let _ = data.sender.finish().await;
-        }
-    }
-    let _ = error.sender.finish().await;
-}
-
-/// How long the other direction of a forwarded connection may go on once one has ended
-/// (containerd's CRI port-forward gives it a second, as socat does).
-const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Runs both directions until one ends, then gives the other [`LINGER`] to end too: the
-/// pair's streams are then closed, which is what kubectl 1.27 waits for before it
-/// closes its local connection (it reads the error stream to its end).
-async fn copy_both_ways(
-    to_pod: impl Future<Output = std::io::Result<()>>,
-    from_pod: impl Future<Output = std::io::Result<()>>,
-) -> std::io::Result<()> {
-    let (to_pod, from_pod) = (std::pin::pin!(to_pod), std::pin::pin!(from_pod));
-    let (first, other) = match futures::future::select(to_pod, from_pod).await {
-        futures::future::Either::Left((done, other)) => {
-            (done, futures::future::Either::Left(other))
-        }
-        futures::future::Either::Right((done, other)) => {
-            (done, futures::future::Either::Right(other))
-        }
+    let forward = Forward {
+        port,
+        from_client: Box::new(data.inbound),
+        to_client: Box::new(data.sender),
+        error: Box::new(error.sender),
     };
-    let second = tokio::time::timeout(LINGER, other).await.unwrap_or(Ok(()));
-    first.and(second)
-}
-
-/// The client's bytes to the pod; the client's FIN ends the pod's input.
-async fn to_pod(
-    mut inbound: Receiver,
-    mut write: tokio::net::tcp::OwnedWriteHalf,
-) -> std::io::Result<()> {
-    while let Some(chunk) = inbound.recv().await {
-        write.write_all(&chunk).await?;
-    }
-    write.shutdown().await
-}
-
-/// The pod's bytes to the client, then FIN.
-async fn from_pod(mut read: tokio::net::tcp::OwnedReadHalf, sender: Sender) -> std::io::Result<()> {
-    let mut buffer = vec![0u8; CHUNK];
-    loop {
-        let n = read.read(&mut buffer).await?;
-        if n == 0 {
-            break;
-        }
-        if let Err(e) = sender.send(&buffer[..n]).await {
-            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, e));
-        }
-    }
-    let _ = sender.finish().await;
-    Ok(())
+    port_forward::forward(dialer, forward).await;
 }
 
 #[cfg(test)]

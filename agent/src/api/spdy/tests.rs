@@ -26,6 +26,7 @@ fn command() -> Endpoint {
     let options = StreamOptions { stdout: true, ..StreamOptions::default() };
     Endpoint::Command {
         options,
+        command: Vec::new(),
         start: Box::new(|| async { Err(crate::api::streams::Error::Gone("c".into())) }.boxed()),
     }
 }
@@ -73,7 +74,7 @@ fn n3_protocol_handshake() {
 /// N3: a request that is no upgrade is refused, saying what to send.
 #[test]
 fn n3_a_plain_request_is_refused() {
-    let response = upgrade(request(&[]), command());
+    let response = upgrade(request(&[]), command(), Limits::default());
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 }
 
@@ -101,7 +102,7 @@ async fn n3_spdy_tunnelled_in_a_websocket() {
     let server = WebSocketStream::from_raw_socket(server_end, Role::Server, None).await;
     tokio::spawn(tunnel::bridge(server, pipe));
     let endpoint = Endpoint::PortForward { dialer: Arc::new(Nowhere), ports: vec![] };
-    tokio::spawn(super::serve(session, PORT_FORWARD_PROTOCOL, endpoint));
+    tokio::spawn(super::serve(session, PORT_FORWARD_PROTOCOL, endpoint, Limits::default()));
     let mut socket = WebSocketStream::from_raw_socket(client_end, Role::Client, None).await;
 
     // The client's frames, written by the codec, sent 5 bytes a message.

@@ -19,7 +19,7 @@ use tracing::{Instrument, Span, debug, warn};
 
 use super::PORT_FORWARD_PROTOCOL;
 use crate::api::container_logs::status;
-use crate::api::streams::Endpoint;
+use crate::api::streams::{Endpoint, Limits};
 
 /// The WebSocket subprotocol of a tunnelled SPDY port-forward session.
 pub const PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
@@ -45,7 +45,7 @@ fn asks_for(headers: &HeaderMap, protocol: &str) -> bool {
 }
 
 /// Accepts the WebSocket and serves the port-forward session in it.
-pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
+pub fn upgrade(mut request: Request, endpoint: Endpoint, limits: Limits) -> Response {
     if !matches!(endpoint, Endpoint::PortForward { .. }) {
         return status(
             StatusCode::BAD_REQUEST,
@@ -80,7 +80,7 @@ pub fn upgrade(mut request: Request, endpoint: Endpoint) -> Response {
                     .await;
                     let (session, pipe) = tokio::io::duplex(PIPE);
                     let bridge = tokio::spawn(bridge(socket, pipe).instrument(Span::current()));
-                    super::serve(session, PORT_FORWARD_PROTOCOL, endpoint).await;
+                    super::serve(session, PORT_FORWARD_PROTOCOL, endpoint, limits).await;
                     // The session closed its end: the bridge ends with it.
                     let _ = bridge.await;
                 }

@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 
 use rustix::termios::{self, OptionalActions, Termios};
 
-use crate::api::exec::channel::TerminalSize;
+use crate::api::streams::status::TerminalSize;
 
 /// Whether stdin is a terminal (what `-t` needs).
 pub fn stdin_is_terminal() -> bool {

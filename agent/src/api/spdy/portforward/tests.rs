@@ -5,6 +5,7 @@ use std::io;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use outpost_formats::spdy::frame::{Frame, rst};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
@@ -41,6 +42,10 @@ async fn upper_server(prefix: &'static str) -> u16 {
     port
 }
 
+fn limits() -> Limits {
+    Limits { max_streams: 128, idle_timeout: None }
+}
+
 fn headers(pairs: &[(&str, &str)]) -> Headers {
     Headers(pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect())
 }
@@ -52,7 +57,7 @@ fn headers(pairs: &[(&str, &str)]) -> Headers {
 async fn n3_pairs_forward_to_their_ports() {
     let (a, b) = (upper_server("a:").await, upper_server("b:").await);
     let (mut client, io) = Client::pair();
-    let server = tokio::spawn(serve(io, Arc::new(Loopback)));
+    let server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
     let mut pairs = Vec::new();
     for (request, port) in [("0", a), ("1", b), ("2", a)] {
         let port = port.to_string();
@@ -92,7 +97,7 @@ async fn n3_pairs_forward_to_their_ports() {
 async fn n3_a_failed_dial_is_written_on_the_error_stream() {
     let closed = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
     let (mut client, io) = Client::pair();
-    let _server = tokio::spawn(serve(io, Arc::new(Loopback)));
+    let _server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
     let port = closed.to_string();
     let error = client.open(&[("streamType", "error"), ("port", &port), ("requestID", "7")]).await;
     let _data = client.open(&[("streamType", "data"), ("port", &port), ("requestID", "7")]).await;
@@ -117,7 +122,7 @@ async fn n3_a_failed_dial_is_written_on_the_error_stream() {
 #[tokio::test]
 async fn n3_streams_without_valid_headers_are_refused() {
     let (mut client, io) = Client::pair();
-    let _server = tokio::spawn(serve(io, Arc::new(Loopback)));
+    let _server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
     for bad in [
         &[("streamType", "data")][..],
         &[("streamType", "data"), ("port", "http")],
@@ -160,7 +165,7 @@ fn n3_headers_and_request_ids() {
 #[tokio::test(start_paused = true)]
 async fn n3_an_incomplete_pair_times_out() {
     let (mut client, io) = Client::pair();
-    let _server = tokio::spawn(serve(io, Arc::new(Loopback)));
+    let _server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
     let error = client.open(&[("streamType", "error"), ("port", "80"), ("requestID", "5")]).await;
     let mut message = String::new();
     loop {

@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 
 use super::*;
 use crate::api::spdy::test_client::{Client, Event, Transcript};
-use crate::api::streams::{Attached, Process};
+use crate::api::streams::{Attached, Ended, Process};
 use crate::runtime::exec;
 
 /// The sizes a session applied.
@@ -83,6 +83,10 @@ impl Process for Local {
     }
 }
 
+fn limits() -> Limits {
+    Limits { max_streams: 128, idle_timeout: None }
+}
+
 fn options(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> StreamOptions {
     StreamOptions { stdin, stdout, stderr, tty }
 }
@@ -102,7 +106,9 @@ async fn session(
         io,
         protocol,
         options,
+        vec!["sh".to_owned()],
         local(script, options, sizes, Default::default()),
+        limits(),
     ));
     let mut ids = std::collections::HashMap::new();
     for kind in types {
@@ -171,7 +177,7 @@ async fn n3_older_protocols_write_the_message_text() {
         .await;
         assert_eq!(
             transcript.text(ids["error"]),
-            "command terminated with non-zero exit code: exit status 7",
+            "command terminated with non-zero exit code: error executing command [sh], exit code 7",
             "{protocol:?}"
         );
         let (ids, transcript) = session(
@@ -197,7 +203,14 @@ async fn n3_a_command_that_cannot_start_is_reported() {
         }
         .boxed()
     });
-    let server = tokio::spawn(serve(io, Protocol::V4, options(false, true, false, false), start));
+    let server = tokio::spawn(serve(
+        io,
+        Protocol::V4,
+        options(false, true, false, false),
+        Vec::new(),
+        start,
+        limits(),
+    ));
     let error = client.open(&[("streamType", "error")]).await;
     client.open(&[("streamType", "stdout")]).await;
     let transcript = client.read_to_end().await;
@@ -220,7 +233,9 @@ async fn n3_resize_is_applied() {
         io,
         Protocol::V4,
         opts,
+        vec!["sh".to_owned()],
         local("cat", opts, sizes.clone(), Default::default()),
+        limits(),
     ));
     let _error = client.open(&[("streamType", "error")]).await;
     let stdin = client.open(&[("streamType", "stdin")]).await;
@@ -241,7 +256,14 @@ async fn n3_resize_is_applied() {
 async fn n3_missing_streams_time_out() {
     let (mut client, io) = Client::pair();
     let start: Start = Box::new(|| async { panic!("started without its streams") }.boxed());
-    let server = tokio::spawn(serve(io, Protocol::V4, options(false, true, false, false), start));
+    let server = tokio::spawn(serve(
+        io,
+        Protocol::V4,
+        options(false, true, false, false),
+        Vec::new(),
+        start,
+        limits(),
+    ));
     client.open(&[("streamType", "error")]).await;
     let transcript = client.read_to_end().await;
     server.await.unwrap();
@@ -258,7 +280,9 @@ async fn n3_a_client_that_goes_away_kills_the_command() {
         io,
         Protocol::V4,
         opts,
+        vec!["sh".to_owned()],
         local("echo up; sleep 600", opts, Sizes::default(), pid.clone()),
+        limits(),
     ));
     client.open(&[("streamType", "error")]).await;
     let stdout = client.open(&[("streamType", "stdout")]).await;
@@ -284,19 +308,4 @@ async fn n3_a_client_that_goes_away_kills_the_command() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(killed(), "the command outlived its client");
-}
-
-/// N3: the resize stream's JSON objects come out as they complete; anything else stops it.
-#[test]
-fn n3_resize_decoder() {
-    let mut decoder = ResizeDecoder::default();
-    assert_eq!(decoder.push(br#"{"Width":1,"Hei"#), []);
-    assert_eq!(
-        decoder.push(br#"ght":2} {"width":3,"height":4}"#),
-        [TerminalSize { width: 1, height: 2 }, TerminalSize { width: 3, height: 4 }]
-    );
-    assert!(!decoder.failed());
-    assert_eq!(decoder.push(b"not json"), []);
-    assert!(decoder.failed());
-    assert_eq!(decoder.push(br#"{"Width":1,"Height":2}"#), []);
 }
