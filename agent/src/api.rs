@@ -132,6 +132,8 @@ struct AppState {
     runtime_slot: Option<runtime::RuntimeSlot>,
     /// Caps the exec sessions open at once ([`exec::MAX_SESSIONS`]).
     exec_sessions: Arc<tokio::sync::Semaphore>,
+    /// The streaming sessions each user holds ([`streams::SESSIONS_PER_USER`]).
+    stream_users: exec::Users,
     /// The bounds on streaming connections.
     streaming: streams::Limits,
     /// kubelet's stats and metrics endpoints.
@@ -210,6 +212,8 @@ pub struct Options {
     pub serving: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
     /// X4: the ephemeral containers `outpost debug` adds to static pods.
     pub debug: crate::debug_containers::DebugContainers,
+    /// The bounds on streaming connections.
+    pub streaming: streams::Limits,
 }
 
 /// Reads the credentials (token file, TLS certificate, key and client CAs), binds the
@@ -285,6 +289,7 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         apiserver: _,
         stats,
         debug,
+        streaming,
     } = options;
     AppState {
         snapshot,
@@ -302,7 +307,8 @@ fn state(options: Options, authenticator: Authenticator) -> AppState {
         audit,
         runtime_slot,
         exec_sessions: Arc::new(tokio::sync::Semaphore::new(exec::MAX_SESSIONS)),
-        streaming: streams::Limits::default(),
+        stream_users: exec::Users::default(),
+        streaming,
         stats,
         debug,
     }

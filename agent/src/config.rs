@@ -298,7 +298,12 @@ fn resolve_api(s: &mut Settings) -> Result<api::Config, Error> {
         anonymous_loopback_reads: s.anonymous_loopback_reads.unwrap_or(false),
         access,
     };
-    Ok(api::Config { listen, healthz, auth })
+    let streaming_idle_timeout = match s.streaming_connection_idle_timeout.take() {
+        Some(raw) => outpost_core::duration::positive(&raw)
+            .ok_or(Error::Duration { field: "streamingConnectionIdleTimeout", value: raw })?,
+        None => crate::api::streams::IDLE_TIMEOUT,
+    };
+    Ok(api::Config { listen, healthz, auth, streaming_idle_timeout })
 }
 
 /// J1, J2: the client certificate's bootstrap and rotation, the serving certificate's

@@ -45,6 +45,7 @@ use axum::routing::{get, post};
 
 use self::locate::{locate, locate_pod};
 use self::upgrade::Transport;
+pub use self::upgrade::Users;
 use super::AppState;
 use super::auth::Authorized;
 use super::container_logs::status;
@@ -53,8 +54,9 @@ use crate::runtime::exec::Execs;
 
 /// Stream sessions (exec, attach, port-forward, over either transport) open at once:
 /// each holds a process in a container or connections into a pod, and a few tasks; an
-/// operator's box needs a handful.
-pub const MAX_SESSIONS: usize = 16;
+/// operator's box needs a handful. One user holds at most
+/// [`SESSIONS_PER_USER`](super::streams::SESSIONS_PER_USER) of them.
+pub const MAX_SESSIONS: usize = 64;
 
 /// The routes of this module.
 pub(super) fn routes() -> Router<AppState> {
@@ -194,6 +196,7 @@ async fn command(
     named: Named,
     request: Request,
 ) -> Response {
+    let user = caller_name(&request);
     let (options, command) = match StreamOptions::parse(request.uri().query()) {
         Ok(parsed) => parsed,
         Err(e) => return Refusal::bad_request(e.to_string()).into_response(),
@@ -226,7 +229,7 @@ async fn command(
             Err(refusal) => return refusal.into_response(),
         },
     };
-    let permit = match upgrade::permit(&state) {
+    let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
         Err(refusal) => return refusal.into_response(),
     };
@@ -254,6 +257,7 @@ async fn forward(
     // also when the SPDY is tunnelled in a WebSocket (KEP-4006's
     // `SPDY/3.1+portforward.k8s.io`).
     let is_websocket = !super::spdy::is_spdy(&request) && !super::spdy::is_tunneled_spdy(&request);
+    let user = caller_name(&request);
     let ports = match port_forward::ports(request.uri().query()) {
         Ok(ports) => ports,
         Err(e) if is_websocket => return Refusal::bad_request(e.to_string()).into_response(),
@@ -274,7 +278,7 @@ async fn forward(
     );
     span.in_scope(|| tracing::debug!(?ports, by = ?by, "stream requested"));
     let dialer = port_forward::PodNetwork::new(runtime, &named.pod, &pod);
-    let permit = match upgrade::permit(&state) {
+    let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
         Err(refusal) => return refusal.into_response(),
     };
@@ -289,6 +293,11 @@ async fn forward(
         }
         Err(response) => response,
     }
+}
+
+/// The name of the user a request is from (`None`: the loopback's anonymous caller).
+fn caller_name(request: &Request) -> Option<String> {
+    request.extensions().get::<std::sync::Arc<super::auth::User>>().map(|user| user.name.clone())
 }
 
 /// The runtime's exec side, or why there is none.

@@ -126,6 +126,10 @@ impl Config {
             stats,
             serving: deps.serving,
             debug: deps.debug,
+            streaming: crate::api::streams::Limits {
+                idle_timeout: self.streaming_idle_timeout,
+                ..Default::default()
+            },
         })
         .await?;
         Ok(Task::new("local_api", server))

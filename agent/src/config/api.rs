@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::node_api;
 
@@ -14,6 +15,8 @@ pub struct Config {
     pub healthz: Option<SocketAddr>,
     /// How the local API authenticates requests.
     pub auth: Auth,
+    /// kubelet's `streamingConnectionIdleTimeout`.
+    pub streaming_idle_timeout: Duration,
 }
 
 /// Authentication of the local API. Reads and writes need the token or a client

@@ -37,6 +37,7 @@ pub fn configz(config: &Config) -> Value {
         None => json!({}),
     };
     set("authentication", json!({"x509": x509}));
+    set("streamingConnectionIdleTimeout", json!(seconds(config.api.streaming_idle_timeout)));
     set("podLogsDir", json!(config.node.pod_log_dir));
     set(
         "containerRuntimeEndpoint",

@@ -175,6 +175,10 @@ settings! {
         #[arg(long, value_name = "DURATION", help = with_default(
             "How long a TokenReview's answer is kept", "2m"))]
         pub authentication_token_webhook_cache_ttl: Option<String>,
+        #[arg(long, value_name = "DURATION", help = with_default(
+            "kubelet's streamingConnectionIdleTimeout: an exec, attach or port-forward \
+             connection that carries no data for this long is closed", "4h"))]
+        pub streaming_connection_idle_timeout: Option<String>,
         #[arg(long, value_enum, value_name = "MODE", help = with_default(
             "kubelet's --authorization-mode: \"AlwaysAllow\" (every authenticated caller may do \
              everything) or \"Webhook\" (a SubjectAccessReview on the API server for each \

@@ -138,6 +138,7 @@ fn app(fixture: &Fixture, state_dir: &Path) -> Option<(Router, EventStream)> {
         ),
         apiserver: None,
         stats: api::stats::Endpoints::default(),
+        streaming: api::streams::Limits::default(),
     };
     let app = api::app(options).unwrap_or_else(|e| panic!("cannot build the local API: {e}"));
     Some((app, events))

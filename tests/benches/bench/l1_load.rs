@@ -22,9 +22,13 @@
 //! is the heap the load's buffers needed, which glibc keeps); fds at the end within ± 5 of
 //! the start. The pods are removed at the end and the agent must leave nothing of theirs
 //! behind (as B5 checks).
+//!
+//! Then the hostile rows (`hostile`): idle upgrades, clients that never read, a flood
+//! of SPDY streams, each with its RSS, fds and `/healthz` latency.
 
 mod client;
 mod figures;
+mod hostile;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -90,11 +94,12 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     std::thread::sleep(SETTLE);
     let measured = measure(&agent, &node.path("logs"), duration);
     let torn_down = teardown(&node, agent, &uids, PREFIX);
-    let entries = measured?.entries(duration);
-    Ok(match torn_down {
-        Ok(()) => entries,
-        Err(error) => failed(entries, &error),
-    })
+    let mut entries = measured?.entries(duration);
+    if let Err(error) = torn_down {
+        return Ok(failed(entries, &error));
+    }
+    entries.extend(hostile::run()?);
+    Ok(entries)
 }
 
 /// A pod whose one container first writes a backlog of [`BACKLOG_LINES`] lines of about

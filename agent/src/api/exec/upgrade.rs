@@ -2,12 +2,15 @@
 //!
 //! A request with `Upgrade: SPDY/3.1` goes to [`spdy`]; a WebSocket upgrade to this
 //! agent's WebSocket sessions (`session`, `port_forward`); anything else is a 400 that
-//! says what to send. Every session, over either transport, holds one of
-//! [`MAX_SESSIONS`](super::MAX_SESSIONS) permits until its process is waited for or
-//! dropped (exec, attach) or its dialer is dropped (port-forward).
+//! says what to send. Every session, over either transport, holds a [`Permit`] until
+//! its process is waited for or dropped (exec, attach) or its dialer is dropped
+//! (port-forward): one of [`MAX_SESSIONS`](super::MAX_SESSIONS) for the node, and one of
+//! [`SESSIONS_PER_USER`] for the authenticated user it is for, so that one caller
+//! cannot take every session.
 
+use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -22,7 +25,7 @@ use super::{MAX_SESSIONS, Refusal};
 use crate::api::AppState;
 use crate::api::container_logs::status;
 use crate::api::spdy;
-use crate::api::streams::{Ended, Endpoint, Error, PortDialer, Process};
+use crate::api::streams::{Ended, Endpoint, Error, PortDialer, Process, SESSIONS_PER_USER};
 
 /// The transport a request asks for.
 pub(super) enum Transport {
@@ -50,21 +53,57 @@ pub(super) async fn transport(
     }
 }
 
-/// A permit for one more session, or the 429 that says there are too many.
-pub(super) fn permit(state: &AppState) -> Result<OwnedSemaphorePermit, Refusal> {
-    state.exec_sessions.clone().try_acquire_owned().map_err(|_| {
-        Refusal::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "TooManyRequests",
-            format!(
-                "{MAX_SESSIONS} stream sessions (exec, attach, port-forward) are open, the most this agent serves at once; end one and retry"
-            ),
-        )
-    })
+/// The streaming sessions each user holds.
+#[derive(Debug, Default, Clone)]
+pub struct Users(Arc<Mutex<HashMap<String, usize>>>);
+
+/// One session's share of the node's and of its user's sessions, given back on drop.
+#[derive(Debug)]
+pub(super) struct Permit {
+    _node: OwnedSemaphorePermit,
+    user: String,
+    users: Users,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut users = self.users.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(held) = users.get_mut(&self.user) {
+            *held -= 1;
+            if *held == 0 {
+                users.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// A permit for one more session of `user` (`None`: the loopback's anonymous caller),
+/// or the 429 that says which limit it is past.
+pub(super) fn permit(state: &AppState, user: Option<&str>) -> Result<Permit, Refusal> {
+    let too_many =
+        |message| Refusal::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message);
+    let user = user.unwrap_or_default().to_owned();
+    let node = state.exec_sessions.clone().try_acquire_owned().map_err(|_| {
+        too_many(format!(
+            "{MAX_SESSIONS} stream sessions (exec, attach, port-forward) are open, the most this agent serves at once; end one and retry"
+        ))
+    })?;
+    let users = state.stream_users.clone();
+    {
+        let mut held = users.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = held.entry(user.clone()).or_default();
+        if *count >= SESSIONS_PER_USER {
+            return Err(too_many(format!(
+                "user {user:?} holds {SESSIONS_PER_USER} stream sessions (exec, attach, port-forward), the most one user may hold at once; end one and retry"
+            )));
+        }
+        *count += 1;
+    }
+    Ok(Permit { _node: node, user, users })
 }
 
 /// `endpoint`, holding `permit` for as long as its session lasts.
-pub(super) fn hold(endpoint: Endpoint, permit: OwnedSemaphorePermit) -> Endpoint {
+pub(super) fn hold(endpoint: Endpoint, permit: Permit) -> Endpoint {
     match endpoint {
         Endpoint::Command { options, command, start } => {
             let start = Box::new(move || {
@@ -87,7 +126,7 @@ pub(super) fn hold(endpoint: Endpoint, permit: OwnedSemaphorePermit) -> Endpoint
 /// A process holding a session's permit.
 struct Held {
     process: Box<dyn Process>,
-    permit: OwnedSemaphorePermit,
+    permit: Permit,
 }
 
 impl Process for Held {
@@ -109,7 +148,7 @@ impl Process for Held {
 /// A dialer holding a session's permit.
 struct HeldDialer {
     dialer: Arc<dyn PortDialer>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Permit,
 }
 
 impl PortDialer for HeldDialer {
