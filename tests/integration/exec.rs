@@ -381,3 +381,67 @@ fn run_answers_the_output_of_a_command() {
     let (status, body) = pod.post("/run/default/talk-edge-1/main", Some(TOKEN));
     assert_eq!(status, 400, "{body}");
 }
+
+/// Sends a WebSocket upgrade to `/exec` of `sleep 600` with the token; the connection
+/// and the answer's head (status line and headers, up to the blank line), the body not
+/// read.
+fn upgrade_exec(pod: &Running) -> (std::net::TcpStream, String) {
+    use std::io::Read;
+    let mut tcp = std::net::TcpStream::connect(&pod.agent.addr).unwrap();
+    tcp.set_read_timeout(Some(LONG)).unwrap();
+    let request = format!(
+        "GET /exec/{POD}/main?command=sleep&command=600&output=1 HTTP/1.1\r\nHost: agent\r\n\
+         Authorization: Bearer {TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") && tcp.read(&mut byte).unwrap() == 1 {
+        answer.push(byte[0]);
+    }
+    (tcp, text(&answer))
+}
+
+/// N3: one authenticated user holds at most 16 stream sessions at once (an API server
+/// relays every kubectl's as one user); the 17th is a 429 whose Status names the limit,
+/// and a session that ends gives its place back.
+#[needs(pods)]
+#[test]
+fn n3_one_user_holds_at_most_16_stream_sessions() {
+    use std::io::Read;
+    let pod = running();
+    let mut held: Vec<_> = (0..16)
+        .map(|i| {
+            let (tcp, head) = upgrade_exec(&pod);
+            assert!(head.starts_with("HTTP/1.1 101"), "session {i}: {head}");
+            tcp
+        })
+        .collect();
+    let (mut refused, head) = upgrade_exec(&pod);
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let mut body = vec![0u8; 4096];
+    let n = refused.read(&mut body).unwrap();
+    let body = text(&body[..n]);
+    assert!(body.contains("TooManyRequests"), "{body}");
+    assert!(body.contains("holds 16 stream sessions"), "{body}");
+    assert!(body.contains("the most one user may hold at once"), "{body}");
+    // A client that goes away ends its session: its command is killed, its place freed.
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let (tcp, head) = upgrade_exec(&pod);
+        if head.starts_with("HTTP/1.1 101") {
+            held.push(tcp);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no place came free: {head}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(held);
+    outpost_tests::pods::eventually("every session's command is killed", LONG, || {
+        let out = pod.exec(&args(&[], &["ps"]), true, b"");
+        out.status.success() && !text(&out.stdout).contains("sleep 600")
+    });
+}

@@ -56,15 +56,14 @@ impl std::fmt::Debug for Streams {
 /// Runs the command `start` starts over `streams` until it ends: how it ended, or `None`
 /// when the client went away first (`gone`).
 pub async fn run(streams: Streams, start: Start, gone: CancellationToken) -> Option<Ended> {
-    let attached = tokio::select! {
-        started = start() => match started {
-            Ok(attached) => attached,
-            Err(error) => {
-                tracing::warn!(error = %describe(&error), "the remote command cannot start");
-                return Some(Err(error));
-            }
-        },
-        () = gone.cancelled() => return None,
+    // Not raced with `gone`: a start cut short could leave its process behind. A
+    // client gone meanwhile ends the session at the loop's first turn, which kills it.
+    let attached = match start().await {
+        Ok(attached) => attached,
+        Err(error) => {
+            tracing::warn!(error = %describe(&error), "the remote command cannot start");
+            return Some(Err(error));
+        }
     };
     info!("remote command started");
     let Attached { stdin: pipe, stdout, stderr, process } = attached;
