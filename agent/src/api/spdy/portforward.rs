@@ -93,7 +93,7 @@ where
 {
     let accept: super::connection::Accept =
         Box::new(|headers| check(headers).map(|_| ()).map_err(Into::into));
-    let mut connection = Connection::new(io, accept);
+    let mut connection = Connection::new(io, accept, super::connection::Limits::default());
     let mut pairs: HashMap<String, Pair> = HashMap::new();
     let mut forwards = JoinSet::new();
     let span = Span::current();

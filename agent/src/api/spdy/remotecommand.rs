@@ -106,7 +106,8 @@ pub async fn serve<T>(io: T, protocol: Protocol, options: StreamOptions, start: 
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
-    let mut connection = Connection::new(io, Box::new(|_| Ok(())));
+    let mut connection =
+        Connection::new(io, Box::new(|_| Ok(())), super::connection::Limits::default());
     let expected = protocol.expected_streams(options);
     let Some(mut streams) = wait_for_streams(&mut connection, expected).await else {
         connection.close().await;

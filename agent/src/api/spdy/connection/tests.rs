@@ -2,6 +2,7 @@
 //! codec (`test_client`).
 
 use outpost_formats::spdy::frame::{Frame, Setting, goaway, rst, settings};
+use outpost_formats::spdy::session::INITIAL_WINDOW;
 
 use super::*;
 use crate::api::spdy::test_client::{Client, Event};
@@ -16,7 +17,7 @@ fn accept_all() -> Accept {
 #[tokio::test]
 async fn n3_streams_carry_data_both_ways_and_close_cleanly() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdin"), ("x", "1")]).await;
     let Some(Event::Reply { stream_id, .. }) = client.next().await else { panic!("no reply") };
     assert_eq!(stream_id, id);
@@ -54,7 +55,7 @@ async fn n3_bad_streams_are_reset() {
         Some(_) => Ok(()),
         None => Err("\"port\" header is required".into()),
     });
-    let _connection = Connection::new(io, accept);
+    let _connection = Connection::new(io, accept, Limits::default());
     let refused = client.open(&[("streamtype", "data")]).await;
     assert_eq!(
         client.next().await,
@@ -76,7 +77,7 @@ async fn n3_bad_streams_are_reset() {
 #[tokio::test]
 async fn n3_client_pings_are_answered() {
     let (mut client, io) = Client::pair();
-    let _connection = Connection::new(io, accept_all());
+    let _connection = Connection::new(io, accept_all(), Limits::default());
     client.write(Frame::Unknown { kind: 10, flags: 0, payload: vec![1, 2, 3] }).await;
     client.write(Frame::Ping { id: 2 }).await;
     client.write(Frame::Ping { id: 7 }).await;
@@ -87,7 +88,7 @@ async fn n3_client_pings_are_answered() {
 #[tokio::test]
 async fn n3_unreadable_frames_end_the_connection() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     client.write(Frame::Ping { id: 1 }).await;
     // A version 2 control frame.
     tokio::io::AsyncWriteExt::write_all(
@@ -115,7 +116,7 @@ fn client_io(client: &mut Client) -> &mut tokio::io::DuplexStream {
 #[tokio::test]
 async fn n3_a_reset_stream_ends() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdout")]).await;
     let mut stream = connection.accept().await.unwrap();
     client.write(Frame::RstStream { stream_id: id, status: rst::CANCEL }).await;
@@ -136,7 +137,7 @@ async fn n3_a_reset_stream_ends() {
 #[tokio::test]
 async fn n3_flow_control_windows() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let entries = vec![Setting { flags: 0, id: settings::INITIAL_WINDOW_SIZE, value: 10 }];
     client.write(Frame::Settings { clear: false, entries }).await;
     let id = client.open(&[("streamtype", "stdout")]).await;
@@ -190,7 +191,7 @@ async fn n3_flow_control_windows() {
 #[tokio::test]
 async fn n3_clients_without_flow_control_are_not_stalled() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdout")]).await;
     let stream = connection.accept().await.unwrap();
     let big = vec![3u8; 200 * 1024];
