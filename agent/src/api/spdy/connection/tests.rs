@@ -3,6 +3,7 @@
 
 use outpost_formats::spdy::frame::{Frame, Setting, goaway, rst, settings};
 use outpost_formats::spdy::session::INITIAL_WINDOW;
+use std::time::Duration;
 
 use super::*;
 use crate::api::spdy::test_client::{Client, Event};
@@ -200,4 +201,68 @@ async fn n3_clients_without_flow_control_are_not_stalled() {
     connection.close().await;
     let transcript = client.read_to_end().await;
     assert_eq!(transcript.data[&id].len(), big.len());
+}
+
+/// N3: a connection that carries no frame for the idle timeout (kubelet's
+/// streamingConnectionIdleTimeout) resets its open streams and goes away; frames in
+/// and DATA out restart the timer.
+#[tokio::test(start_paused = true)]
+async fn n3_idle_connections_are_closed() {
+    let (mut client, io) = Client::pair();
+    let limits = Limits { idle_timeout: Some(Duration::from_secs(60)), ..Limits::default() };
+    let mut connection = Connection::new(io, accept_all(), limits);
+    let id = client.open(&[("streamtype", "stdout")]).await;
+    let mut stream = connection.accept().await.unwrap();
+    assert!(matches!(client.next().await, Some(Event::Reply { .. })));
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    client.write(Frame::Ping { id: 1 }).await;
+    assert_eq!(client.next().await, Some(Event::Frame(Frame::Ping { id: 1 })));
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    stream.sender.send(b"still here").await.unwrap();
+    let transcript = client.read_to_end().await;
+    assert_eq!(transcript.text(id), "still here");
+    assert_eq!(
+        transcript.events,
+        [
+            Event::Frame(Frame::RstStream { stream_id: id, status: rst::CANCEL }),
+            Event::Frame(Frame::GoAway { last_good_stream_id: id, status: goaway::OK }),
+        ]
+    );
+    assert!(started.elapsed() >= Duration::from_secs(140), "closed after {:?}", started.elapsed());
+    assert_eq!(stream.inbound.recv().await, None);
+    assert_eq!(stream.sender.send(b"late").await, Err(Error::Closed));
+    assert!(connection.closed().is_cancelled());
+}
+
+/// N3: past its cap on open streams a connection refuses new ones with
+/// REFUSED_STREAM; once one ends, another may open.
+#[tokio::test]
+async fn n3_streams_past_the_cap_are_refused() {
+    let (mut client, io) = Client::pair();
+    let limits = Limits { max_streams: 2, ..Limits::default() };
+    let mut connection = Connection::new(io, accept_all(), limits);
+    let first = client.open(&[("streamtype", "data")]).await;
+    let _second = client.open(&[("streamtype", "data")]).await;
+    let third = client.open(&[("streamtype", "data")]).await;
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        events.push(client.next().await.unwrap());
+    }
+    assert_eq!(
+        events[2],
+        Event::Frame(Frame::RstStream { stream_id: third, status: rst::REFUSED_STREAM })
+    );
+    let stream = connection.accept().await.unwrap();
+    assert_eq!(stream.id, first);
+    client.send(first, b"", true).await;
+    stream.sender.finish().await.unwrap();
+    assert_eq!(
+        client.next().await,
+        Some(Event::Frame(Frame::Data { stream_id: first, fin: true, data: vec![] }))
+    );
+    let fourth = client.open(&[("streamtype", "data")]).await;
+    assert!(
+        matches!(client.next().await, Some(Event::Reply { stream_id, .. }) if stream_id == fourth)
+    );
 }
