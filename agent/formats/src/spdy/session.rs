@@ -294,7 +294,7 @@ impl Session {
 
     /// The endpoint does not take stream `stream_id`: RST_STREAM `REFUSED_STREAM`.
     pub fn refuse(&mut self, stream_id: u32) -> Vec<Action> {
-        if self.closed || !self.streams.get(&stream_id).is_some_and(|s| !s.accepted) {
+        if self.closed || self.streams.get(&stream_id).is_none_or(|s| s.accepted) {
             return Vec::new();
         }
         self.streams.remove(&stream_id);

@@ -584,11 +584,8 @@ impl Pump {
             Command::Data { stream_id, frame } => {
                 let Some(local) = self.streams.get_mut(&stream_id) else { return };
                 if local.parked.is_empty() {
-                    let sent =
-                        send_data(&mut self.session, &mut self.out, stream_id, local, frame, 0);
-                    if !sent {
-                        return;
-                    }
+                    // What the windows hold back is parked.
+                    send_data(&mut self.session, &mut self.out, stream_id, local, frame, 0);
                 } else {
                     local.parked.push_back((frame, 0));
                 }
