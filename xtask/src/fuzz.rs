@@ -25,11 +25,19 @@ use self::toolchain::{Toolchain, ensure_cargo_fuzz};
 mod toolchain;
 
 /// The targets, in the order they run (`fuzz/fuzz_targets/<target>.rs`).
-pub const TARGETS: [&str; 7] =
-    ["manifest", "merge", "checkpoint", "cri_log", "bpf_record", "local_api", "spdy_frame"];
+pub const TARGETS: [&str; 8] = [
+    "manifest",
+    "merge",
+    "checkpoint",
+    "cri_log",
+    "bpf_record",
+    "local_api",
+    "spdy_frame",
+    "spdy_session",
+];
 
-/// CI's run: half a minute per target. Seven targets and their corpus minimization take
-/// about four and a half minutes with the build cached, and each still makes tens of thousands of
+/// CI's run: half a minute per target. Eight targets and their corpus minimization take
+/// about five minutes with the build cached, and each still makes tens of thousands of
 /// executions over the corpus, enough to catch a change that breaks a harness's
 /// invariants on inputs the corpus already holds; long runs find new ones.
 pub const DEFAULT_MINUTES: f64 = 0.5;

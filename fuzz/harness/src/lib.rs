@@ -14,6 +14,7 @@ pub mod local_api;
 pub mod manifest;
 pub mod merge;
 pub mod spdy_frame;
+pub mod spdy_session;
 
 /// A temporary directory for a harness's files, in memory (`/dev/shm`) where there is
 /// one: the checkpoints a harness writes are fsynced, which costs nothing there.
@@ -40,4 +41,5 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("bpf_record", bpf_record::bpf_record),
     ("local_api", local_api::local_api),
     ("spdy_frame", spdy_frame::spdy_frame),
+    ("spdy_session", spdy_session::spdy_session),
 ];

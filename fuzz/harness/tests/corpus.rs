@@ -90,6 +90,11 @@ fn spdy_frame_corpus() {
     corpus("spdy_frame");
 }
 
+#[test]
+fn spdy_session_corpus() {
+    corpus("spdy_session");
+}
+
 /// Every target the harness crate has is replayed above, has a fuzz target file, and is a
 /// program of this crate too (CI's short run builds it here, not with cargo-fuzz).
 #[test]

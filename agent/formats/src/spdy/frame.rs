@@ -279,6 +279,16 @@ impl Frame {
     }
 }
 
+/// The 8-byte header of a DATA frame carrying `length` bytes: what [`Frame::encode`]
+/// writes before them, for a writer that keeps the payload in its own buffer.
+pub fn data_header(stream_id: u32, fin: bool, length: usize) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[..4].copy_from_slice(&(stream_id & MAX_STREAM_ID).to_be_bytes());
+    header[4] = u8::from(fin) * FLAG_FIN;
+    header[5..].copy_from_slice(&(length.min(MAX_LENGTH) as u32).to_be_bytes()[1..]);
+    header
+}
+
 /// A 31-bit field, its reserved bit clear.
 fn id(value: u32) -> [u8; 4] {
     (value & MAX_STREAM_ID).to_be_bytes()
@@ -487,4 +497,4 @@ impl Decoder {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -1,54 +1,68 @@
 //! The server side of one SPDY/3.1 connection, over any byte stream (an upgraded HTTP/1.1
-//! connection, or a WebSocket's binary messages): the client opens streams (SYN_STREAM
-//! with headers), this side accepts or refuses each (SYN_REPLY, or RST_STREAM
-//! `REFUSED_STREAM`) and hands it out; DATA flows both ways, each side ends its half with
-//! FIN; RST_STREAM ends a stream at once; client PINGs are answered; GOAWAY ends the
-//! connection.
+//! connection, or a WebSocket's binary messages): the pump between the socket and
+//! [`Session`], the protocol's state (`outpost_formats::spdy::session`: streams, flow
+//! control, PING, GOAWAY, the idle timeout, the cap on streams), and the endpoint's
+//! [`Stream`]s.
 //!
-//! Flow control (SPDY/3.1's per-stream and connection windows, 64 KiB to start):
-//! received DATA is acknowledged with WINDOW_UPDATE as it is handed on. Sending honours
-//! the client's windows once the client shows that it keeps them (it sent a
-//! WINDOW_UPDATE or a SETTINGS of `INITIAL_WINDOW_SIZE`): Kubernetes' clients (Go's
-//! `moby/spdystream`) never send either and never stop for a window, so waiting on one
-//! with them would stall every stream after 64 KiB. Backpressure then is TCP's: a stream
-//! whose reader does not keep up stops this side reading the connection.
+//! One task owns the session and both halves of the socket, in one `select!`: it reads
+//! frames ([`Decoder`]) and feeds them to the session, carries out the session's
+//! [`Action`]s (frames out, streams handed to [`Connection::accept`], data to each
+//! stream's [`Receiver`]), and takes the [`Sender`]s' commands from one bounded channel.
+//! What it writes is queued and written in batches; a DATA payload is copied once, from
+//! the sender's slice into the buffer that goes to the socket.
 //!
-//! Two tasks run a connection: the reader (frames in, [`Decoder`], [`Inflater`]) and the
-//! writer (frames out, [`Deflater`]). [`Connection`] and the [`Stream`]s talk to them.
+//! Memory is bounded: a stream holds at most [`INBOUND_CHUNKS`] chunks for its reader
+//! (past them the connection is read no further: TCP's backpressure), a sender hands the
+//! pump at most [`STREAM_BUFFER`] bytes not yet queued for the socket (data held for the
+//! client's windows counts), and the pump takes no more commands, and reads no more
+//! frames, while over [`HIGH_WATER`] bytes wait to be written. So a client that never
+//! reads pins a fixed amount.
+//!
+//! Closing (this side's GOAWAY, a protocol error, the idle timeout) writes what is
+//! queued, closes the write side, and reads and drops what the client still sends for
+//! [`DRAIN_TIMEOUT`], so that its last frames are not lost to a reset socket.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use outpost_formats::spdy::frame::{self, Frame, goaway, rst, settings};
-use outpost_formats::spdy::{Decoder, Deflater, Headers, Inflater, headers};
+use outpost_formats::spdy::frame::{self, Frame, HEADER_LEN};
+use outpost_formats::spdy::session::{Action, Refusal};
+use outpost_formats::spdy::{Decoder, Headers, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, Span, debug};
+use tracing::{Instrument, Span, debug, warn};
 
-/// SPDY/3.1's window, for each stream and for the connection, before any change.
-pub const INITIAL_WINDOW: i64 = 64 * 1024;
-/// The most data this side puts in one frame.
-pub const MAX_DATA_FRAME: usize = 32 * 1024;
+pub use outpost_formats::spdy::session::{Limits, MAX_DATA_FRAME};
+
 /// Chunks of a stream's data waiting for its reader; the connection is read no further
 /// past this.
-const INBOUND_CHUNKS: usize = 8;
-/// Frames waiting for the writer.
-const OUTBOUND_FRAMES: usize = 64;
+pub const INBOUND_CHUNKS: usize = 8;
+/// Bytes of one stream's data its sender may have handed the pump and not yet queued
+/// for the socket.
+pub const STREAM_BUFFER: usize = 4 * MAX_DATA_FRAME;
+/// Bytes queued for the socket past which the pump takes no more commands or frames.
+pub const HIGH_WATER: usize = 256 * 1024;
+/// How long a closed connection keeps reading what the client still sends (and writing
+/// what is queued), so that its last frames are not lost to a reset socket.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Commands waiting for the pump.
+const COMMANDS: usize = 64;
 /// Streams not yet taken by [`Connection::accept`].
 const PENDING_STREAMS: usize = 16;
-/// How long a closed connection keeps reading what the client still sends, so that its
-/// last frames are not lost to a reset socket.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The bounds of one connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_streams: usize,
-    pub idle_timeout: Option<Duration>,
-}
+/// Bytes read from the socket at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// Frames shorter than this are copied into a shared write buffer; longer DATA frames
+/// go to the socket from their own buffer.
+const COALESCE: usize = 4 * 1024;
+/// Buffers written in one call.
+const MAX_SLICES: usize = 64;
 
 /// Why a stream or the connection cannot carry data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,21 +73,6 @@ pub enum Error {
     Finished(u32),
     #[error("the SPDY connection is closed")]
     Closed,
-    /// A stream's SYN_STREAM header block cannot be read: the connection ends
-    /// (GOAWAY `PROTOCOL_ERROR`).
-    #[error("stream {stream}'s headers: {source}")]
-    Headers {
-        stream: u32,
-        #[source]
-        source: headers::Error,
-    },
-    /// A HEADERS frame's block cannot be read: the connection ends.
-    #[error("stream {stream}'s HEADERS: {source}")]
-    HeadersFrame {
-        stream: u32,
-        #[source]
-        source: headers::Error,
-    },
 }
 
 /// Decides whether a stream the client opens is taken, from its headers: `Err` says why
@@ -109,92 +108,110 @@ impl Receiver {
 #[derive(Debug, Clone)]
 pub struct Sender {
     id: u32,
-    shared: Arc<Shared>,
+    stream: Arc<StreamShared>,
+    handles: Arc<Handles>,
 }
 
-/// A connection's state shared by its tasks and handles.
+/// What the handles of a connection share: the way to the pump.
 #[derive(Debug)]
-struct Shared {
-    outbound: mpsc::Sender<Outbound>,
-    state: Mutex<State>,
-    /// A window grew, or a stream or the connection ended.
-    changed: Notify,
-    /// The connection ended: the client went, or a side failed.
+struct Handles {
+    commands: mpsc::Sender<Command>,
+    /// The connection ended: it closed, the client went, or a side failed.
     closed: CancellationToken,
 }
 
+/// A stream's state as its senders see it, kept by the pump and the senders.
 #[derive(Debug)]
-struct State {
-    streams: HashMap<u32, StreamState>,
-    /// The highest stream ID the client opened.
-    last_stream: u32,
-    /// Whether the client keeps windows (see the module's documentation).
-    flow_control: bool,
-    initial_window: i64,
-    send_window: i64,
-    /// DATA bytes handed on and not yet acknowledged with WINDOW_UPDATE.
-    unacknowledged: i64,
-    going_away: bool,
+struct StreamShared {
+    /// [`OPEN`], [`FINISHED`], [`RESET`], [`LOCAL_RESET`] or [`CLOSED`].
+    state: AtomicU8,
+    /// Bytes the senders may hand the pump ([`STREAM_BUFFER`]); the pump gives them back
+    /// as it queues them for the socket. Closed when the stream ends.
+    credit: Semaphore,
 }
 
-#[derive(Debug)]
-struct StreamState {
-    /// `None` once the client finished its half.
-    inbound: Option<mpsc::Sender<Bytes>>,
-    send_window: i64,
-    unacknowledged: i64,
-    finished: bool,
-    reset: bool,
+const OPEN: u8 = 0;
+/// This side finished its half.
+const FINISHED: u8 = 1;
+/// The client reset the stream.
+const RESET: u8 = 2;
+/// This side reset the stream.
+const LOCAL_RESET: u8 = 3;
+/// The connection ended.
+const CLOSED: u8 = 4;
+
+impl StreamShared {
+    fn new(state: u8) -> StreamShared {
+        StreamShared { state: AtomicU8::new(state), credit: Semaphore::new(STREAM_BUFFER) }
+    }
+
+    /// Ends the stream for its senders, in `state`; those waiting for credit wake up.
+    fn end(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        self.credit.close();
+    }
+
+    fn error(&self, id: u32) -> Option<Error> {
+        match self.state.load(Ordering::Acquire) {
+            OPEN => None,
+            FINISHED => Some(Error::Finished(id)),
+            RESET => Some(Error::Reset(id)),
+            _ => Some(Error::Closed),
+        }
+    }
 }
 
-/// What the writer task writes.
+/// What the handles ask of the pump.
 #[derive(Debug)]
-enum Outbound {
-    Frame(Frame),
-    /// SYN_REPLY, its headers compressed in order by the writer.
-    Reply {
+enum Command {
+    /// A DATA frame's bytes: [`HEADER_LEN`] bytes for its header, then the payload.
+    Data {
         stream_id: u32,
-        headers: Headers,
+        frame: Vec<u8>,
     },
-    /// Write what is queued, then end the connection's write side.
-    Shutdown,
+    Finish {
+        stream_id: u32,
+    },
+    Reset {
+        stream_id: u32,
+        status: u32,
+    },
+    GoAway,
 }
 
 /// The server side of a SPDY/3.1 connection.
 #[derive(Debug)]
 pub struct Connection {
-    shared: Arc<Shared>,
+    handles: Arc<Handles>,
     incoming: mpsc::Receiver<Stream>,
+    pump: JoinHandle<()>,
 }
 
 impl Connection {
-    /// Serves SPDY/3.1 on `io`; `accept` decides which streams the client may open.
-    pub fn new<T>(io: T, accept: Accept, _limits: Limits) -> Connection
+    /// Serves SPDY/3.1 on `io`; `accept` decides which streams the client may open,
+    /// within `limits`.
+    pub fn new<T>(io: T, accept: Accept, limits: Limits) -> Connection
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (read, write) = tokio::io::split(io);
-        let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_FRAMES);
+        let (commands, commands_rx) = mpsc::channel(COMMANDS);
         let (incoming_tx, incoming) = mpsc::channel(PENDING_STREAMS);
-        let shared = Arc::new(Shared {
-            outbound,
-            state: Mutex::new(State {
-                streams: HashMap::new(),
-                last_stream: 0,
-                flow_control: false,
-                initial_window: INITIAL_WINDOW,
-                send_window: INITIAL_WINDOW,
-                unacknowledged: 0,
-                going_away: false,
-            }),
-            changed: Notify::new(),
-            closed: CancellationToken::new(),
-        });
-        let span = Span::current();
-        tokio::spawn(write_frames(write, outbound_rx, shared.clone()).instrument(span.clone()));
-        let reader = Reader { shared: shared.clone(), accept, incoming: incoming_tx };
-        tokio::spawn(reader.run(read).instrument(span));
-        Connection { shared, incoming }
+        let closed = CancellationToken::new();
+        let handles = Arc::new(Handles { commands, closed: closed.clone() });
+        let pump = Pump {
+            session: Session::new(limits, now()),
+            accept,
+            decoder: Decoder::default(),
+            streams: HashMap::new(),
+            incoming: Some(incoming_tx),
+            handles: Arc::downgrade(&handles),
+            closed,
+            out: Output::default(),
+            blocked: VecDeque::new(),
+            closing: None,
+        };
+        let pump = tokio::spawn(run(io, pump, commands_rx).instrument(Span::current()));
+        Connection { handles, incoming, pump }
     }
 
     /// The next stream the client opened and this side took, `None` once the connection
@@ -202,409 +219,573 @@ impl Connection {
     pub async fn accept(&mut self) -> Option<Stream> {
         tokio::select! {
             stream = self.incoming.recv() => stream,
-            () = self.shared.closed.cancelled() => None,
+            () = self.handles.closed.cancelled() => None,
         }
     }
 
     /// A token cancelled when the connection ends.
     pub fn closed(&self) -> CancellationToken {
-        self.shared.closed.clone()
+        self.handles.closed.clone()
     }
 
     /// Ends the connection: GOAWAY (`OK`, naming the last stream the client opened),
     /// the write side closed once what is queued is written, and what the client still
-    /// sends read and dropped for a while, so that its socket is not reset under it.
+    /// sends read and dropped for a while ([`DRAIN_TIMEOUT`]), so that its socket is not
+    /// reset under it.
     pub async fn close(self) {
-        let last_good_stream_id = {
-            let mut state = lock(&self.shared.state);
-            state.going_away = true;
-            state.last_stream
-        };
-        let goaway = Frame::GoAway { last_good_stream_id, status: goaway::OK };
-        let _ = self.shared.outbound.send(Outbound::Frame(goaway)).await;
-        let _ = self.shared.outbound.send(Outbound::Shutdown).await;
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, self.shared.closed.cancelled()).await;
-        self.shared.closed.cancel();
+        tokio::select! {
+            _ = self.handles.commands.send(Command::GoAway) => {}
+            () = self.handles.closed.cancelled() => {}
+        }
+        let _ = self.pump.await;
     }
 }
 
 impl Sender {
     /// Sends `data` on the stream, in frames of [`MAX_DATA_FRAME`] bytes at most, each
-    /// within the client's windows when it keeps them.
+    /// within the client's windows when it keeps them. Returns once the data is handed
+    /// to the connection.
     pub async fn send(&self, mut data: &[u8]) -> Result<(), Error> {
         while !data.is_empty() {
-            let allowed = self.reserve(data.len()).await?;
-            let (now, rest) = data.split_at(allowed);
-            let frame = Frame::Data { stream_id: self.id, fin: false, data: now.to_vec() };
-            self.shared.send(Outbound::Frame(frame)).await?;
+            self.check()?;
+            let (now, rest) = data.split_at(data.len().min(MAX_DATA_FRAME));
+            let credit = tokio::select! {
+                credit = self.stream.credit.acquire_many(now.len() as u32) => credit,
+                () = self.handles.closed.cancelled() => return Err(Error::Closed),
+            };
+            match credit {
+                Ok(credit) => credit.forget(),
+                Err(_) => return Err(self.stream.error(self.id).unwrap_or(Error::Closed)),
+            }
+            let mut frame = Vec::with_capacity(HEADER_LEN + now.len());
+            frame.extend_from_slice(&[0; HEADER_LEN]);
+            frame.extend_from_slice(now);
+            self.command(Command::Data { stream_id: self.id, frame }).await?;
             data = rest;
         }
         Ok(())
     }
 
-    /// Finishes this side of the stream (an empty DATA frame with FIN).
+    /// Finishes this side of the stream (an empty DATA frame with FIN, after the data
+    /// sent before).
     pub async fn finish(&self) -> Result<(), Error> {
-        {
-            let mut state = lock(&self.shared.state);
-            let stream = state.streams.get_mut(&self.id).ok_or(Error::Closed)?;
-            check(self.id, stream)?;
-            stream.finished = true;
+        if self.handles.closed.is_cancelled() {
+            return Err(Error::Closed);
         }
-        let frame = Frame::Data { stream_id: self.id, fin: true, data: Vec::new() };
-        self.shared.send(Outbound::Frame(frame)).await?;
-        self.shared.forget_if_done(self.id);
-        Ok(())
+        if let Err(state) =
+            self.stream.state.compare_exchange(OPEN, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            return Err(StreamShared::new(state).error(self.id).unwrap_or(Error::Closed));
+        }
+        self.command(Command::Finish { stream_id: self.id }).await
     }
 
     /// Ends the stream at once (RST_STREAM with `status`).
     pub async fn reset(&self, status: u32) {
-        let known = lock(&self.shared.state).streams.remove(&self.id).is_some();
-        self.shared.changed.notify_waiters();
-        if known {
-            let frame = Frame::RstStream { stream_id: self.id, status };
-            let _ = self.shared.send(Outbound::Frame(frame)).await;
+        let before = self.stream.state.swap(LOCAL_RESET, Ordering::AcqRel);
+        self.stream.credit.close();
+        if before == OPEN || before == FINISHED {
+            let _ = self.command(Command::Reset { stream_id: self.id, status }).await;
         }
     }
 
-    /// How many of `wanted` bytes may go now, waiting for the windows when the client
-    /// keeps them; the windows are charged.
-    async fn reserve(&self, wanted: usize) -> Result<usize, Error> {
-        loop {
-            let changed = self.shared.changed.notified();
-            {
-                let mut guard = lock(&self.shared.state);
-                let state = &mut *guard;
-                if self.shared.closed.is_cancelled() {
-                    return Err(Error::Closed);
-                }
-                let stream = state.streams.get_mut(&self.id).ok_or(Error::Closed)?;
-                check(self.id, stream)?;
-                let most = wanted.min(MAX_DATA_FRAME);
-                if !state.flow_control {
-                    return Ok(most);
-                }
-                let window = stream.send_window.min(state.send_window);
-                if window > 0 {
-                    let allowed = most.min(window as usize);
-                    stream.send_window -= allowed as i64;
-                    state.send_window -= allowed as i64;
-                    return Ok(allowed);
-                }
-            }
-            tokio::select! {
-                () = changed => {}
-                () = self.shared.closed.cancelled() => return Err(Error::Closed),
-            }
+    fn check(&self) -> Result<(), Error> {
+        if self.handles.closed.is_cancelled() {
+            return Err(Error::Closed);
         }
+        self.stream.error(self.id).map_or(Ok(()), Err)
     }
-}
 
-fn check(id: u32, stream: &StreamState) -> Result<(), Error> {
-    if stream.reset {
-        Err(Error::Reset(id))
-    } else if stream.finished {
-        Err(Error::Finished(id))
-    } else {
-        Ok(())
-    }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while holding the lock leaves counters only: go on with them.
-    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl Shared {
-    async fn send(&self, outbound: Outbound) -> Result<(), Error> {
+    async fn command(&self, command: Command) -> Result<(), Error> {
         tokio::select! {
-            sent = self.outbound.send(outbound) => sent.map_err(|_| Error::Closed),
-            () = self.closed.cancelled() => Err(Error::Closed),
+            sent = self.handles.commands.send(command) => sent.map_err(|_| Error::Closed),
+            () = self.handles.closed.cancelled() => Err(Error::Closed),
+        }
+    }
+}
+
+/// The clock the session is given: tokio's, which tests pause.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+/// A stream as the pump keeps it.
+#[derive(Debug)]
+struct Local {
+    /// `None` once the client finished its half (or its reader is gone).
+    inbound: Option<mpsc::Sender<Bytes>>,
+    shared: Arc<StreamShared>,
+    /// DATA frames waiting for the client's windows, with the payload bytes of each
+    /// already sent.
+    parked: VecDeque<(Vec<u8>, usize)>,
+    /// A FIN waiting behind `parked`.
+    parked_fin: bool,
+    /// This side's FIN is sent (or it may send nothing).
+    finished: bool,
+}
+
+/// The pump's state: everything but the socket and the command channel.
+struct Pump {
+    session: Session,
+    accept: Accept,
+    decoder: Decoder,
+    streams: HashMap<u32, Local>,
+    incoming: Option<mpsc::Sender<Stream>>,
+    /// For the senders of new streams; gone once every handle is.
+    handles: Weak<Handles>,
+    closed: CancellationToken,
+    out: Output,
+    /// The session's actions on the client's frames not carried out yet, because the
+    /// first is data for a stream whose reader is full: frames are read no further.
+    blocked: VecDeque<Action>,
+    /// Once closing: when the pump gives up writing and draining.
+    closing: Option<Instant>,
+}
+
+/// What one turn of the pump's `select!` brought.
+enum Event {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Shutdown,
+    ReaderReady,
+    Command(Option<Command>),
+    Timer,
+}
+
+/// Runs the connection until it is closed and drained, or the socket fails.
+async fn run<T>(io: T, mut pump: Pump, mut commands: mpsc::Receiver<Command>)
+where
+    T: AsyncRead + AsyncWrite,
+{
+    let (mut read, mut write) = tokio::io::split(io);
+    let mut buffer = vec![0u8; READ_CHUNK];
+    let (mut read_done, mut write_done, mut commands_done) = (false, false, false);
+    loop {
+        pump.decode();
+        let closing = pump.closing.is_some();
+        if closing && (write_done && read_done) {
+            break;
+        }
+        let can_read = !read_done && pump.blocked.is_empty() && pump.out.len < HIGH_WATER;
+        let can_write = !write_done && pump.out.len > 0;
+        let can_shutdown = closing && !write_done && pump.out.len == 0;
+        let can_command = !closing && !commands_done && pump.out.len < HIGH_WATER;
+        let reader = pump.blocked_reader();
+        let timer = pump.closing.or_else(|| pump.session.deadline().map(Instant::from_std));
+        let event = {
+            let slices = pump.out.slices();
+            // Writing, or once all is written when closing, closing the write side.
+            let output = async {
+                if can_write {
+                    Event::Wrote(write.write_vectored(&slices.slices[..slices.count]).await)
+                } else {
+                    let _ = write.shutdown().await;
+                    Event::Shutdown
+                }
+            };
+            tokio::select! {
+                read = read.read(&mut buffer), if can_read => Event::Read(read),
+                event = output, if can_write || can_shutdown => event,
+                _ = reserve(reader.clone()), if reader.is_some() => Event::ReaderReady,
+                command = commands.recv(), if can_command => Event::Command(command),
+                () = sleep_until(timer), if timer.is_some() => Event::Timer,
+            }
+        };
+        match event {
+            Event::Read(Ok(0)) => {
+                read_done = true;
+                pump.close("the client closed the connection");
+            }
+            Event::Read(Ok(n)) => {
+                if !closing {
+                    pump.decoder.extend(&buffer[..n]);
+                }
+            }
+            Event::Read(Err(e)) => {
+                read_done = true;
+                pump.close(&format!("reading the connection failed: {e}"));
+            }
+            Event::Wrote(Ok(n)) if n > 0 => pump.out.advance(n),
+            Event::Wrote(Ok(_)) => {
+                pump.close("writing the connection failed: it takes no more bytes");
+                break;
+            }
+            Event::Wrote(Err(e)) => {
+                pump.close(&format!("writing the connection failed: {e}"));
+                break;
+            }
+            Event::Shutdown => write_done = true,
+            // The next turn delivers it.
+            Event::ReaderReady => {}
+            Event::Command(Some(command)) => pump.command(command),
+            Event::Command(None) => {
+                // Every handle is gone: nobody can use the connection.
+                commands_done = true;
+                let actions = pump.session.go_away();
+                pump.apply_all(actions);
+            }
+            Event::Timer if closing => break,
+            Event::Timer => {
+                let actions = pump.session.on_timer(now());
+                pump.apply_all(actions);
+            }
+        }
+    }
+    pump.close("the connection ended");
+}
+
+/// Waits until `reader` (a stream's inbound channel) has room.
+async fn reserve(reader: Option<mpsc::Sender<Bytes>>) {
+    match reader {
+        Some(reader) => drop(reader.reserve_owned().await),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Pump {
+    /// Carries out what waits for a stream's reader, then the frames read, until one
+    /// stream's reader is full or no whole frame is left.
+    fn decode(&mut self) {
+        self.deliver();
+        while self.blocked.is_empty() && self.closing.is_none() {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => {
+                    let actions = self.session.on_frame(frame, now());
+                    self.blocked.extend(actions);
+                    self.deliver();
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let actions = self.session.on_decode_error(&e);
+                    self.apply_all(actions);
+                }
+            }
+        }
+    }
+
+    /// Carries out the actions of the client's frames in order, up to data for a
+    /// stream whose reader is full.
+    fn deliver(&mut self) {
+        while let Some(action) = self.blocked.pop_front() {
+            let Action::Data { stream_id, data } = action else {
+                self.apply(action);
+                continue;
+            };
+            let len = data.len();
+            let inbound = self.streams.get(&stream_id).and_then(|s| s.inbound.as_ref());
+            if let Some(inbound) = inbound
+                && let Err(mpsc::error::TrySendError::Full(data)) =
+                    inbound.try_send(Bytes::from(data))
+            {
+                self.blocked.push_front(Action::Data { stream_id, data: data.into() });
+                return;
+            }
+            // Handed on, or nobody reads it: either way it is consumed.
+            let actions = self.session.consumed(stream_id, len);
+            self.apply_all(actions);
+        }
+    }
+
+    /// The inbound channel of the stream whose reader holds the pump up.
+    fn blocked_reader(&self) -> Option<mpsc::Sender<Bytes>> {
+        let Some(Action::Data { stream_id, .. }) = self.blocked.front() else { return None };
+        self.streams.get(stream_id)?.inbound.clone()
+    }
+
+    fn apply_all(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            self.apply(action);
+        }
+    }
+
+    /// Carries out one of the session's actions.
+    fn apply(&mut self, action: Action) {
+        match action {
+            Action::Send(frame) => self.out.frame(&frame),
+            Action::Opened { stream_id, headers, fin, unidirectional } => {
+                self.opened(stream_id, headers, fin, unidirectional);
+            }
+            Action::Refused { stream_id, reason } => match reason {
+                Refusal::StreamLimit { .. } => {
+                    warn!(stream = stream_id, %reason, "SPDY stream refused");
+                }
+                _ => debug!(stream = stream_id, %reason, "SPDY stream refused"),
+            },
+            // Data the local side produced (none does) would go the client's frames' way.
+            Action::Data { .. } => {
+                self.blocked.push_back(action);
+                self.deliver();
+            }
+            Action::RemoteFinished { stream_id } => {
+                if let Some(local) = self.streams.get_mut(&stream_id) {
+                    local.inbound = None;
+                }
+                self.forget_if_done(stream_id);
+            }
+            Action::Reset { stream_id } => {
+                if let Some(local) = self.streams.remove(&stream_id) {
+                    local.shared.end(RESET);
+                }
+            }
+            Action::Writable => self.retry_parked(),
+            Action::Close { reason } => self.close(&reason),
+        }
+    }
+
+    /// A stream the client opened: the endpoint's `accept` decides, then it is handed
+    /// out.
+    fn opened(&mut self, id: u32, headers: Headers, fin: bool, unidirectional: bool) {
+        if let Err(why) = (self.accept)(&headers) {
+            debug!(stream = id, %why, "SPDY stream refused");
+            let actions = self.session.refuse(id);
+            return self.apply_all(actions);
+        }
+        // Streams nobody takes (the endpoint has all it waits for) are refused.
+        let permit = self.incoming.clone().and_then(|incoming| incoming.try_reserve_owned().ok());
+        let (Some(permit), Some(handles)) = (permit, self.handles.upgrade()) else {
+            debug!(stream = id, "SPDY stream refused: nobody takes it");
+            let actions = self.session.refuse(id);
+            return self.apply_all(actions);
+        };
+        let actions = self.session.accept(id);
+        self.apply_all(actions);
+        let (tx, chunks) = mpsc::channel(INBOUND_CHUNKS);
+        let shared = Arc::new(StreamShared::new(if unidirectional { FINISHED } else { OPEN }));
+        let local = Local {
+            inbound: (!fin).then_some(tx),
+            shared: shared.clone(),
+            parked: VecDeque::new(),
+            parked_fin: false,
+            finished: unidirectional,
+        };
+        self.streams.insert(id, local);
+        self.forget_if_done(id);
+        let sender = Sender { id, stream: shared, handles };
+        permit.send(Stream { id, headers, inbound: Receiver { chunks }, sender });
+    }
+
+    /// A sender's command.
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Data { stream_id, frame } => {
+                let Some(local) = self.streams.get_mut(&stream_id) else { return };
+                if local.parked.is_empty() {
+                    // What the windows hold back is parked.
+                    send_data(&mut self.session, &mut self.out, stream_id, local, frame, 0);
+                } else {
+                    local.parked.push_back((frame, 0));
+                }
+            }
+            Command::Finish { stream_id } => {
+                let Some(local) = self.streams.get_mut(&stream_id) else { return };
+                if local.parked.is_empty() {
+                    self.finish(stream_id);
+                } else {
+                    local.parked_fin = true;
+                }
+            }
+            Command::Reset { stream_id, status } => {
+                if let Some(local) = self.streams.remove(&stream_id) {
+                    local.shared.end(LOCAL_RESET);
+                }
+                let actions = self.session.reset(stream_id, status);
+                self.apply_all(actions);
+            }
+            Command::GoAway => {
+                let actions = self.session.go_away();
+                self.apply_all(actions);
+            }
+        }
+    }
+
+    /// Sends this side's FIN on `stream_id`.
+    fn finish(&mut self, stream_id: u32) {
+        if let Ok(actions) = self.session.finish(stream_id) {
+            self.apply_all(actions);
+        }
+        if let Some(local) = self.streams.get_mut(&stream_id) {
+            local.finished = true;
+            local.parked_fin = false;
+        }
+        self.forget_if_done(stream_id);
+    }
+
+    /// The client's windows grew: data held for them goes, as far as they allow.
+    fn retry_parked(&mut self) {
+        let waiting: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, l)| !l.parked.is_empty() || l.parked_fin)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in waiting {
+            let Some(local) = self.streams.get_mut(&id) else { continue };
+            while let Some((frame, sent)) = local.parked.pop_front() {
+                if !send_data(&mut self.session, &mut self.out, id, local, frame, sent) {
+                    break;
+                }
+            }
+            if local.parked.is_empty() && local.parked_fin {
+                self.finish(id);
+            }
         }
     }
 
     /// Forgets a stream both sides have finished.
-    fn forget_if_done(&self, id: u32) {
-        let mut state = lock(&self.state);
-        if state.streams.get(&id).is_some_and(|s| s.finished && s.inbound.is_none()) {
-            state.streams.remove(&id);
+    fn forget_if_done(&mut self, stream_id: u32) {
+        if self.streams.get(&stream_id).is_some_and(|l| l.inbound.is_none() && l.finished) {
+            self.streams.remove(&stream_id);
         }
     }
-}
 
-/// The reader task's state.
-struct Reader {
-    shared: Arc<Shared>,
-    accept: Accept,
-    incoming: mpsc::Sender<Stream>,
-}
-
-impl Reader {
-    async fn run<R: AsyncRead>(mut self, read: R) {
-        let mut read = std::pin::pin!(read);
-        let mut decoder = Decoder::default();
-        let mut inflater = Inflater::default();
-        let mut buffer = vec![0u8; 16 * 1024];
-        let ended = loop {
-            match decoder.next_frame() {
-                Ok(Some(frame)) => {
-                    if let Err(ended) = self.handle(frame, &mut inflater).await {
-                        break ended.to_string();
-                    }
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.go_away(goaway::PROTOCOL_ERROR).await;
-                    break format!("the client's frames cannot be read: {e}");
-                }
-            }
-            let read = tokio::select! {
-                read = read.read(&mut buffer) => read,
-                () = self.shared.closed.cancelled() => break "closed by this side".into(),
-            };
-            match read {
-                Ok(0) => break "the client closed the connection".into(),
-                Ok(n) => decoder.extend(&buffer[..n]),
-                Err(e) => break format!("reading the connection failed: {e}"),
-            }
-        };
-        debug!(why = %ended, "SPDY connection ended");
-        self.shared.closed.cancel();
-        self.shared.changed.notify_waiters();
-        // Every stream's reader sees the end.
-        lock(&self.shared.state).streams.clear();
-    }
-
-    /// Acts on one frame; `Err` ends the connection, saying why.
-    async fn handle(&mut self, frame: Frame, inflater: &mut Inflater) -> Result<(), Error> {
-        match frame {
-            Frame::SynStream { stream_id, fin, unidirectional, header_block, .. } => {
-                let headers = match inflater.inflate(&header_block) {
-                    Ok(headers) => headers,
-                    Err(e) => {
-                        self.go_away(goaway::PROTOCOL_ERROR).await;
-                        return Err(Error::Headers { stream: stream_id, source: e });
-                    }
-                };
-                self.open(stream_id, headers, fin, unidirectional).await;
-            }
-            Frame::Data { stream_id, fin, data } => self.data(stream_id, fin, data).await,
-            Frame::RstStream { stream_id, .. } => {
-                if let Some(stream) = lock(&self.shared.state).streams.get_mut(&stream_id) {
-                    stream.reset = true;
-                    stream.inbound = None;
-                }
-                self.shared.changed.notify_waiters();
-            }
-            Frame::Settings { entries, .. } => {
-                let mut state = lock(&self.shared.state);
-                for entry in entries.iter().filter(|e| e.id == settings::INITIAL_WINDOW_SIZE) {
-                    let new = i64::from(entry.value.min(frame::MAX_STREAM_ID));
-                    let grown = new - state.initial_window;
-                    state.initial_window = new;
-                    state.flow_control = true;
-                    state.streams.values_mut().for_each(|s| s.send_window += grown);
-                }
-                drop(state);
-                self.shared.changed.notify_waiters();
-            }
-            Frame::Ping { id } => {
-                // Odd IDs are the client's own: echo them. Even ones answer this side's.
-                if id % 2 == 1 {
-                    let _ = self.shared.send(Outbound::Frame(Frame::Ping { id })).await;
-                }
-            }
-            Frame::GoAway { .. } => {
-                lock(&self.shared.state).going_away = true;
-            }
-            Frame::Headers { stream_id, fin, header_block } => {
-                // Read to keep the compression state; Kubernetes' streams carry no more.
-                if let Err(source) = inflater.inflate(&header_block) {
-                    self.go_away(goaway::PROTOCOL_ERROR).await;
-                    return Err(Error::HeadersFrame { stream: stream_id, source });
-                }
-                if fin {
-                    self.remote_fin(stream_id);
-                }
-            }
-            Frame::WindowUpdate { stream_id, delta } => {
-                let mut state = lock(&self.shared.state);
-                state.flow_control = true;
-                if stream_id == 0 {
-                    state.send_window += i64::from(delta);
-                } else if let Some(stream) = state.streams.get_mut(&stream_id) {
-                    stream.send_window += i64::from(delta);
-                }
-                drop(state);
-                self.shared.changed.notify_waiters();
-            }
-            // SYN_REPLY goes to streams this side opened: it opens none. Unknown frames
-            // are ignored, as the draft says.
-            Frame::SynReply { .. } | Frame::Unknown { .. } => {}
-        }
-        Ok(())
-    }
-
-    /// A stream the client opens: taken (SYN_REPLY) and handed out, or refused.
-    async fn open(&mut self, id: u32, headers: Headers, fin: bool, unidirectional: bool) {
-        let refusal = {
-            let mut state = lock(&self.shared.state);
-            if id.is_multiple_of(2) || id <= state.last_stream {
-                Some(rst::PROTOCOL_ERROR)
-            } else {
-                state.last_stream = id;
-                state.going_away.then_some(rst::REFUSED_STREAM)
-            }
-        };
-        let refusal = refusal.or_else(|| match (self.accept)(&headers) {
-            Ok(()) => None,
-            Err(why) => {
-                debug!(stream = id, %why, "SPDY stream refused");
-                Some(rst::REFUSED_STREAM)
-            }
-        });
-        if let Some(status) = refusal {
-            let _ =
-                self.shared.send(Outbound::Frame(Frame::RstStream { stream_id: id, status })).await;
+    /// The connection ends: every stream with it; what is queued is still written, and
+    /// the client's bytes drained, until [`DRAIN_TIMEOUT`].
+    fn close(&mut self, reason: &str) {
+        if self.closing.is_some() {
             return;
         }
-        let (tx, chunks) = mpsc::channel(INBOUND_CHUNKS);
-        {
-            let mut state = lock(&self.shared.state);
-            let send_window = state.initial_window;
-            state.streams.insert(
-                id,
-                StreamState {
-                    inbound: (!fin).then_some(tx),
-                    send_window,
-                    unacknowledged: 0,
-                    finished: unidirectional,
-                    reset: false,
-                },
-            );
+        debug!(why = reason, "SPDY connection ended");
+        self.closing = Some(Instant::now() + DRAIN_TIMEOUT);
+        self.closed.cancel();
+        self.incoming = None;
+        self.blocked.clear();
+        for (_, local) in self.streams.drain() {
+            local.shared.end(CLOSED);
         }
-        let reply = Outbound::Reply { stream_id: id, headers: Headers::default() };
-        let _ = self.shared.send(reply).await;
-        let sender = Sender { id, shared: self.shared.clone() };
-        let stream = Stream { id, headers, inbound: Receiver { chunks }, sender };
-        // Streams nobody takes (the session has all it waits for) are refused.
-        if let Err(refused) = self.incoming.try_send(stream) {
-            let stream = match refused {
-                mpsc::error::TrySendError::Full(s) | mpsc::error::TrySendError::Closed(s) => s,
-            };
-            stream.sender.reset(rst::REFUSED_STREAM).await;
-        }
-    }
-
-    /// DATA from the client: handed to the stream's reader, then acknowledged.
-    async fn data(&mut self, id: u32, fin: bool, data: Vec<u8>) {
-        let len = data.len() as i64;
-        let inbound = lock(&self.shared.state).streams.get(&id).map(|s| s.inbound.clone());
-        match inbound {
-            None => {
-                let frame = Frame::RstStream { stream_id: id, status: rst::INVALID_STREAM };
-                let _ = self.shared.send(Outbound::Frame(frame)).await;
-            }
-            Some(None) => {
-                let frame = Frame::RstStream { stream_id: id, status: rst::STREAM_ALREADY_CLOSED };
-                let _ = self.shared.send(Outbound::Frame(frame)).await;
-            }
-            Some(Some(tx)) => {
-                if !data.is_empty() {
-                    // A reader that went away drops what it is sent.
-                    let _ = tx.send(Bytes::from(data)).await;
-                }
-                if fin {
-                    self.remote_fin(id);
-                }
-            }
-        }
-        self.acknowledge(id, len).await;
-    }
-
-    /// Sends WINDOW_UPDATEs once half a window of data has been handed on.
-    async fn acknowledge(&mut self, id: u32, len: i64) {
-        let mut updates = Vec::new();
-        {
-            let mut state = lock(&self.shared.state);
-            state.unacknowledged += len;
-            if state.unacknowledged >= INITIAL_WINDOW / 2 {
-                let delta = std::mem::take(&mut state.unacknowledged) as u32;
-                updates.push(Frame::WindowUpdate { stream_id: 0, delta });
-            }
-            let initial = state.initial_window;
-            if let Some(stream) = state.streams.get_mut(&id)
-                && stream.inbound.is_some()
-            {
-                stream.unacknowledged += len;
-                if stream.unacknowledged >= initial / 2 {
-                    let delta = std::mem::take(&mut stream.unacknowledged) as u32;
-                    updates.push(Frame::WindowUpdate { stream_id: id, delta });
-                }
-            }
-        }
-        for update in updates {
-            let _ = self.shared.send(Outbound::Frame(update)).await;
-        }
-    }
-
-    /// The client finished its half of stream `id`.
-    fn remote_fin(&self, id: u32) {
-        if let Some(stream) = lock(&self.shared.state).streams.get_mut(&id) {
-            stream.inbound = None;
-        }
-        self.shared.forget_if_done(id);
-    }
-
-    async fn go_away(&self, status: u32) {
-        let last_good_stream_id = lock(&self.shared.state).last_stream;
-        let _ =
-            self.shared.send(Outbound::Frame(Frame::GoAway { last_good_stream_id, status })).await;
-        let _ = self.shared.send(Outbound::Shutdown).await;
     }
 }
 
-/// The writer task: frames out, in order, header blocks compressed in that order.
-async fn write_frames<W: AsyncWrite>(
-    write: W,
-    mut outbound: mpsc::Receiver<Outbound>,
-    shared: Arc<Shared>,
-) {
-    let mut write = std::pin::pin!(write);
-    let mut deflater = Deflater::new();
-    let mut buffer = Vec::new();
-    'frames: while let Some(first) = outbound.recv().await {
-        let mut next = Some(first);
-        let mut shutdown = false;
-        // Write what is queued in one go.
-        while let Some(item) = next.take() {
-            match item {
-                Outbound::Frame(frame) => frame.encode(&mut buffer),
-                Outbound::Reply { stream_id, headers } => {
-                    let header_block = deflater.deflate(&headers);
-                    Frame::SynReply { stream_id, fin: false, header_block }.encode(&mut buffer);
-                }
-                Outbound::Shutdown => {
-                    shutdown = true;
-                    break;
-                }
+/// Queues a DATA frame of `stream_id` (its payload from `sent` on) as far as the
+/// client's windows allow; `false` when the rest is parked for them.
+fn send_data(
+    session: &mut Session,
+    out: &mut Output,
+    stream_id: u32,
+    local: &mut Local,
+    mut frame: Vec<u8>,
+    mut sent: usize,
+) -> bool {
+    let total = frame.len() - HEADER_LEN;
+    while sent < total {
+        let rest = total - sent;
+        let n = match session.reserve(stream_id, rest) {
+            Ok(0) => {
+                local.parked.push_front((frame, sent));
+                return false;
             }
-            if buffer.len() < 64 * 1024 {
-                next = outbound.try_recv().ok();
+            Ok(n) => n,
+            Err(e) => {
+                // Finished or reset meanwhile: the data has nowhere to go.
+                debug!(stream = stream_id, error = %e, "SPDY data dropped");
+                local.shared.credit.add_permits(rest);
+                return true;
             }
+        };
+        session.data_sent(now());
+        if sent == 0 && n == total {
+            frame[..HEADER_LEN].copy_from_slice(&frame::data_header(stream_id, false, n));
+            out.data(frame);
+            local.shared.credit.add_permits(n);
+            return true;
         }
-        if write.write_all(&buffer).await.is_err() || write.flush().await.is_err() {
-            break 'frames;
+        let start = HEADER_LEN + sent;
+        let mut part = Vec::with_capacity(HEADER_LEN + n);
+        part.extend_from_slice(&frame::data_header(stream_id, false, n));
+        part.extend_from_slice(&frame[start..start + n]);
+        out.data(part);
+        local.shared.credit.add_permits(n);
+        sent += n;
+    }
+    true
+}
+
+/// Bytes waiting for the socket, in order: short frames coalesced in shared buffers,
+/// long DATA frames in their own.
+#[derive(Debug, Default)]
+struct Output {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes of the first chunk already written.
+    written: usize,
+    /// Bytes not yet written.
+    len: usize,
+    /// Whether the last chunk is a shared buffer more frames may go in.
+    tail_open: bool,
+}
+
+/// Up to [`MAX_SLICES`] of the output's buffers, for one vectored write.
+struct Slices<'a> {
+    slices: [IoSlice<'a>; MAX_SLICES],
+    count: usize,
+}
+
+impl Output {
+    /// The shared buffer at the end, made when there is none.
+    fn tail(&mut self) -> &mut Vec<u8> {
+        if !self.tail_open || self.chunks.is_empty() {
+            self.chunks.push_back(Vec::with_capacity(16 * 1024));
+            self.tail_open = true;
         }
-        buffer.clear();
-        if shutdown {
-            let _ = write.shutdown().await;
-            return;
+        // Not empty: a buffer was just pushed if there was none.
+        let last = self.chunks.len() - 1;
+        &mut self.chunks[last]
+    }
+
+    fn frame(&mut self, frame: &Frame) {
+        let tail = self.tail();
+        let before = tail.len();
+        frame.encode(tail);
+        let added = tail.len() - before;
+        self.len += added;
+        if self.chunks.back().is_some_and(|c| c.len() >= READ_CHUNK) {
+            self.tail_open = false;
         }
     }
-    // The connection cannot be written: it is over.
-    shared.closed.cancel();
-    shared.changed.notify_waiters();
+
+    /// A DATA frame's bytes, whole.
+    fn data(&mut self, frame: Vec<u8>) {
+        self.len += frame.len();
+        if frame.len() < COALESCE {
+            self.tail().extend_from_slice(&frame);
+        } else {
+            self.chunks.push_back(frame);
+            self.tail_open = false;
+        }
+    }
+
+    fn slices(&self) -> Slices<'_> {
+        let mut slices = Slices { slices: [IoSlice::new(&[]); MAX_SLICES], count: 0 };
+        for (i, chunk) in self.chunks.iter().take(MAX_SLICES).enumerate() {
+            let from = if i == 0 { self.written } else { 0 };
+            slices.slices[i] = IoSlice::new(&chunk[from..]);
+            slices.count = i + 1;
+        }
+        slices
+    }
+
+    /// `n` bytes were written.
+    fn advance(&mut self, mut n: usize) {
+        self.len = self.len.saturating_sub(n);
+        while let Some(front) = self.chunks.front() {
+            let left = front.len() - self.written;
+            if n < left {
+                self.written += n;
+                return;
+            }
+            n -= left;
+            self.written = 0;
+            self.chunks.pop_front();
+            if self.chunks.is_empty() {
+                self.tail_open = false;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -153,7 +153,9 @@ async fn wait_for_streams(connection: &mut Connection, expected: usize) -> Optio
             "stderr" => &mut streams.stderr,
             "resize" => &mut streams.resize,
             other => {
+                // Reset, so that it does not count against the connection's streams.
                 warn!(stream_type = other, "unexpected stream type");
+                stream.sender.reset(outpost_formats::spdy::frame::rst::REFUSED_STREAM).await;
                 continue;
             }
         };

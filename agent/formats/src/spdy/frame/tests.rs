@@ -18,6 +18,7 @@ fn control_header(kind: u16, flags: u8, length: u32) -> Vec<u8> {
 fn n3_frames_have_the_drafts_layout() {
     let data = Frame::Data { stream_id: 5, fin: true, data: b"hi".to_vec() };
     assert_eq!(data.to_bytes(), [0, 0, 0, 5, 1, 0, 0, 2, b'h', b'i']);
+    assert_eq!(data_header(5, true, 2), data.to_bytes()[..HEADER_LEN]);
 
     let syn = Frame::SynStream {
         stream_id: 1,
@@ -166,7 +167,7 @@ fn n3_decoder_refuses_frames_past_its_limit() {
     assert_eq!(frame_len(&[0, 0, 0, 1, 0, 0, 1, 0]), Some(8 + 256));
 }
 
-fn any_frame() -> impl Strategy<Value = Frame> {
+pub(crate) fn any_frame() -> impl Strategy<Value = Frame> {
     let id = 1..=MAX_STREAM_ID;
     let bytes = proptest::collection::vec(any::<u8>(), 0..64);
     prop_oneof![

@@ -2,13 +2,11 @@
 //! codec (`test_client`).
 
 use outpost_formats::spdy::frame::{Frame, Setting, goaway, rst, settings};
+use outpost_formats::spdy::session::INITIAL_WINDOW;
+use std::time::Duration;
 
 use super::*;
 use crate::api::spdy::test_client::{Client, Event};
-
-fn limits() -> Limits {
-    Limits { max_streams: 128, idle_timeout: None }
-}
 
 fn accept_all() -> Accept {
     Box::new(|_| Ok(()))
@@ -20,7 +18,7 @@ fn accept_all() -> Accept {
 #[tokio::test]
 async fn n3_streams_carry_data_both_ways_and_close_cleanly() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all(), limits());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdin"), ("x", "1")]).await;
     let Some(Event::Reply { stream_id, .. }) = client.next().await else { panic!("no reply") };
     assert_eq!(stream_id, id);
@@ -58,7 +56,7 @@ async fn n3_bad_streams_are_reset() {
         Some(_) => Ok(()),
         None => Err("\"port\" header is required".into()),
     });
-    let _connection = Connection::new(io, accept, limits());
+    let _connection = Connection::new(io, accept, Limits::default());
     let refused = client.open(&[("streamtype", "data")]).await;
     assert_eq!(
         client.next().await,
@@ -80,7 +78,7 @@ async fn n3_bad_streams_are_reset() {
 #[tokio::test]
 async fn n3_client_pings_are_answered() {
     let (mut client, io) = Client::pair();
-    let _connection = Connection::new(io, accept_all(), limits());
+    let _connection = Connection::new(io, accept_all(), Limits::default());
     client.write(Frame::Unknown { kind: 10, flags: 0, payload: vec![1, 2, 3] }).await;
     client.write(Frame::Ping { id: 2 }).await;
     client.write(Frame::Ping { id: 7 }).await;
@@ -91,7 +89,7 @@ async fn n3_client_pings_are_answered() {
 #[tokio::test]
 async fn n3_unreadable_frames_end_the_connection() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all(), limits());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     client.write(Frame::Ping { id: 1 }).await;
     // A version 2 control frame.
     tokio::io::AsyncWriteExt::write_all(
@@ -119,7 +117,7 @@ fn client_io(client: &mut Client) -> &mut tokio::io::DuplexStream {
 #[tokio::test]
 async fn n3_a_reset_stream_ends() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all(), limits());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdout")]).await;
     let mut stream = connection.accept().await.unwrap();
     client.write(Frame::RstStream { stream_id: id, status: rst::CANCEL }).await;
@@ -140,7 +138,7 @@ async fn n3_a_reset_stream_ends() {
 #[tokio::test]
 async fn n3_flow_control_windows() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all(), limits());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let entries = vec![Setting { flags: 0, id: settings::INITIAL_WINDOW_SIZE, value: 10 }];
     client.write(Frame::Settings { clear: false, entries }).await;
     let id = client.open(&[("streamtype", "stdout")]).await;
@@ -194,7 +192,7 @@ async fn n3_flow_control_windows() {
 #[tokio::test]
 async fn n3_clients_without_flow_control_are_not_stalled() {
     let (mut client, io) = Client::pair();
-    let mut connection = Connection::new(io, accept_all(), limits());
+    let mut connection = Connection::new(io, accept_all(), Limits::default());
     let id = client.open(&[("streamtype", "stdout")]).await;
     let stream = connection.accept().await.unwrap();
     let big = vec![3u8; 200 * 1024];
@@ -203,4 +201,68 @@ async fn n3_clients_without_flow_control_are_not_stalled() {
     connection.close().await;
     let transcript = client.read_to_end().await;
     assert_eq!(transcript.data[&id].len(), big.len());
+}
+
+/// N3: a connection that carries no frame for the idle timeout (kubelet's
+/// streamingConnectionIdleTimeout) resets its open streams and goes away; frames in
+/// and DATA out restart the timer.
+#[tokio::test(start_paused = true)]
+async fn n3_idle_connections_are_closed() {
+    let (mut client, io) = Client::pair();
+    let limits = Limits { idle_timeout: Some(Duration::from_secs(60)), ..Limits::default() };
+    let mut connection = Connection::new(io, accept_all(), limits);
+    let id = client.open(&[("streamtype", "stdout")]).await;
+    let mut stream = connection.accept().await.unwrap();
+    assert!(matches!(client.next().await, Some(Event::Reply { .. })));
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    client.write(Frame::Ping { id: 1 }).await;
+    assert_eq!(client.next().await, Some(Event::Frame(Frame::Ping { id: 1 })));
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    stream.sender.send(b"still here").await.unwrap();
+    let transcript = client.read_to_end().await;
+    assert_eq!(transcript.text(id), "still here");
+    assert_eq!(
+        transcript.events,
+        [
+            Event::Frame(Frame::RstStream { stream_id: id, status: rst::CANCEL }),
+            Event::Frame(Frame::GoAway { last_good_stream_id: id, status: goaway::OK }),
+        ]
+    );
+    assert!(started.elapsed() >= Duration::from_secs(140), "closed after {:?}", started.elapsed());
+    assert_eq!(stream.inbound.recv().await, None);
+    assert_eq!(stream.sender.send(b"late").await, Err(Error::Closed));
+    assert!(connection.closed().is_cancelled());
+}
+
+/// N3: past its cap on open streams a connection refuses new ones with
+/// REFUSED_STREAM; once one ends, another may open.
+#[tokio::test]
+async fn n3_streams_past_the_cap_are_refused() {
+    let (mut client, io) = Client::pair();
+    let limits = Limits { max_streams: 2, ..Limits::default() };
+    let mut connection = Connection::new(io, accept_all(), limits);
+    let first = client.open(&[("streamtype", "data")]).await;
+    let _second = client.open(&[("streamtype", "data")]).await;
+    let third = client.open(&[("streamtype", "data")]).await;
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        events.push(client.next().await.unwrap());
+    }
+    assert_eq!(
+        events[2],
+        Event::Frame(Frame::RstStream { stream_id: third, status: rst::REFUSED_STREAM })
+    );
+    let stream = connection.accept().await.unwrap();
+    assert_eq!(stream.id, first);
+    client.send(first, b"", true).await;
+    stream.sender.finish().await.unwrap();
+    assert_eq!(
+        client.next().await,
+        Some(Event::Frame(Frame::Data { stream_id: first, fin: true, data: vec![] }))
+    );
+    let fourth = client.open(&[("streamtype", "data")]).await;
+    assert!(
+        matches!(client.next().await, Some(Event::Reply { stream_id, .. }) if stream_id == fourth)
+    );
 }
