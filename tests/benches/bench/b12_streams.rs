@@ -8,6 +8,12 @@
 //!
 //! Targets (BENCHMARKS.md): exec p50 ≤ 1.5 × the direct `outpost exec`; port-forward ≥
 //! 50 % of the plain TCP copy.
+//!
+//! The hops beside them (`hops`): the same fetch through a minimal SPDY client of this
+//! program, straight to the agent and through the API server's proxy; and kubectl's own
+//! floor, `kubectl get pod` (its start and one request through the same server).
+
+mod hops;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -54,7 +60,35 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         );
     }
 
+    let floor = time(reps, || kubectl_get(&node, &clients()[0]))?;
+    entries.push(
+        Entry::new(
+            "B12",
+            format!(
+                "streams hop: kubectl {} get pod (kubectl's start and one request)",
+                clients()[0].label()
+            ),
+            "ms",
+            Stats::millis(&floor),
+        )
+        .beside(Stats::millis(&direct)),
+    );
+
     let plain = rates(transfers, || fetch(&pod_ip, 80))?;
+    for (name, hop) in hop_targets(&node)? {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let forwarded = rates(transfers, || rt.block_on(hops::fetch(&hop)))?;
+        entries.push(
+            Entry::new(
+                "B12",
+                format!("streams hop: port-forward {name}"),
+                "MiB/s",
+                Stats::of(forwarded),
+            )
+            .beside(Stats::of(plain.clone()))
+            .detail("bytes", BLOB_MIB * 1024 * 1024),
+        );
+    }
     for client in clients() {
         let forward = PortForward::start(&node, &client, "web", &[80]);
         let forwarded = rates(transfers, || fetch("127.0.0.1", forward.local))?;
@@ -106,6 +140,42 @@ fn kubectl_exec(node: &NodeApi, client: &Client) -> anyhow::Result<()> {
         bail!("kubectl {} exec: {}", client.label(), String::from_utf8_lossy(&out.stderr));
     }
     Ok(())
+}
+
+fn kubectl_get(node: &NodeApi, client: &Client) -> anyhow::Result<()> {
+    let out = node.kubectl(client, &["get", "pod", "web", "-o", "name"], b"");
+    if !out.status.success() {
+        bail!("kubectl {} get pod: {}", client.label(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+/// The port-forward sessions of the hop rows: straight to the agent, and through the
+/// API server.
+fn hop_targets(node: &NodeApi) -> anyhow::Result<Vec<(&'static str, hops::Hop)>> {
+    let server = node.cluster.server();
+    let identity = server.kubelet_client_identity();
+    let serving = std::fs::read_to_string(&node.serving_cert)?;
+    let agent = hops::Hop {
+        addr: ([127, 0, 0, 1], node.port).into(),
+        path: "/portForward/default/web".to_owned(),
+        token: None,
+        tls: hops::tls(&serving, Some((&identity.cert_pem, &identity.key_pem)))?,
+    };
+    let kubeconfig: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(node.kubeconfig())?)?;
+    let token = kubeconfig.pointer("/users/0/user/token").and_then(|t| t.as_str());
+    let ca = server.ca_pem().context("the test API server serves TLS")?;
+    let proxied = hops::Hop {
+        addr: server.addr(),
+        path: "/api/v1/namespaces/default/pods/web/portforward".to_owned(),
+        token: token.map(str::to_owned),
+        tls: hops::tls(ca, None)?,
+    };
+    Ok(vec![
+        ("straight to the agent (a minimal SPDY client, TLS)", agent),
+        ("through the API server's proxy (the same client)", proxied),
+    ])
 }
 
 fn outpost_exec(node: &NodeApi) -> anyhow::Result<()> {

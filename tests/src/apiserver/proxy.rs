@@ -38,6 +38,11 @@ use super::http::Body;
 use super::resource::{NODES, PODS};
 use super::store::Store;
 
+/// The buffer each direction of an upgraded connection is copied through: kube-apiserver's
+/// upgrade-aware proxy copies with Go's `io.Copy`, 32 KiB at a time (tokio's default is
+/// 8 KiB).
+const UPGRADED_COPY_BUFFER: usize = 32 * 1024;
+
 /// Proxies `request` (already authenticated) to the node that `proxied` names.
 pub async fn serve(
     store: &Store,
@@ -102,7 +107,14 @@ pub async fn serve(
             };
             let mut client = TokioIo::new(client);
             let mut backend = TokioIo::new(backend);
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+            // Each way in kube-apiserver's buffer size (UPGRADED_COPY_BUFFER).
+            let _ = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut backend,
+                UPGRADED_COPY_BUFFER,
+                UPGRADED_COPY_BUFFER,
+            )
+            .await;
         });
         let (parts, _) = response.into_parts();
         return Ok(Response::from_parts(parts, empty()));
