@@ -81,6 +81,7 @@ struct Pump {
 enum Event {
     Read(std::io::Result<usize>),
     Wrote(std::io::Result<usize>),
+    Flushed(std::io::Result<()>),
     Shutdown,
     ReaderReady,
     Command(Option<Command>),
@@ -95,6 +96,8 @@ where
     let (mut read, mut write) = tokio::io::split(io);
     let mut buffer = vec![0u8; READ_CHUNK];
     let (mut read_done, mut write_done, mut commands_done) = (false, false, false);
+    // Bytes written since the last flush: a TLS stream may hold them until flushed.
+    let mut unflushed = false;
     loop {
         pump.decode();
         let closing = pump.closing.is_some();
@@ -103,16 +106,20 @@ where
         }
         let can_read = !read_done && pump.blocked.is_empty() && pump.out.len < HIGH_WATER;
         let can_write = !write_done && pump.out.len > 0;
-        let can_shutdown = closing && !write_done && pump.out.len == 0;
+        let can_flush = !write_done && pump.out.len == 0 && unflushed;
+        let can_shutdown = closing && !write_done && pump.out.len == 0 && !unflushed;
         let can_command = !closing && !commands_done && pump.out.len < HIGH_WATER;
         let reader = pump.blocked_reader();
         let timer = pump.closing.or_else(|| pump.session.deadline().map(Instant::from_std));
         let event = {
             let slices = pump.out.slices();
-            // Writing, or once all is written when closing, closing the write side.
+            // Writing; once all is written, flushing; then when closing, closing the
+            // write side.
             let output = async {
                 if can_write {
                     Event::Wrote(write.write_vectored(&slices.slices[..slices.count]).await)
+                } else if can_flush {
+                    Event::Flushed(write.flush().await)
                 } else {
                     let _ = write.shutdown().await;
                     Event::Shutdown
@@ -120,7 +127,7 @@ where
             };
             tokio::select! {
                 read = read.read(&mut buffer), if can_read => Event::Read(read),
-                event = output, if can_write || can_shutdown => event,
+                event = output, if can_write || can_flush || can_shutdown => event,
                 _ = reserve(reader.clone()), if reader.is_some() => Event::ReaderReady,
                 command = commands.recv(), if can_command => Event::Command(command),
                 () = sleep_until(timer), if timer.is_some() => Event::Timer,
@@ -140,7 +147,15 @@ where
                 read_done = true;
                 pump.close(&format!("reading the connection failed: {e}"));
             }
-            Event::Wrote(Ok(n)) if n > 0 => pump.out.advance(n),
+            Event::Wrote(Ok(n)) if n > 0 => {
+                pump.out.advance(n);
+                unflushed = true;
+            }
+            Event::Flushed(Ok(())) => unflushed = false,
+            Event::Flushed(Err(e)) => {
+                pump.close(&format!("writing the connection failed: {e}"));
+                break;
+            }
             Event::Wrote(Ok(_)) => {
                 pump.close("writing the connection failed: it takes no more bytes");
                 break;
