@@ -28,6 +28,10 @@ use self::values::{from_value_name, value_name};
 
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
+/// How long a streaming connection may carry no data before it is closed: kubelet's
+/// `streamingConnectionIdleTimeout` default.
+pub const DEFAULT_STREAMING_CONNECTION_IDLE_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(4 * 60 * 60);
 pub use crate::runtime::containerd::DEFAULT_SOCKET as DEFAULT_CONTAINERD_SOCKET;
 pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
 pub const DEFAULT_WATCHER: Preference = Preference::Auto;
@@ -301,7 +305,7 @@ fn resolve_api(s: &mut Settings) -> Result<api::Config, Error> {
     let streaming_idle_timeout = match s.streaming_connection_idle_timeout.take() {
         Some(raw) => outpost_core::duration::positive(&raw)
             .ok_or(Error::Duration { field: "streamingConnectionIdleTimeout", value: raw })?,
-        None => crate::api::streams::IDLE_TIMEOUT,
+        None => DEFAULT_STREAMING_CONNECTION_IDLE_TIMEOUT,
     };
     Ok(api::Config { listen, healthz, auth, streaming_idle_timeout })
 }

@@ -199,9 +199,6 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// How long a streaming connection may carry no data before it is closed: kubelet's
-/// `streamingConnectionIdleTimeout` default.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 60 * 60);
 /// The most streams one SPDY connection has open at once. kubectl opens at most five
 /// for a remote command and two per forwarded connection; a client past this many is
 /// not one of them.
@@ -222,6 +219,9 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { idle_timeout: IDLE_TIMEOUT, streams_per_connection: STREAMS_PER_CONNECTION }
+        Limits {
+            idle_timeout: crate::config::DEFAULT_STREAMING_CONNECTION_IDLE_TIMEOUT,
+            streams_per_connection: STREAMS_PER_CONNECTION,
+        }
     }
 }
