@@ -84,6 +84,10 @@ pub async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, app: Router)
                 continue;
             }
         };
+        // Small frames (a stream's reply, a status, an echoed keystroke) go out at once,
+        // as from kubelet (Go sets TCP_NODELAY on every connection): with Nagle's
+        // algorithm each waited for the ACK of the one before, which the client delays.
+        let _ = tcp.set_nodelay(true);
         let Some(slot) = Slot::take(&connections, remote.ip()) else {
             // Closed at once (dropped), not queued.
             let open = connections.lock().map(|c| c.total()).unwrap_or_default();

@@ -68,6 +68,8 @@ pub async fn serve(
             target.host, target.port
         ))
     })?;
+    // As Go's dialer sets it on every connection.
+    let _ = stream.set_nodelay(true);
     let server_name = ServerName::try_from(target.host.clone())
         .map_err(|e| Error::Internal(format!("node address {}: {e}", target.host)))?;
     let tls = TlsConnector::from(kubelet_client.clone())
