@@ -29,9 +29,9 @@ use self::values::{from_value_name, value_name};
 pub const DEFAULT_MANIFEST_DIR: &str = "/etc/outpost/manifests";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/outpost";
 /// How long a streaming connection may carry no data before it is closed: kubelet's
-/// `streamingConnectionIdleTimeout` default.
+/// `streamingConnectionIdleTimeout` default, 4 h.
 pub const DEFAULT_STREAMING_CONNECTION_IDLE_TIMEOUT: std::time::Duration =
-    std::time::Duration::from_secs(4 * 60 * 60);
+    outpost_formats::spdy::session::DEFAULT_IDLE_TIMEOUT;
 pub use crate::runtime::containerd::DEFAULT_SOCKET as DEFAULT_CONTAINERD_SOCKET;
 pub const DEFAULT_CONTAINERD: Mode = Mode::Auto;
 pub const DEFAULT_WATCHER: Preference = Preference::Auto;

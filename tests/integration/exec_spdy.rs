@@ -63,16 +63,7 @@ fn exec(agent: &Agent, command: &[&str], input: &[u8]) -> Session {
     for (id, kind) in [(1u32, "error"), (3, "stdin"), (5, "stdout"), (7, "stderr")] {
         let headers = Headers::from([("streamtype", kind)]);
         let header_block = deflater.deflate(&headers);
-        Frame::SynStream {
-            stream_id: id,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block,
-        }
-        .encode(&mut frames);
+        Frame::syn_stream(id, header_block).encode(&mut frames);
         ids.insert(id, kind.to_owned());
     }
     Frame::Data { stream_id: 3, fin: true, data: input.to_vec() }.encode(&mut frames);

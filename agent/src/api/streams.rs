@@ -199,10 +199,6 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// The most streams one SPDY connection has open at once. kubectl opens at most five
-/// for a remote command and two per forwarded connection; a client past this many is
-/// not one of them.
-pub const STREAMS_PER_CONNECTION: usize = 128;
 /// The most streaming sessions one authenticated user holds open at once (the API
 /// server, which carries every kubectl's, is one user).
 pub const SESSIONS_PER_USER: usize = 16;
@@ -221,7 +217,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             idle_timeout: crate::config::DEFAULT_STREAMING_CONNECTION_IDLE_TIMEOUT,
-            streams_per_connection: STREAMS_PER_CONNECTION,
+            streams_per_connection: outpost_formats::spdy::session::DEFAULT_MAX_STREAMS,
         }
     }
 }

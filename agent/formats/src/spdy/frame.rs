@@ -148,6 +148,20 @@ pub enum Error {
 }
 
 impl Frame {
+    /// A SYN_STREAM as Kubernetes' clients open a stream: priority 0, no associated
+    /// stream, neither finished nor unidirectional.
+    pub fn syn_stream(stream_id: u32, header_block: Vec<u8>) -> Frame {
+        Frame::SynStream {
+            stream_id,
+            associated_to: 0,
+            priority: 0,
+            slot: 0,
+            fin: false,
+            unidirectional: false,
+            header_block,
+        }
+    }
+
     /// The frame's name, as the draft spells it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -62,15 +62,7 @@ impl Client {
         let headers =
             Headers(headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect());
         let header_block = self.deflater.deflate(&headers);
-        let frame = Frame::SynStream {
-            stream_id: id,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block,
-        };
+        let frame = Frame::syn_stream(id, header_block);
         self.write(frame).await;
     }
 

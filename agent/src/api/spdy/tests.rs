@@ -114,16 +114,7 @@ async fn n3_spdy_tunnelled_in_a_websocket() {
             ("port", "9"),
             ("requestid", "0"),
         ]);
-        Frame::SynStream {
-            stream_id: id,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block: deflater.deflate(&headers),
-        }
-        .encode(&mut bytes);
+        Frame::syn_stream(id, deflater.deflate(&headers)).encode(&mut bytes);
     }
     for chunk in bytes.chunks(5) {
         socket.send(Message::Binary(Bytes::copy_from_slice(chunk))).await.unwrap();

@@ -19,7 +19,7 @@ use anyhow::{Context as _, bail};
 use outpost_formats::spdy::{Decoder, Deflater, Frame, Headers};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -32,7 +32,8 @@ pub struct Hop {
     pub path: String,
     /// A bearer token (the API server's), if any.
     pub token: Option<String>,
-    pub tls: Arc<rustls::ClientConfig>,
+    /// `None`: plain HTTP (the test API server without TLS).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A TLS client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if
@@ -69,8 +70,19 @@ pub async fn fetch(hop: &Hop) -> anyhow::Result<Duration> {
     let began = Instant::now();
     let tcp = TcpStream::connect(hop.addr).await.context("connect")?;
     tcp.set_nodelay(true)?;
-    let name = ServerName::from(hop.addr.ip());
-    let mut io = TlsConnector::from(hop.tls.clone()).connect(name, tcp).await.context("TLS")?;
+    match &hop.tls {
+        Some(tls) => {
+            let name = ServerName::from(hop.addr.ip());
+            let io = TlsConnector::from(tls.clone()).connect(name, tcp).await.context("TLS")?;
+            session(io, hop).await?;
+        }
+        None => session(tcp, hop).await?,
+    }
+    Ok(began.elapsed())
+}
+
+/// Upgrades `io` to a port-forward session and reads the blob through it.
+async fn session<S: AsyncRead + AsyncWrite + Unpin>(mut io: S, hop: &Hop) -> anyhow::Result<()> {
     let auth = hop.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\n{}Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
@@ -99,16 +111,7 @@ pub async fn fetch(hop: &Hop) -> anyhow::Result<Duration> {
             ("port".to_owned(), "80".to_owned()),
             ("requestid".to_owned(), "0".to_owned()),
         ]);
-        Frame::SynStream {
-            stream_id: id,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block: deflater.deflate(&headers),
-        }
-        .encode(&mut out);
+        Frame::syn_stream(id, deflater.deflate(&headers)).encode(&mut out);
     }
     let get = b"GET /blob HTTP/1.0\r\nHost: localhost\r\n\r\n".to_vec();
     Frame::Data { stream_id: 3, fin: true, data: get }.encode(&mut out);
@@ -136,5 +139,5 @@ pub async fn fetch(hop: &Hop) -> anyhow::Result<Duration> {
             }
         }
     }
-    Ok(began.elapsed())
+    Ok(())
 }

@@ -225,15 +225,7 @@ async fn flood(addr: SocketAddr, pod: &str) -> Clients {
             ("port".to_owned(), "80".to_owned()),
             ("requestid".to_owned(), id),
         ]);
-        let frame = Frame::SynStream {
-            stream_id: 1 + 2 * n,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block: deflater.deflate(&headers),
-        };
+        let frame = Frame::syn_stream(1 + 2 * n, deflater.deflate(&headers));
         frame.encode(&mut batch);
         if batch.len() > 64 * 1024 {
             // The agent may stop reading (or close): the flood ends there.

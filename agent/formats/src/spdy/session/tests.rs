@@ -21,15 +21,7 @@ impl Client {
     fn syn(&mut self, stream_id: u32, headers: &[(&str, &str)]) -> Frame {
         let headers =
             Headers(headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect());
-        Frame::SynStream {
-            stream_id,
-            associated_to: 0,
-            priority: 0,
-            slot: 0,
-            fin: false,
-            unidirectional: false,
-            header_block: self.deflater.deflate(&headers),
-        }
+        Frame::syn_stream(stream_id, self.deflater.deflate(&headers))
     }
 }
 
