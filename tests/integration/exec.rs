@@ -421,6 +421,8 @@ fn n3_one_user_holds_at_most_16_stream_sessions() {
         .collect();
     let (mut refused, head) = upgrade_exec(&pod);
     assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    // Closed after the refusal: a client that keeps asking holds no connection.
+    assert!(head.to_ascii_lowercase().contains("connection: close"), "{head}");
     let mut body = vec![0u8; 4096];
     let n = refused.read(&mut body).unwrap();
     let body = text(&body[..n]);

@@ -231,7 +231,7 @@ async fn command(
     };
     let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return upgrade::too_many(refusal),
     };
     let endpoint = upgrade::hold(Endpoint::Command { options, command, start }, permit);
     match upgrade::transport(&state, request, &channel::PROTOCOLS).await {
@@ -280,7 +280,7 @@ async fn forward(
     let dialer = port_forward::PodNetwork::new(runtime, &named.pod, &pod);
     let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return upgrade::too_many(refusal),
     };
     let endpoint = Endpoint::PortForward { dialer: std::sync::Arc::new(dialer), ports };
     let endpoint = upgrade::hold(endpoint, permit);

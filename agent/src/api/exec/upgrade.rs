@@ -102,6 +102,17 @@ pub(super) fn permit(state: &AppState, user: Option<&str>) -> Result<Permit, Ref
     Ok(Permit { _node: node, user, users })
 }
 
+/// The answer to a session past a limit: the refusal, and the connection closed after it,
+/// so that a client that keeps asking holds none of the node's connections (their cap
+/// would otherwise lock out every other caller, `/healthz` included).
+pub(super) fn too_many(refusal: Refusal) -> Response {
+    let mut response = axum::response::IntoResponse::into_response(refusal);
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
 /// `endpoint`, holding `permit` for as long as its session lasts.
 pub(super) fn hold(endpoint: Endpoint, permit: Permit) -> Endpoint {
     match endpoint {
