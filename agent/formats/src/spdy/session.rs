@@ -440,6 +440,10 @@ impl Session {
 
     /// DATA from the client.
     fn data(&mut self, stream_id: u32, fin: bool, data: Vec<u8>) -> Vec<Action> {
+        // Stream 0 is the connection's: no stream to reset, the framing is broken.
+        if stream_id == 0 {
+            return self.protocol_error("the client sent DATA on stream 0");
+        }
         let receiving = self.streams.get(&stream_id).map(|s| s.receiving);
         let status = match receiving {
             Some(true) => {
