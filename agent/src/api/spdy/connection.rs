@@ -36,7 +36,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span, debug};
 
-pub use outpost_formats::spdy::session::{Limits, MAX_DATA_FRAME};
+/// Why a stream or the connection cannot carry data: the session's own reasons.
+pub use outpost_formats::spdy::session::{Error, Limits, MAX_DATA_FRAME};
 
 /// Chunks of a stream's data waiting for its reader; the connection is read no further
 /// past this.
@@ -60,17 +61,6 @@ const READ_CHUNK: usize = 64 * 1024;
 const COALESCE: usize = 4 * 1024;
 /// Buffers written in one call.
 const MAX_SLICES: usize = 64;
-
-/// Why a stream or the connection cannot carry data.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error("the client reset SPDY stream {0}")]
-    Reset(u32),
-    #[error("SPDY stream {0} is already finished on this side")]
-    Finished(u32),
-    #[error("the SPDY connection is closed")]
-    Closed,
-}
 
 /// Decides whether a stream the client opens is taken, from its headers: `Err` says why
 /// not, in the endpoint's own error (the stream is refused with RST_STREAM
