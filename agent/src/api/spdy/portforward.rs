@@ -121,6 +121,8 @@ where
                     if let Some(error) = &pair.error {
                         let _ = error.sender.send(message.as_bytes()).await;
                     }
+                    // Reset, so that it does not count against the connection's streams.
+                    stream.sender.reset(outpost_formats::spdy::frame::rst::REFUSED_STREAM).await;
                     continue;
                 }
                 *slot = Some(stream);

@@ -139,6 +139,48 @@ async fn n3_streams_without_valid_headers_are_refused() {
     }
 }
 
+/// N3: a second stream of the same kind for a pair being opened is told on the pair's
+/// error stream in kubelet's words, and reset (it holds no place under the connection's
+/// cap on streams); the pair then completes as usual.
+#[tokio::test]
+async fn n3_a_duplicate_stream_of_a_pair_is_reported_and_reset() {
+    let port = upper_server("a:").await.to_string();
+    let (mut client, io) = Client::pair();
+    let _server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
+    let error = client.open(&[("streamType", "error"), ("port", &port), ("requestID", "9")]).await;
+    let again = client.open(&[("streamType", "error"), ("port", &port), ("requestID", "9")]).await;
+    let mut message = String::new();
+    let mut reset = None;
+    while reset.is_none() || message.is_empty() {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(10), client.next());
+        match next.await.expect("the duplicate is answered").expect("the connection is open") {
+            Event::Frame(Frame::Data { stream_id, data, .. }) if stream_id == error => {
+                message.push_str(&String::from_utf8_lossy(&data));
+            }
+            Event::Frame(Frame::RstStream { stream_id, status }) => {
+                reset = Some((stream_id, status))
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(message, "error processing stream for request 9: error stream already assigned");
+    assert_eq!(reset, Some((again, rst::REFUSED_STREAM)));
+    let data = client.open(&[("streamType", "data"), ("port", &port), ("requestID", "9")]).await;
+    client.send(data, b"hi", true).await;
+    let mut answer = String::new();
+    loop {
+        if let Some(Event::Frame(Frame::Data { stream_id, fin, data: bytes })) = client.next().await
+            && stream_id == data
+        {
+            answer.push_str(&String::from_utf8_lossy(&bytes));
+            if fin {
+                break;
+            }
+        }
+    }
+    assert_eq!(answer, "a:HI");
+}
+
 /// N3: kubelet's header checks and its pairing of older clients' streams by ID.
 #[test]
 fn n3_headers_and_request_ids() {
