@@ -85,6 +85,10 @@ struct Named {
 enum Refusal {
     /// The API server's answer for a pod it does not have.
     PodNotFound(String),
+    /// A session past a limit (429). Its connection is closed after the answer, so that
+    /// a client that keeps asking holds none of the node's connections (their cap would
+    /// otherwise lock out every other caller, `/healthz` included).
+    TooMany(String),
     Status {
         code: StatusCode,
         reason: &'static str,
@@ -106,6 +110,13 @@ impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
             Refusal::PodNotFound(name) => super::pod::not_found(&name),
+            Refusal::TooMany(message) => {
+                let mut response =
+                    status(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message);
+                let close = axum::http::HeaderValue::from_static("close");
+                response.headers_mut().insert(axum::http::header::CONNECTION, close);
+                response
+            }
             Refusal::Status { code, reason, message } => status(code, reason, message),
         }
     }
@@ -231,7 +242,7 @@ async fn command(
     };
     let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
-        Err(refusal) => return upgrade::too_many(refusal),
+        Err(refusal) => return refusal.into_response(),
     };
     let endpoint = upgrade::hold(Endpoint::Command { options, command, start }, permit);
     match upgrade::transport(&state, request, &channel::PROTOCOLS).await {
@@ -280,7 +291,7 @@ async fn forward(
     let dialer = port_forward::PodNetwork::new(runtime, &named.pod, &pod);
     let permit = match upgrade::permit(&state, user.as_deref()) {
         Ok(permit) => permit,
-        Err(refusal) => return upgrade::too_many(refusal),
+        Err(refusal) => return refusal.into_response(),
     };
     let endpoint = Endpoint::PortForward { dialer: std::sync::Arc::new(dialer), ports };
     let endpoint = upgrade::hold(endpoint, permit);

@@ -80,11 +80,9 @@ impl Drop for Permit {
 /// A permit for one more session of `user` (`None`: the loopback's anonymous caller),
 /// or the 429 that says which limit it is past.
 pub(super) fn permit(state: &AppState, user: Option<&str>) -> Result<Permit, Refusal> {
-    let too_many =
-        |message| Refusal::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message);
     let user = user.unwrap_or_default().to_owned();
     let node = state.exec_sessions.clone().try_acquire_owned().map_err(|_| {
-        too_many(format!(
+        Refusal::TooMany(format!(
             "{MAX_SESSIONS} stream sessions (exec, attach, port-forward) are open, the most this agent serves at once; end one and retry"
         ))
     })?;
@@ -93,24 +91,13 @@ pub(super) fn permit(state: &AppState, user: Option<&str>) -> Result<Permit, Ref
         let mut held = users.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let count = held.entry(user.clone()).or_default();
         if *count >= SESSIONS_PER_USER {
-            return Err(too_many(format!(
+            return Err(Refusal::TooMany(format!(
                 "user {user:?} holds {SESSIONS_PER_USER} stream sessions (exec, attach, port-forward), the most one user may hold at once; end one and retry"
             )));
         }
         *count += 1;
     }
     Ok(Permit { _node: node, user, users })
-}
-
-/// The answer to a session past a limit: the refusal, and the connection closed after it,
-/// so that a client that keeps asking holds none of the node's connections (their cap
-/// would otherwise lock out every other caller, `/healthz` included).
-pub(super) fn too_many(refusal: Refusal) -> Response {
-    let mut response = axum::response::IntoResponse::into_response(refusal);
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-    response
 }
 
 /// `endpoint`, holding `permit` for as long as its session lasts.

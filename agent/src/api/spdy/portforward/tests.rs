@@ -42,6 +42,21 @@ async fn upper_server(prefix: &'static str) -> u16 {
     port
 }
 
+/// What the server sends on `stream_id`, up to its FIN (other frames skipped).
+async fn read_stream(client: &mut Client, stream_id: u32) -> String {
+    let mut text = String::new();
+    loop {
+        if let Some(Event::Frame(Frame::Data { stream_id: id, fin, data })) = client.next().await
+            && id == stream_id
+        {
+            text.push_str(&String::from_utf8_lossy(&data));
+            if fin {
+                return text;
+            }
+        }
+    }
+}
+
 fn limits() -> Limits {
     Limits { max_streams: 128, idle_timeout: None }
 }
@@ -101,17 +116,7 @@ async fn n3_a_failed_dial_is_written_on_the_error_stream() {
     let port = closed.to_string();
     let error = client.open(&[("streamType", "error"), ("port", &port), ("requestID", "7")]).await;
     let _data = client.open(&[("streamType", "data"), ("port", &port), ("requestID", "7")]).await;
-    let mut message = String::new();
-    loop {
-        if let Some(Event::Frame(Frame::Data { stream_id, fin, data })) = client.next().await
-            && stream_id == error
-        {
-            message.push_str(&String::from_utf8_lossy(&data));
-            if fin {
-                break;
-            }
-        }
-    }
+    let message = read_stream(&mut client, error).await;
     assert!(
         message.starts_with(&format!("error forwarding port {closed} to pod web, uid 1234: ")),
         "{message}"
@@ -152,8 +157,7 @@ async fn n3_a_duplicate_stream_of_a_pair_is_reported_and_reset() {
     let mut message = String::new();
     let mut reset = None;
     while reset.is_none() || message.is_empty() {
-        let next = tokio::time::timeout(std::time::Duration::from_secs(10), client.next());
-        match next.await.expect("the duplicate is answered").expect("the connection is open") {
+        match client.next().await.expect("the connection is open") {
             Event::Frame(Frame::Data { stream_id, data, .. }) if stream_id == error => {
                 message.push_str(&String::from_utf8_lossy(&data));
             }
@@ -167,18 +171,7 @@ async fn n3_a_duplicate_stream_of_a_pair_is_reported_and_reset() {
     assert_eq!(reset, Some((again, rst::REFUSED_STREAM)));
     let data = client.open(&[("streamType", "data"), ("port", &port), ("requestID", "9")]).await;
     client.send(data, b"hi", true).await;
-    let mut answer = String::new();
-    loop {
-        if let Some(Event::Frame(Frame::Data { stream_id, fin, data: bytes })) = client.next().await
-            && stream_id == data
-        {
-            answer.push_str(&String::from_utf8_lossy(&bytes));
-            if fin {
-                break;
-            }
-        }
-    }
-    assert_eq!(answer, "a:HI");
+    assert_eq!(read_stream(&mut client, data).await, "a:HI");
 }
 
 /// N3: kubelet's header checks and its pairing of older clients' streams by ID.
@@ -209,16 +202,6 @@ async fn n3_an_incomplete_pair_times_out() {
     let (mut client, io) = Client::pair();
     let _server = tokio::spawn(serve(io, Arc::new(Loopback), limits()));
     let error = client.open(&[("streamType", "error"), ("port", "80"), ("requestID", "5")]).await;
-    let mut message = String::new();
-    loop {
-        if let Some(Event::Frame(Frame::Data { stream_id, fin, data })) = client.next().await
-            && stream_id == error
-        {
-            message.push_str(&String::from_utf8_lossy(&data));
-            if fin {
-                break;
-            }
-        }
-    }
+    let message = read_stream(&mut client, error).await;
     assert_eq!(message, "(request=5) timed out waiting for streams");
 }
