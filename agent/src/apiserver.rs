@@ -120,6 +120,9 @@ pub struct StatusBacklog {
     pub version: u64,
     /// Updates waiting to be sent (offline, or backing off after an error).
     pub queued: usize,
+    /// Of those, the ones due now (offline: all; reachable, after a pass: none, unless
+    /// the pass stopped because the server went away).
+    pub due: usize,
 }
 
 /// How the sync to the API server fares (when a kubeconfig is given): what the metrics

@@ -47,7 +47,8 @@
 //! `outpost_pod_status_updates_queued` (waiting to be sent: offline, or backing off).
 //! Always: `outpost_events_recorded_total`, `outpost_events_rate_limited_total`,
 //! `outpost_events_dropped_total`: Kubernetes Events recorded, refused by the spam
-//! filter, and lost unwritten (the offline backlog is bounded).
+//! filter, and lost unwritten (the offline backlog is bounded; after a reconnect one per
+//! pod and reason is written; the server's 429s drop them).
 //!
 //! The kernel (`kernel`, eBPF): `outpost_ebpf_loaded` (1 or 0);
 //! `outpost_pod_network_{receive,transmit}_{bytes,packets}_total{namespace,pod}` from the

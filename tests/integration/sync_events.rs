@@ -1,7 +1,9 @@
 //! Kubernetes Events end to end: the real agent runs real pods on a test [`Node`] and
 //! writes kubelet's events to the test API server (core/v1 `events`): what a running pod,
 //! a crash-looping one, a deleted one and a rejected manifest record, aggregation into
-//! one Event with a `count`, and events recorded offline arriving after a reconnect (O3).
+//! one Event with a `count`, events recorded offline arriving after a reconnect (O3),
+//! one Event per pod and reason of what happened while away, and Events the server
+//! refuses for load dropped, not retried.
 
 use outpost_tests::needs;
 use std::time::Duration;
@@ -55,6 +57,21 @@ impl Cluster {
     fn running(&self, name: &str) -> Value {
         wait_pod(&self.agent, name, LONG, |p| container(p)["state"]["running"].is_object())
     }
+}
+
+/// A pod of two containers that both run until SIGTERM.
+fn pair(name: &str) -> String {
+    let script = serde_json::to_string(SERVE).unwrap();
+    let container = |c: &str| {
+        format!(
+            "  - name: {c}\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+        )
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n{}{}",
+        container("a"),
+        container("b")
+    )
 }
 
 fn manifest(name: &str, script: &str) -> String {
@@ -163,4 +180,53 @@ fn events_recorded_offline_arrive_after_the_reconnect() {
         c.wait_event("second-edge-1", reason, "");
     }
     c.wait_event("first-edge-1", "Killing", "Stopping container main");
+}
+
+/// `outpost_events_dropped_total` in a `/metrics` answer.
+fn dropped(metrics: &str) -> u64 {
+    let line = metrics.lines().find_map(|l| l.strip_prefix("outpost_events_dropped_total "));
+    line.and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+#[needs(pods)]
+#[test]
+fn what_happened_while_away_is_one_event_per_pod_and_reason() {
+    let c = Cluster::start();
+    c.api.rt.block_on(c.api.server.cut());
+    c.api.node.put("pair.yaml", &pair("pair"));
+    wait_pod(&c.agent, "pair-edge-1", LONG, |p| {
+        let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+        statuses.len() == 2 && statuses.iter().all(|s| s["state"]["running"].is_object())
+    });
+    c.api.rt.block_on(c.api.server.restore()).unwrap();
+    // Both containers were created and started while away: one Event each per reason,
+    // the newest (container b's).
+    let started = c.wait_event("pair-edge-1", "Started", "Started container b");
+    assert_eq!(started["involvedObject"]["fieldPath"], "spec.containers{b}");
+    c.wait_event("pair-edge-1", "Created", "Created container: b");
+    // One of each pair was left unwritten (containers a's Pulled, Created, Started).
+    c.agent.poll("/metrics", |_, body| dropped(body) >= 3);
+    let events = c.events("pair-edge-1");
+    for reason in ["Pulled", "Created", "Started"] {
+        let of_reason: Vec<&Value> = events.iter().filter(|e| e["reason"] == reason).collect();
+        assert_eq!(of_reason.len(), 1, "one {reason} Event for the pod: {of_reason:#?}");
+    }
+}
+
+#[needs(pods)]
+#[test]
+fn an_event_refused_for_load_is_dropped_not_retried() {
+    let c = Cluster::start();
+    // The node's first Event write gets a 429 with `Retry-After: 1`.
+    let refusal = outpost_tests::apiserver::Fault::too_many_requests();
+    c.api.server.fail_next(1, "create", "events", refusal);
+    c.api.node.put("web.yaml", &manifest("web", SERVE));
+    c.running("web-edge-1");
+    c.wait_event("web-edge-1", "Started", "Started container main");
+    c.agent.poll("/metrics", |_, body| dropped(body) == 1);
+    assert_eq!(c.api.server.faults_remaining(), 0);
+    // Every create but the refused one made an Event: the refused one was not sent again.
+    let events = c.api.server.list("events", None).unwrap();
+    let created = c.api.server.count("create", "events");
+    assert_eq!(created, events.len() as u64 + 1, "{events:#?}");
 }

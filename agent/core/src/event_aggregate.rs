@@ -1,8 +1,11 @@
 //! Kubernetes Events as the agent records them, decided without IO: client-go's
-//! `EventCorrelator` (rate limit per involved object, then aggregation of identical
-//! events into one Event with a `count`) and the bounded backlog of Events waiting to be
-//! written while the API server is unreachable.
+//! `EventCorrelator` (similar events combined, a rate limit per involved object, then
+//! identical events folded into one Event with a `count`) and the bounded backlog of
+//! Events waiting to be written while the API server is unreachable.
 //!
+//! - [`SimilarEvents`]: past [`SIMILAR_MAX`] different messages of one object's type
+//!   and reason within [`SIMILAR_INTERVAL`], new ones become one Event "(combined from
+//!   similar events): ..." per group.
 //! - An event is identified by its [`EventKey`]: involved object (kind, namespace,
 //!   name, uid), field path, type, reason and message. Identical events are one
 //!   [`Series`]: one Event object whose `count` and `lastTimestamp` grow.
@@ -15,7 +18,13 @@
 //! - Series are remembered (to PATCH instead of POST) for the [`Limits::series`] most
 //!   recently changed, as client-go's LRU cache does; a series forgotten and seen again
 //!   starts a new Event object.
+//! - After a reconnect ([`Correlator::reconnected`]), what happened while away is at
+//!   most one Event per object, type and reason: of the series queued for one, the
+//!   newest is written and the older ones are not ([`Stats::collapsed`]).
+//! - What the server refuses for load is dropped, not retried ([`Correlator::refused`]):
+//!   Events are the first thing a node gives up when its API server is overloaded.
 
+mod similar;
 mod spam;
 
 #[cfg(test)]
@@ -26,6 +35,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+pub use self::similar::{COMBINED_PREFIX, SIMILAR_INTERVAL, SIMILAR_MAX, SimilarEvents};
 pub use self::spam::{SPAM_BURST, SPAM_REFILL, SpamFilter};
 
 /// The longest message kept (the API server's limit for an Event's note), in bytes.
@@ -168,6 +178,20 @@ pub struct Stats {
     pub aggregated: u64,
     /// Series changes that fell off the backlog (or whose series was forgotten) unwritten.
     pub dropped: u64,
+    /// Recorded as their group's "combined from similar events" Event.
+    pub combined: u64,
+    /// Series left unwritten after a reconnect: a newer one of the same object, type and
+    /// reason was written instead.
+    pub collapsed: u64,
+    /// Refused by the server for load (429): dropped.
+    pub refused: u64,
+}
+
+impl Stats {
+    /// Every change lost unwritten, whatever the reason.
+    pub fn lost(&self) -> u64 {
+        self.dropped + self.collapsed + self.refused
+    }
 }
 
 #[derive(Debug)]
@@ -183,6 +207,7 @@ struct Entry {
 #[derive(Debug)]
 pub struct Correlator {
     limits: Limits,
+    similar: SimilarEvents,
     spam: SpamFilter,
     entries: HashMap<EventKey, Entry>,
     recency: BTreeMap<u64, EventKey>,
@@ -202,6 +227,7 @@ impl Correlator {
         };
         Correlator {
             limits,
+            similar: SimilarEvents::new(limits.objects),
             spam: SpamFilter::new(limits.objects),
             entries: HashMap::new(),
             recency: BTreeMap::new(),
@@ -223,6 +249,11 @@ impl Correlator {
         name: impl FnOnce() -> String,
     ) -> Observed {
         self.stats.emitted += 1;
+        let aggregated = self.similar.aggregate(key.clone(), now);
+        if aggregated != key {
+            self.stats.combined += 1;
+        }
+        let key = aggregated;
         if !self.spam.allow(&key.object, now) {
             self.stats.rate_limited += 1;
             return Observed::RateLimited;
@@ -283,6 +314,37 @@ impl Correlator {
             entry.series.sent = None;
         }
         self.retry(key);
+    }
+
+    /// The server is reachable again after an outage: of the series queued for one
+    /// object, type and reason, only the newest stays queued (what happened while away
+    /// is one Event per pod per reason). Returns how many were left unwritten.
+    pub fn reconnected(&mut self) -> u64 {
+        let mut newest: HashMap<(&ObjectKey, EventType, &str), i64> = HashMap::new();
+        for (at, key) in &self.backlog {
+            newest.insert((&key.object, key.kind, key.reason.as_str()), *at);
+        }
+        let keep: std::collections::HashSet<i64> = newest.into_values().collect();
+        let older: Vec<i64> =
+            self.backlog.keys().filter(|at| !keep.contains(at)).copied().collect();
+        for at in &older {
+            if let Some(key) = self.backlog.remove(at)
+                && let Some(entry) = self.entries.get_mut(&key)
+            {
+                entry.queued = None;
+            }
+        }
+        let collapsed = older.len() as u64;
+        self.stats.collapsed += collapsed;
+        collapsed
+    }
+
+    /// The server refused writing the series for load (429): the change is dropped. The
+    /// series keeps its count, so a later repeat writes it whole.
+    pub fn refused(&mut self, key: &EventKey) {
+        if self.entries.contains_key(key) {
+            self.stats.refused += 1;
+        }
     }
 
     /// Series waiting to be written.

@@ -109,6 +109,12 @@ where
         self.slots.values().filter(|s| s.action().is_some()).count()
     }
 
+    /// Objects with something to send at `now` (not backing off).
+    pub fn due(&self, now: Duration) -> usize {
+        let due = |s: &&Slot<O, S>| s.retry_at.is_none_or(|at| at <= now);
+        self.slots.values().filter(due).filter(|s| s.action().is_some()).count()
+    }
+
     /// The oldest object with something to do at `now`, and what.
     pub fn next(&self, now: Duration) -> Option<(K, Action<S>)> {
         self.slots

@@ -165,6 +165,17 @@ impl Recorder {
         lock(&self.0.state).correlator.retry(key);
     }
 
+    /// The server is reachable again after an outage: one Event per object, type and
+    /// reason of what happened while away; returns how many were left unwritten.
+    pub(crate) fn reconnected(&self) -> u64 {
+        lock(&self.0.state).correlator.reconnected()
+    }
+
+    /// The server refused the Event for load (429): it is dropped.
+    pub(crate) fn refused(&self, key: &EventKey) {
+        lock(&self.0.state).correlator.refused(key);
+    }
+
     /// The server no longer has the Event: its series starts over.
     pub(crate) fn expired(&self, key: &EventKey) {
         lock(&self.0.state).correlator.expired(key);

@@ -71,8 +71,11 @@ fn source_health_is_exported() {
 fn sync_and_events_are_exported() {
     let connectivity = crate::apiserver::Connectivity::default();
     connectivity.reachable();
-    let backlog =
-        tokio::sync::watch::Sender::new(crate::apiserver::StatusBacklog { version: 7, queued: 3 });
+    let backlog = tokio::sync::watch::Sender::new(crate::apiserver::StatusBacklog {
+        version: 7,
+        queued: 3,
+        due: 3,
+    });
     let events = Recorder::default();
     let node = crate::apiserver::events::node_ref("edge-1");
     events.emit(&node, crate::apiserver::events::EventType::Warning, "FailedValidation", "bad");

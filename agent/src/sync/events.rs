@@ -3,6 +3,12 @@
 //! [`ApiClient`](crate::apiserver::ApiClient) bucket: a POST for a new Event, a PATCH of
 //! `count` and `lastTimestamp` for a repeat, a POST again if the Event expired (404).
 //! What an Event is and how it is recorded: [`crate::apiserver::events`].
+//!
+//! Events come last (B13): they never take a token while a pod status is due (they
+//! wait for the status writer's pass, at most [`STATUSES_FIRST`]); after a reconnect,
+//! what happened while away is written after the statuses, one Event per pod and
+//! reason; and an Event the server refuses for load (429) is dropped, not retried,
+//! after waiting out its `Retry-After`.
 
 mod write;
 
@@ -10,14 +16,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outpost_core::backoff::Backoff;
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::Context;
+use crate::apiserver::{Connectivity, StatusBacklog};
+
+/// The longest an Event waits for the pod statuses due before it.
+pub const STATUSES_FIRST: Duration = Duration::from_secs(30);
 
 /// Writes the recorded events to the API server while it is reachable.
 pub async fn run(context: Arc<Context>) {
     let recorder = &context.events;
     let connectivity = context.client.connectivity().clone();
+    let mut statuses = context.status_backlog.subscribe();
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     let mut reported = recorder.stats().dropped;
     loop {
@@ -32,6 +44,17 @@ pub async fn run(context: Arc<Context>) {
                 );
                 reported = dropped;
             }
+            after_statuses(&mut statuses, &connectivity).await;
+            let collapsed = recorder.reconnected();
+            if collapsed > 0 {
+                debug!(
+                    collapsed,
+                    "of what happened while away, one event per pod and reason is written"
+                );
+            }
+        }
+        if statuses.borrow().due > 0 {
+            after_statuses(&mut statuses, &connectivity).await;
         }
         let Some((key, series)) = recorder.next() else {
             recorder.queued().await;
@@ -43,6 +66,12 @@ pub async fn run(context: Arc<Context>) {
                 backoff.reset();
             }
             Err(e) if e.is_unreachable() => recorder.retry(&key),
+            Err(e) if e.code() == Some(429) => {
+                let delay = e.retry_delay(&mut backoff);
+                debug!(object = key.object.name, reason = key.reason, retry_after = ?delay, "the API server refused an event for load; it is dropped");
+                recorder.refused(&key);
+                tokio::time::sleep(delay).await;
+            }
             // The Event expired (events live an hour by default): the series starts over.
             Err(e) if e.is_not_found() && series.sent.is_some() => recorder.expired(&key),
             Err(e) if write::retriable(&e) => {
@@ -62,6 +91,24 @@ pub async fn run(context: Arc<Context>) {
                 );
             }
         }
+    }
+}
+
+/// Waits until no pod status is due (the status writer's pass is over), for at most
+/// [`STATUSES_FIRST`], or until the server is unreachable again.
+async fn after_statuses(
+    statuses: &mut watch::Receiver<StatusBacklog>,
+    connectivity: &Connectivity,
+) {
+    let drained = async {
+        tokio::select! {
+            // The sender lives in the context, as long as this task.
+            _ = statuses.wait_for(|b| b.due == 0) => {}
+            () = connectivity.wait_unreachable() => {}
+        }
+    };
+    if tokio::time::timeout(STATUSES_FIRST, drained).await.is_err() {
+        debug!(limit = ?STATUSES_FIRST, "pod statuses still due; events are written meanwhile");
     }
 }
 

@@ -44,8 +44,9 @@ impl Collector for Sync {
             ),
             (
                 "events_dropped",
-                "Kubernetes Events lost unwritten (the offline backlog is bounded)",
-                stats.dropped,
+                "Kubernetes Events lost unwritten: past the bounded offline backlog, older ones \
+                 of a pod's reason after a reconnect, or refused by the API server for load",
+                stats.lost(),
             ),
         ] {
             ConstCounter::new(value).encode(encoder.encode_descriptor(

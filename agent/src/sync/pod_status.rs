@@ -166,7 +166,11 @@ impl Manager {
                 }
             }
         }
-        let backlog = crate::apiserver::StatusBacklog { version, queued: self.queue.pending() };
+        let backlog = crate::apiserver::StatusBacklog {
+            version,
+            queued: self.queue.pending(),
+            due: self.queue.due(self.origin.elapsed()),
+        };
         self.context.status_backlog.send_if_modified(|b| std::mem::replace(b, backlog) != backlog);
         let retry = self.queue.next_retry().map(|at| at.saturating_sub(self.origin.elapsed()));
         match (retry, deadline) {

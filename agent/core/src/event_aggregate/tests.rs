@@ -209,12 +209,72 @@ fn recent_lists_the_newest_first() {
     assert_eq!(c.recent(1).len(), 1);
 }
 
+#[test]
+fn after_a_reconnect_one_event_per_object_and_reason_is_written() {
+    let mut c = Correlator::new(Limits::default());
+    let container = |name: &str, reason: &str, message: &str| {
+        let mut k = key("web", reason, message);
+        k.field_path = format!("spec.containers{{{name}}}");
+        k
+    };
+    // While away: both containers restarted, and another pod's container too.
+    observe(&mut c, &container("main", "Created", "Created container main"), 1);
+    observe(&mut c, &container("main", "Started", "Started container main"), 2);
+    observe(&mut c, &container("side", "Created", "Created container side"), 3);
+    observe(&mut c, &container("side", "Started", "Started container side"), 4);
+    observe(&mut c, &key("db", "Started", "Started container db"), 5);
+    assert_eq!(c.reconnected(), 2);
+    let written: Vec<(String, String, String)> = std::iter::from_fn(|| c.take_next())
+        .map(|(k, _)| (k.object.name, k.reason, k.field_path))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("web".into(), "Created".into(), "spec.containers{side}".into()),
+            ("web".into(), "Started".into(), "spec.containers{side}".into()),
+            ("db".into(), "Started".into(), String::new()),
+        ],
+        "the newest of each pod's reason, in their order"
+    );
+    assert_eq!(c.stats().collapsed, 2);
+    assert_eq!(c.stats().lost(), 2);
+    // The series left unwritten keeps its count: its next repeat writes it whole.
+    observe(&mut c, &container("main", "Created", "Created container main"), 6);
+    let (_, series) = c.take_next().unwrap();
+    assert_eq!(series.count, 2);
+}
+
+#[test]
+fn a_refused_event_is_dropped_and_counted() {
+    let mut c = Correlator::new(Limits::default());
+    let k = key("web", "BackOff", "m");
+    observe(&mut c, &k, 1);
+    let (taken, _) = c.take_next().unwrap();
+    c.refused(&taken);
+    assert_eq!(c.backlog_len(), 0, "not retried");
+    assert_eq!((c.stats().refused, c.stats().lost()), (1, 1));
+}
+
+#[test]
+fn similar_events_are_combined_before_the_spam_filter_and_the_count() {
+    let mut c = Correlator::new(Limits::default());
+    for i in 0..12 {
+        observe(&mut c, &key("web", "Unhealthy", &format!("probe output {i}")), i);
+    }
+    let messages: Vec<(String, u32)> =
+        std::iter::from_fn(|| c.take_next()).map(|(k, s)| (k.message, s.count)).collect();
+    assert_eq!(messages.len(), 10, "nine of their own and one combined");
+    assert_eq!(messages[9], (format!("{COMBINED_PREFIX}probe output 9"), 3));
+    assert_eq!(c.stats().combined, 3);
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Observe(u8, u8),
     Next,
     Retry(u8),
     Expire(u8),
+    Reconnect,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -223,14 +283,16 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Next),
         1 => (0u8..12).prop_map(Step::Retry),
         1 => (0u8..12).prop_map(Step::Expire),
+        1 => Just(Step::Reconnect),
     ]
 }
 
 proptest! {
     /// Whatever happens, the backlog never exceeds its bound, no series is queued twice,
     /// and every event is accounted for exactly: rate limited, folded into a queued
-    /// series, dropped, taken to be written, or still waiting (retries put taken series
-    /// back, so they count on the other side).
+    /// series, dropped, collapsed after a reconnect, taken to be written, or still
+    /// waiting (retries put taken series back, so they count on the other side). Right
+    /// after a reconnect, one series at most is queued per object, type and reason.
     #[test]
     fn the_backlog_is_bounded_and_nothing_is_unaccounted(
         backlog in 1usize..6,
@@ -260,6 +322,12 @@ proptest! {
                     }
                     if matches!(s, Step::Retry(_)) { c.retry(&k) } else { c.expired(&k) }
                 }
+                Step::Reconnect => {
+                    c.reconnected();
+                    let groups: std::collections::BTreeSet<_> =
+                        c.backlog.values().map(|k| (&k.object, k.kind, &k.reason)).collect();
+                    prop_assert_eq!(groups.len(), c.backlog_len());
+                }
             }
             prop_assert!(c.backlog_len() <= backlog);
             let queued: Vec<&EventKey> = c.backlog.values().collect();
@@ -269,7 +337,7 @@ proptest! {
             let st = c.stats();
             prop_assert_eq!(
                 st.emitted - st.rate_limited + requeued,
-                st.aggregated + st.dropped + taken + c.backlog_len() as u64
+                st.aggregated + st.dropped + st.collapsed + taken + c.backlog_len() as u64
             );
         }
     }

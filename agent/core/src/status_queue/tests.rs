@@ -69,8 +69,10 @@ fn a_failure_backs_off_that_object_only() {
     let wait = q.failed(&"a", NOW, |b| b.next_delay(1.0));
     assert_eq!(wait, Some(Duration::from_secs(1)));
     assert_eq!(q.next_retry(), Some(Duration::from_secs(1)));
+    assert_eq!(q.due(NOW), 1, "b is due, a backs off");
     assert_eq!(drain(&mut q, NOW), [("b", Action::Send("y"))]);
     assert_eq!(q.pending(), 1, "a still waits");
+    assert_eq!((q.due(NOW), q.due(Duration::from_secs(1))), (0, 1));
     // A newer status while backing off does not jump the wait.
     q.update("a", 1, "z");
     assert_eq!(q.next(Duration::from_millis(999)), None);

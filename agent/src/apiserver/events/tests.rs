@@ -39,8 +39,9 @@ fn repeats_are_one_event_with_a_count() {
 fn event_names_are_unique_within_a_nanosecond() {
     let recorder = Recorder::default();
     let object = pod_ref(&pod(), None);
+    // Different reasons: different messages of one reason would be combined past ten.
     for i in 0..20 {
-        recorder.emit(&object, EventType::Normal, "R", format!("message {i}"));
+        recorder.emit(&object, EventType::Normal, &format!("R{i}"), "message");
     }
     let names: std::collections::BTreeSet<String> =
         recorder.recent(100).into_iter().map(|(_, s)| s.name).collect();
@@ -52,14 +53,27 @@ fn without_a_writer_only_the_newest_are_kept_and_the_rest_counted() {
     let recorder = Recorder::new(Limits { backlog: 3, series: 3, objects: 10 });
     let object = node_ref("edge-1");
     for i in 0..(SPAM_BURST + 5) {
-        recorder.emit(&object, EventType::Warning, reason::FAILED_VALIDATION, format!("file {i}"));
+        recorder.emit(&object, EventType::Warning, &format!("Reason{i}"), "file");
     }
     let stats = recorder.stats();
     assert_eq!(stats.rate_limited, 5, "one object's burst");
     assert_eq!(stats.dropped, u64::from(SPAM_BURST) - 3);
     let recent = recorder.recent(10);
     assert_eq!(recent.len(), 3);
-    assert_eq!(recent[0].0.message, format!("file {}", SPAM_BURST - 1));
+    assert_eq!(recent[0].0.reason, format!("Reason{}", SPAM_BURST - 1));
+}
+
+#[test]
+fn many_rejected_manifests_are_combined_past_ten() {
+    let recorder = Recorder::default();
+    let object = node_ref("edge-1");
+    for i in 0..12 {
+        recorder.emit(&object, EventType::Warning, reason::FAILED_VALIDATION, format!("file {i}"));
+    }
+    let messages: Vec<String> = recorder.recent(20).into_iter().map(|(k, _)| k.message).collect();
+    assert_eq!(messages.len(), 10, "{messages:#?}");
+    assert_eq!(messages[0], "(combined from similar events): file 9");
+    assert_eq!(recorder.stats().combined, 3);
 }
 
 #[test]

@@ -37,10 +37,11 @@ pub(super) async fn write(
     }
 }
 
-/// Whether writing again later may succeed (else the Event is dropped).
+/// Whether writing again later may succeed (else the Event is dropped). A refusal for
+/// load (429) is not: Events are the first thing a loaded server is spared.
 pub(super) fn retriable(error: &CallError) -> bool {
     match error {
-        CallError::Status { code, .. } => *code == 429 || *code >= 500,
+        CallError::Status { code, .. } => *code >= 500,
         CallError::Request(_) => false,
         CallError::Unreachable { .. } | CallError::Body(_) | CallError::Decode(_) => true,
     }
