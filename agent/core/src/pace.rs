@@ -11,8 +11,32 @@
 
 use std::time::Duration;
 
-/// The lowest rate refusals take the bucket to, per second.
+/// Outages up to this long are short: a node found back after one sends its backlog at
+/// once (B6: one node's whole sync within a fraction of a second).
+pub const SHORT_OUTAGE: Duration = Duration::from_secs(30);
+/// The longest window a node spreads its backlog over for the time it was away.
+pub const MAX_SPREAD: Duration = Duration::from_secs(60);
+/// The longest window at all, with the refusals for load the node met.
+pub const MAX_SPREAD_REFUSED: Duration = Duration::from_secs(300);
+
+/// The window a node spreads its backlog (pod statuses, Events) over after being away
+/// from its API server for `away`, having met `refusals` 429s since it was last found
+/// back (B13). Every node of a fleet cut off together finds the server back within a
+/// few seconds, each with the backlog of its outage: sent at once, the fleet's first
+/// seconds were 34 to 159 × its idle rate. Zero after a short outage; then a second
+/// per second past [`SHORT_OUTAGE`], up to [`MAX_SPREAD`]; each refusal for load adds
+/// the window again, up to [`MAX_SPREAD_REFUSED`].
+pub fn spread_window(away: Duration, refusals: u32) -> Duration {
+    let base = away.saturating_sub(SHORT_OUTAGE).min(MAX_SPREAD);
+    base.saturating_mul(refusals.saturating_add(1)).min(MAX_SPREAD_REFUSED)
+}
+
+/// The lowest rate refusals take the bucket to at first, per second.
 pub const FLOOR: f64 = 1.0;
+/// The floor itself halves on each refusal met at it (a server that refuses even one
+/// request a second from each node is told so), down to this; it is back at [`FLOOR`]
+/// once the rate is back at its ceiling.
+pub const MIN_FLOOR: f64 = 0.05;
 /// How fast the rate grows back after a refusal, per second of answers.
 pub const RECOVERY: f64 = 1.0;
 
@@ -22,6 +46,11 @@ pub struct TokenBucket {
     rate: f64,
     /// The rate without refusals.
     ceiling: f64,
+    /// The lowest the rate goes on refusals, now ([`FLOOR`], adapting down to
+    /// [`MIN_FLOOR`]).
+    floor: f64,
+    /// Refusals for load since the bucket was made.
+    refusals: u64,
     /// When the rate last changed (a refusal, or growing back).
     adjusted: Duration,
     burst: f64,
@@ -39,7 +68,17 @@ impl TokenBucket {
     pub fn new(rate: f64, burst: u32, now: Duration) -> TokenBucket {
         let burst = f64::from(burst.max(1));
         let rate = if rate.is_finite() && rate > 0.0 { rate } else { 1.0 };
-        TokenBucket { rate, ceiling: rate, adjusted: now, burst, tokens: burst, last: now }
+        let floor = FLOOR.min(rate);
+        TokenBucket {
+            rate,
+            ceiling: rate,
+            floor,
+            refusals: 0,
+            adjusted: now,
+            burst,
+            tokens: burst,
+            last: now,
+        }
     }
 
     /// The current rate, per second.
@@ -47,12 +86,24 @@ impl TokenBucket {
         self.rate
     }
 
-    /// The server refused a request for load at `now`: half the rate (not below
-    /// [`FLOOR`]), and no tokens on hand, so the next request waits for one.
-    pub fn refused(&mut self, now: Duration) {
+    /// Refusals for load so far.
+    pub fn refusals(&self) -> u64 {
+        self.refusals
+    }
+
+    /// The server refused a request for load at `now`, to be retried after
+    /// `retry_after`: half the rate (not below the floor, which halves itself when the
+    /// rate is there already), and no token before `retry_after`, so that every request
+    /// of the bucket honours the server's `Retry-After`, not only the refused one.
+    pub fn refused(&mut self, now: Duration, retry_after: Duration) {
         self.refill(now);
-        self.rate = (self.rate / 2.0).max(FLOOR.min(self.ceiling));
-        self.tokens = self.tokens.min(0.0);
+        self.refusals += 1;
+        if self.rate <= self.floor {
+            self.floor = (self.floor / 2.0).max(MIN_FLOOR.min(self.ceiling));
+        }
+        self.rate = (self.rate / 2.0).max(self.floor);
+        let owed = retry_after.as_secs_f64() * self.rate;
+        self.tokens = self.tokens.min(0.0).min(-owed);
         self.adjusted = self.adjusted.max(now);
     }
 
@@ -66,6 +117,9 @@ impl TokenBucket {
         let grown = (now - self.adjusted).as_secs_f64() * RECOVERY;
         self.rate = (self.rate + grown).min(self.ceiling);
         self.adjusted = now;
+        if self.rate >= self.ceiling {
+            self.floor = FLOOR.min(self.ceiling);
+        }
     }
 
     /// Takes one token at `now`: `None` if one was there, else how long to wait before
@@ -103,6 +157,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_spread_window_grows_with_the_time_away_and_the_refusals() {
+        let s = Duration::from_secs;
+        assert_eq!(spread_window(s(2), 0), Duration::ZERO, "short: at once");
+        assert_eq!(spread_window(SHORT_OUTAGE, 5), Duration::ZERO);
+        assert_eq!(spread_window(s(40), 0), s(10));
+        assert_eq!(spread_window(s(60), 0), s(30));
+        assert_eq!(spread_window(s(600), 0), MAX_SPREAD);
+        assert_eq!(spread_window(s(60), 1), s(60));
+        assert_eq!(spread_window(s(600), 1_000), MAX_SPREAD_REFUSED);
+        assert_eq!(spread_window(Duration::MAX, u32::MAX), MAX_SPREAD_REFUSED);
+    }
+
+    #[test]
     fn burst_then_rate() {
         let mut bucket = TokenBucket::new(10.0, 3, Duration::ZERO);
         assert_eq!(bucket.take(Duration::ZERO), None);
@@ -135,13 +202,13 @@ mod tests {
     #[test]
     fn refusals_halve_the_rate_to_the_floor_and_answers_grow_it_back() {
         let mut bucket = TokenBucket::new(50.0, 100, Duration::ZERO);
-        bucket.refused(Duration::ZERO);
+        bucket.refused(Duration::ZERO, Duration::ZERO);
         assert_eq!(bucket.rate(), 25.0);
         // The burst on hand is gone: the next request waits for a token.
         let wait = bucket.take(Duration::ZERO).unwrap_or_default();
         assert!((wait.as_secs_f64() - 1.0 / 25.0).abs() < 1e-9, "{wait:?}");
-        for _ in 0..10 {
-            bucket.refused(Duration::ZERO);
+        for _ in 0..5 {
+            bucket.refused(Duration::ZERO, Duration::ZERO);
         }
         assert_eq!(bucket.rate(), FLOOR);
         // One answer a second later: one more per second; then to the ceiling, not past.
@@ -154,21 +221,65 @@ mod tests {
         // Answers at the ceiling change nothing; a clock going backwards adds nothing.
         bucket.answered(Duration::from_secs(2000));
         assert_eq!(bucket.rate(), 50.0);
-        bucket.refused(Duration::from_secs(2000));
+        bucket.refused(Duration::from_secs(2000), Duration::ZERO);
         bucket.answered(Duration::from_secs(1500));
         assert_eq!(bucket.rate(), 25.0);
+        assert_eq!(bucket.refusals(), 7);
     }
 
     #[test]
-    fn a_bucket_slower_than_the_floor_keeps_its_own_rate() {
+    fn a_bucket_slower_than_the_floor_has_its_own_rate_as_its_floor() {
         let mut bucket = TokenBucket::new(0.5, 1, Duration::ZERO);
-        bucket.refused(Duration::ZERO);
-        assert_eq!(bucket.rate(), 0.5);
+        bucket.refused(Duration::ZERO, Duration::ZERO);
+        assert_eq!(bucket.rate(), 0.25, "refused at its floor: the floor halves");
+    }
+
+    #[test]
+    fn retry_after_holds_every_request_of_the_bucket() {
+        let mut bucket = TokenBucket::new(50.0, 100, Duration::ZERO);
+        bucket.refused(Duration::ZERO, Duration::from_secs(3));
+        // Half the rate, and the next token only after three seconds.
+        let wait = bucket.take(Duration::ZERO).unwrap_or_default();
+        assert!((wait.as_secs_f64() - (3.0 + 1.0 / 25.0)).abs() < 1e-9, "{wait:?}");
+    }
+
+    #[test]
+    fn the_floor_halves_on_refusals_at_it_and_comes_back_with_the_ceiling() {
+        let mut bucket = TokenBucket::new(4.0, 10, Duration::ZERO);
+        let refuse = |b: &mut TokenBucket| b.refused(Duration::ZERO, Duration::ZERO);
+        refuse(&mut bucket);
+        refuse(&mut bucket);
+        assert_eq!(bucket.rate(), FLOOR);
+        refuse(&mut bucket);
+        assert_eq!(bucket.rate(), FLOOR / 2.0, "refused at the floor: it halves");
+        for _ in 0..20 {
+            refuse(&mut bucket);
+        }
+        assert_eq!(bucket.rate(), MIN_FLOOR);
+        bucket.answered(Duration::from_secs(100));
+        assert_eq!(bucket.rate(), 4.0);
+        refuse(&mut bucket);
+        refuse(&mut bucket);
+        assert_eq!(bucket.rate(), FLOOR, "the floor is back once the ceiling was");
     }
 
     proptest! {
-        /// Whatever refusals and answers come, the rate stays between the floor (or the
-        /// bucket's own rate, if lower) and its ceiling.
+        /// The window never shrinks as the outage or the refusals grow, and stays within
+        /// its bounds.
+        #[test]
+        fn the_spread_window_is_monotonic_and_bounded(
+            away in 0u64..100_000, more in 0u64..1_000, refusals in 0u32..20, extra in 0u32..5,
+        ) {
+            let away = Duration::from_millis(away * 10);
+            let w = spread_window(away, refusals);
+            prop_assert!(w <= MAX_SPREAD_REFUSED);
+            prop_assert!(spread_window(away + Duration::from_millis(more), refusals) >= w);
+            prop_assert!(spread_window(away, refusals + extra) >= w);
+            prop_assert_eq!(away <= SHORT_OUTAGE, w.is_zero());
+        }
+
+        /// Whatever refusals and answers come, the rate stays between the lowest floor
+        /// (or the bucket's own rate, if lower) and its ceiling.
         #[test]
         fn the_rate_stays_between_floor_and_ceiling(
             rate in 0.1f64..200.0,
@@ -178,9 +289,9 @@ mod tests {
             let mut now = Duration::ZERO;
             for (refused, step) in events {
                 now += Duration::from_millis(step);
-                if refused { bucket.refused(now) } else { bucket.answered(now) }
+                if refused { bucket.refused(now, Duration::ZERO) } else { bucket.answered(now) }
                 prop_assert!(bucket.rate() <= rate + 1e-9);
-                prop_assert!(bucket.rate() >= FLOOR.min(rate) - 1e-9);
+                prop_assert!(bucket.rate() >= MIN_FLOOR.min(rate) - 1e-9);
             }
         }
 

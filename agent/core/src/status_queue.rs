@@ -14,6 +14,9 @@
 //!   success resets it.
 //! - Finishing (kubelet's "can be deleted"): an object marked finished is deleted once
 //!   its latest status has been sent.
+//! - Spreading (B13): after a long outage, what waits is spread over a window, each
+//!   object due at its own random point of it; a status that changes meanwhile keeps
+//!   its place and is sent as it is then (the latest).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -113,6 +116,28 @@ where
     pub fn due(&self, now: Duration) -> usize {
         let due = |s: &&Slot<O, S>| s.retry_at.is_none_or(|at| at <= now);
         self.slots.values().filter(due).filter(|s| s.action().is_some()).count()
+    }
+
+    /// Spreads what waits over `window` from `now`: each object with something to send
+    /// is due at `now + window × draw()` (`draw` in `[0, 1)`, drawn oldest object first),
+    /// or later if it backs off.
+    pub fn spread(&mut self, now: Duration, window: Duration, mut draw: impl FnMut() -> f64) {
+        if window.is_zero() {
+            return;
+        }
+        let mut waiting: Vec<(O, K)> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.action().is_some())
+            .map(|(k, s)| (s.order.clone(), k.clone()))
+            .collect();
+        waiting.sort();
+        for (_, key) in waiting {
+            if let Some(slot) = self.slots.get_mut(&key) {
+                let at = now + window.mul_f64(draw().clamp(0.0, 1.0));
+                slot.retry_at = Some(slot.retry_at.map_or(at, |r| r.max(at)));
+            }
+        }
     }
 
     /// The oldest object with something to do at `now`, and what.

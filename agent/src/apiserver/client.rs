@@ -13,7 +13,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Limited};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use outpost_core::backoff::Backoff;
-use outpost_core::pace::TokenBucket;
+use outpost_core::pace::{TokenBucket, spread_window};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
@@ -106,6 +106,31 @@ impl CallError {
             CallError::Status { retry_after: Some(after), .. } => delay.max(*after),
             _ => delay,
         }
+    }
+}
+
+/// What one writer has seen of the server's returns, to spread what waited after each
+/// (B13, [`outpost_core::pace::spread_window`]).
+#[derive(Debug, Default)]
+pub struct Reconnects {
+    count: u64,
+    refusals: u64,
+}
+
+impl Reconnects {
+    /// The spread window of the server's last return if this writer has not seen it yet
+    /// (zero after a short outage; `None`: nothing new). It grows with the time away and
+    /// with the refusals for load the client met since the return before.
+    pub fn next_window(&mut self, client: &ApiClient) -> Option<Duration> {
+        let reconnect = client.connectivity().last_reconnect();
+        if reconnect.count == self.count {
+            return None;
+        }
+        self.count = reconnect.count;
+        let refusals = client.refusals();
+        let met = u32::try_from(refusals.saturating_sub(self.refusals)).unwrap_or(u32::MAX);
+        self.refusals = refusals;
+        Some(spread_window(reconnect.away, met))
     }
 }
 
@@ -209,7 +234,13 @@ impl ApiClient {
             }
         };
         self.connectivity.reachable();
-        self.paced_by(response.status());
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        self.paced_by(response.status(), retry_after);
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_RESPONSE)
             .collect()
@@ -220,12 +251,6 @@ impl ApiClient {
         if parts.status.is_success() {
             return Ok(body);
         }
-        let retry_after = parts
-            .headers
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
         let status: Option<kube::core::Status> = serde_json::from_slice(&body).ok();
         Err(CallError::Status {
             code: parts.status.as_u16(),
@@ -248,13 +273,18 @@ impl ApiClient {
         ApiClient::new(self.client.clone(), self.server.clone(), self.connectivity.clone())
     }
 
-    /// The server's answer tells the bucket its pace: a 429 (flow control) slows it,
-    /// any other answer lets it grow back.
-    fn paced_by(&self, status: http::StatusCode) {
+    /// Refusals for load (429) this client's bucket met so far.
+    pub fn refusals(&self) -> u64 {
+        lock(&self.bucket).1.refusals()
+    }
+
+    /// The server's answer tells the bucket its pace: a 429 (flow control) slows it and
+    /// holds it for the `Retry-After`, any other answer lets it grow back.
+    fn paced_by(&self, status: http::StatusCode, retry_after: Option<Duration>) {
         let mut guard = lock(&self.bucket);
         let (origin, bucket) = &mut *guard;
         if status == http::StatusCode::TOO_MANY_REQUESTS {
-            bucket.refused(origin.elapsed());
+            bucket.refused(origin.elapsed(), retry_after.unwrap_or_default());
         } else {
             bucket.answered(origin.elapsed());
         }

@@ -2,24 +2,37 @@
 //!
 //! Every request the agent makes to the API server sets the flag (the writers' through
 //! [`ApiClient`](super::ApiClient), the API source's list and watch); writers wait on it
-//! instead of retrying into a dead network. The few requests that find out whether the
-//! server is back (the lease's renewal, the API source's list and watch, the watches of
-//! configMaps and secrets: the probes) retry on a jittered backoff, and [`Wakeups`]
+//! instead of retrying into a dead network. The request that finds out whether the
+//! server is back (the lease's renewal: the probe) retries on a jittered backoff of
+//! 1 to 10 s, the watches on their own only every 30 to 60 s, and [`Wakeups`]
 //! cuts that wait short when there is reason to believe the server may answer now: the
 //! kernel reported a network change ([`super::network`]), or another request found the
 //! server back. The backoff stays the floor for outages the kernel does not see (a
 //! server that restarts).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::info;
+
+/// The server found back: the how-many-th time, and how long it had been away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// Counts the times the server was found (the first answer after the start is 1).
+    pub count: u64,
+    /// How long it was unreachable before (from the start, for the first).
+    pub away: Duration,
+}
 
 /// The shared flag; cloning shares it.
 #[derive(Debug, Clone)]
 pub struct Connectivity {
     reachable: Arc<watch::Sender<bool>>,
+    /// Since when the server is unreachable (the start, at first), and the last time it
+    /// was found back.
+    outage: Arc<Mutex<(Instant, Reconnect)>>,
     /// Counts the network changes the kernel reported while the server was unreachable
     /// (after the debounce: one per change, not per message).
     network: Arc<watch::Sender<u64>>,
@@ -29,6 +42,10 @@ impl Default for Connectivity {
     fn default() -> Connectivity {
         Connectivity {
             reachable: Arc::new(watch::Sender::new(false)),
+            outage: Arc::new(Mutex::new((
+                Instant::now(),
+                Reconnect { count: 0, away: Duration::ZERO },
+            ))),
             network: Arc::new(watch::Sender::new(0)),
         }
     }
@@ -37,16 +54,34 @@ impl Default for Connectivity {
 impl Connectivity {
     /// A request was answered (any HTTP response: the server is there).
     pub fn reachable(&self) {
+        if self.is_reachable() {
+            return;
+        }
+        // The outage is noted before the flag turns, so that whoever wakes on the turn
+        // reads this reconnect's; under the lock, so that it is noted once.
+        let mut outage = super::lock(&self.outage);
+        if self.is_reachable() {
+            return;
+        }
+        let (since, last) = &mut *outage;
+        *last = Reconnect { count: last.count + 1, away: since.elapsed() };
         if self.reachable.send_if_modified(|up| !std::mem::replace(up, true)) {
-            info!("the API server is reachable");
+            info!(away = ?last.away, "the API server is reachable");
         }
     }
 
     /// A request could not reach the server (connect error, timeout, broken stream).
     pub fn unreachable(&self, error: &str) {
+        let mut outage = super::lock(&self.outage);
         if self.reachable.send_if_modified(|up| std::mem::replace(up, false)) {
+            outage.0 = Instant::now();
             info!(error, "the API server is unreachable; status is kept until it is back");
         }
+    }
+
+    /// The last time the server was found back, and how long it had been away.
+    pub fn last_reconnect(&self) -> Reconnect {
+        super::lock(&self.outage).1
     }
 
     pub fn is_reachable(&self) -> bool {
@@ -165,6 +200,25 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test(start_paused = true)]
+    async fn each_reconnect_is_counted_with_how_long_the_server_was_away() {
+        let connectivity = Connectivity::default();
+        assert_eq!(connectivity.last_reconnect(), Reconnect { count: 0, away: Duration::ZERO });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        connectivity.reachable();
+        let first = Reconnect { count: 1, away: Duration::from_secs(2) };
+        assert_eq!(connectivity.last_reconnect(), first, "away since the start");
+        tokio::time::sleep(LONG).await;
+        connectivity.reachable();
+        assert_eq!(connectivity.last_reconnect(), first, "answers while reachable change nothing");
+        connectivity.unreachable("refused");
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        connectivity.unreachable("refused again");
+        connectivity.reachable();
+        let second = Reconnect { count: 2, away: Duration::from_secs(90) };
+        assert_eq!(connectivity.last_reconnect(), second, "from the first failure");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_waiting_probe_goes_at_once_on_a_network_change() {

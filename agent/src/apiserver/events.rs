@@ -145,6 +145,11 @@ impl Recorder {
 
     // The writer's side (`crate::sync::events`).
 
+    /// Series waiting to be written.
+    pub(crate) fn backlog_len(&self) -> usize {
+        lock(&self.0.state).correlator.backlog_len()
+    }
+
     /// The next Event to write, if any is queued.
     pub(crate) fn next(&self) -> Option<(EventKey, Series)> {
         lock(&self.0.state).correlator.take_next()

@@ -14,7 +14,8 @@
 //! The contract is client-go's reflector's: list (paged), then watch from the list's
 //! resourceVersion with bookmarks; resume from the last resourceVersion seen (an
 //! object's or a bookmark's) when a watch ends or breaks; list again on `410 Gone`;
-//! back off between failures. [`ListWatch`] is the IO (kube's [`Api`]; a scripted fake
+//! back off between failures; after a long outage found by another request, resume at
+//! a random point of the node's spread window ([`spread_window`]). [`ListWatch`] is the IO (kube's [`Api`]; a scripted fake
 //! in tests), so all of it runs on tokio's paused clock in the unit tests.
 
 use std::collections::VecDeque;
@@ -26,23 +27,40 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::core::ObjectList;
 use outpost_core::backoff::Backoff;
+use outpost_core::pace::spread_window;
 use serde::de::DeserializeOwned;
 use tracing::debug;
 
 use super::{Connectivity, Wakeups, Woken};
 
-/// Server-side watch timeout; kube-rs's client reads for 295 s, so stay under it.
-/// Each watch asks a random part of the last fifth below it ([`spread_timeout`]).
-pub const WATCH_TIMEOUT_SECS: u32 = 290;
+/// The shortest server-side watch timeout, as client-go's reflector's `minWatchTimeout`:
+/// each watch asks a random timeout between this and twice this ([`spread_timeout`]).
+/// Bookmarks, which every watch requests, keep a quiet watch's resourceVersion recent.
+pub const MIN_WATCH_TIMEOUT_SECS: u32 = 300;
 
-/// The `timeoutSeconds` of one watch call: `max` less up to a fifth of it, drawn with
+/// How long past its own timeout a watch may stay silent before the watcher takes the
+/// connection for dead and resumes: a server ends a watch at its `timeoutSeconds`, so
+/// a watch that gets no event and no bookmark is not cut before that (kube's client has
+/// no read timeout of its own).
+pub const WATCH_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a watcher probes on its own while the server is unreachable (jittered down
+/// to half). The node's Lease probes every 10 s at most, and the server found back (by
+/// any request) or a network change wakes every watcher at once; so a node finds its
+/// server with its Lease's probe, not with five racing probes (B13: with watchers
+/// retrying up to every 30 s, a third of a fleet found the server in the first second
+/// after an outage, each node sending its return's requests in it).
+pub const UNREACHABLE_RETRY: Backoff =
+    Backoff::new(Duration::from_secs(60), Duration::from_secs(60));
+
+/// The `timeoutSeconds` of one watch call: between `min` and twice `min`, drawn with
 /// `unit` (in `[0, 1)`), as client-go draws each watch's between 5 and 10 minutes.
 /// Watches started together (a fleet that came up, or came back, in the same second)
-/// would otherwise all end and be opened again in the same second every `max` (B13:
+/// would otherwise all end and be opened again in the same second every `min` (B13:
 /// 100 nodes' 400 watches renewed in one second, 16.8 × the idle mean).
-pub fn spread_timeout(max: u32, unit: f64) -> u32 {
-    let fifth = f64::from(max) / 5.0;
-    max - (fifth * unit.clamp(0.0, 1.0)).floor() as u32
+pub fn spread_timeout(min: u32, unit: f64) -> u32 {
+    let spread = (f64::from(min) * unit.clamp(0.0, 1.0)).floor() as u32;
+    min + spread.min(min.saturating_sub(1))
 }
 
 /// The events of one watch call, as kube's client reads them.
@@ -87,7 +105,7 @@ pub struct Config {
     pub field_selector: Option<String>,
     /// Objects per list page (`None`: one page).
     pub page_size: Option<u32>,
-    /// The server-side timeout of a watch ([`WATCH_TIMEOUT_SECS`]).
+    /// The shortest server-side timeout a watch asks ([`MIN_WATCH_TIMEOUT_SECS`]).
     pub watch_timeout_secs: u32,
     /// Between failures ([`Backoff::WATCH`]).
     pub backoff: Backoff,
@@ -188,8 +206,9 @@ enum State<K> {
     Listing { objects: VecDeque<K>, continue_token: Option<String>, version: Option<String> },
     /// A watch from `version` is to start: after a list, a watch's end, a backoff.
     Resume { version: String },
-    /// A watch is open; `version` is the last seen (an object's or a bookmark's).
-    Watching { version: String, stream: WatchStream<K> },
+    /// A watch is open; `version` is the last seen (an object's or a bookmark's). Past
+    /// `silent_until` with nothing read, the connection is taken for dead.
+    Watching { version: String, stream: WatchStream<K>, silent_until: tokio::time::Instant },
     /// After a failure: waits `delay` (or less, when woken), then goes on to `then`.
     Backoff { delay: Duration, then: Box<State<K>> },
 }
@@ -201,7 +220,7 @@ struct Context<L> {
     what: String,
     list: ListParams,
     watch: WatchParams,
-    /// The longest `timeoutSeconds` a watch asks ([`Config::watch_timeout_secs`]).
+    /// The shortest `timeoutSeconds` a watch asks ([`Config::watch_timeout_secs`]).
     watch_timeout_secs: u32,
     backoff: Backoff,
     connectivity: Connectivity,
@@ -211,10 +230,11 @@ struct Context<L> {
 }
 
 impl<L> Context<L> {
-    /// The parameters of the next watch call, its timeout spread ([`spread_timeout`]).
-    fn watch_params(&self) -> WatchParams {
+    /// The parameters of the next watch call, its timeout spread ([`spread_timeout`]),
+    /// and the timeout.
+    fn watch_params(&self) -> (WatchParams, Duration) {
         let timeout = spread_timeout(self.watch_timeout_secs, fastrand::f64());
-        self.watch.clone().timeout(timeout)
+        (self.watch.clone().timeout(timeout), Duration::from_secs(u64::from(timeout)))
     }
 
     fn new<K>(lw: L, config: Config, connectivity: Connectivity) -> Context<L>
@@ -270,7 +290,13 @@ impl<L> Context<L> {
             self.connectivity.unreachable(&cause.to_string());
         }
         self.failing = true;
-        let delay = self.backoff.next_delay(fastrand::f64());
+        let mut delay = self.backoff.next_delay(fastrand::f64());
+        if error.transport().is_some() {
+            // The server is gone: the node's Lease probes for it (every 10 s at most),
+            // and its return or a network change wakes this watcher at once.
+            let mut probe = UNREACHABLE_RETRY;
+            delay = delay.max(probe.next_delay(fastrand::f64()));
+        }
         debug!(what = %self.what, error = %error, retry_in = ?delay, "list or watch failed");
         (Some(Event::Failed(error)), State::Backoff { delay, then: Box::new(then) })
     }
@@ -316,21 +342,31 @@ where
                 }
             }
         }
-        State::Resume { version } => match cx.lw.watch(&cx.watch_params(), &version).await {
-            Ok(stream) => {
-                let recovered = cx.connected();
-                (recovered.then_some(Event::Recovered), State::Watching { version, stream })
+        State::Resume { version } => {
+            let (params, timeout) = cx.watch_params();
+            match cx.lw.watch(&params, &version).await {
+                Ok(stream) => {
+                    let recovered = cx.connected();
+                    let silent_until = tokio::time::Instant::now() + timeout + WATCH_GRACE;
+                    let watching = State::Watching { version, stream, silent_until };
+                    (recovered.then_some(Event::Recovered), watching)
+                }
+                Err(kube::Error::Api(status)) if status.code == 410 => {
+                    debug!(what = %cx.what, message = %status.message, "the version is too old; listing again");
+                    (None, State::Empty)
+                }
+                Err(source) => {
+                    let error = Error::Watch { what: cx.what.clone(), source };
+                    cx.failed(error, State::Resume { version })
+                }
             }
-            Err(kube::Error::Api(status)) if status.code == 410 => {
-                debug!(what = %cx.what, message = %status.message, "the version is too old; listing again");
-                (None, State::Empty)
-            }
-            Err(source) => {
-                cx.failed(Error::Watch { what: cx.what.clone(), source }, State::Resume { version })
-            }
-        },
-        State::Watching { mut version, mut stream } => {
-            let event = match stream.next().await {
+        }
+        State::Watching { mut version, mut stream, silent_until } => {
+            let Ok(next) = tokio::time::timeout_at(silent_until, stream.next()).await else {
+                debug!(what = %cx.what, "the watch stayed silent past its timeout; resuming");
+                return (None, State::Resume { version });
+            };
+            let event = match next {
                 None => return (None, State::Resume { version }),
                 Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
                     remember(&mut version, &object);
@@ -364,12 +400,20 @@ where
                     return cx.failed(error, State::Resume { version });
                 }
             };
-            (Some(event), State::Watching { version, stream })
+            (Some(event), State::Watching { version, stream, silent_until })
         }
         State::Backoff { delay, then } => {
             let woken = cx.wakeups.pause(delay).await;
             if woken != Woken::Backoff {
                 debug!(what = %cx.what, ?woken, "retrying before the backoff's end");
+            }
+            if woken == Woken::Reconnected {
+                // Another request found the server back after a long outage: this one
+                // goes at its own point of the node's spread window (B13), not with the
+                // whole fleet's in the same second.
+                let away = cx.connectivity.last_reconnect().away;
+                let window = spread_window(away, 0);
+                tokio::time::sleep(window.mul_f64(fastrand::f64())).await;
             }
             (None, *then)
         }

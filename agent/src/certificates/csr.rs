@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 use super::Error;
 use crate::apiserver::Connectivity;
-use crate::apiserver::watcher::{self, Event, WATCH_TIMEOUT_SECS, watcher};
+use crate::apiserver::watcher::{self, Event, MIN_WATCH_TIMEOUT_SECS, watcher};
 
 /// kube-controller-manager's signer of kubelet client certificates.
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -109,7 +109,7 @@ async fn wait(
     let config = watcher::Config {
         field_selector: Some(format!("metadata.name={name}")),
         page_size: None,
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     };
     let events = watcher(api, config, connectivity);

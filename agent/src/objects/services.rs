@@ -24,7 +24,7 @@ use tracing::{Instrument, debug, debug_span};
 
 use super::{Inner, State};
 use crate::apiserver::lock;
-use crate::apiserver::watcher::{self, Event, WATCH_TIMEOUT_SECS, watcher};
+use crate::apiserver::watcher::{self, Event, MIN_WATCH_TIMEOUT_SECS, watcher};
 use crate::runtime::spec::services::{self, MASTER_NAMESPACE, MASTER_SERVICE, ServiceEnv};
 
 /// What one list+watch follows.
@@ -182,7 +182,7 @@ pub(super) async fn follow(inner: Arc<Inner>, scope: Scope) {
     let config = watcher::Config {
         field_selector,
         page_size: None,
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     };
     let span = debug_span!("watch", services = %scope);

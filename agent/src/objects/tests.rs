@@ -213,7 +213,7 @@ async fn v1_an_objects_watch_tells_its_claimants_whether_it_is_there() {
     let list = Call::List { fields: fields.clone(), limit: None, continue_token: None };
     let watch_from = |version: &str| Call::Watch {
         fields: fields.clone(),
-        timeout: Some(crate::apiserver::watcher::WATCH_TIMEOUT_SECS),
+        timeout: Some(crate::apiserver::watcher::MIN_WATCH_TIMEOUT_SECS),
         version: version.to_owned(),
     };
     assert_eq!(fake.calls(), [list.clone(), watch_from("10"), list, watch_from("20")]);

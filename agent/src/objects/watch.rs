@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, debug, debug_span};
 
 use super::{Inner, Key, Kind, Known};
-use crate::apiserver::watcher::{self, Event, ListWatch, WATCH_TIMEOUT_SECS, watcher};
+use crate::apiserver::watcher::{self, Event, ListWatch, MIN_WATCH_TIMEOUT_SECS, watcher};
 use crate::runtime::spec::projection::{Object, TrustBundles};
 
 /// A kind of object watched, namespaced or cluster-scoped (the [`Api`] given to
@@ -156,7 +156,7 @@ pub(super) async fn follow_all(
     let config = watcher::Config {
         field_selector: None,
         page_size: Some(LIST_PAGE),
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     };
     let events = watcher(lw, config, inner.client.connectivity().clone());
@@ -234,7 +234,7 @@ pub(super) async fn follow_with<K: Watched>(inner: Arc<Inner>, key: Key, lw: imp
     let config = watcher::Config {
         field_selector: Some(format!("metadata.name={}", key.name)),
         page_size: None,
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     };
     let events = watcher(lw, config, inner.client.connectivity().clone());

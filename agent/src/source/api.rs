@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
-use crate::apiserver::watcher::{self, ListWatch, WATCH_TIMEOUT_SECS, watcher};
+use crate::apiserver::watcher::{self, ListWatch, MIN_WATCH_TIMEOUT_SECS, watcher};
 use crate::apiserver::{ApiClient, Connectivity, MirrorView};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
@@ -105,7 +105,7 @@ impl ApiSource {
         let config = watcher::Config {
             field_selector: Some(format!("spec.nodeName={}", self.node_name)),
             page_size: Some(PAGE),
-            watch_timeout_secs: WATCH_TIMEOUT_SECS,
+            watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
             backoff: Backoff::WATCH,
         };
         let events = watcher(lw, config, self.connectivity.clone());

@@ -7,8 +7,9 @@
 //! Events come last (B13): they never take a token while a pod status is due (they
 //! wait for the status writer's pass, at most [`STATUSES_FIRST`]); after a reconnect,
 //! what happened while away is written after the statuses, one Event per pod and
-//! reason; and an Event the server refuses for load (429) is dropped, not retried,
-//! after waiting out its `Retry-After`.
+//! reason, and after a long outage spread over the same window as the statuses
+//! ([`outpost_core::pace::spread_window`]); and an Event the server refuses for load
+//! (429) is dropped, not retried, after waiting out its `Retry-After`.
 
 mod write;
 
@@ -20,7 +21,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::Context;
-use crate::apiserver::{Connectivity, StatusBacklog};
+use crate::apiserver::{Connectivity, Reconnects, StatusBacklog};
 
 /// The longest an Event waits for the pod statuses due before it.
 pub const STATUSES_FIRST: Duration = Duration::from_secs(30);
@@ -32,6 +33,9 @@ pub async fn run(context: Arc<Context>) {
     let mut statuses = context.status_backlog.subscribe();
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     let mut reported = recorder.stats().dropped;
+    let mut reconnects = Reconnects::default();
+    // After a long outage: the pause between Events, and how many are still spread.
+    let mut spread = (Duration::ZERO, 0usize);
     loop {
         if !connectivity.is_reachable() {
             connectivity.wait_reachable().await;
@@ -44,7 +48,17 @@ pub async fn run(context: Arc<Context>) {
                 );
                 reported = dropped;
             }
-            after_statuses(&mut statuses, &connectivity).await;
+        }
+        if let Some(window) = reconnects.next_window(&context.client) {
+            // The statuses first: the ones due, or after a long outage all of them
+            // (they are spread over the window).
+            let spreading = !window.is_zero();
+            let limit = window + STATUSES_FIRST;
+            after_statuses(&mut statuses, &connectivity, limit, |b| match spreading {
+                true => b.queued == 0,
+                false => b.due == 0,
+            })
+            .await;
             let collapsed = recorder.reconnected();
             if collapsed > 0 {
                 debug!(
@@ -52,9 +66,18 @@ pub async fn run(context: Arc<Context>) {
                     "of what happened while away, one event per pod and reason is written"
                 );
             }
+            let waiting = recorder.backlog_len();
+            spread = match spreading && waiting > 0 {
+                true => (window / u32::try_from(waiting).unwrap_or(u32::MAX), waiting),
+                false => (Duration::ZERO, 0),
+            };
         }
         if statuses.borrow().due > 0 {
-            after_statuses(&mut statuses, &connectivity).await;
+            after_statuses(&mut statuses, &connectivity, STATUSES_FIRST, |b| b.due == 0).await;
+        }
+        if spread.1 > 0 {
+            spread.1 -= 1;
+            tokio::time::sleep(spread.0.mul_f64(2.0 * fastrand::f64())).await;
         }
         let Some((key, series)) = recorder.next() else {
             recorder.queued().await;
@@ -94,21 +117,23 @@ pub async fn run(context: Arc<Context>) {
     }
 }
 
-/// Waits until no pod status is due (the status writer's pass is over), for at most
-/// [`STATUSES_FIRST`], or until the server is unreachable again.
+/// Waits until the pod status writer's backlog is `done` (no status due, or none
+/// queued), for at most `limit`, or until the server is unreachable again.
 async fn after_statuses(
     statuses: &mut watch::Receiver<StatusBacklog>,
     connectivity: &Connectivity,
+    limit: Duration,
+    done: impl Fn(&StatusBacklog) -> bool,
 ) {
     let drained = async {
         tokio::select! {
             // The sender lives in the context, as long as this task.
-            _ = statuses.wait_for(|b| b.due == 0) => {}
+            _ = statuses.wait_for(done) => {}
             () = connectivity.wait_unreachable() => {}
         }
     };
-    if tokio::time::timeout(STATUSES_FIRST, drained).await.is_err() {
-        debug!(limit = ?STATUSES_FIRST, "pod statuses still due; events are written meanwhile");
+    if tokio::time::timeout(limit, drained).await.is_err() {
+        debug!(?limit, "pod statuses still waiting; events are written meanwhile");
     }
 }
 

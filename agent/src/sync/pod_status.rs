@@ -7,7 +7,8 @@
 //!   so a pod replaced under the same name is never patched (409).
 //! - While the API server is unreachable nothing is sent; each pod keeps only its latest
 //!   status. Once it is back, each changed pod is sent once, oldest pod first, paced by
-//!   the client's token bucket; a failure backs that pod off (jittered, exponential,
+//!   the client's token bucket (after a long outage, spread over a window that grows
+//!   with the time away and the refusals met: B13); a failure backs that pod off (jittered, exponential,
 //!   honouring `Retry-After`) and keeps its latest status.
 //! - 409: the pod is re-read; still the same pod (UID) → the status is sent again in
 //!   full, else (or 404) the pod is forgotten.
@@ -36,7 +37,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use self::target::{LastSeen, Target};
 use super::{Context, sleep_until};
-use crate::apiserver::CallError;
+use crate::apiserver::{CallError, Reconnects};
 
 /// Each pod's retries: from 800 ms doubling to 30 s, jittered.
 const BACKOFF: Backoff = Backoff::WATCH;
@@ -121,6 +122,8 @@ struct Manager {
     /// again while the desired pods still list them.
     gone: HashSet<String>,
     origin: Instant,
+    /// The server's returns seen, to spread what waited after a long outage.
+    reconnects: Reconnects,
 }
 
 impl Manager {
@@ -132,6 +135,18 @@ impl Manager {
             targets: HashMap::new(),
             gone: HashSet::new(),
             origin: Instant::now(),
+            reconnects: Reconnects::default(),
+        }
+    }
+
+    /// After a long outage, what waits is spread over a window (B13,
+    /// [`outpost_core::pace::spread_window`]): each pod's status at its own random point.
+    fn spread_after_reconnect(&mut self) {
+        let Some(window) = self.reconnects.next_window(&self.context.client) else { return };
+        if !window.is_zero() {
+            let waiting = self.queue.pending();
+            info!(?window, waiting, "spreading the pod statuses that waited for the API server");
+            self.queue.spread(self.origin.elapsed(), window, fastrand::f64);
         }
     }
 
@@ -160,6 +175,7 @@ impl Manager {
             Duration::try_from(d.duration_since(now)).unwrap_or_default() + Duration::from_millis(1)
         });
         if self.context.client.connectivity().is_reachable() {
+            self.spread_after_reconnect();
             while let Some((uid, action)) = self.queue.next(self.origin.elapsed()) {
                 if let Next::Offline = self.perform(&uid, action).await {
                     break;

@@ -62,6 +62,32 @@ fn oldest_first_then_by_key() {
 }
 
 #[test]
+fn a_spread_makes_each_object_due_at_its_own_point_of_the_window() {
+    let mut q = queue();
+    q.update("a", 1, "x");
+    q.update("b", 2, "y");
+    q.update("c", 3, "z");
+    drain(&mut q, NOW);
+    q.update("a", 1, "x2");
+    q.update("b", 2, "y2");
+    let mut draws = [0.5, 0.25].into_iter();
+    q.spread(NOW, Duration::from_secs(20), || draws.next().unwrap_or(0.0));
+    assert_eq!(q.due(NOW), 0, "nothing at once");
+    assert_eq!(q.next_retry(), Some(Duration::from_secs(5)));
+    // Objects with nothing to send took no draw; a change while waiting keeps the place.
+    q.update("a", 1, "x3");
+    let at = |secs| Duration::from_secs(secs);
+    assert_eq!(q.next(at(5)).map(|(k, _)| k), Some("b"));
+    q.sent(&"b", "y2");
+    assert_eq!(q.next(at(9)), None);
+    assert_eq!(q.next(at(10)), Some(("a", Action::Send("x3"))));
+    // A zero window changes nothing.
+    q.update("c", 3, "z2");
+    q.spread(at(10), Duration::ZERO, || 0.9);
+    assert_eq!(q.next(at(10)).map(|(k, _)| k), Some("a"));
+}
+
+#[test]
 fn a_failure_backs_off_that_object_only() {
     let mut q = queue();
     q.update("a", 1, "x");
@@ -200,5 +226,46 @@ proptest! {
             prop_assert_eq!(action, Action::Send(latest[key]));
         }
         prop_assert_eq!(q.pending(), 0);
+    }
+
+    /// B13: spread after a reconnect, interleaved with changes and sends at any time,
+    /// every send carries the object's latest status at that moment (never one older
+    /// than its last change), nothing is offered before its point of the window, and
+    /// everything is sent once the window is past.
+    #[test]
+    fn a_spread_backlog_sends_only_latest_statuses_and_all_of_them(
+        before in prop::collection::vec((0usize..4, 0u8..3), 1..20),
+        window_ms in 1u64..60_000,
+        draws in prop::collection::vec(0.0f64..1.0, 4),
+        after in prop::collection::vec((0usize..4, 0u8..3, 0u64..5_000), 0..40),
+    ) {
+        const KEYS: [&str; 4] = ["a", "b", "c", "d"];
+        const STATUSES: [&str; 3] = ["x", "y", "z"];
+        let mut q = queue();
+        let mut latest = BTreeMap::new();
+        for (k, s) in before {
+            q.update(KEYS[k], 0, STATUSES[usize::from(s)]);
+            latest.insert(KEYS[k], STATUSES[usize::from(s)]);
+        }
+        let window = Duration::from_millis(window_ms);
+        let mut draws = draws.into_iter().cycle();
+        q.spread(NOW, window, || draws.next().unwrap_or(0.0));
+        let mut now = NOW;
+        for (k, s, step) in after {
+            now += Duration::from_millis(step);
+            q.update(KEYS[k], 0, STATUSES[usize::from(s)]);
+            latest.insert(KEYS[k], STATUSES[usize::from(s)]);
+            while let Some((key, action)) = q.next(now) {
+                prop_assert_eq!(&action, &Action::Send(latest[key]), "the latest, at {:?}", now);
+                if let Action::Send(status) = action {
+                    q.sent(&key, status);
+                }
+            }
+        }
+        let end = window.max(now);
+        for (key, action) in drain(&mut q, end) {
+            prop_assert_eq!(action, Action::Send(latest[key]));
+        }
+        prop_assert_eq!(q.pending(), 0, "everything sent once the window is past");
     }
 }

@@ -15,7 +15,7 @@ use super::{ListWatch, WatchStream};
 use crate::apiserver::lock;
 
 /// A call made to the fake, with what the watcher asked for. A watch's timeout spread
-/// below [`WATCH_TIMEOUT_SECS`](super::WATCH_TIMEOUT_SECS) (`spread_timeout`, tested on
+/// below [`MIN_WATCH_TIMEOUT_SECS`](super::MIN_WATCH_TIMEOUT_SECS) (`spread_timeout`, tested on
 /// its own) is recorded as that maximum, so that scripts compare whole calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Call {
@@ -175,8 +175,8 @@ pub(crate) fn bookmark<K>(version: &str) -> Result<WatchEvent<K>, kube::Error> {
     }))
 }
 
-/// The maximum a watch timeout was spread from, if it lies in the spread's band.
+/// The minimum a watch timeout was spread from, if it lies in the spread's band.
 fn unspread(timeout: u32) -> u32 {
-    let max = super::WATCH_TIMEOUT_SECS;
-    if (super::spread_timeout(max, 1.0)..=max).contains(&timeout) { max } else { timeout }
+    let min = super::MIN_WATCH_TIMEOUT_SECS;
+    if (min..=super::spread_timeout(min, 1.0)).contains(&timeout) { min } else { timeout }
 }

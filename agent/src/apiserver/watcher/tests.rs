@@ -16,7 +16,7 @@ fn config() -> Config {
     Config {
         field_selector: Some(SELECTOR.to_owned()),
         page_size: Some(2),
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     }
 }
@@ -43,7 +43,7 @@ fn list_call(continue_token: Option<&str>) -> Call {
 fn watch_call(version: &str) -> Call {
     Call::Watch {
         fields: Some(SELECTOR.to_owned()),
-        timeout: Some(WATCH_TIMEOUT_SECS),
+        timeout: Some(MIN_WATCH_TIMEOUT_SECS),
         version: version.to_owned(),
     }
 }
@@ -88,9 +88,10 @@ async fn take(events: &mut Events, n: usize) -> Vec<String> {
     taken
 }
 
-/// Nothing more comes (the fake's script has run out).
+/// Nothing more comes (the fake's script has run out) for as long as a watch may last.
 async fn quiet(events: &mut Events) {
-    if let Ok(event) = tokio::time::timeout(Duration::from_secs(3600), events.next()).await {
+    let watch = Duration::from_secs(u64::from(MIN_WATCH_TIMEOUT_SECS));
+    if let Ok(event) = tokio::time::timeout(watch, events.next()).await {
         panic!("unexpected {:?}", event.as_ref().map(label));
     }
 }
@@ -188,7 +189,9 @@ async fn a_broken_watch_resumes_from_the_last_version_after_a_backoff() {
     assert!(!connectivity.is_reachable(), "a broken stream: the server is gone");
     let (event, delay) = timed(&mut events).await;
     assert_eq!(event, "Recovered");
-    assert!(within(delay, 800), "{delay:?}");
+    // The server is gone: the watcher leaves the probing to the node's Lease, and
+    // retries on its own only after 30 to 60 s (unless woken: below).
+    assert!(within(delay, 60_000), "{delay:?}");
     assert!(connectivity.is_reachable());
     watch.unbounded_send(added("b", "12")).unwrap();
     assert_eq!(next(&mut events).await, "Apply b");
@@ -263,12 +266,14 @@ async fn gone_lists_again_in_each_of_its_forms_without_a_backoff() {
 #[tokio::test(start_paused = true)]
 async fn the_backoff_grows_with_jitter_and_resets_after_a_success() {
     fastrand::seed(7);
+    // The server answers, with errors (a transport failure waits for the Lease's
+    // probe instead: below).
     let fake = FakeListWatch::default();
     for _ in 0..3 {
-        fake.fail_list(refused());
+        fake.fail_list(status(500));
     }
     fake.answer_list(vec![], "10");
-    fake.fail_watch(refused());
+    fake.fail_watch(status(500));
     let _open = fake.open_watch();
     let mut events = start(&fake, &Connectivity::default());
     assert_eq!(take(&mut events, 2).await, ["Init", "Failed list"]);
@@ -314,6 +319,32 @@ async fn a_network_change_or_the_server_found_back_cuts_the_backoff_short() {
     assert_eq!(next(&mut events).await, "InitDone");
 }
 
+/// B13: after a long outage, a watcher woken because another request found the server
+/// back goes at its own point of the spread window, not at once with every other.
+#[tokio::test(start_paused = true)]
+async fn after_a_long_outage_a_woken_watcher_goes_within_the_spread_window() {
+    fastrand::seed(7);
+    let fake = FakeListWatch::default();
+    fake.fail_list(refused());
+    fake.answer_list(vec![], "10");
+    // Unreachable from the start; a backoff far longer than the outage.
+    let connectivity = Connectivity::default();
+    let long = Duration::from_secs(600);
+    let config = Config { backoff: Backoff::new(long, long), ..config() };
+    let mut events: Events = Box::pin(watcher(fake.clone(), config, connectivity.clone()));
+    assert_eq!(take(&mut events, 2).await, ["Init", "Failed list"]);
+    let away = Duration::from_secs(90);
+    let found_back = async {
+        tokio::time::sleep(away).await;
+        connectivity.reachable();
+    };
+    let ((event, waited), ()) = tokio::join!(timed(&mut events), found_back);
+    assert_eq!(event, "Init");
+    let window = outpost_core::pace::spread_window(away, 0);
+    assert_eq!(window, Duration::from_secs(60));
+    assert!(waited > away && waited <= away + window, "{waited:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn connectivity_follows_answers_and_transport_failures_only() {
     let fake = FakeListWatch::default();
@@ -356,16 +387,53 @@ async fn connectivity_follows_answers_and_transport_failures_only() {
     assert_eq!(reachable, want);
 }
 
-/// B13: each watch asks its own timeout in the last fifth below the maximum, so watches
-/// opened in the same second end apart.
+/// B13: each watch asks its own timeout between 5 and 10 minutes, as client-go's, so
+/// watches opened in the same second end apart.
 #[test]
-fn watch_timeouts_are_spread_over_the_last_fifth() {
-    assert_eq!(super::spread_timeout(290, 0.0), 290);
-    assert_eq!(super::spread_timeout(290, 0.5), 261);
-    assert_eq!(super::spread_timeout(290, 0.999_999), 233);
-    assert_eq!(super::spread_timeout(290, 7.0), 232, "clamped");
+fn watch_timeouts_are_spread_between_the_minimum_and_twice_it() {
+    assert_eq!(super::spread_timeout(300, 0.0), 300);
+    assert_eq!(super::spread_timeout(300, 0.5), 450);
+    assert_eq!(super::spread_timeout(300, 0.999_999), 599);
+    assert_eq!(super::spread_timeout(300, 1.0), 599, "below twice the minimum");
+    assert_eq!(super::spread_timeout(300, 7.0), 599, "clamped");
     for step in 0..1000 {
-        let timeout = super::spread_timeout(WATCH_TIMEOUT_SECS, f64::from(step) / 1000.0);
-        assert!((232..=290).contains(&timeout), "{timeout}");
+        let timeout = super::spread_timeout(MIN_WATCH_TIMEOUT_SECS, f64::from(step) / 1000.0);
+        assert!((300..600).contains(&timeout), "{timeout}");
     }
+}
+
+/// A server that sends no bookmarks: a quiet watch is not cut before its own timeout;
+/// one still silent past it (and the grace) is taken for a dead connection and resumed
+/// from its version, with no failure and no backoff.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_watch_lasts_its_timeout_and_a_silent_one_is_resumed_past_it() {
+    let fake = FakeListWatch::default();
+    fake.answer_list(vec![], "10");
+    let first = fake.open_watch();
+    let second = fake.open_watch();
+    let connectivity = Connectivity::default();
+    let mut events = start(&fake, &connectivity);
+    assert_eq!(take(&mut events, 2).await, ["Init", "InitDone"]);
+    // An event after five quiet minutes (past the 295 s read timeout kube's client once
+    // had) still arrives on the first watch.
+    let quiet_for = Duration::from_secs(u64::from(MIN_WATCH_TIMEOUT_SECS));
+    let sender = first.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(quiet_for).await;
+        sender.unbounded_send(added("a", "11")).unwrap();
+    });
+    let (event, waited) = timed(&mut events).await;
+    assert_eq!((event.as_str(), waited), ("Apply a", quiet_for));
+    // Then silence past the watch's timeout and the grace: a new watch from the last
+    // version, no sooner than the shortest timeout and no later than the longest.
+    second.unbounded_send(added("b", "12")).unwrap();
+    let (event, waited) = timed(&mut events).await;
+    assert_eq!(event, "Apply b");
+    let since_open = quiet_for + waited;
+    let shortest = quiet_for + WATCH_GRACE;
+    let longest = 2 * quiet_for + WATCH_GRACE;
+    assert!(since_open >= shortest && since_open < longest, "{since_open:?}");
+    assert_eq!(fake.calls(), [list_call(None), watch_call("10"), watch_call("11")]);
+    assert!(connectivity.is_reachable(), "no failure");
+    drop(first);
 }

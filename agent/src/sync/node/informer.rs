@@ -10,7 +10,7 @@ use kube::api::Api;
 use outpost_core::backoff::Backoff;
 
 use super::Context;
-use crate::apiserver::watcher::{self, Event, WATCH_TIMEOUT_SECS, watcher};
+use crate::apiserver::watcher::{self, Event, MIN_WATCH_TIMEOUT_SECS, watcher};
 
 /// The events of the Node named `node_name`.
 pub(super) fn own_node(context: &Context) -> impl Stream<Item = Event<Node>> + use<> {
@@ -18,7 +18,7 @@ pub(super) fn own_node(context: &Context) -> impl Stream<Item = Event<Node>> + u
     let config = watcher::Config {
         field_selector: Some(format!("metadata.name={}", context.node_name)),
         page_size: None,
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
     };
     watcher(api, config, context.client.connectivity().clone())

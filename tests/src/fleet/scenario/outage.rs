@@ -4,7 +4,7 @@
 //! things go on at the nodes), and the server comes back after the outage's length.
 //!
 //! From the restore, per second: the requests by verb and resource, until everything is
-//! synced and a tail after it. Synced: every node's Lease written after the restore and
+//! synced and the last Event written, and a tail after it. Synced: every node's Lease written after the restore and
 //! its Ready condition True, and every pod's status in the API showing the restart (its
 //! restartCount past the one before the outage, its container ready). The first write of
 //! each node after the restore is its Lease's; the slowest node's is set against its
@@ -134,10 +134,17 @@ pub async fn run(
     let mut first_writes: HashMap<String, Duration> = HashMap::new();
     let (mut leases_after, mut nodes_after, mut pods_after) = (None, None, None);
     let mut said = restored;
+    // Events come after the statuses, spread after a long outage: the count goes on
+    // until they are in too.
+    let events_written = || server.count("create", "events") + server.count("patch", "events");
+    let (mut events, mut events_at) = (0, Duration::ZERO);
     let last = loop {
         tokio::time::sleep(POLL).await;
         counter.sample(server);
         let since = restored.elapsed();
+        if events_written() != events {
+            (events, events_at) = (events_written(), since);
+        }
         let now = Observed::read(server, names, version, &restarts_before);
         for node in &now.leases {
             first_writes.entry(node.clone()).or_insert(since);
@@ -152,7 +159,8 @@ pub async fn run(
             pods_after = Some(since);
         }
         let synced = nodes_after.zip(pods_after).map(|(n, p)| n.max(p));
-        if synced.is_some_and(|at| since >= at + scenario.tail) || since >= SYNC_TIMEOUT {
+        let quiet = synced.map(|at| at.max(events_at) + scenario.tail);
+        if quiet.is_some_and(|at| since >= at) || since >= SYNC_TIMEOUT {
             break now;
         }
         if synced.is_none() && said.elapsed() >= Duration::from_secs(10) {
