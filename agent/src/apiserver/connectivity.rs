@@ -4,12 +4,14 @@
 //! [`ApiClient`](super::ApiClient), the API source's list and watch); writers wait on it
 //! instead of retrying into a dead network. The request that finds out whether the
 //! server is back (the lease's renewal: the probe) retries on a jittered backoff of
-//! 1 to 10 s, the watches on their own only every 30 to 60 s, and [`Wakeups`]
+//! 1 to 10 s, the watches on their own only every 30 to 60 s (when there is no Lease,
+//! the watches are the probes, on their own backoff), and [`Wakeups`]
 //! cuts that wait short when there is reason to believe the server may answer now: the
 //! kernel reported a network change ([`super::network`]), or another request found the
 //! server back. The backoff stays the floor for outages the kernel does not see (a
 //! server that restarts).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +35,10 @@ pub struct Connectivity {
     /// Since when the server is unreachable (the start, at first), and the last time it
     /// was found back.
     outage: Arc<Mutex<(Instant, Reconnect)>>,
+    /// Whether a dedicated probe (the node Lease's renewal) looks for the server while
+    /// it is unreachable; without one (an agent that only reads its pods from the API
+    /// server) the watches are the probes.
+    probed: Arc<AtomicBool>,
     /// Counts the network changes the kernel reported while the server was unreachable
     /// (after the debounce: one per change, not per message).
     network: Arc<watch::Sender<u64>>,
@@ -46,6 +52,7 @@ impl Default for Connectivity {
                 Instant::now(),
                 Reconnect { count: 0, away: Duration::ZERO },
             ))),
+            probed: Arc::new(AtomicBool::new(false)),
             network: Arc::new(watch::Sender::new(0)),
         }
     }
@@ -77,6 +84,16 @@ impl Connectivity {
             outage.0 = Instant::now();
             info!(error, "the API server is unreachable; status is kept until it is back");
         }
+    }
+
+    /// A dedicated probe runs from now on (the node Lease's renewal).
+    pub fn set_probed(&self) {
+        self.probed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a dedicated probe looks for the server while it is unreachable.
+    pub fn is_probed(&self) -> bool {
+        self.probed.load(Ordering::Relaxed)
     }
 
     /// The last time the server was found back, and how long it had been away.

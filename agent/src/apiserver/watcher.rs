@@ -44,8 +44,8 @@ pub const MIN_WATCH_TIMEOUT_SECS: u32 = 300;
 /// no read timeout of its own).
 pub const WATCH_GRACE: Duration = Duration::from_secs(30);
 
-/// How often a watcher probes on its own while the server is unreachable (jittered down
-/// to half). The node's Lease probes every 10 s at most, and the server found back (by
+/// How often a watcher probes on its own while the server is unreachable and the node's
+/// Lease probes for it (jittered down to half). The Lease probes every 10 s at most, and the server found back (by
 /// any request) or a network change wakes every watcher at once; so a node finds its
 /// server with its Lease's probe, not with five racing probes (B13: with watchers
 /// retrying up to every 30 s, a third of a fleet found the server in the first second
@@ -291,7 +291,7 @@ impl<L> Context<L> {
         }
         self.failing = true;
         let mut delay = self.backoff.next_delay(fastrand::f64());
-        if error.transport().is_some() {
+        if error.transport().is_some() && self.connectivity.is_probed() {
             // The server is gone: the node's Lease probes for it (every 10 s at most),
             // and its return or a network change wakes this watcher at once.
             let mut probe = UNREACHABLE_RETRY;

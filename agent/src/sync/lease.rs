@@ -141,6 +141,7 @@ struct LeaseSync {
 }
 
 pub async fn run(context: Arc<Context>, mut beats: Beats) {
+    context.client.connectivity().set_probed();
     let mut wakeups = context.client.connectivity().wakeups();
     let mut node = context.node.subscribe();
     let duration = context.lease_duration_seconds;

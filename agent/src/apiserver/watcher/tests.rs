@@ -184,6 +184,8 @@ async fn a_broken_watch_resumes_from_the_last_version_after_a_backoff() {
     fake.answer_watch(vec![added("a", "11"), Err(refused()), added("ignored", "99")]);
     let watch = fake.open_watch();
     let connectivity = Connectivity::default();
+    // The node's Lease probes for the server.
+    connectivity.set_probed();
     let mut events = start(&fake, &connectivity);
     assert_eq!(take(&mut events, 4).await, ["Init", "InitDone", "Apply a", "Failed watch"]);
     assert!(!connectivity.is_reachable(), "a broken stream: the server is gone");
@@ -196,6 +198,22 @@ async fn a_broken_watch_resumes_from_the_last_version_after_a_backoff() {
     watch.unbounded_send(added("b", "12")).unwrap();
     assert_eq!(next(&mut events).await, "Apply b");
     assert_eq!(fake.calls(), [list_call(None), watch_call("10"), watch_call("11")]);
+}
+
+/// An agent with no Lease (one that only reads its pods from the API server): the
+/// watches are the probes, on their own backoff.
+#[tokio::test(start_paused = true)]
+async fn without_a_lease_a_broken_watch_is_its_own_probe() {
+    let fake = FakeListWatch::default();
+    fake.answer_list(vec![], "10");
+    fake.answer_watch(vec![Err(refused())]);
+    let _open = fake.open_watch();
+    let connectivity = Connectivity::default();
+    let mut events = start(&fake, &connectivity);
+    assert_eq!(take(&mut events, 3).await, ["Init", "InitDone", "Failed watch"]);
+    let (event, delay) = timed(&mut events).await;
+    assert_eq!(event, "Recovered");
+    assert!(within(delay, 800), "{delay:?}");
 }
 
 #[tokio::test(start_paused = true)]
