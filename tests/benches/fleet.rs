@@ -231,4 +231,8 @@ fn print_outage(outage: &Outage, throttle: Option<f64>) {
     let totals: Vec<String> =
         outage.seconds.iter().map(|second| second.values().sum::<u64>().to_string()).collect();
     println!("  per second from the restore: {}", totals.join(" "));
+    if let Some(second) = outage.seconds.get(at) {
+        let of: Vec<String> = second.iter().map(|((v, r), n)| format!("{v} {r} {n}")).collect();
+        println!("  the peak second (second {at}): {}", of.join(", "));
+    }
 }

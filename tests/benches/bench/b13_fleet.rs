@@ -2,8 +2,9 @@
 //! each on its own test API server, in the same run and at the same time (the harness of
 //! `cargo xtask fleet`, `outpost_tests::fleet::scenario`): an idle window, then a
 //! whole-fleet outage during which every API pod's container exits once. Full: 50 nodes,
-//! 10 pods each, 1 idle minute, a 20 s outage; `--quick`: 10 nodes, 15 idle seconds, a
-//! 10 s outage (the two sides at once keep it under a minute).
+//! 10 pods each, 1 idle minute, a 60 s outage (long enough for Outpost to spread its
+//! reconnect); `--quick`: 10 nodes, 15 idle seconds, a 10 s outage (the two sides at
+//! once keep it under a minute).
 //!
 //! The figures are Outpost's, the baseline the model's (ratio = Outpost / model):
 //! requests per node-minute idle, the requests beyond idle after the restore, the peak
@@ -29,7 +30,8 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
             scenario.tail = Duration::from_secs(5);
         } else {
             scenario.idle = Duration::from_secs(60);
-            scenario.outages = vec![Duration::from_secs(20)];
+            // Past 30 s: the reconnect is spread (`outpost_core::pace::spread_window`).
+            scenario.outages = vec![Duration::from_secs(60)];
         }
         scenario
     };
