@@ -15,8 +15,9 @@
 //! resourceVersion with bookmarks; resume from the last resourceVersion seen (an
 //! object's or a bookmark's) when a watch ends or breaks; list again on `410 Gone`;
 //! back off between failures; after a long outage found by another request, resume at
-//! a random point of the node's spread window ([`spread_window`]). [`ListWatch`] is the IO (kube's [`Api`]; a scripted fake
-//! in tests), so all of it runs on tokio's paused clock in the unit tests.
+//! a random point of the node's spread window ([`spread_window`]). [`ListWatch`] is the
+//! IO (kube's [`Api`]; a scripted fake in tests), so all of it runs on tokio's paused
+//! clock in the unit tests.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
@@ -45,8 +46,9 @@ pub const MIN_WATCH_TIMEOUT_SECS: u32 = 300;
 pub const WATCH_GRACE: Duration = Duration::from_secs(30);
 
 /// How often a watcher probes on its own while the server is unreachable and the node's
-/// Lease probes for it (jittered down to half). The Lease probes every 10 s at most, and the server found back (by
-/// any request) or a network change wakes every watcher at once; so a node finds its
+/// Lease probes for it (jittered down to half). The Lease probes every 10 s at most,
+/// and the server found back (by any request) or a network change wakes every watcher
+/// at once; so a node finds its
 /// server with its Lease's probe, not with five racing probes (B13: with watchers
 /// retrying up to every 30 s, a third of a fleet found the server in the first second
 /// after an outage, each node sending its return's requests in it).

@@ -8,8 +8,8 @@
 //! - While the API server is unreachable nothing is sent; each pod keeps only its latest
 //!   status. Once it is back, each changed pod is sent once, oldest pod first, paced by
 //!   the client's token bucket (after a long outage, spread over a window that grows
-//!   with the time away and the refusals met: B13); a failure backs that pod off (jittered, exponential,
-//!   honouring `Retry-After`) and keeps its latest status.
+//!   with the time away and the refusals met: B13); a failure backs that pod off
+//!   (jittered, exponential, honouring `Retry-After`) and keeps its latest status.
 //! - 409: the pod is re-read; still the same pod (UID) → the status is sent again in
 //!   full, else (or 404) the pod is forgotten.
 //! - An API pod being deleted, once its worker has stopped it and dropped its status:

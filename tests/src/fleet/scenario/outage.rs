@@ -4,11 +4,11 @@
 //! things go on at the nodes), and the server comes back after the outage's length.
 //!
 //! From the restore, per second: the requests by verb and resource, until everything is
-//! synced and the last Event written, and a tail after it. Synced: every node's Lease written after the restore and
-//! its Ready condition True, and every pod's status in the API showing the restart (its
-//! restartCount past the one before the outage, its container ready). The first write of
-//! each node after the restore is its Lease's; the slowest node's is set against its
-//! backoff's cap ([`super::Client::backoff_cap`]).
+//! synced and the last Event written, and a tail after it. Synced: every node's Lease
+//! written after the restore and its Ready condition True, and every pod's status in the
+//! API showing the restart (its restartCount past the one before the outage, its
+//! container ready). The first write of each node after the restore is its Lease's; the
+//! slowest node's is set against its backoff's cap ([`super::Client::backoff_cap`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
