@@ -24,6 +24,7 @@
 //! - What the server refuses for load is dropped, not retried ([`Correlator::refused`]):
 //!   Events are the first thing a node gives up when its API server is overloaded.
 
+mod lru;
 mod similar;
 mod spam;
 
@@ -320,13 +321,11 @@ impl Correlator {
     /// object, type and reason, only the newest stays queued (what happened while away
     /// is one Event per pod per reason). Returns how many were left unwritten.
     pub fn reconnected(&mut self) -> u64 {
-        let mut newest: HashMap<(&ObjectKey, EventType, &str), i64> = HashMap::new();
-        for (at, key) in &self.backlog {
-            newest.insert((&key.object, key.kind, key.reason.as_str()), *at);
-        }
-        let keep: std::collections::HashSet<i64> = newest.into_values().collect();
-        let older: Vec<i64> =
-            self.backlog.keys().filter(|at| !keep.contains(at)).copied().collect();
+        let mut newest = std::collections::HashSet::new();
+        let older: Vec<i64> = (self.backlog.iter().rev())
+            .filter(|(_, key)| !newest.insert((&key.object, key.kind, key.reason.as_str())))
+            .map(|(at, _)| *at)
+            .collect();
         for at in &older {
             if let Some(key) = self.backlog.remove(at)
                 && let Some(entry) = self.entries.get_mut(&key)

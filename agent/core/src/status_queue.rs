@@ -45,6 +45,11 @@ struct Slot<O, S> {
 }
 
 impl<O, S: PartialEq> Slot<O, S> {
+    /// Not backing off (or waiting for its point of a spread) at `now`.
+    fn ready(&self, now: Duration) -> bool {
+        self.retry_at.is_none_or(|at| at <= now)
+    }
+
     fn action(&self) -> Option<Action<&S>> {
         match &self.latest {
             Some(latest) if self.sent.as_ref() != Some(latest) => Some(Action::Send(latest)),
@@ -114,8 +119,7 @@ where
 
     /// Objects with something to send at `now` (not backing off).
     pub fn due(&self, now: Duration) -> usize {
-        let due = |s: &&Slot<O, S>| s.retry_at.is_none_or(|at| at <= now);
-        self.slots.values().filter(due).filter(|s| s.action().is_some()).count()
+        self.slots.values().filter(|s| s.ready(now) && s.action().is_some()).count()
     }
 
     /// Spreads what waits over `window` from `now`: each object with something to send
@@ -144,7 +148,7 @@ where
     pub fn next(&self, now: Duration) -> Option<(K, Action<S>)> {
         self.slots
             .iter()
-            .filter(|(_, s)| s.retry_at.is_none_or(|at| at <= now))
+            .filter(|(_, s)| s.ready(now))
             .filter_map(|(k, s)| Some(((&s.order, k), s.action()?)))
             .min_by(|a, b| a.0.cmp(&b.0))
             .map(|((_, k), action)| {

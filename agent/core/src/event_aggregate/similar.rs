@@ -10,9 +10,10 @@
 //! node (source, reporting controller and instance): the involved object (not its field
 //! path), the type and the reason.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::lru::Lru;
 use super::{EventKey, EventType, ObjectKey};
 
 /// Different messages in one group before a new one is combined
@@ -40,50 +41,36 @@ struct Record {
     /// The combined Event's key, once the group combined (fixed until it starts over,
     /// so that later combined events repeat the same Event).
     combined: Option<EventKey>,
-    touched: u64,
 }
 
 /// The groups of the most recently seen events (an LRU of `capacity`).
 #[derive(Debug)]
 pub struct SimilarEvents {
-    capacity: usize,
-    records: HashMap<Group, Record>,
-    recency: BTreeMap<u64, Group>,
-    clock: u64,
+    records: Lru<Group, Record>,
 }
 
 impl SimilarEvents {
     pub fn new(capacity: usize) -> SimilarEvents {
-        SimilarEvents {
-            capacity: capacity.max(1),
-            records: HashMap::new(),
-            recency: BTreeMap::new(),
-            clock: 0,
-        }
+        SimilarEvents { records: Lru::new(capacity) }
     }
 
     /// The key `key` is recorded under at `now` (a monotonic reading): itself, or its
     /// group's combined Event.
     pub fn aggregate(&mut self, key: EventKey, now: Duration) -> EventKey {
-        self.clock += 1;
         let group =
             Group { object: key.object.clone(), kind: key.kind, reason: key.reason.clone() };
-        let record = self.records.entry(group.clone()).or_insert_with(|| Record {
+        let record = self.records.touch(group, || Record {
             messages: VecDeque::new(),
             last: now,
             combined: None,
-            touched: 0,
         });
         if now.saturating_sub(record.last) > SIMILAR_INTERVAL {
             record.messages.clear();
             record.combined = None;
         }
         record.last = record.last.max(now);
-        self.recency.remove(&record.touched);
-        record.touched = self.clock;
-        self.recency.insert(self.clock, group);
         let known = record.messages.contains(&key.message);
-        let result = if known || record.messages.len() + 1 < SIMILAR_MAX {
+        if known || record.messages.len() + 1 < SIMILAR_MAX {
             if !known {
                 record.messages.push_back(key.message.clone());
             }
@@ -100,17 +87,14 @@ impl SimilarEvents {
                     EventKey::new(key.object, key.field_path, key.kind, &key.reason, message)
                 })
                 .clone()
-        };
-        while self.records.len() > self.capacity {
-            let Some((_, oldest)) = self.recency.pop_first() else { break };
-            self.records.remove(&oldest);
         }
-        result
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use proptest::prelude::*;
 
     use super::*;

@@ -1,10 +1,10 @@
 //! client-go's event spam filter: a token bucket per involved object, so that one object
 //! flapping cannot flood the API server with its events while others still get theirs.
 
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::ObjectKey;
+use super::lru::Lru;
 use crate::pace::TokenBucket;
 
 /// Events an object may record at once (client-go's `defaultSpamBurst`).
@@ -16,39 +16,19 @@ pub const SPAM_REFILL: Duration = Duration::from_secs(300);
 /// forgotten starts again with a full burst, as in client-go.
 #[derive(Debug)]
 pub struct SpamFilter {
-    capacity: usize,
-    buckets: HashMap<ObjectKey, (TokenBucket, u64)>,
-    recency: BTreeMap<u64, ObjectKey>,
-    clock: u64,
+    buckets: Lru<ObjectKey, TokenBucket>,
 }
 
 impl SpamFilter {
     pub fn new(capacity: usize) -> SpamFilter {
-        SpamFilter {
-            capacity: capacity.max(1),
-            buckets: HashMap::new(),
-            recency: BTreeMap::new(),
-            clock: 0,
-        }
+        SpamFilter { buckets: Lru::new(capacity) }
     }
 
     /// Whether `object` may record an event at `now` (a monotonic clock reading).
     pub fn allow(&mut self, object: &ObjectKey, now: Duration) -> bool {
-        self.clock += 1;
         let rate = 1.0 / SPAM_REFILL.as_secs_f64();
-        let (bucket, touched) = self
-            .buckets
-            .entry(object.clone())
-            .or_insert_with(|| (TokenBucket::new(rate, SPAM_BURST, now), 0));
-        self.recency.remove(touched);
-        *touched = self.clock;
-        let allowed = bucket.try_take(now);
-        self.recency.insert(self.clock, object.clone());
-        while self.buckets.len() > self.capacity {
-            let Some((_, oldest)) = self.recency.pop_first() else { break };
-            self.buckets.remove(&oldest);
-        }
-        allowed
+        let bucket = self.buckets.touch(object.clone(), || TokenBucket::new(rate, SPAM_BURST, now));
+        bucket.try_take(now)
     }
 
     /// Objects remembered.
@@ -57,6 +37,6 @@ impl SpamFilter {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
+        self.buckets.len() == 0
     }
 }

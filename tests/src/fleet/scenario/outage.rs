@@ -142,8 +142,9 @@ pub async fn run(
         tokio::time::sleep(POLL).await;
         counter.sample(server);
         let since = restored.elapsed();
-        if events_written() != events {
-            (events, events_at) = (events_written(), since);
+        let written = events_written();
+        if written != events {
+            (events, events_at) = (written, since);
         }
         let now = Observed::read(server, names, version, &restarts_before);
         for node in &now.leases {
