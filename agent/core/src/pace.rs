@@ -39,6 +39,11 @@ pub const FLOOR: f64 = 1.0;
 pub const MIN_FLOOR: f64 = 0.05;
 /// How fast the rate grows back after a refusal, per second of answers.
 pub const RECOVERY: f64 = 1.0;
+/// The longest a refusal's `Retry-After` holds the bucket. A server's flow control asks
+/// for a second or so; a proxy that answers 429 with an hour must not stop every write
+/// of the node (its Lease lapses after 40 s), so the hold is capped and the request
+/// tried again, paced by the halved rate.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TokenBucket {
@@ -94,7 +99,8 @@ impl TokenBucket {
     /// The server refused a request for load at `now`, to be retried after
     /// `retry_after`: half the rate (not below the floor, which halves itself when the
     /// rate is there already), and no token before `retry_after`, so that every request
-    /// of the bucket honours the server's `Retry-After`, not only the refused one.
+    /// of the bucket honours the server's `Retry-After`, not only the refused one (up
+    /// to [`MAX_RETRY_AFTER`]).
     pub fn refused(&mut self, now: Duration, retry_after: Duration) {
         self.refill(now);
         self.refusals += 1;
@@ -102,7 +108,7 @@ impl TokenBucket {
             self.floor = (self.floor / 2.0).max(MIN_FLOOR.min(self.ceiling));
         }
         self.rate = (self.rate / 2.0).max(self.floor);
-        let owed = retry_after.as_secs_f64() * self.rate;
+        let owed = retry_after.min(MAX_RETRY_AFTER).as_secs_f64() * self.rate;
         self.tokens = self.tokens.min(0.0).min(-owed);
         self.adjusted = self.adjusted.max(now);
     }
@@ -241,6 +247,15 @@ mod tests {
         // Half the rate, and the next token only after three seconds.
         let wait = bucket.take(Duration::ZERO).unwrap_or_default();
         assert!((wait.as_secs_f64() - (3.0 + 1.0 / 25.0)).abs() < 1e-9, "{wait:?}");
+    }
+
+    #[test]
+    fn a_retry_after_of_an_hour_holds_the_bucket_for_the_cap_only() {
+        let mut bucket = TokenBucket::new(50.0, 100, Duration::ZERO);
+        bucket.refused(Duration::ZERO, Duration::from_secs(3_600));
+        let wait = bucket.take(Duration::ZERO).unwrap_or_default();
+        let capped = MAX_RETRY_AFTER.as_secs_f64() + 1.0 / 25.0;
+        assert!((wait.as_secs_f64() - capped).abs() < 1e-9, "{wait:?}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Limited};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use outpost_core::backoff::Backoff;
-use outpost_core::pace::{TokenBucket, spread_window};
+use outpost_core::pace::{MAX_RETRY_AFTER, TokenBucket, spread_window};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
@@ -99,11 +99,14 @@ impl CallError {
     }
 
     /// How long to wait before retrying after this error: the server's `Retry-After`
-    /// if it gave one (and it is longer), else the backoff's next jittered delay.
+    /// if it gave one (and it is longer, up to [`MAX_RETRY_AFTER`]), else the backoff's
+    /// next jittered delay.
     pub fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
         let delay = backoff.next_delay(fastrand::f64());
         match self {
-            CallError::Status { retry_after: Some(after), .. } => delay.max(*after),
+            CallError::Status { retry_after: Some(after), .. } => {
+                delay.max((*after).min(MAX_RETRY_AFTER))
+            }
             _ => delay,
         }
     }
@@ -320,6 +323,9 @@ mod tests {
     fn retry_after_is_honoured_when_longer_than_the_backoff() {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
         assert_eq!(status(429, Some(4)).retry_delay(&mut backoff), Duration::from_secs(4));
+        // A Retry-After of a day waits the cap, not the day.
+        let mut day = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+        assert_eq!(status(429, Some(86_400)).retry_delay(&mut day), MAX_RETRY_AFTER);
         // The backoff still advanced (1 s taken): the next nominal delay is 2 s.
         assert_eq!(backoff.nominal(), Duration::from_secs(2));
         // A Retry-After shorter than the backoff does not shorten it.
