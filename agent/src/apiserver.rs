@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use outpost_core::pod::{self, CONFIG_MIRROR, FullName};
 use tokio::sync::watch;
 
-pub use self::client::{ApiClient, CallError, ConfigError, Reconnects};
+pub use self::client::{ApiClient, CallError, ConfigError, Pacer, Reconnects};
 pub use self::connectivity::{Connectivity, Reconnect, Wakeups, Woken};
 pub use self::credentials::Credentials;
 pub use self::events::Recorder;

@@ -137,13 +137,62 @@ impl Reconnects {
     }
 }
 
+/// A client's token bucket (kubelet's QPS and burst), shared by the client's clones and
+/// by the watchers of its kube client: one pace for a node's writes, lists and watches,
+/// slowed by the server's refusals for load and honouring their `Retry-After` (B13).
+#[derive(Clone)]
+pub struct Pacer(Arc<Mutex<(Instant, TokenBucket)>>);
+
+impl std::fmt::Debug for Pacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Pacer").field(&lock(&self.0).1.rate()).finish()
+    }
+}
+
+impl Pacer {
+    /// `rate` requests a second after a burst of `burst`.
+    pub fn new(rate: f64, burst: u32) -> Pacer {
+        let bucket = TokenBucket::new(rate, burst, Duration::ZERO);
+        Pacer(Arc::new(Mutex::new((Instant::now(), bucket))))
+    }
+
+    /// Waits for a token.
+    pub async fn ready(&self) {
+        let wait = {
+            let mut guard = lock(&self.0);
+            let (origin, bucket) = &mut *guard;
+            bucket.take(origin.elapsed())
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The server's answer tells the bucket its pace: a 429 (flow control) slows it and
+    /// holds it for the `Retry-After`, any other answer lets it grow back.
+    pub fn answered(&self, status: http::StatusCode, retry_after: Option<Duration>) {
+        let mut guard = lock(&self.0);
+        let (origin, bucket) = &mut *guard;
+        if status == http::StatusCode::TOO_MANY_REQUESTS {
+            bucket.refused(origin.elapsed(), retry_after.unwrap_or_default());
+        } else {
+            bucket.answered(origin.elapsed());
+        }
+    }
+
+    /// Refusals for load (429) met so far.
+    pub fn refusals(&self) -> u64 {
+        lock(&self.0).1.refusals()
+    }
+}
+
 /// A cloneable handle: all clones share the bucket and the connectivity flag.
 #[derive(Clone)]
 pub struct ApiClient {
     client: kube::Client,
     server: String,
     connectivity: Connectivity,
-    bucket: Arc<Mutex<(Instant, TokenBucket)>>,
+    pacer: Pacer,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -194,9 +243,7 @@ impl ApiClient {
         rate: f64,
         burst: u32,
     ) -> ApiClient {
-        let origin = Instant::now();
-        let bucket = Arc::new(Mutex::new((origin, TokenBucket::new(rate, burst, Duration::ZERO))));
-        ApiClient { client, server, connectivity, bucket }
+        ApiClient { client, server, connectivity, pacer: Pacer::new(rate, burst) }
     }
 
     /// The kube client (for the API source's list and watch).
@@ -228,7 +275,7 @@ impl ApiClient {
         request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
     ) -> Result<Vec<u8>, CallError> {
         let request = request.map_err(CallError::Request)?;
-        self.paced().await;
+        self.pacer.ready().await;
         let response = match self.client.send(request.map(kube::client::Body::from)).await {
             Ok(response) => response,
             Err(source) => {
@@ -243,7 +290,7 @@ impl ApiClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        self.paced_by(response.status(), retry_after);
+        self.pacer.answered(response.status(), retry_after);
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_RESPONSE)
             .collect()
@@ -278,31 +325,12 @@ impl ApiClient {
 
     /// Refusals for load (429) this client's bucket met so far.
     pub fn refusals(&self) -> u64 {
-        lock(&self.bucket).1.refusals()
+        self.pacer.refusals()
     }
 
-    /// The server's answer tells the bucket its pace: a 429 (flow control) slows it and
-    /// holds it for the `Retry-After`, any other answer lets it grow back.
-    fn paced_by(&self, status: http::StatusCode, retry_after: Option<Duration>) {
-        let mut guard = lock(&self.bucket);
-        let (origin, bucket) = &mut *guard;
-        if status == http::StatusCode::TOO_MANY_REQUESTS {
-            bucket.refused(origin.elapsed(), retry_after.unwrap_or_default());
-        } else {
-            bucket.answered(origin.elapsed());
-        }
-    }
-
-    /// Waits for a token of the shared bucket.
-    async fn paced(&self) {
-        let wait = {
-            let mut guard = lock(&self.bucket);
-            let (origin, bucket) = &mut *guard;
-            bucket.take(origin.elapsed())
-        };
-        if let Some(wait) = wait {
-            tokio::time::sleep(wait).await;
-        }
+    /// The client's bucket, for the watchers of [`ApiClient::kube`] to share its pace.
+    pub fn pacer(&self) -> Pacer {
+        self.pacer.clone()
     }
 }
 

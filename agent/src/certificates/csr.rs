@@ -111,6 +111,8 @@ async fn wait(
         page_size: None,
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        // Before the node has its client: the bootstrap's one watch.
+        pacer: None,
     };
     let events = watcher(api, config, connectivity);
     futures::pin_mut!(events);

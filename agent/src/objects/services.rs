@@ -184,6 +184,7 @@ pub(super) async fn follow(inner: Arc<Inner>, scope: Scope) {
         page_size: None,
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        pacer: Some(inner.client.pacer()),
     };
     let span = debug_span!("watch", services = %scope);
     let events = watcher(api, config, inner.client.connectivity().clone());

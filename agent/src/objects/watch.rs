@@ -158,6 +158,7 @@ pub(super) async fn follow_all(
         page_size: Some(LIST_PAGE),
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        pacer: Some(inner.client.pacer()),
     };
     let events = watcher(lw, config, inner.client.connectivity().clone());
     let mut events = std::pin::pin!(events);
@@ -236,6 +237,7 @@ pub(super) async fn follow_with<K: Watched>(inner: Arc<Inner>, key: Key, lw: imp
         page_size: None,
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        pacer: Some(inner.client.pacer()),
     };
     let events = watcher(lw, config, inner.client.connectivity().clone());
     let mut events = std::pin::pin!(events);

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
 use crate::apiserver::watcher::{self, ListWatch, MIN_WATCH_TIMEOUT_SECS, watcher};
-use crate::apiserver::{ApiClient, Connectivity, MirrorView};
+use crate::apiserver::{ApiClient, Connectivity, MirrorView, Pacer};
 use crate::checkpoint::{self, Checkpoints};
 use crate::source::EventStream;
 
@@ -78,6 +78,7 @@ pub struct ApiSource {
     node_name: String,
     checkpoints: Checkpoints,
     connectivity: Connectivity,
+    pacer: Pacer,
     mirrors: MirrorView,
 }
 
@@ -90,6 +91,7 @@ impl ApiSource {
             node_name: config.node_name,
             checkpoints: config.checkpoints,
             connectivity: config.client.connectivity().clone(),
+            pacer: config.client.pacer(),
             mirrors: config.mirrors,
         }
     }
@@ -107,6 +109,7 @@ impl ApiSource {
             page_size: Some(PAGE),
             watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
             backoff: Backoff::WATCH,
+            pacer: Some(self.pacer.clone()),
         };
         let events = watcher(lw, config, self.connectivity.clone());
         let (tx, rx) = mpsc::channel(16);

@@ -18,6 +18,7 @@ fn config() -> Config {
         page_size: Some(2),
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        pacer: None,
     }
 }
 
@@ -416,7 +417,8 @@ fn watch_timeouts_are_spread_between_the_minimum_and_twice_it() {
     assert_eq!(super::spread_timeout(300, 7.0), 599, "clamped");
     for step in 0..1000 {
         let timeout = super::spread_timeout(MIN_WATCH_TIMEOUT_SECS, f64::from(step) / 1000.0);
-        assert!((300..600).contains(&timeout), "{timeout}");
+        let min = MIN_WATCH_TIMEOUT_SECS;
+        assert!((min..2 * min).contains(&timeout), "{timeout}");
     }
 }
 
@@ -454,4 +456,56 @@ async fn a_quiet_watch_lasts_its_timeout_and_a_silent_one_is_resumed_past_it() {
     assert_eq!(fake.calls(), [list_call(None), watch_call("10"), watch_call("11")]);
     assert!(connectivity.is_reachable(), "no failure");
     drop(first);
+}
+
+/// A server that sends bookmarks (kube-apiserver's watch cache: one a minute): once one
+/// came, a watch that hears nothing for [`BOOKMARK_SILENCE`] is taken for a dead
+/// connection and resumed from the bookmark's version, long before its own timeout.
+#[tokio::test(start_paused = true)]
+async fn a_watch_whose_bookmarks_stop_is_resumed_before_its_timeout() {
+    let fake = FakeListWatch::default();
+    fake.answer_list(vec![], "10");
+    let first = fake.open_watch();
+    let second = fake.open_watch();
+    let connectivity = Connectivity::default();
+    let mut events = start(&fake, &connectivity);
+    assert_eq!(take(&mut events, 2).await, ["Init", "InitDone"]);
+    // Bookmarks a minute apart keep the watch; an object between them too.
+    for version in ["20", "21"] {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        first.unbounded_send(bookmark(version)).unwrap();
+        assert_eq!(next(&mut events).await, "Bookmark");
+    }
+    first.unbounded_send(added("a", "22")).unwrap();
+    assert_eq!(next(&mut events).await, "Apply a");
+    // Then nothing: the watch is resumed from "22" after BOOKMARK_SILENCE, not after
+    // its 15 to 30 minutes.
+    let start = Instant::now();
+    second.unbounded_send(added("b", "23")).unwrap();
+    assert_eq!(next(&mut events).await, "Apply b");
+    assert_eq!(start.elapsed(), BOOKMARK_SILENCE);
+    assert_eq!(fake.calls(), [list_call(None), watch_call("10"), watch_call("22")]);
+    assert!(connectivity.is_reachable(), "no failure");
+    drop(first);
+}
+
+/// One bucket for a node's writes and its watchers (B13): a watch refused for load (429)
+/// slows the writers' bucket, and each list and watch call takes one of its tokens.
+#[tokio::test(start_paused = true)]
+async fn a_watch_refused_for_load_slows_the_nodes_bucket() {
+    let fake = FakeListWatch::default();
+    fake.answer_list(vec![], "10");
+    fake.fail_watch(status(429));
+    let _open = fake.open_watch();
+    let pacer = crate::apiserver::Pacer::new(5.0, 2);
+    let config = Config { pacer: Some(pacer.clone()), ..config() };
+    let mut events: Events = Box::pin(watcher(fake.clone(), config, Connectivity::default()));
+    assert_eq!(take(&mut events, 3).await, ["Init", "InitDone", "Failed watch"]);
+    assert_eq!(pacer.refusals(), 1, "the watch's 429 is the bucket's");
+    // The list and the watch took the burst, and the 429 halved the rate: a write now
+    // waits for a token at 2.5 a second.
+    let start = Instant::now();
+    pacer.ready().await;
+    assert_eq!(start.elapsed(), Duration::from_millis(400));
+    assert_eq!(next(&mut events).await, "Recovered");
 }

@@ -20,6 +20,7 @@ pub(super) fn own_node(context: &Context) -> impl Stream<Item = Event<Node>> + u
         page_size: None,
         watch_timeout_secs: MIN_WATCH_TIMEOUT_SECS,
         backoff: Backoff::WATCH,
+        pacer: Some(context.client.pacer()),
     };
     watcher(api, config, context.client.connectivity().clone())
 }
