@@ -1,6 +1,6 @@
 //! The fleet harness (B13): `cargo xtask fleet [--client outpost|kubelet] [--nodes N]
 //! [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS]
-//! [--history EVENTS] [--lease-duration-seconds S]`
+//! [--history EVENTS] [--lease-duration-seconds S] [--capacity SECONDS [--clients C]]`
 //! runs the scenario of `outpost_tests::fleet::scenario` (N nodes, all at once, on one
 //! test API server, P API pods each; an idle window of M minutes; then each whole-fleet
 //! outage in turn) and prints its figures:
@@ -12,6 +12,10 @@
 //!   reconnect target, the seconds until every node and every pod is synced, the slowest
 //!   node's first write against its backoff's cap, and the 429s under `--throttle`.
 //!
+//! With `--capacity`, it measures instead the test API server's own rate
+//! (`outpost_tests::fleet::load`): N nodes' Leases, Node and pod statuses and Events
+//! written over C connections for SECONDS, with each node's two watches open.
+//!
 //! This program parses arguments and prints; the scenario measures. It fails only when
 //! the fleet does not come up.
 
@@ -19,14 +23,22 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use outpost_tests::fleet::load::{self, Load};
 use outpost_tests::fleet::scenario::{self, Client, Figures, Outage, Scenario};
 
 /// What the issue measured with 20 real agents (no containerd), idle.
 const MEASURED_REAL_AGENTS: f64 = 6.0;
-const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS] [--lease-duration-seconds S]";
+const USAGE: &str = "fleet [--client outpost|kubelet] [--nodes N] [--minutes M] [--pods-per-node P] [--outage SECONDS[,SECONDS...]] [--throttle QPS] [--history EVENTS] [--lease-duration-seconds S] [--capacity SECONDS [--clients C]]";
 
-fn parse(args: &[String]) -> anyhow::Result<Scenario> {
+/// What the command line asks: a scenario, or the server's capacity.
+enum Run {
+    Scenario(Scenario),
+    Capacity(Load),
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Run> {
     let mut scenario = Scenario::new(Client::Outpost, 20);
+    let (mut capacity, mut clients) = (None, 100);
     let mut args = args.iter();
     while let Some(flag) = args.next() {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
@@ -58,6 +70,11 @@ fn parse(args: &[String]) -> anyhow::Result<Scenario> {
                 let seconds = value()?.parse().context("--lease-duration-seconds")?;
                 scenario.lease_duration_seconds = Some(seconds);
             }
+            "--capacity" => {
+                let seconds: f64 = value()?.parse().context("--capacity")?;
+                capacity = Some(Duration::try_from_secs_f64(seconds).context("--capacity")?);
+            }
+            "--clients" => clients = value()?.parse().context("--clients")?,
             // `cargo bench` passes this to harness-less programs.
             "--bench" => {}
             other => bail!("unknown argument {other}: {USAGE}"),
@@ -66,7 +83,15 @@ fn parse(args: &[String]) -> anyhow::Result<Scenario> {
     if scenario.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
-    Ok(scenario)
+    Ok(match capacity {
+        Some(duration) => Run::Capacity(Load {
+            nodes: scenario.nodes,
+            pods_per_node: scenario.pods_per_node,
+            clients,
+            duration,
+        }),
+        None => Run::Scenario(scenario),
+    })
 }
 
 fn main() -> ExitCode {
@@ -76,11 +101,19 @@ fn main() -> ExitCode {
     if std::env::var_os("OUTPOST_LOG").is_some() {
         outpost::logging::init(None);
     }
-    let result = parse(&args).and_then(|scenario| {
+    let result = parse(&args).and_then(|run| {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .context("cannot start the tokio runtime")?;
+        let scenario = match run {
+            Run::Scenario(scenario) => scenario,
+            Run::Capacity(load) => {
+                let capacity = runtime.block_on(load::measure(&load))?;
+                print_capacity(&load, &capacity);
+                return Ok(());
+            }
+        };
         let say = |line: String| println!("fleet: {line}");
         let figures = runtime.block_on(scenario::run(&scenario, &say))?;
         print_idle(&figures);
@@ -154,6 +187,23 @@ fn print_idle(figures: &Figures) {
     );
     if figures.throttle.is_some() {
         println!("  throttled (429): {}", idle.throttled);
+    }
+}
+
+fn print_capacity(load: &Load, capacity: &load::Capacity) {
+    println!(
+        "B13 harness: the test API server served {:.0} requests/s ({} in {:.1} s; {} nodes, {} pods each, {} writing connections, {} watches open; {} failed)",
+        capacity.per_second(),
+        capacity.total(),
+        capacity.seconds,
+        load.nodes,
+        load.pods_per_node,
+        load.clients.min(load.nodes),
+        capacity.watches,
+        capacity.failed,
+    );
+    for (what, count) in &capacity.served {
+        println!("    {what:<22} {:>8.0} /s", *count as f64 / capacity.seconds);
     }
 }
 

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::TestApiServer;
 
+pub mod load;
 pub mod scenario;
 
 /// Why the fleet could not start.

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::error::{Error, Result};
 use super::resource::ResourceType;
+use super::store::TRIGGER_FIELDS;
 
 /// The selectors of one list or watch request.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -53,6 +54,16 @@ impl Filter {
             None => Vec::new(),
         };
         Ok(Filter { fields, labels })
+    }
+
+    /// The indexed field and value this filter asks for, if its field selector asks
+    /// one of [`TRIGGER_FIELDS`] to equal a value: the watch need only see writes of
+    /// objects that had or have it.
+    pub fn trigger(&self) -> Option<(&'static str, String)> {
+        self.fields.iter().filter(|f| f.equal).find_map(|f| {
+            let field = TRIGGER_FIELDS.iter().find(|t| **t == f.label)?;
+            Some((*field, f.value.clone()))
+        })
     }
 
     /// Whether `object` (of `resource`) passes both selectors.

@@ -10,11 +10,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::error::{Error, Result};
 use super::resource::ResourceType;
 use super::strategy::{self, meta};
+
+mod dispatch;
+
+use dispatch::Dispatch;
+pub use dispatch::{TRIGGER_FIELDS, Trigger};
 
 /// Where an object lives: (group, plural, namespace, name); cluster-scoped objects have
 /// an empty namespace. Ordered as etcd keys are, so lists come out sorted.
@@ -86,10 +91,12 @@ pub struct Event {
 struct State {
     rv: u64,
     objects: BTreeMap<Key, Arc<Value>>,
-    history: VecDeque<Event>,
+    history: VecDeque<Arc<Event>>,
     history_limit: usize,
     /// Reads and watches from a resourceVersion below this get 410.
     compacted: u64,
+    /// The open watches' queues.
+    dispatch: Dispatch,
 }
 
 /// The shared store. Writes are serialized by one lock, so every write sees the
@@ -126,6 +133,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             compacted: 1,
+            dispatch: Dispatch::default(),
         };
         Store { state: Mutex::new(state), changed: watch::Sender::new(1) }
     }
@@ -178,42 +186,46 @@ impl Store {
         namespace: Option<&str>,
         rv: Option<u64>,
     ) -> Result<Snapshot> {
-        let state = self.lock();
-        let mut objects: BTreeMap<Key, Arc<Value>> = state
-            .objects
-            .range(Key::new(resource, None, "")..)
-            .take_while(|(k, _)| k.within(resource, None))
-            .filter(|(k, _)| k.within(resource, namespace))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let Some(rv) = rv.filter(|rv| *rv < state.rv) else {
-            return Ok((objects.into_iter().collect(), state.rv));
-        };
-        if rv < state.compacted {
-            return Err(too_old(rv, state.compacted));
-        }
-        // Roll the newer writes back, newest first.
-        for event in state.history.iter().rev().take_while(|e| e.rv > rv) {
-            if !event.key.within(resource, namespace) {
-                continue;
-            }
-            match &event.prev {
-                Some(prev) => objects.insert(event.key.clone(), prev.clone()),
-                None => objects.remove(&event.key),
-            };
-        }
-        Ok((objects.into_iter().collect(), rv))
+        snapshot(&self.lock(), resource, namespace, rv)
     }
 
     /// The events after `rv` and the resourceVersion they reach; 410 when some of them
     /// are no longer in the history.
-    pub fn events_after(&self, rv: u64) -> Result<(Vec<Event>, u64)> {
+    pub fn events_after(&self, rv: u64) -> Result<(Vec<Arc<Event>>, u64)> {
         let state = self.lock();
         if rv < state.compacted {
             return Err(too_old(rv, state.compacted));
         }
         let skip = state.history.partition_point(|e| e.rv <= rv);
         Ok((state.history.iter().skip(skip).cloned().collect(), state.rv))
+    }
+
+    /// Opens a watch of `resource` (in `namespace`, if given) filed under `trigger`
+    /// ([`Trigger`]): where it begins (the objects now, or the events of the resource
+    /// after `after`, 410 when they left the history), and the queue every later write
+    /// it may see is pushed on, as deep as the history (one lock: nothing falls
+    /// between).
+    pub fn watch(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        trigger: Trigger,
+        after: Option<u64>,
+    ) -> Result<(Begin, mpsc::Receiver<Arc<Event>>)> {
+        let mut state = self.lock();
+        let begin = match after {
+            None => Begin::Objects(snapshot(&state, resource, namespace, None)?),
+            Some(rv) if rv < state.compacted => return Err(too_old(rv, state.compacted)),
+            Some(rv) => {
+                let skip = state.history.partition_point(|e| e.rv <= rv);
+                let events = state.history.iter().skip(skip);
+                let events = events.filter(|e| e.key.within(resource, namespace)).cloned();
+                Begin::Events(events.collect(), state.rv)
+            }
+        };
+        let (queue, events) = mpsc::channel(state.history_limit);
+        state.dispatch.register(trigger, queue);
+        Ok((begin, events))
     }
 
     pub fn create(
@@ -376,7 +388,9 @@ impl Store {
             EventType::Deleted => state.objects.remove(&key),
             _ => state.objects.insert(key.clone(), object.clone()),
         };
-        state.history.push_back(Event { rv, kind, key, object: object.clone(), prev: old });
+        let event = Arc::new(Event { rv, kind, key, object: object.clone(), prev: old });
+        state.dispatch.dispatch(&event);
+        state.history.push_back(event);
         while state.history.len() > state.history_limit {
             if let Some(evicted) = state.history.pop_front() {
                 state.compacted = evicted.rv;
@@ -385,6 +399,49 @@ impl Store {
         self.changed.send_replace(rv);
         Value::clone(&object)
     }
+}
+
+/// [`Store::objects_at`] under the lock.
+fn snapshot(
+    state: &State,
+    resource: &ResourceType,
+    namespace: Option<&str>,
+    rv: Option<u64>,
+) -> Result<Snapshot> {
+    let mut objects: BTreeMap<Key, Arc<Value>> = state
+        .objects
+        .range(Key::new(resource, None, "")..)
+        .take_while(|(k, _)| k.within(resource, None))
+        .filter(|(k, _)| k.within(resource, namespace))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let Some(rv) = rv.filter(|rv| *rv < state.rv) else {
+        return Ok((objects.into_iter().collect(), state.rv));
+    };
+    if rv < state.compacted {
+        return Err(too_old(rv, state.compacted));
+    }
+    // Roll the newer writes back, newest first.
+    for event in state.history.iter().rev().take_while(|e| e.rv > rv) {
+        if !event.key.within(resource, namespace) {
+            continue;
+        }
+        match &event.prev {
+            Some(prev) => objects.insert(event.key.clone(), prev.clone()),
+            None => objects.remove(&event.key),
+        };
+    }
+    Ok((objects.into_iter().collect(), rv))
+}
+
+/// Where a watch begins ([`Store::watch`]).
+#[derive(Debug)]
+pub enum Begin {
+    /// The objects now, and the resourceVersion they are at.
+    Objects(Snapshot),
+    /// The resource's events after the watch's resourceVersion, and the resourceVersion
+    /// they reach.
+    Events(Vec<Arc<Event>>, u64),
 }
 
 const STALE: &str =

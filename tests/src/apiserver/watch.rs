@@ -11,8 +11,10 @@
 //!   matching as `DELETED` (its previous state at the new resourceVersion).
 //! - `BOOKMARK`s every bookmark interval when `allowWatchBookmarks=true`, carrying the
 //!   resourceVersion the watch has reached.
-//! - `timeoutSeconds` ends the stream cleanly (default 1800 s); a watch that falls out
-//!   of the history window gets a 410 `ERROR` and ends.
+//! - `timeoutSeconds` ends the stream cleanly (default 1800 s).
+//! - Each watch is sent the writes it may see as they commit (the store's dispatch, by
+//!   resource and by `metadata.name` or `spec.nodeName` when its selector asks one); a
+//!   watch more than the history's length behind is too slow, and its stream ends.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -21,14 +23,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::Stream;
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::error::Error;
 use super::list::{FUTURE_RV_WAIT, ListOptions};
 use super::resource::ResourceType;
 use super::selector::Filter;
-use super::store::{Event, EventType, Store, too_old};
+use super::store::{Begin, Event, EventType, Store, Trigger};
 
 /// The server's default watch length when the request gives no `timeoutSeconds`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -147,7 +149,8 @@ struct Watch {
     /// The resourceVersion up to which events have been sent.
     cursor: u64,
     queue: VecDeque<Bytes>,
-    changes: watch::Receiver<u64>,
+    /// The writes this watch may see, from the store's dispatch (once started).
+    events: Option<mpsc::Receiver<Arc<Event>>>,
     bookmarks: Option<Interval>,
     deadline: Instant,
     _guard: WatcherGuard,
@@ -167,7 +170,7 @@ pub fn stream(
         interval
     });
     let watch = Watch {
-        changes: store.subscribe(),
+        events: None,
         store,
         deadline: Instant::now() + request.timeout,
         request,
@@ -196,47 +199,57 @@ impl Watch {
 
     async fn start(&mut self) {
         self.phase = Phase::Streaming;
-        let Some(after) = self.request.after else {
-            let namespace = self.request.namespace.as_deref();
-            match self.store.objects_at(self.request.resource, namespace, None) {
-                Ok((objects, rv)) => {
-                    for (_, object) in objects {
-                        if self.request.filter.matches(self.request.resource, &object) {
-                            self.push("ADDED", &object);
-                        }
-                    }
-                    self.cursor = rv;
-                    if self.request.initial_events_end {
-                        self.push_bookmark(true);
-                    }
-                }
-                Err(error) => self.fail(&error),
-            }
-            return;
-        };
-        if after > self.store.resource_version() {
-            let wait = self.changes.wait_for(|rv| *rv >= after);
+        let after = self.request.after;
+        if let Some(after) = after
+            && after > self.store.resource_version()
+        {
+            let mut changes = self.store.subscribe();
+            let wait = changes.wait_for(|rv| *rv >= after);
             let reached = matches!(tokio::time::timeout(FUTURE_RV_WAIT, wait).await, Ok(Ok(_)));
             if !reached {
                 let current = self.store.resource_version();
                 return self.fail(&Error::TooLargeResourceVersion { requested: after, current });
             }
         }
-        let compacted = self.store.compacted();
-        if after < compacted {
-            return self.fail(&too_old(after, compacted));
+        let (resource, namespace) = (self.request.resource, self.request.namespace.as_deref());
+        let trigger = Trigger::new(resource, self.request.filter.trigger());
+        let (begin, events) = match self.store.watch(resource, namespace, trigger, after) {
+            Ok(opened) => opened,
+            Err(error) => return self.fail(&error),
+        };
+        self.events = Some(events);
+        match begin {
+            Begin::Objects((objects, rv)) => {
+                for (_, object) in objects {
+                    if self.request.filter.matches(resource, &object) {
+                        self.push("ADDED", &object);
+                    }
+                }
+                self.cursor = rv;
+                if self.request.initial_events_end {
+                    self.push_bookmark(true);
+                }
+            }
+            Begin::Events(events, rv) => {
+                for event in &events {
+                    self.deliver(event);
+                }
+                self.cursor = rv;
+            }
         }
-        self.cursor = after;
-        self.drain();
     }
 
     async fn wait(&mut self) {
         enum Wake {
             Timeout,
-            Changed,
+            Changed(Arc<Event>),
             Closed,
             Bookmark,
         }
+        let Some(events) = self.events.as_mut() else {
+            self.phase = Phase::Done;
+            return;
+        };
         let bookmarks = &mut self.bookmarks;
         let tick = async move {
             match bookmarks {
@@ -246,36 +259,46 @@ impl Watch {
         };
         let wake = tokio::select! {
             () = tokio::time::sleep_until(self.deadline) => Wake::Timeout,
-            changed = self.changes.changed() => if changed.is_ok() { Wake::Changed } else { Wake::Closed },
+            event = events.recv() => match event {
+                Some(event) => Wake::Changed(event),
+                None => Wake::Closed,
+            },
             _ = tick => Wake::Bookmark,
         };
         match wake {
+            // Closed: the store dropped this watch for being too slow.
             Wake::Timeout | Wake::Closed => self.phase = Phase::Done,
-            Wake::Changed => self.drain(),
-            Wake::Bookmark => {
+            Wake::Changed(event) => {
+                self.deliver(&event);
                 self.drain();
-                if self.phase == Phase::Streaming {
-                    self.push_bookmark(false);
-                }
+            }
+            Wake::Bookmark => {
+                // Every write up to the store's version now is on the queue already
+                // (dispatched as it committed): the bookmark says how far it got.
+                let reached = self.store.resource_version();
+                self.drain();
+                self.cursor = self.cursor.max(reached);
+                self.push_bookmark(false);
             }
         }
     }
 
-    /// Queues the events since the cursor that this watch sees.
+    /// Queues what is on the watch's queue now.
     fn drain(&mut self) {
-        let (events, rv) = match self.store.events_after(self.cursor) {
-            Ok(found) => found,
-            Err(error) => return self.fail(&error),
-        };
-        for event in &events {
-            let namespace = self.request.namespace.as_deref();
-            if event.key.within(self.request.resource, namespace)
-                && let Some((kind, object)) = self.seen_as(event)
-            {
-                self.push(kind, &object);
-            }
+        while let Some(event) = self.events.as_mut().and_then(|events| events.try_recv().ok()) {
+            self.deliver(&event);
         }
-        self.cursor = rv;
+    }
+
+    /// Queues `event` if this watch sees it, and moves the cursor past it.
+    fn deliver(&mut self, event: &Event) {
+        let namespace = self.request.namespace.as_deref();
+        if event.key.within(self.request.resource, namespace)
+            && let Some((kind, object)) = self.seen_as(event)
+        {
+            self.push(kind, &object);
+        }
+        self.cursor = self.cursor.max(event.rv);
     }
 
     /// How the event looks through this watch's selectors.

@@ -34,7 +34,7 @@
 //! of the pods' volumes, Events, CrashLoopBackOff (every restart is at once) and the
 //! node lifecycle controller's side (no one marks a silent node `Unknown`).
 
-mod client;
+pub(crate) mod client;
 mod node;
 mod patch;
 mod pods;
