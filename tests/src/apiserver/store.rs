@@ -6,7 +6,7 @@
 //! A read or watch from a `resourceVersion` older than the history window gets 410
 //! `Expired`, as from a compacted etcd. [`Store::compact`] drops the whole history.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
@@ -91,6 +91,9 @@ pub struct Event {
 struct State {
     rv: u64,
     objects: BTreeMap<Key, Arc<Value>>,
+    /// The pods bound to each node (`spec.nodeName`), as the Node authorizer's graph
+    /// and kube-apiserver's watch cache index them.
+    pods_by_node: HashMap<String, BTreeSet<Key>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
     /// Reads and watches from a resourceVersion below this get 410.
@@ -130,6 +133,7 @@ impl Store {
         let state = State {
             rv: 1,
             objects: BTreeMap::new(),
+            pods_by_node: HashMap::new(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             compacted: 1,
@@ -187,6 +191,13 @@ impl Store {
         rv: Option<u64>,
     ) -> Result<Snapshot> {
         snapshot(&self.lock(), resource, namespace, rv)
+    }
+
+    /// The pods bound to `node` now.
+    pub fn pods_on_node(&self, node: &str) -> Vec<Arc<Value>> {
+        let state = self.lock();
+        let keys = state.pods_by_node.get(node).into_iter().flatten();
+        keys.filter_map(|key| state.objects.get(key).cloned()).collect()
     }
 
     /// The events after `rv` and the resourceVersion they reach; 410 when some of them
@@ -384,6 +395,9 @@ impl Store {
         };
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         let object = Arc::new(object);
+        if key.group.is_empty() && key.plural == "pods" {
+            index_pod(&mut state.pods_by_node, &key, old.as_deref(), kind, &object);
+        }
         match kind {
             EventType::Deleted => state.objects.remove(&key),
             _ => state.objects.insert(key.clone(), object.clone()),
@@ -398,6 +412,36 @@ impl Store {
         }
         self.changed.send_replace(rv);
         Value::clone(&object)
+    }
+}
+
+/// Moves the pod `key` in the node index: out of its old node's set, into its new
+/// node's unless deleted.
+fn index_pod(
+    index: &mut HashMap<String, BTreeSet<Key>>,
+    key: &Key,
+    old: Option<&Value>,
+    kind: EventType,
+    new: &Value,
+) {
+    let node = |pod: &Value| {
+        pod.pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(node) = old.and_then(node)
+        && let Some(pods) = index.get_mut(&node)
+    {
+        pods.remove(key);
+        if pods.is_empty() {
+            index.remove(&node);
+        }
+    }
+    if kind != EventType::Deleted
+        && let Some(node) = node(new)
+    {
+        index.entry(node).or_default().insert(key.clone());
     }
 }
 

@@ -43,6 +43,10 @@ pub enum NoPath {
 }
 
 /// Whether the object `namespace/name` of kind `start` reaches the node `node`.
+///
+/// The walk starts from the pods bound to the node (the store's index of them, as the
+/// real graph keeps its edges); only a refusal looks at every bound pod, to say why
+/// (an object no pod refers to, or one of another node's pods).
 pub fn has_path(
     store: &Store,
     node: &str,
@@ -50,6 +54,14 @@ pub fn has_path(
     namespace: &str,
     name: &str,
 ) -> Result<(), NoPath> {
+    let on_node = store.pods_on_node(node);
+    if on_node.is_empty() {
+        return Err(NoPath::UnknownNode);
+    }
+    let on_node: Vec<&Value> = on_node.iter().map(AsRef::as_ref).collect();
+    if walk(store, &on_node, node, start, namespace, name).1 {
+        return Ok(());
+    }
     let Ok((pods, _)) = store.objects_at(&PODS, None, None) else {
         return Err(NoPath::UnknownNode);
     };
@@ -58,10 +70,23 @@ pub fn has_path(
         .map(|(_, pod)| pod.as_ref())
         .filter(|pod| node_name(pod).is_some_and(|n| !n.is_empty()))
         .collect();
-    if !bound.iter().any(|pod| node_name(pod) == Some(node)) {
-        return Err(NoPath::UnknownNode);
+    match walk(store, &bound, node, start, namespace, name) {
+        (_, true) => Ok(()),
+        (false, false) => Err(NoPath::UnknownObject),
+        (true, false) => Err(NoPath::Unrelated),
     }
-    // Every vertex of `start`'s kind that exists, and whether one reaches the node.
+}
+
+/// Over the pods `bound`: whether a vertex of `start`'s kind named so exists, and
+/// whether one reaches the node.
+fn walk(
+    store: &Store,
+    bound: &[&Value],
+    node: &str,
+    start: Vertex,
+    namespace: &str,
+    name: &str,
+) -> (bool, bool) {
     let mut exists = false;
     let mut reaches = false;
     let mut see = |on_node: bool| {
@@ -95,15 +120,11 @@ pub fn has_path(
                 }
             }
             if start == Vertex::Secret {
-                secret_of_volumes(store, &bound, node, namespace, name, &mut see);
+                secret_of_volumes(store, bound, node, namespace, name, &mut see);
             }
         }
     }
-    match (exists, reaches) {
-        (_, true) => Ok(()),
-        (false, false) => Err(NoPath::UnknownObject),
-        (true, false) => Err(NoPath::Unrelated),
-    }
+    (exists, reaches)
 }
 
 /// secret → pv → pvc → pod → node: the secrets bound volumes name (`AddPV`).
