@@ -207,10 +207,7 @@ pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 
 pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<Figures, Error> {
     // Held until the scenario ends: the limits go back to what they were.
-    let mut raised = match scenario.client {
-        Client::Outpost => limits::check(scenario.nodes)?,
-        Client::Kubelet => limits::Raised::default(),
-    };
+    let mut raised = limits::check(scenario.nodes, scenario.client == Client::Outpost)?;
     for line in &raised.lines {
         say(line.clone());
     }
