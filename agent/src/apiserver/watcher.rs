@@ -223,9 +223,9 @@ enum State<K> {
     /// A watch from `version` is to start: after a list, a watch's end, a backoff.
     Resume { version: String },
     /// A watch is open; `version` is the last seen (an object's or a bookmark's). Past
-    /// `silent_until` with nothing read, the connection is taken for dead: `deadline`
-    /// (its timeout and [`WATCH_GRACE`]), or [`BOOKMARK_SILENCE`] after what was last
-    /// read once the server has sent a bookmark on it.
+    /// `silence` with nothing read, the connection is taken for dead: its timeout and
+    /// [`WATCH_GRACE`], or [`BOOKMARK_SILENCE`] after what was last read once the server
+    /// has sent a bookmark on it.
     Watching { version: String, stream: WatchStream<K>, silence: Silence },
     /// After a failure: waits `delay` (or less, when woken), then goes on to `then`.
     Backoff { delay: Duration, then: Box<State<K>> },

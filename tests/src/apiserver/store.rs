@@ -204,11 +204,7 @@ impl Store {
     /// are no longer in the history.
     pub fn events_after(&self, rv: u64) -> Result<(Vec<Arc<Event>>, u64)> {
         let state = self.lock();
-        if rv < state.compacted {
-            return Err(too_old(rv, state.compacted));
-        }
-        let skip = state.history.partition_point(|e| e.rv <= rv);
-        Ok((state.history.iter().skip(skip).cloned().collect(), state.rv))
+        Ok((state.history_after(rv)?.cloned().collect(), state.rv))
     }
 
     /// Opens a watch of `resource` (in `namespace`, if given) filed under `trigger`
@@ -226,10 +222,8 @@ impl Store {
         let mut state = self.lock();
         let begin = match after {
             None => Begin::Objects(snapshot(&state, resource, namespace, None)?),
-            Some(rv) if rv < state.compacted => return Err(too_old(rv, state.compacted)),
             Some(rv) => {
-                let skip = state.history.partition_point(|e| e.rv <= rv);
-                let events = state.history.iter().skip(skip);
+                let events = state.history_after(rv)?;
                 let events = events.filter(|e| e.key.within(resource, namespace)).cloned();
                 Begin::Events(events.collect(), state.rv)
             }
@@ -415,6 +409,17 @@ impl Store {
     }
 }
 
+impl State {
+    /// The history's events after `rv`; 410 when some of them are no longer in it.
+    fn history_after(&self, rv: u64) -> Result<impl Iterator<Item = &Arc<Event>>> {
+        if rv < self.compacted {
+            return Err(too_old(rv, self.compacted));
+        }
+        let skip = self.history.partition_point(|e| e.rv <= rv);
+        Ok(self.history.iter().skip(skip))
+    }
+}
+
 /// Moves the pod `key` in the node index: out of its old node's set, into its new
 /// node's unless deleted.
 fn index_pod(
@@ -425,8 +430,7 @@ fn index_pod(
     new: &Value,
 ) {
     let node = |pod: &Value| {
-        pod.pointer("/spec/nodeName")
-            .and_then(Value::as_str)
+        Some(dispatch::field_value(pod, "spec.nodeName"))
             .filter(|n| !n.is_empty())
             .map(str::to_owned)
     };

@@ -434,8 +434,8 @@ async fn a_quiet_watch_lasts_its_timeout_and_a_silent_one_is_resumed_past_it() {
     let connectivity = Connectivity::default();
     let mut events = start(&fake, &connectivity);
     assert_eq!(take(&mut events, 2).await, ["Init", "InitDone"]);
-    // An event after five quiet minutes (past the 295 s read timeout kube's client once
-    // had) still arrives on the first watch.
+    // An event after the shortest timeout's quiet minutes (far past the 295 s read
+    // timeout kube's client once had) still arrives on the first watch.
     let quiet_for = Duration::from_secs(u64::from(MIN_WATCH_TIMEOUT_SECS));
     let sender = first.clone();
     tokio::spawn(async move {

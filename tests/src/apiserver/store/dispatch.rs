@@ -45,7 +45,7 @@ impl Trigger {
 
 /// The value of an indexed field in `object` (empty when absent, as a field selector
 /// reads it).
-fn field_value<'a>(object: &'a Value, field: &str) -> &'a str {
+pub(super) fn field_value<'a>(object: &'a Value, field: &str) -> &'a str {
     let pointer = match field {
         "metadata.name" => "/metadata/name",
         _ => "/spec/nodeName",
