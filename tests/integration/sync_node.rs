@@ -281,3 +281,30 @@ fn k5_a_node_role_label_stops_the_agent_with_kubelets_message() {
     );
     assert_eq!(cluster.server.total_requests(), 0, "nothing was asked");
 }
+
+/// A node holds one connection to a TLS API server, as kubelet does: its watches (pods,
+/// its Node) and its writes (the Node, its status, the Lease) are streams of one HTTP/2
+/// connection, chosen by ALPN, where HTTP/1.1 took a connection for each watch.
+#[needs(pods)]
+#[test]
+fn one_http2_connection_carries_the_node_s_watches_and_writes() {
+    let test_node = pods::Node::new();
+    let cluster = Cluster::start_with(|b| b.tls());
+    let _agent = start(&cluster, &test_node, &[]);
+    ready_node(&cluster);
+    wait_for("a Lease renewed", || renew_time(&lease(&cluster)?));
+    let watched = wait_for("the watches of pods and of its Node", || {
+        let watchers = cluster.server.all_watchers();
+        ["pods", "nodes"]
+            .iter()
+            .all(|r| watchers.get(*r).is_some_and(|n| *n > 0))
+            .then_some(watchers)
+    });
+    let connections = cluster.server.connections();
+    assert_eq!(
+        (connections.h2, connections.http1),
+        (1, 0),
+        "{connections:?} with the watches {watched:?} and the requests {:?}",
+        cluster.server.requests()
+    );
+}

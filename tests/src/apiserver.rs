@@ -134,6 +134,7 @@ pub use bootstrap::{KUBEADM_NODE_TOKEN_GROUP, token_secret as bootstrap_token_se
 pub use error::{Cause, Error as ApiError, GroupResource};
 pub use fault::Fault;
 pub use flow::Throttle;
+pub use net::Connections;
 pub use node_restriction::{KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, node_may_set};
 pub use patch::Patch;
 pub use rbac::REQUESTS_ENV as NODE_REQUESTS_ENV;
@@ -505,6 +506,12 @@ impl TestApiServer {
     /// Serves again on the same port after [`TestApiServer::cut`] (or a down start).
     pub async fn restore(&self) -> io::Result<()> {
         self.listener.restore().await
+    }
+
+    /// The connections open now (by the protocol the client chose at the TLS
+    /// handshake: HTTP/2 or HTTP/1.1) and accepted since the start.
+    pub fn connections(&self) -> Connections {
+        self.listener.connections()
     }
 
     /// Whether the server accepts connections.

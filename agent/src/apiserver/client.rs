@@ -224,7 +224,7 @@ impl ApiClient {
         // Retries are ours (jittered backoff, Retry-After), not hidden in the client.
         config.default_retry = false;
         let server = config.cluster_url.to_string();
-        let client = kube::Client::try_from(config)
+        let client = super::transport::client(config)
             .map_err(|source| ConfigError::Client { path: path.into(), source })?;
         Ok((client, server))
     }

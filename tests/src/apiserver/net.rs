@@ -9,11 +9,12 @@ use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
@@ -42,6 +43,39 @@ pub struct Listener {
     tls: Option<TlsAcceptor>,
     shared: Arc<Shared>,
     serving: Mutex<Option<Serving>>,
+    counts: Arc<Counts>,
+}
+
+/// The connections the server has open now, by the protocol the client chose, and
+/// those it accepted in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Connections {
+    pub http1: usize,
+    pub h2: usize,
+    pub accepted: usize,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    http1: AtomicUsize,
+    h2: AtomicUsize,
+    accepted: AtomicUsize,
+}
+
+/// One open connection, counted until it ends (or its task is aborted).
+struct Open<'a>(&'a AtomicUsize);
+
+impl<'a> Open<'a> {
+    fn new(count: &'a AtomicUsize) -> Open<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Open(count)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Listener {
@@ -77,7 +111,8 @@ impl Listener {
     ) -> io::Result<Listener> {
         let socket = bind(&place, port)?;
         let port = socket.local_addr()?.port();
-        let listener = Listener { place, port, tls, shared, serving: Mutex::new(None) };
+        let counts = Arc::default();
+        let listener = Listener { place, port, tls, shared, serving: Mutex::new(None), counts };
         if !down {
             listener.serve(socket);
         }
@@ -86,6 +121,15 @@ impl Listener {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((self.place.ip, self.port))
+    }
+
+    /// The connections open now and accepted in all.
+    pub fn connections(&self) -> Connections {
+        Connections {
+            http1: self.counts.http1.load(Ordering::Relaxed),
+            h2: self.counts.h2.load(Ordering::Relaxed),
+            accepted: self.counts.accepted.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether the server accepts connections.
@@ -100,6 +144,7 @@ impl Listener {
             self.tls.clone(),
             self.shared.clone(),
             connections.clone(),
+            self.counts.clone(),
         ));
         *lock(&self.serving) = Some(Serving { accept, connections });
     }
@@ -179,6 +224,7 @@ async fn accept_loop(
     tls: Option<TlsAcceptor>,
     shared: Arc<Shared>,
     connections: Arc<Mutex<JoinSet<()>>>,
+    counts: Arc<Counts>,
 ) {
     loop {
         let stream = match socket.accept().await {
@@ -192,24 +238,38 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let mut connections = lock(&connections);
         while connections.try_join_next().is_some() {}
-        connections.spawn(connection(stream, tls.clone(), shared.clone()));
+        counts.accepted.fetch_add(1, Ordering::Relaxed);
+        connections.spawn(connection(stream, tls.clone(), shared.clone(), counts.clone()));
     }
 }
 
-async fn connection(stream: TcpStream, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+async fn connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    counts: Arc<Counts>,
+) {
     match tls {
-        None => serve_http(stream, shared, None).await,
+        None => {
+            let _open = Open::new(&counts.http1);
+            serve_http(stream, shared, None, false).await;
+        }
         Some(acceptor) => {
             if let Ok(stream) = acceptor.accept(stream).await {
-                let peer = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first());
+                let session = stream.get_ref().1;
+                let h2 = session.alpn_protocol() == Some(b"h2");
+                let peer = session.peer_certificates().and_then(|chain| chain.first());
                 let peer = peer.map(|der| Arc::new(der.clone().into_owned()));
-                serve_http(stream, shared, peer).await;
+                let _open = Open::new(if h2 { &counts.h2 } else { &counts.http1 });
+                serve_http(stream, shared, peer, h2).await;
             }
         }
     }
 }
 
-async fn serve_http<S>(stream: S, shared: Arc<Shared>, peer: http::PeerCertificate)
+/// Serves one connection, in HTTP/2 when the client chose it at the handshake (every
+/// request and watch is then a stream of it), else in HTTP/1.1 with upgrades.
+async fn serve_http<S>(stream: S, shared: Arc<Shared>, peer: http::PeerCertificate, h2: bool)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -218,13 +278,23 @@ where
         let peer = peer.clone();
         async move { Ok::<_, Infallible>(http::handle(shared, peer, request).await) }
     });
+    let stream = TokioIo::new(stream);
+    if h2 {
+        // kube-apiserver's default (--http2-max-streams-per-connection): 1,000 streams.
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(1000)
+            .serve_connection(stream, service)
+            .await;
+        return;
+    }
     // A connection error (the client went away) ends this connection only. Idle
     // keep-alive connections stay open, as clients expect of an API server (hyper's
     // header-read timeout would close them after 30 s and race with reuse).
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(None)
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(stream, service)
         .with_upgrades()
         .await;
 }

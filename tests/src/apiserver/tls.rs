@@ -116,7 +116,8 @@ pub fn generate() -> Result<Material, Error> {
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(clients)
         .with_single_cert(chain, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // As kube-apiserver (Go's net/http), HTTP/2 to clients that offer it, else HTTP/1.1.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Material { ca_pem: ca_cert.pem(), issuer, server_config: Arc::new(config) })
 }
 
