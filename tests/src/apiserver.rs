@@ -164,6 +164,8 @@ pub enum Error {
     SigningKey(#[from] token::KeyError),
     #[error("cannot make the cluster signer: {0}")]
     Signer(String),
+    #[error("cannot make a client configuration for the server: {0}")]
+    Client(String),
 }
 
 /// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
@@ -387,6 +389,26 @@ impl TestApiServer {
             None => json!({}),
         };
         self.kubeconfig_for_user(dir, "kubeconfig", user)
+    }
+
+    /// A kube client configuration for this server as [`TestApiServer::kubeconfig`]
+    /// writes it (its CA when it serves HTTPS, its token if it has one), with kube's
+    /// retries off, for clients built in the test's process.
+    pub fn client_config(&self) -> Result<kube::Config, Error> {
+        let url = self.url();
+        let uri = url.parse().map_err(|e| Error::Client(format!("{url}: {e}")))?;
+        let mut config = kube::Config::new(uri);
+        config.default_retry = false;
+        if let Some(ca) = &self.ca_pem {
+            use rustls::pki_types::pem::PemObject;
+            let der = rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes())
+                .map_err(|e| Error::Client(format!("the server's CA: {e}")))?;
+            config.root_cert = Some(vec![der.to_vec()]);
+        }
+        if let Some(token) = &self.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        Ok(config)
     }
 
     /// Writes `DIR/NAME`, a kubeconfig for this server as [`TestApiServer::kubeconfig`]

@@ -89,12 +89,12 @@ impl KubeletModel {
     /// [`node_name`]), all at once, as kubelets whose site's power comes back.
     pub fn start(server: &TestApiServer, nodes: usize) -> Result<KubeletModel, Error> {
         let stop = CancellationToken::new();
-        let url = server.url();
+        let config = server.client_config().map_err(|e| Error::Config(e.to_string()))?;
         let mut started = Vec::with_capacity(nodes);
         for index in 1..=nodes {
             let name = node_name(index);
             let token = stop.child_token();
-            let client = client::Client::new(&url, token.clone())?;
+            let client = client::Client::new(&config, token.clone())?;
             let pods = pods::Pods::new(index);
             let mut tasks = Vec::new();
             let mut spawn = |task: &'static str, future: BoxFuture<'static, ()>| {

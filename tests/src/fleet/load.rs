@@ -81,6 +81,7 @@ const KINDS: [&str; 4] =
 /// Measures the capacity of a test API server of its own, set up as the fleet's.
 pub async fn measure(load: &Load) -> Result<Capacity, Error> {
     let server = TestApiServer::builder()
+        .tls()
         .bookmark_interval(BOOKMARK_INTERVAL)
         .start()
         .await
@@ -96,11 +97,11 @@ async fn run(
     load: &Load,
     stop: &CancellationToken,
 ) -> Result<Capacity, Error> {
-    let url = server.url();
+    let config = server.client_config().map_err(Error::Server)?;
     let setup =
         |node: &str, source| Error::Setup { node: node.to_owned(), source: Box::new(source) };
     let mut leases = Vec::with_capacity(load.nodes);
-    let admin = Client::new(&url, stop.clone()).map_err(|e| setup("(admin)", e))?;
+    let admin = Client::new(&config, stop.clone()).map_err(|e| setup("(admin)", e))?;
     for index in 1..=load.nodes {
         let name = node_name(index);
         let node = json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": name } });
@@ -112,7 +113,7 @@ async fn run(
                 .map_err(|error| Error::CreatePod { pod, reason: error.to_string() })?;
         }
     }
-    let watches = open_watches(&url, load.nodes, stop)?;
+    let watches = open_watches(&config, load.nodes, stop)?;
     server.wait_for_watchers("pods", load.nodes).await;
 
     let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
@@ -124,7 +125,7 @@ async fn run(
     }
     let mut tasks = Vec::new();
     for share in shares {
-        let client = Client::new(&url, stop.clone()).map_err(|e| setup("(writer)", e))?;
+        let client = Client::new(&config, stop.clone()).map_err(|e| setup("(writer)", e))?;
         let writer = Writer {
             client,
             nodes: share,
@@ -170,14 +171,14 @@ fn snapshot(counts: &[AtomicU64; 4], failed: &AtomicU64) -> ([u64; 4], u64) {
 
 /// Each node's pods and Node watches, drained until stopped (their own connections).
 fn open_watches(
-    url: &str,
+    config: &kube::Config,
     nodes: usize,
     stop: &CancellationToken,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, Error> {
     let mut tasks = Vec::with_capacity(2 * nodes);
     for index in 1..=nodes {
         let name = node_name(index);
-        let client = Client::new(url, stop.clone())
+        let client = Client::new(config, stop.clone())
             .map_err(|source| Error::Setup { node: name.clone(), source: Box::new(source) })?;
         let paths = [
             ("/api/v1/pods", format!("spec.nodeName={name}")),

@@ -213,7 +213,8 @@ pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<F
     }
     // kube-apiserver's watch cache sends a watch a BOOKMARK about once a minute (the test
     // server's default of once a second would be 4,000 events a second at 1,000 nodes).
-    let mut builder = TestApiServer::builder().bookmark_interval(BOOKMARK_INTERVAL);
+    // HTTPS, as a cluster's: the nodes' clients choose HTTP/2 (one connection a node).
+    let mut builder = TestApiServer::builder().tls().bookmark_interval(BOOKMARK_INTERVAL);
     if let Some(events) = scenario.history {
         builder = builder.history_limit(events);
     }

@@ -38,12 +38,8 @@ pub enum Error {
     GaveUp { method: Method, path: String, tries: u32 },
     #[error("{what} is not in the informer's cache yet")]
     NotCached { what: String },
-    #[error("the API server's address {url} is not a URL: {source}")]
-    Url {
-        url: String,
-        #[source]
-        source: hyper::http::uri::InvalidUri,
-    },
+    #[error("cannot make a client configuration for the API server: {0}")]
+    Config(String),
     #[error("cannot make the client for {url}: {source}")]
     Client {
         url: String,
@@ -125,12 +121,12 @@ impl std::fmt::Debug for Client {
 type Answer = (StatusCode, Bytes);
 
 impl Client {
-    /// A client of the server at `url` (plain HTTP), giving up on `stop`.
-    pub fn new(url: &str, stop: CancellationToken) -> Result<Client, Error> {
-        let uri = url.parse().map_err(|source| Error::Url { url: url.to_owned(), source })?;
-        let config = kube::Config::new(uri);
-        let kube = kube::Client::try_from(config)
-            .map_err(|source| Error::Client { url: url.to_owned(), source })?;
+    /// A client of the server `config` names, giving up on `stop`: its own connection,
+    /// HTTP/2 over TLS as client-go's.
+    pub fn new(config: &kube::Config, stop: CancellationToken) -> Result<Client, Error> {
+        let url = config.cluster_url.to_string();
+        let kube = outpost::apiserver::transport::client(config.clone())
+            .map_err(|source| Error::Client { url, source })?;
         Ok(Client { kube, stop, timeout: None })
     }
 
