@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use outpost_tests::agent::Agent;
 use outpost_tests::pods;
+use outpost_tests::relay::Relay;
 use serde_json::json;
 
 use crate::api_source::Cluster;
@@ -307,4 +308,33 @@ fn one_http2_connection_carries_the_node_s_watches_and_writes() {
         "{connections:?} with the watches {watched:?} and the requests {:?}",
         cluster.server.requests()
     );
+}
+
+/// O3, a connection that died silently (a NAT forgot it: no FIN, no RST, no answer):
+/// the one HTTP/2 connection carries everything, so the client pings it after 30 s
+/// without a read and drops it when the ping goes unanswered, and the Lease is renewed
+/// over a new connection, as client-go's transport does.
+#[needs(pods)]
+#[test]
+fn a_connection_that_dies_silently_is_dropped_and_the_lease_renewed_on_a_new_one() {
+    let test_node = pods::Node::new();
+    let cluster = Cluster::start_with(|b| b.tls());
+    let relay = cluster.rt.block_on(Relay::start(cluster.server.addr())).unwrap();
+    let kubeconfig = cluster.dir.path().join("node-kubeconfig");
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(text.contains(&cluster.server.url()), "{text}");
+    let text = text.replace(&cluster.server.url(), &format!("https://{}", relay.addr()));
+    std::fs::write(&kubeconfig, text).unwrap();
+    let _agent = start(&cluster, &test_node, &[]);
+    ready_node(&cluster);
+    wait_for("a Lease renewed", || renew_time(&lease(&cluster)?));
+    let before = cluster.server.connections();
+    relay.stall();
+    let stalled = Timestamp::now();
+    wait_for("the Lease renewed after the connection died", || {
+        renew_time(&lease(&cluster)?).filter(|renewed| *renewed > stalled)
+    });
+    assert!(relay.stalled() >= 1);
+    let after = cluster.server.connections();
+    assert!(after.accepted > before.accepted, "{before:?} then {after:?}");
 }

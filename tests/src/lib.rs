@@ -15,6 +15,7 @@ pub mod podman;
 pub mod pods;
 pub mod propagation;
 pub mod registry;
+pub mod relay;
 pub mod smaps;
 pub mod swap;
 pub mod workload;

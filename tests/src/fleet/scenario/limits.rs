@@ -21,9 +21,10 @@ use std::path::Path;
 const PER_NODE: u64 = 4;
 /// Left for the rest of the user's processes (containerd, other tests).
 const MARGIN: u64 = 64;
-/// Open files each node takes (measured: 19.7 at 100 nodes, 16.6 of them sockets: both
-/// ends of its 8 HTTP/1.1 connections, 4 of them its watches), and a few spare.
-const FILES_PER_NODE: u64 = 24;
+/// Open files each node takes (measured: 8.0 at 1,000 nodes, both ends of its one
+/// HTTP/2 connection among them; 19.7 when a node held 8 HTTP/1.1 connections), and a
+/// few spare.
+const FILES_PER_NODE: u64 = 12;
 /// Open files for the rest of the process.
 const FILES_MARGIN: u64 = 1024;
 
