@@ -168,6 +168,23 @@ pub enum Error {
     Client(String),
 }
 
+/// The server's request counts, read from anywhere ([`TestApiServer::request_counts`]).
+#[derive(Clone)]
+pub struct RequestCounts(Arc<Shared>);
+
+impl std::fmt::Debug for RequestCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestCounts").finish_non_exhaustive()
+    }
+}
+
+impl RequestCounts {
+    /// As [`TestApiServer::requests`].
+    pub fn requests(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        self.0.audit.snapshot()
+    }
+}
+
 /// How to start a [`TestApiServer`]; [`TestApiServer::builder`] makes one.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -562,6 +579,12 @@ impl TestApiServer {
     /// paths under their HTTP method and path.
     pub fn requests(&self) -> std::collections::BTreeMap<(String, String), u64> {
         self.shared.audit.snapshot()
+    }
+
+    /// A handle on [`TestApiServer::requests`] that a task of its own can hold: a
+    /// counter that must tick on time while the test's own task is busy.
+    pub fn request_counts(&self) -> RequestCounts {
+        RequestCounts(self.shared.clone())
     }
 
     /// Requests with `verb` on `resource` (`pods` excludes `pods/status`).

@@ -54,6 +54,8 @@ pub enum Error {
     Exit { node: String, pod: String },
     #[error("nodes failed when stopped: {0}")]
     Stopped(String),
+    #[error("the per-second request counter failed: {0}")]
+    Counter(String),
 }
 
 /// Which nodes the scenario drives.
@@ -123,10 +125,9 @@ pub struct Scenario {
     pub tail: Duration,
     /// Flow control's rate (QPS), from the idle window on.
     pub throttle: Option<f64>,
-    /// The test API server's watch history, in events (its default, 1,000, when
-    /// `None`): one history for every resource, so at a fleet's write rate it holds only
-    /// seconds, and watches that resume later get 410 and list again; kube-apiserver's
-    /// watch cache keeps one per resource.
+    /// The test API server's watch history, in events ([`WATCH_CACHE_EVENTS`] when
+    /// `None`). One history for every resource: a short one holds only seconds at a
+    /// fleet's write rate, and watches that resume later get 410 and list again.
     pub history: Option<usize>,
     /// Outpost's `nodeLeaseDurationSeconds` (kubelet's 40 when `None`): a lever on the
     /// idle rate, the Lease renewed every quarter of it.
@@ -202,6 +203,13 @@ impl Figures {
 }
 
 /// Runs `scenario` on a test API server of its own; `say` is told the progress.
+/// The fleet's watch history: kube-apiserver's watch cache grows to hold its
+/// resource's events of the last 75 s, up to 102,400 events (`defaultUpperBoundCapacity`);
+/// the fleet's server holds as many events of all resources together, the Leases' and
+/// Events' among them (the test server's own default, 1,000, is seconds at 1,000 nodes:
+/// a watch resumed 20 s after a restore found its version gone and listed again).
+pub const WATCH_CACHE_EVENTS: usize = 100 * 1024;
+
 /// How often the fleet's API server sends each watch a BOOKMARK.
 pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -214,10 +222,10 @@ pub async fn run(scenario: &Scenario, say: &(dyn Fn(String) + Sync)) -> Result<F
     // kube-apiserver's watch cache sends a watch a BOOKMARK about once a minute (the test
     // server's default of once a second would be 4,000 events a second at 1,000 nodes).
     // HTTPS, as a cluster's: the nodes' clients choose HTTP/2 (one connection a node).
-    let mut builder = TestApiServer::builder().tls().bookmark_interval(BOOKMARK_INTERVAL);
-    if let Some(events) = scenario.history {
-        builder = builder.history_limit(events);
-    }
+    let builder = TestApiServer::builder()
+        .tls()
+        .bookmark_interval(BOOKMARK_INTERVAL)
+        .history_limit(scenario.history.unwrap_or(WATCH_CACHE_EVENTS));
     let server = builder.start().await.map_err(Error::Server)?;
     let rss_before = count::rss_kib();
     let started = Instant::now();
@@ -270,10 +278,10 @@ async fn measure(
     }
 
     server.reset_requests();
-    let mut counter = PerSecond::start(server);
+    let mut counter = PerSecond::start(server.request_counts());
     let begin = Instant::now();
     while begin.elapsed() < scenario.idle {
-        counter.tick(server).await;
+        counter.tick().await;
     }
     let idle = Idle {
         seconds: begin.elapsed().as_secs_f64(),

@@ -1,10 +1,16 @@
 //! Counting a fleet's requests second by second: the test API server's counts by verb
-//! and resource, sampled on a one-second tick and diffed.
+//! and resource, sampled on a one-second tick and diffed. The tick runs in a task of
+//! its own ([`PerSecond::spawn`]) where the caller's task is busy between samples (an
+//! outage's sync check lists 10,000 pods): a late sample would put two seconds'
+//! requests in one and none in the next.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::apiserver::TestApiServer;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::apiserver::RequestCounts;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -14,6 +20,7 @@ pub type ByVerb = BTreeMap<(String, String), u64>;
 /// The requests of each second since [`PerSecond::start`], by verb and resource.
 #[derive(Debug)]
 pub struct PerSecond {
+    counts: RequestCounts,
     /// When the next second ends.
     next: Instant,
     last: ByVerb,
@@ -22,28 +29,38 @@ pub struct PerSecond {
 
 impl PerSecond {
     /// Starts counting now (the server's counts so far are the baseline).
-    pub fn start(server: &TestApiServer) -> PerSecond {
+    pub fn start(counts: RequestCounts) -> PerSecond {
         let next = Instant::now() + SECOND;
-        PerSecond { next, last: server.requests(), seconds: Vec::new() }
+        let last = counts.requests();
+        PerSecond { counts, next, last, seconds: Vec::new() }
     }
 
-    /// Records the seconds that ended since the last call (call it more often than once
-    /// a second: a late call puts a missed second's requests in the next).
-    pub fn sample(&mut self, server: &TestApiServer) {
+    /// Counts from now in a task of its own, until `stop`; the task's result is the
+    /// counter, with the seconds that ended before `stop`.
+    pub fn spawn(counts: RequestCounts, stop: CancellationToken) -> JoinHandle<PerSecond> {
+        let mut counter = PerSecond::start(counts);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return counter,
+                    () = counter.tick() => {}
+                }
+            }
+        })
+    }
+
+    /// Waits until the next second ends and records the seconds that ended (more than
+    /// one only when this tick came late: the first of them then holds their requests).
+    pub async fn tick(&mut self) {
+        tokio::time::sleep_until(self.next.into()).await;
         while Instant::now() >= self.next {
-            self.record(server);
+            self.record();
             self.next += SECOND;
         }
     }
 
-    /// Waits until the next second ends and records it.
-    pub async fn tick(&mut self, server: &TestApiServer) {
-        tokio::time::sleep_until(self.next.into()).await;
-        self.sample(server);
-    }
-
-    fn record(&mut self, server: &TestApiServer) {
-        let now = server.requests();
+    fn record(&mut self) {
+        let now = self.counts.requests();
         let second = now
             .iter()
             .map(|(key, count)| (key.clone(), count - self.last.get(key).copied().unwrap_or(0)))

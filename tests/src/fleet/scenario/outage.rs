@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::count::{ByVerb, PerSecond};
 use super::{Error, Nodes, Scenario, is_ready, pod_names};
@@ -130,7 +131,8 @@ pub async fn run(
     server.restore().await.map_err(Error::Restore)?;
     let restored = Instant::now();
     say("API server restored".to_owned());
-    let mut counter = PerSecond::start(server);
+    let counting = CancellationToken::new();
+    let counter = PerSecond::spawn(server.request_counts(), counting.clone());
     let mut first_writes: HashMap<String, Duration> = HashMap::new();
     let (mut leases_after, mut nodes_after, mut pods_after) = (None, None, None);
     let mut said = restored;
@@ -140,7 +142,6 @@ pub async fn run(
     let (mut events, mut events_at) = (0, Duration::ZERO);
     let last = loop {
         tokio::time::sleep(POLL).await;
-        counter.sample(server);
         let since = restored.elapsed();
         let written = events_written();
         if written != events {
@@ -174,6 +175,8 @@ pub async fn run(
             said = Instant::now();
         }
     };
+    counting.cancel();
+    let counter = counter.await.map_err(|e| Error::Counter(e.to_string()))?;
     let slowest_first_write = first_writes.into_iter().max_by_key(|(_, at)| *at);
     Ok(Outage {
         length,
