@@ -316,7 +316,7 @@ fn one_http2_connection_carries_the_node_s_watches_and_writes() {
 /// over a new connection, as client-go's transport does.
 #[needs(pods)]
 #[test]
-fn a_connection_that_dies_silently_is_dropped_and_the_lease_renewed_on_a_new_one() {
+fn o3_a_connection_that_dies_silently_is_dropped_and_the_lease_renewed_on_a_new_one() {
     let test_node = pods::Node::new();
     let cluster = Cluster::start_with(|b| b.tls());
     let relay = cluster.rt.block_on(Relay::start(cluster.server.addr())).unwrap();
@@ -337,4 +337,31 @@ fn a_connection_that_dies_silently_is_dropped_and_the_lease_renewed_on_a_new_one
     assert!(relay.stalled() >= 1);
     let after = cluster.server.connections();
     assert!(after.accepted > before.accepted, "{before:?} then {after:?}");
+}
+
+/// O3: a renewal the server refuses for load is tried again from the Lease the agent
+/// holds, with no read first, and a `Retry-After` longer than the renew interval holds
+/// it for the renew interval only (an hour here; the 40 s Lease would lapse).
+#[needs(pods)]
+#[test]
+fn o3_a_lease_renewal_refused_for_load_is_retried_from_the_held_lease() {
+    let test_node = pods::Node::new();
+    let cluster = Cluster::start();
+    let _agent = start(&cluster, &test_node, &[]);
+    ready_node(&cluster);
+    wait_for("a Lease renewed by update", || {
+        (cluster.server.count("update", "leases") >= 1).then_some(())
+    });
+    let gets = cluster.server.count("get", "leases");
+    let updates = cluster.server.count("update", "leases");
+    let refusal = outpost_tests::apiserver::Fault::too_many_requests().retry_after(3600);
+    cluster.server.fail_next(2, "update", "leases", refusal);
+    let armed = Timestamp::now();
+    // An update after the faults were armed that landed came after both refusals.
+    wait_for("the Lease renewed after two refusals", || {
+        renew_time(&lease(&cluster)?).filter(|renewed| *renewed > armed)
+    });
+    assert_eq!(cluster.server.faults_remaining(), 0);
+    assert!(cluster.server.count("update", "leases") >= updates + 3, "two refused, one renewed");
+    assert_eq!(cluster.server.count("get", "leases"), gets, "{:?}", cluster.server.requests());
 }

@@ -140,12 +140,16 @@ impl Reconnects {
 /// A client's token bucket (kubelet's QPS and burst), shared by the client's clones and
 /// by the watchers of its kube client: one pace for a node's writes, lists and watches,
 /// slowed by the server's refusals for load and honouring their `Retry-After` (B13).
+///
+/// Without a bucket ([`Pacer::unthrottled`]) it waits for nothing: kubelet's heartbeat
+/// client (QPS -1), paced by the Lease's own renew interval and backoff.
 #[derive(Clone)]
-pub struct Pacer(Arc<Mutex<(Instant, TokenBucket)>>);
+pub struct Pacer(Option<Arc<Mutex<(Instant, TokenBucket)>>>);
 
 impl std::fmt::Debug for Pacer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Pacer").field(&lock(&self.0).1.rate()).finish()
+        let rate = self.0.as_ref().map(|bucket| lock(bucket).1.rate());
+        f.debug_tuple("Pacer").field(&rate).finish()
     }
 }
 
@@ -153,13 +157,19 @@ impl Pacer {
     /// `rate` requests a second after a burst of `burst`.
     pub fn new(rate: f64, burst: u32) -> Pacer {
         let bucket = TokenBucket::new(rate, burst, Duration::ZERO);
-        Pacer(Arc::new(Mutex::new((Instant::now(), bucket))))
+        Pacer(Some(Arc::new(Mutex::new((Instant::now(), bucket)))))
+    }
+
+    /// No bucket: every request goes at once, and refusals slow nothing down.
+    pub fn unthrottled() -> Pacer {
+        Pacer(None)
     }
 
     /// Waits for a token.
     pub async fn ready(&self) {
+        let Some(bucket) = &self.0 else { return };
         let wait = {
-            let mut guard = lock(&self.0);
+            let mut guard = lock(bucket);
             let (origin, bucket) = &mut *guard;
             bucket.take(origin.elapsed())
         };
@@ -171,7 +181,8 @@ impl Pacer {
     /// The server's answer tells the bucket its pace: a 429 (flow control) slows it and
     /// holds it for the `Retry-After`, any other answer lets it grow back.
     pub fn answered(&self, status: http::StatusCode, retry_after: Option<Duration>) {
-        let mut guard = lock(&self.0);
+        let Some(bucket) = &self.0 else { return };
+        let mut guard = lock(bucket);
         let (origin, bucket) = &mut *guard;
         if status == http::StatusCode::TOO_MANY_REQUESTS {
             bucket.refused(origin.elapsed(), retry_after.unwrap_or_default());
@@ -182,7 +193,7 @@ impl Pacer {
 
     /// Refusals for load (429) met so far.
     pub fn refusals(&self) -> u64 {
-        lock(&self.0).1.refusals()
+        self.0.as_ref().map_or(0, |bucket| lock(bucket).1.refusals())
     }
 }
 
@@ -316,11 +327,20 @@ impl ApiClient {
         })
     }
 
-    /// The same client (connections, credentials, connectivity) with a bucket of its
-    /// own at kubelet's pace: kubelet's heartbeat client, so that the Lease is not
-    /// queued behind a backlog of status writes that a throttled server slowed down.
+    /// The same client (connections, credentials, connectivity) without a bucket:
+    /// kubelet's heartbeat client, whose client-side throttling is off (QPS -1). The
+    /// Lease is not queued behind a backlog of status writes, and the refusals those
+    /// meet do not slow it: a bucket that halved on each 429 held the Lease's renewals
+    /// 20 s apart and longer, past its 40 s, when a fleet came back to a throttled
+    /// server (B13). The Lease paces itself: one renewal per renew interval, retries on
+    /// its backoff.
     pub fn heartbeat(&self) -> ApiClient {
-        ApiClient::new(self.client.clone(), self.server.clone(), self.connectivity.clone())
+        ApiClient {
+            client: self.client.clone(),
+            server: self.server.clone(),
+            connectivity: self.connectivity.clone(),
+            pacer: Pacer::unthrottled(),
+        }
     }
 
     /// Refusals for load (429) this client's bucket met so far.

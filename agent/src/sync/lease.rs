@@ -14,6 +14,13 @@
 //! A renewal that gets no answer in 10 s (kubelet's heartbeat client timeout: the
 //! status update frequency, at most the lease duration) counts as the server being
 //! unreachable: a connection that died with the uplink gives no error of its own.
+//!
+//! A renewal that failed (refused for load, unanswered, a 5xx) is retried from the
+//! Lease the agent holds, without reading it first: only a 409 Conflict says the held
+//! copy is stale. The Lease has no client-side bucket (kubelet's heartbeat client), and
+//! a `Retry-After` holds its retry for at most the renew interval: the server asked
+//! for no more than the pace the Lease keeps anyway, and a longer hold would let it
+//! lapse (B13: behind a 200 QPS server, 34 of 1,000 nodes' Leases were never renewed).
 
 #[cfg(test)]
 mod tests;
@@ -75,13 +82,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// When to try again: the backoff, or the server's `Retry-After` if longer, but
+    /// never later than the renew interval.
     fn retry_delay(&self, backoff: &mut Backoff) -> Duration {
-        match self {
+        let delay = match self {
             Error::Call { source, .. } => source.retry_delay(backoff),
             Error::Encode { .. } | Error::Conflicts { .. } | Error::Timeout { .. } => {
                 backoff.next_delay(fastrand::f64())
             }
-        }
+        };
+        delay.min(RENEW_INTERVAL)
     }
 }
 
@@ -136,7 +146,8 @@ struct LeaseSync {
     context: Arc<Context>,
     /// The agent's client with a bucket of its own (kubelet's heartbeat client).
     client: ApiClient,
-    /// The latest Lease the server returned; `None`: read it first.
+    /// The latest Lease the server returned (kept when a renewal fails for any reason
+    /// but a conflict); `None`: read it first.
     latest: Option<Lease>,
 }
 
@@ -196,11 +207,11 @@ pub async fn run(context: Arc<Context>, mut beats: Beats) {
 }
 
 impl LeaseSync {
-    /// A renewal that got no answer in time: the server is taken as unreachable, and
-    /// the Lease is read again before the next update (the lost one may have landed).
+    /// A renewal that got no answer in time: the server is taken as unreachable. The
+    /// next renewal updates the held Lease again (if the lost update landed, its 409
+    /// reads the Lease first).
     fn timed_out(&mut self) -> Error {
         let error = Error::Timeout { lease: self.context.node_name.clone() };
-        self.latest = None;
         self.context.client.connectivity().unreachable(&error.to_string());
         error
     }
@@ -208,10 +219,10 @@ impl LeaseSync {
     async fn renew(&mut self) -> Result<(), Error> {
         let name = self.context.node_name.clone();
         for _ in 0..MAX_UPDATE_TRIES {
-            let current = match self.latest.take() {
-                Some(lease) => lease,
+            let current = match &self.latest {
+                Some(lease) => lease.clone(),
                 None => match self.get(&name).await? {
-                    Some(lease) => lease,
+                    Some(lease) => self.latest.insert(lease).clone(),
                     None => {
                         self.latest = Some(self.create(&name).await?);
                         info!("created the node lease");
@@ -230,10 +241,12 @@ impl LeaseSync {
                     self.latest = Some(updated);
                     return Ok(());
                 }
-                // Stale: read the latest and update that.
-                Err(e) if e.is_conflict() => continue,
-                // Deleted: created on the next try.
-                Err(e) if e.is_not_found() => continue,
+                // Stale: read the latest and update that. Deleted: created on the next try.
+                Err(e) if e.is_conflict() || e.is_not_found() => {
+                    self.latest = None;
+                    continue;
+                }
+                // Kept: the next renewal updates the held copy again.
                 Err(source) => return Err(Error::Call { verb: "update", lease: name, source }),
             }
         }

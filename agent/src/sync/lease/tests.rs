@@ -2,7 +2,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
-use super::{DURATION_SECONDS, NAMESPACE, beats_per_renewal, named, renewed};
+use std::time::Duration;
+
+use outpost_core::backoff::Backoff;
+use proptest::prelude::*;
+
+use super::{
+    DURATION_SECONDS, Error, NAMESPACE, PROBE, RENEW_INTERVAL, beats_per_renewal, named, renewed,
+};
+use crate::apiserver::CallError;
 use crate::sync::NodeRef;
 
 fn at(second: i64) -> Timestamp {
@@ -78,4 +86,58 @@ fn a_longer_lease_is_renewed_on_every_nth_beat_within_a_quarter_of_it() {
 fn the_lease_carries_the_configured_duration() {
     let lease = renewed(named("edge-1"), "edge-1", None, 120, at(0));
     assert_eq!(lease.spec.unwrap().lease_duration_seconds, Some(120));
+}
+
+fn probe() -> Backoff {
+    PROBE
+}
+
+fn refused(retry_after: Option<u64>) -> Error {
+    Error::Call {
+        verb: "update",
+        lease: "edge-1".into(),
+        source: CallError::Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            message: "too many requests, please try again later".into(),
+            retry_after: retry_after.map(Duration::from_secs),
+        },
+    }
+}
+
+#[test]
+fn a_refusal_s_retry_after_is_honoured_up_to_the_renew_interval() {
+    // The server's flow control asks for a second: the first retry waits it.
+    assert_eq!(refused(Some(1)).retry_delay(&mut probe()), Duration::from_secs(1));
+    assert_eq!(refused(Some(4)).retry_delay(&mut probe()), Duration::from_secs(4));
+    // A proxy's minute (or hour) would let the 40 s Lease lapse: the renew interval.
+    for seconds in [11, 60, 3600] {
+        assert_eq!(refused(Some(seconds)).retry_delay(&mut probe()), RENEW_INTERVAL);
+    }
+    // Without one, the probe's backoff: jittered in [0.5 s, 1 s] at first.
+    let first = refused(None).retry_delay(&mut probe());
+    assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1), "{first:?}");
+}
+
+proptest! {
+    /// However the renewals failed before, and whatever the server asks, the next try
+    /// comes within the renew interval: the Lease (40 s) never lapses for a wait the
+    /// agent chose.
+    #[test]
+    fn a_failed_renewal_is_retried_within_the_renew_interval(
+        failures in 0usize..20,
+        retry_after in proptest::option::of(0u64..100_000),
+        timed_out in any::<bool>(),
+    ) {
+        let mut backoff = PROBE;
+        for _ in 0..failures {
+            backoff.next_delay(fastrand::f64());
+        }
+        let error = if timed_out { Error::Timeout { lease: "edge-1".into() } } else { refused(retry_after) };
+        let delay = error.retry_delay(&mut backoff);
+        prop_assert!(delay <= RENEW_INTERVAL, "{delay:?}");
+        if let (false, Some(seconds)) = (timed_out, retry_after) {
+            prop_assert!(delay >= Duration::from_secs(seconds).min(RENEW_INTERVAL), "{delay:?}");
+        }
+    }
 }
