@@ -230,3 +230,31 @@ fn an_event_refused_for_load_is_dropped_not_retried() {
     let created = c.api.server.count("create", "events");
     assert_eq!(created, events.len() as u64 + 1, "{events:#?}");
 }
+
+/// O3, B13: the first Event the server refuses for load after a reconnect takes the
+/// `Normal` Events of what happened while away with it; what happens after is written.
+#[needs(pods)]
+#[test]
+fn o3_the_first_refusal_after_a_reconnect_sheds_the_normal_events_of_while_away() {
+    let c = Cluster::start();
+    c.api.rt.block_on(c.api.server.cut());
+    c.api.node.put("pair.yaml", &pair("pair"));
+    wait_pod(&c.agent, "pair-edge-1", LONG, |p| {
+        let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+        statuses.len() == 2 && statuses.iter().all(|s| s["state"]["running"].is_object())
+    });
+    let refusal = outpost_tests::apiserver::Fault::too_many_requests();
+    c.api.server.fail_next(1, "create", "events", refusal);
+    c.api.rt.block_on(c.api.server.restore()).unwrap();
+    // Lost: three collapsed (container a's), the refused one and at least two shed.
+    c.agent.poll("/metrics", |_, body| dropped(body) >= 6);
+    assert_eq!(c.api.server.faults_remaining(), 0);
+    // Written in order: once a pod started after the refusal has its Event, nothing of
+    // while away is still waiting.
+    c.api.node.put("web.yaml", &manifest("web", SERVE));
+    c.running("web-edge-1");
+    c.wait_event("web-edge-1", "Started", "Started container main");
+    let events = c.events("pair-edge-1");
+    let normal: Vec<&Value> = events.iter().filter(|e| e["type"] == "Normal").collect();
+    assert!(normal.is_empty(), "shed with the refused one: {normal:#?}");
+}

@@ -22,7 +22,11 @@
 //!   most one Event per object, type and reason: of the series queued for one, the
 //!   newest is written and the older ones are not ([`Stats::collapsed`]).
 //! - What the server refuses for load is dropped, not retried ([`Correlator::refused`]):
-//!   Events are the first thing a node gives up when its API server is overloaded.
+//!   Events are the first thing a node gives up when its API server is overloaded. The
+//!   first refusal after a reconnect also sheds the `Normal` Events of what happened
+//!   while away still queued ([`Stats::shed`]): the pod's status says the same
+//!   (`restartCount`, `lastState`), and a fleet that came back to a throttled server
+//!   spends the server's capacity on statuses instead. `Warning`s stay queued.
 
 mod lru;
 mod similar;
@@ -186,12 +190,15 @@ pub struct Stats {
     pub collapsed: u64,
     /// Refused by the server for load (429): dropped.
     pub refused: u64,
+    /// `Normal` series of what happened while away, left unwritten when the server
+    /// refused an Event for load after the reconnect.
+    pub shed: u64,
 }
 
 impl Stats {
     /// Every change lost unwritten, whatever the reason.
     pub fn lost(&self) -> u64 {
-        self.dropped + self.collapsed + self.refused
+        self.dropped + self.collapsed + self.refused + self.shed
     }
 }
 
@@ -216,6 +223,9 @@ pub struct Correlator {
     clock: u64,
     front: i64,
     back: i64,
+    /// After a reconnect and until the first refusal for load: the backlog position of
+    /// the last change that happened while away.
+    away: Option<i64>,
     stats: Stats,
 }
 
@@ -236,6 +246,7 @@ impl Correlator {
             clock: 0,
             front: 0,
             back: 0,
+            away: None,
             stats: Stats::default(),
         }
     }
@@ -335,15 +346,32 @@ impl Correlator {
         }
         let collapsed = older.len() as u64;
         self.stats.collapsed += collapsed;
+        self.away = Some(self.back);
         collapsed
     }
 
     /// The server refused writing the series for load (429): the change is dropped. The
-    /// series keeps its count, so a later repeat writes it whole.
-    pub fn refused(&mut self, key: &EventKey) {
+    /// series keeps its count, so a later repeat writes it whole. The first refusal
+    /// after a reconnect also drops the `Normal` series of what happened while away
+    /// still queued. Returns how many of those it dropped.
+    pub fn refused(&mut self, key: &EventKey) -> u64 {
         if self.entries.contains_key(key) {
             self.stats.refused += 1;
         }
+        let Some(away) = self.away.take() else { return 0 };
+        let shed: Vec<i64> = (self.backlog.range(..=away))
+            .filter(|(_, key)| key.kind == EventType::Normal)
+            .map(|(at, _)| *at)
+            .collect();
+        for at in &shed {
+            if let Some(key) = self.backlog.remove(at)
+                && let Some(entry) = self.entries.get_mut(&key)
+            {
+                entry.queued = None;
+            }
+        }
+        self.stats.shed += shed.len() as u64;
+        shed.len() as u64
     }
 
     /// Series waiting to be written.

@@ -176,9 +176,11 @@ impl Recorder {
         lock(&self.0.state).correlator.reconnected()
     }
 
-    /// The server refused the Event for load (429): it is dropped.
-    pub(crate) fn refused(&self, key: &EventKey) {
-        lock(&self.0.state).correlator.refused(key);
+    /// The server refused the Event for load (429): it is dropped (the first refusal
+    /// after a reconnect drops the `Normal` Events of what happened while away too; how
+    /// many is returned).
+    pub(crate) fn refused(&self, key: &EventKey) -> u64 {
+        lock(&self.0.state).correlator.refused(key)
     }
 
     /// The server no longer has the Event: its series starts over.

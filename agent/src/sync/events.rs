@@ -9,7 +9,8 @@
 //! what happened while away is written after the statuses, one Event per pod and
 //! reason, and after a long outage spread over the same window as the statuses
 //! ([`outpost_core::pace::spread_window`]); and an Event the server refuses for load
-//! (429) is dropped, not retried, after waiting out its `Retry-After`.
+//! (429) is dropped, not retried, after waiting out its `Retry-After` (the first one
+//! after a reconnect drops the `Normal` Events of what happened while away with it).
 
 mod write;
 
@@ -92,7 +93,14 @@ pub async fn run(context: Arc<Context>) {
             Err(e) if e.code() == Some(429) => {
                 let delay = e.retry_delay(&mut backoff);
                 debug!(object = key.object.name, reason = key.reason, retry_after = ?delay, "the API server refused an event for load; it is dropped");
-                recorder.refused(&key);
+                let shed = recorder.refused(&key);
+                if shed > 0 {
+                    debug!(
+                        shed,
+                        "the Normal events of what happened while away are dropped: the server is loaded"
+                    );
+                    spread.1 = spread.1.min(recorder.backlog_len());
+                }
                 tokio::time::sleep(delay).await;
             }
             // The Event expired (events live an hour by default): the series starts over.

@@ -45,7 +45,8 @@ impl Collector for Sync {
             (
                 "events_dropped",
                 "Kubernetes Events lost unwritten: past the bounded offline backlog, older ones \
-                 of a pod's reason after a reconnect, or refused by the API server for load",
+                 of a pod's reason after a reconnect, or refused by the API server for load \
+                 (the first refusal after a reconnect with the Normal ones still queued)",
                 stats.lost(),
             ),
         ] {

@@ -256,6 +256,52 @@ fn a_refused_event_is_dropped_and_counted() {
 }
 
 #[test]
+fn the_first_refusal_after_a_reconnect_sheds_the_normal_events_of_while_away() {
+    let mut c = Correlator::new(Limits::default());
+    let warning = |name: &str| {
+        let mut k = key(name, "BackOff", "Back-off restarting failed container");
+        k.kind = EventType::Warning;
+        k
+    };
+    // While away: two pods restarted, one of them is crash-looping.
+    observe(&mut c, &key("web", "Created", "Created container main"), 1);
+    observe(&mut c, &key("web", "Started", "Started container main"), 2);
+    observe(&mut c, &key("db", "Started", "Started container db"), 3);
+    observe(&mut c, &warning("db"), 4);
+    c.reconnected();
+    // Back: something new happens before the first write.
+    observe(&mut c, &key("api", "Pulled", "Container image already present"), 5);
+    let (first, _) = c.take_next().unwrap();
+    assert_eq!(first.reason, "Created");
+    assert_eq!(c.refused(&first), 2, "web's Started and db's Started");
+    let left: Vec<(String, String)> =
+        std::iter::from_fn(|| c.take_next()).map(|(k, _)| (k.object.name, k.reason)).collect();
+    assert_eq!(
+        left,
+        [("db".into(), "BackOff".into()), ("api".into(), "Pulled".into())],
+        "the Warning of while away and what happened since stay"
+    );
+    let stats = c.stats();
+    assert_eq!((stats.refused, stats.shed, stats.lost()), (1, 2, 3));
+    // Only the first refusal after a reconnect sheds.
+    observe(&mut c, &key("web", "Killing", "Stopping container main"), 6);
+    observe(&mut c, &key("web", "Started", "Started container main"), 7);
+    let (next, _) = c.take_next().unwrap();
+    assert_eq!(c.refused(&next), 0);
+    assert_eq!(c.backlog_len(), 1);
+}
+
+#[test]
+fn a_refusal_without_a_reconnect_sheds_nothing_else() {
+    let mut c = Correlator::new(Limits::default());
+    observe(&mut c, &key("web", "Created", "Created container main"), 1);
+    observe(&mut c, &key("web", "Started", "Started container main"), 2);
+    let (first, _) = c.take_next().unwrap();
+    assert_eq!(c.refused(&first), 0);
+    assert_eq!(c.backlog_len(), 1);
+}
+
+#[test]
 fn similar_events_are_combined_before_the_spam_filter_and_the_count() {
     let mut c = Correlator::new(Limits::default());
     for i in 0..12 {
@@ -275,6 +321,7 @@ enum Step {
     Retry(u8),
     Expire(u8),
     Reconnect,
+    Refuse,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -284,6 +331,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..12).prop_map(Step::Retry),
         1 => (0u8..12).prop_map(Step::Expire),
         1 => Just(Step::Reconnect),
+        1 => Just(Step::Refuse),
     ]
 }
 
@@ -301,7 +349,14 @@ proptest! {
     ) {
         let mut c = Correlator::new(Limits { backlog, series, objects: 4 });
         let (mut taken, mut requeued) = (0u64, 0u64);
-        let key = |o: u8, r: u8| key(&format!("p{o}"), &format!("R{r}"), "m");
+        // Reason R2 is a Warning.
+        let key = |o: u8, r: u8| {
+            let mut k = key(&format!("p{o}"), &format!("R{r}"), "m");
+            if r == 2 {
+                k.kind = EventType::Warning;
+            }
+            k
+        };
         for (i, s) in steps.into_iter().enumerate() {
             let now = i as u64 * 7;
             match s {
@@ -322,6 +377,17 @@ proptest! {
                     }
                     if matches!(s, Step::Retry(_)) { c.retry(&k) } else { c.expired(&k) }
                 }
+                Step::Refuse => {
+                    let away = c.away;
+                    if let Some((k, _)) = c.take_next() {
+                        taken += 1;
+                        c.refused(&k);
+                        if let Some(away) = away {
+                            let mut while_away = c.backlog.range(..=away);
+                            prop_assert!(while_away.all(|(_, k)| k.kind == EventType::Warning));
+                        }
+                    }
+                }
                 Step::Reconnect => {
                     c.reconnected();
                     let groups: std::collections::BTreeSet<_> =
@@ -337,7 +403,7 @@ proptest! {
             let st = c.stats();
             prop_assert_eq!(
                 st.emitted - st.rate_limited + requeued,
-                st.aggregated + st.dropped + st.collapsed + taken + c.backlog_len() as u64
+                st.aggregated + st.dropped + st.collapsed + st.shed + taken + c.backlog_len() as u64
             );
         }
     }
