@@ -48,7 +48,9 @@ pub async fn register(context: &Context, status: NodeStatus) -> Result<Node, Err
 }
 
 /// Patches `nodes/{name}/status` (strategic merge, as kubelet) so that the server has
-/// `status`; `server` is the status the server had (for the addresses to delete).
+/// `status`; `server` is the status the server had (for the addresses to delete). On
+/// the heartbeat client, as kubelet's node status: not queued behind the pods' backlog
+/// in the writers' bucket, and paced by the node task's own beat and backoff.
 pub async fn patch_status(
     context: &Context,
     server: Option<&NodeStatus>,
@@ -60,6 +62,7 @@ pub async fn patch_status(
         Request::new(NODES).patch_subresource("status", name, &PatchParams::default(), &patch);
     context
         .client
+        .heartbeat()
         .call::<Node>(request)
         .await
         .map_err(|source| Error::Status { node: name.clone(), source })
