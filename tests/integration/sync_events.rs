@@ -188,16 +188,21 @@ fn dropped(metrics: &str) -> u64 {
     line.and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
-#[needs(pods)]
-#[test]
-fn what_happened_while_away_is_one_event_per_pod_and_reason() {
-    let c = Cluster::start();
+/// Cuts the API server off and starts the pod `pair` (containers a and b) meanwhile.
+fn pair_started_while_away(c: &Cluster) {
     c.api.rt.block_on(c.api.server.cut());
     c.api.node.put("pair.yaml", &pair("pair"));
     wait_pod(&c.agent, "pair-edge-1", LONG, |p| {
         let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
         statuses.len() == 2 && statuses.iter().all(|s| s["state"]["running"].is_object())
     });
+}
+
+#[needs(pods)]
+#[test]
+fn what_happened_while_away_is_one_event_per_pod_and_reason() {
+    let c = Cluster::start();
+    pair_started_while_away(&c);
     c.api.rt.block_on(c.api.server.restore()).unwrap();
     // Both containers were created and started while away: one Event each per reason,
     // the newest (container b's).
@@ -237,12 +242,7 @@ fn an_event_refused_for_load_is_dropped_not_retried() {
 #[test]
 fn o3_the_first_refusal_after_a_reconnect_sheds_the_normal_events_of_while_away() {
     let c = Cluster::start();
-    c.api.rt.block_on(c.api.server.cut());
-    c.api.node.put("pair.yaml", &pair("pair"));
-    wait_pod(&c.agent, "pair-edge-1", LONG, |p| {
-        let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
-        statuses.len() == 2 && statuses.iter().all(|s| s["state"]["running"].is_object())
-    });
+    pair_started_while_away(&c);
     let refusal = outpost_tests::apiserver::Fault::too_many_requests();
     c.api.server.fail_next(1, "create", "events", refusal);
     c.api.rt.block_on(c.api.server.restore()).unwrap();

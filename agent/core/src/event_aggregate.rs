@@ -337,13 +337,7 @@ impl Correlator {
             .filter(|(_, key)| !newest.insert((&key.object, key.kind, key.reason.as_str())))
             .map(|(at, _)| *at)
             .collect();
-        for at in &older {
-            if let Some(key) = self.backlog.remove(at)
-                && let Some(entry) = self.entries.get_mut(&key)
-            {
-                entry.queued = None;
-            }
-        }
+        self.unqueue(&older);
         let collapsed = older.len() as u64;
         self.stats.collapsed += collapsed;
         self.away = Some(self.back);
@@ -363,13 +357,7 @@ impl Correlator {
             .filter(|(_, key)| key.kind == EventType::Normal)
             .map(|(at, _)| *at)
             .collect();
-        for at in &shed {
-            if let Some(key) = self.backlog.remove(at)
-                && let Some(entry) = self.entries.get_mut(&key)
-            {
-                entry.queued = None;
-            }
-        }
+        self.unqueue(&shed);
         self.stats.shed += shed.len() as u64;
         shed.len() as u64
     }
@@ -391,6 +379,17 @@ impl Correlator {
             .take(limit)
             .filter_map(|k| Some((k.clone(), self.entries.get(k)?.series.clone())))
             .collect()
+    }
+
+    /// Takes the series at backlog positions `at` out of the backlog, unwritten.
+    fn unqueue(&mut self, at: &[i64]) {
+        for at in at {
+            if let Some(key) = self.backlog.remove(at)
+                && let Some(entry) = self.entries.get_mut(&key)
+            {
+                entry.queued = None;
+            }
+        }
     }
 
     fn enqueue_back(&mut self, key: EventKey) {

@@ -329,11 +329,11 @@ impl ApiClient {
 
     /// The same client (connections, credentials, connectivity) without a bucket:
     /// kubelet's heartbeat client (the Lease and the Node status), whose client-side
-    /// throttling is off (QPS -1). The Lease is not queued behind a backlog of status writes, and the refusals those
-    /// meet do not slow it: a bucket that halved on each 429 held the Lease's renewals
-    /// 20 s apart and longer, past its 40 s, when a fleet came back to a throttled
-    /// server (B13). The Lease paces itself: one renewal per renew interval, retries on
-    /// its backoff.
+    /// throttling is off (QPS -1). The Lease is not queued behind a backlog of status
+    /// writes, and the refusals those meet do not slow it: a bucket that halved on each
+    /// 429 held the Lease's renewals 20 s apart and longer, past its 40 s, when a fleet
+    /// came back to a throttled server (B13). The Lease paces itself: one renewal per
+    /// renew interval, retries on its backoff.
     pub fn heartbeat(&self) -> ApiClient {
         ApiClient {
             client: self.client.clone(),
