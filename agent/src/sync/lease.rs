@@ -144,7 +144,7 @@ fn named(node_name: &str) -> Lease {
 
 struct LeaseSync {
     context: Arc<Context>,
-    /// The agent's client with a bucket of its own (kubelet's heartbeat client).
+    /// The agent's heartbeat client: no client-side bucket (kubelet's, QPS -1).
     client: ApiClient,
     /// The latest Lease the server returned (kept when a renewal fails for any reason
     /// but a conflict); `None`: read it first.
