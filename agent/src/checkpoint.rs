@@ -196,7 +196,7 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
 /// [`Error::NoHeader`], [`Error::UnknownHeader`], [`Error::Torn`] and [`Error::Body`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let body = verify(bytes)?;
-    serde_json::from_slice(body).map_err(Error::Body)
+    crate::json::from_slice(body).map_err(Error::Body)
 }
 
 fn header(body: &[u8]) -> String {

@@ -152,7 +152,7 @@ fn read(pods_dir: &Path, uid: &str) -> Vec<EphemeralContainer> {
             return Vec::new();
         }
     };
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+    crate::json::from_slice(&bytes).unwrap_or_else(|e| {
         tracing::warn!(path = %path.display(), error = %e, "the pod's debug containers file is not valid; ignored");
         Vec::new()
     })

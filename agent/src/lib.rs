@@ -18,6 +18,7 @@ pub mod gc;
 pub mod heap_profile;
 pub mod heap_trim;
 pub mod insecure_skip_verify;
+pub mod json;
 pub mod logging;
 pub mod metrics;
 pub mod node_shutdown;

@@ -3,7 +3,9 @@
 //! After `deps` it audits the locked dependencies against the RustSec database copy beside
 //! the workspace (`audit`: offline, a vulnerability fails; built with xtask), builds the
 //! book and checks its links (`docs`: mdBook, installed once under `$CARGO_HOME`; a cold
-//! install costs about three minutes of CPU, a warm run a second), then starts the private containerd (in CI or as root), checks that the
+//! install costs about three minutes of CPU, a warm run a second), checks the arm64
+//! binary's size against its budget (`size --check`: the committed ledger when it is of
+//! this checkout, else a new measure), then starts the private containerd (in CI or as root), checks that the
 //! committed BPF object is built from its sources (`ebpf --check`) and builds the test
 //! images; the cargo steps get `OUTPOST_TEST_CONTAINERD_SOCKET` and `OUTPOST_TEST_IMAGES`.
 //! A containerd this run started is stopped at the end, also when a step failed; one that
@@ -35,7 +37,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::{
-    audit, bench, chaos, containerd, deps, dist, docs, ebpf, fleet, fuzz, images, leaks, rbac,
+    audit, bench, chaos, containerd, deps, dist, docs, ebpf, fleet, fuzz, images, leaks, rbac, size,
 };
 
 /// The socket of the containerd the tests use (absolute path).
@@ -80,7 +82,7 @@ const CARGO_STEPS: [&[&str]; 4] = [
 ];
 
 pub fn run() -> anyhow::Result<()> {
-    let mut steps = Steps::new(CARGO_STEPS.len() + 15);
+    let mut steps = Steps::new(CARGO_STEPS.len() + 16);
     let started = Instant::now();
     let result = all_steps(&mut steps);
     print!("{}", steps.table());
@@ -93,6 +95,7 @@ fn all_steps(steps: &mut Steps) -> anyhow::Result<()> {
     steps.run("cargo xtask deps", deps::run)?;
     steps.run("cargo xtask audit", || audit::run(&audit::Options::parse(&[])?))?;
     steps.run("cargo xtask docs", || docs::run(&[]))?;
+    steps.run("cargo xtask size --check", size::check_ledger)?;
     let paths = containerd::Paths::new();
     let started = steps.run("cargo xtask containerd start", || {
         if crate::in_ci() || crate::is_root() {

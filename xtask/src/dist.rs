@@ -21,7 +21,7 @@
 
 mod deb;
 mod layout;
-mod platform;
+pub mod platform;
 mod smoke;
 
 use std::io::Write;
@@ -184,7 +184,7 @@ fn build(platform: &Platform, profile: &str) -> anyhow::Result<Built> {
 }
 
 /// Checks the cross toolchain is there and adds the Rust target if rustup lacks it.
-fn prepare_cross(platform: &Platform) -> anyhow::Result<()> {
+pub fn prepare_cross(platform: &Platform) -> anyhow::Result<()> {
     let gcc = Command::new(platform.cross_gcc()).arg("--version").output();
     let libc = Path::new(&platform.cross_sysroot()).join("include/stdio.h");
     if !gcc.is_ok_and(|o| o.status.success()) || !libc.exists() {

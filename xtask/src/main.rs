@@ -19,6 +19,7 @@ mod images;
 mod leaks;
 mod rbac;
 mod shim;
+mod size;
 mod tarball;
 
 use std::path::{Path, PathBuf};
@@ -43,7 +44,7 @@ tasks:
                     server) under churn, killed (-9) mid-CNI/create/stop/checkpoint, its
                     containerd killed, the API server flapping, the state dir full, an
                     offline reboot; invariants checked after each; target/chaos/report.json
-  ci                deps, audit, docs, private containerd, `ebpf --check`, test images,
+  ci                deps, audit, docs, `size --check`, private containerd, `ebpf --check`, test images,
                     fmt check, clippy, build, test (the fuzz corpus replayed), the pods tests
                     again with BPF off,
                     `dist --target aarch64-unknown-linux-gnu --deb --profile ci-dist`,
@@ -95,7 +96,11 @@ tasks:
                     private containerd
   leaks [--clean]   list what Outpost's agents, tests and benches left on the machine
                     (shims, helpers, cgroups, mounts, links, CNI state, containerd
-                    objects) and fail if anything is; --clean removes it";
+                    objects) and fail if anything is; --clean removes it
+  size [--check]    the arm64 distribution binary's size against its budget (18 MiB), its
+                    text by crate and by Outpost module (cargo-bloat, installed once into
+                    $CARGO_HOME/outpost-tools/), written to docs/src/reference/size.md;
+                    --check (CI) judges that ledger, measuring again when it is stale";
 
 fn main() -> ExitCode {
     match dispatch() {
@@ -133,6 +138,7 @@ fn dispatch() -> anyhow::Result<()> {
         "heap" => heap::run(rest),
         "images" => images::run(&images::Options::parse(rest)?),
         "leaks" => leaks::run(rest),
+        "size" => size::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

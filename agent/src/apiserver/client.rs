@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::KubeConfigOptions;
 use outpost_core::backoff::Backoff;
 use outpost_core::pace::{MAX_RETRY_AFTER, TokenBucket, spread_window};
 use serde::de::DeserializeOwned;
@@ -29,7 +29,7 @@ pub enum ConfigError {
     Kubeconfig {
         path: PathBuf,
         #[source]
-        source: KubeconfigError,
+        source: super::kubeconfig::ReadError,
     },
     #[error("cannot build the API server client from {path}: {source}")]
     Client {
@@ -226,12 +226,15 @@ impl ApiClient {
     /// The kube client of the kubeconfig at `path`, with kube's retries off, and the
     /// server's URL.
     pub async fn kube_client(path: &Path) -> Result<(kube::Client, String), ConfigError> {
-        let kubeconfig = Kubeconfig::read_from(path)
+        let kubeconfig = super::kubeconfig::read(path)
             .map_err(|source| ConfigError::Kubeconfig { path: path.into(), source })?;
         let mut config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|source| ConfigError::Kubeconfig { path: path.into(), source })?;
+                .map_err(|source| ConfigError::Kubeconfig {
+                path: path.into(),
+                source: source.into(),
+            })?;
         // Retries are ours (jittered backoff, Retry-After), not hidden in the client.
         config.default_retry = false;
         let server = config.cluster_url.to_string();
@@ -277,7 +280,7 @@ impl ApiClient {
         request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
     ) -> Result<T, CallError> {
         let body = self.send(request).await?;
-        serde_json::from_slice(&body).map_err(CallError::Decode)
+        crate::json::from_slice(&body).map_err(CallError::Decode)
     }
 
     /// Sends a request and returns the body of a 2xx answer.

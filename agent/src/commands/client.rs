@@ -215,7 +215,7 @@ impl Client {
         if !code.is_success() {
             return Err(self.refusal(shown, code, &String::from_utf8_lossy(&bytes)));
         }
-        serde_json::from_slice(&bytes).map_err(|source| Error::Decode { url: shown, source })
+        crate::json::from_slice(&bytes).map_err(|source| Error::Decode { url: shown, source })
     }
 
     /// `GET` of a JSON document.
@@ -227,7 +227,7 @@ impl Client {
             .bytes()
             .await
             .map_err(|source| Error::Read { url: shown.clone(), source })?;
-        serde_json::from_slice(&body).map_err(|source| Error::Decode { url: shown, source })
+        crate::json::from_slice(&body).map_err(|source| Error::Decode { url: shown, source })
     }
 }
 

@@ -82,6 +82,11 @@ impl Platform {
         format!("{}-gcc", self.arch.gnu)
     }
 
+    /// One of the cross binutils, e.g. `aarch64-linux-gnu-strip` for `strip`.
+    pub fn cross_tool(&self, tool: &str) -> String {
+        format!("{}-{tool}", self.arch.gnu)
+    }
+
     /// The sysroot of Debian's cross libc (`libc6-<arch>-cross`), for qemu's `-L`.
     pub fn cross_sysroot(&self) -> String {
         format!("/usr/{}", self.arch.gnu)

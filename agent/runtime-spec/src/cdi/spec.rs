@@ -85,11 +85,14 @@ pub struct Device {
 
 impl Spec {
     /// A spec from a file's bytes: JSON when it starts with `{`, YAML otherwise. Not
-    /// checked ([`Spec::validate`]).
+    /// checked ([`Spec::validate`]). Either is read into a JSON value first and the spec
+    /// from that, as the library reads YAML (sigs.k8s.io/yaml: YAML to JSON, then JSON
+    /// into the spec): a YAML scalar is typed by YAML before the spec's field sees it.
+    /// The spec's decoding code is then in the binary once, not once per format.
     pub fn parse(data: &[u8]) -> Result<Spec, Error> {
         let json = data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        let spec: Option<Spec> = if json {
-            serde_json::from_slice(data).map_err(Error::Json)?
+        let value: serde_json::Value = if json {
+            serde_json::from_slice::<Strict>(data).map_err(Error::Json)?.0
         } else {
             let options = serde_saphyr::options! {
                 duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
@@ -99,6 +102,7 @@ impl Spec {
             serde_saphyr::from_slice_with_options(data, options)
                 .map_err(|e| Error::Yaml(Box::new(e)))?
         };
+        let spec: Option<Spec> = serde_json::from_value(value).map_err(Error::Json)?;
         spec.ok_or(Error::Empty)
     }
 
@@ -136,6 +140,81 @@ impl Spec {
     /// when it does not split).
     pub fn vendor_class(&self) -> (&str, &str) {
         name::parse_qualifier(&self.kind).unwrap_or(("", &self.kind))
+    }
+}
+
+/// A JSON value that refuses a key given twice in one object, as the library's strict
+/// reading does (JSON is read as YAML there, duplicates refused); serde_json's own
+/// `Value` keeps the last.
+struct Strict(serde_json::Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<serde_json::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(items.into())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<serde_json::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!("duplicate field `{key}`")));
+            }
+            object.insert(key, value);
+        }
+        Ok(object.into())
     }
 }
 

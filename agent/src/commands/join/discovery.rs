@@ -176,7 +176,7 @@ async fn read_body(url: &reqwest::Url, mut response: reqwest::Response) -> Resul
 /// else the first (as kubeadm takes it).
 fn cluster_of(url: &reqwest::Url, kubeconfig: &str) -> Result<(String, Vec<u8>), Error> {
     let unusable = |reason: String| Error::ClusterInfo { url: url.to_string(), reason };
-    let config = kube::config::Kubeconfig::from_yaml(kubeconfig)
+    let config = crate::apiserver::kubeconfig::from_yaml(kubeconfig)
         .map_err(|e| unusable(format!("its kubeconfig does not parse: {e}")))?;
     let cluster = current_or_first_cluster(&config).map_err(|problem| match problem {
         Problem::NoServer => unusable("its cluster has no server".into()),

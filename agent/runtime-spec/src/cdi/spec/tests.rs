@@ -180,7 +180,12 @@ fn d3_unknown_fields_duplicate_keys_and_empty_files_are_refused() {
     let twice = "cdiVersion: 0.3.0\nkind: v.com/c\nkind: v.com/d\n";
     assert!(Spec::parse(twice.as_bytes()).is_err());
     let twice_json = r#"{"cdiVersion": "0.3.0", "kind": "v.com/c", "kind": "v.com/d"}"#;
-    assert!(Spec::parse(twice_json.as_bytes()).is_err());
+    let error = Spec::parse(twice_json.as_bytes()).unwrap_err().to_string();
+    assert!(error.contains("duplicate field `kind`"), "{error}");
+    let nested_twice = r#"{"cdiVersion": "0.3.0", "kind": "v.com/c", "devices": [{"name": "a",
+        "containerEdits": {"env": ["A=1"], "env": ["B=2"]}}]}"#;
+    let error = Spec::parse(nested_twice.as_bytes()).unwrap_err().to_string();
+    assert!(error.contains("duplicate field `env`"), "{error}");
     for empty in ["", "  \n", "---\n", "null"] {
         assert!(matches!(Spec::parse(empty.as_bytes()), Err(Error::Empty)), "{empty:?}");
     }
