@@ -31,6 +31,9 @@ const CRATES: &[&[&str]] = &[
 /// The top-level modules of the agent library by rank, lowest first. Modules of one
 /// rank do not import each other. A new module gets a rank here before it can land.
 const RANKS: &[&[&str]] = &[
+    // JSON through one `serde_json::Value` (the size ledger: one copy of each type's
+    // decoding code).
+    &["json"],
     // Leaves: signals, file permissions, the pods' status store, logind's shutdowns, the
     // ephemeral containers `outpost debug` adds to static pods.
     &[
