@@ -175,11 +175,7 @@ fn cargo(args: &[&str]) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(args).current_dir(project_root());
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(is_cargo_run_env) {
-            command.env_remove(&name);
-        }
-    }
+    remove_cargo_run_env(&mut command);
     if in_ci() && std::env::var_os("CARGO_INCREMENTAL").is_none() {
         // A fresh clone builds each crate once: incremental caches cost time and disk
         // there, and save nothing.
@@ -200,6 +196,16 @@ const CARGO_RUN_ENV: [&str; 6] = [
     "CARGO_PRIMARY_PACKAGE",
     "OUT_DIR",
 ];
+
+/// Keeps what `cargo run` set for xtask ([`CARGO_RUN_ENV`]) from a command that runs
+/// cargo (directly, or through cargo-fuzz or cargo-bloat).
+fn remove_cargo_run_env(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_cargo_run_env) {
+            command.env_remove(&name);
+        }
+    }
+}
 
 fn is_cargo_run_env(name: &str) -> bool {
     CARGO_RUN_ENV.iter().any(|prefix| name.starts_with(prefix))

@@ -7,7 +7,7 @@
 //! `$CARGO_HOME/outpost-tools/`), which sizes every function of `.text` and names its
 //! crate. A copy stripped as the distribution build strips is the binary's size. It
 //! writes the ledger, [`LEDGER`]: the size against [`BUDGET`], `.text` by crate and by
-//! Outpost module, and the hash of the inputs it was measured on ([`inputs`]). It fails
+//! Outpost module, and the hash of the inputs it was measured on ([`Inputs`]). It fails
 //! when the binary is over the budget.
 //!
 //! `--check` (CI) reads the committed ledger. When its inputs hash is this checkout's, the
@@ -55,7 +55,8 @@ const USAGE: &str = "usage: cargo xtask size [--check]";
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     match args {
         [] => {
-            let measured = measure()?;
+            let root = crate::project_root();
+            let measured = measure(&root, inputs(&root)?)?;
             write_ledger(&measured)?;
             judge(measured.stripped)
         }
@@ -73,17 +74,17 @@ pub fn check_ledger() -> anyhow::Result<()> {
     let recorded = Recorded::parse(&text)
         .with_context(|| format!("{} has no `{MARKER}` line; run `cargo xtask size`", LEDGER))?;
     let inputs = inputs(&root)?;
-    if recorded.inputs == inputs {
-        println!("size: {LEDGER} is of this checkout (inputs {})", short(&inputs));
+    if recorded.inputs == inputs.hash {
+        println!("size: {LEDGER} is of this checkout (inputs {})", short(&inputs.hash));
         return judge(recorded.bytes);
     }
     println!(
         "size: {LEDGER} is stale (measured on inputs {}, this checkout's are {}): measuring \
          again; run `cargo xtask size` and commit the ledger to skip this",
         short(&recorded.inputs),
-        short(&inputs)
+        short(&inputs.hash)
     );
-    let measured = measure()?;
+    let measured = measure(&root, inputs)?;
     write_ledger(&measured)?;
     judge(measured.stripped)
 }
@@ -114,7 +115,7 @@ struct Measured {
     functions: Vec<Function>,
     /// `rustc -V`.
     rustc: String,
-    /// [`inputs`] when it was measured.
+    /// [`Inputs::hash`] when it was measured.
     inputs: String,
 }
 
@@ -125,9 +126,8 @@ struct Function {
     size: u64,
 }
 
-fn measure() -> anyhow::Result<Measured> {
-    let root = crate::project_root();
-    let inputs = inputs(&root)?;
+/// Builds, sizes and strips the binary of the checkout whose `inputs` are given.
+fn measure(root: &Path, inputs: Inputs) -> anyhow::Result<Measured> {
     let platform = Platform::new(TARGET, std::env::consts::ARCH)?;
     if platform.cross {
         crate::dist::prepare_cross(&platform)?;
@@ -137,12 +137,8 @@ fn measure() -> anyhow::Result<Measured> {
     let mut command = Command::new(&bloat);
     command.args(["bloat", "--profile", PROFILE, "--target", TARGET]);
     command.args(["-p", "outpost", "--bin", "outpost", "-n", "0", "--message-format", "json"]);
-    command.current_dir(&root).envs(platform.cross_env()).stderr(Stdio::inherit());
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(crate::is_cargo_run_env) {
-            command.env_remove(&name);
-        }
-    }
+    command.current_dir(root).envs(platform.cross_env()).stderr(Stdio::inherit());
+    crate::remove_cargo_run_env(&mut command);
     let shown = crate::show(&command);
     println!("$ {shown}");
     let output = command.output().with_context(|| format!("cannot run `{shown}`"))?;
@@ -161,9 +157,7 @@ fn measure() -> anyhow::Result<Measured> {
     let bytes = std::fs::metadata(&stripped)
         .with_context(|| format!("cannot stat {}", stripped.display()))?
         .len();
-    let rustc = Command::new("rustc").arg("-V").output().context("cannot run `rustc -V`")?;
-    let rustc = String::from_utf8_lossy(&rustc.stdout).trim().to_owned();
-    Ok(Measured { stripped: bytes, text, functions, rustc, inputs })
+    Ok(Measured { stripped: bytes, text, functions, rustc: inputs.rustc, inputs: inputs.hash })
 }
 
 /// `.text`'s size and its functions, from `cargo bloat --message-format json`.
@@ -186,9 +180,16 @@ fn parse_bloat(json: &[u8]) -> anyhow::Result<(u64, Vec<Function>)> {
     Ok((text, functions))
 }
 
-/// The SHA-256 of what the binary is built from: `rustc -V` and the path and content of
-/// every file under [`INPUT_PATHS`] that git tracks or would track.
-fn inputs(root: &Path) -> anyhow::Result<String> {
+/// What the binary is built from.
+struct Inputs {
+    /// `rustc -V`.
+    rustc: String,
+    /// The SHA-256 of `rustc -V`'s output and the path and content of every file under
+    /// [`INPUT_PATHS`] that git tracks or would track.
+    hash: String,
+}
+
+fn inputs(root: &Path) -> anyhow::Result<Inputs> {
     let mut list = Command::new("git");
     list.args(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"]);
     list.args(INPUT_PATHS).current_dir(root);
@@ -199,7 +200,7 @@ fn inputs(root: &Path) -> anyhow::Result<String> {
     files.sort_unstable();
     files.dedup();
     let rustc = Command::new("rustc").arg("-V").output().context("cannot run `rustc -V`")?;
-    let mut all = rustc.stdout;
+    let mut all = rustc.stdout.clone();
     for file in files {
         let name = String::from_utf8_lossy(file);
         let path = root.join(name.as_ref());
@@ -210,7 +211,8 @@ fn inputs(root: &Path) -> anyhow::Result<String> {
         all.extend_from_slice(crate::sha256(&bytes).as_bytes());
         all.push(b'\n');
     }
-    Ok(crate::sha256(&all))
+    let rustc = String::from_utf8_lossy(&rustc.stdout).trim().to_owned();
+    Ok(Inputs { rustc, hash: crate::sha256(&all) })
 }
 
 /// The cargo-bloat binary: the pinned version under `$CARGO_HOME/outpost-tools/`,

@@ -53,11 +53,7 @@ impl Toolchain {
         for name in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR"] {
             command.env_remove(name);
         }
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_some_and(crate::is_cargo_run_env) {
-                command.env_remove(&name);
-            }
-        }
+        crate::remove_cargo_run_env(&mut command);
         command
     }
 }
