@@ -220,7 +220,7 @@ fn build(
     let monitor = crate::eviction::start::storage_monitor(node, connection, storage);
     tasks.extend([manager, collector, monitor]);
     tasks.extend(images_task);
-    tasks.push(Task::infallible("heap_trim", crate::heap_trim::run(deps.statuses)));
+    tasks.push(Task::infallible("memory_release", crate::memory_release::run(deps.statuses)));
     Ok((containerd, tasks))
 }
 

@@ -204,22 +204,19 @@ pub struct Eviction {
 /// Where evictions reach the workers.
 pub type Evictions = mpsc::UnboundedReceiver<Eviction>;
 
-/// A worker's inbox.
+/// A worker's inbox. Its channel allocates 32 messages at a time, and each pod's worker
+/// has one: the large variants are boxed, which keeps a message at 32 bytes (B5).
 #[derive(Debug)]
 enum Message {
     /// The desired pod of this full name (`None`: no longer desired).
-    Desired(Option<Desired>),
-    Task(TaskEvent),
+    Desired(Option<Box<Desired>>),
+    Task(Box<TaskEvent>),
     /// What the kernel saw in one of the pod's containers (eBPF).
-    Kernel(ebpf::Observed),
+    Kernel(Box<ebpf::Observed>),
     /// An API object the pod refers to changed, or its token is due (V1).
     ObjectsChanged,
     /// The eviction manager chose the pod (E2).
-    Evict {
-        uid: String,
-        message: String,
-        grace: std::time::Duration,
-    },
+    Evict(Box<Eviction>),
     /// K4: a critical pod was admitted in this pod's place.
     Preempt {
         uid: String,
@@ -232,6 +229,9 @@ enum Message {
     /// The agent stops and leaves the pods running: finish what is under way, and end.
     Leave,
 }
+
+// B5: what each pod's inbox allocates is 32 of these.
+const _: () = assert!(size_of::<Message>() <= 32, "box the large variant of Message");
 
 type Inbox = mpsc::UnboundedReceiver<Message>;
 type Outbox = mpsc::UnboundedSender<Message>;
@@ -269,13 +269,13 @@ impl Routes {
     /// containerd's word on one container (an exit, an OOM kill).
     fn task(&self, event: TaskEvent) {
         if let Some(id) = event.container_id().map(str::to_owned) {
-            self.send(&id, Message::Task(event));
+            self.send(&id, Message::Task(Box::new(event)));
         }
     }
 
     /// What the kernel saw in a container (eBPF).
     fn kernel(&self, observed: ebpf::Observed) {
         let id = observed.container_id.clone();
-        self.send(&id, Message::Kernel(observed));
+        self.send(&id, Message::Kernel(Box::new(observed)));
     }
 }

@@ -11,6 +11,7 @@
 pub mod address;
 pub mod allocator;
 pub mod capacity;
+pub mod code_pages;
 mod kernel;
 pub mod netlink;
 pub mod proc;

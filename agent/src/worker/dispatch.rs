@@ -19,7 +19,7 @@ use tracing::Instrument as _;
 
 use self::admit::Admission;
 use super::pod_runtime::PodRuntime;
-use super::{Eviction, Evictions, Inbox, Message, Outbox, Shared, pod};
+use super::{Evictions, Inbox, Message, Outbox, Shared, pod};
 use crate::objects;
 use crate::podconfig::Batch;
 use crate::runtime::events::TaskEvent;
@@ -78,8 +78,8 @@ pub async fn run<R: PodRuntime>(
             }
             Some(()) = resyncs.recv() => resync(&shared, &workers.outboxes),
             Some(name) = changes.recv() => workers.send(name, Message::ObjectsChanged),
-            Some(Eviction { pod, uid, message, grace }) = evictions.recv() => {
-                workers.send(pod, Message::Evict { uid, message, grace });
+            Some(eviction) = evictions.recv() => {
+                workers.send(eviction.pod.clone(), Message::Evict(Box::new(eviction)));
             }
             () = shutdown.cancelled() => {
                 tracing::info!(pods = workers.outboxes.len(), "node shutdown: stopping every pod");
@@ -151,7 +151,7 @@ impl<R: PodRuntime> Workers<R> {
     /// What `delta` leaves desired under its full name (`None`: nothing). API pods claim
     /// the objects they refer to, static pods the Services of their variables (K1); a pod
     /// no longer desired, or replaced, releases its own.
-    fn desire(&mut self, mut delta: PodDelta) -> Option<Desired> {
+    fn desire(&mut self, mut delta: PodDelta) -> Option<Box<Desired>> {
         let objects = &self.shared.objects;
         let name = FullName::of(&delta.pod);
         if delta.op == DeltaOp::Remove {
@@ -191,7 +191,7 @@ impl<R: PodRuntime> Workers<R> {
         } else {
             self.deferred.remove(&uid);
         }
-        Some(Desired { source: delta.source, pod, rejected, answers, resize_pending })
+        Some(Box::new(Desired { source: delta.source, pod, rejected, answers, resize_pending }))
     }
 
     /// X4: static pods that gained ephemeral containers run them: each is desired again
@@ -366,7 +366,7 @@ impl<R: PodRuntime> Workers<R> {
             Message::Task(_)
                 | Message::Kernel(_)
                 | Message::ObjectsChanged
-                | Message::Evict { .. }
+                | Message::Evict(_)
                 | Message::Preempt { .. }
                 | Message::Leave
         ) {
@@ -416,7 +416,7 @@ impl<R: PodRuntime> Workers<R> {
 fn resync<R>(runtime: &Shared<R>, workers: &HashMap<FullName, Outbox>) {
     runtime.gc.containerd_reconnected();
     for outbox in workers.values() {
-        let _ = outbox.send(Message::Task(TaskEvent::Resync));
+        let _ = outbox.send(Message::Task(Box::new(TaskEvent::Resync)));
     }
 }
 

@@ -16,7 +16,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::Instrument as _;
 
 use super::pod_runtime::PodRuntime;
-use super::{Inbox, Message, Outbox, Shared};
+use super::{Eviction, Inbox, Message, Outbox, Shared};
 use crate::ebpf::Observed;
 use crate::ebpf::audit::{Entry, Kind};
 use crate::ebpf::clock::wall_time;
@@ -78,8 +78,8 @@ impl<R: PodRuntime> PodWorker<R> {
 
     /// Runs until nothing is desired and nothing is left running, the node shut down, or
     /// the agent leaves; hands the inbox back (messages may have arrived meanwhile).
-    pub(super) async fn run(mut self, mut inbox: Inbox) -> Inbox {
-        let name = self.core.name().clone();
+    pub(super) fn run(self, inbox: Inbox) -> impl Future<Output = Inbox> + use<R> {
+        let name = self.core.name();
         // The pod's UID is recorded once a desired pod (or an adopted one) gives it; one
         // worker serves a full name, so a replaced pod's lines carry the new UID from then.
         let span = tracing::info_span!(
@@ -88,44 +88,46 @@ impl<R: PodRuntime> PodWorker<R> {
             pod.name = %name.name,
             pod.uid = tracing::field::Empty
         );
-        async move {
-            let mut wake_at: Option<std::time::Instant> = None;
-            loop {
-                let wake = tokio::select! {
-                    m = inbox.recv() => match m {
-                        Some(m) => Wake::Message(m),
-                        None => break,
-                    },
-                    () = sleep_until(wake_at), if wake_at.is_some() => Wake::Timer,
-                    Some(_) = self.cleanup.join_next(), if !self.cleanup.is_empty() => Wake::CleanupDone,
-                    Some(ran) = self.runs.join_next(), if !self.runs.is_empty() => Wake::Ran(ran.ok()),
-                };
-                let mut inputs = VecDeque::new();
-                let mut leave = false;
-                match wake {
-                    Wake::Message(message) => leave |= self.take(message, &mut inputs),
-                    Wake::Timer => inputs.push_back(Input::Tick),
-                    Wake::CleanupDone | Wake::Ran(None) => continue,
-                    Wake::Ran(Some(input)) => inputs.push_back(input),
-                }
-                while let Some(Ok(input)) = self.runs.try_join_next() {
-                    inputs.push_back(input);
-                }
-                while let Ok(message) = inbox.try_recv() {
-                    leave |= self.take(message, &mut inputs);
-                }
-                if let Some(wake) = self.round(inputs).await {
-                    wake_at = wake;
-                }
-                if leave || self.core.is_done() {
-                    break;
-                }
+        self.serve(inbox).instrument(span)
+    }
+
+    /// [`PodWorker::run`]'s loop. Its future is what a pod holds while it runs (B5): the
+    /// worker, the inbox and the wait on them; each round's work is boxed for its time.
+    async fn serve(mut self, mut inbox: Inbox) -> Inbox {
+        let mut wake_at: Option<std::time::Instant> = None;
+        loop {
+            let wake = tokio::select! {
+                m = inbox.recv() => match m {
+                    Some(m) => Wake::Message(m),
+                    None => break,
+                },
+                () = sleep_until(wake_at), if wake_at.is_some() => Wake::Timer,
+                Some(_) = self.cleanup.join_next(), if !self.cleanup.is_empty() => Wake::CleanupDone,
+                Some(ran) = self.runs.join_next(), if !self.runs.is_empty() => Wake::Ran(ran.ok()),
+            };
+            let mut inputs = VecDeque::new();
+            let mut leave = false;
+            match wake {
+                Wake::Message(message) => leave |= self.take(message, &mut inputs),
+                Wake::Timer => inputs.push_back(Input::Tick),
+                Wake::CleanupDone | Wake::Ran(None) => continue,
+                Wake::Ran(Some(input)) => inputs.push_back(input),
             }
-            while self.cleanup.join_next().await.is_some() {}
-            inbox
+            while let Some(Ok(input)) = self.runs.try_join_next() {
+                inputs.push_back(input);
+            }
+            while let Ok(message) = inbox.try_recv() {
+                leave |= self.take(message, &mut inputs);
+            }
+            if let Some(wake) = Box::pin(self.round(inputs)).await {
+                wake_at = wake;
+            }
+            if leave || self.core.is_done() {
+                break;
+            }
         }
-        .instrument(span)
-        .await
+        while self.cleanup.join_next().await.is_some() {}
+        inbox
     }
 
     /// Steps the core through `inputs` and every result they lead to; publishes the
@@ -153,29 +155,18 @@ impl<R: PodRuntime> PodWorker<R> {
     /// containers keep running for the next agent to adopt).
     fn take(&self, message: Message, inputs: &mut VecDeque<Input>) -> bool {
         match message {
-            Message::Desired(desired) => inputs.push_back(Input::Desired(desired)),
-            Message::Task(TaskEvent::Exit { container_id, exit_status, exited_at }) => {
-                inputs.push_back(Input::Exited(Exit {
-                    container_id,
-                    exit_code: pod_worker::exit_code(exit_status),
-                    finished_at: exited_at,
-                    signal: None,
-                    by: ExitSource::Containerd,
-                }));
-            }
-            Message::Task(TaskEvent::Oom { container_id }) => {
-                inputs.push_back(Input::Oom { container_id, victim: None });
-            }
-            Message::Task(TaskEvent::Resync) => inputs.push_back(Input::Resync),
+            Message::Desired(desired) => inputs.push_back(Input::Desired(desired.map(|d| *d))),
+            Message::Task(event) => inputs.push_back(task_input(*event)),
             Message::Kernel(observed) => {
                 self.audit(&observed);
-                inputs.extend(kernel_input(observed));
+                inputs.extend(kernel_input(*observed));
             }
             Message::ObjectsChanged => {
                 let answers = self.core.pod().map(|pod| self.shared.objects.answers(pod));
                 inputs.push_back(Input::ObjectsChanged(answers.unwrap_or_default()));
             }
-            Message::Evict { uid, message, grace } => {
+            Message::Evict(eviction) => {
+                let Eviction { uid, message, grace, .. } = *eviction;
                 inputs.push_back(Input::Evict { uid, message, grace });
             }
             Message::Preempt { uid } => inputs.push_back(Input::Preempt { uid }),
@@ -232,6 +223,21 @@ impl<R: PodRuntime> PodWorker<R> {
         };
         let name = self.core.name();
         self.shared.ebpf.record(&observed.pod_uid, &name.namespace, &name.name, entry);
+    }
+}
+
+/// What containerd's word on a task means for the worker.
+fn task_input(event: TaskEvent) -> Input {
+    match event {
+        TaskEvent::Exit { container_id, exit_status, exited_at } => Input::Exited(Exit {
+            container_id,
+            exit_code: pod_worker::exit_code(exit_status),
+            finished_at: exited_at,
+            signal: None,
+            by: ExitSource::Containerd,
+        }),
+        TaskEvent::Oom { container_id } => Input::Oom { container_id, victim: None },
+        TaskEvent::Resync => Input::Resync,
     }
 }
 

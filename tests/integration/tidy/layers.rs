@@ -47,7 +47,7 @@ const RANKS: &[&[&str]] = &[
     ],
     // Settings; the API server's shared services; checkpoints; the heap profiler and
     // malloc's trim after the pods' bursts of status changes.
-    &["config", "apiserver", "checkpoint", "heap_profile", "heap_trim"],
+    &["config", "apiserver", "checkpoint", "heap_profile", "memory_release"],
     // The manifest audit, the agent's own logs, systemd notifications, the node's
     // certificates (on the API server's client).
     &["audit", "logging", "systemd", "certificates", "containerd"],

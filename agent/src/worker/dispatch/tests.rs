@@ -218,13 +218,13 @@ async fn m9_a_name_whose_orphans_stopped_is_served_anew() {
     let p = Arc::new(named("web", "u1"));
     workers.send(
         full_name("web"),
-        Message::Desired(Some(Desired {
+        Message::Desired(Some(Box::new(Desired {
             source: Source::File,
             pod: p,
             rejected: None,
             answers: outpost_core::pod_worker::Answers::ALL,
             resize_pending: None,
-        })),
+        }))),
     );
     let done = workers.running.join_next().await.unwrap();
     workers.finished(done);

@@ -50,13 +50,13 @@ fn with_grace(mut p: Pod, seconds: i64) -> Pod {
 }
 
 fn desired(p: &Pod) -> Message {
-    Message::Desired(Some(Desired {
+    Message::Desired(Some(Box::new(Desired {
         source: Source::File,
         pod: Arc::new(p.clone()),
         rejected: None,
         answers: outpost_core::pod_worker::Answers::ALL,
         resize_pending: None,
-    }))
+    })))
 }
 
 // ---------------------------------------------------------------------------------------
