@@ -292,9 +292,14 @@ impl Handle {
             );
             return Handle::default();
         }
+        // Loading parses the kernel's BTF (twice: aya's loader reads it too), the agent's
+        // peak memory (B5's VmHWM at start). The code the start ran so far is not needed
+        // for it, so it is not resident beside it (`outpost_host::code_pages`).
+        if let Err(e) = crate::host::code_pages::release() {
+            tracing::debug!(error = %e, "cannot release the executable's pages");
+        }
         let loaded = Kernel::load(layout);
-        // Loading parses the kernel's BTF (twice: aya's loader reads it too), megabytes
-        // the allocator would otherwise keep for the agent's whole life.
+        // Megabytes the allocator would otherwise keep for the agent's whole life.
         crate::host::allocator::release_free_memory();
         match loaded {
             Ok(kernel) => {

@@ -27,10 +27,7 @@ pub fn size_entry(agent: &Path) -> Entry {
         return Entry::new("B5", NAME, "MiB", Stats::of(vec![]))
             .detail("this_agent_bytes", this_agent)
             .target(
-                &format!(
-                    "≤ 18 MiB: no size in {} (run `cargo xtask size`)",
-                    path.display()
-                ),
+                &format!("≤ 18 MiB: no size in {} (run `cargo xtask size`)", path.display()),
                 false,
             );
     };
@@ -56,4 +53,3 @@ fn recorded(page: &str) -> Option<(u64, String)> {
     }
     Some((bytes?, inputs?))
 }
-
