@@ -36,6 +36,7 @@ mod spam;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -217,9 +218,11 @@ pub struct Correlator {
     limits: Limits,
     similar: SimilarEvents,
     spam: SpamFilter,
-    entries: HashMap<EventKey, Entry>,
-    recency: BTreeMap<u64, EventKey>,
-    backlog: BTreeMap<i64, EventKey>,
+    /// Each key is kept once, shared by the series, the recency order and the backlog
+    /// (B5: a pod's Events are several keys of its names and messages).
+    entries: HashMap<Arc<EventKey>, Entry>,
+    recency: BTreeMap<u64, Arc<EventKey>>,
+    backlog: BTreeMap<i64, Arc<EventKey>>,
     clock: u64,
     front: i64,
     back: i64,
@@ -265,14 +268,17 @@ impl Correlator {
         if aggregated != key {
             self.stats.combined += 1;
         }
-        let key = aggregated;
-        if !self.spam.allow(&key.object, now) {
+        if !self.spam.allow(&aggregated.object, now) {
             self.stats.rate_limited += 1;
             return Observed::RateLimited;
         }
+        let key = match self.entries.get_key_value(&aggregated) {
+            Some((kept, _)) => kept.clone(),
+            None => Arc::new(aggregated),
+        };
         self.clock += 1;
         let touched = self.clock;
-        let observed = match self.entries.get_mut(&key) {
+        let observed = match self.entries.get_mut(&*key) {
             Some(entry) => {
                 entry.series.count = entry.series.count.saturating_add(1);
                 entry.series.last = at;
@@ -295,9 +301,9 @@ impl Correlator {
     /// Takes the series whose change is oldest, to write it.
     pub fn take_next(&mut self) -> Option<(EventKey, Series)> {
         let (_, key) = self.backlog.pop_first()?;
-        let entry = self.entries.get_mut(&key)?;
+        let entry = self.entries.get_mut(&*key)?;
         entry.queued = None;
-        Some((key, entry.series.clone()))
+        Some((EventKey::clone(&key), entry.series.clone()))
     }
 
     /// The API server now has the series with `count`.
@@ -310,13 +316,15 @@ impl Correlator {
     /// Writing failed: the series goes back to the front of the backlog (unless a newer
     /// change queued it meanwhile). A full backlog keeps the newest, so it may drop it.
     pub fn retry(&mut self, key: &EventKey) {
+        let Some((kept, _)) = self.entries.get_key_value(key) else { return };
+        let kept = kept.clone();
         let Some(entry) = self.entries.get_mut(key) else { return };
         if entry.queued.is_some() {
             return;
         }
         self.front -= 1;
         entry.queued = Some(self.front);
-        self.backlog.insert(self.front, key.clone());
+        self.backlog.insert(self.front, kept);
         self.trim_backlog();
     }
 
@@ -377,7 +385,7 @@ impl Correlator {
             .values()
             .rev()
             .take(limit)
-            .filter_map(|k| Some((k.clone(), self.entries.get(k)?.series.clone())))
+            .filter_map(|k| Some((EventKey::clone(k), self.entries.get(k)?.series.clone())))
             .collect()
     }
 
@@ -392,8 +400,8 @@ impl Correlator {
         }
     }
 
-    fn enqueue_back(&mut self, key: EventKey) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn enqueue_back(&mut self, key: Arc<EventKey>) {
+        let Some(entry) = self.entries.get_mut(&*key) else { return };
         if let Some(at) = entry.queued.take() {
             self.backlog.remove(&at);
             self.stats.aggregated += 1;

@@ -3,16 +3,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+use std::sync::Arc;
 
+/// Each key is kept once, shared by the map and the recency order (B5: the keys are the
+/// involved objects' names, per pod).
 #[derive(Debug)]
 pub(super) struct Lru<K, V> {
     capacity: usize,
-    entries: HashMap<K, (V, u64)>,
-    recency: BTreeMap<u64, K>,
+    entries: HashMap<Arc<K>, (V, u64)>,
+    recency: BTreeMap<u64, Arc<K>>,
     clock: u64,
 }
 
-impl<K: Eq + Hash + Clone, V> Lru<K, V> {
+impl<K: Eq + Hash, V> Lru<K, V> {
     /// At least one entry.
     pub(super) fn new(capacity: usize) -> Lru<K, V> {
         Lru {
@@ -27,16 +30,20 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
     /// used; the least recently used beyond the capacity are forgotten.
     pub(super) fn touch(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         self.clock += 1;
-        if !self.entries.contains_key(&key) {
-            while self.entries.len() >= self.capacity {
-                let Some((_, oldest)) = self.recency.pop_first() else { break };
-                self.entries.remove(&oldest);
+        let key = match self.entries.get_key_value(&key) {
+            Some((kept, _)) => kept.clone(),
+            None => {
+                while self.entries.len() >= self.capacity {
+                    let Some((_, oldest)) = self.recency.pop_first() else { break };
+                    self.entries.remove(&oldest);
+                }
+                Arc::new(key)
             }
-        }
-        let (value, touched) = self.entries.entry(key.clone()).or_insert_with(|| (make(), 0));
+        };
+        self.recency.insert(self.clock, key.clone());
+        let (value, touched) = self.entries.entry(key).or_insert_with(|| (make(), 0));
         self.recency.remove(touched);
         *touched = self.clock;
-        self.recency.insert(self.clock, key);
         value
     }
 

@@ -396,7 +396,7 @@ proptest! {
                 }
             }
             prop_assert!(c.backlog_len() <= backlog);
-            let queued: Vec<&EventKey> = c.backlog.values().collect();
+            let queued: Vec<&EventKey> = c.backlog.values().map(|k| &**k).collect();
             let unique: std::collections::BTreeSet<&EventKey> = queued.iter().copied().collect();
             prop_assert_eq!(unique.len(), queued.len());
             prop_assert!(c.entries.len() <= series.max(backlog));
