@@ -42,6 +42,8 @@ impl PodWorker {
             })
             .collect();
         super::ephemeral::add_slots(&mut slots, pod, self.settings.crash_loop, now);
+        // Kept for the pod's life: not the four a filtered collection starts with (B5).
+        slots.shrink_to_fit();
         found.sort_by_key(|f| f.restart_count);
         for container in found.into_iter().rev() {
             let name = container.container.as_deref().unwrap_or_default();
