@@ -169,7 +169,7 @@ VmFlags: rd ex mr mw me sd
             "Rss:               12308 kB\nAnonymous:             4 kB",
             1,
         );
-        assert_eq!(ranges(&releasable(&written, IN_CODE)), [0x55d0c0000000..0x55d0c0560000]);
+        assert_eq!(ranges(&releasable(&written, IN_CODE)), vec![(0x55d0c0000000..0x55d0c0560000)]);
     }
 
     #[test]
