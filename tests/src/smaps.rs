@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use outpost::host::proc::smaps::{Mapping, parse};
+
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: what each secondary arena reserves, aligned to it.
 const ARENA_RESERVE: u64 = 64 << 20;
 
@@ -45,16 +47,6 @@ impl Kind {
             Kind::OtherAnon => "other_anon_mib",
         }
     }
-}
-
-/// One mapping of `smaps`: its header and its `Rss`.
-#[derive(Debug, Clone)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    perms: String,
-    path: String,
-    rss_kib: u64,
 }
 
 /// The resident memory by kind, in MiB, and how many secondary arenas hold any.
@@ -98,48 +90,21 @@ fn classify(map: &Mapping, below: Option<&Mapping>, above: Option<&Mapping>, exe
         path if path == exe => Kind::BinaryData,
         path if path.starts_with('/') => Kind::Libraries,
         "" if map.perms.starts_with("rw")
-            && map.start.is_multiple_of(ARENA_RESERVE)
-            && (map.end - map.start == ARENA_RESERVE
-                || (guard(above) && above.is_some_and(|a| a.start == map.end))) =>
+            && map.range.start.is_multiple_of(ARENA_RESERVE)
+            && (map.range.end - map.range.start == ARENA_RESERVE
+                || (guard(above) && above.is_some_and(|a| a.range.start == map.range.end))) =>
         {
             Kind::Arenas
         }
         "" if map.perms.starts_with("rw")
             && guard(below)
-            && below.is_some_and(|b| b.end == map.start) =>
+            && below.is_some_and(|b| b.range.end == map.range.start) =>
         {
             Kind::Stacks
         }
         // `[vdso]`, `[vvar]` and the like count with the other anonymous memory.
         _ => Kind::OtherAnon,
     }
-}
-
-/// The mappings of an `smaps` file, in address order.
-fn parse(text: &str) -> Vec<Mapping> {
-    let mut maps: Vec<Mapping> = Vec::new();
-    for line in text.lines() {
-        if let Some(map) = header(line) {
-            maps.push(map);
-        } else if let Some(rss) = line.strip_prefix("Rss:")
-            && let Some(map) = maps.last_mut()
-        {
-            map.rss_kib = rss.split_whitespace().next().and_then(|k| k.parse().ok()).unwrap_or(0);
-        }
-    }
-    maps
-}
-
-/// A mapping's header line: `start-end perms offset dev inode [path]`.
-fn header(line: &str) -> Option<Mapping> {
-    let mut fields = line.split_whitespace();
-    let (start, end) = fields.next()?.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let perms = fields.next()?.to_owned();
-    let (_offset, _dev, _inode) = (fields.next()?, fields.next()?, fields.next()?);
-    let path = fields.collect::<Vec<_>>().join(" ");
-    Some(Mapping { start, end, perms, path, rss_kib: 0 })
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@
 //! uprobe), and `MADV_DONTNEED` would throw the writes away.
 
 use std::io;
-use std::ops::Range;
+
+use crate::proc::smaps::{Mapping, parse};
 
 /// Unmaps the executable's unwritten mappings, as above; the bytes they had resident.
 pub fn release() -> io::Result<u64> {
@@ -45,19 +46,9 @@ pub fn release() -> io::Result<u64> {
     Ok(released)
 }
 
-/// One mapping of `/proc/self/smaps`, with what [`releasable`] judges it by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Mapping {
-    range: Range<u64>,
-    perms: String,
-    device: String,
-    inode: u64,
-    rss_kib: u64,
-    anonymous_kib: u64,
-}
-
 /// The mappings of the file mapped at `own_code` (the executable) that are private, not
-/// writable, and hold no anonymous page.
+/// writable, and hold no anonymous page. A mapping whose `Anonymous:` line is missing
+/// counts as holding some: it is not released on a guess.
 fn releasable(smaps: &str, own_code: u64) -> Vec<Mapping> {
     let mappings = parse(smaps);
     let Some(executable) = mappings.iter().find(|m| m.range.contains(&own_code) && m.inode != 0)
@@ -78,47 +69,10 @@ fn releasable(smaps: &str, own_code: u64) -> Vec<Mapping> {
         .collect()
 }
 
-/// The mappings of an `smaps` file, in its order. A mapping whose `Anonymous:` line is
-/// missing counts as holding some: it is not released on a guess.
-fn parse(smaps: &str) -> Vec<Mapping> {
-    let mut mappings: Vec<Mapping> = Vec::new();
-    let kib = |value: &str| value.split_whitespace().next().and_then(|k| k.parse().ok());
-    for line in smaps.lines() {
-        if let Some(mapping) = header(line) {
-            mappings.push(mapping);
-        } else if let Some(mapping) = mappings.last_mut() {
-            if let Some(rss) = line.strip_prefix("Rss:") {
-                mapping.rss_kib = kib(rss).unwrap_or(0);
-            } else if let Some(anonymous) = line.strip_prefix("Anonymous:") {
-                mapping.anonymous_kib = kib(anonymous).unwrap_or(u64::MAX);
-            }
-        }
-    }
-    mappings
-}
-
-/// A mapping's header: `start-end perms offset device inode [path]`.
-fn header(line: &str) -> Option<Mapping> {
-    let mut fields = line.split_whitespace();
-    let (start, end) = fields.next()?.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let perms = fields.next()?;
-    let _offset = fields.next()?;
-    let device = fields.next()?;
-    let inode = fields.next()?.parse().ok()?;
-    (perms.len() == 4).then(|| Mapping {
-        range: start..end,
-        perms: perms.to_owned(),
-        device: device.to_owned(),
-        inode,
-        rss_kib: 0,
-        anonymous_kib: u64::MAX,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ops::Range;
+
     use super::*;
 
     /// The agent's mappings as a PIE binary has them: read-only data, code, RELRO

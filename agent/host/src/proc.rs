@@ -7,6 +7,8 @@
 //! The `procfs` crate would do this too, but it parses far more than the handful of
 //! files read here and brings its own dependencies; these readers are a few lines each.
 
+pub mod smaps;
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
