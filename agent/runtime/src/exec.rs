@@ -5,7 +5,8 @@
 //! (`<run-dir>/exec/<exec id>/`; the private module `fifo` says how they are opened).
 //! Two uses: [`Execs::run`] for probes and hooks (output captured, bounded in size and
 //! time) and [`Execs::start`] for `outpost exec` and kubelet's `/exec` (streams, a TTY and
-//! its size).
+//! its size). [`Execs::run`] has runc run the command itself where the runc shim runs
+//! runc (module `runc`): one child process instead of four containerd calls.
 //!
 //! Every exec process is deleted from containerd and its FIFOs removed once it is done,
 //! also when it fails, times out, or the future running it is dropped (module `process`).
@@ -15,6 +16,7 @@
 
 mod fifo;
 mod process;
+mod runc;
 mod specs;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +35,8 @@ use tokio::time::Instant;
 
 use self::fifo::{Collected, Output};
 use self::process::Process;
-use self::specs::Specs;
+use self::runc::{Ran, Runc};
+use self::specs::{Kept, Specs};
 use super::Containerd;
 use super::container;
 
@@ -65,6 +68,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// runc itself failed to run the command (run directly, module `runc`).
+    #[error("container {id}: runc exec failed: {message}")]
+    Runc { id: String, message: String },
     #[error("container {id}: cannot read its OCI runtime spec")]
     Spec {
         id: String,
@@ -117,6 +123,8 @@ pub struct Execs {
     dir: PathBuf,
     /// The containers' init processes, read once each (module `specs`).
     specs: Specs,
+    /// runc on `PATH`, which the runc shim runs unless told another binary.
+    runc: Option<PathBuf>,
 }
 
 /// The stdio paths of an exec (empty: none).
@@ -129,7 +137,7 @@ struct Stdio<'a> {
 
 impl Execs {
     pub fn new(containerd: Containerd, dir: PathBuf) -> Execs {
-        Execs { containerd, dir, specs: Specs::default() }
+        Execs { containerd, dir, specs: Specs::default(), runc: outpost_host::on_path("runc") }
     }
 
     /// Drops what is kept of container `id` (its init's process): it was removed.
@@ -138,9 +146,11 @@ impl Execs {
     }
 
     /// Runs `command` in container `id` to its end; past `timeout` it is killed and
-    /// [`Error::TimedOut`] returned. stdout and stderr share one FIFO: their output
-    /// interleaves as the shim copies it (each has its own pipe from the process to the
-    /// shim, so lines written close together may swap).
+    /// [`Error::TimedOut`] returned. stdout and stderr share one pipe: their output
+    /// interleaves as runc or the shim copies it (each has its own pipe from the process,
+    /// so lines written close together may swap). A container of the runc shim running
+    /// runc has its command run by runc directly (module `runc`), any other through
+    /// containerd.
     pub async fn run(
         &self,
         id: &str,
@@ -148,6 +158,17 @@ impl Execs {
         timeout: Duration,
     ) -> Result<ExecOutput, Error> {
         let began = Instant::now();
+        let kept = self.kept(id).await?;
+        if let Some(runc) = kept.runc.as_ref().filter(|runc| runc.knows(id)) {
+            let result = self.run_by_runc(runc, id, &kept, command, began + timeout, timeout).await;
+            tracing::debug!(
+                container_id = id,
+                elapsed = ?began.elapsed(),
+                exit_code = result.as_ref().ok().map(|o| o.exit_code),
+                "exec ran (runc)"
+            );
+            return result;
+        }
         let mut process = self.process(id);
         let result = self.run_in(&mut process, command, began + timeout, timeout).await;
         let exec_id = process.exec_id.clone();
@@ -163,6 +184,27 @@ impl Execs {
             "exec ran"
         );
         result
+    }
+
+    async fn run_by_runc(
+        &self,
+        runc: &Runc,
+        id: &str,
+        kept: &Kept,
+        command: &[String],
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<ExecOutput, Error> {
+        let spec = exec_process(kept.process.clone(), command, false)
+            .map_err(|source| Error::Spec { id: id.to_owned(), source })?;
+        let dir = self.dir.join(format!("exec-{:016x}", fastrand::u64(..)));
+        match runc.run(id, &spec, &dir, deadline, timeout).await? {
+            Ran::Exited(output) => Ok(output),
+            Ran::RuncFailed(message) => Err(match self.not_running(id).await {
+                Some(state) => Error::NotRunning { id: id.to_owned(), state },
+                None => Error::Runc { id: id.to_owned(), message },
+            }),
+        }
     }
 
     async fn run_in(
@@ -376,21 +418,23 @@ impl Execs {
         command: &[String],
         tty: bool,
     ) -> Result<prost_types::Any, Error> {
-        let process = match self.specs.get(id) {
-            Some(process) => process,
-            None => {
-                let process = self.init_process(id).await?;
-                self.specs.keep(id, process.clone());
-                process
-            }
-        };
-        let value = exec_process(process, command, tty)
+        let kept = self.kept(id).await?;
+        let value = exec_process(kept.process.clone(), command, tty)
             .map_err(|source| Error::Spec { id: id.to_owned(), source })?;
         Ok(prost_types::Any { type_url: PROCESS_TYPE_URL.to_owned(), value })
     }
 
-    /// The process of container `id`'s init, from its record's OCI spec.
-    async fn init_process(&self, id: &str) -> Result<oci_spec::runtime::Process, Error> {
+    /// What is kept of container `id`, read from its record the first time.
+    async fn kept(&self, id: &str) -> Result<std::sync::Arc<Kept>, Error> {
+        match self.specs.get(id) {
+            Some(kept) => Ok(kept),
+            None => Ok(self.specs.keep(id, self.read_container(id).await?)),
+        }
+    }
+
+    /// Container `id`'s init process, from its record's OCI spec, and how runc runs its
+    /// commands directly, from its record's runtime.
+    async fn read_container(&self, id: &str) -> Result<Kept, Error> {
         let request = GetContainerRequest { id: id.to_owned() };
         let container = match self.containerd.containers().get(request).await {
             Ok(response) => response.into_inner().container,
@@ -405,8 +449,14 @@ impl Execs {
                 });
             }
         };
-        let spec = container.and_then(|c| c.spec).map(|any| any.value).unwrap_or_default();
-        init_process(&spec).map_err(|source| Error::Spec { id: id.to_owned(), source })
+        let container = container.unwrap_or_default();
+        let runc = container.runtime.as_ref().and_then(|runtime| {
+            Runc::of(runtime, self.containerd.namespace(), self.runc.as_deref())
+        });
+        let spec = container.spec.map(|any| any.value).unwrap_or_default();
+        let process =
+            init_process(&spec).map_err(|source| Error::Spec { id: id.to_owned(), source })?;
+        Ok(Kept { process, runc })
     }
 
     /// `Tasks.Exec`: containerd (its shim) records the process; nothing runs yet.
@@ -436,7 +486,15 @@ impl Execs {
     /// The error for a failed `step`: [`Error::NotRunning`] when the container's task is
     /// why (containerd answers NotFound, or "cannot exec in a stopped state").
     async fn failed(&self, id: &str, step: &'static str, source: tonic::Status) -> Error {
-        let state = match container::task(&self.containerd, id).await {
+        match self.not_running(id).await {
+            Some(state) => Error::NotRunning { id: id.to_owned(), state },
+            None => Error::Containerd { id: id.to_owned(), step, source },
+        }
+    }
+
+    /// Why container `id` runs nothing, if its task says so.
+    async fn not_running(&self, id: &str) -> Option<&'static str> {
+        match container::task(&self.containerd, id).await {
             Ok(None) => Some("it has no task (not started, or exited and removed)"),
             Ok(Some(task)) => match task.status() {
                 Status::Stopped => Some("its task has exited"),
@@ -445,10 +503,6 @@ impl Execs {
                 Status::Running | Status::Unknown => None,
             },
             Err(_) => None,
-        };
-        match state {
-            Some(state) => Error::NotRunning { id: id.to_owned(), state },
-            None => Error::Containerd { id: id.to_owned(), step, source },
         }
     }
 }

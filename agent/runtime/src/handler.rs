@@ -58,6 +58,24 @@ pub struct RuncOptions {
     pub criu_work_path: String,
 }
 
+impl RuncOptions {
+    /// The runc shim's options in a container record's `runtime` (the defaults when it
+    /// gives none); `None` when another shim runs the container, or its options are not
+    /// the runc shim's.
+    pub fn of(runtime: &Runtime) -> Option<RuncOptions> {
+        if !Handler::is_runc_type(&runtime.name) {
+            return None;
+        }
+        match &runtime.options {
+            None => Some(RuncOptions::default()),
+            Some(any) if any.type_url.ends_with(RUNC_OPTIONS_TYPE_URL) => {
+                <RuncOptions as prost::Message>::decode(any.value.as_slice()).ok()
+            }
+            Some(_) => None,
+        }
+    }
+}
+
 /// Any other shim's options (`runtimeoptions.v1.Options`).
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct GenericOptions {

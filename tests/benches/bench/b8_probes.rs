@@ -15,15 +15,18 @@
 //!   buckets go 1-2-5: 1 ms, 2 ms, 5 ms … 20 ms), so "p50 2" reads "p50 ≤ 2 ms"; beside
 //!   it, the estimate within the bucket that Prometheus' `histogram_quantile` makes.
 //!
-//! Baseline for the httpGet figure, after the window: the same GET made by this process
+//! Baselines, after the window: for the httpGet figure, the same GET made by this process
 //! on a new connection to each pod, timed from connect to the response's end (what a
-//! probe cannot beat). The exec probe has no such baseline: any other way into a
-//! container (`ctr tasks exec`) pays a process start of its own.
+//! probe cannot beat); for the exec figure, `ctr task exec` of the probe's command in
+//! each pod's container, timed around the whole `ctr` (containerd's own client, its
+//! process start included).
 //!
 //! Targets (BENCHMARKS.md): agent CPU < 1 % of a core; wakeups ≤ 1.1 × the probes' own
 //! rate (the probe runs counted in the window; 2 per pod per 10 s when all run); exec p50
-//! < 20 ms, httpGet p50 < 2 ms (met when the bucket holding the p50 ends at or below). A probe that failed
-//! during the window is reported beside the figures. The pods are removed at the end, and
+//! ≤ 1.1 × `ctr task exec`'s (the exec p50 estimated within its bucket, as
+//! `histogram_quantile` does); httpGet p50 < 2 ms (met when the bucket holding the p50
+//! ends at or below). A probe that failed during the window is reported beside the
+//! figures. The pods are removed at the end, and
 //! the agent must leave nothing of theirs behind (as B5 checks).
 
 use std::collections::BTreeMap;
@@ -49,7 +52,8 @@ const PERIOD_S: u64 = 10;
 const PORT: u16 = 8080;
 const TARGET_CPU_PERCENT: f64 = 1.0;
 const TARGET_WAKEUPS_PER_PROBE: f64 = 1.1;
-const TARGET_EXEC_P50_MS: f64 = 20.0;
+/// The exec probe's p50 against `ctr task exec`'s, measured in the same run.
+const TARGET_EXEC_RATIO: f64 = 1.1;
 const TARGET_HTTP_P50_MS: f64 = 2.0;
 /// The histogram of probe durations and the counter of probe runs.
 const DURATION: &str = "outpost_prober_probe_duration_seconds_bucket";
@@ -80,9 +84,10 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     std::thread::sleep(settle);
     let measured = measure(&agent, window);
     let baseline = measured.as_ref().ok().map(|_| direct_gets(&ready, pods));
+    let ctr = measured.as_ref().ok().map(|_| ctr_execs(&node, pods));
     let uids: Vec<String> = ready.iter().map(|(uid, _)| uid.clone()).collect();
     let torn_down = teardown(&node, agent, &uids, PREFIX);
-    let entries = measured?.entries(pods, window, baseline.transpose()?);
+    let entries = measured?.entries(pods, window, baseline.transpose()?, ctr.transpose()?);
     Ok(match torn_down {
         Ok(()) => entries,
         Err(error) => failed(entries, &error),
@@ -171,7 +176,13 @@ fn measure(agent: &Agent, window: Duration) -> anyhow::Result<Measured> {
 }
 
 impl Measured {
-    fn entries(&self, pods: usize, window: Duration, baseline: Option<Stats>) -> Vec<Entry> {
+    fn entries(
+        &self,
+        pods: usize,
+        window: Duration,
+        baseline: Option<Stats>,
+        ctr: Option<Stats>,
+    ) -> Vec<Entry> {
         let d = &self.delta;
         let secs = window.as_secs();
         let step = format!("{pods} pods");
@@ -207,14 +218,29 @@ impl Measured {
         .detail("by_thread", by_thread.join(" "))
         .detail("threads_born", (d.threads_end + d.threads_exited).saturating_sub(d.threads_start))
         .detail("log_lines", self.log_lines);
-        let mut http = self.probes.latency("Readiness", "httpGet", &step, TARGET_HTTP_P50_MS);
+        let mut http = self.probes.latency("Readiness", "httpGet", &step);
+        let met = http.stats.samples > 0 && http.stats.p50 <= TARGET_HTTP_P50_MS;
+        http = http.target(&format!("p50 < {TARGET_HTTP_P50_MS} ms (its bucket's bound)"), met);
         if let Some(direct) = baseline {
             http = http
                 .detail("direct_get_p50_ms", direct.p50)
                 .detail("direct_get_p99_ms", direct.p99);
             http.baseline = Some(direct);
         }
-        let exec = self.probes.latency("Liveness", "exec", &step, TARGET_EXEC_P50_MS);
+        // Judged by the estimate within the bucket: the buckets (10, 20, 50 ms) are
+        // coarser than the 10 % the target allows.
+        let mut exec = self.probes.latency("Liveness", "exec", &step);
+        let bucket = exec.stats.p50;
+        exec = exec.detail("p50_bucket_ms", bucket);
+        exec.stats.p50 = exec.details["p50_interpolated_ms"].as_f64().unwrap_or(f64::NAN);
+        let exec = match ctr {
+            Some(ctr) => exec.against(
+                ctr,
+                TARGET_EXEC_RATIO,
+                "p50 <= 1.1 x ctr task exec (p50 estimated within its bucket)",
+            ),
+            None => exec.target("p50 <= 1.1 x ctr task exec: not measured", false),
+        };
         vec![cpu, wakeup_entry, http, exec]
     }
 }
@@ -277,7 +303,7 @@ impl Probes {
 
     /// `probe_type`'s latency over the window in ms, from its buckets; min and max are not
     /// known from buckets.
-    fn latency(&self, probe_type: &str, handler: &str, step: &str, target_ms: f64) -> Entry {
+    fn latency(&self, probe_type: &str, handler: &str, step: &str) -> Entry {
         let round = |v: f64| (v * 1000.0).round() / 1000.0;
         let mut bounds: Vec<(f64, f64)> = self
             .buckets
@@ -314,14 +340,12 @@ impl Probes {
             max: f64::NAN,
         };
         let mean_ms = self.sums.get(probe_type).copied().unwrap_or(0.0) / total * 1e3;
-        let met = total > 0.0 && stats.p50 <= target_ms;
         Entry::new(
             "B8",
             format!("probes: {handler} probe latency ({probe_type}), {step}"),
             "ms",
             stats,
         )
-        .target(&format!("p50 < {target_ms} ms (its bucket's bound)"), met)
         .detail("p50_interpolated_ms", round(interpolated(0.50)))
         .detail("p99_interpolated_ms", round(interpolated(0.99)))
         .detail("mean_ms", round(mean_ms))
@@ -365,6 +389,38 @@ fn direct_gets(ready: &[(String, String)], pods: usize) -> anyhow::Result<Stats>
             ensure!(
                 response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
                 "GET {address}: {response}"
+            );
+        }
+    }
+    Ok(Stats::millis(&took))
+}
+
+/// `ctr task exec` of the exec probe's command in each pod's container in turn, timed
+/// around the whole `ctr` (in ms); at least 30 samples.
+fn ctr_execs(node: &Node, pods: usize) -> anyhow::Result<Stats> {
+    let filter = r#"labels."io.kubernetes.container.name"==web"#;
+    let ids = node.ctr(&["containers", "list", "--quiet", filter]);
+    let ids: Vec<&str> = ids.lines().collect();
+    ensure!(ids.len() == pods, "ctr lists {} web containers of {pods} pods", ids.len());
+    let rounds = 30_usize.div_ceil(pods).max(1);
+    let mut took = Vec::with_capacity(rounds * ids.len());
+    for round in 0..rounds {
+        for (n, id) in ids.iter().enumerate() {
+            let exec_id = format!("bench-{round}-{n}");
+            let started = Instant::now();
+            let output = std::process::Command::new("ctr")
+                .arg("--address")
+                .arg(&node.socket)
+                .args(["--namespace", &node.namespace, "task", "exec", "--exec-id", &exec_id])
+                .args([id, "cat", "/www/index.html"])
+                .output()
+                .context("run ctr task exec")?;
+            took.push(started.elapsed());
+            ensure!(
+                output.status.success() && output.stdout == b"ok\n",
+                "ctr task exec in {id}: {}, {:?}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
             );
         }
     }

@@ -131,7 +131,7 @@ impl Collected {
         }
     }
 
-    fn keep(&mut self, chunk: &[u8], limit: usize) {
+    pub fn keep(&mut self, chunk: &[u8], limit: usize) {
         let room = limit.saturating_sub(self.bytes.len());
         self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
         self.total += chunk.len() as u64;

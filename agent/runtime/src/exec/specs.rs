@@ -1,4 +1,5 @@
-//! The process specs of containers' inits, read once per container (B8, issue 38). An
+//! The process specs of containers' inits, and how runc runs their commands directly
+//! (issue 53), read once per container (B8, issue 38). An
 //! exec runs with its container's process (user, env, capabilities, rlimits, labels), and
 //! reading the container record for it each time was one of the five containerd round
 //! trips of every exec probe.
@@ -14,25 +15,37 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use oci_spec::runtime::Process;
 
+use super::runc::Runc;
+
 /// How many containers' processes are kept at most (a node runs at most a few hundred
 /// containers; one process is a few hundred bytes).
 pub(super) const KEPT: usize = 1024;
 
-/// Container ID → its init's process, shared by the clones of one [`super::Execs`].
+/// What is kept of a container: its init's process, and how runc runs its commands
+/// directly (`None`: through containerd; module `runc`).
+#[derive(Debug)]
+pub(super) struct Kept {
+    pub process: Process,
+    pub runc: Option<Runc>,
+}
+
+/// Container ID → what is kept of it, shared by the clones of one [`super::Execs`].
 #[derive(Debug, Clone, Default)]
-pub(super) struct Specs(Arc<Mutex<HashMap<String, Process>>>);
+pub(super) struct Specs(Arc<Mutex<HashMap<String, Arc<Kept>>>>);
 
 impl Specs {
-    pub(super) fn get(&self, id: &str) -> Option<Process> {
+    pub(super) fn get(&self, id: &str) -> Option<Arc<Kept>> {
         self.lock().get(id).cloned()
     }
 
-    pub(super) fn keep(&self, id: &str, process: Process) {
+    pub(super) fn keep(&self, id: &str, kept: Kept) -> Arc<Kept> {
+        let kept = Arc::new(kept);
         let mut specs = self.lock();
         if specs.len() >= KEPT && !specs.contains_key(id) {
             specs.clear();
         }
-        specs.insert(id.to_owned(), process);
+        specs.insert(id.to_owned(), kept.clone());
+        kept
     }
 
     pub(super) fn forget(&self, id: &str) {
@@ -46,7 +59,7 @@ impl Specs {
 
     /// A panic while the map was held cannot leave it half-changed (each use is one map
     /// call), so a poisoned lock is used as it is.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Process>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Kept>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -55,14 +68,14 @@ impl Specs {
 mod tests {
     use super::*;
 
-    fn process(arg: &str) -> Process {
+    fn process(arg: &str) -> Kept {
         let mut process = Process::default();
         process.set_args(Some(vec![arg.to_owned()]));
-        process
+        Kept { process, runc: None }
     }
 
-    fn args(process: Option<Process>) -> Option<Vec<String>> {
-        process.and_then(|p| p.args().clone())
+    fn args(kept: Option<Arc<Kept>>) -> Option<Vec<String>> {
+        kept.and_then(|k| k.process.args().clone())
     }
 
     #[test]
