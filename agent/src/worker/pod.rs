@@ -32,6 +32,9 @@ pub(super) struct PodWorker<R: PodRuntime> {
     /// Work done off the worker's path (removing a replaced container, reaping a task
     /// the kernel reported exited), awaited before the worker ends.
     cleanup: JoinSet<()>,
+    /// Exited tasks to delete once the step's actions are done: off the path of the
+    /// replacement's start, which they would slow down (module `perform`).
+    exited: Vec<(String, bool)>,
     /// Probes and hooks running; each ends in an input. Abandoned when the worker ends.
     runs: JoinSet<Input>,
     /// The runs of each container, abandoned when it is killed or removed.
@@ -70,6 +73,7 @@ impl<R: PodRuntime> PodWorker<R> {
             core,
             sandbox: None,
             cleanup: JoinSet::new(),
+            exited: Vec::new(),
             runs: JoinSet::new(),
             runs_of: HashMap::new(),
             span_uid: String::new(),
@@ -139,6 +143,7 @@ impl<R: PodRuntime> PodWorker<R> {
             for action in step.actions {
                 self.perform(action, &mut inputs).await;
             }
+            self.delete_exited_tasks();
             wake = Some(step.wake);
         }
         if let Some((uid, status)) = self.core.status(Timestamp::now()) {

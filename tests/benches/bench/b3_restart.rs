@@ -70,13 +70,13 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     Ok(vec![
         kernel.seen_entry(
             "restart: process killed → agent sees the exit (eBPF + containerd)",
-            1.0,
-            "p99 < 1 ms",
+            0.5,
+            "p99 < 0.5 ms",
         ),
         containerd.seen_entry(
             "restart: process killed → agent sees the exit (containerd events only, --ebpf=false)",
-            5.0,
-            "p99 < 5 ms",
+            3.0,
+            "p99 < 3 ms",
         ),
         Entry::new(
             "B3",

@@ -38,7 +38,7 @@ const EDITS_PER_S: u64 = 100;
 /// After the writer stops, how long the files may take to be all merged.
 const SETTLE: Duration = Duration::from_secs(10);
 const HANG: Duration = Duration::from_secs(30);
-const TARGET_START_MS: f64 = 500.0;
+const TARGET_START_MS: f64 = 200.0;
 
 pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -56,7 +56,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         "ms",
         Stats::millis(&start),
     )
-    .p99_below(TARGET_START_MS, "p99 < 500 ms");
+    .p99_below(TARGET_START_MS, "p99 < 200 ms");
     let missed = edits.missed.len();
     let mut edit_entry = Entry::new(
         "B7",

@@ -155,7 +155,7 @@ async fn a_desired_pod_adopts_the_containers_found_at_start() {
     assert_eq!(d.restart_count("u1"), 2, "from its label");
     // Its exit reaches the worker through containerd's event stream.
     d.exit("old-c", 1).await;
-    assert_eq!(d.calls(), ["delete_task old-c", "ensure_image img:u1", "create c#3", "start c1"]);
+    assert_eq!(d.calls(), ["ensure_image img:u1", "create c#3", "start c1", "delete_task old-c"]);
     assert_eq!(d.restart_count("u1"), 3);
 }
 

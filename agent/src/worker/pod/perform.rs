@@ -66,7 +66,7 @@ impl<R: PodRuntime> PodWorker<R> {
                 self.run_hook(&pod, &container, container_id, hook, handler, timeout);
             }
             Action::CheckExited { container_ids } => self.check_exited(container_ids, inputs).await,
-            Action::DeleteTask { container_id, reap } => self.delete_task(container_id, reap).await,
+            Action::DeleteTask { container_id, reap } => self.exited.push((container_id, reap)),
             Action::ReadTerminationMessage { pod, container, container_id, exit_code } => {
                 let spec = outpost_core::ephemeral::any_container(&pod, &container);
                 let Some(spec) = spec.as_deref() else { return };
@@ -164,28 +164,25 @@ impl<R: PodRuntime> PodWorker<R> {
 
     /// Deletes an exited container's task (reaped off the status path when asked), then
     /// has the garbage collector look (G1).
-    async fn delete_task(&mut self, container_id: String, reap: bool) {
-        let shared = self.shared.clone();
-        let runtime = &shared.runtime;
-        // Its events stay routed here: the other side's late word about this exit
-        // (the kernel's signal or OOM victim) still counts.
-        // Either way the garbage collector looks then: the container is dead now,
-        // and the one before it may be one too many (G1).
-        if reap {
-            // containerd may not have reaped it yet: delete it once it has, off
-            // the path of this status update and restart decision.
-            let shared = shared.clone();
+    /// Deletes the exited tasks of the step just performed, in the background: a
+    /// restart's replacement is created and started first (B3, issue 53). Deleting the
+    /// old task runs `runc delete` in the pod's shim and writes containerd's metadata;
+    /// side by side with the new container's snapshot and `runc create` it made them
+    /// take half as long again. Their events stay routed here: the other side's late
+    /// word about the exit (the kernel's signal or OOM victim) still counts. Then the
+    /// garbage collector looks: the container is dead now, and the one before it may be
+    /// one too many (G1).
+    pub(super) fn delete_exited_tasks(&mut self) {
+        for (container_id, reap) in self.exited.drain(..) {
+            let shared = self.shared.clone();
             self.cleanup.spawn(async move {
-                if let Err(e) = shared.runtime.delete_task(&container_id, true).await {
+                // `reap`: the kernel reported the exit, and containerd may not have
+                // reaped the process yet: deleted once it has.
+                if let Err(e) = shared.runtime.delete_task(&container_id, reap).await {
                     tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
                 }
                 shared.gc.collect_containers_now();
             });
-        } else {
-            if let Err(e) = runtime.delete_task(&container_id, false).await {
-                tracing::warn!(container_id, error = %describe(&e), "cannot delete the exited task");
-            }
-            shared.gc.collect_containers_now();
         }
     }
 

@@ -310,9 +310,10 @@ async fn an_exit_restarts_at_once_then_the_crash_loop_waits() {
     h.running(&p).await;
 
     // The first restart is immediate; the old container stays as a dead container (the
-    // garbage collector's), its events routed here a moment longer.
+    // garbage collector's), its events routed here a moment longer. Its task is deleted
+    // once the replacement started, off the replacement's path (B3).
     h.exit("c1", 1).await;
-    assert_eq!(h.calls(), ["delete_task c1", "ensure_image img:1", "create c#1", "start c2"]);
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#1", "start c2", "delete_task c1"]);
     assert!(h.routed("c1"));
     assert_eq!(h.phase(&p), "Running");
     assert_eq!(h.container(&p, "c").restart_count, 1);
@@ -322,7 +323,7 @@ async fn an_exit_restarts_at_once_then_the_crash_loop_waits() {
 
     // The second waits a second (CrashLoopBackOff), its exit recorded.
     h.exit("c2", 2).await;
-    assert_eq!(h.calls(), ["delete_task c2", "record_exit c2 Error"]);
+    assert_eq!(h.calls(), ["record_exit c2 Error", "delete_task c2"]);
     let waiting = h.waiting(&p, "c");
     assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
     assert_eq!(h.container(&p, "c").restart_count, 1);
@@ -507,7 +508,7 @@ async fn adopts_running_containers_without_starting_them() {
     assert!(!h.events().iter().any(|e| e.contains("Started")));
     // Its exit is the worker's like any other.
     h.exit("old-c", 1).await;
-    assert_eq!(h.calls(), ["delete_task old-c", "ensure_image img:1", "create c#4", "start c1"]);
+    assert_eq!(h.calls(), ["ensure_image img:1", "create c#4", "start c1", "delete_task old-c"]);
     assert_eq!(h.container(&p, "c").restart_count, 4);
 }
 
