@@ -71,9 +71,11 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
         "ms",
         pod_net_stats,
     );
-    let podman_target = "p50 ≤ 0.3 × podman pod create + run -d --pod";
+    // BENCHMARKS.md: 0.7 × ctr and 0.25 × podman with pod networking (raised from 0.8
+    // and 0.3); hostNetwork 0.8 × `ctr run -d` (issue 53).
+    let podman_target = "p50 ≤ 0.25 × podman pod create + run -d --pod";
     let podman = match podman_times {
-        Ok(times) => podman.against(Stats::millis(&times), 0.3, podman_target),
+        Ok(times) => podman.against(Stats::millis(&times), 0.25, podman_target),
         Err(error) => podman.target(podman_target, false).error(format!("podman: {error:#}")),
     };
     Ok(vec![
@@ -85,7 +87,7 @@ pub fn run(options: &Options) -> anyhow::Result<Vec<Entry>> {
             "ms",
             pod_net_stats,
         )
-        .against(Stats::millis(&ctr_net), 0.8, "p50 ≤ 0.8 × `ctr run -d --cni`"),
+        .against(Stats::millis(&ctr_net), 0.7, "p50 ≤ 0.7 × `ctr run -d --cni`"),
         podman,
         Entry::new(
             "B2",
