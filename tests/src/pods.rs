@@ -327,7 +327,9 @@ impl Node {
 
 /// Whatever a test left, also after a panic: shims, helpers (loggers, pod-init),
 /// containers, tasks, leases, active snapshots, mounts, the bridge and its veths, CNI
-/// state, the cgroup root; then the node's images and containerd namespace.
+/// state, the cgroup root; then the node's images and containerd namespace, and the
+/// namespace's runc root (empty by then: the shim makes one per namespace and never
+/// removes it).
 impl Drop for Node {
     fn drop(&mut self) {
         report_orphaned_shims(&self.scope());
@@ -354,6 +356,7 @@ impl Drop for Node {
             .arg(&self.socket)
             .args(["namespaces", "remove", &self.namespace])
             .output();
+        let _ = std::fs::remove_dir(Path::new(outpost_leaks::RUNC_ROOT).join(&self.namespace));
     }
 }
 

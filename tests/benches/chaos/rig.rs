@@ -252,8 +252,10 @@ impl Rig {
         for target in outpost_leaks::mounts_under(&self.path("run")) {
             let _ = Command::new("umount").arg("--lazy").arg(target).output();
         }
-        // A reboot loses the links and the bridge too.
+        // A reboot loses the links and the bridge too, and runc's state of the dead
+        // containers (its root is in `/run`, outside the rig's run dir).
         let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
+        let _ = std::fs::remove_dir_all(Path::new(outpost_leaks::RUNC_ROOT).join(NAMESPACE));
         std::fs::remove_dir_all(self.path("run")).context("wipe the run dir")?;
         std::fs::create_dir_all(self.path("run"))?;
         Ok(())
@@ -270,6 +272,8 @@ impl Drop for Rig {
         }
         let left: Vec<_> = left.into_iter().chain(outpost_leaks::clean(&self.scope())).collect();
         let _ = Command::new("umount").arg("--lazy").arg(self.path("state")).output();
+        // Its containers are all gone: runc's state of them goes too.
+        let _ = std::fs::remove_dir_all(Path::new(outpost_leaks::RUNC_ROOT).join(NAMESPACE));
         if !left.is_empty() {
             eprintln!("chaos: could not remove {left:?}");
         }

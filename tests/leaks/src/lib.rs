@@ -15,7 +15,10 @@
 //! - CNI state: libcni results and host-local allocations of Outpost's networks;
 //! - in the containerd at `socket`: containers, tasks, leases and active and view snapshots;
 //! - for the machine: shim sockets in `/run/containerd/s` no process has bound (what a
-//!   SIGKILLed shim leaves: a shim ended by SIGTERM or by containerd removes its own).
+//!   SIGKILLed shim leaves: a shim ended by SIGTERM or by containerd removes its own), and
+//!   runc's state of stopped containers in an Outpost namespace's runc root
+//!   (`/run/containerd/runc/<namespace>`: what a containerd killed with its shims leaves,
+//!   where a real reboot would have wiped `/run`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -67,6 +70,8 @@ pub enum Leftover {
     Containerd(String, &'static str, String),
     /// A shim socket file nobody has bound.
     Socket(PathBuf),
+    /// runc's state of a stopped container: its runc root and ID.
+    RuncState(PathBuf, String),
     /// A directory a killed run left in the temporary directory (a fleet's
     /// `outpost-fleet-*`).
     Directory(PathBuf),
@@ -82,6 +87,9 @@ impl std::fmt::Display for Leftover {
             Leftover::Cni(path) => write!(f, "CNI state {}", path.display()),
             Leftover::Containerd(ns, kind, id) => write!(f, "containerd {kind} {ns}/{id}"),
             Leftover::Socket(path) => write!(f, "stale shim socket {}", path.display()),
+            Leftover::RuncState(root, id) => {
+                write!(f, "runc state of stopped container {}/{id}", root.display())
+            }
             Leftover::Directory(path) => write!(f, "directory {}", path.display()),
         }
     }
@@ -93,6 +101,9 @@ const CNI_NETWORKS: &str = "/var/lib/cni/networks";
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 /// Where containerd 1.6's shims bind their sockets, whatever containerd's state dir.
 const SHIM_SOCKETS: &str = "/run/containerd/s";
+/// Where containerd's runc shim keeps runc's state, a root per namespace, whatever
+/// containerd's state dir (the shim's default `Root`).
+pub const RUNC_ROOT: &str = "/run/containerd/runc";
 /// The prefix of the temporary directories of the tests' hollow fleets.
 const FLEET_DIRS: &str = "outpost-fleet-";
 
@@ -140,6 +151,7 @@ impl Scope {
         left.extend(self.containerd());
         if self.machine {
             left.extend(stale_shim_sockets().into_iter().map(Leftover::Socket));
+            left.extend(self.stopped_runc_states());
             left.extend(fleet_dirs().into_iter().map(Leftover::Directory));
         }
         left.into_iter().collect()
@@ -269,6 +281,26 @@ impl Scope {
         found
     }
 
+    /// The stopped containers in the runc roots of the scope's namespaces (a running
+    /// one is not a leftover of its own: its task, shim and cgroup are).
+    fn stopped_runc_states(&self) -> Vec<Leftover> {
+        let roots = std::fs::read_dir(RUNC_ROOT).into_iter().flatten().flatten();
+        let ours = roots.filter(|root| self.namespace_is_ours(&root.file_name().to_string_lossy()));
+        let mut found = Vec::new();
+        for root in ours {
+            let root = root.path();
+            let Ok(out) = Command::new("runc").arg("--root").arg(&root).arg("list").output() else {
+                continue;
+            };
+            found.extend(
+                stopped_in_runc_list(&String::from_utf8_lossy(&out.stdout))
+                    .into_iter()
+                    .map(|id| Leftover::RuncState(root.clone(), id)),
+            );
+        }
+        found
+    }
+
     fn containerd(&self) -> Vec<Leftover> {
         let Some(socket) = &self.socket else { return Vec::new() };
         if !socket.exists() {
@@ -340,6 +372,13 @@ pub fn clean(scope: &Scope) -> Vec<Leftover> {
             Leftover::Directory(path) => {
                 let _ = std::fs::remove_dir_all(path);
             }
+            Leftover::RuncState(root, id) => {
+                let _ = Command::new("runc")
+                    .arg("--root")
+                    .arg(root)
+                    .args(["delete", "--force", id])
+                    .output();
+            }
             Leftover::Process(..) | Leftover::Containerd(..) => {}
         }
     }
@@ -373,6 +412,19 @@ fn clean_containerd(socket: &Path, left: &[Leftover]) {
     for (ns, id) in of_kind("snapshot") {
         ctr(socket, Some(ns), &["snapshots", "--snapshotter", "overlayfs", "rm", id]);
     }
+}
+
+/// The IDs of the stopped containers in `runc list`'s table (`ID PID STATUS BUNDLE
+/// CREATED OWNER`).
+fn stopped_in_runc_list(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(2) == Some(&"stopped")).then(|| fields[0].to_owned())
+        })
+        .collect()
 }
 
 /// SIGKILLs process `pid` (gone already is fine), and removes the shim sockets it had
@@ -620,6 +672,17 @@ fn ctr_output(socket: &Path, namespace: Option<&str>, args: &[&str]) -> Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runc_lists_stopped_containers_apart_from_running_ones() {
+        let table =
+            "ID                                 PID         STATUS      BUNDLE    CREATED   OWNER
+16c654c85539066eb2a8b9c601d9208d   0           stopped     /tmp/b1   2026-11-29T01:45:54Z   root
+22c29fac1d9e7b728f6457f2b00290ca   4242        running     /tmp/b2   2026-11-29T02:49:33Z   root
+";
+        assert_eq!(super::stopped_in_runc_list(table), ["16c654c85539066eb2a8b9c601d9208d"]);
+        assert!(super::stopped_in_runc_list("").is_empty());
+    }
 
     #[test]
     fn mount_paths_are_unescaped() {
