@@ -197,7 +197,7 @@ impl Execs {
     ) -> Result<ExecOutput, Error> {
         let spec = exec_process(kept.process.clone(), command, false)
             .map_err(|source| Error::Spec { id: id.to_owned(), source })?;
-        let dir = self.dir.join(format!("exec-{:016x}", fastrand::u64(..)));
+        let (_, dir) = self.new_exec();
         match runc.run(id, &spec, &dir, deadline, timeout).await? {
             Ran::Exited(output) => Ok(output),
             Ran::RuncFailed(message) => Err(match self.not_running(id).await {
@@ -406,9 +406,15 @@ impl Execs {
 
     /// A new exec process of container `id` (nothing made yet).
     fn process(&self, id: &str) -> Process {
+        let (exec_id, dir) = self.new_exec();
+        Process::new(&self.containerd, id, exec_id, dir)
+    }
+
+    /// A new exec's ID and its directory (under the exec directory, not made yet).
+    fn new_exec(&self) -> (String, PathBuf) {
         let exec_id = format!("exec-{:016x}", fastrand::u64(..));
         let dir = self.dir.join(&exec_id);
-        Process::new(&self.containerd, id, exec_id, dir)
+        (exec_id, dir)
     }
 
     /// The container's process spec with `command` as its arguments.

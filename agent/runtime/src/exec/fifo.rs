@@ -31,6 +31,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -131,7 +132,25 @@ impl Collected {
         }
     }
 
-    pub fn keep(&mut self, chunk: &[u8], limit: usize) {
+    /// Reads what a pipe holds (`reader`, non-blocking) once its writers are gone,
+    /// keeping the first `limit` bytes: it ends at the pipe's end, or, were a writer still
+    /// there, with what was in it.
+    pub fn read_ended(&mut self, reader: OwnedFd, limit: usize) -> io::Result<()> {
+        use std::io::Read as _;
+        let mut pipe = File::from(reader);
+        let mut scratch = [0u8; 8192];
+        loop {
+            match pipe.read(&mut scratch) {
+                Ok(0) => return Ok(()),
+                Ok(n) => self.keep(&scratch[..n], limit),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn keep(&mut self, chunk: &[u8], limit: usize) {
         let room = limit.saturating_sub(self.bytes.len());
         self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
         self.total += chunk.len() as u64;

@@ -96,7 +96,7 @@ impl Runc {
             path: dir.to_owned(),
             source,
         })?;
-        let mut guard = Guard { dir: dir.to_owned(), armed: true };
+        let mut guard = Guard { dir: dir.to_owned(), command_may_run: true };
         let spec = dir.join("process.json");
         std::fs::write(&spec, process).map_err(io("writing the exec's process spec"))?;
         let (reader, writer) = output_pipe().map_err(io("making the output pipe"))?;
@@ -125,7 +125,10 @@ impl Runc {
             tokio::select! {
                 status = child.wait() => {
                     let status = status.map_err(io("waiting for runc exec"))?;
-                    read_ended(reader, &mut collected).map_err(io("reading the command's output"))?;
+                    // runc exited: the pipe's write ends are closed.
+                    collected
+                        .read_ended(reader, MAX_OUTPUT)
+                        .map_err(io("reading the command's output"))?;
                     return Ok(status);
                 }
                 () = tokio::time::sleep(READ_AFTER) => {}
@@ -141,15 +144,17 @@ impl Runc {
             Ok(status) => status?,
             Err(_) => {
                 kill_command(dir);
-                if tokio::time::timeout(KILL_WAIT, child.wait()).await.is_err() {
+                let runc_ended = tokio::time::timeout(KILL_WAIT, child.wait()).await.is_ok();
+                if !runc_ended {
                     // Not even started (no PID yet): runc itself goes.
                     let _ = child.start_kill();
                 }
-                guard.remove();
+                // Once runc ended it reaped the command: its PID may be another's now.
+                guard.command_may_run = !runc_ended;
                 return Err(Error::TimedOut { id: id.to_owned(), timeout });
             }
         };
-        guard.armed = false;
+        guard.command_may_run = false;
         let ran = match status.code() {
             Some(0) => Ran::Exited(ExecOutput { exit_code: 0, output: collected.bytes }),
             Some(code) => match runc_error(&dir.join("log")) {
@@ -158,7 +163,6 @@ impl Runc {
             },
             None => Ran::RuncFailed(killed(status)),
         };
-        guard.remove();
         if collected.total > MAX_OUTPUT as u64 {
             tracing::debug!(container_id = id, bytes = collected.total, "exec output cut");
         }
@@ -180,23 +184,6 @@ fn output_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (reader, writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     fcntl(&reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     Ok((reader, writer))
-}
-
-/// Reads what runc left in the pipe, once it exited (the write ends are closed: the read
-/// ends at the pipe's end; were one still open, it ends with what is there).
-fn read_ended(reader: OwnedFd, collected: &mut Collected) -> std::io::Result<()> {
-    use std::io::Read as _;
-    let mut pipe = std::fs::File::from(reader);
-    let mut scratch = [0u8; 8192];
-    loop {
-        match pipe.read(&mut scratch) {
-            Ok(0) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Ok(n) => collected.keep(&scratch[..n], MAX_OUTPUT),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// SIGKILL to the command, by the PID runc wrote once it started it (nothing when it has
@@ -235,29 +222,21 @@ fn killed(status: ExitStatus) -> String {
     }
 }
 
-/// Removes the run's directory; while armed (the run did not end), kills its command
-/// first: a run dropped half-way, or timed out.
+/// Removes the run's directory when the run ends, however it ends; first kills its
+/// command while it may still run (a run dropped half-way, or timed out before runc
+/// ended).
 struct Guard {
     dir: PathBuf,
-    armed: bool,
-}
-
-impl Guard {
-    fn remove(&mut self) {
-        if std::mem::take(&mut self.armed) {
-            kill_command(&self.dir);
-        }
-        if let Err(error) = fifo::remove_dir(&self.dir) {
-            tracing::warn!(dir = %self.dir.display(), %error, "cannot remove an exec's directory");
-        }
-        self.dir = PathBuf::new();
-    }
+    command_may_run: bool,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if !self.dir.as_os_str().is_empty() {
-            self.remove();
+        if self.command_may_run {
+            kill_command(&self.dir);
+        }
+        if let Err(error) = fifo::remove_dir(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), %error, "cannot remove an exec's directory");
         }
     }
 }

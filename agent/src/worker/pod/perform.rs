@@ -162,8 +162,6 @@ impl<R: PodRuntime> PodWorker<R> {
         }
     }
 
-    /// Deletes an exited container's task (reaped off the status path when asked), then
-    /// has the garbage collector look (G1).
     /// Deletes the exited tasks of the step just performed, in the background: a
     /// restart's replacement is created and started first (B3, issue 53). Deleting the
     /// old task runs `runc delete` in the pod's shim and writes containerd's metadata;
