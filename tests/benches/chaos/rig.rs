@@ -255,7 +255,7 @@ impl Rig {
         // A reboot loses the links and the bridge too, and runc's state of the dead
         // containers (its root is in `/run`, outside the rig's run dir).
         let _ = Command::new("ip").args(["link", "delete", &self.bridge]).output();
-        let _ = std::fs::remove_dir_all(Path::new(outpost_leaks::RUNC_ROOT).join(NAMESPACE));
+        forget_runc_state();
         std::fs::remove_dir_all(self.path("run")).context("wipe the run dir")?;
         std::fs::create_dir_all(self.path("run"))?;
         Ok(())
@@ -273,11 +273,17 @@ impl Drop for Rig {
         let left: Vec<_> = left.into_iter().chain(outpost_leaks::clean(&self.scope())).collect();
         let _ = Command::new("umount").arg("--lazy").arg(self.path("state")).output();
         // Its containers are all gone: runc's state of them goes too.
-        let _ = std::fs::remove_dir_all(Path::new(outpost_leaks::RUNC_ROOT).join(NAMESPACE));
+        forget_runc_state();
         if !left.is_empty() {
             eprintln!("chaos: could not remove {left:?}");
         }
     }
+}
+
+/// Removes runc's state of the rig's namespace (its root is in `/run`, which a reboot
+/// wipes): call it once every container of the rig is dead.
+fn forget_runc_state() {
+    let _ = std::fs::remove_dir_all(Path::new(outpost_leaks::RUNC_ROOT).join(NAMESPACE));
 }
 
 fn run(command: &mut Command) -> anyhow::Result<()> {
