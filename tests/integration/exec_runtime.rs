@@ -179,7 +179,7 @@ async fn read_until(reader: &mut tokio::net::unix::pipe::Receiver, needle: &str)
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_returns_the_output_and_exit_code_with_the_containers_process_spec() {
+async fn p5_run_returns_the_output_and_exit_code_with_the_containers_process_spec() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "run");
     let timeout = Duration::from_secs(10);
@@ -252,7 +252,7 @@ async fn run_returns_the_output_and_exit_code_with_the_containers_process_spec()
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_keeps_the_first_bytes_of_a_long_output_and_reads_the_rest() {
+async fn p5_run_keeps_the_first_bytes_of_a_long_output_and_reads_the_rest() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "cap");
     // 1 MB on stdout, far past MAX_OUTPUT and the pipes' buffers: it only ends if the
@@ -267,7 +267,7 @@ async fn run_keeps_the_first_bytes_of_a_long_output_and_reads_the_rest() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_past_its_timeout_is_killed_and_removed() {
+async fn p5_run_past_its_timeout_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "timeout");
     let began = Instant::now();
@@ -303,7 +303,7 @@ async fn run_past_its_timeout_is_killed_and_removed() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_run_is_killed_and_removed() {
+async fn p5_a_dropped_run_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "cancel");
     let command = args(&["sleep", "300"]);
@@ -319,7 +319,7 @@ async fn a_dropped_run_is_killed_and_removed() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_passes_stdin_and_its_end() {
+async fn n3_a_session_passes_stdin_and_its_end() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "stdin");
     let request = Request {
@@ -359,7 +359,7 @@ async fn a_session_passes_stdin_and_its_end() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_with_a_tty_has_its_size() {
+async fn n3_a_session_with_a_tty_has_its_size() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "tty");
     let request =
@@ -386,7 +386,7 @@ async fn a_session_with_a_tty_has_its_size() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_dropped_without_wait_is_killed_and_removed() {
+async fn n3_a_session_dropped_without_wait_is_killed_and_removed() {
     let setup = Setup::new().await;
     let container = Container::sleeping(&setup.socket, "drop");
     // Nothing asked for but the command: its output is read and dropped meanwhile.
@@ -413,7 +413,7 @@ async fn a_session_dropped_without_wait_is_killed_and_removed() {
 
 #[needs(containerd)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exec_where_nothing_runs_is_a_clear_error() {
+async fn p5_exec_where_nothing_runs_is_a_clear_error() {
     let setup = Setup::new().await;
     let timeout = Duration::from_secs(10);
     let not_running = |error: exec::Error, state: &str| {

@@ -39,6 +39,7 @@ use outpost::podconfig::{Snapshot, SnapshotHandle};
 use outpost::source::api::{self, ApiSource};
 use outpost::status::StatusStore;
 use outpost::sync;
+use outpost_core::pace;
 use outpost_core::pod::{CONFIG_SOURCE, Source};
 use outpost_tests::apiserver::TestApiServer;
 use serde_json::json;
@@ -52,7 +53,9 @@ const ROUNDS: i32 = 10;
 const NODE: &str = "edge-1";
 /// Targets (BENCHMARKS.md, issue 21).
 const TARGET_REQUESTS_PER_POD: u64 = 2;
-/// Restore → all synced (BENCHMARKS.md, raised in issue 53).
+/// Restore → all synced (BENCHMARKS.md, raised in issue 53), past the window the node
+/// spreads its backlog over after an outage longer than [`pace::SHORT_OUTAGE`] (none
+/// after the 2 s one; 10 s after the 40 s one: B13's flood guard, by design).
 const TARGET_SYNCED_MS: f64 = 250.0;
 const TARGET_DETECTED_MS: f64 = 1000.0;
 /// A hang is an error, not a slow sample.
@@ -145,7 +148,14 @@ fn entries(outage: Duration, samples: &[Sample]) -> Vec<Entry> {
     let per_pod = Stats::of(samples.iter().map(|s| s.max_per_pod as f64).collect());
     let ms = |f: fn(&Sample) -> Duration| Stats::millis(&samples.iter().map(f).collect::<Vec<_>>());
     let synced = ms(|s| s.synced);
-    let synced_met = synced.p50 < TARGET_SYNCED_MS;
+    let window = pace::spread_window(outage, 0);
+    let target_ms = window.as_secs_f64() * 1000.0 + TARGET_SYNCED_MS;
+    let synced_met = synced.p50 < target_ms;
+    let within = if window.is_zero() {
+        String::new()
+    } else {
+        format!(" past the {} s spread window", window.as_secs())
+    };
     let detected = ms(|s| s.detected);
     let detected_met = detected.p50 < TARGET_DETECTED_MS;
     let name = format!(
@@ -166,9 +176,10 @@ fn entries(outage: Duration, samples: &[Sample]) -> Vec<Entry> {
             "ms",
             ms(|s| s.synced_after_detection),
         )
-        .p99_below(TARGET_SYNCED_MS, "p99 < 250 ms"),
+        .p99_below(target_ms, &format!("p99 < 250 ms{within}")),
         Entry::new("B6", format!("{name}: link restored → all synced"), "ms", synced)
-            .target("p50 < 250 ms (detection + sync)", synced_met),
+            .target(&format!("p50 < 250 ms{within} (detection + sync)"), synced_met)
+            .detail("spread_window_s", window.as_secs()),
     ]
 }
 
