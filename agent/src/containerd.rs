@@ -29,7 +29,9 @@ pub enum Error {
 
 pub use crate::config::containerd::Config;
 
-/// How long the managed containerd may take to stop at the agent's exit.
+/// How long the managed containerd may take to stop at the agent's exit (SIGTERM, then
+/// its own shutdown: it closes its plugins and the shims' connections). An external
+/// containerd, or one that never answered, has nothing to wait for: the task ends at once.
 const MANAGED_STOP: Duration = Duration::from_secs(30);
 
 /// Where containerd is: its socket, or how the agent runs it.
@@ -129,6 +131,11 @@ fn connect(config: Config, managed: Option<managed::Options>, deps: Deps) -> (Co
                 // One shim for the node: its kills and deletions take turns (issue 38).
                 if shim_grouping == ShimGrouping::Node { containerd.with_shared_shim() } else { containerd }
             }
+            // The agent leaves before containerd ever answered: no pod to wait for (O5).
+            () = stopped.cancelled() => {
+                stop_managed(managed).await;
+                return Ok(());
+            }
             () = deps.stop_pods.cancelled() => {
                 // A node shutdown before containerd answered: no pods to stop. The
                 // agent may stay (logind's shutdown: J3), and so does this task.
@@ -148,13 +155,18 @@ fn connect(config: Config, managed: Option<managed::Options>, deps: Deps) -> (Co
         }
         connected.send_replace(Some(containerd));
         stopped.cancelled().await;
-        if let Some(managed) = managed
-            && let Err(e) = managed.stop().await
-        {
-            warn!(error = %describe(&e), "cannot stop the managed containerd cleanly");
-        }
+        stop_managed(managed).await;
         Ok::<(), Error>(())
     };
     let task = Task::new("containerd", task).main().stop(Stop::Cancel(stop, MANAGED_STOP));
     (Connection(connection), task)
+}
+
+/// Stops the managed containerd, if the agent runs one (its containers keep running).
+async fn stop_managed(managed: Option<ManagedContainerd>) {
+    if let Some(managed) = managed
+        && let Err(e) = managed.stop().await
+    {
+        warn!(error = %describe(&e), "cannot stop the managed containerd cleanly");
+    }
 }

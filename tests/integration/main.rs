@@ -69,6 +69,7 @@ mod security_context;
 mod shims;
 mod static_pod_debug;
 mod static_pods;
+mod stop;
 mod swap;
 mod sync_events;
 mod sync_mirror;

@@ -258,6 +258,25 @@ impl Agent {
         assert!(status.success(), "kill -{name} failed: {status}");
     }
 
+    /// Sends SIGTERM and waits up to `patience` for the agent to exit: its exit status
+    /// (`None`: still running at the end, then killed by the drop) and how long it took.
+    pub fn terminate(
+        &mut self,
+        patience: Duration,
+    ) -> (Option<std::process::ExitStatus>, Duration) {
+        let sent = Instant::now();
+        self.signal("TERM");
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return (Some(status), sent.elapsed());
+            }
+            if sent.elapsed() > patience {
+                return (None, sent.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Stops the agent with SIGTERM and waits for it to exit.
     pub fn stop(mut self) {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();

@@ -66,7 +66,9 @@ pub enum Error {
 pub use crate::config::pods::Config;
 
 /// When the agent exits and leaves the pods running, how long the pod workers may take
-/// to finish what they were doing.
+/// to finish what they were doing: a container's start or removal under way, a task's
+/// reaping. With nothing under way they end at once; before containerd ever answered
+/// they have nothing to finish, and end when told the agent leaves (O5).
 const LEAVE_WAIT: Duration = Duration::from_secs(10);
 
 /// What the pod workers work with.
@@ -130,12 +132,16 @@ impl Config {
         let keyring = keyring(self.image_credentials_file.as_deref())?;
         let named = std::mem::take(&mut self.runtime_handlers);
         let handlers = crate::worker::handlers::handlers(self.runtime, named)?;
-        let task = run(self, node.clone(), keyring, handlers, deps, metrics);
-        Ok(Task::new("pod_workers", task).main().stop(Stop::Drain(LEAVE_WAIT)))
+        let leave = CancellationToken::new();
+        let task = run(self, node.clone(), keyring, handlers, deps, metrics, leave.clone());
+        Ok(Task::new("pod_workers", task).main().stop(Stop::Cancel(leave, LEAVE_WAIT)))
     }
 }
 
-/// The pod workers, from containerd's answer to the merge's end.
+/// The pod workers, from containerd's answer to the merge's end. Until containerd has
+/// answered and the images dir is imported no pod was touched: `leave` (the agent
+/// exits) ends them then at once, whereas afterwards they end with the merge, once what
+/// is under way is done.
 async fn run(
     config: Config,
     node: Node,
@@ -143,9 +149,18 @@ async fn run(
     handlers: Handlers,
     deps: Deps,
     metrics: Metrics,
+    leave: CancellationToken,
 ) -> Result<(), Error> {
-    let Some(containerd) = deps.connection.connected().await else { return Ok(()) };
-    deps.images.wait().await;
+    let ready = async {
+        let containerd = deps.connection.connected().await?;
+        deps.images.wait().await;
+        Some(containerd)
+    };
+    let containerd = tokio::select! {
+        containerd = ready => containerd,
+        () = leave.cancelled() => None,
+    };
+    let Some(containerd) = containerd else { return Ok(()) };
     let cni = Cni::new(CniConfig {
         conf_dir: config.cni_conf_dir.clone(),
         bin_dirs: config.cni_bin_dirs.clone(),
