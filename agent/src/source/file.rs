@@ -27,7 +27,7 @@ use outpost_core::manifest::MAX_MANIFEST_BYTES;
 use outpost_core::merge::SourceUpdate;
 use outpost_core::pod::Source;
 use outpost_core::source::file::{
-    Action, Change, Content, Found, Input, Link, Listing, Machine, Now, Target,
+    Action, Cause, Change, Content, Found, Input, Link, Listing, Machine, Now, Target,
 };
 use tracing::{debug, info, warn};
 
@@ -37,6 +37,7 @@ use crate::apiserver::events::{self, EventType, Recorder, reason};
 use crate::audit::ManifestAudit;
 use crate::source::metrics::SourceMetrics;
 use crate::source::problems::ManifestProblem;
+use outpost_core::source::file::watch::Event;
 
 /// Errors that stop the file source. Problems with single files never do: they are
 /// reported and the file is skipped.
@@ -64,6 +65,9 @@ pub struct FileSource {
     /// Results of actions performed, not stepped yet. Each is stepped before any other
     /// input (the machine waits for it).
     results: VecDeque<Input>,
+    /// Kernel events taken from the queue while a file was read (to name its writer),
+    /// stepped as the next batch.
+    taken: Vec<Event>,
     /// When the machine wants a [`Input::Tick`].
     wake: Option<std::time::Instant>,
     /// The SET to hand out (a later one replaces an earlier one not handed out yet).
@@ -90,6 +94,7 @@ impl FileSource {
             watcher,
             node_name: config.node_name,
             results: VecDeque::new(),
+            taken: Vec::new(),
             wake: None,
             set: None,
             problems: None,
@@ -160,9 +165,13 @@ impl FileSource {
             if let Some(problems) = self.problems.take() {
                 return Ok(SourceEvent::Problems(problems));
             }
-            let input = tokio::select! {
-                batch = self.watcher.next_batch() => Input::Events(batch?),
-                () = sleep_until(self.wake) => Input::Tick,
+            let input = if self.taken.is_empty() {
+                tokio::select! {
+                    batch = self.watcher.next_batch() => Input::Events(batch?),
+                    () = sleep_until(self.wake) => Input::Tick,
+                }
+            } else {
+                Input::Events(std::mem::take(&mut self.taken))
             };
             self.step(input);
         }
@@ -176,6 +185,25 @@ impl FileSource {
         for action in step.actions {
             self.perform(action);
         }
+    }
+
+    /// Whoever wrote `name` after the event that asked for this read, if the kernel
+    /// queued such a write by the time the file was read: what was read may be theirs,
+    /// so the audit names them (a rewrite and then a change in quick succession were
+    /// both put on the first writer). The events taken are stepped next, as a batch.
+    fn last_writer(&mut self, name: &OsStr) -> Option<Cause> {
+        match self.watcher.queued() {
+            Ok(events) => self.taken.extend(events),
+            Err(e) => debug!(error = %e, "cannot look at the queued manifest events now"),
+        }
+        self.taken.iter().rev().find_map(|event| match event {
+            Event::Entry { name: Some(entry), mask, pid: Some(pid), .. }
+                if entry == name && (mask.modify || mask.close_write) =>
+            {
+                Some(Cause::Event { pid: Some(*pid) })
+            }
+            _ => None,
+        })
     }
 
     fn perform(&mut self, action: Action) {
@@ -202,7 +230,9 @@ impl FileSource {
             }
             Action::List(dir) => self.results.push_back(Input::Listed(list(&dir))),
             Action::Read { path, name, cause } => {
-                let found = Found { content: content(&path), link: link(&path), name, cause };
+                let content = content(&path);
+                let cause = self.last_writer(&name).unwrap_or(cause);
+                let found = Found { content, link: link(&path), name, cause };
                 self.results.push_back(Input::Read(found));
             }
             Action::Look { dir, names } => {

@@ -296,6 +296,15 @@ impl Watcher {
     /// without blocking again, in kernel order. Cancel-safe: nothing is read from the
     /// kernel until the descriptor is ready, and what is read is returned in the same
     /// poll.
+    /// The events queued now, without waiting: fanotify's, whose writers a read of a
+    /// file must be told about (inotify names none, so none are taken early).
+    pub fn queued(&mut self) -> Result<Vec<Event>, Error> {
+        match &mut self.inner {
+            Inner::Fanotify(fanotify) => fanotify.queued(),
+            Inner::Inotify(_) => Ok(Vec::new()),
+        }
+    }
+
     pub async fn next_batch(&mut self) -> Result<Vec<Event>, Error> {
         match &mut self.inner {
             Inner::Fanotify(fanotify) => fanotify.next_batch().await,

@@ -29,10 +29,16 @@ struct Work {
 }
 
 impl Work {
-    /// Reads `name` (once, for the first cause named).
+    /// Reads `name` once, for the last writer named: what is read is what the last one
+    /// wrote, so a batch with two writers' events is the later one's change (an event
+    /// that names no writer does not replace one that does).
     fn read(&mut self, name: OsString, cause: Cause) {
         if self.named.insert(name.clone()) {
             self.reads.push((name, cause));
+        } else if let Some((_, named)) = self.reads.iter_mut().find(|(n, _)| *n == name)
+            && !matches!(cause, Cause::Event { pid: None })
+        {
+            *named = cause;
         }
     }
 }

@@ -475,6 +475,22 @@ fn inotify_create_modify_close_in_one_batch_is_one_read() {
 }
 
 #[test]
+fn two_writers_in_one_batch_are_one_read_for_the_later_writer() {
+    let mut h = Harness::with(&[("web.yaml", pod("web", "img:1"))]);
+    let by = |pid, flags| Event::Entry {
+        dir: id(DIR_WATCH),
+        name: Some("web.yaml".into()),
+        mask: mask(flags),
+        pid: Some(pid),
+    };
+    // 7 rewrote the same bytes, then 8 wrote new ones before the batch was read.
+    let batch = vec![by(7, "modify|close_write"), by(8, "modify|close_write")];
+    assert_eq!(h.events(batch), ["read web.yaml"]);
+    let actions = h.answer(&[("web.yaml", pod("web", "img:2"))], &[]);
+    assert_eq!(actions, ["changed web.yaml (pid 8)", "set [web-node-a]"]);
+}
+
+#[test]
 fn truncate_then_write_keeps_the_last_good_pods_until_the_new_content_parses() {
     let mut h = Harness::with(&[("web.yaml", pod("web", "img:1"))]);
     // Truncated: empty for a while.

@@ -181,6 +181,30 @@ impl Fanotify {
         }
     }
 
+    /// The events queued now, without waiting (none if the queue is empty). Reads past
+    /// tokio's readiness, which only the next `next_batch` looks at again.
+    pub(super) fn queued(&mut self) -> Result<Vec<Event>, Error> {
+        let mut events = Vec::new();
+        for _ in 0..MAX_READS_PER_BATCH {
+            let len = match self.fd.get_ref().read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(len) => len,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(source) => {
+                    return Err(Error::Read {
+                        backend: Backend::Fanotify,
+                        syscall: "read",
+                        source,
+                    });
+                }
+            };
+            let data = self.buf.get(..len).unwrap_or_default();
+            translate(data, &mut self.ids, &mut self.watched, &mut events)?;
+        }
+        Ok(events)
+    }
+
     pub(super) async fn next_batch(&mut self) -> Result<Vec<Event>, Error> {
         loop {
             let mut guard = self.fd.readable().await.map_err(|source| Error::Read {
