@@ -7,6 +7,7 @@ mod admission;
 mod admission_policy;
 mod api_objects;
 mod api_source;
+mod api_storms;
 mod attach;
 mod cdi;
 mod certificates;

@@ -68,8 +68,10 @@
 //! The [`TestApiServer`] handle also lets a test act as the rest of the cluster: read
 //! and write objects without HTTP, compact the history, cut and restore the network,
 //! count requests (by verb and resource, object and user) and body bytes each way, make
-//! requests fail (500, 429, 503), throttle past a rate as API Priority and Fairness does
-//! (429 with `Retry-After`, module `flow`) and wait for watches.
+//! requests fail (500, 429, 503), refuse every write for a while (a storm of 403s from
+//! the Node authorizer, of 429s or of 503s, module `fault`), throttle past a rate as API
+//! Priority and Fairness does (429 with `Retry-After`, module `flow`) and wait for
+//! watches.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -640,6 +642,13 @@ impl TestApiServer {
     /// are counted. Arming again for the same request queues behind what is armed.
     pub fn fail_next(&self, count: u64, verb: &str, resource: &str, fault: Fault) {
         self.shared.faults.arm(count, verb, resource, fault);
+    }
+
+    /// Fails every write with `fault` until called with `None` (or
+    /// [`TestApiServer::clear_faults`]): a storm of 403s from the Node authorizer
+    /// ([`Fault::forbidden`]), of 429s or of 503s. Reads pass.
+    pub fn storm(&self, fault: Option<Fault>) {
+        self.shared.faults.storm(fault);
     }
 
     /// Injected failures armed and not yet used.

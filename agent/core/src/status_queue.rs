@@ -17,6 +17,10 @@
 //! - Spreading (B13): after a long outage, what waits is spread over a window, each
 //!   object due at its own random point of it; a status that changes meanwhile keeps
 //!   its place and is sent as it is then (the latest).
+//! - A storm's end: when the server takes writes again after refusing them all (403,
+//!   429, 503 while it stays reachable), what backs off for a failure is due at once
+//!   ([`StatusQueue::retry_now`]), so that the sync does not wait for each object's
+//!   next retry.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -40,8 +44,10 @@ struct Slot<O, S> {
     sent: Option<S>,
     finish: bool,
     backoff: Backoff,
-    /// Not before this time (after a failure).
+    /// Not before this time (after a failure, or its point of a spread).
     retry_at: Option<Duration>,
+    /// `retry_at` is a failure's (not a spread's).
+    failed: bool,
 }
 
 impl<O, S: PartialEq> Slot<O, S> {
@@ -97,6 +103,7 @@ where
             finish: false,
             backoff,
             retry_at: None,
+            failed: false,
         });
         slot.order = order;
         slot
@@ -139,7 +146,10 @@ where
         for (_, key) in waiting {
             if let Some(slot) = self.slots.get_mut(&key) {
                 let at = now + window.mul_f64(draw().clamp(0.0, 1.0));
-                slot.retry_at = Some(slot.retry_at.map_or(at, |r| r.max(at)));
+                if slot.retry_at.is_none_or(|r| r <= at) {
+                    slot.retry_at = Some(at);
+                    slot.failed = false;
+                }
             }
         }
     }
@@ -176,6 +186,7 @@ where
             slot.sent = Some(status);
             slot.backoff.reset();
             slot.retry_at = None;
+            slot.failed = false;
         }
     }
 
@@ -198,7 +209,19 @@ where
         let slot = self.slots.get_mut(key)?;
         let wait = delay(&mut slot.backoff);
         slot.retry_at = Some(now + wait);
+        slot.failed = true;
         Some(wait)
+    }
+
+    /// The server takes writes again after refusing them all for a while (a storm of
+    /// 403, 429 or 503): what backs off for a failure is due now. Each keeps its backoff,
+    /// so one that fails again waits longer, as before; what waits for its point of a
+    /// spread keeps it.
+    pub fn retry_now(&mut self) {
+        for slot in self.slots.values_mut().filter(|s| s.failed) {
+            slot.retry_at = None;
+            slot.failed = false;
+        }
     }
 }
 

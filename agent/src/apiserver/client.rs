@@ -289,6 +289,7 @@ impl ApiClient {
         request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
     ) -> Result<Vec<u8>, CallError> {
         let request = request.map_err(CallError::Request)?;
+        let write = !matches!(*request.method(), http::Method::GET | http::Method::HEAD);
         self.pacer.ready().await;
         let response = match self.client.send(request.map(kube::client::Body::from)).await {
             Ok(response) => response,
@@ -305,6 +306,9 @@ impl ApiClient {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         self.pacer.answered(response.status(), retry_after);
+        if write {
+            self.connectivity.write_answered(response.status());
+        }
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_RESPONSE)
             .collect()

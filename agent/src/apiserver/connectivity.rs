@@ -10,6 +10,12 @@
 //! kernel reported a network change ([`super::network`]), or another request found the
 //! server back. The backoff stays the floor for outages the kernel does not see (a
 //! server that restarts).
+//!
+//! A server that answers may still refuse every write for a while (a 403 storm while the
+//! Node authorizer's graph lags or RBAC changes, 429 from API Priority and Fairness, 503
+//! during an upgrade). Each writer backs off on its own; the first write accepted after
+//! such refusals ([`Connectivity::writes_accepted`]) tells the others that the storm is
+//! over, so that what waited goes at once instead of at each writer's next retry (O3).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +48,10 @@ pub struct Connectivity {
     /// Counts the network changes the kernel reported while the server was unreachable
     /// (after the debounce: one per change, not per message).
     network: Arc<watch::Sender<u64>>,
+    /// Whether the last write answered was refused by a storm's kind of answer.
+    writes_refused: Arc<AtomicBool>,
+    /// Counts the writes accepted right after refusals: each is a storm's end.
+    writes_back: Arc<watch::Sender<u64>>,
 }
 
 impl Default for Connectivity {
@@ -54,11 +64,33 @@ impl Default for Connectivity {
             ))),
             probed: Arc::new(AtomicBool::new(false)),
             network: Arc::new(watch::Sender::new(0)),
+            writes_refused: Arc::new(AtomicBool::new(false)),
+            writes_back: Arc::new(watch::Sender::new(0)),
         }
     }
 }
 
 impl Connectivity {
+    /// A write was answered with `status`: a refusal that any write may meet (403, 429,
+    /// 5xx) marks the writes refused; a success after such refusals ends that and tells
+    /// [`Connectivity::writes_accepted`]'s subscribers. Answers about one object (404,
+    /// 409, 422) say nothing of the others' writes.
+    pub fn write_answered(&self, status: http::StatusCode) {
+        if status.is_success() {
+            if self.writes_refused.swap(false, Ordering::Relaxed) {
+                info!("the API server takes writes again; sending what waited");
+                self.writes_back.send_modify(|count| *count = count.wrapping_add(1));
+            }
+        } else if refuses_every_write(status) {
+            self.writes_refused.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Changes when a write is accepted after refusals (the end of a storm of them).
+    pub fn writes_accepted(&self) -> watch::Receiver<u64> {
+        self.writes_back.subscribe()
+    }
+
     /// A request was answered (any HTTP response: the server is there).
     pub fn reachable(&self) {
         if self.is_reachable() {
@@ -196,6 +228,14 @@ async fn reconnected(reachable: &mut watch::Receiver<bool>) {
     }
 }
 
+/// An answer a storm gives every write alike: the authorizer's 403, flow control's 429,
+/// a server error or an unavailable server.
+fn refuses_every_write(status: http::StatusCode) -> bool {
+    status == http::StatusCode::FORBIDDEN
+        || status == http::StatusCode::TOO_MANY_REQUESTS
+        || status.is_server_error()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +257,32 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn o3_a_write_accepted_after_a_storms_refusals_ends_it_once() {
+        use http::StatusCode;
+        let connectivity = Connectivity::default();
+        let accepted = connectivity.writes_accepted();
+        connectivity.write_answered(StatusCode::OK);
+        assert!(!accepted.has_changed().unwrap_or_default(), "no refusal before: no storm ended");
+        for refusal in [
+            StatusCode::FORBIDDEN,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ] {
+            connectivity.write_answered(refusal);
+            connectivity.write_answered(StatusCode::CREATED);
+            connectivity.write_answered(StatusCode::OK);
+        }
+        assert_eq!(*accepted.borrow(), 4, "each storm's end once, not each success after it");
+        // One object's trouble is no storm.
+        for own in [StatusCode::NOT_FOUND, StatusCode::CONFLICT, StatusCode::UNPROCESSABLE_ENTITY] {
+            connectivity.write_answered(own);
+            connectivity.write_answered(StatusCode::OK);
+        }
+        assert_eq!(*accepted.borrow(), 4);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn each_reconnect_is_counted_with_how_long_the_server_was_away() {

@@ -10,6 +10,9 @@
 //!   the client's token bucket (after a long outage, spread over a window that grows
 //!   with the time away and the refusals met: B13); a failure backs that pod off
 //!   (jittered, exponential, honouring `Retry-After`) and keeps its latest status.
+//!   When the server takes writes again after refusing them all for a while (a storm of
+//!   403, 429 or 503: [`Connectivity::writes_accepted`](crate::apiserver::Connectivity)),
+//!   every pod that backs off is sent at once rather than at its next retry.
 //! - 409: the pod is re-read; still the same pod (UID) → the status is sent again in
 //!   full, else (or 404) the pod is forgotten.
 //! - An API pod being deleted, once its worker has stopped it and dropped its status:
@@ -89,17 +92,21 @@ pub async fn run(context: Arc<Context>) {
     let mut mirrors = context.mirrors.subscribe();
     let mut snapshot = context.snapshot.subscribe();
     let mut connectivity = context.client.connectivity().subscribe();
+    let mut writes_back = context.client.connectivity().writes_accepted();
     loop {
         statuses.mark_unchanged();
         mirrors.mark_unchanged();
         snapshot.mark_unchanged();
         connectivity.mark_unchanged();
+        writes_back.mark_unchanged();
         let wake = manager.sync().await.map(|wait| Instant::now() + wait);
         tokio::select! {
             Ok(()) = statuses.changed() => {}
             Ok(()) = mirrors.changed() => {}
             Ok(()) = snapshot.changed() => {}
             Ok(()) = connectivity.changed() => {}
+            // O3: a storm of refused writes is over; what backed off goes now.
+            Ok(()) = writes_back.changed() => manager.queue.retry_now(),
             () = sleep_until(wake), if wake.is_some() => {}
         }
     }

@@ -3,6 +3,12 @@
 //! `InternalError`, `TooManyRequests` or `ServiceUnavailable`, and for 429 and 503 a
 //! `Retry-After` header and `details.retryAfterSeconds` when one is given. A failed
 //! request is counted in the audit like any other.
+//!
+//! A storm fails every write (create, update, patch, delete) until it is calmed, as a
+//! real cluster does for a while: 429 from API Priority and Fairness, 503 during an
+//! upgrade, or 403 from the Node authorizer while its graph lags or RBAC changes. The
+//! 403 is the authorizer's own refusal (`User "system:node:…" cannot patch resource …`),
+//! given where the authorizer runs, after authentication; reads still pass.
 
 use std::sync::Mutex;
 
@@ -20,6 +26,8 @@ enum Kind {
     Internal,
     TooManyRequests,
     Unavailable,
+    /// Only in a storm: the authorizer refuses (see [`Faults::forbids`]).
+    Forbidden,
 }
 
 impl Fault {
@@ -39,9 +47,15 @@ impl Fault {
         Fault { kind: Kind::Unavailable, retry_after: None }
     }
 
-    /// With `Retry-After: seconds` (429 and 503 only; a 500 carries none).
+    /// 403 from the Node authorizer for every write of the node's (a storm only: a
+    /// graph that lags behind a pod's binding, an RBAC change under way).
+    pub fn forbidden() -> Fault {
+        Fault { kind: Kind::Forbidden, retry_after: None }
+    }
+
+    /// With `Retry-After: seconds` (429 and 503 only; a 500 or 403 carries none).
     pub fn retry_after(mut self, seconds: u64) -> Fault {
-        if self.kind != Kind::Internal {
+        if matches!(self.kind, Kind::TooManyRequests | Kind::Unavailable) {
             self.retry_after = Some(seconds);
         }
         self
@@ -52,8 +66,19 @@ impl Fault {
             Kind::Internal => Error::Internal("Internal error occurred: injected fault".into()),
             Kind::TooManyRequests => Error::TooManyRequests { retry_after: self.retry_after },
             Kind::Unavailable => Error::Unavailable { retry_after: self.retry_after },
+            // Armed by count it has no request to name: the authorizer's words without them.
+            Kind::Forbidden => Error::Forbidden {
+                resource: super::error::GroupResource { group: "", resource: "" },
+                name: String::new(),
+                problem: "injected authorizer refusal".into(),
+            },
         }
     }
+}
+
+/// Whether `verb` writes (what a storm fails).
+fn is_write(verb: &str) -> bool {
+    matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")
 }
 
 #[derive(Debug)]
@@ -64,9 +89,9 @@ struct Armed {
     fault: Fault,
 }
 
-/// The faults armed, in the order they were armed.
+/// The faults armed, in the order they were armed, and the storm blowing, if any.
 #[derive(Debug, Default)]
-pub struct Faults(Mutex<Vec<Armed>>);
+pub struct Faults(Mutex<Vec<Armed>>, Mutex<Option<Fault>>);
 
 impl Faults {
     /// The next `count` requests with `verb` on `resource` fail with `fault`.
@@ -78,8 +103,30 @@ impl Faults {
         armed.push(Armed { verb: verb.into(), resource: resource.into(), remaining: count, fault });
     }
 
-    /// The fault for this request, if one is armed for it (using it up).
+    /// Fails every write with `fault` from now on, or (`None`) no longer.
+    pub fn storm(&self, fault: Option<Fault>) {
+        *self.1.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = fault;
+    }
+
+    /// The storm blowing, if any.
+    fn blowing(&self) -> Option<Fault> {
+        *self.1.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether the authorizer refuses this request for a storm of 403s.
+    pub fn forbids(&self, verb: &str) -> bool {
+        self.blowing().is_some_and(|f| f.kind == Kind::Forbidden) && is_write(verb)
+    }
+
+    /// The fault for this request: a storm's (not a 403's, which the authorizer gives),
+    /// or one armed for it (using it up).
     pub fn take(&self, verb: &str, resource: &str) -> Option<Fault> {
+        if let Some(storm) = self.blowing()
+            && storm.kind != Kind::Forbidden
+            && is_write(verb)
+        {
+            return Some(storm);
+        }
         let mut armed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let at = armed.iter().position(|a| a.verb == verb && a.resource == resource)?;
         let fault = armed[at].fault;
@@ -90,9 +137,10 @@ impl Faults {
         Some(fault)
     }
 
-    /// Disarms them all.
+    /// Disarms them all, the storm too.
     pub fn clear(&self) {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+        self.storm(None);
     }
 
     /// Faults armed and not yet used.

@@ -132,7 +132,14 @@ fn authorize(shared: &Shared, user: &User, attrs: &Attributes) -> Result<()> {
     if let Some(request) = super::rbac::Request::of(attrs) {
         shared.node_requests.record(request);
     }
-    let reason = match node_authorizer::authorize(&shared.store, node, attrs) {
+    let decision = if shared.faults.forbids(&attrs.verb) {
+        Err(format!(
+            "no relationship found between node '{node}' and this object (injected: the authorizer's graph lags)"
+        ))
+    } else {
+        node_authorizer::authorize(&shared.store, node, attrs)
+    };
+    let reason = match decision {
         Ok(()) => return Ok(()),
         Err(_) if node.is_empty() => {
             format!("unknown node for user {:?}", user.name())
