@@ -66,7 +66,7 @@ const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 const DIST_PROFILE: &str = "ci-dist";
 /// CI's chaos run: eleven trials (each fault once), with a fixed seed so that a failure
 /// can be replayed, and the API server flapping for 10 s, not a minute.
-const CHAOS: &[&str] = &["--quick", "--trials", "11", "--seed", "2026"];
+const CHAOS: &[&str] = &["--quick", "--trials", "15", "--seed", "2026"];
 /// CI's fleet run: B13's harness at 50 hollow nodes for a minute.
 const FLEET: &[&str] = &["--nodes", "50", "--minutes", "1"];
 /// CI's fuzzing: every target for 15 s over the committed corpus, the shared build, the

@@ -46,10 +46,31 @@ pub enum Fault {
     OfflineReboot,
     /// The API server cut until the node's client certificate has expired (J2).
     CertificatesExpire,
+    /// Every write the node makes refused for the flap's length while the churn goes on
+    /// (O3): the server answers, but not as asked.
+    ApiStorm(Storm),
 }
 
+/// How a storm refuses the node's writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storm {
+    /// 403 from the Node authorizer (its graph lags, RBAC changes).
+    Forbidden,
+    /// 429 from API Priority and Fairness, with `Retry-After`.
+    TooManyRequests,
+    /// 503 (an upgrade).
+    Unavailable,
+}
+
+/// The most requests a second the node may send on average through a storm: a node
+/// that backs off sends a few (the integration tests measured 0.4 to 1.6), one that
+/// retried at once what its token bucket lets through (50).
+const STORM_MEAN_PER_SECOND: f64 = 5.0;
+/// The `Retry-After` of a storm of 429s.
+const STORM_RETRY_AFTER: u64 = 5;
+
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 12] = [
+pub const ALL: [Fault; 15] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
@@ -62,6 +83,9 @@ pub const ALL: [Fault; 12] = [
     Fault::FillState,
     Fault::OfflineReboot,
     Fault::CertificatesExpire,
+    Fault::ApiStorm(Storm::Forbidden),
+    Fault::ApiStorm(Storm::TooManyRequests),
+    Fault::ApiStorm(Storm::Unavailable),
 ];
 
 impl Fault {
@@ -76,6 +100,9 @@ impl Fault {
             Fault::FillState => "state dir full".into(),
             Fault::OfflineReboot => "offline reboot".into(),
             Fault::CertificatesExpire => "certificates expire while cut off".into(),
+            Fault::ApiStorm(Storm::Forbidden) => "a storm of 403 on writes".into(),
+            Fault::ApiStorm(Storm::TooManyRequests) => "a storm of 429 with Retry-After".into(),
+            Fault::ApiStorm(Storm::Unavailable) => "a storm of 503 on writes".into(),
         }
     }
 }
@@ -177,8 +204,68 @@ pub fn inject(
         Fault::FillState => fill_state(rig, model, rng, &mut outcome)?,
         Fault::OfflineReboot => offline_reboot(rig, model, &mut outcome)?,
         Fault::CertificatesExpire => certificates_expire(rig, model, rng, &mut outcome)?,
+        Fault::ApiStorm(storm) => api_storm(rig, model, storm, rng, flap, &mut outcome)?,
     }
     Ok(outcome)
+}
+
+/// Every write of the node's refused for `length` while the churn goes on, then the
+/// server answers again (the trial's settle is the recovery). The node's requests are
+/// counted each second: their mean must show a node that backs off. The authorizer's
+/// refusals of a 403 storm are the storm's, not K5 violations.
+fn api_storm(
+    rig: &mut Rig,
+    model: &mut Model,
+    storm: Storm,
+    rng: &mut fastrand::Rng,
+    length: Duration,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    use outpost_tests::apiserver::Fault as Refuse;
+    let fault = match storm {
+        Storm::Forbidden => Refuse::forbidden(),
+        Storm::TooManyRequests => Refuse::too_many_requests().retry_after(STORM_RETRY_AFTER),
+        Storm::Unavailable => Refuse::unavailable(),
+    };
+    rig.server.storm(Some(fault));
+    let started = Instant::now();
+    let mut counts = Vec::new();
+    let mut last = rig.server.total_requests();
+    let mut next_op = started + Duration::from_millis(rng.u64(500..2_000));
+    while started.elapsed() < length {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = rig.server.total_requests();
+        counts.push(now - last);
+        last = now;
+        if Instant::now() >= next_op {
+            let op = model.pick(rng);
+            model.apply(rig, op)?;
+            next_op = Instant::now() + Duration::from_millis(rng.u64(1_000..3_000));
+        }
+    }
+    rig.server.storm(None);
+    let mean = counts.iter().sum::<u64>() as f64 / counts.len().max(1) as f64;
+    let max = counts.iter().copied().max().unwrap_or_default();
+    outcome.notes.push(format!("requests a second through the storm: mean {mean:.2}, max {max}"));
+    if mean > STORM_MEAN_PER_SECOND {
+        outcome.violations.push(format!(
+            "O3: {mean:.2} requests a second through the storm (at most {STORM_MEAN_PER_SECOND})"
+        ));
+    }
+    let mut injected = 0;
+    for refusal in rig.server.take_refusals() {
+        if refusal.message.contains("(injected:") {
+            injected += 1;
+        } else if crate::is_for_a_pod_gone(&refusal) {
+            outcome.notes.push(format!("refused while its pod was going: {refusal}"));
+        } else {
+            outcome.violations.push(format!("refused: {refusal}"));
+        }
+    }
+    if injected > 0 {
+        outcome.notes.push(format!("{injected} writes refused by the storm's authorizer"));
+    }
+    Ok(())
 }
 
 /// What must hold once a trial settled, for its fault: after a full disk, the API pods'
