@@ -28,6 +28,7 @@ use chaos::check;
 use chaos::churn::Model;
 use chaos::faults::{self, Fault};
 use chaos::rig::Rig;
+use outpost_tests::apiserver::STORM_REFUSAL;
 
 /// How long a trial may take to settle before what is still wrong counts as violations.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -180,13 +181,20 @@ fn one_trial(
     violations.extend(outcome.violations);
     violations.extend(faults::after_settle(rig, model, fault));
     let mut notes = outcome.notes;
-    // K5: what the server's Node authorizer and NodeRestriction refused the node.
+    // K5: what the server's Node authorizer and NodeRestriction refused the node, but
+    // for a storm's own 403s.
+    let mut stormed = 0;
     for refusal in rig.server.take_refusals() {
-        if is_for_a_pod_gone(&refusal) {
+        if refusal.message.ends_with(STORM_REFUSAL) {
+            stormed += 1;
+        } else if is_for_a_pod_gone(&refusal) {
             notes.push(format!("refused while its pod was going: {refusal}"));
         } else {
             violations.push(format!("refused: {refusal}"));
         }
+    }
+    if stormed > 0 {
+        notes.push(format!("{stormed} writes refused by the storm's authorizer"));
     }
     Ok(Trial {
         trial: 0,

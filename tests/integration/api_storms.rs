@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use outpost_tests::api_pods::{Cluster, LONG, api_pod, state};
 use outpost_tests::apiserver::Fault;
+use outpost_tests::fleet::scenario::PerSecond;
 use outpost_tests::pods::eventually;
 use outpost_tests_needs::needs;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 const STORM: Duration = Duration::from_secs(20);
 /// A node with two pods that backs off sends a few requests a second (its Lease's
@@ -50,18 +52,18 @@ fn storm(fault: Fault) -> Storm {
 
     server.storm(Some(fault));
     let started = Instant::now();
+    let counting = CancellationToken::new();
+    let counter = {
+        let _rt = cluster.api.rt.enter();
+        PerSecond::spawn(server.request_counts(), counting.clone())
+    };
     // During the storm: one pod comes, one goes. The test's own writes do not go
     // through HTTP, so the storm does not refuse them.
     cluster.create_pod(api_pod("during", json!({}), spec));
     server.delete("pods", Some("default"), "before", Some(2)).expect("delete before");
-    let mut counts = Vec::new();
-    let mut last = server.total_requests();
-    while started.elapsed() < STORM {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = server.total_requests();
-        counts.push(now - last);
-        last = now;
-    }
+    std::thread::sleep(STORM.saturating_sub(started.elapsed()));
+    counting.cancel();
+    let counts = cluster.api.rt.block_on(counter).expect("the request counter").totals();
     let status_writes = server.count_object("patch", "pods/status", "default/during")
         + server.count_object("update", "pods/status", "default/during");
     server.storm(None);

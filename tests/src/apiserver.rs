@@ -134,7 +134,7 @@ use serde_json::json;
 pub use audit::{Refusal, Transferred};
 pub use bootstrap::{KUBEADM_NODE_TOKEN_GROUP, token_secret as bootstrap_token_secret};
 pub use error::{Cause, Error as ApiError, GroupResource};
-pub use fault::Fault;
+pub use fault::{Fault, STORM_REFUSAL};
 pub use flow::Throttle;
 pub use net::Connections;
 pub use node_restriction::{KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, node_may_set};

@@ -76,6 +76,10 @@ impl Fault {
     }
 }
 
+/// What the authorizer's refusals in a storm of 403s say they are (their reason ends
+/// with it), so that a harness tells them from refusals the node earned.
+pub const STORM_REFUSAL: &str = "(injected: the authorizer's graph lags)";
+
 /// Whether `verb` writes (what a storm fails).
 fn is_write(verb: &str) -> bool {
     matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")

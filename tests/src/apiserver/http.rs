@@ -29,7 +29,7 @@ use super::csr;
 use super::discovery;
 use super::ephemeral;
 use super::error::{self, Error, Result};
-use super::fault::Faults;
+use super::fault::{Faults, STORM_REFUSAL};
 use super::list::{self, ListOptions};
 use super::node_authorizer::{self, Attributes};
 use super::node_restriction::{self, Write as NodeWrite};
@@ -133,9 +133,7 @@ fn authorize(shared: &Shared, user: &User, attrs: &Attributes) -> Result<()> {
         shared.node_requests.record(request);
     }
     let decision = if shared.faults.forbids(&attrs.verb) {
-        Err(format!(
-            "no relationship found between node '{node}' and this object (injected: the authorizer's graph lags)"
-        ))
+        Err(format!("no relationship found between node '{node}' and this object {STORM_REFUSAL}"))
     } else {
         node_authorizer::authorize(&shared.store, node, attrs)
     };

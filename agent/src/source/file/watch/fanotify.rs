@@ -185,23 +185,7 @@ impl Fanotify {
     /// tokio's readiness, which only the next `next_batch` looks at again.
     pub(super) fn queued(&mut self) -> Result<Vec<Event>, Error> {
         let mut events = Vec::new();
-        for _ in 0..MAX_READS_PER_BATCH {
-            let len = match self.fd.get_ref().read(&mut self.buf) {
-                Ok(0) => break,
-                Ok(len) => len,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
-                Err(source) => {
-                    return Err(Error::Read {
-                        backend: Backend::Fanotify,
-                        syscall: "read",
-                        source,
-                    });
-                }
-            };
-            let data = self.buf.get(..len).unwrap_or_default();
-            translate(data, &mut self.ids, &mut self.watched, &mut events)?;
-        }
+        drain(self.fd.get_ref(), &mut self.buf, &mut self.ids, &mut self.watched, &mut events)?;
         Ok(events)
     }
 
@@ -214,42 +198,41 @@ impl Fanotify {
             })?;
             // From here on nothing awaits: what is read is returned by this poll.
             let mut events = Vec::new();
-            for _ in 0..MAX_READS_PER_BATCH {
-                let read = guard.try_io(|fd| {
-                    loop {
-                        match fd.get_ref().read(&mut self.buf) {
-                            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                            result => break result,
-                        }
-                    }
-                });
-                let len = match read {
-                    Ok(Ok(0)) => {
-                        return Err(Error::Read {
-                            backend: Backend::Fanotify,
-                            syscall: "read",
-                            source: io::ErrorKind::UnexpectedEof.into(),
-                        });
-                    }
-                    Ok(Ok(len)) => len,
-                    Ok(Err(source)) => {
-                        return Err(Error::Read {
-                            backend: Backend::Fanotify,
-                            syscall: "read",
-                            source,
-                        });
-                    }
-                    // EAGAIN: the queue is empty and readiness was cleared.
-                    Err(_would_block) => break,
-                };
-                let data = self.buf.get(..len).unwrap_or_default();
-                translate(data, &mut self.ids, &mut self.watched, &mut events)?;
+            let fd = guard.get_inner();
+            if drain(fd, &mut self.buf, &mut self.ids, &mut self.watched, &mut events)? {
+                guard.clear_ready();
             }
             if !events.is_empty() {
                 return Ok(events);
             }
         }
     }
+}
+
+/// Reads what the kernel has queued on `fd` (non-blocking), at most
+/// [`MAX_READS_PER_BATCH`] buffers, into `events`. Whether the queue was found empty
+/// (EAGAIN): then readiness is to be cleared.
+fn drain(
+    mut fd: &File,
+    buf: &mut [u8],
+    ids: &mut HashMap<DirKey, WatchId>,
+    watched: &mut BTreeMap<WatchId, Watched>,
+    events: &mut Vec<Event>,
+) -> Result<bool, Error> {
+    let error = |source| Error::Read { backend: Backend::Fanotify, syscall: "read", source };
+    for _ in 0..MAX_READS_PER_BATCH {
+        let len = loop {
+            match fd.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(source) => return Err(error(source)),
+                Ok(0) => return Err(error(io::ErrorKind::UnexpectedEof.into())),
+                Ok(len) => break len,
+            }
+        };
+        translate(buf.get(..len).unwrap_or_default(), ids, watched, events)?;
+    }
+    Ok(false)
 }
 
 fn open_dir(path: &Path) -> io::Result<File> {
