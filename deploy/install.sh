@@ -102,6 +102,16 @@ else
 fi
 file 0644 "$deploy/outpost.service" "$root/etc/systemd/system/outpost.service"
 echo "installed $root/etc/systemd/system/outpost.service"
+# The state key, which seals the API pods' Secrets at rest: made once on this host (it is
+# sealed to this host's TPM2 or key, so not for another root).
+directory 0755 "$root/usr/local/sbin"
+file 0755 "$deploy/outpost-state-key" "$root/usr/local/sbin/outpost-state-key"
+if [ -z "$root" ]; then
+    "$root/usr/local/sbin/outpost-state-key" ||
+        echo "no state key: the API pods' Secrets stay unencrypted at rest (mode 0600)" >&2
+else
+    echo "run outpost-state-key on the box itself to make its state key"
+fi
 
 # The config: replaced only while it is what this script installed last time.
 config="$root/etc/outpost/outpost.yaml"

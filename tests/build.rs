@@ -62,6 +62,7 @@ fn probe(name: &str) -> bool {
         "python_websockets" => python_has("websockets"),
         "python_grpc" => python_has("grpc") && python_has("grpc_tools"),
         "systemd_analyze" => on_path("systemd-analyze"),
+        "systemd_creds" => on_path("systemd-creds"),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         "dbus" => on_path("dbus-daemon"),

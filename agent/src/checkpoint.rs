@@ -11,18 +11,30 @@
 //! outpost-checkpoint v1 len=1234 xxh3=0123456789abcdef0123456789abcdef
 //! {"pods":[...]}
 //! ```
+//!
+//! A private checkpoint (one that holds Secrets) is sealed when the agent has a state key
+//! ([`seal`]): its body is the nonce, the sealed JSON and the tag, and the header names
+//! the cipher and the key's public id.
+//!
+//! ```text
+//! outpost-checkpoint v1 sealed=chacha20-poly1305 key=0123456789abcdef len=1262 xxh3=...
+//! ```
 
 pub mod metrics;
+pub mod seal;
 
+use std::borrow::Cow;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::metrics::CheckpointWrites;
+use self::seal::StateKey;
 
 const MAGIC: &str = "outpost-checkpoint v1";
 /// The mode of a checkpoint file, and of one that holds secrets.
@@ -49,24 +61,35 @@ pub enum Error {
         "checkpoint {path} is corrupt ({reason}); it is ignored and replaced by the next good update"
     )]
     Corrupt { path: PathBuf, reason: String },
+    #[error(
+        "checkpoint {path} cannot be opened: {source}; it is ignored and replaced by the next update"
+    )]
+    Sealed {
+        path: PathBuf,
+        #[source]
+        source: seal::Error,
+    },
     #[error("cannot encode checkpoint {path}: {source}")]
     Encode {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    /// [`decode`]: the bytes do not start with a header line ([`Error::Corrupt`]'s reason).
+    /// [`verify`]: the bytes do not start with a header line ([`Error::Corrupt`]'s reason).
     #[error("no header line")]
     NoHeader,
-    /// [`decode`]: the first line is not a checkpoint header.
+    /// [`verify`]: the first line is not a checkpoint header.
     #[error("unknown header {0:?}")]
     UnknownHeader(String),
-    /// [`decode`]: the header is not the one the body that follows it would have.
+    /// [`verify`]: the header is not the one the body that follows it would have.
     #[error("header {header:?} does not match the {len}-byte body (torn or corrupted write)")]
     Torn { header: String, len: usize },
-    /// [`decode`]: the body is what the header says but not what the reader expects.
+    /// [`verify`]: the body is what the header says but not what the reader expects.
     #[error("checksum matches but content does not decode: {0}")]
     Body(#[source] serde_json::Error),
+    /// [`decode`]: the checkpoint is sealed (a key opens it: [`Checkpoints::read`]).
+    #[error(transparent)]
+    Seal(#[from] seal::Error),
 }
 
 /// The error as the sources' machines take it (`outpost_core::source::checkpoint`): the
@@ -78,10 +101,13 @@ impl From<Error> for outpost_core::source::checkpoint::Error {
             Error::Write { path, source } => Described::Write { path, reason: source.to_string() },
             Error::Read { path, source } => Described::Read { path, reason: source.to_string() },
             Error::Corrupt { path, reason } => Described::Corrupt { path, reason },
+            Error::Sealed { path, source } => {
+                Described::Corrupt { path, reason: source.to_string() }
+            }
             Error::Encode { path, source } => {
                 Described::Encode { path, reason: source.to_string() }
             }
-            // [`decode`]'s own, which its callers turn into `Corrupt` with the path.
+            // [`verify`]'s own, which its callers turn into `Corrupt` with the path.
             decoding => Described::Corrupt { path: PathBuf::new(), reason: decoding.to_string() },
         }
     }
@@ -93,12 +119,29 @@ impl From<Error> for outpost_core::source::checkpoint::Error {
 pub struct Checkpoints {
     dir: PathBuf,
     metrics: CheckpointWrites,
+    /// Seals the private checkpoints; without it they are plain JSON (mode 0600 only).
+    key: Option<Arc<StateKey>>,
 }
 
 impl Checkpoints {
     /// Checkpoints under `<state_dir>/checkpoints` (created on first write).
     pub fn new(state_dir: &Path) -> Checkpoints {
-        Checkpoints { dir: state_dir.join("checkpoints"), metrics: CheckpointWrites::default() }
+        Checkpoints {
+            dir: state_dir.join("checkpoints"),
+            metrics: CheckpointWrites::default(),
+            key: None,
+        }
+    }
+
+    /// Seals the private checkpoints with `key` (and opens those it sealed).
+    pub fn with_key(mut self, key: Option<Arc<StateKey>>) -> Checkpoints {
+        self.key = key;
+        self
+    }
+
+    /// The key that seals the private checkpoints, if any.
+    pub fn key(&self) -> Option<&StateKey> {
+        self.key.as_deref()
     }
 
     /// Counts every write and failed write in `metrics`, by checkpoint name.
@@ -121,7 +164,7 @@ impl Checkpoints {
     }
 
     /// [`Checkpoints::write`] for a checkpoint that holds secrets: readable by root only
-    /// (mode 0600, V3).
+    /// (mode 0600, V3), and sealed with the state key when there is one.
     pub fn write_private<T: Serialize>(&self, name: &'static str, value: &T) -> Result<(), Error> {
         let written = self.write_file(name, value, PRIVATE);
         self.metrics.checkpoint_written(name, written.is_ok());
@@ -133,19 +176,71 @@ impl Checkpoints {
         tracing::debug!(checkpoint = name, "writing checkpoint");
         let body = serde_json::to_vec(value)
             .map_err(|source| Error::Encode { path: path.clone(), source })?;
-        write_atomically(&path, &frame(&body), mode)
+        let framed = match &self.key {
+            Some(key) if mode == PRIVATE => key
+                .seal(name, &body)
+                .map(|sealed| frame_with(Some(key.id()), &sealed))
+                .map_err(|source| Error::Write { path: path.clone(), source })?,
+            _ => frame(&body),
+        };
+        write_atomically(&path, &framed, mode)
             .map_err(|source| Error::Write { path: path.clone(), source })
     }
 
-    /// Reads checkpoint `name`: `Ok(None)` if there is none.
+    /// Reads checkpoint `name`, plain or sealed with this agent's key: `Ok(None)` if there
+    /// is none.
     pub fn read<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, Error> {
+        Ok(self.read_file(name)?.map(|(value, _)| value))
+    }
+
+    /// [`Checkpoints::read`] for a checkpoint that holds secrets: one written before the
+    /// agent had a state key is sealed at once, not at its next update (which may be long
+    /// in coming on a box that is offline).
+    pub fn read_private<T: DeserializeOwned + Serialize>(
+        &self,
+        name: &'static str,
+    ) -> Result<Option<T>, Error> {
+        let Some((value, sealed)) = self.read_file(name)? else { return Ok(None) };
+        if let (Some(key), false) = (&self.key, sealed) {
+            match self.write_private(name, &value) {
+                Ok(()) => tracing::info!(
+                    checkpoint = name,
+                    key = key.id(),
+                    "sealed a checkpoint written without the state key"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %crate::error_chain::describe(&e),
+                    "cannot seal a checkpoint written without the state key"
+                ),
+            }
+        }
+        Ok(Some(value))
+    }
+
+    /// The checkpoint's value and whether it was sealed.
+    fn read_file<T: DeserializeOwned>(&self, name: &str) -> Result<Option<(T, bool)>, Error> {
         let path = self.path(name);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(Error::Read { path, source }),
         };
-        decode(&bytes).map(Some).map_err(|e| Error::Corrupt { path, reason: e.to_string() })
+        let (sealed_with, body) = verify(&bytes)
+            .map_err(|e| Error::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        let body = match (sealed_with, &self.key) {
+            (None, _) => Cow::Borrowed(body),
+            (Some(id), None) => {
+                let source = seal::Error::NoKey { sealed_with: id.to_owned() };
+                return Err(Error::Sealed { path, source });
+            }
+            (Some(id), Some(key)) => match key.open(name, id, body) {
+                Ok(plain) => Cow::Owned(plain),
+                Err(source) => return Err(Error::Sealed { path, source }),
+            },
+        };
+        let value = crate::json::from_slice(&body)
+            .map_err(|e| Error::Corrupt { path, reason: Error::Body(e).to_string() })?;
+        Ok(Some((value, sealed_with.is_some())))
     }
 
     /// [`Checkpoints::write`] on the blocking pool.
@@ -162,7 +257,6 @@ impl Checkpoints {
     }
 }
 
-/// A checkpoint file's bytes for the JSON `body`: the header line, then the body.
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new one: a
 /// temporary file beside it (`.<name>.tmp`, with `mode`) is written and fsynced, renamed
 /// over `path`, and the directory fsynced. The directory is made if missing.
@@ -185,37 +279,54 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> 
     File::open(dir)?.sync_all()
 }
 
+/// A checkpoint file's bytes for the JSON `body`: the header line, then the body.
 pub fn frame(body: &[u8]) -> Vec<u8> {
-    let mut bytes = header(body).into_bytes();
+    frame_with(None, body)
+}
+
+/// The header line, then `body`: sealed with key `sealed_with` when given.
+fn frame_with(sealed_with: Option<&str>, body: &[u8]) -> Vec<u8> {
+    let mut bytes = header(sealed_with, body).into_bytes();
     bytes.extend_from_slice(body);
     bytes
 }
 
-/// Reads a checkpoint file's bytes: checks the header against the body and decodes the
-/// body. The error is why the file is corrupt ([`Error::Corrupt`]'s reason): one of
-/// [`Error::NoHeader`], [`Error::UnknownHeader`], [`Error::Torn`] and [`Error::Body`].
+/// Reads a plain checkpoint file's bytes: checks the header against the body and decodes
+/// the body. The error is why the file cannot be used: [`Error::NoHeader`],
+/// [`Error::UnknownHeader`], [`Error::Torn`] or [`Error::Body`] (corrupt), or
+/// [`Error::Seal`] (sealed: only a [`Checkpoints`] with the key reads it).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    let body = verify(bytes)?;
-    crate::json::from_slice(body).map_err(Error::Body)
+    match verify(bytes)? {
+        (None, body) => crate::json::from_slice(body).map_err(Error::Body),
+        (Some(id), _) => Err(seal::Error::NoKey { sealed_with: id.to_owned() }.into()),
+    }
 }
 
-fn header(body: &[u8]) -> String {
-    format!("{MAGIC} len={} xxh3={:032x}\n", body.len(), xxhash_rust::xxh3::xxh3_128(body))
+fn header(sealed_with: Option<&str>, body: &[u8]) -> String {
+    let sealed = sealed_with.map(|id| format!(" sealed={} key={id}", seal::CIPHER));
+    let (len, sum) = (body.len(), xxhash_rust::xxh3::xxh3_128(body));
+    format!("{MAGIC}{} len={len} xxh3={sum:032x}\n", sealed.unwrap_or_default())
 }
 
-/// Checks the header line against the body that follows it and returns the body. The
-/// header must be exactly what [`header`] writes for that body, byte for byte.
-fn verify(bytes: &[u8]) -> Result<&[u8], Error> {
+/// Checks the header line against the body that follows it and returns the key the body
+/// is sealed with (if it is) and the body. The header must be exactly what [`header`]
+/// writes for that body, byte for byte.
+fn verify(bytes: &[u8]) -> Result<(Option<&str>, &[u8]), Error> {
     let newline = bytes.iter().position(|&b| b == b'\n').ok_or(Error::NoHeader)?;
     let (line, body) = (&bytes[..=newline], &bytes[newline + 1..]);
     let text = || String::from_utf8_lossy(line).trim_end().to_owned();
     if !line.starts_with(MAGIC.as_bytes()) {
         return Err(Error::UnknownHeader(text()));
     }
-    if line != header(body).as_bytes() {
+    let sealed = format!("{MAGIC} sealed={} key=", seal::CIPHER);
+    let sealed_with = line
+        .strip_prefix(sealed.as_bytes())
+        .and_then(|rest| rest.split(|&b| b == b' ').next())
+        .and_then(|id| std::str::from_utf8(id).ok());
+    if line != header(sealed_with, body).as_bytes() {
         return Err(Error::Torn { header: text(), len: body.len() });
     }
-    Ok(body)
+    Ok((sealed_with, body))
 }
 
 #[cfg(test)]

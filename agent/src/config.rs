@@ -142,6 +142,8 @@ pub struct Config {
     /// The manifest directory, URL and push endpoint (S1-S12).
     pub sources: sources::Config,
     pub kubeconfig: Option<PathBuf>,
+    /// `--state-key-file`: the state key (V3), when not the systemd credential.
+    pub state_key_file: Option<PathBuf>,
     /// J1: TLS bootstrapping and rotation of the client certificate.
     pub certificates: Certificates,
     /// Who runs containerd, and where.
@@ -210,6 +212,7 @@ impl Config {
             node,
             sources,
             kubeconfig: s.kubeconfig.take(),
+            state_key_file: s.state_key_file.take().map(absolute),
             certificates,
             containerd,
             pods,

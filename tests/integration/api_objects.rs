@@ -291,6 +291,135 @@ fn v3_after_a_reboot_without_the_api_server_the_pod_comes_back_with_its_objects(
     c.api.rt.block_on(c.server().restore()).unwrap();
 }
 
+/// V3: the state key as a unit gets it. `outpost-state-key` seals it with systemd-creds
+/// (with the null key here, so that the machine's host key is left alone), and systemd
+/// decrypts it into the agent's `$CREDENTIALS_DIRECTORY`, as `systemd-creds decrypt` does
+/// here.
+fn state_key_credential(dir: &std::path::Path) -> std::path::PathBuf {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/outpost-state-key");
+    let root = dir.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let made = std::process::Command::new("sh")
+        .arg(script)
+        .arg("--root")
+        .arg(&root)
+        .args(["--with-key", "tpm2-absent"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let dropin =
+        std::fs::read_to_string(root.join("etc/systemd/system/outpost.service.d/state-key.conf"))
+            .unwrap();
+    let sealed = "/etc/credstore.encrypted/outpost.state-key";
+    assert!(
+        dropin.contains(&format!("\nLoadCredentialEncrypted=outpost.state-key:{sealed}\n")),
+        "{dropin}"
+    );
+    let credentials = dir.join("credentials");
+    std::fs::create_dir(&credentials).unwrap();
+    let key = credentials.join("outpost.state-key");
+    let opened = std::process::Command::new("systemd-creds")
+        .args(["decrypt", "--name=outpost.state-key"])
+        .arg(root.join(sealed.trim_start_matches('/')))
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(opened.status.success(), "{}", String::from_utf8_lossy(&opened.stderr));
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+    assert_eq!(std::fs::read(&key).unwrap().len(), 32);
+    credentials
+}
+
+/// Every file under `dir` whose bytes hold one of `needles`, with the needle.
+fn holding(dir: &std::path::Path, needles: &[String]) -> Vec<(std::path::PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file() {
+                let bytes = std::fs::read(entry.path()).unwrap();
+                for needle in needles {
+                    if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                        found.push((entry.path(), needle.clone()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[needs(pods, systemd_creds)]
+#[test]
+fn v3_with_a_state_key_no_secret_is_on_the_disk_and_an_offline_reboot_brings_the_pod_back() {
+    use base64::Engine as _;
+    let keys = tempfile::tempdir().unwrap();
+    let credentials = state_key_credential(keys.path());
+    let env = vec![("CREDENTIALS_DIRECTORY".to_owned(), credentials)];
+    let mut c = Cluster::with_env(ApiNode::new(), &[], env);
+    let (password, user) = ("correct-horse-battery-staple-7f3a", "gateway-operator-91c2");
+    c.create(config_map(
+        "app-config",
+        json!({"app.conf": "listen 8080\n", "log.level": "debug", "MODE": "production"}),
+    ));
+    c.create(secret("app-secret", json!({"password": password, "user": user})));
+    let uid = c.create_pod(every_kind()).metadata.uid.unwrap();
+    let before = c.pid("app");
+    assert_eq!(read(before, "/etc/secret/password"), password);
+    let token = read(before, &format!("{SERVICE_ACCOUNT_DIR}/token"));
+    let log = c.agent.as_ref().unwrap().log();
+    assert!(log.contains("sealed at rest"), "{log}");
+    assert!(!log.contains("not encrypted at rest"), "{log}");
+
+    // Powered off: what the disk holds, copied elsewhere as a thief would.
+    c.power_off();
+    let stolen = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(c.api.node.path("state"))
+        .arg(stolen.path())
+        .output()
+        .unwrap();
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+    let checkpoint = stolen.path().join("state/checkpoints/api-objects.json");
+    let header = std::fs::read(&checkpoint).unwrap();
+    assert!(header.starts_with(b"outpost-checkpoint v1 sealed=chacha20-poly1305 key="));
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let needles = [password, user, &token].map(str::to_owned);
+    let encoded = needles.iter().map(|n| base64.encode(n));
+    let needles: Vec<String> = needles.iter().cloned().chain(encoded).collect();
+    assert_eq!(holding(stolen.path(), &needles), [], "Secrets at rest in the state directory");
+
+    // The same key opens it: the pod comes back with its objects, offline.
+    let after = c.power_on("app", &uid);
+    assert_eq!(read(after, "/etc/secret/password"), password);
+    assert_eq!(read(after, "/var/run/bundle/user"), user);
+    assert_eq!(read(after, &format!("{SERVICE_ACCOUNT_DIR}/token")), token, "the kept token");
+    assert_eq!(environment(after).get("DB_PASSWORD").map(String::as_str), Some(password));
+    c.api.rt.block_on(c.server().restore()).unwrap();
+}
+
+#[needs(pods)]
+#[test]
+fn v3_without_a_state_key_the_agent_says_what_is_not_encrypted() {
+    let c = Cluster::start();
+    c.create(secret("app-secret", json!({"password": "s3cr3t"})));
+    eventually("the start's log", LONG, || {
+        c.agent.as_ref().unwrap().log().contains("no state key")
+    });
+    let log = c.agent.as_ref().unwrap().log();
+    let line = log.lines().find(|l| l.contains("no state key")).unwrap();
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("checkpoints/api-objects.json"), "{line}");
+    assert!(line.contains("outpost.state-key") && line.contains("--state-key-file"), "{line}");
+}
+
 #[needs(pods)]
 #[test]
 fn v2_a_static_pod_that_refers_to_a_secret_is_refused_even_with_an_api_server() {

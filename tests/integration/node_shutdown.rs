@@ -188,7 +188,7 @@ fn j3_a_machine_shutdown_stops_pods_by_priority_group() {
         ),
     );
     let agent = agent_on(&bus, &api.node.manifests(), &args);
-    let mut c = Cluster { agent: Some(agent), api };
+    let mut c = Cluster { agent: Some(agent), api, env: Vec::new() };
     let command = json!({"command": ["sh", "-c", TERM_SLOW]});
     c.create_pod(api_pod("low", command.clone(), json!({"priority": -5})));
     c.create_pod(api_pod("web", command, json!({})));

@@ -33,14 +33,53 @@ fn unit_passes_systemd_analyze_verify() {
         "ExecStart=/usr/local/bin/outpost ",
         &format!("ExecStart={} ", outpost_bin().display()),
     );
+    verify_unit(&unit);
+}
+
+/// Runs `systemd-analyze verify` on the unit `text`: it must pass without a complaint.
+fn verify_unit(text: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("outpost.service");
-    std::fs::write(&path, unit).unwrap();
+    std::fs::write(&path, text).unwrap();
     let out = Command::new("systemd-analyze").arg("verify").arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "systemd-analyze verify failed: {stderr}");
     let complaints: Vec<&str> = stderr.lines().filter(|l| l.contains("outpost.service")).collect();
     assert!(complaints.is_empty(), "systemd-analyze verify complains: {complaints:#?}");
+}
+
+/// V3: `outpost-state-key` (with the null key here: the machine's host key is left alone)
+/// seals a key once, keeps it on a second run, and its drop-in verifies with the unit.
+#[needs(systemd_analyze, systemd_creds)]
+#[test]
+fn the_state_key_and_its_drop_in_are_made_once_and_verify() {
+    let root = tempfile::tempdir().unwrap();
+    let make = || {
+        let out = Command::new("sh")
+            .arg(deploy().join("outpost-state-key"))
+            .arg("--root")
+            .arg(root.path())
+            .args(["--with-key", "tpm2-absent"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(make().contains("made "));
+    let sealed = root.path().join("etc/credstore.encrypted/outpost.state-key");
+    let first = std::fs::read(&sealed).unwrap();
+    assert_eq!(std::fs::metadata(&sealed).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(make().contains("kept "));
+    assert_eq!(std::fs::read(&sealed).unwrap(), first, "a second run kept the key");
+    let dropin = root.path().join("etc/systemd/system/outpost.service.d/state-key.conf");
+    let dropin = std::fs::read_to_string(dropin).unwrap();
+    let unit = std::fs::read_to_string(deploy().join("outpost.service")).unwrap();
+    let unit = unit.replace(
+        "ExecStart=/usr/local/bin/outpost ",
+        &format!("ExecStart={} ", outpost_bin().display()),
+    );
+    // A drop-in's sections merge into the unit's, as appending them does.
+    verify_unit(&format!("{unit}\n{dropin}"));
 }
 
 /// Receives datagrams until one contains `wanted`; returns them all. A signal to the
@@ -155,6 +194,10 @@ fn install_is_idempotent_and_keeps_an_edited_config() {
         Some(std::fs::read(container_log_bin()).unwrap().as_slice())
     );
     assert_eq!(mode("etc/outpost/manifests"), 0o755, "manifests: root-writable only");
+    // V3: the state key's maker is installed; the key itself is made on the box only (it is
+    // sealed to that host's TPM2 or key).
+    assert_eq!(mode("usr/local/sbin/outpost-state-key"), 0o755);
+    assert!(!first.keys().any(|p| p.starts_with("etc/credstore.encrypted")), "{first:?}");
     assert_eq!(mode("var/lib/outpost"), 0o700);
     assert!(first.contains_key(Path::new("var/lib/outpost/images")));
     assert!(first.contains_key(Path::new("etc/systemd/system/outpost.service")));
@@ -199,7 +242,7 @@ fn install_from_a_release_layout_uses_the_binary_beside_it() {
     std::fs::create_dir_all(release.join("bin")).unwrap();
     std::fs::copy(outpost_bin(), release.join("bin/outpost")).unwrap();
     std::fs::copy(container_log_bin(), release.join("bin/outpost-container-log")).unwrap();
-    for name in ["install.sh", "outpost.service", "outpost.yaml"] {
+    for name in ["install.sh", "outpost-state-key", "outpost.service", "outpost.yaml"] {
         std::fs::copy(deploy().join(name), release.join(name)).unwrap();
     }
     std::fs::create_dir(release.join("manifests")).unwrap();

@@ -32,6 +32,8 @@ pub struct Cluster {
     // Dropped first: the agent must be gone before the node's cleanup.
     pub agent: Option<Agent>,
     pub api: ApiNode,
+    /// What the agent's environment has besides the harness's (each start's).
+    pub env: Vec<(String, PathBuf)>,
 }
 
 impl Cluster {
@@ -42,11 +44,16 @@ impl Cluster {
 
     /// An agent with `flags` on `api`'s node, once it watches its pods.
     pub fn with(api: ApiNode, flags: &[&str]) -> Cluster {
-        let agent = api.start(flags);
+        Cluster::with_env(api, flags, Vec::new())
+    }
+
+    /// [`Cluster::with`], the agent (this one and every one after a reboot) with `env`.
+    pub fn with_env(api: ApiNode, flags: &[&str], env: Vec<(String, PathBuf)>) -> Cluster {
+        let agent = api.start_env(flags, &env);
         api.rt.block_on(async {
             tokio::time::timeout(LONG, api.server.wait_for_watchers("pods", 1)).await.unwrap();
         });
-        Cluster { agent: Some(agent), api }
+        Cluster { agent: Some(agent), api, env }
     }
 
     pub fn server(&self) -> &TestApiServer {
@@ -116,12 +123,24 @@ impl Cluster {
     /// PID of the pod's new container `main`, seen through the agent's own `/pods` (the
     /// API server is away). The server stays cut off.
     pub fn reboot_offline(&mut self, name: &str, uid: &str) -> i32 {
+        self.power_off();
+        self.power_on(name, uid)
+    }
+
+    /// The first half of [`Cluster::reboot_offline`]: the agent stops, the API server is
+    /// cut off, the node's tasks and tmpfs mounts are gone. What is left on the node's
+    /// disk is what a powered-off box has.
+    pub fn power_off(&mut self) {
         if let Some(agent) = self.agent.take() {
             agent.stop();
         }
         self.api.rt.block_on(self.server().cut());
         self.api.node.reboot();
-        let agent = self.api.start(&[]);
+    }
+
+    /// The second half of [`Cluster::reboot_offline`].
+    pub fn power_on(&mut self, name: &str, uid: &str) -> i32 {
+        let agent = self.api.start_env(&[], &self.env);
         let running = |p: &Value| {
             p["status"]["containerStatuses"][0]["state"]["running"].is_object()
                 && p["metadata"]["uid"] == uid

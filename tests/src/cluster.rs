@@ -71,10 +71,17 @@ impl ApiNode {
 
     /// `outpost run` on the node, with `--kubeconfig` and `extra` flags.
     pub fn start(&self, extra: &[&str]) -> Agent {
+        self.start_env(extra, &[])
+    }
+
+    /// [`ApiNode::start`] with `env` in the agent's environment.
+    pub fn start_env(&self, extra: &[&str], env: &[(String, PathBuf)]) -> Agent {
         let mut args = self.node.args();
         let kubeconfig = self.node_kubeconfig.clone().into_os_string();
         args.extend([OsString::from("--kubeconfig"), kubeconfig]);
         args.extend(extra.iter().map(OsString::from));
-        Agent::start_pods(&self.node.manifests(), &args)
+        let mut command = std::process::Command::new(crate::outpost_bin());
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        Agent::start_pods_with(command, &self.node.manifests(), &args)
     }
 }

@@ -49,7 +49,11 @@ const PACKAGES: &[(&str, &str)] = &[
         "dnsmasq, the cluster DNS server of the K2 test (the binary alone: the `dnsmasq` \
          package would also start a system resolver on port 53)",
     ),
-    ("systemd", "systemd-analyze, which verifies deploy/outpost.service"),
+    (
+        "systemd",
+        "systemd-analyze, which verifies deploy/outpost.service, and systemd-creds, which \
+         seals the state key (deploy/outpost-state-key)",
+    ),
     (
         "dbus",
         "dbus-daemon, a private bus carrying the J3 tests' stand-in systemd-logind (graceful \

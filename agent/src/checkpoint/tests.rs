@@ -146,3 +146,170 @@ fn the_sources_machines_see_the_error_in_the_same_words() {
         assert_eq!(outpost_core::error_chain::describe(&described), shown);
     }
 }
+
+mod sealed {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::checkpoint::seal::{self, Source, StateKey};
+
+    const SECRET: &str = "hunter2-database-password";
+
+    fn key(byte: u8) -> Arc<StateKey> {
+        Arc::new(
+            StateKey::derive(&[byte; 32], Source::File("/etc/outpost/state.key".into())).unwrap(),
+        )
+    }
+
+    fn secrets() -> BTreeMap<String, String> {
+        BTreeMap::from([("password".to_owned(), SECRET.to_owned())])
+    }
+
+    #[test]
+    fn v3_a_private_checkpoint_is_sealed_with_the_state_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let cps = Checkpoints::new(dir.path()).with_key(Some(key(1)));
+        cps.write_private("api-objects", &secrets()).unwrap();
+        let bytes = fs::read(cps.path("api-objects")).unwrap();
+        assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "plaintext on disk");
+        let header =
+            String::from_utf8_lossy(&bytes[..bytes.iter().position(|&b| b == b'\n').unwrap()])
+                .into_owned();
+        let id = key(1).id().to_owned();
+        assert!(
+            header.starts_with(&format!(
+                "outpost-checkpoint v1 sealed=chacha20-poly1305 key={id} len="
+            )),
+            "{header}"
+        );
+        assert_eq!(cps.read::<BTreeMap<String, String>>("api-objects").unwrap(), Some(secrets()));
+        // Two writes of the same value differ: each has its own nonce.
+        cps.write_private("api-objects", &secrets()).unwrap();
+        assert_ne!(fs::read(cps.path("api-objects")).unwrap(), bytes);
+        // Public checkpoints (pods, no Secrets) stay plain and readable by all.
+        cps.write("url", &sample()).unwrap();
+        assert!(fs::read_to_string(cps.path("url")).unwrap().contains("\"web\""));
+    }
+
+    #[test]
+    fn v3_a_sealed_checkpoint_without_its_key_is_named_and_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        Checkpoints::new(dir.path())
+            .with_key(Some(key(1)))
+            .write_private("api-objects", &secrets())
+            .unwrap();
+        let id = key(1).id().to_owned();
+        let none = Checkpoints::new(dir.path())
+            .read::<BTreeMap<String, String>>("api-objects")
+            .unwrap_err();
+        assert!(
+            matches!(&none, Error::Sealed { source: seal::Error::NoKey { sealed_with }, .. } if *sealed_with == id),
+            "{none}"
+        );
+        let shown = none.to_string();
+        assert!(
+            shown.contains("api-objects.json") && shown.contains("outpost.state-key"),
+            "{shown}"
+        );
+        let other = Checkpoints::new(dir.path()).with_key(Some(key(2)));
+        let err = other.read::<BTreeMap<String, String>>("api-objects").unwrap_err();
+        assert!(
+            matches!(&err, Error::Sealed { source: seal::Error::OtherKey { .. }, .. }),
+            "{err}"
+        );
+        // The sources' machines see it as a checkpoint they cannot use, with the reason.
+        let described = outpost_core::source::checkpoint::Error::from(err);
+        assert!(outpost_core::error_chain::describe(&described).contains(&id));
+    }
+
+    #[test]
+    fn v3_a_plain_private_checkpoint_is_sealed_as_soon_as_it_is_read_with_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        Checkpoints::new(dir.path()).write_private("api-objects", &secrets()).unwrap();
+        let cps = Checkpoints::new(dir.path()).with_key(Some(key(1)));
+        assert!(fs::read_to_string(cps.path("api-objects")).unwrap().contains(SECRET));
+        assert_eq!(
+            cps.read_private::<BTreeMap<String, String>>("api-objects").unwrap(),
+            Some(secrets())
+        );
+        let bytes = fs::read(cps.path("api-objects")).unwrap();
+        assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "still plain");
+        assert_eq!(cps.read::<BTreeMap<String, String>>("api-objects").unwrap(), Some(secrets()));
+    }
+
+    #[test]
+    fn v3_a_sealed_checkpoint_moved_to_another_name_or_edited_does_not_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let cps = Checkpoints::new(dir.path()).with_key(Some(key(1)));
+        cps.write_private("api-objects", &secrets()).unwrap();
+        let bytes = fs::read(cps.path("api-objects")).unwrap();
+        fs::write(cps.path("other"), &bytes).unwrap();
+        let err = cps.read::<BTreeMap<String, String>>("other").unwrap_err();
+        assert!(matches!(&err, Error::Sealed { source: seal::Error::Forged(_), .. }), "{err}");
+        // An edit with a header made to match (xxh3 is a checksum, not a seal).
+        let newline = bytes.iter().position(|&b| b == b'\n').unwrap();
+        let mut body = bytes[newline + 1..].to_vec();
+        let last = body.len() - 1;
+        body[last] ^= 1;
+        fs::write(cps.path("api-objects"), frame_with(Some(key(1).id()), &body)).unwrap();
+        let err = cps.read::<BTreeMap<String, String>>("api-objects").unwrap_err();
+        assert!(matches!(&err, Error::Sealed { source: seal::Error::Forged(_), .. }), "{err}");
+    }
+
+    #[test]
+    fn v3_the_state_key_is_long_enough_and_its_owners_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.key");
+        fs::write(&path, [7u8; 31]).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let short = StateKey::load(Source::File(path.clone())).unwrap_err();
+        assert!(matches!(short, seal::Error::Short { len: 31, .. }), "{short}");
+        fs::write(&path, [7u8; 32]).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        let exposed = StateKey::load(Source::File(path.clone())).unwrap_err();
+        assert!(exposed.to_string().contains("chmod 600"), "{exposed}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o400)).unwrap();
+        let loaded = StateKey::load(Source::File(path.clone())).unwrap();
+        assert_eq!(loaded.id(), key(7).id(), "the id depends on the key's bytes alone");
+        assert_ne!(key(7).id(), key(8).id());
+        assert_eq!(loaded.id().len(), 16);
+        let missing = StateKey::load(Source::File(dir.path().join("none"))).unwrap_err();
+        assert!(matches!(missing, seal::Error::Read { .. }), "{missing}");
+    }
+
+    #[test]
+    fn v3_the_flag_wins_over_the_systemd_credential() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Source::find(None, Some(dir.path())), None, "no credential loaded");
+        assert_eq!(Source::find(None, None), None);
+        fs::write(dir.path().join(seal::CREDENTIAL), [1u8; 32]).unwrap();
+        let credential = dir.path().join("outpost.state-key");
+        assert_eq!(Source::find(None, Some(dir.path())), Some(Source::Credential(credential)));
+        let flag = PathBuf::from("/etc/outpost/state.key");
+        assert_eq!(Source::find(Some(flag.clone()), Some(dir.path())), Some(Source::File(flag)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// O1 and V3: a torn or changed sealed file is refused, never half-read.
+        #[test]
+        fn torn_or_flipped_sealed_files_are_always_refused(cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), xor in 1u8..=255, torn in any::<bool>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let cps = Checkpoints::new(dir.path()).with_key(Some(key(3)));
+            cps.write_private("api-objects", &secrets()).unwrap();
+            let path = cps.path("api-objects");
+            let mut bytes = fs::read(&path).unwrap();
+            if torn {
+                bytes.truncate(cut.index(bytes.len()));
+            } else {
+                let i = flip.index(bytes.len());
+                bytes[i] ^= xor;
+            }
+            fs::write(&path, &bytes).unwrap();
+            let read = cps.read::<BTreeMap<String, String>>("api-objects");
+            prop_assert!(matches!(read, Err(Error::Corrupt { .. } | Error::Sealed { .. })), "{:?}", read);
+        }
+    }
+}

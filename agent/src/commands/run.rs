@@ -9,6 +9,7 @@
 mod build;
 mod cluster;
 mod pod_resources;
+mod state_key;
 
 use std::io;
 
@@ -46,6 +47,8 @@ pub enum Error {
     Systemd(#[from] systemd::Error),
     #[error(transparent)]
     Devices(#[from] crate::devices::Error),
+    #[error(transparent)]
+    StateKey(#[from] crate::checkpoint::seal::Error),
 }
 
 /// At a node shutdown with `--stop-pods-on-shutdown`, how long the stopped pods' last

@@ -117,6 +117,11 @@ settings! {
         pub server_tls_bootstrap: Option<bool>,
         #[arg(long, value_name = "DIR", help = with_default("State directory", DEFAULT_STATE_DIR))]
         pub state_dir: Option<PathBuf>,
+        /// The state key: a file of at least 32 random bytes, readable by its owner only,
+        /// that seals the checkpoint of Secrets and tokens [default: the systemd credential
+        /// outpost.state-key, when the unit loads one; else none, and they are kept plain].
+        #[arg(long, value_name = "FILE")]
+        pub state_key_file: Option<PathBuf>,
         #[arg(long, value_name = "PATH", help = with_default(
             "The external containerd's socket", DEFAULT_CONTAINERD_SOCKET))]
         pub containerd_socket: Option<PathBuf>,

@@ -99,7 +99,8 @@ pub(super) fn snapshot(server: &str, state: &State) -> Saved {
 /// empty when there is none, it is another server's, or it cannot be read.
 pub(super) async fn restore(checkpoints: &Checkpoints, server: &str) -> State {
     let checkpoints = checkpoints.clone();
-    let read = tokio::task::spawn_blocking(move || checkpoints.read::<Saved>(CHECKPOINT)).await;
+    let read =
+        tokio::task::spawn_blocking(move || checkpoints.read_private::<Saved>(CHECKPOINT)).await;
     let saved = match read {
         Ok(Ok(Some(saved))) => saved,
         Ok(Ok(None)) => return State::default(),

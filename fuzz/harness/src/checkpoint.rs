@@ -32,6 +32,24 @@ pub fn checkpoint(data: &[u8]) {
     );
     if let Ok(state_dir) = crate::scratch_dir() {
         restore_push(state_dir.path(), &framed);
+        open_sealed(state_dir.path(), data);
+    }
+}
+
+/// Reads `file` as a private checkpoint with a state key: anything but what that key
+/// sealed for that name is refused, never half-read (V3).
+fn open_sealed(state_dir: &Path, file: &[u8]) {
+    let source = checkpoint::seal::Source::File("/fuzz/state.key".into());
+    let Ok(key) = checkpoint::seal::StateKey::derive(&[7; 32], source) else { return };
+    let checkpoints = Checkpoints::new(state_dir).with_key(Some(std::sync::Arc::new(key)));
+    let path = checkpoints.path("api-objects");
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() || std::fs::write(&path, file).is_err() {
+        return;
+    }
+    if let Ok(Some(value)) = checkpoints.read::<Value>("api-objects") {
+        // Only a plain file reads without the key's seal, and then as decode reads it.
+        assert!(checkpoint::decode::<Value>(file).is_ok_and(|plain| plain == value));
     }
 }
 

@@ -3,6 +3,7 @@
 //! ```text
 //! /usr/bin/outpost
 //! /usr/bin/outpost-container-log             the container logger (found beside outpost)
+//! /usr/sbin/outpost-state-key                makes the state key, a systemd credential
 //! /lib/systemd/system/outpost.service       ExecStart=/usr/bin/outpost ...
 //! /etc/outpost/outpost.yaml                 a conffile: dpkg keeps the admin's edits
 //! /etc/outpost/manifests/                   empty: the package runs no pod by itself
@@ -10,8 +11,10 @@
 //! /usr/share/doc/outpost/                   README.md, rbac.yaml, examples/manifests/
 //! ```
 //!
-//! postinst reloads systemd (if it runs) and starts nothing; prerm stops the agent on
-//! removal (its pods keep running, `KillMode=process`); postrm reloads systemd.
+//! postinst makes the state key (`outpost-state-key`: sealed by systemd-creds to the TPM2
+//! and the host key, or to the host key), reloads systemd (if it runs) and starts nothing;
+//! prerm stops the agent on removal (its pods keep running, `KillMode=process`); postrm
+//! reloads systemd, and on purge removes the state key and its drop-in.
 
 use std::process::Command;
 
@@ -30,8 +33,12 @@ const CONFIG: &str = "etc/outpost/outpost.yaml";
 const DOC: &str = "usr/share/doc/outpost";
 
 const POSTINST: &str = "#!/bin/sh
-# Lets systemd see the new or changed unit. Never enables or starts the agent.
+# Makes the state key once (it seals the API pods' Secrets at rest; an existing one is
+# kept), and lets systemd see the new or changed unit. Never enables or starts the agent.
 set -e
+if [ \"$1\" = configure ]; then
+    /usr/sbin/outpost-state-key || echo \"outpost: no state key: Secrets stay unencrypted at rest\" >&2
+fi
 if [ \"$1\" = configure ] && [ -d /run/systemd/system ]; then
     systemctl daemon-reload || true
 fi
@@ -45,8 +52,13 @@ if [ \"$1\" = remove ] && [ -d /run/systemd/system ]; then
 fi
 ";
 const POSTRM: &str = "#!/bin/sh
-# Lets systemd forget the removed unit.
+# Lets systemd forget the removed unit; a purge also removes the state key and its drop-in.
 set -e
+if [ \"$1\" = purge ]; then
+    rm -f /etc/credstore.encrypted/outpost.state-key \\
+        /etc/systemd/system/outpost.service.d/state-key.conf
+    rmdir /etc/systemd/system/outpost.service.d 2>/dev/null || true
+fi
 if { [ \"$1\" = remove ] || [ \"$1\" = purge ]; } && [ -d /run/systemd/system ]; then
     systemctl daemon-reload || true
 fi
@@ -139,6 +151,7 @@ pub fn entries(version: &str, arch: &str, files: &Files) -> anyhow::Result<Vec<E
     let mut entries = vec![
         Entry::executable("usr/bin/outpost", binary),
         Entry::executable("usr/bin/outpost-container-log", logger),
+        Entry::executable("usr/sbin/outpost-state-key", file("outpost-state-key")?),
         Entry::file(UNIT, unit(&service)?.into_bytes()),
         Entry::file(CONFIG, file("outpost.yaml")?),
         Entry::dir("etc/outpost/manifests"),
@@ -326,7 +339,14 @@ mod tests {
         let service =
             "[Service]\nExecStart=/usr/local/bin/outpost run --config /etc/outpost/outpost.yaml\n";
         files.insert("outpost.service".into(), (0o644, service.as_bytes().to_vec()));
-        for name in ["outpost.yaml", "rbac.yaml", "README.md", "install.sh", "SHA256SUMS"] {
+        for name in [
+            "outpost.yaml",
+            "rbac.yaml",
+            "README.md",
+            "install.sh",
+            "outpost-state-key",
+            "SHA256SUMS",
+        ] {
             files.insert(name.into(), (0o644, name.as_bytes().to_vec()));
         }
         files.insert("manifests/hello.yaml".into(), (0o644, b"kind: Pod\n".to_vec()));
@@ -356,6 +376,8 @@ mod tests {
                 ("usr/bin", 0o755, true),
                 ("usr/bin/outpost", 0o755, false),
                 ("usr/bin/outpost-container-log", 0o755, false),
+                ("usr/sbin", 0o755, true),
+                ("usr/sbin/outpost-state-key", 0o755, false),
                 ("usr/share", 0o755, true),
                 ("usr/share/doc", 0o755, true),
                 ("usr/share/doc/outpost", 0o755, true),
@@ -382,6 +404,8 @@ mod tests {
             text("lib/systemd/system/outpost.service").contains("ExecStart=/usr/bin/outpost run")
         );
         assert!(text("DEBIAN/postinst").contains("daemon-reload"));
+        assert!(text("DEBIAN/postinst").contains("/usr/sbin/outpost-state-key"));
+        assert!(text("DEBIAN/postrm").contains("/etc/credstore.encrypted/outpost.state-key"));
         let postinst = text("DEBIAN/postinst");
         let commands: Vec<&str> = postinst.lines().filter(|l| !l.starts_with('#')).collect();
         assert!(

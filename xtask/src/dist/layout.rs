@@ -5,6 +5,7 @@
 //! bin/outpost-container-log
 //!                   the container logger containerd's shims run, one per container (0755)
 //! install.sh        deploy/install.sh (0755), which finds bin/ beside itself
+//! outpost-state-key deploy/outpost-state-key (0755): the state key, a systemd credential
 //! outpost.service   the systemd unit
 //! outpost.yaml      the example config
 //! rbac.yaml         the RBAC objects for an API server
@@ -24,10 +25,11 @@ use crate::tarball::{Entry, Kind, Listing};
 pub const SUMS: &str = "SHA256SUMS";
 
 /// The files besides `manifests/*.yaml` and [`SUMS`], with their modes.
-const REQUIRED: [(&str, u32); 7] = [
+const REQUIRED: [(&str, u32); 8] = [
     ("bin/outpost", 0o755),
     ("bin/outpost-container-log", 0o755),
     ("install.sh", 0o755),
+    ("outpost-state-key", 0o755),
     ("outpost.service", 0o644),
     ("outpost.yaml", 0o644),
     ("rbac.yaml", 0o644),
@@ -47,7 +49,9 @@ pub fn collect(root: &Path, binaries: Binaries) -> anyhow::Result<Files> {
     let mut files = Files::new();
     files.insert("bin/outpost".into(), (0o755, binaries.agent));
     files.insert("bin/outpost-container-log".into(), (0o755, binaries.logger));
-    files.insert("install.sh".into(), (0o755, read("deploy/install.sh")?));
+    for name in ["install.sh", "outpost-state-key"] {
+        files.insert(name.into(), (0o755, read(&format!("deploy/{name}"))?));
+    }
     for name in ["outpost.service", "outpost.yaml", "rbac.yaml"] {
         files.insert(name.into(), (0o644, read(&format!("deploy/{name}"))?));
     }
@@ -168,6 +172,7 @@ mod tests {
         files.insert("bin/outpost".into(), (0o755, b"\x7fELF".to_vec()));
         files.insert("bin/outpost-container-log".into(), (0o755, b"\x7fELF-log".to_vec()));
         files.insert("install.sh".into(), (0o755, b"#!/bin/sh\n".to_vec()));
+        files.insert("outpost-state-key".into(), (0o755, b"#!/bin/sh\n# key\n".to_vec()));
         for name in ["outpost.service", "outpost.yaml", "rbac.yaml", "README.md"] {
             files.insert(name.into(), (0o644, name.as_bytes().to_vec()));
         }
@@ -191,6 +196,7 @@ mod tests {
                 "outpost-1.2.3/install.sh",
                 "outpost-1.2.3/manifests",
                 "outpost-1.2.3/manifests/hello.yaml",
+                "outpost-1.2.3/outpost-state-key",
                 "outpost-1.2.3/outpost.service",
                 "outpost-1.2.3/outpost.yaml",
                 "outpost-1.2.3/rbac.yaml",
@@ -199,7 +205,7 @@ mod tests {
         let sums = entries.iter().find(|e| e.path.ends_with(SUMS)).unwrap();
         let Kind::File(sums) = &sums.kind else { panic!("{sums:?}") };
         let sums = String::from_utf8(sums.clone()).unwrap();
-        assert_eq!(sums.lines().count(), 8);
+        assert_eq!(sums.lines().count(), 9);
         assert!(sums.contains(&format!("{}  bin/outpost\n", crate::sha256(b"\x7fELF"))));
     }
 

@@ -18,6 +18,7 @@ use crate::api::{self, runtime::RuntimeSlot};
 use crate::apiserver::Recorder;
 use crate::audit::ManifestAudit;
 use crate::checkpoint::Checkpoints;
+use crate::checkpoint::seal::StateKey;
 use crate::config::{Config, Settings};
 use crate::debug_containers::DebugContainers;
 use crate::logging::LogLevel;
@@ -86,7 +87,9 @@ pub(super) async fn build(
     let outpost = registry.sub_registry_with_prefix("outpost");
     let audit = ManifestAudit::default();
     audit.set_policy(config.pods.admission_policy.clone());
-    let mut shared = Shared::new(&config, dry_run, &audit, outpost);
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(std::path::PathBuf::from);
+    let state_key = super::state_key::load(&config, credentials)?;
+    let mut shared = Shared::new(&config, dry_run, &audit, outpost, state_key);
     let mut tasks = Vec::new();
     if !dry_run {
         let (snapshot, statuses) = (shared.snapshot.clone(), shared.statuses.clone());
@@ -238,11 +241,14 @@ impl Shared {
         dry_run: bool,
         audit: &ManifestAudit,
         registry: &mut Registry,
+        state_key: Option<Arc<StateKey>>,
     ) -> Shared {
         let checkpoint_metrics = crate::checkpoint::metrics::CheckpointWrites::register(registry);
         Shared {
             events: Recorder::default(),
-            checkpoints: Checkpoints::new(&config.node.state_dir).with_metrics(checkpoint_metrics),
+            checkpoints: Checkpoints::new(&config.node.state_dir)
+                .with_metrics(checkpoint_metrics)
+                .with_key(state_key),
             snapshot: SnapshotHandle::default(),
             statuses: StatusStore::default(),
             ebpf: kernel(config, dry_run, audit),
