@@ -3,8 +3,10 @@
 //! API server) under a churn of static and API pods, hurt once per trial — `kill -9` of
 //! the agent mid-CNI, mid-create, mid-stop or mid-checkpoint, `kill -9` of containerd
 //! (also mid-start) or of a shim, a flapping API server, a full state dir, an offline
-//! reboot, a cut that outlasts the node's client certificate — and checked once the
-//! trial settles (`check`). The agent is the node to the server's Node authorizer and
+//! reboot, a cut that outlasts the node's client certificate, storms of refused writes
+//! (403, 429, 503), a device plugin killed mid-`Allocate`, back with new device IDs, hung
+//! on `ListAndWatch` or with its socket deleted (`devices`) — and checked once the trial
+//! settles (`check`). The agent is the node to the server's Node authorizer and
 //! NodeRestriction (K5): a refusal is a violation, unless it is a read or a token for a
 //! pod the churn deleted (a note: a real server refuses those too).
 //!
@@ -14,6 +16,7 @@
 mod chaos {
     pub mod check;
     pub mod churn;
+    pub mod devices;
     pub mod faults;
     pub mod rig;
 }
@@ -125,7 +128,7 @@ fn run() -> anyhow::Result<bool> {
         let record = one_trial(&mut rig, &mut model, fault, &mut rng, &options)
             .with_context(|| format!("trial {trial} ({})", fault.name()))?;
         println!(
-            "chaos: trial {trial:3} {:32} settled in {:>6} ms, {} violations",
+            "chaos: trial {trial:3} {:40} settled in {:>6} ms, {} violations",
             record.fault,
             record.settle_ms.map_or("-".into(), |ms| ms.to_string()),
             record.violations.len()

@@ -9,6 +9,7 @@ use outpost_tests::fleet::scenario::PerSecond;
 use tokio_util::sync::CancellationToken;
 
 use super::churn::{Model, Op};
+use super::devices::{self, PluginFault};
 use super::rig::Rig;
 
 /// A kind of change: an [`Op`] for a pod index.
@@ -51,6 +52,8 @@ pub enum Fault {
     /// Every write the node makes refused for the flap's length while the churn goes on
     /// (O3): the server answers, but not as asked.
     ApiStorm(Storm),
+    /// The device plugin misbehaves while a pod holds one of its devices (D1, D2).
+    DevicePlugin(PluginFault),
 }
 
 /// How a storm refuses the node's writes.
@@ -72,7 +75,7 @@ const STORM_MEAN_PER_SECOND: f64 = 5.0;
 const STORM_RETRY_AFTER: u64 = 5;
 
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 15] = [
+pub const ALL: [Fault; 19] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
@@ -88,6 +91,10 @@ pub const ALL: [Fault; 15] = [
     Fault::ApiStorm(Storm::Forbidden),
     Fault::ApiStorm(Storm::TooManyRequests),
     Fault::ApiStorm(Storm::Unavailable),
+    Fault::DevicePlugin(PluginFault::KilledMidAllocate),
+    Fault::DevicePlugin(PluginFault::NewDeviceIds),
+    Fault::DevicePlugin(PluginFault::HungListAndWatch),
+    Fault::DevicePlugin(PluginFault::SocketDeleted),
 ];
 
 impl Fault {
@@ -105,6 +112,7 @@ impl Fault {
             Fault::ApiStorm(Storm::Forbidden) => "a storm of 403 on writes".into(),
             Fault::ApiStorm(Storm::TooManyRequests) => "a storm of 429 with Retry-After".into(),
             Fault::ApiStorm(Storm::Unavailable) => "a storm of 503 on writes".into(),
+            Fault::DevicePlugin(fault) => fault.name().into(),
         }
     }
 }
@@ -207,6 +215,7 @@ pub fn inject(
         Fault::OfflineReboot => offline_reboot(rig, model, &mut outcome)?,
         Fault::CertificatesExpire => certificates_expire(rig, model, rng, &mut outcome)?,
         Fault::ApiStorm(storm) => api_storm(rig, model, storm, rng, flap, &mut outcome)?,
+        Fault::DevicePlugin(fault) => devices::inject(rig, model, fault, rng, &mut outcome)?,
     }
     Ok(outcome)
 }
@@ -490,7 +499,7 @@ fn counted(log: &std::path::Path) -> Result<usize, String> {
 }
 
 /// Polls `check` every 200 ms until it gives a value, at most `timeout`.
-fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check() {

@@ -17,6 +17,10 @@
 //! - `PreStartContainer` (with `--pre-start-required`): each call's device IDs, joined
 //!   with commas, appended as a line to `--pre-start-log`.
 //!
+//! The chaos suite makes it misbehave with `--control-dir`: while `hang-allocate` is in that
+//! directory, `Allocate` hangs; while `hang-list-and-watch` is, `ListAndWatch` sends
+//! nothing. Each says so on stderr (`Allocate <ids> hangs`, `ListAndWatch hangs`).
+//!
 //! A refused registration is printed on stderr (`registering ... refused: <message>`) and
 //! the plugin exits with status 1. SIGTERM or SIGINT removes its socket and exits 0.
 
@@ -69,6 +73,9 @@ pub struct Args {
     /// Where `PreStartContainer`'s calls are appended, one line of IDs each.
     #[arg(long)]
     pub pre_start_log: Option<PathBuf>,
+    /// Where the files that make calls hang are looked for (see above).
+    #[arg(long)]
+    pub control_dir: Option<PathBuf>,
     /// The API version the plugin registers with.
     #[arg(long, default_value = outpost_kubelet_api::deviceplugin::v1beta1::VERSION)]
     pub api_version: String,

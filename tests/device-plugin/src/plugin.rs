@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures::Stream;
 use outpost_kubelet_api::deviceplugin::v1beta1 as api;
@@ -23,6 +24,24 @@ pub struct Plugin {
     annotations: HashMap<String, String>,
     cdi_devices: Vec<String>,
     pre_start_log: Option<PathBuf>,
+    control_dir: Option<PathBuf>,
+}
+
+/// While this file is in the control directory, `Allocate` hangs.
+const HANG_ALLOCATE: &str = "hang-allocate";
+/// While this file is in the control directory, `ListAndWatch` sends nothing.
+const HANG_LIST_AND_WATCH: &str = "hang-list-and-watch";
+
+/// Waits while `control_dir/name` exists, saying once on stderr that `call` hangs.
+async fn hang_while(control_dir: Option<&Path>, name: &str, call: &str) {
+    let Some(file) = control_dir.map(|dir| dir.join(name)) else { return };
+    if !file.exists() {
+        return;
+    }
+    eprintln!("outpost-test-device-plugin: {call} hangs");
+    while file.exists() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 impl Plugin {
@@ -40,6 +59,7 @@ impl Plugin {
             annotations: args.annotations.iter().cloned().collect(),
             cdi_devices: args.cdi_devices.clone(),
             pre_start_log: args.pre_start_log.clone(),
+            control_dir: args.control_dir.clone(),
         })
     }
 
@@ -128,14 +148,17 @@ impl api::device_plugin_server::DevicePlugin for Plugin {
     ) -> Result<Response<DeviceLists>, Status> {
         let mut devices = self.devices.clone();
         devices.mark_changed();
-        let lists = futures::stream::unfold(devices, |mut devices| async move {
-            if devices.changed().await.is_err() {
-                // No health directory: the list never changes.
-                std::future::pending::<()>().await;
-            }
-            let list = devices.borrow_and_update().clone();
-            Some((Ok(api::ListAndWatchResponse { devices: list }), devices))
-        });
+        let control = self.control_dir.clone();
+        let lists =
+            futures::stream::unfold((devices, control), |(mut devices, control)| async move {
+                if devices.changed().await.is_err() {
+                    // No health directory: the list never changes.
+                    std::future::pending::<()>().await;
+                }
+                hang_while(control.as_deref(), HANG_LIST_AND_WATCH, "ListAndWatch").await;
+                let list = devices.borrow_and_update().clone();
+                Some((Ok(api::ListAndWatchResponse { devices: list }), (devices, control)))
+            });
         Ok(Response::new(Box::pin(lists)))
     }
 
@@ -160,8 +183,15 @@ impl api::device_plugin_server::DevicePlugin for Plugin {
         &self,
         request: Request<api::AllocateRequest>,
     ) -> Result<Response<api::AllocateResponse>, Status> {
+        let request = request.into_inner();
+        let ids: Vec<&str> = request
+            .container_requests
+            .iter()
+            .flat_map(|r| r.devices_ids.iter().map(String::as_str))
+            .collect();
+        let call = format!("Allocate {}", ids.join(","));
+        hang_while(self.control_dir.as_deref(), HANG_ALLOCATE, &call).await;
         let container_responses = request
-            .into_inner()
             .container_requests
             .iter()
             .map(|r| self.allocate_one(&r.devices_ids))
