@@ -63,6 +63,9 @@ fn probe(name: &str) -> bool {
         "python_grpc" => python_has("grpc") && python_has("grpc_tools"),
         "systemd_analyze" => on_path("systemd-analyze"),
         "systemd_creds" => on_path("systemd-creds"),
+        "faketime" => ["x86_64", "aarch64"].iter().any(|arch| {
+            Path::new(&format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketimeMT.so.1")).is_file()
+        }),
         "bpf" => root && Path::new("/sys/kernel/btf/vmlinux").is_file(),
         "dnsmasq" => root && Path::new("/usr/sbin/dnsmasq").is_file() && on_path("ip"),
         "dbus" => on_path("dbus-daemon"),

@@ -15,6 +15,7 @@
     ("python_grpc", "python3 with the grpc and grpc_tools modules (python3-grpcio and python3-grpc-tools: cargo xtask deps)"),
     ("systemd_analyze", "systemd-analyze"),
     ("systemd_creds", "systemd-creds (the systemd package: cargo xtask deps)"),
+    ("faketime", "Debian's libfaketime (the faketime package: cargo xtask deps)"),
     ("bpf", "root and the kernel's BTF (/sys/kernel/btf/vmlinux)"),
     ("kubectl", "kubectl on PATH with kubectl.1.27 and kubectl.1.33 beside its real file (this machine's image)"),
     ("prometheus", "Prometheus (/usr/bin/prometheus, the Debian package: cargo xtask deps)"),

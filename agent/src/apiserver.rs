@@ -14,6 +14,7 @@ pub mod credentials;
 pub mod events;
 pub mod kubeconfig;
 pub mod network;
+pub mod server_time;
 pub mod transport;
 pub mod watcher;
 

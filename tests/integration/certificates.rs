@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use outpost_tests::agent::Agent;
+use outpost_tests::faketime::FakeClock;
+use outpost_tests::needs;
 use outpost_tests::pods::eventually;
 use serde_json::{Value, json};
 
@@ -692,4 +694,103 @@ fn j2_both_certificates_rotate_under_pod_churn_with_an_exec_stream_open() {
         cluster.server.total_requests() - total_before,
         started.elapsed(),
     );
+}
+
+/// `outpost run --dry-run` as [`bootstrap_agent`] makes it, its wall clock `clock`'s.
+fn bootstrap_agent_at(cluster: &Cluster, token: &str, clock: &FakeClock) -> Agent {
+    let dir = cluster.dir.path();
+    let bootstrap = bootstrap_kubeconfig(cluster, token);
+    let kubeconfig = dir.join("agent").join("kubeconfig");
+    Agent::start_with(
+        clock.command(&outpost_tests::outpost_bin()),
+        &dir.join("manifests"),
+        &[
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--bootstrap-kubeconfig".as_ref(),
+            bootstrap.as_os_str(),
+            "--state-dir".as_ref(),
+            cluster.state_dir().as_os_str(),
+        ],
+    )
+}
+
+/// The current client certificate's file (the link's target).
+fn current_certificate(cluster: &Cluster) -> PathBuf {
+    let link = cluster.state_dir().join("pki/kubelet-client-current.pem");
+    std::fs::read_link(&link).unwrap_or_else(|e| panic!("{}: {e}", link.display()))
+}
+
+/// Issue 54: a board without a real-time clock boots at 1970 with a certificate it got
+/// before. Its certificate is kept (not thrown away as "not yet valid", no bootstrap),
+/// with the API server away and with it back: while the clock reads 1970 no TLS session
+/// with the server can be made (its certificate looks not yet valid, as it would to
+/// kubelet). Once NTP steps the clock to now, the agent talks with the kept certificate
+/// and renews it once, at its real deadline.
+#[needs(faketime)]
+#[test]
+fn j2_a_board_that_boots_at_1970_keeps_its_certificate_until_the_clock_is_set() {
+    let lifetime = Duration::from_secs(40);
+    let cluster = cluster(lifetime);
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    agent.stop();
+    let first = current_certificate(&cluster);
+
+    // Powered off and on again, offline, the clock at 1970; then the server is back.
+    cluster.cut();
+    let clock = FakeClock::new(cluster.dir.path(), "@1970-01-01 00:00:00");
+    let agent = bootstrap_agent_at(&cluster, &token, &clock);
+    agent.wait_for_log("the clock reads before the certificate's start");
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.restore();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(count(&agent, "TLS bootstrapping"), 0, "{}", agent.log());
+    assert_eq!(count(&agent, "no valid client certificate"), 0, "{}", agent.log());
+    assert_eq!(current_certificate(&cluster), first);
+
+    // NTP steps the clock to now: the kept certificate is used, and renewed once at its
+    // deadline, by the node (not through the bootstrap token).
+    clock.set(&format!("@{}", jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S")));
+    pod_arrives(&cluster, &agent, "after-the-step");
+    wait_until("the rotation", lifetime * 2, || count(&agent, "client certificate rotated") >= 1);
+    let senders: Vec<String> = csrs(&cluster).into_iter().map(|(user, _)| user).collect();
+    assert_eq!(senders.iter().filter(|u| u.starts_with("system:bootstrap:")).count(), 1);
+    assert_eq!(senders.iter().filter(|u| *u == NODE_USER).count(), 1, "{senders:?}");
+    assert_eq!(count(&agent, "no valid client certificate"), 0, "{}", agent.log());
+    assert_eq!(count(&agent, "TLS bootstrapping"), 0, "{}", agent.log());
+}
+
+/// Issue 54: a clock ahead of the cluster's (a board that booted at a bad save of
+/// fake-hwclock, two hours ahead) takes its one-hour certificate for expired; the API
+/// server's time says it is not, so it is kept: no bootstrap, no renewal. NTP then steps
+/// the clock back, and later a bad source steps it 90 days ahead: nothing is renewed or
+/// thrown away, and pods still arrive.
+#[needs(faketime)]
+#[test]
+fn j2_a_clock_ahead_of_the_cluster_s_throws_nothing_away_and_renews_nothing() {
+    let cluster = cluster(Duration::from_secs(3600));
+    let token = cluster.server.create_bootstrap_token(None).unwrap();
+    let (agent, _) = bootstrap_agent(&cluster, &token);
+    agent.wait_for_log("TLS bootstrapping done");
+    cluster.wait_for_watch();
+    agent.stop();
+    let certificate = current_certificate(&cluster);
+
+    let clock = FakeClock::new(cluster.dir.path(), "+2h");
+    let agent = bootstrap_agent_at(&cluster, &token, &clock);
+    pod_arrives(&cluster, &agent, "two-hours-ahead");
+    assert!(agent.log().contains("the local clock is off the API server's"), "{}", agent.log());
+    for step in ["+0", "+90d"] {
+        clock.set(step);
+        std::thread::sleep(Duration::from_secs(2));
+        pod_arrives(&cluster, &agent, &format!("after-the-step-to{}", step.replace('+', "-")));
+    }
+    assert_eq!(current_certificate(&cluster), certificate);
+    for said in ["rotating the client certificate", "expired", "TLS bootstrapping"] {
+        assert_eq!(count(&agent, said), 0, "{said:?} in:\n{}", agent.log());
+    }
+    assert_eq!(csrs(&cluster).len(), 1, "the bootstrap's CSR alone");
 }

@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
 pub mod device_plugin;
+pub mod faketime;
 pub mod fleet;
 pub mod kubectl;
 pub mod logind;

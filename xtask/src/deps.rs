@@ -59,6 +59,11 @@ const PACKAGES: &[(&str, &str)] = &[
         "dbus-daemon, a private bus carrying the J3 tests' stand-in systemd-logind (graceful \
          node shutdown)",
     ),
+    (
+        "faketime",
+        "libfaketime, which moves the agent's wall clock alone in the clock-jump tests \
+         (issue 54)",
+    ),
     ("clang-19", "compiles the BPF programs (`cargo xtask ebpf`, CI's stale-object check)"),
     ("llvm-19", "llvm-strip-19 strips DWARF from the BPF object (BTF stays)"),
     ("libbpf-dev", "bpf_helpers.h and the CO-RE read macros the BPF programs include"),

@@ -10,6 +10,8 @@
 //! it when nothing was read for [`READ_IDLE`] and drops it when no answer comes within
 //! [`PING_TIMEOUT`] (client-go's `ReadIdleTimeout` and `PingTimeout`, the fix for watches
 //! hung on a connection that a NAT silently forgot). The next request opens a new one.
+//!
+//! Each answer's `Date` header is the server's time ([`super::server_time`]).
 
 use std::time::Duration;
 
@@ -61,6 +63,15 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
+        .map_response(observe_date)
         .service(hyper);
     Ok(kube::Client::new(service, default_namespace))
+}
+
+/// Every answer's `Date` tells the server's time ([`super::server_time`]).
+fn observe_date<B>(response: http::Response<B>) -> http::Response<B> {
+    if let Some(date) = response.headers().get(http::header::DATE).and_then(|d| d.to_str().ok()) {
+        super::server_time::global().observe_header(date);
+    }
+    response
 }

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use outpost_core::certificates::{Expiry, expiry, rfc3339};
+use outpost_core::certificates::{Expiry, rfc3339};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -17,7 +17,7 @@ use super::pki::{Pair, Pki};
 use super::rotation::{self, Rotation};
 use super::status::{CertificateStatus, Status};
 use crate::apiserver::kubeconfig::{self, ClusterInfo};
-use crate::apiserver::{ApiClient, Connectivity, Credentials};
+use crate::apiserver::{ApiClient, Connectivity, Credentials, server_time};
 
 /// kubelet's wait for a bootstrap or renewal request's certificate.
 const ISSUE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -170,7 +170,7 @@ impl Rotation for Manager {
     /// The current certificate if it is valid now (an expired one is said so).
     fn valid_current(&self) -> Result<Option<Pair>, Error> {
         let Some(pair) = self.pki.current(CLIENT)? else { return Ok(None) };
-        if expiry(SystemTime::now(), pair.not_before, pair.not_after) == Expiry::Expired {
+        if rotation::ended(&pair) {
             let problem = format!(
                 "the client certificate {} expired at {}",
                 pair.path.display(),
@@ -195,11 +195,12 @@ impl Rotation for Manager {
             s.rotation_deadline = deadline;
         });
         let until = deadline.unwrap_or(pair.not_after).min(pair.not_after);
-        if let Ok(wait) = until.duration_since(SystemTime::now()) {
-            info!(deadline = %rfc3339(until), expires = %rfc3339(pair.not_after), "client certificate valid; waiting for its rotation deadline");
-            tokio::time::sleep(wait).await;
+        info!(deadline = %rfc3339(until), expires = %rfc3339(pair.not_after), "client certificate valid; waiting for its rotation deadline");
+        // A step of either clock: judged again.
+        if !rotation::wait_until(until, pair).await {
+            return Ok(());
         }
-        if deadline.is_none() || SystemTime::now() >= pair.not_after {
+        if deadline.is_none() || rotation::ended(pair) {
             return Ok(());
         }
         info!("rotating the client certificate");
@@ -223,7 +224,7 @@ impl Rotation for Manager {
 
     /// Says loudly what keeps the node from a valid certificate.
     fn failed(&self, problem: &str) {
-        let standing = self.status.borrow().expiry(SystemTime::now());
+        let standing = self.status.borrow().expiry(server_time::trusted_now());
         if matches!(standing, Some(Expiry::Valid | Expiry::ExpiringSoon)) {
             warn!(%problem, "cannot renew the client certificate yet; retrying");
         } else {

@@ -3,7 +3,7 @@
 //! `…_expiration_seconds`, `…_expiration_renew_errors`), plus the rotations done. An alert on a ttl below
 //! 7 days (604800) matches `outpost status`'s warning.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use outpost_core::certificates::seconds_left;
 use prometheus_client::collector::Collector;
@@ -73,7 +73,7 @@ impl Collector for Certificate {
         let Families([ttl, expiration, errors, rotations, valid]) =
             if self.kind == "client" { CLIENT } else { SERVER };
         if let Some(not_after) = status.not_after {
-            let seconds = seconds_left(SystemTime::now(), not_after);
+            let seconds = seconds_left(crate::apiserver::server_time::trusted_now(), not_after);
             ConstGauge::new(seconds).encode(encoder.encode_descriptor(
                 ttl.0,
                 ttl.1,
@@ -100,8 +100,8 @@ impl Collector for Certificate {
             None,
             MetricType::Counter,
         )?)?;
-        let ok =
-            status.problem.is_none() && status.not_after.is_some_and(|t| t > SystemTime::now());
+        let ok = status.problem.is_none()
+            && status.not_after.is_some_and(|t| t > crate::apiserver::server_time::trusted_now());
         ConstGauge::new(i64::from(ok)).encode(encoder.encode_descriptor(
             valid.0,
             valid.1,

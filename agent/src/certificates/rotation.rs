@@ -2,6 +2,13 @@
 //! manager runs one loop for both): keep the current pair until its rotation deadline
 //! and renew it then, get one when there is none or it expired, and after a failure say
 //! why in the certificate's status and try again after a jittered backoff.
+//!
+//! Whether a certificate has ended, and when its deadline comes, is the API server's
+//! time's to say ([`server_time`]): the server judges the certificate. Before its first
+//! answer the local clock is all there is, and a board's clock may be years behind (no
+//! real-time clock) or have stepped ahead: on its word alone a certificate is neither
+//! thrown away nor renewed, and a certificate whose start is still to come is kept (the
+//! cluster issued it, so the clock is behind).
 
 use std::time::{Duration, SystemTime};
 
@@ -12,6 +19,7 @@ use tokio::sync::watch;
 use super::Error;
 use super::pki::Pair;
 use super::status::CertificateStatus;
+use crate::apiserver::server_time;
 
 /// The backoff between failed attempts.
 const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
@@ -61,6 +69,47 @@ pub(super) fn report(rotation: &impl Rotation, error: &Error) {
         s.problem = Some(problem);
         s.renew_errors += 1;
     });
+}
+
+/// Whether `pair` has ended by the API server's time. By the local clock alone it has not
+/// (the server's first answer decides), and one whose start is to come is kept.
+pub(super) fn ended(pair: &Pair) -> bool {
+    let clock = server_time::global();
+    let now = clock.trusted_now();
+    if now < pair.not_before {
+        tracing::warn!(
+            clock = %outpost_core::certificates::rfc3339(now),
+            not_before = %outpost_core::certificates::rfc3339(pair.not_before),
+            path = %pair.path.display(),
+            "the clock reads before the certificate's start: the clock is behind (a board without a real-time clock?); keeping the certificate"
+        );
+        return false;
+    }
+    now >= pair.not_after && clock.is_known()
+}
+
+/// Waits until `until` by the API server's time, or until either clock steps (`false`:
+/// judge `pair` again). When only the local clock says that `until` has come or that
+/// `pair` has not started, waits for the server's time first.
+pub(super) async fn wait_until(until: SystemTime, pair: &Pair) -> bool {
+    let clock = server_time::global();
+    let mut steps = clock.steps();
+    let now = clock.trusted_now();
+    if !clock.is_known() && (now >= until || now < pair.not_before) {
+        tracing::info!(
+            path = %pair.path.display(),
+            "the local clock alone says this certificate is due or not yet valid: waiting for the API server's time"
+        );
+        let _ = steps.changed().await;
+        return false;
+    }
+    if let Ok(wait) = until.duration_since(now) {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = steps.changed() => return false,
+        }
+    }
+    true
 }
 
 /// When `pair` is renewed: the deadline drawn already for its file (a retry after a

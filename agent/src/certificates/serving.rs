@@ -9,10 +9,9 @@
 //! with the one they started with. Until the first certificate, handshakes fail.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
-use outpost_core::certificates::{Expiry, expiry, rfc3339};
+use outpost_core::certificates::rfc3339;
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -140,7 +139,7 @@ impl Rotation for ServingManager {
 
     fn valid_current(&self) -> Result<Option<Pair>, Error> {
         let Some(pair) = self.pki.current(SERVER)? else { return Ok(None) };
-        if expiry(SystemTime::now(), pair.not_before, pair.not_after) != Expiry::Expired {
+        if !rotation::ended(&pair) {
             return Ok(Some(pair));
         }
         // Reported as expired until a new one comes.
@@ -151,8 +150,9 @@ impl Rotation for ServingManager {
     async fn keep(&self, pair: &Pair) -> Result<(), Error> {
         let deadline = rotation::deadline(&self.status, pair);
         self.status.send_modify(|s| s.rotation_deadline = Some(deadline));
-        if let Ok(wait) = deadline.duration_since(SystemTime::now()) {
-            tokio::time::sleep(wait).await;
+        // A step of either clock: judged again.
+        if !rotation::wait_until(deadline, pair).await {
+            return Ok(());
         }
         self.renew().await?;
         self.status.send_modify(|s| s.rotations += 1);

@@ -46,7 +46,7 @@ impl CertificateStatus {
 
     /// Takes `pair` as the certificate in use; replacing one that had ended is a lapse.
     pub(super) fn took(&mut self, pair: &Pair) {
-        let now = SystemTime::now();
+        let now = crate::apiserver::server_time::trusted_now();
         if let Some(expired_at) = self.not_after.filter(|end| *end <= now) {
             self.lapse = Some(Lapse { expired_at, replaced_at: now });
         }

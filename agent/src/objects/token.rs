@@ -15,6 +15,7 @@ use outpost_core::pod;
 use serde::{Deserialize, Serialize};
 
 use super::{Inner, lock};
+use crate::apiserver::server_time;
 use crate::runtime::spec::projection::{Object, Reference, Resolution};
 
 /// A token is refreshed at the latest this long after it was issued.
@@ -74,7 +75,9 @@ pub(super) async fn resolve(inner: &Arc<Inner>, pod: &Pod, reference: &Reference
         expiration_seconds: *expiration_seconds,
     };
     let kept = lock(&inner.state).tokens.get(&key).cloned();
-    let now = Timestamp::now();
+    // The server's clock: it set the token's expiry (issue 54: a board's clock that
+    // stepped ahead must not make every token look stale).
+    let now = server_time::trusted_timestamp();
     if let Some(token) = kept.as_ref().filter(|t| t.refresh_at() > now) {
         return Resolution::Found(Object::Token(token.token.clone()));
     }
@@ -129,7 +132,7 @@ async fn request(inner: &Inner, pod: &Pod, key: &TokenKey) -> Result<Token, Erro
         }),
         ..TokenRequest::default()
     };
-    let issued = Timestamp::now();
+    let issued = server_time::trusted_timestamp();
     let answer: TokenRequest = api
         .create_subresource("token", &key.service_account, &PostParams::default(), &request)
         .await
@@ -145,7 +148,8 @@ async fn request(inner: &Inner, pod: &Pod, key: &TokenKey) -> Result<Token, Erro
 
 /// Tells the pod at `at` (once the API server is reachable) that its token is due.
 fn schedule(inner: &Arc<Inner>, key: &TokenKey, at: Timestamp) {
-    let wait = Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or_default();
+    let wait =
+        Duration::try_from(at.duration_since(server_time::trusted_timestamp())).unwrap_or_default();
     let (this, uid) = (inner.clone(), key.uid.clone());
     let timer = tokio::spawn(async move {
         tokio::time::sleep(wait).await;
