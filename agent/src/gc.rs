@@ -134,6 +134,8 @@ impl Collector {
         metrics: GarbageCollection,
         handle: Handle,
     ) -> Collector {
+        // Clock: the local wall clock: GC's records (when an image was last used) are this node's,
+        // as kubelet's are.
         let started = Timestamp::now();
         let images = images::Tracker::new(started, settings.image_record.clone());
         Collector {
@@ -189,6 +191,8 @@ impl Collector {
         )
         .await;
         let revisit_at = later.revisit_at.map(|at| {
+            // Clock: the local wall clock, as the revisit time was written; a step makes this wait
+            // shorter or longer once, and the next pass takes the clock as it is then.
             let wait = at.duration_since(Timestamp::now());
             Instant::now() + Duration::try_from(wait).unwrap_or(Duration::ZERO)
         });

@@ -210,6 +210,7 @@ pub async fn run(
     );
     let mut was_synced = false;
     while let Some((i, event)) = merged.next().await {
+        // Clock: the local wall clock: the merge stamps what it records (`config.seen`) with it.
         let now = Timestamp::now();
         let Some(update) = health[i].record(event, now) else {
             snapshot.publish(Snapshot::of(&store, &health));

@@ -5,8 +5,9 @@
 //! (also mid-start) or of a shim, a flapping API server, a full state dir, an offline
 //! reboot, a cut that outlasts the node's client certificate, storms of refused writes
 //! (403, 429, 503), a device plugin killed mid-`Allocate`, back with new device IDs, hung
-//! on `ListAndWatch` or with its socket deleted (`devices`) — and checked once the trial
-//! settles (`check`). The agent is the node to the server's Node authorizer and
+//! on `ListAndWatch` or with its socket deleted (`devices`), the agent's wall clock at
+//! 1970, 90 days ahead or a day back until NTP sets it (libfaketime) — and checked once
+//! the trial settles (`check`). The agent is the node to the server's Node authorizer and
 //! NodeRestriction (K5): a refusal is a violation, unless it is a read or a token for a
 //! pod the churn deleted (a note: a real server refuses those too).
 //!

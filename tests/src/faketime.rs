@@ -1,8 +1,8 @@
 //! Debian's libfaketime (package `faketime`): moves one process's wall clock and only
 //! its (and its children's), never the machine's. The agent runs with it preloaded,
 //! reading its clock from a file the test rewrites mid-run (`FAKETIME_TIMESTAMP_FILE`,
-//! re-read on every call); the monotonic clock is left alone, as a real clock step leaves
-//! it (`FAKETIME_DONT_FAKE_MONOTONIC`).
+//! read again at most every second: a step lands within one); the monotonic clock is
+//! left alone, as a real clock step leaves it (`FAKETIME_DONT_FAKE_MONOTONIC`).
 
 // Test support fails by panicking, with a message saying what went wrong.
 #![allow(clippy::expect_used)]
@@ -36,7 +36,7 @@ impl FakeClock {
         clock
     }
 
-    /// Steps the clock: the process sees `spec` from its next reading.
+    /// Steps the clock: the process sees `spec` within a second.
     pub fn set(&self, spec: &str) {
         let tmp = self.file.with_extension("tmp");
         std::fs::write(&tmp, format!("{spec}\n")).expect("write the fake clock");
@@ -50,7 +50,7 @@ impl FakeClock {
         command
             .env("LD_PRELOAD", library)
             .env("FAKETIME_TIMESTAMP_FILE", &self.file)
-            .env("FAKETIME_NO_CACHE", "1")
+            .env("FAKETIME_CACHE_DURATION", "1")
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         command
     }

@@ -18,7 +18,7 @@
 //!   figures come from `cargo xtask bench` on the release build);
 //! - `fleet` runs 50 hollow nodes for a minute against one test API server (B13's short
 //!   form: the harness works; its figures are printed, not judged);
-//! - `chaos` runs nineteen seeded trials, one per fault, and fails on a broken invariant;
+//! - `chaos` runs twenty-five seeded trials, one per fault, and fails on a broken invariant;
 //! - `fuzz` runs every fuzz target for 15 s over the committed corpus (built in the
 //!   workspace's target directory on the tests' dependencies, the workspace's crates
 //!   instrumented; the corpus left as it is).
@@ -64,9 +64,9 @@ const DIST_TARGET: &str = "aarch64-unknown-linux-gnu";
 /// without LTO (the workspace Cargo.toml), several times cheaper to build. What the step
 /// checks does not depend on them: the cross build, the binary under qemu, the `.deb`.
 const DIST_PROFILE: &str = "ci-dist";
-/// CI's chaos run: nineteen trials (each fault once), with a fixed seed so that a failure
+/// CI's chaos run: twenty-five trials (each fault once), with a fixed seed so that a failure
 /// can be replayed, and the API server flapping for 10 s, not a minute.
-const CHAOS: &[&str] = &["--quick", "--trials", "19", "--seed", "2026"];
+const CHAOS: &[&str] = &["--quick", "--trials", "25", "--seed", "2026"];
 /// CI's fleet run: B13's harness at 50 hollow nodes for a minute.
 const FLEET: &[&str] = &["--nodes", "50", "--minutes", "1"];
 /// CI's fuzzing: every target for 15 s over the committed corpus, the shared build, the

@@ -113,6 +113,8 @@ impl Recorder {
             "event"
         );
         let now = self.0.origin.elapsed();
+        // Clock: `now` (monotonic) aggregates and spaces the Events; `at` (the local wall clock) is
+        // the time they record, as kubelet writes it.
         let at = Timestamp::now();
         let observed = {
             let mut state = lock(&self.0.state);

@@ -65,6 +65,7 @@ impl Pki {
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| write(&self.dir, e))?;
         let text = format!("{}\n{}", cert_pem.trim_end(), key_pem);
+        // Clock: the local wall clock names the file (kubelet's layout); the link says which is current.
         let mut name = pem_file_name(kind, SystemTime::now());
         let mut path = self.dir.join(&name);
         // Two certificates in one second (a test's short lifetimes): a suffix.

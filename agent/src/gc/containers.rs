@@ -55,6 +55,7 @@ pub(super) async fn collect(
     let named: BTreeSet<&str> =
         before.values().chain(after.values()).flat_map(|s| named_instances(s)).collect();
     let instances: Vec<Instance> = listed.iter().filter_map(instance).collect();
+    // Clock: the local wall clock, as containerd stamps a container's creation on this node.
     let plan = plan(&instances, &named, policy, Timestamp::now());
     for id in &plan.remove {
         let Some(listed) = listed.iter().find(|l| &l.id == id) else { continue };

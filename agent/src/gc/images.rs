@@ -116,6 +116,7 @@ impl Tracker {
 
     /// One pass: records what is used now, then removes what the policy chooses.
     pub async fn collect(&mut self, cx: Context<'_>) {
+        // Clock: the local wall clock: the last-use times are this node's records, as kubelet's.
         let now = Timestamp::now();
         let Some(disk) = self.disk(cx.containerd).await else { return };
         let records = match cx.containerd.images().list(ListImagesRequest { filters: vec![] }).await

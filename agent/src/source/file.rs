@@ -179,6 +179,7 @@ impl FileSource {
 
     /// Steps the machine and performs what it says.
     fn step(&mut self, input: Input) {
+        // Clock: both: `at` (monotonic) for the debounce and retries, `wall` for what is recorded.
         let now = Now { at: tokio::time::Instant::now().into_std(), wall: Timestamp::now() };
         let step = self.machine.step(input, now);
         self.wake = step.wake;

@@ -253,6 +253,7 @@ impl PushHandle {
         let node_name = self.inner.node_name.clone();
         let owned = key.to_owned();
         let prepared = tokio::task::spawn_blocking(move || {
+            // Clock: the local wall clock, for the times the pushed pods record.
             state::prepare(&owned, body.as_ref(), &node_name, Timestamp::now())
         })
         .await

@@ -232,6 +232,8 @@ impl LeaseSync {
             };
             let node = self.context.node.borrow().clone();
             let duration = self.context.lease_duration_seconds;
+            // Clock: the local wall clock, as kubelet writes `renewTime` (the node lifecycle controller
+            // takes a change of it as the heartbeat, whatever its value); when to renew is monotonic.
             let lease = renewed(current, &name, node.as_ref(), duration, Timestamp::now());
             let body = serde_json::to_vec(&lease)
                 .map_err(|source| Error::Encode { lease: name.clone(), source })?;
@@ -269,6 +271,7 @@ impl LeaseSync {
     async fn create(&self, name: &str) -> Result<Lease, Error> {
         let node = self.context.node.borrow().clone();
         let duration = self.context.lease_duration_seconds;
+        // Clock: the local wall clock, as in `renew`.
         let lease = renewed(named(name), name, node.as_ref(), duration, Timestamp::now());
         let body = serde_json::to_vec(&lease)
             .map_err(|source| Error::Encode { lease: name.to_owned(), source })?;

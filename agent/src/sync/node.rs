@@ -381,6 +381,7 @@ pub fn initial_admission_node(config: &Config, node_name: &str) -> node_admissio
 
 /// Now, in whole seconds (the API server keeps condition times to the second).
 fn now() -> Timestamp {
+    // Clock: the local wall clock, as kubelet stamps its conditions.
     Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
 }
 

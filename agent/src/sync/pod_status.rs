@@ -164,6 +164,7 @@ impl Manager {
         let version = self.context.statuses.version();
         let statuses = self.context.statuses.all();
         let mirrors = self.context.mirrors.current();
+        // Clock: the local wall clock, for the times the statuses record.
         let now = Timestamp::now();
         let found =
             target::targets(&snapshot.pods, &statuses, mirrors.as_ref(), &mut self.last_seen, now);

@@ -146,6 +146,7 @@ impl<R: PodRuntime> PodWorker<R> {
             self.delete_exited_tasks();
             wake = Some(step.wake);
         }
+        // Clock: the local wall clock: a status records when things happened on this node.
         if let Some((uid, status)) = self.core.status(Timestamp::now()) {
             if self.span_uid != uid {
                 tracing::Span::current().record("pod.uid", uid);
@@ -271,6 +272,8 @@ fn kernel_input(observed: Observed) -> Option<Input> {
 
 /// The time now, as tokio's clock has it (paused in tests).
 fn now() -> Now {
+    // Clock: both: `at` (monotonic) for every wait and backoff, `wall` only for the times a
+    // status records.
     Now { at: tokio::time::Instant::now().into_std(), wall: Timestamp::now() }
 }
 

@@ -54,6 +54,20 @@ pub enum Fault {
     ApiStorm(Storm),
     /// The device plugin misbehaves while a pod holds one of its devices (D1, D2).
     DevicePlugin(PluginFault),
+    /// The agent's wall clock is wrong for a few seconds, then NTP sets it right; the API
+    /// server reachable meanwhile (`true`) or cut off.
+    ClockJump(Jump, bool),
+}
+
+/// How the agent's wall clock is wrong before NTP sets it right (issue 54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jump {
+    /// The box boots at 1970 (no real-time clock): the agent restarts with it.
+    Boot1970,
+    /// The clock steps 90 days ahead.
+    Forward90Days,
+    /// The clock steps a day back.
+    BackOneDay,
 }
 
 /// How a storm refuses the node's writes.
@@ -75,7 +89,7 @@ const STORM_MEAN_PER_SECOND: f64 = 5.0;
 const STORM_RETRY_AFTER: u64 = 5;
 
 /// The faults in the order trials take them (trial `i` injects `ALL[i % len]`).
-pub const ALL: [Fault; 19] = [
+pub const ALL: [Fault; 25] = [
     Fault::KillAgent(Phase::Cni),
     Fault::KillAgent(Phase::Create),
     Fault::KillAgent(Phase::Stop),
@@ -95,6 +109,12 @@ pub const ALL: [Fault; 19] = [
     Fault::DevicePlugin(PluginFault::NewDeviceIds),
     Fault::DevicePlugin(PluginFault::HungListAndWatch),
     Fault::DevicePlugin(PluginFault::SocketDeleted),
+    Fault::ClockJump(Jump::Boot1970, true),
+    Fault::ClockJump(Jump::Boot1970, false),
+    Fault::ClockJump(Jump::Forward90Days, true),
+    Fault::ClockJump(Jump::Forward90Days, false),
+    Fault::ClockJump(Jump::BackOneDay, true),
+    Fault::ClockJump(Jump::BackOneDay, false),
 ];
 
 impl Fault {
@@ -113,6 +133,14 @@ impl Fault {
             Fault::ApiStorm(Storm::TooManyRequests) => "a storm of 429 with Retry-After".into(),
             Fault::ApiStorm(Storm::Unavailable) => "a storm of 503 on writes".into(),
             Fault::DevicePlugin(fault) => fault.name().into(),
+            Fault::ClockJump(jump, online) => {
+                let jump = match jump {
+                    Jump::Boot1970 => "clock: boot at 1970",
+                    Jump::Forward90Days => "clock: 90 days ahead",
+                    Jump::BackOneDay => "clock: a day back",
+                };
+                format!("{jump}, {}", if online { "online" } else { "offline" })
+            }
         }
     }
 }
@@ -216,6 +244,7 @@ pub fn inject(
         Fault::CertificatesExpire => certificates_expire(rig, model, rng, &mut outcome)?,
         Fault::ApiStorm(storm) => api_storm(rig, model, storm, rng, flap, &mut outcome)?,
         Fault::DevicePlugin(fault) => devices::inject(rig, model, fault, rng, &mut outcome)?,
+        Fault::ClockJump(jump, online) => clock_jump(rig, model, jump, online, rng, &mut outcome)?,
     }
     Ok(outcome)
 }
@@ -264,6 +293,97 @@ fn api_storm(
         outcome.violations.push(format!(
             "O3: {mean:.2} requests a second through the storm (at most {STORM_MEAN_PER_SECOND})"
         ));
+    }
+    Ok(())
+}
+
+/// Issue 54: the agent's wall clock wrong for a few seconds (the box booted at 1970, or
+/// the clock stepped 90 days ahead or a day back), the API server up or cut off, a static
+/// pod changed meanwhile; then NTP sets the clock right. No pod may be restarted by it
+/// (every other running container runs on), and the node may not fall back to its
+/// bootstrap token while its certificate is still valid by the real time. The trial's
+/// settle is the convergence after the step (Lease, statuses).
+fn clock_jump(
+    rig: &mut Rig,
+    model: &mut Model,
+    jump: Jump,
+    online: bool,
+    rng: &mut fastrand::Rng,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let Some(running_before) = steady_start(rig, model, "the clock jump", outcome)? else {
+        return Ok(());
+    };
+    let (_, valid_until) = client_certificate_end(rig)?;
+    let bootstraps = bootstrap_csrs(rig)?;
+    if !online {
+        rig.rt.block_on(rig.server.cut());
+    }
+    match jump {
+        Jump::Boot1970 => {
+            rig.kill_agent();
+            rig.clock.set("@1970-01-01 00:00:00");
+            rig.start()?;
+        }
+        Jump::Forward90Days => rig.clock.set("+90d"),
+        Jump::BackOneDay => rig.clock.set("-1d"),
+    }
+    let op = model.pick_among(&[Op::PutFile, Op::EditFile, Op::DeleteFile], rng);
+    model.apply(rig, op)?;
+    std::thread::sleep(Duration::from_millis(rng.u64(3_000..8_000)));
+    rig.clock.set("+0");
+    if !online {
+        rig.rt.block_on(rig.server.restore()).context("restore the API server")?;
+    }
+    kept_running(rig, &running_before, op, "through the clock jump", outcome)?;
+    // A bootstrap after the step is the J2 recovery only if the certificate really ended.
+    std::thread::sleep(Duration::from_secs(3));
+    for created in bootstrap_csrs(rig)?.into_iter().skip(bootstraps.len()) {
+        if created < valid_until {
+            outcome.violations.push(format!(
+                "J2: the node fell back to its bootstrap token at {created} with a certificate valid until {valid_until}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// When the server's CSRs sent with a bootstrap token were made, oldest first.
+fn bootstrap_csrs(rig: &Rig) -> anyhow::Result<Vec<jiff::Timestamp>> {
+    let csrs = rig.server.list("certificatesigningrequests", None).context("list the CSRs")?;
+    let mut created: Vec<jiff::Timestamp> = csrs
+        .iter()
+        .filter(|csr| {
+            csr.pointer("/spec/username")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|user| user.starts_with("system:bootstrap:"))
+        })
+        .filter_map(|csr| csr.pointer("/metadata/creationTimestamp")?.as_str()?.parse().ok())
+        .collect();
+    created.sort();
+    Ok(created)
+}
+
+/// [`ran_on`], waiting up to half a minute for an agent that just started to report the
+/// containers it adopted.
+fn kept_running(
+    rig: &Rig,
+    before: &std::collections::BTreeMap<String, String>,
+    op: Op,
+    when: &str,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let changed = op.pod_name();
+    let same = || {
+        running_containers(rig).is_ok_and(|now| {
+            before
+                .iter()
+                .filter(|(pod, _)| **pod != changed)
+                .all(|(pod, c)| now.get(pod) == Some(c))
+        })
+    };
+    if wait_for(Duration::from_secs(30), || same().then_some(())).is_none() {
+        ran_on(rig, before, op, when, outcome)?;
     }
     Ok(())
 }

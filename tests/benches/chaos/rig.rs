@@ -18,6 +18,7 @@ use anyhow::{Context, bail, ensure};
 use outpost_tests::agent::Agent;
 use outpost_tests::apiserver::TestApiServer;
 use outpost_tests::containerd::{BUSYBOX_OCI, find_image};
+use outpost_tests::faketime::FakeClock;
 use outpost_tests::pods::CNI_BIN_DIR;
 
 /// `kill -9` of a process (the agent's containerd, a shim).
@@ -44,6 +45,8 @@ pub struct Rig {
     pub agent: Option<Agent>,
     /// The agent's `--shim-grouping`, when given.
     shim_grouping: Option<String>,
+    /// The agent's wall clock (libfaketime's; `+0` but in the clock-jump trials).
+    pub clock: FakeClock,
 }
 
 impl Rig {
@@ -55,6 +58,10 @@ impl Rig {
         );
         let image =
             find_image(BUSYBOX_OCI).map_err(|what| anyhow::anyhow!("chaos needs {what}"))?;
+        ensure!(
+            outpost_tests::faketime::library().is_some(),
+            "chaos needs libfaketime (the faketime package: cargo xtask deps)"
+        );
         let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
         let server = TestApiServer::builder().tls().signing_duration(CERTIFICATE_LIFETIME);
         let server = rt.block_on(server.start()).context("test API server")?;
@@ -67,6 +74,7 @@ impl Rig {
             serde_json::json!({ "token": token }),
         )?;
         let rig = Rig {
+            clock: FakeClock::new(dir.path(), "+0"),
             bootstrap_kubeconfig,
             rt,
             server,
@@ -137,7 +145,7 @@ impl Rig {
         if let Some(grouping) = &self.shim_grouping {
             args.extend(["--shim-grouping".into(), grouping.into()]);
         }
-        let mut command = Command::new(outpost_tests::outpost_bin());
+        let mut command = self.clock.command(&outpost_tests::outpost_bin());
         command.env("OUTPOST_LOG", "info,outpost=debug");
         let agent = Agent::start_pods_with(command, &self.path("manifests"), &args);
         self.agent = Some(agent);

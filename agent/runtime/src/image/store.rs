@@ -103,6 +103,7 @@ impl Store {
     /// Starts a session in a new lease named `outpost-<purpose>-<random>`.
     pub(super) async fn begin(containerd: &Containerd, purpose: &str) -> Result<Store> {
         let lease = format!("outpost-{purpose}-{}", fastrand::u64(..));
+        // Clock: the local wall clock, which containerd (on the same box) compares the label with.
         let expires = jiff::Timestamp::now()
             + jiff::SignedDuration::try_from(LEASE_EXPIRY)
                 .unwrap_or(jiff::SignedDuration::from_hours(1));
