@@ -9,6 +9,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use outpost_tests::agent::Agent;
@@ -39,10 +40,17 @@ fn bootstrap_kubeconfig(cluster: &Cluster, token: &str) -> PathBuf {
 /// `outpost run --dry-run` with a bootstrap kubeconfig for `token` and the kubeconfig
 /// it is to write, its state in the cluster's dir; and the kubeconfig's path.
 fn bootstrap_agent(cluster: &Cluster, token: &str) -> (Agent, PathBuf) {
+    let agent = bootstrap_agent_in(cluster, token, Command::new(outpost_tests::outpost_bin()));
+    (agent, cluster.dir.path().join("agent").join("kubeconfig"))
+}
+
+/// [`bootstrap_agent`] through `command` (the binary, with a fake clock).
+fn bootstrap_agent_in(cluster: &Cluster, token: &str, command: Command) -> Agent {
     let dir = cluster.dir.path();
     let bootstrap = bootstrap_kubeconfig(cluster, token);
     let kubeconfig = dir.join("agent").join("kubeconfig");
-    let agent = Agent::start_args(
+    Agent::start_with(
+        command,
         &dir.join("manifests"),
         &[
             "--kubeconfig".as_ref(),
@@ -52,8 +60,7 @@ fn bootstrap_agent(cluster: &Cluster, token: &str) -> (Agent, PathBuf) {
             "--state-dir".as_ref(),
             cluster.state_dir().as_os_str(),
         ],
-    );
-    (agent, kubeconfig)
+    )
 }
 
 /// Waits (a hang guard) until `check` holds.
@@ -696,25 +703,6 @@ fn j2_both_certificates_rotate_under_pod_churn_with_an_exec_stream_open() {
     );
 }
 
-/// `outpost run --dry-run` as [`bootstrap_agent`] makes it, its wall clock `clock`'s.
-fn bootstrap_agent_at(cluster: &Cluster, token: &str, clock: &FakeClock) -> Agent {
-    let dir = cluster.dir.path();
-    let bootstrap = bootstrap_kubeconfig(cluster, token);
-    let kubeconfig = dir.join("agent").join("kubeconfig");
-    Agent::start_with(
-        clock.command(&outpost_tests::outpost_bin()),
-        &dir.join("manifests"),
-        &[
-            "--kubeconfig".as_ref(),
-            kubeconfig.as_os_str(),
-            "--bootstrap-kubeconfig".as_ref(),
-            bootstrap.as_os_str(),
-            "--state-dir".as_ref(),
-            cluster.state_dir().as_os_str(),
-        ],
-    )
-}
-
 /// The current client certificate's file (the link's target).
 fn current_certificate(cluster: &Cluster) -> PathBuf {
     let link = cluster.state_dir().join("pki/kubelet-client-current.pem");
@@ -742,7 +730,7 @@ fn j2_a_board_that_boots_at_1970_keeps_its_certificate_until_the_clock_is_set() 
     // Powered off and on again, offline, the clock at 1970; then the server is back.
     cluster.cut();
     let clock = FakeClock::new(cluster.dir.path(), "@1970-01-01 00:00:00");
-    let agent = bootstrap_agent_at(&cluster, &token, &clock);
+    let agent = bootstrap_agent_in(&cluster, &token, clock.command(&outpost_tests::outpost_bin()));
     agent.wait_for_log("the clock reads before the certificate's start");
     std::thread::sleep(Duration::from_secs(2));
     cluster.restore();
@@ -780,7 +768,7 @@ fn j2_a_clock_ahead_of_the_cluster_s_throws_nothing_away_and_renews_nothing() {
     let certificate = current_certificate(&cluster);
 
     let clock = FakeClock::new(cluster.dir.path(), "+2h");
-    let agent = bootstrap_agent_at(&cluster, &token, &clock);
+    let agent = bootstrap_agent_in(&cluster, &token, clock.command(&outpost_tests::outpost_bin()));
     pod_arrives(&cluster, &agent, "two-hours-ahead");
     assert!(agent.log().contains("the local clock is off the API server's"), "{}", agent.log());
     for step in ["+0", "+90d"] {

@@ -59,6 +59,18 @@ fn a_body_of_the_wrong_shape_is_corrupt_not_a_panic() {
     assert!(err.to_string().contains("does not decode"), "{err}");
 }
 
+/// Tears the file at `path` (cuts it at `cut`) or changes one byte (at `flip`, by `xor`).
+fn damage(path: &Path, cut: prop::sample::Index, flip: prop::sample::Index, xor: u8, torn: bool) {
+    let mut bytes = fs::read(path).unwrap();
+    if torn {
+        bytes.truncate(cut.index(bytes.len()));
+    } else {
+        let i = flip.index(bytes.len());
+        bytes[i] ^= xor;
+    }
+    fs::write(path, &bytes).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -68,15 +80,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let cps = Checkpoints::new(dir.path());
         cps.write("api", &sample()).unwrap();
-        let path = cps.path("api");
-        let mut bytes = fs::read(&path).unwrap();
-        if torn {
-            bytes.truncate(cut.index(bytes.len()));
-        } else {
-            let i = flip.index(bytes.len());
-            bytes[i] ^= xor;
-        }
-        fs::write(&path, &bytes).unwrap();
+        damage(&cps.path("api"), cut, flip, xor, torn);
         let read = cps.read::<Pods>("api");
         prop_assert!(matches!(read, Err(Error::Corrupt { .. })), "{:?}", read);
     }
@@ -299,15 +303,7 @@ mod sealed {
             let dir = tempfile::tempdir().unwrap();
             let cps = Checkpoints::new(dir.path()).with_key(Some(key(3)));
             cps.write_private("api-objects", &secrets()).unwrap();
-            let path = cps.path("api-objects");
-            let mut bytes = fs::read(&path).unwrap();
-            if torn {
-                bytes.truncate(cut.index(bytes.len()));
-            } else {
-                let i = flip.index(bytes.len());
-                bytes[i] ^= xor;
-            }
-            fs::write(&path, &bytes).unwrap();
+            super::damage(&cps.path("api-objects"), cut, flip, xor, torn);
             let read = cps.read::<BTreeMap<String, String>>("api-objects");
             prop_assert!(matches!(read, Err(Error::Corrupt { .. } | Error::Sealed { .. })), "{:?}", read);
         }
