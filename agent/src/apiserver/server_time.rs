@@ -76,11 +76,22 @@ impl ServerTime {
 
     /// The server's `date`, received when the local clock read `local` and the monotonic
     /// one `at`.
+    /// The estimate never goes back but for a step: a `Date` is whole seconds, so a new one
+    /// may read up to a second behind the running estimate, and a deadline computed on
+    /// the estimate must not find itself early when its timer fires.
     pub fn observe(&self, date: SystemTime, local: SystemTime, at: Instant) {
         let skew = signed_seconds(date, local);
         let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let stepped = seen.is_none_or(|last| last.skew.abs_diff(skew) > STEP.as_secs());
-        *seen = Some(Seen { date, at, skew });
+        let (stepped, newer) = match *seen {
+            None => (true, true),
+            Some(last) => {
+                let estimate = last.date + at.saturating_duration_since(last.at);
+                (last.skew.abs_diff(skew) > STEP.as_secs(), date >= estimate)
+            }
+        };
+        if stepped || newer {
+            *seen = Some(Seen { date, at, skew });
+        }
         drop(seen);
         if stepped {
             if skew.unsigned_abs() > STEP.as_secs() {
@@ -161,6 +172,24 @@ mod tests {
         // The local clock stepped 90 days ahead: the skew jumps.
         time.observe(local, local + 90 * DAY, Instant::now());
         assert!(steps.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_date_rounded_down_to_its_second_does_not_move_the_time_back() {
+        let time = ServerTime::default();
+        let date = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let first = Instant::now() - Duration::from_millis(900);
+        time.observe(date, date, first);
+        let before = time.now().unwrap();
+        // The same second, read 0.9 s later: behind the estimate, so not taken.
+        time.observe(date, date, Instant::now());
+        assert!(time.now().unwrap() >= before);
+        // A later second is taken.
+        time.observe(date + Duration::from_secs(2), date, Instant::now());
+        assert!(time.now().unwrap() >= date + Duration::from_secs(2));
+        // A step back of an hour (the server's clock was set) is taken too.
+        time.observe(date - Duration::from_secs(3600), date, Instant::now());
+        assert!(time.now().unwrap() < date);
     }
 
     #[test]

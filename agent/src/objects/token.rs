@@ -79,6 +79,11 @@ pub(super) async fn resolve(inner: &Arc<Inner>, pod: &Pod, reference: &Reference
     // stepped ahead must not make every token look stale).
     let now = server_time::trusted_timestamp();
     if let Some(token) = kept.as_ref().filter(|t| t.refresh_at() > now) {
+        // A timer that fired early (a clock step) must not leave the token without one.
+        let timer = lock(&inner.state).timers.get(&key).map(tokio::task::AbortHandle::is_finished);
+        if timer.unwrap_or(true) {
+            schedule(inner, &key, token.refresh_at());
+        }
         return Resolution::Found(Object::Token(token.token.clone()));
     }
     // Offline, a kept token is all there is: no request that would wait for a timeout.
