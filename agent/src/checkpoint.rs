@@ -139,11 +139,6 @@ impl Checkpoints {
         self
     }
 
-    /// The key that seals the private checkpoints, if any.
-    pub fn key(&self) -> Option<&StateKey> {
-        self.key.as_deref()
-    }
-
     /// Counts every write and failed write in `metrics`, by checkpoint name.
     pub fn with_metrics(mut self, metrics: CheckpointWrites) -> Checkpoints {
         self.metrics = metrics;

@@ -110,6 +110,10 @@ pub struct Readings {
     /// The certificates the node keeps (TLS bootstrapping): the `CertificateExpired`
     /// condition (J2). Empty without: no such condition.
     pub certificates: Vec<crate::certificates::Held>,
+    /// When the certificates are judged: the API server's time, as the agent's
+    /// certificate manager judges them (a board's clock may be off); `None`: at the
+    /// conditions' own time.
+    pub certificates_judged_at: Option<std::time::SystemTime>,
     /// D1: the device plugins' resources (capacity: every device; allocatable: the
     /// healthy ones).
     pub devices: crate::devices::Capacity,

@@ -251,7 +251,9 @@ pub(super) async fn status(State(state): State<AppState>) -> Response {
             .certificates
             .iter()
             .map(|(name, status)| {
-                CertificateInfo::of(name, &status.borrow(), std::time::SystemTime::now())
+                // Judged as the certificate manager judges it: by the API server's time.
+                let now = crate::apiserver::server_time::trusted_now();
+                CertificateInfo::of(name, &status.borrow(), now)
             })
             .collect(),
     };

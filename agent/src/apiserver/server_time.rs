@@ -76,6 +76,7 @@ impl ServerTime {
 
     /// The server's `date`, received when the local clock read `local` and the monotonic
     /// one `at`.
+    ///
     /// The estimate never goes back but for a step: a `Date` is whole seconds, so a new one
     /// may read up to a second behind the running estimate, and a deadline computed on
     /// the estimate must not find itself early when its timer fires.

@@ -169,19 +169,16 @@ impl StateKey {
         SystemRandom::new()
             .fill(&mut nonce)
             .map_err(|_| io::Error::other("the system's random number generator failed"))?;
-        let mut sealed = Vec::with_capacity(NONCE_LEN + plain.len() + CHACHA20_POLY1305.tag_len());
-        sealed.extend_from_slice(&nonce);
-        sealed.extend_from_slice(plain);
-        let mut body = sealed.split_off(NONCE_LEN);
-        self.key
-            .seal_in_place_append_tag(
+        let mut body = plain.to_vec();
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(name),
                 &mut body,
             )
             .map_err(|_| io::Error::other("sealing failed"))?;
-        sealed.append(&mut body);
-        Ok(sealed)
+        Ok([&nonce[..], &body, tag.as_ref()].concat())
     }
 
     /// What [`StateKey::seal`] sealed for checkpoint `name`, if `sealed_with` is this key.
@@ -197,8 +194,9 @@ impl StateKey {
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| forged())?;
         let mut body = body.to_vec();
         let plain =
-            self.key.open_in_place(nonce, Aad::from(name), &mut body).map_err(|_| forged())?;
-        Ok(plain.to_vec())
+            self.key.open_in_place(nonce, Aad::from(name), &mut body).map_err(|_| forged())?.len();
+        body.truncate(plain);
+        Ok(body)
     }
 }
 

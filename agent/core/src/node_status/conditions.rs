@@ -81,7 +81,8 @@ impl Conditions {
             .map(|(on, reason, message)| (on, reason, message.to_owned()));
         let seconds = u64::try_from(now.as_second()).unwrap_or(0);
         let now_system = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
-        let certificates = certificates::condition(&readings.certificates, now_system)
+        let judged_at = readings.certificates_judged_at.unwrap_or(now_system);
+        let certificates = certificates::condition(&readings.certificates, judged_at)
             .map(|condition| (certificates::CONDITION_TYPE, condition));
         let conditions: Vec<NodeCondition> = TYPES
             .into_iter()

@@ -40,6 +40,7 @@ fn healthy() -> Readings {
         kubelet_port: Some(10250),
         max_pods: MAX_PODS,
         certificates: Vec::new(),
+        certificates_judged_at: None,
         devices: crate::devices::Capacity::default(),
     }
 }
@@ -252,6 +253,30 @@ fn j2_certificate_condition_follows_the_certificates() {
     let mut adopted = Conditions::adopt(&expired);
     let again = adopted.observe(&serving_ended, at(30));
     assert_eq!(condition(&again, "CertificateExpired").last_transition_time, Some(Time(at(20))));
+}
+
+/// J2, issue 54: the certificates are judged at the time the readings give (the API
+/// server's), not at the local clock's: a clock stepped ahead past their end does not
+/// report them expired, and one behind does not hide an end that came.
+#[test]
+fn j2_the_certificate_condition_takes_the_time_the_certificates_are_judged_at() {
+    use crate::certificates::Held;
+    let end = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_015);
+    let held = Held { kind: "client", not_after: Some(end), problem: None, lapse: None };
+    let before_end = Some(end - std::time::Duration::from_secs(10));
+    let ahead = Readings {
+        certificates: vec![held.clone()],
+        certificates_judged_at: before_end,
+        ..healthy()
+    };
+    // The local clock reads 90 days after the end; the server's, 10 s before it.
+    let local = at(90 * 86_400);
+    let valid = Conditions::default().observe(&ahead, local);
+    assert_eq!(condition(&valid, "CertificateExpired").status, "False");
+    let past_end = Some(end + std::time::Duration::from_secs(10));
+    let behind = Readings { certificates_judged_at: past_end, ..ahead };
+    let expired = Conditions::default().observe(&behind, at(-86_400));
+    assert_eq!(condition(&expired, "CertificateExpired").status, "True");
 }
 
 #[test]

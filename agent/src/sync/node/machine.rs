@@ -60,6 +60,7 @@ pub fn readings(config: &Config, hostname: &str) -> Readings {
             .iter()
             .map(|(kind, status)| status.borrow().held(kind))
             .collect(),
+        certificates_judged_at: Some(crate::apiserver::server_time::trusted_now()),
     }
 }
 
